@@ -1,0 +1,106 @@
+/* bench_quant.c: single-thread throughput of the simulator's hot loops on this machine.
+ *
+ * Measures, in one run and on the same 64 MiB float32 tensor: memcpy bandwidth (the ceiling a
+ * streaming loop can reach), amax, encode only, and quantize+statistics for each format, then
+ * quantize+statistics the way the runner sweeps (one 16 KiB chunk read once, 24 configurations
+ * applied while it sits in L1). Prints elements/s and the ratio to the memcpy ceiling.
+ * Usage: bench_quant [n_elements]   (not a test: timings vary with the machine)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fp8.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volatile float sink;
+
+int main(int argc, char **argv) {
+  size_t n = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)16 << 20;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  uint8_t *q = malloc(n);
+  if (!x || !y || !q) return 1;
+  uint64_t s = 88172645463325252ull;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    double u = (double)(s >> 11) / 9007199254740992.0;
+    x[i] = (float)((s & 1 ? -1 : 1) * exp(-12.0 + 16.0 * u));
+  }
+  memcpy(y, x, n * sizeof *x); /* fault the pages in */
+  memset(q, 0, n);
+  int reps = 5;
+  double best;
+
+  best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t = now();
+    memcpy(y, x, n * sizeof *x);
+    t = now() - t;
+    best = t < best ? t : best;
+  }
+  double ceiling = (double)n / best; /* elements/s when reading (and writing) one float each */
+  printf("memcpy            %8.1f Melem/s  %6.2f GB/s read   (ceiling)\n", ceiling / 1e6,
+         (double)n * 4 / best / 1e9);
+
+  best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t = now();
+    sink = fp8_amax_f32(x, n);
+    t = now() - t;
+    best = t < best ? t : best;
+  }
+  printf("amax              %8.1f Melem/s  %5.2fx of memcpy\n", n / best / 1e6, n / best / ceiling);
+
+  best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t = now();
+    fp8_encode_array(x, n, FP8_E4M3, q);
+    t = now() - t;
+    best = t < best ? t : best;
+  }
+  printf("encode e4m3       %8.1f Melem/s  %5.2fx of memcpy\n", n / best / 1e6, n / best / ceiling);
+
+  for (int f = 0; f < 2; f++) {
+    best = 1e30;
+    fp8_stats st;
+    for (int r = 0; r < reps; r++) {
+      fp8_stats_init(&st);
+      double t = now();
+      fp8_quantize_f32(x, n, 37.5f, (fp8_format)f, NULL, NULL, &st);
+      t = now() - t;
+      best = t < best ? t : best;
+    }
+    printf("quant+stats %s  %8.1f Melem/s  %5.2fx of memcpy  (overflow %lld, underflow %lld)\n",
+           fp8_format_name((fp8_format)f), n / best / 1e6, n / best / ceiling,
+           (long long)st.overflow, (long long)st.underflow);
+  }
+
+  /* Sweep pattern: 24 configurations on each 4096-element chunk while it is hot in cache. */
+  enum { CHUNK = 4096, CONFIGS = 24 };
+  best = 1e30;
+  for (int r = 0; r < 2; r++) {
+    fp8_stats st[CONFIGS];
+    for (int c = 0; c < CONFIGS; c++) fp8_stats_init(&st[c]);
+    double t = now();
+    for (size_t off = 0; off < n; off += CHUNK) {
+      size_t m = n - off < CHUNK ? n - off : CHUNK;
+      for (int c = 0; c < CONFIGS; c++)
+        fp8_quantize_f32(x + off, m, 1.0f + (float)c, c & 1 ? FP8_E5M2 : FP8_E4M3, NULL, NULL, &st[c]);
+    }
+    t = now() - t;
+    best = t < best ? t : best;
+  }
+  printf("sweep 24 configs  %8.1f Melem-configs/s (%.1f Melem/s of tensor data)\n",
+         (double)n * CONFIGS / best / 1e6, (double)n / best / 1e6);
+  free(x);
+  free(y);
+  free(q);
+  return 0;
+}

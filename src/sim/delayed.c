@@ -1,0 +1,93 @@
+/* delayed.c: TransformerEngine's delayed scaling (DelayedScaling, fused CUDA update path).
+ *
+ * TE keeps history[0..L-1] with the current amax written into slot 0 by the cast, and after the
+ * update slot 0 is zeroed and slots 1..L-1 hold the L-1 most recent amaxes. The amax used for
+ * the next scale is therefore the max of the L most recent non-zero amaxes. Here the history is a
+ * ring of L slots (O(1) roll); fp8_delayed_history() rebuilds TE's layout for inspection.
+ */
+#include "fp8.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *fp8_amax_compute_name(fp8_amax_compute a) {
+  return a == FP8_AMAX_MOST_RECENT ? "most_recent" : "max";
+}
+
+int fp8_amax_compute_parse(const char *s, fp8_amax_compute *out) {
+  if (!s) return FP8_EINVAL;
+  if (strcmp(s, "max") == 0) *out = FP8_AMAX_MAX;
+  else if (strcmp(s, "most_recent") == 0) *out = FP8_AMAX_MOST_RECENT;
+  else return FP8_EINVAL;
+  return FP8_OK;
+}
+
+float fp8_scaled_max(fp8_format f, int32_t margin) {
+  /* 2^-m is exact for |m| <= 64; the product is one float rounding, as TE's
+   * fp8_max * std::pow(2.f, -margin). */
+  return fp8_format_max(f) * ldexpf(1.0f, -margin);
+}
+
+int fp8_delayed_params_check(const fp8_delayed_params *p) {
+  if (!p) return FP8_EINVAL;
+  if (p->history_len < 1 || p->history_len > FP8_HISTORY_LIMIT) return FP8_EINVAL;
+  if (p->margin < -FP8_MARGIN_LIMIT || p->margin > FP8_MARGIN_LIMIT) return FP8_EINVAL;
+  if (p->amax_compute != FP8_AMAX_MAX && p->amax_compute != FP8_AMAX_MOST_RECENT)
+    return FP8_EINVAL;
+  if (p->format != FP8_E4M3 && p->format != FP8_E5M2) return FP8_EINVAL;
+  return FP8_OK;
+}
+
+int fp8_delayed_init(fp8_delayed_state *st, const fp8_delayed_params *p) {
+  memset(st, 0, sizeof *st);
+  int rc = fp8_delayed_params_check(p);
+  if (rc) return rc;
+  st->ring = calloc((size_t)p->history_len, sizeof *st->ring);
+  if (!st->ring) return FP8_ENOMEM;
+  st->p = *p;
+  st->scale = 1.0f;
+  st->scaled_max = fp8_scaled_max(p->format, p->margin);
+  return FP8_OK;
+}
+
+void fp8_delayed_free(fp8_delayed_state *st) {
+  if (!st) return;
+  free(st->ring);
+  st->ring = NULL;
+}
+
+float fp8_delayed_update(fp8_delayed_state *st, float last) {
+  /* TE PR #825: a tensor whose amax is 0 (its module did not run) keeps history and scale. */
+  if (last == 0.0f) return 0.0f;
+  int32_t L = st->p.history_len;
+  st->ring[st->head] = last;
+  st->head = st->head + 1 == L ? 0 : st->head + 1;
+  st->updates++;
+
+  float amax;
+  if (st->p.amax_compute == FP8_AMAX_MOST_RECENT) {
+    amax = last;
+  } else {
+    /* fmaxf semantics: a NaN amax is ignored (`a > m` is false for NaN). */
+    float m = 0.0f;
+    for (int32_t i = 0; i < L; i++) m = st->ring[i] > m ? st->ring[i] : m;
+    amax = m;
+  }
+  if (isfinite(amax) && amax > 0.0f) {
+    float s = st->scaled_max / amax;
+    st->scale = isinf(s) ? FLT_MAX : s;
+  }
+  return amax;
+}
+
+void fp8_delayed_history(const fp8_delayed_state *st, float *out) {
+  int32_t L = st->p.history_len;
+  /* ring[head-1] is the most recent; walk backwards from out[L-1]. */
+  for (int32_t k = 0; k < L; k++) {
+    int32_t idx = ((st->head - 1 - k) % L + L) % L;
+    out[L - 1 - k] = st->ring[idx];
+  }
+  if (L >= 2) out[0] = 0.0f;
+}

@@ -1,0 +1,30 @@
+/* testutil.h: shared helpers for fp8lab's Check tests: an independent FP8 reference (nearest
+ * representable value by exhaustive search, in double), temp dirs, file helpers, running the CLI. */
+#ifndef FP8LAB_TESTUTIL_H
+#define FP8LAB_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp8.h"
+
+/** Value of a code computed from the format definition in double (NaN for NaN codes). */
+double ref_fp8_value(uint8_t code, fp8_format f);
+/** Reference encode: nearest finite value in double, ties to even code, saturating, NaN 0x7F. */
+uint8_t ref_fp8_encode(float y, fp8_format f);
+
+/** Makes a fresh temporary directory (mkdtemp) and returns its malloc'ed path. */
+char *tu_mkdtemp(void);
+/** Removes a directory tree (rm -rf). */
+void tu_rmtree(const char *path);
+/** Writes len bytes to path; returns 0 on success. */
+int tu_write_file(const char *path, const void *data, size_t len);
+/** Reads a whole file (NUL-terminated, malloc'ed); *len gets its size. NULL on failure. */
+char *tu_read_file(const char *path, size_t *len);
+/** Runs a shell command, capturing stdout+stderr into *output (malloc'ed); returns the exit status. */
+int tu_run(const char *cmd, char **output);
+/** The fp8lab binary (FP8LAB_BIN) and the source tree (FP8LAB_SOURCE_DIR). */
+const char *tu_bin(void);
+const char *tu_source_dir(void);
+
+#endif
