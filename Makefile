@@ -20,7 +20,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	@$(BUILD)/fp8lab demo
+	@$(BUILD)/fp8lab run experiments/quickstart.ini --force
 
 bench: build
 	@$(BUILD)/bench_quant

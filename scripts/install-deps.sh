@@ -13,13 +13,21 @@ for p in "${pkgs[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Python is for cross-checks only (tools/reference): numpy and ml_dtypes from PyPI, into the
+# python3 found on PATH (the one the tests run).
+if command -v python3 >/dev/null 2>&1; then
+  if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
+    echo "install-deps: pip installing numpy ml_dtypes" >&2
+    python3 -m pip install --quiet --disable-pip-version-check numpy ml_dtypes >&2 ||
+      echo "install-deps: warning: numpy/ml_dtypes not installed; the Python cross-checks will be skipped" >&2
+  fi
+fi

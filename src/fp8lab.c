@@ -1,4 +1,361 @@
-/* fp8lab.c: the command line (placeholder until the trace runner lands). */
+/* fp8lab.c: the command line.
+ *
+ *   fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]
+ *   fp8lab synth PRESET DIR [--steps N] [--seed S]
+ *   fp8lab inspect TRACE
+ *   fp8lab --help | --version | CMD --help
+ *
+ * Exit status: 0 ok, 1 runtime failure (out of memory, a write failing mid-run), 2 bad usage or
+ * bad input (experiment file, trace, output directory). Errors are one line on stderr.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "experiment.h"
 #include "fp8.h"
-int main(void) { printf("fp8lab %s\n", FP8LAB_VERSION); return 0; }
+#include "runner.h"
+#include "synth.h"
+#include "trace.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+static const char USAGE[] =
+    "usage: fp8lab <command> [options]\n"
+    "\n"
+    "FP8 scaling recipes (TransformerEngine delayed scaling, current scaling) replayed on\n"
+    "captured activation, weight and gradient traces.\n"
+    "\n"
+    "commands:\n"
+    "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
+    "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow)\n"
+    "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
+    "\n"
+    "options:\n"
+    "  --help            this text; `fp8lab CMD --help` for a command\n"
+    "  --version         print the version\n";
+
+static const char USAGE_RUN[] =
+    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]\n"
+    "\n"
+    "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
+    "configuration of its [recipe.*] sections and writes steps.csv, summary.csv and run.json.\n"
+    "\n"
+    "  --out DIR     output directory (default: [output] dir of the experiment)\n"
+    "  --force       write into a non-empty output directory (its result files are replaced)\n"
+    "  --threads N   worker threads (default: the number of CPUs)\n"
+    "  --quiet       no progress bar and no final message\n";
+
+static const char USAGE_SYNTH[] =
+    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S]\n"
+    "\n"
+    "Writes a synthetic trace (step_<N>.safetensors snapshots and amax.csv) into DIR.\n"
+    "Presets: llm (outlier channels, a late activation spike, shrinking heavy-tailed\n"
+    "gradients, skipped modules), spiky (frequent large spikes), underflow (tiny values over a\n"
+    "wide dynamic range).\n"
+    "\n"
+    "  --steps N   training steps (default 200)\n"
+    "  --seed S    random seed (default 1)\n";
+
+static const char USAGE_INSPECT[] =
+    "usage: fp8lab inspect TRACE\n"
+    "\n"
+    "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
+    "and its amax range over snapshots and amax.csv.\n";
+
+static int want_help(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+static int parse_int64(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int exit_of(int status) {
+  return (status == FP8_ENOMEM || status == FP8_EDEVICE) ? EXIT_RUNTIME : EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------------ run */
+
+static int cmd_run(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_RUN, stdout);
+    return 0;
+  }
+  const char *exp = NULL;
+  fp8_run_options opt = {.threads = 0};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--out") == 0 && i + 1 < argc) {
+      opt.out_dir = argv[++i];
+    } else if (strcmp(a, "--force") == 0) {
+      opt.force = 1;
+    } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+      opt.quiet = 1;
+    } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+      long long v;
+      if (parse_int64(argv[++i], 1, 64, &v)) {
+        fprintf(stderr, "fp8lab run: --threads wants an integer from 1 to 64, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+      opt.threads = (int)v;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "fp8lab run: unknown or incomplete option '%s' (see fp8lab run --help)\n", a);
+      return EXIT_USAGE;
+    } else if (!exp) {
+      exp = a;
+    } else {
+      fprintf(stderr, "fp8lab run: one experiment file expected, got also '%s'\n", a);
+      return EXIT_USAGE;
+    }
+  }
+  if (!exp) {
+    fputs(USAGE_RUN, stderr);
+    return EXIT_USAGE;
+  }
+  if (opt.threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.threads = n > 0 ? (n > 64 ? 64 : (int)n) : 1;
+  }
+  opt.progress = isatty(STDERR_FILENO);
+
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_experiment ex;
+  int rc = fp8_experiment_load(exp, &ex, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    return EXIT_USAGE;
+  }
+  if (ex.trace_is_synth) {
+    int known = 0;
+    for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, ex.synth_preset) == 0;
+    if (!known) {
+      fprintf(stderr, "fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow)\n",
+              exp, ex.synth_preset);
+      fp8_experiment_free(&ex);
+      return EXIT_USAGE;
+    }
+  }
+  fp8_run_summary sum;
+  rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  fp8_experiment_free(&ex);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  if (!opt.quiet) {
+    char real[PATH_MAX];
+    const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+    printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
+           "results in %s:\n  steps.csv    per step, tensor and configuration\n"
+           "  summary.csv  per tensor and configuration\n  run.json     provenance\n",
+           sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ synth */
+
+static int cmd_synth(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_SYNTH, stdout);
+    return 0;
+  }
+  const char *pos[2] = {NULL, NULL};
+  int npos = 0;
+  long long steps = 200, seed = 1;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      if (parse_int64(argv[++i], 1, 1000000, &steps)) {
+        fprintf(stderr, "fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      if (parse_int64(argv[++i], 0, LLONG_MAX, &seed)) {
+        fprintf(stderr, "fp8lab synth: --seed wants a non-negative integer, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "fp8lab synth: unknown or incomplete option '%s' (see fp8lab synth --help)\n", argv[i]);
+      return EXIT_USAGE;
+    } else if (npos < 2) {
+      pos[npos++] = argv[i];
+    } else {
+      fprintf(stderr, "fp8lab synth: too many arguments ('%s')\n", argv[i]);
+      return EXIT_USAGE;
+    }
+  }
+  if (npos != 2) {
+    fputs(USAGE_SYNTH, stderr);
+    return EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN] = "";
+  int rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  printf("fp8lab: wrote synthetic trace '%s' (%lld steps, seed %lld) to %s\n", pos[0], steps, seed, pos[1]);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ inspect */
+
+typedef struct {
+  char *name;
+  fp8_dtype dtype;
+  int ndim;
+  int64_t shape[FP8_MAX_DIMS];
+  long long snapshots;
+  int64_t first, last;
+  float amin, amax; /* over snapshots and amax.csv */
+  long long zero_steps;
+} inspect_row;
+
+static int cmp_row(const void *a, const void *b) {
+  return strcmp(((const inspect_row *)a)->name, ((const inspect_row *)b)->name);
+}
+
+static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp((*rows)[i].name, name) == 0) return &(*rows)[i];
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 64;
+    inspect_row *nr = realloc(*rows, nc * sizeof *nr);
+    if (!nr) return NULL;
+    *rows = nr;
+    *cap = nc;
+  }
+  inspect_row *r = &(*rows)[(*n)++];
+  memset(r, 0, sizeof *r);
+  r->name = strdup(name);
+  r->amin = INFINITY;
+  r->amax = -INFINITY;
+  r->first = -1;
+  return r;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  if (want_help(argc, argv) || argc != 1) {
+    fputs(USAGE_INSPECT, argc == 1 ? stdout : stderr);
+    return argc == 1 ? 0 : EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN] = "";
+  fp8_trace tr;
+  int rc = fp8_trace_open(argv[0], &tr, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  inspect_row *rows = NULL;
+  size_t n = 0, cap = 0;
+  float *buf = NULL;
+  size_t bufcap = 0;
+  for (size_t i = 0; i < tr.nsteps && rc == FP8_OK; i++) {
+    fp8_step s;
+    rc = fp8_trace_load_step(&tr, i, &s, err, sizeof err);
+    if (rc) break;
+    for (size_t k = 0; k < s.ntensors; k++) {
+      const fp8_tensor_view *v = &s.tensors[k];
+      inspect_row *r = row_get(&rows, &n, &cap, v->name);
+      if (!r) { rc = FP8_ENOMEM; break; }
+      if (r->snapshots == 0) {
+        r->dtype = v->dtype;
+        r->ndim = v->ndim;
+        memcpy(r->shape, v->shape, sizeof r->shape);
+        r->first = tr.steps[i];
+      }
+      r->snapshots++;
+      r->last = tr.steps[i];
+      if ((size_t)v->numel > bufcap) {
+        free(buf);
+        bufcap = (size_t)v->numel;
+        buf = malloc(bufcap * sizeof *buf);
+        if (!buf) { rc = FP8_ENOMEM; break; }
+      }
+      fp8_dtype_to_f32(v->dtype, v->data, (size_t)v->numel, buf);
+      float a = fp8_amax_f32(buf, (size_t)v->numel);
+      if (a < r->amin) r->amin = a;
+      if (a > r->amax) r->amax = a;
+    }
+    fp8_step_free(&s);
+  }
+  for (size_t i = 0; i < tr.namax && rc == FP8_OK; i++) {
+    inspect_row *r = row_get(&rows, &n, &cap, tr.amax_names[tr.amax[i].tensor]);
+    if (!r) { rc = FP8_ENOMEM; break; }
+    float a = tr.amax[i].amax;
+    if (a == 0.0f) { r->zero_steps++; continue; }
+    if (a < r->amin) r->amin = a;
+    if (a > r->amax) r->amax = a;
+  }
+  if (rc == FP8_OK) {
+    qsort(rows, n, sizeof *rows, cmp_row);
+    printf("trace %s: %zu snapshot steps", argv[0], tr.nsteps);
+    if (tr.nsteps) printf(" (%lld..%lld)", (long long)tr.steps[0], (long long)tr.steps[tr.nsteps - 1]);
+    printf(", %zu amax.csv rows", tr.namax);
+    if (tr.namax) printf(" (steps %lld..%lld)", (long long)tr.amax[0].step, (long long)tr.amax[tr.namax - 1].step);
+    printf(", %zu tensors\n", n);
+    printf("%-40s %-12s %-5s %-18s %9s %-13s %-31s\n", "tensor", "role", "dtype", "shape", "snapshots",
+           "steps", "amax range (non-zero)");
+    for (size_t i = 0; i < n; i++) {
+      inspect_row *r = &rows[i];
+      char shape[128] = "-", steps[64] = "-", range[64] = "-";
+      if (r->snapshots) {
+        int o = snprintf(shape, sizeof shape, "[");
+        for (int d = 0; d < r->ndim && o < (int)sizeof shape - 24; d++)
+          o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? "," : "", (long long)r->shape[d]);
+        snprintf(shape + o, sizeof shape - (size_t)o, "]");
+        snprintf(steps, sizeof steps, "%lld..%lld", (long long)r->first, (long long)r->last);
+      }
+      if (r->amax >= r->amin) snprintf(range, sizeof range, "%.4g .. %.4g", r->amin, r->amax);
+      const char *role = fp8_role_name(fp8_role_of_tensor(r->name));
+      printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s\n", r->name, *role ? role : "(unknown)",
+             r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
+             r->zero_steps ? " (some steps 0: skipped)" : "");
+    }
+  } else if (rc == FP8_ENOMEM) {
+    snprintf(err, sizeof err, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) free(rows[i].name);
+  free(rows);
+  free(buf);
+  fp8_trace_close(&tr);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(USAGE, stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    fputs(USAGE, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    printf("fp8lab %s\n", FP8LAB_VERSION);
+    return 0;
+  }
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
+  if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+  fprintf(stderr, "fp8lab: unknown command '%s' (run, synth, inspect; see fp8lab --help)\n", cmd);
+  return EXIT_USAGE;
+}

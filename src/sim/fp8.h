@@ -2,8 +2,8 @@
  *
  * Bit-exact FP8 formats (E4M3, E5M2), tensor quantization with a scale, amax, the per-step
  * statistics, and the state and update rules of delayed and current scaling, all as
- * ../shared/RECIPES.md (docs/RECIPES.md) defines them. Pure C11 + libm: no files, no CUDA.
- * Everything else in fp8lab (trace replay, GPU engine, analysis) is checked against this.
+ * ../shared/RECIPES.md defines them (docs/semantics.md: the points it leaves open).
+ * Pure C11 + libm: no files, no CUDA. Everything else in fp8lab (trace replay, GPU engine, analysis) is checked against this.
  */
 #ifndef FP8LAB_SIM_FP8_H
 #define FP8LAB_SIM_FP8_H

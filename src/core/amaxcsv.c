@@ -1,0 +1,276 @@
+/* amaxcsv.c: reading a trace's amax.csv (`step,tensor,amax`, one row per step and tensor), the
+ * per-step amax stream that lets delayed scaling be replayed on every step, not only on the
+ * snapshot steps. Read completely at fp8_trace_open; every error names the file and line.
+ */
+#include "trace_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A parsed row before tensor names are turned into indices. */
+typedef struct {
+  int64_t step;
+  const char *name; /* points into the file buffer */
+  int32_t idx;
+  float amax;
+  size_t line;
+} raw_row;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmp_row(const void *a, const void *b) {
+  const raw_row *x = a, *y = b;
+  if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+  return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* Reads a whole file into a NUL-terminated buffer. */
+static int read_all(const char *path, char **buf, size_t *len, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  FILE *f = fopen(path, "rb");
+  char *b = NULL;
+  size_t n = 0, cap = 0;
+  if (!f) {
+    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    goto done;
+  }
+  for (;;) {
+    if (cap - n < 65536) {
+      size_t nc = cap ? 2 * cap : 65536;
+      char *nb = realloc(b, nc + 1);
+      if (!nb) {
+        rc = FP8_ENOMEM;
+        goto done;
+      }
+      b = nb;
+      cap = nc;
+    }
+    size_t r = fread(b + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  if (ferror(f)) {
+    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
+    goto done;
+  }
+  b[n] = '\0';
+done:
+  if (f) fclose(f);
+  if (rc != FP8_OK) {
+    free(b);
+    b = NULL;
+    n = 0;
+  }
+  *buf = b;
+  *len = n;
+  return rc;
+}
+
+/* Parses a non-negative decimal integer that must fill s. */
+static int parse_step(const char *s, int64_t *out) {
+  if (!*s) return -1;
+  int64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return -1;
+    int d = *s - '0';
+    if (v > (INT64_MAX - d) / 10) return -2;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  char *buf = NULL;
+  size_t len = 0, nrows = 0, cap = 0, nnames = 0;
+  raw_row *rows = NULL;
+  const char **names = NULL;
+  char **owned = NULL;
+  fp8_amax_row *outrows = NULL;
+  if (err && errlen) err[0] = '\0';
+
+  rc = read_all(path, &buf, &len, err, errlen);
+  if (rc != FP8_OK) goto done;
+  if (memchr(buf, '\0', len)) {
+    size_t ln = 1;
+    for (const char *q = buf; *q; q++) ln += *q == '\n';
+    rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
+    goto done;
+  }
+  char *p = buf;
+  size_t line = 0, blank_line = 0;
+  while (*p) {
+    char *nl = strchr(p, '\n');
+    char *next = nl ? nl + 1 : p + strlen(p);
+    if (nl) *nl = '\0';
+    size_t ll = strlen(p);
+    if (ll > 0 && p[ll - 1] == '\r') p[--ll] = '\0'; /* CRLF files */
+    line++;
+    char *cur = p;
+    p = next;
+    if (line == 1) {
+      if (strcmp(cur, "step,tensor,amax") != 0) {
+        rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                           "%s:1: expected header 'step,tensor,amax', found '%.64s'", path, cur);
+        goto done;
+      }
+      continue;
+    }
+    if (ll == 0) {
+      if (!blank_line) blank_line = line;
+      continue;
+    }
+    if (blank_line) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                         "%s:%zu: blank line (only trailing blank lines are allowed)", path,
+                         blank_line);
+      goto done;
+    }
+    char *c1 = strchr(cur, ',');
+    char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c1 || !c2 || strchr(c2 + 1, ',')) {
+      size_t nf = 1;
+      for (const char *q = cur; *q; q++) nf += *q == ',';
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
+                         line, nf);
+      goto done;
+    }
+    *c1 = '\0';
+    *c2 = '\0';
+    const char *fs = cur, *ft = c1 + 1, *fa = c2 + 1;
+    raw_row r = {0, ft, 0, 0.0f, line};
+    int sr = parse_step(fs, &r.step);
+    if (sr != 0) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                         sr == -2 ? "%s:%zu: step '%.64s' too large"
+                                  : "%s:%zu: step '%.64s' is not a non-negative integer",
+                         path, line, fs);
+      goto done;
+    }
+    if (!*ft) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
+      goto done;
+    }
+    char *end = NULL;
+    errno = 0;
+    /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
+    float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
+    if (!end || end == fa || *end) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
+                         line, fa);
+      goto done;
+    }
+    if (isnan(a)) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
+      goto done;
+    }
+    if (a < 0) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path,
+                         line, fa);
+      goto done;
+    }
+    if (isinf(a) && errno == ERANGE) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                         "%s:%zu: amax '%.64s' overflows float (write inf for infinity)", path,
+                         line, fa);
+      goto done;
+    }
+    r.amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
+    if (nrows == cap) {
+      size_t nc = cap ? 2 * cap : 256;
+      raw_row *nr = realloc(rows, nc * sizeof *nr);
+      if (!nr) {
+        rc = FP8_ENOMEM;
+        goto done;
+      }
+      rows = nr;
+      cap = nc;
+    }
+    rows[nrows++] = r;
+  }
+  if (line == 0) {
+    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                       "%s:1: expected header 'step,tensor,amax', found an empty file", path);
+    goto done;
+  }
+
+  /* distinct names, sorted; then each row's index */
+  if (nrows > 0) {
+    names = malloc(nrows * sizeof *names);
+    if (!names) {
+      rc = FP8_ENOMEM;
+      goto done;
+    }
+    for (size_t i = 0; i < nrows; i++) names[i] = rows[i].name;
+    qsort(names, nrows, sizeof *names, cmp_str);
+    for (size_t i = 0; i < nrows; i++)
+      if (nnames == 0 || strcmp(names[nnames - 1], names[i]) != 0) names[nnames++] = names[i];
+    if (nnames > (size_t)INT32_MAX) {
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
+      goto done;
+    }
+    for (size_t i = 0; i < nrows; i++) {
+      const char **hit = bsearch(&rows[i].name, names, nnames, sizeof *names, cmp_str);
+      rows[i].idx = (int32_t)(hit - names);
+    }
+    qsort(rows, nrows, sizeof *rows, cmp_row);
+    size_t dup = 0; /* index of the duplicate row with the smallest line */
+    for (size_t i = 1; i < nrows; i++)
+      if (rows[i].step == rows[i - 1].step && rows[i].idx == rows[i - 1].idx &&
+          (!dup || rows[i].line < rows[dup].line))
+        dup = i;
+    if (dup) {
+      size_t first = dup; /* the earliest row of the same key */
+      while (first > 0 && rows[first - 1].step == rows[dup].step &&
+             rows[first - 1].idx == rows[dup].idx)
+        first--;
+      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+                         "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)",
+                         path, rows[dup].line, (long long)rows[dup].step, rows[dup].name,
+                         rows[first].line);
+      goto done;
+    }
+    owned = calloc(nnames, sizeof *owned);
+    outrows = malloc(nrows * sizeof *outrows);
+    if (!owned || !outrows) {
+      rc = FP8_ENOMEM;
+      goto done;
+    }
+    for (size_t i = 0; i < nnames; i++) {
+      owned[i] = strdup(names[i]);
+      if (!owned[i]) {
+        rc = FP8_ENOMEM;
+        goto done;
+      }
+    }
+    for (size_t i = 0; i < nrows; i++) {
+      outrows[i].step = rows[i].step;
+      outrows[i].tensor = rows[i].idx;
+      outrows[i].amax = rows[i].amax;
+    }
+  }
+  tr->amax = outrows;
+  tr->namax = nrows;
+  tr->amax_names = owned;
+  tr->namax_names = nnames;
+  outrows = NULL;
+  owned = NULL;
+done:
+  if (rc == FP8_ENOMEM && err && errlen && !err[0])
+    fp8_trace_err(rc, err, errlen, "%s: out of memory", path);
+  if (owned)
+    for (size_t i = 0; i < nnames; i++) free(owned[i]);
+  free(owned);
+  free(outrows);
+  free(names);
+  free(rows);
+  free(buf);
+  return rc;
+}

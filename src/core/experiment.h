@@ -1,0 +1,67 @@
+/* experiment.h: experiment files (INI, parsed with libinih) and their expansion into the
+ * configurations a run sweeps.
+ *
+ *   [trace]   path (dir or synth:<preset>), steps (a-b or a-b:stride), tensors (comma globs),
+ *             synth_steps, synth_seed (for synth: paths)
+ *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
+ *             be a comma list (a sweep axis); a configuration is one point of the product.
+ *   [output]  dir
+ * Errors: FP8_EINVAL with "file:line: message" in err.
+ */
+#ifndef FP8LAB_CORE_EXPERIMENT_H
+#define FP8LAB_CORE_EXPERIMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp8.h"
+
+typedef enum { FP8_KIND_DELAYED, FP8_KIND_CURRENT } fp8_recipe_kind;
+
+/** Most configurations one experiment file may expand to (all recipe sections together). */
+#define FP8_EXPERIMENT_MAX_CONFIGS 4096
+
+/** One configuration: a recipe section label, its kind, and one value of every key. */
+typedef struct {
+  char label[64];              /**< the text after "recipe." */
+  fp8_recipe_kind kind;
+  fp8_format_sel format;
+  /* delayed */
+  int32_t history_len;
+  int32_t margin;              /**< both kinds */
+  fp8_amax_compute amax_compute;
+  /* current */
+  float amax_epsilon;
+  int pow2;
+} fp8_config;
+
+typedef struct {
+  char *file;          /**< the experiment file as given */
+  char *base_dir;      /**< its directory: relative paths are relative to it */
+  char *name;          /**< file name without directory and .ini */
+  char *trace_path;    /**< resolved path, or "synth:<preset>" as written */
+  int trace_is_synth;
+  char *synth_preset;  /**< for synth: paths */
+  int64_t synth_steps; /**< default 200 */
+  uint64_t synth_seed; /**< default 1 */
+  int has_steps;       /**< steps key given */
+  int64_t step_first, step_last, step_stride;
+  size_t ntensor_globs;
+  char **tensor_globs; /**< empty = all tensors */
+  char *out_dir;       /**< resolved; NULL when not given */
+  size_t nconfigs;
+  fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
+} fp8_experiment;
+
+/** Parses and validates an experiment file; expands the sweep. */
+int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t errlen);
+void fp8_experiment_free(fp8_experiment *ex);
+
+/** True when step is selected by the [trace] steps key (always true without it). */
+int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step);
+/** True when a tensor name matches one of the globs (always true without globs). */
+int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name);
+
+const char *fp8_recipe_kind_name(fp8_recipe_kind k);
+
+#endif /* FP8LAB_CORE_EXPERIMENT_H */

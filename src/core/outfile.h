@@ -1,0 +1,29 @@
+/* outfile.h: output files that are never half-written (a temporary name in the same directory,
+ * renamed into place on commit), and the output-directory helpers. */
+#ifndef FP8LAB_CORE_OUTFILE_H
+#define FP8LAB_CORE_OUTFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+  FILE *fp;
+  char *tmp;   /**< <dir>/.<name>.tmp.<pid> */
+  char *final; /**< <dir>/<name> */
+} fp8_outfile;
+
+/** Opens <dir>/.<name>.tmp.<pid> for writing (FP8_EIO naming the path on failure). */
+int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen);
+/** Flushes, closes and renames into place; on any failure removes the temporary file. */
+int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
+/** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
+void fp8_outfile_abort(fp8_outfile *of);
+
+/** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
+int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
+/** Removes a file or a directory tree (like rm -rf); missing paths are fine. */
+void fp8_rmtree(const char *path);
+/** 1 when dir exists and holds anything besides . and .. ; 0 otherwise. */
+int fp8_dir_nonempty(const char *dir);
+
+#endif

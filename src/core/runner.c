@@ -1,0 +1,692 @@
+/* runner.c: trace replay through an experiment's configurations (see runner.h).
+ *
+ * Order of work and of the rows of steps.csv: steps ascending, then tensor names (strcmp),
+ * then configurations in experiment order. Tensors of one step are spread over worker threads;
+ * each worker widens a tensor to float32 once, takes its amax, and evaluates all
+ * configurations chunk by chunk while the chunk is in L1.
+ */
+#include "runner.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "outfile.h"
+#include "synth.h"
+
+#ifndef FP8LAB_GIT_REV
+#define FP8LAB_GIT_REV "unknown"
+#endif
+
+#define CHUNK 4096
+
+/* Totals of one (tensor, configuration) over the snapshot steps, for summary.csv. */
+typedef struct {
+  int64_t steps, steps_with_overflow;
+  fp8_stats st;
+  double snr_min;
+  float amax_max;
+} acc_t;
+
+typedef struct {
+  char *name;
+  fp8_role role;
+  fp8_format *fmt;        /* per configuration */
+  fp8_delayed_state *dl;  /* per configuration (allocated for delayed ones) */
+  acc_t *acc;             /* per configuration */
+  /* per step */
+  const fp8_tensor_view *view;
+  float amax;
+  int csv_has;
+  float csv_amax;
+  fp8_stats *st;          /* per configuration, this step */
+  float *scale;           /* per configuration, this step */
+} tensor_t;
+
+typedef struct {
+  const fp8_experiment *ex;
+  size_t ntensors;
+  tensor_t *t;
+  /* the present tensors of the current step, worked through by the threads */
+  size_t *work;
+  size_t nwork;
+  size_t next;
+  pthread_mutex_t lock;
+} run_t;
+
+static int fail(int status, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static ssize_t find_tensor(const run_t *r, const char *name) {
+  size_t lo = 0, hi = r->ntensors;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(r->t[mid].name, name);
+    if (c == 0) return (ssize_t)mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
+/* ------------------------------------------------------------------ CSV formatting */
+
+/* "%.9g", with infinities as inf/-inf and NaN as nan (glibc would print -nan for some). */
+static void put_num(FILE *fp, double v) {
+  if (isnan(v)) fputs("nan", fp);
+  else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", fp);
+  else fprintf(fp, "%.9g", v);
+}
+
+static void put_config_cols(FILE *fp, const fp8_config *c, fp8_format f) {
+  fprintf(fp, "%s,%s,%s,", c->label, fp8_recipe_kind_name(c->kind), fp8_format_name(f));
+  if (c->kind == FP8_KIND_DELAYED)
+    fprintf(fp, "%d,%d,%s,", (int)c->history_len, (int)c->margin,
+            fp8_amax_compute_name(c->amax_compute));
+  else
+    fputs(",,,", fp);
+}
+
+static const char STEPS_HEADER[] =
+    "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,nonfinite,"
+    "zeros,overflow,underflow,subnormal,mse,snr_db\n";
+
+static const char SUMMARY_HEADER[] =
+    "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,n,nonfinite,zeros,"
+    "overflow,underflow,subnormal,overflow_rate,underflow_rate,subnormal_rate,"
+    "steps_with_overflow,mse,snr_db,snr_db_min,amax_max\n";
+
+/* ------------------------------------------------------------------ per-tensor work */
+
+/* Widens the tensor once, takes its amax, then runs every configuration over L1-sized chunks. */
+static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
+  const fp8_tensor_view *v = t->view;
+  size_t n = (size_t)v->numel;
+  size_t nc = r->ex->nconfigs;
+  if (n > *cap) {
+    free(*buf);
+    *buf = malloc((n ? n : 1) * sizeof **buf);
+    *cap = *buf ? n : 0;
+  }
+  float *x = *buf;
+  if (!x && n) { /* out of memory: mark by NaN scale; caller reports */
+    for (size_t c = 0; c < nc; c++) t->scale[c] = NAN;
+    return;
+  }
+  fp8_dtype_to_f32(v->dtype, v->data, n, x);
+  t->amax = fp8_amax_f32(x, n);
+  for (size_t c = 0; c < nc; c++) {
+    const fp8_config *cf = &r->ex->configs[c];
+    if (cf->kind == FP8_KIND_DELAYED) {
+      t->scale[c] = t->dl[c].scale;
+    } else {
+      fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
+                              .margin = cf->margin, .format = t->fmt[c]};
+      t->scale[c] = fp8_current_scale(&p, t->amax);
+    }
+    fp8_stats_init(&t->st[c]);
+  }
+  for (size_t off = 0; off < n; off += CHUNK) {
+    size_t m = n - off < CHUNK ? n - off : CHUNK;
+    for (size_t c = 0; c < nc; c++)
+      fp8_quantize_f32(x + off, m, t->scale[c], t->fmt[c], NULL, NULL, &t->st[c]);
+  }
+}
+
+static void *worker(void *arg) {
+  run_t *r = arg;
+  float *buf = NULL;
+  size_t cap = 0;
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    size_t k = r->next < r->nwork ? r->next++ : (size_t)-1;
+    pthread_mutex_unlock(&r->lock);
+    if (k == (size_t)-1) break;
+    eval_tensor(r, &r->t[r->work[k]], &buf, &cap);
+  }
+  free(buf);
+  return NULL;
+}
+
+static void run_workers(run_t *r, int threads) {
+  r->next = 0;
+  if (threads <= 1 || r->nwork <= 1) {
+    worker(r);
+    return;
+  }
+  int nt = (size_t)threads < r->nwork ? threads : (int)r->nwork;
+  pthread_t tid[64];
+  if (nt > 64) nt = 64;
+  int started = 0;
+  for (int i = 0; i < nt; i++)
+    if (pthread_create(&tid[i], NULL, worker, r) == 0) started++;
+  if (started == 0) worker(r);
+  for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+}
+
+/* ------------------------------------------------------------------ progress */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress(size_t done, size_t total, double t0, double *last, int final) {
+  double t = now_s();
+  if (!final && t - *last < 0.1) return;
+  *last = t;
+  double el = t - t0, rate = el > 0 ? (double)done / el : 0;
+  double eta = rate > 0 ? (double)(total - done) / rate : 0;
+  int width = 30, fill = total ? (int)((double)width * (double)done / (double)total) : width;
+  fprintf(stderr, "\r[%.*s%*s] %zu/%zu steps  %.1f steps/s  ETA %.0fs ", fill,
+          "##############################", width - fill, "", done, total, rate, eta);
+  if (final) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+/* ------------------------------------------------------------------ run.json */
+
+static json_t *configs_json(const fp8_experiment *ex) {
+  json_t *arr = json_array();
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    const fp8_config *cf = &ex->configs[c];
+    const char *fmt = cf->format == FP8_SEL_HYBRID ? "hybrid"
+                    : cf->format == FP8_SEL_E4M3 ? "e4m3" : "e5m2";
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "recipe", cf->label, "kind",
+                          fp8_recipe_kind_name(cf->kind), "format", fmt, "margin", (int)cf->margin);
+    if (cf->kind == FP8_KIND_DELAYED) {
+      json_object_set_new(o, "history_len", json_integer(cf->history_len));
+      json_object_set_new(o, "amax_compute", json_string(fp8_amax_compute_name(cf->amax_compute)));
+    } else {
+      json_object_set_new(o, "amax_epsilon", json_real(cf->amax_epsilon));
+      json_object_set_new(o, "pow2", json_boolean(cf->pow2));
+    }
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *file_json(const char *path) {
+  struct stat sb;
+  json_t *o = json_pack("{s:s}", "path", path);
+  if (stat(path, &sb) == 0) json_object_set_new(o, "bytes", json_integer((json_int_t)sb.st_size));
+  return o;
+}
+
+static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_trace *tr,
+                          const char *trace_dir, const fp8_run_summary *sum, long long mismatches,
+                          const char *started, int threads, char *err, size_t errlen) {
+  json_t *root = json_object();
+  json_object_set_new(root, "fp8lab_version", json_string(FP8LAB_VERSION));
+  json_object_set_new(root, "git_revision", json_string(FP8LAB_GIT_REV));
+  json_object_set_new(root, "started_utc", json_string(started));
+  size_t len = 0;
+  char *text = NULL;
+  FILE *fp = fopen(ex->file, "rb");
+  if (fp) {
+    text = malloc(1 << 20);
+    if (text) {
+      len = fread(text, 1, (1 << 20) - 1, fp);
+      text[len] = 0;
+    }
+    fclose(fp);
+  }
+  json_t *exo = json_pack("{s:s, s:s}", "file", ex->file, "name", ex->name);
+  if (text) json_object_set_new(exo, "text", json_stringn_nocheck(text, len));
+  free(text);
+  json_object_set_new(exo, "configurations", configs_json(ex));
+  json_object_set_new(root, "experiment", exo);
+
+  json_t *tro = json_pack("{s:s, s:I, s:I}", "path", trace_dir, "snapshot_steps",
+                          (json_int_t)tr->nsteps, "amax_rows", (json_int_t)tr->namax);
+  if (ex->trace_is_synth) {
+    json_object_set_new(tro, "synth_preset", json_string(ex->synth_preset));
+    json_object_set_new(tro, "synth_steps", json_integer(ex->synth_steps));
+    json_object_set_new(tro, "synth_seed", json_integer((json_int_t)ex->synth_seed));
+  }
+  json_object_set_new(root, "trace", tro);
+
+  json_t *inputs = json_array();
+  json_array_append_new(inputs, file_json(ex->file));
+  for (size_t i = 0; i < tr->nsteps; i++) json_array_append_new(inputs, file_json(tr->step_paths[i]));
+  if (tr->namax) {
+    char p[4096 + 16];
+    snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
+    json_array_append_new(inputs, file_json(p));
+  }
+  json_object_set_new(root, "inputs", inputs);
+  json_object_set_new(root, "outputs", json_pack("[s, s, s]", "steps.csv", "summary.csv", "run.json"));
+  json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
+  json_object_set_new(root, "tensors", json_integer(sum->tensors));
+  json_object_set_new(root, "configurations", json_integer(sum->configs));
+  json_object_set_new(root, "rows", json_integer(sum->rows));
+  json_object_set_new(root, "threads", json_integer(threads));
+  json_object_set_new(root, "amax_csv_mismatches", json_integer(mismatches));
+  json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
+
+  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!dump) return fail(FP8_ENOMEM, err, errlen, "run.json: out of memory");
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "run.json", err, errlen);
+  if (rc == FP8_OK) {
+    fputs(dump, of.fp);
+    fputc('\n', of.fp);
+    rc = fp8_outfile_commit(&of, err, errlen);
+  }
+  free(dump);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+static void tensors_free(run_t *r) {
+  for (size_t i = 0; i < r->ntensors; i++) {
+    tensor_t *t = &r->t[i];
+    if (t->dl)
+      for (size_t c = 0; c < r->ex->nconfigs; c++) fp8_delayed_free(&t->dl[c]);
+    free(t->name);
+    free(t->fmt);
+    free(t->dl);
+    free(t->acc);
+    free(t->st);
+    free(t->scale);
+  }
+  free(r->t);
+  r->t = NULL;
+  r->ntensors = 0;
+}
+
+/* Collects the selected tensor names of all snapshots (validating every header on the way) and
+ * of amax.csv, sorted and unique. */
+static int collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***names_out,
+                         size_t *n_out, char *err, size_t errlen) {
+  size_t n = 0, cap = 64;
+  char **names = malloc(cap * sizeof *names);
+  int rc = FP8_OK;
+  if (!names) return fail(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
+    if (!fp8_experiment_step_selected(ex, tr->steps[i])) continue;
+    fp8_step s;
+    rc = fp8_trace_load_step(tr, i, &s, err, errlen);
+    if (rc) break;
+    for (size_t k = 0; k < s.ntensors; k++) {
+      if (!fp8_experiment_tensor_selected(ex, s.tensors[k].name)) continue;
+      if (n == cap) {
+        char **nn = realloc(names, (cap *= 2) * sizeof *names);
+        if (!nn) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); break; }
+        names = nn;
+      }
+      names[n++] = strdup(s.tensors[k].name);
+    }
+    fp8_step_free(&s);
+    /* dedupe as we go so memory stays proportional to distinct names */
+    qsort(names, n, sizeof *names, cmp_str);
+    size_t w = 0;
+    for (size_t k = 0; k < n; k++) {
+      if (w && strcmp(names[w - 1], names[k]) == 0) { free(names[k]); continue; }
+      names[w++] = names[k];
+    }
+    n = w;
+  }
+  for (size_t k = 0; k < tr->namax_names && rc == FP8_OK; k++) {
+    if (!fp8_experiment_tensor_selected(ex, tr->amax_names[k])) continue;
+    if (n == cap) {
+      char **nn = realloc(names, (cap *= 2) * sizeof *names);
+      if (!nn) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); break; }
+      names = nn;
+    }
+    names[n++] = strdup(tr->amax_names[k]);
+  }
+  if (rc) {
+    for (size_t k = 0; k < n; k++) free(names[k]);
+    free(names);
+    return rc;
+  }
+  qsort(names, n, sizeof *names, cmp_str);
+  size_t w = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (w && strcmp(names[w - 1], names[k]) == 0) { free(names[k]); continue; }
+    names[w++] = names[k];
+  }
+  *names_out = names;
+  *n_out = w;
+  return FP8_OK;
+}
+
+static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  size_t nc = ex->nconfigs;
+  r->t = calloc(n ? n : 1, sizeof *r->t);
+  if (!r->t) return fail(FP8_ENOMEM, err, errlen, "out of memory");
+  r->ntensors = n;
+  for (size_t i = 0; i < n; i++) {
+    tensor_t *t = &r->t[i];
+    t->name = names[i];
+    names[i] = NULL;
+    t->role = fp8_role_of_tensor(t->name);
+    t->fmt = calloc(nc, sizeof *t->fmt);
+    t->dl = calloc(nc, sizeof *t->dl);
+    t->acc = calloc(nc, sizeof *t->acc);
+    t->st = calloc(nc, sizeof *t->st);
+    t->scale = calloc(nc, sizeof *t->scale);
+    if (!t->fmt || !t->dl || !t->acc || !t->st || !t->scale)
+      return fail(FP8_ENOMEM, err, errlen, "out of memory");
+    for (size_t c = 0; c < nc; c++) {
+      const fp8_config *cf = &ex->configs[c];
+      if (fp8_format_resolve(cf->format, t->role, &t->fmt[c]) != FP8_OK) {
+        const char *dot = strrchr(t->name, '.');
+        return fail(FP8_EINVAL, err, errlen,
+                    "%s: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
+                    "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
+                    "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
+                    ex->file, t->name, dot ? dot + 1 : t->name, cf->label);
+      }
+      if (cf->kind == FP8_KIND_DELAYED) {
+        fp8_delayed_params p = {.history_len = cf->history_len, .margin = cf->margin,
+                                .amax_compute = cf->amax_compute, .format = t->fmt[c]};
+        int rc = fp8_delayed_init(&t->dl[c], &p);
+        if (rc) return fail(rc, err, errlen, "tensor %s: [recipe.%s]: %s", t->name, cf->label,
+                            fp8_strerror(rc));
+      }
+      t->acc[c].snr_min = INFINITY;
+    }
+  }
+  return FP8_OK;
+}
+
+/* The steps of the replay: selected snapshot steps and amax.csv steps, sorted and unique. */
+static int union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout) {
+  int64_t *s = malloc((tr->nsteps + tr->namax + 1) * sizeof *s);
+  if (!s) return FP8_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < tr->nsteps; i++)
+    if (fp8_experiment_step_selected(ex, tr->steps[i])) s[n++] = tr->steps[i];
+  for (size_t i = 0; i < tr->namax; i++)
+    if (fp8_experiment_step_selected(ex, tr->amax[i].step)) s[n++] = tr->amax[i].step;
+  qsort(s, n, sizeof *s, cmp_i64);
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if (w == 0 || s[w - 1] != s[i]) s[w++] = s[i];
+  *out = s;
+  *nout = w;
+  return FP8_OK;
+}
+
+static void write_summary(FILE *fp, const run_t *r) {
+  fputs(SUMMARY_HEADER, fp);
+  for (size_t i = 0; i < r->ntensors; i++) {
+    const tensor_t *t = &r->t[i];
+    for (size_t c = 0; c < r->ex->nconfigs; c++) {
+      const acc_t *a = &t->acc[c];
+      if (a->steps == 0) continue;
+      const fp8_stats *st = &a->st;
+      double finite = (double)(st->n - st->nonfinite);
+      fprintf(fp, "%s,%s,", t->name, fp8_role_name(t->role));
+      put_config_cols(fp, &r->ex->configs[c], t->fmt[c]);
+      fprintf(fp, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,", (long long)a->steps, (long long)st->n,
+              (long long)st->nonfinite, (long long)st->zeros, (long long)st->overflow,
+              (long long)st->underflow, (long long)st->subnormal);
+      put_num(fp, finite > 0 ? (double)st->overflow / finite : NAN);
+      fputc(',', fp);
+      put_num(fp, finite > 0 ? (double)st->underflow / finite : NAN);
+      fputc(',', fp);
+      put_num(fp, finite > 0 ? (double)st->subnormal / finite : NAN);
+      fprintf(fp, ",%lld,", (long long)a->steps_with_overflow);
+      put_num(fp, fp8_stats_mse(st));
+      fputc(',', fp);
+      put_num(fp, fp8_stats_snr_db(st));
+      fputc(',', fp);
+      put_num(fp, a->snr_min);
+      fputc(',', fp);
+      put_num(fp, a->amax_max);
+      fputc('\n', fp);
+    }
+  }
+}
+
+int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
+                       char *err, size_t errlen) {
+  double t0 = now_s();
+  int rc = FP8_OK;
+  run_t r = {.ex = ex};
+  fp8_trace tr;
+  memset(&tr, 0, sizeof tr);
+  int trace_open = 0;
+  char **names = NULL;
+  size_t nnames = 0;
+  int64_t *steps = NULL;
+  size_t nsteps = 0;
+  int32_t *amax_map = NULL;
+  fp8_outfile steps_out = {0};
+  char trace_dir[4096];
+  char started[64];
+  long long mismatches = 0;
+  int threads = opt->threads > 0 ? opt->threads : 1;
+  pthread_mutex_init(&r.lock, NULL);
+  memset(sum, 0, sizeof *sum);
+
+  time_t wall = time(NULL);
+  struct tm tmv;
+  gmtime_r(&wall, &tmv);
+  strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+
+  const char *out = opt->out_dir ? opt->out_dir : ex->out_dir;
+  if (!out) {
+    rc = fail(FP8_EINVAL, err, errlen, "%s: no output directory: give [output] dir or --out DIR",
+              ex->file);
+    goto done;
+  }
+  snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
+
+  /* The output directory: refuse to overwrite results unless --force; create it; make sure
+   * it is writable before any work is done. */
+  if (!opt->force && fp8_dir_nonempty(out)) {
+    rc = fail(FP8_EINVAL, err, errlen,
+              "%s: output directory is not empty (use --force to overwrite its results)", out);
+    goto done;
+  }
+  rc = fp8_mkdir_p(out, err, errlen);
+  if (rc) goto done;
+  rc = fp8_outfile_open(&steps_out, out, "steps.csv", err, errlen);
+  if (rc) goto done;
+
+  /* The trace: generated into the output directory for synth: paths. */
+  if (ex->trace_is_synth) {
+    /* generated next to its final place and swapped in, so that a re-run with --force never
+     * mixes snapshots of two generations */
+    char tmp_dir[4096 + 32];
+    snprintf(trace_dir, sizeof trace_dir, "%s/trace", out);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/.trace.tmp.%ld", out, (long)getpid());
+    fp8_rmtree(tmp_dir);
+    rc = fp8_synth_write(ex->synth_preset, tmp_dir, ex->synth_steps, ex->synth_seed, err, errlen);
+    if (rc) {
+      char tmp[FP8_ERRLEN];
+      snprintf(tmp, sizeof tmp, "%s", err);
+      fp8_rmtree(tmp_dir);
+      rc = fail(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
+      goto done;
+    }
+    fp8_rmtree(trace_dir);
+    if (rename(tmp_dir, trace_dir) != 0) {
+      rc = fail(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", trace_dir, tmp_dir,
+                strerror(errno));
+      fp8_rmtree(tmp_dir);
+      goto done;
+    }
+  } else {
+    snprintf(trace_dir, sizeof trace_dir, "%s", ex->trace_path);
+  }
+  rc = fp8_trace_open(trace_dir, &tr, err, errlen);
+  if (rc) goto done;
+  trace_open = 1;
+
+  rc = collect_names(ex, &tr, &names, &nnames, err, errlen);
+  if (rc) goto done;
+  if (nnames == 0) {
+    rc = fail(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
+              ex->file, trace_dir);
+    goto done;
+  }
+  rc = tensors_init(&r, names, nnames, err, errlen);
+  if (rc) goto done;
+  if (union_steps(ex, &tr, &steps, &nsteps) != FP8_OK) {
+    rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  amax_map = malloc((tr.namax_names + 1) * sizeof *amax_map);
+  r.work = malloc(r.ntensors * sizeof *r.work);
+  if (!amax_map || !r.work) {
+    rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  for (size_t k = 0; k < tr.namax_names; k++)
+    amax_map[k] = fp8_experiment_tensor_selected(ex, tr.amax_names[k])
+                      ? (int32_t)find_tensor(&r, tr.amax_names[k]) : -1;
+  (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */
+
+  FILE *fp = steps_out.fp;
+  fputs(STEPS_HEADER, fp);
+  size_t snap = 0, arow = 0;
+  double last_draw = 0;
+  int draw = opt->progress && !opt->quiet;
+  for (size_t si = 0; si < nsteps; si++) {
+    int64_t step = steps[si];
+    for (size_t i = 0; i < r.ntensors; i++) {
+      r.t[i].view = NULL;
+      r.t[i].amax = 0.0f;
+      r.t[i].csv_has = 0;
+    }
+    /* amax.csv rows of this step (sorted by step) */
+    while (arow < tr.namax && tr.amax[arow].step < step) arow++;
+    for (; arow < tr.namax && tr.amax[arow].step == step; arow++) {
+      int32_t idx = amax_map[tr.amax[arow].tensor];
+      if (idx < 0) continue;
+      r.t[idx].amax = tr.amax[arow].amax;
+      r.t[idx].csv_has = 1;
+      r.t[idx].csv_amax = tr.amax[arow].amax;
+    }
+    /* the snapshot of this step, if any */
+    while (snap < tr.nsteps && tr.steps[snap] < step) snap++;
+    fp8_step s;
+    int have_snap = snap < tr.nsteps && tr.steps[snap] == step;
+    if (have_snap) {
+      rc = fp8_trace_load_step(&tr, snap, &s, err, errlen);
+      if (rc) goto done;
+      r.nwork = 0;
+      for (size_t k = 0; k < s.ntensors; k++) {
+        ssize_t idx = find_tensor(&r, s.tensors[k].name);
+        if (idx < 0) continue; /* not selected */
+        r.t[idx].view = &s.tensors[k];
+        r.work[r.nwork++] = (size_t)idx;
+      }
+      run_workers(&r, threads);
+      /* rows, in tensor order (work[] is ascending because both lists are sorted) */
+      for (size_t w = 0; w < r.nwork; w++) {
+        tensor_t *t = &r.t[r.work[w]];
+        if (t->csv_has && t->csv_amax != t->amax) mismatches++;
+        for (size_t c = 0; c < ex->nconfigs; c++) {
+          if (isnan(t->scale[c])) {
+            fp8_step_free(&s);
+            rc = fail(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+            goto done;
+          }
+          const fp8_stats *st = &t->st[c];
+          fprintf(fp, "%s,%s,%lld,", t->name, fp8_role_name(t->role), (long long)step);
+          put_config_cols(fp, &ex->configs[c], t->fmt[c]);
+          put_num(fp, t->amax);
+          fputc(',', fp);
+          put_num(fp, t->scale[c]);
+          fprintf(fp, ",%lld,%lld,%lld,%lld,%lld,%lld,", (long long)st->n, (long long)st->nonfinite,
+                  (long long)st->zeros, (long long)st->overflow, (long long)st->underflow,
+                  (long long)st->subnormal);
+          double snr = fp8_stats_snr_db(st);
+          put_num(fp, fp8_stats_mse(st));
+          fputc(',', fp);
+          put_num(fp, snr);
+          fputc('\n', fp);
+          acc_t *a = &t->acc[c];
+          a->steps++;
+          a->steps_with_overflow += st->overflow > 0;
+          fp8_stats_merge(&a->st, st);
+          if (snr < a->snr_min) a->snr_min = snr;
+          if (t->amax > a->amax_max) a->amax_max = t->amax;
+          sum->rows++;
+        }
+      }
+      fp8_step_free(&s);
+    }
+    /* the delayed-scaling update with this step's amaxes (zero: module did not run) */
+    for (size_t i = 0; i < r.ntensors; i++)
+      for (size_t c = 0; c < ex->nconfigs; c++)
+        if (ex->configs[c].kind == FP8_KIND_DELAYED) fp8_delayed_update(&r.t[i].dl[c], r.t[i].amax);
+    if (ferror(fp)) {
+      rc = fail(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s", out, strerror(errno));
+      goto done;
+    }
+    if (draw) progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
+  }
+
+  sum->steps = (long long)nsteps;
+  sum->tensors = (long long)r.ntensors;
+  sum->configs = (long long)ex->nconfigs;
+
+  /* summary.csv and run.json, then the renames: steps.csv last, so a complete steps.csv always
+   * comes with its summary */
+  {
+    fp8_outfile so;
+    rc = fp8_outfile_open(&so, out, "summary.csv", err, errlen);
+    if (rc) goto done;
+    write_summary(so.fp, &r);
+    rc = fp8_outfile_commit(&so, err, errlen);
+    if (rc) goto done;
+  }
+  rc = fp8_outfile_commit(&steps_out, err, errlen);
+  if (rc) goto done;
+  sum->wall_s = now_s() - t0;
+  rc = write_run_json(out, ex, &tr, trace_dir, sum, mismatches, started, threads, err, errlen);
+  if (rc) goto done;
+  if (mismatches)
+    fprintf(stderr, "warning: %lld snapshot amaxes differ from amax.csv (the snapshot data was used)\n",
+            mismatches);
+
+done:
+  fp8_outfile_abort(&steps_out);
+  if (names) {
+    for (size_t k = 0; k < nnames; k++) free(names[k]);
+    free(names);
+  }
+  tensors_free(&r);
+  free(r.work);
+  free(steps);
+  free(amax_map);
+  if (trace_open) fp8_trace_close(&tr);
+  pthread_mutex_destroy(&r.lock);
+  return rc;
+}

@@ -1,0 +1,21 @@
+/* synth.h: synthetic traces that model real training behaviour, so the demo and the tests need
+ * no downloads. Presets: "llm", "spiky", "underflow" (docs in src/core/synth.c and README). */
+#ifndef FP8LAB_CORE_SYNTH_H
+#define FP8LAB_CORE_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Writes a trace into dir (created if missing): snapshot safetensors files and amax.csv for
+ *  `steps` training steps, deterministic for a given seed. FP8_EINVAL for an unknown preset. */
+int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t seed,
+                    char *err, size_t errlen);
+
+/** The snapshot interval of a synthetic trace of `steps` steps: max(1, round(steps / 20)),
+ *  so about 20 snapshots (every 10 steps for 200 steps); snapshots at steps 0, k, 2k, ... */
+int64_t fp8_synth_snapshot_interval(int64_t steps);
+
+/** NULL-terminated list of preset names. */
+const char *const *fp8_synth_presets(void);
+
+#endif /* FP8LAB_CORE_SYNTH_H */

@@ -1,0 +1,619 @@
+#!/usr/bin/env python3
+"""Self-test of the Python reference (tools/reference/fp8ref.py) on hand-computed cases.
+
+Run: python3 tests/python/test_reference.py   (needs numpy and ml_dtypes)
+Prints one line per failure and a final "N passed, M failed"; exits 1 on any failure.
+"""
+
+import csv
+import io
+import math
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+
+try:
+    import numpy as np
+    import ml_dtypes  # noqa: F401
+except ImportError as e:
+    print("skipped: %s (scripts/install-deps.sh installs numpy and ml_dtypes)" % e)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "reference"))
+
+import fp8ref as R  # noqa: E402
+import gen_trace as G  # noqa: E402
+
+F32 = np.float32
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def bits(v):
+    return R.f32_bits(v)
+
+
+def enc1(v, fmt):
+    return int(R.encode(np.array([v], dtype=np.float32), fmt)[0])
+
+
+def dec1(code, fmt):
+    return float(R.decode(np.array([code], dtype=np.uint8), fmt)[0])
+
+
+def eq32(a, b):
+    return bits(a) == bits(b)
+
+# --------------------------------------------------------------------------------------------
+# encode / decode
+# --------------------------------------------------------------------------------------------
+
+
+@test
+def encode_hand_cases():
+    e4 = [(1.0625, 1.0), (1.1875, 1.25), (464.0, 448.0), (480.0, 448.0), (1e30, 448.0),
+          (np.inf, 448.0), (-np.inf, -448.0), (-500.0, -448.0), (2.0 ** -10, 0.0),
+          (3 * 2.0 ** -10, 2.0 ** -8), (5 * 2.0 ** -10, 2.0 ** -8), (2.0 ** -9, 2.0 ** -9),
+          (1.5 * 2.0 ** -10, 2.0 ** -9), (0.0, 0.0), (240.0, 240.0), (232.0, 224.0),
+          (248.0, 256.0), (17.0, 16.0), (19.0, 20.0)]
+    for v, want in e4:
+        got = dec1(enc1(v, "e4m3"), "e4m3")
+        assert got == want, ("e4m3", v, got, want)
+    assert enc1(-1e-30, "e4m3") == 0x80
+    assert enc1(-0.0, "e4m3") == 0x80
+    assert enc1(-2.0 ** -10, "e4m3") == 0x80
+    assert enc1(448.0, "e4m3") == 0x7E and enc1(-448.0, "e4m3") == 0xFE
+    assert enc1(2.0 ** -9, "e4m3") == 0x01
+    assert math.isnan(dec1(enc1(np.nan, "e4m3"), "e4m3"))
+    e5 = [(61440.0, 57344.0), (60000.0, 57344.0), (1e38, 57344.0), (np.inf, 57344.0),
+          (-np.inf, -57344.0), (1.125, 1.0), (1.375, 1.5), (2.0 ** -17, 0.0),
+          (3 * 2.0 ** -17, 2.0 ** -15), (2.0 ** -16, 2.0 ** -16), (53248.0, 49152.0),
+          (45056.0, 49152.0), (40960.0, 40960.0), (2.5, 2.5), (2.25, 2.0), (2.75, 3.0)]
+    for v, want in e5:
+        got = dec1(enc1(v, "e5m2"), "e5m2")
+        assert got == want, ("e5m2", v, got, want)
+    assert enc1(57344.0, "e5m2") == 0x7B
+    assert enc1(-1e-30, "e5m2") == 0x80
+    c = enc1(np.nan, "e5m2")
+    assert (c & 0x7F) in (0x7D, 0x7E, 0x7F), hex(c)
+    assert math.isnan(dec1(c, "e5m2"))
+
+
+def fp8_table(fmt):
+    codes = np.arange(256, dtype=np.uint8)
+    vals = R.decode(codes, fmt).astype(np.float64)
+    keep = np.isfinite(vals) & (vals >= 0) & ((codes & 0x80) == 0)
+    return vals[keep], codes[keep].astype(np.int64)
+
+
+def brute_encode(y, fmt):
+    """Nearest finite FP8 value by search over all codes, ties to even code, saturating."""
+    f = R.get_fmt(fmt)
+    vals, codes = fp8_table(fmt)
+    order = np.argsort(vals)
+    vals, codes = vals[order], codes[order]
+    with np.errstate(invalid="ignore"):
+        y = y.astype(np.float64)
+    nan = np.isnan(y)
+    a = np.minimum(np.abs(np.where(nan, 0.0, y)), float(f.max))
+    hi = np.clip(np.searchsorted(vals, a, side="left"), 0, len(vals) - 1)
+    lo = np.clip(hi - 1, 0, len(vals) - 1)
+    dlo = a - vals[lo]
+    dhi = vals[hi] - a
+    pick_hi = (dhi < dlo) | ((dhi == dlo) & ((codes[hi] & 1) == 0))
+    pick_hi |= (lo == hi)
+    c = np.where(pick_hi, codes[hi], codes[lo])
+    c = np.where(np.signbit(y), c | 0x80, c)
+    return c.astype(np.uint8), nan
+
+
+def edge_floats(fmt):
+    vals, _ = fp8_table(fmt)
+    mids = (vals[:-1] + vals[1:]) / 2
+    f = R.get_fmt(fmt)
+    pts = np.concatenate([vals, mids, [float(f.max) * 1.0625, float(f.max) * 1.125,
+                                       float(f.max) * 2, 1e38, vals[1] / 2, vals[1] / 4]])
+    pts = pts.astype(np.float32)
+    out = [pts]
+    up = pts.copy()
+    dn = pts.copy()
+    for _ in range(3):
+        up = np.nextafter(up, F32(np.inf))
+        dn = np.nextafter(dn, F32(0))
+        out += [up, dn]
+    out.append(np.array([np.inf, np.finfo(np.float32).max, np.finfo(np.float32).tiny,
+                         1e-45, 0.0], dtype=np.float32))
+    e = np.concatenate(out)
+    return np.concatenate([e, -e])
+
+
+@test
+def encode_matches_brute_force():
+    rng = np.random.default_rng(12345)
+    for fmt in ("e4m3", "e5m2"):
+        rnd_bits = rng.integers(0, 2 ** 32, size=2_000_000, dtype=np.uint64).astype(np.uint32)
+        rnd = rnd_bits.view(np.float32)
+        # plus values concentrated in the FP8 range (the interesting part)
+        near = (rng.uniform(-1, 1, 1_000_000) *
+                np.exp2(rng.uniform(-20, 17, 1_000_000))).astype(np.float32)
+        y = np.concatenate([rnd, near, edge_floats(fmt)])
+        got = R.encode(y, fmt)
+        want, nan = brute_encode(y, fmt)
+        assert np.all(np.isnan(R.decode(got[nan], fmt))), fmt
+        ok = (got == want) | nan
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise AssertionError("%s: y=%r (0x%08x) got 0x%02x want 0x%02x" % (
+                fmt, float(y[i]), bits(y[i]), got[i], want[i]))
+
+# --------------------------------------------------------------------------------------------
+# amax, float32 text
+# --------------------------------------------------------------------------------------------
+
+
+@test
+def amax_rules():
+    assert R.tensor_amax(np.array([1, -3, np.nan, 2], np.float32)) == 3
+    assert np.isinf(R.tensor_amax(np.array([1, -np.inf, np.nan], np.float32)))
+    assert R.tensor_amax(np.array([np.nan, np.nan], np.float32)) == 0
+    assert R.tensor_amax(np.zeros((0, 4), np.float32)) == 0
+    assert R.tensor_amax(np.array([-0.0], np.float32)) == 0
+
+
+@test
+def parse_and_format_f32():
+    assert bits(R.parse_f32("0.1")) == 0x3DCCCCCD
+    assert bits(R.parse_f32(" 1e-3 ")) == 0x3A83126F
+    assert bits(R.parse_f32("3.40282347e38")) == 0x7F7FFFFF
+    assert np.isinf(R.parse_f32("3.4028236e38"))
+    assert bits(R.parse_f32("-inf")) == 0xFF800000
+    assert np.isnan(R.parse_f32("nan"))
+    assert bits(R.parse_f32("-0")) == 0x80000000
+    assert bits(R.parse_f32("1e-45")) == 1
+    assert bits(R.parse_f32("7e-46")) == 0
+    assert bits(R.parse_f32("16777217")) == bits(F32(16777216))      # tie -> even
+    assert bits(R.parse_f32("16777219")) == bits(F32(16777220))      # tie -> even
+    # double rounding trap: 1 + 2^-24 + tiny rounds up in float32, via double it ties to 1.0
+    assert bits(R.parse_f32("1.00000005960464477539062500001")) == 0x3F800001
+    assert R.fmt_g(F32(1) / F32(3)) == "0.333333343"
+    assert R.fmt_g(np.inf) == "inf" and R.fmt_g(-np.inf) == "-inf" and R.fmt_g(np.nan) == "nan"
+    assert R.fmt_g(F32(448)) == "448"
+    rng = np.random.default_rng(7)
+    for b in rng.integers(0, 0x7F800000, 20000):   # %.9g round-trips float32
+        v = np.array([b], np.uint32).view(np.float32)[0]
+        assert bits(R.parse_f32(R.fmt_g(v))) == int(b)
+
+# --------------------------------------------------------------------------------------------
+# delayed scaling
+# --------------------------------------------------------------------------------------------
+
+
+def run_delayed(amaxes, **kw):
+    st = R.DelayedState(kw.pop("fmt", "e4m3"), **kw)
+    used = []
+    for a in amaxes:
+        used.append(st.scale)
+        st.update(F32(a))
+    return used, st.scale
+
+
+@test
+def delayed_hand_sequence_L2():
+    tiny = 1e-40
+    used, final = run_delayed([2, 4, 1, 0, 0.5, np.inf, 3, tiny, tiny], history_len=2)
+    want = [1.0, 224.0, 112.0, 112.0, 112.0,
+            448.0,      # window (1, 0.5): the 0 at step 3 was skipped
+            448.0,      # inf amax: scale kept
+            448.0,      # window (inf, 3): still inf -> kept
+            float(F32(448) / F32(3))]   # window (3, tiny) -> 3
+    assert [float(u) for u in used] == want, used
+    assert final == np.finfo(np.float32).max     # window (tiny, tiny): 448/1e-40 -> FLT_MAX
+    assert eq32(used[8], F32(149.333328))
+
+
+@test
+def delayed_L1_margin_and_most_recent():
+    used, _ = run_delayed([2, 4, 1], history_len=1, margin=2)          # scaled_max 112
+    assert [float(u) for u in used] == [1.0, 56.0, 28.0]
+    used, _ = run_delayed([2, 4, 1], history_len=1, margin=-1)         # scaled_max 896
+    assert [float(u) for u in used] == [1.0, 448.0, 224.0]
+    used, fin = run_delayed([2, np.inf, 8, 0, 1], history_len=1024, amax_compute="most_recent")
+    assert [float(u) for u in used] == [1.0, 224.0, 224.0, 56.0, 56.0] and fin == 448
+    used, fin = run_delayed([2, np.inf, 8, 0, 1], history_len=1024)    # max: inf blocks updates
+    assert [float(u) for u in used] == [1.0, 224.0, 224.0, 224.0, 224.0] and fin == 224
+    used, fin = run_delayed([1, 2], fmt="e5m2", history_len=3)
+    assert [float(u) for u in used] == [1.0, 57344.0] and fin == 28672.0
+    # scaled_max rounding with a margin: 448 * 2^-m stays exact; 2^-(m) with m large -> tiny
+    assert R.scaled_max("e4m3", 3) == 56.0 and R.scaled_max("e5m2", -2) == 229376.0
+
+
+@test
+def delayed_window_L5():
+    seq = [1, 2, 3, 4, 5, 0, 0, 0.5, 0.25, 0.125, 0.0625, 0.03125]
+    used, fin = run_delayed(seq, history_len=5)
+    q = lambda a: float(F32(448) / F32(a))
+    # scale used = 448 / max of the 5 most recent non-zero amaxes before the step
+    assert [float(u) for u in used] == [1.0, q(1), q(2), q(3), q(4), q(5), q(5), q(5),
+                                        q(5),   # window 2,3,4,5,.5
+                                        q(5),   # window 3,4,5,.5,.25
+                                        q(5),   # window 4,5,.5,.25,.125
+                                        q(5)], used   # window 5,.5,.25,.125,.0625
+    assert float(fin) == 896.0                  # window .5,.25,.125,.0625,.03125
+    used, _ = run_delayed(seq, history_len=4)
+    assert float(used[10]) == q(5) and float(used[11]) == 896.0
+
+
+@test
+def delayed_matches_closed_form():
+    """scale used at t = scaled_max / max(a_{t-L}..a_{t-1}) over the non-zero amaxes."""
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        L = int(rng.choice([1, 2, 3, 5, 16]))
+        m = int(rng.integers(-2, 4))
+        n = int(rng.integers(1, 40))
+        seq = np.exp2(rng.uniform(-30, 30, n)).astype(np.float32)
+        seq[rng.random(n) < 0.3] = 0
+        used, _ = run_delayed(seq, history_len=L, margin=m)
+        nz = []
+        for t in range(n):
+            if nz:
+                a = max(nz[-L:])
+                s = F32(R.scaled_max("e4m3", m) / F32(a))
+                want = np.finfo(np.float32).max if np.isinf(s) else s
+            else:
+                want = F32(1)
+            assert eq32(used[t], want), (trial, t, used[t], want)
+            if seq[t] != 0:
+                nz.append(seq[t])
+
+# --------------------------------------------------------------------------------------------
+# current scaling
+# --------------------------------------------------------------------------------------------
+
+
+@test
+def current_scaling():
+    cs = R.current_scale
+    assert eq32(cs(3, "e4m3"), F32(448) / F32(3))
+    assert cs(3, "e4m3", pow2=True) == 128
+    assert cs(448, "e4m3", pow2=True) == 1
+    assert cs(449, "e4m3", pow2=True) == 0.5
+    assert cs(1, "e5m2", pow2=True) == 32768
+    assert cs(0, "e4m3") == 1 and cs(np.inf, "e4m3") == 1 and cs(np.nan, "e4m3") == 1
+    assert cs(0, "e4m3", pow2=True) == 1
+    assert cs(1e-40, "e4m3") == np.finfo(np.float32).max
+    assert cs(1e-40, "e4m3", pow2=True) == 2.0 ** 127
+    # epsilon: a = max(a, eps), eps as float32; 448 / float32(1e-3) rounds below 448000
+    s = cs(1e-5, "e4m3", amax_epsilon=R.parse_f32("1e-3"))
+    assert eq32(s, F32(448) / F32(1e-3)) and float(s) == 447999.96875, float(s)
+    assert cs(0, "e4m3", amax_epsilon=F32(1e-3)) == s          # eps also lifts a zero amax
+    assert eq32(cs(2, "e4m3", amax_epsilon=F32(1e-3)), F32(224))
+    # margin extension: RN32(RN32(448 * 2^-1) / a)
+    assert eq32(cs(3, "e4m3", margin=1), F32(224) / F32(3))
+    assert eq32(cs(1e-5, "e4m3", amax_epsilon=F32(1e-3), margin=1), F32(224) / F32(1e-3))
+
+# --------------------------------------------------------------------------------------------
+# statistics
+# --------------------------------------------------------------------------------------------
+
+
+def hand_tensor():
+    return np.array([0.0, -0.0, 1.0625, 500.0, -1000.0, 2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -12,
+                     np.inf, np.nan, 0.5], dtype=np.float32)
+
+
+@test
+def stats_hand_tensor_scale1():
+    st = R.quantize_stats(hand_tensor(), F32(1), "e4m3")
+    assert st["n"] == 11 and st["nonfinite"] == 2 and st["zeros"] == 2
+    assert st["overflow"] == 2, st            # 500 and -1000 saturate
+    assert st["underflow"] == 2, st           # 2^-10 (tie to 0) and 2^-12
+    assert st["subnormal"] == 1, st           # 3 * 2^-10 -> 2^-8
+    err = [0.0625, 52.0, 552.0, 2.0 ** -10, 2.0 ** -10, 2.0 ** -12]
+    esum = sum(e * e for e in err)
+    xsum = 1.0625 ** 2 + 500.0 ** 2 + 1000.0 ** 2 + 2.0 ** -20 + 9 * 2.0 ** -20 + 2.0 ** -24 + 0.25
+    assert math.isclose(st["mse"], esum / 9, rel_tol=1e-15), st
+    assert math.isclose(st["snr_db"], 10 * math.log10(xsum / esum), rel_tol=1e-15), st
+
+
+@test
+def stats_hand_tensor_scale_quarter_e5m2():
+    # scale 0.25: y = x/4; scale_inv = 4. e5m2: 500/4 = 125 -> 128 (e5m2 has 2 mantissa bits:
+    # 112, 128: 125 -> 128), -1000/4 = -250 -> -256, 1.0625/4 = 0.265625 -> 0.25,
+    # 2^-12 -> 2^-14 (normal min), 3*2^-10/4 = 3*2^-12 -> 3*2^-12 (exact),
+    # 2^-10/4 = 2^-12 exact, 0.5/4 = 0.125 exact
+    st = R.quantize_stats(hand_tensor(), F32(0.25), "e5m2")
+    assert (st["overflow"], st["underflow"], st["subnormal"]) == (0, 0, 0), st
+    err = [1.0625 - 1.0, 500.0 - 512.0, -1000.0 + 1024.0]
+    esum = sum(e * e for e in err)
+    assert math.isclose(st["mse"], esum / 9, rel_tol=1e-15), st
+    # tiny values to e5m2 subnormals: scale 2^-6 -> 2^-12 * 2^-6 = 2^-18 -> underflow (0),
+    # 3*2^-10 * 2^-6 = 3 * 2^-16 -> subnormal 3*2^-16 exact
+    st = R.quantize_stats(np.array([2.0 ** -12, 3 * 2.0 ** -10], np.float32), F32(2.0 ** -6),
+                          "e5m2")
+    assert (st["underflow"], st["subnormal"], st["zeros"]) == (1, 1, 0), st
+    assert math.isclose(st["mse"], (2.0 ** -12) ** 2 / 2, rel_tol=1e-15)
+
+
+@test
+def stats_corner_tensors():
+    st = R.quantize_stats(np.zeros((0,), np.float32), F32(3), "e4m3")
+    assert st["n"] == 0 and math.isnan(st["mse"]) and st["snr_db"] == math.inf
+    st = R.quantize_stats(np.array([1.0, -2.0, 0.0], np.float32), F32(1), "e4m3")
+    assert st["mse"] == 0 and st["snr_db"] == math.inf and st["zeros"] == 1
+    st = R.quantize_stats(np.array([np.nan, np.inf], np.float32), F32(1), "e4m3")
+    assert st["nonfinite"] == 2 and math.isnan(st["mse"]) and st["overflow"] == 0
+    # x * s overflows float32 to inf: still an overflow of a finite x
+    st = R.quantize_stats(np.array([1e30], np.float32), np.finfo(np.float32).max, "e4m3")
+    assert st["overflow"] == 1
+    # scale_inv = RN32(1/s): with s = 3, xhat = decode(q) * float32(1/3)
+    x = np.array([1.0], np.float32)
+    st = R.quantize_stats(x, F32(3), "e4m3")
+    xhat = float(F32(F32(3.0) * (F32(1) / F32(3))))
+    assert math.isclose(st["mse"], (1.0 - xhat) ** 2, rel_tol=1e-15), (st, xhat)
+
+# --------------------------------------------------------------------------------------------
+# trace, experiment, replay, compare
+# --------------------------------------------------------------------------------------------
+
+
+def write_st(path, tensors, pad):
+    class FixedRng:      # drives write_safetensors' choices: no shuffle, given padding
+        def shuffle(self, x):
+            pass
+
+        def random(self):
+            return 0.9
+
+        def integers(self, a, b):
+            return pad
+    G.write_safetensors(path, tensors, FixedRng())
+
+
+@test
+def safetensors_roundtrip_unaligned():
+    d = tempfile.mkdtemp()
+    try:
+        a = np.array([[1.5, -2.25, np.inf], [np.nan, 0.0, 3e-41]], np.float32)
+        b = np.array([1.0, 1.00390625, 3.0e38], np.float32)     # bf16: 1.00390625 -> 1.0
+        c = np.array([65504.0, 1e-7, -0.5], np.float32)
+        for pad in range(8):
+            p = os.path.join(d, "step_%d.safetensors" % pad)
+            write_st(p, [("m.x.input", "F32", a), ("m.x.weight", "BF16", b),
+                         ("m.y.grad_input", "F16", c), ("m.z.output", "F32",
+                                                        np.zeros((3, 0), np.float32))], pad)
+            with open(p, "rb") as f:
+                hlen = int.from_bytes(f.read(8), "little")
+            t = R.read_safetensors(p)
+            assert np.array_equal(t["m.x.input"], a, equal_nan=True)
+            assert t["m.x.input"].shape == (2, 3)
+            assert list(t["m.x.weight"]) == [1.0, 1.0, float(F32(3.0e38).astype(
+                __import__("ml_dtypes").bfloat16).astype(np.float32))]
+            assert list(t["m.y.grad_input"]) == [65504.0, float(np.float16(1e-7)), -0.5]
+            assert t["m.z.output"].shape == (3, 0)
+        assert len({(8 + hlen) % 4 for hlen in [0]}) == 1
+        # the data start takes several alignments across the pads
+        starts = set()
+        for pad in range(8):
+            with open(os.path.join(d, "step_%d.safetensors" % pad), "rb") as f:
+                starts.add((8 + int.from_bytes(f.read(8), "little")) % 4)
+        assert starts == {0, 1, 2, 3}, starts
+    finally:
+        shutil.rmtree(d)
+
+
+def make_small_trace(d):
+    """step 0: a.input = [1, -2], b.grad_output = [0.5]; step 2 (npy): a.input = [8, 0.25];
+    amax.csv: step 1 a.input 4, step 1 b.grad_output 0 (skipped), step 2 a.input 999 (the
+    snapshot wins), step 3 c.weight 7 (csv only), step 4 b.grad_output 2; steps 5-6 snapshot
+    of b.grad_output only (step 6 is outside the selection in one test)."""
+    write_st(os.path.join(d, "step_0.safetensors"),
+             [("a.input", "F32", np.array([1.0, -2.0], np.float32)),
+              ("b.grad_output", "BF16", np.array([0.5], np.float32))], 3)
+    os.makedirs(os.path.join(d, "step_2"))
+    np.save(os.path.join(d, "step_2", "a.input.npy"), np.array([8.0, 0.25], "<f4"))
+    write_st(os.path.join(d, "step_5.safetensors"),
+             [("b.grad_output", "F16", np.array([-3.0, 1.0], np.float32))], 1)
+    write_st(os.path.join(d, "step_6.safetensors"),
+             [("b.grad_output", "F16", np.array([1.0], np.float32))], 0)
+    with open(os.path.join(d, "amax.csv"), "w") as f:
+        f.write("step,tensor,amax\n1,a.input,4\n1,b.grad_output,0\n2,a.input,999\n"
+                "3,c.weight,7\n4,b.grad_output,2\n")
+
+
+EXP_SMALL = """[trace]
+path = tr   ; relative to this file
+steps = 0-5
+tensors = a.*, b.*    # c.weight is not selected
+
+[recipe.d]
+kind = delayed
+format = hybrid, e4m3
+history_len = 2, 1
+margin = 0
+amax_compute = max
+
+[recipe.c]
+kind = current
+format = hybrid
+pow2 = true
+"""
+
+
+@test
+def experiment_parse_and_order():
+    d = tempfile.mkdtemp()
+    try:
+        ini = os.path.join(d, "e.ini")
+        with open(ini, "w") as f:
+            f.write(EXP_SMALL.replace("steps = 0-5", "steps = 0-9:3"))
+        e = R.parse_experiment(ini)
+        assert e.trace_path == os.path.join(d, "tr")
+        assert [(c.label, c.kind, c.fmt, c.history_len) for c in e.configs] == [
+            ("d", "delayed", "hybrid", 2), ("d", "delayed", "hybrid", 1),
+            ("d", "delayed", "e4m3", 2), ("d", "delayed", "e4m3", 1),
+            ("c", "current", "hybrid", None)]
+        assert e.configs[4].pow2 is True
+        assert [t for t in range(12) if e.steps(t)] == [0, 3, 6, 9]
+        assert e.tensors("a.input") and e.tensors("b.x") and not e.tensors("c.weight")
+        assert [t for t in range(12) if R.StepSel("4")(t)] == [4]
+        assert R.resolve_format("hybrid", "grad_input") == "e5m2"
+        assert R.resolve_format("hybrid", "weight") == "e4m3"
+        assert R.resolve_format("e5m2", "weight") == "e5m2"
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def replay_small_by_hand():
+    d = tempfile.mkdtemp()
+    try:
+        os.makedirs(os.path.join(d, "tr"))
+        make_small_trace(os.path.join(d, "tr"))
+        ini = os.path.join(d, "e.ini")
+        with open(ini, "w") as f:
+            f.write(EXP_SMALL)
+        exp, tr = R.load_for(ini)
+        assert sorted(tr.snapshots) == [0, 2, 5]
+        rows = R.replay(exp, tr)
+        got = [(r["tensor"], r["step"], r["recipe"], r["format"], r["history_len"],
+                float(r["amax"]), float(r["scale"])) for r in rows]
+        want = [
+            # step 0: everything at scale 1; current = pow2(448/2)=128, pow2(57344/.5)=2^16
+            ("a.input", 0, "d", "e4m3", 2, 2.0, 1.0), ("a.input", 0, "d", "e4m3", 1, 2.0, 1.0),
+            ("a.input", 0, "d", "e4m3", 2, 2.0, 1.0), ("a.input", 0, "d", "e4m3", 1, 2.0, 1.0),
+            ("a.input", 0, "c", "e4m3", "", 2.0, 128.0),
+            ("b.grad_output", 0, "d", "e5m2", 2, 0.5, 1.0),
+            ("b.grad_output", 0, "d", "e5m2", 1, 0.5, 1.0),
+            ("b.grad_output", 0, "d", "e4m3", 2, 0.5, 1.0),
+            ("b.grad_output", 0, "d", "e4m3", 1, 0.5, 1.0),
+            ("b.grad_output", 0, "c", "e5m2", "", 0.5, 65536.0),
+            # step 1 (csv a=4) and step 2: a.input amax 8 from the snapshot, not 999;
+            # L=2 window (2,4) -> 112; L=1 -> 448/4
+            ("a.input", 2, "d", "e4m3", 2, 8.0, 112.0), ("a.input", 2, "d", "e4m3", 1, 8.0, 112.0),
+            ("a.input", 2, "d", "e4m3", 2, 8.0, 112.0), ("a.input", 2, "d", "e4m3", 1, 8.0, 112.0),
+            ("a.input", 2, "c", "e4m3", "", 8.0, 32.0),
+            # step 5: b.grad_output saw 0.5 (step 0), 0 (step 1, kept), 2 (step 4)
+            # e5m2 L=2: max(0.5, 2) = 2 -> 28672; L=1 -> 28672; e4m3: 224
+            ("b.grad_output", 5, "d", "e5m2", 2, 3.0, 28672.0),
+            ("b.grad_output", 5, "d", "e5m2", 1, 3.0, 28672.0),
+            ("b.grad_output", 5, "d", "e4m3", 2, 3.0, 224.0),
+            ("b.grad_output", 5, "d", "e4m3", 1, 3.0, 224.0),
+            ("b.grad_output", 5, "c", "e5m2", "", 3.0, 16384.0),
+        ]
+        assert got == want, "\n".join(map(str, got))
+        r = rows[0]
+        assert (r["n"], r["overflow"], r["mse"], r["snr_db"]) == (2, 0, 0.0, math.inf)
+        assert rows[5]["role"] == "grad_output" and rows[4]["history_len"] == ""
+        # text form, then compare accepts it and rejects perturbations
+        buf = io.StringIO()
+        R.write_csv(rows, buf)
+        lines = buf.getvalue().splitlines()
+        assert lines[0] == ",".join(R.COLUMNS)
+        assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf"), lines[5]
+        data = list(csv.reader(io.StringIO(buf.getvalue())))
+        assert R.compare_rows(rows, data[1:], data[0]) == []
+        bad = [list(r) for r in data[1:]]
+        bad[3][10] = "112.000008"                       # scale one ulp off
+        assert any("scale" in m for m in R.compare_rows(rows, bad, data[0]))
+        bad = [list(r) for r in data[1:]]
+        bad[3][17] = "1e-31"                             # mse 0 vs 1e-31: within the floor
+        assert R.compare_rows(rows, bad, data[0]) == []
+        bad[3][17] = "1e-29"
+        assert any("mse" in m for m in R.compare_rows(rows, bad, data[0]))
+        bad = [list(r) for r in data[1:]]
+        bad[0], bad[1] = bad[1], bad[0]                 # order
+        assert any("order" in m for m in R.compare_rows(rows, bad, data[0]))
+        bad = [list(r) for r in data[1:]][:-1]          # missing row
+        assert any("missing" in m for m in R.compare_rows(rows, bad, data[0]))
+        bad = [list(r) for r in data[1:]]
+        bad[0][18] = "Infinity"                          # spelling of inf
+        assert any("written as" in m for m in R.compare_rows(rows, bad, data[0]))
+        bad = [list(r) for r in data[1:]]
+        bad[7][12] = "1"                                 # nonfinite count
+        assert any("nonfinite" in m for m in R.compare_rows(rows, bad, data[0]))
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def generated_trace_end_to_end():
+    d = tempfile.mkdtemp()
+    aligns = set()
+    try:
+        for seed in (1, 2):
+            tdir = os.path.join(d, "tr%d" % seed)
+            ini = os.path.join(d, "e%d.ini" % seed)
+            # seed 1: npy snapshots; seed 2: safetensors (a trace is one or the other)
+            G.main([tdir, "--seed", str(seed), "--ini", ini] + (["--npy"] if seed == 1 else []))
+            exp, tr = R.load_for(ini)
+            assert len(exp.configs) == 4 * 3 * 2 + 1 + 1 + 1
+            steps = sorted(tr.snapshots)
+            assert len(steps) >= 5
+            names = set().union(*[set(s) for s in tr.snapshots.values()])
+            assert {"edge.empty.weight", "edge.one.grad_output"} <= names
+            assert any(n.startswith("ghost") for (_t, n) in tr.csv)
+            rows = R.replay(exp, tr)
+            out = os.path.join(d, "steps%d.csv" % seed)
+            assert R.main(["run", ini, out]) == 0
+            assert R.main(["compare", ini, out]) == 0
+            n, msgs = R.compare_file(ini, out)
+            assert msgs == [] and n == len(rows)
+            keys = [(r["step"], r["tensor"]) for r in rows]
+            assert keys == sorted(keys)
+            # the dtypes and the unaligned data starts the C reader must cope with
+            for fn in os.listdir(tdir):
+                if fn.endswith(".safetensors"):
+                    with open(os.path.join(tdir, fn), "rb") as f:
+                        aligns.add((8 + int.from_bytes(f.read(8), "little")) % 4)
+            with open(out) as f:
+                lines = f.read().splitlines()
+            cells = lines[len(lines) // 2].split(",")
+            cells[10] = R.fmt_g(np.nextafter(R.parse_f32(cells[10]), F32(0)))
+            lines[len(lines) // 2] = ",".join(cells)
+            with open(out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            assert R.main(["compare", ini, out]) == 1
+        assert aligns == {0, 1, 2, 3} or len(aligns) > 1, aligns
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def generator_is_deterministic():
+    d = tempfile.mkdtemp()
+    try:
+        G.generate(os.path.join(d, "a"), 5)
+        G.generate(os.path.join(d, "b"), 5)
+        fa = sorted(os.listdir(os.path.join(d, "a")))
+        assert fa == sorted(os.listdir(os.path.join(d, "b")))
+        for fn in fa:
+            with open(os.path.join(d, "a", fn), "rb") as f1, open(os.path.join(d, "b", fn), "rb") as f2:
+                assert f1.read() == f2.read(), fn
+    finally:
+        shutil.rmtree(d)
+
+
+def main():
+    passed = failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            passed += 1
+        except Exception:
+            failed += 1
+            print("FAIL %s" % fn.__name__)
+            traceback.print_exc()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,538 @@
+/* test_experiment.c: experiment files (src/core/experiment.c): the documented example expands
+ * to its configurations in canonical order, defaults, path resolution, step and tensor
+ * selection, comments and CRLF, and a table of bad files, each with its exact "file:line:". */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "experiment.h"
+#include "testutil.h"
+
+static char *tmpdir;
+
+static void setup(void) {
+  tmpdir = tu_mkdtemp();
+  ck_assert_ptr_nonnull(tmpdir);
+}
+
+static void teardown(void) {
+  tu_rmtree(tmpdir);
+  free(tmpdir);
+  tmpdir = NULL;
+}
+
+/* Writes text to <tmpdir>/<rel> (rel may contain one existing subdir); returns a static path. */
+static const char *write_ini(const char *rel, const char *text) {
+  static char path[4096];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+  ck_assert_int_eq(tu_write_file(path, text, strlen(text)), 0);
+  return path;
+}
+
+static const char *EXAMPLE =
+    "[trace]\n"
+    "path = traces/gpt_small        ; a trace directory, or synth:<preset>\n"
+    "steps = 0-999                  ; optional\n"
+    "tensors = *.fc1.*, *.qkv.*     ; optional\n"
+    "synth_steps = 200              ; optional\n"
+    "synth_seed = 1                 ; optional\n"
+    "\n"
+    "[recipe.delayed_sweep]         ; any label\n"
+    "kind = delayed\n"
+    "format = hybrid                ; hybrid | e4m3 | e5m2\n"
+    "history_len = 1, 16, 128, 1024 ; default 1024\n"
+    "margin = 0, 1, 2               ; default 0\n"
+    "amax_compute = max, most_recent; default max\n"
+    "\n"
+    "[recipe.jit]\n"
+    "kind = current\n"
+    "format = hybrid\n"
+    "amax_epsilon = 0               ; default 0\n"
+    "pow2 = false                   ; true|false\n"
+    "margin = 0                     ; default 0\n"
+    "\n"
+    "[output]\n"
+    "dir = out/gpt_small\n";
+
+static void check_delayed(const fp8_config *c, const char *label, fp8_format_sel f, int32_t hl,
+                          int32_t m, fp8_amax_compute ac) {
+  ck_assert_str_eq(c->label, label);
+  ck_assert_int_eq(c->kind, FP8_KIND_DELAYED);
+  ck_assert_int_eq(c->format, f);
+  ck_assert_int_eq(c->history_len, hl);
+  ck_assert_int_eq(c->margin, m);
+  ck_assert_int_eq(c->amax_compute, ac);
+}
+
+START_TEST(test_example) {
+  const char *path = write_ini("gpt.ini", EXAMPLE);
+
+  fp8_experiment ex;
+  char err[512] = "";
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_str_eq(err, "");
+  ck_assert_str_eq(ex.file, path);
+  ck_assert_str_eq(ex.base_dir, tmpdir);
+  ck_assert_str_eq(ex.name, "gpt");
+  char want[4096];
+  snprintf(want, sizeof want, "%s/traces/gpt_small", tmpdir);
+  ck_assert_str_eq(ex.trace_path, want);
+  ck_assert_int_eq(ex.trace_is_synth, 0);
+  ck_assert_ptr_null(ex.synth_preset);
+  ck_assert_int_eq(ex.has_steps, 1);
+  ck_assert_int_eq(ex.step_first, 0);
+  ck_assert_int_eq(ex.step_last, 999);
+  ck_assert_int_eq(ex.step_stride, 1);
+  ck_assert_uint_eq(ex.ntensor_globs, 2);
+  ck_assert_str_eq(ex.tensor_globs[0], "*.fc1.*");
+  ck_assert_str_eq(ex.tensor_globs[1], "*.qkv.*");
+  snprintf(want, sizeof want, "%s/out/gpt_small", tmpdir);
+  ck_assert_str_eq(ex.out_dir, want);
+
+  ck_assert_uint_eq(ex.nconfigs, 4 * 3 * 2 + 1);
+  const char *L = "delayed_sweep";
+  check_delayed(&ex.configs[0], L, FP8_SEL_HYBRID, 1, 0, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[1], L, FP8_SEL_HYBRID, 1, 0, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[2], L, FP8_SEL_HYBRID, 1, 1, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[5], L, FP8_SEL_HYBRID, 1, 2, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[6], L, FP8_SEL_HYBRID, 16, 0, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[13], L, FP8_SEL_HYBRID, 128, 0, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[23], L, FP8_SEL_HYBRID, 1024, 2, FP8_AMAX_MOST_RECENT);
+  for (size_t i = 0; i < 24; i++) {
+    ck_assert_float_eq(ex.configs[i].amax_epsilon, 0.0f);
+    ck_assert_int_eq(ex.configs[i].pow2, 0);
+  }
+  const fp8_config *j = &ex.configs[24];
+  ck_assert_str_eq(j->label, "jit");
+  ck_assert_int_eq(j->kind, FP8_KIND_CURRENT);
+  ck_assert_int_eq(j->format, FP8_SEL_HYBRID);
+  ck_assert_float_eq(j->amax_epsilon, 0.0f);
+  ck_assert_int_eq(j->pow2, 0);
+  ck_assert_int_eq(j->margin, 0);
+  ck_assert_str_eq(fp8_recipe_kind_name(j->kind), "current");
+  ck_assert_str_eq(fp8_recipe_kind_name(ex.configs[0].kind), "delayed");
+
+  fp8_experiment_free(&ex);
+  ck_assert_ptr_null(ex.configs);
+  ck_assert_uint_eq(ex.nconfigs, 0);
+  ck_assert_ptr_null(ex.file);
+}
+END_TEST
+
+/* The product order does not depend on the key order in the file, and kind may come last. */
+START_TEST(test_key_order_independent) {
+  const char *path = write_ini("order.ini",
+                               "[recipe.r]\n"
+                               "amax_compute = most_recent, max\n"
+                               "margin = 3, -1\n"
+                               "history_len = 8, 4\n"
+                               "format = e5m2, E4M3\n"
+                               "kind = delayed\n"
+                               "[trace]\n"
+                               "path = synth:tiny\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_uint_eq(ex.nconfigs, 16);
+  check_delayed(&ex.configs[0], "r", FP8_SEL_E5M2, 8, 3, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[1], "r", FP8_SEL_E5M2, 8, 3, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[2], "r", FP8_SEL_E5M2, 8, -1, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[4], "r", FP8_SEL_E5M2, 4, 3, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[8], "r", FP8_SEL_E4M3, 8, 3, FP8_AMAX_MOST_RECENT);
+  check_delayed(&ex.configs[15], "r", FP8_SEL_E4M3, 4, -1, FP8_AMAX_MAX);
+  ck_assert_int_eq(ex.trace_is_synth, 1);
+  ck_assert_str_eq(ex.trace_path, "synth:tiny");
+  ck_assert_str_eq(ex.synth_preset, "tiny");
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+START_TEST(test_defaults) {
+  const char *path = write_ini("d.ini",
+                               "[trace]\npath = synth:small\n"
+                               "[recipe.a]\nkind = delayed\n"
+                               "[recipe.b]\nkind = current\n"
+                               "[recipe.c]\nkind = current\nformat = e4m3, e5m2, hybrid\n"
+                               "amax_epsilon = 1e-12\npow2 = YES\nmargin = -2\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.synth_steps, 200);
+  ck_assert_uint_eq(ex.synth_seed, 1);
+  ck_assert_int_eq(ex.has_steps, 0);
+  ck_assert_uint_eq(ex.ntensor_globs, 0);
+  ck_assert_ptr_null(ex.out_dir);
+  ck_assert_str_eq(ex.name, "d");
+  ck_assert_uint_eq(ex.nconfigs, 5);
+  check_delayed(&ex.configs[0], "a", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
+  ck_assert_int_eq(ex.configs[1].kind, FP8_KIND_CURRENT);
+  ck_assert_str_eq(ex.configs[1].label, "b");
+  ck_assert_int_eq(ex.configs[1].format, FP8_SEL_HYBRID);
+  ck_assert_float_eq(ex.configs[1].amax_epsilon, 0.0f);
+  ck_assert_int_eq(ex.configs[1].pow2, 0);
+  ck_assert_int_eq(ex.configs[1].margin, 0);
+  static const fp8_format_sel fmts[3] = {FP8_SEL_E4M3, FP8_SEL_E5M2, FP8_SEL_HYBRID};
+  for (int i = 0; i < 3; i++) {
+    const fp8_config *c = &ex.configs[2 + i];
+    ck_assert_str_eq(c->label, "c");
+    ck_assert_int_eq(c->format, fmts[i]);
+    ck_assert_float_eq(c->amax_epsilon, 1e-12f);
+    ck_assert_int_eq(c->pow2, 1);
+    ck_assert_int_eq(c->margin, -2);
+  }
+  fp8_experiment_free(&ex);
+
+  /* synth_steps / synth_seed with a synth: path */
+  path = write_ini("s.ini", "[trace]\npath = synth:x\nsynth_steps = 7\n"
+                            "synth_seed = 18446744073709551615\n[recipe.r]\nkind=current\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.synth_steps, 7);
+  ck_assert_uint_eq(ex.synth_seed, UINT64_MAX);
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+START_TEST(test_paths) {
+  char sub[4096];
+  snprintf(sub, sizeof sub, "%s/experiments", tmpdir);
+  ck_assert_int_eq(mkdir(sub, 0755), 0);
+  write_ini("experiments/q.ini", "[trace]\npath = ../traces/a\n[recipe.r]\nkind = current\n"
+                                 "[output]\ndir = /abs/out\n");
+  /* relative file path, given relative to tmpdir */
+  char cwd[4096];
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  ck_assert_int_eq(chdir(tmpdir), 0);
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load("experiments/q.ini", &ex, err, sizeof err), FP8_OK);
+  ck_assert_str_eq(ex.file, "experiments/q.ini");
+  ck_assert_str_eq(ex.base_dir, "experiments");
+  ck_assert_str_eq(ex.name, "q");
+  ck_assert_str_eq(ex.trace_path, "experiments/../traces/a");
+  ck_assert_str_eq(ex.out_dir, "/abs/out");
+  fp8_experiment_free(&ex);
+
+  /* a file in the current directory: paths stay as written */
+  write_ini("plain", "[trace]\npath = t\n[recipe.r]\nkind = current\n[output]\ndir = o\n");
+  ck_assert_int_eq(fp8_experiment_load("plain", &ex, err, sizeof err), FP8_OK);
+  ck_assert_str_eq(ex.base_dir, ".");
+  ck_assert_str_eq(ex.name, "plain");
+  ck_assert_str_eq(ex.trace_path, "t");
+  ck_assert_str_eq(ex.out_dir, "o");
+  fp8_experiment_free(&ex);
+  ck_assert_int_eq(chdir(cwd), 0);
+}
+END_TEST
+
+START_TEST(test_steps_and_globs) {
+  const char *path = write_ini("sel.ini", "[trace]\npath = t\nsteps = 10-20:5\n"
+                                          "tensors = blocks.*.fc1.input, *.qkv.*\n"
+                                          "[recipe.r]\nkind = delayed\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.step_first, 10);
+  ck_assert_int_eq(ex.step_last, 20);
+  ck_assert_int_eq(ex.step_stride, 5);
+  static const int sel[] = {10, 15, 20};
+  for (int64_t s = 0; s < 30; s++) {
+    int want = 0;
+    for (int i = 0; i < 3; i++) want |= s == sel[i];
+    ck_assert_int_eq(fp8_experiment_step_selected(&ex, s), want);
+  }
+  ck_assert(fp8_experiment_tensor_selected(&ex, "blocks.3.fc1.input"));
+  ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.3.fc1.weight"));
+  ck_assert(fp8_experiment_tensor_selected(&ex, "blocks.0.attn.qkv.grad_output"));
+  ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.0.attn.proj.input"));
+  fp8_experiment_free(&ex);
+
+  /* a single step; no tensors key selects everything */
+  path = write_ini("one.ini", "[trace]\npath = t\nsteps = 7\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.has_steps, 1);
+  ck_assert(!fp8_experiment_step_selected(&ex, 6));
+  ck_assert(fp8_experiment_step_selected(&ex, 7));
+  ck_assert(!fp8_experiment_step_selected(&ex, 8));
+  ck_assert(fp8_experiment_tensor_selected(&ex, "anything.input"));
+  fp8_experiment_free(&ex);
+
+  /* no steps key: every step */
+  path = write_ini("all.ini", "[trace]\npath = t\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert(fp8_experiment_step_selected(&ex, 0));
+  ck_assert(fp8_experiment_step_selected(&ex, 123456789));
+  fp8_experiment_free(&ex);
+
+  /* a-b without stride */
+  path = write_ini("ab.ini", "[trace]\npath = t\nsteps = 3 - 5\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert(!fp8_experiment_step_selected(&ex, 2));
+  ck_assert(fp8_experiment_step_selected(&ex, 4));
+  ck_assert(!fp8_experiment_step_selected(&ex, 6));
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+START_TEST(test_comments_crlf) {
+  const char *path = write_ini(
+      "c.ini",
+      "# a comment\r\n"
+      "; another\r\n"
+      "   # indented comment\r\n"
+      "[trace]   # after a header\r\n"
+      "path = traces/run#1   # '#' inside a value is kept, after whitespace it starts a comment\r\n"
+      "tensors = a;b, c   ; ';' starts a comment anywhere\r\n"
+      "\r\n"
+      "  [recipe.x] ; indented header\r\n"
+      "   kind = delayed     # indented keys are keys, not continuation lines\r\n"
+      "   margin = 1,2#3 ;x\r\n"
+      "[recipe.y]\r\n"
+      "kind: current\r\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_EINVAL, "%s", err);
+  /* margin "2#3" is not a number: the '#' is not after whitespace */
+  char want[4096 + 16];
+  snprintf(want, sizeof want, "%s:10: ", path);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+  ck_assert_ptr_nonnull(strstr(err, "2#3"));
+  ck_assert_ptr_null(ex.configs);
+
+  path = write_ini(
+      "c2.ini",
+      "\xEF\xBB\xBF# BOM first\r\n"
+      "[trace]   # after a header\r\n"
+      "path = traces/run#1   # comment\r\n"
+      "tensors = a, c;b, comment\r\n"
+      "\r\n"
+      "  [recipe.x] ; indented header\r\n"
+      "   kind = delayed     # indented\r\n"
+      "   margin = 1,2 ;x\r\n"
+      "[recipe.y]\r\n"
+      "kind: current\r\n");
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  snprintf(want, sizeof want, "%s/traces/run#1", tmpdir);
+  ck_assert_str_eq(ex.trace_path, want);
+  ck_assert_uint_eq(ex.ntensor_globs, 2);
+  ck_assert_str_eq(ex.tensor_globs[0], "a");
+  ck_assert_str_eq(ex.tensor_globs[1], "c");
+  ck_assert_uint_eq(ex.nconfigs, 3);
+  ck_assert_int_eq(ex.configs[0].margin, 1);
+  ck_assert_int_eq(ex.configs[1].margin, 2);
+  ck_assert_str_eq(ex.configs[2].label, "y");
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+/* Lines longer than libinih's 200-byte buffer still parse, and line numbers stay right. */
+START_TEST(test_long_line) {
+  char text[8192];
+  int n = snprintf(text, sizeof text, "[trace]\npath = t\ntensors = ");
+  for (int i = 0; i < 60; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%sblk.%d.*", i ? ", " : "", i);
+  n += snprintf(text + n, sizeof text - (size_t)n, "\n[recipe.r]\nkind = delayed\nhistory_len = 0\n");
+  const char *path = write_ini("long.ini", text);
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  char want[4096 + 16];
+  snprintf(want, sizeof want, "%s:6: ", path);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+
+  char *fix = strstr(text, "history_len = 0");
+  fix[14] = '2';
+  path = write_ini("long.ini", text);
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.ntensor_globs, 60);
+  ck_assert_str_eq(ex.tensor_globs[59], "blk.59.*");
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+START_TEST(test_io_errors) {
+  fp8_experiment ex;
+  char err[512];
+  char path[4096];
+  snprintf(path, sizeof path, "%s/missing.ini", tmpdir);
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EIO);
+  char want[4200];
+  snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
+  ck_assert_str_eq(err, want);
+  ck_assert_ptr_null(ex.file);
+  fp8_experiment_free(&ex); /* safe after a failed load */
+  fp8_experiment_free(&ex);
+
+  /* a directory opens but cannot be read */
+  ck_assert_int_eq(fp8_experiment_load(tmpdir, &ex, err, sizeof err), FP8_EIO);
+  ck_assert_ptr_nonnull(strstr(err, "cannot read"));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- bad files */
+
+typedef struct {
+  const char *text;
+  int line;
+  const char *word; /* a word of the message */
+} bad_case;
+
+#define T "[trace]\npath = t\n"
+#define D "[recipe.r]\nkind = delayed\n"
+static const bad_case bad_cases[] = {
+    /* sections */
+    {"[recipe.r]\nkind = delayed\n", 0, "no [trace] section"},
+    {T, 0, "no [recipe"},
+    {T D "[foo]\n", 5, "unknown section"},
+    {T D "[trace]\npath = u\n", 5, "given twice"},
+    {T D "[recipe.r]\nkind = current\n", 5, "given twice"},
+    {T "[output]\ndir = a\n[output]\n" D, 5, "given twice"},
+    {T "[recipe.]\nkind = delayed\n", 3, "empty recipe label"},
+    {T "[recipe.a b]\nkind = delayed\n", 3, "bad character"},
+    {T "[recipe.a0123456789012345678901234567890123456789012345678901234567890123]\n"
+       "kind = delayed\n",
+     3, "too long"},
+    {"[trace]\n\n\n" D, 1, "no path"},
+    {T "[recipe.r]\nformat = e4m3\n\n", 3, "no kind"},
+    {"kind = delayed\n" T D, 1, "outside any section"},
+    /* syntax */
+    {T "[recipe.r\nkind = delayed\n", 3, "syntax error"},
+    {T D "history_len\n", 5, "syntax error"},
+    {T "[trace] x\n" D, 3, "unexpected text"},
+    /* keys */
+    {T D "foo = 1\n", 5, "unknown key foo"},
+    {T "unknown = 1\n" D, 3, "unknown key"},
+    {T "[output]\npath = x\n" D, 4, "unknown key"},
+    {T D "margin = 1\nmargin = 2\n", 6, "given twice"},
+    {T "[recipe.r]\nhistory_len = 4\nkind = current\n", 4, "not a key of kind current"},
+    {T "[recipe.r]\npow2 = true\nformat = e4m3\nkind = delayed\n", 4,
+     "not a key of kind delayed"},
+    {T "[recipe.r]\nkind = delayed, current\n", 4, "kind"},
+    {T "[recipe.r]\nkind = eager\n", 4, "bad kind"},
+    /* values */
+    {T D "format = \n", 5, "empty value"},
+    {T D "margin = 1,,2\n", 5, "empty item"},
+    {T D "margin = 1,\n", 5, "empty item"},
+    {T D "margin = 1, 2, 1\n", 5, "duplicate value"},
+    {T D "format = e4m3, E4M3\n", 5, "duplicate value"},
+    {T D "format = e3m4\n", 5, "bad format"},
+    {T D "history_len = 0\n", 5, "history_len"},
+    {T D "history_len = 1048577\n", 5, "history_len"},
+    {T D "history_len = 12abc\n", 5, "history_len"},
+    {T D "history_len = 99999999999999999999\n", 5, "history_len"},
+    {T D "margin = 65\n", 5, "margin"},
+    {T D "margin = -65\n", 5, "margin"},
+    {T D "margin = 1.5\n", 5, "margin"},
+    {T D "amax_compute = mean\n", 5, "amax_compute"},
+    {T "[recipe.r]\nkind = current\namax_epsilon = -1\n", 5, "amax_epsilon"},
+    {T "[recipe.r]\nkind = current\namax_epsilon = nan\n", 5, "amax_epsilon"},
+    {T "[recipe.r]\nkind = current\namax_epsilon = inf\n", 5, "amax_epsilon"},
+    {T "[recipe.r]\nkind = current\namax_epsilon = 1e39\n", 5, "amax_epsilon"},
+    {T "[recipe.r]\nkind = current\npow2 = maybe\n", 5, "pow2"},
+    {T "[recipe.r]\nkind = current\namax_epsilon = 0, 1\n", 5, "one [recipe.*] section per"},
+    {T "[recipe.r]\nkind = current\npow2 = true, false\n", 5, "single value"},
+    {T "[recipe.r]\nmargin = 0, 1\nkind = current\n", 4, "single value"},
+    /* [trace] */
+    {"[trace]\npath = synth:\n" D, 2, "empty synth preset"},
+    {T "steps = 5-3\n" D, 3, "steps"},
+    {T "steps = 0-10:0\n" D, 3, "stride"},
+    {T "steps = -1-10\n" D, 3, ">= 0"},
+    {T "steps = 1-x\n" D, 3, "steps"},
+    {T "steps = 4:2\n" D, 3, "steps"},
+    {T "tensors = a, , b\n" D, 3, "empty glob"},
+    {T "tensors = a, a\n" D, 3, "duplicate"},
+    {"[trace]\npath = synth:p\nsynth_steps = 0\n" D, 3, "synth_steps"},
+    {"[trace]\npath = synth:p\nsynth_seed = -1\n" D, 3, "synth_seed"},
+    {T D "history_len = 1-2\n", 5, "history_len"},
+    {T "steps = 0-1\nsteps = 0-2\n" D, 4, "given twice"},
+    {T "[recipe.r]\nkind = current\nformat = hybrid, e4m3, e5m2, e4m3\n", 5, "duplicate"},
+    /* the first error in the file wins, whatever order the checks run in */
+    {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
+    {T "[recipe.r]\nhistory_len = 4\nkind = current\n[bad]\n", 4, "not a key"},
+    {T "[recipe.r]\nfoo\nformat = e4m3\n", 4, "syntax error"},
+};
+#undef T
+#undef D
+
+START_TEST(test_bad_files) {
+  const bad_case *bc = &bad_cases[_i];
+  char name[64];
+  snprintf(name, sizeof name, "bad%02d.ini", _i);
+  const char *path = write_ini(name, bc->text);
+  fp8_experiment ex;
+  char err[512] = "";
+  int rc = fp8_experiment_load(path, &ex, err, sizeof err);
+  ck_assert_msg(rc == FP8_EINVAL, "case %d: status %d, err %s", _i, rc, err);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:%d: ", path, bc->line);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: want prefix %s, got %s", _i,
+                want, err);
+  ck_assert_msg(strstr(err, bc->word) != NULL, "case %d: want \"%s\" in %s", _i, bc->word, err);
+  ck_assert_msg(strchr(err, '\n') == NULL, "case %d: more than one line: %s", _i, err);
+  /* the struct is zeroed and free is safe */
+  ck_assert_ptr_null(ex.file);
+  ck_assert_ptr_null(ex.configs);
+  ck_assert_uint_eq(ex.nconfigs, 0);
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+/* More than 4096 configurations in total. */
+START_TEST(test_too_many_configs) {
+  char text[16384];
+  int n = snprintf(text, sizeof text, "[trace]\npath = t\n[recipe.a]\nkind = delayed\n"
+                                      "format = e4m3, e5m2\nmargin = 0, 1\nhistory_len = ");
+  for (int i = 1; i <= 1024; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", i > 1 ? "," : "", i);
+  /* 2 * 2 * 1024 = 4096: exactly the limit */
+  n += snprintf(text + n, sizeof text - (size_t)n, "\n");
+  const char *path = write_ini("many.ini", text);
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.nconfigs, 4096);
+  check_delayed(&ex.configs[4095], "a", FP8_SEL_E5M2, 1024, 1, FP8_AMAX_MAX);
+  fp8_experiment_free(&ex);
+  /* one more in a second section */
+  snprintf(text + n, sizeof text - (size_t)n, "\n[recipe.b]\nkind = current\n");
+  path = write_ini("many.ini", text);
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:9: ", path);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+  ck_assert_ptr_nonnull(strstr(err, "too many configurations"));
+  /* a single section over the limit, whose product would overflow without a cap */
+  n = snprintf(text, sizeof text, "[trace]\npath = t\n[recipe.a]\nkind = delayed\nhistory_len = ");
+  for (int i = 1; i <= 1000; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", i > 1 ? "," : "", i);
+  n += snprintf(text + n, sizeof text - (size_t)n, "\nmargin = ");
+  for (int i = -10; i <= 10; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", i > -10 ? "," : "", i);
+  snprintf(text + n, sizeof text - (size_t)n, "\n");
+  path = write_ini("many.ini", text);
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: ", path);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("experiment");
+  TCase *tc = tcase_create("load");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_example);
+  tcase_add_test(tc, test_key_order_independent);
+  tcase_add_test(tc, test_defaults);
+  tcase_add_test(tc, test_paths);
+  tcase_add_test(tc, test_steps_and_globs);
+  tcase_add_test(tc, test_comments_crlf);
+  tcase_add_test(tc, test_long_line);
+  tcase_add_test(tc, test_io_errors);
+  tcase_add_loop_test(tc, test_bad_files, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
+  tcase_add_test(tc, test_too_many_configs);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed != 0;
+}

@@ -1,0 +1,780 @@
+#!/usr/bin/env python3
+"""Independent Python reference for fp8lab's steps.csv (delayed and current FP8 scaling).
+
+Written from shared/RECIPES.md and the replay contract, NOT from the C sources, so that the C
+output can be checked against it. Needs numpy and ml_dtypes.
+
+Usage:
+  fp8ref.py run EXP.ini OUT.csv [--trace DIR]        write steps.csv as the reference computes it
+  fp8ref.py compare EXP.ini STEPS_CSV [--trace DIR]  check a steps.csv written by fp8lab
+                                                     (exit 0 = match, 1 = mismatch, 2 = error)
+
+Module API (used by tests/python/test_reference.py):
+  encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
+  DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay().
+"""
+
+import argparse
+import csv
+import fnmatch
+import json
+import math
+import os
+import re
+import struct
+import sys
+from fractions import Fraction
+
+import numpy as np
+import ml_dtypes
+
+F32 = np.float32
+FLT_MAX = F32(np.finfo(np.float32).max)
+
+# --------------------------------------------------------------------------------------------
+# FP8 formats
+# --------------------------------------------------------------------------------------------
+
+
+class Fmt:
+    def __init__(self, name, dtype, fp8_max, exp_mask, man_mask):
+        self.name = name
+        self.dtype = dtype
+        self.max = F32(fp8_max)
+        self.exp_mask = exp_mask   # exponent bits of the code
+        self.man_mask = man_mask   # mantissa bits of the code
+
+
+E4M3 = Fmt("e4m3", ml_dtypes.float8_e4m3fn, 448.0, 0x78, 0x07)
+E5M2 = Fmt("e5m2", ml_dtypes.float8_e5m2, 57344.0, 0x7C, 0x03)
+FORMATS = {"e4m3": E4M3, "e5m2": E5M2}
+
+FWD_ROLES = ("input", "weight", "output")
+BWD_ROLES = ("grad_output", "grad_input")
+
+
+def get_fmt(fmt):
+    return fmt if isinstance(fmt, Fmt) else FORMATS[fmt]
+
+
+def encode(y, fmt):
+    """Saturating RN-even encode of float32 values (cvt.rn.satfinite). Returns uint8 codes.
+
+    ml_dtypes rounds float32 -> fp8 to nearest even but does not saturate, so y is clipped to
+    [-max, max] first (clipping keeps NaN as NaN and +-inf becomes +-max)."""
+    fmt = get_fmt(fmt)
+    y = np.asarray(y, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        yc = np.clip(y, -fmt.max, fmt.max)
+        return np.ascontiguousarray(yc.astype(fmt.dtype)).view(np.uint8)
+
+
+def decode(codes, fmt):
+    fmt = get_fmt(fmt)
+    return np.asarray(codes, dtype=np.uint8).view(fmt.dtype).astype(np.float32)
+
+
+def is_subnormal_code(codes, fmt):
+    fmt = get_fmt(fmt)
+    return ((codes & fmt.exp_mask) == 0) & ((codes & fmt.man_mask) != 0)
+
+
+def resolve_format(fmt_name, role):
+    if fmt_name in FORMATS:
+        return fmt_name
+    if fmt_name != "hybrid":
+        raise ValueError("unknown format %r" % fmt_name)
+    if role in FWD_ROLES:
+        return "e4m3"
+    if role in BWD_ROLES:
+        return "e5m2"
+    raise ValueError("format hybrid: tensor role %r is not one of %s" %
+                     (role, ", ".join(FWD_ROLES + BWD_ROLES)))
+
+
+def role_of(name):
+    return name.rsplit(".", 1)[-1]
+
+# --------------------------------------------------------------------------------------------
+# float32 helpers
+# --------------------------------------------------------------------------------------------
+
+
+def f32_bits(v):
+    return int(np.asarray(v, dtype=np.float32).view(np.uint32))
+
+
+def bits_f32(b):
+    return np.array([b], dtype=np.uint32).view(np.float32)[0]
+
+
+def parse_f32(text):
+    """Decimal text -> float32 rounded to nearest even directly (like strtof), no double
+    rounding. Accepts inf/-inf/infinity/nan with any case and sign."""
+    s = text.strip()
+    body = s.lower().lstrip("+-")
+    neg = s.startswith("-")
+    if body in ("inf", "infinity"):
+        return F32(-math.inf if neg else math.inf)
+    if body == "nan":
+        return F32(math.nan)
+    d = float(s)  # raises ValueError on junk
+    with np.errstate(over="ignore"):
+        f = F32(d)
+    if np.isfinite(f) and float(f) == d:
+        return f  # exact, nothing was rounded twice
+    # Rounded: pick among the float32 neighbours of f with exact arithmetic (ties to even).
+    a = abs(Fraction(s))
+    if a >= Fraction(float(FLT_MAX)) + Fraction(2) ** (127 - 24):
+        return F32(-math.inf if neg else math.inf)
+    fa = min(abs(f), FLT_MAX)
+    with np.errstate(over="ignore"):
+        cands = [np.nextafter(fa, F32(0)), fa, np.nextafter(fa, F32(np.inf))]
+    best = None
+    for c in cands:
+        if not np.isfinite(c):
+            continue
+        key = (abs(Fraction(float(c)) - a), f32_bits(c) & 1)
+        if best is None or key < best[0]:
+            best = (key, F32(c))
+    return F32(-best[1]) if neg else best[1]
+
+
+def fmt_g(v):
+    """'%.9g' with inf/-inf/nan spelled that way."""
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return "%.9g" % v
+
+# --------------------------------------------------------------------------------------------
+# amax, scales, statistics
+# --------------------------------------------------------------------------------------------
+
+
+def tensor_amax(x):
+    """max |x| ignoring NaN (fmaxf), inf counts; empty or all-NaN -> 0."""
+    x = np.asarray(x, dtype=np.float32).ravel()
+    if x.size == 0:
+        return F32(0)
+    return F32(np.fmax.reduce(np.abs(x), initial=np.float32(0)))
+
+
+def scaled_max(fmt, margin):
+    # fp8_max * 2^-m is exact in double for any sane m; one rounding to float32 = RN32.
+    with np.errstate(over="ignore"):
+        return F32(float(get_fmt(fmt).max) * math.ldexp(1.0, -int(margin)))
+
+
+def _div32(a, b):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return F32(F32(a) / F32(b))
+
+
+class DelayedState:
+    """TE fused delayed scaling state for one (tensor, configuration)."""
+
+    def __init__(self, fmt, history_len=1024, margin=0, amax_compute="max"):
+        if int(history_len) < 1:
+            raise ValueError("history_len must be >= 1")
+        if amax_compute not in ("max", "most_recent"):
+            raise ValueError("amax_compute must be max or most_recent")
+        self.fmt = get_fmt(fmt)
+        self.L = int(history_len)
+        self.margin = int(margin)
+        self.amax_compute = amax_compute
+        self.scale = F32(1.0)
+        # history[1..L-1] of RECIPES.md (slot 0 is always 0 after a roll and never read)
+        self.hist = np.zeros(self.L - 1, dtype=np.float32)
+
+    def update(self, last):
+        last = F32(last)
+        if last == 0:
+            return self.scale          # module did not run: keep everything
+        window = np.concatenate([self.hist, np.array([last], dtype=np.float32)])
+        amax_max = F32(np.fmax.reduce(window))  # NaN ignored unless all NaN
+        if self.L > 1:
+            self.hist = window[1:].copy()        # roll: history[L-1] = last
+        amax = amax_max if self.amax_compute == "max" else last
+        sm = scaled_max(self.fmt, self.margin)
+        if np.isfinite(amax) and amax > 0:
+            s = _div32(sm, amax)
+            if np.isinf(s):
+                s = FLT_MAX
+            self.scale = s
+        return self.scale
+
+
+def current_scale(amax, fmt, amax_epsilon=0.0, pow2=False, margin=0):
+    a = F32(np.fmax(F32(amax), F32(amax_epsilon)))
+    if not np.isfinite(a) or a == 0:
+        s = F32(1.0)
+    else:
+        s = _div32(scaled_max(fmt, margin), a)
+        if np.isinf(s):
+            s = FLT_MAX
+    if pow2:
+        s = bits_f32(f32_bits(s) & 0xFF800000)
+    return F32(s)
+
+
+STAT_FIELDS = ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal", "mse", "snr_db")
+
+
+def quantize_stats(x, scale, fmt):
+    """Statistics of one tensor quantized with float32 scale `scale` in format fmt."""
+    fmt = get_fmt(fmt)
+    x = np.asarray(x, dtype=np.float32).ravel()
+    s = F32(scale)
+    with np.errstate(all="ignore"):
+        y = x * s                                   # RN32(x * s)
+        codes = encode(y, fmt)
+        scale_inv = F32(F32(1.0) / s)               # RN32(1 / s)
+        xhat = decode(codes, fmt) * scale_inv        # RN32(decode(q) * scale_inv)
+        fin = np.isfinite(x)
+        n = int(x.size)
+        nonfinite = int(np.count_nonzero(~fin))
+        zeros = int(np.count_nonzero(x == 0))
+        overflow = int(np.count_nonzero(fin & (np.abs(y) > fmt.max)))
+        underflow = int(np.count_nonzero(fin & (x != 0) & ((codes & 0x7F) == 0)))
+        subnormal = int(np.count_nonzero(fin & is_subnormal_code(codes, fmt)))
+        xf = x[fin].astype(np.float64)
+        err = xf - xhat[fin].astype(np.float64)
+        nfin = xf.size
+        esum = float(np.sum(err * err))
+        xsum = float(np.sum(xf * xf))
+        mse = esum / nfin if nfin else math.nan
+        if esum == 0:
+            snr = math.inf
+        elif xsum == 0:
+            snr = -math.inf
+        else:
+            snr = 10.0 * math.log10(xsum / esum)
+    return dict(n=n, nonfinite=nonfinite, zeros=zeros, overflow=overflow, underflow=underflow,
+                subnormal=subnormal, mse=mse, snr_db=snr)
+
+# --------------------------------------------------------------------------------------------
+# trace reading
+# --------------------------------------------------------------------------------------------
+
+
+_STEP_FILE = re.compile(r"^step_([0-9]+)\.safetensors$")
+_STEP_DIR = re.compile(r"^step_([0-9]+)$")
+
+
+def read_safetensors(path):
+    """-> {name: float32 ndarray (with shape)}. F32, BF16, F16, little endian."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError("%s: too short for a safetensors file" % path)
+    (hlen,) = struct.unpack("<Q", blob[:8])
+    if 8 + hlen > len(blob):
+        raise ValueError("%s: header length %d beyond the file" % (path, hlen))
+    header = json.loads(blob[8:8 + hlen].decode("utf-8"))
+    data = memoryview(blob)[8 + hlen:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt = info["dtype"]
+        shape = tuple(int(d) for d in info["shape"])
+        b0, b1 = (int(v) for v in info["data_offsets"])
+        cnt = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        size = {"F32": 4, "BF16": 2, "F16": 2}.get(dt)
+        if size is None:
+            raise ValueError("%s: tensor %s has unsupported dtype %s" % (path, name, dt))
+        if b1 - b0 != cnt * size or b1 > len(data) or b0 < 0:
+            raise ValueError("%s: tensor %s: bad data_offsets" % (path, name))
+        raw = bytes(data[b0:b1])
+        if dt == "F32":
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        elif dt == "F16":
+            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        else:
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def read_npy_dir(path):
+    out = {}
+    for root, _dirs, files in os.walk(path):
+        for fn in files:
+            if not fn.endswith(".npy"):
+                continue
+            full = os.path.join(root, fn)
+            name = os.path.relpath(full, path)[:-4].replace(os.sep, "/")
+            arr = np.load(full, allow_pickle=False)
+            if arr.dtype not in (np.dtype("<f4"), np.dtype("<f2")):
+                raise ValueError("%s: unsupported npy dtype %s" % (full, arr.dtype))
+            out[name] = arr.astype(np.float32)
+    return out
+
+
+class StepSel:
+    def __init__(self, spec=None):
+        self.spec = spec
+        if spec is None or spec.strip() == "":
+            self.a = self.b = None
+            self.stride = 1
+            return
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*(?::\s*(\d+)\s*)?)?", spec)
+        if not m:
+            raise ValueError("bad steps selection %r (a, a-b or a-b:stride)" % spec)
+        self.a = int(m.group(1))
+        self.b = int(m.group(2)) if m.group(2) is not None else self.a
+        self.stride = int(m.group(3)) if m.group(3) is not None else 1
+        if self.stride < 1 or self.b < self.a:
+            raise ValueError("bad steps selection %r" % spec)
+
+    def __call__(self, t):
+        if self.a is None:
+            return True
+        return self.a <= t <= self.b and (t - self.a) % self.stride == 0
+
+
+class TensorSel:
+    def __init__(self, spec=None):
+        self.globs = None
+        if spec is not None and spec.strip() != "":
+            self.globs = [g.strip() for g in spec.split(",") if g.strip() != ""]
+
+    def __call__(self, name):
+        if self.globs is None:
+            return True
+        return any(fnmatch.fnmatchcase(name, g) for g in self.globs)
+
+
+class Trace:
+    def __init__(self):
+        self.snapshots = {}   # step -> {name: float32 array}
+        self.csv = {}         # (step, name) -> float32
+
+
+def load_trace(path, step_sel=None, tensor_sel=None):
+    step_sel = step_sel or StepSel()
+    tensor_sel = tensor_sel or TensorSel()
+    tr = Trace()
+    if not os.path.isdir(path):
+        raise ValueError("trace directory %s does not exist" % path)
+    for fn in sorted(os.listdir(path)):
+        full = os.path.join(path, fn)
+        m = _STEP_FILE.match(fn)
+        if m and os.path.isfile(full):
+            t = int(m.group(1))
+            tensors = read_safetensors(full)
+        else:
+            m = _STEP_DIR.match(fn)
+            if not (m and os.path.isdir(full)):
+                continue
+            t = int(m.group(1))
+            tensors = read_npy_dir(full)
+        if not step_sel(t):
+            continue
+        snap = tr.snapshots.setdefault(t, {})
+        for name, arr in tensors.items():
+            if not tensor_sel(name):
+                continue
+            if name in snap:
+                raise ValueError("step %d: tensor %s given twice" % (t, name))
+            snap[name] = arr
+    amax_path = os.path.join(path, "amax.csv")
+    if os.path.isfile(amax_path):
+        with open(amax_path, newline="") as f:
+            rows = list(csv.reader(f))
+        for i, row in enumerate(rows):
+            if not row or all(c.strip() == "" for c in row):
+                continue
+            if i == 0 and row[0].strip() == "step":
+                continue
+            if len(row) != 3:
+                raise ValueError("amax.csv line %d: expected step,tensor,amax" % (i + 1))
+            t = int(row[0].strip())
+            name = row[1].strip()
+            if not step_sel(t) or not tensor_sel(name):
+                continue
+            tr.csv[(t, name)] = parse_f32(row[2])   # a repeated (step, tensor): last row wins
+    return tr
+
+# --------------------------------------------------------------------------------------------
+# experiment
+# --------------------------------------------------------------------------------------------
+
+
+def _strip_inline_comment(v):
+    m = re.search(r"\s[;#]", v)
+    return v[:m.start()] if m else v
+
+
+def parse_ini(path):
+    """-> list of (section, {key: value}) in file order."""
+    sections = []
+    cur = None
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            s = line.strip()
+            if s == "" or s[0] in ";#":
+                continue
+            if s.startswith("["):
+                if not s.endswith("]"):
+                    raise ValueError("%s:%d: bad section line" % (path, ln))
+                cur = (s[1:-1].strip(), {})
+                sections.append(cur)
+                continue
+            if "=" not in s:
+                raise ValueError("%s:%d: expected key = value" % (path, ln))
+            if cur is None:
+                raise ValueError("%s:%d: key outside a section" % (path, ln))
+            k, v = s.split("=", 1)
+            cur[1][k.strip()] = _strip_inline_comment(v).strip()
+    return sections
+
+
+def _list(v):
+    return [p.strip() for p in v.split(",") if p.strip() != ""]
+
+
+def _bool(v):
+    lv = v.strip().lower()
+    if lv in ("1", "true", "yes", "on"):
+        return True
+    if lv in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("bad boolean %r" % v)
+
+
+class Config:
+    def __init__(self, label, kind, fmt, history_len=None, margin=0, amax_compute=None,
+                 amax_epsilon=0.0, pow2=False):
+        self.label = label
+        self.kind = kind
+        self.fmt = fmt
+        self.history_len = history_len
+        self.margin = margin
+        self.amax_compute = amax_compute
+        self.amax_epsilon = amax_epsilon
+        self.pow2 = pow2
+
+    def __repr__(self):
+        return "Config(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
+
+
+class Experiment:
+    def __init__(self):
+        self.trace_path = None
+        self.steps = StepSel()
+        self.tensors = TensorSel()
+        self.configs = []
+        self.skipped_labels = set()   # recipe sections of kinds this reference does not model
+        self.output_dir = None
+
+
+def parse_experiment(path, warn=sys.stderr):
+    exp = Experiment()
+    base = os.path.dirname(os.path.abspath(path))
+    labels = set()
+    for sec, kv in parse_ini(path):
+        if sec == "trace":
+            if "path" in kv:
+                exp.trace_path = os.path.normpath(os.path.join(base, kv["path"]))
+            if "steps" in kv:
+                exp.steps = StepSel(kv["steps"])
+            if "tensors" in kv:
+                exp.tensors = TensorSel(kv["tensors"])
+        elif sec == "output":
+            if "dir" in kv:
+                exp.output_dir = os.path.normpath(os.path.join(base, kv["dir"]))
+        elif sec.startswith("recipe."):
+            label = sec[len("recipe."):]
+            if label in labels:
+                raise ValueError("recipe section %s given twice" % label)
+            labels.add(label)
+            kind = kv.get("kind", "").strip()
+            if kind == "delayed":
+                known = {"kind", "format", "history_len", "margin", "amax_compute"}
+                fmts = _list(kv.get("format", "hybrid"))
+                hls = [int(v) for v in _list(kv.get("history_len", "1024"))]
+                ms = [int(v) for v in _list(kv.get("margin", "0"))]
+                acs = _list(kv.get("amax_compute", "max"))
+                for f in fmts:
+                    if f not in ("hybrid", "e4m3", "e5m2"):
+                        raise ValueError("[%s] bad format %r" % (sec, f))
+                for h in hls:
+                    if h < 1:
+                        raise ValueError("[%s] history_len must be >= 1" % sec)
+                for a in acs:
+                    if a not in ("max", "most_recent"):
+                        raise ValueError("[%s] bad amax_compute %r" % (sec, a))
+                for f in fmts:
+                    for h in hls:
+                        for m in ms:
+                            for a in acs:
+                                exp.configs.append(Config(label, "delayed", f, h, m, a))
+            elif kind == "current":
+                known = {"kind", "format", "amax_epsilon", "pow2", "margin"}
+                fmts = _list(kv.get("format", "hybrid"))
+                for key in ("amax_epsilon", "pow2", "margin"):
+                    if key in kv and len(_list(kv[key])) > 1:
+                        raise ValueError("[%s] only format may be a list for kind current" % sec)
+                eps = parse_f32(kv.get("amax_epsilon", "0"))
+                pow2 = _bool(kv.get("pow2", "false"))
+                m = int(kv.get("margin", "0"))
+                for f in fmts:
+                    if f not in ("hybrid", "e4m3", "e5m2"):
+                        raise ValueError("[%s] bad format %r" % (sec, f))
+                    exp.configs.append(Config(label, "current", f, margin=m,
+                                              amax_epsilon=eps, pow2=pow2))
+            else:
+                print("fp8ref: [%s] kind %r is not modelled by the reference; skipped"
+                      % (sec, kind), file=warn)
+                exp.skipped_labels.add(label)
+                continue
+            for k in kv:
+                if k not in known:
+                    print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
+    return exp
+
+# --------------------------------------------------------------------------------------------
+# replay
+# --------------------------------------------------------------------------------------------
+
+
+COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
+           "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
+           "subnormal", "mse", "snr_db")
+KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin", "amax_compute")
+
+
+def replay(exp, trace):
+    """-> list of row dicts (values: python/numpy values, not text) in steps.csv order."""
+    steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv})
+    names = set()
+    for snap in trace.snapshots.values():
+        names |= set(snap)
+    names |= {n for (_t, n) in trace.csv}
+    names = sorted(names)
+    state = {}
+    stats_cache = {}
+    rows = []
+    for t in steps:
+        snap = trace.snapshots.get(t, {})
+        for name in names:
+            role = role_of(name)
+            present = name in snap
+            if present:
+                x = snap[name]
+                a_t = tensor_amax(x)
+            elif (t, name) in trace.csv:
+                a_t = trace.csv[(t, name)]
+            else:
+                a_t = F32(0)
+            for ci, cfg in enumerate(exp.configs):
+                fmt = resolve_format(cfg.fmt, role)
+                if cfg.kind == "delayed":
+                    st = state.get((name, ci))
+                    if st is None:
+                        st = state[(name, ci)] = DelayedState(fmt, cfg.history_len, cfg.margin,
+                                                              cfg.amax_compute)
+                    s = st.scale
+                else:
+                    s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin) \
+                        if present else None
+                if present:
+                    ck = (name, t, fmt, f32_bits(s))
+                    stt = stats_cache.get(ck)
+                    if stt is None:
+                        stt = stats_cache[ck] = quantize_stats(x, s, fmt)
+                    row = dict(tensor=name, role=role, step=t, recipe=cfg.label, kind=cfg.kind,
+                               format=fmt,
+                               history_len=cfg.history_len if cfg.kind == "delayed" else "",
+                               margin=cfg.margin if cfg.kind == "delayed" else "",
+                               amax_compute=cfg.amax_compute if cfg.kind == "delayed" else "",
+                               amax=a_t, scale=s)
+                    row.update(stt)
+                    rows.append(row)
+                if cfg.kind == "delayed":
+                    st.update(a_t)
+    return rows
+
+
+def row_text(row):
+    out = []
+    for c in COLUMNS:
+        v = row[c]
+        if c in ("amax", "scale", "mse", "snr_db"):
+            out.append(fmt_g(v))
+        else:
+            out.append(str(v))
+    return out
+
+
+def write_csv(rows, out):
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow(row_text(r))
+
+
+def load_for(ini, trace_override=None):
+    exp = parse_experiment(ini)
+    path = trace_override or exp.trace_path
+    if path is None:
+        raise ValueError("%s: no [trace] path and no --trace" % ini)
+    tr = load_trace(path, exp.steps, exp.tensors)
+    return exp, tr
+
+# --------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------
+
+
+def _close(e, g, rel=1e-6, floor=1e-30):
+    if math.isnan(e) or math.isnan(g):
+        return math.isnan(e) and math.isnan(g)
+    if math.isinf(e) or math.isinf(g):
+        return e == g
+    return abs(e - g) <= max(rel * max(abs(e), abs(g)), floor)
+
+
+_SPECIAL_SPELLING = {"inf", "-inf", "nan"}
+
+
+def _spelled_ok(text):
+    """Non-finite floats must be spelled inf, -inf or nan (not -nan, NaN, Infinity...)."""
+    t = text.strip()
+    try:
+        v = float(t)
+    except ValueError:
+        return False
+    return math.isfinite(v) or t in _SPECIAL_SPELLING
+
+
+def _bits_equal(e, gtext):
+    g = parse_f32(gtext)
+    if np.isnan(e) or np.isnan(g):
+        return bool(np.isnan(e) and np.isnan(g))
+    return f32_bits(e) == f32_bits(g)
+
+
+def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
+    """-> list of mismatch messages (empty = match)."""
+    msgs = []
+    if tuple(header) != COLUMNS:
+        msgs.append("header: expected %s, got %s" % (",".join(COLUMNS), ",".join(header)))
+        return msgs
+    got = [dict(zip(COLUMNS, r)) for r in got_text_rows]
+    bad_len = [i for i, r in enumerate(got_text_rows) if len(r) != len(COLUMNS)]
+    if bad_len:
+        msgs.append("row %d has %d fields, expected %d" % (bad_len[0] + 2,
+                    len(got_text_rows[bad_len[0]]), len(COLUMNS)))
+        return msgs
+    got = [r for r in got if r["recipe"] not in skipped_labels]
+
+    def ekey(r):
+        return (r["tensor"], str(r["step"]), r["recipe"], r["format"], str(r["history_len"]),
+                str(r["margin"]), r["amax_compute"])
+
+    def gkey(r):
+        return tuple(r[c] for c in KEY_COLUMNS)
+
+    ek = [ekey(r) for r in exp_rows]
+    gk = [gkey(r) for r in got]
+    if ek != gk:
+        from collections import Counter
+        ce, cg = Counter(ek), Counter(gk)
+        missing = list((ce - cg).elements())
+        extra = list((cg - ce).elements())
+        msgs.append("row set differs: expected %d rows, got %d" % (len(ek), len(gk)))
+        for k in missing[:max_report]:
+            msgs.append("  missing row %s" % dict(zip(KEY_COLUMNS, k)))
+        for k in extra[:max_report]:
+            msgs.append("  unexpected row %s" % dict(zip(KEY_COLUMNS, k)))
+        if not missing and not extra:
+            i = next(i for i, (a, b) in enumerate(zip(ek, gk)) if a != b)
+            msgs.append("  order differs first at data row %d: expected %s, got %s"
+                        % (i + 1, dict(zip(KEY_COLUMNS, ek[i])), dict(zip(KEY_COLUMNS, gk[i]))))
+        return msgs
+    for i, (e, g) in enumerate(zip(exp_rows, got)):
+        where = "row %d (%s step %s %s %s %s/%s/%s)" % (i + 1, e["tensor"], e["step"], e["recipe"],
+                                                       e["format"], e["history_len"], e["margin"],
+                                                       e["amax_compute"])
+        for c in ("role", "kind"):
+            if str(e[c]) != g[c]:
+                msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
+        for c in ("amax", "scale", "mse", "snr_db"):
+            if not _spelled_ok(g[c]):
+                msgs.append("%s: %s written as %r (expected %%.9g or inf/-inf/nan)"
+                            % (where, c, g[c]))
+        for c in ("amax", "scale"):
+            try:
+                ok = _bits_equal(e[c], g[c])
+            except ValueError:
+                ok = False
+            if not ok:
+                msgs.append("%s: %s expected %s (0x%08x), got %s" % (where, c, fmt_g(e[c]),
+                                                                    f32_bits(e[c]), g[c]))
+        for c in ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal"):
+            if str(e[c]) != g[c].strip():
+                msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
+        for c in ("mse", "snr_db"):
+            try:
+                ok = _close(float(e[c]), float(g[c]))
+            except ValueError:
+                ok = False
+            if not ok:
+                msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
+        if len(msgs) >= max_report:
+            break
+    return msgs
+
+
+def compare_file(ini, steps_csv, trace_override=None):
+    exp, tr = load_for(ini, trace_override)
+    rows = replay(exp, tr)
+    with open(steps_csv, newline="") as f:
+        data = list(csv.reader(f))
+    if not data:
+        return len(rows), ["%s is empty" % steps_csv]
+    return len(rows), compare_rows(rows, data[1:], data[0], exp.skipped_labels)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("run", help="write steps.csv as the reference computes it")
+    p.add_argument("ini")
+    p.add_argument("out", help="output CSV path, - for stdout")
+    p.add_argument("--trace", help="trace directory (overrides [trace] path)")
+    p = sub.add_parser("compare", help="check a steps.csv against the reference")
+    p.add_argument("ini")
+    p.add_argument("steps_csv")
+    p.add_argument("--trace", help="trace directory (overrides [trace] path)")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "run":
+            exp, tr = load_for(args.ini, args.trace)
+            rows = replay(exp, tr)
+            if args.out == "-":
+                write_csv(rows, sys.stdout)
+            else:
+                with open(args.out, "w", newline="") as f:
+                    write_csv(rows, f)
+            return 0
+        n, msgs = compare_file(args.ini, args.steps_csv, args.trace)
+    except (ValueError, OSError, KeyError) as e:
+        print("fp8ref: error: %s" % e, file=sys.stderr)
+        return 2
+    if msgs:
+        print("steps.csv differs from the reference (%d reference rows):" % n)
+        for m in msgs:
+            print("  " + m)
+        return 1
+    print("steps.csv matches the reference: %d rows" % n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Generate a random tensor trace (and optionally an experiment INI) for testing fp8lab
+against the Python reference (fp8ref.py).
+
+  gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select]
+
+DIR gets step_<N>.safetensors snapshots (own writer: 8-byte LE header length, JSON header
+padded with a random number of spaces so that the data does not always start 4-aligned, then
+the data) at irregular steps, and amax.csv with rows for many more steps. --npy writes all
+snapshots as step_<N>/<name>.npy instead (F32/F16; BF16 tensors widened to F32). --ini writes an experiment
+whose [trace] path points at DIR (relative to the INI's folder) with a delayed sweep, a delayed
+e5m2 recipe and two current recipes; --out sets its [output] dir (default: out, beside the INI).
+--select adds [trace] steps/tensors selections to the INI.
+
+Everything is drawn from numpy's Generator seeded with S: the same seed gives the same files.
+"""
+
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import ml_dtypes
+
+ROLES = ("input", "weight", "output", "grad_output", "grad_input")
+FWD = ("input", "weight", "output")
+E4M3_MAX = 448.0
+E5M2_MAX = 57344.0
+DT_SIZE = {"F32": 4, "BF16": 2, "F16": 2}
+
+# --------------------------------------------------------------------------------------------
+# safetensors writer
+# --------------------------------------------------------------------------------------------
+
+
+def to_bytes(arr32, dtype):
+    a = np.asarray(arr32, dtype=np.float32)
+    if dtype == "F32":
+        return a.astype("<f4").tobytes()
+    if dtype == "F16":
+        with np.errstate(over="ignore"):
+            return a.astype("<f2").tobytes()
+    return a.astype(ml_dtypes.bfloat16).view("<u2").tobytes()
+
+
+def write_safetensors(path, tensors, rng):
+    """tensors: list of (name, dtype, float32 array). Order of the data is shuffled."""
+    order = list(range(len(tensors)))
+    rng.shuffle(order)
+    header = {}
+    blobs = []
+    off = 0
+    for i in order:
+        name, dt, arr = tensors[i]
+        b = to_bytes(arr, dt)
+        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    if rng.random() < 0.5:
+        header["__metadata__"] = {"format": "pt", "generator": "fp8lab gen_trace"}
+    # JSON key order: shuffle so the header is not in data order
+    keys = list(header)
+    rng.shuffle(keys)
+    text = json.dumps({k: header[k] for k in keys}, separators=(",", ":") if rng.random() < 0.5
+                      else (", ", ": ")).encode("utf-8")
+    text += b" " * int(rng.integers(0, 8))
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def write_npy_dir(path, tensors):
+    os.makedirs(path, exist_ok=True)
+    for name, dt, arr in tensors:
+        a = np.asarray(arr, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            a = a.astype("<f2") if dt == "F16" else a.astype("<f4")
+        np.save(os.path.join(path, name + ".npy"), a)
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+
+
+def representable(a, dt):
+    """Round float32 values to what the dtype stores (as float32)."""
+    a = np.asarray(a, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        if dt == "F16":
+            return a.astype(np.float16).astype(np.float32)
+        if dt == "BF16":
+            return a.astype(ml_dtypes.bfloat16).astype(np.float32)
+    return a
+
+
+def exp_range(dt):
+    """Binade range of normal-ish values the dtype can hold comfortably."""
+    if dt == "F16":
+        return -24, 15
+    return -140, 120
+
+
+def wide_values(rng, n, dt, center):
+    lo, hi = exp_range(dt)
+    c = min(max(center, lo + 15), hi - 15)
+    e = rng.uniform(c - 15, c + 15, size=n)            # ~30 binades, log-uniform magnitudes
+    v = np.exp2(e) * rng.choice([-1.0, 1.0], size=n)
+    v[rng.random(n) < 0.05] = 0.0                      # exact zeros
+    return representable(v, dt)
+
+
+def tie_values(rng, n, fmt_max, mbits, emin, k):
+    """Values that are exactly halfway between two FP8 values (normal and subnormal) once
+    multiplied by 2^-k (k chosen so that the tensor's amax is fmt_max * 2^k)."""
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        r = rng.random()
+        if r < 0.6:       # normal tie: (1 + (2j+1)/2^(m+1)) * 2^e
+            j = int(rng.integers(0, 2 ** mbits))
+            e = int(rng.integers(emin, int(np.log2(fmt_max))))
+            v = (1.0 + (2 * j + 1) / 2.0 ** (mbits + 1)) * 2.0 ** e
+        elif r < 0.85:    # subnormal tie: (2j+1) * 2^(emin - mbits - 1)
+            j = int(rng.integers(0, 2 ** mbits))
+            v = (2 * j + 1) * 2.0 ** (emin - mbits - 1)
+        else:             # exactly representable
+            j = int(rng.integers(0, 2 ** mbits))
+            v = (1.0 + j / 2.0 ** mbits) * 2.0 ** int(rng.integers(emin - mbits, 5))
+        out[i] = v * rng.choice([-1.0, 1.0])
+    out[0] = fmt_max * rng.choice([-1.0, 1.0])
+    return (out * 2.0 ** k).astype(np.float32)
+
+# --------------------------------------------------------------------------------------------
+# the trace
+# --------------------------------------------------------------------------------------------
+
+
+SHAPES = [(37,), (1000,), (5, 33), (3, 7, 45), (64, 96), (17, 31), (2, 3, 129), (128,), (7, 64),
+          (4, 4, 4), (300, 3), (31,), (2, 2, 2)]
+
+
+def module_names(rng):
+    pool = ["blocks.%d.attn.qkv", "blocks.%d.attn.proj", "blocks.%d.mlp.fc1", "blocks.%d.mlp.fc2",
+            "layer%d.linear", "enc.l%d.ff", "lm_head%d", "dec.%d.cross"]
+    mods = set()
+    while len(mods) < int(rng.integers(3, 6)):
+        p = pool[int(rng.integers(0, len(pool)))]
+        mods.add(p % int(rng.integers(0, 12)) if "%d" in p else p)
+    return sorted(mods)
+
+
+class TensorSpec:
+    def __init__(self, name, role, dtype, shape, kind, center):
+        self.name, self.role, self.dtype, self.shape = name, role, dtype, shape
+        self.kind = kind          # wide | ties | tiny | denorm | special
+        self.center = center
+
+
+def make_specs(rng):
+    specs = []
+    for mod in module_names(rng):
+        roles = [r for r in ROLES if rng.random() < 0.75] or ["input"]
+        for role in roles:
+            dt = ["F32", "BF16", "F16"][int(rng.integers(0, 3))]
+            shape = SHAPES[int(rng.integers(0, len(SHAPES)))]
+            kind = rng.choice(["wide", "wide", "wide", "ties", "special", "tiny"])
+            specs.append(TensorSpec("%s.%s" % (mod, role), role, dt, shape, str(kind),
+                                    int(rng.integers(-20, 21))))
+    # guaranteed corner cases
+    specs.append(TensorSpec("edge.empty.weight", "weight", "F32", (0, 16), "wide", 0))
+    specs.append(TensorSpec("edge.one.grad_output", "grad_output", "BF16", (1,), "wide", -5))
+    specs.append(TensorSpec("edge.ties.input", "input", "F32", (17, 33), "ties", 0))
+    specs.append(TensorSpec("edge.ties.grad_input", "grad_input", "BF16", (45,), "ties", 0))
+    specs.append(TensorSpec("edge.tiny.output", "output", "F16", (3, 11), "tiny", 0))
+    specs.append(TensorSpec("edge.denorm.input", "input", "F32", (40,), "denorm", 0))
+    specs.append(TensorSpec("edge.special.grad_output", "grad_output", "F32", (9, 9), "special", 3))
+    for s in specs:
+        if s.kind == "ties" and s.dtype == "F16":
+            s.dtype = "BF16"      # keep fmt_max * 2^k and the subnormal ties representable
+        if s.kind == "denorm":
+            s.dtype = "F32"
+    return specs
+
+
+def ties_k(rng, spec):
+    return int(rng.integers(-3, 6))
+
+
+def gen_tensor(rng, spec, step_info):
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    fwd = spec.role in FWD
+    if n == 0:
+        return np.zeros(spec.shape, dtype=np.float32)
+    kind = spec.kind
+    if kind == "ties":
+        k = ties_k(rng, spec)
+        if fwd:
+            v = tie_values(rng, n, E4M3_MAX, 3, -6, k)
+        else:
+            v = tie_values(rng, n, E5M2_MAX, 2, -14, k)
+        v = representable(v, spec.dtype)
+    elif kind == "tiny":
+        v = representable(np.exp2(rng.uniform(-17, -11, n)) * rng.choice([-1.0, 1.0], n),
+                          spec.dtype)
+        v[rng.random(n) < 0.1] = 0.0
+    elif kind == "denorm":   # float32 subnormals: amax so small that 448/amax overflows
+        v = (rng.integers(1, 1 << 20, n) * 2.0 ** -149 * rng.choice([-1.0, 1.0], n))
+        v = v.astype(np.float32)
+        if rng.random() < 0.5:
+            v[int(rng.integers(0, n))] = np.float32(2.0 ** -149)
+    else:
+        v = wide_values(rng, n, spec.dtype, spec.center + int(rng.integers(-3, 4)))
+    v = np.asarray(v, dtype=np.float32)
+    r = rng.random()
+    if kind == "special" and r < 0.7:
+        m = int(rng.integers(1, 4))
+        idx = rng.choice(n, size=min(m, n), replace=False)
+        v[idx] = rng.choice([np.inf, -np.inf, np.nan], size=len(idx))
+    elif kind == "special" and r < 0.8:
+        v[:] = np.nan                                   # all-NaN: amax 0
+    elif kind == "wide" and r < 0.12:                   # amax spike
+        big = 60000.0 if spec.dtype == "F16" else float(2.0 ** rng.integers(40, 100))
+        v[int(rng.integers(0, n))] = np.float32(big * rng.choice([-1.0, 1.0]))
+    elif kind == "wide" and r < 0.16:
+        v[:] = 0.0                                      # module ran with an all-zero tensor
+    return v.reshape(spec.shape)
+
+
+def amax_text(rng, v):
+    v = np.float32(v)
+    r = rng.random()
+    if np.isinf(v):
+        return "inf"
+    if v == 0:
+        return "0" if r < 0.5 else "0.0"
+    if r < 0.6:
+        return "%.9g" % float(v)
+    if r < 0.8:
+        return "%.17g" % (float(v) * (1.0 + rng.uniform(-1e-7, 1e-7)))  # rounds in the parser
+    return "%.6e" % float(v)
+
+
+def csv_amax(rng, spec, k_ties=None):
+    r = rng.random()
+    if r < 0.15:
+        return 0.0                       # module skipped
+    fwd = spec.role in FWD
+    if spec.kind == "ties":
+        return (E4M3_MAX if fwd else E5M2_MAX) * 2.0 ** int(rng.integers(-3, 6))
+    if r < 0.18:
+        return float("inf")
+    if r < 0.25:
+        return float(2.0 ** rng.integers(40, 100))   # spike
+    if spec.kind == "tiny":
+        return float(2.0 ** rng.uniform(-14, -9))
+    if spec.kind == "denorm":
+        return float(2.0 ** rng.uniform(-149, -128))
+    return float(2.0 ** rng.uniform(spec.center + 10, spec.center + 16))
+
+
+def generate(dirpath, seed, npy=False):
+    rng = np.random.default_rng(seed)
+    os.makedirs(dirpath, exist_ok=True)
+    specs = make_specs(rng)
+    n_snap = int(rng.integers(5, 9))
+    snap_steps = sorted(int(s) for s in rng.choice(np.arange(0, 90), size=n_snap, replace=False))
+    # tensors that only ever appear in amax.csv
+    csv_only = [TensorSpec("ghost%d.%s" % (i, r), r, "F32", (1,), "wide", int(rng.integers(-5, 5)))
+                for i, r in enumerate(rng.choice(ROLES, size=2, replace=False))]
+    for t in snap_steps:
+        tensors = []
+        for s in specs:
+            present = rng.random() < 0.85 or s.name.startswith("edge.")
+            if present:
+                tensors.append((s.name, s.dtype, gen_tensor(rng, s, t)))
+        if npy:  # a trace is all safetensors or all npy (fp8lab rejects a mix)
+            write_npy_dir(os.path.join(dirpath, "step_%d" % t),
+                          [(nm, dt if dt != "BF16" else "F32", a) for nm, dt, a in tensors])
+        else:
+            write_safetensors(os.path.join(dirpath, "step_%d.safetensors" % t), tensors, rng)
+    # amax.csv: many extra steps, some snapshot steps too, and the csv-only tensors
+    last = snap_steps[-1] + 6
+    rows = []
+    for t in range(0, last):
+        if t in snap_steps:
+            p_row = 0.3      # also at snapshot steps: the snapshot wins for tensors it holds
+        else:
+            p_row = 0.6
+        if rng.random() > p_row and t not in snap_steps:
+            continue
+        for s in specs + csv_only:
+            if rng.random() < 0.7:
+                rows.append((t, s.name, amax_text(rng, csv_amax(rng, s))))
+    if rng.random() < 0.3:
+        rng.shuffle(rows)                # row order must not matter
+    with open(os.path.join(dirpath, "amax.csv"), "w") as f:
+        f.write("step,tensor,amax\n")
+        for t, name, txt in rows:
+            f.write("%d,%s,%s\n" % (t, name, txt))
+    return snap_steps, specs, csv_only
+
+
+INI = """; generated by tools/reference/gen_trace.py --seed {seed}
+[trace]
+path = {path}
+{select}
+[recipe.sweep]
+kind = delayed
+format = hybrid
+history_len = 1, 2, 5, 1024   ; the sweep axes
+margin = -1, 0, 2
+amax_compute = max, most_recent
+
+[recipe.e5m2]
+kind = delayed
+format = e5m2
+history_len = 3
+margin = 0
+amax_compute = max # inline comment with '#'
+
+[recipe.cur_pow2]
+kind = current
+format = hybrid
+pow2 = true
+
+[recipe.cur_eps]
+kind = current
+format = hybrid
+amax_epsilon = 1e-3
+margin = 1
+
+[output]
+dir = {out}
+"""
+
+
+def write_ini(ini_path, trace_dir, seed, out=None, select=None):
+    base = os.path.dirname(os.path.abspath(ini_path))
+    rel = os.path.relpath(os.path.abspath(trace_dir), base)
+    if out is None:
+        out = "out"
+    else:
+        out = os.path.relpath(os.path.abspath(out), base)
+    with open(ini_path, "w") as f:
+        f.write(INI.format(seed=seed, path=rel, out=out, select=select or ""))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ini", help="also write an experiment INI here")
+    ap.add_argument("--out", help="[output] dir for the INI (default: out beside the INI)")
+    ap.add_argument("--npy", action="store_true", help="write the snapshots in npy form")
+    ap.add_argument("--select", action="store_true",
+                    help="add [trace] steps and tensors selections to the INI")
+    args = ap.parse_args(argv)
+    snap_steps, specs, _ = generate(args.dir, args.seed, args.npy)
+    if args.ini:
+        select = None
+        if args.select:
+            rng = np.random.default_rng(args.seed + 1000003)
+            # from the second snapshot on, every other step: drops some snapshots and csv rows
+            select = "steps = %d-%d:2\ntensors = edge.*, *.grad_*, ghost*\n" % (
+                snap_steps[1], snap_steps[-1] + 3)
+        write_ini(args.ini, args.dir, args.seed, args.out, select)
+    print("gen_trace: %d snapshots at steps %s, %d tensors -> %s" % (
+        len(snap_steps), " ".join(map(str, snap_steps)), len(specs), args.dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
