@@ -44,7 +44,8 @@
  *   ...): amax 0 in amax.csv, absent from the snapshot (TE keeps such a module's scale).
  *
  * Presets:
- * - "llm": the shared model plus one activation spike: at step round(0.6 * (steps - 1)) one
+ * - "llm": the shared model plus one activation spike: at the snapshot step nearest to
+ *   0.6 * (steps - 1) (step 120 of 200) one
  *   layer's fc1.output (and through GELU its fc2.input and fc2.output) jumps 20-50x on 1-4
  *   tokens, for 1-3 consecutive steps. Delayed scaling uses a scale from before the spike and
  *   overflows there; current scaling does not.
@@ -314,7 +315,10 @@ static int state_init(syn_state *st, syn_preset preset, int64_t steps, uint64_t 
   /* Events. */
   st->spike_step = -1;
   if (preset == PRESET_LLM || preset == PRESET_SPIKY) {
-    st->spike_step = (int64_t)llround(0.6 * (double)(steps - 1));
+    /* at 60% of the run, moved to the nearest snapshot step so that the snapshot shows what
+     * a stale delayed scale does to the spike (amax.csv alone only feeds the history) */
+    int64_t every = fp8_synth_snapshot_interval(steps);
+    st->spike_step = every * (int64_t)llround(0.6 * (double)(steps - 1) / (double)every);
     st->spike_len = 1 + uniform_int(st->ev, 3);
     st->spike_layer = uniform_int(st->ev, SYN_LAYERS);
   }
