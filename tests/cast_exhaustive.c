@@ -9,6 +9,7 @@
 
 #include "cuda_ref.h"
 #include "fp8.h"
+#include "testutil.h"
 
 static fp8_format g_fmt;
 
@@ -77,9 +78,5 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_decode_all_codes);
   tcase_add_test(tc, test_encode_all_floats);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return tu_run_suite(s);
 }

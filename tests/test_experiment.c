@@ -530,9 +530,5 @@ int main(void) {
   tcase_add_loop_test(tc, test_bad_files, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
   tcase_add_test(tc, test_too_many_configs);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return tu_run_suite(s);
 }

@@ -440,9 +440,5 @@ int main(void) {
   tcase_add_test(tl, test_llm_spike_and_small_grads);
   tcase_add_test(tl, test_llm_outlier_channels);
   suite_add_tcase(s, tl);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed != 0;
+  return tu_run_suite(s);
 }

@@ -886,9 +886,5 @@ int main(void) {
   tcase_add_test(tc, trace_steps);
   tcase_add_test(tc, trace_errors);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int f = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return f != 0;
+  return tu_run_suite(s);
 }

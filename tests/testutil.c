@@ -102,3 +102,11 @@ const char *tu_source_dir(void) {
   const char *s = getenv("FP8LAB_SOURCE_DIR");
   return s ? s : "..";
 }
+
+int tu_run_suite(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

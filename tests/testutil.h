@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <check.h>
+
 #include "fp8.h"
 
 /** Value of a code computed from the format definition in double (NaN for NaN codes). */
@@ -26,5 +28,8 @@ int tu_run(const char *cmd, char **output);
 /** The fp8lab binary (FP8LAB_BIN) and the source tree (FP8LAB_SOURCE_DIR). */
 const char *tu_bin(void);
 const char *tu_source_dir(void);
+
+/** Runs a Check suite (CK_NORMAL output) and frees it; returns the process exit code. */
+int tu_run_suite(Suite *s);
 
 #endif

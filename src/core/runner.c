@@ -525,6 +525,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     snprintf(trace_dir, sizeof trace_dir, "%s/trace", out);
     snprintf(tmp_dir, sizeof tmp_dir, "%s/.trace.tmp.%ld", out, (long)getpid());
     fp8_rmtree(tmp_dir);
+    if (opt->progress && !opt->quiet)
+      fprintf(stderr, "generating synthetic trace %s (%lld steps) into %s ...\n", ex->synth_preset,
+              (long long)ex->synth_steps, trace_dir);
     rc = fp8_synth_write(ex->synth_preset, tmp_dir, ex->synth_steps, ex->synth_seed, err, errlen);
     if (rc) {
       char tmp[FP8_ERRLEN];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fp8.h"
+#include "testutil.h"
 #include "fp8k.h"
 
 static void check_format(fp8_format f) {
@@ -57,9 +58,5 @@ int main(void) {
   tcase_add_test(tc, test_e4m3);
   tcase_add_test(tc, test_e5m2);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return tu_run_suite(s);
 }
