@@ -169,6 +169,19 @@ START_TEST(test_tiny_rows_by_hand) {
   free(r);
   free(sum);
 
+  /* histograms.csv: floor(log2|x|) of finite non-zero elements, per tensor and snapshot step */
+  p = path_in("out/histograms.csv");
+  char *h = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_ptr_nonnull(h);
+  ck_assert_str_eq(h,
+                   "tensor,step,log2_bin,count\n"
+                   "m.grad_output,0,0,1\nm.grad_output,0,1,1\n"
+                   "m.input,0,-1,1\nm.input,0,0,1\nm.input,0,1,1\nm.input,0,2,1\n"
+                   "m.grad_output,2,-1,1\n"
+                   "m.input,2,-12,1\nm.input,2,1,1\nm.input,2,6,1\n");
+  free(h);
+
   /* run.json: parses, names the version and counts the rows */
   p = path_in("out/run.json");
   json_error_t jerr;

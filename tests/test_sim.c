@@ -207,6 +207,32 @@ END_TEST
 
 /* ------------------------------------------------------------------ statistics */
 
+START_TEST(test_log2_histogram) {
+  float x[] = {1.0f, 1.999f, 2.0f, -0.75f, 0x1p-149f, 0x3p-149f, 0x1p-127f, FLT_MAX, 0.0f, -0.0f,
+               INFINITY, NAN, 0x1.fffffcp-127f /* largest subnormal */};
+  int64_t h[FP8_LOG2_HIST_BINS];
+  memset(h, 0, sizeof h);
+  fp8_log2_histogram(x, sizeof x / sizeof x[0], h);
+  /* independent: floor(log2|x|) in double */
+  int64_t ref[FP8_LOG2_HIST_BINS];
+  memset(ref, 0, sizeof ref);
+  int64_t total = 0;
+  for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+    if (!isfinite(x[i]) || x[i] == 0) continue;
+    int b = (int)floor(log2(fabs((double)x[i])));
+    ref[b - FP8_LOG2_HIST_MIN]++;
+    total++;
+  }
+  ck_assert_mem_eq(h, ref, sizeof h);
+  ck_assert_int_eq(total, 9);
+  ck_assert_int_eq(h[0 - FP8_LOG2_HIST_MIN], 2);
+  ck_assert_int_eq(h[-149 - FP8_LOG2_HIST_MIN], 1);
+  ck_assert_int_eq(h[-148 - FP8_LOG2_HIST_MIN], 1);
+  ck_assert_int_eq(h[127 - FP8_LOG2_HIST_MIN], 1);
+  ck_assert_int_eq(h[-127 - FP8_LOG2_HIST_MIN], 2);
+}
+END_TEST
+
 START_TEST(test_stats_hand_tensor) {
   /* E4M3, scale 2: x*s = {2, 1000 (overflow), 2^-11 (underflow), 3*2^-9 (subnormal code 3),
    * 0, NaN, inf, -0, 448 (exactly max: no overflow), 1.0625*2 = 2.125 (tie -> 2)} */
@@ -525,6 +551,7 @@ int main(void) {
   tcase_add_test(tc, test_roles_hybrid);
   tcase_add_test(tc, test_dtype_widening);
   tcase_add_test(tc, test_amax);
+  tcase_add_test(tc, test_log2_histogram);
   tcase_add_test(tc, test_stats_hand_tensor);
   tcase_add_test(tc, test_stats_edge);
   tcase_add_test(tc, test_quantize_vs_plain_loop);

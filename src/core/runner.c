@@ -29,6 +29,9 @@
 
 #define CHUNK 4096
 
+#define HIST_MIN FP8_LOG2_HIST_MIN
+#define HIST_BINS FP8_LOG2_HIST_BINS
+
 /* Totals of one (tensor, configuration) over the snapshot steps, for summary.csv. */
 typedef struct {
   int64_t steps, steps_with_overflow;
@@ -50,6 +53,7 @@ typedef struct {
   float csv_amax;
   fp8_stats *st;          /* per configuration, this step */
   float *scale;           /* per configuration, this step */
+  int64_t hist[HIST_BINS]; /* this step's log2|x| histogram */
 } tensor_t;
 
 typedef struct {
@@ -140,6 +144,8 @@ static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
   }
   fp8_dtype_to_f32(v->dtype, v->data, n, x);
   t->amax = fp8_amax_f32(x, n);
+  memset(t->hist, 0, sizeof t->hist);
+  fp8_log2_histogram(x, n, t->hist);
   for (size_t c = 0; c < nc; c++) {
     const fp8_config *cf = &r->ex->configs[c];
     if (cf->kind == FP8_KIND_DELAYED) {
@@ -281,7 +287,7 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
     json_array_append_new(inputs, file_json(p));
   }
   json_object_set_new(root, "inputs", inputs);
-  json_object_set_new(root, "outputs", json_pack("[s, s, s]", "steps.csv", "summary.csv", "run.json"));
+  json_object_set_new(root, "outputs", json_pack("[s, s, s, s]", "steps.csv", "summary.csv", "histograms.csv", "run.json"));
   json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
   json_object_set_new(root, "tensors", json_integer(sum->tensors));
   json_object_set_new(root, "configurations", json_integer(sum->configs));
@@ -484,7 +490,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int64_t *steps = NULL;
   size_t nsteps = 0;
   int32_t *amax_map = NULL;
-  fp8_outfile steps_out = {0};
+  fp8_outfile steps_out = {0}, hist_out = {0};
   char trace_dir[4096];
   char started[64];
   long long mismatches = 0;
@@ -515,6 +521,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   rc = fp8_mkdir_p(out, err, errlen);
   if (rc) goto done;
   rc = fp8_outfile_open(&steps_out, out, "steps.csv", err, errlen);
+  if (rc) goto done;
+  rc = fp8_outfile_open(&hist_out, out, "histograms.csv", err, errlen);
   if (rc) goto done;
 
   /* The trace: generated into the output directory for synth: paths. */
@@ -574,8 +582,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
                       ? (int32_t)find_tensor(&r, tr.amax_names[k]) : -1;
   (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */
 
-  FILE *fp = steps_out.fp;
+  FILE *fp = steps_out.fp, *hp = hist_out.fp;
   fputs(STEPS_HEADER, fp);
+  fputs("tensor,step,log2_bin,count\n", hp);
   size_t snap = 0, arow = 0;
   double last_draw = 0;
   int draw = opt->progress && !opt->quiet;
@@ -614,6 +623,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
       for (size_t w = 0; w < r.nwork; w++) {
         tensor_t *t = &r.t[r.work[w]];
         if (t->csv_has && t->csv_amax != t->amax) mismatches++;
+        for (int b = 0; b < HIST_BINS; b++)
+          if (t->hist[b])
+            fprintf(hp, "%s,%lld,%d,%lld\n", t->name, (long long)step, b + HIST_MIN, (long long)t->hist[b]);
         for (size_t c = 0; c < ex->nconfigs; c++) {
           if (isnan(t->scale[c])) {
             fp8_step_free(&s);
@@ -649,7 +661,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     for (size_t i = 0; i < r.ntensors; i++)
       for (size_t c = 0; c < ex->nconfigs; c++)
         if (ex->configs[c].kind == FP8_KIND_DELAYED) fp8_delayed_update(&r.t[i].dl[c], r.t[i].amax);
-    if (ferror(fp)) {
+    if (ferror(fp) || ferror(hp)) {
       rc = fail(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s", out, strerror(errno));
       goto done;
     }
@@ -670,6 +682,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     rc = fp8_outfile_commit(&so, err, errlen);
     if (rc) goto done;
   }
+  rc = fp8_outfile_commit(&hist_out, err, errlen);
+  if (rc) goto done;
   rc = fp8_outfile_commit(&steps_out, err, errlen);
   if (rc) goto done;
   sum->wall_s = now_s() - t0;
@@ -681,6 +695,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
 
 done:
   fp8_outfile_abort(&steps_out);
+  fp8_outfile_abort(&hist_out);
   if (names) {
     for (size_t k = 0; k < nnames; k++) free(names[k]);
     free(names);

@@ -109,6 +109,14 @@ float fp8_amax_f32(const float *x, size_t n);
 
 /* ---------------------------------------------------------------- statistics */
 
+/** log2 histogram bins: bin b counts finite non-zero x with 2^b <= |x| < 2^(b+1), for
+ *  b = FP8_LOG2_HIST_MIN (-149, the smallest float32 subnormal) .. 127; index b - MIN. */
+#define FP8_LOG2_HIST_MIN (-149)
+#define FP8_LOG2_HIST_BINS 277
+
+/** Adds the floor(log2|x|) of n floats' finite non-zero elements to hist[FP8_LOG2_HIST_BINS]. */
+void fp8_log2_histogram(const float *x, size_t n, int64_t *hist);
+
 /** Per-step statistics of quantizing one tensor with one scale (RECIPES.md). The counters
  *  accumulate across calls of fp8_quantize_f32, so a tensor can be fed in chunks. */
 typedef struct {

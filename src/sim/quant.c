@@ -34,6 +34,18 @@ float fp8_amax_f32(const float *x, size_t n) {
   return r;
 }
 
+void fp8_log2_histogram(const float *x, size_t n, int64_t *hist) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    uint32_t e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
+    if (e == 0xFFu || (e == 0 && m == 0)) continue; /* inf, NaN, zeros */
+    /* normal: the unbiased exponent; subnormal: the position of the leading mantissa bit */
+    int b = e ? (int)e - 127 : (31 - __builtin_clz(m)) - 149;
+    hist[b - FP8_LOG2_HIST_MIN]++;
+  }
+}
+
 void fp8_stats_init(fp8_stats *st) { memset(st, 0, sizeof *st); }
 
 void fp8_stats_merge(fp8_stats *dst, const fp8_stats *src) {
