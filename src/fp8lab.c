@@ -3,6 +3,7 @@
  *   fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]
  *   fp8lab synth PRESET DIR [--steps N] [--seed S]
  *   fp8lab inspect TRACE
+ *   fp8lab report OUTDIR [--budget F]
  *   fp8lab --help | --version | CMD --help
  *
  * Exit status: 0 ok, 1 runtime failure (out of memory, a write failing mid-run), 2 bad usage or
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "experiment.h"
+#include "report.h"
 #include "fp8.h"
 #include "runner.h"
 #include "synth.h"
@@ -35,13 +37,14 @@ static const char USAGE[] =
     "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
     "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow)\n"
     "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
+    "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
     "\n"
     "options:\n"
     "  --help            this text; `fp8lab CMD --help` for a command\n"
     "  --version         print the version\n";
 
 static const char USAGE_RUN[] =
-    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]\n"
+    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet] [--no-report]\n"
     "\n"
     "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
     "configuration of its [recipe.*] sections and writes steps.csv, summary.csv and run.json.\n"
@@ -49,7 +52,18 @@ static const char USAGE_RUN[] =
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
     "  --threads N   worker threads (default: the number of CPUs)\n"
-    "  --quiet       no progress bar and no final message\n";
+    "  --quiet       no progress bar and no final message\n"
+    "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
+
+static const char USAGE_REPORT[] =
+    "usage: fp8lab report OUTDIR [--budget F] [--quiet]\n"
+    "\n"
+    "Reads a run's steps.csv, histograms.csv and run.json and writes analysis.csv,\n"
+    "recommendations.csv, plots/*.png, report.md and notebooks_export/<experiment>.ipynb.\n"
+    "\n"
+    "  --budget F    overflow budget (fraction of values) for the recommendations\n"
+    "                (default: the experiment's [analysis] overflow_budget, else 1e-5)\n"
+    "  --quiet       no final message\n";
 
 static const char USAGE_SYNTH[] =
     "usage: fp8lab synth PRESET DIR [--steps N] [--seed S]\n"
@@ -87,6 +101,59 @@ static int exit_of(int status) {
   return (status == FP8_ENOMEM || status == FP8_EDEVICE) ? EXIT_RUNTIME : EXIT_USAGE;
 }
 
+/* ------------------------------------------------------------------ report */
+
+static int write_report(const char *dir, double budget, int quiet) {
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_report_options ro = {.overflow_budget = budget};
+  fp8_report_summary rs;
+  int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fp8lab: report: %s\n", err);
+    return exit_of(rc);
+  }
+  if (!quiet)
+    printf("report:   %s\nnotebook: %s\nplots:    %s/ (%zu PNG)\n", rs.report_md, rs.notebook, rs.plots_dir,
+           rs.nplots);
+  return 0;
+}
+
+static int cmd_report(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_REPORT, stdout);
+    return 0;
+  }
+  const char *dir = NULL;
+  double budget = -1.0;
+  int quiet = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+      char *end;
+      errno = 0;
+      budget = strtod(argv[++i], &end);
+      if (errno || end == argv[i] || *end || !(budget >= 0 && budget <= 1)) {
+        fprintf(stderr, "fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+      quiet = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "fp8lab report: unknown or incomplete option '%s' (see fp8lab report --help)\n", argv[i]);
+      return EXIT_USAGE;
+    } else if (!dir) {
+      dir = argv[i];
+    } else {
+      fprintf(stderr, "fp8lab report: one output directory expected, got also '%s'\n", argv[i]);
+      return EXIT_USAGE;
+    }
+  }
+  if (!dir) {
+    fputs(USAGE_REPORT, stderr);
+    return EXIT_USAGE;
+  }
+  return write_report(dir, budget, quiet);
+}
+
 /* ------------------------------------------------------------------ run */
 
 static int cmd_run(int argc, char **argv) {
@@ -95,6 +162,7 @@ static int cmd_run(int argc, char **argv) {
     return 0;
   }
   const char *exp = NULL;
+  int no_report = 0;
   fp8_run_options opt = {.threads = 0};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -104,6 +172,8 @@ static int cmd_run(int argc, char **argv) {
       opt.force = 1;
     } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
       opt.quiet = 1;
+    } else if (strcmp(a, "--no-report") == 0) {
+      no_report = 1;
     } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
       long long v;
       if (parse_int64(argv[++i], 1, 64, &v)) {
@@ -155,14 +225,15 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "fp8lab: %s\n", err);
     return exit_of(rc);
   }
-  if (!opt.quiet) {
-    char real[PATH_MAX];
-    const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+  char real[PATH_MAX];
+  const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+  if (!opt.quiet)
     printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
            "results in %s:\n  steps.csv    per step, tensor and configuration\n"
-           "  summary.csv  per tensor and configuration\n  run.json     provenance\n",
+           "  summary.csv  per tensor and configuration\n  histograms.csv, run.json\n",
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
-  }
+  if (no_report) return 0;
+  return write_report(dir, -1.0, opt.quiet);
   return 0;
 }
 
@@ -356,6 +427,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
-  fprintf(stderr, "fp8lab: unknown command '%s' (run, synth, inspect; see fp8lab --help)\n", cmd);
+  if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
+  fprintf(stderr, "fp8lab: unknown command '%s' (run, synth, inspect, report; see fp8lab --help)\n", cmd);
   return EXIT_USAGE;
 }

@@ -35,7 +35,7 @@
 
 #define EXP_LABEL_MAX 63
 
-typedef enum { SEC_NONE, SEC_TRACE, SEC_OUTPUT, SEC_RECIPE, SEC_IGNORED } exp_sec_type;
+typedef enum { SEC_NONE, SEC_TRACE, SEC_OUTPUT, SEC_RECIPE, SEC_ANALYSIS, SEC_IGNORED } exp_sec_type;
 
 typedef struct {
   char *key;
@@ -70,7 +70,7 @@ typedef struct {
   exp_entry *ents;
   size_t nents, capents;
   /* sections seen */
-  int trace_line, output_line;
+  int trace_line, output_line, analysis_line;
   exp_label *labels;
   size_t nlabels, caplabels;
 } exp_ctx;
@@ -322,6 +322,23 @@ static void exp_output_end(exp_ctx *c) {
   }
 }
 
+static void exp_analysis_end(exp_ctx *c) {
+  for (size_t i = 0; i < c->nents && !c->nomem; i++) {
+    const exp_entry *e = &c->ents[i];
+    if (strcmp(e->key, "overflow_budget") == 0) {
+      char *end;
+      errno = 0;
+      double v = strtod(e->value, &end);
+      if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+        exp_fail(c, e->line, "bad overflow_budget \"%s\" (expected a fraction of elements in 0..1, "
+                 "e.g. 1e-5)", e->value);
+      else c->ex->overflow_budget = v;
+    } else {
+      exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget)", e->key);
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- [recipe.*] */
 
 enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_COUNT };
@@ -560,6 +577,7 @@ static void exp_section_end(exp_ctx *c) {
     switch (c->sec) {
     case SEC_TRACE: exp_trace_end(c); break;
     case SEC_OUTPUT: exp_output_end(c); break;
+    case SEC_ANALYSIS: exp_analysis_end(c); break;
     case SEC_RECIPE: exp_recipe_end(c); break;
     default: break;
     }
@@ -593,14 +611,14 @@ static void exp_section_begin(exp_ctx *c, char *s) {
     return;
   }
   snprintf(c->secname, sizeof c->secname, "%s", name);
-  if (strcmp(name, "trace") == 0 || strcmp(name, "output") == 0) {
-    int *seen = name[0] == 't' ? &c->trace_line : &c->output_line;
+  if (strcmp(name, "trace") == 0 || strcmp(name, "output") == 0 || strcmp(name, "analysis") == 0) {
+    int *seen = name[0] == 't' ? &c->trace_line : name[0] == 'o' ? &c->output_line : &c->analysis_line;
     if (*seen) {
       exp_fail(c, line, "section [%s] given twice (first at line %d)", name, *seen);
       return;
     }
     *seen = line;
-    c->sec = name[0] == 't' ? SEC_TRACE : SEC_OUTPUT;
+    c->sec = name[0] == 't' ? SEC_TRACE : name[0] == 'o' ? SEC_OUTPUT : SEC_ANALYSIS;
   } else if (strncmp(name, "recipe.", 7) == 0) {
     const char *label = name + 7;
     size_t n = strlen(label);
@@ -639,7 +657,7 @@ static void exp_section_begin(exp_ctx *c, char *s) {
     c->labels[c->nlabels++].line = line;
     c->sec = SEC_RECIPE;
   } else {
-    exp_fail(c, line, "unknown section [%s] (expected [trace], [recipe.<label>] or [output])",
+    exp_fail(c, line, "unknown section [%s] (expected [trace], [recipe.<label>], [analysis] or [output])",
              name);
   }
 }
@@ -789,6 +807,7 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   c.ex = ex;
   ex->synth_steps = 200;
   ex->synth_seed = 1;
+  ex->overflow_budget = 1e-5;
   ex->step_stride = 1;
   ex->file = strdup(path);
   if (!ex->file || exp_names(ex) != FP8_OK) {

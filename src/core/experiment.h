@@ -5,6 +5,7 @@
  *             synth_steps, synth_seed (for synth: paths)
  *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
+ *   [analysis] overflow_budget (fraction of elements, default 1e-5)
  *   [output]  dir
  * Errors: FP8_EINVAL with "file:line: message" in err.
  */
@@ -49,6 +50,7 @@ typedef struct {
   size_t ntensor_globs;
   char **tensor_globs; /**< empty = all tensors */
   char *out_dir;       /**< resolved; NULL when not given */
+  double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
 } fp8_experiment;

@@ -267,6 +267,7 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
   if (text) json_object_set_new(exo, "text", json_stringn_nocheck(text, len));
   free(text);
   json_object_set_new(exo, "configurations", configs_json(ex));
+  json_object_set_new(exo, "overflow_budget", json_real(ex->overflow_budget));
   json_object_set_new(root, "experiment", exo);
 
   json_t *tro = json_pack("{s:s, s:I, s:I}", "path", trace_dir, "snapshot_steps",

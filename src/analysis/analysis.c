@@ -1,0 +1,225 @@
+/* analysis.c: per (tensor, configuration) statistics of a loaded steps.csv, computed with GSL
+ * (rates, overflow runs, SNR quantiles and a bootstrap interval of the mean SNR, the scale lag,
+ * the SNR trend), and their CSV (analysis.csv). Columns and definitions: analysis.h. */
+#include "analysis.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_fit.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "analysis_internal.h"
+#include "outfile.h"
+
+/* ------------------------------------------------------------------ building blocks */
+
+double fp8_analysis_quantile(const double *sorted, size_t n, double f) {
+  if (n == 0 || !(f >= 0.0 && f <= 1.0)) return NAN;
+  double q = gsl_stats_quantile_from_sorted_data(sorted, 1, n, f);
+  /* GSL interpolates (1-d)*a + d*b between the order statistics a <= b at index f*(n-1); its
+   * rounding may step outside [a, b] by an ulp, e.g. give a constant sample's value +-1 ulp. */
+  size_t lhs = (size_t)(f * (double)(n - 1));
+  if (lhs >= n - 1) return sorted[n - 1];
+  double a = sorted[lhs], b = sorted[lhs + 1];
+  if (q < a) q = a;
+  if (q > b) q = b;
+  return q;
+}
+
+int fp8_analysis_bootstrap_ci(const double *x, size_t n, size_t B, unsigned long seed,
+                              double level, double *lo, double *hi) {
+  if (B == 0 || !(level > 0.0 && level < 1.0) || (!x && n)) return FP8_EINVAL;
+  if (n == 0) {
+    *lo = *hi = NAN;
+    return FP8_OK;
+  }
+  if (n == 1) {
+    *lo = *hi = x[0];
+    return FP8_OK;
+  }
+  int rc = FP8_OK;
+  double *means = malloc(B * sizeof *means), *buf = malloc(n * sizeof *buf);
+  gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+  if (!means || !buf || !rng) {
+    rc = FP8_ENOMEM;
+    goto done;
+  }
+  gsl_rng_set(rng, seed);
+  for (size_t b = 0; b < B; b++) {
+    for (size_t i = 0; i < n; i++) buf[i] = x[gsl_rng_uniform_int(rng, (unsigned long)n)];
+    /* gsl_stats_mean is a running mean: exact for a constant sample */
+    means[b] = gsl_stats_mean(buf, 1, n);
+  }
+  gsl_sort(means, 1, B);
+  *lo = fp8_analysis_quantile(means, B, (1.0 - level) / 2.0);
+  *hi = fp8_analysis_quantile(means, B, (1.0 + level) / 2.0);
+done:
+  free(means);
+  free(buf);
+  if (rng) gsl_rng_free(rng);
+  return rc;
+}
+
+double fp8_analysis_scale_lag(double scale, double amax, fp8_format format, int32_t margin) {
+  float a = (float)amax;
+  if (!(a > 0.0f) || isinf(a) || !(scale > 0.0) || isinf(scale)) return NAN;
+  if (margin < -FP8_MARGIN_LIMIT || margin > FP8_MARGIN_LIMIT) return NAN;
+  fp8_current_params p = {.amax_epsilon = 0.0f, .pow2 = false, .margin = margin,
+                          .format = format};
+  double jit = fp8_current_scale(&p, a);
+  return log2(jit / scale);
+}
+
+size_t fp8_analysis_longest_run(const int64_t *x, size_t n) {
+  size_t best = 0, cur = 0;
+  for (size_t i = 0; i < n; i++) {
+    cur = x[i] != 0 ? cur + 1 : 0;
+    if (cur > best) best = cur;
+  }
+  return best;
+}
+
+/* ------------------------------------------------------------------ one group */
+
+int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_group_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->group = g;
+  o->first_overflow_step = -1;
+  size_t n = g->nrows;
+  o->steps = (int64_t)n;
+  size_t cap = n ? n : 1;
+  double *snr = malloc(cap * sizeof *snr), *snr_x = malloc(cap * sizeof *snr_x);
+  double *lag = malloc(cap * sizeof *lag);
+  int64_t *ovf = malloc(cap * sizeof *ovf);
+  int rc = FP8_OK;
+  if (!snr || !snr_x || !lag || !ovf) {
+    rc = FP8_ENOMEM;
+    goto done;
+  }
+  size_t ns = 0, nl = 0;
+  for (size_t i = 0; i < n; i++) {
+    const fp8_step_row *r = fp8_steps_group_row(t, g, i);
+    o->finite += r->n - r->nonfinite;
+    o->overflow += r->overflow;
+    o->underflow += r->underflow;
+    o->subnormal += r->subnormal;
+    ovf[i] = r->overflow;
+    if (r->overflow > 0) {
+      o->steps_with_overflow++;
+      if (o->first_overflow_step < 0) o->first_overflow_step = r->step;
+    }
+    if (!isnan(r->mse)) { /* the row has finite elements */
+      snr_x[ns] = (double)r->step;
+      snr[ns++] = r->snr_db < FP8_ANALYSIS_SNR_CAP_DB ? r->snr_db : FP8_ANALYSIS_SNR_CAP_DB;
+    }
+    double l = fp8_analysis_scale_lag(r->scale, r->amax, r->format,
+                                      g->kind == FP8_KIND_DELAYED ? r->margin : 0);
+    if (!isnan(l)) lag[nl++] = g->kind == FP8_KIND_DELAYED ? l : 0.0;
+  }
+  double fin = (double)o->finite;
+  o->overflow_rate = o->finite ? (double)o->overflow / fin : NAN;
+  o->underflow_rate = o->finite ? (double)o->underflow / fin : NAN;
+  o->subnormal_rate = o->finite ? (double)o->subnormal / fin : NAN;
+  o->longest_overflow_run = (int64_t)fp8_analysis_longest_run(ovf, n);
+
+  o->snr_rows = (int64_t)ns;
+  o->snr_mean = o->snr_median = o->snr_p5 = o->snr_min = NAN;
+  o->snr_ci_lo = o->snr_ci_hi = o->snr_slope = NAN;
+  if (ns > 0) {
+    o->snr_mean = gsl_stats_mean(snr, 1, ns);
+    /* resampled in step order, before sorting */
+    rc = fp8_analysis_bootstrap_ci(snr, ns, FP8_ANALYSIS_BOOTSTRAP_B, FP8_ANALYSIS_BOOTSTRAP_SEED,
+                                   0.95, &o->snr_ci_lo, &o->snr_ci_hi);
+    if (rc) goto done;
+    if (ns >= 2) { /* steps are distinct within a group */
+      double c0, c1, cov00, cov01, cov11, sumsq;
+      if (gsl_fit_linear(snr_x, 1, snr, 1, ns, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) == 0)
+        o->snr_slope = c1 * 1000.0;
+    }
+    gsl_sort(snr, 1, ns);
+    o->snr_median = fp8_analysis_quantile(snr, ns, 0.5);
+    o->snr_p5 = fp8_analysis_quantile(snr, ns, 0.05);
+    o->snr_min = snr[0];
+  }
+  o->lag_rows = (int64_t)nl;
+  o->lag_median = o->lag_worst = NAN;
+  if (nl > 0) {
+    gsl_sort(lag, 1, nl);
+    o->lag_median = fp8_analysis_quantile(lag, nl, 0.5);
+    o->lag_worst = lag[0];
+  }
+done:
+  free(snr);
+  free(snr_x);
+  free(lag);
+  free(ovf);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ all groups */
+
+int fp8_analysis_compute(const fp8_steps_table *t, fp8_analysis *a, char *err, size_t errlen) {
+  memset(a, 0, sizeof *a);
+  if (!t) {
+    snprintf(err, errlen, "analysis: no table");
+    return FP8_EINVAL;
+  }
+  a->table = t;
+  a->stats = calloc(t->ngroups ? t->ngroups : 1, sizeof *a->stats);
+  if (!a->stats) goto nomem;
+  for (size_t i = 0; i < t->ngroups; i++)
+    if (fp8_analysis_group(t, &t->groups[i], &a->stats[i]) != FP8_OK) goto nomem;
+  a->nstats = t->ngroups;
+  return FP8_OK;
+nomem:
+  fp8_analysis_free(a);
+  snprintf(err, errlen, "%s: analysis: out of memory", t->path ? t->path : "steps.csv");
+  return FP8_ENOMEM;
+}
+
+void fp8_analysis_free(fp8_analysis *a) {
+  if (!a) return;
+  free(a->stats);
+  memset(a, 0, sizeof *a);
+}
+
+/* ------------------------------------------------------------------ analysis.csv */
+
+int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t errlen) {
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "analysis.csv", err, errlen);
+  if (rc) return rc;
+  FILE *fp = of.fp;
+  fputs(FP8_ANALYSIS_HEADER "\n", fp);
+  for (size_t i = 0; i < a->nstats; i++) {
+    const fp8_group_stats *s = &a->stats[i];
+    const fp8_steps_group *g = s->group;
+    fprintf(fp, "%s,%s,%s,%s,%s,", g->tensor, fp8_role_name(g->role), g->recipe,
+            fp8_recipe_kind_name(g->kind), fp8_format_name(g->format));
+    if (g->kind == FP8_KIND_DELAYED)
+      fprintf(fp, "%d,%d,%s,", (int)g->history_len, (int)g->margin,
+              fp8_amax_compute_name(g->amax_compute));
+    else fputs(",,,", fp);
+    fprintf(fp, "%lld,", (long long)s->steps);
+    const double rates[3] = {s->overflow_rate, s->underflow_rate, s->subnormal_rate};
+    for (int k = 0; k < 3; k++) {
+      ana_put_num(fp, rates[k]);
+      fputc(',', fp);
+    }
+    fprintf(fp, "%lld,%lld,", (long long)s->steps_with_overflow, (long long)s->longest_overflow_run);
+    if (s->first_overflow_step >= 0) fprintf(fp, "%lld", (long long)s->first_overflow_step);
+    const double v[9] = {s->snr_mean,  s->snr_median, s->snr_p5,     s->snr_min,  s->snr_ci_lo,
+                         s->snr_ci_hi, s->lag_median, s->lag_worst, s->snr_slope};
+    for (int k = 0; k < 9; k++) {
+      fputc(',', fp);
+      ana_put_num(fp, v[k]);
+    }
+    fputc('\n', fp);
+  }
+  return fp8_outfile_commit(&of, err, errlen);
+}

@@ -1,0 +1,312 @@
+/* analysis.h: the statistics half of fp8lab's analysis layer.
+ *
+ * Reads a run's steps.csv (fp8_steps_load: every field validated, rows kept in file order and
+ * grouped by configuration), computes per (tensor, configuration) statistics with GSL
+ * (fp8_analysis_compute -> analysis.csv) and recommends a delayed-scaling configuration per
+ * tensor and one global setting per role under an overflow budget (fp8_analysis_recommend ->
+ * recommendations.csv). It reads result files only, never engine internals; the plots and the
+ * report writer (doc.h) sit on top of it.
+ *
+ *   fp8_steps_table t;
+ *   fp8_analysis a;
+ *   fp8_recommendations r;
+ *   rc = fp8_steps_load("out/run/steps.csv", &t, err, sizeof err);        // FP8_EFORMAT: "file:line: ..."
+ *   rc = fp8_analysis_compute(&t, &a, err, sizeof err);
+ *   rc = fp8_analysis_recommend(&a, FP8_ANALYSIS_OVERFLOW_BUDGET, &r, err, sizeof err);
+ *   rc = fp8_analysis_write(&a, "out/run", err, sizeof err);              // analysis.csv
+ *   rc = fp8_recommend_write(&r, "out/run", err, sizeof err);             // recommendations.csv
+ *   fp8_recommendations_free(&r); fp8_analysis_free(&a); fp8_steps_free(&t);
+ *
+ * Every function returns an fp8_status (fp8.h) and writes one line naming the file (and line)
+ * into err on failure. The statistics are in double precision.
+ *
+ * ------------------------------------------------------------------------------------------
+ * analysis.csv: one row per (tensor, configuration) group of steps.csv, in group order
+ * (tensor name by strcmp, then the configuration's first appearance in steps.csv, which is the
+ * experiment's order). Floats "%.9g", inf/-inf/nan as in steps.csv.
+ *
+ *   tensor, role, recipe, kind, format, history_len, margin, amax_compute
+ *                        the configuration key, as in steps.csv (the last three empty for
+ *                        current scaling)
+ *   steps                rows of the group (snapshot steps)
+ *   overflow_rate, underflow_rate, subnormal_rate
+ *                        sum of overflow (underflow, subnormal) over sum of finite elements
+ *                        (n - nonfinite) over the group's rows; nan when there is no finite element
+ *   steps_with_overflow  rows with overflow > 0
+ *   longest_overflow_run longest run of consecutive rows (in step order; snapshot steps need not
+ *                        be contiguous) with overflow > 0; 0 if none
+ *   first_overflow_step  step of the first row with overflow > 0; empty if none
+ *   snr_mean, snr_median, snr_p5, snr_min
+ *                        over the rows that have a finite element (rows with mse = nan are
+ *                        skipped); every SNR is first clipped to FP8_ANALYSIS_SNR_CAP_DB (200 dB),
+ *                        so an error-free step (snr_db = inf) counts as 200 dB in every SNR
+ *                        column. p5 and the median use gsl_stats_quantile_from_sorted_data
+ *                        (linear interpolation between order statistics, p5 at index 0.05*(n-1)).
+ *                        nan when no row has a finite element
+ *   snr_ci_lo, snr_ci_hi bootstrap 95% confidence interval of snr_mean: B = 1000 resamples with
+ *                        replacement drawn with gsl_rng_mt19937 seeded with
+ *                        FP8_ANALYSIS_BOOTSTRAP_SEED afresh for every group (a group's interval
+ *                        does not depend on the other groups), percentile method (the 0.025 and
+ *                        0.975 quantiles of the B resample means). One step: both = the value
+ *   lag_median, lag_worst
+ *                        the scale lag of a row is log2(s_jit / s_used) in binades: s_used the
+ *                        scale the row used, s_jit = fp8_current_scale() of the row's own amax
+ *                        (epsilon 0, no pow2, the row's margin and format). Sign: lag < 0 means
+ *                        the used scale was too large by |lag| binades (amax*s_used above
+ *                        the margin-reduced max: values saturate once lag < -margin); lag > 0 means
+ *                        it was too small (unused range, more underflow). lag_worst is the
+ *                        minimum (most negative) lag. Rows with amax 0 or inf are skipped; current
+ *                        scaling rows have lag 0 by construction. nan when no row qualifies.
+ *                        (The ratio is s_jit / s_used, not s_used / s_jit, so that the worst,
+ *                        overflow-side lag is the most negative one.)
+ *   snr_slope            least-squares slope (gsl_fit_linear) of the clipped SNR against the step,
+ *                        in dB per 1000 steps: < 0 when accuracy degrades over training; nan with
+ *                        fewer than two distinct steps
+ *
+ * recommendations.csv: the tensor-scope rows (tensor name order), then the role-scope rows
+ * (role order input, weight, output, grad_output, grad_input, then tensors without a role).
+ *
+ *   scope                tensor | role
+ *   name                 the tensor name, or the role name ("(no role)" for tensors without one)
+ *   recipe, kind, format, history_len, margin, amax_compute
+ *                        the recommended configuration (delayed parameters empty for current;
+ *                        everything but kind empty when current scaling is not in the run)
+ *   overflow_rate, snr_median
+ *                        tensor scope: that configuration's analysis.csv values; role scope: the
+ *                        worst (largest) overflow_rate and the mean snr_median over the role's
+ *                        tensors that ran the setting; empty when not in the run
+ *   covers, of           tensor scope: delayed configurations of the tensor meeting the budget,
+ *                        of its delayed configurations; role scope: tensors of the role the setting
+ *                        meets the budget for (for a current-scaling fallback: tensors that ran it),
+ *                        of the role's tensors
+ *   note                 one plain sentence (quoted per RFC 4180 when it holds a comma or quote)
+ *
+ * Choice rules (budget: [analysis] overflow_budget, default 1e-5):
+ * - tensor: among its delayed configurations with overflow_rate <= budget, the largest
+ *   snr_median; ties: smaller history_len, then smaller margin, then max before most_recent,
+ *   then first appearance. If none qualifies (or the tensor has no delayed configuration),
+ *   current scaling: its configuration with the largest snr_median (ties: first appearance),
+ *   or "current scaling (not in this run)". The budget is not applied to current scaling (its
+ *   overflow counts are the benign rounding hair of the README). nan rates never qualify;
+ *   a nan snr_median ranks below every number.
+ * - role: among the delayed settings (recipe, format, history_len, margin, amax_compute) run
+ *   by its tensors, the one meeting the budget for the most tensors; ties: the larger mean of
+ *   snr_median over the role's tensors that ran it, then smaller history_len, smaller margin,
+ *   max before most_recent, first appearance. If no setting meets it for any tensor, the
+ *   current-scaling setting run by the most tensors (ties: mean snr_median, first appearance),
+ *   or "current scaling (not in this run)".
+ */
+#ifndef FP8LAB_ANALYSIS_ANALYSIS_H
+#define FP8LAB_ANALYSIS_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "experiment.h" /* fp8_recipe_kind */
+#include "fp8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The 19 columns of steps.csv, in order (README "Outputs"). */
+#define FP8_STEPS_HEADER                                                                    \
+  "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,"     \
+  "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db"
+#define FP8_STEPS_NCOLS 19
+
+/** The header of analysis.csv (columns: top of this file). */
+#define FP8_ANALYSIS_HEADER                                                                  \
+  "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,overflow_rate,"     \
+  "underflow_rate,subnormal_rate,steps_with_overflow,longest_overflow_run,"                 \
+  "first_overflow_step,snr_mean,snr_median,snr_p5,snr_min,snr_ci_lo,snr_ci_hi,lag_median,"  \
+  "lag_worst,snr_slope"
+/** The header of recommendations.csv. */
+#define FP8_RECOMMEND_HEADER                                                                 \
+  "scope,name,recipe,kind,format,history_len,margin,amax_compute,overflow_rate,snr_median," \
+  "covers,of,note"
+
+/** Default of `[analysis] overflow_budget`: the largest acceptable overflow_rate. */
+#define FP8_ANALYSIS_OVERFLOW_BUDGET 1e-5
+/** SNRs (dB) are clipped to this before any statistic: an error-free step is "200 dB". */
+#define FP8_ANALYSIS_SNR_CAP_DB 200.0
+/** Bootstrap resamples and the fixed mt19937 seed of every group's interval. */
+#define FP8_ANALYSIS_BOOTSTRAP_B 1000
+#define FP8_ANALYSIS_BOOTSTRAP_SEED 20250101UL
+
+/* ------------------------------------------------------------------ steps.csv in memory */
+
+/** One row of steps.csv, as validated numbers. Strings point into the table (interned: equal
+ *  names are the same pointer). */
+typedef struct {
+  const char *tensor;
+  fp8_role role;                 /**< FP8_ROLE_UNKNOWN for an empty role column */
+  int64_t step;                  /**< >= 0 */
+  const char *recipe;            /**< section label */
+  fp8_recipe_kind kind;
+  fp8_format format;
+  int32_t history_len;           /**< delayed: >= 1; current: 0 (column empty) */
+  int32_t margin;                /**< delayed: |m| <= 64; current: 0 (column empty) */
+  fp8_amax_compute amax_compute; /**< delayed only (FP8_AMAX_MAX for current) */
+  double amax;                   /**< >= 0, may be inf */
+  double scale;                  /**< > 0, finite */
+  int64_t n, nonfinite, zeros, overflow, underflow, subnormal; /**< counts, each <= n */
+  double mse;                    /**< >= 0; nan exactly when the row has no finite element */
+  double snr_db;                 /**< may be inf (error 0); never nan or -inf */
+  int64_t line;                  /**< line number in the file (header = 1) */
+  size_t group;                  /**< index into fp8_steps_table.groups */
+} fp8_step_row;
+
+/** The rows of one (tensor, recipe, format, history_len, margin, amax_compute) key. */
+typedef struct {
+  const char *tensor;
+  fp8_role role;
+  const char *recipe;
+  fp8_recipe_kind kind;
+  fp8_format format;
+  int32_t history_len, margin;   /**< 0 for current scaling */
+  fp8_amax_compute amax_compute;
+  size_t nrows;
+  size_t *rows;                  /**< nrows indices into fp8_steps_table.rows, by step ascending */
+} fp8_steps_group;
+
+/** A loaded steps.csv. */
+typedef struct {
+  char *path;                    /**< as given to fp8_steps_load */
+  size_t nrows;
+  fp8_step_row *rows;            /**< file order */
+  size_t ngroups;
+  fp8_steps_group *groups;       /**< tensor name (strcmp), then first appearance in the file */
+  size_t ntensors;
+  const char **tensors;          /**< distinct tensor names, strcmp order */
+  void *priv_;                   /**< string storage */
+} fp8_steps_table;
+
+/**
+ * Reads and validates a steps.csv: the header must be exactly FP8_STEPS_HEADER; every line
+ * has 19 fields; numbers are "%.9g"-style decimals (or inf/-inf/nan where allowed), counts
+ * non-negative integers each <= n; history_len, margin, amax_compute are present for delayed
+ * rows and empty for current rows; a tensor keeps one role and a recipe label one kind; a
+ * (group, step) pair appears once. A trailing '\r' per line is accepted.
+ * @return FP8_OK; FP8_EIO (cannot open or read: "<path>: ..."); FP8_EFORMAT
+ *         ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty (safe to free).
+ */
+int fp8_steps_load(const char *path, fp8_steps_table *table, char *err, size_t errlen);
+
+/** Same as fp8_steps_load on len bytes of text in memory; name is used in messages. */
+int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_table *table,
+                    char *err, size_t errlen);
+
+/** Frees everything the table owns (safe on a zeroed or failed table, and twice). */
+void fp8_steps_free(fp8_steps_table *table);
+
+/** The row of a group's i-th step (i < group->nrows). */
+const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *table, const fp8_steps_group *g,
+                                        size_t i);
+
+/** Index of the group with this key, or -1. For current scaling pass history_len = margin = 0
+ *  and FP8_AMAX_MAX. */
+ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
+                               const char *recipe, fp8_format format, int32_t history_len,
+                               int32_t margin, fp8_amax_compute amax_compute);
+
+/* ------------------------------------------------------------------ per-group statistics */
+
+/** One analysis.csv row (columns documented at the top of this file). */
+typedef struct {
+  const fp8_steps_group *group;  /**< key, owned by the table */
+  int64_t steps;
+  int64_t finite;                /**< sum of n - nonfinite */
+  int64_t overflow, underflow, subnormal; /**< totals */
+  double overflow_rate, underflow_rate, subnormal_rate;
+  int64_t steps_with_overflow;
+  int64_t longest_overflow_run;
+  int64_t first_overflow_step;   /**< -1 when no row overflowed (the CSV field is empty) */
+  int64_t snr_rows;              /**< rows that entered the SNR statistics */
+  double snr_mean, snr_median, snr_p5, snr_min, snr_ci_lo, snr_ci_hi;
+  int64_t lag_rows;              /**< rows that entered the lag statistics */
+  double lag_median, lag_worst;
+  double snr_slope;              /**< dB per 1000 steps */
+} fp8_group_stats;
+
+/** The statistics of every group of a table. */
+typedef struct {
+  const fp8_steps_table *table;  /**< borrowed: must outlive the analysis */
+  size_t nstats;
+  fp8_group_stats *stats;        /**< one per group, same index as table->groups */
+} fp8_analysis;
+
+/** Computes the statistics of every group. @return FP8_OK, FP8_ENOMEM. */
+int fp8_analysis_compute(const fp8_steps_table *table, fp8_analysis *a, char *err,
+                         size_t errlen);
+/** Computes one group's statistics. @return FP8_OK, FP8_ENOMEM. */
+int fp8_analysis_group(const fp8_steps_table *table, const fp8_steps_group *g,
+                       fp8_group_stats *out);
+void fp8_analysis_free(fp8_analysis *a);
+/** Writes <dir>/analysis.csv (temporary name, renamed). @return FP8_OK, FP8_EIO, FP8_ENOMEM. */
+int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t errlen);
+
+/* Building blocks, public so that the plots and tests use the very same definitions. */
+
+/** gsl_stats_quantile_from_sorted_data(sorted, 1, n, f), kept within the two order statistics
+ *  it interpolates (so a constant sample gives exactly its value). nan when n = 0. */
+double fp8_analysis_quantile(const double *sorted, size_t n, double f);
+/** Percentile-bootstrap interval of the mean of x[0..n): B resamples with replacement from
+ *  gsl_rng_mt19937 seeded with seed; lo/hi the (1-level)/2 and (1+level)/2 quantiles of the
+ *  resample means (each a gsl_stats_mean). n = 1: both x[0]; n = 0: nan.
+ *  @return FP8_OK, FP8_EINVAL (B = 0, level outside (0,1)), FP8_ENOMEM. */
+int fp8_analysis_bootstrap_ci(const double *x, size_t n, size_t B, unsigned long seed,
+                              double level, double *lo, double *hi);
+/** The scale lag in binades, log2(s_jit / scale) with s_jit = fp8_current_scale(eps 0, no
+ *  pow2, margin, format) of amax; nan when amax is 0, inf or nan, or scale is not > 0. */
+double fp8_analysis_scale_lag(double scale, double amax, fp8_format format, int32_t margin);
+/** Longest run of consecutive non-zero values in x[0..n). */
+size_t fp8_analysis_longest_run(const int64_t *x, size_t n);
+
+/* ------------------------------------------------------------------ recommendations */
+
+typedef enum { FP8_REC_TENSOR, FP8_REC_ROLE } fp8_rec_scope;
+
+/** One recommendations.csv row. */
+typedef struct {
+  fp8_rec_scope scope;
+  const char *name;              /**< tensor name, or fp8_rec_role_name(role) */
+  fp8_role role;
+  int in_run;                    /**< 0: "current scaling (not in this run)", no configuration */
+  int meets_budget;              /**< 1: a delayed configuration within the budget (for role
+                                      scope: for at least one tensor) */
+  const char *recipe;            /**< NULL when !in_run */
+  fp8_recipe_kind kind;
+  fp8_format format;             /**< valid when in_run */
+  int32_t history_len, margin;   /**< 0 for current */
+  fp8_amax_compute amax_compute;
+  const fp8_group_stats *stats;  /**< tensor scope: the chosen group's statistics; else NULL */
+  double overflow_rate, snr_median; /**< nan when !in_run */
+  int64_t covers, of;
+  double best_delayed_overflow;  /**< smallest delayed overflow_rate (tensor scope), nan if none */
+  size_t nmisfits;
+  const char **misfits;          /**< role scope, delayed pick: the role's tensors it does not fit */
+  char *note;                    /**< one sentence, no newline */
+} fp8_recommendation;
+
+typedef struct {
+  double overflow_budget;
+  size_t nrecs;
+  fp8_recommendation *recs;      /**< tensor scope (tensor order), then role scope (role order) */
+  size_t ntensor_recs;           /**< recs[0..ntensor_recs) are the tensor-scope ones */
+} fp8_recommendations;
+
+/** The name used for a role scope: fp8_role_name, or "(no role)" for FP8_ROLE_UNKNOWN. */
+const char *fp8_rec_role_name(fp8_role r);
+/** Applies the choice rules above. @return FP8_OK; FP8_EINVAL (budget nan or < 0); FP8_ENOMEM. */
+int fp8_analysis_recommend(const fp8_analysis *a, double overflow_budget,
+                           fp8_recommendations *out, char *err, size_t errlen);
+void fp8_recommendations_free(fp8_recommendations *r);
+/** Writes <dir>/recommendations.csv (temporary name, renamed). */
+int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP8LAB_ANALYSIS_ANALYSIS_H */

@@ -1,0 +1,177 @@
+/* plot.h: a small, generic chart library: line charts, heatmaps, histograms and grouped bar
+ * charts, drawn with PLplot into memory (the memcairo device) and written as PNG with the
+ * caller's text chunks (png_io.h). It knows nothing of fp8lab's data: callers pass arrays.
+ *
+ * Conventions shared by every chart:
+ * - Size defaults to 1200x800 px; white background; text in DejaVu Sans ("sans"), scaled with
+ *   the image; the legend sits outside the plot box, to the right, so it never hides data
+ *   (at most 64 entries; labels beyond about a third of the width are shortened with an
+ *   ellipsis). Values outside the range (given or automatic) are clipped at the plot box.
+ * - Colours are the Okabe-Ito palette (fp8_plot_color), safe for colour-blind readers.
+ * - A log axis (logx/logy) shows decades; values that cannot be drawn on it (NaN, +-inf,
+ *   <= 0) are skipped, as NaN and +-inf are on a linear axis. A line is broken (a gap) at a
+ *   skipped point rather than joined across it.
+ * - Text strings are UTF-8 and drawn literally (PLplot's '#' escapes are neutralised).
+ * - Every function returns an fp8 status (FP8_OK, FP8_EINVAL for bad arguments, FP8_EIO when
+ *   the PNG cannot be written, FP8_ENOMEM) with a one-line message in err, and leaves no
+ *   file behind on failure (written to a temporary name and renamed).
+ * - Each chart uses its own PLplot stream, ended before returning: charts are independent.
+ *   Calls are serialised by a mutex (PLplot's stream table is process-wide), so calling from
+ *   several threads is safe but not parallel. PLplot prints nothing on normal use.
+ */
+#ifndef FP8LAB_ANALYSIS_PLOT_H
+#define FP8LAB_ANALYSIS_PLOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "png_io.h"
+
+/** Okabe-Ito colours. FP8_COLOR_AUTO (0, what a zeroed struct holds) picks the next colour
+ *  in the order orange, sky blue, bluish green, blue, vermillion, reddish purple, black,
+ *  yellow (yellow last: it is faint on white). */
+typedef enum {
+  FP8_COLOR_AUTO = 0,
+  FP8_COLOR_BLACK,     /**< #000000 */
+  FP8_COLOR_ORANGE,    /**< #E69F00 */
+  FP8_COLOR_SKYBLUE,   /**< #56B4E9 */
+  FP8_COLOR_GREEN,     /**< #009E73 bluish green */
+  FP8_COLOR_YELLOW,    /**< #F0E442 */
+  FP8_COLOR_BLUE,      /**< #0072B2 */
+  FP8_COLOR_VERMILLION,/**< #D55E00 */
+  FP8_COLOR_PURPLE,    /**< #CC79A7 reddish purple */
+  FP8_COLOR_COUNT
+} fp8_color;
+
+/** The RGB value of a colour (FP8_COLOR_AUTO gives the first automatic one, orange);
+ *  FP8_EINVAL for a value outside the enum. */
+int fp8_plot_color_rgb(fp8_color c, uint8_t rgb[3]);
+
+/** Point-marker glyphs (drawn as Unicode symbols). */
+typedef enum {
+  FP8_MARKER_NONE = 0,
+  FP8_MARKER_CIRCLE,   /**< filled circle */
+  FP8_MARKER_SQUARE,   /**< filled square */
+  FP8_MARKER_TRIANGLE, /**< filled triangle, pointing up */
+  FP8_MARKER_DIAMOND,  /**< filled diamond */
+  FP8_MARKER_CROSS,    /**< heavy x */
+  FP8_MARKER_COUNT
+} fp8_marker;
+
+/** What every chart needs. Zero-initialise and fill what you use. */
+typedef struct {
+  const char *title;  /**< drawn above the plot (NULL: none) */
+  const char *xlabel; /**< x axis label with its unit, e.g. "training step" */
+  const char *ylabel; /**< y axis label with its unit, e.g. "amax (|x|)" */
+  int width, height;  /**< pixels; 0 each: 1200 x 800. At least 300 x 200, at most 8000 each */
+  int logx, logy;     /**< 1: log10 axis (ignored where a chart says so) */
+  double xmin, xmax;  /**< x range when xmin < xmax (and > 0 on a log axis); else automatic */
+  double ymin, ymax;  /**< y range, likewise */
+  int grid;           /**< 1: light grey grid lines at the major ticks */
+  const fp8_png_text *text; /**< text chunks written into the PNG (see png_io.h) */
+  size_t ntext;
+} fp8_chart;
+
+/** How a series joins its points. */
+typedef enum {
+  FP8_STYLE_LINE = 0, /**< straight segments */
+  FP8_STYLE_STEP,     /**< steps: y[i] holds from x[i] to x[i+1] (a "post" step) */
+  FP8_STYLE_POINTS    /**< markers only (marker NONE means circles) */
+} fp8_style;
+
+/** One line-chart series: n points (x[i], y[i]), x ascending for LINE and STEP. */
+typedef struct {
+  const double *x, *y;
+  size_t n;
+  const char *label;  /**< legend text (NULL or "": no legend entry) */
+  fp8_color color;
+  fp8_style style;
+  fp8_marker marker;  /**< a marker at every point (NONE: none) */
+  int dashed;         /**< 1: dashed line */
+} fp8_series;
+
+/** Annotations on a line chart: with y == NULL, vertical lines at x[0..n) (dashed); else
+ *  marker symbols at (x[i], y[i]), e.g. the steps where a tensor overflowed. */
+typedef struct {
+  const double *x, *y;
+  size_t n;
+  const char *label;  /**< one legend entry for all of them (NULL: none) */
+  fp8_color color;    /**< AUTO: vermillion */
+  fp8_marker marker;  /**< for points; NONE: cross */
+} fp8_markers;
+
+/**
+ * Line chart of ns series (ns >= 1, each n >= 1) plus nm annotation sets (m may be NULL when
+ * nm is 0), written as a PNG at path.
+ */
+int fp8_plot_lines(const char *path, const fp8_chart *chart, const fp8_series *series,
+                   size_t ns, const fp8_markers *marks, size_t nm, char *err, size_t errlen);
+
+/** A heatmap: ny rows by nx columns of values, with categorical labels. */
+typedef struct {
+  size_t nx, ny;
+  const char *const *xlabels; /**< nx column labels, left to right */
+  const char *const *ylabels; /**< ny row labels, bottom to top */
+  const double *values;       /**< ny*nx values, row-major: values[iy*nx + ix], row 0 at the
+                                   bottom. NaN: a grey "n/a" cell */
+  const char *cell_format;    /**< printf format of one double for the value printed in each
+                                   cell, e.g. "%.2g" (NULL: no values printed) */
+  const char *colorbar_label; /**< label of the colour bar, with its unit */
+  int logscale;               /**< 1: log10 colour scale (values <= 0 take the lowest colour
+                                   and are printed as they are) */
+  double vmin, vmax;          /**< colour range when vmin < vmax (values beyond take the end
+                                   colours); else the data range (whole decades when log) */
+  int reverse;                /**< 1: reversed viridis (dark = low becomes dark = high) */
+} fp8_heatmap;
+
+/**
+ * Heatmap with a viridis colour scale (perceptually uniform, colour-blind safe), the value
+ * printed in each cell (white on dark cells, black on light ones) and a colour bar on the
+ * right. Uses chart's title, xlabel, ylabel, size and text; logx/logy and ranges are ignored.
+ */
+int fp8_plot_heatmap(const char *path, const fp8_chart *chart, const fp8_heatmap *heat,
+                     char *err, size_t errlen);
+
+/** A shaded vertical band [lo, hi) drawn behind a histogram's bars. */
+typedef struct {
+  double lo, hi;
+  const char *label; /**< legend text, e.g. "E4M3 range at scale 2^-3" */
+  fp8_color color;   /**< drawn translucent, edges dashed (AUTO: sky blue, orange, green,
+                          purple, yellow, vermillion by position) */
+} fp8_window;
+
+/** Histogram: nbins bars, bin i covering [edges[i], edges[i+1]) (edges ascending). */
+typedef struct {
+  size_t nbins;
+  const double *edges;  /**< nbins + 1 edges */
+  const double *counts; /**< nbins counts (>= 0; NaN: no bar) */
+  const char *label;    /**< legend text for the bars (NULL: none) */
+  fp8_color color;      /**< AUTO: blue */
+} fp8_hist;
+
+/**
+ * Histogram with nw shaded windows (w may be NULL when nw is 0) behind the bars. With logy,
+ * empty bins draw nothing and bars rise from the bottom of the axis. logx is refused
+ * (FP8_EINVAL): take the log of the bin edges instead (e.g. bins of log2|x|).
+ */
+int fp8_plot_histogram(const char *path, const fp8_chart *chart, const fp8_hist *hist,
+                       const fp8_window *w, size_t nw, char *err, size_t errlen);
+
+/** One series of a grouped bar chart: values[ncat], one per category (NaN: no bar). */
+typedef struct {
+  const double *values;
+  const char *label;
+  fp8_color color;
+} fp8_bar_series;
+
+/**
+ * Grouped bar chart: ncat categories along x, ns bars in each (side by side, in series
+ * order). Long category labels are drawn slanted at 45 degrees and shortened with an ellipsis
+ * beyond 40 characters. With logy, values <= 0 draw no bar. logx is refused (FP8_EINVAL).
+ * A legend is drawn only for two or more series (one series: say what it is in ylabel).
+ */
+int fp8_plot_bars(const char *path, const fp8_chart *chart, const char *const *categories,
+                  size_t ncat, const fp8_bar_series *series, size_t ns, char *err,
+                  size_t errlen);
+
+#endif

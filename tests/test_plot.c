@@ -1,0 +1,569 @@
+/* test_plot.c: the chart library (src/analysis/plot.c) and its PNG I/O (png_io.c). Each chart
+ * is written to a temporary directory and read back with libpng: size, text chunks, and pixels
+ * where the layout guarantees something (plot boxes span most of the page, so a point at a
+ * given fraction of the data range lies in a known band of pixels): background corners white,
+ * a bar's or cell's inside in its exact fill colour. Errors: no file is left behind. */
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plot.h"
+#include "testutil.h"
+
+/* Under FP8LAB_SANITIZE: fontconfig and pango (behind PLplot's cairo driver) keep process-wide
+ * caches that they never free; LeakSanitizer would report them as leaks. Suppress those
+ * libraries only; the hook is unused without the sanitizer. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:libfontconfig.so\nleak:libpango-1.0.so\nleak:libpangoft2-1.0.so\n"
+         "leak:libpangocairo-1.0.so\nleak:libcairo.so\nleak:libglib-2.0.so\n"
+         "leak:libgobject-2.0.so\nleak:libharfbuzz.so\n";
+}
+
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "print_suppressions=0"; }
+
+static char *tmpdir;
+static char err[512];
+
+static void setup(void) {
+  tmpdir = tu_mkdtemp();
+  err[0] = 0;
+}
+static void teardown(void) {
+  tu_rmtree(tmpdir);
+  free(tmpdir);
+}
+
+static char *path_in(const char *name) {
+  static char buf[4096];
+  snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+  return buf;
+}
+
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
+}
+
+static const fp8_png_text meta[] = {{"fp8lab-version", "0.1.0"},
+                                    {"experiment", "quickstart"},
+                                    {"tensor", "layers.0.fc1.input"},
+                                    {"configuration", "delayed h=16 m=0 max"}};
+#define NMETA (sizeof meta / sizeof meta[0])
+
+/* Image read back for pixel checks. */
+typedef struct {
+  uint8_t *rgb;
+  int w, h;
+} image;
+
+static image load(const char *path) {
+  image im = {0};
+  int rc = fp8_png_read_rgb(path, &im.rgb, &im.w, &im.h, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "read %s: %s", path, err);
+  return im;
+}
+
+static const uint8_t *px(const image *im, int x, int y) {
+  ck_assert(x >= 0 && y >= 0 && x < im->w && y < im->h);
+  return im->rgb + ((size_t)y * im->w + x) * 3;
+}
+
+static int near(const uint8_t *p, int r, int g, int b, int tol) {
+  return abs(p[0] - r) <= tol && abs(p[1] - g) <= tol && abs(p[2] - b) <= tol;
+}
+
+static void assert_color(const image *im, int x, int y, int r, int g, int b, int tol) {
+  const uint8_t *p = px(im, x, y);
+  ck_assert_msg(near(p, r, g, b, tol), "pixel (%d,%d) is %d,%d,%d, expected %d,%d,%d (+-%d)", x, y,
+                p[0], p[1], p[2], r, g, b, tol);
+}
+
+static void assert_corners_white(const image *im) {
+  assert_color(im, 0, 0, 255, 255, 255, 0);
+  assert_color(im, im->w - 1, 0, 255, 255, 255, 0);
+  assert_color(im, 0, im->h - 1, 255, 255, 255, 0);
+  assert_color(im, im->w - 1, im->h - 1, 255, 255, 255, 0);
+}
+
+/* Number of pixels of colour rgb (+-tol) in the rectangle [x0,x1) x [y0,y1). */
+static long count_color(const image *im, int x0, int y0, int x1, int y1, const uint8_t rgb[3],
+                        int tol) {
+  long n = 0;
+  for (int y = y0; y < y1; y++)
+    for (int x = x0; x < x1; x++)
+      if (near(px(im, x, y), rgb[0], rgb[1], rgb[2], tol)) n++;
+  return n;
+}
+
+/* Longest run of colour rgb (+-tol) along row y: its length, and its ends in *x0, *x1. */
+static int longest_run(const image *im, int y, const uint8_t rgb[3], int tol, int *x0, int *x1) {
+  int best = 0, start = -1;
+  *x0 = *x1 = -1;
+  for (int x = 0; x <= im->w; x++) {
+    int in = x < im->w && near(px(im, x, y), rgb[0], rgb[1], rgb[2], tol);
+    if (in && start < 0) start = x;
+    if (!in && start >= 0) {
+      if (x - start > best) {
+        best = x - start;
+        *x0 = start;
+        *x1 = x - 1;
+      }
+      start = -1;
+    }
+  }
+  return best;
+}
+
+/* Checks size and that every meta key is present with its value. */
+static void assert_info(const char *path, int w, int h) {
+  fp8_png_info info;
+  int rc = fp8_png_read_info(path, &info, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "read_info %s: %s", path, err);
+  ck_assert_int_eq(info.width, w);
+  ck_assert_int_eq(info.height, h);
+  for (size_t i = 0; i < NMETA; i++) {
+    const char *v = fp8_png_info_get(&info, meta[i].key);
+    ck_assert_msg(v != NULL, "key %s missing", meta[i].key);
+    ck_assert_str_eq(v, meta[i].value);
+  }
+  fp8_png_info_free(&info);
+}
+
+static fp8_chart base_chart(const char *title) {
+  fp8_chart c = {0};
+  c.title = title;
+  c.xlabel = "training step";
+  c.ylabel = "value (units)";
+  c.text = meta;
+  c.ntext = NMETA;
+  return c;
+}
+
+/* ------------------------------------------------------------------ PNG I/O */
+
+START_TEST(test_png_roundtrip) {
+  enum { W = 7, H = 5 };
+  uint8_t rgb[W * H * 3];
+  for (int i = 0; i < W * H * 3; i++) rgb[i] = (uint8_t)(i * 37);
+  fp8_png_text t[] = {{"fp8lab-version", "0.1.0"},
+                      {"tensor", "blocks.0.fc1.input"},
+                      {"note", "\xC3\xA9t\xC3\xA9 (UTF-8, written as iTXt)"},
+                      {"empty", ""}};
+  const char *p = path_in("rt.png");
+  ck_assert_int_eq(fp8_png_write(p, rgb, W, H, t, 4, err, sizeof err), FP8_OK);
+  fp8_png_info info;
+  ck_assert_int_eq(fp8_png_read_info(p, &info, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(info.width, W);
+  ck_assert_int_eq(info.height, H);
+  ck_assert_uint_eq(info.ntext, 4);
+  for (int i = 0; i < 4; i++) {
+    ck_assert_str_eq(info.keys[i], t[i].key);
+    ck_assert_str_eq(info.values[i], t[i].value);
+  }
+  ck_assert_ptr_null(fp8_png_info_get(&info, "absent"));
+  fp8_png_info_free(&info);
+  image im = load(p);
+  ck_assert_int_eq(im.w, W);
+  ck_assert_int_eq(im.h, H);
+  ck_assert_mem_eq(im.rgb, rgb, sizeof rgb);
+  free(im.rgb);
+  /* Only the file itself: no temporary left. */
+  ck_assert_int_eq(count_entries(tmpdir), 1);
+}
+END_TEST
+
+START_TEST(test_png_errors) {
+  uint8_t rgb[12] = {0};
+  fp8_png_text bad_key[] = {{" leading space", "v"}};
+  fp8_png_text long_key[] = {{"k123456789k123456789k123456789k123456789k123456789k123456789"
+                              "k123456789k123456789", "v"}};
+  ck_assert_int_eq(fp8_png_write(path_in("a.png"), rgb, 2, 2, bad_key, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_int_eq(fp8_png_write(path_in("a.png"), rgb, 2, 2, long_key, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_int_eq(fp8_png_write(path_in("a.png"), rgb, 0, 2, NULL, 0, err, sizeof err), FP8_EINVAL);
+  ck_assert_int_eq(fp8_png_write(path_in("no/such/dir/a.png"), rgb, 2, 2, NULL, 0, err, sizeof err),
+                   FP8_EIO);
+  ck_assert_ptr_nonnull(strstr(err, "no/such/dir"));
+  ck_assert_int_eq(count_entries(tmpdir), 0);
+
+  fp8_png_info info;
+  ck_assert_int_eq(fp8_png_read_info(path_in("missing.png"), &info, err, sizeof err), FP8_EIO);
+  ck_assert_int_eq(tu_write_file(path_in("fake.png"), "not a png at all", 16), 0);
+  ck_assert_int_eq(fp8_png_read_info(path_in("fake.png"), &info, err, sizeof err), FP8_EFORMAT);
+  ck_assert_uint_eq(info.ntext, 0);
+  /* A truncated PNG is corrupt, not a crash. */
+  ck_assert_int_eq(fp8_png_write(path_in("t.png"), rgb, 2, 2, NULL, 0, err, sizeof err), FP8_OK);
+  size_t len;
+  char *data = tu_read_file(path_in("t.png"), &len);
+  ck_assert_ptr_nonnull(data);
+  ck_assert_int_eq(tu_write_file(path_in("trunc.png"), data, len - 20), 0);
+  free(data);
+  ck_assert_int_eq(fp8_png_read_info(path_in("trunc.png"), &info, err, sizeof err), FP8_EFORMAT);
+}
+END_TEST
+
+START_TEST(test_palette) {
+  uint8_t rgb[3];
+  static const uint8_t expect[][3] = {{0, 0, 0},     {0xE6, 0x9F, 0x00}, {0x56, 0xB4, 0xE9},
+                                      {0x00, 0x9E, 0x73}, {0xF0, 0xE4, 0x42}, {0x00, 0x72, 0xB2},
+                                      {0xD5, 0x5E, 0x00}, {0xCC, 0x79, 0xA7}};
+  for (int c = FP8_COLOR_BLACK; c < FP8_COLOR_COUNT; c++) {
+    ck_assert_int_eq(fp8_plot_color_rgb((fp8_color)c, rgb), FP8_OK);
+    ck_assert_mem_eq(rgb, expect[c - 1], 3);
+  }
+  ck_assert_int_eq(fp8_plot_color_rgb(FP8_COLOR_COUNT, rgb), FP8_EINVAL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ line chart */
+
+START_TEST(test_line_chart) {
+  enum { N = 11 };
+  double x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = i, y[i] = 1.0;
+  fp8_series s = {x, y, N, "constant", FP8_COLOR_ORANGE, FP8_STYLE_LINE, 0, 0};
+  double mx[1] = {5}, my[1] = {1.5};
+  fp8_markers m = {mx, my, 1, "overflow", FP8_COLOR_VERMILLION, FP8_MARKER_SQUARE};
+  fp8_chart c = base_chart("a flat line");
+  c.ymin = 0;
+  c.ymax = 2;
+  const char *p = path_in("line.png");
+  ck_assert_msg(fp8_plot_lines(p, &c, &s, 1, &m, 1, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1200, 800);
+  image im = load(p);
+  assert_corners_white(&im);
+  /* The line (y = 1, half the range) crosses the middle column near the middle row: the plot
+   * box's top and bottom margins differ by less than 100 px. */
+  uint8_t orange[3], verm[3];
+  fp8_plot_color_rgb(FP8_COLOR_ORANGE, orange);
+  fp8_plot_color_rgb(FP8_COLOR_VERMILLION, verm);
+  ck_assert_int_gt(count_color(&im, 300, 340, 500, 460, orange, 10), 200);
+  ck_assert_int_eq(count_color(&im, 300, 100, 500, 300, orange, 10), 0);
+  /* The square marker at (5, 1.5): a quarter of the plot height above the line. */
+  ck_assert_int_gt(count_color(&im, 450, 180, 750, 330, verm, 10), 20);
+  free(im.rgb);
+}
+END_TEST
+
+START_TEST(test_line_log_skips_bad_values) {
+  double x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {1e-3, NAN, -1, 0, INFINITY, 1e3};
+  double x2[3] = {-1, 10, 100}, y2[3] = {1, 10, 100};
+  fp8_series s[2] = {{x, y, 6, "with gaps", 0, FP8_STYLE_STEP, FP8_MARKER_CIRCLE, 0},
+                     {x2, y2, 3, "points", 0, FP8_STYLE_POINTS, 0, 1}};
+  double vx[2] = {3, NAN};
+  fp8_markers m = {vx, NULL, 2, "event", 0, 0};
+  fp8_chart c = base_chart("log axes");
+  c.logx = c.logy = 1;
+  c.grid = 1;
+  const char *p = path_in("log.png");
+  ck_assert_msg(fp8_plot_lines(p, &c, s, 2, &m, 1, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1200, 800);
+  /* Nothing drawable at all still makes a chart (empty axes). */
+  double bad[2] = {NAN, -1};
+  fp8_series e = {bad, bad, 2, "nothing", 0, 0, 0, 0};
+  ck_assert_msg(fp8_plot_lines(path_in("empty.png"), &c, &e, 1, NULL, 0, err, sizeof err) == FP8_OK,
+                "%s", err);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ heatmap */
+
+START_TEST(test_heatmap_single_high_cell) {
+  const char *xl[] = {"1", "16", "128"}, *yl[] = {"0", "1", "2"};
+  double v[9] = {0, 0, 0, 0, 1, 0, 0, 0, 0};
+  fp8_heatmap h = {3, 3, xl, yl, v, NULL, "rate (fraction)", 0, 0, 0, 0};
+  fp8_chart c = base_chart("one high cell");
+  c.xlabel = "history length (steps)";
+  c.ylabel = "margin";
+  const char *p = path_in("heat.png");
+  ck_assert_msg(fp8_plot_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1200, 800);
+  image im = load(p);
+  assert_corners_white(&im);
+  /* The plot box spans at least x 150..900, y 60..700: the middle cell holds (540, 390), the
+   * left-middle cell (200, 390) and the top-middle cell (540, 120). viridis ends: low
+   * #440154, high #FDE725. */
+  assert_color(&im, 540, 390, 0xFD, 0xE7, 0x25, 2);
+  assert_color(&im, 200, 390, 0x44, 0x01, 0x54, 2);
+  assert_color(&im, 540, 120, 0x44, 0x01, 0x54, 2);
+  free(im.rgb);
+}
+END_TEST
+
+START_TEST(test_heatmap_log_nan_text) {
+  const char *xl[] = {"1", "16", "128", "1024"}, *yl[] = {"0", "1", "2"};
+  double v[12] = {1e-5, 3e-5, 2e-4, 1e-3, 0, 1e-6, 5e-6, NAN, 2e-7, 0.5, 1e-6, 2e-6};
+  fp8_heatmap h = {4, 3, xl, yl, v, "%.2g", "overflow rate", 1, 0, 0, 1};
+  fp8_chart c = base_chart("log colour scale");
+  c.width = 1400;
+  c.height = 900;
+  const char *p = path_in("heatlog.png");
+  ck_assert_msg(fp8_plot_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1400, 900);
+  image im = load(p);
+  assert_corners_white(&im);
+  /* The NaN cell (column 3, row 1 = middle row) is grey away from its "n/a" text. The plot
+   * box spans at least x 180..1050 and y 70..780 here: column 3 holds x 1000, and the middle
+   * row y 380..470 when the box is at its largest and smallest. */
+  uint8_t grey[3] = {190, 190, 190};
+  ck_assert_int_gt(count_color(&im, 990, 360, 1010, 480, grey, 1), 600);
+  free(im.rgb);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ histogram */
+
+START_TEST(test_histogram) {
+  double edges[11], counts[10] = {0};
+  for (int i = 0; i <= 10; i++) edges[i] = i;
+  counts[5] = 100;
+  fp8_window w = {0, 2, "E4M3 range", FP8_COLOR_SKYBLUE};
+  fp8_hist hist = {10, edges, counts, NULL, FP8_COLOR_BLUE};
+  fp8_chart c = base_chart("one tall bar");
+  c.xlabel = "log2 |x|";
+  c.ylabel = "count";
+  const char *p = path_in("hist.png");
+  for (int logy = 0; logy < 2; logy++) {
+    c.logy = logy;
+    ck_assert_msg(fp8_plot_histogram(p, &c, &hist, &w, 1, err, sizeof err) == FP8_OK, "%s", err);
+    assert_info(p, 1200, 800);
+    image im = load(p);
+    assert_corners_white(&im);
+    /* Along row 500 (inside the plot, below the bar's top on both scales): the window [0, 2)
+     * in sky blue at 25% over white from the plot's left edge, then white, then bin 5 solid
+     * blue. Geometry: the window is 2 bins wide, the bar 1 bin, its centre 5.5 bins from the
+     * window's left edge (give or take the lines drawn on the edges: the frame, the window's
+     * dashed edges, the bars' white outline, a few pixels each). */
+    uint8_t blue[3], win[3] = {213, 236, 250};
+    fp8_plot_color_rgb(FP8_COLOR_BLUE, blue);
+    int b0, b1, w0, w1;
+    ck_assert_msg(longest_run(&im, 500, blue, 2, &b0, &b1) > 40, "no bar on row 500");
+    ck_assert_msg(longest_run(&im, 500, win, 3, &w0, &w1) > 80, "no window on row 500");
+    double bin = (w1 - w0 + 1) / 2.0;
+    ck_assert_msg(fabs((b1 - b0 + 1) - bin) < 0.1 * bin, "bar %d..%d, window %d..%d", b0, b1, w0, w1);
+    ck_assert_msg(fabs((b0 + b1 + 1) / 2.0 - w0 - 5.5 * bin) < 0.12 * bin, "bar %d..%d, window %d..%d",
+                  b0, b1, w0, w1);
+    assert_color(&im, (int)(w0 + 3.5 * bin), 500, 255, 255, 255, 0); /* empty bin 3 */
+    free(im.rgb);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ bars */
+
+START_TEST(test_bars) {
+  const char *cats[] = {"layers.0.fc1.input", "a much longer category label that needs slanting",
+                        "x"};
+  double a[3] = {1, 2, NAN}, b[3] = {0.5, 4, 1};
+  fp8_bar_series s[2] = {{a, "delayed", FP8_COLOR_ORANGE}, {b, "current", FP8_COLOR_SKYBLUE}};
+  fp8_chart c = base_chart("grouped");
+  c.xlabel = "tensor";
+  const char *p = path_in("bars.png");
+  ck_assert_msg(fp8_plot_bars(p, &c, cats, 3, s, 2, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1200, 800);
+  image im = load(p);
+  assert_corners_white(&im);
+  uint8_t orange[3], sky[3];
+  fp8_plot_color_rgb(FP8_COLOR_ORANGE, orange);
+  fp8_plot_color_rgb(FP8_COLOR_SKYBLUE, sky);
+  long no = count_color(&im, 0, 0, im.w, im.h, orange, 2);
+  long ns = count_color(&im, 0, 0, im.w, im.h, sky, 2);
+  /* Bars have equal widths: sky blue (0.5 + 4 + 1 = 5.5) covers more than orange (1 + 2 = 3);
+   * both are substantial areas. */
+  ck_assert_int_gt(no, 10000);
+  ck_assert_int_gt(ns, no);
+  free(im.rgb);
+
+  /* Single series, log y, a zero value (no bar). */
+  double v[3] = {1e-6, 0, 3e-2};
+  fp8_bar_series one = {v, "rate", 0};
+  c.logy = 1;
+  c.width = 1600;
+  c.height = 1000;
+  ck_assert_msg(fp8_plot_bars(p, &c, cats, 3, &one, 1, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1600, 1000);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ independence, quiet */
+
+START_TEST(test_charts_independent_and_quiet) {
+  double x[4] = {0, 1, 2, 3}, y[4] = {3, 1, 2, 0};
+  fp8_series s = {x, y, 4, "s", 0, 0, FP8_MARKER_DIAMOND, 0};
+  fp8_chart c = base_chart("same chart twice");
+  const char *xl[] = {"a", "b"}, *yl[] = {"c"};
+  double v[2] = {1, 2};
+  fp8_heatmap h = {2, 1, xl, yl, v, "%.1f", "z", 0, 0, 0, 0};
+
+  /* stdout and stderr go to a file while drawing: PLplot must print nothing. */
+  char *log = strdup(path_in("out.log"));
+  fflush(stdout);
+  fflush(stderr);
+  int saved1 = dup(1), saved2 = dup(2);
+  int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ck_assert_int_ge(fd, 0);
+  dup2(fd, 1);
+  dup2(fd, 2);
+  int r1 = fp8_plot_lines(path_in("a.png"), &c, &s, 1, NULL, 0, err, sizeof err);
+  int r2 = fp8_plot_heatmap(path_in("h.png"), &c, &h, err, sizeof err);
+  int r3 = fp8_plot_lines(path_in("b.png"), &c, &s, 1, NULL, 0, err, sizeof err);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved1, 1);
+  dup2(saved2, 2);
+  close(fd);
+  close(saved1);
+  close(saved2);
+  ck_assert_int_eq(r1, FP8_OK);
+  ck_assert_int_eq(r2, FP8_OK);
+  ck_assert_int_eq(r3, FP8_OK);
+  size_t len = 99;
+  char *out = tu_read_file(log, &len);
+  ck_assert_ptr_nonnull(out);
+  ck_assert_msg(len == 0, "PLplot printed: %s", out);
+  free(out);
+  free(log);
+
+  /* The heatmap in between (its own colour map, fonts) changed nothing in the line chart. */
+  image a = load(path_in("a.png")), b = load(path_in("b.png"));
+  ck_assert_int_eq(a.w, b.w);
+  ck_assert_int_eq(a.h, b.h);
+  ck_assert_int_eq(memcmp(a.rgb, b.rgb, (size_t)a.w * a.h * 3), 0);
+  free(a.rgb);
+  free(b.rgb);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ errors */
+
+START_TEST(test_unwritable_path) {
+  double x[2] = {0, 1};
+  fp8_series s = {x, x, 2, "s", 0, 0, 0, 0};
+  fp8_chart c = base_chart("nowhere");
+  ck_assert_int_eq(fp8_plot_lines(path_in("missing/dir/x.png"), &c, &s, 1, NULL, 0, err, sizeof err),
+                   FP8_EIO);
+  ck_assert_ptr_nonnull(strstr(err, "missing/dir"));
+  ck_assert_int_eq(count_entries(tmpdir), 0);
+  /* The target is a directory: the temporary file is written, the rename fails, and the
+   * temporary is removed. */
+  ck_assert_int_eq(mkdir(path_in("adir"), 0755), 0);
+  ck_assert_int_eq(fp8_plot_lines(path_in("adir"), &c, &s, 1, NULL, 0, err, sizeof err), FP8_EIO);
+  ck_assert_int_eq(count_entries(tmpdir), 1);
+  /* A file where a directory should be. */
+  ck_assert_int_eq(tu_write_file(path_in("file"), "x", 1), 0);
+  const char *xl[] = {"a"}, *yl[] = {"b"};
+  double v[1] = {1};
+  fp8_heatmap h = {1, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0};
+  ck_assert_int_eq(fp8_plot_heatmap(path_in("file/h.png"), &c, &h, err, sizeof err), FP8_EIO);
+  ck_assert_int_eq(count_entries(tmpdir), 2);
+}
+END_TEST
+
+START_TEST(test_invalid_args) {
+  double x[3] = {0, 1, 2}, e[3] = {0, 2, 1};
+  fp8_series s = {x, x, 3, "s", 0, 0, 0, 0};
+  fp8_chart c = base_chart("bad");
+  const char *p = path_in("bad.png");
+  /* No series; a series with no points or no y; out-of-range enums. */
+  ck_assert_int_eq(fp8_plot_lines(p, &c, &s, 0, NULL, 0, err, sizeof err), FP8_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "at least one series"));
+  fp8_series bad = s;
+  bad.n = 0;
+  ck_assert_int_eq(fp8_plot_lines(p, &c, &bad, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+  bad = s;
+  bad.y = NULL;
+  ck_assert_int_eq(fp8_plot_lines(p, &c, &bad, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+  bad = s;
+  bad.color = (fp8_color)42;
+  ck_assert_int_eq(fp8_plot_lines(p, &c, &bad, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+  fp8_markers m = {NULL, NULL, 2, "m", 0, 0};
+  ck_assert_int_eq(fp8_plot_lines(p, &c, &s, 1, &m, 1, err, sizeof err), FP8_EINVAL);
+  /* Bad chart: size, text key, missing path. */
+  fp8_chart small = c;
+  small.width = 100;
+  ck_assert_int_eq(fp8_plot_lines(p, &small, &s, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+  fp8_png_text badkey[] = {{"", "v"}};
+  fp8_chart bk = c;
+  bk.text = badkey;
+  bk.ntext = 1;
+  ck_assert_int_eq(fp8_plot_lines(p, &bk, &s, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+  ck_assert_int_eq(fp8_plot_lines(NULL, &c, &s, 1, NULL, 0, err, sizeof err), FP8_EINVAL);
+
+  /* Heatmap: zero size, missing labels, a format that is not one double. */
+  const char *xl[] = {"a", "b"}, *yl[] = {"c"};
+  double v[2] = {1, 2};
+  fp8_heatmap h = {0, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0};
+  ck_assert_int_eq(fp8_plot_heatmap(p, &c, &h, err, sizeof err), FP8_EINVAL);
+  h.nx = 2;
+  h.ylabels = NULL;
+  ck_assert_int_eq(fp8_plot_heatmap(p, &c, &h, err, sizeof err), FP8_EINVAL);
+  h.ylabels = yl;
+  const char *fmts[] = {"%s", "%d", "%g %g", "%*g", "no conversion", "%.2g%n"};
+  for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+    h.cell_format = fmts[i];
+    ck_assert_msg(fp8_plot_heatmap(p, &c, &h, err, sizeof err) == FP8_EINVAL, "format %s", fmts[i]);
+  }
+  h.cell_format = "%.2g%%";
+  ck_assert_int_eq(fp8_plot_heatmap(p, &c, &h, err, sizeof err), FP8_OK);
+  unlink(p);
+
+  /* Histogram: no bins, edges not ascending, logx, a window with lo >= hi. */
+  fp8_hist hist = {0, x, x, NULL, 0};
+  ck_assert_int_eq(fp8_plot_histogram(p, &c, &hist, NULL, 0, err, sizeof err), FP8_EINVAL);
+  hist.nbins = 2;
+  hist.edges = e;
+  ck_assert_int_eq(fp8_plot_histogram(p, &c, &hist, NULL, 0, err, sizeof err), FP8_EINVAL);
+  hist.edges = x;
+  fp8_chart lx = c;
+  lx.logx = 1;
+  ck_assert_int_eq(fp8_plot_histogram(p, &lx, &hist, NULL, 0, err, sizeof err), FP8_EINVAL);
+  fp8_window w = {2, 1, "w", 0};
+  ck_assert_int_eq(fp8_plot_histogram(p, &c, &hist, &w, 1, err, sizeof err), FP8_EINVAL);
+
+  /* Bars: no categories, no series, NULL values. */
+  const char *cats[] = {"a", "b"};
+  fp8_bar_series bs = {v, "v", 0};
+  ck_assert_int_eq(fp8_plot_bars(p, &c, cats, 0, &bs, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_int_eq(fp8_plot_bars(p, &c, cats, 2, &bs, 0, err, sizeof err), FP8_EINVAL);
+  bs.values = NULL;
+  ck_assert_int_eq(fp8_plot_bars(p, &c, cats, 2, &bs, 1, err, sizeof err), FP8_EINVAL);
+
+  ck_assert_int_eq(count_entries(tmpdir), 0);
+}
+END_TEST
+
+static Suite *plot_suite(void) {
+  Suite *s = suite_create("plot");
+  TCase *tc = tcase_create("plot");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_png_roundtrip);
+  tcase_add_test(tc, test_png_errors);
+  tcase_add_test(tc, test_palette);
+  tcase_add_test(tc, test_line_chart);
+  tcase_add_test(tc, test_line_log_skips_bad_values);
+  tcase_add_test(tc, test_heatmap_single_high_cell);
+  tcase_add_test(tc, test_heatmap_log_nan_text);
+  tcase_add_test(tc, test_histogram);
+  tcase_add_test(tc, test_bars);
+  tcase_add_test(tc, test_charts_independent_and_quiet);
+  tcase_add_test(tc, test_unwritable_path);
+  tcase_add_test(tc, test_invalid_args);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run_suite(plot_suite()); }
