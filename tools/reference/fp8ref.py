@@ -11,7 +11,10 @@ Usage:
 
 Module API (used by tests/python/test_reference.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
-  DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay().
+  DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay();
+  block recipes: e8m0_ceil(), mx_exponent(), e8m0_scale(), current_scales(), BlockRecipe
+  (.quantize(x, role, colwise)); GEMM errors: sample_tokens(), gemm_reference(),
+  gemm_errors(), rel_error(), TensorRecipe.
 """
 
 import argparse
@@ -248,12 +251,284 @@ def quantize_stats(x, scale, fmt):
         mse = esum / nfin if nfin else math.nan
         if esum == 0:
             snr = math.inf
-        elif xsum == 0:
+        elif xsum == 0 or math.isinf(esum):
+            # an infinite error (a dequantized value beyond float32, possible with MX scales
+            # at the float32 edge) gives -inf, as 10*log10(sum_sq / inf) does in C
             snr = -math.inf
         else:
             snr = 10.0 * math.log10(xsum / esum)
     return dict(n=n, nonfinite=nonfinite, zeros=zeros, overflow=overflow, underflow=underflow,
                 subnormal=subnormal, mse=mse, snr_db=snr)
+
+# --------------------------------------------------------------------------------------------
+# block recipes (RECIPES.md "Block recipes"): mxfp8, block, rowwise
+# --------------------------------------------------------------------------------------------
+#
+# Written from RECIPES.md and docs/semantics.md with whole-array numpy (pad to whole blocks,
+# reshape, reduce), not from src/sim/block.c. Readings pinned by the self-test:
+# - a tensor is viewed as [product of leading dims, last dim] (1-D: one row, 0-D: 1x1);
+#   a partial block at an edge is a block of its own;
+# - E8M0 "ceil" is the smallest e in [0, 254] with 2^(e-127) >= v (NaN -> 255, inf -> 254), as
+#   TE's float_to_e8m0 computes it (this is also its rounding for float32 subnormals v);
+#   "floor" is floor(log2 b) - emax + 127 clamped to [0, 254] (0 -> 0, inf -> 254, NaN -> 255);
+# - the element scale of code e is 2^(127-e) exactly (e = 0: 2^127), dequantization RN32(1/s);
+# - block and rowwise scale each block like current scaling (margin, amax_epsilon, pow2);
+# - block statistics: nblocks, blocks_with_overflow (any element counted in `overflow`),
+#   min/max/std (population) of log2(scale) over the blocks whose amax is finite and > 0
+#   (NaN when there is none).
+#
+# Planned outputs of the runner for these kinds (the C runner is integrated separately; this
+# reference does not replay them yet, parse_experiment still skips such sections):
+# - steps.csv: one row per tensor, snapshot step and configuration as for current scaling, the
+#   per-tensor `scale` column EMPTY (there is one scale per block), the statistics columns
+#   computed with each element's own block scale; block statistics in additional columns.
+#   The steps.csv rows of a block kind use the row-wise orientation (blocks along the last
+#   dimension, weights 128x128 under block = auto).
+# - gemm.csv: one row per layer, GEMM, step and configuration, columns
+#     layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error
+#   layer = the module path with `.input`, `.weight` and `.grad_output` at that step;
+#   gemm = fprop | dgrad | wgrad; history_len, margin, amax_compute as in steps.csv;
+#   rel_error = ||Y - Y_ref||_F / ||Y_ref||_F printed %.9g. Y is an FP32 GEMM, whose summation
+#   order is the BLAS's own, so a comparison of rel_error needs a relative tolerance (1e-3 is
+#   ample: the FP32 rounding is ~1e-7 of ||Y||, FP8 errors are percents).
+
+MX_BLOCK = 32
+TILE = 128
+_EMAX = {"e4m3": 8, "e5m2": 15}
+
+
+def as_matrix(x):
+    """[product of leading dims, last dim] view (float32); 1-D -> [1, n], 0-D -> [1, 1]."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 0:
+        return x.reshape(1, 1)
+    if x.ndim == 1:
+        return x.reshape(1, -1)
+    return x.reshape(-1, x.shape[-1])
+
+
+def e8m0_ceil(v):
+    """E8M0 code of |v| rounded up to a power of two (array in, int64 array out)."""
+    v = np.abs(np.asarray(v, dtype=np.float32)).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        m, k = np.frexp(np.where(np.isfinite(v), v, 1.0))   # v = m * 2^k, m in [0.5, 1)
+        up = np.where(m == 0.5, k - 1, k)                   # ceil(log2 v), exact
+        e = np.clip(up + 127, 0, 254)
+    e = np.where(v == 0, 0, e)
+    e = np.where(np.isinf(v), 254, e)
+    e = np.where(np.isnan(v), 255, e)
+    return e.astype(np.int64)
+
+
+def mx_exponent(amax, fmt, rounding="ceil"):
+    """E8M0 biased exponent of MX blocks whose amaxes are `amax` (array)."""
+    fmt = get_fmt(fmt)
+    b = np.abs(np.asarray(amax, dtype=np.float32))
+    if rounding == "ceil":
+        with np.errstate(over="ignore"):
+            return e8m0_ceil(b * (F32(1) / fmt.max))       # both products RN32
+    if rounding != "floor":
+        raise ValueError("MX scale rounding must be ceil or floor, not %r" % rounding)
+    bd = b.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        _m, k = np.frexp(np.where(np.isfinite(bd) & (bd > 0), bd, 1.0))
+    e = np.clip((k - 1) - _EMAX[fmt.name] + 127, 0, 254)
+    e = np.where(bd == 0, 0, e)
+    e = np.where(np.isinf(bd), 254, e)
+    e = np.where(np.isnan(bd), 255, e)
+    return e.astype(np.int64)
+
+
+def e8m0_scale(e):
+    """2^(127-e) as float32 (exact; e = 0 -> 2^127, 254 -> 2^-127, 255 -> 2^-128)."""
+    return np.ldexp(1.0, 127 - np.asarray(e, dtype=np.int64)).astype(np.float32)
+
+
+def current_scales(amax, fmt, amax_epsilon=0.0, pow2=False, margin=0):
+    """current_scale() over an array of amaxes."""
+    a = np.fmax(np.asarray(amax, dtype=np.float32), F32(amax_epsilon))
+    with np.errstate(all="ignore"):
+        s = (scaled_max(fmt, margin) / a).astype(np.float32)
+    s = np.where(np.isinf(s), FLT_MAX, s)
+    s = np.where(np.isfinite(a) & (a != 0), s, F32(1)).astype(np.float32)
+    if pow2:
+        s = (s.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
+    return s
+
+
+class BlockRecipe:
+    """One block recipe: kind mxfp8 | block | rowwise, format (e4m3 | e5m2 | hybrid).
+
+    mxfp8: rounding ceil | floor; block: block = 1x128 | 128x128 | auto; block and rowwise:
+    pow2 (default true), margin, amax_epsilon as current scaling. block_len overrides the
+    block length (32 / 128) for tests."""
+
+    def __init__(self, kind, fmt="hybrid", rounding="ceil", block="auto", pow2=True, margin=0,
+                 amax_epsilon=0.0, block_len=None):
+        if kind not in ("mxfp8", "block", "rowwise"):
+            raise ValueError("unknown block recipe kind %r" % kind)
+        if block not in ("1x128", "128x128", "auto"):
+            raise ValueError("block must be 1x128, 128x128 or auto, not %r" % block)
+        if kind == "mxfp8" and (margin != 0 or amax_epsilon != 0):
+            raise ValueError("mxfp8 takes no margin or amax_epsilon")
+        self.kind, self.fmt, self.rounding, self.block = kind, fmt, rounding, block
+        self.pow2, self.margin, self.amax_epsilon = pow2, int(margin), F32(amax_epsilon)
+        self.block_len = block_len if block_len is not None else (
+            MX_BLOCK if kind == "mxfp8" else TILE)
+
+    def square(self, role):
+        return self.kind == "block" and (
+            self.block == "128x128" or (self.block == "auto" and role == "weight"))
+
+    def scales_for(self, amax, fmt):
+        if self.kind == "mxfp8":
+            return e8m0_scale(mx_exponent(amax, fmt, self.rounding))
+        return current_scales(amax, fmt, self.amax_epsilon, self.pow2, self.margin)
+
+    def quantize(self, x, role="input", colwise=False):
+        """-> dict: stats (quantize_stats fields), nblocks, blocks_with_overflow,
+        nblocks_scaled, log2_scale_min/max/std, scales (the block grid, [dim0 blocks, dim1
+        blocks]), xhat (2-D, dequantized). colwise: blocks along the first dimension."""
+        fmt = get_fmt(resolve_format(self.fmt, role))
+        x2 = as_matrix(x)
+        sq = self.square(role)
+        if colwise and not sq:
+            r = self._quantize_rows(x2.T, fmt, False)
+            r["xhat"] = r["xhat"].T
+            r["scales"] = r["scales"].T
+            r["elem_scale"] = r["elem_scale"].T
+        else:
+            r = self._quantize_rows(x2, fmt, sq)
+        st = quantize_stats(x2.ravel(), r.pop("elem_scale").ravel(), fmt)
+        st.update(r)
+        return st
+
+    def _quantize_rows(self, x, fmt, square):
+        rows, cols = x.shape
+        if self.kind == "rowwise":
+            bh, bl = 1, max(cols, 1)
+        else:
+            bh, bl = (self.block_len if square else 1), self.block_len
+        gr, gc = -(-rows // bh), -(-cols // bl)
+        pad = np.zeros((gr * bh, gc * bl), np.float32)     # zeros never raise an amax
+        pad[:rows, :cols] = x
+        tiles = np.abs(pad).reshape(gr, bh, gc, bl)
+        amax = np.fmax.reduce(np.fmax.reduce(tiles, axis=3, initial=F32(0)), axis=1,
+                              initial=F32(0))
+        scales = self.scales_for(amax, fmt).reshape(gr, gc)
+        elem = np.repeat(np.repeat(scales, bh, axis=0), bl, axis=1)[:rows, :cols]
+        with np.errstate(all="ignore"):
+            y = x * elem
+            codes = encode(y, fmt)
+            xhat = decode(codes, fmt) * (F32(1) / elem)
+            ovf = np.isfinite(x) & (np.abs(y) > fmt.max)
+        ovf_pad = np.zeros((gr * bh, gc * bl), bool)
+        ovf_pad[:rows, :cols] = ovf
+        ovf_blocks = ovf_pad.reshape(gr, bh, gc, bl).any(axis=(1, 3))
+        ok = np.isfinite(amax) & (amax > 0)
+        l2 = np.log2(scales[ok].astype(np.float64))
+        return dict(scales=scales, elem_scale=elem, xhat=xhat.astype(np.float32),
+                    nblocks=int(gr * gc), blocks_with_overflow=int(ovf_blocks.sum()),
+                    nblocks_scaled=int(ok.sum()),
+                    log2_scale_min=float(l2.min()) if l2.size else math.nan,
+                    log2_scale_max=float(l2.max()) if l2.size else math.nan,
+                    log2_scale_std=float(l2.std()) if l2.size else math.nan)
+
+
+class TensorRecipe:
+    """A per-tensor recipe for the GEMM errors: one scale per role (delayed, current), the
+    same dequantized tensor for every GEMM."""
+
+    def __init__(self, fmt, scales):
+        self.fmt = fmt
+        self.scales = scales        # role -> float32 scale
+
+    def quantize(self, x, role="input", colwise=False):
+        fmt = get_fmt(resolve_format(self.fmt, role))
+        s = F32(self.scales[role])
+        with np.errstate(all="ignore"):
+            xhat = decode(encode(as_matrix(x) * s, fmt), fmt) * (F32(1) / s)
+        return dict(xhat=xhat.astype(np.float32))
+
+# --------------------------------------------------------------------------------------------
+# GEMM-level errors
+# --------------------------------------------------------------------------------------------
+#
+# fprop = input x weight^T, dgrad = grad_output x weight, wgrad = grad_output^T x input;
+# input [tokens, in], weight [out, in], grad_output [tokens, out]. Block operands are quantized
+# with their blocks along each GEMM's reduction dimension (TE): fprop input and weight
+# row-wise, dgrad grad_output row-wise and weight column-wise, wgrad both column-wise.
+
+GEMMS = ("fprop", "dgrad", "wgrad")
+GEMM_OPERANDS = {"fprop": (("input", False), ("weight", False)),
+                 "dgrad": (("grad_output", False), ("weight", True)),
+                 "wgrad": (("grad_output", True), ("input", True))}
+
+
+def sample_tokens(tokens, max_tokens=0):
+    """Token rows the GEMMs use: all, or floor(i * tokens / max_tokens) for i < max_tokens."""
+    if max_tokens and 0 < max_tokens < tokens:
+        return np.array([i * tokens // max_tokens for i in range(max_tokens)], dtype=np.int64)
+    return np.arange(tokens, dtype=np.int64)
+
+
+def _gemm(g, a, b, dtype):
+    a = a.astype(dtype)
+    b = b.astype(dtype)
+    if g == "fprop":
+        return a @ b.T
+    if g == "dgrad":
+        return a @ b
+    return a.T @ b
+
+
+def gemm_reference(x, w, dy, max_tokens=0):
+    """-> {gemm: float64 Y_ref} from the original operands (any may be None)."""
+    ops = {"input": x, "weight": w, "grad_output": dy}
+    tokens = (x if x is not None else dy).shape[0]
+    tok = sample_tokens(tokens, max_tokens)
+    ref = {}
+    for g in GEMMS:
+        (ra, _), (rb, _) = GEMM_OPERANDS[g]
+        if ops[ra] is None or ops[rb] is None:
+            continue
+        a = ops[ra][tok]
+        b = ops[rb] if rb == "weight" else ops[rb][tok]
+        ref[g] = _gemm(g, a, b, np.float64)
+    return ref
+
+
+def rel_error(y, yref):
+    d = np.asarray(y, np.float64) - yref
+    num = math.sqrt(float(np.sum(d * d)))
+    den = math.sqrt(float(np.sum(yref * yref)))
+    if den == 0:
+        return 0.0 if num == 0 else (math.nan if math.isnan(num) else math.inf)
+    return num / den
+
+
+def gemm_errors(x, w, dy, recipe, max_tokens=0, ref=None):
+    """{gemm: rel_error} of one configuration (a BlockRecipe or TensorRecipe): every operand
+    is quantized whole in the orientation its GEMM needs, then the sampled tokens are taken;
+    Y is a float32 GEMM (numpy/BLAS). `ref` (gemm_reference) may be reused across configs."""
+    ops = {"input": x, "weight": w, "grad_output": dy}
+    if ref is None:
+        ref = gemm_reference(x, w, dy, max_tokens)
+    tokens = (x if x is not None else dy).shape[0]
+    tok = sample_tokens(tokens, max_tokens)
+    out = {}
+    for g in GEMMS:
+        if g not in ref:
+            out[g] = math.nan
+            continue
+        q = []
+        for role, colwise in GEMM_OPERANDS[g]:
+            xh = recipe.quantize(ops[role], role, colwise)["xhat"]
+            q.append(xh if role == "weight" else xh[tok])
+        with np.errstate(all="ignore"):
+            y = _gemm(g, q[0], q[1], np.float32)
+        out[g] = rel_error(y, ref[g])
+    return out
 
 # --------------------------------------------------------------------------------------------
 # trace reading

@@ -1,0 +1,220 @@
+/* gemm.c: GEMM-level error of a recipe configuration (see gemm.h).
+ *
+ * The reference GEMMs run once per layer and step in double (cblas_dgemm on the widened
+ * original operands) and are kept; each configuration runs its three FP32 GEMMs (cblas_sgemm)
+ * on its dequantized operands and compares in double. CBLAS is declared by GSL's header and
+ * provided by OpenBLAS (linked ahead of gslcblas).
+ */
+#include "gemm.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "fp8.h"
+
+const char *fp8_gemm_name(fp8_gemm_kind g) {
+  switch (g) {
+  case FP8_GEMM_FPROP: return "fprop";
+  case FP8_GEMM_DGRAD: return "dgrad";
+  case FP8_GEMM_WGRAD: return "wgrad";
+  }
+  return "?";
+}
+
+const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand) {
+  switch (g) {
+  case FP8_GEMM_FPROP: return operand == 0 ? "input" : "weight";
+  case FP8_GEMM_DGRAD: return operand == 0 ? "grad_output" : "weight";
+  case FP8_GEMM_WGRAD: return operand == 0 ? "grad_output" : "input";
+  }
+  return "";
+}
+
+bool fp8_gemm_operand_colwise(fp8_gemm_kind g, int operand) {
+  return g == FP8_GEMM_WGRAD || (g == FP8_GEMM_DGRAD && operand == 1);
+}
+
+/* Does operand k of GEMM g have the token dimension (then it is sampled)? */
+static bool has_tokens(fp8_gemm_kind g, int operand) {
+  return g == FP8_GEMM_WGRAD || operand == 0;
+}
+
+/* Output shape [m, n] and reduction length k of GEMM g. */
+static void gemm_dims(const fp8_gemm_ref *r, fp8_gemm_kind g, int64_t *m, int64_t *n,
+                      int64_t *k) {
+  switch (g) {
+  case FP8_GEMM_FPROP: *m = r->ntok; *n = r->out; *k = r->in; break;
+  case FP8_GEMM_DGRAD: *m = r->ntok; *n = r->in; *k = r->out; break;
+  case FP8_GEMM_WGRAD: *m = r->out; *n = r->in; *k = r->ntok; break;
+  }
+}
+
+/* Column count of operand k of GEMM g as stored (its row length). */
+static int64_t operand_cols(const fp8_gemm_ref *r, fp8_gemm_kind g, int operand) {
+  if (g == FP8_GEMM_FPROP) return r->in;
+  if (g == FP8_GEMM_DGRAD) return operand == 0 ? r->out : r->in;
+  return operand == 0 ? r->out : r->in;
+}
+
+/* The sampled token rows of a [tokens, cols] float matrix, widened (to double) or not. */
+static double *rows_to_double(const fp8_gemm_ref *r, const float *x, int64_t nrows,
+                              int64_t cols, bool sampled) {
+  double *d = malloc((size_t)(nrows * cols > 0 ? nrows * cols : 1) * sizeof *d);
+  if (!d) return NULL;
+  for (int64_t i = 0; i < nrows; i++) {
+    const float *src = x + (sampled && r->tok ? r->tok[i] : i) * cols;
+    for (int64_t j = 0; j < cols; j++) d[i * cols + j] = (double)src[j];
+  }
+  return d;
+}
+
+void fp8_gemm_ref_free(fp8_gemm_ref *ref) {
+  if (!ref) return;
+  free(ref->tok);
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) free(ref->y[g]);
+  memset(ref, 0, sizeof *ref);
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) ref->norm[g] = NAN;
+}
+
+/* C[m, n] = op(A) · op(B) for the three GEMM shapes (row-major), double or float. The BLAS is
+ * not called with an empty dimension (lda >= 1 rules); k = 0 gives zeros. */
+static void dgemm_kind(fp8_gemm_kind g, int m, int n, int k, const double *a, const double *b,
+                       double *c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    memset(c, 0, (size_t)m * (size_t)n * sizeof *c);
+    return;
+  }
+  if (g == FP8_GEMM_FPROP) /* X[m,k] · W[n,k]^T */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, k, b, k, 0.0, c, n);
+  else if (g == FP8_GEMM_DGRAD) /* dY[m,k] · W[k,n] */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+  else /* dY[k,m]^T · X[k,n] */
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0, a, m, b, n, 0.0, c, n);
+}
+
+static void sgemm_kind(fp8_gemm_kind g, int m, int n, int k, const float *a, const float *b,
+                       float *c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    memset(c, 0, (size_t)m * (size_t)n * sizeof *c);
+    return;
+  }
+  if (g == FP8_GEMM_FPROP)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+  else if (g == FP8_GEMM_DGRAD)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+  else
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0f, a, m, b, n, 0.0f, c, n);
+}
+
+int fp8_gemm_ref_init(fp8_gemm_ref *ref, const float *input, const float *weight,
+                      const float *grad_output, int64_t tokens, int64_t in, int64_t out,
+                      int64_t max_tokens) {
+  if (!ref) return FP8_EINVAL;
+  memset(ref, 0, sizeof *ref);
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) ref->norm[g] = NAN;
+  if (tokens < 0 || in < 0 || out < 0 || max_tokens < 0) return FP8_EINVAL;
+  if (tokens > INT_MAX || in > INT_MAX || out > INT_MAX) return FP8_ERANGE;
+  /* every matrix (operand or output) must be addressable */
+  if ((in && tokens > INT64_MAX / in) || (out && tokens > INT64_MAX / out) ||
+      (in && out > INT64_MAX / in))
+    return FP8_ERANGE;
+  ref->tokens = tokens;
+  ref->in = in;
+  ref->out = out;
+  ref->ntok = tokens;
+  int rc = FP8_ENOMEM;
+  double *xd = NULL, *wd = NULL, *dyd = NULL;
+  if (max_tokens > 0 && max_tokens < tokens) {
+    ref->ntok = max_tokens;
+    ref->tok = malloc((size_t)max_tokens * sizeof *ref->tok);
+    if (!ref->tok) goto done;
+    /* floor(i * tokens / max_tokens) without overflow: both are <= INT_MAX */
+    for (int64_t i = 0; i < max_tokens; i++) ref->tok[i] = i * tokens / max_tokens;
+  }
+  ref->have[FP8_GEMM_FPROP] = input && weight;
+  ref->have[FP8_GEMM_DGRAD] = grad_output && weight;
+  ref->have[FP8_GEMM_WGRAD] = grad_output && input;
+  if (input && !(xd = rows_to_double(ref, input, ref->ntok, in, true))) goto done;
+  if (weight && !(wd = rows_to_double(ref, weight, out, in, false))) goto done;
+  if (grad_output && !(dyd = rows_to_double(ref, grad_output, ref->ntok, out, true))) goto done;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    if (!ref->have[g]) continue;
+    int64_t m, n, k;
+    gemm_dims(ref, (fp8_gemm_kind)g, &m, &n, &k);
+    const double *a = g == FP8_GEMM_FPROP ? xd : dyd;
+    const double *b = g == FP8_GEMM_WGRAD ? xd : wd;
+    ref->y[g] = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(double));
+    if (!ref->y[g]) goto done;
+    dgemm_kind((fp8_gemm_kind)g, (int)m, (int)n, (int)k, a, b, ref->y[g]);
+    double s = 0.0;
+    for (int64_t i = 0; i < m * n; i++) s += ref->y[g][i] * ref->y[g][i];
+    ref->norm[g] = sqrt(s);
+  }
+  rc = FP8_OK;
+done:
+  free(xd);
+  free(wd);
+  free(dyd);
+  if (rc) fp8_gemm_ref_free(ref);
+  return rc;
+}
+
+int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, const float *b,
+                   double *rel_error) {
+  if (!ref || !rel_error || (int)g < 0 || g >= FP8_GEMM_COUNT) return FP8_EINVAL;
+  *rel_error = NAN;
+  if (!ref->have[g]) return FP8_OK;
+  if (!a || !b) return FP8_EINVAL;
+  int64_t m, n, k;
+  gemm_dims(ref, g, &m, &n, &k);
+  int rc = FP8_ENOMEM;
+  float *ops[2] = {NULL, NULL}, *y = NULL;
+  const float *use[2] = {a, b};
+  for (int o = 0; o < 2; o++) {
+    if (!ref->tok || !has_tokens(g, o)) continue;
+    int64_t cols = operand_cols(ref, g, o);
+    ops[o] = malloc((size_t)(ref->ntok * cols > 0 ? ref->ntok * cols : 1) * sizeof(float));
+    if (!ops[o]) goto done;
+    for (int64_t i = 0; i < ref->ntok; i++)
+      memcpy(ops[o] + i * cols, use[o] + ref->tok[i] * cols, (size_t)cols * sizeof(float));
+    use[o] = ops[o];
+  }
+  y = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *y);
+  if (!y) goto done;
+  sgemm_kind(g, (int)m, (int)n, (int)k, use[0], use[1], y);
+  double e = 0.0;
+  const double *yr = ref->y[g];
+  for (int64_t i = 0; i < m * n; i++) {
+    double d = (double)y[i] - yr[i];
+    e += d * d;
+  }
+  double num = sqrt(e);
+  if (ref->norm[g] == 0.0) *rel_error = num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
+  else *rel_error = num / ref->norm[g];
+  rc = FP8_OK;
+done:
+  free(ops[0]);
+  free(ops[1]);
+  free(y);
+  return rc;
+}
+
+int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,
+                    double rel_error[FP8_GEMM_COUNT]) {
+  if (!ref || !ops || !rel_error) return FP8_EINVAL;
+  const float *a[FP8_GEMM_COUNT] = {ops->fprop_input, ops->dgrad_grad_output,
+                                    ops->wgrad_grad_output};
+  const float *b[FP8_GEMM_COUNT] = {ops->fprop_weight, ops->dgrad_weight, ops->wgrad_input};
+  int first = FP8_OK;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    int rc = fp8_gemm_error(ref, (fp8_gemm_kind)g, a[g], b[g], &rel_error[g]);
+    if (rc && !first) first = rc;
+  }
+  return first;
+}

@@ -1,0 +1,110 @@
+/* gemm.h: GEMM-level error of an FP8 recipe configuration for one linear layer at one step.
+ *
+ * A layer `<layer>` with `<layer>.input` X [tokens, in], `<layer>.weight` W [out, in] and
+ * `<layer>.grad_output` dY [tokens, out] has three GEMMs:
+ *   fprop  Y  = X  · W^T   [tokens, out]   reduces over `in`
+ *   dgrad  dX = dY · W     [tokens, in]    reduces over `out`
+ *   wgrad  dW = dY^T · X   [out, in]       reduces over `tokens`
+ * The reference (fp8_gemm_ref_init) is computed once per layer and step from the original
+ * operands in double precision (cblas_dgemm); each configuration then supplies its dequantized
+ * operands and gets rel_error = ||Y - Y_ref||_F / ||Y_ref||_F per GEMM, with Y from an FP32
+ * GEMM (cblas_sgemm). CBLAS comes from GSL's interface header and resolves to OpenBLAS at link
+ * time (the build links OpenBLAS ahead of gslcblas).
+ *
+ * How the caller quantizes the operands (TE's layouts; fp8_gemm_operand_colwise()): block and
+ * row-wise recipes put each operand's blocks along the GEMM's reduction dimension:
+ *   fprop: input and weight row-wise (blocks along `in`, the last dimension as stored);
+ *   dgrad: grad_output row-wise (along `out`), weight column-wise (blocks along `out`, the
+ *          first dimension: the transposed layout);
+ *   wgrad: grad_output and input column-wise (blocks along `tokens`).
+ * A 128x128 weight block is the same block in both directions. Per-tensor recipes (delayed,
+ * current) use their one scale for every GEMM, so the same dequantized tensor serves all three.
+ *
+ * Token sampling (max_tokens > 0 and < tokens): the GEMMs use only tokens
+ * t_i = floor(i * tokens / max_tokens), i = 0 .. max_tokens-1 (evenly spread, token 0 always
+ * in, deterministic). Operands are quantized in full (their scales are those of the whole
+ * tensor, blocks along tokens included) and the sampled rows are taken afterwards, so fprop
+ * and dgrad are exact row subsets of the full outputs and wgrad is the sum over the sampled
+ * tokens only.
+ */
+#ifndef FP8LAB_CORE_GEMM_H
+#define FP8LAB_CORE_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The three GEMMs of a linear layer. */
+typedef enum { FP8_GEMM_FPROP, FP8_GEMM_DGRAD, FP8_GEMM_WGRAD } fp8_gemm_kind;
+#define FP8_GEMM_COUNT 3
+
+/** "fprop" / "dgrad" / "wgrad". */
+const char *fp8_gemm_name(fp8_gemm_kind g);
+
+/** The roles of GEMM g's two operands, a (left) then b (right): fprop (input, weight), dgrad
+ *  (grad_output, weight), wgrad (grad_output, input); as role names of fp8.h ("input", ...). */
+const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand);
+
+/** True when operand (0 = a, 1 = b) of GEMM g must be quantized column-wise, i.e. with its
+ *  blocks along the first dimension of its stored [rows, cols] matrix (block.h's
+ *  FP8_BLOCK_DIR_COL): dgrad's weight and both wgrad operands. False: along the last dimension. */
+bool fp8_gemm_operand_colwise(fp8_gemm_kind g, int operand);
+
+/** The double-precision reference of one layer at one step. */
+typedef struct {
+  int64_t tokens;          /**< tokens of the operands as given */
+  int64_t in, out;
+  int64_t ntok;            /**< tokens used by the GEMMs (= tokens without sampling) */
+  int64_t *tok;            /**< the sampled token indices [ntok]; NULL without sampling */
+  bool have[FP8_GEMM_COUNT];     /**< GEMMs whose two operands were given */
+  double *y[FP8_GEMM_COUNT];     /**< references: fprop [ntok, out], dgrad [ntok, in],
+                                      wgrad [out, in] (row-major); NULL when !have */
+  double norm[FP8_GEMM_COUNT];   /**< ||Y_ref||_F (NaN when !have) */
+} fp8_gemm_ref;
+
+/** Computes the reference GEMMs from the original operands (row-major float32), in double.
+ *  Any operand may be NULL: the GEMMs needing it are then not available (have[g] false, their
+ *  rel_error NaN). Shapes: input [tokens, in], weight [out, in], grad_output [tokens, out].
+ *  @param max_tokens 0 = all tokens, else the number of tokens to sample (see the top of
+ *         this file); values >= tokens mean all tokens.
+ *  @return FP8_OK; FP8_EINVAL for negative sizes or max_tokens; FP8_ERANGE when a dimension
+ *          exceeds CBLAS's int; FP8_ENOMEM. On error *ref is left empty (safe to free). */
+int fp8_gemm_ref_init(fp8_gemm_ref *ref, const float *input, const float *weight,
+                      const float *grad_output, int64_t tokens, int64_t in, int64_t out,
+                      int64_t max_tokens);
+void fp8_gemm_ref_free(fp8_gemm_ref *ref);
+
+/** rel_error of GEMM g with the dequantized operands a and b of one configuration, in the
+ *  same stored layouts and full token count as given to fp8_gemm_ref_init (fprop: input
+ *  [tokens, in], weight [out, in]; dgrad: grad_output [tokens, out], weight [out, in]; wgrad:
+ *  grad_output [tokens, out], input [tokens, in]). Y = FP32 GEMM (cblas_sgemm) of the sampled
+ *  tokens; rel_error = sqrt(sum (Y - Y_ref)^2) / ||Y_ref||_F, the differences taken and summed
+ *  in double. When ||Y_ref||_F is 0: 0 if Y is all zero too, else +inf. Non-finite values
+ *  propagate (an inf or NaN operand gives NaN or inf). NaN when !ref->have[g].
+ *  @return FP8_OK, FP8_EINVAL (a or b NULL while have[g]), FP8_ENOMEM. */
+int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, const float *b,
+                   double *rel_error);
+
+/** The dequantized operands of one configuration for all three GEMMs (see the top of this file
+ *  for which orientation each needs). For a per-tensor recipe, point the two input fields, the
+ *  two weight fields and the two grad_output fields at the same arrays. */
+typedef struct {
+  const float *fprop_input, *fprop_weight;       /**< row-wise, row-wise */
+  const float *dgrad_grad_output, *dgrad_weight; /**< row-wise, column-wise */
+  const float *wgrad_grad_output, *wgrad_input;  /**< column-wise, column-wise */
+} fp8_gemm_operands;
+
+/** fp8_gemm_error() for the three GEMMs: rel_error[FP8_GEMM_FPROP..FP8_GEMM_WGRAD] (NaN for the
+ *  unavailable ones). Returns the first error status, after trying all three. */
+int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,
+                    double rel_error[FP8_GEMM_COUNT]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP8LAB_CORE_GEMM_H */

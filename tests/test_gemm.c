@@ -1,0 +1,307 @@
+/* test_gemm.c: GEMM-level errors (src/core/gemm.c): the double reference against a naive triple
+ * loop, rel_error against hand-computed cases (identity weight, known quantization error),
+ * token sampling, missing operands and degenerate shapes, and the operand orientations of
+ * block recipes (block.h) end to end against a plain computation in this file. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "gemm.h"
+#include "testutil.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+  return rng_state * 0x2545F4914F6CDD1Dull;
+}
+static double rnd_unit(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+static float *rand_matrix(int64_t r, int64_t c, double scale) {
+  float *m = malloc((size_t)(r * c + 1) * sizeof *m);
+  for (int64_t i = 0; i < r * c; i++) m[i] = (float)((2 * rnd_unit() - 1) * scale);
+  return m;
+}
+
+/* Y = op(A) op(B) of GEMM g in double by the definition; `tok` selects token rows (NULL: all).
+ * X [T, in], W [out, in], dY [T, out]. */
+static double *naive(fp8_gemm_kind g, const float *x, const float *w, const float *dy, int64_t in,
+                     int64_t out, const int64_t *tok, int64_t nt) {
+  int64_t m = g == FP8_GEMM_WGRAD ? out : nt, n = g == FP8_GEMM_FPROP ? out : in;
+  double *y = calloc((size_t)(m * n + 1), sizeof *y);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0;
+      if (g == FP8_GEMM_FPROP) {
+        int64_t t = tok ? tok[i] : i;
+        for (int64_t k = 0; k < in; k++) s += (double)x[t * in + k] * (double)w[j * in + k];
+      } else if (g == FP8_GEMM_DGRAD) {
+        int64_t t = tok ? tok[i] : i;
+        for (int64_t k = 0; k < out; k++) s += (double)dy[t * out + k] * (double)w[k * in + j];
+      } else {
+        for (int64_t q = 0; q < nt; q++) {
+          int64_t t = tok ? tok[q] : q;
+          s += (double)dy[t * out + i] * (double)x[t * in + j];
+        }
+      }
+      y[i * n + j] = s;
+    }
+  return y;
+}
+
+static double fro(const double *y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += y[i] * y[i];
+  return sqrt(s);
+}
+
+static int64_t out_size(const fp8_gemm_ref *r, fp8_gemm_kind g) {
+  return g == FP8_GEMM_FPROP ? r->ntok * r->out : g == FP8_GEMM_DGRAD ? r->ntok * r->in : r->out * r->in;
+}
+
+START_TEST(test_reference_vs_naive) {
+  struct { int64_t t, in, out, maxt; } cases[] = {
+      {7, 5, 3, 0}, {1, 1, 1, 0}, {33, 17, 9, 0}, {64, 40, 24, 10}, {10, 3, 4, 4}, {5, 2, 2, 5}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t T = cases[c].t, in = cases[c].in, out = cases[c].out;
+    float *x = rand_matrix(T, in, 3), *w = rand_matrix(out, in, 0.5), *dy = rand_matrix(T, out, 1e-3);
+    fp8_gemm_ref r;
+    ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, T, in, out, cases[c].maxt), FP8_OK);
+    int64_t nt = cases[c].maxt > 0 && cases[c].maxt < T ? cases[c].maxt : T;
+    ck_assert_int_eq(r.ntok, nt);
+    ck_assert(r.tok == NULL || nt < T);
+    for (int g = 0; g < 3; g++) {
+      ck_assert(r.have[g]);
+      double *y = naive((fp8_gemm_kind)g, x, w, dy, in, out, r.tok, nt);
+      int64_t n = out_size(&r, (fp8_gemm_kind)g);
+      for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(r.y[g][i] - y[i]) <= 1e-13 * (fabs(y[i]) + fro(y, n) / sqrt((double)n)),
+                      "case %zu gemm %s element %lld: %.17g vs %.17g", c,
+                      fp8_gemm_name((fp8_gemm_kind)g), (long long)i, r.y[g][i], y[i]);
+      ck_assert(fabs(r.norm[g] - fro(y, n)) <= 1e-13 * fro(y, n));
+      /* the original operands through the FP32 GEMM: only float32 rounding (~1e-7) */
+      double rel;
+      const float *a = g == FP8_GEMM_FPROP ? x : dy, *b = g == FP8_GEMM_WGRAD ? x : w;
+      ck_assert_int_eq(fp8_gemm_error(&r, (fp8_gemm_kind)g, a, b, &rel), FP8_OK);
+      ck_assert_msg(rel >= 0 && rel < 1e-6, "case %zu %s rel %g", c, fp8_gemm_name((fp8_gemm_kind)g), rel);
+      free(y);
+    }
+    fp8_gemm_ref_free(&r);
+    free(x); free(w); free(dy);
+  }
+}
+END_TEST
+
+START_TEST(test_exact_integers_give_zero) {
+  /* small integers: every product and sum is exact in float32, so Y == Y_ref bit for bit */
+  int64_t T = 9, in = 6, out = 4;
+  float x[54], w[24], dy[36];
+  for (int i = 0; i < 54; i++) x[i] = (float)((int)(rnd() % 9) - 4);
+  for (int i = 0; i < 24; i++) w[i] = (float)((int)(rnd() % 5) - 2);
+  for (int i = 0; i < 36; i++) dy[i] = (float)((int)(rnd() % 7) - 3);
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, T, in, out, 0), FP8_OK);
+  fp8_gemm_operands ops = {x, w, dy, w, dy, x};
+  double rel[3];
+  ck_assert_int_eq(fp8_gemm_errors(&r, &ops, rel), FP8_OK);
+  for (int g = 0; g < 3; g++) ck_assert_msg(rel[g] == 0.0, "%d: %g", g, rel[g]);
+  fp8_gemm_ref_free(&r);
+}
+END_TEST
+
+START_TEST(test_hand_identity_weight) {
+  /* W = I (in = out = 2): fprop Y = X, dgrad dX = dY, wgrad dW = dY^T X.
+   * X = [[3, 0], [0, 4]] (||X|| = 5). Quantized X^ = [[3.5, 0], [0, 4]]: fprop rel 0.5/5. */
+  float x[4] = {3, 0, 0, 4}, w[4] = {1, 0, 0, 1}, dy[4] = {1, 2, 2, 1};
+  float xq[4] = {3.5f, 0, 0, 4}, wq[4] = {1, 0, 0, 1.25f}, dyq[4] = {1, 2, 2, 1};
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, 2, 2, 2, 0), FP8_OK);
+  ck_assert(r.norm[FP8_GEMM_FPROP] == 5.0);
+  double rel;
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, xq, w, &rel), FP8_OK);
+  ck_assert(fabs(rel - 0.1) < 1e-16);
+  /* dgrad with W^ = diag(1, 1.25): dX^ = [[1, 2.5], [2, 1.25]] vs [[1, 2], [2, 1]]:
+   * error sqrt(0.25 + 0.0625) / sqrt(10) */
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_DGRAD, dyq, wq, &rel), FP8_OK);
+  ck_assert(fabs(rel - sqrt(0.3125 / 10.0)) < 1e-15);
+  /* wgrad: dY^T X = [[3, 8], [6, 4]]; with X^: [[3.5, 8], [7, 4]]: error sqrt(0.25 + 1) / sqrt(125) */
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_WGRAD, dy, xq, &rel), FP8_OK);
+  ck_assert(fabs(rel - sqrt(1.25 / 125.0)) < 1e-15);
+  fp8_gemm_ref_free(&r);
+}
+END_TEST
+
+START_TEST(test_hand_fp8_quantization_error) {
+  /* X = [[1.0625, 3]] through E4M3 at scale 1: 1.0625 ties to 1.0 (even), 3 exact. With W = I the
+   * fprop error is exactly the quantization error: 0.0625 / sqrt(1.0625^2 + 9). */
+  float x[2] = {1.0625f, 3.0f}, w[4] = {1, 0, 0, 1}, xq[2];
+  fp8_quantize_f32(x, 2, 1.0f, FP8_E4M3, NULL, xq, NULL);
+  ck_assert(xq[0] == 1.0f && xq[1] == 3.0f);
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, NULL, 1, 2, 2, 0), FP8_OK);
+  double rel;
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, xq, w, &rel), FP8_OK);
+  ck_assert(fabs(rel - 0.0625 / sqrt(1.0625 * 1.0625 + 9.0)) < 1e-16);
+  fp8_gemm_ref_free(&r);
+}
+END_TEST
+
+START_TEST(test_sampling_indices) {
+  int64_t T = 10, in = 3, out = 2;
+  float *x = rand_matrix(T, in, 1), *w = rand_matrix(out, in, 1), *dy = rand_matrix(T, out, 1);
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, T, in, out, 4), FP8_OK);
+  int64_t want[4] = {0, 2, 5, 7}; /* floor(i * 10 / 4) */
+  ck_assert(r.ntok == 4 && r.tok);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(r.tok[i], want[i]);
+  /* fprop rows are exactly the sampled rows of the full product */
+  fp8_gemm_ref full;
+  ck_assert_int_eq(fp8_gemm_ref_init(&full, x, w, dy, T, in, out, 0), FP8_OK);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < out; j++)
+      ck_assert(r.y[FP8_GEMM_FPROP][i * out + j] == full.y[FP8_GEMM_FPROP][want[i] * out + j]);
+  /* a perturbation of an unsampled token changes nothing; of a sampled one, fprop */
+  float *xq = malloc((size_t)(T * in) * sizeof *xq);
+  memcpy(xq, x, (size_t)(T * in) * sizeof *xq);
+  xq[1 * in + 0] += 1.0f;
+  double rel[3];
+  fp8_gemm_operands ops = {xq, w, dy, w, dy, xq};
+  ck_assert_int_eq(fp8_gemm_errors(&r, &ops, rel), FP8_OK);
+  ck_assert(rel[0] < 1e-6 && rel[1] < 1e-6 && rel[2] < 1e-6);
+  xq[5 * in + 0] += 1.0f;
+  ck_assert_int_eq(fp8_gemm_errors(&r, &ops, rel), FP8_OK);
+  ck_assert(rel[0] > 1e-3 && rel[1] < 1e-6 && rel[2] > 1e-3);
+  /* max_tokens >= tokens: no sampling */
+  fp8_gemm_ref_free(&r);
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, T, in, out, 10), FP8_OK);
+  ck_assert(r.ntok == 10 && r.tok == NULL);
+  fp8_gemm_ref_free(&r);
+  fp8_gemm_ref_free(&full);
+  free(x); free(w); free(dy); free(xq);
+}
+END_TEST
+
+START_TEST(test_missing_operands_and_degenerate) {
+  float x[6] = {1, 2, 3, 4, 5, 6}, w[6] = {1, 0, 0, 0, 1, 0};
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, NULL, 2, 3, 2, 0), FP8_OK);
+  ck_assert(r.have[0] && !r.have[1] && !r.have[2] && r.y[1] == NULL && isnan(r.norm[2]));
+  double rel[3];
+  fp8_gemm_operands ops = {x, w, NULL, NULL, NULL, NULL};
+  ck_assert_int_eq(fp8_gemm_errors(&r, &ops, rel), FP8_OK);
+  ck_assert(rel[0] == 0.0 && isnan(rel[1]) && isnan(rel[2]));
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, NULL, w, &rel[0]), FP8_EINVAL);
+  fp8_gemm_ref_free(&r);
+  fp8_gemm_ref_free(&r); /* freeing twice is harmless */
+
+  /* all-zero reference: 0 when Y is zero too, +inf otherwise; a NaN operand gives NaN */
+  float z[6] = {0}, one[6] = {0, 0, 1, 0, 0, 0}, nan6[6] = {NAN, 0, 0, 0, 0, 0};
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, z, w, NULL, 2, 3, 2, 0), FP8_OK);
+  ck_assert(r.norm[0] == 0.0);
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, z, w, &rel[0]), FP8_OK);
+  ck_assert(rel[0] == 0.0);
+  float w2[6] = {1, 0, 1, 0, 1, 0};
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, one, w2, &rel[0]), FP8_OK);
+  ck_assert(isinf(rel[0]) && rel[0] > 0);
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_FPROP, nan6, w2, &rel[0]), FP8_OK);
+  ck_assert(isnan(rel[0]));
+  fp8_gemm_ref_free(&r);
+
+  /* empty reduction (in = 0): every output is 0, rel 0; empty outputs (tokens = 0) too */
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, x, 2, 0, 3, 0), FP8_OK);
+  ck_assert(r.norm[0] == 0.0);
+  ck_assert_int_eq(fp8_gemm_errors(&r, &(fp8_gemm_operands){x, w, x, w, x, x}, rel), FP8_OK);
+  ck_assert(rel[0] == 0.0 && rel[1] == 0.0 && rel[2] == 0.0);
+  fp8_gemm_ref_free(&r);
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, x, 0, 3, 2, 0), FP8_OK);
+  ck_assert_int_eq(fp8_gemm_errors(&r, &(fp8_gemm_operands){x, w, x, w, x, x}, rel), FP8_OK);
+  ck_assert(rel[0] == 0.0 && rel[2] == 0.0); /* wgrad over 0 tokens: zeros */
+  fp8_gemm_ref_free(&r);
+
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, NULL, -1, 3, 2, 0), FP8_EINVAL);
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, NULL, 2, 3, 2, -1), FP8_EINVAL);
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, NULL, 2, 3, (int64_t)1 << 32, 0), FP8_ERANGE);
+  ck_assert(r.y[0] == NULL && r.tok == NULL);
+
+  ck_assert_str_eq(fp8_gemm_name(FP8_GEMM_WGRAD), "wgrad");
+  ck_assert_str_eq(fp8_gemm_operand_role(FP8_GEMM_DGRAD, 0), "grad_output");
+  ck_assert_str_eq(fp8_gemm_operand_role(FP8_GEMM_WGRAD, 1), "input");
+  ck_assert(!fp8_gemm_operand_colwise(FP8_GEMM_FPROP, 0) && !fp8_gemm_operand_colwise(FP8_GEMM_FPROP, 1));
+  ck_assert(!fp8_gemm_operand_colwise(FP8_GEMM_DGRAD, 0) && fp8_gemm_operand_colwise(FP8_GEMM_DGRAD, 1));
+  ck_assert(fp8_gemm_operand_colwise(FP8_GEMM_WGRAD, 0) && fp8_gemm_operand_colwise(FP8_GEMM_WGRAD, 1));
+}
+END_TEST
+
+/* Dequantizes a whole tensor with one block recipe in one direction. */
+static float *deq(const float *x, int64_t r, int64_t c, const fp8_block_params *p, bool colwise) {
+  float *h = malloc((size_t)(r * c + 1) * sizeof *h);
+  ck_assert_int_eq(fp8_block_quantize_f32(x, r, c, p, colwise ? FP8_BLOCK_DIR_COL : FP8_BLOCK_DIR_ROW,
+                                          h, NULL, NULL, NULL), FP8_OK);
+  return h;
+}
+
+START_TEST(test_block_recipe_orientations) {
+  /* The TE layouts end to end: MXFP8 (E4M3 forward, E5M2 grad_output), operands quantized with
+   * their blocks along each GEMM's reduction dimension, against a plain double computation of
+   * the FP8 GEMM from the same dequantized operands; and the orientation matters: quantizing
+   * dgrad's weight row-wise instead gives a different error. */
+  int64_t T = 96, in = 80, out = 48, maxt = 40;
+  float *x = rand_matrix(T, in, 1), *w = rand_matrix(out, in, 0.05), *dy = rand_matrix(T, out, 1e-4);
+  /* outlier channels and tokens, so that block placement matters */
+  for (int64_t t = 0; t < T; t++) x[t * in + 7] *= 300;
+  for (int64_t k = 0; k < out; k++) dy[5 * out + k] *= 1000;
+  /* weight rows over 15 octaves: with power-of-two scales only the subnormal range (and
+   * saturation) tells a block's placement, so column-wise blocks must span rows this far apart */
+  for (int64_t o = 0; o < out; o++)
+    for (int64_t k = 0; k < in; k++) w[o * in + k] *= (float)(1 << (3 * (o % 6)));
+  fp8_block_params f4 = fp8_block_params_mxfp8(FP8_E4M3, FP8_MX_ROUND_CEIL);
+  fp8_block_params f5 = fp8_block_params_mxfp8(FP8_E5M2, FP8_MX_ROUND_CEIL);
+  float *x_row = deq(x, T, in, &f4, false), *x_col = deq(x, T, in, &f4, true);
+  float *w_row = deq(w, out, in, &f4, false), *w_col = deq(w, out, in, &f4, true);
+  float *dy_row = deq(dy, T, out, &f5, false), *dy_col = deq(dy, T, out, &f5, true);
+  fp8_gemm_ref r;
+  ck_assert_int_eq(fp8_gemm_ref_init(&r, x, w, dy, T, in, out, maxt), FP8_OK);
+  fp8_gemm_operands ops = {x_row, w_row, dy_row, w_col, dy_col, x_col};
+  double rel[3];
+  ck_assert_int_eq(fp8_gemm_errors(&r, &ops, rel), FP8_OK);
+  /* the quantized operands in naive()'s (input, weight, grad_output) slots, per GEMM */
+  const float *qx[3] = {x_row, NULL, x_col}, *qw[3] = {w_row, w_col, NULL},
+              *qdy[3] = {NULL, dy_row, dy_col};
+  for (int g = 0; g < 3; g++) {
+    double *yref = naive((fp8_gemm_kind)g, x, w, dy, in, out, r.tok, r.ntok);
+    double *yq = naive((fp8_gemm_kind)g, qx[g], qw[g], qdy[g], in, out, r.tok, r.ntok);
+    int64_t n = out_size(&r, (fp8_gemm_kind)g);
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) e += (yq[i] - yref[i]) * (yq[i] - yref[i]);
+    double want = sqrt(e) / fro(yref, n);
+    /* the FP32 GEMM differs from the double one by ~1e-7 relative to ||Y||, i.e. ~1e-5 of an
+     * FP8 error of a few percent */
+    ck_assert_msg(fabs(rel[g] - want) <= 1e-3 * want, "%s: %.9g vs %.9g",
+                  fp8_gemm_name((fp8_gemm_kind)g), rel[g], want);
+    ck_assert_msg(rel[g] > 1e-3 && rel[g] < 0.2, "%s: %g", fp8_gemm_name((fp8_gemm_kind)g), rel[g]);
+    free(yref); free(yq);
+  }
+  double wrong;
+  ck_assert_int_eq(fp8_gemm_error(&r, FP8_GEMM_DGRAD, dy_row, w_row, &wrong), FP8_OK);
+  ck_assert(wrong != rel[FP8_GEMM_DGRAD]);
+  fp8_gemm_ref_free(&r);
+  free(x); free(w); free(dy); free(x_row); free(x_col); free(w_row); free(w_col); free(dy_row); free(dy_col);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("gemm");
+  TCase *tc = tcase_create("gemm");
+  tcase_add_test(tc, test_reference_vs_naive);
+  tcase_add_test(tc, test_exact_integers_give_zero);
+  tcase_add_test(tc, test_hand_identity_weight);
+  tcase_add_test(tc, test_hand_fp8_quantization_error);
+  tcase_add_test(tc, test_sampling_indices);
+  tcase_add_test(tc, test_missing_operands_and_degenerate);
+  tcase_add_test(tc, test_block_recipe_orientations);
+  suite_add_tcase(s, tc);
+  return tu_run_suite(s);
+}
