@@ -34,7 +34,7 @@ static void addf(sbuf *b, const char *fmt, ...) {
 
 static sbuf with_header(void) {
   sbuf b = {0};
-  addf(&b, "%s\n", FP8_STEPS_HEADER);
+  addf(&b, "%s\n", FP8_STEPS_HEADER_V1);
   return b;
 }
 
@@ -184,7 +184,7 @@ START_TEST(load_and_group) {
 
   /* CRLF line ends and a last line without a newline are accepted; a header-only file is empty */
   sbuf c = {0};
-  addf(&c, "%s\r\n", FP8_STEPS_HEADER);
+  addf(&c, "%s\r\n", FP8_STEPS_HEADER_V1);
   addf(&c, "x.output,output,3," D_CFG ",1,1,5,0,0,0,0,0,0,inf");
   ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.nrows, 1);
@@ -201,13 +201,51 @@ START_TEST(load_and_group) {
 }
 END_TEST
 
+/* The 24-column schema: block rows (empty scale, block statistics) beside per-tensor rows. */
+START_TEST(block_columns) {
+  sbuf b = {0};
+  addf(&b, "%s\n", FP8_STEPS_HEADER);
+  addf(&b, "x.input,input,0," C_CFG ",4,112,4,0,0,0,0,0,0,inf,,,,,\n");
+  addf(&b, "x.input,input,0,mx,mxfp8,e4m3,,,,4,,4,0,0,0,0,1,0.5,12.5,1,0,-5,-5,0\n");
+  addf(&b, "x.input,input,0,blk,block,e4m3,,,,4,,4,0,4,0,0,0,0,inf,1,0,nan,nan,nan\n");
+  fp8_steps_table t;
+  char err[256];
+  ck_assert_msg(parse(&b, &t, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(t.nrows, 3);
+  ck_assert_int_eq(t.rows[0].nblocks, -1);
+  ck_assert(isnan(t.rows[1].scale));
+  ck_assert_int_eq(t.rows[1].kind, FP8_KIND_MXFP8);
+  ck_assert_int_eq(t.rows[1].nblocks, 1);
+  ck_assert_double_eq(t.rows[1].log2_scale_min, -5.0);
+  ck_assert(isnan(t.rows[2].log2_scale_std));
+  fp8_steps_free(&t);
+  free(b.s);
+  /* a block row with a scale, a per-tensor row with block statistics */
+  const char *bad[][2] = {
+      {"x.input,input,0,mx,mxfp8,e4m3,,,,4,2,4,0,0,0,0,1,0.5,12.5,1,0,-5,-5,0",
+       "t.csv:2: column scale: expected an empty field for block kinds (their scales are per block), found '2'"},
+      {"x.input,input,0," C_CFG ",4,112,4,0,0,0,0,0,0,inf,1,,,,",
+       "t.csv:2: column nblocks: expected an empty field for per-tensor kinds, found '1'"},
+      {"x.input,input,0,mx,mxfp8,e4m3,,,,4,,4,0,0,0,0,1,0.5,12.5,1,2,-5,-5,0",
+       "t.csv:2: column blocks_with_overflow: expected a count <= nblocks, found '2'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sbuf c = {0};
+    addf(&c, "%s\n%s\n", FP8_STEPS_HEADER, bad[i][0]);
+    ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
+    ck_assert_str_eq(err, bad[i][1]);
+    free(c.s);
+  }
+}
+END_TEST
+
 /* Each malformed input with the exact message it must produce. */
 static const struct {
   const char *line; /* a data line (line 2), or a whole text when it starts with '!' */
   const char *msg;
 } BAD[] = {
     {"!", "t.csv:1: empty file (expected the steps.csv header)"},
-    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 19"},
+    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 24"},
     {"!tensor,role,stp,recipe\n", "t.csv:1: not a steps.csv header: column 3 is 'stp', expected 'step'"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0", "t.csv:2: expected 19 fields, found 18"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0,1,2", "t.csv:2: expected 19 fields, found more than 19"},
@@ -218,7 +256,7 @@ static const struct {
     {"x.input,input,-1," D_CFG ",1,1,100,0,0,0,0,0,0,1", "t.csv:2: column step: expected a step number >= 0, found '-1'"},
     {"x.input,input,0,d d,delayed,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column recipe: expected a recipe label (A-Z a-z 0-9 _ . -), found 'd d'"},
-    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed or current, found 'lazy'"},
+    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed, current, mxfp8, block or rowwise, found 'lazy'"},
     {"x.input,input,0,d,delayed,hybrid,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column format: expected e4m3 or e5m2, found 'hybrid'"},
     {"x.input,input,0,d,delayed,e4m3,0,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column history_len: expected an integer in 1..1048576 for delayed scaling, found '0'"},
@@ -227,7 +265,7 @@ static const struct {
     {"x.input,input,0,d,delayed,e4m3,16,0,mean,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column amax_compute: expected max or most_recent for delayed scaling, found 'mean'"},
     {"x.input,input,0,c,current,e4m3,16,,,1,1,100,0,0,0,0,0,0,1",
-     "t.csv:2: column history_len: expected an empty field for current scaling, found '16'"},
+     "t.csv:2: column history_len: expected an empty field for non-delayed kinds, found '16'"},
     {"x.input,input,0," D_CFG ",abc,1,100,0,0,0,0,0,0,1", "t.csv:2: column amax: expected a number >= 0 or inf, found 'abc'"},
     {"x.input,input,0," D_CFG ",0x1p3,1,100,0,0,0,0,0,0,1", "t.csv:2: column amax: expected a number >= 0 or inf, found '0x1p3'"},
     {"x.input,input,0," D_CFG ",nan,1,100,0,0,0,0,0,0,1", "t.csv:2: column amax: expected a number >= 0 or inf, found 'nan'"},
@@ -730,6 +768,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, malformed_lines);
   tcase_add_test(tc, malformed_consistency);
   tcase_add_test(tc, load_from_file);
+  tcase_add_test(tc, block_columns);
   suite_add_tcase(s, tc);
   tc = tcase_create("recommend");
   tcase_add_test(tc, recommendations_rules);

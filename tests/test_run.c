@@ -108,16 +108,17 @@ START_TEST(test_tiny_rows_by_hand) {
   ck_assert_int_eq(count_lines(csv), 1 + 2 * 2 * 3);
   static const char header[] =
       "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,"
-      "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db\n";
+      "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db,nblocks,blocks_with_overflow,"
+      "log2_scale_min,log2_scale_max,log2_scale_std\n";
   ck_assert(strncmp(csv, header, strlen(header)) == 0);
   /* step 0: every delayed configuration uses scale 1; x*1 fits E4M3 exactly: no error */
   char *r = find_row(csv, "m.input,input,0,d,delayed,e4m3,1,0,max,");
   ck_assert_ptr_nonnull(r);
-  ck_assert_str_eq(r, "m.input,input,0,d,delayed,e4m3,1,0,max,4,1,4,0,0,0,0,0,0,inf");
+  ck_assert_str_eq(r, "m.input,input,0,d,delayed,e4m3,1,0,max,4,1,4,0,0,0,0,0,0,inf,,,,,");
   free(r);
   /* current scaling at step 0: 448/4 = 112; 0.5*112 = 56 exact, all exact again */
   r = find_row(csv, "m.input,input,0,c,current,e4m3,,,,");
-  ck_assert_str_eq(r, "m.input,input,0,c,current,e4m3,,,,4,112,4,0,0,0,0,0,0,inf");
+  ck_assert_str_eq(r, "m.input,input,0,c,current,e4m3,,,,4,112,4,0,0,0,0,0,0,inf,,,,,");
   free(r);
   /* step 2: history {4 (step 0), 8 (step 1, amax.csv)}: L=1 -> 448/8 = 56, L=2 -> 56 too;
    * 100*56 = 5600 overflows; 2^-12*56 = 0.013671875 = 7*2^-9: subnormal code 7, exact;
@@ -135,12 +136,12 @@ START_TEST(test_tiny_rows_by_hand) {
     x2 += (double)xin[i] * (double)xin[i];
   }
   char expect[256];
-  snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,1,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g",
+  snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,1,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g,,,,,",
            e2 / 4.0, 10.0 * log10(x2 / e2));
   ck_assert_str_eq(r, expect);
   free(r);
   r = find_row(csv, "m.input,input,2,d,delayed,e4m3,2,0,max,");
-  snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,2,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g",
+  snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,2,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g,,,,,",
            e2 / 4.0, 10.0 * log10(x2 / e2));
   ck_assert_str_eq(r, expect);
   free(r);
@@ -153,7 +154,7 @@ START_TEST(test_tiny_rows_by_hand) {
   /* grad_output: E5M2 (hybrid); amax 0 at step 1 keeps the state: step 2 uses 57344/2 */
   r = find_row(csv, "m.grad_output,grad_output,2,d,delayed,e5m2,1,0,max,");
   ck_assert_ptr_nonnull(r);
-  ck_assert_str_eq(r, "m.grad_output,grad_output,2,d,delayed,e5m2,1,0,max,0.5,28672,2,0,1,0,0,0,0,inf");
+  ck_assert_str_eq(r, "m.grad_output,grad_output,2,d,delayed,e5m2,1,0,max,0.5,28672,2,0,1,0,0,0,0,inf,,,,,");
   free(r);
   free(csv);
 
@@ -182,6 +183,12 @@ START_TEST(test_tiny_rows_by_hand) {
                    "m.input,2,-12,1\nm.input,2,1,1\nm.input,2,6,1\n");
   free(h);
 
+  /* no layer triplet (m has no weight): no gemm.csv */
+  p = path_in("out/gemm.csv");
+  struct stat gsb;
+  ck_assert_int_ne(stat(p, &gsb), 0);
+  free(p);
+
   /* run.json: parses, names the version and counts the rows */
   p = path_in("out/run.json");
   json_error_t jerr;
@@ -194,6 +201,66 @@ START_TEST(test_tiny_rows_by_hand) {
   ck_assert_int_eq(json_array_size(json_object_get(json_object_get(j, "experiment"), "configurations")), 3);
   ck_assert(json_array_size(json_object_get(j, "inputs")) == 4); /* ini, 2 snapshots, amax.csv */
   json_decref(j);
+}
+END_TEST
+
+/* A layer triplet worked by hand: X = [[1.0625, 2]], W = [[1, 0]], dY = [[1]]. At step 0 the
+ * delayed scale is 1: 1.0625 is an E4M3 tie between 1 and 1.125 and rounds to 1 (even), all else
+ * is exact. fprop: Y_ref 1.0625, Y 1 -> 0.0625/1.0625; dgrad exact; wgrad: [[1.0625, 2]] against
+ * [[1, 2]]. Row-wise pow2 scales land on the same ties (X: 448/2 -> 128, 136 -> 128; column-wise
+ * X[0]: 448/1.0625 -> 256, 272 -> 256), so the rowwise rows equal the delayed ones. */
+START_TEST(test_gemm_by_hand) {
+  char *tdir = path_in("trace");
+  mkdir(tdir, 0777);
+  free(tdir);
+  float x[2] = {1.0625f, 2.0f}, w[2] = {1.0f, 0.0f}, g[1] = {1.0f};
+  fp8_tensor_out t[3] = {{"l.grad_output", FP8_DTYPE_F32, 2, {1, 1}, g},
+                         {"l.input", FP8_DTYPE_F32, 2, {1, 2}, x},
+                         {"l.weight", FP8_DTYPE_F32, 2, {1, 2}, w}};
+  char err[FP8_ERRLEN], *p = path_in("trace/step_0.safetensors");
+  ck_assert_int_eq(fp8_safetensors_write(p, t, 3, NULL, err, sizeof err), FP8_OK);
+  free(p);
+  write_text("g.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
+                      "[recipe.row]\nkind = rowwise\n[output]\ndir = out\n");
+  char *out;
+  int rc = run_cli(&out, "run g.ini --quiet --no-report");
+  ck_assert_msg(rc == 0, "%s", out);
+  free(out);
+  p = path_in("out/gemm.csv");
+  char *csv = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_ptr_nonnull(csv);
+  double f = 0.0625 / 1.0625, wg = 0.0625 / sqrt(1.0625 * 1.0625 + 4.0);
+  char expect[1024];
+  snprintf(expect, sizeof expect,
+           "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
+           "l,fprop,0,d,delayed,4,0,max,%.9g\nl,fprop,0,row,rowwise,,,,%.9g\n"
+           "l,dgrad,0,d,delayed,4,0,max,0\nl,dgrad,0,row,rowwise,,,,0\n"
+           "l,wgrad,0,d,delayed,4,0,max,%.9g\nl,wgrad,0,row,rowwise,,,,%.9g\n",
+           f, f, wg, wg);
+  ck_assert_str_eq(csv, expect);
+  free(csv);
+  /* the rowwise steps.csv row of X: one block (one row), scale 2^7, 1.0625 -> 1 */
+  p = path_in("out/steps.csv");
+  csv = tu_read_file(p, NULL);
+  free(p);
+  char *r = find_row(csv, "l.input,input,0,row,rowwise,e4m3,,,,2,,");
+  ck_assert_ptr_nonnull(r);
+  double snr = 10.0 * log10((1.0625 * 1.0625 + 4.0) / (0.0625 * 0.0625));
+  snprintf(expect, sizeof expect, "l.input,input,0,row,rowwise,e4m3,,,,2,,2,0,0,0,0,0,%.9g,%.9g,1,0,7,7,0",
+           0.0625 * 0.0625 / 2.0, snr);
+  ck_assert_str_eq(r, expect);
+  free(r);
+  free(csv);
+  /* gemm = false: no gemm.csv */
+  write_text("g2.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\n[analysis]\ngemm = false\n"
+                       "[output]\ndir = out2\n");
+  ck_assert_int_eq(run_cli(&out, "run g2.ini --quiet --no-report"), 0);
+  free(out);
+  p = path_in("out2/gemm.csv");
+  struct stat sb;
+  ck_assert_int_ne(stat(p, &sb), 0);
+  free(p);
 }
 END_TEST
 
@@ -326,6 +393,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tiny_rows_by_hand);
+  tcase_add_test(tc, test_gemm_by_hand);
   tcase_add_test(tc, test_threads_same_output);
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);

@@ -110,10 +110,15 @@ extern "C" {
 #endif
 
 /** The 19 columns of steps.csv, in order (README "Outputs"). */
-#define FP8_STEPS_HEADER                                                                    \
+#define FP8_STEPS_HEADER_V1                                                                 \
   "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,"     \
   "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db"
-#define FP8_STEPS_NCOLS 19
+#define FP8_STEPS_NCOLS_V1 19
+/** The steps.csv header: the first 19 columns, then the block columns (appended with the block
+ *  recipes; empty for per-tensor kinds). Files with the 19-column header still load. */
+#define FP8_STEPS_HEADER                                                                    \
+  FP8_STEPS_HEADER_V1 ",nblocks,blocks_with_overflow,log2_scale_min,log2_scale_max,log2_scale_std"
+#define FP8_STEPS_NCOLS 24
 
 /** The header of analysis.csv (columns: top of this file). */
 #define FP8_ANALYSIS_HEADER                                                                  \
@@ -149,10 +154,12 @@ typedef struct {
   int32_t margin;                /**< delayed: |m| <= 64; current: 0 (column empty) */
   fp8_amax_compute amax_compute; /**< delayed only (FP8_AMAX_MAX for current) */
   double amax;                   /**< >= 0, may be inf */
-  double scale;                  /**< > 0, finite */
+  double scale;                  /**< > 0, finite; NaN for block kinds (per-block scales) */
   int64_t n, nonfinite, zeros, overflow, underflow, subnormal; /**< counts, each <= n */
   double mse;                    /**< >= 0; nan exactly when the row has no finite element */
   double snr_db;                 /**< may be inf (error 0); never nan or -inf */
+  int64_t nblocks, blocks_with_overflow; /**< block kinds; -1 for per-tensor kinds */
+  double log2_scale_min, log2_scale_max, log2_scale_std; /**< block kinds; NaN otherwise */
   int64_t line;                  /**< line number in the file (header = 1) */
   size_t group;                  /**< index into fp8_steps_table.groups */
 } fp8_step_row;

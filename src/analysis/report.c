@@ -39,6 +39,10 @@ typedef struct {
   /* aggregates over all tensors */
   int64_t overflow, finite;
   double snr_median; /* median over tensors of their median SNR */
+  /* gemm.csv: rel_error per GEMM (fprop, dgrad, wgrad) over layers and steps */
+  double *gemm[3];
+  size_t ngemm[3], capgemm[3];
+  double gemm_median[3];
 } cfg_t;
 
 typedef struct {
@@ -94,7 +98,7 @@ static void cfg_label(cfg_t *c) {
     snprintf(c->label, sizeof c->label, "%s L=%d m=%d %s", c->recipe, (int)c->h, (int)c->m,
              c->ac == FP8_AMAX_MAX ? "max" : "recent");
   else
-    snprintf(c->label, sizeof c->label, "%s (current)", c->recipe);
+    snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
 }
 
 static int build_configs(rep_t *r) {
@@ -267,6 +271,80 @@ static int load_histogram(const rep_t *r, const char *tensor, int64_t step, doub
   *nbins = hi - lo + 1;
   for (int b = lo; b <= hi; b++) counts[b - lo] = tmp[b - FP8_LOG2_HIST_MIN];
   return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ gemm.csv */
+
+/* Reads gemm.csv (absent: no GEMM section) into the configurations' rel_error lists. */
+static int load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/gemm.csv", r->outdir);
+  *have = 0;
+  FILE *fp = fopen(path, "r");
+  if (!fp) return FP8_OK;
+  char line[2048];
+  int64_t lineno = 0;
+  int rc = FP8_OK;
+  while (fgets(line, sizeof line, fp)) {
+    lineno++;
+    line[strcspn(line, "\r\n")] = 0;
+    if (lineno == 1) {
+      if (strcmp(line, "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error") != 0) {
+        rc = fail(FP8_EFORMAT, err, errlen, "%s:1: not a gemm.csv header", path);
+        break;
+      }
+      continue;
+    }
+    char *f[9];
+    int n = 0;
+    f[n++] = line;
+    for (char *p = line; *p && n < 9; p++)
+      if (*p == ',') {
+        *p = 0;
+        f[n++] = p + 1;
+      }
+    if (n != 9) {
+      rc = fail(FP8_EFORMAT, err, errlen, "%s:%lld: expected 9 fields", path, (long long)lineno);
+      break;
+    }
+    int g = strcmp(f[1], "fprop") == 0 ? 0 : strcmp(f[1], "dgrad") == 0 ? 1 : strcmp(f[1], "wgrad") == 0 ? 2 : -1;
+    char *end;
+    double v = strtod(f[8], &end);
+    if (g < 0 || *end) {
+      rc = fail(FP8_EFORMAT, err, errlen, "%s:%lld: bad gemm or rel_error", path, (long long)lineno);
+      break;
+    }
+    int is_delayed = strcmp(f[4], "delayed") == 0;
+    for (size_t c = 0; c < r->ncfg; c++) {
+      cfg_t *x = &r->cfgs[c];
+      if (strcmp(x->recipe, f[3]) != 0 || strcmp(fp8_recipe_kind_name(x->kind), f[4]) != 0) continue;
+      if (is_delayed && (x->h != atoi(f[5]) || x->m != atoi(f[6]) ||
+                         strcmp(fp8_amax_compute_name(x->ac), f[7]) != 0))
+        continue;
+      if (x->ngemm[g] == x->capgemm[g]) {
+        size_t nc = x->capgemm[g] ? 2 * x->capgemm[g] : 64;
+        double *nb = realloc(x->gemm[g], nc * sizeof *nb);
+        if (!nb) {
+          rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+          goto done;
+        }
+        x->gemm[g] = nb;
+        x->capgemm[g] = nc;
+      }
+      if (!isnan(v)) x->gemm[g][x->ngemm[g]++] = v;
+      *have = 1;
+      break;
+    }
+  }
+done:
+  fclose(fp);
+  for (size_t c = 0; c < r->ncfg; c++)
+    for (int g = 0; g < 3; g++) {
+      cfg_t *x = &r->cfgs[c];
+      gsl_sort(x->gemm[g], 1, x->ngemm[g]);
+      x->gemm_median[g] = x->ngemm[g] ? gsl_stats_median_from_sorted_data(x->gemm[g], 1, x->ngemm[g]) : NAN;
+    }
+  return rc;
 }
 
 /* ------------------------------------------------------------------ plots */
@@ -614,6 +692,41 @@ done:
   return rc;
 }
 
+/* 6. GEMM error per configuration: median rel_error of fprop, dgrad and wgrad. */
+static int plot_gemm(rep_t *r, char *err, size_t errlen) {
+  const char **cat = calloc(r->ncfg + 1, sizeof *cat);
+  double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
+  int rc = FP8_OK;
+  if (!cat || !v) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  for (size_t c = 0; c < r->ncfg; c++) {
+    cat[c] = r->cfgs[c].label;
+    for (int g = 0; g < 3; g++) v[(size_t)g * r->ncfg + c] = r->cfgs[c].gemm_median[g];
+  }
+  fp8_bar_series bs[3] = {{v, "fprop (input x weight)", FP8_COLOR_BLUE},
+                          {v + r->ncfg, "dgrad (grad_output x weight)", FP8_COLOR_ORANGE},
+                          {v + 2 * r->ncfg, "wgrad (grad_output^T x input)", FP8_COLOR_GREEN}};
+  char path[4600];
+  plot_path(r, "gemm_error.png", path, sizeof path);
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
+  fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
+                  .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
+                  .grid = 1, .text = text, .ntext = 3, .width = r->ncfg > 16 ? 1600 : 1200, .height = 900};
+  rc = fp8_plot_bars(path, &ch, cat, r->ncfg, bs, 3, err, errlen);
+  if (rc) goto done;
+  plot_t *p = plot_add(r, "gemm_error.png");
+  if (p) {
+    snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
+    snprintf(p->caption, sizeof p->caption,
+             "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
+             "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot steps.");
+    r->nplots++;
+  }
+done:
+  free(cat);
+  free(v);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ the document */
 
 static const char *fmt_rate(double v, char *buf, size_t n) {
@@ -846,6 +959,39 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
   }
 }
 
+static void add_gemm(rep_t *r, fp8_doc *d) {
+  size_t best = (size_t)-1;
+  double bestv = INFINITY;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
+    if (!isnan(m) && m < bestv) {
+      bestv = m;
+      best = c;
+    }
+  }
+  if (best == (size_t)-1) return;
+  fp8_doc_heading(d, 2, "GEMM error");
+  fp8_doc_markdownf(d,
+                    "What finally matters is the error of the GEMM outputs: for every layer whose input, "
+                    "weight and grad_output were captured, fprop, dgrad and wgrad computed from the "
+                    "dequantized FP8 operands (FP32 GEMM; block recipes with their blocks along each "
+                    "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
+                    "operands (double). Lowest mean of the three medians: **%s** (%.3g).",
+                    r->cfgs[best].label, bestv);
+  if (r->ref >= 0 && !isnan(r->cfgs[r->ref].gemm_median[0]))
+    fp8_doc_markdownf(d, "For comparison, %s: fprop %.3g, dgrad %.3g, wgrad %.3g.", r->cfgs[r->ref].label,
+                      r->cfgs[r->ref].gemm_median[0], r->cfgs[r->ref].gemm_median[1], r->cfgs[r->ref].gemm_median[2]);
+  const char *hdr[] = {"configuration", "fprop", "dgrad", "wgrad"};
+  fp8_doc_table_begin(d, 4, hdr, "lrrr");
+  for (size_t c = 0; c < r->ncfg; c++) {
+    char b[3][32];
+    for (int g = 0; g < 3; g++) fmt_rate(r->cfgs[c].gemm_median[g], b[g], sizeof b[g]);
+    const char *cells[] = {r->cfgs[c].label, b[0], b[1], b[2]};
+    fp8_doc_table_row(d, cells);
+  }
+}
+
 static void add_config_table(rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   fp8_doc_heading(d, 2, "All configurations");
@@ -889,9 +1035,11 @@ static fp8_doc *build_doc(rep_t *r, const char *img_prefix, const char *csv_pref
     snprintf(path, sizeof path, "%s%s", img_prefix, r->plots[i].file);
     fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
   }
+  add_gemm(r, d);
   add_config_table(r, d);
   fp8_doc_markdown(d, "Files: steps.csv (per step, tensor and configuration), summary.csv, analysis.csv "
-                      "(statistics over steps), recommendations.csv, histograms.csv, run.json.");
+                      "(statistics over steps), recommendations.csv, histograms.csv, gemm.csv (when the "
+                      "trace has layer triplets), run.json.");
   fp8_doc_set_target(d, FP8_DOC_NOTEBOOK);
   fp8_doc_heading(d, 2, "Explore the data");
   fp8_doc_markdownf(d, "The cells below load the run's CSV files (paths relative to this notebook in "
@@ -959,6 +1107,9 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
     goto done;
   }
   find_spike(&r);
+  int have_gemm = 0;
+  rc = load_gemm(&r, &have_gemm, err, errlen);
+  if (rc) goto done;
 
   /* plots */
   snprintf(path, sizeof path, "%s/plots", outdir);
@@ -993,6 +1144,10 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   rc = plot_bars(&r, err, errlen);
   if (rc) goto done;
+  if (have_gemm) {
+    rc = plot_gemm(&r, err, errlen);
+    if (rc) goto done;
+  }
   sum->nplots = r.nplots;
 
   /* report.md in the output dir, the notebook in <outdir>/notebooks_export/ */
@@ -1015,6 +1170,8 @@ done:
   fp8_doc_free(md);
   fp8_doc_free(nb);
   free(ov);
+  for (size_t c = 0; r.cfgs && c < r.ncfg; c++)
+    for (int g = 0; g < 3; g++) free(r.cfgs[c].gemm[g]);
   free(r.cfgs);
   free(r.gcfg);
   if (r.have_rec) fp8_recommendations_free(&r.rec);

@@ -91,6 +91,7 @@ typedef struct {
   size_t errlen;
   int64_t line;
   char shown[80];
+  int ncols; /* of the header: FP8_STEPS_NCOLS or FP8_STEPS_NCOLS_V1 */
 } ctx_t;
 
 static int fail_at(ctx_t *c, int64_t line, const char *fmt, ...) {
@@ -152,10 +153,12 @@ static int parse_f64(const char *s, double *out) {
 static const char *const COLS[FP8_STEPS_NCOLS] = {
     "tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
     "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
-    "subnormal", "mse", "snr_db"};
+    "subnormal", "mse", "snr_db", "nblocks", "blocks_with_overflow", "log2_scale_min",
+    "log2_scale_max", "log2_scale_std"};
 
 enum { C_TENSOR, C_ROLE, C_STEP, C_RECIPE, C_KIND, C_FORMAT, C_HIST, C_MARGIN, C_AMAXC, C_AMAX,
-       C_SCALE, C_N, C_NONFINITE, C_ZEROS, C_OVERFLOW, C_UNDERFLOW, C_SUBNORMAL, C_MSE, C_SNR };
+       C_SCALE, C_N, C_NONFINITE, C_ZEROS, C_OVERFLOW, C_UNDERFLOW, C_SUBNORMAL, C_MSE, C_SNR,
+       C_NBLOCKS, C_BLOCKS_OVERFLOW, C_L2MIN, C_L2MAX, C_L2STD };
 
 /* Splits line (modified in place) at commas; returns the number of fields (up to max + 1). */
 static int split(char *line, char **f, int max) {
@@ -172,7 +175,14 @@ static int split(char *line, char **f, int max) {
 
 static int check_header(ctx_t *c, char *line) {
   char *f[FP8_STEPS_NCOLS + 2];
-  if (strcmp(line, FP8_STEPS_HEADER) == 0) return FP8_OK;
+  if (strcmp(line, FP8_STEPS_HEADER) == 0) {
+    c->ncols = FP8_STEPS_NCOLS;
+    return FP8_OK;
+  }
+  if (strcmp(line, FP8_STEPS_HEADER_V1) == 0) { /* fp8lab 0.1 runs before the block columns */
+    c->ncols = FP8_STEPS_NCOLS_V1;
+    return FP8_OK;
+  }
   int n = split(line, f, FP8_STEPS_NCOLS);
   for (int i = 0; i < n && i < FP8_STEPS_NCOLS; i++)
     if (strcmp(f[i], COLS[i]) != 0)
@@ -279,11 +289,10 @@ static void gmap_free(gmap *gm) {
 
 static int parse_row(ctx_t *c, char *line, fp8_step_row *r, table_priv *pv) {
   char *f[FP8_STEPS_NCOLS + 2];
-  int nf = split(line, f, FP8_STEPS_NCOLS);
-  if (nf != FP8_STEPS_NCOLS)
-    return fail_at(c, c->line, "expected %d fields, found %s%d", FP8_STEPS_NCOLS,
-                   nf > FP8_STEPS_NCOLS ? "more than " : "",
-                   nf > FP8_STEPS_NCOLS ? FP8_STEPS_NCOLS : nf);
+  int nf = split(line, f, c->ncols);
+  if (nf != c->ncols)
+    return fail_at(c, c->line, "expected %d fields, found %s%d", c->ncols,
+                   nf > c->ncols ? "more than " : "", nf > c->ncols ? c->ncols : nf);
   memset(r, 0, sizeof *r);
   r->line = c->line;
 #define BAD(col, what) \
@@ -319,7 +328,10 @@ static int parse_row(ctx_t *c, char *line, fp8_step_row *r, table_priv *pv) {
     if (!is_label_char(*p)) return BAD(C_RECIPE, "a recipe label (A-Z a-z 0-9 _ . -)");
   if (strcmp(f[C_KIND], "delayed") == 0) r->kind = FP8_KIND_DELAYED;
   else if (strcmp(f[C_KIND], "current") == 0) r->kind = FP8_KIND_CURRENT;
-  else return BAD(C_KIND, "delayed or current");
+  else if (strcmp(f[C_KIND], "mxfp8") == 0) r->kind = FP8_KIND_MXFP8;
+  else if (strcmp(f[C_KIND], "block") == 0) r->kind = FP8_KIND_BLOCK;
+  else if (strcmp(f[C_KIND], "rowwise") == 0) r->kind = FP8_KIND_ROWWISE;
+  else return BAD(C_KIND, "delayed, current, mxfp8, block or rowwise");
   istr *rc = itab_get(&pv->recipes, f[C_RECIPE], (int)r->kind, c->line, &created);
   if (!rc) return FP8_ENOMEM;
   if (!created && rc->attr != (int)r->kind)
@@ -348,14 +360,19 @@ static int parse_row(ctx_t *c, char *line, fp8_step_row *r, table_priv *pv) {
     else return BAD(C_AMAXC, "max or most_recent for delayed scaling");
   } else {
     for (int col = C_HIST; col <= C_AMAXC; col++)
-      if (*f[col]) return BAD(col, "an empty field for current scaling");
+      if (*f[col]) return BAD(col, "an empty field for non-delayed kinds");
   }
 
   /* amax, scale */
   if (!parse_f64(f[C_AMAX], &r->amax) || !(r->amax >= 0))
     return BAD(C_AMAX, "a number >= 0 or inf");
-  if (!parse_f64(f[C_SCALE], &r->scale) || !(r->scale > 0) || isinf(r->scale))
+  int blk = fp8_recipe_kind_is_block(r->kind);
+  if (blk) {
+    if (*f[C_SCALE]) return BAD(C_SCALE, "an empty field for block kinds (their scales are per block)");
+    r->scale = NAN;
+  } else if (!parse_f64(f[C_SCALE], &r->scale) || !(r->scale > 0) || isinf(r->scale)) {
     return BAD(C_SCALE, "a finite number > 0");
+  }
 
   /* counts */
   int64_t *cnt[6] = {&r->n, &r->nonfinite, &r->zeros, &r->overflow, &r->underflow, &r->subnormal};
@@ -372,13 +389,33 @@ static int parse_row(ctx_t *c, char *line, fp8_step_row *r, table_priv *pv) {
                      COLS[C_N + k], (long long)*cnt[k], (long long)finite);
 
   /* mse, snr_db */
-  if (!parse_f64(f[C_MSE], &r->mse) || r->mse < 0 || isinf(r->mse))
+  /* an MXFP8 block near FLT_MAX can dequantize to inf: mse inf, snr -inf (docs/semantics.md) */
+  if (!parse_f64(f[C_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
     return BAD(C_MSE, "a finite number >= 0 or nan");
   if (isnan(r->mse) != (finite == 0))
     return fail_at(c, c->line, "column mse: '%s' but the row has %lld finite elements (nan "
                    "exactly when there is none)", show(c, f[C_MSE]), (long long)finite);
-  if (!parse_f64(f[C_SNR], &r->snr_db) || isnan(r->snr_db) || r->snr_db == -INFINITY)
+  if (!parse_f64(f[C_SNR], &r->snr_db) || isnan(r->snr_db) || (r->snr_db == -INFINITY && !blk))
     return BAD(C_SNR, "a number or inf");
+
+  /* block statistics (empty for per-tensor kinds) */
+  r->nblocks = r->blocks_with_overflow = -1;
+  r->log2_scale_min = r->log2_scale_max = r->log2_scale_std = NAN;
+  if (c->ncols > C_NBLOCKS) {
+    if (!blk) {
+      for (int col = C_NBLOCKS; col <= C_L2STD; col++)
+        if (*f[col]) return BAD(col, "an empty field for per-tensor kinds");
+    } else {
+      if (!parse_i64(f[C_NBLOCKS], 0, &r->nblocks)) return BAD(C_NBLOCKS, "a count (integer >= 0)");
+      if (!parse_i64(f[C_BLOCKS_OVERFLOW], 0, &r->blocks_with_overflow) || r->blocks_with_overflow > r->nblocks)
+        return BAD(C_BLOCKS_OVERFLOW, "a count <= nblocks");
+      double *l2[3] = {&r->log2_scale_min, &r->log2_scale_max, &r->log2_scale_std};
+      for (int k = 0; k < 3; k++)
+        if (!parse_f64(f[C_L2MIN + k], l2[k])) return BAD(C_L2MIN + k, "a number or nan");
+    }
+  } else if (blk) {
+    return BAD(C_KIND, "a per-tensor kind in a steps.csv without block columns");
+  }
 #undef BAD
   return FP8_OK;
 }

@@ -21,6 +21,8 @@
  */
 #include "experiment.h"
 
+#include "block.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -333,26 +335,44 @@ static void exp_analysis_end(exp_ctx *c) {
         exp_fail(c, e->line, "bad overflow_budget \"%s\" (expected a fraction of elements in 0..1, "
                  "e.g. 1e-5)", e->value);
       else c->ex->overflow_budget = v;
+    } else if (strcmp(e->key, "gemm") == 0) {
+      int b;
+      if (exp_parse_bool(e->value, &b))
+        exp_fail(c, e->line, "bad gemm \"%s\" (expected true or false)", e->value);
+      else c->ex->gemm = b;
+    } else if (strcmp(e->key, "gemm_max_tokens") == 0) {
+      int64_t v;
+      if (exp_parse_i64(e->value, &v) || v < 0 || v > (int64_t)1 << 31)
+        exp_fail(c, e->line, "bad gemm_max_tokens \"%s\" (expected an integer in 0..2^31, 0 = all "
+                 "tokens)", e->value);
+      else c->ex->gemm_max_tokens = v;
     } else {
-      exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget)", e->key);
+      exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, gemm or "
+               "gemm_max_tokens)", e->key);
     }
   }
 }
 
 /* ---------------------------------------------------------------- [recipe.*] */
 
-enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_COUNT };
+enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_ROUNDING, K_BLOCK,
+       K_COUNT };
 static const char *const exp_recipe_keys[K_COUNT] = {
-    "kind", "format", "history_len", "margin", "amax_compute", "amax_epsilon", "pow2"};
+    "kind", "format", "history_len", "margin", "amax_compute", "amax_epsilon", "pow2",
+    "scale_rounding", "block"};
 #define KIND_BIT(k) (1u << (k))
+#define ALL_KINDS (KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_MXFP8) | \
+                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE))
 static const unsigned exp_recipe_key_kinds[K_COUNT] = {
-    KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* kind */
-    KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* format */
+    ALL_KINDS,                                               /* kind */
+    ALL_KINDS,                                               /* format */
     KIND_BIT(FP8_KIND_DELAYED),                              /* history_len */
     KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* margin */
     KIND_BIT(FP8_KIND_DELAYED),                              /* amax_compute */
     KIND_BIT(FP8_KIND_CURRENT),                              /* amax_epsilon */
-    KIND_BIT(FP8_KIND_CURRENT),                              /* pow2 */
+    KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* pow2 */
+    KIND_BIT(FP8_KIND_MXFP8),                                /* scale_rounding */
+    KIND_BIT(FP8_KIND_BLOCK),                                /* block */
 };
 
 static int exp_recipe_key(const char *key) {
@@ -406,6 +426,18 @@ static const char *exp_parse_item(int k, const char *s, int64_t *v, double *d, c
     *v = b;
     return NULL;
   }
+  case K_ROUNDING: {
+    fp8_mx_rounding r;
+    if (fp8_mx_rounding_parse(s, &r)) return "ceil or floor";
+    *v = r;
+    return NULL;
+  }
+  case K_BLOCK: {
+    fp8_block_shape b;
+    if (fp8_block_shape_parse(s, &b)) return "1x128, 128x128 or auto";
+    *v = b;
+    return NULL;
+  }
   default:
     return "a value";
   }
@@ -424,21 +456,26 @@ static void exp_recipe_end(exp_ctx *c) {
     if (k < 0)
       exp_fail(c, c->ents[i].line,
                "unknown key %s in [%s] (expected kind, format, history_len, margin, "
-               "amax_compute, amax_epsilon or pow2)",
+               "amax_compute, amax_epsilon, pow2, scale_rounding or block)",
                c->ents[i].key, c->secname);
     else if (k == K_KIND) kind_ent = &c->ents[i];
   }
   if (!kind_ent) {
     if (!c->has_err)
-      exp_fail(c, c->sec_line, "[%s] has no kind (expected kind = delayed or current)",
+      exp_fail(c, c->sec_line,
+               "[%s] has no kind (expected kind = delayed, current, mxfp8, block or rowwise)",
                c->secname);
     goto done;
   }
   fp8_recipe_kind kind;
   if (strcasecmp(kind_ent->value, "delayed") == 0) kind = FP8_KIND_DELAYED;
   else if (strcasecmp(kind_ent->value, "current") == 0) kind = FP8_KIND_CURRENT;
+  else if (strcasecmp(kind_ent->value, "mxfp8") == 0) kind = FP8_KIND_MXFP8;
+  else if (strcasecmp(kind_ent->value, "block") == 0) kind = FP8_KIND_BLOCK;
+  else if (strcasecmp(kind_ent->value, "rowwise") == 0) kind = FP8_KIND_ROWWISE;
   else {
-    exp_fail(c, kind_ent->line, "bad kind \"%s\" (expected a single value, delayed or current)",
+    exp_fail(c, kind_ent->line,
+             "bad kind \"%s\" (expected a single value: delayed, current, mxfp8, block or rowwise)",
              kind_ent->value);
     goto done;
   }
@@ -461,11 +498,11 @@ static void exp_recipe_end(exp_ctx *c) {
       exp_fail(c, e->line, "empty item in the list %s = %s", e->key, e->value);
       continue;
     }
-    if (kind == FP8_KIND_CURRENT && k != K_FORMAT && l.n > 1) {
+    if (kind != FP8_KIND_DELAYED && k != K_FORMAT && l.n > 1) {
       exp_fail(c, e->line,
-               "%s must be a single value for kind current: steps.csv has no column to tell "
+               "%s must be a single value for kind %s: steps.csv has no column to tell "
                "such configurations apart (use one [recipe.*] section per setting)",
-               e->key);
+               e->key, fp8_recipe_kind_name(kind));
       exp_list_free(&l);
       continue;
     }
@@ -497,7 +534,10 @@ static void exp_recipe_end(exp_ctx *c) {
   if (c->nomem || c->nfail != c->sec_nfail) goto done;
 
   /* Absent keys: their default, as a one-value axis. */
-  static const int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0};
+  /* pow2 defaults to true for block and rowwise (DeepSeek-V3, torchao), false for current */
+  int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0, FP8_MX_ROUND_CEIL,
+                               FP8_BLOCK_SHAPE_AUTO};
+  defaults[K_POW2] = kind == FP8_KIND_BLOCK || kind == FP8_KIND_ROWWISE;
   for (int k = K_FORMAT; k < K_COUNT; k++) {
     if (vals[k]) continue;
     vals[k] = malloc(sizeof *vals[k]);
@@ -554,12 +594,16 @@ static void exp_recipe_end(exp_ctx *c) {
       cf->amax_compute = (fp8_amax_compute)vals[K_AMAX_COMPUTE][idx[3]];
       fp8_delayed_params p = {cf->history_len, cf->margin, cf->amax_compute, FP8_E4M3};
       if (fp8_delayed_params_check(&p)) goto bad_params;
-    } else {
+    } else if (kind == FP8_KIND_CURRENT) {
       cf->margin = (int32_t)vals[K_MARGIN][0];
       cf->amax_epsilon = (float)eps;
       cf->pow2 = (int)vals[K_POW2][0];
       fp8_current_params p = {cf->amax_epsilon, cf->pow2 != 0, cf->margin, FP8_E4M3};
       if (fp8_current_params_check(&p)) goto bad_params;
+    } else {
+      cf->pow2 = (int)vals[K_POW2][0];
+      cf->mx_rounding = (int)vals[K_ROUNDING][0];
+      cf->block_shape = (int)vals[K_BLOCK][0];
     }
   }
   ex->nconfigs += count;
@@ -808,6 +852,8 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->synth_steps = 200;
   ex->synth_seed = 1;
   ex->overflow_budget = 1e-5;
+  ex->gemm = 1;
+  ex->gemm_max_tokens = 1024;
   ex->step_stride = 1;
   ex->file = strdup(path);
   if (!ex->file || exp_names(ex) != FP8_OK) {
@@ -889,10 +935,17 @@ int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name) {
   return 0;
 }
 
+int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
+  return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
+}
+
 const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
   switch (k) {
   case FP8_KIND_DELAYED: return "delayed";
   case FP8_KIND_CURRENT: return "current";
+  case FP8_KIND_MXFP8: return "mxfp8";
+  case FP8_KIND_BLOCK: return "block";
+  case FP8_KIND_ROWWISE: return "rowwise";
   }
   return "unknown";
 }

@@ -5,7 +5,8 @@
  *             synth_steps, synth_seed (for synth: paths)
  *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
- *   [analysis] overflow_budget (fraction of elements, default 1e-5)
+ *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
+ *             gemm_max_tokens (default 1024, 0 = all)
  *   [output]  dir
  * Errors: FP8_EINVAL with "file:line: message" in err.
  */
@@ -17,7 +18,17 @@
 
 #include "fp8.h"
 
-typedef enum { FP8_KIND_DELAYED, FP8_KIND_CURRENT } fp8_recipe_kind;
+/** Recipe kinds: per-tensor (delayed, current) and per-block (mxfp8, block, rowwise). */
+typedef enum {
+  FP8_KIND_DELAYED,
+  FP8_KIND_CURRENT,
+  FP8_KIND_MXFP8,   /**< OCP MX: 1x32 blocks, E8M0 scales (scale_rounding ceil | floor) */
+  FP8_KIND_BLOCK,   /**< DeepSeek-V3 / TE Float8BlockScaling: 1x128 / 128x128 (block = auto) */
+  FP8_KIND_ROWWISE, /**< one current scale per row (torchao rowwise) */
+} fp8_recipe_kind;
+
+/** True for the per-block kinds (steps.csv's scale column is empty for them). */
+int fp8_recipe_kind_is_block(fp8_recipe_kind k);
 
 /** Most configurations one experiment file may expand to (all recipe sections together). */
 #define FP8_EXPERIMENT_MAX_CONFIGS 4096
@@ -33,7 +44,10 @@ typedef struct {
   fp8_amax_compute amax_compute;
   /* current */
   float amax_epsilon;
-  int pow2;
+  int pow2;                    /**< current, block, rowwise */
+  /* block kinds */
+  int mx_rounding;             /**< fp8_mx_rounding (mxfp8) */
+  int block_shape;             /**< fp8_block_shape (block) */
 } fp8_config;
 
 typedef struct {
@@ -51,6 +65,8 @@ typedef struct {
   char **tensor_globs; /**< empty = all tensors */
   char *out_dir;       /**< resolved; NULL when not given */
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
+  int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
+  int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
 } fp8_experiment;

@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "block.h"
+#include "gemm.h"
 #include "outfile.h"
 #include "synth.h"
 
@@ -52,7 +54,9 @@ typedef struct {
   int csv_has;
   float csv_amax;
   fp8_stats *st;          /* per configuration, this step */
-  float *scale;           /* per configuration, this step */
+  float *scale;           /* per configuration, this step (NaN for block kinds) */
+  fp8_block_stats *bst;   /* per configuration, this step (block kinds) */
+  int oom;                /* this step's evaluation ran out of memory */
   int64_t hist[HIST_BINS]; /* this step's log2|x| histogram */
 } tensor_t;
 
@@ -118,7 +122,11 @@ static void put_config_cols(FILE *fp, const fp8_config *c, fp8_format f) {
 
 static const char STEPS_HEADER[] =
     "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,nonfinite,"
-    "zeros,overflow,underflow,subnormal,mse,snr_db\n";
+    "zeros,overflow,underflow,subnormal,mse,snr_db,nblocks,blocks_with_overflow,log2_scale_min,"
+    "log2_scale_max,log2_scale_std\n";
+
+static const char GEMM_HEADER[] =
+    "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n";
 
 static const char SUMMARY_HEADER[] =
     "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,n,nonfinite,zeros,"
@@ -126,6 +134,16 @@ static const char SUMMARY_HEADER[] =
     "steps_with_overflow,mse,snr_db,snr_db_min,amax_max\n";
 
 /* ------------------------------------------------------------------ per-tensor work */
+
+/* The block recipe of configuration cf for a tensor of role r and format f. */
+static fp8_block_params block_params(const fp8_config *cf, fp8_role r, fp8_format f) {
+  switch (cf->kind) {
+  case FP8_KIND_MXFP8: return fp8_block_params_mxfp8(f, (fp8_mx_rounding)cf->mx_rounding);
+  case FP8_KIND_BLOCK:
+    return fp8_block_params_tile(f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r), cf->pow2 != 0);
+  default: return fp8_block_params_rowwise(f, cf->pow2 != 0);
+  }
+}
 
 /* Widens the tensor once, takes its amax, then runs every configuration over L1-sized chunks. */
 static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
@@ -138,8 +156,9 @@ static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
     *cap = *buf ? n : 0;
   }
   float *x = *buf;
-  if (!x && n) { /* out of memory: mark by NaN scale; caller reports */
-    for (size_t c = 0; c < nc; c++) t->scale[c] = NAN;
+  t->oom = 0;
+  if (!x && n) { /* out of memory: the caller reports it */
+    t->oom = 1;
     return;
   }
   fp8_dtype_to_f32(v->dtype, v->data, n, x);
@@ -148,19 +167,29 @@ static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
   fp8_log2_histogram(x, n, t->hist);
   for (size_t c = 0; c < nc; c++) {
     const fp8_config *cf = &r->ex->configs[c];
+    fp8_stats_init(&t->st[c]);
     if (cf->kind == FP8_KIND_DELAYED) {
       t->scale[c] = t->dl[c].scale;
-    } else {
+    } else if (cf->kind == FP8_KIND_CURRENT) {
       fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
                               .margin = cf->margin, .format = t->fmt[c]};
       t->scale[c] = fp8_current_scale(&p, t->amax);
+    } else {
+      /* per-block scales: the whole (widened, in-memory) tensor, blocks along its last dim */
+      t->scale[c] = NAN;
+      int64_t rows, cols;
+      fp8_block_params bp = block_params(cf, t->role, t->fmt[c]);
+      fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
+      if (fp8_block_quantize_f32(x, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &t->st[c], &t->bst[c]) ==
+          FP8_ENOMEM)
+        t->oom = 1;
     }
-    fp8_stats_init(&t->st[c]);
   }
   for (size_t off = 0; off < n; off += CHUNK) {
     size_t m = n - off < CHUNK ? n - off : CHUNK;
     for (size_t c = 0; c < nc; c++)
-      fp8_quantize_f32(x + off, m, t->scale[c], t->fmt[c], NULL, NULL, &t->st[c]);
+      if (!fp8_recipe_kind_is_block(r->ex->configs[c].kind))
+        fp8_quantize_f32(x + off, m, t->scale[c], t->fmt[c], NULL, NULL, &t->st[c]);
   }
 }
 
@@ -193,6 +222,128 @@ static void run_workers(run_t *r, int threads) {
     if (pthread_create(&tid[i], NULL, worker, r) == 0) started++;
   if (started == 0) worker(r);
   for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+}
+
+
+/* ------------------------------------------------------------------ GEMM error */
+
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The tensor `<layer>.<role>` present (and selected) at this step, or NULL. */
+static tensor_t *layer_tensor(run_t *r, const char *layer, const char *role) {
+  char name[1024];
+  if ((size_t)snprintf(name, sizeof name, "%s.%s", layer, role) >= sizeof name) return NULL;
+  ssize_t idx = find_tensor(r, name);
+  return idx >= 0 && r->t[idx].view ? &r->t[idx] : NULL;
+}
+
+static float *widen(const fp8_tensor_view *v) {
+  float *x = malloc(((size_t)v->numel + 1) * sizeof *x);
+  if (x) fp8_dtype_to_f32(v->dtype, v->data, (size_t)v->numel, x);
+  return x;
+}
+
+/* gemm.csv rows of one snapshot step: for every layer with input, weight and grad_output of
+ * matching shapes, the relative error of fprop, dgrad and wgrad under every configuration. */
+static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long long *nrows, char *err,
+                     size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  size_t nc = ex->nconfigs, nl = 0;
+  int rc = FP8_OK;
+  char **layers = calloc(s->ntensors + 1, sizeof *layers);
+  double *rel = calloc(nc * FP8_GEMM_COUNT + 1, sizeof *rel);
+  float *buf[9] = {0};
+  fp8_gemm_ref ref;
+  memset(&ref, 0, sizeof ref);
+  if (!layers || !rel) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  for (size_t k = 0; k < s->ntensors; k++) {
+    const char *nm = s->tensors[k].name;
+    size_t L = strlen(nm);
+    if (L > 6 && strcmp(nm + L - 6, ".input") == 0) {
+      layers[nl] = strndup(nm, L - 6);
+      if (!layers[nl]) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+      nl++;
+    }
+  }
+  qsort(layers, nl, sizeof *layers, cmp_cstr);
+  for (size_t li = 0; li < nl; li++) {
+    tensor_t *tx = layer_tensor(r, layers[li], "input"), *tw = layer_tensor(r, layers[li], "weight"),
+             *tg = layer_tensor(r, layers[li], "grad_output");
+    if (!tx || !tw || !tg) continue;
+    int64_t T, in, out, in2, T2, out2;
+    fp8_block_view_2d(tx->view->shape, tx->view->ndim, &T, &in);
+    fp8_block_view_2d(tw->view->shape, tw->view->ndim, &out, &in2);
+    fp8_block_view_2d(tg->view->shape, tg->view->ndim, &T2, &out2);
+    if (T != T2 || in != in2 || out != out2 || T == 0 || in == 0 || out == 0) continue;
+    size_t nx = (size_t)(T * in), nw = (size_t)(out * in), ng = (size_t)(T * out);
+    /* buf: X, W, G originals; then dequantized X, W, G row-wise; X, W, G column-wise */
+    buf[0] = widen(tx->view);
+    buf[1] = widen(tw->view);
+    buf[2] = widen(tg->view);
+    size_t sizes[3] = {nx, nw, ng};
+    for (int i = 0; i < 6; i++) buf[3 + i] = malloc((sizes[i % 3] + 1) * sizeof(float));
+    for (int i = 0; i < 9; i++)
+      if (!buf[i]) { rc = fail(FP8_ENOMEM, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
+    rc = fp8_gemm_ref_init(&ref, buf[0], buf[1], buf[2], T, in, out, ex->gemm_max_tokens);
+    if (rc) { fail(rc, err, errlen, "layer %s: GEMM reference: %s", layers[li], fp8_strerror(rc)); goto done; }
+    tensor_t *ts[3] = {tx, tw, tg};
+    int64_t rows[3] = {T, out, T}, cols[3] = {in, in, out};
+    for (size_t c = 0; c < nc; c++) {
+      const fp8_config *cf = &ex->configs[c];
+      fp8_gemm_operands ops;
+      if (!fp8_recipe_kind_is_block(cf->kind)) {
+        /* one per-tensor scale: the same dequantized operand in every GEMM */
+        for (int i = 0; i < 3; i++)
+          fp8_quantize_f32(buf[i], sizes[i], ts[i]->scale[c], ts[i]->fmt[c], NULL, buf[3 + i], NULL);
+        ops = (fp8_gemm_operands){buf[3], buf[4], buf[5], buf[4], buf[5], buf[3]};
+      } else {
+        for (int i = 0; i < 3; i++) {
+          fp8_block_params bp = block_params(cf, ts[i]->role, ts[i]->fmt[c]);
+          fp8_stats st;
+          fp8_block_stats bs;
+          fp8_stats_init(&st);
+          int r1 = fp8_block_quantize_f32(buf[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, buf[3 + i], NULL, &st, &bs);
+          int r2 = fp8_block_quantize_f32(buf[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, buf[6 + i], NULL, &st, &bs);
+          if (r1 || r2) { rc = fail(r1 ? r1 : r2, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
+        }
+        /* TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
+         * column-wise dY and X (blocks along each GEMM's reduction dimension) */
+        ops = (fp8_gemm_operands){buf[3], buf[4], buf[5], buf[7], buf[8], buf[6]};
+      }
+      double e[FP8_GEMM_COUNT];
+      rc = fp8_gemm_errors(&ref, &ops, e);
+      if (rc) { fail(rc, err, errlen, "layer %s: GEMM: %s", layers[li], fp8_strerror(rc)); goto done; }
+      for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + c] = e[g];
+    }
+    for (int g = 0; g < FP8_GEMM_COUNT; g++)
+      for (size_t c = 0; c < nc; c++) {
+        const fp8_config *cf = &ex->configs[c];
+        fprintf(gp, "%s,%s,%lld,%s,%s,", layers[li], fp8_gemm_name((fp8_gemm_kind)g), (long long)step, cf->label,
+                fp8_recipe_kind_name(cf->kind));
+        if (cf->kind == FP8_KIND_DELAYED)
+          fprintf(gp, "%d,%d,%s,", (int)cf->history_len, (int)cf->margin, fp8_amax_compute_name(cf->amax_compute));
+        else
+          fputs(",,,", gp);
+        put_num(gp, rel[(size_t)g * nc + c]);
+        fputc('\n', gp);
+        (*nrows)++;
+      }
+    fp8_gemm_ref_free(&ref);
+    memset(&ref, 0, sizeof ref);
+    for (int i = 0; i < 9; i++) {
+      free(buf[i]);
+      buf[i] = NULL;
+    }
+  }
+done:
+  fp8_gemm_ref_free(&ref);
+  for (int i = 0; i < 9; i++) free(buf[i]);
+  for (size_t i = 0; i < nl; i++) free(layers[i]);
+  free(layers);
+  free(rel);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ progress */
@@ -293,6 +444,7 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
   json_object_set_new(root, "tensors", json_integer(sum->tensors));
   json_object_set_new(root, "configurations", json_integer(sum->configs));
   json_object_set_new(root, "rows", json_integer(sum->rows));
+  json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
   json_object_set_new(root, "threads", json_integer(threads));
   json_object_set_new(root, "amax_csv_mismatches", json_integer(mismatches));
   json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
@@ -324,6 +476,7 @@ static void tensors_free(run_t *r) {
     free(t->acc);
     free(t->st);
     free(t->scale);
+    free(t->bst);
   }
   free(r->t);
   r->t = NULL;
@@ -403,7 +556,8 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
     t->acc = calloc(nc, sizeof *t->acc);
     t->st = calloc(nc, sizeof *t->st);
     t->scale = calloc(nc, sizeof *t->scale);
-    if (!t->fmt || !t->dl || !t->acc || !t->st || !t->scale)
+    t->bst = calloc(nc, sizeof *t->bst);
+    if (!t->fmt || !t->dl || !t->acc || !t->st || !t->scale || !t->bst)
       return fail(FP8_ENOMEM, err, errlen, "out of memory");
     for (size_t c = 0; c < nc; c++) {
       const fp8_config *cf = &ex->configs[c];
@@ -491,7 +645,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int64_t *steps = NULL;
   size_t nsteps = 0;
   int32_t *amax_map = NULL;
-  fp8_outfile steps_out = {0}, hist_out = {0};
+  fp8_outfile steps_out = {0}, hist_out = {0}, gemm_out = {0};
+  long long gemm_rows = 0;
   char trace_dir[4096];
   char started[64];
   long long mismatches = 0;
@@ -525,6 +680,11 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   if (rc) goto done;
   rc = fp8_outfile_open(&hist_out, out, "histograms.csv", err, errlen);
   if (rc) goto done;
+  if (ex->gemm) {
+    rc = fp8_outfile_open(&gemm_out, out, "gemm.csv", err, errlen);
+    if (rc) goto done;
+    fputs(GEMM_HEADER, gemm_out.fp);
+  }
 
   /* The trace: generated into the output directory for synth: paths. */
   if (ex->trace_is_synth) {
@@ -627,18 +787,19 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
         for (int b = 0; b < HIST_BINS; b++)
           if (t->hist[b])
             fprintf(hp, "%s,%lld,%d,%lld\n", t->name, (long long)step, b + HIST_MIN, (long long)t->hist[b]);
+        if (t->oom) {
+          fp8_step_free(&s);
+          rc = fail(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+          goto done;
+        }
         for (size_t c = 0; c < ex->nconfigs; c++) {
-          if (isnan(t->scale[c])) {
-            fp8_step_free(&s);
-            rc = fail(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
-            goto done;
-          }
           const fp8_stats *st = &t->st[c];
+          int blk = fp8_recipe_kind_is_block(ex->configs[c].kind);
           fprintf(fp, "%s,%s,%lld,", t->name, fp8_role_name(t->role), (long long)step);
           put_config_cols(fp, &ex->configs[c], t->fmt[c]);
           put_num(fp, t->amax);
           fputc(',', fp);
-          put_num(fp, t->scale[c]);
+          if (!blk) put_num(fp, t->scale[c]);
           fprintf(fp, ",%lld,%lld,%lld,%lld,%lld,%lld,", (long long)st->n, (long long)st->nonfinite,
                   (long long)st->zeros, (long long)st->overflow, (long long)st->underflow,
                   (long long)st->subnormal);
@@ -646,7 +807,18 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
           put_num(fp, fp8_stats_mse(st));
           fputc(',', fp);
           put_num(fp, snr);
-          fputc('\n', fp);
+          if (blk) {
+            const fp8_block_stats *b = &t->bst[c];
+            fprintf(fp, ",%lld,%lld,", (long long)b->nblocks, (long long)b->blocks_with_overflow);
+            put_num(fp, b->log2_scale_min);
+            fputc(',', fp);
+            put_num(fp, b->log2_scale_max);
+            fputc(',', fp);
+            put_num(fp, b->log2_scale_std);
+            fputc('\n', fp);
+          } else {
+            fputs(",,,,,\n", fp);
+          }
           acc_t *a = &t->acc[c];
           a->steps++;
           a->steps_with_overflow += st->overflow > 0;
@@ -654,6 +826,13 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
           if (snr < a->snr_min) a->snr_min = snr;
           if (t->amax > a->amax_max) a->amax_max = t->amax;
           sum->rows++;
+        }
+      }
+      if (ex->gemm) {
+        rc = gemm_step(&r, &s, step, gemm_out.fp, &gemm_rows, err, errlen);
+        if (rc) {
+          fp8_step_free(&s);
+          goto done;
         }
       }
       fp8_step_free(&s);
@@ -672,6 +851,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->steps = (long long)nsteps;
   sum->tensors = (long long)r.ntensors;
   sum->configs = (long long)ex->nconfigs;
+  sum->gemm_rows = gemm_rows;
 
   /* summary.csv and run.json, then the renames: steps.csv last, so a complete steps.csv always
    * comes with its summary */
@@ -685,6 +865,15 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   rc = fp8_outfile_commit(&hist_out, err, errlen);
   if (rc) goto done;
+  if (gemm_rows > 0) {
+    rc = fp8_outfile_commit(&gemm_out, err, errlen);
+    if (rc) goto done;
+  } else {
+    fp8_outfile_abort(&gemm_out); /* no layer triplet: no gemm.csv */
+    char stale[4200];
+    snprintf(stale, sizeof stale, "%s/gemm.csv", out);
+    unlink(stale); /* a gemm.csv of an earlier run (--force) would describe another run */
+  }
   rc = fp8_outfile_commit(&steps_out, err, errlen);
   if (rc) goto done;
   sum->wall_s = now_s() - t0;
@@ -697,6 +886,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
 done:
   fp8_outfile_abort(&steps_out);
   fp8_outfile_abort(&hist_out);
+  fp8_outfile_abort(&gemm_out);
   if (names) {
     for (size_t k = 0; k < nnames; k++) free(names[k]);
     free(names);

@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
   char out_dir[4096];
   long long rows;
+  long long gemm_rows; /**< rows of gemm.csv (0: no layer triplet, no gemm.csv) */
   long long steps;
   long long tensors;
   long long configs;

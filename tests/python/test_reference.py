@@ -815,7 +815,7 @@ def replay_small_by_hand():
         R.write_csv(rows, buf)
         lines = buf.getvalue().splitlines()
         assert lines[0] == ",".join(R.COLUMNS)
-        assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf"), lines[5]
+        assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf,,,,,"), lines[5]
         data = list(csv.reader(io.StringIO(buf.getvalue())))
         assert R.compare_rows(rows, data[1:], data[0]) == []
         bad = [list(r) for r in data[1:]]
