@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench clean tiny-gpt notebooks
 
 all: build
 
@@ -21,6 +21,26 @@ test: build
 
 demo: build
 	@$(BUILD)/fp8lab run experiments/quickstart.ini --force
+
+# A tiny GPT trained on the CPU, captured with tools/capture/fp8lab_capture.py, then replayed.
+# Needs torch: python_with_torch.sh prefers /usr/bin/python3 (Debian's python3-torch, installed
+# when no interpreter has torch), since python3 on PATH may be another Python without it.
+tiny-gpt: build
+	@PY=$$(sh tools/capture/python_with_torch.sh --install) && \
+	  $$PY experiments/tiny_gpt.py --out out/tiny_gpt/trace && \
+	  $(BUILD)/fp8lab run experiments/tiny_gpt.ini --force
+
+# Re-runs the shipped experiments and copies their reports into notebooks_export/.
+NOTEBOOK_EXPERIMENTS ?= quickstart recipes
+notebooks: build
+	@for e in $(NOTEBOOK_EXPERIMENTS); do \
+	  $(BUILD)/fp8lab run experiments/$$e.ini --force --quiet --out out/$$e || exit 1; \
+	  rm -rf notebooks_export/$$e && mkdir -p notebooks_export/$$e && \
+	  cp out/$$e/notebooks_export/$$e.ipynb notebooks_export/$$e.ipynb && \
+	  cp out/$$e/report.md notebooks_export/$$e/report.md && \
+	  cp -r out/$$e/plots notebooks_export/$$e/plots && \
+	  echo "notebooks_export/$$e.ipynb, notebooks_export/$$e/report.md" || exit 1; \
+	done
 
 bench: build
 	@$(BUILD)/bench_quant
