@@ -485,6 +485,10 @@ def te_dump_round_trip(tmp):
                         want[(rank, it, "%s.%s" % (layer, te_roles[te]))] = t
         with open(os.path.join(d, "notes.txt"), "w") as f:
             f.write("not a dump\n")
+    found = convert_te_dumps.find_dump_files(os.path.join(tmp, "log"))
+    assert sorted(found) == [0, 1], sorted(found)
+    assert {layer for _, layer, _, _ in found[0]} == set(layers), found[0][:3]
+    assert len(found[1]) == 3 * len(layers) * 6, len(found[1])
     out = os.path.join(tmp, "trace")
     script = os.path.join(CAPTURE, "convert_te_dumps.py")
     rc, txt = run([sys.executable, script, os.path.join(tmp, "log"), out])
