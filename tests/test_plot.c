@@ -19,16 +19,6 @@
 /* Under FP8LAB_SANITIZE: fontconfig and pango (behind PLplot's cairo driver) keep process-wide
  * caches that they never free; LeakSanitizer would report them as leaks. Suppress those
  * libraries only; the hook is unused without the sanitizer. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) {
-  return "leak:libfontconfig.so\nleak:libpango-1.0.so\nleak:libpangoft2-1.0.so\n"
-         "leak:libpangocairo-1.0.so\nleak:libcairo.so\nleak:libglib-2.0.so\n"
-         "leak:libgobject-2.0.so\nleak:libharfbuzz.so\n";
-}
-
-const char *__lsan_default_options(void);
-const char *__lsan_default_options(void) { return "print_suppressions=0"; }
-
 static char *tmpdir;
 static char err[512];
 

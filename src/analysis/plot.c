@@ -1304,3 +1304,16 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
   legend_draw(&c, &L, &p);
   return canvas_end(&c, FP8_OK, path, ch, err, errlen);
 }
+
+/* LeakSanitizer (FP8LAB_SANITIZE=ON): fontconfig, pango, cairo and glib keep process-lifetime
+ * caches that LSan reports as leaks; every program that draws charts links this file, so the
+ * suppressions live here. The runtime calls these hooks only in sanitizer builds. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:libfontconfig.so\nleak:libpango-1.0.so\nleak:libpangoft2-1.0.so\n"
+         "leak:libpangocairo-1.0.so\nleak:libcairo.so\nleak:libglib-2.0.so\n"
+         "leak:libgobject-2.0.so\nleak:libharfbuzz.so\n";
+}
+
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "print_suppressions=0"; }

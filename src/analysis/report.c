@@ -820,7 +820,7 @@ static void add_findings(rep_t *r, fp8_doc *d) {
     const fp8_step_row *cr = r->cur >= 0 ? row_at(r, group_of(r, gr->tensor, (size_t)r->cur), row->step) : NULL;
     fp8_doc_markdownf(d,
                       "The worst event: **%s at step %lld** reached amax %.4g while the delayed scale, "
-                      "taken from earlier steps, could represent only %.4g (%.1f binades too small a "
+                      "taken from earlier steps, could represent only %.4g (%.2g binades too small a "
                       "range): %lld of %lld values saturated and the SNR of the cast fell to %s dB%s%s%s.",
                       gr->tensor, (long long)row->step, row->amax, fits, log2(row->amax / fits),
                       (long long)row->overflow, (long long)row->n, fmt_db(row->snr_db, b1, sizeof b1),
