@@ -231,6 +231,10 @@ static int cmp_cstr(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* OpenBLAS's own threads would compete with the runner's workers for the same cores, and the
+ * GEMMs here are small: one BLAS thread. Weak, so that another CBLAS still links. */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+
 /* The tensor `<layer>.<role>` present (and selected) at this step, or NULL. */
 static tensor_t *layer_tensor(run_t *r, const char *layer, const char *role) {
   char name[1024];
@@ -258,6 +262,7 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
   fp8_gemm_ref ref;
   memset(&ref, 0, sizeof ref);
   if (!layers || !rel) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
   for (size_t k = 0; k < s->ntensors; k++) {
     const char *nm = s->tensors[k].name;
     size_t L = strlen(nm);

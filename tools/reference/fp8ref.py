@@ -1,28 +1,42 @@
 #!/usr/bin/env python3
-"""Independent Python reference for fp8lab's steps.csv (delayed and current FP8 scaling).
+"""Independent Python reference for fp8lab's steps.csv and gemm.csv (delayed, current and block
+FP8 scaling: mxfp8, block, rowwise).
 
 Written from shared/RECIPES.md and the replay contract, NOT from the C sources, so that the C
 output can be checked against it. Needs numpy and ml_dtypes.
 
 Usage:
-  fp8ref.py run EXP.ini OUT.csv [--trace DIR]        write steps.csv as the reference computes it
-  fp8ref.py compare EXP.ini STEPS_CSV [--trace DIR]  check a steps.csv written by fp8lab
-                                                     (exit 0 = match, 1 = mismatch, 2 = error)
+  fp8ref.py run EXP.ini OUT.csv [--trace DIR] [--gemm GEMM_OUT]
+      write steps.csv (and, with --gemm, gemm.csv when one is expected) as the reference does
+  fp8ref.py compare EXP.ini STEPS_CSV [--trace DIR] [--gemm GEMM_CSV | --no-gemm GEMM_CSV]
+      check a steps.csv written by fp8lab (exit 0 = match, 1 = mismatch, 2 = error); --gemm
+      also checks gemm.csv: it must match when the reference expects one ([analysis] gemm true
+      and a layer triplet at a snapshot step) and be ABSENT when it expects none; --no-gemm
+      requires that none is expected and that the file is absent.
+  Tolerances: steps.csv counts exact, amax/scale bit-exact, mse/snr_db 1e-6 relative, nblocks
+  and blocks_with_overflow exact, log2_scale_* 1e-9 absolute (widened to one unit of the 9th
+  significant digit that "%.9g" keeps; nan == nan); gemm.csv keys exact and in order,
+  rel_error 1e-3 relative with an absolute floor of 1e-7 (inf == inf, nan == nan).
 
 Module API (used by tests/python/test_reference.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
-  DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay();
+  DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay(),
+  replay_all() (steps rows and gemm rows), compare_rows(), compare_gemm_rows(), compare_all();
   block recipes: e8m0_ceil(), mx_exponent(), e8m0_scale(), current_scales(), BlockRecipe
   (.quantize(x, role, colwise)); GEMM errors: sample_tokens(), gemm_reference(),
-  gemm_errors(), rel_error(), TensorRecipe.
+  gemm_errors(), rel_error(), TensorRecipe, layer_triplets().
 """
 
-import argparse
+import os
+# The GEMMs here are small: OpenBLAS threads only cost (x30 on a busy 2-core machine). Must be
+# set before numpy loads OpenBLAS; an explicit setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
 import csv
 import fnmatch
 import json
 import math
-import os
 import re
 import struct
 import sys
@@ -277,17 +291,18 @@ def quantize_stats(x, scale, fmt):
 #   min/max/std (population) of log2(scale) over the blocks whose amax is finite and > 0
 #   (NaN when there is none).
 #
-# Planned outputs of the runner for these kinds (the C runner is integrated separately; this
-# reference does not replay them yet, parse_experiment still skips such sections):
+# Outputs of the runner for these kinds (replay_all() below):
 # - steps.csv: one row per tensor, snapshot step and configuration as for current scaling, the
-#   per-tensor `scale` column EMPTY (there is one scale per block), the statistics columns
-#   computed with each element's own block scale; block statistics in additional columns.
-#   The steps.csv rows of a block kind use the row-wise orientation (blocks along the last
+#   per-tensor `scale` column EMPTY (there is one scale per block), history_len, margin and
+#   amax_compute empty, `amax` the tensor's amax, the statistics columns computed with each
+#   element's own block scale; the block statistics in the 5 columns appended after snr_db
+#   (nblocks, blocks_with_overflow, log2_scale_min, log2_scale_max, log2_scale_std; empty for
+#   delayed and current rows). The rows use the row-wise orientation (blocks along the last
 #   dimension, weights 128x128 under block = auto).
-# - gemm.csv: one row per layer, GEMM, step and configuration, columns
+# - gemm.csv: one row per snapshot step, layer, GEMM and configuration, columns
 #     layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error
-#   layer = the module path with `.input`, `.weight` and `.grad_output` at that step;
-#   gemm = fprop | dgrad | wgrad; history_len, margin, amax_compute as in steps.csv;
+#   layer = the module path with `.input`, `.weight` and `.grad_output` (agreeing shapes) at
+#   that step; gemm = fprop | dgrad | wgrad; history_len, margin, amax_compute as in steps.csv;
 #   rel_error = ||Y - Y_ref||_F / ||Y_ref||_F printed %.9g. Y is an FP32 GEMM, whose summation
 #   order is the BLAS's own, so a comparison of rel_error needs a relative tolerance (1e-3 is
 #   ample: the FP32 rounding is ~1e-7 of ||Y||, FP8 errors are percents).
@@ -721,9 +736,13 @@ def _bool(v):
     raise ValueError("bad boolean %r" % v)
 
 
+BLOCK_KINDS = ("mxfp8", "block", "rowwise")
+_FORMAT_NAMES = ("hybrid", "e4m3", "e5m2")
+
+
 class Config:
     def __init__(self, label, kind, fmt, history_len=None, margin=0, amax_compute=None,
-                 amax_epsilon=0.0, pow2=False):
+                 amax_epsilon=0.0, pow2=False, rounding="ceil", block="auto"):
         self.label = label
         self.kind = kind
         self.fmt = fmt
@@ -732,6 +751,13 @@ class Config:
         self.amax_compute = amax_compute
         self.amax_epsilon = amax_epsilon
         self.pow2 = pow2
+        self.rounding = rounding      # mxfp8: scale_rounding
+        self.block = block            # block: 1x128 | 128x128 | auto
+
+    def block_recipe(self):
+        """The BlockRecipe of a block-kind configuration (mxfp8, block, rowwise)."""
+        return BlockRecipe(self.kind, self.fmt, rounding=self.rounding, block=self.block,
+                           pow2=self.pow2)
 
     def __repr__(self):
         return "Config(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
@@ -745,6 +771,24 @@ class Experiment:
         self.configs = []
         self.skipped_labels = set()   # recipe sections of kinds this reference does not model
         self.output_dir = None
+        self.overflow_budget = 1e-5   # [analysis]: not used by the replay
+        self.gemm = True              # [analysis] gemm
+        self.gemm_max_tokens = 1024   # [analysis] gemm_max_tokens (0 = all tokens)
+
+
+def _single(sec, kv, key, default):
+    v = kv.get(key, default)
+    if len(_list(v)) != 1:
+        raise ValueError("[%s] %s takes one value" % (sec, key))
+    return _list(v)[0]
+
+
+def _formats(sec, kv):
+    fmts = _list(kv.get("format", "hybrid"))
+    for f in fmts:
+        if f not in _FORMAT_NAMES:
+            raise ValueError("[%s] bad format %r" % (sec, f))
+    return fmts
 
 
 def parse_experiment(path, warn=sys.stderr):
@@ -762,6 +806,18 @@ def parse_experiment(path, warn=sys.stderr):
         elif sec == "output":
             if "dir" in kv:
                 exp.output_dir = os.path.normpath(os.path.join(base, kv["dir"]))
+        elif sec == "analysis":
+            if "overflow_budget" in kv:
+                exp.overflow_budget = float(_single(sec, kv, "overflow_budget", "1e-5"))
+            exp.gemm = _bool(_single(sec, kv, "gemm", "true"))
+            mt = _single(sec, kv, "gemm_max_tokens", "1024")
+            if not re.fullmatch(r"\+?[0-9]+", mt):
+                raise ValueError("[analysis] gemm_max_tokens must be an integer >= 0, not %r"
+                                 % mt)
+            exp.gemm_max_tokens = int(mt)
+            for k in kv:
+                if k not in ("overflow_budget", "gemm", "gemm_max_tokens"):
+                    print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
         elif sec.startswith("recipe."):
             label = sec[len("recipe."):]
             if label in labels:
@@ -770,13 +826,10 @@ def parse_experiment(path, warn=sys.stderr):
             kind = kv.get("kind", "").strip()
             if kind == "delayed":
                 known = {"kind", "format", "history_len", "margin", "amax_compute"}
-                fmts = _list(kv.get("format", "hybrid"))
+                fmts = _formats(sec, kv)
                 hls = [int(v) for v in _list(kv.get("history_len", "1024"))]
                 ms = [int(v) for v in _list(kv.get("margin", "0"))]
                 acs = _list(kv.get("amax_compute", "max"))
-                for f in fmts:
-                    if f not in ("hybrid", "e4m3", "e5m2"):
-                        raise ValueError("[%s] bad format %r" % (sec, f))
                 for h in hls:
                     if h < 1:
                         raise ValueError("[%s] history_len must be >= 1" % sec)
@@ -790,7 +843,7 @@ def parse_experiment(path, warn=sys.stderr):
                                 exp.configs.append(Config(label, "delayed", f, h, m, a))
             elif kind == "current":
                 known = {"kind", "format", "amax_epsilon", "pow2", "margin"}
-                fmts = _list(kv.get("format", "hybrid"))
+                fmts = _formats(sec, kv)
                 for key in ("amax_epsilon", "pow2", "margin"):
                     if key in kv and len(_list(kv[key])) > 1:
                         raise ValueError("[%s] only format may be a list for kind current" % sec)
@@ -798,10 +851,30 @@ def parse_experiment(path, warn=sys.stderr):
                 pow2 = _bool(kv.get("pow2", "false"))
                 m = int(kv.get("margin", "0"))
                 for f in fmts:
-                    if f not in ("hybrid", "e4m3", "e5m2"):
-                        raise ValueError("[%s] bad format %r" % (sec, f))
                     exp.configs.append(Config(label, "current", f, margin=m,
                                               amax_epsilon=eps, pow2=pow2))
+            elif kind in BLOCK_KINDS:
+                # no margin / amax_epsilon for these kinds: 0 and 0
+                fmts = _formats(sec, kv)
+                rounding, block, pow2 = "ceil", "auto", True
+                if kind == "mxfp8":
+                    known = {"kind", "format", "scale_rounding"}
+                    rounding = _single(sec, kv, "scale_rounding", "ceil")
+                    if rounding not in ("ceil", "floor"):
+                        raise ValueError("[%s] scale_rounding must be ceil or floor, not %r"
+                                         % (sec, rounding))
+                else:
+                    known = {"kind", "format", "pow2"}
+                    pow2 = _bool(_single(sec, kv, "pow2", "true"))
+                    if kind == "block":
+                        known.add("block")
+                        block = _single(sec, kv, "block", "auto")
+                        if block not in ("1x128", "128x128", "auto"):
+                            raise ValueError("[%s] block must be 1x128, 128x128 or auto, not %r"
+                                             % (sec, block))
+                for f in fmts:
+                    exp.configs.append(Config(label, kind, f, pow2=pow2, rounding=rounding,
+                                              block=block))
             else:
                 print("fp8ref: [%s] kind %r is not modelled by the reference; skipped"
                       % (sec, kind), file=warn)
@@ -817,14 +890,22 @@ def parse_experiment(path, warn=sys.stderr):
 # --------------------------------------------------------------------------------------------
 
 
+BLOCK_COLUMNS = ("nblocks", "blocks_with_overflow", "log2_scale_min", "log2_scale_max",
+                 "log2_scale_std")
 COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
            "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
-           "subnormal", "mse", "snr_db")
+           "subnormal", "mse", "snr_db") + BLOCK_COLUMNS
 KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin", "amax_compute")
+GEMM_COLUMNS = ("layer", "gemm", "step", "recipe", "kind", "history_len", "margin",
+                "amax_compute", "rel_error")
+GEMM_KEY_COLUMNS = GEMM_COLUMNS[:-1]
+TRIPLET_ROLES = ("input", "weight", "grad_output")
 
 
-def replay(exp, trace):
-    """-> list of row dicts (values: python/numpy values, not text) in steps.csv order."""
+def replay_all(exp, trace):
+    """-> (steps rows, gemm rows or None). Row values are python/numpy values, not text;
+    gemm rows are None when no gemm.csv is expected ([analysis] gemm = false, or no layer
+    triplet at any snapshot step)."""
     steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv})
     names = set()
     for snap in trace.snapshots.values():
@@ -833,6 +914,7 @@ def replay(exp, trace):
     names = sorted(names)
     state = {}
     stats_cache = {}
+    used = {}        # (step, tensor, config index) -> the delayed scale that step used
     rows = []
     for t in steps:
         snap = trace.snapshots.get(t, {})
@@ -848,49 +930,157 @@ def replay(exp, trace):
                 a_t = F32(0)
             for ci, cfg in enumerate(exp.configs):
                 fmt = resolve_format(cfg.fmt, role)
+                blk = cfg.kind in BLOCK_KINDS
                 if cfg.kind == "delayed":
                     st = state.get((name, ci))
                     if st is None:
                         st = state[(name, ci)] = DelayedState(fmt, cfg.history_len, cfg.margin,
                                                               cfg.amax_compute)
                     s = st.scale
-                else:
+                    used[(t, name, ci)] = s
+                elif cfg.kind == "current":
                     s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin) \
                         if present else None
+                else:
+                    s = None
                 if present:
-                    ck = (name, t, fmt, f32_bits(s))
-                    stt = stats_cache.get(ck)
-                    if stt is None:
-                        stt = stats_cache[ck] = quantize_stats(x, s, fmt)
+                    if blk:
+                        rec = cfg.block_recipe()
+                        ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2)
+                        stt = stats_cache.get(ck)
+                        if stt is None:
+                            q = BlockRecipe(cfg.kind, fmt, rounding=cfg.rounding,
+                                            block=cfg.block, pow2=cfg.pow2).quantize(
+                                                x, role, colwise=False)
+                            stt = {c: q[c] for c in STAT_FIELDS + BLOCK_COLUMNS}
+                            stats_cache[ck] = stt
+                    else:
+                        ck = (name, t, fmt, f32_bits(s))
+                        stt = stats_cache.get(ck)
+                        if stt is None:
+                            stt = stats_cache[ck] = quantize_stats(x, s, fmt)
+                    dl = cfg.kind == "delayed"
                     row = dict(tensor=name, role=role, step=t, recipe=cfg.label, kind=cfg.kind,
                                format=fmt,
-                               history_len=cfg.history_len if cfg.kind == "delayed" else "",
-                               margin=cfg.margin if cfg.kind == "delayed" else "",
-                               amax_compute=cfg.amax_compute if cfg.kind == "delayed" else "",
-                               amax=a_t, scale=s)
+                               history_len=cfg.history_len if dl else "",
+                               margin=cfg.margin if dl else "",
+                               amax_compute=cfg.amax_compute if dl else "",
+                               amax=a_t, scale="" if blk else s)
+                    for c in BLOCK_COLUMNS:
+                        row[c] = ""
                     row.update(stt)
                     rows.append(row)
                 if cfg.kind == "delayed":
                     st.update(a_t)
-    return rows
+    gemm = gemm_replay(exp, trace, used)
+    return rows, gemm
 
 
-def row_text(row):
+def replay(exp, trace):
+    """-> list of steps.csv row dicts in steps.csv order."""
+    return replay_all(exp, trace)[0]
+
+
+def layer_triplets(snap):
+    """-> [(layer, x, w, dy)] (2-D float32 views) of the layers whose input [tokens, in],
+    weight [out, in] and grad_output [tokens, out] are all in the snapshot with agreeing
+    shapes, in strcmp order of the layer name."""
+    layers = set()
+    for name in snap:
+        for r in TRIPLET_ROLES:
+            if name.endswith("." + r):
+                layers.add(name[:-len(r) - 1])
     out = []
-    for c in COLUMNS:
+    for L in sorted(layers):
+        ns = ["%s.%s" % (L, r) for r in TRIPLET_ROLES]
+        if not all(n in snap for n in ns):
+            continue
+        x, w, dy = (as_matrix(snap[n]) for n in ns)
+        if x.shape[0] != dy.shape[0] or x.shape[1] != w.shape[1] or w.shape[0] != dy.shape[1]:
+            continue            # shapes do not agree: the layer is skipped at this step
+        out.append((L, x, w, dy))
+    return out
+
+
+class _CachedRecipe:
+    """Adapter for gemm_errors(): hands out (and caches) a config's dequantized operands."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.cache = {}
+
+    def quantize(self, x, role, colwise=False):
+        k = (role, colwise)
+        if k not in self.cache:
+            self.cache[k] = self.fn(x, role, colwise)
+        return self.cache[k]
+
+
+def gemm_replay(exp, trace, used):
+    """gemm.csv rows (see GEMM_COLUMNS), or None when no gemm.csv is expected. `used`: the
+    delayed scales of replay_all."""
+    if not exp.gemm:
+        return None
+    any_triplet = False
+    rows = []
+    for t in sorted(trace.snapshots):
+        for L, x, w, dy in layer_triplets(trace.snapshots[t]):
+            any_triplet = True
+            ref = gemm_reference(x, w, dy, exp.gemm_max_tokens)
+            for_role = {"input": x, "weight": w, "grad_output": dy}
+            errs = []
+            done = {}    # configurations that quantize every operand alike share the errors
+            for ci, cfg in enumerate(exp.configs):
+                fmts = tuple(resolve_format(cfg.fmt, r) for r in TRIPLET_ROLES)
+                if cfg.kind in BLOCK_KINDS:
+                    rec = cfg.block_recipe()
+                    key = (cfg.kind, fmts, cfg.rounding, cfg.pow2,
+                           tuple(rec.square(r) for r in TRIPLET_ROLES))
+                else:
+                    scales = {}
+                    for r, fmt in zip(TRIPLET_ROLES, fmts):
+                        if cfg.kind == "delayed":
+                            scales[r] = used[(t, "%s.%s" % (L, r), ci)]
+                        else:
+                            scales[r] = current_scale(tensor_amax(for_role[r]), fmt,
+                                                      cfg.amax_epsilon, cfg.pow2, cfg.margin)
+                    rec = TensorRecipe(cfg.fmt, scales)
+                    key = ("tensor", fmts, tuple(f32_bits(scales[r]) for r in TRIPLET_ROLES))
+                if key not in done:
+                    done[key] = gemm_errors(x, w, dy, _CachedRecipe(rec.quantize),
+                                            exp.gemm_max_tokens, ref)
+                errs.append(done[key])
+            for g in GEMMS:
+                for cfg, e in zip(exp.configs, errs):
+                    dl = cfg.kind == "delayed"
+                    rows.append(dict(layer=L, gemm=g, step=t, recipe=cfg.label, kind=cfg.kind,
+                                     history_len=cfg.history_len if dl else "",
+                                     margin=cfg.margin if dl else "",
+                                     amax_compute=cfg.amax_compute if dl else "",
+                                     rel_error=e[g]))
+    return rows if any_triplet else None
+
+
+_FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scale_max",
+                  "log2_scale_std", "rel_error")
+
+
+def row_text(row, columns=COLUMNS):
+    out = []
+    for c in columns:
         v = row[c]
-        if c in ("amax", "scale", "mse", "snr_db"):
+        if c in _FLOAT_COLUMNS and not (isinstance(v, str) and v == ""):
             out.append(fmt_g(v))
         else:
             out.append(str(v))
     return out
 
 
-def write_csv(rows, out):
+def write_csv(rows, out, columns=COLUMNS):
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
+    w.writerow(columns)
     for r in rows:
-        w.writerow(row_text(r))
+        w.writerow(row_text(r, columns))
 
 
 def load_for(ini, trace_override=None):
@@ -914,6 +1104,18 @@ def _close(e, g, rel=1e-6, floor=1e-30):
     return abs(e - g) <= max(rel * max(abs(e), abs(g)), floor)
 
 
+def _close_log2(e, g):
+    """log2 scale columns: 1e-9 absolute, widened to one unit of the 9th significant digit
+    (the resolution of "%.9g": a non-power-of-two scale has a fractional log2 of ~9 digits)."""
+    if math.isnan(e) or math.isnan(g):
+        return math.isnan(e) and math.isnan(g)
+    if math.isinf(e) or math.isinf(g):
+        return e == g
+    m = max(abs(e), abs(g))
+    digit = 10.0 ** (math.floor(math.log10(m)) - 8) if m > 0 else 0.0
+    return abs(e - g) <= max(1e-9, digit)
+
+
 _SPECIAL_SPELLING = {"inf", "-inf", "nan"}
 
 
@@ -932,6 +1134,10 @@ def _bits_equal(e, gtext):
     if np.isnan(e) or np.isnan(g):
         return bool(np.isnan(e) and np.isnan(g))
     return f32_bits(e) == f32_bits(g)
+
+
+def _is_empty(v):
+    return isinstance(v, str) and v == ""
 
 
 def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
@@ -979,11 +1185,20 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
         for c in ("role", "kind"):
             if str(e[c]) != g[c]:
                 msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
-        for c in ("amax", "scale", "mse", "snr_db"):
-            if not _spelled_ok(g[c]):
+        # columns that must be empty for this row (scale of block kinds, block columns of
+        # delayed and current rows)
+        empty = [c for c in ("scale",) + BLOCK_COLUMNS if _is_empty(e[c])]
+        for c in empty:
+            if g[c].strip() != "":
+                msgs.append("%s: %s expected empty, got %s" % (where, c, g[c]))
+        for c in ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scale_max",
+                  "log2_scale_std"):
+            if c not in empty and not _spelled_ok(g[c]):
                 msgs.append("%s: %s written as %r (expected %%.9g or inf/-inf/nan)"
                             % (where, c, g[c]))
         for c in ("amax", "scale"):
+            if c in empty:
+                continue
             try:
                 ok = _bits_equal(e[c], g[c])
             except ValueError:
@@ -991,12 +1206,22 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
             if not ok:
                 msgs.append("%s: %s expected %s (0x%08x), got %s" % (where, c, fmt_g(e[c]),
                                                                     f32_bits(e[c]), g[c]))
-        for c in ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal"):
-            if str(e[c]) != g[c].strip():
+        for c in ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal",
+                  "nblocks", "blocks_with_overflow"):
+            if c not in empty and str(e[c]) != g[c].strip():
                 msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
         for c in ("mse", "snr_db"):
             try:
                 ok = _close(float(e[c]), float(g[c]))
+            except ValueError:
+                ok = False
+            if not ok:
+                msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
+        for c in ("log2_scale_min", "log2_scale_max", "log2_scale_std"):
+            if c in empty:
+                continue
+            try:
+                ok = _close_log2(float(e[c]), float(g[c]))
             except ValueError:
                 ok = False
             if not ok:
@@ -1006,48 +1231,168 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
     return msgs
 
 
-def compare_file(ini, steps_csv, trace_override=None):
+def _close_rel_error(e, g):
+    return _close(e, g, rel=1e-3, floor=1e-7)
+
+
+def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
+    """gemm.csv: rows key for key in order, rel_error to 1e-3 relative (absolute floor 1e-7,
+    inf == inf, nan == nan). -> list of mismatch messages."""
+    msgs = []
+    if tuple(header) != GEMM_COLUMNS:
+        msgs.append("header: expected %s, got %s" % (",".join(GEMM_COLUMNS), ",".join(header)))
+        return msgs
+    bad_len = [i for i, r in enumerate(got_text_rows) if len(r) != len(GEMM_COLUMNS)]
+    if bad_len:
+        msgs.append("row %d has %d fields, expected %d" % (bad_len[0] + 2,
+                    len(got_text_rows[bad_len[0]]), len(GEMM_COLUMNS)))
+        return msgs
+    got = [dict(zip(GEMM_COLUMNS, r)) for r in got_text_rows]
+    got = [r for r in got if r["recipe"] not in skipped_labels]
+    ek = [tuple(str(r[c]) for c in GEMM_KEY_COLUMNS) for r in exp_rows]
+    gk = [tuple(r[c] for c in GEMM_KEY_COLUMNS) for r in got]
+    if ek != gk:
+        from collections import Counter
+        ce, cg = Counter(ek), Counter(gk)
+        missing = list((ce - cg).elements())
+        extra = list((cg - ce).elements())
+        msgs.append("row set differs: expected %d rows, got %d" % (len(ek), len(gk)))
+        for k in missing[:max_report]:
+            msgs.append("  missing row %s" % dict(zip(GEMM_KEY_COLUMNS, k)))
+        for k in extra[:max_report]:
+            msgs.append("  unexpected row %s" % dict(zip(GEMM_KEY_COLUMNS, k)))
+        if not missing and not extra:
+            i = next(i for i, (a, b) in enumerate(zip(ek, gk)) if a != b)
+            msgs.append("  order differs first at data row %d: expected %s, got %s"
+                        % (i + 1, dict(zip(GEMM_KEY_COLUMNS, ek[i])),
+                           dict(zip(GEMM_KEY_COLUMNS, gk[i]))))
+        return msgs
+    for i, (e, g) in enumerate(zip(exp_rows, got)):
+        where = "row %d (%s %s step %s %s %s %s/%s/%s)" % (
+            i + 1, e["layer"], e["gemm"], e["step"], e["recipe"], e["kind"], e["history_len"],
+            e["margin"], e["amax_compute"])
+        if not _spelled_ok(g["rel_error"]):
+            msgs.append("%s: rel_error written as %r (expected %%.9g or inf/-inf/nan)"
+                        % (where, g["rel_error"]))
+            continue
+        if not _close_rel_error(float(e["rel_error"]), float(g["rel_error"])):
+            msgs.append("%s: rel_error expected %s, got %s" % (where, fmt_g(e["rel_error"]),
+                                                              g["rel_error"]))
+        if len(msgs) >= max_report:
+            break
+    return msgs
+
+
+def _read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None):
+    """-> dict(steps_rows, steps_msgs, gemm_rows (None = no gemm.csv expected),
+    gemm_msgs (None when gemm_csv was not given)). With gemm_csv, gemm.csv must match the
+    reference when one is expected, and the file must be ABSENT when none is."""
     exp, tr = load_for(ini, trace_override)
-    rows = replay(exp, tr)
-    with open(steps_csv, newline="") as f:
-        data = list(csv.reader(f))
+    rows, grows = replay_all(exp, tr)
+    data = _read_csv(steps_csv)
     if not data:
-        return len(rows), ["%s is empty" % steps_csv]
-    return len(rows), compare_rows(rows, data[1:], data[0], exp.skipped_labels)
+        smsgs = ["%s is empty" % steps_csv]
+    else:
+        smsgs = compare_rows(rows, data[1:], data[0], exp.skipped_labels)
+    gmsgs = None
+    if gemm_csv is not None:
+        exists = os.path.exists(gemm_csv)
+        if grows is None:
+            gmsgs = ["%s exists, but no gemm.csv is expected (%s)" % (
+                gemm_csv, "[analysis] gemm = false" if not exp.gemm else
+                "no layer has input, weight and grad_output with agreeing shapes at a "
+                "snapshot step")] if exists else []
+        elif not exists:
+            gmsgs = ["%s is missing: %d rows expected" % (gemm_csv, len(grows))]
+        else:
+            gdata = _read_csv(gemm_csv)
+            if not gdata:
+                gmsgs = ["%s is empty" % gemm_csv]
+            else:
+                gmsgs = compare_gemm_rows(grows, gdata[1:], gdata[0], exp.skipped_labels)
+    return dict(steps_rows=len(rows), steps_msgs=smsgs,
+                gemm_rows=None if grows is None else len(grows), gemm_msgs=gmsgs)
+
+
+def compare_file(ini, steps_csv, trace_override=None, gemm_csv=None):
+    """-> (reference steps rows, messages); gemm.csv messages (with gemm_csv) prefixed."""
+    r = compare_all(ini, steps_csv, trace_override, gemm_csv)
+    return r["steps_rows"], r["steps_msgs"] + ["gemm.csv: " + m for m in r["gemm_msgs"] or []]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("run", help="write steps.csv as the reference computes it")
+    p = sub.add_parser("run", help="write steps.csv (and gemm.csv) as the reference computes it")
     p.add_argument("ini")
     p.add_argument("out", help="output CSV path, - for stdout")
     p.add_argument("--trace", help="trace directory (overrides [trace] path)")
-    p = sub.add_parser("compare", help="check a steps.csv against the reference")
+    p.add_argument("--gemm", metavar="GEMM_CSV",
+                   help="also write gemm.csv here (only when one is expected)")
+    p = sub.add_parser("compare", help="check a steps.csv (and gemm.csv) against the reference")
     p.add_argument("ini")
     p.add_argument("steps_csv")
     p.add_argument("--trace", help="trace directory (overrides [trace] path)")
+    p.add_argument("--gemm", metavar="GEMM_CSV",
+                   help="also check gemm.csv; when the reference expects none "
+                        "(gemm = false or no layer triplet) the file must be absent")
+    p.add_argument("--no-gemm", metavar="GEMM_CSV",
+                   help="require that the reference expects no gemm.csv and that this file "
+                        "is absent")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
             exp, tr = load_for(args.ini, args.trace)
-            rows = replay(exp, tr)
+            rows, grows = replay_all(exp, tr)
             if args.out == "-":
                 write_csv(rows, sys.stdout)
             else:
                 with open(args.out, "w", newline="") as f:
                     write_csv(rows, f)
+            if args.gemm:
+                if grows is None:
+                    print("fp8ref: no gemm.csv expected; %s not written" % args.gemm,
+                          file=sys.stderr)
+                elif args.gemm == "-":
+                    write_csv(grows, sys.stdout, GEMM_COLUMNS)
+                else:
+                    with open(args.gemm, "w", newline="") as f:
+                        write_csv(grows, f, GEMM_COLUMNS)
             return 0
-        n, msgs = compare_file(args.ini, args.steps_csv, args.trace)
+        if args.gemm and args.no_gemm:
+            raise ValueError("--gemm and --no-gemm exclude each other")
+        r = compare_all(args.ini, args.steps_csv, args.trace, args.gemm or args.no_gemm)
     except (ValueError, OSError, KeyError) as e:
         print("fp8ref: error: %s" % e, file=sys.stderr)
         return 2
-    if msgs:
-        print("steps.csv differs from the reference (%d reference rows):" % n)
-        for m in msgs:
+    bad = False
+    if r["steps_msgs"]:
+        bad = True
+        print("steps.csv differs from the reference (%d reference rows):" % r["steps_rows"])
+        for m in r["steps_msgs"]:
             print("  " + m)
+    if args.no_gemm and r["gemm_rows"] is not None:
+        bad = True
+        print("gemm.csv: --no-gemm, but the reference expects %d gemm.csv rows"
+              % r["gemm_rows"])
+    if r["gemm_msgs"]:
+        bad = True
+        print("gemm.csv differs from the reference (%s reference rows):"
+              % ("no" if r["gemm_rows"] is None else r["gemm_rows"]))
+        for m in r["gemm_msgs"]:
+            print("  " + m)
+    if bad:
         return 1
-    print("steps.csv matches the reference: %d rows" % n)
+    line = "steps.csv matches the reference: %d rows" % r["steps_rows"]
+    if r["gemm_msgs"] is not None:
+        line += ("; gemm.csv absent, as expected" if r["gemm_rows"] is None else
+                 "; gemm.csv matches: %d rows" % r["gemm_rows"])
+    print(line)
     return 0
 
 

@@ -2,7 +2,7 @@
 """Generate a random tensor trace (and optionally an experiment INI) for testing fp8lab
 against the Python reference (fp8ref.py).
 
-  gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select]
+  gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select] [--blocks]
 
 DIR gets step_<N>.safetensors snapshots (own writer: 8-byte LE header length, JSON header
 padded with a random number of spaces so that the data does not always start 4-aligned, then
@@ -11,6 +11,17 @@ snapshots as step_<N>/<name>.npy instead (F32/F16; BF16 tensors widened to F32).
 whose [trace] path points at DIR (relative to the INI's folder) with a delayed sweep, a delayed
 e5m2 recipe and two current recipes; --out sets its [output] dir (default: out, beside the INI).
 --select adds [trace] steps/tensors selections to the INI.
+
+--blocks adds GEMM layer triplets to the trace (gemm0: input [70, 150] BF16, weight [130, 150]
+F32, grad_output [70, 130] BF16, more tokens than gemm_max_tokens = 48; gemm1: input
+[2, 20, 72], weight [40, 72], grad_output [2, 20, 40]; gemm_bad, whose shapes do not agree and
+which is always skipped), with realistic magnitudes (activations ~1 with outlier channels,
+weights ~0.02, gradients ~1e-4), one member missing at one snapshot step per layer, an
+activation outlier at one step, amax.csv rows between snapshots; and to the INI the block
+recipes (mxfp8 ceil, mxfp8 floor e4m3, block auto, block 1x128 without pow2, rowwise) and an
+[analysis] section (gemm = true, gemm_max_tokens = 48). With --select, the tensors selection
+keeps gemm0 whole and only gemm1.grad_output (so gemm1 has no triplet).
+Without --blocks the output is exactly what it was before the option existed.
 
 Everything is drawn from numpy's Generator seeded with S: the same seed gives the same files.
 """
@@ -261,12 +272,93 @@ def csv_amax(rng, spec, k_ties=None):
     return float(2.0 ** rng.uniform(spec.center + 10, spec.center + 16))
 
 
-def generate(dirpath, seed, npy=False):
+# GEMM layer triplets (--blocks): layer -> (input, weight, grad_output) shapes
+GEMM_LAYERS = [
+    ("gemm0", (70, 150), (130, 150), (70, 130)),        # tokens 70 > gemm_max_tokens 48
+    ("gemm1", (2, 20, 72), (40, 72), (2, 20, 40)),      # 3-D activations, 40 tokens
+    ("gemm_bad", (16, 40), (24, 36), (16, 24)),         # in 40 != 36: never a triplet
+]
+GEMM_DTYPES = {"input": "BF16", "weight": "F32", "grad_output": "BF16"}
+GEMM_MAX_TOKENS = 48
+
+
+class GemmModel:
+    """Realistic operands of the GEMM layers, drawn from their own generator (brng) so that the
+    rest of the trace does not depend on it: activations ~N(0,1) with a few outlier channels
+    (10-30x) growing slowly, weights ~N(0, 0.02) drifting, Student-t gradients ~1e-4 shrinking
+    over the run; one activation outlier (~50x on a few tokens of gemm0) at one snapshot step;
+    per layer one snapshot step (never the second one, which --select keeps) missing one
+    member."""
+
+    def __init__(self, brng, snap_steps):
+        self.rng = brng
+        self.snap_steps = snap_steps
+        self.layers = {}
+        for name, xs, ws, ds in GEMM_LAYERS:
+            n_in = xs[-1]
+            ch = brng.choice(n_in, size=3, replace=False)
+            gain = np.ones(n_in)
+            gain[ch] = brng.uniform(10, 30, size=3)
+            w0 = brng.normal(0, 0.02, ws)
+            cand = [t for i, t in enumerate(snap_steps) if i != 1]
+            miss_step = cand[int(brng.integers(0, len(cand)))]
+            miss_role = ("input", "weight", "grad_output")[int(brng.integers(0, 3))]
+            self.layers[name] = dict(shapes={"input": xs, "weight": ws, "grad_output": ds},
+                                     gain=gain, w0=w0, miss=(miss_step, miss_role))
+        self.outlier_step = snap_steps[int(brng.integers(0, len(snap_steps)))]
+        self.last = max(snap_steps) + 6
+
+    def value(self, layer, role, t):
+        L = self.layers[layer]
+        shape = L["shapes"][role]
+        rng = self.rng
+        prog = t / float(self.last)
+        if role == "input":
+            x = rng.normal(0, 1, shape) * L["gain"] * (1.0 + 0.5 * prog)
+            if layer == "gemm0" and t == self.outlier_step:
+                x2 = x.reshape(-1, shape[-1])
+                toks = rng.choice(x2.shape[0], size=3, replace=False)
+                x2[toks, int(rng.integers(0, shape[-1]))] *= rng.uniform(40, 60)
+        elif role == "weight":
+            x = L["w0"] * (1.0 + 0.05 * prog) + rng.normal(0, 0.0005, shape)
+        else:
+            x = rng.standard_t(3, shape) * 1e-4 * (1.0 - 0.8 * prog)
+        return representable(x, GEMM_DTYPES[role])
+
+    def tensors(self, t):
+        out = []
+        for name, _xs, _ws, _ds in GEMM_LAYERS:
+            for role in ("input", "weight", "grad_output"):
+                if self.layers[name]["miss"] == (t, role):
+                    continue
+                out.append(("%s.%s" % (name, role), GEMM_DTYPES[role], self.value(name, role, t)))
+        return out
+
+    def amax_rows(self, snap_steps):
+        """amax.csv rows of the GEMM tensors at some steps between the snapshots."""
+        rows = []
+        for t in range(0, self.last):
+            if t in snap_steps or self.rng.random() < 0.5:
+                continue
+            for name, _xs, _ws, _ds in GEMM_LAYERS:
+                gmax = float(np.max(self.layers[name]["gain"]))
+                prog = t / float(self.last)
+                typ = {"input": 3.5 * gmax * (1.0 + 0.5 * prog), "weight": 0.09,
+                       "grad_output": 2e-3 * (1.0 - 0.8 * prog)}
+                for role in ("input", "weight", "grad_output"):
+                    if self.rng.random() < 0.8:
+                        v = np.float32(typ[role] * self.rng.uniform(0.7, 1.3))
+                        rows.append((t, "%s.%s" % (name, role), "%.9g" % float(v)))
+        return rows
+
+
+def generate(dirpath, seed, npy=False, blocks=False):
     rng = np.random.default_rng(seed)
     os.makedirs(dirpath, exist_ok=True)
     specs = make_specs(rng)
     n_snap = int(rng.integers(5, 9))
     snap_steps = sorted(int(s) for s in rng.choice(np.arange(0, 90), size=n_snap, replace=False))
+    gm = GemmModel(np.random.default_rng(seed + 7777777), snap_steps) if blocks else None
     # tensors that only ever appear in amax.csv
     csv_only = [TensorSpec("ghost%d.%s" % (i, r), r, "F32", (1,), "wide", int(rng.integers(-5, 5)))
                 for i, r in enumerate(rng.choice(ROLES, size=2, replace=False))]
@@ -276,6 +368,8 @@ def generate(dirpath, seed, npy=False):
             present = rng.random() < 0.85 or s.name.startswith("edge.")
             if present:
                 tensors.append((s.name, s.dtype, gen_tensor(rng, s, t)))
+        if gm is not None:
+            tensors += gm.tensors(t)
         if npy:  # a trace is all safetensors or all npy (fp8lab rejects a mix)
             write_npy_dir(os.path.join(dirpath, "step_%d" % t),
                           [(nm, dt if dt != "BF16" else "F32", a) for nm, dt, a in tensors])
@@ -294,6 +388,8 @@ def generate(dirpath, seed, npy=False):
         for s in specs + csv_only:
             if rng.random() < 0.7:
                 rows.append((t, s.name, amax_text(rng, csv_amax(rng, s))))
+    if gm is not None:
+        rows += gm.amax_rows(snap_steps)
     if rng.random() < 0.3:
         rng.shuffle(rows)                # row order must not matter
     with open(os.path.join(dirpath, "amax.csv"), "w") as f:
@@ -332,12 +428,37 @@ format = hybrid
 amax_epsilon = 1e-3
 margin = 1
 
-[output]
+{blocks}[output]
 dir = {out}
 """
 
+BLOCKS_INI = """[recipe.mx]
+kind = mxfp8
 
-def write_ini(ini_path, trace_dir, seed, out=None, select=None):
+[recipe.mxf]
+kind = mxfp8
+format = e4m3
+scale_rounding = floor
+
+[recipe.blk]
+kind = block
+
+[recipe.blk_np2]
+kind = block
+block = 1x128
+pow2 = false
+
+[recipe.row]
+kind = rowwise
+
+[analysis]
+gemm = true
+gemm_max_tokens = %d
+
+""" % GEMM_MAX_TOKENS
+
+
+def write_ini(ini_path, trace_dir, seed, out=None, select=None, blocks=False):
     base = os.path.dirname(os.path.abspath(ini_path))
     rel = os.path.relpath(os.path.abspath(trace_dir), base)
     if out is None:
@@ -345,7 +466,8 @@ def write_ini(ini_path, trace_dir, seed, out=None, select=None):
     else:
         out = os.path.relpath(os.path.abspath(out), base)
     with open(ini_path, "w") as f:
-        f.write(INI.format(seed=seed, path=rel, out=out, select=select or ""))
+        f.write(INI.format(seed=seed, path=rel, out=out, select=select or "",
+                           blocks=BLOCKS_INI if blocks else ""))
 
 
 def main(argv=None):
@@ -357,18 +479,22 @@ def main(argv=None):
     ap.add_argument("--npy", action="store_true", help="write the snapshots in npy form")
     ap.add_argument("--select", action="store_true",
                     help="add [trace] steps and tensors selections to the INI")
+    ap.add_argument("--blocks", action="store_true",
+                    help="add GEMM layer triplets to the trace, block recipes and [analysis] "
+                         "to the INI")
     args = ap.parse_args(argv)
-    snap_steps, specs, _ = generate(args.dir, args.seed, args.npy)
+    snap_steps, specs, _ = generate(args.dir, args.seed, args.npy, args.blocks)
     if args.ini:
         select = None
         if args.select:
             rng = np.random.default_rng(args.seed + 1000003)
             # from the second snapshot on, every other step: drops some snapshots and csv rows
-            select = "steps = %d-%d:2\ntensors = edge.*, *.grad_*, ghost*\n" % (
-                snap_steps[1], snap_steps[-1] + 3)
-        write_ini(args.ini, args.dir, args.seed, args.out, select)
-    print("gen_trace: %d snapshots at steps %s, %d tensors -> %s" % (
-        len(snap_steps), " ".join(map(str, snap_steps)), len(specs), args.dir))
+            select = "steps = %d-%d:2\ntensors = edge.*, *.grad_*, ghost*%s\n" % (
+                snap_steps[1], snap_steps[-1] + 3, ", gemm0.*" if args.blocks else "")
+        write_ini(args.ini, args.dir, args.seed, args.out, select, args.blocks)
+    print("gen_trace: %d snapshots at steps %s, %d tensors%s -> %s" % (
+        len(snap_steps), " ".join(map(str, snap_steps)), len(specs),
+        " + %d GEMM layers" % len(GEMM_LAYERS) if args.blocks else "", args.dir))
     return 0
 
 
