@@ -20,15 +20,7 @@ static void teardown(void) {
   free(g_dir);
 }
 
-static int run_cli(char **out, const char *fmt, ...) {
-  char args[2048], cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", g_dir, tu_bin(), args);
-  return tu_run(cmd, out);
-}
+#define run_cli(out, ...) tu_cli(g_dir, (out), __VA_ARGS__)
 
 /* 12 snapshot steps of two tensors: a.fc.input (F32, 256 values, amax 1 except 20 at step 6)
  * and a.fc.grad_output (steady, tiny). Delayed scaling with a long history overflows at step 6

@@ -33,15 +33,7 @@ static void write_text(const char *rel, const char *text) {
   free(p);
 }
 
-static int run_cli(char **out, const char *fmt, ...) {
-  char args[2048], cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", g_dir, tu_bin(), args);
-  return tu_run(cmd, out);
-}
+#define run_cli(out, ...) tu_cli(g_dir, (out), __VA_ARGS__)
 
 /* A trace: snapshots at steps 0 and 2 of tensor m.input (F32) and m.grad_output (BF16),
  * amax.csv with m.input = 8 at step 1 (between the snapshots). */

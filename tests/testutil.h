@@ -25,6 +25,8 @@ int tu_write_file(const char *path, const void *data, size_t len);
 char *tu_read_file(const char *path, size_t *len);
 /** Runs a shell command, capturing stdout+stderr into *output (malloc'ed); returns the exit status. */
 int tu_run(const char *cmd, char **output);
+/** Runs `cd DIR && fp8lab <printf-formatted args>`, capturing its output into *output. */
+int tu_cli(const char *dir, char **output, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /** The fp8lab binary (FP8LAB_BIN) and the source tree (FP8LAB_SOURCE_DIR). */
 const char *tu_bin(void);
 const char *tu_source_dir(void);

@@ -76,16 +76,6 @@ typedef struct {
   char pngtext_version[64];
 } rep_t;
 
-static int fail(int status, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
 /* ------------------------------------------------------------------ configurations */
 
 static int cfg_same(const cfg_t *c, const fp8_steps_group *g) {
@@ -290,7 +280,7 @@ static int load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
     line[strcspn(line, "\r\n")] = 0;
     if (lineno == 1) {
       if (strcmp(line, "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error") != 0) {
-        rc = fail(FP8_EFORMAT, err, errlen, "%s:1: not a gemm.csv header", path);
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a gemm.csv header", path);
         break;
       }
       continue;
@@ -304,14 +294,14 @@ static int load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
         f[n++] = p + 1;
       }
     if (n != 9) {
-      rc = fail(FP8_EFORMAT, err, errlen, "%s:%lld: expected 9 fields", path, (long long)lineno);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: expected 9 fields", path, (long long)lineno);
       break;
     }
     int g = strcmp(f[1], "fprop") == 0 ? 0 : strcmp(f[1], "dgrad") == 0 ? 1 : strcmp(f[1], "wgrad") == 0 ? 2 : -1;
     char *end;
     double v = strtod(f[8], &end);
     if (g < 0 || *end) {
-      rc = fail(FP8_EFORMAT, err, errlen, "%s:%lld: bad gemm or rel_error", path, (long long)lineno);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: bad gemm or rel_error", path, (long long)lineno);
       break;
     }
     int is_delayed = strcmp(f[4], "delayed") == 0;
@@ -325,7 +315,7 @@ static int load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
         size_t nc = x->capgemm[g] ? 2 * x->capgemm[g] : 64;
         double *nb = realloc(x->gemm[g], nc * sizeof *nb);
         if (!nb) {
-          rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+          rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
           goto done;
         }
         x->gemm[g] = nb;
@@ -385,7 +375,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   double *ox = calloc(n + 1, sizeof *ox), *oy = calloc(n + 1, sizeof *oy);
   int rc = FP8_OK;
   if (!x || !amax || !fit || !ox || !oy) {
-    rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
   size_t no = 0;
@@ -606,7 +596,7 @@ static int plot_snr(rep_t *r, char *err, size_t errlen) {
     double *x = calloc(gr->nrows + 1, sizeof *x), *y = calloc(gr->nrows + 1, sizeof *y);
     buf[k][0] = x;
     buf[k][1] = y;
-    if (!x || !y) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+    if (!x || !y) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
     for (size_t i = 0; i < gr->nrows; i++) {
       const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
       x[i] = (double)row->step;
@@ -651,7 +641,7 @@ static int plot_bars(rep_t *r, char *err, size_t errlen) {
   const char **cat = calloc(r->ncfg, sizeof *cat);
   double *ov = calloc(r->ncfg, sizeof *ov), *snr = calloc(r->ncfg, sizeof *snr);
   int rc = FP8_OK;
-  if (!cat || !ov || !snr) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!cat || !ov || !snr) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   int any_ov = 0;
   for (size_t c = 0; c < r->ncfg; c++) {
     cat[c] = r->cfgs[c].label;
@@ -697,7 +687,7 @@ static int plot_gemm(rep_t *r, char *err, size_t errlen) {
   const char **cat = calloc(r->ncfg + 1, sizeof *cat);
   double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
   int rc = FP8_OK;
-  if (!cat || !v) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!cat || !v) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   for (size_t c = 0; c < r->ncfg; c++) {
     cat[c] = r->cfgs[c].label;
     for (int g = 0; g < 3; g++) v[(size_t)g * r->ncfg + c] = r->cfgs[c].gemm_median[g];
@@ -1088,7 +1078,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   r.have_tab = 1;
   if (r.tab.nrows == 0) {
-    rc = fail(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
     goto done;
   }
   rc = fp8_analysis_compute(&r.tab, &r.an, err, errlen);
@@ -1103,7 +1093,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   rc = build_configs(&r);
   if (rc) {
-    fail(rc, err, errlen, "out of memory");
+    fp8_errorf(rc, err, errlen, "out of memory");
     goto done;
   }
   find_spike(&r);
@@ -1119,7 +1109,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   int maxt = opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
   if (r.ref >= 0) {
     ov = calloc(r.tab.ngroups + 1, sizeof *ov);
-    if (!ov) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+    if (!ov) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
     size_t nov = overflowing(&r, ov);
     size_t drawn = 0;
     /* the spike tensor first, then the worst overflowing ones */
@@ -1153,7 +1143,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   /* report.md in the output dir, the notebook in <outdir>/notebooks_export/ */
   md = build_doc(&r, "plots/", "");
   nb = build_doc(&r, "../plots/", "../");
-  if (!md || !nb) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!md || !nb) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   rc = fp8_doc_write_markdown(md, outdir, "report.md", err, errlen);
   if (rc) goto done;
   snprintf(path, sizeof path, "%s/notebooks_export", outdir);

@@ -5,12 +5,23 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fp8.h"
+
+int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
 
 int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen) {
   memset(of, 0, sizeof *of);

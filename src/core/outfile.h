@@ -19,6 +19,11 @@ int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);
 
+/** Writes a printf-style one-line message into err (when err and errlen) and returns status:
+ *  `return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot write", path);` */
+int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
 /** Removes a file or a directory tree (like rm -rf); missing paths are fine. */

@@ -71,16 +71,6 @@ typedef struct {
   pthread_mutex_t lock;
 } run_t;
 
-static int fail(int status, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -261,14 +251,14 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
   float *buf[9] = {0};
   fp8_gemm_ref ref;
   memset(&ref, 0, sizeof ref);
-  if (!layers || !rel) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!layers || !rel) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   if (openblas_set_num_threads) openblas_set_num_threads(1);
   for (size_t k = 0; k < s->ntensors; k++) {
     const char *nm = s->tensors[k].name;
     size_t L = strlen(nm);
     if (L > 6 && strcmp(nm + L - 6, ".input") == 0) {
       layers[nl] = strndup(nm, L - 6);
-      if (!layers[nl]) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+      if (!layers[nl]) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
       nl++;
     }
   }
@@ -290,9 +280,9 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
     size_t sizes[3] = {nx, nw, ng};
     for (int i = 0; i < 6; i++) buf[3 + i] = malloc((sizes[i % 3] + 1) * sizeof(float));
     for (int i = 0; i < 9; i++)
-      if (!buf[i]) { rc = fail(FP8_ENOMEM, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
+      if (!buf[i]) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
     rc = fp8_gemm_ref_init(&ref, buf[0], buf[1], buf[2], T, in, out, ex->gemm_max_tokens);
-    if (rc) { fail(rc, err, errlen, "layer %s: GEMM reference: %s", layers[li], fp8_strerror(rc)); goto done; }
+    if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM reference: %s", layers[li], fp8_strerror(rc)); goto done; }
     tensor_t *ts[3] = {tx, tw, tg};
     int64_t rows[3] = {T, out, T}, cols[3] = {in, in, out};
     for (size_t c = 0; c < nc; c++) {
@@ -311,7 +301,7 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
           fp8_stats_init(&st);
           int r1 = fp8_block_quantize_f32(buf[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, buf[3 + i], NULL, &st, &bs);
           int r2 = fp8_block_quantize_f32(buf[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, buf[6 + i], NULL, &st, &bs);
-          if (r1 || r2) { rc = fail(r1 ? r1 : r2, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
+          if (r1 || r2) { rc = fp8_errorf(r1 ? r1 : r2, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
         }
         /* TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
          * column-wise dY and X (blocks along each GEMM's reduction dimension) */
@@ -319,7 +309,7 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
       }
       double e[FP8_GEMM_COUNT];
       rc = fp8_gemm_errors(&ref, &ops, e);
-      if (rc) { fail(rc, err, errlen, "layer %s: GEMM: %s", layers[li], fp8_strerror(rc)); goto done; }
+      if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM: %s", layers[li], fp8_strerror(rc)); goto done; }
       for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + c] = e[g];
     }
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
@@ -456,7 +446,7 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
 
   char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!dump) return fail(FP8_ENOMEM, err, errlen, "run.json: out of memory");
+  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, dir, "run.json", err, errlen);
   if (rc == FP8_OK) {
@@ -495,7 +485,7 @@ static int collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***
   size_t n = 0, cap = 64;
   char **names = malloc(cap * sizeof *names);
   int rc = FP8_OK;
-  if (!names) return fail(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!names) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
     if (!fp8_experiment_step_selected(ex, tr->steps[i])) continue;
     fp8_step s;
@@ -505,7 +495,7 @@ static int collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***
       if (!fp8_experiment_tensor_selected(ex, s.tensors[k].name)) continue;
       if (n == cap) {
         char **nn = realloc(names, (cap *= 2) * sizeof *names);
-        if (!nn) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); break; }
+        if (!nn) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); break; }
         names = nn;
       }
       names[n++] = strdup(s.tensors[k].name);
@@ -524,7 +514,7 @@ static int collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***
     if (!fp8_experiment_tensor_selected(ex, tr->amax_names[k])) continue;
     if (n == cap) {
       char **nn = realloc(names, (cap *= 2) * sizeof *names);
-      if (!nn) { rc = fail(FP8_ENOMEM, err, errlen, "out of memory"); break; }
+      if (!nn) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); break; }
       names = nn;
     }
     names[n++] = strdup(tr->amax_names[k]);
@@ -549,7 +539,7 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
   const fp8_experiment *ex = r->ex;
   size_t nc = ex->nconfigs;
   r->t = calloc(n ? n : 1, sizeof *r->t);
-  if (!r->t) return fail(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!r->t) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   r->ntensors = n;
   for (size_t i = 0; i < n; i++) {
     tensor_t *t = &r->t[i];
@@ -563,12 +553,12 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
     t->scale = calloc(nc, sizeof *t->scale);
     t->bst = calloc(nc, sizeof *t->bst);
     if (!t->fmt || !t->dl || !t->acc || !t->st || !t->scale || !t->bst)
-      return fail(FP8_ENOMEM, err, errlen, "out of memory");
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     for (size_t c = 0; c < nc; c++) {
       const fp8_config *cf = &ex->configs[c];
       if (fp8_format_resolve(cf->format, t->role, &t->fmt[c]) != FP8_OK) {
         const char *dot = strrchr(t->name, '.');
-        return fail(FP8_EINVAL, err, errlen,
+        return fp8_errorf(FP8_EINVAL, err, errlen,
                     "%s: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
                     "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
                     "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
@@ -578,7 +568,7 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
         fp8_delayed_params p = {.history_len = cf->history_len, .margin = cf->margin,
                                 .amax_compute = cf->amax_compute, .format = t->fmt[c]};
         int rc = fp8_delayed_init(&t->dl[c], &p);
-        if (rc) return fail(rc, err, errlen, "tensor %s: [recipe.%s]: %s", t->name, cf->label,
+        if (rc) return fp8_errorf(rc, err, errlen, "tensor %s: [recipe.%s]: %s", t->name, cf->label,
                             fp8_strerror(rc));
       }
       t->acc[c].snr_min = INFINITY;
@@ -666,7 +656,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
 
   const char *out = opt->out_dir ? opt->out_dir : ex->out_dir;
   if (!out) {
-    rc = fail(FP8_EINVAL, err, errlen, "%s: no output directory: give [output] dir or --out DIR",
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no output directory: give [output] dir or --out DIR",
               ex->file);
     goto done;
   }
@@ -675,7 +665,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   /* The output directory: refuse to overwrite results unless --force; create it; make sure
    * it is writable before any work is done. */
   if (!opt->force && fp8_dir_nonempty(out)) {
-    rc = fail(FP8_EINVAL, err, errlen,
+    rc = fp8_errorf(FP8_EINVAL, err, errlen,
               "%s: output directory is not empty (use --force to overwrite its results)", out);
     goto done;
   }
@@ -707,12 +697,12 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
       char tmp[FP8_ERRLEN];
       snprintf(tmp, sizeof tmp, "%s", err);
       fp8_rmtree(tmp_dir);
-      rc = fail(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
+      rc = fp8_errorf(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
       goto done;
     }
     fp8_rmtree(trace_dir);
     if (rename(tmp_dir, trace_dir) != 0) {
-      rc = fail(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", trace_dir, tmp_dir,
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", trace_dir, tmp_dir,
                 strerror(errno));
       fp8_rmtree(tmp_dir);
       goto done;
@@ -727,20 +717,20 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   rc = collect_names(ex, &tr, &names, &nnames, err, errlen);
   if (rc) goto done;
   if (nnames == 0) {
-    rc = fail(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
               ex->file, trace_dir);
     goto done;
   }
   rc = tensors_init(&r, names, nnames, err, errlen);
   if (rc) goto done;
   if (union_steps(ex, &tr, &steps, &nsteps) != FP8_OK) {
-    rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
   amax_map = malloc((tr.namax_names + 1) * sizeof *amax_map);
   r.work = malloc(r.ntensors * sizeof *r.work);
   if (!amax_map || !r.work) {
-    rc = fail(FP8_ENOMEM, err, errlen, "out of memory");
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
   for (size_t k = 0; k < tr.namax_names; k++)
@@ -794,7 +784,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
             fprintf(hp, "%s,%lld,%d,%lld\n", t->name, (long long)step, b + HIST_MIN, (long long)t->hist[b]);
         if (t->oom) {
           fp8_step_free(&s);
-          rc = fail(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+          rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
           goto done;
         }
         for (size_t c = 0; c < ex->nconfigs; c++) {
@@ -847,7 +837,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
       for (size_t c = 0; c < ex->nconfigs; c++)
         if (ex->configs[c].kind == FP8_KIND_DELAYED) fp8_delayed_update(&r.t[i].dl[c], r.t[i].amax);
     if (ferror(fp) || ferror(hp)) {
-      rc = fail(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s", out, strerror(errno));
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s", out, strerror(errno));
       goto done;
     }
     if (draw) progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
