@@ -947,6 +947,33 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     fp8_doc_markdown(d, "Every tensor has a delayed configuration within the budget (recommendations.csv "
                         "lists the best one per tensor).");
   }
+  /* with gemm.csv: the configuration that keeps the overflow budget over all tensors and gives
+   * the smallest GEMM error (the error that finally reaches the training) */
+  size_t best = (size_t)-1, bestd = (size_t)-1;
+  double bv = INFINITY, bdv = INFINITY;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
+    double ov = x->finite ? (double)x->overflow / (double)x->finite : NAN;
+    if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
+    if (m < bv) { bv = m; best = c; }
+    if (x->kind == FP8_KIND_DELAYED && m < bdv) { bdv = m; bestd = c; }
+  }
+  if (best != (size_t)-1) {
+    fp8_doc_markdownf(d,
+                      "Taking the GEMM error into account: among the configurations whose overflow rate over "
+                      "all tensors is within the budget, **%s** gives the smallest GEMM error (mean of the "
+                      "median fprop, dgrad and wgrad relative errors: %.3g)%s%s%s.",
+                      r->cfgs[best].label, bv, bestd != (size_t)-1 && bestd != best ? "; the best delayed one is " : "",
+                      bestd != (size_t)-1 && bestd != best ? r->cfgs[bestd].label : "",
+                      bestd != (size_t)-1 && bestd != best ? "" : "");
+    if (bestd != (size_t)-1 && bestd != best)
+      fp8_doc_markdownf(d, "(%s: %.3g, %.1f%% more than %s.)", r->cfgs[bestd].label, bdv, 100.0 * (bdv / bv - 1.0),
+                        r->cfgs[best].label);
+  } else if (r->ncfg && !isnan(r->cfgs[0].gemm_median[0])) {
+    fp8_doc_markdown(d, "Taking the GEMM error into account: no configuration keeps the overflow budget over "
+                        "all tensors; see the GEMM error table.");
+  }
 }
 
 static void add_gemm(rep_t *r, fp8_doc *d) {
@@ -980,6 +1007,45 @@ static void add_gemm(rep_t *r, fp8_doc *d) {
     const char *cells[] = {r->cfgs[c].label, b[0], b[1], b[2]};
     fp8_doc_table_row(d, cells);
   }
+}
+
+/* Every recipe kind per role: overflow, underflow and SNR of each configuration over the
+ * tensors of that role. */
+static void add_roles_table(rep_t *r, fp8_doc *d) {
+  fp8_doc_heading(d, 2, "Recipes by role");
+  fp8_doc_markdown(d, "Each configuration over the tensors of one role: saturated and flushed-to-zero values "
+                      "over all finite values of those tensors, and the median over the tensors of each "
+                      "tensor's median SNR.");
+  double *med = calloc(r->tab.ngroups + 1, sizeof *med);
+  if (!med) return;
+  for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
+    int any = 0;
+    for (size_t g = 0; g < r->tab.ngroups && !any; g++) any = (int)r->tab.groups[g].role == role;
+    if (!any) continue;
+    fp8_doc_heading(d, 3, role == FP8_ROLE_UNKNOWN ? "other tensors" : fp8_role_name((fp8_role)role));
+    const char *hdr[] = {"configuration", "overflow rate", "underflow rate", "median SNR (dB)"};
+    fp8_doc_table_begin(d, 4, hdr, "lrrr");
+    for (size_t c = 0; c < r->ncfg; c++) {
+      int64_t o = 0, u = 0, f = 0;
+      size_t nm = 0;
+      for (size_t g = 0; g < r->tab.ngroups; g++) {
+        if (r->gcfg[g] != c || (int)r->tab.groups[g].role != role) continue;
+        const fp8_group_stats *st = &r->an.stats[g];
+        o += st->overflow;
+        u += st->underflow;
+        f += st->finite;
+        if (st->snr_rows > 0) med[nm++] = st->snr_median;
+      }
+      if (f == 0 && nm == 0) continue;
+      gsl_sort(med, 1, nm);
+      char b1[64], b2[64], b3[64];
+      const char *cells[] = {r->cfgs[c].label, fmt_rate(f ? (double)o / (double)f : NAN, b1, sizeof b1),
+                             fmt_rate(f ? (double)u / (double)f : NAN, b2, sizeof b2),
+                             fmt_db(nm ? gsl_stats_median_from_sorted_data(med, 1, nm) : NAN, b3, sizeof b3)};
+      fp8_doc_table_row(d, cells);
+    }
+  }
+  free(med);
 }
 
 static void add_config_table(rep_t *r, fp8_doc *d) {
@@ -1026,6 +1092,7 @@ static fp8_doc *build_doc(rep_t *r, const char *img_prefix, const char *csv_pref
     fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
   }
   add_gemm(r, d);
+  add_roles_table(r, d);
   add_config_table(r, d);
   fp8_doc_markdown(d, "Files: steps.csv (per step, tensor and configuration), summary.csv, analysis.csv "
                       "(statistics over steps), recommendations.csv, histograms.csv, gemm.csv (when the "
