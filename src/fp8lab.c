@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "experiment.h"
 #include "report.h"
 #include "fp8.h"
@@ -44,7 +45,8 @@ static const char USAGE[] =
     "  --version         print the version\n";
 
 static const char USAGE_RUN[] =
-    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet] [--no-report]\n"
+    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--device D] [--quiet]\n"
+    "                  [--no-report]\n"
     "\n"
     "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
     "configuration of its [recipe.*] sections and writes steps.csv, summary.csv and run.json.\n"
@@ -52,6 +54,8 @@ static const char USAGE_RUN[] =
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
     "  --threads N   worker threads (default: the number of CPUs)\n"
+    "  --device D    auto | cpu | gpu: where per-tensor recipes run (default auto: the GPU\n"
+    "                engine when this build has one and a device is usable, else the CPU)\n"
     "  --quiet       no progress bar and no final message\n"
     "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
 
@@ -162,6 +166,7 @@ static int cmd_run(int argc, char **argv) {
     return 0;
   }
   const char *exp = NULL;
+  const char *device = "auto";
   int no_report = 0;
   fp8_run_options opt = {.threads = 0};
   for (int i = 0; i < argc; i++) {
@@ -174,6 +179,12 @@ static int cmd_run(int argc, char **argv) {
       opt.quiet = 1;
     } else if (strcmp(a, "--no-report") == 0) {
       no_report = 1;
+    } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+      device = argv[++i];
+      if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "gpu")) {
+        fprintf(stderr, "fp8lab run: --device wants auto, cpu or gpu, got '%s'\n", device);
+        return EXIT_USAGE;
+      }
     } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
       long long v;
       if (parse_int64(argv[++i], 1, 64, &v)) {
@@ -218,8 +229,33 @@ static int cmd_run(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
+  /* the engine: the GPU when asked for (or auto and usable), else the CPU simulator */
+  fp8_engine *engine = NULL;
+  if (strcmp(device, "cpu") != 0) {
+#ifdef FP8LAB_HAVE_GPU
+    char why[FP8_ERRLEN] = "";
+    if (fp8_engine_gpu_create(&engine, why, sizeof why) != FP8_OK) {
+      engine = NULL;
+      if (strcmp(device, "gpu") == 0) {
+        fprintf(stderr, "fp8lab: --device gpu: %s\n", why);
+        fp8_experiment_free(&ex);
+        return EXIT_RUNTIME;
+      }
+    }
+#else
+    if (strcmp(device, "gpu") == 0) {
+      fprintf(stderr, "fp8lab: --device gpu: this build has no GPU engine (CUDA was not found when "
+                      "it was configured)\n");
+      fp8_experiment_free(&ex);
+      return EXIT_USAGE;
+    }
+#endif
+  }
+  opt.engine = engine;
+  if (engine && !opt.quiet) fprintf(stderr, "fp8lab: per-tensor recipes on %s\n", engine->name);
   fp8_run_summary sum;
   rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  if (engine) engine->free(engine);
   fp8_experiment_free(&ex);
   if (rc) {
     fprintf(stderr, "fp8lab: %s\n", err);

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 
 #include "testutil.h"
+#include "engine_sim.h"
+#include "experiment.h"
+#include "runner.h"
 #include "trace.h"
 
 static char *g_dir;
@@ -256,6 +259,43 @@ START_TEST(test_gemm_by_hand) {
 }
 END_TEST
 
+/* The engine code path (the one the GPU engine takes) gives the same files as the direct CPU
+ * path: run through the library with the simulator behind the engine interface. */
+START_TEST(test_engine_path_same_output) {
+  write_tiny_trace();
+  write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                        "[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n[output]\ndir = out\n");
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
+  free(out);
+  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
+  fp8_experiment ex;
+  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
+  fp8_engine *e;
+  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
+  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
+  fp8_run_summary sum;
+  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "%s", err);
+  e->free(e);
+  fp8_experiment_free(&ex);
+  const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
+  for (int i = 0; i < 3; i++) {
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s/direct/%s", g_dir, files[i]);
+    snprintf(b, sizeof b, "%s/%s", od, files[i]);
+    char *ca = tu_read_file(a, NULL), *cb = tu_read_file(b, NULL);
+    ck_assert_ptr_nonnull(ca);
+    ck_assert_ptr_nonnull(cb);
+    ck_assert_msg(strcmp(ca, cb) == 0, "%s differs", files[i]);
+    free(ca);
+    free(cb);
+  }
+  free(ini);
+  free(od);
+}
+END_TEST
+
 START_TEST(test_threads_same_output) {
   write_tiny_trace();
   write_text("exp.ini", TINY_INI);
@@ -387,6 +427,7 @@ int main(void) {
   tcase_add_test(tc, test_tiny_rows_by_hand);
   tcase_add_test(tc, test_gemm_by_hand);
   tcase_add_test(tc, test_threads_same_output);
+  tcase_add_test(tc, test_engine_path_same_output);
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_help_version_synth_inspect);

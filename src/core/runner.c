@@ -183,6 +183,80 @@ static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
   }
 }
 
+/* The same work with an engine (the GPU): the engine loads the tensor once and evaluates the
+ * per-tensor configurations; block configurations run on the CPU from a widened copy. */
+static int eval_tensor_engine(run_t *r, fp8_engine *e, tensor_t *t, float **buf, size_t *cap, char *err,
+                              size_t errlen) {
+  const fp8_tensor_view *v = t->view;
+  size_t nc = r->ex->nconfigs, np = 0;
+  int rc = e->load(e, v, &t->amax, t->hist, err, errlen);
+  if (rc) return rc;
+  float *scales = malloc((nc + 1) * sizeof *scales);
+  fp8_format *fmts = malloc((nc + 1) * sizeof *fmts);
+  fp8_stats *st = malloc((nc + 1) * sizeof *st);
+  size_t *idx = malloc((nc + 1) * sizeof *idx);
+  int need_host = 0;
+  if (!scales || !fmts || !st || !idx) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+    goto done;
+  }
+  for (size_t c = 0; c < nc; c++) {
+    const fp8_config *cf = &r->ex->configs[c];
+    fp8_stats_init(&t->st[c]);
+    if (fp8_recipe_kind_is_block(cf->kind)) {
+      need_host = 1;
+      continue;
+    }
+    if (cf->kind == FP8_KIND_DELAYED) {
+      t->scale[c] = t->dl[c].scale;
+    } else {
+      fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
+                              .margin = cf->margin, .format = t->fmt[c]};
+      t->scale[c] = fp8_current_scale(&p, t->amax);
+    }
+    scales[np] = t->scale[c];
+    fmts[np] = t->fmt[c];
+    idx[np++] = c;
+  }
+  if (np) {
+    rc = e->stats(e, scales, fmts, np, st, err, errlen);
+    if (rc) goto done;
+    for (size_t i = 0; i < np; i++) t->st[idx[i]] = st[i];
+  }
+  if (need_host) {
+    size_t n = (size_t)v->numel;
+    if (n > *cap) {
+      free(*buf);
+      *buf = malloc((n ? n : 1) * sizeof **buf);
+      *cap = *buf ? n : 0;
+    }
+    if (!*buf && n) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+      goto done;
+    }
+    fp8_dtype_to_f32(v->dtype, v->data, n, *buf);
+    int64_t rows, cols;
+    fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
+    for (size_t c = 0; c < nc; c++) {
+      const fp8_config *cf = &r->ex->configs[c];
+      if (!fp8_recipe_kind_is_block(cf->kind)) continue;
+      t->scale[c] = NAN;
+      fp8_block_params bp = block_params(cf, t->role, t->fmt[c]);
+      if (fp8_block_quantize_f32(*buf, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &t->st[c], &t->bst[c]) ==
+          FP8_ENOMEM) {
+        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
+        goto done;
+      }
+    }
+  }
+done:
+  free(scales);
+  free(fmts);
+  free(st);
+  free(idx);
+  return rc;
+}
+
 static void *worker(void *arg) {
   run_t *r = arg;
   float *buf = NULL;
@@ -393,7 +467,8 @@ static json_t *file_json(const char *path) {
 
 static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_trace *tr,
                           const char *trace_dir, const fp8_run_summary *sum, long long mismatches,
-                          const char *started, int threads, char *err, size_t errlen) {
+                          const char *started, int threads, const char *engine_name, char *err,
+                          size_t errlen) {
   json_t *root = json_object();
   json_object_set_new(root, "fp8lab_version", json_string(FP8LAB_VERSION));
   json_object_set_new(root, "git_revision", json_string(FP8LAB_GIT_REV));
@@ -441,6 +516,7 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
   json_object_set_new(root, "rows", json_integer(sum->rows));
   json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
   json_object_set_new(root, "threads", json_integer(threads));
+  json_object_set_new(root, "engine", json_string(engine_name));
   json_object_set_new(root, "amax_csv_mismatches", json_integer(mismatches));
   json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
 
@@ -774,7 +850,19 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
         r.t[idx].view = &s.tensors[k];
         r.work[r.nwork++] = (size_t)idx;
       }
-      run_workers(&r, threads);
+      if (opt->engine) {
+        float *ebuf = NULL;
+        size_t ecap = 0;
+        for (size_t w = 0; w < r.nwork && rc == FP8_OK; w++)
+          rc = eval_tensor_engine(&r, opt->engine, &r.t[r.work[w]], &ebuf, &ecap, err, errlen);
+        free(ebuf);
+        if (rc) {
+          fp8_step_free(&s);
+          goto done;
+        }
+      } else {
+        run_workers(&r, threads);
+      }
       /* rows, in tensor order (work[] is ascending because both lists are sorted) */
       for (size_t w = 0; w < r.nwork; w++) {
         tensor_t *t = &r.t[r.work[w]];
@@ -872,7 +960,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   rc = fp8_outfile_commit(&steps_out, err, errlen);
   if (rc) goto done;
   sum->wall_s = now_s() - t0;
-  rc = write_run_json(out, ex, &tr, trace_dir, sum, mismatches, started, threads, err, errlen);
+  rc = write_run_json(out, ex, &tr, trace_dir, sum, mismatches, started, threads,
+                      opt->engine ? opt->engine->name : "cpu", err, errlen);
   if (rc) goto done;
   if (mismatches)
     fprintf(stderr, "warning: %lld snapshot amaxes differ from amax.csv (the snapshot data was used)\n",

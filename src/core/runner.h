@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "engine.h"
 #include "experiment.h"
 #include "trace.h"
 
@@ -22,6 +23,8 @@ typedef struct {
   int quiet;           /**< no progress bar */
   int progress;        /**< draw a progress bar on stderr (caller decides: a terminal) */
   const char *argv0;   /**< for run.json */
+  fp8_engine *engine;  /**< NULL: the CPU simulator; else per-tensor recipes run on it
+                            (borrowed; the caller frees it) */
 } fp8_run_options;
 
 /** What a run produced, for the caller's final message. */
