@@ -7,18 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "fp8k.h"
-
-#define FP8K_CHECK(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      if (err) snprintf(err, errlen, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,  \
-                        cudaGetErrorString(e_));                                           \
-      rc = 6; /* FP8_EDEVICE */                                                            \
-      goto done;                                                                           \
-    }                                                                                      \
-  } while (0)
+#include "fp8k_internal.cuh"
 
 __global__ void encode_range_kernel(uint32_t first, uint32_t count, int e5m2, uint8_t *out) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
@@ -44,12 +33,12 @@ extern "C" int fp8k_encode_range(uint64_t first, uint64_t count, int e5m2, uint8
   uint8_t *d = nullptr;
   if (count == 0) return 0;
   if (first + count > (1ull << 32) || count > 0xFFFFFFFFull) {
-    if (err) snprintf(err, errlen, "fp8k_encode_range: range beyond 2^32");
-    return 1;
+    if (err && errlen) snprintf(err, errlen, "fp8k_encode_range: range beyond 2^32");
+    return FP8_EINVAL;
   }
   FP8K_CHECK(cudaMalloc(&d, count));
   encode_range_kernel<<<1024, 256>>>((uint32_t)first, (uint32_t)count, e5m2, d);
-  FP8K_CHECK(cudaGetLastError());
+  FP8K_CHECK(cudaGetLastError()); // the launch itself
   FP8K_CHECK(cudaMemcpy(codes, d, count, cudaMemcpyDeviceToHost));
 done:
   if (d) cudaFree(d);

@@ -1,6 +1,14 @@
 /* fp8k.h: C-callable launchers of fp8lab's CUDA kernels (C++ stays inside the .cu files).
- * All functions return 0 on success or FP8_EDEVICE with a message in err naming the CUDA call,
- * file and line. */
+ *
+ * Every function returns 0 (FP8_OK) on success, FP8_EINVAL (1) for a bad argument, or
+ * FP8_EDEVICE (6) when a CUDA call fails, with a message in err (when err is not NULL) naming
+ * the CUDA call, file and line. The numbers are the same ones defined in src/sim/fp8.h, and the
+ * results are bit-identical to the simulator's (RECIPES.md). The one exception is the two error
+ * sums, which agree to 1e-6 relative (see fp8k_quant_stats).
+ *
+ * Threading: one context per host thread (a context owns a stream and buffers and is not
+ * locked). Every call selects the context's device first.
+ */
 #ifndef FP8LAB_KERNELS_FP8K_H
 #define FP8LAB_KERNELS_FP8K_H
 
@@ -20,6 +28,111 @@ int fp8k_device_count(char *why, size_t whylen);
  *  e5m2 selects the format. */
 int fp8k_encode_range(uint64_t first, uint64_t count, int e5m2, uint8_t *codes, char *err,
                       size_t errlen);
+
+/* ------------------------------------------------------------------ context and tensor */
+
+typedef struct fp8k_ctx fp8k_ctx;
+
+/** Per-configuration statistics: the same layout and meaning as fp8_stats (fp8.h). */
+typedef struct {
+  int64_t n, nonfinite, zeros, overflow, underflow, subnormal;
+  double sum_sq_err, sum_sq;
+} fp8k_stats;
+
+/** Creates a context on `device`: a stream, the decode tables in constant memory, and small
+ *  accumulator buffers. Tensor buffers grow on demand and are kept until destroy. */
+int fp8k_ctx_create(fp8k_ctx **ctx, int device, char *err, size_t errlen);
+/** Frees everything the context owns (NULL is allowed). */
+void fp8k_ctx_destroy(fp8k_ctx *ctx);
+
+/** Error sums of fp8k_quant_stats: 0 (the default) computes each term (x - xhat)^2 in float32
+ *  with an exact power-of-two rescaling and sums 16 terms pairwise before going to double
+ *  (worst-case relative error of each sum below 5e-7; elements outside the safe exponent range
+ *  fall back to double), which is what keeps many configurations close to bandwidth. 1 computes
+ *  every term in double exactly as quant.c does. Counts, codes, amax, histogram: identical
+ *  either way. */
+void fp8k_ctx_set_f64_sums(fp8k_ctx *ctx, int on);
+
+/** Copies a tensor to the device: numel elements of dtype (fp8_dtype: F32 = 0, BF16 = 1,
+ *  F16 = 2) as raw little-endian bytes, as stored in the trace file. `data` may be unaligned.
+ *  It replaces the previous tensor. numel may be 0. */
+int fp8k_upload(fp8k_ctx *ctx, const void *data, int64_t numel, int dtype, char *err,
+                size_t errlen);
+
+/** amax of the uploaded tensor (max |x|, NaN ignored, inf counts; 0 when empty/all NaN):
+ *  one read of the data, like fp8_amax_f32. */
+int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen);
+
+/** The fused pass: ONE read of the uploaded tensor for all configurations (launches of up to 64
+ *  configurations each beyond that). For configuration c (format formats[c], fp8_format
+ *  E4M3 = 0 / E5M2 = 1, scale scales[c]) it computes, per element x widened exactly to
+ *  float32: y = RN32(x*s), code = cvt.rn.satfinite(y), xhat = RN32(decode(code) * RN32(1/s))
+ *  with 1/s computed on the host, and out[c] (fp8_stats semantics: n, nonfinite, zeros,
+ *  overflow, underflow, subnormal exact; sum_sq_err and sum_sq within 1e-6 relative of
+ *  fp8_quantize_f32, the summation order differs).
+ *  Optional outputs (NULL to skip, which also skips their work): amax_out (as fp8k_amax),
+ *  log2_hist_out[FP8_LOG2_HIST_BINS] (overwritten, not added to: fp8_log2_histogram counts of
+ *  the tensor), codes_out (numel bytes on the host: the codes of configuration 0).
+ *  nconfigs may be 0 (amax / histogram only). */
+int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *formats, int nconfigs,
+                     fp8k_stats *out, float *amax_out, int64_t *log2_hist_out,
+                     uint8_t *codes_out, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ current scaling */
+
+/** One current-scaling configuration (fp8_current_params with C types). */
+typedef struct {
+  float amax_epsilon;
+  int32_t pow2;   /**< non-zero: scale truncated to a power of two (bits & 0xFF800000) */
+  int32_t margin; /**< fp8lab extension: scaled_max = fp8_max * 2^-margin */
+  int32_t format; /**< fp8_format */
+} fp8k_current_params;
+
+/** Current scaling entirely on the device: an amax pass over the uploaded tensor, the scale of
+ *  each configuration from it (fp8_current_scale's arithmetic exactly, computed by one small
+ *  kernel), then the fused pass with those scales read from device memory (no host round
+ *  trip in between: two reads of the data, the cost the benchmark compares with delayed
+ *  scaling's one). out[c] as fp8k_quant_stats; scales_out[nconfigs] (nullable) the scales
+ *  used; amax_out (nullable) the tensor's amax; codes_out (nullable) configuration 0's codes.
+ *  nconfigs <= 64 per call. */
+int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params *params, int nconfigs,
+                             fp8k_stats *out, float *scales_out, float *amax_out,
+                             uint8_t *codes_out, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ delayed scaling */
+
+/** TE's fused delayed-scaling update (src/sim/delayed.c, RECIPES.md) for nslots slots (one per
+ *  tensor x configuration) in one launch, one warp per slot. Device layout (row-major):
+ *    ring[nslots][L]        slot s's history ring in ring[s*L + 0 .. s*L + history_len[s]-1]
+ *                           (the rest of the row is unused); same ring as fp8_delayed_state
+ *    head[nslots]           index of the ring entry the next non-zero amax goes to
+ *    scale[nslots]          the scale the next step uses (start: 1.0f)
+ *    last_amax[nslots]      input: the amax of the step just quantized
+ *    history_len[nslots]    1 <= history_len[s] <= L
+ *    amax_compute[nslots]   fp8_amax_compute (MAX = 0, MOST_RECENT = 1)
+ *    scaled_max[nslots]     fp8_scaled_max(format, margin) of the slot's configuration
+ *    amax_used[nslots]      output, nullable: what fp8_delayed_update returns
+ *  Per slot: last == 0 keeps the state; otherwise ring[head] = last, head advances, amax = max
+ *  of the ring ignoring NaN (or last for most_recent), scale = RN32(scaled_max / amax) when amax
+ *  is finite and > 0 (inf -> FLT_MAX). fp8_delayed_history's TE layout of a slot is
+ *  reconstructed from (ring row, head, history_len) exactly as for fp8_delayed_state.
+ *  This variant takes device pointers (for a caller keeping the state on the device); it is
+ *  asynchronous on the context's stream. */
+int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t L, float *ring,
+                               int32_t *head, float *scale, const float *last_amax,
+                               const int32_t *history_len, const int32_t *amax_compute,
+                               const float *scaled_max, float *amax_used, char *err,
+                               size_t errlen);
+
+/** The same update with the state in host arrays (same layout as above): copies ring, head,
+ *  scale and the parameters to the device, runs the one launch, copies ring, head, scale (and
+ *  amax_used when not NULL) back, synchronously. Arguments are validated (history_len in
+ *  [1, L], head in [0, history_len), amax_compute 0 or 1): FP8_EINVAL naming the slot. */
+int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L, float *ring,
+                             int32_t *head, float *scale, const float *last_amax,
+                             const int32_t *history_len, const int32_t *amax_compute,
+                             const float *scaled_max, float *amax_used, char *err,
+                             size_t errlen);
 
 #ifdef __cplusplus
 }

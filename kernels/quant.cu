@@ -1,0 +1,734 @@
+// quant.cu: the fused quantize + statistics pass of fp8lab's GPU engine, and current scaling.
+//
+// What it computes (RECIPES.md, bit-identical to src/sim/quant.c except the order of the two
+// error sums): for a tensor uploaded once (F32, BF16 or F16, widened exactly to float32) and up
+// to 64 scaling configurations per launch, ONE read of the data gives
+//   - amax (NaN ignored, inf counts), the log2|x| histogram (fp8_log2_histogram), the counts of
+//     non-finite and zero elements and sum x^2 over finite x;
+//   - per configuration c: y = RN32(x * s_c), code = cvt.rn.satfinite.{e4m3,e5m2}(y) (the
+//     hardware instruction through __nv_cvt_float2_to_fp8x2; gpu_cast_exhaustive proves it equals
+//     fp8_encode), xhat = RN32(decode(code) * sinv_c) with sinv_c = RN32(1/s_c) from the host,
+//     overflow / underflow / subnormal counts and sum (x - xhat)^2 over finite x.
+// Current scaling (fp8k_current_quant_stats) adds an amax pass and a one-thread-per-config
+// scale kernel (fp8_current_scale's arithmetic) before the same pass, without a host round trip.
+//
+// Exactness: every multiply is __fmul_rn, every division __fdiv_rn, and the target is built
+// with -fmad=false, so nothing is contracted into an FMA. The decode table lives in constant
+// memory (a copy of fp8_decode_table) and is staged into shared memory per block, because the
+// lanes of a warp index it divergently (constant memory would serialize them).
+//
+// Error sums: by default each term is computed in float32 on values rescaled by an exact power
+// of two 2^K chosen per thread and 16-element chunk, so that every term is a normal float:
+// |x| * 2^K < 2^56 and no finite non-zero x of the chunk lies more than 2^80 below the largest.
+// Then d = RN32(x - xhat) has relative error <= 2^-24 (it is exact when xhat is within a factor 2
+// of x, Sterbenz), d^2 adds 2^-24 twice, and a pairwise sum of 16 positive terms adds at most
+// 4 * 2^-24: each chunk's contribution, hence each total, is within 7 * 2^-24 = 4.2e-7 relative
+// of the exact sum; the CPU's double sum is within ~n * 2^-53 of it. A chunk outside that range
+// (subnormal x, a span over 2^80, |x| < 2^-71) or a configuration whose s or 1/s is not a
+// normal float falls back to the literal double arithmetic of quant.c, as does everything with
+// fp8k_ctx_set_f64_sums(ctx, 1). Why: a double conversion and three double operations per
+// element and configuration make the pass compute-bound at a few configurations on H100/H200
+// (FP64 runs at half the FP32 rate and conversions to double at 1/8).
+//
+// Reductions: per warp per 16-element iteration (counts packed 3 x 10 bits and summed with one
+// redux.sync; the error sum with shuffles) into per-warp shared accumulators; per block into
+// global memory with one atomic per accumulator (atomicAdd on double and unsigned long long,
+// atomicMax on the bits of the non-negative amax). The order of the double sums therefore
+// varies run to run in the last bits.
+//
+// Build: part of fp8lab_kernels (cmake --build BUILD --target fp8lab_kernels). Test:
+// tests/gpu/test_gpu_quant.c (CPU oracle: fp8_quantize_f32 and friends, label gpu). Benchmark:
+// bench/bench_gpu.cu (GB/s against the device-to-device copy measured in the same run).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "fp8k_internal.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunk = 16; // elements per thread per iteration
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__constant__ float c_decode[2][256]; // fp8_decode_table(E4M3), fp8_decode_table(E5M2)
+
+struct QParams {
+  float scale[FP8K_MAX_CONFIGS];
+  float sinv[FP8K_MAX_CONFIGS];
+  int fmt[FP8K_MAX_CONFIGS];
+  const float *dev_scales; // when not null, scales come from the device (current scaling)
+  int nconf;
+  int force_f64;
+};
+
+// ------------------------------------------------------------------ loading and widening
+
+__device__ __forceinline__ float bf16_to_f32(unsigned h) { return __uint_as_float(h << 16); }
+// cvt.f32.f16 is exact for every finite value and infinity; a NaN stays a NaN (its payload does
+// not matter: NaN only ever counts as non-finite).
+__device__ __forceinline__ float f16_to_f32(unsigned h) {
+  return __half2float(__ushort_as_half((unsigned short)h));
+}
+
+template <int DT>
+__device__ __forceinline__ float widen_scalar(const unsigned char *p, int64_t i) {
+  if (DT == FP8_DTYPE_F32) return reinterpret_cast<const float *>(p)[i];
+  unsigned h = reinterpret_cast<const unsigned short *>(p)[i];
+  return DT == FP8_DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+// Loads chunk `chunk` (elements 16*chunk .. 16*chunk+15) of the tensor; returns the mask of the
+// elements that exist (the last chunk may be partial; missing elements are set to 0). Full
+// chunks use 16-byte streaming loads: the device buffer comes from cudaMalloc, so chunk
+// boundaries are 32- (2-byte dtypes) or 64-byte (F32) aligned.
+template <int DT>
+__device__ __forceinline__ unsigned load_chunk(const void *__restrict__ data, int64_t chunk,
+                                               int64_t n, float (&x)[kChunk]) {
+  const int64_t i0 = chunk * kChunk;
+  if (i0 + kChunk <= n) {
+    if (DT == FP8_DTYPE_F32) {
+      const uint4 *p = reinterpret_cast<const uint4 *>(data) + chunk * 4;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        uint4 v = __ldcs(p + k);
+        x[4 * k + 0] = __uint_as_float(v.x);
+        x[4 * k + 1] = __uint_as_float(v.y);
+        x[4 * k + 2] = __uint_as_float(v.z);
+        x[4 * k + 3] = __uint_as_float(v.w);
+      }
+    } else {
+      const uint4 *p = reinterpret_cast<const uint4 *>(data) + chunk * 2;
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        uint4 v = __ldcs(p + k);
+        unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) { // little-endian: the low half is the earlier element
+          unsigned lo = w[q] & 0xFFFFu, hi = w[q] >> 16;
+          x[8 * k + 2 * q] = DT == FP8_DTYPE_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+          x[8 * k + 2 * q + 1] = DT == FP8_DTYPE_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+        }
+      }
+    }
+    return 0xFFFFu;
+  }
+  unsigned valid = 0;
+  const unsigned char *p = reinterpret_cast<const unsigned char *>(data);
+#pragma unroll
+  for (int j = 0; j < kChunk; j++) {
+    if (i0 + j < n) {
+      x[j] = widen_scalar<DT>(p, i0 + j);
+      valid |= 1u << j;
+    } else {
+      x[j] = 0.0f;
+    }
+  }
+  return valid;
+}
+
+// 4 bits (of bit j, 4g <= j < 4g+4) spread to the high bit of 4 bytes: 0x80 per selected byte.
+__device__ __forceinline__ unsigned spread4(unsigned bits) {
+  return ((bits & 0xFu) * 0x00204081u & 0x01010101u) * 0x80u;
+}
+
+__device__ __forceinline__ float pairwise16(const float (&t)[kChunk]) {
+  float a[8], b[4];
+#pragma unroll
+  for (int j = 0; j < 8; j++) a[j] = __fadd_rn(t[2 * j], t[2 * j + 1]);
+#pragma unroll
+  for (int j = 0; j < 4; j++) b[j] = __fadd_rn(a[2 * j], a[2 * j + 1]);
+  return __fadd_rn(__fadd_rn(b[0], b[1]), __fadd_rn(b[2], b[3]));
+}
+
+// One configuration over one thread's chunk: codes into w[4] (4 codes per word, element j in
+// byte j%4 of word j/4), counts packed as overflow | underflow << 10 | subnormal << 20 added to
+// `packed`, the chunk's error sum added to `sse`.
+template <int FMT>
+__device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned fin,
+                                            const unsigned (&finb)[4], const unsigned (&nzb)[4],
+                                            float s, float si, const float *__restrict__ tab,
+                                            bool fast, float p2k, double p2m2k,
+                                            unsigned &packed, double &sse, unsigned (&w)[4]) {
+  constexpr unsigned kMaxBits = FMT ? 0x47600000u : 0x43E00000u; // 57344.0f : 448.0f
+  constexpr unsigned kExp4 = FMT ? 0x7C7C7C7Cu : 0x78787878u;     // exponent field, 4 bytes
+  constexpr __nv_fp8_interpretation_t kInterp = FMT ? __NV_E5M2 : __NV_E4M3;
+  unsigned ov = 0;
+#pragma unroll
+  for (int k = 0; k < kChunk / 2; k++) {
+    float y0 = __fmul_rn(x[2 * k], s), y1 = __fmul_rn(x[2 * k + 1], s);
+    unsigned c2 = __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, kInterp);
+    ov |= (unsigned)((__float_as_uint(y0) & 0x7FFFFFFFu) > kMaxBits) << (2 * k);
+    ov |= (unsigned)((__float_as_uint(y1) & 0x7FFFFFFFu) > kMaxBits) << (2 * k + 1);
+    if (k & 1) w[k >> 1] |= c2 << 16;
+    else w[k >> 1] = c2;
+  }
+  unsigned uf = 0, sub = 0;
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    // high bit of each byte: code magnitude non-zero / exponent field non-zero (no carries
+    // between bytes: every byte is <= 0x7F before adding 0x7F)
+    unsigned nzc = ((w[g] & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & 0x80808080u;
+    unsigned nze = ((w[g] & kExp4) + 0x7F7F7F7Fu) & 0x80808080u;
+    uf += __popc(~nzc & nzb[g]);        // finite x != 0 with code +-0
+    sub += __popc(nzc & ~nze & finb[g]); // finite x, non-zero code with exponent field 0
+  }
+  packed += (unsigned)__popc(ov & fin) | (uf << 10) | (sub << 20);
+
+  if (fast) {
+    float t[kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
+      float xh = __fmul_rn(tab[code], si);
+      float d = __fmul_rn(__fsub_rn(x[j], xh), p2k);
+      t[j] = (fin >> j) & 1u ? __fmul_rn(d, d) : 0.0f;
+    }
+    sse = __dadd_rn(sse, __dmul_rn((double)pairwise16(t), p2m2k));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
+      float xh = __fmul_rn(tab[code], si);
+      if ((fin >> j) & 1u) {
+        double d = __dsub_rn((double)x[j], (double)xh);
+        sse = __dadd_rn(sse, __dmul_rn(d, d));
+      }
+    }
+  }
+}
+
+template <int DT, bool HIST>
+// 3 blocks (768 threads, 24 KiB of loads in flight) per SM: enough bytes in flight to cover
+// HBM latency on H100/H200; the register cap (85) costs at most a few spilled words.
+__global__ void __launch_bounds__(kThreads, 3)
+    quant_stats_kernel(const void *__restrict__ data, int64_t n, const QParams P,
+                       uint8_t *__restrict__ codes, fp8k_acc *__restrict__ acc) {
+  __shared__ float s_tab[2][256];
+  __shared__ float s_scale[FP8K_MAX_CONFIGS], s_sinv[FP8K_MAX_CONFIGS];
+  __shared__ int s_fmt[FP8K_MAX_CONFIGS], s_fast[FP8K_MAX_CONFIGS];
+  __shared__ unsigned s_cnt[kWarps][FP8K_MAX_CONFIGS][3];
+  __shared__ double s_sse[kWarps][FP8K_MAX_CONFIGS];
+  __shared__ unsigned s_hist[HIST ? FP8_LOG2_HIST_BINS : 1];
+  __shared__ unsigned s_amax, s_nonfinite, s_zeros;
+  __shared__ double s_sumsq[kWarps];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nc = P.nconf;
+  for (int i = tid; i < 512; i += kThreads) s_tab[i >> 8][i & 255] = c_decode[i >> 8][i & 255];
+  if (tid < nc) {
+    float s = P.dev_scales ? P.dev_scales[tid] : P.scale[tid];
+    float si = P.dev_scales ? __fdiv_rn(1.0f, s) : P.sinv[tid];
+    unsigned es = (__float_as_uint(s) >> 23) & 0xFFu, ei = (__float_as_uint(si) >> 23) & 0xFFu;
+    s_scale[tid] = s;
+    s_sinv[tid] = si;
+    s_fmt[tid] = P.fmt[tid];
+    s_fast[tid] = !P.force_f64 && es != 0 && es != 0xFF && ei != 0 && ei != 0xFF;
+  }
+  for (int i = tid; i < kWarps * FP8K_MAX_CONFIGS; i += kThreads) {
+    int w = i / FP8K_MAX_CONFIGS, c = i % FP8K_MAX_CONFIGS;
+    s_cnt[w][c][0] = s_cnt[w][c][1] = s_cnt[w][c][2] = 0;
+    s_sse[w][c] = 0.0;
+  }
+  if (HIST)
+    for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads) s_hist[i] = 0;
+  if (tid == 0) s_amax = s_nonfinite = s_zeros = 0;
+  __syncthreads();
+
+  unsigned amax = 0, nonfinite = 0, zeros = 0;
+  double sumsq = 0.0;
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  const int64_t stride = (int64_t)gridDim.x * kThreads;
+  // The loop bound is per warp, so that all 32 lanes reach the warp reductions together.
+  for (int64_t base = (int64_t)blockIdx.x * kThreads + warp * 32; base < nchunks; base += stride) {
+    const int64_t chunk = base + lane;
+    float x[kChunk];
+    unsigned valid = 0;
+    if (chunk < nchunks) {
+      valid = load_chunk<DT>(data, chunk, n, x);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kChunk; j++) x[j] = 0.0f;
+    }
+
+    // Configuration-independent work: flags, amax, counts, histogram, exponent range.
+    unsigned fin = 0, nz = 0;
+    int emax = 0, emin = 255;
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      unsigned a = __float_as_uint(x[j]) & 0x7FFFFFFFu;
+      bool v = (valid >> j) & 1u;
+      bool f = v && a < 0x7F800000u;
+      fin |= (unsigned)f << j;
+      nonfinite += v && !f;
+      zeros += v && a == 0;
+      unsigned am = a > 0x7F800000u ? 0u : a; // NaN never wins; inf does
+      amax = v && am > amax ? am : amax;
+      if (f && a != 0) {
+        nz |= 1u << j;
+        int e = (int)(a >> 23);
+        emax = e > emax ? e : emax;
+        emin = e < emin ? e : emin;
+        if (HIST) {
+          // bin index b - FP8_LOG2_HIST_MIN: normal e - 127 + 149; subnormal: leading bit - 149 + 149
+          int bin = e ? e + 22 : 31 - __clz((int)a);
+          atomicAdd(&s_hist[bin], 1u);
+        }
+      }
+    }
+    // Exact power-of-two rescaling of the float32 error terms (see the header comment).
+    const bool ok = nz == 0 || (emin >= 1 && emax - emin <= 80 && emax >= 56);
+    const int K = ok && nz ? 182 - emax : 0; // |x| 2^K < 2^56; K in [-72, 126]
+    const float p2k = __uint_as_float((unsigned)(127 + K) << 23);
+    const double p2m2k = __hiloint2double((1023 - 2 * K) << 20, 0);
+    unsigned finb[4], nzb[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      finb[g] = spread4(fin >> (4 * g));
+      nzb[g] = spread4(nz >> (4 * g));
+    }
+    if (ok && !P.force_f64) {
+      float t[kChunk];
+#pragma unroll
+      for (int j = 0; j < kChunk; j++) {
+        float xs = __fmul_rn(x[j], p2k);
+        t[j] = (fin >> j) & 1u ? __fmul_rn(xs, xs) : 0.0f;
+      }
+      sumsq = __dadd_rn(sumsq, __dmul_rn((double)pairwise16(t), p2m2k));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kChunk; j++)
+        if ((fin >> j) & 1u) {
+          double xd = (double)x[j];
+          sumsq = __dadd_rn(sumsq, __dmul_rn(xd, xd));
+        }
+    }
+
+    for (int c = 0; c < nc; c++) {
+      unsigned w[4];
+      unsigned packed = 0;
+      double sse = 0.0;
+      const bool fast = s_fast[c] && ok;
+      if (s_fmt[c] == FP8_E5M2)
+        config_pass<1>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[1], fast, p2k, p2m2k,
+                       packed, sse, w);
+      else
+        config_pass<0>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[0], fast, p2k, p2m2k,
+                       packed, sse, w);
+      if (codes && c == 0 && chunk < nchunks) {
+        if (valid == 0xFFFFu) {
+          reinterpret_cast<uint4 *>(codes)[chunk] = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kChunk; j++)
+            if ((valid >> j) & 1u) codes[chunk * kChunk + j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
+        }
+      }
+      // at most 16 per lane and 512 per warp: 10 bits per field
+      unsigned tot = __reduce_add_sync(kFull, packed);
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) sse = __dadd_rn(sse, __shfl_xor_sync(kFull, sse, o));
+      if (lane == 0) {
+        s_cnt[warp][c][0] += tot & 0x3FFu;
+        s_cnt[warp][c][1] += (tot >> 10) & 0x3FFu;
+        s_cnt[warp][c][2] += tot >> 20;
+        s_sse[warp][c] = __dadd_rn(s_sse[warp][c], sse);
+      }
+    }
+  }
+
+  // Block totals, then one global atomic per accumulator.
+  amax = __reduce_max_sync(kFull, amax);
+  nonfinite = __reduce_add_sync(kFull, nonfinite);
+  zeros = __reduce_add_sync(kFull, zeros);
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) sumsq = __dadd_rn(sumsq, __shfl_xor_sync(kFull, sumsq, o));
+  if (lane == 0) {
+    atomicMax(&s_amax, amax);
+    atomicAdd(&s_nonfinite, nonfinite);
+    atomicAdd(&s_zeros, zeros);
+    s_sumsq[warp] = sumsq;
+  }
+  __syncthreads();
+  if (tid < nc) {
+    unsigned long long c0 = 0, c1 = 0, c2 = 0;
+    double e = 0.0;
+    for (int w = 0; w < kWarps; w++) {
+      c0 += s_cnt[w][tid][0];
+      c1 += s_cnt[w][tid][1];
+      c2 += s_cnt[w][tid][2];
+      e = __dadd_rn(e, s_sse[w][tid]);
+    }
+    if (c0) atomicAdd(&acc->cnt[tid][0], c0);
+    if (c1) atomicAdd(&acc->cnt[tid][1], c1);
+    if (c2) atomicAdd(&acc->cnt[tid][2], c2);
+    atomicAdd(&acc->sse[tid], e); // always: a NaN or inf sum must reach the total
+  }
+  if (tid == kThreads - 1) {
+    double t = 0.0;
+    for (int w = 0; w < kWarps; w++) t = __dadd_rn(t, s_sumsq[w]);
+    atomicMax(&acc->amax_bits, s_amax);
+    atomicAdd(&acc->nonfinite, (unsigned long long)s_nonfinite);
+    atomicAdd(&acc->zeros, (unsigned long long)s_zeros);
+    atomicAdd(&acc->sum_sq, t);
+  }
+  if (HIST)
+    for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads)
+      if (s_hist[i]) atomicAdd(&acc->hist[i], (unsigned long long)s_hist[i]);
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kThreads)
+    amax_kernel(const void *__restrict__ data, int64_t n, unsigned *__restrict__ amax_bits) {
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  unsigned amax = 0;
+  for (int64_t chunk = (int64_t)blockIdx.x * kThreads + threadIdx.x; chunk < nchunks;
+       chunk += (int64_t)gridDim.x * kThreads) {
+    float x[kChunk];
+    unsigned valid = load_chunk<DT>(data, chunk, n, x);
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      unsigned a = __float_as_uint(x[j]) & 0x7FFFFFFFu;
+      a = a > 0x7F800000u || !((valid >> j) & 1u) ? 0u : a;
+      amax = a > amax ? a : amax;
+    }
+  }
+  __shared__ unsigned s_amax;
+  if (threadIdx.x == 0) s_amax = 0;
+  __syncthreads();
+  amax = __reduce_max_sync(kFull, amax);
+  if ((threadIdx.x & 31) == 0) atomicMax(&s_amax, amax);
+  __syncthreads();
+  if (threadIdx.x == 0 && s_amax) atomicMax(amax_bits, s_amax);
+}
+
+struct CurParams {
+  float eps[FP8K_MAX_CONFIGS];
+  float scaled_max[FP8K_MAX_CONFIGS];
+  int pow2[FP8K_MAX_CONFIGS];
+  int nconf;
+};
+
+// fp8_current_scale (src/sim/current.c) on the device, one thread per configuration.
+__global__ void current_scale_kernel(const unsigned *__restrict__ amax_bits, const CurParams P,
+                                     float *__restrict__ scales) {
+  int c = threadIdx.x;
+  if (c >= P.nconf) return;
+  float amax = __uint_as_float(*amax_bits);
+  float a = amax < P.eps[c] ? P.eps[c] : amax;
+  float s;
+  if (isinf(a) || isnan(a) || a == 0.0f) {
+    s = 1.0f;
+  } else {
+    s = __fdiv_rn(P.scaled_max[c], a);
+    if (isinf(s)) s = FLT_MAX;
+    if (P.pow2[c]) s = __uint_as_float(__float_as_uint(s) & 0xFF800000u);
+  }
+  scales[c] = s;
+}
+
+// Blocks: enough to fill the device (occupancy), no more than there is work, and enough that
+// no block sees 2^31 elements (its shared counters are 32-bit).
+template <typename K>
+int grid_for(K kernel, const fp8k_ctx *ctx, int64_t n, cudaError_t *e) {
+  int per_sm = 0;
+  *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+  if (*e != cudaSuccess) return 0;
+  if (per_sm < 1) per_sm = 1;
+  int64_t nchunks = (n + kChunk - 1) / kChunk;
+  int64_t need = (nchunks + kThreads - 1) / kThreads;
+  int64_t g = (int64_t)ctx->nsm * per_sm;
+  if (g > need) g = need;
+  int64_t min_g = n / (1ll << 30) + 1;
+  if (g < min_g) g = min_g;
+  if (g < 1) g = 1;
+  return (int)g;
+}
+
+template <int DT, bool HIST>
+cudaError_t launch_quant_t(fp8k_ctx *ctx, const QParams &P, uint8_t *codes) {
+  cudaError_t e;
+  int grid = grid_for(quant_stats_kernel<DT, HIST>, ctx, ctx->numel, &e);
+  if (e != cudaSuccess) return e;
+  quant_stats_kernel<DT, HIST>
+      <<<grid, kThreads, 0, ctx->stream>>>(ctx->d_data, ctx->numel, P, codes, ctx->d_acc);
+  return cudaGetLastError();
+}
+
+template <int DT>
+cudaError_t launch_amax_t(fp8k_ctx *ctx) {
+  cudaError_t e;
+  int grid = grid_for(amax_kernel<DT>, ctx, ctx->numel, &e);
+  if (e != cudaSuccess) return e;
+  amax_kernel<DT><<<grid, kThreads, 0, ctx->stream>>>(ctx->d_data, ctx->numel,
+                                                      &ctx->d_acc->amax_bits);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_quant(fp8k_ctx *ctx, const QParams &P, bool hist, uint8_t *codes) {
+  switch (ctx->dtype) {
+  case FP8_DTYPE_F32:
+    return hist ? launch_quant_t<FP8_DTYPE_F32, true>(ctx, P, codes)
+                : launch_quant_t<FP8_DTYPE_F32, false>(ctx, P, codes);
+  case FP8_DTYPE_BF16:
+    return hist ? launch_quant_t<FP8_DTYPE_BF16, true>(ctx, P, codes)
+                : launch_quant_t<FP8_DTYPE_BF16, false>(ctx, P, codes);
+  default:
+    return hist ? launch_quant_t<FP8_DTYPE_F16, true>(ctx, P, codes)
+                : launch_quant_t<FP8_DTYPE_F16, false>(ctx, P, codes);
+  }
+}
+
+void fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *out) {
+  for (int c = 0; c < m; c++) {
+    out[c].n = ctx->numel;
+    out[c].nonfinite = (int64_t)a->nonfinite;
+    out[c].zeros = (int64_t)a->zeros;
+    out[c].overflow = (int64_t)a->cnt[c][0];
+    out[c].underflow = (int64_t)a->cnt[c][1];
+    out[c].subnormal = (int64_t)a->cnt[c][2];
+    out[c].sum_sq_err = a->sse[c];
+    out[c].sum_sq = a->sum_sq;
+  }
+}
+
+} // namespace
+
+// ------------------------------------------------------------------ context
+
+extern "C" int fp8k_ctx_create(fp8k_ctx **out, int device, char *err, size_t errlen) {
+  int rc = 0, ndev = 0;
+  float tables[2][256];
+  fp8k_ctx *ctx = nullptr;
+  FP8K_REQUIRE(out != nullptr, "fp8k_ctx_create: ctx is NULL");
+  *out = nullptr;
+  FP8K_CHECK(cudaGetDeviceCount(&ndev));
+  FP8K_REQUIRE(device >= 0 && device < ndev, "fp8k_ctx_create: device %d, expected 0..%d", device,
+               ndev - 1);
+  ctx = static_cast<fp8k_ctx *>(calloc(1, sizeof *ctx));
+  if (!ctx) {
+    if (err && errlen) snprintf(err, errlen, "fp8k_ctx_create: out of host memory");
+    return FP8_ENOMEM;
+  }
+  ctx->device = device;
+  FP8K_CHECK(cudaSetDevice(device));
+  FP8K_CHECK(cudaDeviceGetAttribute(&ctx->nsm, cudaDevAttrMultiProcessorCount, device));
+  FP8K_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  FP8K_CHECK(cudaMalloc(&ctx->d_acc, sizeof(fp8k_acc)));
+  FP8K_CHECK(cudaMallocHost(&ctx->h_acc, sizeof(fp8k_acc)));
+  FP8K_CHECK(cudaMalloc(&ctx->d_scales, FP8K_MAX_CONFIGS * sizeof(float)));
+  FP8K_CHECK(cudaMallocHost(&ctx->h_scales, FP8K_MAX_CONFIGS * sizeof(float)));
+  memcpy(tables[0], fp8_decode_table(FP8_E4M3), sizeof tables[0]);
+  memcpy(tables[1], fp8_decode_table(FP8_E5M2), sizeof tables[1]);
+  FP8K_CHECK(cudaMemcpyToSymbol(c_decode, tables, sizeof tables));
+  *out = ctx;
+  ctx = nullptr;
+done:
+  fp8k_ctx_destroy(ctx);
+  return rc;
+}
+
+extern "C" void fp8k_ctx_destroy(fp8k_ctx *ctx) {
+  if (!ctx) return;
+  cudaSetDevice(ctx->device);
+  if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+  cudaFree(ctx->d_data);
+  cudaFree(ctx->d_codes);
+  cudaFree(ctx->d_acc);
+  cudaFreeHost(ctx->h_acc);
+  cudaFree(ctx->d_scales);
+  cudaFreeHost(ctx->h_scales);
+  cudaFree(ctx->d_delayed);
+  if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  free(ctx);
+}
+
+extern "C" void fp8k_ctx_set_f64_sums(fp8k_ctx *ctx, int on) {
+  if (ctx) ctx->f64_sums = on != 0;
+}
+
+extern "C" int fp8k_upload(fp8k_ctx *ctx, const void *data, int64_t numel, int dtype, char *err,
+                           size_t errlen) {
+  int rc = 0;
+  size_t bytes = 0;
+  FP8K_REQUIRE(ctx != nullptr, "fp8k_upload: ctx is NULL");
+  FP8K_REQUIRE(dtype >= FP8_DTYPE_F32 && dtype <= FP8_DTYPE_F16,
+               "fp8k_upload: dtype %d, expected 0 (F32), 1 (BF16) or 2 (F16)", dtype);
+  FP8K_REQUIRE(numel >= 0 && numel <= (1ll << 40), "fp8k_upload: numel %lld outside [0, 2^40]",
+               (long long)numel);
+  FP8K_REQUIRE(numel == 0 || data != nullptr, "fp8k_upload: data is NULL for %lld elements",
+               (long long)numel);
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  ctx->numel = 0;
+  bytes = (size_t)numel * fp8_dtype_size((fp8_dtype)dtype);
+  FP8K_CHECK(fp8k_grow(&ctx->d_data, &ctx->data_cap, bytes + 64));
+  if (bytes) {
+    FP8K_CHECK(cudaMemcpyAsync(ctx->d_data, data, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+  }
+  ctx->numel = numel;
+  ctx->dtype = dtype;
+done:
+  return rc;
+}
+
+// ------------------------------------------------------------------ launchers
+
+int fp8k_launch_amax(fp8k_ctx *ctx, char *err, size_t errlen) {
+  int rc = 0;
+  FP8K_CHECK(cudaMemsetAsync(&ctx->d_acc->amax_bits, 0, sizeof(unsigned), ctx->stream));
+  if (ctx->numel == 0) goto done;
+  switch (ctx->dtype) {
+  case FP8_DTYPE_F32: FP8K_CHECK(launch_amax_t<FP8_DTYPE_F32>(ctx)); break;
+  case FP8_DTYPE_BF16: FP8K_CHECK(launch_amax_t<FP8_DTYPE_BF16>(ctx)); break;
+  default: FP8K_CHECK(launch_amax_t<FP8_DTYPE_F16>(ctx)); break;
+  }
+done:
+  return rc;
+}
+
+int fp8k_launch_quant(fp8k_ctx *ctx, const float *scales, const float *d_scales,
+                      const int *formats, int nconfigs, int hist, int codes, char *err,
+                      size_t errlen) {
+  int rc = 0;
+  QParams P;
+  memset(&P, 0, sizeof P);
+  P.nconf = nconfigs;
+  P.dev_scales = d_scales;
+  P.force_f64 = ctx->f64_sums;
+  for (int c = 0; c < nconfigs; c++) {
+    P.fmt[c] = formats[c];
+    if (!d_scales) {
+      P.scale[c] = scales[c];
+      P.sinv[c] = 1.0f / scales[c]; // exactly quant.c's scale_inv
+    }
+  }
+  if (codes)
+    FP8K_CHECK(fp8k_grow(reinterpret_cast<void **>(&ctx->d_codes), &ctx->codes_cap,
+                         (size_t)ctx->numel + 64));
+  FP8K_CHECK(cudaMemsetAsync(ctx->d_acc, 0, sizeof(fp8k_acc), ctx->stream));
+  if (ctx->numel == 0) goto done;
+  FP8K_CHECK(launch_quant(ctx, P, hist != 0, codes ? ctx->d_codes : nullptr));
+done:
+  return rc;
+}
+
+extern "C" int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen) {
+  int rc = 0;
+  FP8K_REQUIRE(ctx != nullptr && amax != nullptr, "fp8k_amax: NULL argument");
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  rc = fp8k_launch_amax(ctx, err, errlen);
+  if (rc) goto done;
+  FP8K_CHECK(cudaMemcpyAsync(&ctx->h_acc->amax_bits, &ctx->d_acc->amax_bits, sizeof(unsigned),
+                             cudaMemcpyDeviceToHost, ctx->stream));
+  FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+  memcpy(amax, &ctx->h_acc->amax_bits, sizeof *amax);
+done:
+  return rc;
+}
+
+extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *formats,
+                                int nconfigs, fp8k_stats *out, float *amax_out,
+                                int64_t *log2_hist_out, uint8_t *codes_out, char *err,
+                                size_t errlen) {
+  int rc = 0;
+  FP8K_REQUIRE(ctx != nullptr, "fp8k_quant_stats: ctx is NULL");
+  FP8K_REQUIRE(nconfigs >= 0, "fp8k_quant_stats: nconfigs %d < 0", nconfigs);
+  FP8K_REQUIRE(nconfigs == 0 || (scales && formats && out),
+               "fp8k_quant_stats: scales, formats and out must not be NULL");
+  for (int c = 0; c < nconfigs; c++)
+    FP8K_REQUIRE(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
+                 "fp8k_quant_stats: formats[%d] = %d, expected 0 (E4M3) or 1 (E5M2)", c,
+                 formats[c]);
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  // Groups of 64 configurations; the first also produces amax, histogram and codes.
+  for (int g = 0; g == 0 || g < nconfigs; g += FP8K_MAX_CONFIGS) {
+    int m = nconfigs - g < FP8K_MAX_CONFIGS ? nconfigs - g : FP8K_MAX_CONFIGS;
+    bool first = g == 0;
+    rc = fp8k_launch_quant(ctx, scales + g * (nconfigs > 0), nullptr, formats + g * (nconfigs > 0),
+                           m, first && log2_hist_out, first && codes_out && ctx->numel > 0, err,
+                           errlen);
+    if (rc) goto done;
+    FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+                               ctx->stream));
+    if (first && codes_out && ctx->numel > 0)
+      FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+                                 cudaMemcpyDeviceToHost, ctx->stream));
+    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    fill_stats(ctx, ctx->h_acc, m, out + g * (nconfigs > 0));
+    if (first) {
+      if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
+      if (log2_hist_out)
+        for (int b = 0; b < FP8_LOG2_HIST_BINS; b++)
+          log2_hist_out[b] = (int64_t)ctx->h_acc->hist[b];
+    }
+  }
+done:
+  return rc;
+}
+
+extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params *params,
+                                        int nconfigs, fp8k_stats *out, float *scales_out,
+                                        float *amax_out, uint8_t *codes_out, char *err,
+                                        size_t errlen) {
+  int rc = 0;
+  CurParams C;
+  int formats[FP8K_MAX_CONFIGS];
+  memset(&C, 0, sizeof C);
+  FP8K_REQUIRE(ctx != nullptr && params != nullptr && out != nullptr,
+               "fp8k_current_quant_stats: NULL argument");
+  FP8K_REQUIRE(nconfigs >= 1 && nconfigs <= FP8K_MAX_CONFIGS,
+               "fp8k_current_quant_stats: nconfigs %d outside [1, %d]", nconfigs,
+               FP8K_MAX_CONFIGS);
+  for (int c = 0; c < nconfigs; c++) {
+    fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
+                            (fp8_format)params[c].format};
+    FP8K_REQUIRE(fp8_current_params_check(&p) == FP8_OK,
+                 "fp8k_current_quant_stats: configuration %d: amax_epsilon %g, margin %d, "
+                 "format %d out of range", c, (double)p.amax_epsilon, (int)p.margin,
+                 (int)params[c].format);
+    C.eps[c] = p.amax_epsilon;
+    C.scaled_max[c] = fp8_scaled_max(p.format, p.margin);
+    C.pow2[c] = p.pow2;
+    formats[c] = p.format;
+  }
+  C.nconf = nconfigs;
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  if (ctx->numel == 0) { // amax 0: scale 1 (no kernel needed, same arithmetic)
+    for (int c = 0; c < nconfigs; c++) {
+      fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
+                              (fp8_format)params[c].format};
+      if (scales_out) scales_out[c] = fp8_current_scale(&p, 0.0f);
+      memset(&out[c], 0, sizeof out[c]);
+    }
+    if (amax_out) *amax_out = 0.0f;
+    goto done;
+  }
+  rc = fp8k_launch_amax(ctx, err, errlen);
+  if (rc) goto done;
+  current_scale_kernel<<<1, FP8K_MAX_CONFIGS, 0, ctx->stream>>>(&ctx->d_acc->amax_bits, C,
+                                                               ctx->d_scales);
+  FP8K_CHECK(cudaGetLastError());
+  rc = fp8k_launch_quant(ctx, nullptr, ctx->d_scales, formats, nconfigs, 0, codes_out != nullptr,
+                         err, errlen);
+  if (rc) goto done;
+  FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+                             ctx->stream));
+  FP8K_CHECK(cudaMemcpyAsync(ctx->h_scales, ctx->d_scales, nconfigs * sizeof(float),
+                             cudaMemcpyDeviceToHost, ctx->stream));
+  if (codes_out)
+    FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+                               cudaMemcpyDeviceToHost, ctx->stream));
+  FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+  fill_stats(ctx, ctx->h_acc, nconfigs, out);
+  if (scales_out) memcpy(scales_out, ctx->h_scales, nconfigs * sizeof(float));
+  if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
+done:
+  return rc;
+}
