@@ -208,7 +208,7 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
     fprintf(fp, "%lld,", (long long)s->steps);
     const double rates[3] = {s->overflow_rate, s->underflow_rate, s->subnormal_rate};
     for (int k = 0; k < 3; k++) {
-      ana_put_num(fp, rates[k]);
+      fp8_csv_put_num(fp, rates[k]);
       fputc(',', fp);
     }
     fprintf(fp, "%lld,%lld,", (long long)s->steps_with_overflow, (long long)s->longest_overflow_run);
@@ -217,7 +217,7 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
                          s->snr_ci_hi, s->lag_median, s->lag_worst, s->snr_slope};
     for (int k = 0; k < 9; k++) {
       fputc(',', fp);
-      ana_put_num(fp, v[k]);
+      fp8_csv_put_num(fp, v[k]);
     }
     fputc('\n', fp);
   }

@@ -6,12 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "%.9g" with inf/-inf/nan spelled as in steps.csv (glibc could print -nan). */
-static inline void ana_put_num(FILE *fp, double v) {
-  if (isnan(v)) fputs("nan", fp);
-  else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", fp);
-  else fprintf(fp, "%.9g", v);
-}
+#include "outfile.h" /* fp8_csv_put_num: numbers as in every fp8lab CSV */
 
 /* A text field, quoted per RFC 4180 when it holds a comma, a quote or a line break. */
 static inline void ana_put_text(FILE *fp, const char *s) {

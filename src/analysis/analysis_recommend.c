@@ -380,9 +380,9 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
               fp8_amax_compute_name(c->amax_compute));
     else fputs(",,,", fp);
     if (c->in_run) {
-      ana_put_num(fp, c->overflow_rate);
+      fp8_csv_put_num(fp, c->overflow_rate);
       fputc(',', fp);
-      ana_put_num(fp, c->snr_median);
+      fp8_csv_put_num(fp, c->snr_median);
     } else fputc(',', fp);
     fprintf(fp, ",%lld,%lld,", (long long)c->covers, (long long)c->of);
     ana_put_text(fp, c->note);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <ftw.h>
+#include <math.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,6 +13,12 @@
 #include <unistd.h>
 
 #include "fp8.h"
+
+void fp8_csv_put_num(FILE *fp, double v) {
+  if (isnan(v)) fputs("nan", fp);
+  else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", fp);
+  else fprintf(fp, "%.9g", v);
+}
 
 int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) {

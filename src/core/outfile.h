@@ -24,6 +24,10 @@ void fp8_outfile_abort(fp8_outfile *of);
 int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/** Writes a number the way every fp8lab CSV does: "%.9g" (round-trips float32), infinities as
+ *  inf / -inf, NaN as nan (glibc would print -nan for some). */
+void fp8_csv_put_num(FILE *fp, double v);
+
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
 /** Removes a file or a directory tree (like rm -rf); missing paths are fine. */

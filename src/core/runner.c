@@ -94,12 +94,6 @@ static ssize_t find_tensor(const run_t *r, const char *name) {
 
 /* ------------------------------------------------------------------ CSV formatting */
 
-/* "%.9g", with infinities as inf/-inf and NaN as nan (glibc would print -nan for some). */
-static void put_num(FILE *fp, double v) {
-  if (isnan(v)) fputs("nan", fp);
-  else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", fp);
-  else fprintf(fp, "%.9g", v);
-}
 
 static void put_config_cols(FILE *fp, const fp8_config *c, fp8_format f) {
   fprintf(fp, "%s,%s,%s,", c->label, fp8_recipe_kind_name(c->kind), fp8_format_name(f));
@@ -136,6 +130,32 @@ static fp8_block_params block_params(const fp8_config *cf, fp8_role r, fp8_forma
 }
 
 /* Widens the tensor once, takes its amax, then runs every configuration over L1-sized chunks. */
+/* The scale configuration c uses for tensor t at this step (per-tensor kinds; t->amax set). */
+static float config_scale(const run_t *r, const tensor_t *t, size_t c) {
+  const fp8_config *cf = &r->ex->configs[c];
+  if (cf->kind == FP8_KIND_DELAYED) return t->dl[c].scale;
+  fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
+                          .margin = cf->margin, .format = t->fmt[c]};
+  return fp8_current_scale(&p, t->amax);
+}
+
+/* Block kinds on the widened tensor x, blocks along its last dimension (both engines: block
+ * recipes always run on the CPU). Returns FP8_ENOMEM or FP8_OK. */
+static int eval_block_configs(const run_t *r, tensor_t *t, const float *x) {
+  int64_t rows, cols;
+  fp8_block_view_2d(t->view->shape, t->view->ndim, &rows, &cols);
+  for (size_t c = 0; c < r->ex->nconfigs; c++) {
+    const fp8_config *cf = &r->ex->configs[c];
+    if (!fp8_recipe_kind_is_block(cf->kind)) continue;
+    t->scale[c] = NAN;
+    fp8_block_params bp = block_params(cf, t->role, t->fmt[c]);
+    if (fp8_block_quantize_f32(x, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &t->st[c], &t->bst[c]) ==
+        FP8_ENOMEM)
+      return FP8_ENOMEM;
+  }
+  return FP8_OK;
+}
+
 static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
   const fp8_tensor_view *v = t->view;
   size_t n = (size_t)v->numel;
@@ -156,25 +176,10 @@ static void eval_tensor(run_t *r, tensor_t *t, float **buf, size_t *cap) {
   memset(t->hist, 0, sizeof t->hist);
   fp8_log2_histogram(x, n, t->hist);
   for (size_t c = 0; c < nc; c++) {
-    const fp8_config *cf = &r->ex->configs[c];
     fp8_stats_init(&t->st[c]);
-    if (cf->kind == FP8_KIND_DELAYED) {
-      t->scale[c] = t->dl[c].scale;
-    } else if (cf->kind == FP8_KIND_CURRENT) {
-      fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
-                              .margin = cf->margin, .format = t->fmt[c]};
-      t->scale[c] = fp8_current_scale(&p, t->amax);
-    } else {
-      /* per-block scales: the whole (widened, in-memory) tensor, blocks along its last dim */
-      t->scale[c] = NAN;
-      int64_t rows, cols;
-      fp8_block_params bp = block_params(cf, t->role, t->fmt[c]);
-      fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
-      if (fp8_block_quantize_f32(x, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &t->st[c], &t->bst[c]) ==
-          FP8_ENOMEM)
-        t->oom = 1;
-    }
+    if (!fp8_recipe_kind_is_block(r->ex->configs[c].kind)) t->scale[c] = config_scale(r, t, c);
   }
+  if (eval_block_configs(r, t, x) != FP8_OK) t->oom = 1;
   for (size_t off = 0; off < n; off += CHUNK) {
     size_t m = n - off < CHUNK ? n - off : CHUNK;
     for (size_t c = 0; c < nc; c++)
@@ -201,19 +206,12 @@ static int eval_tensor_engine(run_t *r, fp8_engine *e, tensor_t *t, float **buf,
     goto done;
   }
   for (size_t c = 0; c < nc; c++) {
-    const fp8_config *cf = &r->ex->configs[c];
     fp8_stats_init(&t->st[c]);
-    if (fp8_recipe_kind_is_block(cf->kind)) {
+    if (fp8_recipe_kind_is_block(r->ex->configs[c].kind)) {
       need_host = 1;
       continue;
     }
-    if (cf->kind == FP8_KIND_DELAYED) {
-      t->scale[c] = t->dl[c].scale;
-    } else {
-      fp8_current_params p = {.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
-                              .margin = cf->margin, .format = t->fmt[c]};
-      t->scale[c] = fp8_current_scale(&p, t->amax);
-    }
+    t->scale[c] = config_scale(r, t, c);
     scales[np] = t->scale[c];
     fmts[np] = t->fmt[c];
     idx[np++] = c;
@@ -235,19 +233,8 @@ static int eval_tensor_engine(run_t *r, fp8_engine *e, tensor_t *t, float **buf,
       goto done;
     }
     fp8_dtype_to_f32(v->dtype, v->data, n, *buf);
-    int64_t rows, cols;
-    fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
-    for (size_t c = 0; c < nc; c++) {
-      const fp8_config *cf = &r->ex->configs[c];
-      if (!fp8_recipe_kind_is_block(cf->kind)) continue;
-      t->scale[c] = NAN;
-      fp8_block_params bp = block_params(cf, t->role, t->fmt[c]);
-      if (fp8_block_quantize_f32(*buf, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &t->st[c], &t->bst[c]) ==
-          FP8_ENOMEM) {
-        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
-        goto done;
-      }
-    }
+    if (eval_block_configs(r, t, *buf) != FP8_OK)
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", t->name);
   }
 done:
   free(scales);
@@ -395,7 +382,7 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
           fprintf(gp, "%d,%d,%s,", (int)cf->history_len, (int)cf->margin, fp8_amax_compute_name(cf->amax_compute));
         else
           fputs(",,,", gp);
-        put_num(gp, rel[(size_t)g * nc + c]);
+        fp8_csv_put_num(gp, rel[(size_t)g * nc + c]);
         fputc('\n', gp);
         (*nrows)++;
       }
@@ -685,19 +672,19 @@ static void write_summary(FILE *fp, const run_t *r) {
       fprintf(fp, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,", (long long)a->steps, (long long)st->n,
               (long long)st->nonfinite, (long long)st->zeros, (long long)st->overflow,
               (long long)st->underflow, (long long)st->subnormal);
-      put_num(fp, finite > 0 ? (double)st->overflow / finite : NAN);
+      fp8_csv_put_num(fp, finite > 0 ? (double)st->overflow / finite : NAN);
       fputc(',', fp);
-      put_num(fp, finite > 0 ? (double)st->underflow / finite : NAN);
+      fp8_csv_put_num(fp, finite > 0 ? (double)st->underflow / finite : NAN);
       fputc(',', fp);
-      put_num(fp, finite > 0 ? (double)st->subnormal / finite : NAN);
+      fp8_csv_put_num(fp, finite > 0 ? (double)st->subnormal / finite : NAN);
       fprintf(fp, ",%lld,", (long long)a->steps_with_overflow);
-      put_num(fp, fp8_stats_mse(st));
+      fp8_csv_put_num(fp, fp8_stats_mse(st));
       fputc(',', fp);
-      put_num(fp, fp8_stats_snr_db(st));
+      fp8_csv_put_num(fp, fp8_stats_snr_db(st));
       fputc(',', fp);
-      put_num(fp, a->snr_min);
+      fp8_csv_put_num(fp, a->snr_min);
       fputc(',', fp);
-      put_num(fp, a->amax_max);
+      fp8_csv_put_num(fp, a->amax_max);
       fputc('\n', fp);
     }
   }
@@ -880,24 +867,24 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
           int blk = fp8_recipe_kind_is_block(ex->configs[c].kind);
           fprintf(fp, "%s,%s,%lld,", t->name, fp8_role_name(t->role), (long long)step);
           put_config_cols(fp, &ex->configs[c], t->fmt[c]);
-          put_num(fp, t->amax);
+          fp8_csv_put_num(fp, t->amax);
           fputc(',', fp);
-          if (!blk) put_num(fp, t->scale[c]);
+          if (!blk) fp8_csv_put_num(fp, t->scale[c]);
           fprintf(fp, ",%lld,%lld,%lld,%lld,%lld,%lld,", (long long)st->n, (long long)st->nonfinite,
                   (long long)st->zeros, (long long)st->overflow, (long long)st->underflow,
                   (long long)st->subnormal);
           double snr = fp8_stats_snr_db(st);
-          put_num(fp, fp8_stats_mse(st));
+          fp8_csv_put_num(fp, fp8_stats_mse(st));
           fputc(',', fp);
-          put_num(fp, snr);
+          fp8_csv_put_num(fp, snr);
           if (blk) {
             const fp8_block_stats *b = &t->bst[c];
             fprintf(fp, ",%lld,%lld,", (long long)b->nblocks, (long long)b->blocks_with_overflow);
-            put_num(fp, b->log2_scale_min);
+            fp8_csv_put_num(fp, b->log2_scale_min);
             fputc(',', fp);
-            put_num(fp, b->log2_scale_max);
+            fp8_csv_put_num(fp, b->log2_scale_max);
             fputc(',', fp);
-            put_num(fp, b->log2_scale_std);
+            fp8_csv_put_num(fp, b->log2_scale_std);
             fputc('\n', fp);
           } else {
             fputs(",,,,,\n", fp);
