@@ -37,7 +37,7 @@ extern "C" int fp8k_encode_range(uint64_t first, uint64_t count, int e5m2, uint8
     return FP8_EINVAL;
   }
   FP8K_CHECK(cudaMalloc(&d, count));
-  encode_range_kernel<<<1024, 256>>>((uint32_t)first, (uint32_t)count, e5m2, d);
+  FP8K_LAUNCH(1024, 256, 0, 0, encode_range_kernel)((uint32_t)first, (uint32_t)count, e5m2, d);
   FP8K_CHECK(cudaGetLastError()); // the launch itself
   FP8K_CHECK(cudaMemcpy(codes, d, count, cudaMemcpyDeviceToHost));
 done:

@@ -11,7 +11,8 @@
 //
 // CPU reference: fp8_delayed_update / fp8_delayed_history; test: tests/gpu/test_gpu_quant.c
 // (random amax streams with zeros, inf, NaN and tiny values, L in {1, 2, 3, 16, 1024}, every
-// step compared bit for bit). Build: part of fp8lab_kernels.
+// step compared bit for bit; also run on the CPU emulator as test_gpu_quant_emu). Build: part of
+// fp8lab_kernels.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -86,9 +87,9 @@ extern "C" int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t
                (int)nslots, (int)L, FP8_HISTORY_LIMIT);
   if (nslots == 0) goto done;
   FP8K_CHECK(cudaSetDevice(ctx->device));
-  delayed_update_kernel<<<(nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0,
-                          ctx->stream>>>(nslots, L, ring, head, scale, last_amax, history_len,
-                                         amax_compute, scaled_max, amax_used);
+  FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
+              delayed_update_kernel)(nslots, L, ring, head, scale, last_amax, history_len,
+                                     amax_compute, scaled_max, amax_used);
   FP8K_CHECK(cudaGetLastError());
 done:
   return rc;

@@ -72,7 +72,8 @@ int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen);
  *  fp8_quantize_f32, the summation order differs).
  *  Optional outputs (NULL to skip, which also skips their work): amax_out (as fp8k_amax),
  *  log2_hist_out[FP8_LOG2_HIST_BINS] (overwritten, not added to: fp8_log2_histogram counts of
- *  the tensor), codes_out (numel bytes on the host: the codes of configuration 0).
+ *  the tensor), codes_out (numel bytes on the host: the codes of configuration 0; left
+ *  untouched when nconfigs is 0).
  *  nconfigs may be 0 (amax / histogram only). */
 int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *formats, int nconfigs,
                      fp8k_stats *out, float *amax_out, int64_t *log2_hist_out,

@@ -1,6 +1,7 @@
 // fp8k_internal.cuh: what the .cu files of fp8lab_kernels share and the C API does not show:
-// the one CUDA check macro, the context structure and buffer growth. C++/CUDA only; the runner
-// sees fp8k.h. bench/bench_gpu.cu includes it to time the kernels without the copies back.
+// the one CUDA check macro, the launch macro FP8K_LAUNCH (fp8k_launch.cuh), the context structure
+// and buffer growth. C++/CUDA only; the runner sees fp8k.h. bench/bench_gpu.cu includes it to
+// time the kernels without the copies back.
 #ifndef FP8LAB_KERNELS_FP8K_INTERNAL_CUH
 #define FP8LAB_KERNELS_FP8K_INTERNAL_CUH
 
@@ -11,6 +12,7 @@
 
 #include "fp8.h"
 #include "fp8k.h"
+#include "fp8k_launch.cuh"
 
 // Every CUDA call (and every launch, through cudaGetLastError) goes through FP8K_CHECK: on
 // failure it writes "<call text> failed at file:line: <CUDA message>" into err (when err is not

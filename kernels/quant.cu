@@ -37,7 +37,8 @@
 // varies run to run in the last bits.
 //
 // Build: part of fp8lab_kernels (cmake --build BUILD --target fp8lab_kernels). Test:
-// tests/gpu/test_gpu_quant.c (CPU oracle: fp8_quantize_f32 and friends, label gpu). Benchmark:
+// tests/gpu/test_gpu_quant.c (CPU oracle: fp8_quantize_f32 and friends, label gpu), and the same
+// test on the CPU through the CUDA emulator (test_gpu_quant_emu, label cpu; README.md). Benchmark:
 // bench/bench_gpu.cu (GB/s against the device-to-device copy measured in the same run).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -456,8 +457,8 @@ cudaError_t launch_quant_t(fp8k_ctx *ctx, const QParams &P, uint8_t *codes) {
   cudaError_t e;
   int grid = grid_for(quant_stats_kernel<DT, HIST>, ctx, ctx->numel, &e);
   if (e != cudaSuccess) return e;
-  quant_stats_kernel<DT, HIST>
-      <<<grid, kThreads, 0, ctx->stream>>>(ctx->d_data, ctx->numel, P, codes, ctx->d_acc);
+  FP8K_LAUNCH(grid, kThreads, 0, ctx->stream, quant_stats_kernel<DT, HIST>)(
+      ctx->d_data, ctx->numel, P, codes, ctx->d_acc);
   return cudaGetLastError();
 }
 
@@ -466,8 +467,8 @@ cudaError_t launch_amax_t(fp8k_ctx *ctx) {
   cudaError_t e;
   int grid = grid_for(amax_kernel<DT>, ctx, ctx->numel, &e);
   if (e != cudaSuccess) return e;
-  amax_kernel<DT><<<grid, kThreads, 0, ctx->stream>>>(ctx->d_data, ctx->numel,
-                                                      &ctx->d_acc->amax_bits);
+  FP8K_LAUNCH(grid, kThreads, 0, ctx->stream, amax_kernel<DT>)(ctx->d_data, ctx->numel,
+                                                               &ctx->d_acc->amax_bits);
   return cudaGetLastError();
 }
 
@@ -652,12 +653,12 @@ extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *f
     int m = nconfigs - g < FP8K_MAX_CONFIGS ? nconfigs - g : FP8K_MAX_CONFIGS;
     bool first = g == 0;
     rc = fp8k_launch_quant(ctx, scales + g * (nconfigs > 0), nullptr, formats + g * (nconfigs > 0),
-                           m, first && log2_hist_out, first && codes_out && ctx->numel > 0, err,
-                           errlen);
+                           m, first && log2_hist_out,
+                           first && codes_out && ctx->numel > 0 && nconfigs > 0, err, errlen);
     if (rc) goto done;
     FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
                                ctx->stream));
-    if (first && codes_out && ctx->numel > 0)
+    if (first && codes_out && ctx->numel > 0 && nconfigs > 0)
       FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                  cudaMemcpyDeviceToHost, ctx->stream));
     FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
@@ -712,8 +713,8 @@ extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params
   }
   rc = fp8k_launch_amax(ctx, err, errlen);
   if (rc) goto done;
-  current_scale_kernel<<<1, FP8K_MAX_CONFIGS, 0, ctx->stream>>>(&ctx->d_acc->amax_bits, C,
-                                                               ctx->d_scales);
+  FP8K_LAUNCH(1, FP8K_MAX_CONFIGS, 0, ctx->stream, current_scale_kernel)(
+      &ctx->d_acc->amax_bits, C, ctx->d_scales);
   FP8K_CHECK(cudaGetLastError());
   rc = fp8k_launch_quant(ctx, nullptr, ctx->d_scales, formats, nconfigs, 0, codes_out != nullptr,
                          err, errlen);

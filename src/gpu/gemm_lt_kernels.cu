@@ -3,11 +3,14 @@
 // output amax when cuBLASLt cannot give it (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER unsupported for
 // the output type), and the double sums of the relative Frobenius error. All memory-bound and
 // small next to the GEMM. Built as part of fp8lab_gpu (sm_90, sm_89); tests/gpu/test_gpu_gemm.c
-// checks them through the GEMMs against the CPU.
+// checks them through the GEMMs against the CPU, on the GPU and (test_gpu_gemm_mock) on the CPU
+// through the CUDA emulator tests/gpu/emu/cuda_emu.h (hence launches through FP8K_LAUNCH,
+// kernels/fp8k_launch.cuh).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "fp8k_launch.cuh"
 #include "gemm_lt_kernels.h"
 
 namespace {
@@ -110,8 +113,8 @@ extern "C" cudaError_t fp8g_copy_pad_u8(const uint8_t *src, int64_t rows, int64_
   if (drows <= 0 || dcols <= 0) return cudaSuccess;
   const int64_t tiles_r = (drows + TILE - 1) / TILE, tiles_c = (dcols + TILE - 1) / TILE;
   dim3 grid((unsigned)(tiles_c < 4096 ? tiles_c : 4096), (unsigned)(tiles_r < 4096 ? tiles_r : 4096));
-  copy_pad_u8_kernel<<<grid, dim3(TILE, ROWS_PER_PASS), 0, stream>>>(src, rows, cols, lds,
-                                                                      transpose, dst, drows, dcols);
+  FP8K_LAUNCH(grid, dim3(TILE, ROWS_PER_PASS), 0, stream, copy_pad_u8_kernel)(
+      src, rows, cols, lds, transpose, dst, drows, dcols);
   return cudaGetLastError();
 }
 
@@ -120,7 +123,7 @@ extern "C" cudaError_t fp8g_amax(const void *y, int bf16, int64_t n, float *amax
   if (n <= 0) return cudaSuccess;
   int64_t blocks = (n + 1023) / 1024;
   if (blocks > 2048) blocks = 2048;
-  amax_kernel<<<(unsigned)blocks, 256, 0, stream>>>(y, bf16, n, amax);
+  FP8K_LAUNCH((unsigned)blocks, 256, 0, stream, amax_kernel)(y, bf16, n, amax);
   return cudaGetLastError();
 }
 
@@ -132,6 +135,6 @@ extern "C" int fp8g_err_blocks(int64_t n) {
 
 extern "C" cudaError_t fp8g_err_sums(const void *y, int bf16, const float *yref, int64_t n,
                                      double *sums, int nblocks, cudaStream_t stream) {
-  err_sums_kernel<<<nblocks, ERR_THREADS, 0, stream>>>(y, bf16, yref, n, sums);
+  FP8K_LAUNCH(nblocks, ERR_THREADS, 0, stream, err_sums_kernel)(y, bf16, yref, n, sums);
   return cudaGetLastError();
 }

@@ -1,35 +1,65 @@
-/* mock_cuda.c: a host-memory stand-in for the parts of the CUDA runtime, cuBLASLt, NCCL and
- * src/gpu/gemm_lt_kernels.cu that src/gpu uses, so that the GPU tests' own code paths run on
- * machines without a GPU (test_gpu_gemm_mock, test_gpu_comm_mock: label cpu).
+/* mock_cuda.c: a host-memory stand-in for the parts of the CUDA runtime, cuBLASLt and NCCL that
+ * kernels/ and src/gpu use, so that the GPU tests' own code paths run on machines without a GPU
+ * (label cpu: test_gpu_gemm_mock, test_gpu_comm_mock, test_gpu_quant_emu). The kernels
+ * themselves (the .cu files of kernels/ and src/gpu/gemm_lt_kernels.cu) run unmodified on the
+ * host through the CUDA execution emulator tests/gpu/emu/cuda_emu.h, which uses this runtime.
  *
- * What it checks by construction: "device memory" is malloc'ed host memory (so ASan builds catch
- * out-of-bounds reads and writes of the padding and transposes); cublasLtMatmul implements
- * cuBLASLt's column-major semantics from the matrix layouts and transpose attributes, in double,
- * with the A/B scale pointers applied and the output rounded to FP32 or BF16; and it enforces
- * the FP8 rules of sm_89/sm_90 (TN only, lda/ldb/m/n/k multiples of 16, 16-byte aligned
- * pointers, no E5M2 x E5M2), so a layout mistake in gemm_lt.c fails here instead of on the GPU.
- * AMAX_D_POINTER is accepted for FP32 outputs and refused for BF16 ones, so both the cuBLASLt
- * amax and the fallback kernel are exercised. What it cannot check: real cuBLASLt's accuracy
- * (the mock is exact), its actual support matrix, kernels' launch configurations, streams
- * (everything here is synchronous). Those need the GPU (scripts/device-check.sh).
+ * What it checks by construction: "device memory" is host memory allocated with the exact size
+ * (so ASan builds catch out-of-bounds reads and writes of the padding, transposes and kernels),
+ * and every allocation is registered: copies and memsets must stay inside one allocation on the
+ * device side and name the right direction (a host pointer passed as device memory, or the
+ * reverse, fails with cudaErrorInvalidValue and a line on stderr), kernel pointer arguments must
+ * be device memory (cuda_emu.cc), cudaFree takes only what cudaMalloc returned, streams must be
+ * live. cublasLtMatmul implements cuBLASLt's column-major semantics from the matrix layouts and
+ * transpose attributes, in double, with the A/B scale pointers applied and the output rounded to
+ * FP32 or BF16; and it enforces the FP8 rules of sm_89/sm_90 (TN only, lda/ldb/m/n/k multiples
+ * of 16, 16-byte aligned pointers, no E5M2 x E5M2), so a layout mistake in gemm_lt.c fails here
+ * instead of on the GPU. AMAX_D_POINTER is accepted for FP32 outputs and refused for BF16 ones,
+ * so both the cuBLASLt amax and the fallback kernel are exercised. What it cannot check: real
+ * cuBLASLt's accuracy (the mock is exact), its actual support matrix, timing, and stream
+ * ordering (everything here is synchronous: work runs when it is issued). Those need the GPU
+ * (scripts/device-check.sh).
  */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fp8.h"
-#include "gemm_lt_kernels.h"
+#include "mock_cuda.h"
 #ifdef FP8LAB_HAVE_NCCL
 #include <nccl.h>
 #endif
 
-/* ---------------------------------------------------------------- runtime */
+/* ---------------------------------------------------------------- runtime: errors, device */
+
+static cudaError_t last_error = cudaSuccess;
+void mock_cuda_set_last_error(cudaError_t e) {
+  if (last_error == cudaSuccess) last_error = e;
+}
+/* A misuse of the API: a line on stderr (the caller's message only names the call). */
+static cudaError_t misuse(cudaError_t e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static cudaError_t misuse(cudaError_t e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "mock_cuda: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return e;
+}
 
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *device) {
+  *device = 0;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int *count) {
   *count = 1;
   return cudaSuccess;
@@ -38,9 +68,38 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
   if (device != 0) return cudaErrorInvalidDevice;
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "mock device (host memory, tests/gpu/mock_cuda.c)");
-  p->major = 9, p->minor = 0, p->multiProcessorCount = 1;
+  p->major = 9, p->minor = 0, p->multiProcessorCount = MOCK_CUDA_SM_COUNT;
   p->totalGlobalMem = (size_t)1 << 34;
+  p->warpSize = 32, p->maxThreadsPerBlock = 1024, p->sharedMemPerBlock = 48 * 1024;
   return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  switch (attr) {
+  case cudaDevAttrMultiProcessorCount: *value = MOCK_CUDA_SM_COUNT; break;
+  case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+  case cudaDevAttrWarpSize: *value = 32; break;
+  case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+  case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+  case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
+  default:
+    return misuse(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d not mocked",
+                  (int)attr);
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *func, int block,
+                                                          size_t smem) {
+  if (!func || block < 1 || block > 1024 || smem > 48 * 1024) return cudaErrorInvalidValue;
+  *n = MOCK_CUDA_BLOCKS_PER_SM;
+  return cudaSuccess;
+}
+/* the C++ template form (cuda_runtime.h) calls this one */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *func,
+                                                                   int block, size_t smem,
+                                                                   unsigned flags) {
+  (void)flags;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, func, block, smem);
 }
 cudaError_t cudaDriverGetVersion(int *v) {
   *v = 13000;
@@ -50,74 +109,266 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
   *v = 13000;
   return cudaSuccess;
 }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMock"; }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
+  case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  default: return "cudaErrorMock";
+  }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorInvalidValue: return "invalid argument (mock)";
+  case cudaErrorMemoryAllocation: return "out of memory (mock)";
+  case cudaErrorInvalidConfiguration: return "invalid configuration argument (mock)";
+  case cudaErrorInvalidDevice: return "invalid device ordinal (mock)";
+  case cudaErrorInvalidPitchValue: return "invalid pitch argument (mock)";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle (mock)";
+  default: return "mock error";
+  }
+}
 
-static int stream_token;
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
-  *s = (cudaStream_t)&stream_token;
+/* ---------------------------------------------------------------- runtime: streams, events */
+
+typedef struct mock_stream {
+  unsigned magic;
+  struct mock_stream *next;
+} mock_stream;
+#define STREAM_MAGIC 0x57AEA3u
+static mock_stream *streams;
+
+int mock_cuda_stream_valid(cudaStream_t s) {
+  if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
+  for (mock_stream *m = streams; m; m = m->next)
+    if ((cudaStream_t)m == s) return 1;
+  return 0;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+  (void)flags;
+  mock_stream *m = calloc(1, sizeof *m);
+  if (!m) return cudaErrorMemoryAllocation;
+  m->magic = STREAM_MAGIC;
+  m->next = streams;
+  streams = m;
+  *s = (cudaStream_t)m;
   return cudaSuccess;
 }
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  (void)s;
-  return cudaSuccess;
+  for (mock_stream **p = &streams; *p; p = &(*p)->next)
+    if ((cudaStream_t)*p == s) {
+      mock_stream *m = *p;
+      *p = m->next;
+      free(m);
+      return cudaSuccess;
+    }
+  return misuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: %p is not a live stream",
+                (void *)s);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  (void)s;
+  if (!mock_cuda_stream_valid(s))
+    return misuse(cudaErrorInvalidResourceHandle,
+                  "cudaStreamSynchronize: %p is not a live stream", (void *)s);
   return cudaSuccess;
 }
 
-cudaError_t cudaMalloc(void **p, size_t n) {
-  /* 256-byte aligned like cudaMalloc */
-  *p = aligned_alloc(256, (n + 255) / 256 * 256);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+/* An event holds the host time it was recorded at. */
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = (cudaEvent_t)calloc(1, sizeof(struct timespec));
+  return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaFree(void *p) {
-  free(p);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+  (void)flags;
+  return cudaEventCreate(e);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  free(e);
   return cudaSuccess;
 }
-cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
-cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!mock_cuda_stream_valid(s)) return cudaErrorInvalidResourceHandle;
+  timespec_get((struct timespec *)e, TIME_UTC);
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  (void)e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  (void)e;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  (void)e, (void)flags;
+  return mock_cuda_stream_valid(s) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  const struct timespec *a = (const struct timespec *)start, *b = (const struct timespec *)end;
+  *ms = (float)((double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) * 1e-6);
+  return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- runtime: memory */
+
+/* Live allocations: device (cudaMalloc) and pinned host (cudaMallocHost). */
+typedef struct {
+  char *p;
+  size_t n;
+  int device;
+} mock_alloc;
+static mock_alloc *allocs;
+static size_t nallocs, allocs_cap;
+
+static const mock_alloc *find_alloc(const void *p) {
+  for (size_t i = 0; i < nallocs; i++) {
+    const char *q = (const char *)p, *a = allocs[i].p;
+    if (q >= a && q < a + (allocs[i].n ? allocs[i].n : 1)) return &allocs[i];
+  }
+  return NULL;
+}
+int mock_cuda_is_device_ptr(const void *p) {
+  const mock_alloc *a = find_alloc(p);
+  return a && a->device;
+}
+
+static cudaError_t mock_alloc_new(void **p, size_t n, int device) {
+  if (nallocs == allocs_cap) {
+    size_t cap = allocs_cap ? 2 * allocs_cap : 64;
+    mock_alloc *a = realloc(allocs, cap * sizeof *a);
+    if (!a) return cudaErrorMemoryAllocation;
+    allocs = a, allocs_cap = cap;
+  }
+  /* 256-byte aligned like cudaMalloc, and exactly n bytes (n = 0: a 1-byte block) so that ASan
+   * sees every byte past the end. */
+  void *q = NULL;
+  if (posix_memalign(&q, 256, n ? n : 1) != 0) return cudaErrorMemoryAllocation;
+  allocs[nallocs++] = (mock_alloc){(char *)q, n, device};
+  *p = q;
+  return cudaSuccess;
+}
+static cudaError_t mock_alloc_free(void *p, int device, const char *call) {
+  if (!p) return cudaSuccess;
+  for (size_t i = 0; i < nallocs; i++)
+    if (allocs[i].p == p && allocs[i].device == device) {
+      free(p);
+      allocs[i] = allocs[--nallocs];
+      return cudaSuccess;
+    }
+  return misuse(cudaErrorInvalidValue, "%s(%p): not a pointer %s returned", call, p,
+                device ? "cudaMalloc" : "cudaMallocHost");
+}
+
+cudaError_t cudaMalloc(void **p, size_t n) { return mock_alloc_new(p, n, 1); }
+cudaError_t cudaFree(void *p) { return mock_alloc_free(p, 1, "cudaFree"); }
+cudaError_t cudaMallocHost(void **p, size_t n) { return mock_alloc_new(p, n, 0); }
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) { /* C++ cudaMallocHost<T> */
+  (void)flags;
+  return mock_alloc_new(p, n, 0);
+}
+cudaError_t cudaFreeHost(void *p) { return mock_alloc_free(p, 0, "cudaFreeHost"); }
+
+/* [p, p+n) on the device side: inside one device allocation. */
+static int device_range_ok(const void *p, size_t n, const char *call, const char *what) {
+  if (n == 0) return 1;
+  const mock_alloc *a = find_alloc(p);
+  if (!a || !a->device) {
+    misuse(cudaErrorInvalidValue, "%s: %s %p is not device memory", call, what, p);
+    return 0;
+  }
+  if ((size_t)((const char *)p - a->p) + n > a->n) {
+    misuse(cudaErrorInvalidValue,
+           "%s: %s [%p, +%zu) runs past the end of its allocation of %zu bytes at %p", call,
+           what, p, n, a->n, (void *)a->p);
+    return 0;
+  }
+  return 1;
+}
+/* [p, p+n) on the host side: not device memory. */
+static int host_range_ok(const void *p, size_t n, const char *call, const char *what) {
+  if (n == 0 || !mock_cuda_is_device_ptr(p)) return 1;
+  misuse(cudaErrorInvalidValue, "%s: %s %p is device memory, the copy kind says host", call,
+         what, p);
+  return 0;
+}
+static int copy_ok(void *d, const void *s, size_t n, enum cudaMemcpyKind k, const char *call) {
+  switch (k) {
+  case cudaMemcpyHostToDevice:
+    return device_range_ok(d, n, call, "dst") && host_range_ok(s, n, call, "src");
+  case cudaMemcpyDeviceToHost:
+    return host_range_ok(d, n, call, "dst") && device_range_ok(s, n, call, "src");
+  case cudaMemcpyDeviceToDevice:
+    return device_range_ok(d, n, call, "dst") && device_range_ok(s, n, call, "src");
+  case cudaMemcpyHostToHost:
+    return host_range_ok(d, n, call, "dst") && host_range_ok(s, n, call, "src");
+  default: return 1; /* cudaMemcpyDefault */
+  }
+}
+
 cudaError_t cudaMemset(void *p, int v, size_t n) {
-  memset(p, v, n);
+  if (!device_range_ok(p, n, "cudaMemset", "dst")) return cudaErrorInvalidValue;
+  if (n) memset(p, v, n);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-  (void)s;
+  if (!mock_cuda_stream_valid(s)) return cudaErrorInvalidResourceHandle;
   return cudaMemset(p, v, n);
 }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-  (void)k;
-  memmove(d, s, n);
+  if (!copy_ok(d, s, n, k, "cudaMemcpy")) return cudaErrorInvalidValue;
+  if (n) memmove(d, s, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
-  (void)st;
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+                            cudaStream_t st) {
+  if (!mock_cuda_stream_valid(st)) return cudaErrorInvalidResourceHandle;
   return cudaMemcpy(d, s, n, k);
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind k, cudaStream_t st) {
-  (void)k, (void)st;
+  if (!mock_cuda_stream_valid(st)) return cudaErrorInvalidResourceHandle;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  if (height == 0 || width == 0) return cudaSuccess;
+  /* the spans the copy touches: (height - 1) pitches plus one row */
+  if (!copy_ok(dst, src, 0, k, "cudaMemcpy2DAsync") ||
+      ((k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice) &&
+       !device_range_ok(dst, (height - 1) * dpitch + width, "cudaMemcpy2DAsync", "dst")) ||
+      ((k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice) &&
+       !device_range_ok(src, (height - 1) * spitch + width, "cudaMemcpy2DAsync", "src")))
+    return cudaErrorInvalidValue;
   for (size_t r = 0; r < height; r++)
     memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
   return cudaSuccess;
 }
-
-/* ---------------------------------------------------------------- src/gpu's kernels */
-
-cudaError_t fp8g_copy_pad_u8(const uint8_t *src, int64_t rows, int64_t cols, int64_t lds,
-                             int transpose, uint8_t *dst, int64_t drows, int64_t dcols,
-                             cudaStream_t stream) {
-  (void)stream;
-  for (int64_t r = 0; r < drows; r++)
-    for (int64_t c = 0; c < dcols; c++) {
-      const int64_t sr = transpose ? c : r, sc = transpose ? r : c;
-      dst[r * dcols + c] = (sr < rows && sc < cols) ? src[sr * lds + sc] : 0;
-    }
+/* __constant__ / __device__ variables are host globals under the emulator (cuda_emu.h). */
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                               enum cudaMemcpyKind k) {
+  if (k != cudaMemcpyHostToDevice && k != cudaMemcpyDeviceToDevice && k != cudaMemcpyDefault)
+    return cudaErrorInvalidMemcpyDirection;
+  memcpy((char *)symbol + offset, src, count);
   return cudaSuccess;
 }
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind k) {
+  if (k != cudaMemcpyDeviceToHost && k != cudaMemcpyDeviceToDevice && k != cudaMemcpyDefault)
+    return cudaErrorInvalidMemcpyDirection;
+  memcpy(dst, (const char *)symbol + offset, count);
+  return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- BF16 helpers (cuBLASLt) */
 
 static float bf16_value(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
@@ -131,29 +382,6 @@ static uint16_t bf16_round(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
-}
-static float load_y(const void *y, int bf16, int64_t i) {
-  return bf16 ? bf16_value(((const uint16_t *)y)[i]) : ((const float *)y)[i];
-}
-
-cudaError_t fp8g_amax(const void *y, int bf16, int64_t n, float *amax, cudaStream_t stream) {
-  (void)stream;
-  for (int64_t i = 0; i < n; i++) *amax = fmaxf(*amax, fabsf(load_y(y, bf16, i)));
-  return cudaSuccess;
-}
-int fp8g_err_blocks(int64_t n) { return n > 1000 ? 3 : 1; } /* several blocks, as the kernel */
-cudaError_t fp8g_err_sums(const void *y, int bf16, const float *yref, int64_t n, double *sums,
-                          int nblocks, cudaStream_t stream) {
-  (void)stream;
-  memset(sums, 0, (size_t)nblocks * 3 * sizeof *sums);
-  for (int64_t i = 0; i < n; i++) {
-    double *s = sums + 3 * (i % nblocks);
-    const double yv = load_y(y, bf16, i), rv = yref[i];
-    s[0] += (yv - rv) * (yv - rv);
-    s[1] += rv * rv;
-    s[2] += yv * yv;
-  }
-  return cudaSuccess;
 }
 
 /* ---------------------------------------------------------------- cuBLASLt */
@@ -343,6 +571,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     return s;
   }
   if (wss < 4096 || *(const float *)beta != 0.0f || C != D) return CUBLAS_STATUS_INVALID_VALUE;
+  /* operands, scales, amax and workspace live on the device (alpha and beta on the host) */
+  const void *dev[] = {A, B, D, ws, d->ascale, d->bscale, d->amax};
+  const char *dev_name[] = {"A", "B", "D", "workspace", "A scale", "B scale", "amax D"};
+  for (int i = 0; i < 7; i++)
+    if (dev[i] && !mock_cuda_is_device_ptr(dev[i])) {
+      fprintf(stderr, "mock cublasLtMatmul: %s %p is not device memory\n", dev_name[i], dev[i]);
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
   if (is_fp8(a->type) && (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D) % 16))
     return CUBLAS_STATUS_INVALID_VALUE;
   const double scale = *(const float *)alpha * (d->ascale ? *d->ascale : 1.0) *
@@ -378,49 +614,3 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---------------------------------------------------------------- NCCL (one device) */
-#ifdef FP8LAB_HAVE_NCCL
-static int comm_token;
-ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-  memset(id, 7, sizeof *id);
-  return ncclSuccess;
-}
-ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId id, int rank) {
-  (void)id;
-  if (nranks != 1 || rank != 0) return ncclInvalidUsage; /* one process: a world of 1 only */
-  *c = (ncclComm_t)&comm_token;
-  return ncclSuccess;
-}
-ncclResult_t ncclCommInitAll(ncclComm_t *c, int ndev, const int *devlist) {
-  if (ndev != 1 || (devlist && devlist[0] != 0)) return ncclInvalidArgument;
-  *c = (ncclComm_t)&comm_token;
-  return ncclSuccess;
-}
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
-                           ncclRedOp_t op, ncclComm_t c, cudaStream_t s) {
-  (void)c, (void)s;
-  if (t != ncclFloat || op != ncclMax) return ncclInvalidArgument;
-  memmove(recv, send, count * sizeof(float)); /* the max over one rank */
-  return ncclSuccess;
-}
-ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
-ncclResult_t ncclCommDestroy(ncclComm_t c) {
-  (void)c;
-  return ncclSuccess;
-}
-ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
-  (void)c;
-  *e = ncclSuccess;
-  return ncclSuccess;
-}
-const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "mock NCCL error"; }
-const char *ncclGetLastError(ncclComm_t c) {
-  (void)c;
-  return "";
-}
-ncclResult_t ncclGetVersion(int *v) {
-  *v = NCCL_VERSION_CODE;
-  return ncclSuccess;
-}
-#endif
