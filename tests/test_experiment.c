@@ -277,6 +277,116 @@ START_TEST(test_steps_and_globs) {
 }
 END_TEST
 
+/* [trace] reduce_amax / reduce_group: values, defaults, and the checks made once the trace's
+ * ranks are known (fp8_experiment_check_ranks), with their exact messages. */
+START_TEST(test_reduce_keys) {
+  fp8_experiment ex;
+  char err[1024], want[4096 + 1024];
+  /* defaults */
+  const char *path = write_ini("r0.ini", "[trace]\npath = run\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.reduce_amax, 0);
+  ck_assert_int_eq(ex.reduce_group, 0);
+  ck_assert_int_eq(ex.reduce_amax_line, 0);
+  ck_assert_int_eq(ex.reduce_group_line, 0);
+  ck_assert_uint_eq(fp8_experiment_reduce_group(&ex, 8), 8);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 0, "run", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 3, "run", err, sizeof err), FP8_OK);
+  fp8_experiment_free(&ex);
+
+  /* both keys */
+  path = write_ini("r1.ini", "[trace]\npath = run\nreduce_amax = yes\nreduce_group = 2\n"
+                             "[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.reduce_amax, 1);
+  ck_assert_int_eq(ex.reduce_group, 2);
+  ck_assert_int_eq(ex.reduce_amax_line, 3);
+  ck_assert_int_eq(ex.reduce_group_line, 4);
+  ck_assert_uint_eq(fp8_experiment_reduce_group(&ex, 8), 2);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 4, "run", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 2, "run", err, sizeof err), FP8_OK);
+  /* a single-rank trace: the first key in the file is reported */
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 0, "run/rank_0", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: reduce_amax = true needs a multi-rank trace, but run/rank_0 is "
+           "a single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)", path);
+  ck_assert_str_eq(err, want);
+  /* R not a multiple of reduce_group */
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 3, "run", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:4: reduce_group = 2 does not divide the 3 ranks of run (expected "
+           "one of 1, 3)", path);
+  ck_assert_str_eq(err, want);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 1, "run", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:4: reduce_group = 2 does not divide the 1 ranks of run (expected "
+           "one of 1)", path);
+  ck_assert_str_eq(err, want);
+  fp8_experiment_free(&ex);
+
+  /* reduce_group first in the file, then reduce_amax = false: reduce_group is reported; a
+   * group larger than R does not divide it */
+  path = write_ini("r2.ini", "[trace]\nreduce_group = 12\npath = run\nreduce_amax = off\n"
+                             "[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.reduce_amax, 0);
+  ck_assert_int_eq(ex.reduce_amax_line, 4);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 0, "synth:llm", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:2: reduce_group needs a multi-rank trace, but synth:llm is a "
+           "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)", path);
+  ck_assert_str_eq(err, want);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 12, "run", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 24, "run", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 6, "run", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:2: reduce_group = 12 does not divide the 6 ranks of run (expected "
+           "one of 1, 2, 3, 6)", path);
+  ck_assert_str_eq(err, want);
+  fp8_experiment_free(&ex);
+
+  /* reduce_amax = false alone states the default: fine on a single-rank trace */
+  path = write_ini("r3.ini", "[trace]\npath = t\nreduce_amax = false\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 0, "t", err, sizeof err), FP8_OK);
+  fp8_experiment_free(&ex);
+
+  /* the parse errors, whole */
+  path = write_ini("r4.ini", "[trace]\npath = t\nreduce_amax = 2\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: bad reduce_amax \"2\" (expected true or false)", path);
+  ck_assert_str_eq(err, want);
+  path = write_ini("r5.ini", "[trace]\npath = t\n\nreduce_group = 0\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:4: bad reduce_group \"0\" (expected an integer in 1..65536: ranks "
+           "per amax reduction group)", path);
+  ck_assert_str_eq(err, want);
+  path = write_ini("r6.ini", "[trace]\npath = t\nreduce = true\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: unknown key reduce in [trace] (expected path, steps, tensors, "
+           "synth_steps, synth_seed, reduce_amax or reduce_group)", path);
+  ck_assert_str_eq(err, want);
+}
+END_TEST
+
+/* [trace] tensors on a multi-rank trace: globs without '/' look at the name within the rank,
+ * globs with '/' at rank_<r>/<name>. */
+START_TEST(test_rank_globs) {
+  const char *path = write_ini("g.ini", "[trace]\npath = t\ntensors = blocks.*.fc1.input, "
+                                        "rank_1/*.weight\n[recipe.r]\nkind = delayed\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert(fp8_experiment_rank_tensor_selected(&ex, "rank_0/blocks.2.fc1.input", "blocks.2.fc1.input"));
+  ck_assert(fp8_experiment_rank_tensor_selected(&ex, "rank_7/blocks.2.fc1.input", "blocks.2.fc1.input"));
+  ck_assert(!fp8_experiment_rank_tensor_selected(&ex, "rank_0/blocks.2.fc1.weight", "blocks.2.fc1.weight"));
+  ck_assert(fp8_experiment_rank_tensor_selected(&ex, "rank_1/blocks.2.fc1.weight", "blocks.2.fc1.weight"));
+  ck_assert(!fp8_experiment_rank_tensor_selected(&ex, "rank_10/blocks.2.fc1.weight", "blocks.2.fc1.weight"));
+  /* "*" alone does not reach over the rank prefix in a glob without '/' */
+  fp8_experiment_free(&ex);
+  path = write_ini("g2.ini", "[trace]\npath = t\ntensors = *1*\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert(!fp8_experiment_rank_tensor_selected(&ex, "rank_1/a.input", "a.input"));
+  ck_assert(fp8_experiment_rank_tensor_selected(&ex, "rank_0/fc1.input", "fc1.input"));
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
 START_TEST(test_comments_crlf) {
   const char *path = write_ini(
       "c.ini",
@@ -447,6 +557,14 @@ static const bad_case bad_cases[] = {
     {"[trace]\npath = synth:p\nsynth_seed = -1\n" D, 3, "synth_seed"},
     {T D "history_len = 1-2\n", 5, "history_len"},
     {T "steps = 0-1\nsteps = 0-2\n" D, 4, "given twice"},
+    {T "reduce_amax = maybe\n" D, 3, "bad reduce_amax \"maybe\" (expected true or false)"},
+    {T "reduce_amax = true, false\n" D, 3, "bad reduce_amax"},
+    {T "reduce_group = 0\n" D, 3, "bad reduce_group \"0\""},
+    {T "reduce_group = -2\n" D, 3, "bad reduce_group"},
+    {T "reduce_group = 1.5\n" D, 3, "bad reduce_group"},
+    {T "reduce_group = two\n" D, 3, "bad reduce_group"},
+    {T "reduce_group = 65537\n" D, 3, "1..65536"},
+    {T "reduce_group = 2\nreduce_group = 2\n" D, 4, "given twice"},
     {T "[recipe.r]\nkind = current\nformat = hybrid, e4m3, e5m2, e4m3\n", 5, "duplicate"},
     /* the first error in the file wins, whatever order the checks run in */
     {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
@@ -524,6 +642,8 @@ int main(void) {
   tcase_add_test(tc, test_defaults);
   tcase_add_test(tc, test_paths);
   tcase_add_test(tc, test_steps_and_globs);
+  tcase_add_test(tc, test_reduce_keys);
+  tcase_add_test(tc, test_rank_globs);
   tcase_add_test(tc, test_comments_crlf);
   tcase_add_test(tc, test_long_line);
   tcase_add_test(tc, test_io_errors);

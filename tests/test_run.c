@@ -1,6 +1,8 @@
 /* test_run.c: `fp8lab run`, `synth` and `inspect` end to end through the real binary: rows of
  * steps.csv worked out by hand on a tiny trace, the CSV schemas, run.json, and every bad-input
- * path (exit 2, one line naming the file, nothing written). */
+ * path (exit 2, one line naming the file, nothing written). Multi-rank traces: delayed scales
+ * of two ranks worked out by hand with and without [trace] reduce_amax, their errors, and a
+ * two-rank replay through the report. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -419,6 +421,316 @@ START_TEST(test_help_version_synth_inspect) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ multi-rank traces */
+
+static void write_f32_step(const char *rel, const char *name, const float *x, int64_t n) {
+  char err[FP8_ERRLEN], *p = path_in(rel);
+  fp8_tensor_out t = {name, FP8_DTYPE_F32, 1, {n}, x};
+  ck_assert_msg(fp8_safetensors_write(p, &t, 1, NULL, err, sizeof err) == FP8_OK, "%s", err);
+  free(p);
+}
+
+/* Two ranks of one tensor m.input (E4M3, max 448), snapshots at steps 0 and 3, amax.csv between:
+ *          step 0 (data)     step 1 (csv)   step 2 (csv)   step 3 (data)
+ *   rank 0 [1, -2]: 2        4              1              [10, 0.25]: 10
+ *   rank 1 [100, 0.5]: 100   (no row)       16             [10, -1]: 10
+ */
+static void write_two_rank_trace(void) {
+  char *d = path_in("run");
+  mkdir(d, 0777);
+  free(d);
+  d = path_in("run/rank_0");
+  mkdir(d, 0777);
+  free(d);
+  d = path_in("run/rank_1");
+  mkdir(d, 0777);
+  free(d);
+  static const float a0[2] = {1.0f, -2.0f}, a3[2] = {10.0f, 0.25f};
+  static const float b0[2] = {100.0f, 0.5f}, b3[2] = {10.0f, -1.0f};
+  write_f32_step("run/rank_0/step_0.safetensors", "m.input", a0, 2);
+  write_f32_step("run/rank_0/step_3.safetensors", "m.input", a3, 2);
+  write_text("run/rank_0/amax.csv", "step,tensor,amax\n1,m.input,4\n2,m.input,1\n");
+  write_f32_step("run/rank_1/step_0.safetensors", "m.input", b0, 2);
+  write_f32_step("run/rank_1/step_3.safetensors", "m.input", b3, 2);
+  write_text("run/rank_1/amax.csv", "step,tensor,amax\n2,m.input,16\n");
+}
+
+static char *read_out(const char *rel) {
+  char *p = path_in(rel);
+  char *s = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_msg(s != NULL, "%s missing", rel);
+  return s;
+}
+
+static void expect_row(const char *csv, const char *prefix) {
+  char *r = find_row(csv, prefix);
+  ck_assert_msg(r != NULL, "no row starting %s in\n%s", prefix, csv);
+  free(r);
+}
+
+/* Delayed scaling with history_len 2, margin 0, max: the scale a step uses is
+ * RN32(448 / max of the last two non-zero amaxes fed to the update), 1 before any.
+ *   independent ranks: rank 0 is fed 2, 4, 1 -> step 3 uses 448 / max(4, 1) = 112, so 10 * 112
+ *     saturates (overflow 1); rank 1 is fed 100, (0: kept), 16 -> 448 / max(100, 16) = 4.48.
+ *   reduce_amax (one group of both): both are fed max(2, 100) = 100, max(4, -) = 4,
+ *     max(1, 16) = 16 -> 448 / max(4, 16) = 28 for both ranks; 10 * 28 = 280 fits.
+ * The amax column and the statistics stay each rank's own; current scaling is per rank. */
+START_TEST(test_ranks_by_hand) {
+  write_two_rank_trace();
+  write_text("ind.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\nhistory_len = 2\n"
+                        "[recipe.c]\nkind = current\n[output]\ndir = ind\n");
+  write_text("red.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
+                        "history_len = 2\n[recipe.c]\nkind = current\n[output]\ndir = red\n");
+  write_text("g1.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 1\n[recipe.d]\n"
+                       "kind = delayed\nhistory_len = 2\n[recipe.c]\nkind = current\n"
+                       "[output]\ndir = g1\n");
+  char *out;
+  const char *inis[3] = {"ind.ini", "red.ini", "g1.ini"};
+  for (int i = 0; i < 3; i++) {
+    int rc = run_cli(&out, "run %s --quiet --no-report", inis[i]);
+    ck_assert_msg(rc == 0, "%s: rc %d: %s", inis[i], rc, out);
+    free(out);
+  }
+  char expect[256];
+  float s100 = 448.0f / 100.0f, c10 = 448.0f / 10.0f;
+
+  char *ind = read_out("ind/steps.csv");
+  /* header + 2 snapshot steps x 2 ranks x 2 configurations, in step, tensor-name order */
+  ck_assert_int_eq(count_lines(ind), 1 + 8);
+  static const char *order[8] = {"rank_0/m.input,input,0,d,", "rank_0/m.input,input,0,c,",
+                                 "rank_1/m.input,input,0,d,", "rank_1/m.input,input,0,c,",
+                                 "rank_0/m.input,input,3,d,", "rank_0/m.input,input,3,c,",
+                                 "rank_1/m.input,input,3,d,", "rank_1/m.input,input,3,c,"};
+  const char *line = strchr(ind, '\n') + 1;
+  for (int i = 0; i < 8; i++) {
+    ck_assert_msg(strncmp(line, order[i], strlen(order[i])) == 0, "row %d: %.60s", i + 1, line);
+    line = strchr(line, '\n') + 1;
+  }
+  /* step 0: scale 1 on both ranks, each with its own amax */
+  expect_row(ind, "rank_0/m.input,input,0,d,delayed,e4m3,2,0,max,2,1,2,0,0,0,");
+  expect_row(ind, "rank_1/m.input,input,0,d,delayed,e4m3,2,0,max,100,1,2,0,0,0,");
+  /* step 3 */
+  expect_row(ind, "rank_0/m.input,input,3,d,delayed,e4m3,2,0,max,10,112,2,0,0,1,");
+  snprintf(expect, sizeof expect, "rank_1/m.input,input,3,d,delayed,e4m3,2,0,max,10,%.9g,2,0,0,0,",
+           (double)s100);
+  expect_row(ind, expect);
+  snprintf(expect, sizeof expect, "rank_0/m.input,input,3,c,current,e4m3,,,,10,%.9g,", (double)c10);
+  expect_row(ind, expect);
+
+  char *red = read_out("red/steps.csv");
+  ck_assert_int_eq(count_lines(red), 1 + 8);
+  expect_row(red, "rank_0/m.input,input,0,d,delayed,e4m3,2,0,max,2,1,2,0,0,0,");
+  expect_row(red, "rank_1/m.input,input,0,d,delayed,e4m3,2,0,max,100,1,2,0,0,0,");
+  expect_row(red, "rank_0/m.input,input,3,d,delayed,e4m3,2,0,max,10,28,2,0,0,0,");
+  expect_row(red, "rank_1/m.input,input,3,d,delayed,e4m3,2,0,max,10,28,2,0,0,0,");
+  /* current scaling is not reduced */
+  expect_row(red, expect);
+  /* rank 0's step-3 row, all of it: 10 * 28 = 280 lies between the E4M3 values 256 and 288
+   * (steps of 32 in that binade) and rounds to 288; 0.25 * 28 = 7 is exact. Dequantized with
+   * RN32(1/28) (not exact), each error in double. */
+  float sinv = 1.0f / 28.0f, xs[2] = {10.0f, 0.25f}, qs[2] = {288.0f, 7.0f};
+  double e2 = 0, x2 = 0;
+  for (int i = 0; i < 2; i++) {
+    float xh = qs[i] * sinv;
+    double dd = (double)xs[i] - (double)xh;
+    e2 += dd * dd;
+    x2 += (double)xs[i] * (double)xs[i];
+  }
+  char *r = find_row(red, "rank_0/m.input,input,3,d,");
+  ck_assert_ptr_nonnull(r);
+  snprintf(expect, sizeof expect,
+           "rank_0/m.input,input,3,d,delayed,e4m3,2,0,max,10,28,2,0,0,0,0,0,%.9g,%.9g,,,,,", e2 / 2.0,
+           10.0 * log10(x2 / e2));
+  ck_assert_str_eq(r, expect);
+  free(r);
+
+  /* groups of one rank: the same as no reduction, byte for byte */
+  char *g1 = read_out("g1/steps.csv");
+  ck_assert_str_eq(g1, ind);
+  char *si = read_out("ind/summary.csv"), *sg = read_out("g1/summary.csv");
+  ck_assert_str_eq(si, sg);
+  ck_assert_ptr_nonnull(strstr(si, "\nrank_1/m.input,input,d,delayed,e4m3,2,0,max,2,"));
+
+  /* run.json: the ranks, the reduction and every rank's files */
+  char *p = path_in("red/run.json");
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_ptr_nonnull(j);
+  json_t *tro = json_object_get(j, "trace");
+  ck_assert_int_eq(json_integer_value(json_object_get(tro, "ranks")), 2);
+  ck_assert(json_is_true(json_object_get(tro, "reduce_amax")));
+  ck_assert_int_eq(json_integer_value(json_object_get(tro, "reduce_group")), 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(tro, "snapshot_steps")), 2);
+  ck_assert_int_eq(json_integer_value(json_object_get(tro, "amax_rows")), 3);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "steps_replayed")), 4);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "tensors")), 2);
+  ck_assert_uint_eq(json_array_size(json_object_get(j, "inputs")), 1 + 2 * 3); /* ini; 2 + csv per rank */
+  json_decref(j);
+  /* a single-rank run.json has none of these keys */
+  write_tiny_trace();
+  write_text("one.ini", TINY_INI);
+  ck_assert_int_eq(run_cli(&out, "run one.ini --quiet --no-report --out one"), 0);
+  free(out);
+  p = path_in("one/run.json");
+  j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_ptr_null(json_object_get(json_object_get(j, "trace"), "ranks"));
+  json_decref(j);
+
+  /* inspect sees the ranks' tensors */
+  ck_assert_int_eq(run_cli(&out, "inspect run"), 0);
+  ck_assert_msg(strstr(out, "rank_0/m.input") && strstr(out, "rank_1/m.input"), "%s", out);
+  free(out);
+  free(ind);
+  free(red);
+  free(g1);
+  free(si);
+  free(sg);
+}
+END_TEST
+
+/* The engine code path and any number of threads give the same multi-rank files. */
+START_TEST(test_ranks_engine_threads) {
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "synth llm run/rank_0 --steps 8 --seed 1"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "synth spiky run/rank_1 --steps 8 --seed 2"), 0);
+  free(out);
+  write_text("exp.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
+                        "history_len = 1, 4\n[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n"
+                        "[analysis]\ngemm = false\n[output]\ndir = out\n");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 1 --out t1"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 3 --out t3"), 0);
+  free(out);
+  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
+  fp8_experiment ex;
+  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
+  fp8_engine *e;
+  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
+  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
+  fp8_run_summary sum;
+  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "%s", err);
+  e->free(e);
+  fp8_experiment_free(&ex);
+  const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
+  for (int i = 0; i < 3; i++) {
+    char a[4096], b[4096], c[4096];
+    snprintf(a, sizeof a, "%s/t1/%s", g_dir, files[i]);
+    snprintf(b, sizeof b, "%s/t3/%s", g_dir, files[i]);
+    snprintf(c, sizeof c, "%s/%s", od, files[i]);
+    char *ca = tu_read_file(a, NULL), *cb = tu_read_file(b, NULL), *cc = tu_read_file(c, NULL);
+    ck_assert_ptr_nonnull(ca);
+    ck_assert_msg(cb && strcmp(ca, cb) == 0, "%s differs with 3 threads", files[i]);
+    ck_assert_msg(cc && strcmp(ca, cc) == 0, "%s differs through the engine", files[i]);
+    free(ca);
+    free(cb);
+    free(cc);
+  }
+  free(ini);
+  free(od);
+}
+END_TEST
+
+/* A two-rank replay through the report: plots of rank_<r>/ tensors are files in plots/, the
+ * report and the notebook are written. */
+START_TEST(test_ranks_report) {
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "synth llm run/rank_0 --steps 12 --seed 1"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "synth spiky run/rank_1 --steps 12 --seed 5"), 0);
+  free(out);
+  write_text("rep.ini", "[trace]\npath = run\nreduce_amax = true\n"
+                        "tensors = layers.0.*, rank_1/layers.1.fc1.*\n[recipe.d]\nkind = delayed\n"
+                        "history_len = 1, 16\nmargin = 0, 1\n[recipe.c]\nkind = current\n"
+                        "[output]\ndir = out\n");
+  int rc = run_cli(&out, "run rep.ini --quiet");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  free(out);
+  char *rep = read_out("out/report.md");
+  ck_assert_ptr_nonnull(strstr(rep, "rank_"));
+  free(rep);
+  char *an = read_out("out/analysis.csv");
+  ck_assert_ptr_nonnull(strstr(an, "\nrank_0/layers.0.fc1.input,input,"));
+  ck_assert_ptr_nonnull(strstr(an, "\nrank_1/layers.0.fc1.input,input,"));
+  /* a glob with '/' looks at the rank-prefixed name */
+  ck_assert_ptr_nonnull(strstr(an, "\nrank_1/layers.1.fc1.input,input,"));
+  ck_assert_ptr_null(strstr(an, "\nrank_0/layers.1.fc1.input,input,"));
+  free(an);
+  char *p = path_in("out/notebooks_export/rep.ipynb");
+  struct stat sb;
+  ck_assert_msg(stat(p, &sb) == 0, "%s", p);
+  free(p);
+  p = path_in("out/plots/rank_0");
+  ck_assert_int_ne(stat(p, &sb), 0); /* no sub-folder from the '/' of the names */
+  free(p);
+  p = path_in("out/plots/dynamic_range.png");
+  ck_assert_int_eq(stat(p, &sb), 0);
+  free(p);
+}
+END_TEST
+
+/* Multi-rank errors through the CLI: exit 2, one line with file:line or the trace folder. */
+START_TEST(test_ranks_errors) {
+  char *out;
+  write_tiny_trace();
+  /* reduce_amax on a single-rank trace (e.g. path pointing at one rank_<r>/) */
+  write_text("r1.ini", "[trace]\npath = trace\nreduce_amax = true\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r1.ini --out o1"), 2);
+  ck_assert_str_eq(out, "fp8lab: r1.ini:3: reduce_amax = true needs a multi-rank trace, but trace is a "
+                        "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
+  free(out);
+  char *p = path_in("o1/steps.csv");
+  struct stat sb;
+  ck_assert_int_ne(stat(p, &sb), 0);
+  free(p);
+  /* reduce_group on a synth: trace (one rank), found before anything is generated */
+  write_text("r2.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\nreduce_group = 2\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r2.ini --out o2"), 2);
+  ck_assert_str_eq(out, "fp8lab: r2.ini:4: reduce_group needs a multi-rank trace, but synth:llm is a "
+                        "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
+  free(out);
+  p = path_in("o2/trace");
+  ck_assert_int_ne(stat(p, &sb), 0);
+  free(p);
+  /* reduce_group not dividing the ranks */
+  write_two_rank_trace();
+  write_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r3.ini --out o3"), 2);
+  ck_assert_str_eq(out, "fp8lab: r3.ini:4: reduce_group = 3 does not divide the 2 ranks of run "
+                        "(expected one of 1, 2)\n");
+  free(out);
+  /* a bad value: a parse error */
+  write_text("r4.ini", "[trace]\npath = run\nreduce_amax = sometimes\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r4.ini --out o4"), 2);
+  ck_assert_str_eq(out, "fp8lab: r4.ini:3: bad reduce_amax \"sometimes\" (expected true or false)\n");
+  free(out);
+  /* a gap in the ranks, and a single-rank trace beside rank folders: the folder is named */
+  char *d = path_in("run/rank_3");
+  mkdir(d, 0777);
+  free(d);
+  write_text("run/rank_3/amax.csv", "step,tensor,amax\n0,m.input,1\n");
+  write_text("r5.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r5.ini --out o5"), 2);
+  ck_assert_str_eq(out, "fp8lab: run: rank_2/ is missing (found 3 rank folders, up to rank_3/; "
+                        "expected rank_0/ .. rank_<R-1>/ without gaps)\n");
+  free(out);
+  d = path_in("run/rank_3");
+  tu_rmtree(d);
+  free(d);
+  write_text("run/amax.csv", "step,tensor,amax\n0,m.input,1\n");
+  ck_assert_int_eq(run_cli(&out, "run r5.ini --out o6"), 2);
+  ck_assert_str_eq(out, "fp8lab: run: holds both a single-rank trace (amax.csv) and rank folders "
+                        "(rank_0/); a trace is one or the other\n");
+  free(out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("run");
   TCase *tc = tcase_create("cli");
@@ -431,6 +743,10 @@ int main(void) {
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_help_version_synth_inspect);
+  tcase_add_test(tc, test_ranks_by_hand);
+  tcase_add_test(tc, test_ranks_engine_threads);
+  tcase_add_test(tc, test_ranks_report);
+  tcase_add_test(tc, test_ranks_errors);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -22,6 +22,7 @@
 #include "experiment.h"
 
 #include "block.h"
+#include "trace.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -303,10 +304,29 @@ static void exp_trace_end(exp_ctx *c) {
         exp_fail(c, e->line, "bad synth_seed \"%s\" (expected an integer in 0..%llu)", v,
                  (unsigned long long)UINT64_MAX);
       else ex->synth_seed = s;
+    } else if (strcmp(e->key, "reduce_amax") == 0) {
+      int b;
+      if (exp_parse_bool(v, &b)) {
+        exp_fail(c, e->line, "bad reduce_amax \"%s\" (expected true or false)", v);
+      } else {
+        ex->reduce_amax = b;
+        ex->reduce_amax_line = e->line;
+      }
+    } else if (strcmp(e->key, "reduce_group") == 0) {
+      int64_t n;
+      if (exp_parse_i64(v, &n) || n < 1 || n > FP8_RANK_LIMIT) {
+        exp_fail(c, e->line,
+                 "bad reduce_group \"%s\" (expected an integer in 1..%d: ranks per amax "
+                 "reduction group)",
+                 v, FP8_RANK_LIMIT);
+      } else {
+        ex->reduce_group = n;
+        ex->reduce_group_line = e->line;
+      }
     } else {
       exp_fail(c, e->line,
-               "unknown key %s in [trace] (expected path, steps, tensors, synth_steps or "
-               "synth_seed)",
+               "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
+               "synth_seed, reduce_amax or reduce_group)",
                e->key);
     }
   }
@@ -932,6 +952,56 @@ int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name) {
   if (ex->ntensor_globs == 0) return 1;
   for (size_t i = 0; i < ex->ntensor_globs; i++)
     if (fnmatch(ex->tensor_globs[i], name, 0) == 0) return 1;
+  return 0;
+}
+
+int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const char *trace,
+                               char *err, size_t errlen) {
+  int line = 0;
+  char msg[FP8_ERRLEN];
+  if (nranks == 0) {
+    /* reduce_amax = false states the default and is fine anywhere; true and reduce_group
+     * would silently do nothing on one rank, which is most likely a path pointing at one
+     * rank_<r>/ folder instead of the run folder */
+    int al = ex->reduce_amax ? ex->reduce_amax_line : 0, gl = ex->reduce_group_line;
+    if (al && (!gl || al < gl)) {
+      line = al;
+      snprintf(msg, sizeof msg,
+               "reduce_amax = true needs a multi-rank trace, but %s is a single-rank trace "
+               "(point path at the folder that holds rank_0/, rank_1/, ...)",
+               trace);
+    } else if (gl) {
+      line = gl;
+      snprintf(msg, sizeof msg,
+               "reduce_group needs a multi-rank trace, but %s is a single-rank trace (point "
+               "path at the folder that holds rank_0/, rank_1/, ...)",
+               trace);
+    }
+  } else if (ex->reduce_group_line && nranks % (size_t)ex->reduce_group != 0) {
+    line = ex->reduce_group_line;
+    int o = snprintf(msg, sizeof msg,
+                     "reduce_group = %lld does not divide the %zu ranks of %s (expected one of",
+                     (long long)ex->reduce_group, nranks, trace);
+    for (size_t d = 1, k = 0; d <= nranks && o > 0 && (size_t)o < sizeof msg - 16; d++)
+      if (nranks % d == 0) o += snprintf(msg + o, sizeof msg - (size_t)o, "%s %zu", k++ ? "," : "", d);
+    if (o > 0 && (size_t)o < sizeof msg - 2) snprintf(msg + o, sizeof msg - (size_t)o, ")");
+  }
+  if (!line) return FP8_OK;
+  if (err && errlen) snprintf(err, errlen, "%s:%d: %s", ex->file, line, msg);
+  return FP8_EINVAL;
+}
+
+size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks) {
+  return ex->reduce_group > 0 ? (size_t)ex->reduce_group : nranks;
+}
+
+int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *full,
+                                        const char *local) {
+  if (ex->ntensor_globs == 0) return 1;
+  for (size_t i = 0; i < ex->ntensor_globs; i++) {
+    const char *g = ex->tensor_globs[i];
+    if (fnmatch(g, strchr(g, '/') ? full : local, 0) == 0) return 1;
+  }
   return 0;
 }
 

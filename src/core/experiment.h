@@ -1,8 +1,9 @@
 /* experiment.h: experiment files (INI, parsed with libinih) and their expansion into the
  * configurations a run sweeps.
  *
- *   [trace]   path (dir or synth:<preset>), steps (a-b or a-b:stride), tensors (comma globs),
- *             synth_steps, synth_seed (for synth: paths)
+ *   [trace]   path (dir, multi-rank dir of rank_<r>/ traces, or synth:<preset>), steps (a-b
+ *             or a-b:stride), tensors (comma globs), synth_steps, synth_seed (for synth: paths),
+ *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces)
  *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
  *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
@@ -63,6 +64,11 @@ typedef struct {
   int64_t step_first, step_last, step_stride;
   size_t ntensor_globs;
   char **tensor_globs; /**< empty = all tensors */
+  int reduce_amax;     /**< [trace] reduce_amax (default 0): delayed scaling's amax is the max
+                            over the ranks of a group (multi-rank traces) */
+  int64_t reduce_group;/**< [trace] reduce_group: ranks per group; 0 (default) = all ranks */
+  int reduce_amax_line;  /**< line of the reduce_amax key, 0 when not given */
+  int reduce_group_line; /**< line of the reduce_group key, 0 when not given */
   char *out_dir;       /**< resolved; NULL when not given */
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
@@ -79,6 +85,21 @@ void fp8_experiment_free(fp8_experiment *ex);
 int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step);
 /** True when a tensor name matches one of the globs (always true without globs). */
 int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name);
+/** The same for a tensor of a multi-rank trace, named full = `rank_<r>/<local>`: a glob that
+ *  contains '/' is matched against full, any other against local (the name within the rank), so
+ *  that `*.fc1.*` means the same as for a single rank and `rank_0/<glob>` picks one rank. */
+int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *full,
+                                        const char *local);
+
+/** Checks the [trace] reduce_amax / reduce_group keys against the trace they are run on, once
+ *  it is open: nranks is 0 for a single-rank trace (a direct trace or synth:), else the number
+ *  of rank_<r>/ folders. reduce_amax = true and reduce_group need a multi-rank trace, and
+ *  reduce_group must divide nranks. Returns FP8_OK or FP8_EINVAL with "file:line: message"
+ *  in err (the first offending key in the file); trace names the trace in the message. */
+int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const char *trace,
+                               char *err, size_t errlen);
+/** Ranks per amax-reduction group for a trace of nranks ranks (>= 1): reduce_group, or all. */
+size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks);
 
 const char *fp8_recipe_kind_name(fp8_recipe_kind k);
 

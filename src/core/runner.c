@@ -4,6 +4,13 @@
  * then configurations in experiment order. Tensors of one step are spread over worker threads;
  * each worker widens a tensor to float32 once, takes its amax, and evaluates all
  * configurations chunk by chunk while the chunk is in L1.
+ *
+ * A multi-rank trace is one replay whose tensors are `rank_<r>/<name>`. A step is worked
+ * through one rank at a time (only that rank's snapshot is mapped), ranks in the strcmp order
+ * of their prefix, which keeps the rows in tensor-name order. The delayed update waits until
+ * every rank of the step is done (all amaxes of the step are then known): with
+ * [trace] reduce_amax each tensor is updated with the max of its amax over the ranks of its
+ * reduction group, the host-side form of TE's all-reduce MAX.
  */
 #include "runner.h"
 
@@ -44,6 +51,9 @@ typedef struct {
 
 typedef struct {
   char *name;
+  const char *local;      /* the name within its rank (multi-rank traces), else name */
+  size_t rank;            /* its rank (0 for a single-rank trace) */
+  size_t red;             /* its amax-reduction slot (reduce_amax) */
   fp8_role role;
   fp8_format *fmt;        /* per configuration */
   fp8_delayed_state *dl;  /* per configuration (allocated for delayed ones) */
@@ -62,8 +72,11 @@ typedef struct {
 
 typedef struct {
   const fp8_experiment *ex;
+  int multirank;          /* the trace is a folder of rank_<r>/ traces */
   size_t ntensors;
   tensor_t *t;
+  size_t nred;            /* reduce_amax: slots, one per (name within the rank, group) */
+  float *red;             /* the max amax of each slot at the current step */
   /* the present tensors of the current step, worked through by the threads */
   size_t *work;
   size_t nwork;
@@ -90,6 +103,16 @@ static ssize_t find_tensor(const run_t *r, const char *name) {
     else hi = mid;
   }
   return -1;
+}
+
+/* [trace] tensors applied to a tensor name of the trace (in a multi-rank trace, globs without
+ * '/' are matched against the name within the rank: experiment.h). */
+static int tensor_selected(const fp8_experiment *ex, const fp8_trace *tr, const char *name) {
+  if (tr->nranks) {
+    const char *local = fp8_trace_split_rank(name, NULL);
+    if (local) return fp8_experiment_rank_tensor_selected(ex, name, local);
+  }
+  return fp8_experiment_tensor_selected(ex, name);
 }
 
 /* ------------------------------------------------------------------ CSV formatting */
@@ -485,15 +508,30 @@ static int write_run_json(const char *dir, const fp8_experiment *ex, const fp8_t
     json_object_set_new(tro, "synth_steps", json_integer(ex->synth_steps));
     json_object_set_new(tro, "synth_seed", json_integer((json_int_t)ex->synth_seed));
   }
+  if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
+    json_object_set_new(tro, "ranks", json_integer((json_int_t)tr->nranks));
+    json_object_set_new(tro, "reduce_amax", json_boolean(ex->reduce_amax));
+    json_object_set_new(tro, "reduce_group",
+                        json_integer((json_int_t)fp8_experiment_reduce_group(ex, tr->nranks)));
+  }
   json_object_set_new(root, "trace", tro);
 
   json_t *inputs = json_array();
   json_array_append_new(inputs, file_json(ex->file));
-  for (size_t i = 0; i < tr->nsteps; i++) json_array_append_new(inputs, file_json(tr->step_paths[i]));
-  if (tr->namax) {
+  for (size_t i = 0; i < tr->nsteps && !tr->nranks; i++)
+    json_array_append_new(inputs, file_json(tr->step_paths[i]));
+  if (tr->namax && !tr->nranks) {
     char p[4096 + 16];
     snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
     json_array_append_new(inputs, file_json(p));
+  }
+  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, then amax.csv */
+    const fp8_trace *t = &tr->ranks[rk];
+    for (size_t i = 0; i < t->nsteps; i++) json_array_append_new(inputs, file_json(t->step_paths[i]));
+    char p[4096 + 48];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/amax.csv", t->dir);
+    if (stat(p, &sb) == 0) json_array_append_new(inputs, file_json(p));
   }
   json_object_set_new(root, "inputs", inputs);
   json_object_set_new(root, "outputs", json_pack("[s, s, s, s]", "steps.csv", "summary.csv", "histograms.csv", "run.json"));
@@ -548,39 +586,51 @@ static int collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***
   size_t n = 0, cap = 64;
   char **names = malloc(cap * sizeof *names);
   int rc = FP8_OK;
+  size_t nparts = tr->nranks ? tr->nranks : 1;
   if (!names) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
     if (!fp8_experiment_step_selected(ex, tr->steps[i])) continue;
-    fp8_step s;
-    rc = fp8_trace_load_step(tr, i, &s, err, errlen);
-    if (rc) break;
-    for (size_t k = 0; k < s.ntensors; k++) {
-      if (!fp8_experiment_tensor_selected(ex, s.tensors[k].name)) continue;
-      if (n == cap) {
-        char **nn = realloc(names, (cap *= 2) * sizeof *names);
-        if (!nn) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); break; }
-        names = nn;
+    for (size_t part = 0; part < nparts && rc == FP8_OK; part++) { /* one rank at a time */
+      fp8_step s;
+      rc = fp8_trace_load_step_rank(tr, i, part, &s, err, errlen);
+      if (rc) break;
+      for (size_t k = 0; k < s.ntensors; k++) {
+        if (!tensor_selected(ex, tr, s.tensors[k].name)) continue;
+        if (n == cap) {
+          char **nn = realloc(names, (cap *= 2) * sizeof *names);
+          if (!nn) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); break; }
+          names = nn;
+        }
+        if (!(names[n] = strdup(s.tensors[k].name))) {
+          rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+          break;
+        }
+        n++;
       }
-      names[n++] = strdup(s.tensors[k].name);
+      fp8_step_free(&s);
+      if (rc) break;
+      /* dedupe as we go so memory stays proportional to distinct names */
+      qsort(names, n, sizeof *names, cmp_str);
+      size_t w = 0;
+      for (size_t k = 0; k < n; k++) {
+        if (w && strcmp(names[w - 1], names[k]) == 0) { free(names[k]); continue; }
+        names[w++] = names[k];
+      }
+      n = w;
     }
-    fp8_step_free(&s);
-    /* dedupe as we go so memory stays proportional to distinct names */
-    qsort(names, n, sizeof *names, cmp_str);
-    size_t w = 0;
-    for (size_t k = 0; k < n; k++) {
-      if (w && strcmp(names[w - 1], names[k]) == 0) { free(names[k]); continue; }
-      names[w++] = names[k];
-    }
-    n = w;
   }
   for (size_t k = 0; k < tr->namax_names && rc == FP8_OK; k++) {
-    if (!fp8_experiment_tensor_selected(ex, tr->amax_names[k])) continue;
+    if (!tensor_selected(ex, tr, tr->amax_names[k])) continue;
     if (n == cap) {
       char **nn = realloc(names, (cap *= 2) * sizeof *names);
       if (!nn) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); break; }
       names = nn;
     }
-    names[n++] = strdup(tr->amax_names[k]);
+    if (!(names[n] = strdup(tr->amax_names[k]))) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      break;
+    }
+    n++;
   }
   if (rc) {
     for (size_t k = 0; k < n; k++) free(names[k]);
@@ -608,7 +658,13 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
     tensor_t *t = &r->t[i];
     t->name = names[i];
     names[i] = NULL;
-    t->role = fp8_role_of_tensor(t->name);
+    t->local = r->multirank ? fp8_trace_split_rank(t->name, &t->rank) : NULL;
+    if (!t->local) {
+      t->local = t->name;
+      t->rank = 0;
+    }
+    t->red = i;
+    t->role = fp8_role_of_tensor(t->local); /* the role comes from the name within the rank */
     t->fmt = calloc(nc, sizeof *t->fmt);
     t->dl = calloc(nc, sizeof *t->dl);
     t->acc = calloc(nc, sizeof *t->acc);
@@ -638,6 +694,67 @@ static int tensors_init(run_t *r, char **names, size_t n, char *err, size_t errl
     }
   }
   return FP8_OK;
+}
+
+/* reduce_amax: one slot per (name within the rank, reduction group); tensor i feeds and reads
+ * slot t[i].red. Slots are numbered in (name, group) order. */
+typedef struct {
+  const char *local;
+  size_t group, idx;
+} red_key;
+
+static int cmp_red_key(const void *a, const void *b) {
+  const red_key *x = a, *y = b;
+  int c = strcmp(x->local, y->local);
+  if (c) return c;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int reduction_init(run_t *r, size_t group_size, char *err, size_t errlen) {
+  red_key *k = malloc((r->ntensors + 1) * sizeof *k);
+  r->red = malloc((r->ntensors + 1) * sizeof *r->red);
+  if (!k || !r->red) {
+    free(k);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  for (size_t i = 0; i < r->ntensors; i++)
+    k[i] = (red_key){r->t[i].local, r->t[i].rank / group_size, i};
+  qsort(k, r->ntensors, sizeof *k, cmp_red_key);
+  r->nred = 0;
+  for (size_t i = 0; i < r->ntensors; i++) {
+    if (i == 0 || k[i].group != k[i - 1].group || strcmp(k[i].local, k[i - 1].local) != 0)
+      r->nred++;
+    r->t[k[i].idx].red = r->nred - 1;
+  }
+  free(k);
+  return FP8_OK;
+}
+
+/* The delayed-scaling update at the end of a step, with each tensor's amax of this step (0: the
+ * module did not run, the state is kept), or with reduce_amax the max over its group's ranks
+ * (ranks without that tensor at this step contribute nothing; amaxes are never NaN here). */
+static void delayed_update_all(run_t *r) {
+  const fp8_experiment *ex = r->ex;
+  if (r->red) {
+    for (size_t k = 0; k < r->nred; k++) r->red[k] = 0.0f;
+    for (size_t i = 0; i < r->ntensors; i++)
+      if (r->t[i].amax > r->red[r->t[i].red]) r->red[r->t[i].red] = r->t[i].amax;
+  }
+  for (size_t i = 0; i < r->ntensors; i++) {
+    float a = r->red ? r->red[r->t[i].red] : r->t[i].amax;
+    for (size_t c = 0; c < ex->nconfigs; c++)
+      if (ex->configs[c].kind == FP8_KIND_DELAYED) fp8_delayed_update(&r->t[i].dl[c], a);
+  }
+}
+
+/* The ranks in the strcmp order of their `rank_<r>/` prefixes (rank_1 < rank_10 < rank_2), the
+ * order in which a step's rows come out sorted by tensor name. */
+static int cmp_rank_prefix(const void *a, const void *b) {
+  char x[32], y[32];
+  snprintf(x, sizeof x, "rank_%zu/", *(const size_t *)a);
+  snprintf(y, sizeof y, "rank_%zu/", *(const size_t *)b);
+  return strcmp(x, y);
 }
 
 /* The steps of the replay: selected snapshot steps and amax.csv steps, sorted and unique. */
@@ -703,6 +820,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int64_t *steps = NULL;
   size_t nsteps = 0;
   int32_t *amax_map = NULL;
+  size_t *rank_order = NULL, nparts = 1;
   fp8_outfile steps_out = {0}, hist_out = {0}, gemm_out = {0};
   long long gemm_rows = 0;
   char trace_dir[4096];
@@ -746,6 +864,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
 
   /* The trace: generated into the output directory for synth: paths. */
   if (ex->trace_is_synth) {
+    rc = fp8_experiment_check_ranks(ex, 0, ex->trace_path, err, errlen); /* one rank */
+    if (rc) goto done;
     /* generated next to its final place and swapped in, so that a re-run with --force never
      * mixes snapshots of two generations */
     char tmp_dir[4096 + 32];
@@ -776,6 +896,17 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   rc = fp8_trace_open(trace_dir, &tr, err, errlen);
   if (rc) goto done;
   trace_open = 1;
+  rc = fp8_experiment_check_ranks(ex, tr.nranks, trace_dir, err, errlen);
+  if (rc) goto done;
+  r.multirank = tr.nranks > 0;
+  nparts = tr.nranks ? tr.nranks : 1;
+  rank_order = malloc(nparts * sizeof *rank_order);
+  if (!rank_order) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  for (size_t k = 0; k < nparts; k++) rank_order[k] = k;
+  qsort(rank_order, nparts, sizeof *rank_order, cmp_rank_prefix);
 
   rc = collect_names(ex, &tr, &names, &nnames, err, errlen);
   if (rc) goto done;
@@ -786,6 +917,10 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   rc = tensors_init(&r, names, nnames, err, errlen);
   if (rc) goto done;
+  if (tr.nranks && ex->reduce_amax) {
+    rc = reduction_init(&r, fp8_experiment_reduce_group(ex, tr.nranks), err, errlen);
+    if (rc) goto done;
+  }
   if (union_steps(ex, &tr, &steps, &nsteps) != FP8_OK) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
@@ -797,7 +932,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     goto done;
   }
   for (size_t k = 0; k < tr.namax_names; k++)
-    amax_map[k] = fp8_experiment_tensor_selected(ex, tr.amax_names[k])
+    amax_map[k] = tensor_selected(ex, &tr, tr.amax_names[k])
                       ? (int32_t)find_tensor(&r, tr.amax_names[k]) : -1;
   (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */
 
@@ -823,12 +958,13 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
       r.t[idx].csv_has = 1;
       r.t[idx].csv_amax = tr.amax[arow].amax;
     }
-    /* the snapshot of this step, if any */
+    /* the snapshot of this step, if any: one rank's part at a time (a single-rank trace is
+     * one part) */
     while (snap < tr.nsteps && tr.steps[snap] < step) snap++;
     fp8_step s;
     int have_snap = snap < tr.nsteps && tr.steps[snap] == step;
-    if (have_snap) {
-      rc = fp8_trace_load_step(&tr, snap, &s, err, errlen);
+    for (size_t part = 0; have_snap && part < nparts; part++) {
+      rc = fp8_trace_load_step_rank(&tr, snap, rank_order[part], &s, err, errlen);
       if (rc) goto done;
       r.nwork = 0;
       for (size_t k = 0; k < s.ntensors; k++) {
@@ -905,12 +1041,12 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
           goto done;
         }
       }
+      for (size_t w = 0; w < r.nwork; w++) r.t[r.work[w]].view = NULL; /* unmapped with s */
       fp8_step_free(&s);
     }
-    /* the delayed-scaling update with this step's amaxes (zero: module did not run) */
-    for (size_t i = 0; i < r.ntensors; i++)
-      for (size_t c = 0; c < ex->nconfigs; c++)
-        if (ex->configs[c].kind == FP8_KIND_DELAYED) fp8_delayed_update(&r.t[i].dl[c], r.t[i].amax);
+    /* every rank's amax of this step is known now: the delayed-scaling update (zero: the
+     * module did not run; reduce_amax: the group's max) */
+    delayed_update_all(&r);
     if (ferror(fp) || ferror(hp)) {
       rc = fp8_errorf(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s", out, strerror(errno));
       goto done;
@@ -963,7 +1099,9 @@ done:
     free(names);
   }
   tensors_free(&r);
+  free(r.red);
   free(r.work);
+  free(rank_order);
   free(steps);
   free(amax_map);
   if (trace_open) fp8_trace_close(&tr);

@@ -6,6 +6,11 @@
  * with its amax, then every configuration of that tensor is evaluated on cache-sized chunks of
  * that buffer. Memory stays bounded by one step. Delayed-scaling state lives in one slot per
  * (tensor, configuration) and is updated after the step, with the step's amax.
+ *
+ * A multi-rank trace (rank_<r>/ folders) is replayed as one trace of `rank_<r>/<name>` tensors,
+ * a step one rank at a time (memory bounded by one rank's step); the update waits for every
+ * rank of the step and, with [trace] reduce_amax, takes each tensor's amax as the max over the
+ * ranks of its reduction group (docs/semantics.md).
  */
 #ifndef FP8LAB_CORE_RUNNER_H
 #define FP8LAB_CORE_RUNNER_H

@@ -3,6 +3,13 @@
  * A trace directory holds `step_<N>.safetensors` files, or `step_<N>/` folders of
  * `<tensor>.npy` files, and optionally `amax.csv` (`step,tensor,amax`). Data is mapped, never
  * copied: memory stays bounded by one step's tensors however long the trace is.
+ *
+ * A multi-rank trace (what the capture tool writes under torch.distributed) is a folder of
+ * `rank_0/` .. `rank_<R-1>/` sub-folders, each a single-rank trace as above. It reads as one
+ * trace whose tensors are named `rank_<r>/<tensor name>`: the snapshot steps are the union of
+ * the ranks' steps, amax.csv rows are those of all ranks (renamed), and a step loads the
+ * tensors of every rank that has a snapshot then. fp8_trace_load_step_rank loads one rank at a
+ * time, so that a replay maps no more than one rank's step at once.
  * Errors are returned as fp8_status codes with a one-line message in `err` naming the file and
  * the tensor, line or byte offset.
  */
@@ -43,28 +50,52 @@ typedef struct {
   float amax;
 } fp8_amax_row;
 
-/** An opened trace: its snapshot steps (ascending) and its amax stream (sorted by step, then
- *  tensor index; may be empty). */
-typedef struct {
-  char *dir;
-  int is_npy;            /**< 1 when the snapshots are step_<N>/ folders of .npy files */
-  size_t nsteps;
-  int64_t *steps;        /**< snapshot steps, ascending, unique */
-  char **step_paths;     /**< file (safetensors) or folder (npy) of each snapshot step */
-  size_t namax;
-  fp8_amax_row *amax;    /**< amax.csv rows */
-  size_t namax_names;
-  char **amax_names;     /**< distinct tensor names of amax.csv, sorted */
-} fp8_trace;
+/** Most ranks a multi-rank trace may have (rank_0/ .. rank_<FP8_RANK_LIMIT-1>/). */
+#define FP8_RANK_LIMIT 65536
 
-/** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely.
- *  A directory with neither snapshots nor amax.csv is an error. */
+/** An opened trace: its snapshot steps (ascending) and its amax stream (sorted by step, then
+ *  tensor index; may be empty). For a multi-rank trace every field but step_paths describes
+ *  all ranks together, with tensor names `rank_<r>/<name>`. */
+typedef struct fp8_trace fp8_trace;
+struct fp8_trace {
+  char *dir;
+  int is_npy;            /**< 1 when the snapshots are step_<N>/ folders of .npy files (multi-rank:
+                              of every rank) */
+  size_t nsteps;
+  int64_t *steps;        /**< snapshot steps, ascending, unique (multi-rank: of any rank) */
+  char **step_paths;     /**< file (safetensors) or folder (npy) of each snapshot step; NULL for
+                              a multi-rank trace (see ranks[r].step_paths) */
+  size_t namax;
+  fp8_amax_row *amax;    /**< amax.csv rows (multi-rank: of every rank) */
+  size_t namax_names;
+  char **amax_names;     /**< distinct tensor names of amax.csv, sorted (strcmp) */
+  size_t nranks;         /**< 0: a single-rank trace; R >= 1: dir holds rank_0/ .. rank_<R-1>/ */
+  fp8_trace *ranks;      /**< the R single-rank traces, ranks[r] from dir/rank_<r> */
+};
+
+/** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely;
+ *  for a folder of rank_<r>/ sub-folders, opens every rank. A directory with neither
+ *  snapshots, amax.csv nor rank folders is an error, and so are rank folders that are not
+ *  rank_0 .. rank_<R-1> without gaps, and a directory holding both rank folders and a
+ *  single-rank trace (snapshots or amax.csv). */
 int fp8_trace_open(const char *dir, fp8_trace *tr, char *err, size_t errlen);
 void fp8_trace_close(fp8_trace *tr);
 
-/** Maps snapshot i (0 <= i < nsteps) and validates every header against the file size. */
+/** Maps snapshot i (0 <= i < nsteps) and validates every header against the file size.
+ *  For a multi-rank trace: the tensors of every rank with a snapshot at step steps[i]. */
 int fp8_trace_load_step(const fp8_trace *tr, size_t i, fp8_step *out, char *err, size_t errlen);
+/** The part of snapshot i that rank r holds. Multi-rank trace (r < nranks): rank r's tensors
+ *  at step steps[i], named `rank_<r>/<name>` and sorted by name; no tensor (ntensors 0, FP8_OK)
+ *  when rank r has no snapshot at that step. Single-rank trace: r must be 0, and this is
+ *  fp8_trace_load_step. */
+int fp8_trace_load_step_rank(const fp8_trace *tr, size_t i, size_t r, fp8_step *out, char *err,
+                             size_t errlen);
 void fp8_step_free(fp8_step *s);
+
+/** For a tensor name of a multi-rank trace (`rank_<r>/<name>`, r written as the trace writes
+ *  it): stores r in *rank and returns the name within the rank (a pointer into name); NULL
+ *  when name has no such prefix. */
+const char *fp8_trace_split_rank(const char *name, size_t *rank);
 
 /** Reads one safetensors file (used by fp8_trace_load_step; exposed for tests and tools).
  *  Sets out->step to -1 (fp8_trace_load_step sets the step number). */

@@ -11,6 +11,14 @@ reference: counts exactly, amax and scale bit-exactly, mse/snr_db to 1e-6 relati
 (rel_error to 1e-3 relative). Every case also checks that gemm.csv exists exactly when the
 reference expects one (gemm = true and a layer triplet at a snapshot step): absent otherwise.
 
+The "ranks" cases replay multi-rank traces (gen_trace.py --ranks R: rank_<r>/ folders whose
+amaxes differ per rank) as one trace with tensors rank_<r>/<name>, with [trace] reduce_amax off
+and on (all ranks in one group, or reduce_group = 2 of 4), against the reference's own
+multi-rank replay. Without reduce_amax every rank must be replayed independently: the
+"independent" case replays each rank_<r>/ folder on its own and requires steps.csv,
+summary.csv, histograms.csv (and gemm.csv) of the multi-rank run to be byte for byte those
+files merged, with the names prefixed.
+
 Usage: test_replay.py FP8LAB_BIN    (exit 77 = skipped: numpy or ml_dtypes missing)
 """
 import os
@@ -18,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -81,6 +90,77 @@ def case_random(binary, tmp, seed, extra, expect_gemm=None, edit=None):
     print("  seed %d %s: %s" % (seed, " ".join(extra), line))
 
 
+def case_ranks(binary, tmp, seed, nranks, extra, expect_gemm=False, independent=False):
+    """A multi-rank trace (gen_trace.py --ranks) through fp8lab and the reference; extra: more
+    gen_trace options (--reduce-amax, --reduce-group N, --npy, --select, --blocks)."""
+    d = os.path.join(tmp, "ranks%d" % seed)
+    ini = os.path.join(d, "exp.ini")
+    rc, out = run([sys.executable, os.path.join(REF, "gen_trace.py"), os.path.join(d, "trace"),
+                   "--seed", str(seed), "--ranks", str(nranks), "--ini", ini] + extra)
+    assert rc == 0, out
+    assert sorted(os.listdir(os.path.join(d, "trace"))) == ["rank_%d" % r for r in range(nranks)]
+    rc, out = run([binary, "run", ini, "--quiet", "--no-report", "--threads", "2"])
+    assert rc == 0, out
+    line = compare(ini, os.path.join(d, "out"), expect_gemm=expect_gemm)
+    if independent:
+        line += "; " + check_independent(binary, d, ini, nranks)
+    print("  seed %d ranks %d %s: %s" % (seed, nranks, " ".join(extra), line))
+
+
+def check_independent(binary, d, ini, nranks):
+    """Without reduce_amax: the multi-rank outputs are the per-rank replays, prefixed and
+    merged (rows in step, tensor-name order; a file's own order kept within a key)."""
+    with open(ini) as f:
+        text = f.read()
+    assert "reduce_amax = true" not in text
+    parts = {}
+    for r in range(nranks):
+        ri = os.path.join(d, "rank%d.ini" % r)
+        with open(ri, "w") as f:
+            f.write(text.replace("path = trace\n", "path = trace/rank_%d\n" % r)
+                        .replace("dir = out\n", "dir = out_rank%d\n" % r))
+        rc, out = run([binary, "run", ri, "--quiet", "--no-report", "--threads", "2"])
+        assert rc == 0, out
+        parts[r] = os.path.join(d, "out_rank%d" % r)
+    # (file, key of a row: the fields that order it)
+    files = [("steps.csv", lambda f: (int(f[2]), f[0])),
+             ("summary.csv", lambda f: (f[0],)),
+             ("histograms.csv", lambda f: (int(f[1]), f[0])),
+             ("gemm.csv", lambda f: (int(f[2]), f[0]))]
+    checked = []
+    for name, key in files:
+        got_path = os.path.join(d, "out", name)
+        have = [os.path.exists(os.path.join(parts[r], name)) for r in range(nranks)]
+        if not any(have):
+            assert not os.path.exists(got_path), "%s exists, no rank replay wrote one" % name
+            continue
+        header = None
+        rows = []
+        for r in range(nranks):
+            p = os.path.join(parts[r], name)
+            if not os.path.exists(p):
+                continue
+            with open(p) as f:
+                lines = f.read().split("\n")
+            assert lines[-1] == "", "%s: no final newline" % p
+            header = lines[0]
+            for ln in lines[1:-1]:
+                rows.append("rank_%d/%s" % (r, ln))   # the first field is the tensor / layer
+        rows.sort(key=lambda ln: key(ln.split(",")))  # stable: a file's own order within a key
+        want = header + "\n" + "".join(ln + "\n" for ln in rows)
+        with open(got_path) as f:
+            got = f.read()
+        if got != want:
+            gl, wl = got.split("\n"), want.split("\n")
+            i = next((i for i, (a, b) in enumerate(zip(gl, wl)) if a != b), min(len(gl), len(wl)))
+            raise AssertionError("%s differs from the merged per-rank replays at line %d:\n"
+                                 "  got  %s\n  want %s" % (name, i + 1, gl[i] if i < len(gl)
+                                                            else "(end)", wl[i] if i < len(wl)
+                                                            else "(end)"))
+        checked.append("%s (%d rows)" % (name, len(rows)))
+    return "byte-identical to the per-rank replays: " + ", ".join(checked)
+
+
 def case_synth(binary, tmp):
     d = os.path.join(tmp, "synth")
     os.makedirs(d)
@@ -115,13 +195,31 @@ def main():
         ("random seed 23 blocks gemm = false",
          lambda: case_random(binary, tmp, 23, ["--blocks"], False,
                              [("gemm = true", "gemm = false")])),
+        # multi-rank traces: rank_<r>/<name> tensors, [trace] reduce_amax / reduce_group
+        ("ranks 2 seed 51", lambda: case_ranks(binary, tmp, 51, 2, [])),
+        ("ranks 2 seed 52 reduce_amax",
+         lambda: case_ranks(binary, tmp, 52, 2, ["--reduce-amax"])),
+        ("ranks 4 seed 53 reduce_amax",
+         lambda: case_ranks(binary, tmp, 53, 4, ["--reduce-amax"])),
+        ("ranks 4 seed 54 reduce_amax reduce_group = 2",
+         lambda: case_ranks(binary, tmp, 54, 4, ["--reduce-amax", "--reduce-group", "2"])),
+        ("ranks 4 seed 55 independent ranks",
+         lambda: case_ranks(binary, tmp, 55, 4, [], independent=True)),
+        ("ranks 3 seed 56 npy selections reduce_amax",
+         lambda: case_ranks(binary, tmp, 56, 3, ["--npy", "--select", "--reduce-amax"])),
+        ("ranks 2 seed 57 blocks reduce_amax",
+         lambda: case_ranks(binary, tmp, 57, 2, ["--blocks", "--reduce-amax"], True)),
+        ("ranks 2 seed 58 blocks independent ranks",
+         lambda: case_ranks(binary, tmp, 58, 2, ["--blocks"], True, independent=True)),
     ]
     passed = failed = 0
     try:
         for name, fn in cases:
+            t0 = time.time()
             try:
                 fn()
                 passed += 1
+                print("    (%.1f s)" % (time.time() - t0))
             except AssertionError as e:
                 failed += 1
                 print("FAIL %s:\n%s" % (name, e))

@@ -3,6 +3,7 @@
 against the Python reference (fp8ref.py).
 
   gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select] [--blocks]
+               [--ranks R] [--reduce-amax] [--reduce-group N]
 
 DIR gets step_<N>.safetensors snapshots (own writer: 8-byte LE header length, JSON header
 padded with a random number of spaces so that the data does not always start 4-aligned, then
@@ -22,6 +23,19 @@ recipes (mxfp8 ceil, mxfp8 floor e4m3, block auto, block 1x128 without pow2, row
 [analysis] section (gemm = true, gemm_max_tokens = 48). With --select, the tensors selection
 keeps gemm0 whole and only gemm1.grad_output (so gemm1 has no triplet).
 Without --blocks the output is exactly what it was before the option existed.
+
+--ranks R writes a multi-rank trace instead: DIR/rank_0/ .. DIR/rank_<R-1>/, each a trace as
+above (safetensors, or npy with --npy; with --blocks each rank has the GEMM layers, drawn per
+rank) with the same tensor names and the same
+snapshot steps, but values drawn per rank, so that the ranks' amaxes differ: every rank has its
+own random spikes plus a planted one (rank r: 2^(24+6r) in one tensor at one snapshot step),
+one tensor is missing on rank 1 at one snapshot step (neither in the snapshot nor in amax.csv),
+the last rank has a snapshot step no other rank has, each rank's amax.csv covers its own random
+set of steps between the snapshots (steps that only some ranks record), and each rank has an
+amax.csv-only tensor of its own (ghost_r<r>.input) besides the shared ones. --reduce-amax and
+--reduce-group N add [trace] reduce_amax = true and reduce_group = N to the INI; with --select,
+the tensors selection also keeps rank_0/*.input (a glob with '/', matched against the
+rank-prefixed name).
 
 Everything is drawn from numpy's Generator seeded with S: the same seed gives the same files.
 """
@@ -399,6 +413,72 @@ def generate(dirpath, seed, npy=False, blocks=False):
     return snap_steps, specs, csv_only
 
 
+def generate_ranks(dirpath, seed, nranks, npy=False, blocks=False):
+    """A multi-rank trace: dirpath/rank_<r>/ for r < nranks (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    specs = make_specs(rng)
+    n_snap = int(rng.integers(5, 9))
+    snap_steps = sorted(int(s) for s in rng.choice(np.arange(0, 90), size=n_snap, replace=False))
+    csv_only = [TensorSpec("ghost%d.%s" % (i, r), r, "F32", (1,), "wide", int(rng.integers(-5, 5)))
+                for i, r in enumerate(rng.choice(ROLES, size=2, replace=False))]
+    last = snap_steps[-1] + 6
+    extra_step = int(rng.choice([t for t in range(0, last) if t not in snap_steps]))
+    wide = [s for s in specs if s.kind == "wide" and not s.name.startswith("edge.")] or \
+        [s for s in specs if not s.name.startswith("edge.")]
+    missing = (1, snap_steps[1], wide[0].name)          # (rank, step, tensor)
+    spikes = {}                                         # (rank, step) -> (tensor, factor)
+    for r in range(nranks):
+        spec = wide[int(rng.integers(0, len(wide)))]
+        spikes[(r, snap_steps[int(rng.integers(0, n_snap))])] = (spec.name, 2.0 ** (24 + 6 * r))
+    for r in range(nranks):
+        rr = np.random.default_rng([seed, 1 + r])
+        rdir = os.path.join(dirpath, "rank_%d" % r)
+        os.makedirs(rdir, exist_ok=True)
+        steps_r = sorted(snap_steps + ([extra_step] if r == nranks - 1 else []))
+        gm = GemmModel(np.random.default_rng([seed + 7777777, r]), steps_r) if blocks else None
+        for t in steps_r:
+            tensors = []
+            for s in specs:
+                present = rr.random() < 0.85 or s.name.startswith("edge.")
+                if (r, t, s.name) == missing:
+                    present = False
+                if present:
+                    v = gen_tensor(rr, s, t)
+                    sp = spikes.get((r, t))
+                    if sp is not None and sp[0] == s.name and v.size:
+                        flat = v.reshape(-1)
+                        k = int(rr.integers(0, flat.size))
+                        flat[k] = np.float32(max(abs(float(flat[k])), 1.0) * sp[1])
+                        v = representable(v, s.dtype)
+                    tensors.append((s.name, s.dtype, v))
+            if gm is not None:
+                tensors += gm.tensors(t)
+            if npy:
+                write_npy_dir(os.path.join(rdir, "step_%d" % t),
+                              [(nm, dt if dt != "BF16" else "F32", a) for nm, dt, a in tensors])
+            else:
+                write_safetensors(os.path.join(rdir, "step_%d.safetensors" % t), tensors, rr)
+        own_ghost = TensorSpec("ghost_r%d.input" % r, "input", "F32", (1,), "wide", r)
+        rows = []
+        for t in range(0, last):
+            if t not in steps_r and rr.random() > 0.6:
+                continue                                 # a step this rank does not record
+            for s in specs + csv_only + [own_ghost]:
+                if (r, t, s.name) == missing:
+                    continue
+                if rr.random() < 0.7:
+                    rows.append((t, s.name, amax_text(rr, csv_amax(rr, s))))
+        if gm is not None:
+            rows += gm.amax_rows(steps_r)
+        if rr.random() < 0.3:
+            rr.shuffle(rows)
+        with open(os.path.join(rdir, "amax.csv"), "w") as f:
+            f.write("step,tensor,amax\n")
+            for t, name, txt in rows:
+                f.write("%d,%s,%s\n" % (t, name, txt))
+    return snap_steps, specs, csv_only
+
+
 INI = """; generated by tools/reference/gen_trace.py --seed {seed}
 [trace]
 path = {path}
@@ -458,7 +538,7 @@ gemm_max_tokens = %d
 """ % GEMM_MAX_TOKENS
 
 
-def write_ini(ini_path, trace_dir, seed, out=None, select=None, blocks=False):
+def write_ini(ini_path, trace_dir, seed, out=None, select=None, blocks=False, reduce=None):
     base = os.path.dirname(os.path.abspath(ini_path))
     rel = os.path.relpath(os.path.abspath(trace_dir), base)
     if out is None:
@@ -466,7 +546,7 @@ def write_ini(ini_path, trace_dir, seed, out=None, select=None, blocks=False):
     else:
         out = os.path.relpath(os.path.abspath(out), base)
     with open(ini_path, "w") as f:
-        f.write(INI.format(seed=seed, path=rel, out=out, select=select or "",
+        f.write(INI.format(seed=seed, path=rel, out=out, select=(select or "") + (reduce or ""),
                            blocks=BLOCKS_INI if blocks else ""))
 
 
@@ -482,19 +562,35 @@ def main(argv=None):
     ap.add_argument("--blocks", action="store_true",
                     help="add GEMM layer triplets to the trace, block recipes and [analysis] "
                          "to the INI")
+    ap.add_argument("--ranks", type=int, default=0,
+                    help="write a multi-rank trace: DIR/rank_0 .. DIR/rank_<R-1>")
+    ap.add_argument("--reduce-amax", action="store_true",
+                    help="[trace] reduce_amax = true in the INI")
+    ap.add_argument("--reduce-group", type=int, help="[trace] reduce_group = N in the INI")
     args = ap.parse_args(argv)
-    snap_steps, specs, _ = generate(args.dir, args.seed, args.npy, args.blocks)
+    if args.ranks:
+        snap_steps, specs, _ = generate_ranks(args.dir, args.seed, args.ranks, args.npy,
+                                              args.blocks)
+    else:
+        snap_steps, specs, _ = generate(args.dir, args.seed, args.npy, args.blocks)
     if args.ini:
         select = None
         if args.select:
             rng = np.random.default_rng(args.seed + 1000003)
             # from the second snapshot on, every other step: drops some snapshots and csv rows
-            select = "steps = %d-%d:2\ntensors = edge.*, *.grad_*, ghost*%s\n" % (
-                snap_steps[1], snap_steps[-1] + 3, ", gemm0.*" if args.blocks else "")
-        write_ini(args.ini, args.dir, args.seed, args.out, select, args.blocks)
-    print("gen_trace: %d snapshots at steps %s, %d tensors%s -> %s" % (
+            select = "steps = %d-%d:2\ntensors = edge.*, *.grad_*, ghost*%s%s\n" % (
+                snap_steps[1], snap_steps[-1] + 3, ", gemm0.*" if args.blocks else "",
+                ", rank_0/*.input" if args.ranks else "")
+        reduce = ""
+        if args.reduce_amax:
+            reduce += "reduce_amax = true\n"
+        if args.reduce_group is not None:
+            reduce += "reduce_group = %d\n" % args.reduce_group
+        write_ini(args.ini, args.dir, args.seed, args.out, select, args.blocks, reduce)
+    print("gen_trace: %d snapshots at steps %s, %d tensors%s%s -> %s" % (
         len(snap_steps), " ".join(map(str, snap_steps)), len(specs),
-        " + %d GEMM layers" % len(GEMM_LAYERS) if args.blocks else "", args.dir))
+        " + %d GEMM layers" % len(GEMM_LAYERS) if args.blocks else "",
+        ", %d ranks" % args.ranks if args.ranks else "", args.dir))
     return 0
 
 
