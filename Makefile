@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean tiny-gpt notebooks
+.PHONY: all deps configure build test demo bench clean tiny-gpt notebooks device-bundle
 
 all: build
 
@@ -44,6 +44,11 @@ notebooks: build
 
 bench: build
 	@$(BUILD)/bench_quant
+
+# The full fp8lab with the GPU engine, for the GPU machine's parity check: builds build-bundle/
+# and writes .device-bundle/ (carry it: see scripts/device-check.sh). Needs deps and CUDA here.
+device-bundle: deps
+	@JOBS=$(JOBS) bash scripts/device-bundle.sh
 
 clean:
 	rm -rf $(BUILD)

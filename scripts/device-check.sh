@@ -5,22 +5,63 @@
 #
 #   scripts/device-check.sh            # logs in $OUT when set (the device tool), else ./device-check-out
 #
-# Steps, each under `timeout`, the whole run within 6 minutes:
+# THE DEVICE CALL (one call; the machine's start takes 1-2 of the session's 15 minutes):
+#   first, here on the CPU machine:   scripts/device-bundle.sh     (or make device-bundle; about
+#                                     8 MiB in .device-bundle/, git-ignored; rebuild it after
+#                                     any change under src/ or kernels/)
+#   then the device tool's run with   carry [".device-bundle"]
+#                                     command "scripts/device-check.sh"
+#                                     timeout_s 420
+#   Without .device-bundle the call still works; the parity step says "not run".
+#
+# Steps, each under `timeout`, the whole run within DEVICE_CHECK_BUDGET (350 s):
 #   1. environment: nvidia-smi, nvcc, cmake, NCCL location                       -> env.log
 #   2. configure + build with CUDA, Release, FP8LAB_GPU_ONLY=ON (simulator, kernels/, src/gpu,
 #      gpu tests; no GSL, Check, ...) in a fresh build directory                 -> build.log
 #   3. ctest -L gpu --output-on-failure, the tests in parallel (one GPU is plenty; the wall time
 #      is the longest test's), then every test's full output                   -> ctest.log
-#   4. build/kernels/bench_gpu: fused quantize pass GB/s vs device copy          -> bench_gpu.log
-#   5. bench_gemm (cuBLASLt FP8 GEMM, 8192^3) and bench/scaled_mm.py (torch._scaled_mm, same
-#      problem)                                                      -> bench_gemm.log, scaled_mm.log
-#   6. a one-screen summary: tests passed/failed/skipped, GB/s ratio, TFLOP/s ratio -> summary.txt
-# At most 7 files under the output folder (the device tool returns 8). Exit status: 0 when the
-# build succeeded and every gpu test passed (none failed, none skipped), 1 otherwise.
+#   4. parity (scripts/device-parity.sh, only with .device-bundle/): the bundled full fp8lab runs
+#      the same experiments with --device gpu and --device cpu (same --threads, --no-report) on
+#      gen_trace.py corner-case traces and synthetic traces; scripts/compare_runs.py compares
+#      steps.csv, summary.csv and histograms.csv (exact, but mse/snr_db/snr_db_min to 1e-6
+#      relative); the largest case's replay times are the GPU-vs-CPU-engine benchmark. At most
+#      120 s, leaving at least 40 s to the benchmarks                          -> parity.log
+#   5. build/kernels/bench_gpu: fused quantize pass GB/s vs device copy          -> bench_gpu.log
+#   6. bench_gemm (cuBLASLt FP8 GEMM, 8192^3), then bench/scaled_mm.py (torch._scaled_mm, same
+#      problem) appended after a "==================== bench/scaled_mm.py" line -> bench_gemm.log
+#   7. a one-screen summary                                                     -> summary.txt
+# Seven files under the output folder (the device tool returns at most 8).
+#
+# The summary's lines:
+#   rev: / gpu:     the source revision (unknown without .git) and the GPU, driver, memory, clock
+#   tests:          ctest's "N% tests passed, M tests failed out of K", then one line per test
+#                   (Passed / Failed / Not Run (skipped: no usable device) and its seconds), then
+#                   the first FAIL lines of the harness
+#   parity:         PASS|FAIL, the cases (name:ok | MISMATCH | B-failed | run-failed | timed-out), the rows
+#                   compared over the three CSVs of every case, "exact columns identical: yes|no"
+#                   (every column but the three derived ones, as text), the largest relative
+#                   difference of mse and of snr_db/snr_db_min (and in dB) seen, the tolerance;
+#                   "(timed out ...)" when the step ran out of time; a WARNING when the bundle
+#                   was built from other sources than this tree (scripts/source-hash.sh). "not
+#                   run: no .device-bundle ..." without the bundle.
+#   replay:         seconds per replayed step (run.json's wall_time_s / steps_replayed: trace
+#                   reading, engine work, CSV writing; not the process start or CUDA context) of
+#                   the GPU engine against the CPU engine on the largest synthetic case, the
+#                   ratio ("GPU 3.1x faster" or "SLOWER"), steps x tensors x configurations,
+#                   threads, and both processes' wall times.
+#   GB/s:           the fused quantize pass (1 configuration) against the device-to-device copy
+#                   (goal >= 85%)
+#   TFLOP/s:        cuBLASLt FP8 (bench_gemm) against torch._scaled_mm on 8192^3 (goal >= 0.95),
+#                   then bench_gemm's per-GEMM lines
+#   logs:           the output folder and its files
+# Exit status: 0 when the build succeeded, every gpu test passed (none failed, none skipped)
+# and, when .device-bundle/ is there, the parity check passed; 1 otherwise.
 #
 # Environment: BUILD_DIR (default /tmp/fp8lab-device-build, removed first), JOBS (default nproc),
 # FP8LAB_NCCL_ROOT (NCCL's folder when the CUDA toolkit has none; default: the nvidia-nccl wheel
-# of python3, if any), DEVICE_CHECK_BUDGET (seconds, default 350).
+# of python3, if any), DEVICE_CHECK_BUDGET (seconds, default 350), PARITY_TARGET_S (seconds the
+# slower engine should replay the benchmark case for, default 12), PARITY_DEVICE_B (default gpu;
+# cpu for a dry run of the parity step anywhere).
 set -u
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +84,7 @@ elapsed() { echo $(($(date +%s) - T0)); }
 {
   echo "== device-check $(date -u +%FT%TZ), source $SRC, build $BUILD, jobs $JOBS"
   echo "rev: $(cd "$SRC" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
-    "($(cd "$SRC" && git status --short 2>/dev/null | wc -l) changed files)"
+    "($(cd "$SRC" && GIT_OPTIONAL_LOCKS=0 git status --short 2>/dev/null | wc -l) changed files)"
   echo "gpu: $(timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
     --format=csv,noheader 2>&1 | head -1)"
   timeout 20 nvidia-smi 2>&1 | head -25
@@ -81,7 +122,7 @@ CTEST_RC=-1
 if [ "$BUILD_OK" = 1 ]; then
   (
     cd "$BUILD" &&
-      timeout "$(step_timeout 150 80)" ctest -L gpu --output-on-failure --timeout 140 -j 4
+      timeout "$(step_timeout 150 100)" ctest -L gpu --output-on-failure --timeout 140 -j 4
   ) >"$OUTDIR/ctest.log" 2>&1
   CTEST_RC=$?
   {
@@ -93,25 +134,51 @@ else
   echo "not run: the build failed (build.log)" >"$OUTDIR/ctest.log"
 fi
 
-# ------------------------------------------------------------------ 4.-5. benchmarks
-run_bench() { # name log max reserve command...
-  local log=$2 max=$3 reserve=$4
-  shift 4
+# ------------------------------------------------------------------ 4. parity (the bundle)
+# The full fp8lab cannot be built here (no -dev packages): it comes from scripts/device-bundle.sh.
+PARITY_RC=-1
+BUNDLE_DIR=$SRC/.device-bundle
+if [ -d "$BUNDLE_DIR" ]; then
+  pt=$(step_timeout 120 40)
+  PARITY_TIME=$((pt > 20 ? pt - 5 : 15)) PARITY_TARGET_S=${PARITY_TARGET_S:-12} \
+    PARITY_BUNDLE=$BUNDLE_DIR timeout -k 5 "$pt" bash "$SRC/scripts/device-parity.sh" \
+    >"$OUTDIR/parity.log" 2>&1
+  PARITY_RC=$?
+  [ "$PARITY_RC" = 124 ] || [ "$PARITY_RC" = 137 ] &&
+    echo "device-check: parity step killed after $pt s (exit $PARITY_RC)" >>"$OUTDIR/parity.log"
+else
+  echo "not run: no .device-bundle (run scripts/device-bundle.sh and carry .device-bundle)" \
+    >"$OUTDIR/parity.log"
+fi
+
+# ------------------------------------------------------------------ 5.-6. benchmarks
+SCALED_MM_MARK="==================== bench/scaled_mm.py"
+run_bench() { # log max reserve command...: appends the output and the exit status to log
+  local log=$1 max=$2 reserve=$3
+  shift 3
   if [ ! -x "$1" ] && [ "$1" != python3 ]; then
-    echo "not run: $1 was not built" >"$log"
+    echo "not run: $1 was not built" >>"$log"
     return
   fi
-  timeout "$(step_timeout "$max" "$reserve")" "$@" >"$log" 2>&1
+  timeout "$(step_timeout "$max" "$reserve")" "$@" >>"$log" 2>&1
   echo "exit status $?" >>"$log"
 }
-run_bench bench_gpu "$OUTDIR/bench_gpu.log" 45 60 "$BUILD/kernels/bench_gpu"
-run_bench bench_gemm "$OUTDIR/bench_gemm.log" 40 25 "$BUILD/bench_gemm"
-PYTHONUNBUFFERED=1 run_bench scaled_mm "$OUTDIR/scaled_mm.log" 50 5 python3 "$SRC/bench/scaled_mm.py"
+: >"$OUTDIR/bench_gpu.log"
+run_bench "$OUTDIR/bench_gpu.log" 45 60 "$BUILD/kernels/bench_gpu"
+: >"$OUTDIR/bench_gemm.log"
+run_bench "$OUTDIR/bench_gemm.log" 40 25 "$BUILD/bench_gemm"
+echo "$SCALED_MM_MARK" >>"$OUTDIR/bench_gemm.log"
+PYTHONUNBUFFERED=1 run_bench "$OUTDIR/bench_gemm.log" 50 5 python3 "$SRC/bench/scaled_mm.py"
 
 # ------------------------------------------------------------------ 6. summary
-note() { # why a log has no result: its skip / error line, else its last line
-  grep -m1 -hE 'skipped|rror|not run|usage' "$1" 2>/dev/null | cut -c1-100 || tail -1 "$1"
+note() { # why a log has no result: its skip / error line, else its last line (read once: $1
+  local text line # may be a pipe)
+  text=$(cat "$1" 2>/dev/null)
+  line=$(echo "$text" | grep -m1 -E 'skipped|rror|not run|usage')
+  echo "${line:-$(echo "$text" | tail -1)}" | cut -c1-100
 }
+gemm_part() { awk -v m="$SCALED_MM_MARK" '$0 == m { exit } { print }' "$OUTDIR/bench_gemm.log" 2>/dev/null; }
+scaled_mm_part() { awk -v m="$SCALED_MM_MARK" 'f { print } $0 == m { f = 1 }' "$OUTDIR/bench_gemm.log" 2>/dev/null; }
 summary() {
   echo "==================== fp8lab device check ($(elapsed) s)"
   grep -m1 '^rev: ' "$OUTDIR/env.log"
@@ -127,6 +194,16 @@ summary() {
       sed 's/^/  /' | head -12
     grep -hE '^FAIL ' "$OUTDIR/ctest.log" | sort -u | head -8 | cut -c1-220 | sed 's/^/  /'
   fi
+  if grep -q '^SUMMARY parity: ' "$OUTDIR/parity.log" 2>/dev/null; then
+    sed -n 's/^SUMMARY \(parity\|replay\): /\1: /p' "$OUTDIR/parity.log"
+  elif [ ! -d "$BUNDLE_DIR" ]; then
+    echo "parity: not run: no .device-bundle (run scripts/device-bundle.sh and carry .device-bundle)"
+    echo "replay: not run (no bundle)"
+  else
+    echo "parity: FAIL: no result (exit $PARITY_RC$([ "$PARITY_RC" = 124 ] && echo ', timed out');" \
+      "parity.log: $(tail -1 "$OUTDIR/parity.log" | cut -c1-120))"
+    echo "replay: n/a"
+  fi
   # GB/s: the fused pass with one configuration against the device-to-device copy.
   local gline copy
   gline=$(grep -m1 -E 'fused pass, 1 config +[0-9]' "$OUTDIR/bench_gpu.log" 2>/dev/null)
@@ -139,22 +216,24 @@ summary() {
     echo "GB/s: n/a ($(note "$OUTDIR/bench_gpu.log"))"
   fi
   local ours theirs
-  ours=$(grep -oE 'RESULT fprop_tflops=[0-9.]+' "$OUTDIR/bench_gemm.log" 2>/dev/null | cut -d= -f2)
-  theirs=$(grep -oE 'RESULT fprop_tflops=[0-9.]+' "$OUTDIR/scaled_mm.log" 2>/dev/null | cut -d= -f2)
+  ours=$(gemm_part | grep -oE 'RESULT fprop_tflops=[0-9.]+' | cut -d= -f2)
+  theirs=$(scaled_mm_part | grep -oE 'RESULT fprop_tflops=[0-9.]+' | cut -d= -f2)
   if [ -n "$ours" ] && [ -n "$theirs" ]; then
     echo "TFLOP/s (FP8 8192^3, e4m3 -> bf16, fast accum): cuBLASLt $ours, torch._scaled_mm" \
       "$theirs: ratio $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')" \
       "(goal >= 0.95)"
   else
     echo "TFLOP/s: cuBLASLt ${ours:-n/a}, torch._scaled_mm ${theirs:-n/a}" \
-      "(bench_gemm: $(note "$OUTDIR/bench_gemm.log"); scaled_mm: $(note "$OUTDIR/scaled_mm.log"))"
+      "(bench_gemm: $(note <(gemm_part)); scaled_mm: $(note <(scaled_mm_part)))"
   fi
-  grep -E '^  (fprop|dgrad|wgrad) ' "$OUTDIR/bench_gemm.log" 2>/dev/null | cut -c1-100
+  gemm_part | grep -E '^  (fprop|dgrad|wgrad) ' | cut -c1-100
   echo "logs: $OUTDIR ($(cd "$OUTDIR" && ls | tr '\n' ' '))"
 }
 summary | tee "$OUTDIR/summary.txt"
 
 # A skipped gpu test on the GPU machine means the device was not usable: that fails the check.
+# The parity check counts when the bundle was carried.
 [ "$BUILD_OK" = 1 ] && [ "$CTEST_RC" = 0 ] && ! grep -qE 'Test +#[0-9]+:.*Skipped' "$OUTDIR/ctest.log" &&
+  { [ ! -d "$BUNDLE_DIR" ] || [ "$PARITY_RC" = 0 ]; } &&
   exit 0
 exit 1
