@@ -298,6 +298,48 @@ START_TEST(test_engine_path_same_output) {
 }
 END_TEST
 
+/* GEMM errors through the engine's gemm hook: the simulator engine computes gemm.h's errors for
+ * the per-tensor configurations and, like cuBLASLt, declines E5M2 x E5M2 GEMMs, which the
+ * runner then computes on the CPU with the block recipes: gemm.csv is byte-identical to the
+ * direct path's, the declined GEMMs included (format = e5m2 declines all three; hybrid's
+ * fprop is E4M3 x E4M3 and its backward GEMMs E5M2 x E4M3: all run by the engine). */
+START_TEST(test_engine_gemm_same_output) {
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
+  free(out);
+  write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
+                        "format = hybrid, e5m2\n[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
+                        "[recipe.mx]\nkind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
+                        "[output]\ndir = out\n");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
+  free(out);
+  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
+  fp8_experiment ex;
+  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
+  fp8_engine *e;
+  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
+  ck_assert_ptr_nonnull(e->gemm);
+  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
+  fp8_run_summary sum;
+  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "%s", err);
+  e->free(e);
+  fp8_experiment_free(&ex);
+  char a[4096], b[4096];
+  snprintf(a, sizeof a, "%s/direct/gemm.csv", g_dir);
+  snprintf(b, sizeof b, "%s/gemm.csv", od);
+  char *ca = tu_read_file(a, NULL), *cb = tu_read_file(b, NULL);
+  ck_assert_ptr_nonnull(ca);
+  ck_assert_ptr_nonnull(cb);
+  ck_assert_msg(count_lines(ca) > 100, "only %d gemm.csv lines", count_lines(ca));
+  ck_assert_msg(strcmp(ca, cb) == 0, "gemm.csv differs through the engine");
+  free(ca);
+  free(cb);
+  free(ini);
+  free(od);
+}
+END_TEST
+
 START_TEST(test_threads_same_output) {
   write_tiny_trace();
   write_text("exp.ini", TINY_INI);
@@ -738,6 +780,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tiny_rows_by_hand);
   tcase_add_test(tc, test_gemm_by_hand);
+  tcase_add_test(tc, test_engine_gemm_same_output);
   tcase_add_test(tc, test_threads_same_output);
   tcase_add_test(tc, test_engine_path_same_output);
   tcase_add_test(tc, test_output_dir_rules);

@@ -11,11 +11,25 @@
 #ifndef FP8LAB_CORE_ENGINE_H
 #define FP8LAB_CORE_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fp8.h"
 #include "trace.h"
+
+/** One layer at one step for the GEMM errors of gemm.h, with n per-tensor configurations.
+ *  Operands as stored in the trace, widened to float32, host memory, row-major: x = input
+ *  [tokens, in], w = weight [out, in], g = grad_output [tokens, out]. max_tokens: gemm.h's token
+ *  sampling (0 = all). scale[i][c] / format[i][c]: operand i's (0 input, 1 weight, 2
+ *  grad_output) scale and format under configuration c. */
+typedef struct {
+  const float *x, *w, *g;
+  int64_t tokens, in, out, max_tokens;
+  size_t n;
+  const float *scale[3];
+  const fp8_format *format[3];
+} fp8_engine_gemm_job;
 
 typedef struct fp8_engine fp8_engine;
 struct fp8_engine {
@@ -26,6 +40,12 @@ struct fp8_engine {
   /** Statistics of the loaded tensor for n configurations (out[i] overwritten). */
   int (*stats)(fp8_engine *e, const float *scales, const fp8_format *formats, size_t n,
                fp8_stats *out, char *err, size_t errlen);
+  /** Optional (NULL: every GEMM error is computed on the CPU, gemm.h). The real FP8 GEMMs of
+   *  one layer: rel[k * n + c] = rel_error of GEMM k (fp8_gemm_kind) under configuration c, and
+   *  done[k * n + c] false where the engine cannot run that GEMM (the runner computes those on
+   *  the CPU). The reference is the engine's own unquantized GEMM. */
+  int (*gemm)(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, bool *done, char *err,
+              size_t errlen);
   void (*free)(fp8_engine *e);
   void *priv;
 };

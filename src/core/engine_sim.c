@@ -1,11 +1,15 @@
 /* engine_sim.c: the CPU simulator behind the engine interface (engine.h). The runner does not
  * need it (its own threaded loop is the CPU path); it exists so that the engine code path of
- * the runner, the one the GPU takes, is tested on every machine against the direct path. */
+ * the runner, the one the GPU takes, is tested on every machine against the direct path.
+ * Its gemm hook computes gemm.h's errors and, like cuBLASLt, declines E5M2 x E5M2 GEMMs, so
+ * that the runner's CPU fallback for those is exercised too. */
 #include "engine_sim.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "outfile.h"
 
 typedef struct {
@@ -43,6 +47,47 @@ static int sim_stats(fp8_engine *e, const float *scales, const fp8_format *forma
   return FP8_OK;
 }
 
+static int sim_gemm(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, bool *done,
+                    char *err, size_t errlen) {
+  (void)e;
+  const size_t n = job->n;
+  const size_t count[3] = {(size_t)(job->tokens * job->in), (size_t)(job->out * job->in),
+                           (size_t)(job->tokens * job->out)};
+  const float *src[3] = {job->x, job->w, job->g};
+  float *q[3] = {NULL, NULL, NULL};
+  fp8_gemm_ref ref;
+  int rc = fp8_gemm_ref_init(&ref, job->x, job->w, job->g, job->tokens, job->in, job->out,
+                             job->max_tokens);
+  if (rc) return fp8_errorf(rc, err, errlen, "GEMM reference: %s", fp8_strerror(rc));
+  for (int i = 0; i < 3; i++)
+    if (!(q[i] = malloc((count[i] + 1) * sizeof(float)))) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      goto done;
+    }
+  for (size_t c = 0; c < n; c++) {
+    for (int i = 0; i < 3; i++)
+      fp8_quantize_f32(src[i], count[i], job->scale[i][c], job->format[i][c], NULL, q[i], NULL);
+    fp8_gemm_operands ops = {q[0], q[1], q[2], q[1], q[2], q[0]};
+    double r[FP8_GEMM_COUNT];
+    rc = fp8_gemm_errors(&ref, &ops, r);
+    if (rc) {
+      fp8_errorf(rc, err, errlen, "GEMM: %s", fp8_strerror(rc));
+      goto done;
+    }
+    for (int k = 0; k < FP8_GEMM_COUNT; k++) {
+      fp8_format fa = job->format[k == FP8_GEMM_FPROP ? 0 : 2][c];
+      fp8_format fb = job->format[k == FP8_GEMM_WGRAD ? 0 : 1][c];
+      bool ok = !(fa == FP8_E5M2 && fb == FP8_E5M2);
+      rel[(size_t)k * n + c] = ok ? r[k] : NAN;
+      done[(size_t)k * n + c] = ok;
+    }
+  }
+done:
+  for (int i = 0; i < 3; i++) free(q[i]);
+  fp8_gemm_ref_free(&ref);
+  return rc;
+}
+
 static void sim_free(fp8_engine *e) {
   if (!e) return;
   sim_priv *p = e->priv;
@@ -62,6 +107,7 @@ int fp8_engine_sim_create(fp8_engine **out, char *err, size_t errlen) {
   e->name = "sim (engine interface)";
   e->load = sim_load;
   e->stats = sim_stats;
+  e->gemm = sim_gemm;
   e->free = sim_free;
   e->priv = p;
   *out = e;

@@ -72,6 +72,7 @@ typedef struct {
 
 typedef struct {
   const fp8_experiment *ex;
+  fp8_engine *engine;     /* NULL: everything on the CPU */
   int multirank;          /* the trace is a folder of rank_<r>/ traces */
   size_t ntensors;
   tensor_t *t;
@@ -332,10 +333,19 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
   int rc = FP8_OK;
   char **layers = calloc(s->ntensors + 1, sizeof *layers);
   double *rel = calloc(nc * FP8_GEMM_COUNT + 1, sizeof *rel);
+  /* the engine's GEMMs (per-tensor configurations): results, which it ran, its inputs */
+  double *erel = calloc(nc * FP8_GEMM_COUNT + 1, sizeof *erel);
+  bool *got = calloc(nc * FP8_GEMM_COUNT + 1, sizeof *got), *edone = calloc(nc * FP8_GEMM_COUNT + 1, sizeof *edone);
+  size_t *eidx = calloc(nc + 1, sizeof *eidx);
+  float *escale = calloc(3 * nc + 1, sizeof *escale);
+  fp8_format *efmt = calloc(3 * nc + 1, sizeof *efmt);
   float *buf[9] = {0};
   fp8_gemm_ref ref;
   memset(&ref, 0, sizeof ref);
-  if (!layers || !rel) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!layers || !rel || !erel || !got || !edone || !eidx || !escale || !efmt) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
   if (openblas_set_num_threads) openblas_set_num_threads(1);
   for (size_t k = 0; k < s->ntensors; k++) {
     const char *nm = s->tensors[k].name;
@@ -365,13 +375,47 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
     for (int i = 0; i < 6; i++) buf[3 + i] = malloc((sizes[i % 3] + 1) * sizeof(float));
     for (int i = 0; i < 9; i++)
       if (!buf[i]) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "layer %s: out of memory", layers[li]); goto done; }
-    rc = fp8_gemm_ref_init(&ref, buf[0], buf[1], buf[2], T, in, out, ex->gemm_max_tokens);
-    if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM reference: %s", layers[li], fp8_strerror(rc)); goto done; }
     tensor_t *ts[3] = {tx, tw, tg};
     int64_t rows[3] = {T, out, T}, cols[3] = {in, in, out};
-    for (size_t c = 0; c < nc; c++) {
+    memset(got, 0, nc * FP8_GEMM_COUNT * sizeof *got);
+    if (r->engine && r->engine->gemm) {
+      /* the engine's own FP8 GEMMs for the per-tensor configurations (block recipes, and any
+       * GEMM it declines, stay on the CPU below) */
+      size_t np = 0;
+      for (size_t c = 0; c < nc; c++)
+        if (!fp8_recipe_kind_is_block(ex->configs[c].kind)) eidx[np++] = c;
+      if (np) {
+        fp8_engine_gemm_job job = {.x = buf[0], .w = buf[1], .g = buf[2], .tokens = T, .in = in,
+                                   .out = out, .max_tokens = ex->gemm_max_tokens, .n = np};
+        for (int i = 0; i < 3; i++) {
+          for (size_t j = 0; j < np; j++) {
+            escale[i * np + j] = ts[i]->scale[eidx[j]];
+            efmt[i * np + j] = ts[i]->fmt[eidx[j]];
+          }
+          job.scale[i] = escale + i * np;
+          job.format[i] = efmt + i * np;
+        }
+        char why[512] = "";
+        rc = r->engine->gemm(r->engine, &job, erel, edone, why, sizeof why);
+        if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM on %s: %s", layers[li], r->engine->name, why); goto done; }
+        for (int g = 0; g < FP8_GEMM_COUNT; g++)
+          for (size_t j = 0; j < np; j++)
+            if (edone[(size_t)g * np + j]) {
+              rel[(size_t)g * nc + eidx[j]] = erel[(size_t)g * np + j];
+              got[(size_t)g * nc + eidx[j]] = true;
+            }
+      }
+    }
+    bool need_cpu = false;
+    for (size_t i = 0; i < nc * FP8_GEMM_COUNT; i++) need_cpu |= !got[i];
+    if (need_cpu) {
+      rc = fp8_gemm_ref_init(&ref, buf[0], buf[1], buf[2], T, in, out, ex->gemm_max_tokens);
+      if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM reference: %s", layers[li], fp8_strerror(rc)); goto done; }
+    }
+    for (size_t c = 0; c < nc && need_cpu; c++) {
       const fp8_config *cf = &ex->configs[c];
       fp8_gemm_operands ops;
+      if (got[c] && got[nc + c] && got[2 * nc + c]) continue;
       if (!fp8_recipe_kind_is_block(cf->kind)) {
         /* one per-tensor scale: the same dequantized operand in every GEMM */
         for (int i = 0; i < 3; i++)
@@ -394,7 +438,8 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
       double e[FP8_GEMM_COUNT];
       rc = fp8_gemm_errors(&ref, &ops, e);
       if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM: %s", layers[li], fp8_strerror(rc)); goto done; }
-      for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + c] = e[g];
+      for (int g = 0; g < FP8_GEMM_COUNT; g++)
+        if (!got[(size_t)g * nc + c]) rel[(size_t)g * nc + c] = e[g];
     }
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       for (size_t c = 0; c < nc; c++) {
@@ -422,6 +467,12 @@ done:
   for (size_t i = 0; i < nl; i++) free(layers[i]);
   free(layers);
   free(rel);
+  free(erel);
+  free(got);
+  free(edone);
+  free(eidx);
+  free(escale);
+  free(efmt);
   return rc;
 }
 
@@ -811,7 +862,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
                        char *err, size_t errlen) {
   double t0 = now_s();
   int rc = FP8_OK;
-  run_t r = {.ex = ex};
+  run_t r = {.ex = ex, .engine = opt->engine};
   fp8_trace tr;
   memset(&tr, 0, sizeof tr);
   int trace_open = 0;
