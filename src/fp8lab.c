@@ -427,7 +427,10 @@ static int cmd_inspect(int argc, char **argv) {
         snprintf(steps, sizeof steps, "%lld..%lld", (long long)r->first, (long long)r->last);
       }
       if (r->amax >= r->amin) snprintf(range, sizeof range, "%.4g .. %.4g", r->amin, r->amax);
-      const char *role = fp8_role_name(fp8_role_of_tensor(r->name));
+      size_t rank;
+      const char *within = tr.nranks > 0 ? fp8_trace_split_rank(r->name, &rank) : NULL;
+      /* as the runner: a multi-rank tensor's role comes from its name within the rank */
+      const char *role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
       printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s\n", r->name, *role ? role : "(unknown)",
              r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
              r->zero_steps ? " (some steps 0: skipped)" : "");

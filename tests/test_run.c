@@ -14,6 +14,7 @@
 
 #include "testutil.h"
 #include "engine_sim.h"
+#include "outfile.h"
 #include "experiment.h"
 #include "runner.h"
 #include "trace.h"
@@ -625,6 +626,33 @@ START_TEST(test_ranks_by_hand) {
   ck_assert_int_eq(run_cli(&out, "inspect run"), 0);
   ck_assert_msg(strstr(out, "rank_0/m.input") && strstr(out, "rank_1/m.input"), "%s", out);
   free(out);
+  /* ... and, as the runner, takes a tensor's role from its name within the rank: a bare
+   * "weight" is a weight, not "(unknown)" as the prefixed name "rank_0/weight" would be */
+  {
+    float w[2] = {1.0f, -0.5f};
+    fp8_tensor_out tw[1] = {{"weight", FP8_DTYPE_F32, 1, {2}, w}};
+    char e2[FP8_ERRLEN];
+    for (int rk = 0; rk < 2; rk++) {
+      char rel[64];
+      snprintf(rel, sizeof rel, "bare/rank_%d", rk);
+      char *d = path_in(rel);
+      ck_assert_int_eq(fp8_mkdir_p(d, e2, sizeof e2), FP8_OK);
+      free(d);
+      snprintf(rel, sizeof rel, "bare/rank_%d/step_0.safetensors", rk);
+      char *f = path_in(rel);
+      ck_assert_int_eq(fp8_safetensors_write(f, tw, 1, NULL, e2, sizeof e2), FP8_OK);
+      free(f);
+    }
+    ck_assert_int_eq(run_cli(&out, "inspect bare"), 0);
+    const char *l0 = strstr(out, "rank_0/weight"), *l1 = strstr(out, "rank_1/weight");
+    ck_assert_msg(l0 && l1 && !strstr(out, "(unknown)"), "%s", out);
+    char nm[64], role[64];
+    ck_assert_int_eq(sscanf(l0, "%63s %63s", nm, role), 2);
+    ck_assert_str_eq(role, "weight");
+    ck_assert_int_eq(sscanf(l1, "%63s %63s", nm, role), 2);
+    ck_assert_str_eq(role, "weight");
+    free(out);
+  }
   free(ind);
   free(red);
   free(g1);

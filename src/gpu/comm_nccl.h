@@ -11,8 +11,10 @@
  *     hands its bytes to the others out of band (a file, MPI, a socket), then every rank calls
  *     fp8_comm_init_rank with the same id, nranks and its own rank (ncclCommInitRank).
  *
- * How a multi-rank trace would use it (the runner's integration of `[trace] reduce_amax = true`
- * is not here): a trace of R ranks has folders rank_0/ .. rank_<R-1>/, each a complete trace of
+ * `fp8lab run` with `[trace] reduce_amax = true` replays all R ranks in ONE process (and on one
+ * GPU, or the CPU) and takes each group's max on the host (src/core/runner.c): exact, and no
+ * NCCL is involved. This module is the multi-GPU form of the same MAX, for a replay that puts
+ * the ranks on several devices, which fp8lab does not do yet: a trace of R ranks has folders rank_0/ .. rank_<R-1>/, each a complete trace of
  * the same tensor names. A replay with reduce_amax keeps, per tensor and configuration, one
  * delayed-scaling state per rank; at each step every rank computes its tensors' amaxes (the
  * engine's load), writes them in sorted tensor-name order into its device buffer, calls
