@@ -262,6 +262,24 @@ START_TEST(test_gemm_by_hand) {
 }
 END_TEST
 
+/* Runs experiment `ini` (relative to the test directory) through the library with the
+ * simulator behind the engine interface (the code path the GPU engine takes), into out_dir. */
+static void run_sim_engine(const char *ini, const char *out_dir) {
+  char *path = path_in(ini), err[FP8_ERRLEN];
+  fp8_experiment ex;
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  fp8_engine *e;
+  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
+  ck_assert_ptr_nonnull(e->gemm);
+  fp8_run_options opt = {.out_dir = out_dir, .threads = 1, .quiet = 1, .engine = e};
+  fp8_run_summary sum;
+  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  ck_assert_msg(rc == FP8_OK, "%s", err);
+  e->free(e);
+  fp8_experiment_free(&ex);
+  free(path);
+}
+
 /* The engine code path (the one the GPU engine takes) gives the same files as the direct CPU
  * path: run through the library with the simulator behind the engine interface. */
 START_TEST(test_engine_path_same_output) {
@@ -271,17 +289,8 @@ START_TEST(test_engine_path_same_output) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
-  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
-  fp8_experiment ex;
-  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
-  fp8_engine *e;
-  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
-  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
-  fp8_run_summary sum;
-  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
-  ck_assert_msg(rc == FP8_OK, "%s", err);
-  e->free(e);
-  fp8_experiment_free(&ex);
+  char *od = path_in("viaengine");
+  run_sim_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
     char a[4096], b[4096];
@@ -294,7 +303,6 @@ START_TEST(test_engine_path_same_output) {
     free(ca);
     free(cb);
   }
-  free(ini);
   free(od);
 }
 END_TEST
@@ -314,18 +322,8 @@ START_TEST(test_engine_gemm_same_output) {
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
-  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
-  fp8_experiment ex;
-  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
-  fp8_engine *e;
-  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
-  ck_assert_ptr_nonnull(e->gemm);
-  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
-  fp8_run_summary sum;
-  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
-  ck_assert_msg(rc == FP8_OK, "%s", err);
-  e->free(e);
-  fp8_experiment_free(&ex);
+  char *od = path_in("viaengine");
+  run_sim_engine("exp.ini", od);
   char a[4096], b[4096];
   snprintf(a, sizeof a, "%s/direct/gemm.csv", g_dir);
   snprintf(b, sizeof b, "%s/gemm.csv", od);
@@ -336,7 +334,6 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_msg(strcmp(ca, cb) == 0, "gemm.csv differs through the engine");
   free(ca);
   free(cb);
-  free(ini);
   free(od);
 }
 END_TEST
@@ -675,17 +672,8 @@ START_TEST(test_ranks_engine_threads) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 3 --out t3"), 0);
   free(out);
-  char *ini = path_in("exp.ini"), *od = path_in("viaengine"), err[FP8_ERRLEN];
-  fp8_experiment ex;
-  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
-  fp8_engine *e;
-  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
-  fp8_run_options opt = {.out_dir = od, .threads = 1, .quiet = 1, .engine = e};
-  fp8_run_summary sum;
-  int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
-  ck_assert_msg(rc == FP8_OK, "%s", err);
-  e->free(e);
-  fp8_experiment_free(&ex);
+  char *od = path_in("viaengine");
+  run_sim_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
     char a[4096], b[4096], c[4096];
@@ -700,7 +688,6 @@ START_TEST(test_ranks_engine_threads) {
     free(cb);
     free(cc);
   }
-  free(ini);
   free(od);
 }
 END_TEST

@@ -183,16 +183,12 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
       goto done;
     }
     r.amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
-    if (nrows == cap) {
-      size_t nc = cap ? 2 * cap : 256;
-      raw_row *nr = realloc(rows, nc * sizeof *nr);
-      if (!nr) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      rows = nr;
-      cap = nc;
+    raw_row *nr = fp8_grow(rows, nrows, &cap, sizeof *rows, 256);
+    if (!nr) {
+      rc = FP8_ENOMEM;
+      goto done;
     }
+    rows = nr;
     rows[nrows++] = r;
   }
   if (line == 0) {

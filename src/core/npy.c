@@ -278,16 +278,12 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
       goto done;
     }
     if (S_ISDIR(st.st_mode)) continue;
-    if (out->ntensors == cap) {
-      size_t nc = cap ? 2 * cap : 16;
-      fp8_tensor_view *nt = realloc(out->tensors, nc * sizeof *nt);
-      if (!nt) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      out->tensors = nt;
-      cap = nc;
+    fp8_tensor_view *nt = fp8_grow(out->tensors, out->ntensors, &cap, sizeof *nt, 16);
+    if (!nt) {
+      rc = FP8_ENOMEM;
+      goto done;
     }
+    out->tensors = nt;
     fp8_tensor_view *v = &out->tensors[out->ntensors];
     memset(v, 0, sizeof *v);
     rc = open_npy_file(path, out, v, err, errlen);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,15 @@ int fp8_trace_err(int status, char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
   }
   return status;
+}
+
+void *fp8_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first) {
+  if (n < *cap) return arr;
+  size_t nc = *cap ? 2 * *cap : first;
+  if (nc > SIZE_MAX / elem) return NULL;
+  void *na = realloc(arr, nc * elem);
+  if (na) *cap = nc;
+  return na;
 }
 
 /* ------------------------------------------------------------------ mappings */
@@ -292,16 +302,12 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
                            e->d_name, FP8_RANK_LIMIT - 1);
         goto done;
       }
-      if (nranks == capranks) {
-        size_t nc = capranks ? 2 * capranks : 16;
-        size_t *nr = realloc(ranks, nc * sizeof *nr);
-        if (!nr) {
-          rc = FP8_ENOMEM;
-          goto done;
-        }
-        ranks = nr;
-        capranks = nc;
+      size_t *nr = fp8_grow(ranks, nranks, &capranks, sizeof *ranks, 16);
+      if (!nr) {
+        rc = FP8_ENOMEM;
+        goto done;
       }
+      ranks = nr;
       ranks[nranks++] = rk;
       continue;
     }
@@ -336,16 +342,12 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
       rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: not a regular file", path);
       goto done;
     }
-    if (nsnaps == cap) {
-      size_t nc = cap ? 2 * cap : 16;
-      snap *ns = realloc(snaps, nc * sizeof *ns);
-      if (!ns) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      snaps = ns;
-      cap = nc;
+    snap *ns = fp8_grow(snaps, nsnaps, &cap, sizeof *snaps, 16);
+    if (!ns) {
+      rc = FP8_ENOMEM;
+      goto done;
     }
+    snaps = ns;
     snaps[nsnaps].step = step;
     snaps[nsnaps].is_npy = is_npy;
     snaps[nsnaps].name = strdup(e->d_name);

@@ -19,6 +19,11 @@
  *  write `rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "...")`. */
 int fp8_trace_err(int status, char *err, size_t errlen, const char *fmt, ...) FP8_PRINTF(4, 5);
 
+/** Room for one more element in a growing array of n elements of elem bytes: returns arr when
+ *  n < *cap, else arr reallocated to twice *cap (`first` when *cap is 0) with *cap updated, or
+ *  NULL when out of memory (arr and *cap unchanged, arr still the caller's to free). */
+void *fp8_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first);
+
 /** A read-only mapping of a whole file. addr is NULL for an empty file. */
 typedef struct {
   void *addr;
