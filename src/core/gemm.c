@@ -25,14 +25,26 @@ const char *fp8_gemm_name(fp8_gemm_kind g) {
   return "?";
 }
 
-const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand) {
+int fp8_gemm_operand_tensor(fp8_gemm_kind g, int operand) {
   switch (g) {
-  case FP8_GEMM_FPROP: return operand == 0 ? "input" : "weight";
-  case FP8_GEMM_DGRAD: return operand == 0 ? "grad_output" : "weight";
-  case FP8_GEMM_WGRAD: return operand == 0 ? "grad_output" : "input";
+  case FP8_GEMM_FPROP: return operand == 0 ? 0 : 1;
+  case FP8_GEMM_DGRAD: return operand == 0 ? 2 : 1;
+  case FP8_GEMM_WGRAD: return operand == 0 ? 2 : 0;
   }
-  return "";
+  return 0;
 }
+
+const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand) {
+  static const char *const names[3] = {"input", "weight", "grad_output"};
+  return names[fp8_gemm_operand_tensor(g, operand)];
+}
+
+int64_t fp8_gemm_ntok(int64_t tokens, int64_t max_tokens) {
+  return max_tokens > 0 && max_tokens < tokens ? max_tokens : tokens;
+}
+
+/* floor(i * tokens / ntok) without overflow: fp8_gemm_ref_init keeps both <= INT_MAX */
+int64_t fp8_gemm_token(int64_t i, int64_t tokens, int64_t ntok) { return i * tokens / ntok; }
 
 bool fp8_gemm_operand_colwise(fp8_gemm_kind g, int operand) {
   return g == FP8_GEMM_WGRAD || (g == FP8_GEMM_DGRAD && operand == 1);
@@ -49,7 +61,7 @@ static void gemm_dims(const fp8_gemm_ref *r, fp8_gemm_kind g, int64_t *m, int64_
   switch (g) {
   case FP8_GEMM_FPROP: *m = r->ntok; *n = r->out; *k = r->in; break;
   case FP8_GEMM_DGRAD: *m = r->ntok; *n = r->in; *k = r->out; break;
-  case FP8_GEMM_WGRAD: *m = r->out; *n = r->in; *k = r->ntok; break;
+  default: *m = r->out; *n = r->in; *k = r->ntok; break; /* FP8_GEMM_WGRAD */
   }
 }
 
@@ -127,15 +139,13 @@ int fp8_gemm_ref_init(fp8_gemm_ref *ref, const float *input, const float *weight
   ref->tokens = tokens;
   ref->in = in;
   ref->out = out;
-  ref->ntok = tokens;
+  ref->ntok = fp8_gemm_ntok(tokens, max_tokens);
   int rc = FP8_ENOMEM;
   double *xd = NULL, *wd = NULL, *dyd = NULL;
-  if (max_tokens > 0 && max_tokens < tokens) {
-    ref->ntok = max_tokens;
-    ref->tok = malloc((size_t)max_tokens * sizeof *ref->tok);
+  if (ref->ntok < tokens) {
+    ref->tok = malloc((size_t)ref->ntok * sizeof *ref->tok);
     if (!ref->tok) goto done;
-    /* floor(i * tokens / max_tokens) without overflow: both are <= INT_MAX */
-    for (int64_t i = 0; i < max_tokens; i++) ref->tok[i] = i * tokens / max_tokens;
+    for (int64_t i = 0; i < ref->ntok; i++) ref->tok[i] = fp8_gemm_token(i, tokens, ref->ntok);
   }
   ref->have[FP8_GEMM_FPROP] = input && weight;
   ref->have[FP8_GEMM_DGRAD] = grad_output && weight;
@@ -214,6 +224,31 @@ int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,
   int first = FP8_OK;
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
     int rc = fp8_gemm_error(ref, (fp8_gemm_kind)g, a[g], b[g], &rel_error[g]);
+    if (rc && !first) first = rc;
+  }
+  return first;
+}
+
+int fp8_gemm_errors_per_tensor(const fp8_gemm_ref *ref, const float *const x[3],
+                               const float scale[3], const fp8_format format[3], float *const q[3],
+                               const bool want[FP8_GEMM_COUNT],
+                               double rel_error[FP8_GEMM_COUNT]) {
+  if (!ref || !x || !scale || !format || !q || !rel_error) return FP8_EINVAL;
+  const size_t count[3] = {(size_t)(ref->tokens * ref->in), (size_t)(ref->out * ref->in),
+                           (size_t)(ref->tokens * ref->out)};
+  bool quantized[3] = {false, false, false};
+  int first = FP8_OK;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    if (want && !want[g]) continue;
+    int t[2] = {fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0),
+                fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)};
+    for (int k = 0; k < 2; k++)
+      if (!quantized[t[k]] && x[t[k]]) {
+        fp8_quantize_f32(x[t[k]], count[t[k]], scale[t[k]], format[t[k]], NULL, q[t[k]], NULL);
+        quantized[t[k]] = true;
+      }
+    int rc = fp8_gemm_error(ref, (fp8_gemm_kind)g, x[t[0]] ? q[t[0]] : NULL,
+                            x[t[1]] ? q[t[1]] : NULL, &rel_error[g]);
     if (rc && !first) first = rc;
   }
   return first;

@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp8.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +50,15 @@ const char *fp8_gemm_name(fp8_gemm_kind g);
 /** The roles of GEMM g's two operands, a (left) then b (right): fprop (input, weight), dgrad
  *  (grad_output, weight), wgrad (grad_output, input); as role names of fp8.h ("input", ...). */
 const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand);
+
+/** The layer tensor of operand (0 = a, 1 = b) of GEMM g: 0 input, 1 weight, 2 grad_output (the
+ *  order of fp8_gemm_errors_per_tensor's arrays and of the engine's GEMM job, engine.h). */
+int fp8_gemm_operand_tensor(fp8_gemm_kind g, int operand);
+
+/** Token sampling (the top of this file): the number of tokens the GEMMs use, max_tokens when
+ *  0 < max_tokens < tokens, else tokens; and the row of the i-th of them (0 <= i < ntok). */
+int64_t fp8_gemm_ntok(int64_t tokens, int64_t max_tokens);
+int64_t fp8_gemm_token(int64_t i, int64_t tokens, int64_t ntok);
 
 /** True when operand (0 = a, 1 = b) of GEMM g must be quantized column-wise, i.e. with its
  *  blocks along the first dimension of its stored [rows, cols] matrix (block.h's
@@ -88,6 +99,17 @@ void fp8_gemm_ref_free(fp8_gemm_ref *ref);
  *  @return FP8_OK, FP8_EINVAL (a or b NULL while have[g]), FP8_ENOMEM. */
 int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, const float *b,
                    double *rel_error);
+
+/** The errors of a per-tensor configuration (one scale per tensor, used by every GEMM): for each
+ *  GEMM g with want[g] (want NULL: all three), its operands x[i] (i as fp8_gemm_operand_tensor:
+ *  input, weight, grad_output, the layouts and full token count given to fp8_gemm_ref_init) are
+ *  quantized with scale[i] and format[i] into q[i] (scratch of the same sizes; only the operands
+ *  of wanted GEMMs are written) and rel_error[g] is fp8_gemm_error's. Other entries untouched.
+ *  @return as fp8_gemm_errors. */
+int fp8_gemm_errors_per_tensor(const fp8_gemm_ref *ref, const float *const x[3],
+                               const float scale[3], const fp8_format format[3], float *const q[3],
+                               const bool want[FP8_GEMM_COUNT],
+                               double rel_error[FP8_GEMM_COUNT]);
 
 /** The dequantized operands of one configuration for all three GEMMs (see the top of this file
  *  for which orientation each needs). For a per-tensor recipe, point the two input fields, the

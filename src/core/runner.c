@@ -414,13 +414,17 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
     }
     for (size_t c = 0; c < nc && need_cpu; c++) {
       const fp8_config *cf = &ex->configs[c];
-      fp8_gemm_operands ops;
-      if (got[c] && got[nc + c] && got[2 * nc + c]) continue;
+      bool want[FP8_GEMM_COUNT];
+      for (int g = 0; g < FP8_GEMM_COUNT; g++) want[g] = !got[(size_t)g * nc + c];
+      if (!want[0] && !want[1] && !want[2]) continue;
+      double e[FP8_GEMM_COUNT];
       if (!fp8_recipe_kind_is_block(cf->kind)) {
         /* one per-tensor scale: the same dequantized operand in every GEMM */
-        for (int i = 0; i < 3; i++)
-          fp8_quantize_f32(buf[i], sizes[i], ts[i]->scale[c], ts[i]->fmt[c], NULL, buf[3 + i], NULL);
-        ops = (fp8_gemm_operands){buf[3], buf[4], buf[5], buf[4], buf[5], buf[3]};
+        const float *x[3] = {buf[0], buf[1], buf[2]};
+        float *q[3] = {buf[3], buf[4], buf[5]};
+        float sc[3] = {tx->scale[c], tw->scale[c], tg->scale[c]};
+        fp8_format fm[3] = {tx->fmt[c], tw->fmt[c], tg->fmt[c]};
+        rc = fp8_gemm_errors_per_tensor(&ref, x, sc, fm, q, want, e);
       } else {
         for (int i = 0; i < 3; i++) {
           fp8_block_params bp = block_params(cf, ts[i]->role, ts[i]->fmt[c]);
@@ -433,10 +437,9 @@ static int gemm_step(run_t *r, const fp8_step *s, int64_t step, FILE *gp, long l
         }
         /* TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
          * column-wise dY and X (blocks along each GEMM's reduction dimension) */
-        ops = (fp8_gemm_operands){buf[3], buf[4], buf[5], buf[7], buf[8], buf[6]};
+        fp8_gemm_operands ops = {buf[3], buf[4], buf[5], buf[7], buf[8], buf[6]};
+        rc = fp8_gemm_errors(&ref, &ops, e);
       }
-      double e[FP8_GEMM_COUNT];
-      rc = fp8_gemm_errors(&ref, &ops, e);
       if (rc) { fp8_errorf(rc, err, errlen, "layer %s: GEMM: %s", layers[li], fp8_strerror(rc)); goto done; }
       for (int g = 0; g < FP8_GEMM_COUNT; g++)
         if (!got[(size_t)g * nc + c]) rel[(size_t)g * nc + c] = e[g];

@@ -89,10 +89,10 @@ done:
   return rc;
 }
 
-/* Rows t_i = floor(i * tokens / ntok) of a [tokens, cols] matrix (gemm.h's token sampling). */
+/* The sampled token rows of a [tokens, cols] matrix (gemm.h's token sampling). */
 static void sample_rows(const float *x, int64_t tokens, int64_t cols, int64_t ntok, float *dst) {
   for (int64_t i = 0; i < ntok; i++)
-    memcpy(dst + i * cols, x + (i * tokens / ntok) * cols, (size_t)cols * sizeof *dst);
+    memcpy(dst + i * cols, x + fp8_gemm_token(i, tokens, ntok) * cols, (size_t)cols * sizeof *dst);
 }
 
 static int gpu_gemm(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, bool *done,
@@ -114,7 +114,7 @@ static int gpu_gemm(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, 
   }
   if (!p->lt) return FP8_OK;
   const int64_t T = job->tokens, in = job->in, out = job->out;
-  const int64_t ntok = job->max_tokens > 0 && job->max_tokens < T ? job->max_tokens : T;
+  const int64_t ntok = fp8_gemm_ntok(T, job->max_tokens);
   const int64_t rows[3] = {ntok, out, ntok}, cols[3] = {in, in, out};
   size_t count[3], most = 0;
   for (int i = 0; i < 3; i++) {
