@@ -1247,6 +1247,25 @@ def _is_empty(v):
     return isinstance(v, str) and v == ""
 
 
+def row_set_diff(ek, gk, key_columns, max_report):
+    """Messages saying how the expected row keys ek differ from the got ones gk (lists of
+    tuples over key_columns): missing and unexpected rows, else the first out-of-order row."""
+    from collections import Counter
+    ce, cg = Counter(ek), Counter(gk)
+    missing = list((ce - cg).elements())
+    extra = list((cg - ce).elements())
+    msgs = ["row set differs: expected %d rows, got %d" % (len(ek), len(gk))]
+    for k in missing[:max_report]:
+        msgs.append("  missing row %s" % dict(zip(key_columns, k)))
+    for k in extra[:max_report]:
+        msgs.append("  unexpected row %s" % dict(zip(key_columns, k)))
+    if not missing and not extra:
+        i = next(i for i, (a, b) in enumerate(zip(ek, gk)) if a != b)
+        msgs.append("  order differs first at data row %d: expected %s, got %s"
+                    % (i + 1, dict(zip(key_columns, ek[i])), dict(zip(key_columns, gk[i]))))
+    return msgs
+
+
 def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
     """-> list of mismatch messages (empty = match)."""
     msgs = []
@@ -1271,20 +1290,7 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
     ek = [ekey(r) for r in exp_rows]
     gk = [gkey(r) for r in got]
     if ek != gk:
-        from collections import Counter
-        ce, cg = Counter(ek), Counter(gk)
-        missing = list((ce - cg).elements())
-        extra = list((cg - ce).elements())
-        msgs.append("row set differs: expected %d rows, got %d" % (len(ek), len(gk)))
-        for k in missing[:max_report]:
-            msgs.append("  missing row %s" % dict(zip(KEY_COLUMNS, k)))
-        for k in extra[:max_report]:
-            msgs.append("  unexpected row %s" % dict(zip(KEY_COLUMNS, k)))
-        if not missing and not extra:
-            i = next(i for i, (a, b) in enumerate(zip(ek, gk)) if a != b)
-            msgs.append("  order differs first at data row %d: expected %s, got %s"
-                        % (i + 1, dict(zip(KEY_COLUMNS, ek[i])), dict(zip(KEY_COLUMNS, gk[i]))))
-        return msgs
+        return msgs + row_set_diff(ek, gk, KEY_COLUMNS, max_report)
     for i, (e, g) in enumerate(zip(exp_rows, got)):
         where = "row %d (%s step %s %s %s %s/%s/%s)" % (i + 1, e["tensor"], e["step"], e["recipe"],
                                                        e["format"], e["history_len"], e["margin"],
@@ -1362,21 +1368,7 @@ def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_re
     ek = [tuple(str(r[c]) for c in GEMM_KEY_COLUMNS) for r in exp_rows]
     gk = [tuple(r[c] for c in GEMM_KEY_COLUMNS) for r in got]
     if ek != gk:
-        from collections import Counter
-        ce, cg = Counter(ek), Counter(gk)
-        missing = list((ce - cg).elements())
-        extra = list((cg - ce).elements())
-        msgs.append("row set differs: expected %d rows, got %d" % (len(ek), len(gk)))
-        for k in missing[:max_report]:
-            msgs.append("  missing row %s" % dict(zip(GEMM_KEY_COLUMNS, k)))
-        for k in extra[:max_report]:
-            msgs.append("  unexpected row %s" % dict(zip(GEMM_KEY_COLUMNS, k)))
-        if not missing and not extra:
-            i = next(i for i, (a, b) in enumerate(zip(ek, gk)) if a != b)
-            msgs.append("  order differs first at data row %d: expected %s, got %s"
-                        % (i + 1, dict(zip(GEMM_KEY_COLUMNS, ek[i])),
-                           dict(zip(GEMM_KEY_COLUMNS, gk[i]))))
-        return msgs
+        return msgs + row_set_diff(ek, gk, GEMM_KEY_COLUMNS, max_report)
     for i, (e, g) in enumerate(zip(exp_rows, got)):
         where = "row %d (%s %s step %s %s %s %s/%s/%s)" % (
             i + 1, e["layer"], e["gemm"], e["step"], e["recipe"], e["kind"], e["history_len"],
