@@ -102,7 +102,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "experiment.h" /* fp8_recipe_kind */
+#include "recipe.h" /* fp8_recipe_kind */
 #include "fp8.h"
 
 #ifdef __cplusplus

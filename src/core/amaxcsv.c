@@ -37,7 +37,7 @@ static int read_all(const char *path, char **buf, size_t *len, char *err, size_t
   char *b = NULL;
   size_t n = 0, cap = 0;
   if (!f) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     goto done;
   }
   for (;;) {
@@ -56,7 +56,7 @@ static int read_all(const char *path, char **buf, size_t *len, char *err, size_t
     if (r == 0) break;
   }
   if (ferror(f)) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
     goto done;
   }
   b[n] = '\0';
@@ -101,7 +101,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   if (memchr(buf, '\0', len)) {
     size_t ln = 1;
     for (const char *q = buf; *q; q++) ln += *q == '\n';
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
     goto done;
   }
   char *p = buf;
@@ -117,7 +117,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     p = next;
     if (line == 1) {
       if (strcmp(cur, "step,tensor,amax") != 0) {
-        rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s:1: expected header 'step,tensor,amax', found '%.64s'", path, cur);
         goto done;
       }
@@ -128,7 +128,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
       continue;
     }
     if (blank_line) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s:%zu: blank line (only trailing blank lines are allowed)", path,
                          blank_line);
       goto done;
@@ -138,7 +138,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     if (!c1 || !c2 || strchr(c2 + 1, ',')) {
       size_t nf = 1;
       for (const char *q = cur; *q; q++) nf += *q == ',';
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
                          line, nf);
       goto done;
     }
@@ -148,14 +148,14 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     raw_row r = {0, ft, 0, 0.0f, line};
     int sr = parse_step(fs, &r.step);
     if (sr != 0) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          sr == -2 ? "%s:%zu: step '%.64s' too large"
                                   : "%s:%zu: step '%.64s' is not a non-negative integer",
                          path, line, fs);
       goto done;
     }
     if (!*ft) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
       goto done;
     }
     char *end = NULL;
@@ -163,21 +163,21 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
     float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
     if (!end || end == fa || *end) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
                          line, fa);
       goto done;
     }
     if (isnan(a)) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
       goto done;
     }
     if (a < 0) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path,
                          line, fa);
       goto done;
     }
     if (isinf(a) && errno == ERANGE) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s:%zu: amax '%.64s' overflows float (write inf for infinity)", path,
                          line, fa);
       goto done;
@@ -192,7 +192,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     rows[nrows++] = r;
   }
   if (line == 0) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s:1: expected header 'step,tensor,amax', found an empty file", path);
     goto done;
   }
@@ -209,7 +209,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     for (size_t i = 0; i < nrows; i++)
       if (nnames == 0 || strcmp(names[nnames - 1], names[i]) != 0) names[nnames++] = names[i];
     if (nnames > (size_t)INT32_MAX) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
       goto done;
     }
     for (size_t i = 0; i < nrows; i++) {
@@ -227,7 +227,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
       while (first > 0 && rows[first - 1].step == rows[dup].step &&
              rows[first - 1].idx == rows[dup].idx)
         first--;
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)",
                          path, rows[dup].line, (long long)rows[dup].step, rows[dup].name,
                          rows[first].line);
@@ -260,7 +260,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   owned = NULL;
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_trace_err(rc, err, errlen, "%s: out of memory", path);
+    fp8_errorf(rc, err, errlen, "%s: out of memory", path);
   if (owned)
     for (size_t i = 0; i < nnames; i++) free(owned[i]);
   free(owned);

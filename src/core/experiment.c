@@ -1004,18 +1004,3 @@ int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *fu
   }
   return 0;
 }
-
-int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
-  return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
-}
-
-const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
-  switch (k) {
-  case FP8_KIND_DELAYED: return "delayed";
-  case FP8_KIND_CURRENT: return "current";
-  case FP8_KIND_MXFP8: return "mxfp8";
-  case FP8_KIND_BLOCK: return "block";
-  case FP8_KIND_ROWWISE: return "rowwise";
-  }
-  return "unknown";
-}

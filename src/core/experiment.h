@@ -18,38 +18,10 @@
 #include <stdint.h>
 
 #include "fp8.h"
-
-/** Recipe kinds: per-tensor (delayed, current) and per-block (mxfp8, block, rowwise). */
-typedef enum {
-  FP8_KIND_DELAYED,
-  FP8_KIND_CURRENT,
-  FP8_KIND_MXFP8,   /**< OCP MX: 1x32 blocks, E8M0 scales (scale_rounding ceil | floor) */
-  FP8_KIND_BLOCK,   /**< DeepSeek-V3 / TE Float8BlockScaling: 1x128 / 128x128 (block = auto) */
-  FP8_KIND_ROWWISE, /**< one current scale per row (torchao rowwise) */
-} fp8_recipe_kind;
-
-/** True for the per-block kinds (steps.csv's scale column is empty for them). */
-int fp8_recipe_kind_is_block(fp8_recipe_kind k);
+#include "recipe.h" /* fp8_recipe_kind, fp8_config */
 
 /** Most configurations one experiment file may expand to (all recipe sections together). */
 #define FP8_EXPERIMENT_MAX_CONFIGS 4096
-
-/** One configuration: a recipe section label, its kind, and one value of every key. */
-typedef struct {
-  char label[64];              /**< the text after "recipe." */
-  fp8_recipe_kind kind;
-  fp8_format_sel format;
-  /* delayed */
-  int32_t history_len;
-  int32_t margin;              /**< both kinds */
-  fp8_amax_compute amax_compute;
-  /* current */
-  float amax_epsilon;
-  int pow2;                    /**< current, block, rowwise */
-  /* block kinds */
-  int mx_rounding;             /**< fp8_mx_rounding (mxfp8) */
-  int block_shape;             /**< fp8_block_shape (block) */
-} fp8_config;
 
 typedef struct {
   char *file;          /**< the experiment file as given */
@@ -100,7 +72,5 @@ int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const ch
                                char *err, size_t errlen);
 /** Ranks per amax-reduction group for a trace of nranks ranks (>= 1): reduce_group, or all. */
 size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks);
-
-const char *fp8_recipe_kind_name(fp8_recipe_kind k);
 
 #endif /* FP8LAB_CORE_EXPERIMENT_H */

@@ -49,7 +49,7 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
   int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0;
   skip_ws(h);
   if (*h->p != '{')
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: npy header: expected '{' at byte %zu",
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: npy header: expected '{' at byte %zu",
                          path, at(h));
   h->p++;
   for (;;) {
@@ -57,18 +57,18 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
     if (*h->p == '}') break;
     size_t kat = at(h);
     if (parse_str(h, key, sizeof key) != 0)
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: npy header: expected a quoted key at byte %zu", path, kat);
     skip_ws(h);
     if (*h->p != ':')
-      return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: npy header: expected ':' at byte %zu",
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: npy header: expected ':' at byte %zu",
                            path, at(h));
     h->p++;
     skip_ws(h);
     size_t vat = at(h);
     if (strcmp(key, "descr") == 0 && !have_descr) {
       if (parse_str(h, descr, sizeof descr) != 0)
-        return fp8_trace_err(FP8_EFORMAT, err, errlen,
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
                              "%s: npy header: descr at byte %zu is not a simple dtype string",
                              path, vat);
       have_descr = 1;
@@ -76,13 +76,13 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
       if (strncmp(h->p, "True", 4) == 0) fortran = 1, h->p += 4;
       else if (strncmp(h->p, "False", 5) == 0) fortran = 0, h->p += 5;
       else
-        return fp8_trace_err(FP8_EFORMAT, err, errlen,
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
                              "%s: npy header: fortran_order at byte %zu is not True or False",
                              path, vat);
       have_fortran = 1;
     } else if (strcmp(key, "shape") == 0 && !have_shape) {
       if (*h->p != '(')
-        return fp8_trace_err(FP8_EFORMAT, err, errlen,
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
                              "%s: npy header: shape at byte %zu is not a tuple", path, vat);
       h->p++;
       v->ndim = 0;
@@ -90,19 +90,19 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
         skip_ws(h);
         if (*h->p == ')') break;
         if (*h->p < '0' || *h->p > '9')
-          return fp8_trace_err(FP8_EFORMAT, err, errlen,
+          return fp8_errorf(FP8_EFORMAT, err, errlen,
                                "%s: npy header: expected a non-negative integer in shape at "
                                "byte %zu",
                                path, at(h));
         if (v->ndim == FP8_MAX_DIMS)
-          return fp8_trace_err(FP8_EFORMAT, err, errlen,
+          return fp8_errorf(FP8_EFORMAT, err, errlen,
                                "%s: npy header: shape has more than %d dimensions", path,
                                FP8_MAX_DIMS);
         int64_t d = 0;
         for (; *h->p >= '0' && *h->p <= '9'; h->p++) {
           int dig = *h->p - '0';
           if (d > (INT64_MAX - dig) / 10)
-            return fp8_trace_err(FP8_EFORMAT, err, errlen,
+            return fp8_errorf(FP8_EFORMAT, err, errlen,
                                  "%s: npy header: shape dimension at byte %zu too large", path,
                                  vat);
           d = d * 10 + dig;
@@ -112,44 +112,44 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
         skip_ws(h);
         if (*h->p == ',') h->p++;
         else if (*h->p != ')')
-          return fp8_trace_err(FP8_EFORMAT, err, errlen,
+          return fp8_errorf(FP8_EFORMAT, err, errlen,
                                "%s: npy header: expected ',' or ')' in shape at byte %zu", path,
                                at(h));
       }
       h->p++;
       have_shape = 1;
     } else {
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: npy header: unexpected or repeated key '%s' at byte %zu", path,
                            key, kat);
     }
     skip_ws(h);
     if (*h->p == ',') h->p++;
     else if (*h->p != '}')
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: npy header: expected ',' or '}' at byte %zu", path, at(h));
   }
   h->p++;
   skip_ws(h);
   if (*h->p)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: npy header: unexpected text after the dict at byte %zu", path,
                          at(h));
   if (!have_descr || !have_fortran || !have_shape)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: npy header: missing key '%s'", path,
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: npy header: missing key '%s'", path,
                          !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
   if (fortran)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: fortran_order True not supported (C order only)", path);
   const char *t = descr;
   if (t[0] == '<' || t[0] == '=' || t[0] == '|') t++;
   else if (t[0] == '>')
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: dtype '%s' is big-endian, not supported (<f4, <f2)", path, descr);
   if (strcmp(t, "f4") == 0) v->dtype = FP8_DTYPE_F32;
   else if (strcmp(t, "f2") == 0) v->dtype = FP8_DTYPE_F16;
   else
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: dtype '%s' not supported (<f4, <f2)",
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: dtype '%s' not supported (<f4, <f2)",
                          path, descr);
   return FP8_OK;
 }
@@ -165,21 +165,21 @@ static int open_npy_file(const char *path, fp8_step *s, fp8_tensor_view *v, char
   if (rc != FP8_OK) goto done;
   const unsigned char *b = m.addr;
   if (m.len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: not an npy file (no \\x93NUMPY magic and version in %zu bytes)", path,
                        m.len);
     goto done;
   }
   unsigned major = b[6], minor = b[7];
   if (major < 1 || major > 3 || minor != 0) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: npy format version %u.%u not supported (1.0, 2.0, 3.0)", path, major,
                        minor);
     goto done;
   }
   size_t pre = major == 1 ? 10 : 12;
   if (m.len < pre) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: file size %zu too short for the npy %u.0 prefix of %zu bytes", path,
                        m.len, major, pre);
     goto done;
@@ -188,7 +188,7 @@ static int open_npy_file(const char *path, fp8_step *s, fp8_tensor_view *v, char
                              : (uint64_t)b[8] | ((uint64_t)b[9] << 8) |
                                    ((uint64_t)b[10] << 16) | ((uint64_t)b[11] << 24);
   if (hlen > m.len - pre) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: header length %llu at byte 8 exceeds file size %zu", path,
                        (unsigned long long)hlen, m.len);
     goto done;
@@ -201,7 +201,7 @@ static int open_npy_file(const char *path, fp8_step *s, fp8_tensor_view *v, char
   memcpy(hcopy, b + pre, (size_t)hlen);
   hcopy[hlen] = '\0';
   if (strlen(hcopy) != hlen) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: npy header: NUL byte at byte %zu", path,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: npy header: NUL byte at byte %zu", path,
                        pre + strlen(hcopy));
     goto done;
   }
@@ -214,7 +214,7 @@ static int open_npy_file(const char *path, fp8_step *s, fp8_tensor_view *v, char
     if (v->shape[k] == 0) numel = 0;
   for (int k = 0; k < v->ndim && numel; k++) {
     if (numel > INT64_MAX / (int64_t)esize / v->shape[k]) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: shape's element count overflows", path);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: shape's element count overflows", path);
       goto done;
     }
     numel *= v->shape[k];
@@ -222,7 +222,7 @@ static int open_npy_file(const char *path, fp8_step *s, fp8_tensor_view *v, char
   v->numel = numel;
   uint64_t off = pre + hlen, have = m.len - off, need = (uint64_t)numel * esize;
   if (have != need) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: data at byte %llu holds %llu bytes, expected %llu (%lld elements "
                        "of %s)",
                        path, (unsigned long long)off, (unsigned long long)have,
@@ -249,7 +249,7 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
   if (err && errlen) err[0] = '\0';
   d = opendir(dir);
   if (!d) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot open directory: %s", dir,
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open directory: %s", dir,
                        strerror(errno));
     goto done;
   }
@@ -258,7 +258,7 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
     struct dirent *e = readdir(d);
     if (!e) {
       if (errno)
-        rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot read directory: %s", dir,
+        rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot read directory: %s", dir,
                            strerror(errno));
       break;
     }
@@ -274,7 +274,7 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
     snprintf(path, dl + nl + 2, "%s/%s", dir, e->d_name);
     struct stat st;
     if (stat(path, &st) != 0) {
-      rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
       goto done;
     }
     if (S_ISDIR(st.st_mode)) continue;
@@ -298,7 +298,7 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
   fp8_step_sort(out); /* file names in one folder are unique */
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_trace_err(rc, err, errlen, "%s: out of memory", dir);
+    fp8_errorf(rc, err, errlen, "%s: out of memory", dir);
   if (d) closedir(d);
   free(path);
   if (rc != FP8_OK) fp8_step_free(out);

@@ -20,16 +20,6 @@ void fp8_csv_put_num(FILE *fp, double v) {
   else fprintf(fp, "%.9g", v);
 }
 
-int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
 int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen) {
   memset(of, 0, sizeof *of);
   size_t len = strlen(dir) + strlen(name) + 64;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "util.h" /* fp8_errorf */
+
 typedef struct {
   FILE *fp;
   char *tmp;   /**< <dir>/.<name>.tmp.<pid> */
@@ -18,11 +20,6 @@ int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *e
 int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);
-
-/** Writes a printf-style one-line message into err (when err and errlen) and returns status:
- *  `return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot write", path);` */
-int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /** Writes a number the way every fp8lab CSV does: "%.9g" (round-trips float32), infinities as
  *  inf / -inf, NaN as nan (glibc would print -nan for some). */

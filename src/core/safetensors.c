@@ -45,27 +45,27 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
                        const unsigned char *data_base, uint64_t data_size, fp8_tensor_view *v,
                        char *err, size_t errlen) {
   if (!json_is_object(ent))
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: tensor %s: entry is %s, expected an object",
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: entry is %s, expected an object",
                          path, name, json_type_name(ent));
   json_t *jd = json_object_get(ent, "dtype");
   json_t *js = json_object_get(ent, "shape");
   json_t *jo = json_object_get(ent, "data_offsets");
   if (!jd || !js || !jo)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: tensor %s: missing \"%s\"", path, name,
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: missing \"%s\"", path, name,
                          !jd ? "dtype" : !js ? "shape" : "data_offsets");
   if (!json_is_string(jd))
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: tensor %s: dtype is %s, expected a string",
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: dtype is %s, expected a string",
                          path, name, json_type_name(jd));
   if (parse_dtype(json_string_value(jd), &v->dtype) != 0)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: dtype %s not supported (F32, BF16, F16)", path, name,
                          json_string_value(jd));
   if (!json_is_array(js))
-    return fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: tensor %s: shape is %s, expected an array",
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: shape is %s, expected an array",
                          path, name, json_type_name(js));
   size_t nd = json_array_size(js);
   if (nd > FP8_MAX_DIMS)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: shape has %zu dimensions, at most %d supported", path,
                          name, nd, FP8_MAX_DIMS);
   v->ndim = (int)nd;
@@ -73,12 +73,12 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
   for (size_t k = 0; k < nd; k++) {
     json_t *x = json_array_get(js, k);
     if (!json_is_integer(x))
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: tensor %s: shape[%zu] is %s, expected an integer", path, name, k,
                            json_type_name(x));
     json_int_t dim = json_integer_value(x);
     if (dim < 0)
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: tensor %s: shape[%zu] is %lld, must be >= 0", path, name, k,
                            (long long)dim);
     v->shape[k] = (int64_t)dim;
@@ -91,7 +91,7 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
   } else {
     for (size_t k = 0; k < nd; k++) {
       if (numel > INT64_MAX / (int64_t)esize / v->shape[k])
-        return fp8_trace_err(FP8_EFORMAT, err, errlen,
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
                              "%s: tensor %s: shape's element count overflows", path, name);
       numel *= v->shape[k];
     }
@@ -100,25 +100,25 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
   uint64_t nbytes = (uint64_t)numel * esize;
   if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
       !json_is_integer(json_array_get(jo, 1)))
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: data_offsets must be an array of two integers", path,
                          name);
   json_int_t b = json_integer_value(json_array_get(jo, 0));
   json_int_t e = json_integer_value(json_array_get(jo, 1));
   if (b < 0 || e < 0)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: data_offsets [%lld, %lld] negative", path, name,
                          (long long)b, (long long)e);
   if (b > e)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: data_offsets begin %lld > end %lld", path, name,
                          (long long)b, (long long)e);
   if ((uint64_t)e > data_size)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: data_offsets end %lld beyond data size %" PRIu64, path,
                          name, (long long)e, data_size);
   if ((uint64_t)(e - b) != nbytes)
-    return fp8_trace_err(FP8_EFORMAT, err, errlen,
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: data_offsets [%lld, %lld] hold %lld bytes, expected "
                          "%" PRIu64 " (%lld elements of %s)",
                          path, name, (long long)b, (long long)e, (long long)(e - b), nbytes,
@@ -139,7 +139,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   if (rc != FP8_OK) goto done;
   const unsigned char *base = m.addr;
   if (m.len < 8) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: file size %zu is less than the 8-byte header length field", path,
                        m.len);
     goto done;
@@ -147,7 +147,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   uint64_t hlen = 0;
   for (int k = 7; k >= 0; k--) hlen = (hlen << 8) | base[k];
   if (hlen > m.len - 8) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: header length %" PRIu64 " at byte 0 exceeds file size %zu", path,
                        hlen, m.len);
     goto done;
@@ -155,7 +155,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   json_error_t jerr;
   root = json_loadb((const char *)base + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: JSON header (%" PRIu64 " bytes at byte 8) not parseable: %s at "
                        "line %d, column %d (byte %lld of the file)",
                        path, hlen, jerr.text, jerr.line, jerr.column,
@@ -163,7 +163,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
     goto done;
   }
   if (!json_is_object(root)) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: JSON header is %s, expected an object",
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: JSON header is %s, expected an object",
                        path, json_type_name(root));
     goto done;
   }
@@ -173,7 +173,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   json_t *meta = json_object_get(root, "__metadata__");
   if (meta) {
     if (!json_is_object(meta)) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: __metadata__ is %s, expected an object",
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: __metadata__ is %s, expected an object",
                          path, json_type_name(meta));
       goto done;
     }
@@ -181,7 +181,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
     json_t *val;
     json_object_foreach(meta, k, val) {
       if (!json_is_string(val)) {
-        rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: __metadata__ value of %s is %s, expected a string", path, k,
                            json_type_name(val));
         goto done;
@@ -216,7 +216,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   m.addr = NULL; /* now owned by out */
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_trace_err(rc, err, errlen, "%s: out of memory", path);
+    fp8_errorf(rc, err, errlen, "%s: out of memory", path);
   json_decref(root);
   fp8_map_release(&m);
   if (rc != FP8_OK) fp8_step_free(out);
@@ -238,22 +238,22 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
   }
   for (size_t i = 0; i < n; i++) {
     if (!t[i].name || !*t[i].name || strcmp(t[i].name, "__metadata__") == 0) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'", path, i,
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'", path, i,
                          t[i].name ? t[i].name : "(null)");
       goto done;
     }
     if (json_object_get(root, t[i].name)) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s given twice", path, t[i].name);
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s given twice", path, t[i].name);
       goto done;
     }
     if (t[i].dtype != FP8_DTYPE_F32 && t[i].dtype != FP8_DTYPE_BF16 &&
         t[i].dtype != FP8_DTYPE_F16) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s: invalid dtype %d", path,
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s: invalid dtype %d", path,
                          t[i].name, (int)t[i].dtype);
       goto done;
     }
     if (t[i].ndim < 0 || t[i].ndim > FP8_MAX_DIMS) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s: ndim %d not in 0..%d", path,
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s: ndim %d not in 0..%d", path,
                          t[i].name, t[i].ndim, FP8_MAX_DIMS);
       goto done;
     }
@@ -261,7 +261,7 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     int has_zero = 0;
     for (int k = 0; k < t[i].ndim; k++) {
       if (t[i].shape[k] < 0) {
-        rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s: shape[%d] is %lld", path,
+        rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s: shape[%d] is %lld", path,
                            t[i].name, k, (long long)t[i].shape[k]);
         goto done;
       }
@@ -269,7 +269,7 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     }
     for (int k = 0; k < t[i].ndim && !has_zero; k++) {
       if (numel > (uint64_t)INT64_MAX / esize / (uint64_t)t[i].shape[k]) {
-        rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s: element count overflows",
+        rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s: element count overflows",
                            path, t[i].name);
         goto done;
       }
@@ -278,11 +278,11 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     if (has_zero) numel = 0;
     uint64_t nbytes = numel * esize;
     if (nbytes > 0 && !t[i].data) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: tensor %s: data is NULL", path, t[i].name);
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s: data is NULL", path, t[i].name);
       goto done;
     }
     if (off > (uint64_t)INT64_MAX - nbytes) {
-      rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: total data size overflows", path);
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: total data size overflows", path);
       goto done;
     }
     json_t *shape = json_array();
@@ -318,18 +318,18 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     }
     for (size_t k = 0; metadata[k]; k += 2) {
       if (!metadata[k + 1]) {
-        rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: metadata key %s has no value", path,
+        rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: metadata key %s has no value", path,
                            metadata[k]);
         goto done;
       }
       json_t *s = json_string(metadata[k + 1]);
       if (!s) {
-        rc = fp8_trace_err(FP8_EINVAL, err, errlen,
+        rc = fp8_errorf(FP8_EINVAL, err, errlen,
                            "%s: metadata %s: value is not valid UTF-8", path, metadata[k]);
         goto done;
       }
       if (json_object_set_new(meta, metadata[k], s) != 0) {
-        rc = fp8_trace_err(FP8_EINVAL, err, errlen, "%s: metadata key %s is not valid UTF-8",
+        rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: metadata key %s is not valid UTF-8",
                            path, metadata[k]);
         goto done;
       }
@@ -354,7 +354,7 @@ int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_
   uint64_t data_total = 0;
   if (err && errlen) err[0] = '\0';
   if (!path || (n > 0 && !tensors)) {
-    rc = fp8_trace_err(FP8_EINVAL, err, errlen, "safetensors write: NULL path or tensors");
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "safetensors write: NULL path or tensors");
     goto done;
   }
   rc = build_header(path, tensors, n, metadata, &root, &data_total, err, errlen);
@@ -375,7 +375,7 @@ int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_
   snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
   f = fopen(tmp, "wb");
   if (!f) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
     free(tmp);
     tmp = NULL; /* nothing to remove */
     goto done;
@@ -394,23 +394,23 @@ int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_
     if (nb) ok = fwrite(tensors[i].data, 1, nb, f) == nb;
   }
   if (!ok) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
     goto done;
   }
   int cr = fclose(f);
   f = NULL;
   if (cr != 0) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
     goto done;
   }
   if (rename(tmp, path) != 0) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
                        strerror(errno));
     goto done;
   }
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_trace_err(rc, err, errlen, "%s: out of memory", path ? path : "");
+    fp8_errorf(rc, err, errlen, "%s: out of memory", path ? path : "");
   if (f) fclose(f);
   if (rc != FP8_OK && tmp) unlink(tmp);
   free(tmp);

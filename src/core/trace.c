@@ -1,6 +1,6 @@
 /* trace.c: opening a trace directory (listing its step_<N> snapshots, reading amax.csv) and
- * loading one snapshot step at a time; also the mapping helpers shared with safetensors.c and
- * npy.c. Only the loaded step is mapped, so memory stays bounded by one step.
+ * loading one snapshot step at a time (the helpers it shares with the readers are in the leaf
+ * file trace_util.c). Only the loaded step is mapped, so memory stays bounded by one step.
  *
  * A multi-rank trace (a folder of rank_<r>/ single-rank traces) is opened rank by rank; the
  * fp8_trace it gives is the union of the ranks under names `rank_<r>/<name>` (trace.h), with
@@ -19,113 +19,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int fp8_trace_err(int status, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
-void *fp8_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first) {
-  if (n < *cap) return arr;
-  size_t nc = *cap ? 2 * *cap : first;
-  if (nc > SIZE_MAX / elem) return NULL;
-  void *na = realloc(arr, nc * elem);
-  if (na) *cap = nc;
-  return na;
-}
-
-/* ------------------------------------------------------------------ mappings */
-
-int fp8_map_file(const char *path, fp8_map *m, char *err, size_t errlen) {
-  int rc = FP8_OK;
-  int fd = -1;
-  struct stat st;
-  m->addr = NULL;
-  m->len = 0;
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    goto done;
-  }
-  if (fstat(fd, &st) != 0) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-    goto done;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: not a regular file", path);
-    goto done;
-  }
-  if (st.st_size > 0) {
-    if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX) {
-      rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: file too large to map", path);
-      goto done;
-    }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot mmap %lld bytes: %s", path,
-                         (long long)st.st_size, strerror(errno));
-      goto done;
-    }
-    m->addr = p;
-    m->len = (size_t)st.st_size;
-  }
-done:
-  if (fd >= 0) close(fd);
-  return rc;
-}
-
-void fp8_map_release(fp8_map *m) {
-  if (m->addr) munmap(m->addr, m->len);
-  m->addr = NULL;
-  m->len = 0;
-}
-
-int fp8_step_add_map(fp8_step *s, const fp8_map *m) {
-  fp8_step_priv *pv = s->priv;
-  if (!pv) {
-    pv = calloc(1, sizeof *pv);
-    if (!pv) return FP8_ENOMEM;
-    s->priv = pv;
-  }
-  if (pv->nmaps == pv->cap) {
-    size_t cap = pv->cap ? 2 * pv->cap : 4;
-    fp8_map *nm = realloc(pv->maps, cap * sizeof *nm);
-    if (!nm) return FP8_ENOMEM;
-    pv->maps = nm;
-    pv->cap = cap;
-  }
-  pv->maps[pv->nmaps++] = *m;
-  return FP8_OK;
-}
-
-static int cmp_view(const void *a, const void *b) {
-  return strcmp(((const fp8_tensor_view *)a)->name, ((const fp8_tensor_view *)b)->name);
-}
-
-long fp8_step_sort(fp8_step *s) {
-  if (s->ntensors > 1) qsort(s->tensors, s->ntensors, sizeof *s->tensors, cmp_view);
-  for (size_t i = 1; i < s->ntensors; i++)
-    if (strcmp(s->tensors[i - 1].name, s->tensors[i].name) == 0) return (long)(i - 1);
-  return -1;
-}
-
-void fp8_step_free(fp8_step *s) {
-  if (!s) return;
-  for (size_t i = 0; i < s->ntensors; i++) free(s->tensors[i].name);
-  free(s->tensors);
-  fp8_step_priv *pv = s->priv;
-  if (pv) {
-    for (size_t i = 0; i < pv->nmaps; i++) fp8_map_release(&pv->maps[i]);
-    free(pv->maps);
-    free(pv);
-  }
-  memset(s, 0, sizeof *s);
-}
 
 /* ------------------------------------------------------------------ trace directory */
 
@@ -248,7 +141,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
   memset(tr, 0, sizeof *tr);
   if (err && errlen) err[0] = '\0';
   if (!dir || !*dir) {
-    rc = fp8_trace_err(FP8_EINVAL, err, errlen, "trace directory name is empty");
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "trace directory name is empty");
     goto done;
   }
   tr->dir = strdup(dir);
@@ -258,7 +151,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
   }
   d = opendir(dir);
   if (!d) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot open trace directory: %s", dir,
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open trace directory: %s", dir,
                        strerror(errno));
     goto done;
   }
@@ -267,7 +160,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     struct dirent *e = readdir(d);
     if (!e) {
       if (errno) {
-        rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot read directory: %s", dir,
+        rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot read directory: %s", dir,
                            strerror(errno));
         goto done;
       }
@@ -285,19 +178,19 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
       }
       struct stat rst;
       if (stat(path, &rst) != 0) {
-        rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         goto done;
       }
       if (!S_ISDIR(rst.st_mode)) continue; /* a file called rank_3: not ours */
       if (mr == -1) {
-        rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: %s/: a rank folder is named rank_<r> with r written without "
                            "leading zeros",
                            dir, e->d_name);
         goto done;
       }
       if (mr < 0) {
-        rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: %s/: rank number too large (rank folders go up to rank_%d/)", dir,
                            e->d_name, FP8_RANK_LIMIT - 1);
         goto done;
@@ -322,7 +215,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     }
     if (m == 0) continue;
     if (m < 0) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: %s: step number too large", dir,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: step number too large", dir,
                          e->d_name);
       goto done;
     }
@@ -334,12 +227,12 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     }
     struct stat st;
     if (stat(path, &st) != 0) {
-      rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
       goto done;
     }
     if (is_npy && !S_ISDIR(st.st_mode)) continue; /* a file called step_7: not ours */
     if (!is_npy && !S_ISREG(st.st_mode)) {
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: not a regular file", path);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: not a regular file", path);
       goto done;
     }
     snap *ns = fp8_grow(snaps, nsnaps, &cap, sizeof *snaps, 16);
@@ -373,7 +266,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
       size_t lo = ranks[0];
       for (size_t k = 1; k < nranks; k++)
         if (ranks[k] < lo) lo = ranks[k];
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: holds both a single-rank trace (%s%s) and rank folders (rank_%zu/); "
                          "a trace is one or the other",
                          dir, direct, nsnaps && snaps[0].is_npy ? "/" : "", lo);
@@ -386,7 +279,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     if (snaps[i].is_npy != snaps[0].is_npy) {
       const snap *st = snaps[i].is_npy ? &snaps[0] : &snaps[i];
       const snap *np = snaps[i].is_npy ? &snaps[i] : &snaps[0];
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: mixes safetensors files (%s) and npy folders (%s/); a trace is "
                          "one or the other",
                          dir, st->name, np->name);
@@ -395,7 +288,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     if (i > 0 && snaps[i].step == snaps[i - 1].step) {
       const char *a = snaps[i - 1].name, *b = snaps[i].name;
       if (strcmp(a, b) > 0) { const char *t = a; a = b; b = t; }
-      rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: step %lld given twice: %s and %s", dir,
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: step %lld given twice: %s and %s", dir,
                          (long long)snaps[i].step, a, b);
       goto done;
     }
@@ -426,7 +319,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
   struct stat cst;
   int have_csv = stat(csv, &cst) == 0;
   if (!have_csv && errno != ENOENT) {
-    rc = fp8_trace_err(FP8_EIO, err, errlen, "%s: cannot stat: %s", csv, strerror(errno));
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", csv, strerror(errno));
     goto done;
   }
   if (have_csv) {
@@ -434,7 +327,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
     if (rc != FP8_OK) goto done;
   }
   if (nsnaps == 0 && !have_csv) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen,
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        allow_ranks ? "%s: not a trace: no step_<N>.safetensors files, step_<N>/ "
                                      "folders, amax.csv or rank_<r>/ folders"
                                    : "%s: not a trace: no step_<N>.safetensors files, step_<N>/ "
@@ -444,7 +337,7 @@ static int open_dir(const char *dir, fp8_trace *tr, int allow_ranks, char *err, 
   }
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_trace_err(rc, err, errlen, "%s: out of memory", dir ? dir : "");
+    fp8_errorf(rc, err, errlen, "%s: out of memory", dir ? dir : "");
   if (d) closedir(d);
   for (size_t i = 0; i < nsnaps; i++) free(snaps[i].name);
   free(snaps);
@@ -501,7 +394,7 @@ static int open_ranks(const char *dir, fp8_trace *tr, size_t *ranks, size_t nran
   qsort(ranks, nranks, sizeof *ranks, cmp_size);
   for (size_t k = 0; k < nranks; k++)
     if (ranks[k] != k)
-      return fp8_trace_err(FP8_EFORMAT, err, errlen,
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: rank_%zu/ is missing (found %zu rank folders, up to rank_%zu/; "
                            "expected rank_0/ .. rank_<R-1>/ without gaps)",
                            dir, k, nranks, ranks[nranks - 1]);
@@ -551,7 +444,7 @@ static int open_ranks(const char *dir, fp8_trace *tr, size_t *ranks, size_t nran
 
   /* amax.csv: names renamed and sorted, rows re-indexed and sorted by step, then tensor */
   if (total_names > (size_t)INT32_MAX) {
-    rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names in the ranks' "
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names in the ranks' "
                        "amax.csv files", dir);
     goto done;
   }
@@ -625,17 +518,17 @@ int fp8_trace_load_step_rank(const fp8_trace *tr, size_t i, size_t r, fp8_step *
   if (tr->nranks == 0) {
     if (r != 0) {
       memset(out, 0, sizeof *out);
-      return fp8_trace_err(FP8_EINVAL, err, errlen, "%s: rank %zu of a single-rank trace",
+      return fp8_errorf(FP8_EINVAL, err, errlen, "%s: rank %zu of a single-rank trace",
                            tr->dir, r);
     }
     return fp8_trace_load_step(tr, i, out, err, errlen);
   }
   memset(out, 0, sizeof *out);
   if (i >= tr->nsteps)
-    return fp8_trace_err(FP8_EINVAL, err, errlen, "%s: step index %zu out of range (%zu steps)",
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: step index %zu out of range (%zu steps)",
                          tr->dir, i, tr->nsteps);
   if (r >= tr->nranks)
-    return fp8_trace_err(FP8_EINVAL, err, errlen, "%s: rank %zu out of range (%zu ranks)",
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: rank %zu out of range (%zu ranks)",
                          tr->dir, r, tr->nranks);
   const fp8_trace *rk = &tr->ranks[r];
   const int64_t *hit = rk->nsteps ? bsearch(&tr->steps[i], rk->steps, rk->nsteps,
@@ -651,7 +544,7 @@ int fp8_trace_load_step_rank(const fp8_trace *tr, size_t i, size_t r, fp8_step *
     char *nm = rank_name(r, out->tensors[k].name);
     if (!nm) {
       fp8_step_free(out);
-      return fp8_trace_err(FP8_ENOMEM, err, errlen, "%s: out of memory", rk->dir);
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", rk->dir);
     }
     free(out->tensors[k].name);
     out->tensors[k].name = nm; /* one prefix for all: the order by name is kept */
@@ -694,14 +587,14 @@ int fp8_trace_load_step(const fp8_trace *tr, size_t i, fp8_step *out, char *err,
   int rc;
   memset(out, 0, sizeof *out);
   if (i >= tr->nsteps)
-    return fp8_trace_err(FP8_EINVAL, err, errlen, "%s: step index %zu out of range (%zu steps)",
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: step index %zu out of range (%zu steps)",
                          tr->dir, i, tr->nsteps);
   if (tr->nranks) { /* every rank's part, renamed, in one step */
     for (size_t r = 0; r < tr->nranks; r++) {
       fp8_step part;
       rc = fp8_trace_load_step_rank(tr, i, r, &part, err, errlen);
       if (rc == FP8_OK && step_take(out, &part) != FP8_OK)
-        rc = fp8_trace_err(FP8_ENOMEM, err, errlen, "%s: out of memory", tr->dir);
+        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", tr->dir);
       if (rc) {
         fp8_step_free(out);
         return rc;

@@ -1,5 +1,6 @@
 /* trace_internal.h: helpers shared by the trace reader's files (trace.c, safetensors.c, npy.c,
- * amaxcsv.c): error formatting, read-only file mappings, and the private part of fp8_step.
+ * amaxcsv.c), defined in the leaf trace_util.c: read-only file mappings, and the private part
+ * of fp8_step.
  * Not installed, not for use outside src/core/trace*.c and friends.
  */
 #ifndef FP8LAB_CORE_TRACE_INTERNAL_H
@@ -8,21 +9,7 @@
 #include <stddef.h>
 
 #include "trace.h"
-
-#if defined(__GNUC__)
-#define FP8_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define FP8_PRINTF(a, b)
-#endif
-
-/** snprintf into err (when err != NULL and errlen > 0); returns status, so that callers can
- *  write `rc = fp8_trace_err(FP8_EFORMAT, err, errlen, "...")`. */
-int fp8_trace_err(int status, char *err, size_t errlen, const char *fmt, ...) FP8_PRINTF(4, 5);
-
-/** Room for one more element in a growing array of n elements of elem bytes: returns arr when
- *  n < *cap, else arr reallocated to twice *cap (`first` when *cap is 0) with *cap updated, or
- *  NULL when out of memory (arr and *cap unchanged, arr still the caller's to free). */
-void *fp8_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first);
+#include "util.h" /* fp8_errorf, fp8_grow */
 
 /** A read-only mapping of a whole file. addr is NULL for an empty file. */
 typedef struct {

@@ -20,6 +20,7 @@ summary.csv, histograms.csv (and gemm.csv) of the multi-rank run to be byte for 
 files merged, with the names prefixed.
 
 Usage: test_replay.py FP8LAB_BIN    (exit 77 = skipped: numpy or ml_dtypes missing)
+FP8LAB_KEEP_TMP=DIR keeps every case's trace and outputs under DIR (to compare two builds).
 """
 import os
 import shutil
@@ -180,7 +181,9 @@ def case_synth(binary, tmp):
 
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FP8LAB_BIN", "fp8lab")
-    tmp = tempfile.mkdtemp(prefix="fp8lab-replay-")
+    keep = os.environ.get("FP8LAB_KEEP_TMP")  # a folder: keep every case's trace and outputs there
+    tmp = keep if keep else tempfile.mkdtemp(prefix="fp8lab-replay-")
+    os.makedirs(tmp, exist_ok=True)
     cases = [
         # no layer triplets in these traces: gemm.csv must be absent
         ("random seed 11", lambda: case_random(binary, tmp, 11, [], False)),
@@ -224,7 +227,8 @@ def main():
                 failed += 1
                 print("FAIL %s:\n%s" % (name, e))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

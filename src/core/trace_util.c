@@ -1,0 +1,101 @@
+/* trace_util.c: the helpers that trace.c and the readers (safetensors.c, npy.c, amaxcsv.c)
+ * share: read-only file mappings and the bookkeeping of a loaded step. A leaf: it calls nothing
+ * of trace.c or of the readers, so the readers never call back into trace.c. */
+#include "trace_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ mappings */
+
+int fp8_map_file(const char *path, fp8_map *m, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  int fd = -1;
+  struct stat st;
+  m->addr = NULL;
+  m->len = 0;
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    goto done;
+  }
+  if (fstat(fd, &st) != 0) {
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: not a regular file", path);
+    goto done;
+  }
+  if (st.st_size > 0) {
+    if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX) {
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: file too large to map", path);
+      goto done;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot mmap %lld bytes: %s", path,
+                         (long long)st.st_size, strerror(errno));
+      goto done;
+    }
+    m->addr = p;
+    m->len = (size_t)st.st_size;
+  }
+done:
+  if (fd >= 0) close(fd);
+  return rc;
+}
+
+void fp8_map_release(fp8_map *m) {
+  if (m->addr) munmap(m->addr, m->len);
+  m->addr = NULL;
+  m->len = 0;
+}
+
+int fp8_step_add_map(fp8_step *s, const fp8_map *m) {
+  fp8_step_priv *pv = s->priv;
+  if (!pv) {
+    pv = calloc(1, sizeof *pv);
+    if (!pv) return FP8_ENOMEM;
+    s->priv = pv;
+  }
+  if (pv->nmaps == pv->cap) {
+    size_t cap = pv->cap ? 2 * pv->cap : 4;
+    fp8_map *nm = realloc(pv->maps, cap * sizeof *nm);
+    if (!nm) return FP8_ENOMEM;
+    pv->maps = nm;
+    pv->cap = cap;
+  }
+  pv->maps[pv->nmaps++] = *m;
+  return FP8_OK;
+}
+
+static int cmp_view(const void *a, const void *b) {
+  return strcmp(((const fp8_tensor_view *)a)->name, ((const fp8_tensor_view *)b)->name);
+}
+
+long fp8_step_sort(fp8_step *s) {
+  if (s->ntensors > 1) qsort(s->tensors, s->ntensors, sizeof *s->tensors, cmp_view);
+  for (size_t i = 1; i < s->ntensors; i++)
+    if (strcmp(s->tensors[i - 1].name, s->tensors[i].name) == 0) return (long)(i - 1);
+  return -1;
+}
+
+void fp8_step_free(fp8_step *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->ntensors; i++) free(s->tensors[i].name);
+  free(s->tensors);
+  fp8_step_priv *pv = s->priv;
+  if (pv) {
+    for (size_t i = 0; i < pv->nmaps; i++) fp8_map_release(&pv->maps[i]);
+    free(pv->maps);
+    free(pv);
+  }
+  memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,37 @@
+/* recipe.c: see recipe.h. */
+#include "recipe.h"
+
+int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
+  return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
+}
+
+const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
+  switch (k) {
+  case FP8_KIND_DELAYED: return "delayed";
+  case FP8_KIND_CURRENT: return "current";
+  case FP8_KIND_MXFP8: return "mxfp8";
+  case FP8_KIND_BLOCK: return "block";
+  case FP8_KIND_ROWWISE: return "rowwise";
+  }
+  return "unknown";
+}
+
+fp8_delayed_params fp8_config_delayed_params(const fp8_config *cf, fp8_format f) {
+  return (fp8_delayed_params){.history_len = cf->history_len, .margin = cf->margin,
+                              .amax_compute = cf->amax_compute, .format = f};
+}
+
+fp8_current_params fp8_config_current_params(const fp8_config *cf, fp8_format f) {
+  return (fp8_current_params){.amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0,
+                              .margin = cf->margin, .format = f};
+}
+
+fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f) {
+  switch (cf->kind) {
+  case FP8_KIND_MXFP8: return fp8_block_params_mxfp8(f, (fp8_mx_rounding)cf->mx_rounding);
+  case FP8_KIND_BLOCK:
+    return fp8_block_params_tile(
+        f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r), cf->pow2 != 0);
+  default: return fp8_block_params_rowwise(f, cf->pow2 != 0);
+  }
+}

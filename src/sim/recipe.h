@@ -1,0 +1,59 @@
+/* recipe.h: recipe kinds and one configuration of a sweep, with the step from a configuration
+ * to the simulator's parameters of one tensor (fp8.h for delayed and current scaling, block.h
+ * for the block kinds). The experiment parser (src/core/experiment.h) produces fp8_config
+ * values; the engines and the analysis read them. Pure C11, like the rest of src/sim.
+ */
+#ifndef FP8LAB_SIM_RECIPE_H
+#define FP8LAB_SIM_RECIPE_H
+
+#include "block.h"
+#include "fp8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Recipe kinds: per-tensor (delayed, current) and per-block (mxfp8, block, rowwise). */
+typedef enum {
+  FP8_KIND_DELAYED,
+  FP8_KIND_CURRENT,
+  FP8_KIND_MXFP8,   /**< OCP MX: 1x32 blocks, E8M0 scales (scale_rounding ceil | floor) */
+  FP8_KIND_BLOCK,   /**< DeepSeek-V3 / TE Float8BlockScaling: 1x128 / 128x128 (block = auto) */
+  FP8_KIND_ROWWISE, /**< one current scale per row (torchao rowwise) */
+} fp8_recipe_kind;
+
+/** True for the per-block kinds (steps.csv's scale column is empty for them). */
+int fp8_recipe_kind_is_block(fp8_recipe_kind k);
+/** "delayed", "current", "mxfp8", "block", "rowwise". */
+const char *fp8_recipe_kind_name(fp8_recipe_kind k);
+
+/** One configuration: a recipe section label, its kind, and one value of every key. */
+typedef struct {
+  char label[64];              /**< the text after "recipe." */
+  fp8_recipe_kind kind;
+  fp8_format_sel format;
+  /* delayed */
+  int32_t history_len;
+  int32_t margin;              /**< both kinds */
+  fp8_amax_compute amax_compute;
+  /* current */
+  float amax_epsilon;
+  int pow2;                    /**< current, block, rowwise */
+  /* block kinds */
+  int mx_rounding;             /**< fp8_mx_rounding (mxfp8) */
+  int block_shape;             /**< fp8_block_shape (block) */
+} fp8_config;
+
+/** Delayed-scaling parameters of configuration cf (FP8_KIND_DELAYED) for a tensor of format f. */
+fp8_delayed_params fp8_config_delayed_params(const fp8_config *cf, fp8_format f);
+/** Current-scaling parameters of configuration cf (FP8_KIND_CURRENT) for a tensor of format f. */
+fp8_current_params fp8_config_current_params(const fp8_config *cf, fp8_format f);
+/** The block recipe of configuration cf (a block kind) for a tensor of role r and format f
+ *  (block = auto gives 128x128 blocks to weights, 1x128 tiles to the other roles). */
+fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP8LAB_SIM_RECIPE_H */
