@@ -26,23 +26,27 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kSlotsPerBlock = kThreads / 32;
 
+// ring_off == nullptr: slot s's ring at s * L; amax_index == nullptr: its amax is last_amax[s],
+// else last_amax[amax_index[s]] (a negative index: not updated, as for amax 0).
 __global__ void __launch_bounds__(kThreads)
     delayed_update_kernel(int32_t nslots, int32_t L, float *__restrict__ ring,
-                          int32_t *__restrict__ head, float *__restrict__ scale,
-                          const float *__restrict__ last_amax,
+                          const int64_t *__restrict__ ring_off, int32_t *__restrict__ head,
+                          float *__restrict__ scale, const float *__restrict__ last_amax,
+                          const int32_t *__restrict__ amax_index,
                           const int32_t *__restrict__ history_len,
                           const int32_t *__restrict__ amax_compute,
                           const float *__restrict__ scaled_max, float *__restrict__ amax_used) {
   const int lane = threadIdx.x & 31;
   const int64_t slot = (int64_t)blockIdx.x * kSlotsPerBlock + (threadIdx.x >> 5);
   if (slot >= nslots) return; // whole warps leave together
-  const float last = last_amax[slot];
+  const int32_t ai = amax_index ? amax_index[slot] : (int32_t)slot;
+  const float last = ai < 0 ? 0.0f : last_amax[ai];
   if (last == 0.0f) { // the module did not run: keep history and scale
     if (lane == 0 && amax_used) amax_used[slot] = 0.0f;
     return;
   }
   const int32_t len = history_len[slot];
-  float *r = ring + slot * (int64_t)L;
+  float *r = ring + (ring_off ? ring_off[slot] : slot * (int64_t)L);
   const int32_t h = head[slot];
   float amax;
   if (amax_compute[slot] == FP8_AMAX_MOST_RECENT) {
@@ -88,8 +92,30 @@ extern "C" int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t
   if (nslots == 0) goto done;
   FP8K_CHECK(cudaSetDevice(ctx->device));
   FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
-              delayed_update_kernel)(nslots, L, ring, head, scale, last_amax, history_len,
-                                     amax_compute, scaled_max, amax_used);
+              delayed_update_kernel)(nslots, L, ring, nullptr, head, scale, last_amax, nullptr,
+                                     history_len, amax_compute, scaled_max, amax_used);
+  FP8K_CHECK(cudaGetLastError());
+done:
+  return rc;
+}
+
+extern "C" int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float *ring,
+                                           const int64_t *ring_off, int32_t *head, float *scale,
+                                           const float *amax, const int32_t *amax_index,
+                                           const int32_t *history_len,
+                                           const int32_t *amax_compute, const float *scaled_max,
+                                           float *amax_used, char *err, size_t errlen) {
+  int rc = 0;
+  FP8K_REQUIRE(ctx != nullptr, "fp8k_delayed_update_indexed: ctx is NULL");
+  FP8K_REQUIRE(nslots >= 0, "fp8k_delayed_update_indexed: nslots %d < 0", (int)nslots);
+  if (nslots == 0) goto done;
+  FP8K_REQUIRE(ring && ring_off && head && scale && amax && amax_index && history_len &&
+                   amax_compute && scaled_max,
+               "fp8k_delayed_update_indexed: NULL array");
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
+              delayed_update_kernel)(nslots, 1, ring, ring_off, head, scale, amax, amax_index,
+                                     history_len, amax_compute, scaled_max, amax_used);
   FP8K_CHECK(cudaGetLastError());
 done:
   return rc;

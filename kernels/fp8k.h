@@ -42,6 +42,9 @@ typedef struct {
 /** Creates a context on `device`: a stream, the decode tables in constant memory, and small
  *  accumulator buffers. Tensor buffers grow on demand and are kept until destroy. */
 int fp8k_ctx_create(fp8k_ctx **ctx, int device, char *err, size_t errlen);
+/** The context's stream (a cudaStream_t), for callers that order their own copies with its
+ *  kernels. */
+void *fp8k_ctx_stream(fp8k_ctx *ctx);
 /** Frees everything the context owns (NULL is allowed). */
 void fp8k_ctx_destroy(fp8k_ctx *ctx);
 
@@ -78,6 +81,14 @@ int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen);
 int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *formats, int nconfigs,
                      fp8k_stats *out, float *amax_out, int64_t *log2_hist_out,
                      uint8_t *codes_out, char *err, size_t errlen);
+
+/** fp8k_quant_stats with the scales in device memory (d_scales[nconfigs], e.g. the delayed
+ *  state an engine keeps on the device): sinv = RN32(1/s) computed on the device, the same IEEE
+ *  division as the host's. Statistics only (no amax, no histogram); codes_out (nullable):
+ *  configuration 0's codes. nconfigs >= 1, in launches of up to 64. */
+int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, const int *formats,
+                             int nconfigs, fp8k_stats *out, uint8_t *codes_out, char *err,
+                             size_t errlen);
 
 /* ------------------------------------------------------------------ current scaling */
 
@@ -134,6 +145,18 @@ int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L, float *ri
                              const int32_t *history_len, const int32_t *amax_compute,
                              const float *scaled_max, float *amax_used, char *err,
                              size_t errlen);
+
+/** The same update for state kept by an engine for a whole run, as TE updates all tensors of
+ *  a phase in one launch: slot s's ring is ring[ring_off[s] .. ring_off[s] + history_len[s])
+ *  (rings of different lengths packed back to back), and its amax is
+ *  amax[amax_index[s]] (amax_index[s] < 0: the slot is not updated in this phase, as for an
+ *  amax of 0). Device pointers, asynchronous on the context's stream. */
+int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float *ring,
+                                const int64_t *ring_off, int32_t *head, float *scale,
+                                const float *amax, const int32_t *amax_index,
+                                const int32_t *history_len, const int32_t *amax_compute,
+                                const float *scaled_max, float *amax_used, char *err,
+                                size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -550,6 +550,8 @@ extern "C" void fp8k_ctx_destroy(fp8k_ctx *ctx) {
   free(ctx);
 }
 
+extern "C" void *fp8k_ctx_stream(fp8k_ctx *ctx) { return ctx ? (void *)ctx->stream : nullptr; }
+
 extern "C" void fp8k_ctx_set_f64_sums(fp8k_ctx *ctx, int on) {
   if (ctx) ctx->f64_sums = on != 0;
 }
@@ -730,6 +732,38 @@ extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params
   fill_stats(ctx, ctx->h_acc, nconfigs, out);
   if (scales_out) memcpy(scales_out, ctx->h_scales, nconfigs * sizeof(float));
   if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
+done:
+  return rc;
+}
+
+extern "C" int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, const int *formats,
+                                        int nconfigs, fp8k_stats *out, uint8_t *codes_out,
+                                        char *err, size_t errlen) {
+  int rc = 0;
+  FP8K_REQUIRE(ctx != nullptr, "fp8k_quant_stats_dscales: ctx is NULL");
+  FP8K_REQUIRE(nconfigs >= 1 && d_scales && formats && out,
+               "fp8k_quant_stats_dscales: nconfigs %d (>= 1), d_scales, formats and out needed",
+               nconfigs);
+  for (int c = 0; c < nconfigs; c++)
+    FP8K_REQUIRE(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
+                 "fp8k_quant_stats_dscales: formats[%d] = %d, expected 0 (E4M3) or 1 (E5M2)", c,
+                 formats[c]);
+  FP8K_CHECK(cudaSetDevice(ctx->device));
+  // Groups of 64 configurations, each reading its scales from d_scales + g (sinv = RN(1/s) on
+  // the device, the host's division); the first also produces configuration 0's codes.
+  for (int g = 0; g < nconfigs; g += FP8K_MAX_CONFIGS) {
+    int m = nconfigs - g < FP8K_MAX_CONFIGS ? nconfigs - g : FP8K_MAX_CONFIGS;
+    bool codes = g == 0 && codes_out && ctx->numel > 0;
+    rc = fp8k_launch_quant(ctx, nullptr, d_scales + g, formats + g, m, 0, codes, err, errlen);
+    if (rc) goto done;
+    FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+                               ctx->stream));
+    if (codes)
+      FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+                                 cudaMemcpyDeviceToHost, ctx->stream));
+    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    fill_stats(ctx, ctx->h_acc, m, out + g);
+  }
 done:
   return rc;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "engine_load.h"
 #include "experiment.h"
 #include "report.h"
 #include "fp8.h"
@@ -54,8 +55,9 @@ static const char USAGE_RUN[] =
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
     "  --threads N   worker threads (default: the number of CPUs)\n"
-    "  --device D    auto | cpu | gpu: where per-tensor recipes run (default auto: the GPU\n"
-    "                engine when this build has one and a device is usable, else the CPU)\n"
+    "  --device D    auto | cpu | gpu: where the recipes run (default auto: the GPU engine\n"
+    "                when a device is usable and the engine passes its self-check, else the\n"
+    "                CPU; gpu fails instead of falling back)\n"
     "  --quiet       no progress bar and no final message\n"
     "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
 
@@ -229,33 +231,26 @@ static int cmd_run(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
-  /* the engine: the GPU when asked for (or auto and usable), else the CPU simulator */
-  fp8_engine *engine = NULL;
-  if (strcmp(device, "cpu") != 0) {
-#ifdef FP8LAB_HAVE_GPU
-    char why[FP8_ERRLEN] = "";
-    if (fp8_engine_gpu_create(&engine, why, sizeof why) != FP8_OK) {
-      engine = NULL;
-      if (strcmp(device, "gpu") == 0) {
-        fprintf(stderr, "fp8lab: --device gpu: %s\n", why);
-        fp8_experiment_free(&ex);
-        return EXIT_RUNTIME;
-      }
-    }
-#else
-    if (strcmp(device, "gpu") == 0) {
-      fprintf(stderr, "fp8lab: --device gpu: this build has no GPU engine (CUDA was not found when "
-                      "it was configured)\n");
-      fp8_experiment_free(&ex);
-      return EXIT_USAGE;
-    }
-#endif
+  /* the engine: the GPU module when asked for (or auto and usable) and its self-check passes,
+   * else the CPU engine (engine_load.h) */
+  fp8_engine_selection sel;
+  char warn[FP8_ERRLEN * 2] = "";
+  rc = fp8_engine_select(device, opt.threads, &sel, warn, sizeof warn, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fp8lab: %s\n", err);
+    fp8_engine_selection_close(&sel);
+    fp8_experiment_free(&ex);
+    return EXIT_RUNTIME;
   }
-  opt.engine = engine;
-  if (engine && !opt.quiet) fprintf(stderr, "fp8lab: per-tensor recipes on %s\n", engine->name);
+  if (*warn) fprintf(stderr, "fp8lab: %s\n", warn);
+  opt.engine = sel.factory;
+  opt.choice = &sel.choice;
+  if (sel.factory && !opt.quiet)
+    fprintf(stderr, "fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
+            sel.module, sel.check.values, sel.check.seconds);
   fp8_run_summary sum;
   rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
-  if (engine) engine->free(engine);
+  fp8_engine_selection_close(&sel);
   fp8_experiment_free(&ex);
   if (rc) {
     fprintf(stderr, "fp8lab: %s\n", err);
@@ -270,7 +265,6 @@ static int cmd_run(int argc, char **argv) {
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
   if (no_report) return 0;
   return write_report(dir, -1.0, opt.quiet);
-  return 0;
 }
 
 /* ------------------------------------------------------------------ synth */

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "testutil.h"
-#include "engine_sim.h"
+#include "engine.h"
 #include "outfile.h"
 #include "experiment.h"
 #include "runner.h"
@@ -262,26 +262,56 @@ START_TEST(test_gemm_by_hand) {
 }
 END_TEST
 
-/* Runs experiment `ini` (relative to the test directory) through the library with the
- * simulator behind the engine interface (the code path the GPU engine takes), into out_dir. */
-static void run_sim_engine(const char *ini, const char *out_dir) {
+/* A primary engine that declines what the GPU engine declines (the block kinds, and the GEMMs
+ * of format = e5m2, which have no cuBLASLt kernel): the CPU engine made with only the
+ * per-tensor configurations active, behind a supports() that says so. The runner must then
+ * send the rest to its CPU fallback, with the scales of the primary's casts for the GEMMs; the
+ * files must not change. The mask is static: plans borrow their arrays. */
+static unsigned char g_active[FP8_EXPERIMENT_MAX_CONFIGS];
+static const fp8_config *g_configs;
+static fp8_engine_ops g_declining_ops;
+static int (*g_sim_supports)(const fp8_engine *, fp8_engine_op, size_t);
+
+static int declining_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
+  if (!g_active[c]) return 0;
+  if (op == FP8_OP_GEMM && g_configs[c].format == FP8_SEL_E5M2) return 0;
+  return g_sim_supports(e, op, c);
+}
+
+static int declining_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                            size_t errlen) {
+  fp8_engine_plan p = *plan;
+  for (size_t c = 0; c < plan->nconfigs; c++)
+    g_active[c] = !fp8_recipe_kind_is_block(plan->configs[c].kind);
+  g_configs = plan->configs;
+  p.active = g_active;
+  int rc = fp8_engine_sim_create(&p, out, err, errlen);
+  if (rc) return rc;
+  g_declining_ops = *(*out)->ops;
+  g_sim_supports = g_declining_ops.supports;
+  g_declining_ops.supports = declining_supports;
+  (*out)->ops = &g_declining_ops;
+  snprintf((*out)->name, sizeof (*out)->name, "declining");
+  return FP8_OK;
+}
+
+/* Runs experiment `ini` (relative to the test directory) through the library on the declining
+ * engine (the path a GPU run takes: per-op fallback to the CPU engine), into out_dir. */
+static void run_declining_engine(const char *ini, const char *out_dir) {
   char *path = path_in(ini), err[FP8_ERRLEN];
   fp8_experiment ex;
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
-  fp8_engine *e;
-  ck_assert_int_eq(fp8_engine_sim_create(&e, err, sizeof err), FP8_OK);
-  ck_assert_ptr_nonnull(e->gemm);
-  fp8_run_options opt = {.out_dir = out_dir, .threads = 1, .quiet = 1, .engine = e};
+  fp8_run_options opt = {.out_dir = out_dir, .threads = 1, .quiet = 1, .engine = declining_create};
   fp8_run_summary sum;
   int rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
   ck_assert_msg(rc == FP8_OK, "%s", err);
-  e->free(e);
+  ck_assert_str_eq(sum.engine, "declining");
   fp8_experiment_free(&ex);
   free(path);
 }
 
-/* The engine code path (the one the GPU engine takes) gives the same files as the direct CPU
- * path: run through the library with the simulator behind the engine interface. */
+/* The fallback path (the one a GPU run takes): an engine that declines the block kinds leaves
+ * them to the runner's CPU fallback; the files are those of a plain CPU run. */
 START_TEST(test_engine_path_same_output) {
   write_tiny_trace();
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
@@ -290,7 +320,7 @@ START_TEST(test_engine_path_same_output) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
   char *od = path_in("viaengine");
-  run_sim_engine("exp.ini", od);
+  run_declining_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
     char a[4096], b[4096];
@@ -307,11 +337,10 @@ START_TEST(test_engine_path_same_output) {
 }
 END_TEST
 
-/* GEMM errors through the engine's gemm hook: the simulator engine computes gemm.h's errors for
- * the per-tensor configurations and, like cuBLASLt, declines E5M2 x E5M2 GEMMs, which the
- * runner then computes on the CPU with the block recipes: gemm.csv is byte-identical to the
- * direct path's, the declined GEMMs included (format = e5m2 declines all three; hybrid's
- * fprop is E4M3 x E4M3 and its backward GEMMs E5M2 x E4M3: all run by the engine). */
+/* GEMM errors through the fallback: the declining engine runs the GEMMs of the per-tensor
+ * configurations and, like the GPU (no cuBLASLt E5M2 x E5M2 kernel), declines those of
+ * format = e5m2 and of the block kinds, which the runner's CPU fallback computes with the
+ * scales of the primary's casts: gemm.csv is byte-identical to a plain CPU run's. */
 START_TEST(test_engine_gemm_same_output) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
@@ -323,7 +352,7 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
   char *od = path_in("viaengine");
-  run_sim_engine("exp.ini", od);
+  run_declining_engine("exp.ini", od);
   char a[4096], b[4096];
   snprintf(a, sizeof a, "%s/direct/gemm.csv", g_dir);
   snprintf(b, sizeof b, "%s/gemm.csv", od);
@@ -331,7 +360,7 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_ptr_nonnull(ca);
   ck_assert_ptr_nonnull(cb);
   ck_assert_msg(count_lines(ca) > 100, "only %d gemm.csv lines", count_lines(ca));
-  ck_assert_msg(strcmp(ca, cb) == 0, "gemm.csv differs through the engine");
+  ck_assert_msg(strcmp(ca, cb) == 0, "gemm.csv differs through the fallback");
   free(ca);
   free(cb);
   free(od);
@@ -658,7 +687,7 @@ START_TEST(test_ranks_by_hand) {
 }
 END_TEST
 
-/* The engine code path and any number of threads give the same multi-rank files. */
+/* The fallback path and any number of threads give the same multi-rank files. */
 START_TEST(test_ranks_engine_threads) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "synth llm run/rank_0 --steps 8 --seed 1"), 0);
@@ -673,7 +702,7 @@ START_TEST(test_ranks_engine_threads) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 3 --out t3"), 0);
   free(out);
   char *od = path_in("viaengine");
-  run_sim_engine("exp.ini", od);
+  run_declining_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
     char a[4096], b[4096], c[4096];
@@ -683,7 +712,7 @@ START_TEST(test_ranks_engine_threads) {
     char *ca = tu_read_file(a, NULL), *cb = tu_read_file(b, NULL), *cc = tu_read_file(c, NULL);
     ck_assert_ptr_nonnull(ca);
     ck_assert_msg(cb && strcmp(ca, cb) == 0, "%s differs with 3 threads", files[i]);
-    ck_assert_msg(cc && strcmp(ca, cc) == 0, "%s differs through the engine", files[i]);
+    ck_assert_msg(cc && strcmp(ca, cc) == 0, "%s differs through the fallback", files[i]);
     free(ca);
     free(cb);
     free(cc);

@@ -1,106 +1,250 @@
-/* engine_sim.c: the CPU simulator behind the engine interface (engine.h). The runner does not
- * need it (its own threaded loop is the CPU path); it exists so that the engine code path of
- * the runner, the one the GPU takes, is tested on every machine against the direct path.
- * Its gemm hook computes gemm.h's errors and, like cuBLASLt, declines E5M2 x E5M2 GEMMs, so
- * that the runner's CPU fallback for those is exercised too. */
-#include "engine_sim.h"
-
+/* engine_sim.c: the CPU simulator as an engine (engine.h): the one CPU path of a replay.
+ *
+ * It owns a fp8_delayed_state (src/sim/delayed.c) per active delayed (tensor, configuration) and
+ * is the only caller of fp8_delayed_update in a run. load only notes the view; quantize_stats
+ * and gemm queue their work, and sync runs the queue on plan->threads worker threads (quantize
+ * tasks first, in queue order, then gemm tasks, whose scales come from those results), each
+ * worker with its own scratch buffers, kept for the run. Results do not depend on the number
+ * of threads: every task writes only its own outputs, with the simulator's fixed order of
+ * arithmetic. The work of one task is in engine_sim_work.c.
+ */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
-#include "outfile.h"
+#include "engine_sim_internal.h"
+#include "util.h"
 
-typedef struct {
-  float *x;
-  size_t n, cap;
-} sim_priv;
+#define SIM_MAX_THREADS 64
 
-static int sim_load(fp8_engine *e, const fp8_tensor_view *v, float *amax, int64_t *hist, char *err,
-                    size_t errlen) {
-  sim_priv *p = e->priv;
-  size_t n = (size_t)v->numel;
-  if (n > p->cap) {
-    float *nx = realloc(p->x, (n ? n : 1) * sizeof *nx);
-    if (!nx) return fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", v->name);
-    p->x = nx;
-    p->cap = n;
-  }
-  p->n = n;
-  fp8_dtype_to_f32(v->dtype, v->data, n, p->x);
-  *amax = fp8_amax_f32(p->x, n);
-  memset(hist, 0, FP8_LOG2_HIST_BINS * sizeof *hist);
-  fp8_log2_histogram(p->x, n, hist);
-  return FP8_OK;
+float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
+  const fp8_config *cf = &p->plan.configs[c];
+  if (cf->kind == FP8_KIND_DELAYED) return p->dl[t * p->plan.nconfigs + c].scale;
+  fp8_current_params cp = fp8_config_current_params(cf, fp8_plan_format(&p->plan, t, c));
+  return fp8_current_scale(&cp, amax);
 }
 
-static int sim_stats(fp8_engine *e, const float *scales, const fp8_format *formats, size_t n,
-                     fp8_stats *out, char *err, size_t errlen) {
+static int sim_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
+  (void)e;
+  (void)op;
+  (void)c;
+  return 1; /* the oracle runs everything */
+}
+
+static int sim_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen) {
+  (void)step;
   (void)err;
   (void)errlen;
   sim_priv *p = e->priv;
-  for (size_t i = 0; i < n; i++) {
-    fp8_stats_init(&out[i]);
-    fp8_quantize_f32(p->x, p->n, scales[i], formats[i], NULL, NULL, &out[i]);
+  memset(p->view, 0, p->plan.ntensors * sizeof *p->view);
+  return FP8_OK;
+}
+
+static int sim_load(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen) {
+  sim_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "load: tensor %zu of %zu", t, p->plan.ntensors);
+  p->view[t] = v;
+  return FP8_OK;
+}
+
+static int queue(sim_priv *p, const sim_task *task, char *err, size_t errlen) {
+  sim_task *nt = fp8_grow(p->tasks, p->ntasks, &p->cap, sizeof *p->tasks, 64);
+  if (!nt) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  p->tasks = nt;
+  p->tasks[p->ntasks++] = *task;
+  return FP8_OK;
+}
+
+static int sim_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+                              size_t errlen) {
+  sim_priv *p = e->priv;
+  if (t >= p->plan.ntensors || !p->view[t])
+    return fp8_errorf(FP8_EINVAL, err, errlen, "quantize_stats: tensor %zu is not loaded", t);
+  sim_task task = {.is_gemm = 0, .t = t, .out = out};
+  return queue(p, &task, err, errlen);
+}
+
+static int sim_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
+                    double *rel, char *err, size_t errlen) {
+  sim_priv *p = e->priv;
+  for (int i = 0; i < 3; i++)
+    if (l->tensor[i] >= p->plan.ntensors || !p->view[l->tensor[i]])
+      return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: operand %d is not loaded", l->name, i);
+  unsigned char *w = malloc(p->plan.nconfigs + 1);
+  if (!w) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  memcpy(w, want, p->plan.nconfigs);
+  sim_task task = {.is_gemm = 1, .layer = *l, .want = w, .rel = rel};
+  int rc = queue(p, &task, err, errlen);
+  if (rc) free(w);
+  return rc;
+}
+
+static int sim_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen) {
+  sim_priv *p = e->priv;
+  if (t >= p->plan.ntensors || !p->view[t] || c >= p->plan.nconfigs ||
+      fp8_recipe_kind_is_block(p->plan.configs[c].kind) || !fp8_plan_active(&p->plan, c))
+    return fp8_errorf(FP8_EINVAL, err, errlen, "cast: tensor %zu, configuration %zu", t, c);
+  const fp8_tensor_view *v = p->view[t];
+  size_t n = (size_t)v->numel;
+  sim_scratch *w = &p->scratch[0];
+  if (sim_reserve(&w->x, &w->xcap, n))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", v->name);
+  fp8_dtype_to_f32(v->dtype, v->data, n, w->x);
+  float s = sim_config_scale(p, t, c, fp8_amax_f32(w->x, n));
+  fp8_quantize_f32(w->x, n, s, fp8_plan_format(&p->plan, t, c), codes, NULL, NULL);
+  return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ the queue */
+
+typedef struct {
+  sim_priv *p;
+  sim_scratch *w;
+  size_t end;                  /* tasks [next, end) of this round */
+  pthread_mutex_t *lock;
+} worker_arg;
+
+static void *worker(void *arg) {
+  worker_arg *a = arg;
+  for (;;) {
+    pthread_mutex_lock(a->lock);
+    size_t k = a->p->next < a->end ? a->p->next++ : (size_t)-1;
+    pthread_mutex_unlock(a->lock);
+    if (k == (size_t)-1) break;
+    sim_run_task(a->p, a->w, &a->p->tasks[k]);
+  }
+  return NULL;
+}
+
+/* Runs tasks [first, end) on up to p->threads threads. */
+static void run_round(sim_priv *p, size_t first, size_t end) {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  worker_arg args[SIM_MAX_THREADS];
+  pthread_t tid[SIM_MAX_THREADS];
+  size_t n = end - first;
+  int nt = (size_t)p->threads < n ? p->threads : (int)n;
+  p->next = first;
+  for (int i = 0; i < SIM_MAX_THREADS; i++) args[i] = (worker_arg){p, &p->scratch[i < p->threads ? i : 0], end, &lock};
+  int started = 0;
+  for (int i = 1; i < nt; i++)
+    if (pthread_create(&tid[started], NULL, worker, &args[i]) == 0) started++;
+  worker(&args[0]); /* the calling thread is worker 0 */
+  for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&lock);
+}
+
+static int sim_sync(fp8_engine *e, char *err, size_t errlen) {
+  sim_priv *p = e->priv;
+  /* quantize tasks before gemm tasks (a GEMM reads the scales its operands' casts used) */
+  size_t nq = 0;
+  for (size_t k = 0; k < p->ntasks; k++)
+    if (!p->tasks[k].is_gemm) {
+      sim_task tmp = p->tasks[k];
+      memmove(&p->tasks[nq + 1], &p->tasks[nq], (k - nq) * sizeof tmp);
+      p->tasks[nq++] = tmp;
+    }
+  if (nq) run_round(p, 0, nq);
+  if (p->ntasks > nq) run_round(p, nq, p->ntasks);
+  int rc = FP8_OK;
+  for (size_t k = 0; k < p->ntasks; k++) {
+    sim_task *t = &p->tasks[k];
+    if (t->rc && rc == FP8_OK) rc = fp8_errorf(t->rc, err, errlen, "%s", t->err);
+    if (t->is_gemm) free((void *)t->want);
+  }
+  p->ntasks = 0;
+  return rc;
+}
+
+/* ------------------------------------------------------------------ state */
+
+static int sim_end_phase(fp8_engine *e, unsigned phases, const float *amax, char *err,
+                         size_t errlen) {
+  sim_priv *p = e->priv;
+  const fp8_engine_plan *pl = &p->plan;
+  int rc = sim_sync(e, err, errlen);
+  if (rc) return rc;
+  if (pl->red_slot || pl->comm) {
+    /* the reduction: each slot's max over its tensors of this phase (NaN ignored), then over
+     * the processes of the group */
+    size_t nred = fp8_plan_nred(pl);
+    for (size_t k = 0; k < nred; k++) p->red[k] = 0.0f;
+    for (size_t t = 0; t < pl->ntensors; t++) {
+      size_t k = fp8_plan_red_slot(pl, t);
+      if (fp8_plan_in_phase(pl, t, phases) && amax[t] > p->red[k]) p->red[k] = amax[t];
+    }
+    if (pl->comm) {
+      rc = pl->comm->allreduce_max(pl->comm->ctx, p->red, nred, err, errlen);
+      if (rc) return rc;
+    }
+  }
+  for (size_t t = 0; t < pl->ntensors; t++) {
+    if (!fp8_plan_in_phase(pl, t, phases)) continue;
+    float a = pl->red_slot || pl->comm ? p->red[fp8_plan_red_slot(pl, t)] : amax[t];
+    for (size_t c = 0; c < pl->nconfigs; c++)
+      if (pl->configs[c].kind == FP8_KIND_DELAYED && fp8_plan_active(pl, c))
+        fp8_delayed_update(&p->dl[t * pl->nconfigs + c], a);
   }
   return FP8_OK;
 }
 
-static int sim_gemm(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, bool *done,
-                    char *err, size_t errlen) {
-  (void)e;
-  const size_t n = job->n;
-  const size_t count[3] = {(size_t)(job->tokens * job->in), (size_t)(job->out * job->in),
-                           (size_t)(job->tokens * job->out)};
-  const float *x[3] = {job->x, job->w, job->g};
-  float *q[3] = {NULL, NULL, NULL};
-  fp8_gemm_ref ref;
-  int rc = fp8_gemm_ref_init(&ref, job->x, job->w, job->g, job->tokens, job->in, job->out,
-                             job->max_tokens);
-  if (rc) return fp8_errorf(rc, err, errlen, "GEMM reference: %s", fp8_strerror(rc));
-  for (int i = 0; i < 3; i++)
-    if (!(q[i] = malloc((count[i] + 1) * sizeof(float)))) {
-      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      goto done;
-    }
-  for (size_t c = 0; c < n; c++) {
-    float sc[3];
-    fp8_format fm[3];
-    for (int i = 0; i < 3; i++) {
-      sc[i] = job->scale[i][c];
-      fm[i] = job->format[i][c];
-    }
-    bool want[FP8_GEMM_COUNT];
-    for (int k = 0; k < FP8_GEMM_COUNT; k++) /* like cuBLASLt: no E5M2 x E5M2 */
-      want[k] = !(fm[fp8_gemm_operand_tensor((fp8_gemm_kind)k, 0)] == FP8_E5M2 &&
-                  fm[fp8_gemm_operand_tensor((fp8_gemm_kind)k, 1)] == FP8_E5M2);
-    double r[FP8_GEMM_COUNT];
-    rc = fp8_gemm_errors_per_tensor(&ref, x, sc, fm, q, want, r);
-    if (rc) {
-      fp8_errorf(rc, err, errlen, "GEMM: %s", fp8_strerror(rc));
-      goto done;
-    }
-    for (int k = 0; k < FP8_GEMM_COUNT; k++) {
-      rel[(size_t)k * n + c] = want[k] ? r[k] : NAN;
-      done[(size_t)k * n + c] = want[k];
-    }
-  }
-done:
-  for (int i = 0; i < 3; i++) free(q[i]);
-  fp8_gemm_ref_free(&ref);
-  return rc;
+static int sim_state(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen) {
+  sim_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "state: tensor %zu", t);
+  for (size_t c = 0; c < p->plan.nconfigs; c++)
+    if (p->plan.configs[c].kind == FP8_KIND_DELAYED && fp8_plan_active(&p->plan, c))
+      scale[c] = p->dl[t * p->plan.nconfigs + c].scale;
+  return FP8_OK;
 }
 
 static void sim_free(fp8_engine *e) {
   if (!e) return;
   sim_priv *p = e->priv;
-  if (p) free(p->x);
+  if (p) {
+    if (p->dl)
+      for (size_t i = 0; i < p->plan.ntensors * p->plan.nconfigs; i++) fp8_delayed_free(&p->dl[i]);
+    for (size_t k = 0; k < p->ntasks; k++)
+      if (p->tasks[k].is_gemm) free((void *)p->tasks[k].want);
+    if (p->scratch)
+      for (int i = 0; i < p->threads; i++) {
+        free(p->scratch[i].x);
+        for (int j = 0; j < 9; j++) free(p->scratch[i].g[j]);
+      }
+    free(p->scratch);
+    free(p->tasks);
+    free(p->dl);
+    free(p->red);
+    free(p->view);
+  }
   free(p);
   free(e);
 }
 
-int fp8_engine_sim_create(fp8_engine **out, char *err, size_t errlen) {
+static const fp8_engine_ops SIM_OPS = {
+    .supports = sim_supports, .begin_step = sim_begin_step, .load = sim_load,
+    .quantize_stats = sim_quantize_stats, .cast = sim_cast, .gemm = sim_gemm,
+    .sync = sim_sync, .end_phase = sim_end_phase, .state = sim_state, .free = sim_free};
+
+/* One delayed state per active delayed (tensor, configuration): scale 1, history 0. */
+static int init_states(sim_priv *p, char *err, size_t errlen) {
+  const fp8_engine_plan *pl = &p->plan;
+  for (size_t t = 0; t < pl->ntensors; t++)
+    for (size_t c = 0; c < pl->nconfigs; c++) {
+      const fp8_config *cf = &pl->configs[c];
+      if (cf->kind != FP8_KIND_DELAYED || !fp8_plan_active(pl, c)) continue;
+      fp8_delayed_params dp = fp8_config_delayed_params(cf, fp8_plan_format(pl, t, c));
+      int rc = fp8_delayed_init(&p->dl[t * pl->nconfigs + c], &dp);
+      if (rc)
+        return fp8_errorf(rc, err, errlen, "tensor %s: [recipe.%s]: %s", pl->names[t], cf->label,
+                          fp8_strerror(rc));
+    }
+  return FP8_OK;
+}
+
+int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                          size_t errlen) {
+  *out = NULL;
   fp8_engine *e = calloc(1, sizeof *e);
   sim_priv *p = calloc(1, sizeof *p);
   if (!e || !p) {
@@ -108,12 +252,28 @@ int fp8_engine_sim_create(fp8_engine **out, char *err, size_t errlen) {
     free(p);
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
-  e->name = "sim (engine interface)";
-  e->load = sim_load;
-  e->stats = sim_stats;
-  e->gemm = sim_gemm;
-  e->free = sim_free;
+  e->ops = &SIM_OPS;
   e->priv = p;
+  p->plan = *plan;
+  p->threads = plan->threads < 1 ? 1 : plan->threads > SIM_MAX_THREADS ? SIM_MAX_THREADS : plan->threads;
+  snprintf(e->name, sizeof e->name, "cpu");
+  size_t nt = plan->ntensors, nslots = nt * plan->nconfigs;
+  p->view = calloc(nt + 1, sizeof *p->view);
+  p->dl = calloc(nslots + 1, sizeof *p->dl);
+  p->red = calloc(fp8_plan_nred(plan) + 1, sizeof *p->red);
+  p->scratch = calloc((size_t)p->threads, sizeof *p->scratch);
+  int rc = FP8_OK;
+  if (!p->view || !p->dl || !p->red || !p->scratch) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  rc = init_states(p, err, errlen);
+  (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */
+done:
+  if (rc) {
+    sim_free(e);
+    return rc;
+  }
   *out = e;
   return FP8_OK;
 }

@@ -25,26 +25,10 @@ const char *fp8_gemm_name(fp8_gemm_kind g) {
   return "?";
 }
 
-int fp8_gemm_operand_tensor(fp8_gemm_kind g, int operand) {
-  switch (g) {
-  case FP8_GEMM_FPROP: return operand == 0 ? 0 : 1;
-  case FP8_GEMM_DGRAD: return operand == 0 ? 2 : 1;
-  case FP8_GEMM_WGRAD: return operand == 0 ? 2 : 0;
-  }
-  return 0;
-}
-
 const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand) {
   static const char *const names[3] = {"input", "weight", "grad_output"};
   return names[fp8_gemm_operand_tensor(g, operand)];
 }
-
-int64_t fp8_gemm_ntok(int64_t tokens, int64_t max_tokens) {
-  return max_tokens > 0 && max_tokens < tokens ? max_tokens : tokens;
-}
-
-/* floor(i * tokens / ntok) without overflow: fp8_gemm_ref_init keeps both <= INT_MAX */
-int64_t fp8_gemm_token(int64_t i, int64_t tokens, int64_t ntok) { return i * tokens / ntok; }
 
 bool fp8_gemm_operand_colwise(fp8_gemm_kind g, int operand) {
   return g == FP8_GEMM_WGRAD || (g == FP8_GEMM_DGRAD && operand == 1);

@@ -53,12 +53,28 @@ const char *fp8_gemm_operand_role(fp8_gemm_kind g, int operand);
 
 /** The layer tensor of operand (0 = a, 1 = b) of GEMM g: 0 input, 1 weight, 2 grad_output (the
  *  order of fp8_gemm_errors_per_tensor's arrays and of the engine's GEMM job, engine.h). */
-int fp8_gemm_operand_tensor(fp8_gemm_kind g, int operand);
+static inline int fp8_gemm_operand_tensor(fp8_gemm_kind g, int operand) {
+  return g == FP8_GEMM_FPROP ? (operand == 0 ? 0 : 1)
+       : g == FP8_GEMM_DGRAD ? (operand == 0 ? 2 : 1)
+                             : (operand == 0 ? 2 : 0);
+}
 
 /** Token sampling (the top of this file): the number of tokens the GEMMs use, max_tokens when
- *  0 < max_tokens < tokens, else tokens; and the row of the i-th of them (0 <= i < ntok). */
-int64_t fp8_gemm_ntok(int64_t tokens, int64_t max_tokens);
-int64_t fp8_gemm_token(int64_t i, int64_t tokens, int64_t ntok);
+ *  0 < max_tokens < tokens, else tokens; and the row of the i-th of them (0 <= i < ntok).
+ *  Inline, so that the GPU module needs nothing of gemm.c (and of CBLAS). */
+static inline int64_t fp8_gemm_ntok(int64_t tokens, int64_t max_tokens) {
+  return max_tokens > 0 && max_tokens < tokens ? max_tokens : tokens;
+}
+/* floor(i * tokens / ntok) without overflow: both stay <= INT_MAX (fp8_gemm_ref_init) */
+static inline int64_t fp8_gemm_token(int64_t i, int64_t tokens, int64_t ntok) {
+  return i * tokens / ntok;
+}
+
+/** True when cuBLASLt has an FP8 GEMM for operands of formats a and b: every pair but
+ *  E5M2 x E5M2 (src/gpu/README.md). The one place this rule is written. */
+static inline bool fp8_gemm_lt_has_formats(fp8_format a, fp8_format b) {
+  return !(a == FP8_E5M2 && b == FP8_E5M2);
+}
 
 /** True when operand (0 = a, 1 = b) of GEMM g must be quantized column-wise, i.e. with its
  *  blocks along the first dimension of its stored [rows, cols] matrix (block.h's

@@ -1,16 +1,13 @@
 /* runner.h: replays a trace through every configuration of an experiment and writes the
- * results (steps.csv, summary.csv, run.json) into the output directory.
+ * results (steps.csv, summary.csv, histograms.csv, gemm.csv, run.json) into the output directory.
  *
  * One pass over the steps of the trace (the union of snapshot steps and amax.csv steps, in
- * ascending order). At a snapshot step each tensor's data is read once: widened to float32
- * with its amax, then every configuration of that tensor is evaluated on cache-sized chunks of
- * that buffer. Memory stays bounded by one step. Delayed-scaling state lives in one slot per
- * (tensor, configuration) and is updated after the step, with the step's amax.
- *
- * A multi-rank trace (rank_<r>/ folders) is replayed as one trace of `rank_<r>/<name>` tensors,
- * a step one rank at a time (memory bounded by one rank's step); the update waits for every
- * rank of the step and, with [trace] reduce_amax, takes each tensor's amax as the max over the
- * ranks of its reduction group (docs/semantics.md).
+ * ascending order). At each step the runner feeds the engine (engine.h) the step's tensors, one
+ * rank at a time (only that rank's snapshot is mapped, so memory stays bounded by one rank's
+ * step), writes the engine's results as rows (results.h), then ends the step's two phases, in
+ * which the engine reduces the amaxes (reduce_amax: over the ranks of each group) and updates
+ * its delayed-scaling state. Configurations the engine does not support for an op go to the CPU
+ * engine for that op.
  */
 #ifndef FP8LAB_CORE_RUNNER_H
 #define FP8LAB_CORE_RUNNER_H
@@ -21,6 +18,16 @@
 #include "experiment.h"
 #include "trace.h"
 
+/** How the engine was chosen, for run.json (engine_load.h fills it). */
+typedef struct {
+  const char *device;          /**< the --device request: "auto", "cpu", "gpu" */
+  const char *module;          /**< the GPU module's path, or NULL */
+  int self_check_ran;          /**< the GPU engine's self-check ran */
+  int self_check_passed;
+  long long self_check_values; /**< values compared */
+  const char *self_check_note; /**< the first mismatch, or why the GPU was not used ("" none) */
+} fp8_engine_choice;
+
 typedef struct {
   const char *out_dir; /**< overrides [output] dir when not NULL */
   int force;           /**< allow writing into a non-empty output directory */
@@ -28,8 +35,8 @@ typedef struct {
   int quiet;           /**< no progress bar */
   int progress;        /**< draw a progress bar on stderr (caller decides: a terminal) */
   const char *argv0;   /**< for run.json */
-  fp8_engine *engine;  /**< NULL: the CPU simulator; else per-tensor recipes run on it
-                            (borrowed; the caller frees it) */
+  fp8_engine_factory engine;        /**< NULL: the CPU engine */
+  const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
 } fp8_run_options;
 
 /** What a run produced, for the caller's final message. */
@@ -41,6 +48,7 @@ typedef struct {
   long long tensors;
   long long configs;
   double wall_s;
+  char engine[256];    /**< the engine's name */
 } fp8_run_summary;
 
 /** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.

@@ -1,16 +1,18 @@
-/* engine_gpu.c: the GPU engine (engine.h) on the fused kernels of kernels/quant.cu.
+/* engine_gpu.c: the GPU engine (engine.h) on the kernels of kernels/, built into the module
+ * fp8lab-gpu.so that `fp8lab run --device auto|gpu` loads at run time (src/core/engine_load.c),
+ * so that a CPU run never loads CUDA.
  *
- * load uploads the tensor's raw bytes once and runs one pass for its amax and log2 histogram
- * (no configuration); stats runs the fused
- * quantize + statistics kernel for all the per-tensor configurations in one more pass over the
- * device copy. Two passes, because current scaling needs the amax before its scale; the
- * simulator gives the oracle values (tests/gpu). Block recipes stay on the CPU (runner.c).
- *
- * gemm runs a layer's three GEMMs in FP8 with cuBLASLt (src/gpu/gemm_lt.h: TE's formats per
- * operand, fast accumulation in fprop only, FP32 output) against cuBLASLt's FP32 GEMM of the
- * unquantized operands. The codes come from the simulator's encoder on the host (bit-identical
- * to the device cast, tests/gpu) and are uploaded with their scale_inv = RN32(1/scale). Per-tensor
- * recipes only; E5M2 x E5M2 GEMMs (no cuBLASLt kernel) are left to the CPU (done = false).
+ * State on the device: one slot per (tensor, delayed configuration): the amax history ring
+ * (rings of each slot's own length, packed), its head, the scale and scaled_max. quantize_stats
+ * uploads the tensor once, takes amax and histogram in one pass, runs the fused quantize +
+ * statistics pass for all delayed configurations with the scales read from device memory, and
+ * current scaling with its own kernels (amax pass, scale kernel, fused pass: two reads, as TE's
+ * current scaling). end_phase is TE's end of a forward or backward pass: the phase's amaxes are
+ * reduced over the reduction slots on the host (the replay's ranks are in this process), handed
+ * to plan->comm on the device (NCCL all-reduce MAX between processes), and one launch of the
+ * fused update kernel (kernels/delayed.cu) updates every slot of the phase. Block recipes are
+ * declined (the runner sends them to the CPU engine); so are GEMMs cuBLASLt has no kernel for
+ * (engine_gpu_gemm.c). Every op is synchronous: sync has nothing left to wait for.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -19,30 +21,13 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine.h"
-#include "fp8k.h"
-#include "gemm_lt.h"
-#include "outfile.h"
+#include "device.h"
+#include "engine_gpu_internal.h"
+#include "util.h"
 
-/* A device buffer that only grows. */
-typedef struct {
-  void *p;
-  size_t cap;
-} dbuf;
+#define GPU_EXPORT __attribute__((visibility("default")))
 
-typedef struct {
-  fp8k_ctx *ctx;
-  char name[300];
-  fp8_gemm_lt *lt;   /* created on the first gemm call */
-  int lt_failed;     /* no FP8 GEMMs on this device: every GEMM goes to the CPU */
-  dbuf d_op[3];      /* unquantized input, weight, grad_output (float32, sampled tokens) */
-  dbuf d_codes[3];   /* their codes under the current configuration */
-  dbuf d_sinv;       /* 3 scale_inv floats */
-  uint8_t *h_codes;  /* host staging for the codes */
-  size_t h_cap;
-} gpu_priv;
-
-static int dbuf_reserve(dbuf *b, size_t bytes, char *err, size_t errlen) {
+int gpu_dbuf_reserve(gpu_dbuf *b, size_t bytes, char *err, size_t errlen) {
   int rc = FP8_OK;
   if (bytes <= b->cap) return FP8_OK;
   cudaFree(b->p);
@@ -54,157 +39,280 @@ done:
   return rc;
 }
 
-static int gpu_load(fp8_engine *e, const fp8_tensor_view *v, float *amax, int64_t *hist, char *err,
-                    size_t errlen) {
+static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
+  const gpu_priv *p = e->priv;
+  const fp8_config *cf = &p->plan.configs[c];
+  if (fp8_recipe_kind_is_block(cf->kind) || !fp8_plan_active(&p->plan, c)) return 0;
+  if (op == FP8_OP_QUANTIZE_STATS) return 1;
+  if (!p->lt) return 0;
+  /* cuBLASLt needs a kernel for the operand formats of all three GEMMs (roles resolve the
+   * configuration's format the same way for every layer) */
+  static const fp8_role roles[3] = {FP8_ROLE_INPUT, FP8_ROLE_WEIGHT, FP8_ROLE_GRAD_OUTPUT};
+  fp8_format f[3];
+  for (int i = 0; i < 3; i++)
+    if (fp8_format_resolve(cf->format, roles[i], &f[i]) != FP8_OK) return 0;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++)
+    if (!fp8_gemm_lt_has_formats(f[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)],
+                                 f[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]))
+      return 0;
+  return 1;
+}
+
+static int gpu_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen) {
+  (void)step;
+  (void)err;
+  (void)errlen;
   gpu_priv *p = e->priv;
+  memset(p->view, 0, p->plan.ntensors * sizeof *p->view);
+  p->resident = -1;
+  return FP8_OK;
+}
+
+static int gpu_load(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen) {
+  gpu_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "load: tensor %zu", t);
+  p->view[t] = v;
+  if (p->resident == (ptrdiff_t)t) p->resident = -1;
+  return FP8_OK;
+}
+
+/* Tensor t's data on the device (one upload per tensor and step). */
+static int make_resident(gpu_priv *p, size_t t, char *err, size_t errlen) {
+  if (p->resident == (ptrdiff_t)t) return FP8_OK;
+  const fp8_tensor_view *v = p->view[t];
+  if (!v) return fp8_errorf(FP8_EINVAL, err, errlen, "tensor %zu is not loaded", t);
   int rc = fp8k_upload(p->ctx, v->data, v->numel, (int)v->dtype, err, errlen);
-  if (rc) return rc;
-  memset(hist, 0, FP8_LOG2_HIST_BINS * sizeof *hist);
-  // No configuration: the pass computes only the amax and the log2 histogram.
-  return fp8k_quant_stats(p->ctx, NULL, NULL, 0, NULL, amax, hist, NULL, err, errlen);
+  if (rc == FP8_OK) p->resident = (ptrdiff_t)t;
+  return rc;
 }
 
-static int gpu_stats(fp8_engine *e, const float *scales, const fp8_format *formats, size_t n,
-                     fp8_stats *out, char *err, size_t errlen) {
+static void to_stats(const fp8k_stats *k, fp8_stats *s) {
+  *s = (fp8_stats){.n = k->n, .nonfinite = k->nonfinite, .zeros = k->zeros, .overflow = k->overflow,
+                   .underflow = k->underflow, .subnormal = k->subnormal,
+                   .sum_sq_err = k->sum_sq_err, .sum_sq = k->sum_sq};
+}
+
+static int gpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+                              size_t errlen) {
   gpu_priv *p = e->priv;
-  int *fmts = calloc(n + 1, sizeof *fmts);
-  fp8k_stats *st = malloc((n + 1) * sizeof *st);
-  int rc = FP8_OK;
-  if (!fmts || !st) {
-    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    goto done;
-  }
-  for (size_t i = 0; i < n; i++) fmts[i] = (int)formats[i];
-  rc = fp8k_quant_stats(p->ctx, scales, fmts, (int)n, st, NULL, NULL, NULL, err, errlen);
+  const size_t nmax = p->ndl > p->ncur ? p->ndl : p->ncur;
+  fp8k_stats *st = malloc((nmax + 1) * sizeof *st);
+  float *sc = malloc((nmax + 1) * sizeof *sc);
+  int rc = st && sc ? make_resident(p, t, err, errlen) : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (rc) goto done;
-  for (size_t i = 0; i < n; i++) {
-    out[i] = (fp8_stats){.n = st[i].n, .nonfinite = st[i].nonfinite, .zeros = st[i].zeros,
-                         .overflow = st[i].overflow, .underflow = st[i].underflow,
-                         .subnormal = st[i].subnormal, .sum_sq_err = st[i].sum_sq_err,
-                         .sum_sq = st[i].sum_sq};
+  if (p->plan.histograms) rc = fp8k_quant_stats(p->ctx, NULL, NULL, 0, NULL, &out->amax, out->hist, NULL, err, errlen);
+  else rc = fp8k_amax(p->ctx, &out->amax, err, errlen);
+  if (!rc && p->ndl)
+    rc = fp8k_quant_stats_dscales(p->ctx, p->d_scale + t * p->ndl, p->dl_fmt + t * p->ndl,
+                                  (int)p->ndl, st, NULL, err, errlen);
+  for (size_t j = 0; j < p->ndl && !rc; j++) {
+    to_stats(&st[j], &out->stats[p->dl_cfg[j]]);
+    out->scale[p->dl_cfg[j]] = p->h_scale[t * p->ndl + j];
+  }
+  for (size_t g = 0; g < p->ncur && !rc; g += 64) {
+    size_t m = p->ncur - g < 64 ? p->ncur - g : 64;
+    rc = fp8k_current_quant_stats(p->ctx, p->cur_par + t * p->ncur + g, (int)m, st, sc, NULL, NULL,
+                                  err, errlen);
+    for (size_t j = 0; j < m && !rc; j++) {
+      to_stats(&st[j], &out->stats[p->cur_cfg[g + j]]);
+      out->scale[p->cur_cfg[g + j]] = sc[j];
+    }
   }
 done:
-  free(fmts);
+  if (rc && p->view[t]) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", err ? err : "");
+    fp8_errorf(rc, err, errlen, "tensor %s on %s: %s", p->view[t]->name, e->name, tmp);
+  }
   free(st);
+  free(sc);
   return rc;
 }
 
-/* The sampled token rows of a [tokens, cols] matrix (gemm.h's token sampling). */
-static void sample_rows(const float *x, int64_t tokens, int64_t cols, int64_t ntok, float *dst) {
-  for (int64_t i = 0; i < ntok; i++)
-    memcpy(dst + i * cols, x + fp8_gemm_token(i, tokens, ntok) * cols, (size_t)cols * sizeof *dst);
-}
-
-static int gpu_gemm(fp8_engine *e, const fp8_engine_gemm_job *job, double *rel, bool *done,
-                    char *err, size_t errlen) {
+static int gpu_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen) {
   gpu_priv *p = e->priv;
+  int rc = make_resident(p, t, err, errlen);
+  if (rc) return rc;
+  fp8k_stats st;
+  for (size_t j = 0; j < p->ndl; j++)
+    if (p->dl_cfg[j] == c)
+      return fp8k_quant_stats_dscales(p->ctx, p->d_scale + t * p->ndl + j, p->dl_fmt + t * p->ndl + j,
+                                      1, &st, codes, err, errlen);
+  for (size_t j = 0; j < p->ncur; j++)
+    if (p->cur_cfg[j] == c)
+      return fp8k_current_quant_stats(p->ctx, p->cur_par + t * p->ncur + j, 1, &st, NULL, NULL,
+                                      codes, err, errlen);
+  return fp8_errorf(FP8_EINVAL, err, errlen, "cast: configuration %zu is not a per-tensor one", c);
+}
+
+static int gpu_sync(fp8_engine *e, char *err, size_t errlen) {
+  (void)e;
+  (void)err;
+  (void)errlen;
+  return FP8_OK; /* every op has completed when it returns */
+}
+
+static int gpu_end_phase(fp8_engine *e, unsigned phases, const float *amax, char *err,
+                         size_t errlen) {
+  gpu_priv *p = e->priv;
+  const fp8_engine_plan *pl = &p->plan;
+  const size_t nred = fp8_plan_nred(pl);
   int rc = FP8_OK;
-  float *tmp = NULL;
-  const size_t n = job->n;
-  for (size_t i = 0; i < FP8_GEMM_COUNT * n; i++) {
-    rel[i] = NAN;
-    done[i] = false;
+  phases &= FP8_FWD | FP8_BWD;
+  if (!p->nslots || !phases) return FP8_OK;
+  /* the reduction over the slots (this process's ranks): as the CPU engine, a tensor's own
+   * amax when there is nothing to reduce */
+  for (size_t k = 0; k < nred; k++) p->h_red[k] = 0.0f;
+  for (size_t t = 0; t < pl->ntensors; t++) {
+    if (!fp8_plan_in_phase(pl, t, phases)) continue;
+    size_t k = fp8_plan_red_slot(pl, t);
+    if (!pl->red_slot && !pl->comm) p->h_red[k] = amax[t];
+    else if (amax[t] > p->h_red[k]) p->h_red[k] = amax[t];
   }
-  if (!p->lt && !p->lt_failed) {
-    char why[512];
-    if (fp8_gemm_lt_create(&p->lt, 0, why, sizeof why) != FP8_OK) {
-      fprintf(stderr, "fp8lab: FP8 GEMMs on the CPU: %s\n", why);
-      p->lt_failed = 1;
-    }
-  }
-  if (!p->lt) return FP8_OK;
-  const int64_t T = job->tokens, in = job->in, out = job->out;
-  const int64_t ntok = fp8_gemm_ntok(T, job->max_tokens);
-  const int64_t rows[3] = {ntok, out, ntok}, cols[3] = {in, in, out};
-  size_t count[3], most = 0;
-  for (int i = 0; i < 3; i++) {
-    count[i] = (size_t)(rows[i] * cols[i]);
-    if (count[i] > most) most = count[i];
-  }
-  const float *op[3] = {job->x, job->w, job->g};
-  if (ntok < T) {
-    tmp = malloc((count[0] + count[2] + 1) * sizeof *tmp);
-    if (!tmp) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    sample_rows(job->x, T, in, ntok, tmp);
-    sample_rows(job->g, T, out, ntok, tmp + count[0]);
-    op[0] = tmp;
-    op[2] = tmp + count[0];
-  }
-  if (most + 1 > p->h_cap) {
-    uint8_t *h = realloc(p->h_codes, most + 1);
-    if (!h) {
-      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      goto done;
-    }
-    p->h_codes = h;
-    p->h_cap = most + 1;
-  }
-  cudaStream_t st = (cudaStream_t)fp8_gemm_lt_stream(p->lt);
-  for (int i = 0; i < 3; i++) {
-    rc = dbuf_reserve(&p->d_op[i], count[i] * sizeof(float) + 16, err, errlen);
-    if (!rc) rc = dbuf_reserve(&p->d_codes[i], count[i] + 16, err, errlen);
-    if (rc) goto done;
-    FP8G_CUDA(cudaMemcpyAsync(p->d_op[i].p, op[i], count[i] * sizeof(float),
-                              cudaMemcpyHostToDevice, st));
-  }
-  rc = dbuf_reserve(&p->d_sinv, 3 * sizeof(float), err, errlen);
+  cudaStream_t st = (cudaStream_t)fp8k_ctx_stream(p->ctx);
+  FP8G_CUDA(cudaMemcpyAsync(p->d_red, p->h_red, nred * sizeof *p->h_red, cudaMemcpyHostToDevice, st));
+  FP8G_CUDA(cudaStreamSynchronize(st));
+  if (pl->comm && (rc = pl->comm->allreduce_max(pl->comm->ctx, p->d_red, nred, err, errlen)))
+    goto done;
+  rc = fp8k_delayed_update_indexed(p->ctx, p->nslots, p->d_ring, p->d_ring_off, p->d_head,
+                                   p->d_scale, p->d_red, p->d_index[phases], p->d_hlen,
+                                   p->d_acomp, p->d_smax, NULL, err, errlen);
   if (rc) goto done;
-  rc = fp8_gemm_lt_ref_layer(p->lt, FP8_LT_F32, p->d_op[0].p, p->d_op[1].p, p->d_op[2].p, ntok,
-                             in, out, err, errlen);
-  if (rc) goto done;
-  for (size_t c = 0; c < n; c++) {
-    float sinv[3];
-    fp8_lt_layer l = {.tokens = ntok, .in = in, .out = out};
-    fp8_lt_operand *lo[3] = {&l.input, &l.weight, &l.grad_output};
-    for (int i = 0; i < 3; i++) {
-      float s = job->scale[i][c];
-      sinv[i] = 1.0f / s; /* RN32(1/s), as fp8_quantize_f32's scale_inv */
-      /* one staging buffer: wait for the previous upload before overwriting it */
-      FP8G_CUDA(cudaStreamSynchronize(st));
-      fp8_quantize_f32(op[i], count[i], s, job->format[i][c], p->h_codes, NULL, NULL);
-      FP8G_CUDA(cudaMemcpyAsync(p->d_codes[i].p, p->h_codes, count[i], cudaMemcpyHostToDevice,
-                                st));
-      *lo[i] = (fp8_lt_operand){.codes = p->d_codes[i].p,
-                                .scale_inv = (const float *)p->d_sinv.p + i,
-                                .format = job->format[i][c]};
-    }
-    FP8G_CUDA(cudaMemcpyAsync(p->d_sinv.p, sinv, sizeof sinv, cudaMemcpyHostToDevice, st));
-    double r[FP8_GEMM_COUNT];
-    int lrc = fp8_gemm_lt_layer_errors(p->lt, &l, FP8_LT_F32, r, NULL, err, errlen);
-    if (lrc && lrc != FP8_ERANGE) {
-      rc = lrc;
-      goto done;
-    }
-    for (int k = 0; k < FP8_GEMM_COUNT; k++) {
-      /* FP8_ERANGE: some GEMM cuBLASLt cannot run (E5M2 x E5M2) was skipped, its error NaN */
-      if (lrc == FP8_ERANGE && isnan(r[k])) continue;
-      rel[(size_t)k * n + c] = r[k];
-      done[(size_t)k * n + c] = true;
-    }
-  }
+  FP8G_CUDA(cudaMemcpyAsync(p->h_scale, p->d_scale, (size_t)p->nslots * sizeof *p->h_scale,
+                            cudaMemcpyDeviceToHost, st));
+  FP8G_CUDA(cudaStreamSynchronize(st));
 done:
-  free(tmp);
   return rc;
+}
+
+static int gpu_state(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen) {
+  gpu_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "state: tensor %zu", t);
+  for (size_t j = 0; j < p->ndl; j++) scale[p->dl_cfg[j]] = p->h_scale[t * p->ndl + j];
+  return FP8_OK;
 }
 
 static void gpu_free(fp8_engine *e) {
   if (!e) return;
   gpu_priv *p = e->priv;
   if (p) {
+    gpu_gemm_free(p);
     if (p->ctx) fp8k_ctx_destroy(p->ctx);
-    fp8_gemm_lt_free(p->lt);
-    for (int i = 0; i < 3; i++) {
-      cudaFree(p->d_op[i].p);
-      cudaFree(p->d_codes[i].p);
-    }
-    cudaFree(p->d_sinv.p);
-    free(p->h_codes);
+    void *d[] = {p->d_ring, p->d_ring_off, p->d_head, p->d_hlen, p->d_acomp, p->d_scale,
+                 p->d_smax, p->d_index[1], p->d_index[2], p->d_index[3], p->d_red};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) cudaFree(d[i]);
+    free(p->view);
+    free(p->dl_cfg);
+    free(p->dl_fmt);
+    free(p->cur_cfg);
+    free(p->cur_par);
+    free(p->h_red);
+    free(p->h_scale);
   }
   free(p);
   free(e);
 }
 
-int fp8_engine_gpu_create(fp8_engine **out, char *err, size_t errlen) {
+static const fp8_engine_ops GPU_OPS = {
+    .supports = gpu_supports, .begin_step = gpu_begin_step, .load = gpu_load,
+    .quantize_stats = gpu_quantize_stats, .cast = gpu_cast, .gemm = gpu_gemm, .sync = gpu_sync,
+    .end_phase = gpu_end_phase, .state = gpu_state, .free = gpu_free};
+
+/* ------------------------------------------------------------------ creation */
+
+/* The configurations by kind, and the per-tensor parameters the kernels take. */
+static int split_configs(gpu_priv *p, char *err, size_t errlen) {
+  const fp8_engine_plan *pl = &p->plan;
+  const size_t nt = pl->ntensors, nc = pl->nconfigs;
+  p->dl_cfg = calloc(nc + 1, sizeof *p->dl_cfg);
+  p->cur_cfg = calloc(nc + 1, sizeof *p->cur_cfg);
+  if (!p->dl_cfg || !p->cur_cfg) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t c = 0; c < nc; c++) {
+    if (!fp8_plan_active(pl, c)) continue;
+    if (pl->configs[c].kind == FP8_KIND_DELAYED) p->dl_cfg[p->ndl++] = c;
+    else if (pl->configs[c].kind == FP8_KIND_CURRENT) p->cur_cfg[p->ncur++] = c;
+  }
+  if (nt * p->ndl > (size_t)INT32_MAX)
+    return fp8_errorf(FP8_ERANGE, err, errlen, "%zu tensors x %zu delayed configurations: too many slots", nt, p->ndl);
+  p->nslots = (int32_t)(nt * p->ndl);
+  p->dl_fmt = calloc(nt * p->ndl + 1, sizeof *p->dl_fmt);
+  p->cur_par = calloc(nt * p->ncur + 1, sizeof *p->cur_par);
+  if (!p->dl_fmt || !p->cur_par) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t t = 0; t < nt; t++) {
+    for (size_t j = 0; j < p->ndl; j++) p->dl_fmt[t * p->ndl + j] = (int)fp8_plan_format(pl, t, p->dl_cfg[j]);
+    for (size_t j = 0; j < p->ncur; j++) {
+      const fp8_config *cf = &pl->configs[p->cur_cfg[j]];
+      p->cur_par[t * p->ncur + j] = (fp8k_current_params){
+          .amax_epsilon = cf->amax_epsilon, .pow2 = cf->pow2 != 0, .margin = cf->margin,
+          .format = (int32_t)fp8_plan_format(pl, t, p->cur_cfg[j])};
+    }
+  }
+  return FP8_OK;
+}
+
+/* The delayed state on the device: scale 1, empty histories (fp8_delayed_init's start). */
+static int init_state(gpu_priv *p, char *err, size_t errlen) {
+  const fp8_engine_plan *pl = &p->plan;
+  const size_t ns = (size_t)p->nslots, nred = fp8_plan_nred(pl);
+  int rc = FP8_OK;
+  int64_t *off = calloc(ns + 1, sizeof *off);
+  int32_t *hlen = calloc(ns + 1, sizeof *hlen), *acomp = calloc(ns + 1, sizeof *acomp);
+  int32_t *idx = calloc(ns + 1, sizeof *idx);
+  float *smax = calloc(ns + 1, sizeof *smax);
+  p->h_scale = calloc(ns + 1, sizeof *p->h_scale);
+  p->h_red = calloc(nred + 1, sizeof *p->h_red);
+  if (!off || !hlen || !acomp || !idx || !smax || !p->h_scale || !p->h_red) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  int64_t total = 0;
+  for (size_t s = 0; s < ns; s++) {
+    const fp8_config *cf = &pl->configs[p->dl_cfg[s % p->ndl]];
+    off[s] = total;
+    total += cf->history_len;
+    hlen[s] = cf->history_len;
+    acomp[s] = (int32_t)cf->amax_compute;
+    smax[s] = fp8_scaled_max((fp8_format)p->dl_fmt[s], cf->margin);
+    p->h_scale[s] = 1.0f;
+  }
+  FP8G_CUDA(cudaMalloc((void **)&p->d_ring, (size_t)(total + 1) * sizeof(float)));
+  FP8G_CUDA(cudaMemset(p->d_ring, 0, (size_t)(total + 1) * sizeof(float)));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_ring_off, (ns + 1) * sizeof *off));
+  FP8G_CUDA(cudaMemcpy(p->d_ring_off, off, ns * sizeof *off, cudaMemcpyHostToDevice));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_head, (ns + 1) * sizeof(int32_t)));
+  FP8G_CUDA(cudaMemset(p->d_head, 0, (ns + 1) * sizeof(int32_t)));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_hlen, (ns + 1) * sizeof *hlen));
+  FP8G_CUDA(cudaMemcpy(p->d_hlen, hlen, ns * sizeof *hlen, cudaMemcpyHostToDevice));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_acomp, (ns + 1) * sizeof *acomp));
+  FP8G_CUDA(cudaMemcpy(p->d_acomp, acomp, ns * sizeof *acomp, cudaMemcpyHostToDevice));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_smax, (ns + 1) * sizeof *smax));
+  FP8G_CUDA(cudaMemcpy(p->d_smax, smax, ns * sizeof *smax, cudaMemcpyHostToDevice));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_scale, (ns + 1) * sizeof(float)));
+  FP8G_CUDA(cudaMemcpy(p->d_scale, p->h_scale, ns * sizeof(float), cudaMemcpyHostToDevice));
+  FP8G_CUDA(cudaMalloc((void **)&p->d_red, (nred + 1) * sizeof(float)));
+  for (unsigned ph = 1; ph <= 3; ph++) { /* slot -> its amax slot, -1 outside the phase */
+    for (size_t s = 0; s < ns; s++) {
+      size_t t = s / p->ndl;
+      idx[s] = fp8_plan_in_phase(pl, t, ph) ? (int32_t)fp8_plan_red_slot(pl, t) : -1;
+    }
+    FP8G_CUDA(cudaMalloc((void **)&p->d_index[ph], (ns + 1) * sizeof *idx));
+    FP8G_CUDA(cudaMemcpy(p->d_index[ph], idx, ns * sizeof *idx, cudaMemcpyHostToDevice));
+  }
+  FP8G_CUDA(cudaDeviceSynchronize()); /* before the context's stream reads any of it */
+done:
+  free(off);
+  free(hlen);
+  free(acomp);
+  free(idx);
+  free(smax);
+  return rc;
+}
+
+GPU_EXPORT int fp8_engine_gpu_abi(void) { return FP8_ENGINE_ABI; }
+
+GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                                     size_t errlen) {
+  *out = NULL;
   char why[256] = "";
   if (fp8k_device_count(why, sizeof why) == 0)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
@@ -215,23 +323,35 @@ int fp8_engine_gpu_create(fp8_engine **out, char *err, size_t errlen) {
     free(p);
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
+  e->ops = &GPU_OPS;
+  e->priv = p;
+  p->plan = *plan;
+  p->resident = -1;
   int rc = fp8k_ctx_create(&p->ctx, 0, err, errlen);
+  if (!rc && !(p->view = calloc(plan->ntensors + 1, sizeof *p->view)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!rc) rc = split_configs(p, err, errlen);
+  if (!rc && p->nslots) rc = init_state(p, err, errlen);
   if (rc) {
-    free(e);
-    free(p);
+    gpu_free(e);
     return rc;
   }
-  struct cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-    snprintf(p->name, sizeof p->name, "gpu: %s", prop.name);
-  else
-    snprintf(p->name, sizeof p->name, "gpu");
-  e->name = p->name;
-  e->load = gpu_load;
-  e->stats = gpu_stats;
-  e->gemm = gpu_gemm;
-  e->free = gpu_free;
-  e->priv = p;
+  fp8_gpu_info info;
+  char lt_why[512] = "";
+  if (fp8_gpu_probe(0, &info, NULL, 0) == FP8_OK) snprintf(e->name, sizeof e->name, "gpu: %.240s", info.name);
+  else snprintf(e->name, sizeof e->name, "gpu");
+  /* cuBLASLt's FP8 GEMMs (sm_89+); without them every GEMM goes to the CPU engine */
+  if (fp8_gpu_require_fp8(0, NULL, lt_why, sizeof lt_why) != FP8_OK ||
+      fp8_gemm_lt_create(&p->lt, 0, lt_why, sizeof lt_why) != FP8_OK) {
+    p->lt = NULL;
+    fprintf(stderr, "fp8lab: FP8 GEMMs on the CPU: %s\n", lt_why);
+  }
   *out = e;
   return FP8_OK;
+}
+
+/* The module's probe: how many devices, or why none (engine_load.c asks before the
+ * self-check, so that "no device" is told apart from a failing engine). */
+GPU_EXPORT int fp8_engine_gpu_devices(char *why, size_t whylen) {
+  return fp8k_device_count(why, whylen);
 }

@@ -352,7 +352,7 @@ int fp8_gemm_lt_fp8(fp8_gemm_lt *ctx, fp8_gemm_kind g, const fp8_lt_layer *l, fp
   FP8G_REQUIRE(P->scale_inv && Q->scale_inv, FP8_EINVAL, "%s: an operand has no scale_inv pointer",
                names[g]);
   FP8G_REQUIRE(y, FP8_EINVAL, "%s: output pointer is NULL", names[g]);
-  FP8G_REQUIRE(!(P->format == FP8_E5M2 && Q->format == FP8_E5M2), FP8_ERANGE,
+  FP8G_REQUIRE(fp8_gemm_lt_has_formats(P->format, Q->format), FP8_ERANGE,
                "%s: cuBLASLt has no E5M2 x E5M2 FP8 GEMM (both operands e5m2): compute it on "
                "the CPU", names[g]);
 

@@ -1,28 +1,36 @@
 #!/usr/bin/env python3
-"""The whole program on the GPU engine, without a GPU: `fp8lab_emu run --device gpu` (fp8lab's
-main, the runner and src/gpu/engine_gpu.c over the real kernels of kernels/*.cu compiled through
-the CUDA emulator of tests/gpu/emu and the host-memory CUDA runtime / cuBLASLt of
-tests/gpu/mock_cuda.c) against `fp8lab run --device cpu`, compared by scripts/compare_runs.py
+"""The whole program on the GPU engine, without a GPU: `fp8lab run --device gpu` with
+FP8LAB_GPU_MODULE naming fp8lab-gpu-emu.so (the GPU module, src/gpu/engine_gpu*.c, over the real
+kernels of kernels/*.cu compiled through the CUDA emulator of tests/gpu/emu and the host-memory
+CUDA runtime / cuBLASLt of tests/gpu/mock_cuda.c), loaded by fp8lab as a real run loads
+fp8lab-gpu.so, self-check included, against `fp8lab run --device cpu`, compared by
+scripts/compare_runs.py
 with the parity rule of the GPU engine: every cell identical except the columns computed from
 the double error sums (mse, snr_db: 1e-6 relative) and gemm.csv's rel_error (the mock cuBLASLt
 accumulates in its own order: 1e-3 relative, and 0.1 for fprop, whose real fast accumulation
-the mock does not have). What this proves: engine_gpu.c's calls (upload, the amax/histogram
-pass, the configuration pass and its split into launches of 64, the GEMM hook with scale_inv
-pointers, codes and the E5M2 x E5M2 fallback), and the runner's engine paths, are right; what
-it cannot prove: the hardware's own behaviour (scripts/device-check.sh does that on a GPU).
+the mock does not have). What this proves: the module's loading and self-check, engine_gpu.c's
+calls (upload, the amax/histogram pass, the delayed pass on device-resident scales and its split
+into launches of 64, current scaling's kernels, the fused update per phase, the GEMMs with
+scale_inv pointers), and the runner's per-op fallback (block kinds, E5M2 x E5M2 GEMMs) are
+right; what it cannot prove: the hardware's own behaviour (scripts/device-check.sh does that on a
+GPU).
 
 Cases (small: the emulator runs a block's 256 threads as fibers, ~1000x slower than the CPU
 engine):
   - gemm: `synth llm` 2 steps, delayed hybrid and e5m2 (whose GEMMs cuBLASLt declines: the CPU
     computes them), current, mxfp8 (CPU), gemm = true with token sampling;
   - many: 1 step, 70 per-tensor configurations (two launches of the fused kernel: 64 + 6);
-  - ranks: a two-rank run folder with reduce_amax (the engine sees each rank's tensors; the
-    reduction is the runner's);
-and `fp8lab run --device gpu` of the real binary on this machine (no GPU) fails with one line
-naming the reason, exit status 1, and writes no steps.csv.
+  - ranks: a two-rank run folder with reduce_amax (the engine reduces over each tensor's
+    ranks in end_phase);
+and: `--device auto` takes the emulated GPU (its self-check passes); a module whose engine is
+wrong by one count (fp8lab-gpu-broken.so, tests/gpu/broken_module.c) makes `--device auto` warn
+in one line and run on the CPU, and `--device gpu` fail with exit 1 naming the first mismatch;
+`fp8lab run --device gpu` without FP8LAB_GPU_MODULE on this machine (no GPU) fails with one
+line naming the reason, exit status 1, and writes no steps.csv.
 
-Usage: test_engine_emu.py FP8LAB_BIN FP8LAB_EMU_BIN
+Usage: test_engine_emu.py FP8LAB_BIN FP8LAB_GPU_EMU_MODULE FP8LAB_GPU_BROKEN_MODULE
 """
+import json
 import os
 import shutil
 import subprocess
@@ -108,8 +116,13 @@ gemm = false
 """
 
 
-def run(cmd, cwd=None):
-    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run(cmd, cwd=None, module=None):
+    env = dict(os.environ)
+    env.pop("FP8LAB_GPU_MODULE", None)
+    if module:
+        env["FP8LAB_GPU_MODULE"] = module
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=env)
     return p.returncode, p.stdout
 
 
@@ -121,10 +134,10 @@ def field(result, key):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print("usage: test_engine_emu.py FP8LAB_BIN FP8LAB_EMU_BIN")
+    if len(sys.argv) != 4:
+        print("usage: test_engine_emu.py FP8LAB_BIN FP8LAB_GPU_EMU_MODULE FP8LAB_GPU_BROKEN_MODULE")
         return 2
-    fp8lab, emu = sys.argv[1], sys.argv[2]
+    fp8lab, emu, broken = sys.argv[1], sys.argv[2], sys.argv[3]
     tmp = tempfile.mkdtemp(prefix="fp8lab-emu-")
     failures = []
 
@@ -144,9 +157,9 @@ def main():
             assert rc == 0, out
         with open(os.path.join(d, "exp.ini"), "w") as f:
             f.write(ini_text)
-        rc, out = run([emu, "run", "exp.ini", "--device", "gpu", "--no-report", "--quiet",
-                       "--threads", "2", "--out", "gpu"], cwd=d)
-        check(rc == 0, "%s: fp8lab_emu --device gpu runs" % name, out)
+        rc, out = run([fp8lab, "run", "exp.ini", "--device", "gpu", "--no-report", "--quiet",
+                       "--threads", "2", "--out", "gpu"], cwd=d, module=emu)
+        check(rc == 0, "%s: fp8lab --device gpu runs on the emulated GPU module" % name, out)
         if rc != 0:
             return
         rc, out = run([fp8lab, "run", "exp.ini", "--device", "cpu", "--no-report", "--quiet",
@@ -156,6 +169,9 @@ def main():
             runjson = f.read()
         check('"engine": "gpu: mock device' in runjson,
               "%s: run.json names the (emulated) GPU engine" % name, runjson[:400])
+        sc = json.loads(runjson)["engine_details"]["self_check"]
+        check(sc.get("ran") is True and sc.get("passed") is True and sc.get("values_compared", 0) > 1000,
+              "%s: run.json records the passed self-check: %s" % (name, sc))
         check('"configurations": %d' % want_configs in runjson,
               "%s: %d configurations" % (name, want_configs), runjson[:400])
         rc, out = run([sys.executable, COMPARE, os.path.join(d, "cpu"), os.path.join(d, "gpu"),
@@ -176,6 +192,35 @@ def main():
         case("ranks", RANKS_INI, [["synth", "llm", "run/rank_0", "--steps", "2", "--seed", "1"],
                                   ["synth", "underflow", "run/rank_1", "--steps", "2", "--seed",
                                    "2"]], 3, False)
+
+        # --device auto takes the GPU engine once its self-check passes
+        d = os.path.join(tmp, "gemm")
+        rc, out = run([fp8lab, "run", "exp.ini", "--no-report", "--quiet", "--out", "auto"],
+                      cwd=d, module=emu)
+        with open(os.path.join(d, "auto", "run.json")) as f:
+            rj = json.load(f)
+        check(rc == 0 and rj["engine"].startswith("gpu: mock device") and
+              rj["engine_details"]["device"] == "auto",
+              "--device auto picks the (emulated) GPU: engine %s" % rj["engine"], out)
+        # a module that is wrong by one count: auto warns once and runs on the CPU, gpu fails
+        rc, out = run([fp8lab, "run", "exp.ini", "--no-report", "--quiet", "--out", "broken_auto"],
+                      cwd=d, module=broken)
+        lines = [l for l in out.splitlines() if l.strip()]
+        with open(os.path.join(d, "broken_auto", "run.json")) as f:
+            rj = json.load(f)
+        sc = rj["engine_details"]["self_check"]
+        check(rc == 0 and len(lines) == 1 and "self-check" in lines[0] and
+              "running on the CPU" in lines[0] and rj["engine"] == "cpu" and
+              sc["ran"] is True and sc["passed"] is False and "overflow" in sc["note"],
+              "--device auto with a failing self-check: one warning, the CPU: %s" %
+              (lines[0] if lines else ""), out)
+        rc, out = run([fp8lab, "run", "exp.ini", "--device", "gpu", "--quiet", "--out",
+                       "broken_gpu"], cwd=d, module=broken)
+        lines = [l for l in out.splitlines() if l.strip()]
+        check(rc == 1 and len(lines) == 1 and "self-check" in lines[0] and "overflow" in lines[0] and
+              not os.path.exists(os.path.join(d, "broken_gpu")),
+              "--device gpu with a failing self-check: exit 1, one line: %s" %
+              (lines[0] if lines else ""), out)
 
         # the real binary on a machine without a GPU: a clear one-line failure, nothing written
         d = os.path.join(tmp, "gemm")

@@ -1,0 +1,122 @@
+/* engine_load.c: the engine of a run: the CPU engine, or the GPU module after its self-check
+ * (see engine_load.h). */
+#include "engine_load.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+typedef int (*abi_fn)(void);
+typedef int (*devices_fn)(char *why, size_t whylen);
+typedef int (*cu_init_fn)(unsigned flags);
+typedef int (*cu_count_fn)(int *count);
+
+/* The NVIDIA driver's device count, asked without loading the CUDA runtime, cuBLASLt or the
+ * module (libcuda.so.1 is the driver's own library; CI machines have none). */
+static int driver_devices(char *why, size_t whylen) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fp8_errorf(0, why, whylen, "no NVIDIA driver: %s", dlerror());
+    return 0;
+  }
+  cu_init_fn cu_init = (cu_init_fn)dlsym(h, "cuInit");
+  cu_count_fn cu_count = (cu_count_fn)dlsym(h, "cuDeviceGetCount");
+  int n = 0, r = cu_init && cu_count ? cu_init(0) : -1;
+  if (r == 0) r = cu_count(&n);
+  if (r != 0) fp8_errorf(0, why, whylen, "the NVIDIA driver reports no usable device (CUresult %d)", r);
+  else if (n == 0) fp8_errorf(0, why, whylen, "the NVIDIA driver reports no device");
+  dlclose(h);
+  return r == 0 ? n : 0;
+}
+
+/* fp8lab-gpu.so in the folder of the running binary. */
+static int module_path(char *out, size_t len) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return -1;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  return (size_t)snprintf(out, len, "%s/%s", exe, FP8_GPU_MODULE_NAME) < len ? 0 : -1;
+}
+
+/* Loads the module and finds its factory; FP8_EDEVICE with the reason. */
+static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
+  sel->handle = dlopen(sel->module, RTLD_NOW | RTLD_LOCAL);
+  if (!sel->handle)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "cannot load the GPU module: %s", dlerror());
+  abi_fn abi = (abi_fn)dlsym(sel->handle, FP8_ENGINE_GPU_ABI_SYMBOL);
+  sel->factory = (fp8_engine_factory)dlsym(sel->handle, FP8_ENGINE_GPU_CREATE_SYMBOL);
+  if (!abi || !sel->factory)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s is not an fp8lab GPU module", sel->module);
+  if (abi() != FP8_ENGINE_ABI)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s was built for engine ABI %d, this fp8lab has %d",
+                      sel->module, abi(), FP8_ENGINE_ABI);
+  return FP8_OK;
+}
+
+/* The GPU engine, loaded and checked: FP8_OK, FP8_EDEVICE with the reason (quiet: there is no
+ * device at all, which auto does not warn about). */
+static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err, size_t errlen) {
+  char why[512] = "";
+  const char *env = getenv("FP8LAB_GPU_MODULE");
+  *quiet = 1;
+  if (env && *env) {
+    snprintf(sel->module, sizeof sel->module, "%s", env);
+  } else {
+    if (driver_devices(why, sizeof why) == 0)
+      return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
+    if (module_path(sel->module, sizeof sel->module) || access(sel->module, R_OK) != 0)
+      return fp8_errorf(FP8_EDEVICE, err, errlen,
+                        "this fp8lab has no GPU engine (%s is missing: CUDA was not found when it "
+                        "was built)", sel->module);
+  }
+  sel->choice.module = sel->module;
+  int rc = load_module(sel, err, errlen);
+  if (rc) return rc;
+  devices_fn devices = (devices_fn)dlsym(sel->handle, "fp8_engine_gpu_devices");
+  if (devices && devices(why, sizeof why) == 0)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
+  *quiet = 0;
+  fp8_check_options o = {.full = 0, .threads = threads};
+  char cerr[512] = "";
+  sel->choice.self_check_ran = 1;
+  rc = fp8_engine_check(sel->factory, &o, &sel->check, cerr, sizeof cerr);
+  sel->choice.self_check_values = sel->check.values;
+  if (rc) return fp8_errorf(FP8_EDEVICE, err, errlen, "the GPU engine failed its self-check: %s", cerr);
+  if (sel->check.mismatches)
+    return fp8_errorf(FP8_EDEVICE, err, errlen,
+                      "the GPU engine failed its self-check (%lld of %lld values differ from the "
+                      "simulator; first: %s)", sel->check.mismatches, sel->check.values, sel->check.first);
+  sel->choice.self_check_passed = 1;
+  return FP8_OK;
+}
+
+int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel, char *warn,
+                      size_t warnlen, char *err, size_t errlen) {
+  memset(sel, 0, sizeof *sel);
+  sel->choice.device = device;
+  sel->choice.self_check_note = sel->note;
+  if (warn && warnlen) warn[0] = 0;
+  if (strcmp(device, "cpu") == 0) return FP8_OK;
+  int quiet = 1;
+  char why[600] = "";
+  int rc = try_gpu(sel, threads, &quiet, why, sizeof why);
+  if (rc == FP8_OK) return FP8_OK;
+  snprintf(sel->note, sizeof sel->note, "%s", why);
+  sel->factory = NULL; /* the CPU engine */
+  if (strcmp(device, "gpu") == 0) return fp8_errorf(rc, err, errlen, "--device gpu: %s", why);
+  if (!quiet) fp8_errorf(0, warn, warnlen, "warning: %s; running on the CPU", why);
+  return FP8_OK;
+}
+
+void fp8_engine_selection_close(fp8_engine_selection *sel) {
+  if (sel->handle) dlclose(sel->handle);
+  sel->handle = NULL;
+  sel->factory = NULL;
+}

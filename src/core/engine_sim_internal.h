@@ -1,0 +1,51 @@
+/* engine_sim_internal.h: what the two files of the CPU engine share: engine_sim.c (lifecycle,
+ * recipe state, queue, threads, end_phase) and engine_sim_work.c (the work of one queued op on
+ * one worker: a tensor's quantize + statistics, a layer's GEMM errors). */
+#ifndef FP8LAB_CORE_ENGINE_SIM_INTERNAL_H
+#define FP8LAB_CORE_ENGINE_SIM_INTERNAL_H
+
+#include "engine.h"
+
+/* One worker's scratch, kept across syncs (grown on demand, freed with the engine). */
+typedef struct {
+  float *x;         /* a widened tensor */
+  size_t xcap;
+  float *g[9];      /* a layer: X, W, G widened; row-wise dequantized; column-wise */
+  size_t gcap[9];
+} sim_scratch;
+
+/* A queued quantize_stats or gemm. */
+typedef struct {
+  int is_gemm;
+  size_t t;                       /* quantize: the tensor */
+  fp8_tensor_result *out;         /* quantize: where the results go */
+  fp8_engine_layer layer;         /* gemm */
+  const unsigned char *want;      /* gemm: [nconfigs] (a copy owned by the queue) */
+  double *rel;                    /* gemm: [3 * nconfigs] */
+  int rc;                         /* FP8_OK or the failure of this op */
+  char err[640];
+} sim_task;
+
+typedef struct {
+  fp8_engine_plan plan;           /* arrays borrowed from the caller */
+  const fp8_tensor_view **view;   /* [ntensors]: loaded at this step (NULL: not loaded) */
+  fp8_delayed_state *dl;          /* [ntensors * nconfigs]: active delayed configurations */
+  float *red;                     /* [nred]: the reduced amaxes of the last end_phase */
+  sim_task *tasks;
+  size_t ntasks, cap;
+  size_t next;                    /* the next task a worker takes */
+  int threads;
+  sim_scratch *scratch;           /* [threads] */
+} sim_priv;
+
+/* The scale active per-tensor configuration c of tensor t uses at this step: the delayed state,
+ * or current scaling of the tensor's own amax. */
+float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax);
+
+/* Runs one task on a worker's scratch (sets task->rc and task->err). */
+void sim_run_task(sim_priv *p, sim_scratch *w, sim_task *task);
+
+/* Grows a float buffer to hold n elements (contents not kept); 0, or -1 when out of memory. */
+int sim_reserve(float **buf, size_t *cap, size_t n);
+
+#endif /* FP8LAB_CORE_ENGINE_SIM_INTERNAL_H */

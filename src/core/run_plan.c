@@ -1,0 +1,276 @@
+/* run_plan.c: what a replay consists of, worked out before the first step: the selected tensor
+ * names of the trace (validating every snapshot header on the way), each tensor's role and its
+ * format under every configuration, the amax-reduction slots of reduce_amax, the steps (the
+ * union of snapshot and amax.csv steps), and the engines with their plans: the primary engine
+ * the caller chose and, for the configurations it declines, the CPU engine. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner_internal.h"
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+ssize_t run_find_tensor(const run_t *r, const char *name) {
+  size_t lo = 0, hi = r->ntensors;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(r->t[mid].name, name);
+    if (c == 0) return (ssize_t)mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
+/* [trace] tensors applied to a tensor name of the trace (in a multi-rank trace, globs without
+ * '/' are matched against the name within the rank: experiment.h). */
+int run_tensor_selected(const fp8_experiment *ex, const fp8_trace *tr, const char *name) {
+  if (tr->nranks) {
+    const char *local = fp8_trace_split_rank(name, NULL);
+    if (local) return fp8_experiment_rank_tensor_selected(ex, name, local);
+  }
+  return fp8_experiment_tensor_selected(ex, name);
+}
+
+/* Appends a copy of name; FP8_ENOMEM. */
+static int push_name(char ***names, size_t *n, size_t *cap, const char *name) {
+  char **nn = fp8_grow(*names, *n, cap, sizeof **names, 64);
+  if (!nn) return FP8_ENOMEM;
+  *names = nn;
+  if (!(nn[*n] = strdup(name))) return FP8_ENOMEM;
+  (*n)++;
+  return FP8_OK;
+}
+
+/* Sorts and removes duplicates (freeing them). */
+static size_t sort_unique(char **names, size_t n) {
+  if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+  size_t w = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (w && strcmp(names[w - 1], names[k]) == 0) {
+      free(names[k]);
+      continue;
+    }
+    names[w++] = names[k];
+  }
+  return w;
+}
+
+/* Collects the selected tensor names of all snapshots (validating every header on the way) and
+ * of amax.csv, sorted and unique. */
+int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***names_out,
+                      size_t *n_out, char *err, size_t errlen) {
+  size_t n = 0, cap = 0;
+  char **names = NULL;
+  int rc = FP8_OK;
+  size_t nparts = tr->nranks ? tr->nranks : 1;
+  for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
+    if (!fp8_experiment_step_selected(ex, tr->steps[i])) continue;
+    for (size_t part = 0; part < nparts && rc == FP8_OK; part++) { /* one rank at a time */
+      fp8_step s;
+      rc = fp8_trace_load_step_rank(tr, i, part, &s, err, errlen);
+      if (rc) break;
+      for (size_t k = 0; k < s.ntensors && rc == FP8_OK; k++)
+        if (run_tensor_selected(ex, tr, s.tensors[k].name))
+          rc = push_name(&names, &n, &cap, s.tensors[k].name);
+      fp8_step_free(&s);
+      if (rc == FP8_ENOMEM) fp8_errorf(rc, err, errlen, "out of memory");
+      n = sort_unique(names, n); /* as we go, so memory stays proportional to distinct names */
+    }
+  }
+  for (size_t k = 0; k < tr->namax_names && rc == FP8_OK; k++)
+    if (run_tensor_selected(ex, tr, tr->amax_names[k]) &&
+        (rc = push_name(&names, &n, &cap, tr->amax_names[k])) != FP8_OK)
+      fp8_errorf(rc, err, errlen, "out of memory");
+  if (rc) {
+    for (size_t k = 0; k < n; k++) free(names[k]);
+    free(names);
+    return rc;
+  }
+  *names_out = names;
+  *n_out = sort_unique(names, n);
+  return FP8_OK;
+}
+
+/* The tensors, their roles, and their formats under every configuration. */
+int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  size_t nc = ex->nconfigs;
+  r->nconfigs = nc;
+  r->t = calloc(n ? n : 1, sizeof *r->t);
+  r->names = calloc(n ? n : 1, sizeof *r->names);
+  r->roles = calloc(n ? n : 1, sizeof *r->roles);
+  r->formats = calloc(n * nc + 1, sizeof *r->formats);
+  r->amax = calloc(n + 1, sizeof *r->amax);
+  r->work = calloc(n + 1, sizeof *r->work);
+  if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work)
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  r->ntensors = n;
+  for (size_t i = 0; i < n; i++) {
+    run_tensor *t = &r->t[i];
+    t->name = names[i];
+    names[i] = NULL;
+    r->names[i] = t->name;
+    t->local = r->multirank ? fp8_trace_split_rank(t->name, &t->rank) : NULL;
+    if (!t->local) {
+      t->local = t->name;
+      t->rank = 0;
+    }
+    r->roles[i] = fp8_role_of_tensor(t->local); /* the role comes from the name within the rank */
+    t->acc = calloc(nc + 1, sizeof *t->acc);
+    t->res.stats = calloc(nc + 1, sizeof *t->res.stats);
+    t->res.scale = calloc(nc + 1, sizeof *t->res.scale);
+    t->res.block = calloc(nc + 1, sizeof *t->res.block);
+    if (!t->acc || !t->res.stats || !t->res.scale || !t->res.block)
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    t->res_cpu = t->res;
+    for (size_t c = 0; c < nc; c++) {
+      const fp8_config *cf = &ex->configs[c];
+      fp8_summary_acc_init(&t->acc[c]);
+      if (fp8_format_resolve(cf->format, r->roles[i], &r->formats[i * nc + c]) != FP8_OK) {
+        const char *dot = strrchr(t->name, '.');
+        return fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
+                    "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
+                    "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
+                    ex->file, t->name, dot ? dot + 1 : t->name, cf->label);
+      }
+    }
+  }
+  return FP8_OK;
+}
+
+/* reduce_amax: one slot per (name within the rank, reduction group); tensor i feeds and reads
+ * slot red_slot[i]. Slots are numbered in (name, group) order. */
+typedef struct {
+  const char *local;
+  size_t group, idx;
+} red_key;
+
+static int cmp_red_key(const void *a, const void *b) {
+  const red_key *x = a, *y = b;
+  int c = strcmp(x->local, y->local);
+  if (c) return c;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen) {
+  red_key *k = malloc((r->ntensors + 1) * sizeof *k);
+  r->red_slot = malloc((r->ntensors + 1) * sizeof *r->red_slot);
+  if (!k || !r->red_slot) {
+    free(k);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  for (size_t i = 0; i < r->ntensors; i++)
+    k[i] = (red_key){r->t[i].local, r->t[i].rank / group_size, i};
+  qsort(k, r->ntensors, sizeof *k, cmp_red_key);
+  r->nred = 0;
+  for (size_t i = 0; i < r->ntensors; i++) {
+    if (i == 0 || k[i].group != k[i - 1].group || strcmp(k[i].local, k[i - 1].local) != 0)
+      r->nred++;
+    r->red_slot[k[i].idx] = r->nred - 1;
+  }
+  free(k);
+  return FP8_OK;
+}
+
+/* The primary engine from the caller's factory (the CPU engine without one), then the CPU
+ * engine for what the primary declines: the quantize_stats of its unsupported configurations,
+ * and the GEMMs it does not run (with the scales its casts used). */
+int run_engines_init(run_t *r, char *err, size_t errlen) {
+  const fp8_run_options *opt = r->opt;
+  const size_t nc = r->nconfigs;
+  r->plan = (fp8_engine_plan){.ntensors = r->ntensors, .names = r->names, .roles = r->roles,
+                              .nconfigs = nc, .configs = r->ex->configs, .formats = r->formats,
+                              .red_slot = r->red_slot, .nred = r->nred, .histograms = 1,
+                              .gemm_max_tokens = r->ex->gemm_max_tokens,
+                              .threads = opt->threads > 0 ? opt->threads : 1};
+  fp8_engine_factory make = opt->engine ? opt->engine : fp8_engine_sim_create;
+  int rc = make(&r->plan, &r->engine, err, errlen);
+  if (rc) return rc;
+  r->cpu_active = calloc(nc + 1, 1);
+  r->want_gemm[0] = calloc(nc + 1, 1);
+  r->want_gemm[1] = calloc(nc + 1, 1);
+  if (!r->cpu_active || !r->want_gemm[0] || !r->want_gemm[1])
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  int need_cpu = 0;
+  for (size_t c = 0; c < nc; c++) {
+    const fp8_engine_ops *o = r->engine->ops;
+    r->cpu_active[c] = !o->supports(r->engine, FP8_OP_QUANTIZE_STATS, c);
+    r->want_gemm[0][c] = !r->cpu_active[c] && o->supports(r->engine, FP8_OP_GEMM, c);
+    r->want_gemm[1][c] = !r->want_gemm[0][c];
+    need_cpu |= r->want_gemm[1][c];
+  }
+  if (!need_cpu) return FP8_OK;
+  r->cpu_plan = r->plan;
+  r->cpu_plan.active = r->cpu_active;
+  r->cpu_plan.histograms = 0;
+  return fp8_engine_sim_create(&r->cpu_plan, &r->cpu, err, errlen);
+}
+
+void run_free(run_t *r) {
+  if (r->cpu) r->cpu->ops->free(r->cpu);
+  if (r->engine) r->engine->ops->free(r->engine);
+  for (size_t i = 0; i < r->ntensors; i++) {
+    run_tensor *t = &r->t[i];
+    free(t->name);
+    free(t->acc);
+    free(t->res.stats);
+    free(t->res.scale);
+    free(t->res.block);
+  }
+  free(r->t);
+  free(r->names);
+  free(r->roles);
+  free(r->formats);
+  free(r->red_slot);
+  free(r->cpu_active);
+  free(r->want_gemm[0]);
+  free(r->want_gemm[1]);
+  free(r->amax);
+  free(r->work);
+  free(r->rel);
+  memset(r, 0, sizeof *r);
+}
+
+/* The steps of the replay: selected snapshot steps and amax.csv steps, sorted and unique. */
+int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout) {
+  int64_t *s = malloc((tr->nsteps + tr->namax + 1) * sizeof *s);
+  if (!s) return FP8_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < tr->nsteps; i++)
+    if (fp8_experiment_step_selected(ex, tr->steps[i])) s[n++] = tr->steps[i];
+  for (size_t i = 0; i < tr->namax; i++)
+    if (fp8_experiment_step_selected(ex, tr->amax[i].step)) s[n++] = tr->amax[i].step;
+  qsort(s, n, sizeof *s, cmp_i64);
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if (w == 0 || s[w - 1] != s[i]) s[w++] = s[i];
+  *out = s;
+  *nout = w;
+  return FP8_OK;
+}
+
+/* The ranks in the strcmp order of their `rank_<r>/` prefixes (rank_1 < rank_10 < rank_2), the
+ * order in which a step's rows come out sorted by tensor name. */
+static int cmp_rank_prefix(const void *a, const void *b) {
+  char x[32], y[32];
+  snprintf(x, sizeof x, "rank_%zu/", *(const size_t *)a);
+  snprintf(y, sizeof y, "rank_%zu/", *(const size_t *)b);
+  return strcmp(x, y);
+}
+
+void run_rank_order(size_t *order, size_t n) {
+  for (size_t k = 0; k < n; k++) order[k] = k;
+  qsort(order, n, sizeof *order, cmp_rank_prefix);
+}

@@ -1,0 +1,49 @@
+/* broken_module.c: a stand-in GPU module that is wrong by one count, for the tests of
+ * `--device auto|gpu` (tests/python/test_engine_emu.py): it exports the entry points of
+ * fp8lab-gpu.so (engine.h) and makes the CPU engine (compiled into it), with every result of
+ * the first configuration of the first tensor quantized at a step one overflow too many. Its
+ * self-check must fail: auto then warns and runs on the CPU, gpu exits 1. Not part of fp8lab. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static fp8_engine_ops g_ops;
+static const fp8_engine_ops *g_real;
+static fp8_tensor_result *g_first; /* the first result queued since the last sync */
+
+static int broken_quantize(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+                           size_t errlen) {
+  if (!g_first) g_first = out;
+  return g_real->quantize_stats(e, t, out, err, errlen);
+}
+
+static int broken_sync(fp8_engine *e, char *err, size_t errlen) {
+  int rc = g_real->sync(e, err, errlen);
+  if (rc == FP8_OK && g_first) g_first->stats[0].overflow++;
+  g_first = NULL;
+  return rc;
+}
+
+EXPORT int fp8_engine_gpu_abi(void) { return FP8_ENGINE_ABI; }
+
+EXPORT int fp8_engine_gpu_devices(char *why, size_t whylen) {
+  (void)why;
+  (void)whylen;
+  return 1;
+}
+
+EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                                 size_t errlen) {
+  int rc = fp8_engine_sim_create(plan, out, err, errlen);
+  if (rc) return rc;
+  g_real = (*out)->ops;
+  g_ops = *g_real;
+  g_ops.quantize_stats = broken_quantize;
+  g_ops.sync = broken_sync;
+  (*out)->ops = &g_ops;
+  snprintf((*out)->name, sizeof (*out)->name, "gpu: broken stand-in");
+  return FP8_OK;
+}
