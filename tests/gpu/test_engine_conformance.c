@@ -75,11 +75,25 @@ static void test_gpu_engine(void) {
   /* the GPU declines the block kinds (5 configurations) and the GEMMs of format = e5m2 */
   GH_CHECK(r.declined > 0, "the GPU engine declined nothing, but it has no block kinds");
 #ifdef FP8LAB_HAVE_NCCL
-  GH_CHECK(r.comm_calls == 2 * 6, "end_phase called the NCCL all-reduce %lld times, expected 12 "
-           "(two phases x six steps)", r.comm_calls);
+  GH_CHECK(r.comm_calls == 2 * 2 * 6, "end_phase called the NCCL all-reduce %lld times, expected "
+           "24 (two phases x six steps x the passes with and without reduction slots)", r.comm_calls);
   fp8_comm_free(c);
 #endif
   (void)comm;
+}
+
+/* The self-check's size without a communicator: end_phase's path for one process. */
+static void test_gpu_engine_no_comm(void) {
+  fp8_check_options o = {.full = 0, .threads = 1};
+  fp8_check_report r;
+  int rc = fp8_engine_check(fp8_engine_gpu_create, &o, &r, err, sizeof err);
+  printf("  gpu engine, no communicator (the self-check): %lld values, %lld mismatches, %.2f s\n",
+         r.values, r.mismatches, r.seconds);
+  GH_CHECK(rc == FP8_OK, "the check did not run to its end: %s", err);
+  GH_CHECK(r.mismatches == 0, "%lld values differ from the simulator; the first: %s",
+           r.mismatches, r.first);
+  GH_CHECK(r.values > 10000 && r.gemm_layers > 0, "%lld values, %lld GEMM layers compared",
+           r.values, r.gemm_layers);
 }
 #endif
 
@@ -90,6 +104,7 @@ int main(void) {
   GH_RUN(test_cpu_engine);
 #ifdef FP8LAB_CONF_GPU
   GH_RUN(test_gpu_engine);
+  GH_RUN(test_gpu_engine_no_comm);
 #endif
   return gh_summary();
 }
