@@ -3,7 +3,6 @@
  * fp8_doc_write puts both on disk. */
 #include "doc_internal.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>

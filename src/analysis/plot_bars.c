@@ -5,9 +5,6 @@
 
 #include <math.h>
 #include <plplot.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ------------------------------------------------------------------ histogram */
 

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <plplot.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* viridis (matplotlib's, CC0) sampled at 0, 0.1, ..., 1. */
