@@ -17,6 +17,7 @@
 #include "doc.h"
 #include "outfile.h"
 #include "report_internal.h"
+#include "results.h" /* fp8_schema_steps */
 
 int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_report_summary *sum,
                         char *err, size_t errlen) {
@@ -35,7 +36,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
            : budget_json >= 0                 ? budget_json
                                               : FP8_ANALYSIS_OVERFLOW_BUDGET;
 
-  snprintf(path, sizeof path, "%s/steps.csv", outdir);
+  snprintf(path, sizeof path, "%s/%s", outdir, fp8_schema_steps.file);
   rc = fp8_steps_load(path, &r.tab, err, errlen);
   if (rc) goto done;
   r.have_tab = 1;

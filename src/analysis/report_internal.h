@@ -77,8 +77,8 @@ typedef struct {
  * defaults. */
 void rep_read_run_json(rep_t *r, double *budget_out);
 /* The log2 histogram of (tensor, step) from histograms.csv: counts[0..*nbins) for the bins
- * from *lo_bin on. FP8_EIO when the file cannot be opened, FP8_EFORMAT when it has no such
- * rows (the caller then draws no histogram). */
+ * from *lo_bin on. FP8_EIO when the file cannot be opened, FP8_EFORMAT when its header is not
+ * histograms.csv's or it has no such rows (the caller then draws no histogram). */
 int rep_load_histogram(const rep_t *r, const char *tensor, int64_t step, double *counts,
                        int *lo_bin, int *nbins);
 /* Reads gemm.csv (absent: *have = 0, no GEMM section) into the configurations' rel_error
