@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "results.h" /* fp8_schema_steps */
 #include "testutil.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -32,9 +33,16 @@ static void addf(sbuf *b, const char *fmt, ...) {
   b->n += (size_t)k;
 }
 
+/* The steps.csv header as results.h spells it: its first ncols columns, then eol. */
+#define V1_COLS FP8_STEPS_COL_NBLOCKS /* the 19 columns before the block columns */
+static void add_header(sbuf *b, int ncols, const char *eol) {
+  for (int i = 0; i < ncols; i++) addf(b, "%s%s", i ? "," : "", fp8_schema_steps.columns[i]);
+  addf(b, "%s", eol);
+}
+
 static sbuf with_header(void) {
   sbuf b = {0};
-  addf(&b, "%s\n", FP8_STEPS_HEADER_V1);
+  add_header(&b, V1_COLS, "\n");
   return b;
 }
 
@@ -184,7 +192,7 @@ START_TEST(load_and_group) {
 
   /* CRLF line ends and a last line without a newline are accepted; a header-only file is empty */
   sbuf c = {0};
-  addf(&c, "%s\r\n", FP8_STEPS_HEADER_V1);
+  add_header(&c, V1_COLS, "\r\n");
   addf(&c, "x.output,output,3," D_CFG ",1,1,5,0,0,0,0,0,0,inf");
   ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.nrows, 1);
@@ -204,7 +212,7 @@ END_TEST
 /* The 24-column schema: block rows (empty scale, block statistics) beside per-tensor rows. */
 START_TEST(block_columns) {
   sbuf b = {0};
-  addf(&b, "%s\n", FP8_STEPS_HEADER);
+  add_header(&b, FP8_STEPS_COL_COUNT, "\n");
   addf(&b, "x.input,input,0," C_CFG ",4,112,4,0,0,0,0,0,0,inf,,,,,\n");
   addf(&b, "x.input,input,0,mx,mxfp8,e4m3,,,,4,,4,0,0,0,0,1,0.5,12.5,1,0,-5,-5,0\n");
   addf(&b, "x.input,input,0,blk,block,e4m3,,,,4,,4,0,4,0,0,0,0,inf,1,0,nan,nan,nan\n");
@@ -231,7 +239,8 @@ START_TEST(block_columns) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sbuf c = {0};
-    addf(&c, "%s\n%s\n", FP8_STEPS_HEADER, bad[i][0]);
+    add_header(&c, FP8_STEPS_COL_COUNT, "\n");
+    addf(&c, "%s\n", bad[i][0]);
     ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
     ck_assert_str_eq(err, bad[i][1]);
     free(c.s);

@@ -109,17 +109,6 @@
 extern "C" {
 #endif
 
-/** The 19 columns of steps.csv, in order (README "Outputs"). */
-#define FP8_STEPS_HEADER_V1                                                                 \
-  "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,"     \
-  "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db"
-#define FP8_STEPS_NCOLS_V1 19
-/** The steps.csv header: the first 19 columns, then the block columns (appended with the block
- *  recipes; empty for per-tensor kinds). Files with the 19-column header still load. */
-#define FP8_STEPS_HEADER                                                                    \
-  FP8_STEPS_HEADER_V1 ",nblocks,blocks_with_overflow,log2_scale_min,log2_scale_max,log2_scale_std"
-#define FP8_STEPS_NCOLS 24
-
 /** The header of analysis.csv (columns: top of this file). */
 #define FP8_ANALYSIS_HEADER                                                                  \
   "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,overflow_rate,"     \
@@ -190,11 +179,12 @@ typedef struct {
 } fp8_steps_table;
 
 /**
- * Reads and validates a steps.csv: the header must be exactly FP8_STEPS_HEADER; every line
- * has 19 fields; numbers are "%.9g"-style decimals (or inf/-inf/nan where allowed), counts
- * non-negative integers each <= n; history_len, margin, amax_compute are present for delayed
- * rows and empty for current rows; a tensor keeps one role and a recipe label one kind; a
- * (group, step) pair appears once. A trailing '\r' per line is accepted.
+ * Reads and validates a steps.csv: the header names the columns of fp8_schema_steps
+ * (results.h, the table the runner writes), all 24 or the first 19 of a file written before
+ * the block columns; every line has as many fields as the header; numbers are "%.9g"-style
+ * decimals (or inf/-inf/nan where allowed), counts non-negative integers each <= n;
+ * history_len, margin, amax_compute are present for delayed rows and empty for current rows;
+ * a tensor keeps one role and a recipe label one kind; a (group, step) pair appears once. A trailing '\r' per line is accepted.
  * @return FP8_OK; FP8_EIO (cannot open or read: "<path>: ..."); FP8_EFORMAT
  *         ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty (safe to free).
  */

@@ -1,42 +1,15 @@
-/* doc.c: see doc.h. Each block renders itself to Markdown through open_memstream; the
- * notebook is a jansson tree merging consecutive Markdown blocks into one cell, dumped the way
- * Jupyter saves notebooks (indent 1, sorted keys) so that re-saving one gives a small diff. */
-#include "doc.h"
+/* doc.c: see doc.h. The document model: appends check and copy their arguments into blocks
+ * (errors sticky, see doc.h); the renderings are doc_markdown.c and doc_notebook.c, and
+ * fp8_doc_write puts both on disk. */
+#include "doc_internal.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
-#include "outfile.h"
-
-typedef enum { BLK_HEADING, BLK_MARKDOWN, BLK_TABLE, BLK_IMAGE, BLK_CODE } blk_kind;
-
-typedef struct {
-  blk_kind kind;
-  fp8_doc_target target;
-  int level;           /* heading: 1-4 */
-  char *text;          /* heading text, Markdown, code source, image path */
-  char *alt, *caption; /* image; caption may be NULL */
-  size_t ncols, nrows, rowcap; /* table: cells[(1 + nrows) * ncols], header row first */
-  char **cells;
-  char *align; /* table: ncols letters of "lrc" */
-} block;
-
-struct fp8_doc {
-  block *blocks;
-  size_t n, cap;
-  fp8_doc_target target;
-  int status;    /* sticky: the first failing append */
-  char err[256]; /* its message */
-};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) FP8_DOC_PRINTF(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+void doc_seterr(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || errlen == 0) return;
   va_list ap;
   va_start(ap, fmt);
@@ -167,10 +140,10 @@ void fp8_doc_free(fp8_doc *doc) {
 
 int fp8_doc_status(const fp8_doc *doc, char *err, size_t errlen) {
   if (!doc) {
-    seterr(err, errlen, "document: out of memory");
+    doc_seterr(err, errlen, "document: out of memory");
     return FP8_ENOMEM;
   }
-  if (doc->status) seterr(err, errlen, "%s", doc->err);
+  if (doc->status) doc_seterr(err, errlen, "%s", doc->err);
   return doc->status;
 }
 
@@ -311,381 +284,23 @@ int fp8_doc_code(fp8_doc *doc, const char *source) {
   return FP8_OK;
 }
 
-/* ------------------------------------------------------------------ Markdown */
-
-/* A table cell: '|' escaped (GitHub tables split on it even inside code spans), line breaks
- * as spaces (a table row is one line). */
-static void md_cell(FILE *fp, const char *s) {
-  for (; *s; s++) {
-    if (*s == '|') fputs("\\|", fp);
-    else if (*s == '\n' || *s == '\r') fputc(' ', fp);
-    else fputc(*s, fp);
-  }
-}
-
-static void md_row(FILE *fp, char *const *cells, size_t n) {
-  fputc('|', fp);
-  for (size_t i = 0; i < n; i++) {
-    fputc(' ', fp);
-    md_cell(fp, cells[i]);
-    fputs(" |", fp);
-  }
-  fputc('\n', fp);
-}
-
-/* The longest run of c in s. */
-static size_t longest_run(const char *s, char c) {
-  size_t best = 0, run = 0;
-  for (; *s; s++) {
-    run = *s == c ? run + 1 : 0;
-    if (run > best) best = run;
-  }
-  return best;
-}
-
-/* One block as Markdown, ending with a newline. */
-static void md_block(FILE *fp, const block *b) {
-  switch (b->kind) {
-  case BLK_HEADING:
-    fprintf(fp, "%.*s %s\n", b->level, "####", b->text);
-    break;
-  case BLK_MARKDOWN:
-    fprintf(fp, "%s\n", b->text);
-    break;
-  case BLK_TABLE:
-    md_row(fp, b->cells, b->ncols);
-    fputc('|', fp);
-    for (size_t i = 0; i < b->ncols; i++)
-      fputs(b->align[i] == 'r' ? "---:|" : b->align[i] == 'c' ? ":---:|" : "---|", fp);
-    fputc('\n', fp);
-    for (size_t r = 0; r < b->nrows; r++) md_row(fp, b->cells + (1 + r) * b->ncols, b->ncols);
-    break;
-  case BLK_IMAGE: {
-    fputs("![", fp);
-    for (const char *s = b->alt; *s; s++) {
-      if (*s == '[' || *s == ']' || *s == '\\') fputc('\\', fp);
-      fputc(*s, fp);
-    }
-    fputs("](", fp);
-    /* A destination with spaces or brackets goes in <...> (CommonMark). */
-    if (strpbrk(b->text, " \t()<>")) {
-      fputc('<', fp);
-      for (const char *s = b->text; *s; s++) {
-        if (*s == '<' || *s == '>') fputc('\\', fp);
-        fputc(*s, fp);
-      }
-      fputc('>', fp);
-    } else {
-      fputs(b->text, fp);
-    }
-    fputs(")\n", fp);
-    if (b->caption) fprintf(fp, "*%s*\n", b->caption);
-    break;
-  }
-  case BLK_CODE: {
-    size_t fence = longest_run(b->text, '`') + 1;
-    if (fence < 3) fence = 3;
-    for (size_t i = 0; i < fence; i++) fputc('`', fp);
-    fprintf(fp, "python\n%s\n", b->text);
-    for (size_t i = 0; i < fence; i++) fputc('`', fp);
-    fputc('\n', fp);
-    break;
-  }
-  }
-}
-
-/* Closes a memstream; FP8_ENOMEM (and *buf freed) when any write to it failed. */
-static int memstream_close(FILE *fp, char **buf) {
-  int bad = ferror(fp) != 0;
-  if (fclose(fp) != 0) bad = 1;
-  if (bad) {
-    free(*buf);
-    *buf = NULL;
-    return FP8_ENOMEM;
-  }
-  return FP8_OK;
-}
-
-/* The whole Markdown text (malloc'ed): blocks separated by blank lines. */
-static int md_render(const fp8_doc *d, char **out, size_t *len) {
-  *out = NULL;
-  FILE *fp = open_memstream(out, len);
-  if (!fp) return FP8_ENOMEM;
-  int first = 1;
-  for (size_t i = 0; i < d->n; i++) {
-    if (d->blocks[i].target == FP8_DOC_NOTEBOOK) continue;
-    if (!first) fputc('\n', fp);
-    md_block(fp, &d->blocks[i]);
-    first = 0;
-  }
-  return memstream_close(fp, out);
-}
-
-/* ------------------------------------------------------------------ notebook */
-
-/* Standard base64 (RFC 4648 section 4). Written here because none of fp8lab's dependencies
- * (jansson, GSL, libpng, PLplot, inih, OpenBLAS) exports an encoder, and GLib's
- * g_base64_encode is not worth a new dependency for twenty lines. */
-char *fp8_doc_base64(const void *data, size_t len) {
-  static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  if (len / 3 >= SIZE_MAX / 4 - 1) return NULL;
-  const unsigned char *p = data;
-  char *out = malloc(4 * ((len + 2) / 3) + 1), *o = out;
-  if (!out) return NULL;
-  size_t i = 0;
-  for (; i + 3 <= len; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-    *o++ = tab[v >> 18];
-    *o++ = tab[(v >> 12) & 63];
-    *o++ = tab[(v >> 6) & 63];
-    *o++ = tab[v & 63];
-  }
-  if (len - i > 0) { /* 1 or 2 bytes left: 2 or 3 symbols and padding */
-    uint32_t v = (uint32_t)p[i] << 16 | (len - i == 2 ? (uint32_t)p[i + 1] << 8 : 0);
-    *o++ = tab[v >> 18];
-    *o++ = tab[(v >> 12) & 63];
-    *o++ = len - i == 2 ? tab[(v >> 6) & 63] : '=';
-    *o++ = '=';
-  }
-  *o = 0;
-  return out;
-}
-
-/* A multi-line string the way Jupyter stores it: a list of lines, each but the last ending
- * with "\n". */
-static json_t *source_lines(const char *s, size_t len) {
-  while (len > 0 && s[len - 1] == '\n') len--;
-  json_t *arr = json_array();
-  size_t start = 0;
-  for (size_t i = 0; arr && i < len; i++) {
-    if (s[i] == '\n' || i + 1 == len) {
-      if (json_array_append_new(arr, json_stringn(s + start, i + 1 - start)) != 0) {
-        json_decref(arr);
-        return NULL;
-      }
-      start = i + 1;
-    }
-  }
-  return arr;
-}
-
-typedef struct {
-  json_t *cells;
-  size_t ncells;
-  FILE *md; /* the Markdown cell being gathered, NULL when none */
-  char *mdbuf;
-  size_t mdlen;
-} nb_build;
-
-/* A new cell with a deterministic id ("cell-0001", ...: nbformat 4.5 wants one per cell). */
-static json_t *nb_cell(nb_build *nb, const char *type, json_t *source) {
-  char id[32];
-  snprintf(id, sizeof id, "cell-%04zu", ++nb->ncells);
-  json_t *c = json_object();
-  int bad = !c || !source;
-  bad |= json_object_set_new(c, "cell_type", json_string(type));
-  bad |= json_object_set_new(c, "id", json_string(id));
-  bad |= json_object_set_new(c, "metadata", json_object());
-  bad |= json_object_set_new(c, "source", source);
-  if (strcmp(type, "code") == 0) {
-    bad |= json_object_set_new(c, "execution_count", json_null());
-    bad |= json_object_set_new(c, "outputs", json_array());
-  }
-  bad |= json_array_append_new(nb->cells, c);
-  return bad ? NULL : c;
-}
-
-/* Ends the Markdown cell being gathered, if any. */
-static int nb_flush(nb_build *nb) {
-  if (!nb->md) return FP8_OK;
-  int rc = memstream_close(nb->md, &nb->mdbuf);
-  nb->md = NULL;
-  if (rc == FP8_OK && !nb_cell(nb, "markdown", source_lines(nb->mdbuf, nb->mdlen)))
-    rc = FP8_ENOMEM;
-  free(nb->mdbuf);
-  nb->mdbuf = NULL;
-  return rc;
-}
-
-/* Starts or continues the Markdown cell: returns its stream, positioned for a new block. */
-static FILE *nb_md(nb_build *nb) {
-  if (nb->md) {
-    fputc('\n', nb->md);
-    return nb->md;
-  }
-  nb->mdbuf = NULL;
-  nb->md = open_memstream(&nb->mdbuf, &nb->mdlen);
-  return nb->md;
-}
-
-/* Reads a whole file; FP8_EIO / FP8_ENOMEM with the message in err. */
-static int read_all(const char *path, unsigned char **data, size_t *len, char *err,
-                    size_t errlen) {
-  *data = NULL;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
-    return FP8_EIO;
-  }
-  size_t cap = 1 << 16, n = 0, r;
-  unsigned char *buf = malloc(cap);
-  int rc = FP8_OK;
-  while (buf && (r = fread(buf + n, 1, cap - n, fp)) > 0) {
-    n += r;
-    if (n == cap) {
-      unsigned char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  if (!buf) {
-    seterr(err, errlen, "%s: out of memory reading image", path);
-    rc = FP8_ENOMEM;
-  } else if (ferror(fp)) {
-    seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
-    rc = FP8_EIO;
-    free(buf);
-    buf = NULL;
-  }
-  fclose(fp);
-  *data = buf;
-  *len = n;
-  return rc;
-}
-
-/* The image's code cell: Python that displays the file, and its output saved with it. */
-static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, size_t errlen) {
-  size_t plen = strlen(dir) + strlen(b->text) + 2;
-  char *path = malloc(plen);
-  if (!path) {
-    seterr(err, errlen, "out of memory");
-    return FP8_ENOMEM;
-  }
-  if (b->text[0] == '/') snprintf(path, plen, "%s", b->text);
-  else snprintf(path, plen, "%s/%s", dir, b->text);
-  unsigned char *png = NULL;
-  size_t len = 0;
-  char *b64 = NULL, *src = NULL;
-  size_t srclen = 0;
-  int rc = read_all(path, &png, &len, err, errlen);
-  if (rc) goto done;
-  static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (len < 8 || memcmp(png, sig, 8) != 0) {
-    seterr(err, errlen, "%s: not a PNG file (no PNG signature)", path);
-    rc = FP8_EFORMAT;
-    goto done;
-  }
-  rc = FP8_ENOMEM; /* from here on, every failure is an allocation */
-  if (!(b64 = fp8_doc_base64(png, len))) goto done;
-  /* The path as a Python string literal: backslash escapes for '\\', '"' and control bytes;
-   * other bytes are UTF-8, which Python 3 source is. */
-  FILE *fp = open_memstream(&src, &srclen);
-  if (!fp) goto done;
-  fputs("from IPython.display import Image\nImage(filename=\"", fp);
-  for (const unsigned char *s = (const unsigned char *)b->text; *s; s++) {
-    if (*s == '\\' || *s == '"') fprintf(fp, "\\%c", *s);
-    else if (*s < 0x20 || *s == 0x7F) fprintf(fp, "\\x%02x", *s);
-    else fputc(*s, fp);
-  }
-  fputs("\")", fp);
-  if (memstream_close(fp, &src)) goto done;
-  json_t *cell = nb_cell(nb, "code", source_lines(src, srclen));
-  if (!cell) goto done;
-  json_t *out = json_object(), *data = json_object();
-  int bad = !out || !data;
-  bad |= json_object_set_new(data, "image/png", json_string(b64));
-  bad |= json_object_set_new(data, "text/plain", json_string("<IPython.core.display.Image object>"));
-  bad |= json_object_set_new(out, "data", data);
-  bad |= json_object_set_new(out, "metadata", json_object());
-  bad |= json_object_set_new(out, "output_type", json_string("display_data"));
-  bad |= json_array_append_new(json_object_get(cell, "outputs"), out);
-  if (!bad) rc = FP8_OK;
-done:
-  if (rc == FP8_ENOMEM) seterr(err, errlen, "%s: out of memory embedding image", path);
-  free(path);
-  free(png);
-  free(b64);
-  free(src);
-  return rc;
-}
-
-/* The notebook's JSON text (malloc'ed; the file adds a final newline). */
-static int nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size_t errlen) {
-  *out = NULL;
-  nb_build nb = {0};
-  int rc = FP8_ENOMEM;
-  json_t *root = json_object(), *meta = json_object(), *ks = json_object(), *li = json_object();
-  nb.cells = json_array();
-  int bad = !root || !meta || !ks || !li || !nb.cells;
-  bad |= json_object_set_new(ks, "display_name", json_string("Python 3"));
-  bad |= json_object_set_new(ks, "language", json_string("python"));
-  bad |= json_object_set_new(ks, "name", json_string("python3"));
-  bad |= json_object_set_new(meta, "kernelspec", ks);
-  bad |= json_object_set_new(li, "name", json_string("python"));
-  bad |= json_object_set_new(meta, "language_info", li);
-  bad |= json_object_set_new(root, "metadata", meta);
-  bad |= json_object_set_new(root, "nbformat", json_integer(4));
-  bad |= json_object_set_new(root, "nbformat_minor", json_integer(5));
-  bad |= json_object_set_new(root, "cells", json_incref(nb.cells));
-  if (bad) goto oom;
-
-  for (size_t i = 0; i < d->n; i++) {
-    const block *b = &d->blocks[i];
-    if (b->target == FP8_DOC_MARKDOWN) continue;
-    if (b->kind == BLK_IMAGE || b->kind == BLK_CODE) {
-      if (nb_flush(&nb)) goto oom;
-      if (b->kind == BLK_IMAGE) {
-        if ((rc = nb_image(&nb, b, dir, err, errlen)) != FP8_OK) goto done;
-        rc = FP8_ENOMEM;
-        if (b->caption) { /* the caption opens the next Markdown cell */
-          FILE *fp = nb_md(&nb);
-          if (!fp) goto oom;
-          fprintf(fp, "*%s*\n", b->caption);
-        }
-      } else if (!nb_cell(&nb, "code", source_lines(b->text, strlen(b->text)))) {
-        goto oom;
-      }
-    } else {
-      FILE *fp = nb_md(&nb);
-      if (!fp) goto oom;
-      md_block(fp, b);
-    }
-  }
-  if (nb_flush(&nb)) goto oom;
-  /* Jupyter's own layout: one-space indent, sorted keys, UTF-8 as is. */
-  if (!(*out = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) goto oom;
-  rc = FP8_OK;
-  goto done;
-oom:
-  rc = FP8_ENOMEM;
-  seterr(err, errlen, "out of memory building the notebook");
-done:
-  if (nb.md) memstream_close(nb.md, &nb.mdbuf);
-  free(nb.mdbuf);
-  json_decref(nb.cells);
-  json_decref(root);
-  return rc;
-}
-
 /* ------------------------------------------------------------------ writing */
 
-static int doc_ready(const fp8_doc *doc, const char *dir, char *err, size_t errlen) {
+int doc_ready(const fp8_doc *doc, const char *dir, char *err, size_t errlen) {
   int rc = fp8_doc_status(doc, err, errlen);
   if (rc) return rc;
   if (!dir) {
-    seterr(err, errlen, "document: output directory is NULL");
+    doc_seterr(err, errlen, "document: output directory is NULL");
     return FP8_EINVAL;
   }
   return FP8_OK;
 }
 
-/* Opens <dir>/<name> under its temporary name and writes text, and a final newline when
- * newline is set (json_dumps ends without one). */
-static int open_write(fp8_outfile *of, const char *dir, const char *name, const char *text,
-                      size_t len, int newline, char *err, size_t errlen) {
+int doc_open_write(fp8_outfile *of, const char *dir, const char *name, const char *text,
+                   size_t len, int newline, char *err, size_t errlen) {
   if (!name || !*name || strchr(name, '/')) {
-    seterr(err, errlen, "document: bad output file name \"%s\" (expected a plain name)",
-           name ? name : "(null)");
+    doc_seterr(err, errlen, "document: bad output file name \"%s\" (expected a plain name)",
+               name ? name : "(null)");
     memset(of, 0, sizeof *of);
     return FP8_EINVAL;
   }
@@ -696,36 +311,6 @@ static int open_write(fp8_outfile *of, const char *dir, const char *name, const 
   return FP8_OK;
 }
 
-int fp8_doc_write_markdown(const fp8_doc *doc, const char *dir, const char *name, char *err,
-                           size_t errlen) {
-  int rc = doc_ready(doc, dir, err, errlen);
-  if (rc) return rc;
-  char *md;
-  size_t len;
-  if (md_render(doc, &md, &len)) {
-    seterr(err, errlen, "out of memory building the Markdown text");
-    return FP8_ENOMEM;
-  }
-  fp8_outfile of;
-  rc = open_write(&of, dir, name, md, len, 0, err, errlen);
-  if (rc == FP8_OK) rc = fp8_outfile_commit(&of, err, errlen);
-  free(md);
-  return rc;
-}
-
-int fp8_doc_write_notebook(const fp8_doc *doc, const char *dir, const char *name, char *err,
-                           size_t errlen) {
-  int rc = doc_ready(doc, dir, err, errlen);
-  if (rc) return rc;
-  char *nb;
-  if ((rc = nb_render(doc, dir, &nb, err, errlen)) != FP8_OK) return rc;
-  fp8_outfile of;
-  rc = open_write(&of, dir, name, nb, strlen(nb), 1, err, errlen);
-  if (rc == FP8_OK) rc = fp8_outfile_commit(&of, err, errlen);
-  free(nb);
-  return rc;
-}
-
 int fp8_doc_write(const fp8_doc *doc, const char *dir, const char *md_name, const char *nb_name,
                   char *err, size_t errlen) {
   int rc = doc_ready(doc, dir, err, errlen);
@@ -733,14 +318,14 @@ int fp8_doc_write(const fp8_doc *doc, const char *dir, const char *md_name, cons
   char *md = NULL, *nb = NULL;
   size_t mdlen = 0;
   fp8_outfile mdf = {0}, nbf = {0};
-  if ((rc = nb_render(doc, dir, &nb, err, errlen)) != FP8_OK) goto done;
-  if (md_render(doc, &md, &mdlen)) {
-    seterr(err, errlen, "out of memory building the Markdown text");
+  if ((rc = doc_nb_render(doc, dir, &nb, err, errlen)) != FP8_OK) goto done;
+  if (doc_md_render(doc, &md, &mdlen)) {
+    doc_seterr(err, errlen, "out of memory building the Markdown text");
     rc = FP8_ENOMEM;
     goto done;
   }
-  if ((rc = open_write(&mdf, dir, md_name, md, mdlen, 0, err, errlen)) != FP8_OK) goto done;
-  if ((rc = open_write(&nbf, dir, nb_name, nb, strlen(nb), 1, err, errlen)) != FP8_OK) goto done;
+  if ((rc = doc_open_write(&mdf, dir, md_name, md, mdlen, 0, err, errlen)) != FP8_OK) goto done;
+  if ((rc = doc_open_write(&nbf, dir, nb_name, nb, strlen(nb), 1, err, errlen)) != FP8_OK) goto done;
   if ((rc = fp8_outfile_commit(&mdf, err, errlen)) != FP8_OK) goto done;
   rc = fp8_outfile_commit(&nbf, err, errlen);
 done:

@@ -1,0 +1,269 @@
+/* doc_notebook.c: the notebook rendering of a document (doc.h): a jansson tree merging
+ * consecutive Markdown blocks (rendered by doc_markdown.c) into one cell, images embedded as
+ * saved outputs, dumped the way Jupyter saves notebooks (indent 1, sorted keys) so that
+ * re-saving one gives a small diff. */
+#include "doc_internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+/* Standard base64 (RFC 4648 section 4). Written here because none of fp8lab's dependencies
+ * (jansson, GSL, libpng, PLplot, inih, OpenBLAS) exports an encoder, and GLib's
+ * g_base64_encode is not worth a new dependency for twenty lines. */
+char *fp8_doc_base64(const void *data, size_t len) {
+  static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  if (len / 3 >= SIZE_MAX / 4 - 1) return NULL;
+  const unsigned char *p = data;
+  char *out = malloc(4 * ((len + 2) / 3) + 1), *o = out;
+  if (!out) return NULL;
+  size_t i = 0;
+  for (; i + 3 <= len; i += 3) {
+    uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+    *o++ = tab[v >> 18];
+    *o++ = tab[(v >> 12) & 63];
+    *o++ = tab[(v >> 6) & 63];
+    *o++ = tab[v & 63];
+  }
+  if (len - i > 0) { /* 1 or 2 bytes left: 2 or 3 symbols and padding */
+    uint32_t v = (uint32_t)p[i] << 16 | (len - i == 2 ? (uint32_t)p[i + 1] << 8 : 0);
+    *o++ = tab[v >> 18];
+    *o++ = tab[(v >> 12) & 63];
+    *o++ = len - i == 2 ? tab[(v >> 6) & 63] : '=';
+    *o++ = '=';
+  }
+  *o = 0;
+  return out;
+}
+
+/* A multi-line string the way Jupyter stores it: a list of lines, each but the last ending
+ * with "\n". */
+static json_t *source_lines(const char *s, size_t len) {
+  while (len > 0 && s[len - 1] == '\n') len--;
+  json_t *arr = json_array();
+  size_t start = 0;
+  for (size_t i = 0; arr && i < len; i++) {
+    if (s[i] == '\n' || i + 1 == len) {
+      if (json_array_append_new(arr, json_stringn(s + start, i + 1 - start)) != 0) {
+        json_decref(arr);
+        return NULL;
+      }
+      start = i + 1;
+    }
+  }
+  return arr;
+}
+
+typedef struct {
+  json_t *cells;
+  size_t ncells;
+  FILE *md; /* the Markdown cell being gathered, NULL when none */
+  char *mdbuf;
+  size_t mdlen;
+} nb_build;
+
+/* A new cell with a deterministic id ("cell-0001", ...: nbformat 4.5 wants one per cell). */
+static json_t *nb_cell(nb_build *nb, const char *type, json_t *source) {
+  char id[32];
+  snprintf(id, sizeof id, "cell-%04zu", ++nb->ncells);
+  json_t *c = json_object();
+  int bad = !c || !source;
+  bad |= json_object_set_new(c, "cell_type", json_string(type));
+  bad |= json_object_set_new(c, "id", json_string(id));
+  bad |= json_object_set_new(c, "metadata", json_object());
+  bad |= json_object_set_new(c, "source", source);
+  if (strcmp(type, "code") == 0) {
+    bad |= json_object_set_new(c, "execution_count", json_null());
+    bad |= json_object_set_new(c, "outputs", json_array());
+  }
+  bad |= json_array_append_new(nb->cells, c);
+  return bad ? NULL : c;
+}
+
+/* Ends the Markdown cell being gathered, if any. */
+static int nb_flush(nb_build *nb) {
+  if (!nb->md) return FP8_OK;
+  int rc = doc_memstream_close(nb->md, &nb->mdbuf);
+  nb->md = NULL;
+  if (rc == FP8_OK && !nb_cell(nb, "markdown", source_lines(nb->mdbuf, nb->mdlen)))
+    rc = FP8_ENOMEM;
+  free(nb->mdbuf);
+  nb->mdbuf = NULL;
+  return rc;
+}
+
+/* Starts or continues the Markdown cell: returns its stream, positioned for a new block. */
+static FILE *nb_md(nb_build *nb) {
+  if (nb->md) {
+    fputc('\n', nb->md);
+    return nb->md;
+  }
+  nb->mdbuf = NULL;
+  nb->md = open_memstream(&nb->mdbuf, &nb->mdlen);
+  return nb->md;
+}
+
+/* Reads a whole file; FP8_EIO / FP8_ENOMEM with the message in err. */
+static int read_all(const char *path, unsigned char **data, size_t *len, char *err,
+                    size_t errlen) {
+  *data = NULL;
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    doc_seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
+    return FP8_EIO;
+  }
+  size_t cap = 1 << 16, n = 0, r;
+  unsigned char *buf = malloc(cap);
+  int rc = FP8_OK;
+  while (buf && (r = fread(buf + n, 1, cap - n, fp)) > 0) {
+    n += r;
+    if (n == cap) {
+      unsigned char *nb = realloc(buf, cap *= 2);
+      if (!nb) free(buf);
+      buf = nb;
+    }
+  }
+  if (!buf) {
+    doc_seterr(err, errlen, "%s: out of memory reading image", path);
+    rc = FP8_ENOMEM;
+  } else if (ferror(fp)) {
+    doc_seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
+    rc = FP8_EIO;
+    free(buf);
+    buf = NULL;
+  }
+  fclose(fp);
+  *data = buf;
+  *len = n;
+  return rc;
+}
+
+/* The image's code cell: Python that displays the file, and its output saved with it. */
+static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, size_t errlen) {
+  size_t plen = strlen(dir) + strlen(b->text) + 2;
+  char *path = malloc(plen);
+  if (!path) {
+    doc_seterr(err, errlen, "out of memory");
+    return FP8_ENOMEM;
+  }
+  if (b->text[0] == '/') snprintf(path, plen, "%s", b->text);
+  else snprintf(path, plen, "%s/%s", dir, b->text);
+  unsigned char *png = NULL;
+  size_t len = 0;
+  char *b64 = NULL, *src = NULL;
+  size_t srclen = 0;
+  int rc = read_all(path, &png, &len, err, errlen);
+  if (rc) goto done;
+  static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (len < 8 || memcmp(png, sig, 8) != 0) {
+    doc_seterr(err, errlen, "%s: not a PNG file (no PNG signature)", path);
+    rc = FP8_EFORMAT;
+    goto done;
+  }
+  rc = FP8_ENOMEM; /* from here on, every failure is an allocation */
+  if (!(b64 = fp8_doc_base64(png, len))) goto done;
+  /* The path as a Python string literal: backslash escapes for '\\', '"' and control bytes;
+   * other bytes are UTF-8, which Python 3 source is. */
+  FILE *fp = open_memstream(&src, &srclen);
+  if (!fp) goto done;
+  fputs("from IPython.display import Image\nImage(filename=\"", fp);
+  for (const unsigned char *s = (const unsigned char *)b->text; *s; s++) {
+    if (*s == '\\' || *s == '"') fprintf(fp, "\\%c", *s);
+    else if (*s < 0x20 || *s == 0x7F) fprintf(fp, "\\x%02x", *s);
+    else fputc(*s, fp);
+  }
+  fputs("\")", fp);
+  if (doc_memstream_close(fp, &src)) goto done;
+  json_t *cell = nb_cell(nb, "code", source_lines(src, srclen));
+  if (!cell) goto done;
+  json_t *out = json_object(), *data = json_object();
+  int bad = !out || !data;
+  bad |= json_object_set_new(data, "image/png", json_string(b64));
+  bad |= json_object_set_new(data, "text/plain", json_string("<IPython.core.display.Image object>"));
+  bad |= json_object_set_new(out, "data", data);
+  bad |= json_object_set_new(out, "metadata", json_object());
+  bad |= json_object_set_new(out, "output_type", json_string("display_data"));
+  bad |= json_array_append_new(json_object_get(cell, "outputs"), out);
+  if (!bad) rc = FP8_OK;
+done:
+  if (rc == FP8_ENOMEM) doc_seterr(err, errlen, "%s: out of memory embedding image", path);
+  free(path);
+  free(png);
+  free(b64);
+  free(src);
+  return rc;
+}
+
+int doc_nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size_t errlen) {
+  *out = NULL;
+  nb_build nb = {0};
+  int rc = FP8_ENOMEM;
+  json_t *root = json_object(), *meta = json_object(), *ks = json_object(), *li = json_object();
+  nb.cells = json_array();
+  int bad = !root || !meta || !ks || !li || !nb.cells;
+  bad |= json_object_set_new(ks, "display_name", json_string("Python 3"));
+  bad |= json_object_set_new(ks, "language", json_string("python"));
+  bad |= json_object_set_new(ks, "name", json_string("python3"));
+  bad |= json_object_set_new(meta, "kernelspec", ks);
+  bad |= json_object_set_new(li, "name", json_string("python"));
+  bad |= json_object_set_new(meta, "language_info", li);
+  bad |= json_object_set_new(root, "metadata", meta);
+  bad |= json_object_set_new(root, "nbformat", json_integer(4));
+  bad |= json_object_set_new(root, "nbformat_minor", json_integer(5));
+  bad |= json_object_set_new(root, "cells", json_incref(nb.cells));
+  if (bad) goto oom;
+
+  for (size_t i = 0; i < d->n; i++) {
+    const block *b = &d->blocks[i];
+    if (b->target == FP8_DOC_MARKDOWN) continue;
+    if (b->kind == BLK_IMAGE || b->kind == BLK_CODE) {
+      if (nb_flush(&nb)) goto oom;
+      if (b->kind == BLK_IMAGE) {
+        if ((rc = nb_image(&nb, b, dir, err, errlen)) != FP8_OK) goto done;
+        rc = FP8_ENOMEM;
+        if (b->caption) { /* the caption opens the next Markdown cell */
+          FILE *fp = nb_md(&nb);
+          if (!fp) goto oom;
+          fprintf(fp, "*%s*\n", b->caption);
+        }
+      } else if (!nb_cell(&nb, "code", source_lines(b->text, strlen(b->text)))) {
+        goto oom;
+      }
+    } else {
+      FILE *fp = nb_md(&nb);
+      if (!fp) goto oom;
+      doc_md_block(fp, b);
+    }
+  }
+  if (nb_flush(&nb)) goto oom;
+  /* Jupyter's own layout: one-space indent, sorted keys, UTF-8 as is. */
+  if (!(*out = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) goto oom;
+  rc = FP8_OK;
+  goto done;
+oom:
+  rc = FP8_ENOMEM;
+  doc_seterr(err, errlen, "out of memory building the notebook");
+done:
+  if (nb.md) doc_memstream_close(nb.md, &nb.mdbuf);
+  free(nb.mdbuf);
+  json_decref(nb.cells);
+  json_decref(root);
+  return rc;
+}
+
+int fp8_doc_write_notebook(const fp8_doc *doc, const char *dir, const char *name, char *err,
+                           size_t errlen) {
+  int rc = doc_ready(doc, dir, err, errlen);
+  if (rc) return rc;
+  char *nb;
+  if ((rc = doc_nb_render(doc, dir, &nb, err, errlen)) != FP8_OK) return rc;
+  fp8_outfile of;
+  rc = doc_open_write(&of, dir, name, nb, strlen(nb), 1, err, errlen);
+  if (rc == FP8_OK) rc = fp8_outfile_commit(&of, err, errlen);
+  free(nb);
+  return rc;
+}

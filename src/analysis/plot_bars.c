@@ -1,0 +1,204 @@
+/* plot_bars.c: the bar-shaped charts of plot.h: the histogram (fp8_plot_histogram, bars over
+ * bin edges with shaded windows behind them) and the grouped bar chart (fp8_plot_bars,
+ * categories along x), drawn with the axes, legend and layout of plot_layout.c. */
+#include "plot_internal.h"
+
+#include <math.h>
+#include <plplot.h>
+
+/* ------------------------------------------------------------------ histogram */
+
+static void fill_rect(double x0, double x1, double y0, double y1) {
+  PLFLT x[4] = {x0, x1, x1, x0}, y[4] = {y0, y0, y1, y1};
+  plfill(4, x, y);
+}
+
+static fp8_color window_color(const fp8_window *w, size_t i) {
+  static const fp8_color win_auto[] = {FP8_COLOR_SKYBLUE, FP8_COLOR_ORANGE, FP8_COLOR_GREEN,
+                                       FP8_COLOR_PURPLE, FP8_COLOR_YELLOW, FP8_COLOR_VERMILLION};
+  return w[i].color ? w[i].color : win_auto[i % 6];
+}
+
+int fp8_plot_histogram(const char *path, const fp8_chart *ch, const fp8_hist *h,
+                       const fp8_window *w, size_t nw, char *err, size_t errlen) {
+  int rc = plot_check_common(path, ch, err, errlen);
+  if (rc != FP8_OK) return rc;
+  if (!h || h->nbins == 0 || !h->edges || !h->counts)
+    FAIL(FP8_EINVAL, "%s: histogram: expected nbins >= 1 with edges and counts, got %zu", path,
+         h ? h->nbins : 0);
+  if (ch->logx) FAIL(FP8_EINVAL, "%s: histogram: logx is not supported (bin the logarithm instead)", path);
+  if (nw && !w) FAIL(FP8_EINVAL, "%s: histogram: nw %zu but no windows", path, nw);
+  for (size_t i = 0; i < h->nbins; i++)
+    if (!isfinite(h->edges[i]) || !isfinite(h->edges[i + 1]) || !(h->edges[i] < h->edges[i + 1]))
+      FAIL(FP8_EINVAL, "%s: histogram: expected finite ascending edges, got edges[%zu] %g, edges[%zu] %g",
+           path, i, h->edges[i], i + 1, h->edges[i + 1]);
+  if ((rc = plot_check_color(path, "histogram", 0, h->color, err, errlen)) != FP8_OK) return rc;
+  for (size_t i = 0; i < nw; i++) {
+    if (!isfinite(w[i].lo) || !isfinite(w[i].hi) || !(w[i].lo < w[i].hi))
+      FAIL(FP8_EINVAL, "%s: window %zu: expected finite lo < hi, got %g, %g", path, i, w[i].lo, w[i].hi);
+    if ((rc = plot_check_color(path, "window", i, w[i].color, err, errlen)) != FP8_OK) return rc;
+  }
+
+  double xlo = h->edges[0], xhi = h->edges[h->nbins];
+  for (size_t i = 0; i < nw; i++) {
+    xlo = fmin(xlo, w[i].lo);
+    xhi = fmax(xhi, w[i].hi);
+  }
+  double ylo = INFINITY, yhi = -INFINITY;
+  for (size_t i = 0; i < h->nbins; i++) plot_range_add(h->counts[i], ch->logy, &ylo, &yhi);
+  axis ax, ay;
+  ax.log = 0;
+  if (ch->xmin < ch->xmax) ax.lo = ch->xmin, ax.hi = ch->xmax;
+  else ax.lo = xlo, ax.hi = xhi;
+  if (!ch->logy && ylo <= yhi) ylo = fmin(ylo, 0); /* bars rise from 0 */
+  plot_ax_range(&ay, ch->logy, ylo, yhi, ch->ymin, ch->ymax);
+  if (!ch->logy && !(ch->ymin < ch->ymax) && ay.lo < 0 && ylo >= 0) ay.lo = 0;
+  plot_ax_bar_floor(&ay, ch, ylo, yhi);
+
+  canvas c;
+  if ((rc = plot_canvas_begin(&c, ch, err, errlen)) != FP8_OK) return rc;
+  legend L = {0};
+  fp8_color bar_col = h->color ? h->color : FP8_COLOR_BLUE;
+  plot_legend_add(&L, LEG_BOX, CI_PAL + bar_col, 0, "", h->label);
+  for (size_t i = 0; i < nw; i++) {
+    fp8_color col = window_color(w, i);
+    plot_legend_add(&L, LEG_BOX, CI_PAL_T + col, 0, "", w[i].label);
+    L.e[L.n - 1].edge = CI_PAL + col;
+  }
+  double xt, yt;
+  box p = plot_layout_xy(&c, ch, &ax, &ay, &L, 1, 0, &xt, &yt);
+  plot_draw_frame(&c, &p, &ax, &ay, ch->grid, 1);
+  plot_mode(&c, &p, ax.lo, ax.hi, ay.lo, ay.hi);
+  /* Windows: translucent bands with solid dashed edges. */
+  PLINT mark = (PLINT)(6 * c.s / c.ppmm * 1000), space = mark;
+  for (size_t i = 0; i < nw; i++) {
+    int col = window_color(w, i);
+    plcol0(CI_PAL_T + col);
+    fill_rect(w[i].lo, w[i].hi, ay.lo, ay.hi);
+  }
+  for (size_t i = 0; i < nw; i++) {
+    int col = window_color(w, i);
+    plcol0(CI_PAL + col);
+    plwidth(2.0 * c.s);
+    plstyl(1, &mark, &space);
+    pljoin(w[i].lo, ay.lo, w[i].lo, ay.hi);
+    pljoin(w[i].hi, ay.lo, w[i].hi, ay.hi);
+    plstyl(0, NULL, NULL);
+  }
+  /* Bars, with a thin white edge so that neighbours stay distinct. */
+  for (size_t i = 0; i < h->nbins; i++) {
+    double v = plot_ax_map(&ay, h->counts[i]);
+    if (!isfinite(v)) continue;
+    double base = ch->logy ? ay.lo : 0;
+    if (v == base) continue;
+    plcol0(CI_PAL + bar_col);
+    fill_rect(h->edges[i], h->edges[i + 1], base, v);
+    plcol0(CI_WHITE);
+    plwidth(1.0 * c.s);
+    PLFLT ex[4] = {h->edges[i], h->edges[i], h->edges[i + 1], h->edges[i + 1]};
+    PLFLT ey[4] = {base, v, v, base};
+    plline(4, ex, ey);
+  }
+  plot_draw_frame(&c, &p, &ax, &ay, 0, 1);
+  plot_draw_axis_labels(&c, &p, &ax, &ay, 1);
+  plot_draw_titles(&c, &p, ch, xt, yt);
+  plot_legend_draw(&c, &L, &p);
+  return plot_canvas_end(&c, FP8_OK, path, ch, err, errlen);
+}
+
+/* ------------------------------------------------------------------ grouped bars */
+
+int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *categories,
+                  size_t ncat, const fp8_bar_series *series, size_t ns, char *err, size_t errlen) {
+  int rc = plot_check_common(path, ch, err, errlen);
+  if (rc != FP8_OK) return rc;
+  if (ncat == 0 || !categories) FAIL(FP8_EINVAL, "%s: bar chart: expected at least one category, got 0", path);
+  if (ns == 0 || !series) FAIL(FP8_EINVAL, "%s: bar chart: expected at least one series, got 0", path);
+  if (ch->logx) FAIL(FP8_EINVAL, "%s: bar chart: logx is not supported (x is categorical)", path);
+  for (size_t j = 0; j < ns; j++) {
+    if (!series[j].values) FAIL(FP8_EINVAL, "%s: bar series %zu: values NULL", path, j);
+    if ((rc = plot_check_color(path, "bar series", j, series[j].color, err, errlen)) != FP8_OK) return rc;
+  }
+
+  double ylo = INFINITY, yhi = -INFINITY;
+  for (size_t j = 0; j < ns; j++)
+    for (size_t i = 0; i < ncat; i++) plot_range_add(series[j].values[i], ch->logy, &ylo, &yhi);
+  if (!ch->logy && ylo <= yhi) ylo = fmin(ylo, 0), yhi = fmax(yhi, 0);
+  axis ax = {-0.5, ncat - 0.5, 0, 1}, ay;
+  plot_ax_range(&ay, ch->logy, ylo, yhi, ch->ymin, ch->ymax);
+  plot_ax_bar_floor(&ay, ch, ylo, yhi);
+
+  canvas c;
+  if ((rc = plot_canvas_begin(&c, ch, err, errlen)) != FP8_OK) return rc;
+  legend L = {0};
+  for (size_t j = 0; j < ns; j++) {
+    int ci = CI_PAL + plot_pick_color(&c, series[j].color);
+    if (ns > 1) plot_legend_add(&L, LEG_BOX, ci, 0, "", series[j].label);
+  }
+  /* Category labels: horizontal when they fit their slot, else slanted at 45 degrees, smaller
+   * when slots are narrow, shortened beyond 40 characters (or what fits in 30% of the height). */
+  double cap = c.fs * 0.95;
+  double est_plot_w = c.W - 8 * c.fs - (L.n ? c.W / 3.0 : 0);
+  double slot = est_plot_w / (double)ncat, lw = 0;
+  for (size_t i = 0; i < ncat; i++)
+    lw = fmax(lw, plot_text_w(categories[i] ? categories[i] : "", cap));
+  int slant = lw > 0.95 * slot;
+  double xcap = slant ? fmax(fmin(cap, slot * M_SQRT1_2 / 1.3), 0.55 * cap) : cap;
+  size_t maxc = 40;
+  double extra = 0;
+  if (slant) {
+    size_t longest = 0;
+    for (size_t i = 0; i < ncat; i++) {
+      size_t n = plot_utf8_len(categories[i] ? categories[i] : "");
+      if (n > longest) longest = n;
+    }
+    size_t fitc = (size_t)(c.H * 0.3 / M_SQRT1_2 / (TEXT_CHAR_W * xcap));
+    if (fitc < maxc) maxc = fitc;
+    if (longest < maxc) maxc = longest;
+    extra = maxc * TEXT_CHAR_W * xcap * M_SQRT1_2 + 1.0 * xcap;
+  } else {
+    extra = 2.2 * cap;
+  }
+  double xt, yt;
+  box p = plot_layout_xy(&c, ch, &ax, &ay, &L, 0, extra, &xt, &yt);
+  if (slant) {
+    size_t n0 = plot_utf8_len(categories[0] ? categories[0] : "");
+    plot_fit_first_slanted(&c, &p, ncat, n0 < maxc ? n0 : maxc, xcap);
+  }
+  plot_draw_frame(&c, &p, &ax, &ay, ch->grid, 0);
+  plot_mode(&c, &p, ax.lo, ax.hi, ay.lo, ay.hi);
+  double gw = 0.8, bw = gw / ns;
+  c.auto_i = 0; /* the same automatic colours as in the legend */
+  for (size_t j = 0; j < ns; j++) {
+    plcol0(CI_PAL + plot_pick_color(&c, series[j].color));
+    for (size_t i = 0; i < ncat; i++) {
+      double v = plot_ax_map(&ay, series[j].values[i]);
+      if (!isfinite(v)) continue;
+      double base = ch->logy ? ay.lo : 0;
+      double x0 = i - gw / 2 + j * bw;
+      fill_rect(x0, x0 + bw, base, v);
+    }
+  }
+  /* Zero line for bars that go negative. */
+  if (!ch->logy && ay.lo < 0) {
+    plcol0(CI_AXIS_GREY);
+    pljoin(ax.lo, 0, ax.hi, 0);
+  }
+  plot_draw_frame(&c, &p, &ax, &ay, 0, 0);
+  /* Category ticks. */
+  for (size_t i = 0; i < ncat; i++) {
+    double tick = (ay.hi - ay.lo) * 0.012;
+    plcol0(CI_FG);
+    pljoin((double)i, ay.lo, (double)i, ay.lo + tick);
+  }
+  plot_draw_axis_labels(&c, &p, &ax, &ay, 0);
+  double pslot = (p.r - p.l) / ncat;
+  for (size_t i = 0; i < ncat; i++) {
+    double x = p.l + (i + 0.5) * pslot;
+    if (slant) plot_text_user(&c, x, p.b + 0.9 * xcap, 45, 1.0, xcap, CI_FG, categories[i], maxc);
+    else plot_text_user(&c, x, p.b + 1.4 * cap, 0, 0.5, cap, CI_FG, categories[i], maxc);
+  }
+  plot_draw_titles(&c, &p, ch, xt, yt);
+  plot_legend_draw(&c, &L, &p);
+  return plot_canvas_end(&c, FP8_OK, path, ch, err, errlen);
+}

@@ -1,0 +1,251 @@
+/* plot_canvas.c: the chart library's plumbing (plot.h): the PLplot stream and its colours,
+ * the text primitives, the argument checks every chart shares. Each chart: a white RGB buffer
+ * handed to a fresh PLplot stream on the memcairo device (plsmem: 3 bytes per pixel; memcairo
+ * draws over the buffer's contents and never paints a background, hence the white fill), the
+ * data drawn in a plot viewport, then every piece of text (title, axis labels, tick labels,
+ * legend) drawn in page coordinates (one world unit = one pixel, y up) so that its place is
+ * computed here, in pixels, and nothing is clipped by the plot viewport. The stream is ended,
+ * and the buffer encoded by png_io.c. The axes and legend are plot_layout.c; the chart kinds
+ * plot_lines.c, plot_heatmap.c and plot_bars.c.
+ *
+ * Text sizes are cap heights in pixels: PLplot's character height (plschr, mm) is what the
+ * cairo driver renders as the height of a capital (measured: 5 mm at 72 dpi gives 14 px caps),
+ * and a DejaVu Sans character is at most ~0.8 cap heights wide on average, the figure used to
+ * reserve room for text whose width only cairo knows. */
+#include "plot_internal.h"
+
+#include <math.h>
+#include <plplot.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* PLplot's stream table, abort handler and device list are process-wide. */
+static pthread_mutex_t plot_lock = PTHREAD_MUTEX_INITIALIZER;
+static char plot_abort_msg[256]; /* guarded by plot_lock */
+
+static const uint8_t okabe_ito[FP8_COLOR_COUNT][3] = {
+    {230, 159, 0}, /* AUTO: first automatic colour (orange) */
+    {0, 0, 0},       {230, 159, 0}, {86, 180, 233}, {0, 158, 115},
+    {240, 228, 66},  {0, 114, 178}, {213, 94, 0},   {204, 121, 167}};
+static const fp8_color auto_order[] = {FP8_COLOR_ORANGE, FP8_COLOR_SKYBLUE,    FP8_COLOR_GREEN,
+                                       FP8_COLOR_BLUE,   FP8_COLOR_VERMILLION, FP8_COLOR_PURPLE,
+                                       FP8_COLOR_BLACK,  FP8_COLOR_YELLOW};
+#define N_AUTO (sizeof auto_order / sizeof auto_order[0])
+
+#define DEFAULT_W 1200
+#define DEFAULT_H 800
+
+int fp8_plot_color_rgb(fp8_color c, uint8_t rgb[3]) {
+  if ((int)c < 0 || c >= FP8_COLOR_COUNT) return FP8_EINVAL;
+  memcpy(rgb, okabe_ito[c], 3);
+  return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ the canvas */
+
+static void on_plabort(PLCHAR_VECTOR msg) {
+  if (!plot_abort_msg[0]) snprintf(plot_abort_msg, sizeof plot_abort_msg, "%s", msg);
+}
+
+static int memcairo_available(void) {
+  /* plgDevs fills caller arrays of at least as many entries as there are drivers. */
+  const char *menu[128], *names[128];
+  const char **mp = menu, **np = names;
+  int n = 128;
+  plgDevs(&mp, &np, &n);
+  for (int i = 0; i < n && i < 128; i++)
+    if (np[i] && strcmp(np[i], "memcairo") == 0) return 1;
+  return 0;
+}
+
+static int check_size(const fp8_chart *ch, int *W, int *H, char *err, size_t errlen) {
+  *W = ch->width ? ch->width : DEFAULT_W;
+  *H = ch->height ? ch->height : DEFAULT_H;
+  if (*W < 300 || *H < 200 || *W > 8000 || *H > 8000) {
+    snprintf(err, errlen, "chart size %dx%d: expected 300..8000 x 200..8000 pixels", *W, *H);
+    return FP8_EINVAL;
+  }
+  return FP8_OK;
+}
+
+static void set_color0(int i, const uint8_t rgb[3], double alpha) {
+  plscol0a(i, rgb[0], rgb[1], rgb[2], alpha);
+}
+
+int plot_canvas_begin(canvas *c, const fp8_chart *ch, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  int rc = check_size(ch, &c->W, &c->H, err, errlen);
+  if (rc != FP8_OK) return rc;
+  c->rgb = malloc((size_t)c->W * (size_t)c->H * 3);
+  if (!c->rgb) {
+    snprintf(err, errlen, "out of memory for a %dx%d chart", c->W, c->H);
+    return FP8_ENOMEM;
+  }
+  memset(c->rgb, 255, (size_t)c->W * (size_t)c->H * 3);
+  pthread_mutex_lock(&plot_lock);
+  if (!memcairo_available()) {
+    pthread_mutex_unlock(&plot_lock);
+    free(c->rgb);
+    c->rgb = NULL;
+    snprintf(err, errlen, "PLplot has no memcairo device (install plplot-driver-cairo)");
+    return FP8_EIO;
+  }
+  plot_abort_msg[0] = 0;
+  plsabort(on_plabort);
+  plgstrm(&c->prev_stream);
+  PLINT strm;
+  plmkstrm(&strm);
+  plsdev("memcairo");
+  plsmem(c->W, c->H, c->rgb);
+  plscmap0n(CI_COUNT);
+  static const uint8_t white[3] = {255, 255, 255}, black[3] = {0, 0, 0},
+                       grid[3] = {225, 225, 225}, na[3] = {190, 190, 190},
+                       axisgrey[3] = {90, 90, 90};
+  set_color0(CI_BG, white, 1.0);
+  set_color0(CI_FG, black, 1.0);
+  for (int k = 0; k < FP8_COLOR_COUNT; k++) {
+    set_color0(CI_PAL + k, okabe_ito[k], 1.0);
+    set_color0(CI_PAL_T + k, okabe_ito[k], 0.25);
+  }
+  set_color0(CI_GRID, grid, 1.0);
+  set_color0(CI_NA, na, 1.0);
+  set_color0(CI_WHITE, white, 1.0);
+  set_color0(CI_AXIS_GREY, axisgrey, 1.0);
+  plinit();
+  c->open = 1;
+  pladv(0);
+  PLFLT x0, x1, y0, y1;
+  plgspa(&x0, &x1, &y0, &y1);
+  c->ppmm = (x1 > x0) ? c->W / (x1 - x0) : 72.0 / 25.4;
+  c->s = sqrt((double)c->W * c->H / ((double)DEFAULT_W * DEFAULT_H));
+  if (c->s < 0.75) c->s = 0.75; /* below that, text is no longer legible */
+  c->fs = 13.0 * c->s;
+  plsfont(PL_FCI_SANS, PL_FCI_UPRIGHT, PL_FCI_MEDIUM);
+  return FP8_OK;
+}
+
+int plot_canvas_end(canvas *c, int rc, const char *path, const fp8_chart *ch, char *err,
+                    size_t errlen) {
+  if (c->open) {
+    plend1();
+    plsstrm(c->prev_stream);
+    plsabort(NULL);
+    c->open = 0;
+    if (rc == FP8_OK && plot_abort_msg[0]) {
+      snprintf(err, errlen, "%s: PLplot: %s", path, plot_abort_msg);
+      rc = FP8_EIO;
+    }
+    pthread_mutex_unlock(&plot_lock);
+  }
+  if (rc == FP8_OK) rc = fp8_png_write(path, c->rgb, c->W, c->H, ch->text, ch->ntext, err, errlen);
+  free(c->rgb);
+  c->rgb = NULL;
+  return rc;
+}
+
+fp8_color plot_pick_color(canvas *c, fp8_color want) {
+  if (want != FP8_COLOR_AUTO) return want;
+  return auto_order[c->auto_i++ % N_AUTO];
+}
+
+/* ------------------------------------------------------------------ text */
+
+/* Text sizes are cap heights in pixels. */
+void plot_text_size(const canvas *c, double cap_px) { plschr(cap_px / c->ppmm, 1.0); }
+
+size_t plot_utf8_len(const char *s) {
+  size_t n = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xC0) != 0x80) n++;
+  return n;
+}
+
+double plot_text_w(const char *s, double cap) {
+  return (double)plot_utf8_len(s) * TEXT_CHAR_W * cap;
+}
+
+void plot_plain_text(const char *s, size_t maxchars, char *out, size_t outlen) {
+  size_t o = 0, chars = 0, total = plot_utf8_len(s ? s : "");
+  if (!s) s = "";
+  int cut = maxchars > 1 && total > maxchars;
+  for (; *s && o + 8 < outlen; s++) {
+    if (((unsigned char)*s & 0xC0) != 0x80) {
+      if (cut && chars == maxchars - 1) break;
+      chars++;
+    }
+    if (*s == '#') out[o++] = '#';
+    out[o++] = *s;
+  }
+  if (cut) {
+    memcpy(out + o, "\u2026", 3);
+    o += 3;
+  }
+  out[o] = 0;
+}
+
+void plot_page_mode(const canvas *c) {
+  plvpor(0.0, 1.0, 0.0, 1.0);
+  plwind(0.0, c->W, 0.0, c->H);
+}
+
+/* Draws already-escaped text at pixel (x, ytop) measured from the top-left corner, rotated by
+ * angle degrees, justified by just (0 left, 0.5 centre, 1 right) along its direction and
+ * centred vertically on ytop. Needs page_mode. */
+void plot_text_raw(const canvas *c, double x, double ytop, double angle, double just,
+                   double cap, int color, const char *s) {
+  plot_text_size(c, cap);
+  plcol0(color);
+  double a = angle * M_PI / 180.0;
+  plptex(x, c->H - ytop, cos(a), sin(a), just, s);
+}
+
+void plot_text_user(const canvas *c, double x, double ytop, double angle, double just,
+                    double cap, int color, const char *s, size_t maxchars) {
+  if (!s || !*s) return;
+  char buf[1024];
+  plot_plain_text(s, maxchars, buf, sizeof buf);
+  plot_text_raw(c, x, ytop, angle, just, cap, color, buf);
+}
+
+double plot_fit_cap(const char *s, double cap, double w) {
+  double tw = plot_text_w(s ? s : "", cap);
+  if (tw <= w || tw <= 0) return cap;
+  double f = w / tw;
+  return cap * (f < 0.6 ? 0.6 : f);
+}
+
+/* ------------------------------------------------------------------ argument checks */
+
+int plot_check_common(const char *path, const fp8_chart *ch, char *err, size_t errlen) {
+  if (!path || !*path) FAIL(FP8_EINVAL, "chart: expected an output path, got none");
+  if (!ch) FAIL(FP8_EINVAL, "%s: expected a chart description, got NULL", path);
+  int W, H;
+  int rc = check_size(ch, &W, &H, err, errlen);
+  if (rc != FP8_OK) return rc;
+  if (ch->ntext && !ch->text) FAIL(FP8_EINVAL, "%s: ntext %zu but no text", path, ch->ntext);
+  return FP8_OK;
+}
+
+int plot_check_color(const char *path, const char *what, size_t i, fp8_color col, char *err,
+                     size_t errlen) {
+  if ((int)col < 0 || col >= FP8_COLOR_COUNT)
+    FAIL(FP8_EINVAL, "%s: %s %zu: color %d outside 0..%d", path, what, i, (int)col,
+         FP8_COLOR_COUNT - 1);
+  return FP8_OK;
+}
+
+
+/* LeakSanitizer (FP8LAB_SANITIZE=ON): fontconfig, pango, cairo and glib keep process-lifetime
+ * caches that LSan reports as leaks; every program that draws charts links this file, so the
+ * suppressions live here. The runtime calls these hooks only in sanitizer builds. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:libfontconfig.so\nleak:libpango-1.0.so\nleak:libpangoft2-1.0.so\n"
+         "leak:libpangocairo-1.0.so\nleak:libcairo.so\nleak:libglib-2.0.so\n"
+         "leak:libgobject-2.0.so\nleak:libharfbuzz.so\n";
+}
+
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "print_suppressions=0"; }

@@ -1,0 +1,118 @@
+/* report_internal.h: the state of one `fp8lab report` and the steps that fill it (not public).
+ * report.c runs them in order: the readers of the run's other result files (report_read.c),
+ * the choice of the story (report_select.c: configurations, the reference one, the worst
+ * event), the plots (report_plots.c) and the document text (report_text.c).
+ *
+ * A "configuration" here is (recipe label, kind, history_len, margin, amax_compute): with
+ * format = hybrid one configuration spans E4M3 and E5M2 tensors, and the aggregates over
+ * tensors (heatmaps, bars) add them up. */
+#ifndef FP8LAB_ANALYSIS_REPORT_INTERNAL_H
+#define FP8LAB_ANALYSIS_REPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis.h"
+#include "doc.h"
+
+#define MAX_SHOWN 4
+#define MAX_PLOTS 64
+
+typedef struct {
+  const char *recipe;
+  fp8_recipe_kind kind;
+  int32_t h, m;
+  fp8_amax_compute ac;
+  char label[160];
+  /* aggregates over all tensors */
+  int64_t overflow, finite;
+  double snr_median; /* median over tensors of their median SNR */
+  /* gemm.csv: rel_error per GEMM (fprop, dgrad, wgrad) over layers and steps */
+  double *gemm[3];
+  size_t ngemm[3], capgemm[3];
+  double gemm_median[3];
+} cfg_t;
+
+typedef struct {
+  char file[320];  /* under plots/ */
+  char alt[256];
+  char caption[1024];
+} plot_t;
+
+typedef struct {
+  const char *outdir;
+  char name[256];
+  char trace[1024];
+  double budget;
+  fp8_steps_table tab;
+  fp8_analysis an;
+  fp8_recommendations rec;
+  int have_tab, have_an, have_rec;
+  cfg_t *cfgs;
+  size_t ncfg;
+  size_t *gcfg;         /* per group: its configuration */
+  ptrdiff_t ref;        /* the reference delayed configuration (TE-like), -1 if none */
+  ptrdiff_t cur;        /* the first current-scaling configuration, -1 if none */
+  size_t shown[MAX_SHOWN];
+  size_t nshown;        /* delayed configurations drawn on timelines */
+  plot_t plots[MAX_PLOTS];
+  size_t nplots;
+  /* the event the report centres on: the worst overflow under the reference configuration */
+  ptrdiff_t spike_group;
+  int64_t spike_step;
+  size_t spike_row;
+  char pngtext_version[64];
+} rep_t;
+
+/* A group of the reference configuration that overflowed. */
+typedef struct {
+  size_t g;
+  int64_t steps_with_overflow, overflow;
+} ov_t;
+
+/* ------------------------------------------------------------------ report_read.c */
+
+/* The experiment's name (else the directory's), the trace's description and the overflow
+ * budget (-1 when absent) from <outdir>/run.json; a missing or unreadable file leaves the
+ * defaults. */
+void rep_read_run_json(rep_t *r, double *budget_out);
+/* The log2 histogram of (tensor, step) from histograms.csv: counts[0..*nbins) for the bins
+ * from *lo_bin on. FP8_EIO when the file cannot be opened, FP8_EFORMAT when its header is not
+ * histograms.csv's or it has no such rows (the caller then draws no histogram). */
+int rep_load_histogram(const rep_t *r, const char *tensor, int64_t step, double *counts,
+                       int *lo_bin, int *nbins);
+/* Reads gemm.csv (absent: *have = 0, no GEMM section) into the configurations' rel_error
+ * lists and their medians. */
+int rep_load_gemm(rep_t *r, int *have, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ report_select.c */
+
+/* The configurations (experiment order) with their aggregates, the reference and current
+ * configurations and the ones shown on timelines. FP8_OK or FP8_ENOMEM (no message). */
+int rep_build_configs(rep_t *r);
+/* The group of tensor `tensor` under configuration c, or -1. */
+ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c);
+/* The row of group g at step s, or NULL (also for g < 0). */
+const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step);
+/* Groups of the reference configuration that overflowed, worst first, into out (room for
+ * every group); returns their number. */
+size_t rep_overflowing(const rep_t *r, ov_t *out);
+/* The worst event under the reference configuration: the row with the most overflow (the most
+ * underflow when none overflowed). */
+void rep_find_spike(rep_t *r);
+
+/* ------------------------------------------------------------------ report_plots.c */
+
+/* Draws every plot under <outdir>/plots (which exists): up to max_timelines amax timelines
+ * (the spike tensor's, then the worst overflowing ones), the dynamic range at the spike, the
+ * SNR over steps, the heatmaps, the per-configuration bars and, with gemm.csv, the GEMM
+ * errors. Each drawn plot is listed in r->plots. */
+int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ report_text.c */
+
+/* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.
+ * NULL when out of memory. */
+fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix);
+
+#endif

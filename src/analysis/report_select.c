@@ -1,0 +1,203 @@
+/* report_select.c: what `fp8lab report` tells (report_internal.h): the configurations of the
+ * run with their aggregates over tensors, the reference delayed configuration the findings
+ * are about, the ones drawn on the timelines, the tensors that overflow under it and the worst
+ * event (the spike). Plots (report_plots.c) and text (report_text.c) read these choices. */
+#include "report_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+/* ------------------------------------------------------------------ configurations */
+
+static int cfg_same(const cfg_t *c, const fp8_steps_group *g) {
+  return c->kind == g->kind && c->h == g->history_len && c->m == g->margin &&
+         (g->kind != FP8_KIND_DELAYED || c->ac == g->amax_compute) && strcmp(c->recipe, g->recipe) == 0;
+}
+
+static void cfg_label(cfg_t *c) {
+  if (c->kind == FP8_KIND_DELAYED)
+    snprintf(c->label, sizeof c->label, "%s L=%d m=%d %s", c->recipe, (int)c->h, (int)c->m,
+             c->ac == FP8_AMAX_MAX ? "max" : "recent");
+  else
+    snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
+}
+
+/* The configurations in experiment order (a tensor's groups are in file order, and the first
+ * tensor with the most groups has them all) and each group's. */
+static void assign_configs(rep_t *r) {
+  const fp8_steps_table *t = &r->tab;
+  for (size_t g = 0; g < t->ngroups; g++) {
+    const fp8_steps_group *gr = &t->groups[g];
+    size_t c = 0;
+    while (c < r->ncfg && !cfg_same(&r->cfgs[c], gr)) c++;
+    if (c == r->ncfg) {
+      cfg_t *n = &r->cfgs[r->ncfg++];
+      n->recipe = gr->recipe;
+      n->kind = gr->kind;
+      n->h = gr->history_len;
+      n->m = gr->margin;
+      n->ac = gr->amax_compute;
+      cfg_label(n);
+    }
+    r->gcfg[g] = c;
+  }
+}
+
+/* Each configuration's overflow and finite totals and the median of its tensors' median SNRs. */
+static int aggregate_configs(rep_t *r) {
+  const fp8_steps_table *t = &r->tab;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    double *med = malloc((t->ngroups + 1) * sizeof *med);
+    if (!med) return FP8_ENOMEM;
+    size_t nm = 0;
+    for (size_t g = 0; g < t->ngroups; g++) {
+      if (r->gcfg[g] != c) continue;
+      const fp8_group_stats *s = &r->an.stats[g];
+      r->cfgs[c].overflow += s->overflow;
+      r->cfgs[c].finite += s->finite;
+      if (s->snr_rows > 0 && isfinite(s->snr_median)) med[nm++] = s->snr_median;
+    }
+    gsl_sort(med, 1, nm);
+    r->cfgs[c].snr_median = nm ? gsl_stats_median_from_sorted_data(med, 1, nm) : NAN;
+    free(med);
+  }
+  return FP8_OK;
+}
+
+/* The reference configuration: TE's default (1024, 0, max) when swept, else the longest
+ * history with the smallest |margin| and max (any kind but current scaling); and the first
+ * current-scaling one. */
+static void choose_reference(rep_t *r) {
+  r->ref = -1;
+  r->cur = -1;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    if (x->kind == FP8_KIND_CURRENT) {
+      if (r->cur < 0) r->cur = (ptrdiff_t)c;
+      continue;
+    }
+    if (r->ref < 0) {
+      r->ref = (ptrdiff_t)c;
+      continue;
+    }
+    const cfg_t *b = &r->cfgs[r->ref];
+    int xd = x->h == 1024 && x->m == 0 && x->ac == FP8_AMAX_MAX;
+    int bd = b->h == 1024 && b->m == 0 && b->ac == FP8_AMAX_MAX;
+    if (xd != bd) {
+      if (xd) r->ref = (ptrdiff_t)c;
+      continue;
+    }
+    if ((x->ac == FP8_AMAX_MAX) != (b->ac == FP8_AMAX_MAX)) {
+      if (x->ac == FP8_AMAX_MAX) r->ref = (ptrdiff_t)c;
+      continue;
+    }
+    if (abs(x->m) != abs(b->m)) {
+      if (abs(x->m) < abs(b->m)) r->ref = (ptrdiff_t)c;
+      continue;
+    }
+    if (x->h > b->h) r->ref = (ptrdiff_t)c;
+  }
+}
+
+/* The delayed configurations drawn on timelines: the reference's recipe, margin and
+ * amax_compute, each history length (up to MAX_SHOWN, spread over the range). */
+static void choose_shown(rep_t *r) {
+  if (r->ref < 0) return;
+  const cfg_t *b = &r->cfgs[r->ref];
+  size_t cand[256], nc = 0;
+  for (size_t c = 0; c < r->ncfg && nc < 256; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    if (x->kind == FP8_KIND_DELAYED && x->m == b->m && x->ac == b->ac &&
+        strcmp(x->recipe, b->recipe) == 0)
+      cand[nc++] = c;
+  }
+  /* ascending history_len */
+  for (size_t i = 1; i < nc; i++)
+    for (size_t j = i; j > 0 && r->cfgs[cand[j]].h < r->cfgs[cand[j - 1]].h; j--) {
+      size_t tmp = cand[j];
+      cand[j] = cand[j - 1];
+      cand[j - 1] = tmp;
+    }
+  if (nc <= MAX_SHOWN) {
+    for (size_t i = 0; i < nc; i++) r->shown[r->nshown++] = cand[i];
+  } else {
+    for (size_t i = 0; i < MAX_SHOWN; i++)
+      r->shown[r->nshown++] = cand[i * (nc - 1) / (MAX_SHOWN - 1)];
+  }
+}
+
+int rep_build_configs(rep_t *r) {
+  const fp8_steps_table *t = &r->tab;
+  r->cfgs = calloc(t->ngroups + 1, sizeof *r->cfgs);
+  r->gcfg = calloc(t->ngroups + 1, sizeof *r->gcfg);
+  if (!r->cfgs || !r->gcfg) return FP8_ENOMEM;
+  assign_configs(r);
+  int rc = aggregate_configs(r);
+  if (rc) return rc;
+  choose_reference(r);
+  choose_shown(r);
+  return FP8_OK;
+}
+
+ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c) {
+  for (size_t g = 0; g < r->tab.ngroups; g++)
+    if (r->gcfg[g] == c && strcmp(r->tab.groups[g].tensor, tensor) == 0) return (ptrdiff_t)g;
+  return -1;
+}
+
+const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step) {
+  if (g < 0) return NULL;
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  for (size_t i = 0; i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    if (row->step == step) return row;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ the story */
+
+static int cmp_ov(const void *a, const void *b) {
+  const ov_t *x = a, *y = b;
+  if (x->overflow != y->overflow) return x->overflow < y->overflow ? 1 : -1;
+  if (x->steps_with_overflow != y->steps_with_overflow) return x->steps_with_overflow < y->steps_with_overflow ? 1 : -1;
+  return x->g < y->g ? -1 : x->g > y->g;
+}
+
+size_t rep_overflowing(const rep_t *r, ov_t *out) {
+  size_t n = 0;
+  if (r->ref < 0) return 0;
+  for (size_t g = 0; g < r->tab.ngroups; g++) {
+    if (r->gcfg[g] != (size_t)r->ref) continue;
+    const fp8_group_stats *s = &r->an.stats[g];
+    if (s->overflow > 0 || s->steps_with_overflow > 0)
+      out[n++] = (ov_t){g, s->steps_with_overflow, s->overflow};
+  }
+  qsort(out, n, sizeof *out, cmp_ov);
+  return n;
+}
+
+void rep_find_spike(rep_t *r) {
+  r->spike_group = -1;
+  if (r->ref < 0) return;
+  int64_t best = -1;
+  int by_overflow = 0;
+  for (size_t i = 0; i < r->tab.nrows; i++)
+    if (r->gcfg[r->tab.rows[i].group] == (size_t)r->ref && r->tab.rows[i].overflow > 0) by_overflow = 1;
+  for (size_t i = 0; i < r->tab.nrows; i++) {
+    const fp8_step_row *row = &r->tab.rows[i];
+    if (r->gcfg[row->group] != (size_t)r->ref) continue;
+    int64_t v = by_overflow ? row->overflow : row->underflow;
+    if (v > best) {
+      best = v;
+      r->spike_group = (ptrdiff_t)row->group;
+      r->spike_step = row->step;
+      r->spike_row = i;
+    }
+  }
+}
