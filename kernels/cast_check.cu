@@ -36,10 +36,10 @@ extern "C" int fp8k_encode_range(uint64_t first, uint64_t count, int e5m2, uint8
     if (err && errlen) snprintf(err, errlen, "fp8k_encode_range: range beyond 2^32");
     return FP8_EINVAL;
   }
-  FP8K_CHECK(cudaMalloc(&d, count));
+  FP8G_CUDA(cudaMalloc(&d, count));
   FP8K_LAUNCH(1024, 256, 0, 0, encode_range_kernel)((uint32_t)first, (uint32_t)count, e5m2, d);
-  FP8K_CHECK(cudaGetLastError()); // the launch itself
-  FP8K_CHECK(cudaMemcpy(codes, d, count, cudaMemcpyDeviceToHost));
+  FP8G_CUDA(cudaGetLastError()); // the launch itself
+  FP8G_CUDA(cudaMemcpy(codes, d, count, cudaMemcpyDeviceToHost));
 done:
   if (d) cudaFree(d);
   return rc;

@@ -85,16 +85,16 @@ extern "C" int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t
                                           const int32_t *amax_compute, const float *scaled_max,
                                           float *amax_used, char *err, size_t errlen) {
   int rc = 0;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_delayed_update_device: ctx is NULL");
-  FP8K_REQUIRE(nslots >= 0 && L >= 1 && L <= FP8_HISTORY_LIMIT,
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_delayed_update_device: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(nslots >= 0 && L >= 1 && L <= FP8_HISTORY_LIMIT,
                "fp8k_delayed_update_device: nslots %d, L %d (expected nslots >= 0, 1 <= L <= %d)",
                (int)nslots, (int)L, FP8_HISTORY_LIMIT);
   if (nslots == 0) goto done;
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
               delayed_update_kernel)(nslots, L, ring, nullptr, head, scale, last_amax, nullptr,
                                      history_len, amax_compute, scaled_max, amax_used);
-  FP8K_CHECK(cudaGetLastError());
+  FP8G_CUDA(cudaGetLastError());
 done:
   return rc;
 }
@@ -106,17 +106,17 @@ extern "C" int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float 
                                            const int32_t *amax_compute, const float *scaled_max,
                                            float *amax_used, char *err, size_t errlen) {
   int rc = 0;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_delayed_update_indexed: ctx is NULL");
-  FP8K_REQUIRE(nslots >= 0, "fp8k_delayed_update_indexed: nslots %d < 0", (int)nslots);
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_delayed_update_indexed: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(nslots >= 0, "fp8k_delayed_update_indexed: nslots %d < 0", (int)nslots);
   if (nslots == 0) goto done;
-  FP8K_REQUIRE(ring && ring_off && head && scale && amax && amax_index && history_len &&
+  FP8G_REQUIRE_EINVAL(ring && ring_off && head && scale && amax && amax_index && history_len &&
                    amax_compute && scaled_max,
                "fp8k_delayed_update_indexed: NULL array");
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
               delayed_update_kernel)(nslots, 1, ring, ring_off, head, scale, amax, amax_index,
                                      history_len, amax_compute, scaled_max, amax_used);
-  FP8K_CHECK(cudaGetLastError());
+  FP8G_CUDA(cudaGetLastError());
 done:
   return rc;
 }
@@ -132,21 +132,21 @@ extern "C" int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L
   float *d_ring = nullptr, *d_scale = nullptr, *d_last = nullptr, *d_smax = nullptr,
         *d_used = nullptr;
   int32_t *d_head = nullptr, *d_len = nullptr, *d_comp = nullptr;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_delayed_update_host: ctx is NULL");
-  FP8K_REQUIRE(nslots >= 0 && L >= 1 && L <= FP8_HISTORY_LIMIT,
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_delayed_update_host: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(nslots >= 0 && L >= 1 && L <= FP8_HISTORY_LIMIT,
                "fp8k_delayed_update_host: nslots %d, L %d (expected nslots >= 0, 1 <= L <= %d)",
                (int)nslots, (int)L, FP8_HISTORY_LIMIT);
   if (nslots == 0) goto done;
-  FP8K_REQUIRE(ring && head && scale && last_amax && history_len && amax_compute && scaled_max,
+  FP8G_REQUIRE_EINVAL(ring && head && scale && last_amax && history_len && amax_compute && scaled_max,
                "fp8k_delayed_update_host: NULL array");
   for (int32_t s = 0; s < nslots; s++) {
-    FP8K_REQUIRE(history_len[s] >= 1 && history_len[s] <= L,
+    FP8G_REQUIRE_EINVAL(history_len[s] >= 1 && history_len[s] <= L,
                  "fp8k_delayed_update_host: slot %d: history_len %d outside [1, %d]", (int)s,
                  (int)history_len[s], (int)L);
-    FP8K_REQUIRE(head[s] >= 0 && head[s] < history_len[s],
+    FP8G_REQUIRE_EINVAL(head[s] >= 0 && head[s] < history_len[s],
                  "fp8k_delayed_update_host: slot %d: head %d outside [0, %d)", (int)s,
                  (int)head[s], (int)history_len[s]);
-    FP8K_REQUIRE(amax_compute[s] == FP8_AMAX_MAX || amax_compute[s] == FP8_AMAX_MOST_RECENT,
+    FP8G_REQUIRE_EINVAL(amax_compute[s] == FP8_AMAX_MAX || amax_compute[s] == FP8_AMAX_MOST_RECENT,
                  "fp8k_delayed_update_host: slot %d: amax_compute %d, expected 0 or 1", (int)s,
                  (int)amax_compute[s]);
   }
@@ -154,8 +154,8 @@ extern "C" int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L
   n = (size_t)nslots;
   ring_bytes = n * (size_t)L * sizeof(float);
   total = ring_bytes + 7 * n * 4;
-  FP8K_CHECK(cudaSetDevice(ctx->device));
-  FP8K_CHECK(fp8k_grow(&ctx->d_delayed, &ctx->delayed_cap, total));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
+  FP8G_CUDA(fp8k_grow(&ctx->d_delayed, &ctx->delayed_cap, total));
   base = static_cast<char *>(ctx->d_delayed);
   d_ring = reinterpret_cast<float *>(base);
   d_head = reinterpret_cast<int32_t *>(base + ring_bytes);
@@ -165,22 +165,22 @@ extern "C" int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L
   d_comp = reinterpret_cast<int32_t *>(base + ring_bytes + 4 * n * 4);
   d_smax = reinterpret_cast<float *>(base + ring_bytes + 5 * n * 4);
   d_used = reinterpret_cast<float *>(base + ring_bytes + 6 * n * 4);
-  FP8K_CHECK(cudaMemcpyAsync(d_ring, ring, ring_bytes, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_head, head, n * 4, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_scale, scale, n * 4, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_last, last_amax, n * 4, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_len, history_len, n * 4, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_comp, amax_compute, n * 4, cudaMemcpyHostToDevice, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(d_smax, scaled_max, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_ring, ring, ring_bytes, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_head, head, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_scale, scale, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_last, last_amax, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_len, history_len, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_comp, amax_compute, n * 4, cudaMemcpyHostToDevice, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(d_smax, scaled_max, n * 4, cudaMemcpyHostToDevice, ctx->stream));
   rc = fp8k_delayed_update_device(ctx, nslots, L, d_ring, d_head, d_scale, d_last, d_len, d_comp,
                                   d_smax, amax_used ? d_used : nullptr, err, errlen);
   if (rc) goto done;
-  FP8K_CHECK(cudaMemcpyAsync(ring, d_ring, ring_bytes, cudaMemcpyDeviceToHost, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(head, d_head, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(scale, d_scale, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(ring, d_ring, ring_bytes, cudaMemcpyDeviceToHost, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(head, d_head, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
+  FP8G_CUDA(cudaMemcpyAsync(scale, d_scale, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
   if (amax_used)
-    FP8K_CHECK(cudaMemcpyAsync(amax_used, d_used, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
-  FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    FP8G_CUDA(cudaMemcpyAsync(amax_used, d_used, n * 4, cudaMemcpyDeviceToHost, ctx->stream));
+  FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
 done:
   return rc;
 }

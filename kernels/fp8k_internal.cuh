@@ -1,5 +1,5 @@
 // fp8k_internal.cuh: what the .cu files of fp8lab_kernels share and the C API does not show:
-// the one CUDA check macro, the launch macro FP8K_LAUNCH (fp8k_launch.cuh), the context structure
+// the check macros (fp8_check.h), the launch macro FP8K_LAUNCH (fp8k_launch.cuh), the context structure
 // and buffer growth. C++/CUDA only; the runner sees fp8k.h. bench/bench_gpu.cu includes it to
 // time the kernels without the copies back.
 #ifndef FP8LAB_KERNELS_FP8K_INTERNAL_CUH
@@ -11,37 +11,16 @@
 #include <cstdio>
 
 #include "fp8.h"
+#include "fp8_check.h"
 #include "fp8k.h"
 #include "fp8k_launch.cuh"
 
-// Every CUDA call (and every launch, through cudaGetLastError) goes through FP8K_CHECK: on
-// failure it writes "<call text> failed at file:line: <CUDA message>" into err (when err is not
-// NULL), sets rc = FP8_EDEVICE and jumps to the function's `done:` cleanup label. Functions
-// using it therefore declare `int rc = 0;` and take `char *err, size_t errlen`.
-#define FP8K_CHECK(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      fp8k_set_error(err, errlen, #call, __FILE__, __LINE__, cudaGetErrorString(e_));      \
-      rc = FP8_EDEVICE;                                                                    \
-      goto done;                                                                           \
-    }                                                                                      \
-  } while (0)
-
-// Argument errors: message and FP8_EINVAL, same cleanup path.
-#define FP8K_REQUIRE(cond, ...)                                                            \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      if (err && errlen) snprintf(err, errlen, __VA_ARGS__);                               \
-      rc = FP8_EINVAL;                                                                     \
-      goto done;                                                                           \
-    }                                                                                      \
-  } while (0)
-
-static inline void fp8k_set_error(char *err, size_t errlen, const char *call, const char *file,
-                                  int line, const char *msg) {
-  if (err && errlen) snprintf(err, errlen, "%s failed at %s:%d: %s", call, file, line, msg);
-}
+// Every CUDA call (and every launch, through cudaGetLastError) goes through fp8_check.h's
+// FP8G_CUDA, the same macro src/gpu uses: on failure "<call> failed at file:line: CUDA <name>
+// (<code>): <description>" in err, rc = FP8_EDEVICE, goto done. Functions using it declare
+// `int rc = 0;` and take `char *err, size_t errlen`. Argument errors: FP8G_REQUIRE with
+// FP8_EINVAL (the shorthand below).
+#define FP8G_REQUIRE_EINVAL(cond, ...) FP8G_REQUIRE(cond, FP8_EINVAL, __VA_ARGS__)
 
 /* Configurations per launch of the fused kernel (more are done in further launches). */
 #define FP8K_MAX_CONFIGS 64

@@ -507,10 +507,10 @@ extern "C" int fp8k_ctx_create(fp8k_ctx **out, int device, char *err, size_t err
   int rc = 0, ndev = 0;
   float tables[2][256];
   fp8k_ctx *ctx = nullptr;
-  FP8K_REQUIRE(out != nullptr, "fp8k_ctx_create: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(out != nullptr, "fp8k_ctx_create: ctx is NULL");
   *out = nullptr;
-  FP8K_CHECK(cudaGetDeviceCount(&ndev));
-  FP8K_REQUIRE(device >= 0 && device < ndev, "fp8k_ctx_create: device %d, expected 0..%d", device,
+  FP8G_CUDA(cudaGetDeviceCount(&ndev));
+  FP8G_REQUIRE_EINVAL(device >= 0 && device < ndev, "fp8k_ctx_create: device %d, expected 0..%d", device,
                ndev - 1);
   ctx = static_cast<fp8k_ctx *>(calloc(1, sizeof *ctx));
   if (!ctx) {
@@ -518,16 +518,16 @@ extern "C" int fp8k_ctx_create(fp8k_ctx **out, int device, char *err, size_t err
     return FP8_ENOMEM;
   }
   ctx->device = device;
-  FP8K_CHECK(cudaSetDevice(device));
-  FP8K_CHECK(cudaDeviceGetAttribute(&ctx->nsm, cudaDevAttrMultiProcessorCount, device));
-  FP8K_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-  FP8K_CHECK(cudaMalloc(&ctx->d_acc, sizeof(fp8k_acc)));
-  FP8K_CHECK(cudaMallocHost(&ctx->h_acc, sizeof(fp8k_acc)));
-  FP8K_CHECK(cudaMalloc(&ctx->d_scales, FP8K_MAX_CONFIGS * sizeof(float)));
-  FP8K_CHECK(cudaMallocHost(&ctx->h_scales, FP8K_MAX_CONFIGS * sizeof(float)));
+  FP8G_CUDA(cudaSetDevice(device));
+  FP8G_CUDA(cudaDeviceGetAttribute(&ctx->nsm, cudaDevAttrMultiProcessorCount, device));
+  FP8G_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+  FP8G_CUDA(cudaMalloc(&ctx->d_acc, sizeof(fp8k_acc)));
+  FP8G_CUDA(cudaMallocHost(&ctx->h_acc, sizeof(fp8k_acc)));
+  FP8G_CUDA(cudaMalloc(&ctx->d_scales, FP8K_MAX_CONFIGS * sizeof(float)));
+  FP8G_CUDA(cudaMallocHost(&ctx->h_scales, FP8K_MAX_CONFIGS * sizeof(float)));
   memcpy(tables[0], fp8_decode_table(FP8_E4M3), sizeof tables[0]);
   memcpy(tables[1], fp8_decode_table(FP8_E5M2), sizeof tables[1]);
-  FP8K_CHECK(cudaMemcpyToSymbol(c_decode, tables, sizeof tables));
+  FP8G_CUDA(cudaMemcpyToSymbol(c_decode, tables, sizeof tables));
   *out = ctx;
   ctx = nullptr;
 done:
@@ -560,20 +560,20 @@ extern "C" int fp8k_upload(fp8k_ctx *ctx, const void *data, int64_t numel, int d
                            size_t errlen) {
   int rc = 0;
   size_t bytes = 0;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_upload: ctx is NULL");
-  FP8K_REQUIRE(dtype >= FP8_DTYPE_F32 && dtype <= FP8_DTYPE_F16,
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_upload: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(dtype >= FP8_DTYPE_F32 && dtype <= FP8_DTYPE_F16,
                "fp8k_upload: dtype %d, expected 0 (F32), 1 (BF16) or 2 (F16)", dtype);
-  FP8K_REQUIRE(numel >= 0 && numel <= (1ll << 40), "fp8k_upload: numel %lld outside [0, 2^40]",
+  FP8G_REQUIRE_EINVAL(numel >= 0 && numel <= (1ll << 40), "fp8k_upload: numel %lld outside [0, 2^40]",
                (long long)numel);
-  FP8K_REQUIRE(numel == 0 || data != nullptr, "fp8k_upload: data is NULL for %lld elements",
+  FP8G_REQUIRE_EINVAL(numel == 0 || data != nullptr, "fp8k_upload: data is NULL for %lld elements",
                (long long)numel);
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   ctx->numel = 0;
   bytes = (size_t)numel * fp8_dtype_size((fp8_dtype)dtype);
-  FP8K_CHECK(fp8k_grow(&ctx->d_data, &ctx->data_cap, bytes + 64));
+  FP8G_CUDA(fp8k_grow(&ctx->d_data, &ctx->data_cap, bytes + 64));
   if (bytes) {
-    FP8K_CHECK(cudaMemcpyAsync(ctx->d_data, data, bytes, cudaMemcpyHostToDevice, ctx->stream));
-    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    FP8G_CUDA(cudaMemcpyAsync(ctx->d_data, data, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
   }
   ctx->numel = numel;
   ctx->dtype = dtype;
@@ -585,12 +585,12 @@ done:
 
 int fp8k_launch_amax(fp8k_ctx *ctx, char *err, size_t errlen) {
   int rc = 0;
-  FP8K_CHECK(cudaMemsetAsync(&ctx->d_acc->amax_bits, 0, sizeof(unsigned), ctx->stream));
+  FP8G_CUDA(cudaMemsetAsync(&ctx->d_acc->amax_bits, 0, sizeof(unsigned), ctx->stream));
   if (ctx->numel == 0) goto done;
   switch (ctx->dtype) {
-  case FP8_DTYPE_F32: FP8K_CHECK(launch_amax_t<FP8_DTYPE_F32>(ctx)); break;
-  case FP8_DTYPE_BF16: FP8K_CHECK(launch_amax_t<FP8_DTYPE_BF16>(ctx)); break;
-  default: FP8K_CHECK(launch_amax_t<FP8_DTYPE_F16>(ctx)); break;
+  case FP8_DTYPE_F32: FP8G_CUDA(launch_amax_t<FP8_DTYPE_F32>(ctx)); break;
+  case FP8_DTYPE_BF16: FP8G_CUDA(launch_amax_t<FP8_DTYPE_BF16>(ctx)); break;
+  default: FP8G_CUDA(launch_amax_t<FP8_DTYPE_F16>(ctx)); break;
   }
 done:
   return rc;
@@ -613,24 +613,24 @@ int fp8k_launch_quant(fp8k_ctx *ctx, const float *scales, const float *d_scales,
     }
   }
   if (codes)
-    FP8K_CHECK(fp8k_grow(reinterpret_cast<void **>(&ctx->d_codes), &ctx->codes_cap,
+    FP8G_CUDA(fp8k_grow(reinterpret_cast<void **>(&ctx->d_codes), &ctx->codes_cap,
                          (size_t)ctx->numel + 64));
-  FP8K_CHECK(cudaMemsetAsync(ctx->d_acc, 0, sizeof(fp8k_acc), ctx->stream));
+  FP8G_CUDA(cudaMemsetAsync(ctx->d_acc, 0, sizeof(fp8k_acc), ctx->stream));
   if (ctx->numel == 0) goto done;
-  FP8K_CHECK(launch_quant(ctx, P, hist != 0, codes ? ctx->d_codes : nullptr));
+  FP8G_CUDA(launch_quant(ctx, P, hist != 0, codes ? ctx->d_codes : nullptr));
 done:
   return rc;
 }
 
 extern "C" int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen) {
   int rc = 0;
-  FP8K_REQUIRE(ctx != nullptr && amax != nullptr, "fp8k_amax: NULL argument");
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_REQUIRE_EINVAL(ctx != nullptr && amax != nullptr, "fp8k_amax: NULL argument");
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   rc = fp8k_launch_amax(ctx, err, errlen);
   if (rc) goto done;
-  FP8K_CHECK(cudaMemcpyAsync(&ctx->h_acc->amax_bits, &ctx->d_acc->amax_bits, sizeof(unsigned),
+  FP8G_CUDA(cudaMemcpyAsync(&ctx->h_acc->amax_bits, &ctx->d_acc->amax_bits, sizeof(unsigned),
                              cudaMemcpyDeviceToHost, ctx->stream));
-  FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+  FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
   memcpy(amax, &ctx->h_acc->amax_bits, sizeof *amax);
 done:
   return rc;
@@ -641,15 +641,15 @@ extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *f
                                 int64_t *log2_hist_out, uint8_t *codes_out, char *err,
                                 size_t errlen) {
   int rc = 0;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_quant_stats: ctx is NULL");
-  FP8K_REQUIRE(nconfigs >= 0, "fp8k_quant_stats: nconfigs %d < 0", nconfigs);
-  FP8K_REQUIRE(nconfigs == 0 || (scales && formats && out),
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_quant_stats: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(nconfigs >= 0, "fp8k_quant_stats: nconfigs %d < 0", nconfigs);
+  FP8G_REQUIRE_EINVAL(nconfigs == 0 || (scales && formats && out),
                "fp8k_quant_stats: scales, formats and out must not be NULL");
   for (int c = 0; c < nconfigs; c++)
-    FP8K_REQUIRE(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
+    FP8G_REQUIRE_EINVAL(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
                  "fp8k_quant_stats: formats[%d] = %d, expected 0 (E4M3) or 1 (E5M2)", c,
                  formats[c]);
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   // Groups of 64 configurations; the first also produces amax, histogram and codes.
   for (int g = 0; g == 0 || g < nconfigs; g += FP8K_MAX_CONFIGS) {
     int m = nconfigs - g < FP8K_MAX_CONFIGS ? nconfigs - g : FP8K_MAX_CONFIGS;
@@ -658,12 +658,12 @@ extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *f
                            m, first && log2_hist_out,
                            first && codes_out && ctx->numel > 0 && nconfigs > 0, err, errlen);
     if (rc) goto done;
-    FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+    FP8G_CUDA(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
                                ctx->stream));
     if (first && codes_out && ctx->numel > 0 && nconfigs > 0)
-      FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+      FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                  cudaMemcpyDeviceToHost, ctx->stream));
-    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
     fill_stats(ctx, ctx->h_acc, m, out + g * (nconfigs > 0));
     if (first) {
       if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
@@ -684,15 +684,15 @@ extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params
   CurParams C;
   int formats[FP8K_MAX_CONFIGS];
   memset(&C, 0, sizeof C);
-  FP8K_REQUIRE(ctx != nullptr && params != nullptr && out != nullptr,
+  FP8G_REQUIRE_EINVAL(ctx != nullptr && params != nullptr && out != nullptr,
                "fp8k_current_quant_stats: NULL argument");
-  FP8K_REQUIRE(nconfigs >= 1 && nconfigs <= FP8K_MAX_CONFIGS,
+  FP8G_REQUIRE_EINVAL(nconfigs >= 1 && nconfigs <= FP8K_MAX_CONFIGS,
                "fp8k_current_quant_stats: nconfigs %d outside [1, %d]", nconfigs,
                FP8K_MAX_CONFIGS);
   for (int c = 0; c < nconfigs; c++) {
     fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
                             (fp8_format)params[c].format};
-    FP8K_REQUIRE(fp8_current_params_check(&p) == FP8_OK,
+    FP8G_REQUIRE_EINVAL(fp8_current_params_check(&p) == FP8_OK,
                  "fp8k_current_quant_stats: configuration %d: amax_epsilon %g, margin %d, "
                  "format %d out of range", c, (double)p.amax_epsilon, (int)p.margin,
                  (int)params[c].format);
@@ -702,7 +702,7 @@ extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params
     formats[c] = p.format;
   }
   C.nconf = nconfigs;
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   if (ctx->numel == 0) { // amax 0: scale 1 (no kernel needed, same arithmetic)
     for (int c = 0; c < nconfigs; c++) {
       fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
@@ -717,18 +717,18 @@ extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params
   if (rc) goto done;
   FP8K_LAUNCH(1, FP8K_MAX_CONFIGS, 0, ctx->stream, current_scale_kernel)(
       &ctx->d_acc->amax_bits, C, ctx->d_scales);
-  FP8K_CHECK(cudaGetLastError());
+  FP8G_CUDA(cudaGetLastError());
   rc = fp8k_launch_quant(ctx, nullptr, ctx->d_scales, formats, nconfigs, 0, codes_out != nullptr,
                          err, errlen);
   if (rc) goto done;
-  FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+  FP8G_CUDA(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
                              ctx->stream));
-  FP8K_CHECK(cudaMemcpyAsync(ctx->h_scales, ctx->d_scales, nconfigs * sizeof(float),
+  FP8G_CUDA(cudaMemcpyAsync(ctx->h_scales, ctx->d_scales, nconfigs * sizeof(float),
                              cudaMemcpyDeviceToHost, ctx->stream));
   if (codes_out)
-    FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+    FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                cudaMemcpyDeviceToHost, ctx->stream));
-  FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+  FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
   fill_stats(ctx, ctx->h_acc, nconfigs, out);
   if (scales_out) memcpy(scales_out, ctx->h_scales, nconfigs * sizeof(float));
   if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
@@ -740,15 +740,15 @@ extern "C" int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, co
                                         int nconfigs, fp8k_stats *out, uint8_t *codes_out,
                                         char *err, size_t errlen) {
   int rc = 0;
-  FP8K_REQUIRE(ctx != nullptr, "fp8k_quant_stats_dscales: ctx is NULL");
-  FP8K_REQUIRE(nconfigs >= 1 && d_scales && formats && out,
+  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_quant_stats_dscales: ctx is NULL");
+  FP8G_REQUIRE_EINVAL(nconfigs >= 1 && d_scales && formats && out,
                "fp8k_quant_stats_dscales: nconfigs %d (>= 1), d_scales, formats and out needed",
                nconfigs);
   for (int c = 0; c < nconfigs; c++)
-    FP8K_REQUIRE(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
+    FP8G_REQUIRE_EINVAL(formats[c] == FP8_E4M3 || formats[c] == FP8_E5M2,
                  "fp8k_quant_stats_dscales: formats[%d] = %d, expected 0 (E4M3) or 1 (E5M2)", c,
                  formats[c]);
-  FP8K_CHECK(cudaSetDevice(ctx->device));
+  FP8G_CUDA(cudaSetDevice(ctx->device));
   // Groups of 64 configurations, each reading its scales from d_scales + g (sinv = RN(1/s) on
   // the device, the host's division); the first also produces configuration 0's codes.
   for (int g = 0; g < nconfigs; g += FP8K_MAX_CONFIGS) {
@@ -756,12 +756,12 @@ extern "C" int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, co
     bool codes = g == 0 && codes_out && ctx->numel > 0;
     rc = fp8k_launch_quant(ctx, nullptr, d_scales + g, formats + g, m, 0, codes, err, errlen);
     if (rc) goto done;
-    FP8K_CHECK(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
+    FP8G_CUDA(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
                                ctx->stream));
     if (codes)
-      FP8K_CHECK(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
+      FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                  cudaMemcpyDeviceToHost, ctx->stream));
-    FP8K_CHECK(cudaStreamSynchronize(ctx->stream));
+    FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
     fill_stats(ctx, ctx->h_acc, m, out + g);
   }
 done:

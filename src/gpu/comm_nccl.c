@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "fp8_check.h"
 #include "device.h"
 
 /* The description FP8G_NCCL prints: NCCL's last error message, which says more than the

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "fp8_check.h"
 
 /* ", CUDA_VISIBLE_DEVICES=<value>" when that variable is set (a common reason for no device). */
 static const char *visible_devices_note(char *buf, size_t len) {

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "fp8_check.h"
 #include "device.h"
 #include "engine_gpu_internal.h"
 #include "util.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "fp8_check.h"
 #include "device.h"
 #include "gemm_lt_kernels.h"
 

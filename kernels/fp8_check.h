@@ -1,5 +1,6 @@
-/* check.h: one check macro for every CUDA runtime, cuBLASLt and NCCL call of src/gpu (ggml's
- * CUDA_CHECK_GEN): on failure it writes
+/* fp8_check.h: the one check macro family for every CUDA runtime, cuBLASLt and NCCL call of
+ * fp8lab, in kernels/ (the launchers) and src/gpu alike (ggml's CUDA_CHECK_GEN): on failure it
+ * writes
  *     "<call text> failed at <file>:<line>: <library> <status name>: <description>"
  * into the function's err buffer, sets rc = FP8_EDEVICE and jumps to the function's cleanup
  * label `done` (SQLite's one-label pattern). A function using it must have in scope:
@@ -11,8 +12,8 @@
  * cublasLt.h or nccl.h before using FP8G_CUDA, FP8G_CUBLAS or FP8G_NCCL. Plain C11 (the status
  * is converted back to its enum type, so the macro also compiles as C++ inside .cu files).
  */
-#ifndef FP8LAB_GPU_CHECK_H
-#define FP8LAB_GPU_CHECK_H
+#ifndef FP8LAB_FP8_CHECK_H
+#define FP8LAB_FP8_CHECK_H
 
 #include <stdio.h>
 
@@ -64,4 +65,4 @@ static inline int fp8g_fail(char *err, size_t errlen, const char *call, const ch
     }                                                   \
   } while (0)
 
-#endif /* FP8LAB_GPU_CHECK_H */
+#endif /* FP8LAB_FP8_CHECK_H */
