@@ -14,14 +14,15 @@
 # What it does:
 #   1. configures build-bundle/ (Release, CUDA from /usr/local/cuda: the GPU engine is built
 #      when nvcc exists; FP8LAB_CBLAS=gslcblas; -static-libstdc++ -static-libgcc) and builds the
-#      target fp8lab only;
-#   2. checks that the binary has the GPU engine (fp8_engine_gpu_create, CUDA fatbinary) and
-#      how it gets the CUDA runtime (cudart_static: the driver's libcuda.so.1 is loaded with
-#      dlopen at the first CUDA call; libcublasLt.so.13 is a NEEDED library of the engine's
-#      GEMMs, src/gpu);
+#      targets fp8lab and fp8lab_gpu_module only;
+#   2. checks that the GPU module fp8lab-gpu.so has the engine (fp8_engine_gpu_create exported,
+#      CUDA fatbinary) and how it gets the CUDA runtime (cudart_static: the driver's
+#      libcuda.so.1 is loaded with dlopen at the first CUDA call; libcublasLt.so.13 is a NEEDED
+#      library of the engine's GEMMs, src/gpu), and that bin/fp8lab itself links no CUDA
+#      library (a CPU run never loads CUDA: the module is dlopen'ed, src/core/engine_load.h);
 #   3. writes .device-bundle/ (git-ignored):
-#        bin/fp8lab   lib/<soname>...   run.sh   MANIFEST
-#      lib/ holds every shared library the binary needs (ldd, transitively) except glibc's own
+#        bin/fp8lab   bin/fp8lab-gpu.so   lib/<soname>...   run.sh   MANIFEST
+#      lib/ holds every shared library the two need (ldd, transitively) except glibc's own
 #      (libc, libm, libpthread, libdl, librt, libresolv, ld-linux, and libgcc_s, which libc6
 #      depends on) and the CUDA driver's and toolkit's (libcuda, libcudart, libcublas,
 #      libcublasLt, libnccl: the device has them in the driver's folder, /usr/local/cuda/lib64,
@@ -82,33 +83,39 @@ mkdir -p "$BUILD" || die "cannot create $BUILD"
 say "configuring $BUILD (Release, CUDA, FP8LAB_CBLAS=gslcblas, static libstdc++/libgcc)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFP8LAB_CUDA=ON -DFP8LAB_GPU_ONLY=OFF \
   -DFP8LAB_CBLAS=gslcblas \
-  "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" >"$BUILD/bundle-configure.log" 2>&1 ||
+  "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" \
+  "-DCMAKE_MODULE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" >"$BUILD/bundle-configure.log" 2>&1 ||
   { tail -20 "$BUILD/bundle-configure.log"; die "configure failed ($BUILD/bundle-configure.log)"; }
 grep -q 'CUDA found' "$BUILD/bundle-configure.log" ||
   die "CUDA was not found (no /usr/local/cuda/bin/nvcc?): the bundle would have no GPU engine"
 grep -q '^FP8LAB_CBLAS_LIB:FILEPATH=.*gslcblas' "$BUILD/CMakeCache.txt" ||
   die "$BUILD/CMakeCache.txt: FP8LAB_CBLAS_LIB is not gslcblas (remove $BUILD and rerun)"
 rm -f "$BUILD/bundle-configure.log"
-say "building fp8lab with -j$JOBS (from scratch: about 40 s with -j2)"
-cmake --build "$BUILD" --target fp8lab -j "$JOBS" >"$BUILD/bundle-build.log" 2>&1 ||
+say "building fp8lab and fp8lab-gpu.so with -j$JOBS (from scratch: about 60 s with -j2)"
+cmake --build "$BUILD" --target fp8lab fp8lab_gpu_module -j "$JOBS" >"$BUILD/bundle-build.log" 2>&1 ||
   { grep -E 'error|Error' "$BUILD/bundle-build.log" | head -20; die "build failed ($BUILD/bundle-build.log)"; }
 rm -f "$BUILD/bundle-build.log"
 say "built in $(($(date +%s) - T0)) s"
 EXE=$BUILD/fp8lab
+MOD=$BUILD/fp8lab-gpu.so
 
-# ------------------------------------------------------------------ 2. the GPU engine is in it
-nm "$EXE" 2>/dev/null | grep -qw fp8_engine_gpu_create ||
-  die "$EXE has no fp8_engine_gpu_create: the GPU engine was not linked"
-readelf -S "$EXE" | grep -q '\.nv_fatbin' || die "$EXE has no .nv_fatbin section: no CUDA kernels"
-if ldd "$EXE" | grep -q 'libcudart'; then
+# ------------------------------------------------------------------ 2. the GPU engine is in the module
+[ -f "$MOD" ] || die "$MOD was not built"
+nm -D --defined-only "$MOD" 2>/dev/null | grep -qw fp8_engine_gpu_create ||
+  die "$MOD does not export fp8_engine_gpu_create"
+readelf -S "$MOD" | grep -q '\.nv_fatbin' || die "$MOD has no .nv_fatbin section: no CUDA kernels"
+if ldd "$EXE" | grep -qE 'libcuda|libcublas|libnccl'; then
+  die "$EXE links a CUDA library: a CPU run would load CUDA"
+fi
+if ldd "$MOD" | grep -q 'libcudart'; then
   CUDART="shared (libcudart.so from the device's /usr/local/cuda/lib64)"
-elif nm "$EXE" | grep -qw cudaGetDeviceProperties_v2 || nm "$EXE" | grep -qw cudaGetDeviceProperties; then
+elif nm "$MOD" | grep -qE '\bcudaGetDeviceProperties(_v2)?\b'; then
   CUDART="static (cudart_static; libcuda.so.1 of the driver is dlopen'ed at the first CUDA call)"
 else
-  die "$EXE: neither libcudart.so nor a static CUDA runtime found"
+  die "$MOD: neither libcudart.so nor a static CUDA runtime found"
 fi
-say "GPU engine linked; CUDA runtime $CUDART"
-SMS=$(strings -a "$EXE" | grep -oE '\bsm_[0-9]+a?\b' | sort -u | tr '\n' ' ')
+say "GPU engine in $(basename "$MOD"); CUDA runtime $CUDART; fp8lab links no CUDA"
+SMS=$(strings -a "$MOD" | grep -oE '\bsm_[0-9]+a?\b' | sort -u | tr '\n' ' ')
 say "CUDA targets named in the binary: ${SMS:-?}"
 # libraries the binary needs but the device provides (CUDA) or that are glibc's. libgcc_s.so.1
 # counts as glibc's: libc6 depends on libgcc-s1 on Debian and Ubuntu (glibc itself dlopens it),
@@ -131,6 +138,7 @@ is_cuda() {
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" || die "cannot create $BUNDLE"
 cp "$EXE" "$BUNDLE/bin/fp8lab"
+cp "$MOD" "$BUNDLE/bin/fp8lab-gpu.so"
 FROM_DEVICE=""
 COPIED=""
 while read -r name arrow path _; do
@@ -138,16 +146,17 @@ while read -r name arrow path _; do
   if is_glibc "$name"; then continue; fi
   case "$name" in /*) continue ;; esac # the interpreter line
   if is_cuda "$name"; then
-    FROM_DEVICE="$FROM_DEVICE $name"
+    case " $FROM_DEVICE " in *" $name "*) ;; *) FROM_DEVICE="$FROM_DEVICE $name" ;; esac
     continue
   fi
+  [ -f "$BUNDLE/lib/$name" ] && continue
   if [ "$arrow" != "=>" ] || [ ! -f "$path" ]; then
     fail "$EXE needs $name, which ldd cannot find here"
     continue
   fi
   cp -L "$path" "$BUNDLE/lib/$name" || fail "cannot copy $path"
   COPIED="$COPIED $name"
-done < <(ldd "$EXE")
+done < <(ldd "$EXE"; ldd "$MOD")
 [ "$FAILED" = 0 ] || die "missing libraries"
 say "bundled:$COPIED; from the device: libcuda.so.1 (dlopen)$FROM_DEVICE"
 
@@ -169,7 +178,8 @@ chmod +x "$BUNDLE/run.sh"
 
 # ------------------------------------------------------------------ 4. checks
 # 4a. with nothing but the bundle on the library path, everything resolves from it or glibc
-UNRESOLVED=$(env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" 2>&1 |
+UNRESOLVED=$(env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" \
+  "$BUNDLE/bin/fp8lab-gpu.so" 2>&1 | grep -v ':$' |
   while read -r name arrow path _; do
     case "$name" in /* | linux-vdso.so.*) continue ;; esac
     if [ "$arrow" != "=>" ] || [ "$path" = "not" ]; then
@@ -181,12 +191,12 @@ UNRESOLVED=$(env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8l
     fi
   done)
 [ -z "$UNRESOLVED" ] || fail "libraries not resolved from the bundle: $UNRESOLVED"
-LIBS_NEEDED=$(env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" |
-  awk '{print $1}' | grep -v '^/' | sort | tr '\n' ' ')
+LIBS_NEEDED=$(env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" \
+  "$BUNDLE/bin/fp8lab-gpu.so" | grep -v ':$' | awk '{print $1}' | grep -v '^/' | sort -u | tr '\n' ' ')
 
 # 4b. symbol versions: the highest of each kind over every file of the bundle
 vmax() { # PREFIX: highest version of that prefix required (undefined, *UND*) by the bundle
-  for f in "$BUNDLE/bin/fp8lab" "$BUNDLE"/lib/*; do objdump -T "$f" 2>/dev/null; done |
+  for f in "$BUNDLE"/bin/* "$BUNDLE"/lib/*; do objdump -T "$f" 2>/dev/null; done |
     grep -F '*UND*' | grep -oE "\\b$1_[0-9]+(\\.[0-9]+)*\\b" | sed "s/^$1_//" | sort -uV | tail -1
 }
 vle() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ]; }
@@ -200,12 +210,13 @@ for kind in GLIBC GLIBCXX CXXABI GCC; do
     fail "the bundle requires ${kind}_$v, above Ubuntu 24.04's ${kind}_$lim"
   fi
 done
-WHO=$(for f in "$BUNDLE/bin/fp8lab" "$BUNDLE"/lib/*; do
+WHO=$(for f in "$BUNDLE"/bin/* "$BUNDLE"/lib/*; do
   objdump -T "$f" 2>/dev/null | grep -F '*UND*' | grep -qE '\b(GLIBCXX|CXXABI)_' && basename "$f"
 done | tr '\n' ' ')
 say "highest symbol versions required:${MAXV} (limits GLIBC_$LIMIT_GLIBC GLIBCXX_$LIMIT_GLIBCXX" \
   "CXXABI_$LIMIT_CXXABI); files needing libstdc++ symbols: ${WHO:-none}"
-if env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" | grep -q 'libstdc++'; then
+if env -i LD_LIBRARY_PATH="$BUNDLE/lib" /usr/bin/ldd "$BUNDLE/bin/fp8lab" "$BUNDLE/bin/fp8lab-gpu.so" |
+  grep -q 'libstdc++'; then
   fail "the bundle still needs libstdc++.so.6 (expected it linked statically)"
 fi
 
@@ -269,7 +280,7 @@ SRC_HASH=$(bash "$SRC/scripts/source-hash.sh" "$SRC")
   echo "build: $(uname -m), $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), $(ldd --version | head -1)"
   echo "compilers: $(gcc --version | head -1); $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -1)"
   echo "cmake: -DCMAKE_BUILD_TYPE=Release -DFP8LAB_CBLAS=gslcblas" \
-    "-DCMAKE_EXE_LINKER_FLAGS='-static-libstdc++ -static-libgcc'"
+    "-DCMAKE_{EXE,MODULE}_LINKER_FLAGS='-static-libstdc++ -static-libgcc'"
   echo "cuda-runtime: $CUDART"
   echo "cuda-targets: $SMS"
   echo "needs: $LIBS_NEEDED"
@@ -283,7 +294,7 @@ SRC_HASH=$(bash "$SRC/scripts/source-hash.sh" "$SRC")
   done)
 } >"$BUNDLE/MANIFEST"
 
-say "bundle $BUNDLE: $((KIB / 1024)).$((KIB % 1024 * 10 / 1024)) MiB, bin/fp8lab + lib/ ($(echo "$COPIED" | wc -w) libraries)"
+say "bundle $BUNDLE: $((KIB / 1024)).$((KIB % 1024 * 10 / 1024)) MiB, bin/fp8lab + bin/fp8lab-gpu.so + lib/ ($(echo "$COPIED" | wc -w) libraries)"
 if [ "$FAILED" != 0 ]; then
   say "checks FAILED (above): do not carry this bundle"
   exit 1

@@ -20,6 +20,8 @@
 #      gpu tests; no GSL, Check, ...) in a fresh build directory                 -> build.log
 #   3. ctest -L gpu --output-on-failure, the tests in parallel (one GPU is plenty; the wall time
 #      is the longest test's), then every test's full output                   -> ctest.log
+#      Among them test_engine_conformance: every op of the GPU engine against the simulator
+#      (engine_check.h's full suite), end_phase's all-reduce through NCCL (a world of one).
 #   4. parity (scripts/device-parity.sh, only with .device-bundle/): the bundled full fp8lab runs
 #      the same experiments with --device gpu and --device cpu (same --threads, --no-report) on
 #      gen_trace.py corner-case traces and synthetic traces; scripts/compare_runs.py compares
@@ -37,6 +39,8 @@
 #   tests:          ctest's "N% tests passed, M tests failed out of K", then one line per test
 #                   (Passed / Failed / Not Run (skipped: no usable device) and its seconds), then
 #                   the first FAIL lines of the harness
+#   selfcheck:      what `fp8lab run` with the default --device auto picked (the GPU engine, after
+#                   its self-check: values compared and seconds), from parity.log
 #   parity:         PASS|FAIL, the cases (name:ok | MISMATCH | B-failed | run-failed | timed-out), the rows
 #                   compared over the three CSVs of every case, "exact columns identical: yes|no"
 #                   (every column but the three derived ones, as text), the largest relative
@@ -195,7 +199,7 @@ summary() {
     grep -hE '^FAIL ' "$OUTDIR/ctest.log" | sort -u | head -8 | cut -c1-220 | sed 's/^/  /'
   fi
   if grep -q '^SUMMARY parity: ' "$OUTDIR/parity.log" 2>/dev/null; then
-    sed -n 's/^SUMMARY \(parity\|replay\): /\1: /p' "$OUTDIR/parity.log"
+    sed -n 's/^SUMMARY \(selfcheck\|parity\|replay\): /\1: /p' "$OUTDIR/parity.log"
   elif [ ! -d "$BUNDLE_DIR" ]; then
     echo "parity: not run: no .device-bundle (run scripts/device-bundle.sh and carry .device-bundle)"
     echo "replay: not run (no bundle)"

@@ -36,7 +36,11 @@
 #                      process start nor the CUDA context) / steps_replayed.
 # B runs first in each case, so that a failing GPU engine stops the script early.
 #
-# Output: the log on stdout, ending with two lines that device-check.sh copies to summary.txt:
+# Before the cases: `fp8lab run` with the default --device auto on a 2-step synth trace must
+# pick the GPU engine after its self-check (B = gpu only; the line says what happened).
+#
+# Output: the log on stdout, ending with three lines that device-check.sh copies to summary.txt:
+#   SUMMARY selfcheck: what --device auto picked, the self-check's line (values, seconds)
 #   SUMMARY parity: PASS|FAIL, <cases>, <rows> rows compared, exact columns identical: yes|no,
 #                   max rel diff mse <x>, snr <x> (<x> dB) ...
 #   SUMMARY replay: GPU engine <x> s/step vs CPU engine <y> s/step (<ratio>) ...
@@ -69,7 +73,9 @@ left() { echo $((DEADLINE - $(date +%s))); }
 log() { echo "[$(($(date +%s) - T0)) s] $*"; }
 fmt() { awk -v x="$1" 'BEGIN { printf "%.4g", x }'; }
 
+SELFCHECK="not run"
 summary_and_exit() { # STATUS PARITY-LINE REPLAY-LINE
+  echo "SUMMARY selfcheck: $SELFCHECK"
   echo "SUMMARY parity: $2"
   echo "SUMMARY replay: $3"
   exit "$1"
@@ -118,6 +124,25 @@ log "$("$RUN" --version 2>&1)"
 
 rm -rf "$WORK"
 mkdir -p "$WORK" || summary_and_exit 1 "FAIL: cannot create $WORK" "not run"
+
+# ------------------------------------------------------------------ --device auto, the self-check
+# The default device: the module must load, pass its self-check (src/core/engine_check.h) and be
+# picked; run.json records the engine and the self-check.
+AUTO_FAIL=""
+"$RUN" synth llm "$WORK/auto.trace" --steps 2 --seed 5 >"$WORK/auto.log" 2>&1
+printf '[trace]\npath = %s\n[recipe.d]\nkind = delayed\nhistory_len = 1, 16\n[recipe.c]\nkind = current\n[analysis]\ngemm = true\ngemm_max_tokens = 64\n' \
+  "$WORK/auto.trace" >"$WORK/auto.ini"
+timeout -k 5 90 "$RUN" run "$WORK/auto.ini" --no-report --force --out "$WORK/auto.out" >>"$WORK/auto.log" 2>&1
+auto_rc=$?
+auto_eng=$(sed -n 's/^  "engine": *"\([^"]*\)".*/\1/p' "$WORK/auto.out/run.json" 2>/dev/null | head -1)
+auto_sc=$(grep -m1 -E 'self-check|warning' "$WORK/auto.log" | sed 's/^fp8lab: //' | cut -c1-200)
+auto_note=$(sed -n 's/^ *"note": *"\(.*\)",*$/\1/p' "$WORK/auto.out/run.json" 2>/dev/null | head -1 | cut -c1-160)
+SELFCHECK="--device auto (exit $auto_rc) picked '${auto_eng:-?}'; ${auto_sc:-${auto_note:-no self-check}}"
+log "selfcheck: $SELFCHECK"
+if [ "$DEV_B" = gpu ] && { [ "$auto_rc" != 0 ] || ! echo "$auto_eng" | grep -q '^gpu'; }; then
+  AUTO_FAIL="; --device auto did not pick the GPU engine"
+  SELFCHECK="FAIL: $SELFCHECK"
+fi
 
 # ------------------------------------------------------------------ runs and comparisons
 CASES="" ROWS=0 EXACT=yes MAXMSE=0 MAXSNR=0 MAXDB=0 STATUS=0 NCASES=0 TIMED_OUT="" ERRMSG="" GEMMDIFF=""
@@ -225,7 +250,8 @@ finish() {
   diffs="max rel diff mse $(fmt "$MAXMSE"), snr $(fmt "$MAXSNR") ($(fmt "$MAXDB") dB)"
   [ "$NCASES" = 0 ] && EXACT=n/a && diffs="max rel diff n/a"
   [ -n "$GEMMDIFF" ] && diffs="$diffs; gemm.csv rel_error max rel diff$GEMMDIFF"
-  parity="$verdict$DRY,$CASES, $ROWS rows compared, exact columns identical: $EXACT, $diffs; rtol $RTOL$TIMED_OUT$ERRMSG$STALE"
+  [ -n "$AUTO_FAIL" ] && STATUS=1 && verdict=FAIL
+  parity="$verdict$DRY,$CASES, $ROWS rows compared, exact columns identical: $EXACT, $diffs; rtol $RTOL$TIMED_OUT$ERRMSG$AUTO_FAIL$STALE"
   replay=${REPLAY:-n/a (no synth case completed)$TIMED_OUT}
   log "done in $(($(date +%s) - T0)) s"
   [ "${PARITY_KEEP:-0}" = 1 ] || rm -rf "$WORK"
