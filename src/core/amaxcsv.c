@@ -41,17 +41,14 @@ static int read_all(const char *path, char **buf, size_t *len, char *err, size_t
     goto done;
   }
   for (;;) {
-    if (cap - n < 65536) {
-      size_t nc = cap ? 2 * cap : 65536;
-      char *nb = realloc(b, nc + 1);
-      if (!nb) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      b = nb;
-      cap = nc;
+    /* room for at least one more byte and the NUL: doubling from 64 KiB */
+    char *nb = fp8_grow(b, n + 1, &cap, 1, 65536);
+    if (!nb) {
+      rc = FP8_ENOMEM;
+      goto done;
     }
-    size_t r = fread(b + n, 1, cap - n, f);
+    b = nb;
+    size_t r = fread(b + n, 1, cap - n - 1, f);
     n += r;
     if (r == 0) break;
   }
@@ -86,10 +83,131 @@ static int parse_step(const char *s, int64_t *out) {
   return 0;
 }
 
+/* Parses one data line (cur, NUL-terminated, CR removed) into *r. */
+static int parse_row(const char *path, size_t line, char *cur, raw_row *r, char *err,
+                     size_t errlen) {
+  char *c1 = strchr(cur, ',');
+  char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+  if (!c1 || !c2 || strchr(c2 + 1, ',')) {
+    size_t nf = 1;
+    for (const char *q = cur; *q; q++) nf += *q == ',';
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
+                      line, nf);
+  }
+  *c1 = '\0';
+  *c2 = '\0';
+  const char *fs = cur, *ft = c1 + 1, *fa = c2 + 1;
+  *r = (raw_row){0, ft, 0, 0.0f, line};
+  int sr = parse_step(fs, &r->step);
+  if (sr != 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      sr == -2 ? "%s:%zu: step '%.64s' too large"
+                               : "%s:%zu: step '%.64s' is not a non-negative integer",
+                      path, line, fs);
+  if (!*ft) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
+  char *end = NULL;
+  errno = 0;
+  /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
+  float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
+  if (!end || end == fa || *end)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
+                      line, fa);
+  if (isnan(a))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
+  if (a < 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path, line,
+                      fa);
+  if (isinf(a) && errno == ERANGE)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%zu: amax '%.64s' overflows float (write inf for infinity)", path,
+                      line, fa);
+  r->amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
+  return FP8_OK;
+}
+
+/* Splits buf (the whole file, no NUL inside) into lines: the header, then rows (names point
+ * into buf); blank lines only at the end. */
+static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrows, char *err,
+                       size_t errlen) {
+  size_t cap = 0;
+  char *p = buf;
+  size_t line = 0, blank_line = 0;
+  while (*p) {
+    char *nl = strchr(p, '\n');
+    char *next = nl ? nl + 1 : p + strlen(p);
+    if (nl) *nl = '\0';
+    size_t ll = strlen(p);
+    if (ll > 0 && p[ll - 1] == '\r') p[--ll] = '\0'; /* CRLF files */
+    line++;
+    char *cur = p;
+    p = next;
+    if (line == 1) {
+      if (strcmp(cur, "step,tensor,amax") != 0)
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
+                          "%s:1: expected header 'step,tensor,amax', found '%.64s'", path, cur);
+      continue;
+    }
+    if (ll == 0) {
+      if (!blank_line) blank_line = line;
+      continue;
+    }
+    if (blank_line)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s:%zu: blank line (only trailing blank lines are allowed)", path,
+                        blank_line);
+    raw_row r;
+    int rc = parse_row(path, line, cur, &r, err, errlen);
+    if (rc != FP8_OK) return rc;
+    raw_row *nr = fp8_grow(*rows, *nrows, &cap, sizeof **rows, 256);
+    if (!nr) return FP8_ENOMEM;
+    *rows = nr;
+    (*rows)[(*nrows)++] = r;
+  }
+  if (line == 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:1: expected header 'step,tensor,amax', found an empty file", path);
+  return FP8_OK;
+}
+
+/* Distinct names, sorted (into names, which holds nrows entries), each row's index into them;
+ * rows sorted by step, then index, then line; a repeated (step, tensor) is an error. */
+static int index_rows(const char *path, raw_row *rows, size_t nrows, const char **names,
+                      size_t *nnames, char *err, size_t errlen) {
+  for (size_t i = 0; i < nrows; i++) names[i] = rows[i].name;
+  qsort(names, nrows, sizeof *names, cmp_str);
+  size_t nn = 0;
+  for (size_t i = 0; i < nrows; i++)
+    if (nn == 0 || strcmp(names[nn - 1], names[i]) != 0) names[nn++] = names[i];
+  *nnames = nn;
+  if (nn > (size_t)INT32_MAX)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
+  for (size_t i = 0; i < nrows; i++) {
+    const char **hit = bsearch(&rows[i].name, names, nn, sizeof *names, cmp_str);
+    rows[i].idx = (int32_t)(hit - names);
+  }
+  qsort(rows, nrows, sizeof *rows, cmp_row);
+  size_t dup = 0; /* index of the duplicate row with the smallest line */
+  for (size_t i = 1; i < nrows; i++)
+    if (rows[i].step == rows[i - 1].step && rows[i].idx == rows[i - 1].idx &&
+        (!dup || rows[i].line < rows[dup].line))
+      dup = i;
+  if (dup) {
+    size_t first = dup; /* the earliest row of the same key */
+    while (first > 0 && rows[first - 1].step == rows[dup].step &&
+           rows[first - 1].idx == rows[dup].idx)
+      first--;
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)", path,
+                      rows[dup].line, (long long)rows[dup].step, rows[dup].name,
+                      rows[first].line);
+  }
+  return FP8_OK;
+}
+
 int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen) {
   int rc = FP8_OK;
   char *buf = NULL;
-  size_t len = 0, nrows = 0, cap = 0, nnames = 0;
+  size_t len = 0, nrows = 0, nnames = 0;
   raw_row *rows = NULL;
   const char **names = NULL;
   char **owned = NULL;
@@ -104,135 +222,16 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
     goto done;
   }
-  char *p = buf;
-  size_t line = 0, blank_line = 0;
-  while (*p) {
-    char *nl = strchr(p, '\n');
-    char *next = nl ? nl + 1 : p + strlen(p);
-    if (nl) *nl = '\0';
-    size_t ll = strlen(p);
-    if (ll > 0 && p[ll - 1] == '\r') p[--ll] = '\0'; /* CRLF files */
-    line++;
-    char *cur = p;
-    p = next;
-    if (line == 1) {
-      if (strcmp(cur, "step,tensor,amax") != 0) {
-        rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                           "%s:1: expected header 'step,tensor,amax', found '%.64s'", path, cur);
-        goto done;
-      }
-      continue;
-    }
-    if (ll == 0) {
-      if (!blank_line) blank_line = line;
-      continue;
-    }
-    if (blank_line) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                         "%s:%zu: blank line (only trailing blank lines are allowed)", path,
-                         blank_line);
-      goto done;
-    }
-    char *c1 = strchr(cur, ',');
-    char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-    if (!c1 || !c2 || strchr(c2 + 1, ',')) {
-      size_t nf = 1;
-      for (const char *q = cur; *q; q++) nf += *q == ',';
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
-                         line, nf);
-      goto done;
-    }
-    *c1 = '\0';
-    *c2 = '\0';
-    const char *fs = cur, *ft = c1 + 1, *fa = c2 + 1;
-    raw_row r = {0, ft, 0, 0.0f, line};
-    int sr = parse_step(fs, &r.step);
-    if (sr != 0) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                         sr == -2 ? "%s:%zu: step '%.64s' too large"
-                                  : "%s:%zu: step '%.64s' is not a non-negative integer",
-                         path, line, fs);
-      goto done;
-    }
-    if (!*ft) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
-      goto done;
-    }
-    char *end = NULL;
-    errno = 0;
-    /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
-    float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
-    if (!end || end == fa || *end) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
-                         line, fa);
-      goto done;
-    }
-    if (isnan(a)) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
-      goto done;
-    }
-    if (a < 0) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path,
-                         line, fa);
-      goto done;
-    }
-    if (isinf(a) && errno == ERANGE) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                         "%s:%zu: amax '%.64s' overflows float (write inf for infinity)", path,
-                         line, fa);
-      goto done;
-    }
-    r.amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
-    raw_row *nr = fp8_grow(rows, nrows, &cap, sizeof *rows, 256);
-    if (!nr) {
-      rc = FP8_ENOMEM;
-      goto done;
-    }
-    rows = nr;
-    rows[nrows++] = r;
-  }
-  if (line == 0) {
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                       "%s:1: expected header 'step,tensor,amax', found an empty file", path);
-    goto done;
-  }
-
-  /* distinct names, sorted; then each row's index */
+  rc = parse_lines(path, buf, &rows, &nrows, err, errlen);
+  if (rc != FP8_OK) goto done;
   if (nrows > 0) {
     names = malloc(nrows * sizeof *names);
     if (!names) {
       rc = FP8_ENOMEM;
       goto done;
     }
-    for (size_t i = 0; i < nrows; i++) names[i] = rows[i].name;
-    qsort(names, nrows, sizeof *names, cmp_str);
-    for (size_t i = 0; i < nrows; i++)
-      if (nnames == 0 || strcmp(names[nnames - 1], names[i]) != 0) names[nnames++] = names[i];
-    if (nnames > (size_t)INT32_MAX) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
-      goto done;
-    }
-    for (size_t i = 0; i < nrows; i++) {
-      const char **hit = bsearch(&rows[i].name, names, nnames, sizeof *names, cmp_str);
-      rows[i].idx = (int32_t)(hit - names);
-    }
-    qsort(rows, nrows, sizeof *rows, cmp_row);
-    size_t dup = 0; /* index of the duplicate row with the smallest line */
-    for (size_t i = 1; i < nrows; i++)
-      if (rows[i].step == rows[i - 1].step && rows[i].idx == rows[i - 1].idx &&
-          (!dup || rows[i].line < rows[dup].line))
-        dup = i;
-    if (dup) {
-      size_t first = dup; /* the earliest row of the same key */
-      while (first > 0 && rows[first - 1].step == rows[dup].step &&
-             rows[first - 1].idx == rows[dup].idx)
-        first--;
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                         "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)",
-                         path, rows[dup].line, (long long)rows[dup].step, rows[dup].name,
-                         rows[first].line);
-      goto done;
-    }
+    rc = index_rows(path, rows, nrows, names, &nnames, err, errlen);
+    if (rc != FP8_OK) goto done;
     owned = calloc(nnames, sizeof *owned);
     outrows = malloc(nrows * sizeof *outrows);
     if (!owned || !outrows) {

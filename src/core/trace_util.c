@@ -1,6 +1,7 @@
-/* trace_util.c: the helpers that trace.c and the readers (safetensors.c, npy.c, amaxcsv.c)
- * share: read-only file mappings and the bookkeeping of a loaded step. A leaf: it calls nothing
- * of trace.c or of the readers, so the readers never call back into trace.c. */
+/* trace_util.c: the helpers that the trace files (trace.c, trace_dir.c, trace_ranks.c) and the
+ * readers (safetensors.c, npy.c, amaxcsv.c) share: read-only file mappings, the bookkeeping of
+ * a loaded step, path joining, and freeing a trace. A leaf: it calls nothing of the trace files
+ * or of the readers, so the readers never call back into the trace files. */
 #include "trace_internal.h"
 
 #include <errno.h>
@@ -11,6 +12,36 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ------------------------------------------------------------------ paths and traces */
+
+char *fp8_path_join(const char *dir, const char *name) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  while (dl > 1 && dir[dl - 1] == '/') dl--;
+  char *p = malloc(dl + 1 + nl + 1);
+  if (!p) return NULL;
+  memcpy(p, dir, dl);
+  p[dl] = '/';
+  memcpy(p + dl + 1, name, nl + 1);
+  return p;
+}
+
+void fp8_trace_close(fp8_trace *tr) {
+  if (!tr) return;
+  if (tr->ranks)
+    for (size_t r = 0; r < tr->nranks; r++) fp8_trace_close(&tr->ranks[r]);
+  free(tr->ranks);
+  free(tr->dir);
+  free(tr->steps);
+  if (tr->step_paths)
+    for (size_t i = 0; i < tr->nsteps; i++) free(tr->step_paths[i]);
+  free(tr->step_paths);
+  free(tr->amax);
+  if (tr->amax_names)
+    for (size_t i = 0; i < tr->namax_names; i++) free(tr->amax_names[i]);
+  free(tr->amax_names);
+  memset(tr, 0, sizeof *tr);
+}
 
 /* ------------------------------------------------------------------ mappings */
 
@@ -65,13 +96,9 @@ int fp8_step_add_map(fp8_step *s, const fp8_map *m) {
     if (!pv) return FP8_ENOMEM;
     s->priv = pv;
   }
-  if (pv->nmaps == pv->cap) {
-    size_t cap = pv->cap ? 2 * pv->cap : 4;
-    fp8_map *nm = realloc(pv->maps, cap * sizeof *nm);
-    if (!nm) return FP8_ENOMEM;
-    pv->maps = nm;
-    pv->cap = cap;
-  }
+  fp8_map *nm = fp8_grow(pv->maps, pv->nmaps, &pv->cap, sizeof *nm, 4);
+  if (!nm) return FP8_ENOMEM;
+  pv->maps = nm;
   pv->maps[pv->nmaps++] = *m;
   return FP8_OK;
 }

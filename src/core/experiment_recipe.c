@@ -1,0 +1,317 @@
+/* experiment_recipe.c: the [recipe.<label>] sections of an experiment file: which keys each
+ * recipe kind takes, their values (every key may be a comma list, a sweep axis), their
+ * defaults, and the expansion of a section into the Cartesian product of its axes, appended
+ * to the experiment's configurations (experiment.h).
+ */
+#include "experiment_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "block.h"
+
+enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_ROUNDING, K_BLOCK,
+       K_COUNT };
+static const char *const exp_recipe_keys[K_COUNT] = {
+    "kind", "format", "history_len", "margin", "amax_compute", "amax_epsilon", "pow2",
+    "scale_rounding", "block"};
+#define KIND_BIT(k) (1u << (k))
+#define ALL_KINDS (KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_MXFP8) | \
+                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE))
+static const unsigned exp_recipe_key_kinds[K_COUNT] = {
+    ALL_KINDS,                                               /* kind */
+    ALL_KINDS,                                               /* format */
+    KIND_BIT(FP8_KIND_DELAYED),                              /* history_len */
+    KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* margin */
+    KIND_BIT(FP8_KIND_DELAYED),                              /* amax_compute */
+    KIND_BIT(FP8_KIND_CURRENT),                              /* amax_epsilon */
+    KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* pow2 */
+    KIND_BIT(FP8_KIND_MXFP8),                                /* scale_rounding */
+    KIND_BIT(FP8_KIND_BLOCK),                                /* block */
+};
+
+static int exp_recipe_key(const char *key) {
+  for (int k = 0; k < K_COUNT; k++)
+    if (strcmp(key, exp_recipe_keys[k]) == 0) return k;
+  return -1;
+}
+
+/* Parses one item of key k into *v (every axis but amax_epsilon is an integer code).
+ * Returns NULL or what was expected. */
+static const char *exp_parse_item(int k, const char *s, int64_t *v, double *d, char *expect,
+                                  size_t nexpect) {
+  switch (k) {
+  case K_FORMAT: {
+    fp8_format_sel f;
+    if (fp8_format_sel_parse(s, &f)) return "hybrid, e4m3 or e5m2";
+    *v = f;
+    return NULL;
+  }
+  case K_HISTORY:
+    if (fp8_exp_parse_i64(s, v) || *v < 1 || *v > FP8_HISTORY_LIMIT) {
+      snprintf(expect, nexpect, "an integer in 1..%d", FP8_HISTORY_LIMIT);
+      return expect;
+    }
+    return NULL;
+  case K_MARGIN:
+    if (fp8_exp_parse_i64(s, v) || *v < -FP8_MARGIN_LIMIT || *v > FP8_MARGIN_LIMIT) {
+      snprintf(expect, nexpect, "an integer in %d..%d", -FP8_MARGIN_LIMIT,
+               FP8_MARGIN_LIMIT);
+      return expect;
+    }
+    return NULL;
+  case K_AMAX_COMPUTE: {
+    fp8_amax_compute a;
+    if (fp8_amax_compute_parse(s, &a)) return "max or most_recent";
+    *v = a;
+    return NULL;
+  }
+  case K_EPS: {
+    char *end;
+    double x = strtod(s, &end);
+    if (end == s || *end || !(x >= 0.0) || !isfinite(x) || !isfinite((float)x))
+      return "a number >= 0, finite in float32";
+    *d = x;
+    *v = 0;
+    return NULL;
+  }
+  case K_POW2: {
+    int b;
+    if (fp8_exp_parse_bool(s, &b)) return "true, false, 1, 0, yes, no, on or off";
+    *v = b;
+    return NULL;
+  }
+  case K_ROUNDING: {
+    fp8_mx_rounding r;
+    if (fp8_mx_rounding_parse(s, &r)) return "ceil or floor";
+    *v = r;
+    return NULL;
+  }
+  case K_BLOCK: {
+    fp8_block_shape b;
+    if (fp8_block_shape_parse(s, &b)) return "1x128, 128x128 or auto";
+    *v = b;
+    return NULL;
+  }
+  default:
+    return "a value";
+  }
+}
+
+/* The axes of one section: the values of every key (a one-value axis when the key is absent:
+ * its default) and amax_epsilon's value, the one that is not an integer code. */
+typedef struct {
+  int64_t *vals[K_COUNT];
+  size_t nvals[K_COUNT];
+  double eps;
+} recipe_axes;
+
+/* Checks every key name and finds the section's kind: 0 and *kind, or -1 (reported; "no kind"
+ * only when nothing else went wrong in the file). */
+static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
+  const exp_entry *kind_ent = NULL;
+  for (size_t i = 0; i < c->nents; i++) {
+    int k = exp_recipe_key(c->ents[i].key);
+    if (k < 0)
+      fp8_exp_fail(c, c->ents[i].line,
+                   "unknown key %s in [%s] (expected kind, format, history_len, margin, "
+                   "amax_compute, amax_epsilon, pow2, scale_rounding or block)",
+                   c->ents[i].key, c->secname);
+    else if (k == K_KIND) kind_ent = &c->ents[i];
+  }
+  if (!kind_ent) {
+    if (!c->has_err)
+      fp8_exp_fail(c, c->sec_line,
+                   "[%s] has no kind (expected kind = delayed, current, mxfp8, block or rowwise)",
+                   c->secname);
+    return -1;
+  }
+  if (strcasecmp(kind_ent->value, "delayed") == 0) *kind = FP8_KIND_DELAYED;
+  else if (strcasecmp(kind_ent->value, "current") == 0) *kind = FP8_KIND_CURRENT;
+  else if (strcasecmp(kind_ent->value, "mxfp8") == 0) *kind = FP8_KIND_MXFP8;
+  else if (strcasecmp(kind_ent->value, "block") == 0) *kind = FP8_KIND_BLOCK;
+  else if (strcasecmp(kind_ent->value, "rowwise") == 0) *kind = FP8_KIND_ROWWISE;
+  else {
+    fp8_exp_fail(c, kind_ent->line,
+                 "bad kind \"%s\" (expected a single value: delayed, current, mxfp8, block or "
+                 "rowwise)",
+                 kind_ent->value);
+    return -1;
+  }
+  return 0;
+}
+
+/* The comma list of key k (a key of kind) into ax->vals[k]: its items parsed, distinct; a bad
+ * item is reported and ends the list. -1 when out of memory (c->nomem set), else 0. */
+static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind kind,
+                       recipe_axes *ax) {
+  exp_list l;
+  int rc = fp8_exp_list_split(e->value, &l);
+  if (rc < 0) {
+    c->nomem = 1;
+    return -1;
+  }
+  if (rc > 0) {
+    fp8_exp_fail(c, e->line, "empty item in the list %s = %s", e->key, e->value);
+    return 0;
+  }
+  if (kind != FP8_KIND_DELAYED && k != K_FORMAT && l.n > 1) {
+    fp8_exp_fail(c, e->line,
+                 "%s must be a single value for kind %s: steps.csv has no column to tell "
+                 "such configurations apart (use one [recipe.*] section per setting)",
+                 e->key, fp8_recipe_kind_name(kind));
+    fp8_exp_list_free(&l);
+    return 0;
+  }
+  int64_t *v = ax->vals[k] = malloc(l.n * sizeof *v);
+  if (!v) {
+    c->nomem = 1;
+    fp8_exp_list_free(&l);
+    return -1;
+  }
+  for (size_t j = 0; j < l.n; j++) {
+    char expect[64];
+    const char *why = exp_parse_item(k, l.items[j], &v[j], &ax->eps, expect, sizeof expect);
+    if (why) {
+      fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, l.items[j], why);
+      break;
+    }
+    size_t dup = j;
+    for (size_t m = 0; m < j; m++)
+      if (v[m] == v[j] && k != K_EPS) dup = m;
+    if (dup != j) {
+      fp8_exp_fail(c, e->line, "duplicate value \"%s\" in the list %s = %s", l.items[j],
+                   e->key, e->value);
+      break;
+    }
+    ax->nvals[k] = j + 1;
+  }
+  fp8_exp_list_free(&l);
+  return 0;
+}
+
+/* Absent keys: their default, as a one-value axis. -1 when out of memory (c->nomem set). */
+static int recipe_defaults(exp_ctx *c, fp8_recipe_kind kind, recipe_axes *ax) {
+  /* pow2 defaults to true for block and rowwise (DeepSeek-V3, torchao), false for current */
+  int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0, FP8_MX_ROUND_CEIL,
+                               FP8_BLOCK_SHAPE_AUTO};
+  defaults[K_POW2] = kind == FP8_KIND_BLOCK || kind == FP8_KIND_ROWWISE;
+  for (int k = K_FORMAT; k < K_COUNT; k++) {
+    if (ax->vals[k]) continue;
+    ax->vals[k] = malloc(sizeof *ax->vals[k]);
+    if (!ax->vals[k]) {
+      c->nomem = 1;
+      return -1;
+    }
+    ax->vals[k][0] = defaults[k];
+    ax->nvals[k] = 1;
+  }
+  return 0;
+}
+
+/* Canonical product order: delayed = format, history_len, margin, amax_compute (last
+ * fastest); current = format (its other keys are single values). */
+static const int axes_delayed[] = {K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE};
+static const int axes_current[] = {K_FORMAT};
+
+/* Configuration number i of the product into cf (label: the section's). Returns the
+ * simulator's parameter check (nonzero: rejected). */
+static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
+                         const char *label, fp8_config *cf) {
+  const int *axes = kind == FP8_KIND_DELAYED ? axes_delayed : axes_current;
+  size_t naxes = kind == FP8_KIND_DELAYED ? 4 : 1;
+  size_t idx[4] = {0}, r = i;
+  for (size_t a = naxes; a-- > 0;) {
+    idx[a] = r % ax->nvals[axes[a]];
+    r /= ax->nvals[axes[a]];
+  }
+  memset(cf, 0, sizeof *cf);
+  snprintf(cf->label, sizeof cf->label, "%s", label);
+  cf->kind = kind;
+  cf->format = (fp8_format_sel)ax->vals[K_FORMAT][idx[0]];
+  if (kind == FP8_KIND_DELAYED) {
+    cf->history_len = (int32_t)ax->vals[K_HISTORY][idx[1]];
+    cf->margin = (int32_t)ax->vals[K_MARGIN][idx[2]];
+    cf->amax_compute = (fp8_amax_compute)ax->vals[K_AMAX_COMPUTE][idx[3]];
+    fp8_delayed_params p = {cf->history_len, cf->margin, cf->amax_compute, FP8_E4M3};
+    return fp8_delayed_params_check(&p);
+  }
+  if (kind == FP8_KIND_CURRENT) {
+    cf->margin = (int32_t)ax->vals[K_MARGIN][0];
+    cf->amax_epsilon = (float)ax->eps;
+    cf->pow2 = (int)ax->vals[K_POW2][0];
+    fp8_current_params p = {cf->amax_epsilon, cf->pow2 != 0, cf->margin, FP8_E4M3};
+    return fp8_current_params_check(&p);
+  }
+  cf->pow2 = (int)ax->vals[K_POW2][0];
+  cf->mx_rounding = (int)ax->vals[K_ROUNDING][0];
+  cf->block_shape = (int)ax->vals[K_BLOCK][0];
+  return 0;
+}
+
+/* Appends the product of the section's axes to ex->configs, within
+ * FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
+static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax) {
+  fp8_experiment *ex = c->ex;
+  const int *axes = kind == FP8_KIND_DELAYED ? axes_delayed : axes_current;
+  size_t naxes = kind == FP8_KIND_DELAYED ? 4 : 1;
+  size_t count = 1;
+  int saturated = 0;
+  for (size_t a = 0; a < naxes; a++) {
+    count *= ax->nvals[axes[a]];
+    if (count > FP8_EXPERIMENT_MAX_CONFIGS) {
+      saturated = 1;
+      break;
+    }
+  }
+  if (saturated || ex->nconfigs + count > FP8_EXPERIMENT_MAX_CONFIGS) {
+    fp8_exp_fail(c, c->sec_line,
+                 "too many configurations: [%s] expands to %s%zu, %zu before it; the limit is %d",
+                 c->secname, saturated ? "more than " : "",
+                 saturated ? (size_t)FP8_EXPERIMENT_MAX_CONFIGS : count, ex->nconfigs,
+                 FP8_EXPERIMENT_MAX_CONFIGS);
+    return;
+  }
+  /* Exactly the room this section needs, not fp8_grow's one more element: the whole product
+   * is appended at once, and the total is bounded by FP8_EXPERIMENT_MAX_CONFIGS. */
+  fp8_config *cfgs = realloc(ex->configs, (ex->nconfigs + count) * sizeof *cfgs);
+  if (!cfgs) {
+    c->nomem = 1;
+    return;
+  }
+  ex->configs = cfgs;
+  for (size_t i = 0; i < count; i++)
+    if (recipe_config(kind, ax, i, c->secname + 7, &ex->configs[ex->nconfigs + i]) != 0) {
+      /* unreachable: every value was range-checked above */
+      fp8_exp_fail(c, c->sec_line, "[%s]: parameters rejected by the simulator", c->secname);
+      return;
+    }
+  ex->nconfigs += count;
+}
+
+void fp8_exp_recipe_end(exp_ctx *c) {
+  recipe_axes ax;
+  memset(&ax, 0, sizeof ax);
+  fp8_recipe_kind kind;
+  if (recipe_kind(c, &kind) != 0) goto done;
+  for (size_t i = 0; i < c->nents && !c->nomem; i++) {
+    const exp_entry *e = &c->ents[i];
+    int k = exp_recipe_key(e->key);
+    if (k <= K_KIND) continue;
+    if (!(exp_recipe_key_kinds[k] & KIND_BIT(kind))) {
+      fp8_exp_fail(c, e->line, "%s is not a key of kind %s", e->key,
+                   fp8_recipe_kind_name(kind));
+      continue;
+    }
+    if (recipe_list(c, e, k, kind, &ax) != 0) break;
+  }
+  /* a section with any error expands to nothing */
+  if (c->nomem || c->nfail != c->sec_nfail) goto done;
+  if (recipe_defaults(c, kind, &ax) != 0) goto done;
+  recipe_expand(c, kind, &ax);
+done:
+  for (int k = 0; k < K_COUNT; k++) free(ax.vals[k]);
+}

@@ -1,0 +1,152 @@
+/* experiment_sections.c: the [trace], [output] and [analysis] sections of an experiment file
+ * (experiment.h lists their keys): each is checked when the section ends, once all its keys
+ * are known (experiment.c collects them), with the value parsers of experiment_values.c.
+ */
+#include "experiment_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h" /* FP8_RANK_LIMIT */
+
+/* [trace] tensors: a comma list of distinct globs. */
+static void trace_tensors(exp_ctx *c, const exp_entry *e) {
+  fp8_experiment *ex = c->ex;
+  exp_list l;
+  int rc = fp8_exp_list_split(e->value, &l);
+  if (rc < 0) {
+    c->nomem = 1;
+    return;
+  }
+  if (rc > 0) {
+    fp8_exp_fail(c, e->line, "empty glob in tensors = %s", e->value);
+    goto done;
+  }
+  for (size_t j = 0; j < l.n; j++)
+    for (size_t k = 0; k < j; k++)
+      if (strcmp(l.items[j], l.items[k]) == 0) {
+        fp8_exp_fail(c, e->line, "duplicate value \"%s\" in tensors", l.items[j]);
+        goto done;
+      }
+  ex->tensor_globs = calloc(l.n, sizeof *ex->tensor_globs);
+  if (!ex->tensor_globs) {
+    c->nomem = 1;
+    goto done;
+  }
+  ex->ntensor_globs = l.n;
+  for (size_t j = 0; j < l.n; j++) ex->tensor_globs[j] = fp8_exp_strdup(c, l.items[j]);
+done:
+  fp8_exp_list_free(&l);
+}
+
+void fp8_exp_trace_end(exp_ctx *c) {
+  fp8_experiment *ex = c->ex;
+  int have_path = 0;
+  for (size_t i = 0; i < c->nents && !c->nomem; i++) {
+    const exp_entry *e = &c->ents[i];
+    const char *v = e->value;
+    if (strcmp(e->key, "path") == 0) {
+      if (strncmp(v, "synth:", 6) == 0) {
+        if (!v[6]) {
+          fp8_exp_fail(c, e->line, "empty synth preset in path = %s (expected synth:<preset>)", v);
+          continue;
+        }
+        ex->trace_is_synth = 1;
+        ex->trace_path = fp8_exp_strdup(c, v);
+        ex->synth_preset = fp8_exp_strdup(c, v + 6);
+      } else {
+        ex->trace_path = fp8_exp_resolve(c, v);
+      }
+      have_path = 1;
+    } else if (strcmp(e->key, "steps") == 0) {
+      const char *why = fp8_exp_parse_steps(v, &ex->step_first, &ex->step_last, &ex->step_stride,
+                                            &c->nomem);
+      if (why) fp8_exp_fail(c, e->line, "bad steps \"%s\": %s", v, why);
+      else ex->has_steps = 1;
+    } else if (strcmp(e->key, "tensors") == 0) {
+      trace_tensors(c, e);
+    } else if (strcmp(e->key, "synth_steps") == 0) {
+      int64_t n;
+      if (fp8_exp_parse_i64(v, &n) || n < 1)
+        fp8_exp_fail(c, e->line, "bad synth_steps \"%s\" (expected an integer >= 1)", v);
+      else ex->synth_steps = n;
+    } else if (strcmp(e->key, "synth_seed") == 0) {
+      uint64_t s;
+      if (fp8_exp_parse_u64(v, &s))
+        fp8_exp_fail(c, e->line, "bad synth_seed \"%s\" (expected an integer in 0..%llu)", v,
+                     (unsigned long long)UINT64_MAX);
+      else ex->synth_seed = s;
+    } else if (strcmp(e->key, "reduce_amax") == 0) {
+      int b;
+      if (fp8_exp_parse_bool(v, &b)) {
+        fp8_exp_fail(c, e->line, "bad reduce_amax \"%s\" (expected true or false)", v);
+      } else {
+        ex->reduce_amax = b;
+        ex->reduce_amax_line = e->line;
+      }
+    } else if (strcmp(e->key, "reduce_group") == 0) {
+      int64_t n;
+      if (fp8_exp_parse_i64(v, &n) || n < 1 || n > FP8_RANK_LIMIT) {
+        fp8_exp_fail(c, e->line,
+                     "bad reduce_group \"%s\" (expected an integer in 1..%d: ranks per amax "
+                     "reduction group)",
+                     v, FP8_RANK_LIMIT);
+      } else {
+        ex->reduce_group = n;
+        ex->reduce_group_line = e->line;
+      }
+    } else {
+      fp8_exp_fail(c, e->line,
+                   "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
+                   "synth_seed, reduce_amax or reduce_group)",
+                   e->key);
+    }
+  }
+  if (!have_path && !c->has_err)
+    fp8_exp_fail(c, c->sec_line,
+                 "[trace] has no path (expected path = <trace dir> or synth:<preset>)");
+  /* synth_steps / synth_seed beside a real trace are accepted and unused: the documented
+   * example file has them as commented placeholders. */
+}
+
+void fp8_exp_output_end(exp_ctx *c) {
+  for (size_t i = 0; i < c->nents && !c->nomem; i++) {
+    const exp_entry *e = &c->ents[i];
+    if (strcmp(e->key, "dir") == 0) c->ex->out_dir = fp8_exp_resolve(c, e->value);
+    else fp8_exp_fail(c, e->line, "unknown key %s in [output] (expected dir)", e->key);
+  }
+}
+
+void fp8_exp_analysis_end(exp_ctx *c) {
+  for (size_t i = 0; i < c->nents && !c->nomem; i++) {
+    const exp_entry *e = &c->ents[i];
+    if (strcmp(e->key, "overflow_budget") == 0) {
+      char *end;
+      errno = 0;
+      double v = strtod(e->value, &end);
+      if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+        fp8_exp_fail(c, e->line,
+                     "bad overflow_budget \"%s\" (expected a fraction of elements in 0..1, "
+                     "e.g. 1e-5)",
+                     e->value);
+      else c->ex->overflow_budget = v;
+    } else if (strcmp(e->key, "gemm") == 0) {
+      int b;
+      if (fp8_exp_parse_bool(e->value, &b))
+        fp8_exp_fail(c, e->line, "bad gemm \"%s\" (expected true or false)", e->value);
+      else c->ex->gemm = b;
+    } else if (strcmp(e->key, "gemm_max_tokens") == 0) {
+      int64_t v;
+      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > (int64_t)1 << 31)
+        fp8_exp_fail(c, e->line,
+                     "bad gemm_max_tokens \"%s\" (expected an integer in 0..2^31, 0 = all "
+                     "tokens)",
+                     e->value);
+      else c->ex->gemm_max_tokens = v;
+    } else {
+      fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, gemm or "
+                   "gemm_max_tokens)", e->key);
+    }
+  }
+}
