@@ -9,14 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void doc_seterr(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 static int fail(fp8_doc *d, int status, const char *fmt, ...) FP8_DOC_PRINTF(3, 4);
 static int fail(fp8_doc *d, int status, const char *fmt, ...) {
   d->status = status;
@@ -136,15 +128,6 @@ void fp8_doc_free(fp8_doc *doc) {
   for (size_t i = 0; i < doc->n; i++) block_free(&doc->blocks[i]);
   free(doc->blocks);
   free(doc);
-}
-
-int fp8_doc_status(const fp8_doc *doc, char *err, size_t errlen) {
-  if (!doc) {
-    doc_seterr(err, errlen, "document: out of memory");
-    return FP8_ENOMEM;
-  }
-  if (doc->status) doc_seterr(err, errlen, "%s", doc->err);
-  return doc->status;
 }
 
 int fp8_doc_set_target(fp8_doc *doc, fp8_doc_target target) {
@@ -286,30 +269,6 @@ int fp8_doc_code(fp8_doc *doc, const char *source) {
 
 /* ------------------------------------------------------------------ writing */
 
-int doc_ready(const fp8_doc *doc, const char *dir, char *err, size_t errlen) {
-  int rc = fp8_doc_status(doc, err, errlen);
-  if (rc) return rc;
-  if (!dir) {
-    doc_seterr(err, errlen, "document: output directory is NULL");
-    return FP8_EINVAL;
-  }
-  return FP8_OK;
-}
-
-int doc_open_write(fp8_outfile *of, const char *dir, const char *name, const char *text,
-                   size_t len, int newline, char *err, size_t errlen) {
-  if (!name || !*name || strchr(name, '/')) {
-    doc_seterr(err, errlen, "document: bad output file name \"%s\" (expected a plain name)",
-               name ? name : "(null)");
-    memset(of, 0, sizeof *of);
-    return FP8_EINVAL;
-  }
-  int rc = fp8_outfile_open(of, dir, name, err, errlen);
-  if (rc) return rc;
-  fwrite(text, 1, len, of->fp); /* errors surface in fp8_outfile_commit */
-  if (newline) fputc('\n', of->fp);
-  return FP8_OK;
-}
 
 int fp8_doc_write(const fp8_doc *doc, const char *dir, const char *md_name, const char *nb_name,
                   char *err, size_t errlen) {
@@ -320,7 +279,7 @@ int fp8_doc_write(const fp8_doc *doc, const char *dir, const char *md_name, cons
   fp8_outfile mdf = {0}, nbf = {0};
   if ((rc = doc_nb_render(doc, dir, &nb, err, errlen)) != FP8_OK) goto done;
   if (doc_md_render(doc, &md, &mdlen)) {
-    doc_seterr(err, errlen, "out of memory building the Markdown text");
+    fp8_errorf(0, err, errlen, "out of memory building the Markdown text");
     rc = FP8_ENOMEM;
     goto done;
   }

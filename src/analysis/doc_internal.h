@@ -31,9 +31,6 @@ struct fp8_doc {
   char err[256]; /* its message */
 };
 
-/* printf into err (when err and errlen). */
-void doc_seterr(char *err, size_t errlen, const char *fmt, ...) FP8_DOC_PRINTF(3, 4);
-
 /* One block as Markdown, ending with a newline (doc_markdown.c). */
 void doc_md_block(FILE *fp, const block *b);
 /* Closes a memstream; FP8_ENOMEM (and *buf freed) when any write to it failed. */
@@ -45,6 +42,7 @@ int doc_md_render(const fp8_doc *d, char **out, size_t *len);
 int doc_nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size_t errlen);
 
 /* The document's status, and a directory to write to. */
+/* doc_io.c */
 int doc_ready(const fp8_doc *doc, const char *dir, char *err, size_t errlen);
 /* Opens <dir>/<name> under its temporary name and writes text, and a final newline when
  * newline is set (json_dumps ends without one). */

@@ -119,7 +119,7 @@ int fp8_doc_write_markdown(const fp8_doc *doc, const char *dir, const char *name
   char *md;
   size_t len;
   if (doc_md_render(doc, &md, &len)) {
-    doc_seterr(err, errlen, "out of memory building the Markdown text");
+    fp8_errorf(0, err, errlen, "out of memory building the Markdown text");
     return FP8_ENOMEM;
   }
   fp8_outfile of;

@@ -113,7 +113,7 @@ static int read_all(const char *path, unsigned char **data, size_t *len, char *e
   *data = NULL;
   FILE *fp = fopen(path, "rb");
   if (!fp) {
-    doc_seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
+    fp8_errorf(0, err, errlen, "%s: cannot read image: %s", path, strerror(errno));
     return FP8_EIO;
   }
   size_t cap = 1 << 16, n = 0, r;
@@ -128,10 +128,10 @@ static int read_all(const char *path, unsigned char **data, size_t *len, char *e
     }
   }
   if (!buf) {
-    doc_seterr(err, errlen, "%s: out of memory reading image", path);
+    fp8_errorf(0, err, errlen, "%s: out of memory reading image", path);
     rc = FP8_ENOMEM;
   } else if (ferror(fp)) {
-    doc_seterr(err, errlen, "%s: cannot read image: %s", path, strerror(errno));
+    fp8_errorf(0, err, errlen, "%s: cannot read image: %s", path, strerror(errno));
     rc = FP8_EIO;
     free(buf);
     buf = NULL;
@@ -147,7 +147,7 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   size_t plen = strlen(dir) + strlen(b->text) + 2;
   char *path = malloc(plen);
   if (!path) {
-    doc_seterr(err, errlen, "out of memory");
+    fp8_errorf(0, err, errlen, "out of memory");
     return FP8_ENOMEM;
   }
   if (b->text[0] == '/') snprintf(path, plen, "%s", b->text);
@@ -160,7 +160,7 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   if (rc) goto done;
   static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (len < 8 || memcmp(png, sig, 8) != 0) {
-    doc_seterr(err, errlen, "%s: not a PNG file (no PNG signature)", path);
+    fp8_errorf(0, err, errlen, "%s: not a PNG file (no PNG signature)", path);
     rc = FP8_EFORMAT;
     goto done;
   }
@@ -190,7 +190,7 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   bad |= json_array_append_new(json_object_get(cell, "outputs"), out);
   if (!bad) rc = FP8_OK;
 done:
-  if (rc == FP8_ENOMEM) doc_seterr(err, errlen, "%s: out of memory embedding image", path);
+  if (rc == FP8_ENOMEM) fp8_errorf(0, err, errlen, "%s: out of memory embedding image", path);
   free(path);
   free(png);
   free(b64);
@@ -246,7 +246,7 @@ int doc_nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size
   goto done;
 oom:
   rc = FP8_ENOMEM;
-  doc_seterr(err, errlen, "out of memory building the notebook");
+  fp8_errorf(0, err, errlen, "out of memory building the notebook");
 done:
   if (nb.md) doc_memstream_close(nb.md, &nb.mdbuf);
   free(nb.mdbuf);

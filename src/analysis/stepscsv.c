@@ -16,20 +16,6 @@
 
 #include "results.h" /* fp8_schema_steps, FP8_STEPS_COL_* */
 
-/* ------------------------------------------------------------------ messages */
-
-int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s:%lld: %s", c->name, (long long)line, msg);
-  return FP8_EFORMAT;
-}
-
-/* A field as it may be shown in a one-line message: at most 40 characters, non-printable
- * bytes as '?'. */
 static const char *show(steps_ctx *c, const char *s) {
   size_t n = 0;
   for (; s[n] && n < 40; n++) c->shown[n] = isprint((unsigned char)s[n]) ? s[n] : '?';

@@ -5,10 +5,25 @@
  * steps refused). Also the table's accessors and fp8_steps_free. */
 #include "stepscsv_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------------ messages */
+
+int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (c->err && c->errlen) snprintf(c->err, c->errlen, "%s:%lld: %s", c->name, (long long)line, msg);
+  return FP8_EFORMAT;
+}
+
+/* A field as it may be shown in a one-line message: at most 40 characters, non-printable
+ * bytes as '?'. */
 /* ------------------------------------------------------------------ interned strings */
 
 static uint64_t hash_bytes(const char *s, size_t n, uint64_t h) {

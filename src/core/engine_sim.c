@@ -19,13 +19,6 @@
 
 #define SIM_MAX_THREADS 64
 
-float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
-  const fp8_config *cf = &p->plan.configs[c];
-  if (cf->kind == FP8_KIND_DELAYED) return p->dl[t * p->plan.nconfigs + c].scale;
-  fp8_current_params cp = fp8_config_current_params(cf, fp8_plan_format(&p->plan, t, c));
-  return fp8_current_scale(&cp, amax);
-}
-
 static int sim_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   (void)e;
   (void)op;

@@ -20,6 +20,13 @@ int sim_reserve(float **buf, size_t *cap, size_t n) {
   return *buf ? 0 : -1;
 }
 
+float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
+  const fp8_config *cf = &p->plan.configs[c];
+  if (cf->kind == FP8_KIND_DELAYED) return p->dl[t * p->plan.nconfigs + c].scale;
+  fp8_current_params cp = fp8_config_current_params(cf, fp8_plan_format(&p->plan, t, c));
+  return fp8_current_scale(&cp, amax);
+}
+
 static void task_fail(sim_task *task, int rc, const char *what) {
   task->rc = rc;
   snprintf(task->err, sizeof task->err, "%s: out of memory", what);

@@ -27,18 +27,6 @@
 
 #define GPU_EXPORT __attribute__((visibility("default")))
 
-int gpu_dbuf_reserve(gpu_dbuf *b, size_t bytes, char *err, size_t errlen) {
-  int rc = FP8_OK;
-  if (bytes <= b->cap) return FP8_OK;
-  cudaFree(b->p);
-  b->p = NULL;
-  b->cap = 0;
-  FP8G_CUDA(cudaMalloc(&b->p, bytes));
-  b->cap = bytes;
-done:
-  return rc;
-}
-
 static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   const gpu_priv *p = e->priv;
   const fp8_config *cf = &p->plan.configs[c];

@@ -16,6 +16,18 @@
 #include "engine_gpu_internal.h"
 #include "util.h"
 
+static int gpu_dbuf_reserve(gpu_dbuf *b, size_t bytes, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  if (bytes <= b->cap) return FP8_OK;
+  cudaFree(b->p);
+  b->p = NULL;
+  b->cap = 0;
+  FP8G_CUDA(cudaMalloc(&b->p, bytes));
+  b->cap = bytes;
+done:
+  return rc;
+}
+
 static int reserve_host(float **b, size_t *cap, size_t n) {
   if (n <= *cap && *b) return 0;
   free(*b);

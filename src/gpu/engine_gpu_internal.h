@@ -46,7 +46,6 @@ typedef struct {
   char name[256];
 } gpu_priv;
 
-int gpu_dbuf_reserve(gpu_dbuf *b, size_t bytes, char *err, size_t errlen);
 /* engine_gpu_gemm.c */
 int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
              char *err, size_t errlen);
