@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean tiny-gpt notebooks device-bundle
+.PHONY: all deps configure build test demo bench clean tiny-gpt ranks notebooks device-bundle
 
 all: build
 
@@ -29,6 +29,14 @@ tiny-gpt: build
 	@PY=$$(sh tools/capture/python_with_torch.sh --install) && \
 	  $$PY experiments/tiny_gpt.py --out out/tiny_gpt/trace && \
 	  $(BUILD)/fp8lab run experiments/tiny_gpt.ini --force
+
+# A four-rank run folder (fp8lab synth per rank), replayed with the amax reduction of
+# experiments/ranks.ini (reduce_amax over groups of two ranks).
+RANKS_STEPS ?= 60
+ranks: build
+	@rm -rf out/ranks_trace && for r in 0 1 2 3; do \
+	  $(BUILD)/fp8lab synth llm out/ranks_trace/rank_$$r --steps $(RANKS_STEPS) --seed $$((r + 1)) >/dev/null || exit 1; \
+	done && $(BUILD)/fp8lab run experiments/ranks.ini --force
 
 # Re-runs the shipped experiments and copies their reports into notebooks_export/.
 NOTEBOOK_EXPERIMENTS ?= quickstart recipes
