@@ -25,6 +25,7 @@
 #include "runner.h"
 #include "synth.h"
 #include "trace.h"
+#include "util.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -332,13 +333,9 @@ static int cmp_row(const void *a, const void *b) {
 static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const char *name) {
   for (size_t i = 0; i < *n; i++)
     if (strcmp((*rows)[i].name, name) == 0) return &(*rows)[i];
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 64;
-    inspect_row *nr = realloc(*rows, nc * sizeof *nr);
-    if (!nr) return NULL;
-    *rows = nr;
-    *cap = nc;
-  }
+  inspect_row *nr = fp8_grow(*rows, *n, cap, sizeof *nr, 64);
+  if (!nr) return NULL;
+  *rows = nr;
   inspect_row *r = &(*rows)[(*n)++];
   memset(r, 0, sizeof *r);
   r->name = strdup(name);

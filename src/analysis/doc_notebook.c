@@ -116,28 +116,13 @@ static int read_all(const char *path, unsigned char **data, size_t *len, char *e
     fp8_errorf(0, err, errlen, "%s: cannot read image: %s", path, strerror(errno));
     return FP8_EIO;
   }
-  size_t cap = 1 << 16, n = 0, r;
-  unsigned char *buf = malloc(cap);
-  int rc = FP8_OK;
-  while (buf && (r = fread(buf + n, 1, cap - n, fp)) > 0) {
-    n += r;
-    if (n == cap) {
-      unsigned char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  if (!buf) {
-    fp8_errorf(0, err, errlen, "%s: out of memory reading image", path);
-    rc = FP8_ENOMEM;
-  } else if (ferror(fp)) {
-    fp8_errorf(0, err, errlen, "%s: cannot read image: %s", path, strerror(errno));
-    rc = FP8_EIO;
-    free(buf);
-    buf = NULL;
-  }
+  size_t n = 0;
+  char *buf = NULL;
+  int rc = fp8_read_stream(fp, &buf, &n);
+  if (rc == FP8_ENOMEM) fp8_errorf(0, err, errlen, "%s: out of memory reading image", path);
+  else if (rc == FP8_EIO) fp8_errorf(0, err, errlen, "%s: cannot read image: %s", path, strerror(errno));
   fclose(fp);
-  *data = buf;
+  *data = (unsigned char *)buf;
   *len = n;
   return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h" /* fp8_read_stream */
 #include "results.h" /* fp8_schema_steps, FP8_STEPS_COL_* */
 
 static const char *show(steps_ctx *c, const char *s) {
@@ -281,7 +282,7 @@ int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_ta
   steps_ctx c = {.name = name ? name : "steps.csv", .err = err, .errlen = errlen};
   int rc = FP8_OK;
   char *line = NULL;
-  size_t linecap = 0, cap = 0;
+  size_t linecap = 0, cap = 0, gcap = 0;
   size_t *row_group = NULL;
   steps_gmap gm = {0};
   steps_priv *pv = calloc(1, sizeof *pv);
@@ -331,21 +332,13 @@ int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_ta
       rc = steps_fail_at(&c, c.line, "empty line");
       goto done;
     }
-    if (t->nrows == cap) {
-      size_t ncap = cap ? 2 * cap : 1024;
-      fp8_step_row *r = realloc(t->rows, ncap * sizeof *r);
-      if (!r) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      t->rows = r;
-      size_t *rg = realloc(row_group, ncap * sizeof *rg);
-      if (!rg) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-      row_group = rg;
-      cap = ncap;
+    fp8_step_row *rows = fp8_grow(t->rows, t->nrows, &cap, sizeof *rows, 1024);
+    size_t *rg = rows ? fp8_grow(row_group, t->nrows, &gcap, sizeof *rg, 1024) : NULL;
+    if (rows) t->rows = rows;
+    if (rg) row_group = rg;
+    if (!rows || !rg) {
+      rc = FP8_ENOMEM;
+      goto done;
     }
     fp8_step_row *r = &t->rows[t->nrows];
     rc = parse_row(&c, line, r, pv);
@@ -374,29 +367,11 @@ int fp8_steps_load(const char *path, fp8_steps_table *t, char *err, size_t errle
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return FP8_EIO;
   }
-  size_t cap = 1 << 16, n = 0, r;
-  char *buf = malloc(cap);
-  int rc = FP8_OK;
-  while (buf && (r = fread(buf + n, 1, cap - n, fp)) > 0) {
-    n += r;
-    if (n == cap) {
-      char *b = realloc(buf, cap * 2);
-      if (!b) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = b;
-      cap *= 2;
-    }
-  }
-  if (!buf) {
-    snprintf(err, errlen, "%s: out of memory", path);
-    rc = FP8_ENOMEM;
-  } else if (ferror(fp)) {
-    snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
-    rc = FP8_EIO;
-  }
+  size_t n = 0;
+  char *buf = NULL;
+  int rc = fp8_read_stream(fp, &buf, &n);
+  if (rc == FP8_ENOMEM) snprintf(err, errlen, "%s: out of memory", path);
+  else if (rc == FP8_EIO) snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
   fclose(fp);
   if (rc == FP8_OK) rc = fp8_steps_parse(path, buf, n, t, err, errlen);
   free(buf);

@@ -2,6 +2,7 @@
  * per-step amax stream that lets delayed scaling be replayed on every step, not only on the
  * snapshot steps. Read completely at fp8_trace_open; every error names the file and line.
  */
+#include "outfile.h" /* fp8_read_stream */
 #include "trace_internal.h"
 
 #include <errno.h>
@@ -32,40 +33,13 @@ static int cmp_row(const void *a, const void *b) {
 
 /* Reads a whole file into a NUL-terminated buffer. */
 static int read_all(const char *path, char **buf, size_t *len, char *err, size_t errlen) {
-  int rc = FP8_OK;
+  *buf = NULL;
+  *len = 0;
   FILE *f = fopen(path, "rb");
-  char *b = NULL;
-  size_t n = 0, cap = 0;
-  if (!f) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    goto done;
-  }
-  for (;;) {
-    /* room for at least one more byte and the NUL: doubling from 64 KiB */
-    char *nb = fp8_grow(b, n + 1, &cap, 1, 65536);
-    if (!nb) {
-      rc = FP8_ENOMEM;
-      goto done;
-    }
-    b = nb;
-    size_t r = fread(b + n, 1, cap - n - 1, f);
-    n += r;
-    if (r == 0) break;
-  }
-  if (ferror(f)) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
-    goto done;
-  }
-  b[n] = '\0';
-done:
-  if (f) fclose(f);
-  if (rc != FP8_OK) {
-    free(b);
-    b = NULL;
-    n = 0;
-  }
-  *buf = b;
-  *len = n;
+  if (!f) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  int rc = fp8_read_stream(f, buf, len);
+  if (rc == FP8_EIO) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
+  fclose(f);
   return rc;
 }
 

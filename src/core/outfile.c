@@ -20,6 +20,35 @@ void fp8_csv_put_num(FILE *fp, double v) {
   else fprintf(fp, "%.9g", v);
 }
 
+int fp8_read_stream(FILE *f, char **buf, size_t *len) {
+  char *b = NULL;
+  size_t n = 0, cap = 0;
+  *buf = NULL;
+  *len = 0;
+  for (;;) {
+    /* room for at least one more byte and the NUL: doubling from 64 KiB */
+    char *nb = fp8_grow(b, n + 1, &cap, 1, 65536);
+    if (!nb) {
+      free(b);
+      return FP8_ENOMEM;
+    }
+    b = nb;
+    size_t r = fread(b + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  if (ferror(f)) {
+    int e = errno;
+    free(b);
+    errno = e;
+    return FP8_EIO;
+  }
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return FP8_OK;
+}
+
 int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen) {
   memset(of, 0, sizeof *of);
   size_t len = strlen(dir) + strlen(name) + 64;

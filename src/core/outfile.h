@@ -1,5 +1,5 @@
 /* outfile.h: output files that are never half-written (a temporary name in the same directory,
- * renamed into place on commit), and the output-directory helpers. */
+ * renamed into place on commit), the output-directory helpers, and the one whole-file reader. */
 #ifndef FP8LAB_CORE_OUTFILE_H
 #define FP8LAB_CORE_OUTFILE_H
 
@@ -24,6 +24,11 @@ void fp8_outfile_abort(fp8_outfile *of);
 /** Writes a number the way every fp8lab CSV does: "%.9g" (round-trips float32), infinities as
  *  inf / -inf, NaN as nan (glibc would print -nan for some). */
 void fp8_csv_put_num(FILE *fp, double v);
+
+/** Reads the rest of a stream into a new buffer (*buf, NUL-terminated, *len bytes without the
+ *  NUL; the caller frees it): FP8_OK, FP8_ENOMEM, or FP8_EIO when the stream reports a read
+ *  error (errno as fread left it). The one whole-file reader of fp8lab. */
+int fp8_read_stream(FILE *f, char **buf, size_t *len);
 
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
