@@ -47,7 +47,10 @@ static int module_path(char *out, size_t len) {
 
 /* Loads the module and finds its factory; FP8_EDEVICE with the reason. */
 static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
-  sel->handle = dlopen(sel->module, RTLD_NOW | RTLD_LOCAL);
+  /* RTLD_NODELETE: the module stays mapped after dlclose. The static CUDA runtime inside it
+   * registers exit-time handlers, and its (and the emulator's) process-wide state must stay
+   * reachable to the end, or LeakSanitizer reports it. */
+  sel->handle = dlopen(sel->module, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!sel->handle)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "cannot load the GPU module: %s", dlerror());
   abi_fn abi = (abi_fn)dlsym(sel->handle, FP8_ENGINE_GPU_ABI_SYMBOL);
