@@ -91,7 +91,7 @@ extern "C" int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t
                (int)nslots, (int)L, FP8_HISTORY_LIMIT);
   if (nslots == 0) goto done;
   FP8G_CUDA(cudaSetDevice(ctx->device));
-  FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
+  FP8K_LAUNCH((unsigned)(((int64_t)nslots + kSlotsPerBlock - 1) / kSlotsPerBlock), kThreads, 0, ctx->stream,
               delayed_update_kernel)(nslots, L, ring, nullptr, head, scale, last_amax, nullptr,
                                      history_len, amax_compute, scaled_max, amax_used);
   FP8G_CUDA(cudaGetLastError());
@@ -113,7 +113,7 @@ extern "C" int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float 
                    amax_compute && scaled_max,
                "fp8k_delayed_update_indexed: NULL array");
   FP8G_CUDA(cudaSetDevice(ctx->device));
-  FP8K_LAUNCH((nslots + kSlotsPerBlock - 1) / kSlotsPerBlock, kThreads, 0, ctx->stream,
+  FP8K_LAUNCH((unsigned)(((int64_t)nslots + kSlotsPerBlock - 1) / kSlotsPerBlock), kThreads, 0, ctx->stream,
               delayed_update_kernel)(nslots, 1, ring, ring_off, head, scale, amax, amax_index,
                                      history_len, amax_compute, scaled_max, amax_used);
   FP8G_CUDA(cudaGetLastError());

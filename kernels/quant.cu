@@ -528,6 +528,9 @@ extern "C" int fp8k_ctx_create(fp8k_ctx **out, int device, char *err, size_t err
   memcpy(tables[0], fp8_decode_table(FP8_E4M3), sizeof tables[0]);
   memcpy(tables[1], fp8_decode_table(FP8_E5M2), sizeof tables[1]);
   FP8G_CUDA(cudaMemcpyToSymbol(c_decode, tables, sizeof tables));
+  // The table was copied on the legacy stream, from pageable memory (the DMA may still be in
+  // flight when the call returns); the context's non-blocking stream does not wait for it.
+  FP8G_CUDA(cudaDeviceSynchronize());
   *out = ctx;
   ctx = nullptr;
 done:

@@ -19,7 +19,9 @@ typedef int (*cu_count_fn)(int *count);
 /* The NVIDIA driver's device count, asked without loading the CUDA runtime, cuBLASLt or the
  * module (libcuda.so.1 is the driver's own library; CI machines have none). */
 static int driver_devices(char *why, size_t whylen) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  /* RTLD_NODELETE: an initialised driver library is never unloaded (unloading it is a known
+   * source of crashes); the CUDA runtime of the module finds it loaded */
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
     fp8_errorf(0, why, whylen, "no NVIDIA driver: %s", dlerror());
     return 0;
@@ -79,13 +81,15 @@ static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err
                         "this fp8lab has no GPU engine (%s is missing: CUDA was not found when it "
                         "was built)", sel->module);
   }
+  /* a driver with a device, or a module named by hand: from here on a failure is worth the
+   * warning of --device auto (a module that cannot load, a runtime newer than the driver) */
+  *quiet = 0;
   sel->choice.module = sel->module;
   int rc = load_module(sel, err, errlen);
   if (rc) return rc;
   devices_fn devices = (devices_fn)dlsym(sel->handle, "fp8_engine_gpu_devices");
   if (devices && devices(why, sizeof why) == 0)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
-  *quiet = 0;
   fp8_check_options o = {.full = 0, .threads = threads};
   char cerr[512] = "";
   sel->choice.self_check_ran = 1;

@@ -8,8 +8,10 @@
  *
  *   cpu   the CPU engine.
  *   auto  the GPU engine when a device is there and the self-check passes; the CPU otherwise:
- *         quietly when there is no driver, device or module, with one warning line when a
- *         device is there but the engine fails to start or fails the self-check.
+ *         quietly when there is no driver or device or this build has no module, with one
+ *         warning line when a device is there (or FP8LAB_GPU_MODULE names a module) but the
+ *         module does not load (a missing libcublasLt, a runtime newer than the driver), the
+ *         engine fails to start, or it fails the self-check.
  *   gpu   the GPU engine, or FP8_EDEVICE (exit 1) with the reason: no module, no device, the
  *         engine's error, or the self-check's first mismatch.
  */

@@ -83,6 +83,7 @@ static void to_stats(const fp8k_stats *k, fp8_stats *s) {
 static int gpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
                               size_t errlen) {
   gpu_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "quantize_stats: tensor %zu", t);
   const size_t nmax = p->ndl > p->ncur ? p->ndl : p->ncur;
   fp8k_stats *st = malloc((nmax + 1) * sizeof *st);
   float *sc = malloc((nmax + 1) * sizeof *sc);
@@ -119,6 +120,7 @@ done:
 
 static int gpu_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen) {
   gpu_priv *p = e->priv;
+  if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "cast: tensor %zu", t);
   int rc = make_resident(p, t, err, errlen);
   if (rc) return rc;
   fp8k_stats st;
@@ -147,7 +149,8 @@ static int gpu_end_phase(fp8_engine *e, unsigned phases, const float *amax, char
   const size_t nred = fp8_plan_nred(pl);
   int rc = FP8_OK;
   phases &= FP8_FWD | FP8_BWD;
-  if (!p->nslots || !phases) return FP8_OK;
+  if (!phases) return FP8_OK;
+  /* the all-reduce runs even without delayed slots here: every process of a group must call it */
   /* the reduction over the slots (this process's ranks): as the CPU engine, a tensor's own
    * amax when there is nothing to reduce */
   for (size_t k = 0; k < nred; k++) p->h_red[k] = 0.0f;
@@ -319,7 +322,7 @@ GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **o
   if (!rc && !(p->view = calloc(plan->ntensors + 1, sizeof *p->view)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = split_configs(p, err, errlen);
-  if (!rc && p->nslots) rc = init_state(p, err, errlen);
+  if (!rc) rc = init_state(p, err, errlen); /* also with no delayed slot: the reduction buffers */
   if (rc) {
     gpu_free(e);
     return rc;
@@ -332,6 +335,7 @@ GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **o
   if (fp8_gpu_require_fp8(0, NULL, lt_why, sizeof lt_why) != FP8_OK ||
       fp8_gemm_lt_create(&p->lt, 0, lt_why, sizeof lt_why) != FP8_OK) {
     p->lt = NULL;
+    (void)cudaGetLastError(); /* the runtime keeps a failed call's error: not the kernels' */
     fprintf(stderr, "fp8lab: FP8 GEMMs on the CPU: %s\n", lt_why);
   }
   *out = e;

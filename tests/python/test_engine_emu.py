@@ -25,6 +25,7 @@ engine):
 and: `--device auto` takes the emulated GPU (its self-check passes); a module whose engine is
 wrong by one count (fp8lab-gpu-broken.so, tests/gpu/broken_module.c) makes `--device auto` warn
 in one line and run on the CPU, and `--device gpu` fail with exit 1 naming the first mismatch;
+a module that does not load makes `--device auto` warn in one line and run on the CPU;
 `fp8lab run --device gpu` without FP8LAB_GPU_MODULE on this machine (no GPU) fails with one
 line naming the reason, exit status 1, and writes no steps.csv.
 
@@ -220,6 +221,16 @@ def main():
         check(rc == 1 and len(lines) == 1 and "self-check" in lines[0] and "overflow" in lines[0] and
               not os.path.exists(os.path.join(d, "broken_gpu")),
               "--device gpu with a failing self-check: exit 1, one line: %s" %
+              (lines[0] if lines else ""), out)
+
+        # a module that cannot be loaded (a missing library, here a missing file): auto warns
+        # once and runs on the CPU
+        rc, out = run([fp8lab, "run", "exp.ini", "--no-report", "--quiet", "--out", "noload"],
+                      cwd=d, module=os.path.join(tmp, "no-such-module.so"))
+        lines = [l for l in out.splitlines() if l.strip()]
+        check(rc == 0 and len(lines) == 1 and "cannot load the GPU module" in lines[0] and
+              "running on the CPU" in lines[0],
+              "--device auto with a module that does not load: one warning, the CPU: %s" %
               (lines[0] if lines else ""), out)
 
         # the real binary on a machine without a GPU: a clear one-line failure, nothing written
