@@ -446,6 +446,18 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
+  /* FP8LAB_ISA=generic|avx2|avx512: the simulator's loop variant (benchmarks; the results are
+   * identical whichever runs) */
+  const char *isa = getenv("FP8LAB_ISA");
+  if (isa && *isa) {
+    fp8_isa want = FP8_ISA_AUTO;
+    for (int k = FP8_ISA_GENERIC; k <= FP8_ISA_AVX512; k++)
+      if (strcmp(isa, fp8_isa_name((fp8_isa)k)) == 0) want = (fp8_isa)k;
+    if (want == FP8_ISA_AUTO || fp8_isa_set(want) != FP8_OK) {
+      fprintf(stderr, "fp8lab: FP8LAB_ISA=%s: not one of generic, avx2, avx512 that this CPU runs\n", isa);
+      return EXIT_USAGE;
+    }
+  }
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     fputs(USAGE, stdout);
     return 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "valhist.h"
 
 static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
@@ -354,7 +355,7 @@ END_TEST
 /* ------------------------------------------------------------------ delayed scaling */
 
 /* A literal transcription of RECIPES.md's TE array semantics, for comparison with the ring. */
-typedef struct { int L; float h[64]; float scale; float scaled_max; int most_recent; } te_ref;
+typedef struct { int L; float h[1024]; float scale; float scaled_max; int most_recent; } te_ref;
 
 static void te_ref_update(te_ref *r, float last) {
   if (last == 0.0f) return;
@@ -512,6 +513,155 @@ START_TEST(test_delayed_vs_te_array) {
 }
 END_TEST
 
+START_TEST(test_delayed_long_windows) {
+  /* The max over long windows, which the state keeps as a monotone queue: long decreasing runs
+   * (the max leaves the window at every step), spikes, plateaus of equal values, NaN, inf and
+   * zeros, against the literal TE array, 3000 steps. */
+  int lens[] = {5, 33, 1024};
+  for (int li = 0; li < 3; li++) {
+    fp8_delayed_params p = {.history_len = lens[li], .margin = 0, .amax_compute = FP8_AMAX_MAX,
+                            .format = FP8_E4M3};
+    fp8_delayed_state st;
+    ck_assert_int_eq(fp8_delayed_init(&st, &p), FP8_OK);
+    te_ref r = {.L = lens[li], .scale = 1.0f, .most_recent = 0, .scaled_max = 448.0f};
+    float a = 1000.0f;
+    for (int t = 0; t < 3000; t++) {
+      uint64_t k = rnd() % 100;
+      if (k < 70) a *= 0.99f;                   /* decreasing */
+      else if (k < 80) a *= 1.0f;               /* equal to the last */
+      else if (k < 85) a = 1e4f * (float)rnd_unit();
+      float v = k == 90 ? NAN : k == 91 ? INFINITY : k == 92 ? 0.0f : a;
+      /* TE's amax: fmaxf of the new value and the array's L-1 older entries, before the roll */
+      float m = v;
+      for (int i = 1; i < lens[li]; i++) m = fmaxf(m, r.h[i]);
+      float used = fp8_delayed_update(&st, v);
+      te_ref_update(&r, v);
+      ck_assert_msg(f2u(st.scale) == f2u(r.scale), "L=%d t=%d: scale %a, TE %a", lens[li], t,
+                    st.scale, r.scale);
+      if (v != 0.0f && !isnan(m))
+        ck_assert_msg(f2u(used) == f2u(m), "L=%d t=%d: amax used %a, TE %a", lens[li], t, used, m);
+    }
+    fp8_delayed_free(&st);
+  }
+}
+END_TEST
+
+START_TEST(test_quantize_isa_variants_identical) {
+  /* Every instruction-set variant of the quantize loops the CPU runs gives the generic loop's
+   * codes, dequantized values and statistics bit for bit, weighted or not: random values over
+   * 80 binades, ties, subnormals, saturation, NaN, inf and zeros, lengths around the chunk. */
+  const size_t ns[] = {0, 1, 3, 1023, 1024, 1025, 4099};
+  enum { N = 4099 };
+  static float x[N], xh0[N], xh1[N];
+  static uint8_t q0[N], q1[N];
+  static uint32_t w[N];
+  for (size_t i = 0; i < N; i++) {
+    uint64_t k = rnd() % 16;
+    x[i] = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -0.0f : k == 3 ? 0x1p-140f
+         : k == 4 ? 456.0f : (float)(pow(2.0, -40.0 + 80.0 * rnd_unit()) * (rnd() % 2 ? 1 : -1));
+    w[i] = (uint32_t)(rnd() % 1000);
+  }
+  int tested = 0;
+  for (int isa = FP8_ISA_AVX2; isa <= FP8_ISA_AVX512; isa++) {
+    if (!fp8_isa_available((fp8_isa)isa)) continue;
+    tested++;
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+      for (int f = 0; f < 2; f++) {
+        float sc = f ? 3.5f : 0.375f;
+        fp8_stats a, b, wa, wb;
+        fp8_stats_init(&a);
+        fp8_stats_init(&b);
+        fp8_stats_init(&wa);
+        fp8_stats_init(&wb);
+        ck_assert_int_eq(fp8_isa_set(FP8_ISA_GENERIC), FP8_OK);
+        fp8_quantize_f32(x, ns[ni], sc, (fp8_format)f, q0, xh0, &a);
+        fp8_quantize_weighted_f32(x, w, ns[ni], sc, (fp8_format)f, &wa);
+        ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
+        fp8_quantize_f32(x, ns[ni], sc, (fp8_format)f, q1, xh1, &b);
+        fp8_quantize_weighted_f32(x, w, ns[ni], sc, (fp8_format)f, &wb);
+        ck_assert_msg(memcmp(q0, q1, ns[ni]) == 0 && memcmp(xh0, xh1, ns[ni] * sizeof(float)) == 0,
+                      "%s: codes or values differ (n %zu)", fp8_isa_name((fp8_isa)isa), ns[ni]);
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0 && memcmp(&wa, &wb, sizeof wa) == 0,
+                      "%s: statistics differ (n %zu, %s)", fp8_isa_name((fp8_isa)isa), ns[ni],
+                      fp8_format_name((fp8_format)f));
+      }
+  }
+  fp8_isa_set(FP8_ISA_AUTO);
+  printf("isa variants compared with generic: %d (auto picks %s)\n", tested,
+         fp8_isa_name(fp8_isa_current()));
+}
+END_TEST
+
+START_TEST(test_valhist_matches_elements) {
+  /* A BF16 and an F16 tensor through the value histogram against the element-wise loop:
+   * counts, amax and log2 histogram identical, sums within the bound of valhist.h
+   * (2 n 2^-53 relative) and both within it of an exact reference (long double sums of the
+   * same terms in the same order as the element loop would pair them do not matter: the exact
+   * value is approximated by compensated summation). */
+  enum { N = 200003 };
+  static uint16_t h[N];
+  static float x[N];
+  for (int d = 0; d < 2; d++) {
+    fp8_dtype dt = d ? FP8_DTYPE_F16 : FP8_DTYPE_BF16;
+    for (size_t i = 0; i < N; i++) {
+      h[i] = (uint16_t)(rnd() & 0xFFFF);
+      if (i % 3) h[i] = (uint16_t)((h[i] & 0x80FF) | (d ? 0x3C00 : 0x3F00)); /* crowd a few binades */
+    }
+    fp8_dtype_to_f32(dt, h, N, x);
+    fp8_valhist vh = {0};
+    ck_assert_int_eq(fp8_valhist_build(&vh, dt, h, N), FP8_OK);
+    static unsigned char seen[65536];
+    size_t distinct = 0;
+    memset(seen, 0, sizeof seen);
+    for (size_t i = 0; i < N; i++) {
+      distinct += !seen[h[i]];
+      seen[h[i]] = 1;
+    }
+    ck_assert_msg(vh.m == distinct, "occupied %zu, distinct patterns %zu", vh.m, distinct);
+    int64_t total = 0;
+    for (size_t k = 0; k < vh.m; k++) total += vh.w[k];
+    ck_assert_int_eq(total, N);
+    ck_assert(f2u(fp8_valhist_amax(&vh)) == f2u(fp8_amax_f32(x, N)));
+    int64_t ha[FP8_LOG2_HIST_BINS] = {0}, hb[FP8_LOG2_HIST_BINS] = {0};
+    fp8_valhist_log2_histogram(&vh, ha);
+    fp8_log2_histogram(x, N, hb);
+    ck_assert_mem_eq(ha, hb, sizeof ha);
+    for (int f = 0; f < 2; f++) {
+      float sc = f ? 1024.0f : 3.0f;
+      fp8_stats a, b;
+      fp8_stats_init(&a);
+      fp8_stats_init(&b);
+      fp8_valhist_quantize(&vh, sc, (fp8_format)f, &a);
+      fp8_quantize_f32(x, N, sc, (fp8_format)f, NULL, NULL, &b);
+      ck_assert(a.n == b.n && a.nonfinite == b.nonfinite && a.zeros == b.zeros &&
+                a.overflow == b.overflow && a.underflow == b.underflow && a.subnormal == b.subnormal);
+      /* the exact sums, Kahan-compensated in long double over the elements */
+      long double se = 0, ce = 0, ss = 0, cs = 0;
+      float sinv = 1.0f / sc;
+      const float *tab = fp8_decode_table((fp8_format)f);
+      for (size_t i = 0; i < N; i++) {
+        if (!isfinite(x[i])) continue;
+        float xq = tab[fp8_encode(x[i] * sc, (fp8_format)f)] * sinv;
+        long double dd = (long double)x[i] - (long double)xq, t1 = dd * dd - ce, u1 = se + t1;
+        ce = (u1 - se) - t1;
+        se = u1;
+        long double xx = (long double)x[i] * x[i], t2 = xx - cs, u2 = ss + t2;
+        cs = (u2 - ss) - t2;
+        ss = u2;
+      }
+      double bound = 2.0 * N * 0x1p-53;
+      ck_assert_msg(fabs(a.sum_sq_err - b.sum_sq_err) <= bound * b.sum_sq_err, "err sums %.17g %.17g",
+                    a.sum_sq_err, b.sum_sq_err);
+      ck_assert(fabs(a.sum_sq - b.sum_sq) <= bound * b.sum_sq);
+      ck_assert(fabsl((long double)a.sum_sq_err - se) <= bound * se);
+      ck_assert(fabsl((long double)b.sum_sq_err - se) <= bound * se);
+      ck_assert(fabsl((long double)a.sum_sq - ss) <= bound * ss);
+    }
+    fp8_valhist_free(&vh);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ current scaling */
 
 START_TEST(test_current_scale) {
@@ -560,6 +710,9 @@ int main(void) {
   tcase_add_test(tc, test_delayed_extremes);
   tcase_add_test(tc, test_delayed_constant_history);
   tcase_add_test(tc, test_delayed_vs_te_array);
+  tcase_add_test(tc, test_delayed_long_windows);
+  tcase_add_test(tc, test_quantize_isa_variants_identical);
+  tcase_add_test(tc, test_valhist_matches_elements);
   tcase_add_test(tc, test_current_scale);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);

@@ -180,7 +180,7 @@ int chk_fixture_init(chk_fixture *f, int size) {
   const int64_t m = size ? 24 : 1; /* the long dimension grows with the size */
   /* a.output: 12289 = 3 * 4096 + 1 elements in the full suite (a last chunk of one element
    * for chunked CPU loops) */
-  const int64_t shape[CHK_TENSORS][2] = {{1, size ? 3 * 4096 + 1 : 601}, {20 * m, 30}, {7, 101 * m},
+  const int64_t shape[CHK_TENSORS][2] = {{1, size ? 3 * 4096 + 1 : 601}, {24 * m, 30}, {7, 101 * m},
                                          {32 * m, 16},      {32 * m, 16}, {16, 16},
                                          {10, 33 * m},      {10, 33 * m}};
   f->nsteps = size ? 6 : 3;

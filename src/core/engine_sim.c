@@ -201,8 +201,14 @@ static void sim_free(fp8_engine *e) {
       if (p->tasks[k].is_gemm) free((void *)p->tasks[k].want);
     if (p->scratch)
       for (int i = 0; i < p->threads; i++) {
-        free(p->scratch[i].x);
-        for (int j = 0; j < 9; j++) free(p->scratch[i].g[j]);
+        sim_scratch *w = &p->scratch[i];
+        free(w->x);
+        for (int j = 0; j < 9; j++) free(w->g[j]);
+        fp8_valhist_free(&w->vh);
+        free(w->keys);
+        free(w->uniq);
+        free(w->map);
+        free(w->ust);
       }
     free(p->scratch);
     free(p->tasks);
@@ -259,6 +265,18 @@ int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *e
   if (!p->view || !p->dl || !p->red || !p->scratch) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
+  }
+  for (int i = 0; i < p->threads; i++) { /* the distinct-configuration tables of each worker */
+    sim_scratch *w = &p->scratch[i];
+    size_t nc = plan->nconfigs + 1;
+    w->keys = malloc(nc * sizeof *w->keys);
+    w->uniq = malloc(nc * sizeof *w->uniq);
+    w->map = malloc(nc * sizeof *w->map);
+    w->ust = malloc(nc * sizeof *w->ust);
+    if (!w->keys || !w->uniq || !w->map || !w->ust) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      goto done;
+    }
   }
   rc = init_states(p, err, errlen);
   (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */

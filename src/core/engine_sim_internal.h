@@ -5,6 +5,14 @@
 #define FP8LAB_CORE_ENGINE_SIM_INTERNAL_H
 
 #include "engine.h"
+#include "valhist.h"
+
+/* A per-tensor configuration's (scale bits, format), for finding the distinct ones. */
+typedef struct pair_key {
+  uint32_t bits;
+  int fmt;
+  size_t c;
+} pair_key;
 
 /* One worker's scratch, kept across syncs (grown on demand, freed with the engine). */
 typedef struct {
@@ -12,6 +20,10 @@ typedef struct {
   size_t xcap;
   float *g[9];      /* a layer: X, W, G widened; row-wise dequantized; column-wise */
   size_t gcap[9];
+  fp8_valhist vh;   /* a BF16/F16 tensor's value histogram */
+  pair_key *keys;   /* [nconfigs]: the distinct (scale, format) pairs of a tensor */
+  size_t *uniq, *map;    /* [nconfigs] */
+  fp8_stats *ust;        /* [nconfigs] */
 } sim_scratch;
 
 /* A queued quantize_stats or gemm. */

@@ -1,7 +1,8 @@
 /* engine_sim_work.c: the work of one queued op of the CPU engine on one worker (see
- * engine_sim.c): a tensor widened once to float32, its amax and histogram, then every active
- * configuration evaluated chunk by chunk while the chunk is in L1 (block kinds over the whole
- * matrix); a layer's three GEMMs against their double-precision reference (gemm.h). */
+ * engine_sim.c): a tensor's amax, histogram and the statistics of every active configuration,
+ * each distinct (scale, format) evaluated once, from the exact value histogram of a BF16/F16
+ * tensor or chunk by chunk over the widened tensor while the chunk is in L1 (block kinds over
+ * the whole matrix); a layer's three GEMMs against their double-precision reference (gemm.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "engine_sim_internal.h"
 #include "gemm.h"
+#include "valhist.h"
 
 #define CHUNK 4096
 
@@ -32,7 +34,100 @@ static void task_fail(sim_task *task, int rc, const char *what) {
   snprintf(task->err, sizeof task->err, "%s: out of memory", what);
 }
 
-/* quantize_stats of one tensor: every active configuration of the plan. */
+/* The distinct (scale, format) pairs of the tensor's active per-tensor configurations: u[j] is
+ * the j-th pair's representative configuration, map[c] the pair configuration c uses (sorted by
+ * scale bits, format, configuration: the order the pairs are evaluated in does not change any
+ * result). Returns the number of pairs. */
+static int cmp_pair(const void *a, const void *b) {
+  const pair_key *x = a, *y = b;
+  if (x->bits != y->bits) return x->bits < y->bits ? -1 : 1;
+  if (x->fmt != y->fmt) return x->fmt < y->fmt ? -1 : 1;
+  return x->c < y->c ? -1 : x->c > y->c;
+}
+
+static size_t distinct_pairs(const sim_priv *p, size_t t, const fp8_tensor_result *out,
+                             sim_scratch *w) {
+  const fp8_engine_plan *pl = &p->plan;
+  size_t nk = 0, nu = 0;
+  for (size_t c = 0; c < pl->nconfigs; c++) {
+    if (!fp8_plan_active(pl, c) || fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+    uint32_t bits;
+    memcpy(&bits, &out->scale[c], sizeof bits);
+    w->keys[nk++] = (pair_key){bits, (int)fp8_plan_format(pl, t, c), c};
+  }
+  if (nk > 1) qsort(w->keys, nk, sizeof *w->keys, cmp_pair);
+  for (size_t k = 0; k < nk; k++) {
+    if (k == 0 || w->keys[k].bits != w->keys[k - 1].bits || w->keys[k].fmt != w->keys[k - 1].fmt)
+      w->uniq[nu++] = w->keys[k].c;
+    w->map[w->keys[k].c] = nu - 1;
+  }
+  return nu;
+}
+
+/* The tensor's per-tensor statistics, one evaluation per distinct (scale, format): from the
+ * value histogram (hist != NULL), else element by element over L1-sized chunks of x. */
+static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out, sim_scratch *w,
+                             const fp8_valhist *hist, const float *x, size_t n) {
+  const fp8_engine_plan *pl = &p->plan;
+  size_t nu = distinct_pairs(p, t, out, w);
+  for (size_t j = 0; j < nu; j++) fp8_stats_init(&w->ust[j]);
+  if (hist) {
+    for (size_t j = 0; j < nu; j++)
+      fp8_valhist_quantize(hist, out->scale[w->uniq[j]], fp8_plan_format(pl, t, w->uniq[j]), &w->ust[j]);
+  } else {
+    for (size_t off = 0; off < n; off += CHUNK) {
+      size_t m = n - off < CHUNK ? n - off : CHUNK;
+      for (size_t j = 0; j < nu; j++)
+        fp8_quantize_f32(x + off, m, out->scale[w->uniq[j]], fp8_plan_format(pl, t, w->uniq[j]),
+                         NULL, NULL, &w->ust[j]);
+    }
+  }
+  for (size_t c = 0; c < pl->nconfigs; c++)
+    if (fp8_plan_active(pl, c) && !fp8_recipe_kind_is_block(pl->configs[c].kind))
+      fp8_stats_merge(&out->stats[c], &w->ust[w->map[c]]);
+}
+
+static int same_block_params(const fp8_block_params *a, const fp8_block_params *b) {
+  return a->kind == b->kind && a->format == b->format && a->block_len == b->block_len &&
+         a->square == b->square && a->rounding == b->rounding && a->pow2 == b->pow2 &&
+         a->margin == b->margin && a->amax_epsilon == b->amax_epsilon;
+}
+
+/* Block kinds over the [rows, cols] view (blocks along the last dimension), each distinct
+ * recipe once (e.g. format = hybrid and e4m3 are one recipe for a forward tensor). */
+static int block_stats(const sim_priv *p, size_t t, const fp8_tensor_view *v, const float *x,
+                       fp8_tensor_result *out) {
+  const fp8_engine_plan *pl = &p->plan;
+  int64_t rows, cols;
+  fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
+  size_t first = (size_t)-1; /* the first block configuration: where the search for equals starts */
+  for (size_t c = 0; c < pl->nconfigs; c++) {
+    const fp8_config *cf = &pl->configs[c];
+    if (!fp8_plan_active(pl, c) || !fp8_recipe_kind_is_block(cf->kind)) continue;
+    fp8_block_params bp = fp8_config_block_params(cf, pl->roles[t], fp8_plan_format(pl, t, c));
+    size_t same = (size_t)-1;
+    for (size_t d = first; d != (size_t)-1 && d < c && same == (size_t)-1; d++) {
+      const fp8_config *cd = &pl->configs[d];
+      if (!fp8_plan_active(pl, d) || !fp8_recipe_kind_is_block(cd->kind)) continue;
+      fp8_block_params bd = fp8_config_block_params(cd, pl->roles[t], fp8_plan_format(pl, t, d));
+      if (same_block_params(&bp, &bd)) same = d;
+    }
+    if (first == (size_t)-1) first = c;
+    if (same != (size_t)-1) {
+      out->stats[c] = out->stats[same];
+      out->block[c] = out->block[same];
+    } else if (fp8_block_quantize_f32(x, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL,
+                                      &out->stats[c], &out->block[c]) == FP8_ENOMEM) {
+      return FP8_ENOMEM;
+    }
+  }
+  return FP8_OK;
+}
+
+/* quantize_stats of one tensor: every active configuration of the plan. BF16 and F16 tensors
+ * go through their exact value histogram (valhist.h): one pass over the data, then every
+ * configuration over the occupied values only (the path depends on the dtype alone, never on
+ * the sweep, so a tensor's sums do not change with the other configurations of a run). */
 static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const size_t t = task->t, nc = pl->nconfigs;
@@ -41,16 +136,28 @@ static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   size_t n = (size_t)v->numel;
   char what[300];
   snprintf(what, sizeof what, "tensor %s", v->name);
-  if (sim_reserve(&w->x, &w->xcap, n)) {
+  int blocks = 0;
+  for (size_t c = 0; c < nc; c++)
+    blocks |= fp8_plan_active(pl, c) && fp8_recipe_kind_is_block(pl->configs[c].kind);
+  int use_hist = v->dtype != FP8_DTYPE_F32 && n < UINT32_MAX;
+  if (use_hist && fp8_valhist_build(&w->vh, v->dtype, v->data, n) != FP8_OK) {
     task_fail(task, FP8_ENOMEM, what);
     return;
   }
-  float *x = w->x;
-  fp8_dtype_to_f32(v->dtype, v->data, n, x);
-  out->amax = fp8_amax_f32(x, n);
+  float *x = NULL;
+  if (!use_hist || blocks) {
+    if (sim_reserve(&w->x, &w->xcap, n)) {
+      task_fail(task, FP8_ENOMEM, what);
+      return;
+    }
+    x = w->x;
+    fp8_dtype_to_f32(v->dtype, v->data, n, x);
+  }
+  out->amax = use_hist ? fp8_valhist_amax(&w->vh) : fp8_amax_f32(x, n);
   if (pl->histograms) {
     memset(out->hist, 0, sizeof out->hist);
-    fp8_log2_histogram(x, n, out->hist);
+    if (use_hist) fp8_valhist_log2_histogram(&w->vh, out->hist);
+    else fp8_log2_histogram(x, n, out->hist);
   }
   for (size_t c = 0; c < nc; c++) {
     if (!fp8_plan_active(pl, c)) continue;
@@ -58,26 +165,11 @@ static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
     out->scale[c] = fp8_recipe_kind_is_block(pl->configs[c].kind) ? NAN
                                                                     : sim_config_scale(p, t, c, out->amax);
   }
-  /* block kinds: blocks along the last dimension of the [rows, cols] view */
-  int64_t rows, cols;
-  fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
-  for (size_t c = 0; c < nc; c++) {
-    const fp8_config *cf = &pl->configs[c];
-    if (!fp8_plan_active(pl, c) || !fp8_recipe_kind_is_block(cf->kind)) continue;
-    fp8_block_params bp = fp8_config_block_params(cf, pl->roles[t], fp8_plan_format(pl, t, c));
-    if (fp8_block_quantize_f32(x, rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL, &out->stats[c],
-                               &out->block[c]) == FP8_ENOMEM) {
-      task_fail(task, FP8_ENOMEM, what);
-      return;
-    }
+  if (blocks && block_stats(p, t, v, x, out) != FP8_OK) {
+    task_fail(task, FP8_ENOMEM, what);
+    return;
   }
-  for (size_t off = 0; off < n; off += CHUNK) {
-    size_t m = n - off < CHUNK ? n - off : CHUNK;
-    for (size_t c = 0; c < nc; c++)
-      if (fp8_plan_active(pl, c) && !fp8_recipe_kind_is_block(pl->configs[c].kind))
-        fp8_quantize_f32(x + off, m, out->scale[c], fp8_plan_format(pl, t, c), NULL, NULL,
-                         &out->stats[c]);
-  }
+  per_tensor_stats(p, t, out, w, use_hist ? &w->vh : NULL, x, n);
 }
 
 /* A block configuration's three GEMM errors: each operand quantized row-wise and column-wise

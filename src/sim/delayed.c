@@ -46,6 +46,14 @@ int fp8_delayed_init(fp8_delayed_state *st, const fp8_delayed_params *p) {
   if (rc) return rc;
   st->ring = calloc((size_t)p->history_len, sizeof *st->ring);
   if (!st->ring) return FP8_ENOMEM;
+  if (p->amax_compute == FP8_AMAX_MAX) {
+    st->dq_v = malloc((size_t)p->history_len * sizeof *st->dq_v);
+    st->dq_s = malloc((size_t)p->history_len * sizeof *st->dq_s);
+    if (!st->dq_v || !st->dq_s) {
+      fp8_delayed_free(st);
+      return FP8_ENOMEM;
+    }
+  }
   st->p = *p;
   st->scale = 1.0f;
   st->scaled_max = fp8_scaled_max(p->format, p->margin);
@@ -55,7 +63,11 @@ int fp8_delayed_init(fp8_delayed_state *st, const fp8_delayed_params *p) {
 void fp8_delayed_free(fp8_delayed_state *st) {
   if (!st) return;
   free(st->ring);
+  free(st->dq_v);
+  free(st->dq_s);
   st->ring = NULL;
+  st->dq_v = NULL;
+  st->dq_s = NULL;
 }
 
 float fp8_delayed_update(fp8_delayed_state *st, float last) {
@@ -70,10 +82,22 @@ float fp8_delayed_update(fp8_delayed_state *st, float last) {
   if (st->p.amax_compute == FP8_AMAX_MOST_RECENT) {
     amax = last;
   } else {
-    /* fmaxf semantics: a NaN amax is ignored (`a > m` is false for NaN). */
-    float m = 0.0f;
-    for (int32_t i = 0; i < L; i++) m = st->ring[i] > m ? st->ring[i] : m;
-    amax = m;
+    /* The max of the ring's L slots (the initial zeros count as 0), fmaxf semantics: a NaN
+     * amax is ignored. The monotone queue holds, in decreasing order, the values of the window
+     * (roll numbers updates - L + 1 .. updates) that no later value reaches. */
+    const int64_t seq = st->updates;
+    while (st->dq_n && st->dq_s[st->dq_first] <= seq - L) { /* left the window */
+      st->dq_first = st->dq_first + 1 == L ? 0 : st->dq_first + 1;
+      st->dq_n--;
+    }
+    if (!isnan(last)) {
+      while (st->dq_n && st->dq_v[(st->dq_first + st->dq_n - 1) % L] <= last) st->dq_n--;
+      int32_t at = (st->dq_first + st->dq_n) % L;
+      st->dq_v[at] = last;
+      st->dq_s[at] = seq;
+      st->dq_n++;
+    }
+    amax = st->dq_n ? st->dq_v[st->dq_first] : 0.0f;
   }
   if (isfinite(amax) && amax > 0.0f) {
     float s = st->scaled_max / amax;

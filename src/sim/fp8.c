@@ -11,57 +11,17 @@
 #include <string.h>
 #include <strings.h>
 
-/* Per-format constants (see ENCODE_E4M3 / ENCODE_E5M2 below):
- * E4M3: bias 7, 3 mantissa bits, min normal 2^-6, min subnormal 2^-9 (magic 2^14), max 448 =
- *   0x7E. 464 = 448 + half an ulp rounds (ties to even) down to 448; above it saturates.
- * E5M2: bias 15, 2 mantissa bits, min normal 2^-14, min subnormal 2^-16 (magic 2^7), max
- *   57344 = 0x7B. 61440 = 57344 + half an ulp would round to inf (even): saturate from there. */
-
-static inline uint32_t f2u(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-static inline float u2f(uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-/* The encoder's body, shared by the scalar and the array entry points. The constants are
- * passed by value so that, inlined into a loop with literal arguments, they fold away. */
-static inline uint8_t encode_bits(uint32_t u, uint32_t mant_shift, uint32_t rebias,
-                                  uint32_t min_normal, uint32_t sat_from, float magic,
-                                  uint32_t magic_bits, uint32_t max_code) {
-  uint32_t sign = (u >> 24) & 0x80u;
-  uint32_t a = u & 0x7FFFFFFFu;
-  /* normal range: round the mantissa to nearest even in the integer domain; a carry into the
-   * exponent is the correct result */
-  uint32_t lsb = (a >> mant_shift) & 1u;
-  uint32_t rounded = a + ((1u << (mant_shift - 1)) - 1u) + lsb;
-  uint32_t normal = (rounded >> mant_shift) - rebias;
-  /* subnormal range: |x| + magic rounds |x| to a multiple of the min subnormal */
-  uint32_t sub = f2u(u2f(a) + magic) - magic_bits;
-  uint32_t code = a < min_normal ? sub : normal;
-  code = a >= sat_from ? max_code : code;
-  code |= sign;
-  code = a > 0x7F800000u ? 0x7Fu : code; /* NaN, sign dropped as CUDA does */
-  return (uint8_t)code;
-}
-
-#define ENCODE_E4M3(u) encode_bits((u), 20, 120u << 3, 0x3C800000u, 0x43E80001u, 16384.0f, 0x46800000u, 0x7E)
-#define ENCODE_E5M2(u) encode_bits((u), 21, 112u << 2, 0x38800000u, 0x47700000u, 128.0f, 0x43000000u, 0x7B)
+#include "encode_inline.h"
 
 uint8_t fp8_encode(float x, fp8_format f) {
-  return f == FP8_E5M2 ? ENCODE_E5M2(f2u(x)) : ENCODE_E4M3(f2u(x));
+  return f == FP8_E5M2 ? ENCODE_E5M2(enc_f2u(x)) : ENCODE_E4M3(enc_f2u(x));
 }
 
 void fp8_encode_array(const float *restrict x, size_t n, fp8_format f, uint8_t *restrict codes) {
   if (f == FP8_E5M2)
-    for (size_t i = 0; i < n; i++) codes[i] = ENCODE_E5M2(f2u(x[i]));
+    for (size_t i = 0; i < n; i++) codes[i] = ENCODE_E5M2(enc_f2u(x[i]));
   else
-    for (size_t i = 0; i < n; i++) codes[i] = ENCODE_E4M3(f2u(x[i]));
+    for (size_t i = 0; i < n; i++) codes[i] = ENCODE_E4M3(enc_f2u(x[i]));
 }
 
 /* ---------------------------------------------------------------- decode table */
@@ -80,8 +40,8 @@ static float decode_compute(uint8_t code, fp8_format f) {
   int e = (code & 0x7F) >> mbits;
   int m = code & ((1 << mbits) - 1);
   float s = (code & 0x80) ? -1.0f : 1.0f;
-  if (f == FP8_E4M3 && (code & 0x7F) == 0x7F) return u2f(FP8_NAN_BITS);
-  if (f == FP8_E5M2 && e == 31) return m == 0 ? s * INFINITY : u2f(FP8_NAN_BITS);
+  if (f == FP8_E4M3 && (code & 0x7F) == 0x7F) return enc_u2f(FP8_NAN_BITS);
+  if (f == FP8_E5M2 && e == 31) return m == 0 ? s * INFINITY : enc_u2f(FP8_NAN_BITS);
   if (e == 0) return s * ldexpf((float)m, 1 - bias - mbits);
   return s * ldexpf((float)((1 << mbits) | m), e - bias - mbits);
 }

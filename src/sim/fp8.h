@@ -116,6 +116,9 @@ float fp8_amax_f32(const float *x, size_t n);
 
 /** Adds the floor(log2|x|) of n floats' finite non-zero elements to hist[FP8_LOG2_HIST_BINS]. */
 void fp8_log2_histogram(const float *x, size_t n, int64_t *hist);
+/** The bin of one value: its index in hist (0 .. FP8_LOG2_HIST_BINS-1), or -1 for +-0, inf
+ *  and NaN (which no bin counts). fp8_log2_histogram adds 1 at this index. */
+int fp8_log2_bin_index(float x);
 
 /** Per-step statistics of quantizing one tensor with one scale (RECIPES.md). The counters
  *  accumulate across calls of fp8_quantize_f32, so a tensor can be fed in chunks. */
@@ -145,6 +148,19 @@ double fp8_stats_snr_db(const fp8_stats *st);
 void fp8_quantize_f32(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
                       float *xhat, fp8_stats *st);
 
+/** The instruction sets the quantize loops are compiled for (x86-64; elsewhere only generic).
+ *  Every variant gives identical results. */
+typedef enum { FP8_ISA_AUTO, FP8_ISA_GENERIC, FP8_ISA_AVX2, FP8_ISA_AVX512 } fp8_isa;
+/** Chooses the variant fp8_quantize_f32 uses (AUTO: the best the CPU has, the default):
+ *  FP8_OK, or FP8_EINVAL when the CPU lacks it. For tests and benchmarks; not thread-safe. */
+int fp8_isa_set(fp8_isa isa);
+/** 1 when the CPU can run the variant. */
+int fp8_isa_available(fp8_isa isa);
+/** The variant in use (after AUTO: which one it picked). */
+fp8_isa fp8_isa_current(void);
+/** "auto", "generic", "avx2", "avx512". */
+const char *fp8_isa_name(fp8_isa isa);
+
 /* ---------------------------------------------------------------- delayed scaling */
 
 typedef enum { FP8_AMAX_MAX, FP8_AMAX_MOST_RECENT } fp8_amax_compute;
@@ -173,6 +189,13 @@ typedef struct {
   float *ring;      /**< L slots, oldest overwritten first */
   int32_t head;     /**< index of the slot the next amax goes to */
   int64_t updates;  /**< number of rolls (non-zero amaxes seen) */
+  /* amax_compute = max: the window's maximum kept as a monotone queue (O(1) amortized per
+   * update instead of a scan of the L slots; the max of a set does not depend on how it is
+   * found): dq_v[] decreasing values of the window with their roll numbers dq_s[], NaN never
+   * entered, a ring of L entries from dq_first. NULL for most_recent. */
+  float *dq_v;
+  int64_t *dq_s;
+  int32_t dq_first, dq_n;
 } fp8_delayed_state;
 
 /** Validates p and allocates the state: scale 1.0, history all 0. */

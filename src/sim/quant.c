@@ -3,9 +3,12 @@
  * A tensor is processed in chunks that stay in L1: pass 1 scales and encodes and counts
  * (branch-free, vectorizable), pass 2 decodes through the 256-entry table and accumulates the
  * squared errors in double with four independent partial sums (a fixed order, so results are
- * reproducible run to run).
+ * reproducible run to run). The loops are compiled once per instruction set (generic x86-64,
+ * AVX2, AVX-512) and the best the CPU has is taken at run time; all give identical results.
+ * The weighted form (valhist.h) is the same loop with a count per value.
  */
 #include "fp8.h"
+#include "encode_inline.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,15 +37,23 @@ float fp8_amax_f32(const float *x, size_t n) {
   return r;
 }
 
+/* The log2 bin index (b - FP8_LOG2_HIST_MIN) of x, or -1 for zeros, inf and NaN. */
+static inline int log2_bin_index(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  uint32_t e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
+  if (e == 0xFFu || (e == 0 && m == 0)) return -1; /* inf, NaN, zeros */
+  /* normal: the unbiased exponent; subnormal: the position of the leading mantissa bit */
+  int b = e ? (int)e - 127 : (31 - __builtin_clz(m)) - 149;
+  return b - FP8_LOG2_HIST_MIN;
+}
+
+int fp8_log2_bin_index(float x) { return log2_bin_index(x); }
+
 void fp8_log2_histogram(const float *x, size_t n, int64_t *hist) {
   for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], sizeof u);
-    uint32_t e = (u >> 23) & 0xFFu, m = u & 0x7FFFFFu;
-    if (e == 0xFFu || (e == 0 && m == 0)) continue; /* inf, NaN, zeros */
-    /* normal: the unbiased exponent; subnormal: the position of the leading mantissa bit */
-    int b = e ? (int)e - 127 : (31 - __builtin_clz(m)) - 149;
-    hist[b - FP8_LOG2_HIST_MIN]++;
+    int k = log2_bin_index(x[i]);
+    if (k >= 0) hist[k]++;
   }
 }
 
@@ -70,28 +81,47 @@ double fp8_stats_snr_db(const fp8_stats *st) {
   return 10.0 * log10(st->sum_sq / st->sum_sq_err);
 }
 
-/* Pass 1 over one chunk: codes and counters. */
-static void chunk_encode(const float *x, size_t n, float s, fp8_format f, uint8_t *q,
-                         fp8_stats *st) {
+/* ------------------------------------------------------------------ the hot loops
+ *
+ * Written so that they vectorize without changing a bit of any result: the counters are
+ * integers (32-bit within a chunk of at most CHUNK elements, then added to the 64-bit totals),
+ * and the double error sums keep their fixed order: element i of a chunk goes to partial sum
+ * i mod 4 (the tail to sum 0), the four are added as (e0 + e1) + (e2 + e3), and every term is
+ * (double)x - (double)xhat squared, exactly as before. A 4-wide double vector (AVX2), two
+ * 2-wide ones (SSE2) or scalar code compute the same lanes in the same order, so the variants
+ * below give identical results (tests/test_sim.c compares every variant the CPU has). */
+
+#define QUANT_INLINE static inline __attribute__((always_inline))
+
+/* Pass 1 over one chunk: codes and counters; w (NULL: weight 1) counts each x w[i] times. */
+QUANT_INLINE void chunk_encode(const float *restrict x, const uint32_t *restrict w, size_t n,
+                               float s, fp8_format f, uint8_t *restrict q, fp8_stats *st) {
   uint32_t maxbits = f2u(fp8_format_max(f));
   uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
-  int64_t nonfinite = 0, zeros = 0, overflow = 0, underflow = 0, subnormal = 0;
+  uint32_t cnt = 0, nonfinite = 0, zeros = 0, overflow = 0, underflow = 0, subnormal = 0;
   float y[CHUNK];
   for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
-  fp8_encode_array(y, n, f, q);
+  if (f == FP8_E5M2)
+    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E5M2(f2u(y[i]));
+  else
+    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E4M3(f2u(y[i]));
   for (size_t i = 0; i < n; i++) {
+    /* a 32-bit weight per element: the counts of one chunk stay below 2^32 (a weighted
+     * multiset has fewer than 2^32 elements: valhist.h) */
+    uint32_t c = w ? w[i] : 1u;
     uint32_t ax = f2u(x[i]) & 0x7FFFFFFFu;
     uint32_t ay = f2u(y[i]) & 0x7FFFFFFFu;
-    int finite = ax < 0x7F800000u;
-    int code_zero = (q[i] & 0x7F) == 0;
-    int code_sub = (q[i] & emask) == 0 && !code_zero;
-    nonfinite += !finite;
-    zeros += ax == 0;
-    overflow += finite & (ay > maxbits);
-    underflow += finite & (ax != 0) & code_zero;
-    subnormal += finite & code_sub;
+    uint32_t finite = ax < 0x7F800000u;
+    uint32_t code_zero = (q[i] & 0x7F) == 0;
+    uint32_t code_sub = ((q[i] & emask) == 0) & !code_zero;
+    cnt += c;
+    nonfinite += c & (0u - !finite);
+    zeros += c & (0u - (ax == 0));
+    overflow += c & (0u - (finite & (ay > maxbits)));
+    underflow += c & (0u - (finite & (ax != 0) & code_zero));
+    subnormal += c & (0u - (finite & code_sub));
   }
-  st->n += (int64_t)n;
+  st->n += cnt;
   st->nonfinite += nonfinite;
   st->zeros += zeros;
   st->overflow += overflow;
@@ -100,24 +130,33 @@ static void chunk_encode(const float *x, size_t n, float s, fp8_format f, uint8_
 }
 
 /* Pass 2 over one chunk: dequantize (table lookup), then accumulate errors over finite
- * elements in double, four lanes at a time so that the sums vectorize in a fixed order. */
-static void chunk_error(const float *restrict x, size_t n, const uint8_t *restrict q,
-                        const float *restrict table, float scale_inv, float *restrict xhat,
-                        fp8_stats *st) {
-  float xh[CHUNK];
+ * elements in double, four lanes in a fixed order (w: as chunk_encode; a weighted term is
+ * w * (d * d)). Non-finite elements enter as exact zeros. */
+QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict w, size_t n,
+                              const uint8_t *restrict q, const float *restrict table,
+                              float scale_inv, float *restrict xhat, fp8_stats *st) {
+  float xh[CHUNK], xm[CHUNK], hm[CHUNK];
   for (size_t i = 0; i < n; i++) xh[i] = table[q[i]] * scale_inv;
   if (xhat) memcpy(xhat, xh, n * sizeof *xh);
+  for (size_t i = 0; i < n; i++) {
+    int fin = (f2u(x[i]) & 0x7FFFFFFFu) < 0x7F800000u;
+    xm[i] = fin ? x[i] : 0.0f;
+    hm[i] = fin ? xh[i] : 0.0f;
+  }
   double e0 = 0, e1 = 0, e2 = 0, e3 = 0, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
 #define FP8_ERR_TERM(k, e, s)                                                   \
   do {                                                                          \
-    int32_t bits_;                                                              \
-    memcpy(&bits_, &x[i + (k)], sizeof bits_);                                  \
-    int fin_ = (bits_ & 0x7FFFFFFF) < 0x7F800000;                               \
-    double xd_ = fin_ ? (double)x[i + (k)] : 0.0;                               \
-    double d_ = fin_ ? xd_ - (double)xh[i + (k)] : 0.0;                         \
-    e += d_ * d_;                                                               \
-    s += xd_ * xd_;                                                             \
+    double xd_ = (double)xm[i + (k)];                                           \
+    double d_ = xd_ - (double)hm[i + (k)];                                      \
+    if (w) {                                                                    \
+      double c_ = (double)w[i + (k)];                                           \
+      e += c_ * (d_ * d_);                                                      \
+      s += c_ * (xd_ * xd_);                                                    \
+    } else {                                                                    \
+      e += d_ * d_;                                                             \
+      s += xd_ * xd_;                                                           \
+    }                                                                           \
   } while (0)
   for (; i + 4 <= n; i += 4) {
     FP8_ERR_TERM(0, e0, s0);
@@ -131,18 +170,108 @@ static void chunk_error(const float *restrict x, size_t n, const uint8_t *restri
   st->sum_sq += (s0 + s1) + (s2 + s3);
 }
 
+/* The whole loop over a tensor, once per instruction set. */
+#define QUANT_BODY                                                                            \
+  {                                                                                           \
+    const float *table = fp8_decode_table(f);                                                 \
+    float scale_inv = 1.0f / s;                                                               \
+    fp8_stats local;                                                                          \
+    fp8_stats_init(&local);                                                                   \
+    uint8_t qbuf[CHUNK];                                                                      \
+    for (size_t off = 0; off < n; off += CHUNK) {                                             \
+      size_t m = n - off < CHUNK ? n - off : CHUNK;                                           \
+      uint8_t *q = codes ? codes + off : qbuf;                                                \
+      const uint32_t *wo = w ? w + off : NULL;                                                \
+      chunk_encode(x + off, wo, m, s, f, q, &local);                                          \
+      if (st || xhat) chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, \
+                                  &local);                                                    \
+    }                                                                                         \
+    if (st) fp8_stats_merge(st, &local);                                                      \
+  }
+
+typedef void (*quant_fn)(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+                         uint8_t *codes, float *xhat, fp8_stats *st);
+
+static void quant_generic(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+                          uint8_t *codes, float *xhat, fp8_stats *st) QUANT_BODY
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FP8_HAVE_ISA_VARIANTS 1
+__attribute__((target("avx2"))) static void
+quant_avx2(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
+           float *xhat, fp8_stats *st) QUANT_BODY
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+quant_avx512(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
+             float *xhat, fp8_stats *st) QUANT_BODY
+#endif
+
+/* ------------------------------------------------------------------ dispatch */
+
+static quant_fn quant_impl;     /* chosen at the first call (racing first calls pick the same) */
+static fp8_isa quant_isa = FP8_ISA_AUTO;
+
+static int isa_supported(fp8_isa isa) {
+  switch (isa) {
+  case FP8_ISA_GENERIC: return 1;
+#ifdef FP8_HAVE_ISA_VARIANTS
+  case FP8_ISA_AVX2: return __builtin_cpu_supports("avx2");
+  case FP8_ISA_AVX512:
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#endif
+  default: return 0;
+  }
+}
+
+static quant_fn isa_fn(fp8_isa isa) {
+#ifdef FP8_HAVE_ISA_VARIANTS
+  if (isa == FP8_ISA_AVX512) return quant_avx512;
+  if (isa == FP8_ISA_AVX2) return quant_avx2;
+#endif
+  return quant_generic;
+}
+
+int fp8_isa_available(fp8_isa isa) { return isa_supported(isa); }
+
+const char *fp8_isa_name(fp8_isa isa) {
+  switch (isa) {
+  case FP8_ISA_AUTO: return "auto";
+  case FP8_ISA_GENERIC: return "generic";
+  case FP8_ISA_AVX2: return "avx2";
+  case FP8_ISA_AVX512: return "avx512";
+  }
+  return "?";
+}
+
+int fp8_isa_set(fp8_isa isa) {
+  if (isa == FP8_ISA_AUTO) {
+    isa = isa_supported(FP8_ISA_AVX512) ? FP8_ISA_AVX512
+        : isa_supported(FP8_ISA_AVX2)   ? FP8_ISA_AVX2 : FP8_ISA_GENERIC;
+  } else if (!isa_supported(isa)) {
+    return FP8_EINVAL;
+  }
+  quant_isa = isa;
+  quant_impl = isa_fn(isa);
+  return FP8_OK;
+}
+
+fp8_isa fp8_isa_current(void) {
+  if (!quant_impl) fp8_isa_set(FP8_ISA_AUTO);
+  return quant_isa;
+}
+
+static quant_fn impl(void) {
+  if (!quant_impl) fp8_isa_set(FP8_ISA_AUTO);
+  return quant_impl;
+}
+
 void fp8_quantize_f32(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
                       float *xhat, fp8_stats *st) {
-  const float *table = fp8_decode_table(f);
-  float scale_inv = 1.0f / s;
-  fp8_stats local;
-  fp8_stats_init(&local);
-  uint8_t qbuf[CHUNK];
-  for (size_t off = 0; off < n; off += CHUNK) {
-    size_t m = n - off < CHUNK ? n - off : CHUNK;
-    uint8_t *q = codes ? codes + off : qbuf;
-    chunk_encode(x + off, m, s, f, q, &local);
-    if (st || xhat) chunk_error(x + off, m, q, table, scale_inv, xhat ? xhat + off : NULL, &local);
-  }
-  if (st) fp8_stats_merge(st, &local);
+  impl()(x, NULL, n, s, f, codes, xhat, st);
+}
+
+void fp8_quantize_weighted_f32(const float *x, const uint32_t *w, size_t n, float s,
+                               fp8_format f, fp8_stats *st) {
+  impl()(x, w, n, s, f, NULL, NULL, st);
 }
