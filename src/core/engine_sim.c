@@ -106,7 +106,10 @@ static void *worker(void *arg) {
     size_t k = a->p->next < a->end ? a->p->next++ : (size_t)-1;
     pthread_mutex_unlock(a->lock);
     if (k == (size_t)-1) break;
-    sim_run_task(a->p, a->w, &a->p->tasks[k]);
+    sim_task *t = &a->p->tasks[k];
+    t->rc = FP8_OK;
+    if (t->is_gemm) sim_gemm_task(a->p, a->w, t);
+    else sim_quantize_task(a->p, a->w, t);
   }
   return NULL;
 }

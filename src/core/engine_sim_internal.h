@@ -1,6 +1,7 @@
-/* engine_sim_internal.h: what the two files of the CPU engine share: engine_sim.c (lifecycle,
- * recipe state, queue, threads, end_phase) and engine_sim_work.c (the work of one queued op on
- * one worker: a tensor's quantize + statistics, a layer's GEMM errors). */
+/* engine_sim_internal.h: what the files of the CPU engine share: engine_sim.c (lifecycle,
+ * recipe state, queue, threads, end_phase), engine_sim_work.c (a tensor's quantize +
+ * statistics on one worker, and the small helpers) and engine_sim_gemm.c (a layer's GEMM
+ * errors on one worker). */
 #ifndef FP8LAB_CORE_ENGINE_SIM_INTERNAL_H
 #define FP8LAB_CORE_ENGINE_SIM_INTERNAL_H
 
@@ -54,8 +55,12 @@ typedef struct {
  * or current scaling of the tensor's own amax. */
 float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax);
 
-/* Runs one task on a worker's scratch (sets task->rc and task->err). */
-void sim_run_task(sim_priv *p, sim_scratch *w, sim_task *task);
+/* The work of one task on a worker's scratch (sets task->rc and task->err): a tensor's
+ * quantize_stats (engine_sim_work.c), a layer's GEMM errors (engine_sim_gemm.c). */
+void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task);
+void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task);
+/* A task's failure: "<what>: out of memory" with status rc. */
+void sim_task_fail(sim_task *task, int rc, const char *what);
 
 /* Grows a float buffer to hold n elements (contents not kept); 0, or -1 when out of memory. */
 int sim_reserve(float **buf, size_t *cap, size_t n);

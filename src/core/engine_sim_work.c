@@ -2,14 +2,13 @@
  * engine_sim.c): a tensor's amax, histogram and the statistics of every active configuration,
  * each distinct (scale, format) evaluated once, from the exact value histogram of a BF16/F16
  * tensor or chunk by chunk over the widened tensor while the chunk is in L1 (block kinds over
- * the whole matrix); a layer's three GEMMs against their double-precision reference (gemm.h). */
+ * the whole matrix). A layer's GEMMs are engine_sim_gemm.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_sim_internal.h"
-#include "gemm.h"
 #include "valhist.h"
 
 #define CHUNK 4096
@@ -29,7 +28,7 @@ float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
   return fp8_current_scale(&cp, amax);
 }
 
-static void task_fail(sim_task *task, int rc, const char *what) {
+void sim_task_fail(sim_task *task, int rc, const char *what) {
   task->rc = rc;
   snprintf(task->err, sizeof task->err, "%s: out of memory", what);
 }
@@ -128,7 +127,7 @@ static int block_stats(const sim_priv *p, size_t t, const fp8_tensor_view *v, co
  * go through their exact value histogram (valhist.h): one pass over the data, then every
  * configuration over the occupied values only (the path depends on the dtype alone, never on
  * the sweep, so a tensor's sums do not change with the other configurations of a run). */
-static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
+void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const size_t t = task->t, nc = pl->nconfigs;
   const fp8_tensor_view *v = p->view[t];
@@ -141,13 +140,13 @@ static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
     blocks |= fp8_plan_active(pl, c) && fp8_recipe_kind_is_block(pl->configs[c].kind);
   int use_hist = v->dtype != FP8_DTYPE_F32 && n < UINT32_MAX;
   if (use_hist && fp8_valhist_build(&w->vh, v->dtype, v->data, n) != FP8_OK) {
-    task_fail(task, FP8_ENOMEM, what);
+    sim_task_fail(task, FP8_ENOMEM, what);
     return;
   }
   float *x = NULL;
   if (!use_hist || blocks) {
     if (sim_reserve(&w->x, &w->xcap, n)) {
-      task_fail(task, FP8_ENOMEM, what);
+      sim_task_fail(task, FP8_ENOMEM, what);
       return;
     }
     x = w->x;
@@ -166,96 +165,8 @@ static void quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
                                                                     : sim_config_scale(p, t, c, out->amax);
   }
   if (blocks && block_stats(p, t, v, x, out) != FP8_OK) {
-    task_fail(task, FP8_ENOMEM, what);
+    sim_task_fail(task, FP8_ENOMEM, what);
     return;
   }
   per_tensor_stats(p, t, out, w, use_hist ? &w->vh : NULL, x, n);
-}
-
-/* A block configuration's three GEMM errors: each operand quantized row-wise and column-wise
- * into g[3..8] (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
- * column-wise dY and X, blocks along each GEMM's reduction dimension). */
-static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l,
-                      const fp8_gemm_ref *ref, size_t c, double e[FP8_GEMM_COUNT]) {
-  const fp8_engine_plan *pl = &p->plan;
-  const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
-  for (int i = 0; i < 3; i++) {
-    size_t t = l->tensor[i];
-    fp8_block_params bp = fp8_config_block_params(&pl->configs[c], pl->roles[t],
-                                                  fp8_plan_format(pl, t, c));
-    fp8_stats st;
-    fp8_block_stats bs;
-    fp8_stats_init(&st);
-    int r1 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, w->g[3 + i],
-                                    NULL, &st, &bs);
-    int r2 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, w->g[6 + i],
-                                    NULL, &st, &bs);
-    if (r1 || r2) return r1 ? r1 : r2;
-  }
-  fp8_gemm_operands ops = {w->g[3], w->g[4], w->g[5], w->g[7], w->g[8], w->g[6]};
-  return fp8_gemm_errors(ref, &ops, e);
-}
-
-/* OpenBLAS's own threads would compete with the engine's workers for the same cores, and the
- * GEMMs here are small: one BLAS thread. Weak, so that another CBLAS still links. */
-extern void openblas_set_num_threads(int n) __attribute__((weak));
-
-/* The GEMM errors of one layer under every wanted configuration. */
-static void gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
-  const fp8_engine_plan *pl = &p->plan;
-  const fp8_engine_layer *l = &task->layer;
-  const size_t nc = pl->nconfigs;
-  const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
-                           (size_t)(l->tokens * l->out)};
-  char what[300];
-  snprintf(what, sizeof what, "layer %s", l->name);
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
-  for (int i = 0; i < 9; i++)
-    if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
-      task_fail(task, FP8_ENOMEM, what);
-      return;
-    }
-  for (int i = 0; i < 3; i++) {
-    const fp8_tensor_view *v = p->view[l->tensor[i]];
-    fp8_dtype_to_f32(v->dtype, v->data, count[i], w->g[i]);
-  }
-  fp8_gemm_ref ref;
-  int rc = fp8_gemm_ref_init(&ref, w->g[0], w->g[1], w->g[2], l->tokens, l->in, l->out,
-                             pl->gemm_max_tokens);
-  if (rc) {
-    task->rc = rc;
-    snprintf(task->err, sizeof task->err, "%s: GEMM reference: %s", what, fp8_strerror(rc));
-    return;
-  }
-  for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
-    if (!task->want[c]) continue;
-    double e[FP8_GEMM_COUNT];
-    if (!fp8_recipe_kind_is_block(pl->configs[c].kind)) {
-      /* one per-tensor scale: the same dequantized operand in every GEMM */
-      const float *x[3] = {w->g[0], w->g[1], w->g[2]};
-      float *q[3] = {w->g[3], w->g[4], w->g[5]};
-      float sc[3];
-      fp8_format fm[3];
-      for (int i = 0; i < 3; i++) {
-        sc[i] = l->scale[i][c];
-        fm[i] = fp8_plan_format(pl, l->tensor[i], c);
-      }
-      rc = fp8_gemm_errors_per_tensor(&ref, x, sc, fm, q, NULL, e);
-    } else {
-      rc = block_gemm(p, w, l, &ref, c, e);
-    }
-    if (rc) {
-      task->rc = rc;
-      snprintf(task->err, sizeof task->err, "%s: GEMM: %s", what, fp8_strerror(rc));
-      break;
-    }
-    for (int g = 0; g < FP8_GEMM_COUNT; g++) task->rel[(size_t)g * nc + c] = e[g];
-  }
-  fp8_gemm_ref_free(&ref);
-}
-
-void sim_run_task(sim_priv *p, sim_scratch *w, sim_task *task) {
-  task->rc = FP8_OK;
-  if (task->is_gemm) gemm_task(p, w, task);
-  else quantize_task(p, w, task);
 }

@@ -1,0 +1,165 @@
+/* engine_sim_gemm.c: the CPU engine's gemm op on one worker: a layer's fprop, dgrad and wgrad
+ * errors against their double-precision reference (gemm.h) under every wanted configuration.
+ *
+ * Per-tensor configurations use each operand's one scale in all three GEMMs, and the cast is
+ * elementwise, so only the sampled token rows are ever needed (gemm.h's sampling: the same
+ * rows, the same values, the same CBLAS calls as quantizing the whole tensor and sampling
+ * afterwards): the worker widens the sampled rows of input and grad_output and the weight, and
+ * keeps no full-size copy. Configurations whose three (scale, format) pairs coincide give the
+ * same errors: each distinct triple is computed once, in an order in which consecutive triples
+ * share operands, so that an operand is quantized again only when its pair changes. Block
+ * recipes need the whole tensors (blocks run along the tokens for wgrad): a layer with block
+ * configurations to compute is worked on in full, as gemm.h describes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_sim_internal.h"
+#include "gemm.h"
+
+/* OpenBLAS's own threads would compete with the engine's workers for the same cores, and the
+ * GEMMs here are small: one BLAS thread. Weak, so that another CBLAS still links. */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+
+/* A block configuration's three GEMM errors: each operand quantized row-wise and column-wise
+ * into g[3..8] (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
+ * column-wise dY and X, blocks along each GEMM's reduction dimension). Full-size operands. */
+static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l,
+                      const fp8_gemm_ref *ref, size_t c, double e[FP8_GEMM_COUNT]) {
+  const fp8_engine_plan *pl = &p->plan;
+  const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
+  for (int i = 0; i < 3; i++) {
+    size_t t = l->tensor[i];
+    fp8_block_params bp = fp8_config_block_params(&pl->configs[c], pl->roles[t],
+                                                  fp8_plan_format(pl, t, c));
+    int r1 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, w->g[3 + i],
+                                    NULL, NULL, NULL);
+    int r2 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, w->g[6 + i],
+                                    NULL, NULL, NULL);
+    if (r1 || r2) return r1 ? r1 : r2;
+  }
+  fp8_gemm_operands ops = {w->g[3], w->g[4], w->g[5], w->g[7], w->g[8], w->g[6]};
+  return fp8_gemm_errors(ref, &ops, e);
+}
+
+/* The three operands' (scale bits, format) of a per-tensor configuration, for ordering. */
+typedef struct {
+  uint32_t bits[3];
+  int fmt[3];
+  size_t c;
+} triple_key;
+
+static int cmp_triple(const void *a, const void *b) {
+  const triple_key *x = a, *y = b;
+  for (int i = 0; i < 3; i++) {
+    if (x->bits[i] != y->bits[i]) return x->bits[i] < y->bits[i] ? -1 : 1;
+    if (x->fmt[i] != y->fmt[i]) return x->fmt[i] < y->fmt[i] ? -1 : 1;
+  }
+  return x->c < y->c ? -1 : x->c > y->c;
+}
+
+static int same_operand(const triple_key *a, const triple_key *b, int i) {
+  return a->bits[i] == b->bits[i] && a->fmt[i] == b->fmt[i];
+}
+
+/* The per-tensor configurations: one computation per distinct triple. x[i] are the operands
+ * (sampled or full, as ref was made), count[i] their elements, q[i] scratch of that size. */
+static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const unsigned char *want,
+                            const fp8_gemm_ref *ref, float *const x[3], float *const q[3],
+                            const size_t count[3], double *rel) {
+  const fp8_engine_plan *pl = &p->plan;
+  const size_t nc = pl->nconfigs;
+  triple_key *k = malloc((nc + 1) * sizeof *k);
+  if (!k) return FP8_ENOMEM;
+  size_t nk = 0;
+  for (size_t c = 0; c < nc; c++) {
+    if (!want[c] || fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+    k[nk].c = c;
+    for (int i = 0; i < 3; i++) {
+      memcpy(&k[nk].bits[i], &l->scale[i][c], sizeof(uint32_t));
+      k[nk].fmt[i] = (int)fp8_plan_format(pl, l->tensor[i], c);
+    }
+    nk++;
+  }
+  if (nk > 1) qsort(k, nk, sizeof *k, cmp_triple);
+  int rc = FP8_OK;
+  double e[FP8_GEMM_COUNT];
+  for (size_t j = 0; j < nk && rc == FP8_OK; j++) {
+    int fresh = j == 0 || !same_operand(&k[j], &k[j - 1], 0) || !same_operand(&k[j], &k[j - 1], 1) ||
+                !same_operand(&k[j], &k[j - 1], 2);
+    if (fresh) { /* a new triple: quantize the operands whose pair changed, then the GEMMs */
+      for (int i = 0; i < 3; i++)
+        if (j == 0 || !same_operand(&k[j], &k[j - 1], i)) {
+          size_t c = k[j].c;
+          fp8_quantize_f32(x[i], count[i], l->scale[i][c], (fp8_format)k[j].fmt[i], NULL, q[i], NULL);
+        }
+      fp8_gemm_operands ops = {q[0], q[1], q[2], q[1], q[2], q[0]};
+      rc = fp8_gemm_errors(ref, &ops, e);
+    }
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + k[j].c] = e[g];
+  }
+  free(k);
+  return rc;
+}
+
+/* The layer's operands widened into g[0..2]: the sampled token rows of input and grad_output
+ * (sampled: gemm.h's rows t_i = floor(i * tokens / ntok)) or all of them. */
+static void widen_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l,
+                           int64_t ntok, int sampled) {
+  const int64_t cols[3] = {l->in, l->in, l->out};
+  for (int i = 0; i < 3; i++) {
+    const fp8_tensor_view *v = p->view[l->tensor[i]];
+    size_t es = fp8_dtype_size(v->dtype);
+    if (i == 1 || !sampled) {
+      size_t n = (size_t)((i == 1 ? l->out : l->tokens) * cols[i]);
+      fp8_dtype_to_f32(v->dtype, v->data, n, w->g[i]);
+      continue;
+    }
+    for (int64_t r = 0; r < ntok; r++) {
+      int64_t src = fp8_gemm_token(r, l->tokens, ntok);
+      fp8_dtype_to_f32(v->dtype, (const unsigned char *)v->data + (size_t)(src * cols[i]) * es,
+                       (size_t)cols[i], w->g[i] + r * cols[i]);
+    }
+  }
+}
+
+void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
+  const fp8_engine_plan *pl = &p->plan;
+  const fp8_engine_layer *l = &task->layer;
+  const size_t nc = pl->nconfigs;
+  int blocks = 0;
+  for (size_t c = 0; c < nc; c++) blocks |= task->want[c] && fp8_recipe_kind_is_block(pl->configs[c].kind);
+  const int64_t ntok = fp8_gemm_ntok(l->tokens, pl->gemm_max_tokens);
+  const int64_t T = blocks ? l->tokens : ntok; /* the token rows kept */
+  const size_t count[3] = {(size_t)(T * l->in), (size_t)(l->out * l->in), (size_t)(T * l->out)};
+  char what[300];
+  snprintf(what, sizeof what, "layer %s", l->name);
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  for (int i = 0; i < (blocks ? 9 : 6); i++)
+    if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
+      sim_task_fail(task, FP8_ENOMEM, what);
+      return;
+    }
+  widen_operands(p, w, l, ntok, !blocks);
+  fp8_gemm_ref ref;
+  int rc = fp8_gemm_ref_init(&ref, w->g[0], w->g[1], w->g[2], T, l->in, l->out,
+                             blocks ? pl->gemm_max_tokens : 0);
+  if (rc) {
+    task->rc = rc;
+    snprintf(task->err, sizeof task->err, "%s: GEMM reference: %s", what, fp8_strerror(rc));
+    return;
+  }
+  float *x[3] = {w->g[0], w->g[1], w->g[2]}, *q[3] = {w->g[3], w->g[4], w->g[5]};
+  rc = per_tensor_gemms(p, l, task->want, &ref, x, q, count, task->rel);
+  for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
+    if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+    double e[FP8_GEMM_COUNT];
+    rc = block_gemm(p, w, l, &ref, c, e);
+    for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) task->rel[(size_t)g * nc + c] = e[g];
+  }
+  if (rc) {
+    task->rc = rc;
+    snprintf(task->err, sizeof task->err, "%s: GEMM: %s", what, fp8_strerror(rc));
+  }
+  fp8_gemm_ref_free(&ref);
+}
