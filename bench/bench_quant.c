@@ -33,6 +33,14 @@ int main(int argc, char **argv) {
     double u = (double)(s >> 11) / 9007199254740992.0;
     x[i] = (float)((s & 1 ? -1 : 1) * exp(-12.0 + 16.0 * u));
   }
+  /* FP8LAB_ISA=generic|avx2|avx512: the loop variant to time (default: the best the CPU has) */
+  const char *isa = getenv("FP8LAB_ISA");
+  for (int k = FP8_ISA_GENERIC; isa && k <= FP8_ISA_AVX512; k++)
+    if (strcmp(isa, fp8_isa_name((fp8_isa)k)) == 0 && fp8_isa_set((fp8_isa)k) != FP8_OK) {
+      fprintf(stderr, "bench_quant: %s is not available on this CPU\n", isa);
+      return 2;
+    }
+  printf("quantize loops: %s\n", fp8_isa_name(fp8_isa_current()));
   memcpy(y, x, n * sizeof *x); /* fault the pages in */
   memset(q, 0, n);
   int reps = 5;

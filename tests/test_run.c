@@ -15,6 +15,7 @@
 #include "testutil.h"
 #include "engine.h"
 #include "outfile.h"
+#include "results.h"
 #include "experiment.h"
 #include "runner.h"
 #include "trace.h"
@@ -309,6 +310,46 @@ static void run_declining_engine(const char *ini, const char *out_dir) {
   fp8_experiment_free(&ex);
   free(path);
 }
+
+/* The row writers build lines in a buffer: a steps.csv row with a tensor name longer than the
+ * buffer, and numbers of every kind (inf, nan, integers, %.9g), written twice so that the
+ * memo of formatted numbers answers the second time, against the text fprintf writes. */
+START_TEST(test_results_rows_by_printf) {
+  static char name[3001];
+  memset(name, 'a', 3000);
+  name[3000] = 0;
+  fp8_config cf = {.kind = FP8_KIND_DELAYED, .format = FP8_SEL_HYBRID, .history_len = 16,
+                   .margin = -1, .amax_compute = FP8_AMAX_MOST_RECENT};
+  strcpy(cf.label, "d");
+  fp8_stats st = {.n = 12345678901LL, .nonfinite = 3, .zeros = 0, .overflow = 17,
+                  .underflow = 9, .subnormal = 1, .sum_sq_err = 0.1, .sum_sq = 1e30};
+  float amaxes[3] = {1832.12f, INFINITY, 448.0f};
+  for (int k = 0; k < 6; k++) {
+    fp8_steps_row r = {.tensor = k % 2 ? name : "x.input", .role = FP8_ROLE_INPUT, .step = 1234,
+                       .config = &cf, .format = FP8_E4M3, .amax = amaxes[k % 3],
+                       .scale = k == 2 ? NAN : 0.244140625f, .stats = &st};
+    char *got = NULL, *want = NULL;
+    size_t gl = 0, wl = 0;
+    FILE *g = open_memstream(&got, &gl), *w = open_memstream(&want, &wl);
+    fp8_results_put_steps_row(g, &r);
+    fprintf(w, "%s,input,1234,d,delayed,e4m3,16,-1,most_recent,", r.tensor);
+    fp8_csv_put_num(w, r.amax);
+    fputc(',', w);
+    fp8_csv_put_num(w, r.scale);
+    fprintf(w, ",12345678901,3,0,17,9,1,");
+    fp8_csv_put_num(w, fp8_stats_mse(&st));
+    fputc(',', w);
+    fp8_csv_put_num(w, fp8_stats_snr_db(&st));
+    fputs(",,,,,\n", w);
+    fclose(g);
+    fclose(w);
+    ck_assert_msg(gl == wl && memcmp(got, want, gl) == 0, "row %d:\n got  %.200s\n want %.200s", k,
+                  got, want);
+    free(got);
+    free(want);
+  }
+}
+END_TEST
 
 /* The fallback path (the one a GPU run takes): an engine that declines the block kinds leaves
  * them to the runner's CPU fallback; the files are those of a plain CPU run. */
@@ -834,6 +875,7 @@ int main(void) {
   tcase_add_test(tc, test_ranks_engine_threads);
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
+  tcase_add_test(tc, test_results_rows_by_printf);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

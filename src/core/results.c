@@ -2,6 +2,7 @@
 #include "results.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -70,42 +71,148 @@ int fp8_schema_column(const fp8_schema *s, const char *name) {
   return -1;
 }
 
+/* ------------------------------------------------------------------ a row, built in memory
+ *
+ * The row writers build each line in a buffer and write it once: integers by hand, numbers as
+ * fp8_csv_put_num writes them ("%.9g", inf/-inf/nan) through a small memo of the last numbers
+ * formatted (an amax repeats for every configuration of a tensor, a scale and its statistics
+ * for every configuration that shares them), which is what makes a sweep's many rows cheap.
+ * The text is byte for byte fp8_csv_put_num's. The memo is the writers' own: one thread
+ * writes a run's rows. */
+
+typedef struct {
+  FILE *fp;
+  size_t n;        /* bytes in buf */
+  char buf[1024];  /* the line so far (a longer line is written in pieces) */
+} line_t;
+
+static void line_init(line_t *l, FILE *fp) {
+  l->fp = fp;
+  l->n = 0;
+}
+
+static void line_put(line_t *l, const char *s, size_t k) {
+  if (l->n + k > sizeof l->buf) { /* a long tensor name: write what there is, then go on */
+    if (l->n) fwrite(l->buf, 1, l->n, l->fp);
+    l->n = 0;
+    if (k > sizeof l->buf) {
+      fwrite(s, 1, k, l->fp);
+      return;
+    }
+  }
+  memcpy(l->buf + l->n, s, k);
+  l->n += k;
+}
+
+static void line_str(line_t *l, const char *s) { line_put(l, s, strlen(s)); }
+static void line_chr(line_t *l, char c) { line_put(l, &c, 1); }
+
+static void line_i64(line_t *l, long long v) {
+  char b[24], *q = b + sizeof b;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  do {
+    *--q = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0) *--q = '-';
+  line_put(l, q, (size_t)(b + sizeof b - q));
+}
+
+typedef struct {
+  uint64_t bits;
+  int used;
+  uint8_t len;
+  char s[32];
+} num_memo;
+static num_memo g_memo[512];
+
+static void line_num(line_t *l, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  num_memo *m = &g_memo[(bits ^ (bits >> 29) ^ (bits >> 47)) & 511];
+  if (!m->used || m->bits != bits) {
+    int k;
+    if (isnan(v)) k = snprintf(m->s, sizeof m->s, "nan");
+    else if (isinf(v)) k = snprintf(m->s, sizeof m->s, v > 0 ? "inf" : "-inf");
+    else k = snprintf(m->s, sizeof m->s, "%.9g", v);
+    m->len = (uint8_t)k;
+    m->bits = bits;
+    m->used = 1;
+  }
+  line_put(l, m->s, m->len);
+}
+
+static void line_flush(line_t *l) {
+  if (l->n) fwrite(l->buf, 1, l->n, l->fp);
+  l->n = 0;
+}
+
 /* recipe, kind, format and the three delayed-scaling columns (empty for other kinds) */
-static void put_config_cols(FILE *fp, const fp8_config *c, fp8_format f) {
-  fprintf(fp, "%s,%s,%s,", c->label, fp8_recipe_kind_name(c->kind), fp8_format_name(f));
-  if (c->kind == FP8_KIND_DELAYED)
-    fprintf(fp, "%d,%d,%s,", (int)c->history_len, (int)c->margin,
-            fp8_amax_compute_name(c->amax_compute));
-  else
-    fputs(",,,", fp);
+static void put_config_cols(line_t *l, const fp8_config *c, fp8_format f) {
+  line_str(l, c->label);
+  line_chr(l, ',');
+  line_str(l, fp8_recipe_kind_name(c->kind));
+  line_chr(l, ',');
+  line_str(l, fp8_format_name(f));
+  line_chr(l, ',');
+  if (c->kind == FP8_KIND_DELAYED) {
+    line_i64(l, c->history_len);
+    line_chr(l, ',');
+    line_i64(l, c->margin);
+    line_chr(l, ',');
+    line_str(l, fp8_amax_compute_name(c->amax_compute));
+    line_chr(l, ',');
+  } else {
+    line_str(l, ",,,");
+  }
+}
+
+static void put_counts(line_t *l, const fp8_stats *st) {
+  const int64_t v[6] = {st->n, st->nonfinite, st->zeros, st->overflow, st->underflow,
+                        st->subnormal};
+  for (int k = 0; k < 6; k++) {
+    line_i64(l, v[k]);
+    line_chr(l, ',');
+  }
 }
 
 void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   const fp8_stats *st = r->stats;
   int blk = fp8_recipe_kind_is_block(r->config->kind);
-  fprintf(fp, "%s,%s,%lld,", r->tensor, fp8_role_name(r->role), (long long)r->step);
-  put_config_cols(fp, r->config, r->format);
-  fp8_csv_put_num(fp, r->amax);
-  fputc(',', fp);
-  if (!blk) fp8_csv_put_num(fp, r->scale);
-  fprintf(fp, ",%lld,%lld,%lld,%lld,%lld,%lld,", (long long)st->n, (long long)st->nonfinite,
-          (long long)st->zeros, (long long)st->overflow, (long long)st->underflow,
-          (long long)st->subnormal);
-  fp8_csv_put_num(fp, fp8_stats_mse(st));
-  fputc(',', fp);
-  fp8_csv_put_num(fp, fp8_stats_snr_db(st));
+  line_t l;
+  line_init(&l, fp);
+  line_str(&l, r->tensor);
+  line_chr(&l, ',');
+  line_str(&l, fp8_role_name(r->role));
+  line_chr(&l, ',');
+  line_i64(&l, r->step);
+  line_chr(&l, ',');
+  put_config_cols(&l, r->config, r->format);
+  line_num(&l, r->amax);
+  line_chr(&l, ',');
+  if (!blk) line_num(&l, r->scale);
+  line_chr(&l, ',');
+  put_counts(&l, st);
+  line_num(&l, fp8_stats_mse(st));
+  line_chr(&l, ',');
+  line_num(&l, fp8_stats_snr_db(st));
   if (blk) {
     const fp8_block_stats *b = r->block;
-    fprintf(fp, ",%lld,%lld,", (long long)b->nblocks, (long long)b->blocks_with_overflow);
-    fp8_csv_put_num(fp, b->log2_scale_min);
-    fputc(',', fp);
-    fp8_csv_put_num(fp, b->log2_scale_max);
-    fputc(',', fp);
-    fp8_csv_put_num(fp, b->log2_scale_std);
-    fputc('\n', fp);
+    line_chr(&l, ',');
+    line_i64(&l, b->nblocks);
+    line_chr(&l, ',');
+    line_i64(&l, b->blocks_with_overflow);
+    line_chr(&l, ',');
+    line_num(&l, b->log2_scale_min);
+    line_chr(&l, ',');
+    line_num(&l, b->log2_scale_max);
+    line_chr(&l, ',');
+    line_num(&l, b->log2_scale_std);
+    line_chr(&l, '\n');
   } else {
-    fputs(",,,,,\n", fp);
+    line_str(&l, ",,,,,\n");
   }
+  line_flush(&l);
 }
 
 void fp8_summary_acc_init(fp8_summary_acc *a) {
@@ -128,44 +235,79 @@ void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
                                  const fp8_summary_acc *a) {
   const fp8_stats *st = &a->st;
   double finite = (double)(st->n - st->nonfinite);
-  fprintf(fp, "%s,%s,", tensor, fp8_role_name(role));
-  put_config_cols(fp, cf, format);
-  fprintf(fp, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,", (long long)a->steps, (long long)st->n,
-          (long long)st->nonfinite, (long long)st->zeros, (long long)st->overflow,
-          (long long)st->underflow, (long long)st->subnormal);
-  fp8_csv_put_num(fp, finite > 0 ? (double)st->overflow / finite : NAN);
-  fputc(',', fp);
-  fp8_csv_put_num(fp, finite > 0 ? (double)st->underflow / finite : NAN);
-  fputc(',', fp);
-  fp8_csv_put_num(fp, finite > 0 ? (double)st->subnormal / finite : NAN);
-  fprintf(fp, ",%lld,", (long long)a->steps_with_overflow);
-  fp8_csv_put_num(fp, fp8_stats_mse(st));
-  fputc(',', fp);
-  fp8_csv_put_num(fp, fp8_stats_snr_db(st));
-  fputc(',', fp);
-  fp8_csv_put_num(fp, a->snr_min);
-  fputc(',', fp);
-  fp8_csv_put_num(fp, a->amax_max);
-  fputc('\n', fp);
+  line_t l;
+  line_init(&l, fp);
+  line_str(&l, tensor);
+  line_chr(&l, ',');
+  line_str(&l, fp8_role_name(role));
+  line_chr(&l, ',');
+  put_config_cols(&l, cf, format);
+  line_i64(&l, a->steps);
+  line_chr(&l, ',');
+  put_counts(&l, st);
+  line_num(&l, finite > 0 ? (double)st->overflow / finite : NAN);
+  line_chr(&l, ',');
+  line_num(&l, finite > 0 ? (double)st->underflow / finite : NAN);
+  line_chr(&l, ',');
+  line_num(&l, finite > 0 ? (double)st->subnormal / finite : NAN);
+  line_chr(&l, ',');
+  line_i64(&l, a->steps_with_overflow);
+  line_chr(&l, ',');
+  line_num(&l, fp8_stats_mse(st));
+  line_chr(&l, ',');
+  line_num(&l, fp8_stats_snr_db(st));
+  line_chr(&l, ',');
+  line_num(&l, a->snr_min);
+  line_chr(&l, ',');
+  line_num(&l, a->amax_max);
+  line_chr(&l, '\n');
+  line_flush(&l);
 }
 
 void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                               const fp8_config *cf, double rel_error) {
-  fprintf(fp, "%s,%s,%lld,%s,%s,", layer, fp8_gemm_name((fp8_gemm_kind)gemm_kind),
-          (long long)step, cf->label, fp8_recipe_kind_name(cf->kind));
-  if (cf->kind == FP8_KIND_DELAYED)
-    fprintf(fp, "%d,%d,%s,", (int)cf->history_len, (int)cf->margin,
-            fp8_amax_compute_name(cf->amax_compute));
-  else
-    fputs(",,,", fp);
-  fp8_csv_put_num(fp, rel_error);
-  fputc('\n', fp);
+  line_t l;
+  line_init(&l, fp);
+  line_str(&l, layer);
+  line_chr(&l, ',');
+  line_str(&l, fp8_gemm_name((fp8_gemm_kind)gemm_kind));
+  line_chr(&l, ',');
+  line_i64(&l, step);
+  line_chr(&l, ',');
+  line_str(&l, cf->label);
+  line_chr(&l, ',');
+  line_str(&l, fp8_recipe_kind_name(cf->kind));
+  line_chr(&l, ',');
+  if (cf->kind == FP8_KIND_DELAYED) {
+    line_i64(&l, cf->history_len);
+    line_chr(&l, ',');
+    line_i64(&l, cf->margin);
+    line_chr(&l, ',');
+    line_str(&l, fp8_amax_compute_name(cf->amax_compute));
+    line_chr(&l, ',');
+  } else {
+    line_str(&l, ",,,");
+  }
+  line_num(&l, rel_error);
+  line_chr(&l, '\n');
+  line_flush(&l);
 }
 
 void fp8_results_put_histogram(FILE *fp, const char *tensor, int64_t step,
                                const int64_t hist[FP8_LOG2_HIST_BINS]) {
-  for (int b = 0; b < FP8_LOG2_HIST_BINS; b++)
-    if (hist[b])
-      fprintf(fp, "%s,%lld,%d,%lld\n", tensor, (long long)step, b + FP8_LOG2_HIST_MIN,
-              (long long)hist[b]);
+  line_t l;
+  line_init(&l, fp);
+  for (int b = 0; b < FP8_LOG2_HIST_BINS; b++) {
+    if (!hist[b]) continue;
+    line_str(&l, tensor);
+    line_chr(&l, ',');
+    line_i64(&l, step);
+    line_chr(&l, ',');
+    line_i64(&l, b + FP8_LOG2_HIST_MIN);
+    line_chr(&l, ',');
+    line_i64(&l, hist[b]);
+    line_chr(&l, '\n');
+    if (l.n > 768) line_flush(&l);
+  }
+  line_flush(&l);
 }
