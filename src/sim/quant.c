@@ -176,40 +176,46 @@ QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict 
   st->sum_sq += (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* The whole loop over a tensor, once per instruction set. */
-#define QUANT_BODY                                                                            \
+/* The whole loop over a tensor, once per instruction set (and once with and once without
+ * weights: the two calls below let the compiler drop the tests of w from the loops). */
+QUANT_INLINE void quant_body(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+                             uint8_t *codes, float *xhat, fp8_stats *st) {
+  const float *table = fp8_decode_table(f);
+  float scale_inv = 1.0f / s;
+  fp8_stats local;
+  fp8_stats_init(&local);
+  uint8_t qbuf[CHUNK];
+  for (size_t off = 0; off < n; off += CHUNK) {
+    size_t m = n - off < CHUNK ? n - off : CHUNK;
+    uint8_t *q = codes ? codes + off : qbuf;
+    const uint32_t *wo = w ? w + off : NULL;
+    chunk_encode(x + off, wo, m, s, f, q, &local);
+    if (st || xhat) chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, &local);
+  }
+  if (st) fp8_stats_merge(st, &local);
+}
+
+#define QUANT_VARIANT                                                                         \
   {                                                                                           \
-    const float *table = fp8_decode_table(f);                                                 \
-    float scale_inv = 1.0f / s;                                                               \
-    fp8_stats local;                                                                          \
-    fp8_stats_init(&local);                                                                   \
-    uint8_t qbuf[CHUNK];                                                                      \
-    for (size_t off = 0; off < n; off += CHUNK) {                                             \
-      size_t m = n - off < CHUNK ? n - off : CHUNK;                                           \
-      uint8_t *q = codes ? codes + off : qbuf;                                                \
-      const uint32_t *wo = w ? w + off : NULL;                                                \
-      chunk_encode(x + off, wo, m, s, f, q, &local);                                          \
-      if (st || xhat) chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, \
-                                  &local);                                                    \
-    }                                                                                         \
-    if (st) fp8_stats_merge(st, &local);                                                      \
+    if (w) quant_body(x, w, n, s, f, codes, xhat, st);                                        \
+    else quant_body(x, NULL, n, s, f, codes, xhat, st);                                       \
   }
 
 typedef void (*quant_fn)(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
                          uint8_t *codes, float *xhat, fp8_stats *st);
 
 static void quant_generic(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
-                          uint8_t *codes, float *xhat, fp8_stats *st) QUANT_BODY
+                          uint8_t *codes, float *xhat, fp8_stats *st) QUANT_VARIANT
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FP8_HAVE_ISA_VARIANTS 1
 __attribute__((target("avx2"))) static void
 quant_avx2(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
-           float *xhat, fp8_stats *st) QUANT_BODY
+           float *xhat, fp8_stats *st) QUANT_VARIANT
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void
 quant_avx512(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
-             float *xhat, fp8_stats *st) QUANT_BODY
+             float *xhat, fp8_stats *st) QUANT_VARIANT
 #endif
 
 /* ------------------------------------------------------------------ dispatch */
