@@ -3,7 +3,7 @@
 # quickstart-like trace, against a plain numpy + ml_dtypes peer (bench/peer_sweep.py). A
 # benchmark, not a test: the numbers depend on the machine and its load.
 #
-#   bench/sweep.sh                 full run (REPS=3; about 25 minutes on a busy 2-core machine)
+#   bench/sweep.sh                 full run (REPS=3; about 15 minutes on a shared 2-core machine)
 #   QUICK=1 bench/sweep.sh         smoke test (steps 0-19 of the trace: 2 snapshots, REPS=1)
 #
 # The trace: `fp8lab synth llm TRACE --steps 200`, generated once into OUT/trace (20 snapshots
@@ -280,12 +280,15 @@ step_files=("$trace"/step_*.safetensors)
 step_file=${step_files[0]}
 step_bytes=$(stat -c %s "$step_file")
 rev=$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("git_revision", "?"), d.get("fp8lab_version", "?"), d.get("engine", "?"))' "$runs/${variants[0]}/run.json")
+here_rev=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$root" status --porcelain -- src kernels CMakeLists.txt 2>/dev/null)" ] && here_rev="$here_rev (src/ or kernels/ modified)"
+here_rev="$here_rev, sources $(bash "$root/scripts/source-hash.sh" "$root" 2>/dev/null || echo unknown)"
 elapsed=$(($(date +%s) - t_start))
 "$PYTHON" - "$TIMES" "$OUT/results.md" "$step_file" "$step_bytes" "$rev" "$elapsed" "$REPS" "$PEER_REPS" \
-  "$STEPS" "$THREADS" "$FP8LAB" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
+  "$STEPS" "$THREADS" "$FP8LAB" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$here_rev" <<'EOF'
 import csv, datetime, json, statistics, struct, sys
 (times, md, step_file, step_bytes, rev, elapsed, reps, peer_reps, steps, threads, binary, ncpu,
- load) = sys.argv[1:]
+ load, here_rev) = sys.argv[1:]
 git_rev, version, engine = rev.split(" ")
 with open(step_file, "rb") as f:
     hlen = struct.unpack("<Q", f.read(8))[0]
@@ -312,6 +315,8 @@ p("# bench/sweep.sh results")
 p("")
 p("- date: %s; fp8lab %s, git revision %s (from run.json), engine %s; binary %s"
   % (datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), version, git_rev, engine, binary))
+p("- this checkout (bench/sweep.sh's): git %s (scripts/source-hash.sh; run.json's revision is "
+  "the one CMake saw when it configured the binary's build)" % here_rev)
 p("- machine: %s CPUs (load average at the end %s); timed rounds: %s (peer: %s); whole "
   "sweep %d s" % (ncpu, load, reps, peer_reps, int(elapsed)))
 p("- trace: fp8lab synth llm --steps 200%s: one snapshot %.2f M elements, %d bytes "
