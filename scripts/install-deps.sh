@@ -24,11 +24,29 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python is for cross-checks only (tools/reference): numpy and ml_dtypes from PyPI, into the
-# python3 found on PATH (the one the tests run).
+# python3 found on PATH (the one the tests run). Without them the Python cross-checks skip
+# (exit 77), which is fine on a developer's machine without network; in CI they must run:
+# FP8LAB_REQUIRE_PYDEPS=1 (.ci/run sets it) makes a missing python3 or a refused pip install
+# (no network, no pip, PEP 668 "externally-managed-environment") an error here, and makes the
+# two tests fail instead of skipping (tests/python/test_replay.py, test_reference.py).
+require_py=0
+case "${FP8LAB_REQUIRE_PYDEPS:-}" in "" | 0) ;; *) require_py=1 ;; esac
+pydeps_missing() { # message
+  if [ "$require_py" = 1 ]; then
+    echo "install-deps: error: $1, and FP8LAB_REQUIRE_PYDEPS is set (the replay-vs-reference checks must run)" >&2
+    exit 1
+  fi
+  echo "install-deps: warning: $1; the Python cross-checks will be skipped" >&2
+}
 if command -v python3 >/dev/null 2>&1; then
   if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
     echo "install-deps: pip installing numpy ml_dtypes" >&2
-    python3 -m pip install --quiet --disable-pip-version-check numpy ml_dtypes >&2 ||
-      echo "install-deps: warning: numpy/ml_dtypes not installed; the Python cross-checks will be skipped" >&2
+    if ! python3 -m pip install --quiet --disable-pip-version-check numpy ml_dtypes >&2; then
+      pydeps_missing "pip install numpy ml_dtypes failed for $(command -v python3)"
+    elif ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
+      pydeps_missing "numpy/ml_dtypes still not importable by $(command -v python3) after pip install"
+    fi
   fi
+else
+  pydeps_missing "no python3 on PATH"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Self-test of the Python reference (tools/reference/fp8ref.py) on hand-computed cases.
 
-Run: python3 tests/python/test_reference.py   (needs numpy and ml_dtypes)
+Run: python3 tests/python/test_reference.py   (needs numpy and ml_dtypes: without them exit 77,
+skipped, or exit 1 when FP8LAB_REQUIRE_PYDEPS=1 is set, as .ci/run does)
 Prints one line per failure and a final "N passed, M failed"; exits 1 on any failure.
 """
 
@@ -19,6 +20,12 @@ try:
     import numpy as np
     import ml_dtypes  # noqa: F401
 except ImportError as e:
+    # CI sets FP8LAB_REQUIRE_PYDEPS=1 (.ci/run): there a missing module is a failure, so that
+    # the cross-check against the reference cannot be skipped silently. Elsewhere: a skip.
+    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
+        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
+              "numpy and ml_dtypes)" % e)
+        sys.exit(1)
     print("skipped: %s (scripts/install-deps.sh installs numpy and ml_dtypes)" % e)
     sys.exit(77)
 

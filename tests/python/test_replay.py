@@ -19,7 +19,8 @@ multi-rank replay. Without reduce_amax every rank must be replayed independently
 summary.csv, histograms.csv (and gemm.csv) of the multi-rank run to be byte for byte those
 files merged, with the names prefixed.
 
-Usage: test_replay.py FP8LAB_BIN    (exit 77 = skipped: numpy or ml_dtypes missing)
+Usage: test_replay.py FP8LAB_BIN    (exit 77 = skipped: numpy or ml_dtypes missing; exit 1
+instead when FP8LAB_REQUIRE_PYDEPS=1 is set, as .ci/run does)
 FP8LAB_KEEP_TMP=DIR keeps every case's trace and outputs under DIR (to compare two builds).
 """
 import os
@@ -37,6 +38,12 @@ try:
     import numpy  # noqa: F401
     import ml_dtypes  # noqa: F401
 except ImportError as e:
+    # CI sets FP8LAB_REQUIRE_PYDEPS=1 (.ci/run): there a missing module is a failure, so that
+    # the cross-check against the reference cannot be skipped silently. Elsewhere: a skip.
+    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
+        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
+              "numpy and ml_dtypes)" % e)
+        sys.exit(1)
     print("skipped: %s (scripts/install-deps.sh installs numpy and ml_dtypes)" % e)
     sys.exit(77)
 
