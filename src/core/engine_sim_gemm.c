@@ -42,16 +42,20 @@ static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer 
   return fp8_gemm_errors(ref, &ops, e);
 }
 
-/* The three operands' (scale bits, format) of a per-tensor configuration, for ordering. */
+/* The three operands' (scale bits, format) of a per-tensor configuration, for ordering: the
+ * operands compared largest first (order[]), so that the largest is quantized once per pair
+ * it has and only the smaller ones again when their pairs change. */
 typedef struct {
   uint32_t bits[3];
   int fmt[3];
   size_t c;
+  const int *order;
 } triple_key;
 
 static int cmp_triple(const void *a, const void *b) {
   const triple_key *x = a, *y = b;
-  for (int i = 0; i < 3; i++) {
+  for (int j = 0; j < 3; j++) {
+    int i = x->order[j];
     if (x->bits[i] != y->bits[i]) return x->bits[i] < y->bits[i] ? -1 : 1;
     if (x->fmt[i] != y->fmt[i]) return x->fmt[i] < y->fmt[i] ? -1 : 1;
   }
@@ -71,10 +75,19 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
   const size_t nc = pl->nconfigs;
   triple_key *k = malloc((nc + 1) * sizeof *k);
   if (!k) return FP8_ENOMEM;
+  int order[3] = {0, 1, 2}; /* the operands by size, largest first */
+  for (int a = 0; a < 3; a++)
+    for (int b = a + 1; b < 3; b++)
+      if (count[order[b]] > count[order[a]]) {
+        int t = order[a];
+        order[a] = order[b];
+        order[b] = t;
+      }
   size_t nk = 0;
   for (size_t c = 0; c < nc; c++) {
     if (!want[c] || fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
     k[nk].c = c;
+    k[nk].order = order;
     for (int i = 0; i < 3; i++) {
       memcpy(&k[nk].bits[i], &l->scale[i][c], sizeof(uint32_t));
       k[nk].fmt[i] = (int)fp8_plan_format(pl, l->tensor[i], c);

@@ -71,6 +71,7 @@ static double *rows_to_double(const fp8_gemm_ref *r, const float *x, int64_t nro
 void fp8_gemm_ref_free(fp8_gemm_ref *ref) {
   if (!ref) return;
   free(ref->tok);
+  free(ref->scratch);
   for (int g = 0; g < FP8_GEMM_COUNT; g++) free(ref->y[g]);
   memset(ref, 0, sizeof *ref);
   for (int g = 0; g < FP8_GEMM_COUNT; g++) ref->norm[g] = NAN;
@@ -150,6 +151,19 @@ int fp8_gemm_ref_init(fp8_gemm_ref *ref, const float *input, const float *weight
     for (int64_t i = 0; i < m * n; i++) s += ref->y[g][i] * ref->y[g][i];
     ref->norm[g] = sqrt(s);
   }
+  /* fp8_gemm_error's scratch: the largest output plus both sampled operands of any GEMM */
+  size_t most = 0;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    if (!ref->have[g]) continue;
+    int64_t m, n, k;
+    gemm_dims(ref, (fp8_gemm_kind)g, &m, &n, &k);
+    size_t need = (size_t)(m * n);
+    if (ref->tok)
+      for (int o = 0; o < 2; o++)
+        if (has_tokens((fp8_gemm_kind)g, o)) need += (size_t)(ref->ntok * operand_cols(ref, (fp8_gemm_kind)g, o));
+    most = need > most ? need : most;
+  }
+  if (!(ref->scratch = malloc((most + 1) * sizeof *ref->scratch))) goto done;
   rc = FP8_OK;
 done:
   free(xd);
@@ -167,20 +181,17 @@ int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, con
   if (!a || !b) return FP8_EINVAL;
   int64_t m, n, k;
   gemm_dims(ref, g, &m, &n, &k);
-  int rc = FP8_ENOMEM;
-  float *ops[2] = {NULL, NULL}, *y = NULL;
+  float *y = ref->scratch, *next = ref->scratch + m * n; /* the output, then sampled operands */
   const float *use[2] = {a, b};
   for (int o = 0; o < 2; o++) {
     if (!ref->tok || !has_tokens(g, o)) continue;
     int64_t cols = operand_cols(ref, g, o);
-    ops[o] = malloc((size_t)(ref->ntok * cols > 0 ? ref->ntok * cols : 1) * sizeof(float));
-    if (!ops[o]) goto done;
+    float *op = next;
+    next += ref->ntok * cols;
     for (int64_t i = 0; i < ref->ntok; i++)
-      memcpy(ops[o] + i * cols, use[o] + ref->tok[i] * cols, (size_t)cols * sizeof(float));
-    use[o] = ops[o];
+      memcpy(op + i * cols, use[o] + ref->tok[i] * cols, (size_t)cols * sizeof(float));
+    use[o] = op;
   }
-  y = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *y);
-  if (!y) goto done;
   sgemm_kind(g, (int)m, (int)n, (int)k, use[0], use[1], y);
   double e = 0.0;
   const double *yr = ref->y[g];
@@ -191,12 +202,7 @@ int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, con
   double num = sqrt(e);
   if (ref->norm[g] == 0.0) *rel_error = num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
   else *rel_error = num / ref->norm[g];
-  rc = FP8_OK;
-done:
-  free(ops[0]);
-  free(ops[1]);
-  free(y);
-  return rc;
+  return FP8_OK;
 }
 
 int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,

@@ -91,6 +91,9 @@ typedef struct {
   double *y[FP8_GEMM_COUNT];     /**< references: fprop [ntok, out], dgrad [ntok, in],
                                       wgrad [out, in] (row-major); NULL when !have */
   double norm[FP8_GEMM_COUNT];   /**< ||Y_ref||_F (NaN when !have) */
+  float *scratch;                /**< the FP32 outputs and sampled operands of fp8_gemm_error,
+                                      allocated once with the reference (so a ref serves one
+                                      thread at a time) */
 } fp8_gemm_ref;
 
 /** Computes the reference GEMMs from the original operands (row-major float32), in double.
@@ -111,8 +114,9 @@ void fp8_gemm_ref_free(fp8_gemm_ref *ref);
  *  grad_output [tokens, out], input [tokens, in]). Y = FP32 GEMM (cblas_sgemm) of the sampled
  *  tokens; rel_error = sqrt(sum (Y - Y_ref)^2) / ||Y_ref||_F, the differences taken and summed
  *  in double. When ||Y_ref||_F is 0: 0 if Y is all zero too, else +inf. Non-finite values
- *  propagate (an inf or NaN operand gives NaN or inf). NaN when !ref->have[g].
- *  @return FP8_OK, FP8_EINVAL (a or b NULL while have[g]), FP8_ENOMEM. */
+ *  propagate (an inf or NaN operand gives NaN or inf). NaN when !ref->have[g]. Uses the
+ *  reference's scratch: one thread at a time per reference.
+ *  @return FP8_OK, FP8_EINVAL (a or b NULL while have[g]). */
 int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, const float *b,
                    double *rel_error);
 

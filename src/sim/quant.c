@@ -140,6 +140,10 @@ QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict 
                               const uint8_t *restrict q, const float *restrict table,
                               float scale_inv, float *restrict xhat, fp8_stats *st) {
   float xh[CHUNK], xm[CHUNK], hm[CHUNK];
+  if (!st) { /* only the dequantized values (a GEMM operand): no sums to accumulate */
+    for (size_t i = 0; i < n; i++) xhat[i] = table[q[i]] * scale_inv;
+    return;
+  }
   for (size_t i = 0; i < n; i++) xh[i] = table[q[i]] * scale_inv;
   if (xhat) memcpy(xhat, xh, n * sizeof *xh);
   for (size_t i = 0; i < n; i++) {
@@ -190,7 +194,8 @@ QUANT_INLINE void quant_body(const float *x, const uint32_t *w, size_t n, float 
     uint8_t *q = codes ? codes + off : qbuf;
     const uint32_t *wo = w ? w + off : NULL;
     chunk_encode(x + off, wo, m, s, f, q, &local);
-    if (st || xhat) chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, &local);
+    if (st || xhat)
+      chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, st ? &local : NULL);
   }
   if (st) fp8_stats_merge(st, &local);
 }
