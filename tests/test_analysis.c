@@ -397,6 +397,40 @@ START_TEST(load_from_file) {
 }
 END_TEST
 
+/* Numbers are read to the double strtod gives (the loader's short path covers the %.9g ones;
+ * other spellings go to strtod): the expected bits are Python's float(s).hex() of each text. */
+START_TEST(numbers_parse_exactly) {
+  static const struct {
+    const char *text;
+    double want;
+  } v[] = {{"0.000208854675", 0x1.b5fffff5b12c1p-13},  {"8.99519892", 0x1.1fd8ab67cd43cp+3},
+           {"1.77305322e-11", 0x1.37eb37dc8b893p-36},  {"1e-22", 0x1.e392010175ee6p-74},
+           {"123456789e-30", 0x1.2a800d15b2fe8p-73},   {"0.1", 0x1.999999999999ap-4},
+           {"7e22", 0x1.da56a4b0835c0p+75},            {"9007199254740993", 0x1p+53},
+           {"1.00000000000000000000001", 0x1p+0},      {"3.4028234663852886e+38", 0x1.fffffep+127}};
+  size_t nv = sizeof v / sizeof v[0];
+  sbuf b = with_header();
+  for (size_t i = 0; i < nv; i++) {
+    char rest[256];
+    /* the text as amax, mse and snr_db; n = the largest int64 on the first row */
+    snprintf(rest, sizeof rest, "%s,1,%s,0,0,0,0,0,%s,%s", v[i].text,
+             i ? "100" : "9223372036854775807", v[i].text, v[i].text);
+    add_row(&b, "x.input", "input", (long)i, D_CFG, rest);
+  }
+  fp8_steps_table t;
+  char err[256] = "";
+  ck_assert_msg(parse(&b, &t, err, sizeof err) == FP8_OK, "%s", err);
+  for (size_t i = 0; i < nv; i++) {
+    const fp8_step_row *r = &t.rows[i];
+    ck_assert_msg(r->amax == v[i].want && r->mse == v[i].want && r->snr_db == v[i].want,
+                  "%s: read %a, want %a", v[i].text, r->amax, v[i].want);
+  }
+  ck_assert(t.rows[0].n == INT64_MAX);
+  fp8_steps_free(&t);
+  free(b.s);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ group statistics */
 
 static fp8_group_stats stats_of(const sbuf *b, size_t gi, fp8_steps_table *t) {
@@ -784,6 +818,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, longest_run);
   tcase_add_test(tc, scale_lag_by_hand);
   tcase_add_test(tc, mean_ci_reference);
+  tcase_add_test(tc, numbers_parse_exactly);
   tcase_add_test(tc, group_snr_statistics);
   tcase_add_test(tc, group_rates_runs_lag);
   suite_add_tcase(s, tc);
