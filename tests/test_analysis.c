@@ -1,6 +1,6 @@
 /* test_analysis.c: the statistics half of the analysis layer (src/analysis/analysis.h):
  * steps.csv loading and validation, per-group statistics against values derived by hand or
- * with numpy, the bootstrap interval, the scale lag, recommendations, and the CSV files. */
+ * with numpy, the Student-t interval, the scale lag, recommendations, and the CSV files. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,33 +109,47 @@ START_TEST(scale_lag_by_hand) {
 }
 END_TEST
 
-START_TEST(bootstrap_properties) {
+/* Student-t interval: mean -+ t_{(1+level)/2, n-1} * s / sqrt(n), s with n - 1. The t quantiles
+ * are closed forms, independent of GSL (p = 0.975): df 1 (Cauchy) tan(pi (p - 1/2)) =
+ * 12.706204736174696; df 2: (2p - 1) / sqrt(2p(1 - p)) = 4.302652729749462; df 4, with
+ * a = 4p(1 - p): 2 sqrt(cos(acos(sqrt(a)) / 3) / sqrt(a) - 1) = 2.7764451051977934; df 7 has
+ * none: 2.364624251592801 from bisection on Simpson's rule over the t density in plain Python
+ * (tables: 2.365). Means and sds by hand below. */
+START_TEST(mean_ci_reference) {
+  double lo, hi;
+  /* {10, 14}: mean 12, s = sqrt(4 + 4) = 2.8284271247461903, half = 12.7062... * s / sqrt 2
+   * = 2 * 12.706204736174696 */
+  const double two[2] = {10.0, 14.0};
+  ck_assert_int_eq(fp8_analysis_mean_ci(two, 2, 0.95, &lo, &hi), FP8_OK);
+  ck_assert_double_eq_tol(lo, 12.0 - 25.412409472349392, 1e-9);
+  ck_assert_double_eq_tol(hi, 12.0 + 25.412409472349392, 1e-9);
+  /* {1, 2, 6}: mean 3, squares 4 + 1 + 9 = 14, s = sqrt 7, half = 4.3026... * sqrt(7/3)
+   * = 6.572410607728428 */
+  const double three[3] = {1.0, 2.0, 6.0};
+  ck_assert_int_eq(fp8_analysis_mean_ci(three, 3, 0.95, &lo, &hi), FP8_OK);
+  ck_assert_double_eq_tol(lo, 3.0 - 6.572410607728428, 1e-9);
+  ck_assert_double_eq_tol(hi, 3.0 + 6.572410607728428, 1e-9);
+  /* the SNRs of group_snr_statistics: mean 23.1875,
+   * s = sqrt(sum (y - mean)^2 / 7) = 5.902163646857456,
+   * half = 2.364624251592801 * s / sqrt 8 = 4.934332291655183 */
   const double y[8] = {25.1, 24.3, 26.7, 8.9, 25.5, 24.8, 23.2, 27.0};
-  double lo1, hi1, lo2, hi2;
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, 1000, 42, 0.95, &lo1, &hi1), FP8_OK);
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, 1000, 42, 0.95, &lo2, &hi2), FP8_OK);
-  ck_assert(lo1 == lo2 && hi1 == hi2); /* same seed: bit-identical */
-  const double mean = 23.1875;         /* numpy: y.mean() */
-  ck_assert(lo1 < mean && mean < hi1);
-  ck_assert(lo1 >= 8.9 && hi1 <= 27.0); /* resample means lie within the sample's range */
-  /* the normal approximation mean +- 1.96 sd/sqrt(n) (sd with ddof=0: numpy 5.33...): the
-   * percentile interval is skewed by the 8.9 outlier but of the same width, within 40% */
-  double w = hi1 - lo1, wn = 2 * 1.96 * 5.3459 / sqrt(8.0);
-  ck_assert(w > 0.6 * wn && w < 1.4 * wn);
-  /* another seed: another (close) interval */
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, 1000, 43, 0.95, &lo2, &hi2), FP8_OK);
-  ck_assert(lo1 != lo2 || hi1 != hi2);
-  ck_assert(fabs(lo1 - lo2) < 1.0 && fabs(hi1 - hi2) < 1.0);
-  /* constant data: exactly the value; one value: itself; none: nan */
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 8, 0.95, &lo, &hi), FP8_OK);
+  ck_assert_double_eq_tol(lo, 23.1875 - 4.934332291655183, 1e-9);
+  ck_assert_double_eq_tol(hi, 23.1875 + 4.934332291655183, 1e-9);
+  /* another level: df 1 at 90% is tan(0.45 pi) = 6.313751514675041, half = 2 * that */
+  ck_assert_int_eq(fp8_analysis_mean_ci(two, 2, 0.90, &lo, &hi), FP8_OK);
+  ck_assert_double_eq_tol(hi - lo, 4.0 * 6.313751514675041, 1e-9);
+  /* constant data: exactly the value; one value: itself; none: nan; bad level */
   const double c[5] = {0.1, 0.1, 0.1, 0.1, 0.1};
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(c, 5, 1000, 42, 0.95, &lo1, &hi1), FP8_OK);
-  ck_assert(lo1 == 0.1 && hi1 == 0.1);
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 1, 1000, 42, 0.95, &lo1, &hi1), FP8_OK);
-  ck_assert(lo1 == 25.1 && hi1 == 25.1);
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 0, 1000, 42, 0.95, &lo1, &hi1), FP8_OK);
-  ck_assert(isnan(lo1) && isnan(hi1));
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, 0, 42, 0.95, &lo1, &hi1), FP8_EINVAL);
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, 10, 42, 1.0, &lo1, &hi1), FP8_EINVAL);
+  ck_assert_int_eq(fp8_analysis_mean_ci(c, 5, 0.95, &lo, &hi), FP8_OK);
+  ck_assert(lo == 0.1 && hi == 0.1);
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 1, 0.95, &lo, &hi), FP8_OK);
+  ck_assert(lo == 25.1 && hi == 25.1);
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 0, 0.95, &lo, &hi), FP8_OK);
+  ck_assert(isnan(lo) && isnan(hi));
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 8, 1.0, &lo, &hi), FP8_EINVAL);
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 8, 0.0, &lo, &hi), FP8_EINVAL);
+  ck_assert_int_eq(fp8_analysis_mean_ci(y, 8, NAN, &lo, &hi), FP8_EINVAL);
 }
 END_TEST
 
@@ -383,6 +397,40 @@ START_TEST(load_from_file) {
 }
 END_TEST
 
+/* Numbers are read to the double strtod gives (the loader's short path covers the %.9g ones;
+ * other spellings go to strtod): the expected bits are Python's float(s).hex() of each text. */
+START_TEST(numbers_parse_exactly) {
+  static const struct {
+    const char *text;
+    double want;
+  } v[] = {{"0.000208854675", 0x1.b5fffff5b12c1p-13},  {"8.99519892", 0x1.1fd8ab67cd43cp+3},
+           {"1.77305322e-11", 0x1.37eb37dc8b893p-36},  {"1e-22", 0x1.e392010175ee6p-74},
+           {"123456789e-30", 0x1.2a800d15b2fe8p-73},   {"0.1", 0x1.999999999999ap-4},
+           {"7e22", 0x1.da56a4b0835c0p+75},            {"9007199254740993", 0x1p+53},
+           {"1.00000000000000000000001", 0x1p+0},      {"3.4028234663852886e+38", 0x1.fffffep+127}};
+  size_t nv = sizeof v / sizeof v[0];
+  sbuf b = with_header();
+  for (size_t i = 0; i < nv; i++) {
+    char rest[256];
+    /* the text as amax, mse and snr_db; n = the largest int64 on the first row */
+    snprintf(rest, sizeof rest, "%s,1,%s,0,0,0,0,0,%s,%s", v[i].text,
+             i ? "100" : "9223372036854775807", v[i].text, v[i].text);
+    add_row(&b, "x.input", "input", (long)i, D_CFG, rest);
+  }
+  fp8_steps_table t;
+  char err[256] = "";
+  ck_assert_msg(parse(&b, &t, err, sizeof err) == FP8_OK, "%s", err);
+  for (size_t i = 0; i < nv; i++) {
+    const fp8_step_row *r = &t.rows[i];
+    ck_assert_msg(r->amax == v[i].want && r->mse == v[i].want && r->snr_db == v[i].want,
+                  "%s: read %a, want %a", v[i].text, r->amax, v[i].want);
+  }
+  ck_assert(t.rows[0].n == INT64_MAX);
+  fp8_steps_free(&t);
+  free(b.s);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ group statistics */
 
 static fp8_group_stats stats_of(const sbuf *b, size_t gi, fp8_steps_table *t) {
@@ -415,12 +463,9 @@ START_TEST(group_snr_statistics) {
   ck_assert_double_eq_tol(s.snr_p5, 13.905, 1e-12);
   ck_assert_double_eq(s.snr_min, 8.9);
   ck_assert_double_eq_tol(s.snr_slope, 22.2619047619048, 1e-9);
-  ck_assert(s.snr_ci_lo < s.snr_mean && s.snr_mean < s.snr_ci_hi);
-  /* the interval is the building block's with the documented B and seed */
-  double lo, hi;
-  ck_assert_int_eq(fp8_analysis_bootstrap_ci(y, 8, FP8_ANALYSIS_BOOTSTRAP_B,
-                                             FP8_ANALYSIS_BOOTSTRAP_SEED, 0.95, &lo, &hi), FP8_OK);
-  ck_assert(lo == s.snr_ci_lo && hi == s.snr_ci_hi);
+  /* the Student-t interval: 23.1875 -+ 4.934332291655183 (mean_ci_reference) */
+  ck_assert_double_eq_tol(s.snr_ci_lo, 18.253167708344817, 1e-9);
+  ck_assert_double_eq_tol(s.snr_ci_hi, 28.121832291655183, 1e-9);
   /* reproducible: the same group again gives bit-identical statistics */
   fp8_group_stats s2;
   ck_assert_int_eq(fp8_analysis_group(&t, &t.groups[0], &s2), FP8_OK);
@@ -466,7 +511,11 @@ START_TEST(group_rates_runs_lag) {
   ck_assert_double_eq_tol(s.snr_mean, 92.0, 1e-12);
   ck_assert_double_eq(s.snr_median, 30.0);
   ck_assert_double_eq(s.snr_min, 10.0);
-  ck_assert(s.snr_ci_hi <= 200.0 && s.snr_ci_lo >= 10.0);
+  /* t interval: deviations -62 -72 108 108 -82, squares sum 39080, s = sqrt(39080 / 4) =
+   * 98.84331034521254, half = 2.7764451051977934 (df 4) * s / sqrt 5 = 122.7301799189321:
+   * 92 -+ half = [-30.7301799189321, 214.73...], the upper end cut to the 200 dB cap */
+  ck_assert_double_eq_tol(s.snr_ci_lo, -30.7301799189321, 1e-9);
+  ck_assert_double_eq(s.snr_ci_hi, 200.0);
   fp8_steps_free(&t);
   free(b.s);
 
@@ -768,7 +817,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, quantiles_by_hand);
   tcase_add_test(tc, longest_run);
   tcase_add_test(tc, scale_lag_by_hand);
-  tcase_add_test(tc, bootstrap_properties);
+  tcase_add_test(tc, mean_ci_reference);
+  tcase_add_test(tc, numbers_parse_exactly);
   tcase_add_test(tc, group_snr_statistics);
   tcase_add_test(tc, group_rates_runs_lag);
   suite_add_tcase(s, tc);

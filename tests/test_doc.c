@@ -412,6 +412,54 @@ START_TEST(test_escaping) {
 }
 END_TEST
 
+/* The images' base64 is spliced into the dumped JSON in place of placeholder strings: text in
+ * the document that quotes a placeholder stays as it is, and text equal to one (which the
+ * splice cannot tell from it) makes the notebook go the slow way; either way each image cell
+ * holds its image and every text its text. */
+static void assert_image_cell(json_t *cells, size_t i) {
+  json_t *outs = json_object_get(cell_at(cells, i, "code"), "outputs");
+  json_t *data = json_object_get(json_array_get(outs, 0), "data");
+  const char *b64 = json_string_value(json_object_get(data, "image/png"));
+  ck_assert_ptr_nonnull(b64);
+  size_t len = 0;
+  unsigned char *png = b64_decode(b64, &len);
+  ck_assert_msg(png && len == sizeof PNG1 && memcmp(png, PNG1, len) == 0, "cell %zu: not the image",
+                i);
+  free(png);
+}
+
+START_TEST(test_image_placeholders) {
+  const char *texts[][2] = {{"say \"@fp8lab-image-0@\" twice: \"@fp8lab-image-1@\"", "x = 1"},
+                            {"@fp8lab-image-0@", "@fp8lab-image-1@"}};
+  for (int k = 0; k < 2; k++) {
+    char *dir = tu_mkdtemp();
+    write_png(dir);
+    fp8_doc *d = fp8_doc_new();
+    ck_assert_int_eq(fp8_doc_image(d, "plots/one.png", "a", NULL), FP8_OK);
+    ck_assert_int_eq(fp8_doc_markdown(d, texts[k][0]), FP8_OK);
+    ck_assert_int_eq(fp8_doc_image(d, "plots/one.png", "b", NULL), FP8_OK);
+    ck_assert_int_eq(fp8_doc_code(d, texts[k][1]), FP8_OK);
+    char err[ERRLEN] = "";
+    ck_assert_msg(fp8_doc_write_notebook(d, dir, "p.ipynb", err, sizeof err) == FP8_OK, "%s", err);
+    fp8_doc_free(d);
+    char *path = join(dir, "p.ipynb");
+    json_error_t jerr;
+    json_t *nb = json_load_file(path, 0, &jerr);
+    ck_assert_msg(nb != NULL, "p.ipynb: %s (line %d)", jerr.text, jerr.line);
+    json_t *cells = json_object_get(nb, "cells");
+    ck_assert_uint_eq(json_array_size(cells), 4);
+    assert_image_cell(cells, 0);
+    assert_source(cell_at(cells, 1, "markdown"), texts[k][0]);
+    assert_image_cell(cells, 2);
+    assert_source(cell_at(cells, 3, "code"), texts[k][1]);
+    json_decref(nb);
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+  }
+}
+END_TEST
+
 START_TEST(test_sticky_errors) {
   char *dir = tu_mkdtemp();
   char err[ERRLEN] = "";
@@ -492,6 +540,7 @@ int main(void) {
   tcase_add_test(tc, test_write_both);
   tcase_add_test(tc, test_missing_image);
   tcase_add_test(tc, test_escaping);
+  tcase_add_test(tc, test_image_placeholders);
   tcase_add_test(tc, test_sticky_errors);
   tcase_add_test(tc, test_empty_doc);
   suite_add_tcase(s, tc);

@@ -1,5 +1,5 @@
 /* analysis.c: per (tensor, configuration) statistics of a loaded steps.csv, computed with GSL
- * (rates, overflow runs, SNR quantiles and a bootstrap interval of the mean SNR, the scale lag,
+ * (rates, overflow runs, SNR quantiles and a Student-t interval of the mean SNR, the scale lag,
  * the SNR trend), and their CSV (analysis.csv). Columns and definitions: analysis.h. */
 #include "analysis.h"
 
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_fit.h>
-#include <gsl/gsl_rng.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
@@ -31,9 +31,8 @@ double fp8_analysis_quantile(const double *sorted, size_t n, double f) {
   return q;
 }
 
-int fp8_analysis_bootstrap_ci(const double *x, size_t n, size_t B, unsigned long seed,
-                              double level, double *lo, double *hi) {
-  if (B == 0 || !(level > 0.0 && level < 1.0) || (!x && n)) return FP8_EINVAL;
+int fp8_analysis_mean_ci(const double *x, size_t n, double level, double *lo, double *hi) {
+  if (!(level > 0.0 && level < 1.0) || (!x && n)) return FP8_EINVAL;
   if (n == 0) {
     *lo = *hi = NAN;
     return FP8_OK;
@@ -42,27 +41,15 @@ int fp8_analysis_bootstrap_ci(const double *x, size_t n, size_t B, unsigned long
     *lo = *hi = x[0];
     return FP8_OK;
   }
-  int rc = FP8_OK;
-  double *means = malloc(B * sizeof *means), *buf = malloc(n * sizeof *buf);
-  gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-  if (!means || !buf || !rng) {
-    rc = FP8_ENOMEM;
-    goto done;
-  }
-  gsl_rng_set(rng, seed);
-  for (size_t b = 0; b < B; b++) {
-    for (size_t i = 0; i < n; i++) buf[i] = x[gsl_rng_uniform_int(rng, (unsigned long)n)];
-    /* gsl_stats_mean is a running mean: exact for a constant sample */
-    means[b] = gsl_stats_mean(buf, 1, n);
-  }
-  gsl_sort(means, 1, B);
-  *lo = fp8_analysis_quantile(means, B, (1.0 - level) / 2.0);
-  *hi = fp8_analysis_quantile(means, B, (1.0 + level) / 2.0);
-done:
-  free(means);
-  free(buf);
-  if (rng) gsl_rng_free(rng);
-  return rc;
+  /* gsl_stats_mean is a running mean: exact for a constant sample, whose sd is then exactly 0
+   * and whose interval is the value */
+  double mean = gsl_stats_mean(x, 1, n);
+  double sd = gsl_stats_sd_m(x, 1, n, mean); /* n - 1 in the denominator */
+  double t = gsl_cdf_tdist_Pinv((1.0 + level) / 2.0, (double)(n - 1));
+  double half = t * sd / sqrt((double)n);
+  *lo = mean - half;
+  *hi = mean + half;
+  return FP8_OK;
 }
 
 double fp8_analysis_scale_lag(double scale, double amax, fp8_format format, int32_t margin) {
@@ -132,10 +119,10 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
   o->snr_ci_lo = o->snr_ci_hi = o->snr_slope = NAN;
   if (ns > 0) {
     o->snr_mean = gsl_stats_mean(snr, 1, ns);
-    /* resampled in step order, before sorting */
-    rc = fp8_analysis_bootstrap_ci(snr, ns, FP8_ANALYSIS_BOOTSTRAP_B, FP8_ANALYSIS_BOOTSTRAP_SEED,
-                                   0.95, &o->snr_ci_lo, &o->snr_ci_hi);
+    rc = fp8_analysis_mean_ci(snr, ns, FP8_ANALYSIS_CI_LEVEL, &o->snr_ci_lo, &o->snr_ci_hi);
     if (rc) goto done;
+    /* no mean of clipped SNRs exceeds the cap: cutting the interval there loses no coverage */
+    if (o->snr_ci_hi > FP8_ANALYSIS_SNR_CAP_DB) o->snr_ci_hi = FP8_ANALYSIS_SNR_CAP_DB;
     if (ns >= 2) { /* steps are distinct within a group */
       double c0, c1, cov00, cov01, cov11, sumsq;
       if (gsl_fit_linear(snr_x, 1, snr, 1, ns, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) == 0)

@@ -43,11 +43,18 @@
  *                        column. p5 and the median use gsl_stats_quantile_from_sorted_data
  *                        (linear interpolation between order statistics, p5 at index 0.05*(n-1)).
  *                        nan when no row has a finite element
- *   snr_ci_lo, snr_ci_hi bootstrap 95% confidence interval of snr_mean: B = 1000 resamples with
- *                        replacement drawn with gsl_rng_mt19937 seeded with
- *                        FP8_ANALYSIS_BOOTSTRAP_SEED afresh for every group (a group's interval
- *                        does not depend on the other groups), percentile method (the 0.025 and
- *                        0.975 quantiles of the B resample means). One step: both = the value
+ *   snr_ci_lo, snr_ci_hi Student-t 95% confidence interval of snr_mean over the same n clipped
+ *                        SNRs: snr_mean -+ t * s / sqrt(n), s the sample standard deviation
+ *                        (n - 1 in the denominator, gsl_stats_sd_m), t = gsl_cdf_tdist_Pinv(0.975,
+ *                        n - 1); snr_ci_hi is then cut to 200 dB (no mean of clipped SNRs exceeds
+ *                        the cap, so the cut loses no coverage). Coverage: exactly 95% when the
+ *                        step SNRs are independent draws from one normal distribution,
+ *                        approximately 95% otherwise once n is large (central limit theorem),
+ *                        possibly less with few, skewed steps; snapshot steps of a run are not
+ *                        independent, which the interval (like any i.i.d. one) does not model.
+ *                        One step: both = the value; a constant sample: both = the value;
+ *                        nan when no row has a finite element. (It replaced a 1000-resample
+ *                        percentile bootstrap: docs/semantics.md, Statistics.)
  *   lag_median, lag_worst
  *                        the scale lag of a row is log2(s_jit / s_used) in binades: s_used the
  *                        scale the row used, s_jit = fp8_current_scale() of the row's own amax
@@ -124,9 +131,8 @@ extern "C" {
 #define FP8_ANALYSIS_OVERFLOW_BUDGET 1e-5
 /** SNRs (dB) are clipped to this before any statistic: an error-free step is "200 dB". */
 #define FP8_ANALYSIS_SNR_CAP_DB 200.0
-/** Bootstrap resamples and the fixed mt19937 seed of every group's interval. */
-#define FP8_ANALYSIS_BOOTSTRAP_B 1000
-#define FP8_ANALYSIS_BOOTSTRAP_SEED 20250101UL
+/** Confidence level of analysis.csv's snr_ci_lo, snr_ci_hi (fp8_analysis_mean_ci). */
+#define FP8_ANALYSIS_CI_LEVEL 0.95
 
 /* ------------------------------------------------------------------ steps.csv in memory */
 
@@ -248,12 +254,11 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
 /** gsl_stats_quantile_from_sorted_data(sorted, 1, n, f), kept within the two order statistics
  *  it interpolates (so a constant sample gives exactly its value). nan when n = 0. */
 double fp8_analysis_quantile(const double *sorted, size_t n, double f);
-/** Percentile-bootstrap interval of the mean of x[0..n): B resamples with replacement from
- *  gsl_rng_mt19937 seeded with seed; lo/hi the (1-level)/2 and (1+level)/2 quantiles of the
- *  resample means (each a gsl_stats_mean). n = 1: both x[0]; n = 0: nan.
- *  @return FP8_OK, FP8_EINVAL (B = 0, level outside (0,1)), FP8_ENOMEM. */
-int fp8_analysis_bootstrap_ci(const double *x, size_t n, size_t B, unsigned long seed,
-                              double level, double *lo, double *hi);
+/** Student-t interval of the mean of x[0..n) at confidence level: mean -+ t * s / sqrt(n) with
+ *  mean = gsl_stats_mean, s = gsl_stats_sd_m (n - 1 in the denominator) and
+ *  t = gsl_cdf_tdist_Pinv((1 + level) / 2, n - 1). n = 1: both x[0]; n = 0: nan.
+ *  @return FP8_OK, FP8_EINVAL (level outside (0,1), x NULL with n > 0). */
+int fp8_analysis_mean_ci(const double *x, size_t n, double level, double *lo, double *hi);
 /** The scale lag in binades, log2(s_jit / scale) with s_jit = fp8_current_scale(eps 0, no
  *  pow2, margin, format) of amax; nan when amax is 0, inf or nan, or scale is not > 0. */
 double fp8_analysis_scale_lag(double scale, double amax, fp8_format format, int32_t margin);

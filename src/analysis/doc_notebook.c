@@ -1,7 +1,8 @@
 /* doc_notebook.c: the notebook rendering of a document (doc.h): a jansson tree merging
  * consecutive Markdown blocks (rendered by doc_markdown.c) into one cell, images embedded as
  * saved outputs, dumped the way Jupyter saves notebooks (indent 1, sorted keys) so that
- * re-saving one gives a small diff. */
+ * re-saving one gives a small diff. The images' base64 is spliced into the dumped text in
+ * place of placeholders: the same bytes as dumping it, without jansson's escaping pass. */
 #include "doc_internal.h"
 
 #include <errno.h>
@@ -58,13 +59,66 @@ static json_t *source_lines(const char *s, size_t len) {
   return arr;
 }
 
+/* An embedded image: its base64 text goes into the dumped JSON in place of a placeholder
+ * string (nb_splice), which spares jansson escaping and copying megabytes of it. */
+typedef struct {
+  char *b64;
+  json_t *data; /* its output's "data" object (owned by the tree) */
+} nb_img;
+
 typedef struct {
   json_t *cells;
   size_t ncells;
   FILE *md; /* the Markdown cell being gathered, NULL when none */
   char *mdbuf;
   size_t mdlen;
+  nb_img *imgs;
+  size_t nimgs, capimgs;
 } nb_build;
+
+/* The placeholder of image i as it appears in the dumped JSON, quotes included. */
+static void nb_token(size_t i, char *buf, size_t n) {
+  snprintf(buf, n, "\"@fp8lab-image-%zu@\"", i);
+}
+
+/* The dumped text with each image's placeholder replaced by its base64 (which needs no JSON
+ * escape: what jansson would have written). NULL when out of memory or when a placeholder is
+ * not found exactly once, in order (a string in the document equal to one): the caller then
+ * puts the real strings into the tree. */
+static char *nb_splice(const char *text, const nb_build *nb) {
+  size_t len = strlen(text), total = len, prev = 0;
+  size_t *pos = malloc((nb->nimgs + 1) * sizeof *pos);
+  char tok[64];
+  if (!pos) return NULL;
+  for (size_t i = 0; i < nb->nimgs; i++) {
+    nb_token(i, tok, sizeof tok);
+    const char *at = strstr(text, tok);
+    if (!at || strstr(at + 1, tok) || (size_t)(at - text) < prev) {
+      free(pos);
+      return NULL;
+    }
+    pos[i] = (size_t)(at - text);
+    prev = pos[i] + strlen(tok);
+    total += strlen(nb->imgs[i].b64) + 2 - strlen(tok);
+  }
+  char *out = malloc(total + 1), *o = out;
+  for (size_t i = 0, from = 0; out && i <= nb->nimgs; i++) {
+    size_t to = i < nb->nimgs ? pos[i] : len;
+    memcpy(o, text + from, to - from);
+    o += to - from;
+    if (i == nb->nimgs) break;
+    nb_token(i, tok, sizeof tok);
+    size_t n = strlen(nb->imgs[i].b64);
+    *o++ = '"';
+    memcpy(o, nb->imgs[i].b64, n);
+    o += n;
+    *o++ = '"';
+    from = to + strlen(tok);
+  }
+  if (out) *o = 0;
+  free(pos);
+  return out;
+}
 
 /* A new cell with a deterministic id ("cell-0001", ...: nbformat 4.5 wants one per cell). */
 static json_t *nb_cell(nb_build *nb, const char *type, json_t *source) {
@@ -165,9 +219,17 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   if (doc_memstream_close(fp, &src)) goto done;
   json_t *cell = nb_cell(nb, "code", source_lines(src, srclen));
   if (!cell) goto done;
+  nb_img *imgs = fp8_grow(nb->imgs, nb->nimgs, &nb->capimgs, sizeof *imgs, 16);
+  if (!imgs) goto done;
+  nb->imgs = imgs;
+  char tok[64]; /* the placeholder without its quotes */
+  nb_token(nb->nimgs, tok, sizeof tok);
+  tok[strlen(tok) - 1] = 0;
   json_t *out = json_object(), *data = json_object();
   int bad = !out || !data;
-  bad |= json_object_set_new(data, "image/png", json_string(b64));
+  bad |= json_object_set_new(data, "image/png", json_string(tok + 1));
+  imgs[nb->nimgs++] = (nb_img){b64, data};
+  b64 = NULL;
   bad |= json_object_set_new(data, "text/plain", json_string("<IPython.core.display.Image object>"));
   bad |= json_object_set_new(out, "data", data);
   bad |= json_object_set_new(out, "metadata", json_object());
@@ -226,7 +288,16 @@ int doc_nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size
   }
   if (nb_flush(&nb)) goto oom;
   /* Jupyter's own layout: one-space indent, sorted keys, UTF-8 as is. */
-  if (!(*out = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) goto oom;
+  char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+  if (!text) goto oom;
+  *out = nb_splice(text, &nb);
+  free(text);
+  if (!*out) { /* the slow way: the real strings in the tree */
+    for (size_t i = 0; i < nb.nimgs; i++)
+      if (json_object_set_new(nb.imgs[i].data, "image/png", json_string(nb.imgs[i].b64)))
+        goto oom;
+    if (!(*out = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS))) goto oom;
+  }
   rc = FP8_OK;
   goto done;
 oom:
@@ -235,6 +306,8 @@ oom:
 done:
   if (nb.md) doc_memstream_close(nb.md, &nb.mdbuf);
   free(nb.mdbuf);
+  for (size_t i = 0; i < nb.nimgs; i++) free(nb.imgs[i].b64);
+  free(nb.imgs);
   json_decref(nb.cells);
   json_decref(root);
   return rc;

@@ -121,13 +121,14 @@ int rep_load_histogram(const rep_t *r, const char *tensor, int64_t step, double 
 /* Adds one row's rel_error to the configuration it belongs to (none: ignored); sets *have. */
 static int gemm_add(rep_t *r, char **f, int g, double v, int *have, char *err, size_t errlen) {
   int is_delayed = strcmp(f[FP8_GEMM_COL_KIND], "delayed") == 0;
+  int h = is_delayed ? atoi(f[FP8_GEMM_COL_HISTORY_LEN]) : 0;
+  int m = is_delayed ? atoi(f[FP8_GEMM_COL_MARGIN]) : 0;
   for (size_t c = 0; c < r->ncfg; c++) {
     cfg_t *x = &r->cfgs[c];
     if (strcmp(x->recipe, f[FP8_GEMM_COL_RECIPE]) != 0 ||
         strcmp(fp8_recipe_kind_name(x->kind), f[FP8_GEMM_COL_KIND]) != 0)
       continue;
-    if (is_delayed && (x->h != atoi(f[FP8_GEMM_COL_HISTORY_LEN]) ||
-                       x->m != atoi(f[FP8_GEMM_COL_MARGIN]) ||
+    if (is_delayed && (x->h != h || x->m != m ||
                        strcmp(fp8_amax_compute_name(x->ac), f[FP8_GEMM_COL_AMAX_COMPUTE]) != 0))
       continue;
     if (x->ngemm[g] == x->capgemm[g]) {

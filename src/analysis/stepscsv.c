@@ -8,8 +8,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h> /* FLT_EVAL_METHOD */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,22 +30,73 @@ static const char *show(steps_ctx *c, const char *s) {
   return c->shown;
 }
 
+/* Digits only (after a '-' where allowed), within int64: strtoll's value for those. */
 static int parse_i64(const char *s, int allow_neg, int64_t *out) {
   const char *p = s;
-  if (*p == '-' && allow_neg) p++;
+  int neg = *p == '-' && allow_neg;
+  p += neg;
   if (!*p) return 0;
-  for (const char *q = p; *q; q++)
-    if (*q < '0' || *q > '9') return 0;
-  errno = 0;
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (errno || *end) return 0;
-  *out = (int64_t)v;
+  uint64_t v = 0;
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return 0;
+    v = v * 10 + d;
+  }
+  if (v > (uint64_t)INT64_MAX + (uint64_t)neg) return 0;
+  *out = neg && v ? -(int64_t)(v - 1) - 1 : (int64_t)v;
   return 1;
+}
+
+/* Clinger's fast path for [+-]digits[.digits][(e|E)[+-]digits]: with at most 19 significant
+ * digits forming w <= 2^53 and a decimal exponent e, |e| <= 22, both w and 10^|e| are exact
+ * doubles and the one multiplication or division rounds correctly: strtod's value. 0 (and
+ * *out untouched) for anything else, which strtod then decides. */
+static int parse_f64_fast(const char *s, double *out) {
+#if FLT_EVAL_METHOD == 0
+  static const double p10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const char *p = s;
+  int neg = *p == '-', any = 0, nd = 0, e = 0;
+  if (*p == '-' || *p == '+') p++;
+  uint64_t w = 0;
+  for (int frac = 0;; p++) {
+    if (*p == '.' && !frac) {
+      frac = 1;
+      continue;
+    }
+    if (*p < '0' || *p > '9') break;
+    any = 1;
+    e -= frac;
+    if (w == 0 && *p == '0') continue; /* leading zeros are not significant */
+    if (++nd > 19) return 0;
+    w = w * 10 + (uint64_t)(*p - '0');
+  }
+  if (!any) return 0;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    int eneg = *p == '-', x = 0;
+    if (*p == '-' || *p == '+') p++;
+    if (*p < '0' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+      if ((x = x * 10 + (*p - '0')) > 9999) return 0;
+    e += eneg ? -x : x;
+  }
+  if (*p || w > (uint64_t)1 << 53 || e < -22 || e > 22) return 0;
+  double v = e < 0 ? (double)w / p10[-e] : (double)w * p10[e];
+  *out = neg ? -v : v;
+  return 1;
+#else
+  (void)s;
+  (void)out;
+  return 0;
+#endif
 }
 
 /* A decimal float as printf("%.9g") writes it, or inf, -inf, nan. No hex, no spaces. */
 static int parse_f64(const char *s, double *out) {
+  if (parse_f64_fast(s, out)) return 1;
   if (strcmp(s, "inf") == 0) return *out = INFINITY, 1;
   if (strcmp(s, "-inf") == 0) return *out = -INFINITY, 1;
   if (strcmp(s, "nan") == 0) return *out = NAN, 1;
