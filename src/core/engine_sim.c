@@ -179,8 +179,13 @@ static int sim_end_phase(fp8_engine *e, unsigned phases, const float *amax, char
     if (!fp8_plan_in_phase(pl, t, phases)) continue;
     float a = pl->red_slot || pl->comm ? p->red[fp8_plan_red_slot(pl, t)] : amax[t];
     for (size_t c = 0; c < pl->nconfigs; c++)
-      if (pl->configs[c].kind == FP8_KIND_DELAYED && fp8_plan_active(pl, c))
-        fp8_delayed_update(&p->dl[t * pl->nconfigs + c], a);
+      if (pl->configs[c].kind == FP8_KIND_DELAYED && fp8_plan_active(pl, c)) {
+        fp8_delayed_state *d = &p->dl[t * pl->nconfigs + c];
+        fp8_delayed_update(d, a);
+        if (d->oom)
+          return fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: [recipe.%s]: out of memory for "
+                            "the amax history", pl->names[t], pl->configs[c].label);
+      }
   }
   return FP8_OK;
 }

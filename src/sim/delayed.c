@@ -44,11 +44,15 @@ int fp8_delayed_init(fp8_delayed_state *st, const fp8_delayed_params *p) {
   memset(st, 0, sizeof *st);
   int rc = fp8_delayed_params_check(p);
   if (rc) return rc;
-  st->ring = calloc((size_t)p->history_len, sizeof *st->ring);
+  /* memory as the history fills, not L slots up front: a replay of S steps touches at most S
+   * slots of a history of 32768 */
+  st->ring_cap = p->history_len < 16 ? p->history_len : 16;
+  st->ring = calloc((size_t)st->ring_cap, sizeof *st->ring);
   if (!st->ring) return FP8_ENOMEM;
   if (p->amax_compute == FP8_AMAX_MAX) {
-    st->dq_v = malloc((size_t)p->history_len * sizeof *st->dq_v);
-    st->dq_s = malloc((size_t)p->history_len * sizeof *st->dq_s);
+    st->dq_cap = st->ring_cap;
+    st->dq_v = malloc((size_t)st->dq_cap * sizeof *st->dq_v);
+    st->dq_s = malloc((size_t)st->dq_cap * sizeof *st->dq_s);
     if (!st->dq_v || !st->dq_s) {
       fp8_delayed_free(st);
       return FP8_ENOMEM;
@@ -70,10 +74,54 @@ void fp8_delayed_free(fp8_delayed_state *st) {
   st->dq_s = NULL;
 }
 
+/* Room for ring slot st->head (the ring grows while it fills: head == ring_cap < L); and for one
+ * more entry of the monotone queue. Doubling, up to L. 0, or -1 when out of memory (the state
+ * is unchanged then). */
+static int grow_ring(fp8_delayed_state *st) {
+  int32_t L = st->p.history_len;
+  if (st->head < st->ring_cap) return 0;
+  int32_t cap = st->ring_cap > L / 2 ? L : 2 * st->ring_cap;
+  float *r = realloc(st->ring, (size_t)cap * sizeof *r);
+  if (!r) return -1;
+  memset(r + st->ring_cap, 0, (size_t)(cap - st->ring_cap) * sizeof *r);
+  st->ring = r;
+  st->ring_cap = cap;
+  return 0;
+}
+
+static int grow_queue(fp8_delayed_state *st) {
+  int32_t L = st->p.history_len;
+  if (st->dq_n < st->dq_cap || st->dq_cap == L) return 0;
+  int32_t cap = st->dq_cap > L / 2 ? L : 2 * st->dq_cap;
+  float *v = malloc((size_t)cap * sizeof *v);
+  int64_t *q = malloc((size_t)cap * sizeof *q);
+  if (!v || !q) {
+    free(v);
+    free(q);
+    return -1;
+  }
+  for (int32_t k = 0; k < st->dq_n; k++) { /* in queue order, from 0 */
+    int32_t at = (st->dq_first + k) % st->dq_cap;
+    v[k] = st->dq_v[at];
+    q[k] = st->dq_s[at];
+  }
+  free(st->dq_v);
+  free(st->dq_s);
+  st->dq_v = v;
+  st->dq_s = q;
+  st->dq_first = 0;
+  st->dq_cap = cap;
+  return 0;
+}
+
 float fp8_delayed_update(fp8_delayed_state *st, float last) {
   /* TE PR #825: a tensor whose amax is 0 (its module did not run) keeps history and scale. */
   if (last == 0.0f) return 0.0f;
   int32_t L = st->p.history_len;
+  if (grow_ring(st) || (st->dq_v && grow_queue(st))) { /* out of memory: not updated */
+    st->oom = 1;
+    return NAN;
+  }
   st->ring[st->head] = last;
   st->head = st->head + 1 == L ? 0 : st->head + 1;
   st->updates++;
@@ -86,13 +134,14 @@ float fp8_delayed_update(fp8_delayed_state *st, float last) {
      * amax is ignored. The monotone queue holds, in decreasing order, the values of the window
      * (roll numbers updates - L + 1 .. updates) that no later value reaches. */
     const int64_t seq = st->updates;
+    const int32_t C = st->dq_cap;
     while (st->dq_n && st->dq_s[st->dq_first] <= seq - L) { /* left the window */
-      st->dq_first = st->dq_first + 1 == L ? 0 : st->dq_first + 1;
+      st->dq_first = st->dq_first + 1 == C ? 0 : st->dq_first + 1;
       st->dq_n--;
     }
     if (!isnan(last)) {
-      while (st->dq_n && st->dq_v[(st->dq_first + st->dq_n - 1) % L] <= last) st->dq_n--;
-      int32_t at = (st->dq_first + st->dq_n) % L;
+      while (st->dq_n && st->dq_v[(st->dq_first + st->dq_n - 1) % C] <= last) st->dq_n--;
+      int32_t at = (st->dq_first + st->dq_n) % C;
       st->dq_v[at] = last;
       st->dq_s[at] = seq;
       st->dq_n++;
@@ -108,10 +157,11 @@ float fp8_delayed_update(fp8_delayed_state *st, float last) {
 
 void fp8_delayed_history(const fp8_delayed_state *st, float *out) {
   int32_t L = st->p.history_len;
-  /* ring[head-1] is the most recent; walk backwards from out[L-1]. */
+  /* ring[head-1] is the most recent; walk backwards from out[L-1]. Slots not yet rolled into
+   * are the initial zeros (and may not be allocated yet). */
   for (int32_t k = 0; k < L; k++) {
     int32_t idx = ((st->head - 1 - k) % L + L) % L;
-    out[L - 1 - k] = st->ring[idx];
+    out[L - 1 - k] = k < st->updates ? st->ring[idx] : 0.0f;
   }
   if (L >= 2) out[0] = 0.0f;
 }

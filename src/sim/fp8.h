@@ -186,7 +186,9 @@ typedef struct {
   fp8_delayed_params p;
   float scale;      /**< the scale the next step uses (1.0 at the start) */
   float scaled_max; /**< RN32(fp8_max * 2^-margin) */
-  float *ring;      /**< L slots, oldest overwritten first */
+  float *ring;      /**< L slots, oldest overwritten first; allocated as they fill (ring_cap
+                         slots so far: the first L rolls only ever write slots 0 .. rolls-1) */
+  int32_t ring_cap;
   int32_t head;     /**< index of the slot the next amax goes to */
   int64_t updates;  /**< number of rolls (non-zero amaxes seen) */
   /* amax_compute = max: the window's maximum kept as a monotone queue (O(1) amortized per
@@ -195,7 +197,8 @@ typedef struct {
    * entered, a ring of L entries from dq_first. NULL for most_recent. */
   float *dq_v;
   int64_t *dq_s;
-  int32_t dq_first, dq_n;
+  int32_t dq_first, dq_n, dq_cap;
+  int oom;          /**< set when an update could not grow the state: that update was skipped */
 } fp8_delayed_state;
 
 /** Validates p and allocates the state: scale 1.0, history all 0. */
@@ -208,7 +211,9 @@ float fp8_scaled_max(fp8_format f, int32_t margin);
 
 /** The update after a step whose amax was `last` (TE's fused kernel, RECIPES.md): zero keeps
  *  the state; otherwise roll, then scale = scaled_max / amax when amax is finite and > 0
- *  (inf becomes FLT_MAX), else keep. Returns the amax used (max over the window, or last). */
+ *  (inf becomes FLT_MAX), else keep. Returns the amax used (max over the window, or last).
+ *  The state's memory grows with the history as it fills; when that fails, the update is not
+ *  made, st->oom is set and NaN returned (the caller reports FP8_ENOMEM). */
 float fp8_delayed_update(fp8_delayed_state *st, float last);
 /** Writes the history as TE stores it after the last update: out[L-1] the most recent amax,
  *  out[L-1-k] the one k rolls before, out[0] = 0 when L >= 2 (for L = 1, out[0] = last). */
