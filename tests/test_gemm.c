@@ -5,6 +5,7 @@
 #include <check.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,77 @@ START_TEST(test_block_recipe_orientations) {
 }
 END_TEST
 
+/* The CPU engine's workers call the BLAS at once: reference and FP32 GEMMs from four threads,
+ * each on its own operands, four hundred times over, give bit for bit the errors computed on one
+ * thread first. A CBLAS not safe to call concurrently (OpenBLAS's serial build, built without
+ * USE_LOCKING, shares its work buffers between callers) fails this. */
+enum { CC_THREADS = 4, CC_REPS = 400, CC_T = 96, CC_IN = 80, CC_OUT = 72 };
+typedef struct {
+  float *x, *w, *dy, *qx, *qw, *qdy;
+  double want[FP8_GEMM_COUNT];
+  int bad, rc;
+} cc_job;
+
+static int cc_errors(cc_job *j, double e[FP8_GEMM_COUNT]) {
+  fp8_gemm_ref ref;
+  int rc = fp8_gemm_ref_init(&ref, j->x, j->w, j->dy, CC_T, CC_IN, CC_OUT, 0);
+  if (rc) return rc;
+  fp8_gemm_operands ops = {j->qx, j->qw, j->qdy, j->qw, j->qdy, j->qx};
+  rc = fp8_gemm_errors(&ref, &ops, e);
+  fp8_gemm_ref_free(&ref);
+  return rc;
+}
+
+static void *cc_worker(void *arg) {
+  cc_job *j = arg;
+  for (int r = 0; r < CC_REPS && !j->bad && !j->rc; r++) {
+    double e[FP8_GEMM_COUNT];
+    j->rc = cc_errors(j, e);
+    j->bad |= memcmp(e, j->want, sizeof e) != 0;
+  }
+  return NULL;
+}
+
+/* as the engine's workers do (engine_sim_gemm.c): one BLAS thread per caller */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+
+START_TEST(test_concurrent_callers) {
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  cc_job jobs[CC_THREADS];
+  for (int t = 0; t < CC_THREADS; t++) {
+    cc_job *j = &jobs[t];
+    j->x = rand_matrix(CC_T, CC_IN, 1.0);
+    j->w = rand_matrix(CC_OUT, CC_IN, 0.5);
+    j->dy = rand_matrix(CC_T, CC_OUT, 2.0);
+    /* the "dequantized" operands: the originals with 4 fraction bits, a nonzero error */
+    j->qx = rand_matrix(CC_T, CC_IN, 1.0);
+    j->qw = rand_matrix(CC_OUT, CC_IN, 1.0);
+    j->qdy = rand_matrix(CC_T, CC_OUT, 1.0);
+    float *src[3] = {j->x, j->w, j->dy}, *dst[3] = {j->qx, j->qw, j->qdy};
+    size_t n[3] = {CC_T * CC_IN, CC_OUT * CC_IN, CC_T * CC_OUT};
+    for (int i = 0; i < 3; i++)
+      for (size_t k = 0; k < n[i]; k++) {
+        int ex;
+        float m = frexpf(src[i][k], &ex);
+        dst[i][k] = ldexpf(roundf(m * 16.0f) / 16.0f, ex);
+      }
+    j->bad = 0;
+    j->rc = 0;
+    ck_assert_int_eq(cc_errors(j, j->want), 0);
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) ck_assert(j->want[g] > 1e-4 && j->want[g] < 0.1);
+  }
+  pthread_t th[CC_THREADS];
+  for (int t = 0; t < CC_THREADS; t++) ck_assert_int_eq(pthread_create(&th[t], NULL, cc_worker, &jobs[t]), 0);
+  for (int t = 0; t < CC_THREADS; t++) pthread_join(th[t], NULL);
+  for (int t = 0; t < CC_THREADS; t++) {
+    ck_assert_msg(jobs[t].rc == 0 && !jobs[t].bad, "thread %d: rc %d, errors differ from one thread's",
+                  t, jobs[t].rc);
+    cc_job *j = &jobs[t];
+    free(j->x); free(j->w); free(j->dy); free(j->qx); free(j->qw); free(j->qdy);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = tcase_create("gemm");
@@ -302,6 +374,7 @@ int main(void) {
   tcase_add_test(tc, test_sampling_indices);
   tcase_add_test(tc, test_missing_operands_and_degenerate);
   tcase_add_test(tc, test_block_recipe_orientations);
+  tcase_add_test(tc, test_concurrent_callers);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
