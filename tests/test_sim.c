@@ -17,6 +17,12 @@ static float u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
 /* xorshift64*: deterministic test data without touching the code under test. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t f2u_d(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
 static uint64_t rnd(void) {
   rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
   return rng_state * 0x2545F4914F6CDD1Dull;
@@ -576,6 +582,12 @@ START_TEST(test_quantize_isa_variants_identical) {
         ck_assert_int_eq(fp8_isa_set(FP8_ISA_GENERIC), FP8_OK);
         fp8_quantize_f32(x, ns[ni], sc, (fp8_format)f, q0, xh0, &a);
         fp8_quantize_weighted_f32(x, w, ns[ni], sc, (fp8_format)f, &wa);
+        fp8_stats wc; /* the split form: errors, then the scale-free sum_sq */
+        fp8_stats_init(&wc);
+        fp8_quantize_weighted_err_f32(x, w, ns[ni], sc, (fp8_format)f, &wc);
+        ck_assert(wc.sum_sq == 0.0);
+        wc.sum_sq = fp8_weighted_sum_sq(x, w, ns[ni]);
+        ck_assert_msg(memcmp(&wa, &wc, sizeof wa) == 0, "split weighted form differs (n %zu)", ns[ni]);
         ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
         fp8_quantize_f32(x, ns[ni], sc, (fp8_format)f, q1, xh1, &b);
         fp8_quantize_weighted_f32(x, w, ns[ni], sc, (fp8_format)f, &wb);
@@ -589,6 +601,43 @@ START_TEST(test_quantize_isa_variants_identical) {
   fp8_isa_set(FP8_ISA_AUTO);
   printf("isa variants compared with generic: %d (auto picks %s)\n", tested,
          fp8_isa_name(fp8_isa_current()));
+}
+END_TEST
+
+START_TEST(test_weighted_decodes_every_code) {
+  /* The weighted loop decodes codes arithmetically, not through the table: every finite code
+   * of each format, both signs, as an input that the scale maps exactly onto the code. The
+   * dequantized value is then the input exactly, so the error sum is exactly 0 (a lane that
+   * decoded one code wrongly would add its squared difference); the subnormal and zero counts
+   * are the weights of the codes with exponent field 0, counted by hand here. */
+  for (int f = 0; f < 2; f++) {
+    const float *tab = fp8_decode_table((fp8_format)f);
+    uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
+    const float scales[] = {1.0f, 0.125f, 32.0f};
+    for (int si = 0; si < 3; si++) {
+      float x[256];
+      uint32_t w[256];
+      size_t n = 0;
+      int64_t want_sub = 0, want_zero = 0, want_n = 0;
+      for (int c = 0; c < 256; c++) {
+        if (!isfinite(tab[c])) continue;
+        x[n] = tab[c] / scales[si]; /* exact: a power of two, no float underflow */
+        w[n] = (uint32_t)(1 + rnd() % 7);
+        want_n += w[n];
+        if ((c & 0x7F) == 0) want_zero += w[n];
+        else if ((c & emask) == 0) want_sub += w[n];
+        n++;
+      }
+      ck_assert_uint_eq(n, f == FP8_E4M3 ? 254 : 248); /* 254 = 256 - two NaN; 248 = 256 - 8 */
+      fp8_stats st;
+      fp8_stats_init(&st);
+      fp8_quantize_weighted_f32(x, w, n, scales[si], (fp8_format)f, &st);
+      ck_assert_msg(st.sum_sq_err == 0.0, "%s scale %g: error sum %a",
+                    fp8_format_name((fp8_format)f), scales[si], st.sum_sq_err);
+      ck_assert(st.n == want_n && st.zeros == want_zero && st.subnormal == want_sub);
+      ck_assert(st.overflow == 0 && st.underflow == 0 && st.nonfinite == 0);
+    }
+  }
 }
 END_TEST
 
@@ -610,14 +659,15 @@ START_TEST(test_valhist_matches_elements) {
     fp8_dtype_to_f32(dt, h, N, x);
     fp8_valhist vh = {0};
     ck_assert_int_eq(fp8_valhist_build(&vh, dt, h, N), FP8_OK);
-    static unsigned char seen[65536];
-    size_t distinct = 0;
+    static unsigned char seen[32768];
+    size_t distinct = 0; /* magnitudes: v and -v share an entry */
     memset(seen, 0, sizeof seen);
     for (size_t i = 0; i < N; i++) {
-      distinct += !seen[h[i]];
-      seen[h[i]] = 1;
+      distinct += !seen[h[i] & 0x7FFF];
+      seen[h[i] & 0x7FFF] = 1;
     }
-    ck_assert_msg(vh.m == distinct, "occupied %zu, distinct patterns %zu", vh.m, distinct);
+    ck_assert_msg(vh.m == distinct, "occupied %zu, distinct magnitudes %zu", vh.m, distinct);
+    for (size_t k = 0; k < vh.m; k++) ck_assert(!signbit(vh.v[k]));
     int64_t total = 0;
     for (size_t k = 0; k < vh.m; k++) total += vh.w[k];
     ck_assert_int_eq(total, N);
@@ -626,15 +676,44 @@ START_TEST(test_valhist_matches_elements) {
     fp8_valhist_log2_histogram(&vh, ha);
     fp8_log2_histogram(x, N, hb);
     ck_assert_mem_eq(ha, hb, sizeof ha);
-    for (int f = 0; f < 2; f++) {
-      float sc = f ? 1024.0f : 3.0f;
+    /* the finite magnitudes first, ascending; the non-finite after them */
+    for (size_t k = 0; k < vh.m; k++) {
+      ck_assert(isfinite(vh.v[k]) == (k < vh.nfin));
+      if (k > 0 && k < vh.nfin) ck_assert(vh.v[k - 1] < vh.v[k]);
+    }
+    for (int sc_i = 0; sc_i < 8; sc_i++) {
+      /* 3 and 1024 saturate some of the random patterns and flush others; 1e-30 flushes all
+       * but the largest, 1e30 saturates all but the smallest; 0 and inf take the general loop */
+      const float scs[8] = {3.0f, 1024.0f, 3.0f, 1024.0f, 1e-30f, 1e30f, 0.0f, INFINITY};
+      int f = sc_i % 2;
+      float sc = scs[sc_i];
       fp8_stats a, b;
       fp8_stats_init(&a);
       fp8_stats_init(&b);
       fp8_valhist_quantize(&vh, sc, (fp8_format)f, &a);
+      if (sc > 0.0f && isfinite(sc)) {
+        /* the sorted form's sums are the general weighted loop's over the finite part, bit for
+         * bit, on every instruction set the CPU has; its counts are the element loop's (below) */
+        fp8_stats g;
+        fp8_stats_init(&g);
+        fp8_quantize_weighted_err_f32(vh.v, vh.w, vh.nfin, sc, (fp8_format)f, &g);
+        ck_assert_msg(f2u_d(g.sum_sq_err) == f2u_d(a.sum_sq_err), "sorted err %a, general %a",
+                      a.sum_sq_err, g.sum_sq_err);
+        ck_assert(f2u_d(fp8_weighted_sum_sq(vh.v, vh.w, vh.nfin)) == f2u_d(a.sum_sq));
+        for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
+          if (!fp8_isa_available((fp8_isa)isa)) continue;
+          ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
+          fp8_stats c;
+          fp8_stats_init(&c);
+          fp8_valhist_quantize(&vh, sc, (fp8_format)f, &c);
+          ck_assert_msg(memcmp(&a, &c, sizeof a) == 0, "%s differs", fp8_isa_name((fp8_isa)isa));
+        }
+        fp8_isa_set(FP8_ISA_AUTO);
+      }
       fp8_quantize_f32(x, N, sc, (fp8_format)f, NULL, NULL, &b);
       ck_assert(a.n == b.n && a.nonfinite == b.nonfinite && a.zeros == b.zeros &&
                 a.overflow == b.overflow && a.underflow == b.underflow && a.subnormal == b.subnormal);
+      if (!(sc > 0.0f && isfinite(sc))) continue; /* 0 * inf: NaN sums either way */
       /* the exact sums, Kahan-compensated in long double over the elements */
       long double se = 0, ce = 0, ss = 0, cs = 0;
       float sinv = 1.0f / sc;
@@ -713,6 +792,7 @@ int main(void) {
   tcase_add_test(tc, test_delayed_long_windows);
   tcase_add_test(tc, test_quantize_isa_variants_identical);
   tcase_add_test(tc, test_valhist_matches_elements);
+  tcase_add_test(tc, test_weighted_decodes_every_code);
   tcase_add_test(tc, test_current_scale);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);

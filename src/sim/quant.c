@@ -5,7 +5,7 @@
  * squared errors in double with four independent partial sums (a fixed order, so results are
  * reproducible run to run). The loops are compiled once per instruction set (generic x86-64,
  * AVX2, AVX-512) and the best the CPU has is taken at run time; all give identical results.
- * The weighted form (valhist.h) is the same loop with a count per value.
+ * The weighted form (a value histogram, valhist.h) has its own fused loop: quant_weighted.c.
  */
 #include "fp8.h"
 #include "encode_inline.h"
@@ -94,11 +94,10 @@ double fp8_stats_snr_db(const fp8_stats *st) {
 #define QUANT_INLINE static inline __attribute__((always_inline))
 
 typedef float v4f __attribute__((vector_size(16)));
-typedef uint32_t v4u __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 
-/* Pass 1 over one chunk: codes and counters; w (NULL: weight 1) counts each x w[i] times. */
-QUANT_INLINE void chunk_encode(const float *restrict x, const uint32_t *restrict w, size_t n,
+/* Pass 1 over one chunk: codes and counters. */
+QUANT_INLINE void chunk_encode(const float *restrict x, size_t n,
                                float s, fp8_format f, uint8_t *restrict q, fp8_stats *st) {
   uint32_t maxbits = f2u(fp8_format_max(f));
   uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
@@ -110,9 +109,7 @@ QUANT_INLINE void chunk_encode(const float *restrict x, const uint32_t *restrict
   else
     for (size_t i = 0; i < n; i++) q[i] = ENCODE_E4M3(f2u(y[i]));
   for (size_t i = 0; i < n; i++) {
-    /* a 32-bit weight per element: the counts of one chunk stay below 2^32 (a weighted
-     * multiset has fewer than 2^32 elements: valhist.h) */
-    uint32_t c = w ? w[i] : 1u;
+    uint32_t c = 1u;
     uint32_t ax = f2u(x[i]) & 0x7FFFFFFFu;
     uint32_t ay = f2u(y[i]) & 0x7FFFFFFFu;
     uint32_t finite = ax < 0x7F800000u;
@@ -134,9 +131,8 @@ QUANT_INLINE void chunk_encode(const float *restrict x, const uint32_t *restrict
 }
 
 /* Pass 2 over one chunk: dequantize (table lookup), then accumulate errors over finite
- * elements in double, four lanes in a fixed order (w: as chunk_encode; a weighted term is
- * w * (d * d)). Non-finite elements enter as exact zeros. */
-QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict w, size_t n,
+ * elements in double, four lanes in a fixed order. Non-finite elements enter as exact zeros. */
+QUANT_INLINE void chunk_error(const float *restrict x, size_t n,
                               const uint8_t *restrict q, const float *restrict table,
                               float scale_inv, float *restrict xhat, fp8_stats *st) {
   float xh[CHUNK], xm[CHUNK], hm[CHUNK];
@@ -151,8 +147,10 @@ QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict 
     xm[i] = fin ? x[i] : 0.0f;
     hm[i] = fin ? xh[i] : 0.0f;
   }
-  /* lane k of e / s sums elements i with i mod 4 == k (the tail into lane 0): GCC's generic
-   * vectors, one 4-wide double vector under AVX2, two 2-wide ones under SSE2 */
+  /* GCC's generic vectors: one 4-wide double vector under AVX2, two 2-wide ones under SSE2;
+   * the lanes are the same either way. */
+  /* element by element: lane k of e / s sums elements i with i mod 4 == k, the tail into
+   * lane 0, as this loop always has (the results of the per-element path do not change) */
   v4d e = {0, 0, 0, 0}, s = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -160,29 +158,20 @@ QUANT_INLINE void chunk_error(const float *restrict x, const uint32_t *restrict 
     memcpy(&xf, xm + i, sizeof xf);
     memcpy(&hf, hm + i, sizeof hf);
     v4d xd = __builtin_convertvector(xf, v4d), d = xd - __builtin_convertvector(hf, v4d);
-    if (w) {
-      v4u wu;
-      memcpy(&wu, w + i, sizeof wu);
-      v4d c = __builtin_convertvector(wu, v4d);
-      e += c * (d * d);
-      s += c * (xd * xd);
-    } else {
-      e += d * d;
-      s += xd * xd;
-    }
+    e += d * d;
+    s += xd * xd;
   }
   for (; i < n; i++) {
-    double xd = (double)xm[i], d = xd - (double)hm[i], c = w ? (double)w[i] : 1.0;
-    e[0] += w ? c * (d * d) : d * d;
-    s[0] += w ? c * (xd * xd) : xd * xd;
+    double xd = (double)xm[i], d = xd - (double)hm[i];
+    e[0] += d * d;
+    s[0] += xd * xd;
   }
   st->sum_sq_err += (e[0] + e[1]) + (e[2] + e[3]);
   st->sum_sq += (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* The whole loop over a tensor, once per instruction set (and once with and once without
- * weights: the two calls below let the compiler drop the tests of w from the loops). */
-QUANT_INLINE void quant_body(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+/* The whole loop over a tensor, once per instruction set. */
+QUANT_INLINE void quant_body(const float *x, size_t n, float s, fp8_format f,
                              uint8_t *codes, float *xhat, fp8_stats *st) {
   const float *table = fp8_decode_table(f);
   float scale_inv = 1.0f / s;
@@ -192,34 +181,29 @@ QUANT_INLINE void quant_body(const float *x, const uint32_t *w, size_t n, float 
   for (size_t off = 0; off < n; off += CHUNK) {
     size_t m = n - off < CHUNK ? n - off : CHUNK;
     uint8_t *q = codes ? codes + off : qbuf;
-    const uint32_t *wo = w ? w + off : NULL;
-    chunk_encode(x + off, wo, m, s, f, q, &local);
+    chunk_encode(x + off, m, s, f, q, &local);
     if (st || xhat)
-      chunk_error(x + off, wo, m, q, table, scale_inv, xhat ? xhat + off : NULL, st ? &local : NULL);
+      chunk_error(x + off, m, q, table, scale_inv, xhat ? xhat + off : NULL, st ? &local : NULL);
   }
   if (st) fp8_stats_merge(st, &local);
 }
 
-#define QUANT_VARIANT                                                                         \
-  {                                                                                           \
-    if (w) quant_body(x, w, n, s, f, codes, xhat, st);                                        \
-    else quant_body(x, NULL, n, s, f, codes, xhat, st);                                       \
-  }
+#define QUANT_VARIANT { quant_body(x, n, s, f, codes, xhat, st); }
 
-typedef void (*quant_fn)(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+typedef void (*quant_fn)(const float *x, size_t n, float s, fp8_format f,
                          uint8_t *codes, float *xhat, fp8_stats *st);
 
-static void quant_generic(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
+static void quant_generic(const float *x, size_t n, float s, fp8_format f,
                           uint8_t *codes, float *xhat, fp8_stats *st) QUANT_VARIANT
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FP8_HAVE_ISA_VARIANTS 1
 __attribute__((target("avx2"))) static void
-quant_avx2(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
+quant_avx2(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
            float *xhat, fp8_stats *st) QUANT_VARIANT
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void
-quant_avx512(const float *x, const uint32_t *w, size_t n, float s, fp8_format f, uint8_t *codes,
+quant_avx512(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
              float *xhat, fp8_stats *st) QUANT_VARIANT
 #endif
 
@@ -285,10 +269,5 @@ static quant_fn impl(void) {
 
 void fp8_quantize_f32(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
                       float *xhat, fp8_stats *st) {
-  impl()(x, NULL, n, s, f, codes, xhat, st);
-}
-
-void fp8_quantize_weighted_f32(const float *x, const uint32_t *w, size_t n, float s,
-                               fp8_format f, fp8_stats *st) {
-  impl()(x, w, n, s, f, NULL, NULL, st);
+  impl()(x, n, s, f, codes, xhat, st);
 }

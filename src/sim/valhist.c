@@ -1,11 +1,14 @@
 /* valhist.c: exact value histograms of 16-bit tensors and weighted statistics (valhist.h). */
 #include "valhist.h"
 
+#include "encode_inline.h"
+
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NPAT 65536
+#define NPAT 32768 /* magnitudes: the 16-bit patterns with the sign bit cleared */
 
 static inline uint32_t f2u(float x) {
   uint32_t u;
@@ -21,19 +24,21 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
     h->seen = calloc(NPAT / 64, sizeof *h->seen);
     h->v = malloc(NPAT * sizeof *h->v);
     h->w = malloc(NPAT * sizeof *h->w);
-    if (!h->count || !h->seen || !h->v || !h->w) {
+    h->cum = malloc((NPAT + 1) * sizeof *h->cum);
+    h->wd = malloc(NPAT * sizeof *h->wd);
+    if (!h->count || !h->seen || !h->v || !h->w || !h->cum || !h->wd) {
       fp8_valhist_free(h);
       return FP8_ENOMEM;
     }
   }
-  /* count, marking each pattern's bit the first time it is seen; then the marked patterns in
-   * ascending order (a fixed order) from the 1,024 words of the bitmap: one pass over the data
-   * plus the occupied patterns, not the 65,536 bins */
+  /* count each magnitude, marking its bit the first time it is seen; then the marked ones in
+   * ascending order (a fixed order) from the 512 words of the bitmap: one pass over the data
+   * plus the occupied magnitudes, not the 32,768 bins */
   const unsigned char *p = data;
   uint32_t *count = h->count;
   uint64_t *seen = h->seen;
   for (size_t i = 0; i < n; i++) {
-    unsigned b = p[2 * i] | ((unsigned)p[2 * i + 1] << 8);
+    unsigned b = (p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu;
     seen[b >> 6] |= (uint64_t)1 << (b & 63);
     count[b]++;
   }
@@ -51,6 +56,18 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
   }
   h->m = m;
   h->n = (int64_t)n;
+  /* ascending patterns with the sign cleared are ascending magnitudes, inf and NaN last */
+  size_t nfin = m;
+  while (nfin > 0 && !((f2u(h->v[nfin - 1]) & 0x7FFFFFFFu) < 0x7F800000u)) nfin--;
+  h->nfin = nfin;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < m; i++) {
+    h->cum[i] = acc;
+    acc += h->w[i];
+    h->wd[i] = (double)h->w[i];
+  }
+  h->cum[m] = acc;
+  h->sum_sq = fp8_weighted_sum_sq(h->v, h->w, nfin);
   return FP8_OK;
 }
 
@@ -59,6 +76,8 @@ void fp8_valhist_free(fp8_valhist *h) {
   free(h->v);
   free(h->w);
   free(h->seen);
+  free(h->cum);
+  free(h->wd);
   memset(h, 0, sizeof *h);
 }
 
@@ -71,6 +90,48 @@ void fp8_valhist_log2_histogram(const fp8_valhist *h, int64_t *hist) {
   }
 }
 
+/* The first i in [lo, hi) whose value's code (scale s, format f) passes test t, else hi:
+ * codes are monotone in the magnitude (valhist.h), so each test below is false then true. */
+enum { T_CODE_NONZERO, T_CODE_NORMAL, T_OVERFLOW };
+
+static size_t first_index(const fp8_valhist *h, size_t lo, size_t hi, float s, fp8_format f,
+                          int t) {
+  uint32_t maxbits = f2u(fp8_format_max(f));
+  uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uint32_t u = f2u(h->v[mid] * s);
+    int pass;
+    if (t == T_OVERFLOW) {
+      pass = u > maxbits;
+    } else {
+      uint8_t c = f == FP8_E5M2 ? ENCODE_E5M2(u) : ENCODE_E4M3(u);
+      pass = t == T_CODE_NONZERO ? (c & 0x7F) != 0 : (c & emask) != 0;
+    }
+    if (pass) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
 void fp8_valhist_quantize(const fp8_valhist *h, float s, fp8_format f, fp8_stats *st) {
-  fp8_quantize_weighted_f32(h->v, h->w, h->m, s, f, st);
+  if (!(s > 0.0f && s <= FLT_MAX)) { /* not a scale the sorted form assumes: the general loop */
+    fp8_quantize_weighted_f32(h->v, h->w, h->m, s, f, st);
+    return;
+  }
+  /* the counts from the sorted magnitudes: zeros first, then the nonzero values whose code is
+   * 0 (underflow), those with a subnormal code, the normal ones; overflow (|x s| above the
+   * format's max) at the top of the finite part; the non-finite after it */
+  const size_t m = h->m, nf = h->nfin, nz = nf > 0 && h->v[0] == 0.0f ? 1 : 0;
+  size_t i_sub = first_index(h, nz, nf, s, f, T_CODE_NONZERO);
+  size_t i_norm = first_index(h, i_sub, nf, s, f, T_CODE_NORMAL);
+  size_t i_over = first_index(h, nz, nf, s, f, T_OVERFLOW);
+  st->n += (int64_t)h->cum[m];
+  st->nonfinite += (int64_t)(h->cum[m] - h->cum[nf]);
+  st->zeros += (int64_t)(h->cum[nz] - h->cum[0]);
+  st->underflow += (int64_t)(h->cum[i_sub] - h->cum[nz]);
+  st->subnormal += (int64_t)(h->cum[i_norm] - h->cum[i_sub]);
+  st->overflow += (int64_t)(h->cum[nf] - h->cum[i_over]);
+  st->sum_sq_err += fp8_sorted_weighted_err_f32(h->v, h->wd, nf, s, f);
+  st->sum_sq += h->sum_sq;
 }
