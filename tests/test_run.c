@@ -5,6 +5,7 @@
  * two-rank replay through the report. */
 #include <check.h>
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -314,6 +315,64 @@ static void run_declining_engine(const char *ini, const char *out_dir) {
 /* The row writers build lines in a buffer: a steps.csv row with a tensor name longer than the
  * buffer, and numbers of every kind (inf, nan, integers, %.9g), written twice so that the
  * memo of formatted numbers answers the second time, against the text fprintf writes. */
+/* fp8_num_text against printf's "%.9g" (plus nan / inf / -inf), byte for byte: random bit
+ * patterns over the whole double range (subnormals included), float32 values widened (what
+ * amaxes and scales are), decimal ties at the ninth digit (exact in binary: printf rounds them
+ * to even), values next to powers of ten and to 999999999.5 times one, and the extremes. */
+static uint64_t nt_state = 0x243F6A8885A308D3ull;
+static uint64_t nt_rnd(void) {
+  nt_state ^= nt_state >> 12;
+  nt_state ^= nt_state << 25;
+  nt_state ^= nt_state >> 27;
+  return nt_state * 0x2545F4914F6CDD1Dull;
+}
+
+static void nt_check(double v, long *n) {
+  char a[FP8_NUM_TEXT_MAX], b[64];
+  int k = fp8_num_text(v, a);
+  if (isnan(v)) snprintf(b, sizeof b, "nan");
+  else if (isinf(v)) snprintf(b, sizeof b, v > 0 ? "inf" : "-inf");
+  else snprintf(b, sizeof b, "%.9g", v);
+  ck_assert_msg(strcmp(a, b) == 0 && k == (int)strlen(b), "%a: got %s, printf %s", v, a, b);
+  (*n)++;
+}
+
+START_TEST(test_num_text_matches_printf) {
+  long n = 0;
+  for (int i = 0; i < 200000; i++) {
+    uint64_t u = nt_rnd();
+    double v;
+    memcpy(&v, &u, sizeof v);
+    nt_check(v, &n);
+    uint32_t fu = (uint32_t)(u >> 32);
+    float f;
+    memcpy(&f, &fu, sizeof f);
+    nt_check((double)f, &n);
+    /* a nine-digit tie: (m + 0.5) 10^j for j >= 0 is exact when it fits 53 bits */
+    int64_t m = 100000000 + (int64_t)(u % 900000000);
+    nt_check(((double)m + 0.5) * (double)(1 << (i % 8)) / (double)(1 << (i % 8)), &n);
+    nt_check((double)(m * 10 + 5) * (i % 2 ? 1.0 : -1.0), &n);
+    nt_check((double)m * 1e-30 + (double)(u % 7), &n);
+  }
+  for (int e = -330; e <= 310; e++) {
+    double p = pow(10.0, e);
+    nt_check(p, &n);
+    nt_check(nextafter(p, 0), &n);
+    nt_check(nextafter(p, INFINITY), &n);
+    nt_check(9.999999995 * p, &n);
+    nt_check(nextafter(9.999999995 * p, 0), &n);
+    nt_check(nextafter(9.999999995 * p, INFINITY), &n);
+    nt_check(-1.23456789e-5 * p, &n);
+  }
+  const double edge[] = {0.0, -0.0, 1.0, -1.0, 0.5, 1e-4, 9.99999999e-5, 1e-5, 123456789.0,
+                         999999999.0, 999999999.5, 1e9, 4.9406564584124654e-324, DBL_MIN,
+                         DBL_MAX, -DBL_MAX, 448.0, 57344.0, 3.4028234663852886e38, 0.1, NAN,
+                         -NAN, INFINITY, -INFINITY};
+  for (size_t i = 0; i < sizeof edge / sizeof *edge; i++) nt_check(edge[i], &n);
+  printf("num_text: %ld values match printf\n", n);
+}
+END_TEST
+
 START_TEST(test_results_rows_by_printf) {
   static char name[3001];
   memset(name, 'a', 3000);
@@ -908,6 +967,7 @@ int main(void) {
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
   tcase_add_test(tc, test_results_rows_by_printf);
+  tcase_add_test(tc, test_num_text_matches_printf);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -6,6 +6,8 @@
 #include <ftw.h>
 #include <math.h>
 #include <errno.h>
+#include <float.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,99 @@
 
 #include "fp8.h"
 
+/* 10^k in long double: exact up to 10^27 (and 1 / 10^27 as one division); beyond, powl. */
+static long double times_pow10(long double a, int k) {
+  static const long double exact[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
+                                        1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
+                                        1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
+                                        1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+  if (k >= 0 && k < 28) return a * exact[k];
+  if (k < 0 && k > -28) return a / exact[-k];
+  return a * powl(10.0L, (long double)k);
+}
+
+/* "%.9g" of a finite nonzero double without printf: the nine significant digits are the
+ * integer nearest to t = |v| 10^(8 - e), 10^8 <= t < 10^9, computed in x87 extended precision
+ * (64-bit significand: one or two roundings, t within 2^-32 of its exact value, as t < 2^30).
+ * When t's fraction is within 2^-24 of one half the rounding could go either way (an exact tie
+ * goes to even in printf): those, and every value where long double is not the 80-bit format,
+ * are left to snprintf. Then %g's layout: exponential when e < -4 or e >= 9, trailing zeros
+ * and a bare point removed, the exponent with a sign and at least two digits. */
+static int put_g9(double v, char *out) {
+#if LDBL_MANT_DIG >= 64
+  char *p = out;
+  long double a = v < 0 ? -(long double)v : (long double)v;
+  if (v < 0) *p++ = '-';
+  int e = (int)floorl(log10l(a));
+  long double t = 0.0L;
+  for (int tries = 0;; tries++) {
+    if (tries == 3) goto slow;
+    t = times_pow10(a, 8 - e);
+    if (t < 1e8L) e--;
+    else if (t >= 1e9L) e++;
+    else break;
+  }
+  long double r = floorl(t), fr = t - r;
+  if (fabsl(fr - 0.5L) < 0x1p-24L) goto slow;
+  uint32_t d = (uint32_t)r + (fr > 0.5L);
+  if (d == 1000000000u) { /* 999999999.5 and up: 1.00000000 times the next power */
+    d = 100000000u;
+    e++;
+  }
+  char dig[9];
+  for (int i = 8; i >= 0; i--) {
+    dig[i] = (char)('0' + d % 10);
+    d /= 10;
+  }
+  int nd = 9; /* significant digits kept: trailing zeros dropped */
+  while (nd > 1 && dig[nd - 1] == '0') nd--;
+  if (e < -4 || e >= 9) {
+    *p++ = dig[0];
+    if (nd > 1) {
+      *p++ = '.';
+      memcpy(p, dig + 1, (size_t)(nd - 1));
+      p += nd - 1;
+    }
+    *p++ = 'e';
+    *p++ = e < 0 ? '-' : '+';
+    int x = e < 0 ? -e : e;
+    if (x >= 100) *p++ = (char)('0' + x / 100);
+    *p++ = (char)('0' + x / 10 % 10);
+    *p++ = (char)('0' + x % 10);
+  } else if (e >= 0) { /* dig[0..e] before the point, the rest after it */
+    memcpy(p, dig, (size_t)(e + 1));
+    p += e + 1;
+    if (nd > e + 1) {
+      *p++ = '.';
+      memcpy(p, dig + e + 1, (size_t)(nd - e - 1));
+      p += nd - e - 1;
+    }
+  } else { /* 0.000ddd */
+    *p++ = '0';
+    *p++ = '.';
+    for (int i = 0; i < -e - 1; i++) *p++ = '0';
+    memcpy(p, dig, (size_t)nd);
+    p += nd;
+  }
+  *p = '\0';
+  return (int)(p - out);
+slow:
+#endif
+  return snprintf(out, FP8_NUM_TEXT_MAX, "%.9g", v);
+}
+
+int fp8_num_text(double v, char out[FP8_NUM_TEXT_MAX]) {
+  const char *s = isnan(v) ? "nan" : isinf(v) ? (v > 0 ? "inf" : "-inf")
+                : v == 0.0 ? (signbit(v) ? "-0" : "0") : NULL;
+  if (!s) return put_g9(v, out);
+  size_t k = strlen(s);
+  memcpy(out, s, k + 1);
+  return (int)k;
+}
+
 void fp8_csv_put_num(FILE *fp, double v) {
-  if (isnan(v)) fputs("nan", fp);
-  else if (isinf(v)) fputs(v > 0 ? "inf" : "-inf", fp);
-  else fprintf(fp, "%.9g", v);
+  char b[FP8_NUM_TEXT_MAX];
+  fwrite(b, 1, (size_t)fp8_num_text(v, b), fp);
 }
 
 int fp8_read_stream(FILE *f, char **buf, size_t *len) {

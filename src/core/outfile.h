@@ -24,6 +24,10 @@ void fp8_outfile_abort(fp8_outfile *of);
 /** Writes a number the way every fp8lab CSV does: "%.9g" (round-trips float32), infinities as
  *  inf / -inf, NaN as nan (glibc would print -nan for some). */
 void fp8_csv_put_num(FILE *fp, double v);
+/** fp8_csv_put_num's text in out (NUL-terminated), its length returned: byte for byte
+ *  printf's "%.9g", for nearly all values without printf (tests/test_run.c compares them). */
+#define FP8_NUM_TEXT_MAX 32
+int fp8_num_text(double v, char out[FP8_NUM_TEXT_MAX]);
 
 /** Reads the rest of a stream into a new buffer (*buf, NUL-terminated, *len bytes without the
  *  NUL; the caller frees it): FP8_OK, FP8_ENOMEM, or FP8_EIO when the stream reports a read

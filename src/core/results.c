@@ -122,7 +122,7 @@ typedef struct {
   uint64_t bits;
   int used;
   uint8_t len;
-  char s[32];
+  char s[FP8_NUM_TEXT_MAX];
 } num_memo;
 static num_memo g_memo[512];
 
@@ -131,11 +131,7 @@ static void line_num(line_t *l, double v) {
   memcpy(&bits, &v, sizeof bits);
   num_memo *m = &g_memo[(bits ^ (bits >> 29) ^ (bits >> 47)) & 511];
   if (!m->used || m->bits != bits) {
-    int k;
-    if (isnan(v)) k = snprintf(m->s, sizeof m->s, "nan");
-    else if (isinf(v)) k = snprintf(m->s, sizeof m->s, v > 0 ? "inf" : "-inf");
-    else k = snprintf(m->s, sizeof m->s, "%.9g", v);
-    m->len = (uint8_t)k;
+    m->len = (uint8_t)fp8_num_text(v, m->s);
     m->bits = bits;
     m->used = 1;
   }
