@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "engine_load.h"
 #include "experiment.h"
+#include "gemm.h"
 #include "report.h"
 #include "fp8.h"
 #include "runner.h"
@@ -441,6 +442,7 @@ static int cmd_inspect(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  fp8_gemm_blas_single_thread();
   if (argc < 2) {
     fputs(USAGE, stderr);
     return EXIT_USAGE;

@@ -17,10 +17,6 @@
 #include "engine_sim_internal.h"
 #include "gemm.h"
 
-/* OpenBLAS's own threads would compete with the engine's workers for the same cores, and the
- * GEMMs here are small: one BLAS thread. Weak, so that another CBLAS still links. */
-extern void openblas_set_num_threads(int n) __attribute__((weak));
-
 /* A block configuration's three GEMM errors: each operand quantized row-wise and column-wise
  * into g[3..8] (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
  * column-wise dY and X, blocks along each GEMM's reduction dimension). Full-size operands. */
@@ -147,7 +143,7 @@ void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const size_t count[3] = {(size_t)(T * l->in), (size_t)(l->out * l->in), (size_t)(T * l->out)};
   char what[300];
   snprintf(what, sizeof what, "layer %s", l->name);
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  fp8_gemm_blas_single_thread(); /* OpenBLAS's threads would compete with the workers */
   for (int i = 0; i < (blocks ? 9 : 6); i++)
     if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
       sim_task_fail(task, FP8_ENOMEM, what);

@@ -16,6 +16,15 @@
 
 #include "fp8.h"
 
+/* Weak: another CBLAS (gslcblas) links without them. */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void fp8_gemm_blas_single_thread(void) {
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
+
 const char *fp8_gemm_name(fp8_gemm_kind g) {
   switch (g) {
   case FP8_GEMM_FPROP: return "fprop";
