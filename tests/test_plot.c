@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "plot.h"
+#include "plot_internal.h" /* plot_xrgb_to_rgb */
 #include "png_deflate.h"
 #include "testutil.h"
 
@@ -238,6 +239,15 @@ START_TEST(test_png_adler32) {
       size_t n = lens[k], h = n / 3;
       ck_assert_uint_eq(fp8_png_adler32(1, buf, n), adler_ref(buf, n));
       ck_assert_uint_eq(fp8_png_adler32(fp8_png_adler32(1, buf, h), buf + h, n - h), adler_ref(buf, n));
+      /* every loop variant this CPU runs: the baseline one, and AVX2 where there is one */
+      ck_assert_uint_eq(fp8_png_adler32_isa(1, buf, n, 0), adler_ref(buf, n));
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (__builtin_cpu_supports("avx2")) {
+        ck_assert_uint_eq(fp8_png_adler32_isa(1, buf, n, 1), adler_ref(buf, n));
+        ck_assert_uint_eq(fp8_png_adler32_isa(fp8_png_adler32_isa(1, buf, h, 1), buf + h, n - h, 1),
+                          adler_ref(buf, n));
+      }
+#endif
     }
   }
   free(buf);
@@ -316,6 +326,62 @@ START_TEST(test_png_deflate_roundtrip) {
   roundtrip_image("tall.png", wide, 1, TH);
   free(wide);
   ck_assert_int_eq(fp8_png_deflate(one, 0, 1, &z, &zn), FP8_EINVAL);
+}
+END_TEST
+
+/* cairo RGB24 pixels (native 0xXXRRGGBB words) to r, g, b: every variant against the
+ * definition, at row lengths around the SSSE3 loop's 4-pixel steps and 16-pixel tail, with
+ * the bytes after the row left alone */
+START_TEST(test_xrgb_to_rgb) {
+  enum { N = 1203 };
+  uint32_t *in = malloc(N * sizeof *in);
+  uint8_t *want = malloc(3 * N + 16), *got = malloc(3 * N + 16);
+  ck_assert(in && want && got);
+  uint32_t seed = 11;
+  for (size_t i = 0; i < N; i++)
+    in[i] = (uint32_t)lcg(&seed) << 24 | (uint32_t)lcg(&seed) << 16 | (uint32_t)lcg(&seed) << 8 | lcg(&seed);
+  const size_t lens[] = {0, 1, 3, 4, 5, 15, 16, 17, 19, 20, 21, 35, 36, 1200, N};
+  int variants = 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("ssse3")) variants = 2;
+#endif
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    size_t n = lens[k];
+    memset(want, 0xA5, 3 * N + 16);
+    for (size_t i = 0; i < n; i++) {
+      want[3 * i] = (uint8_t)(in[i] >> 16);
+      want[3 * i + 1] = (uint8_t)(in[i] >> 8);
+      want[3 * i + 2] = (uint8_t)in[i];
+    }
+    for (int isa = -1; isa < variants; isa++) {
+      memset(got, 0xA5, 3 * N + 16);
+      plot_xrgb_to_rgb((const uint8_t *)in, got, n, isa);
+      ck_assert_msg(memcmp(got, want, 3 * N + 16) == 0, "n %zu isa %d", n, isa);
+    }
+  }
+  free(in);
+  free(want);
+  free(got);
+}
+END_TEST
+
+/* The warm-up draws a chart and writes nothing: no file under its sentinel name, in the
+ * working directory or anywhere we look; a chart after it is the same as one without it
+ * (the same bytes as a chart drawn in a fresh process, test_report's --jobs comparison). */
+START_TEST(test_warm_up_writes_nothing) {
+  char cwd[4096];
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  ck_assert_int_eq(chdir(tmpdir), 0);
+  int rc = fp8_plot_warm_up(err, sizeof err);
+  ck_assert_int_eq(chdir(cwd), 0);
+  ck_assert_msg(rc == FP8_OK, "%s", err);
+  DIR *d = opendir(tmpdir);
+  ck_assert_ptr_nonnull(d);
+  int entries = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++;
+  closedir(d);
+  ck_assert_int_eq(entries, 0);
 }
 END_TEST
 
@@ -658,6 +724,8 @@ static Suite *plot_suite(void) {
   tcase_add_test(tc, test_png_errors);
   tcase_add_test(tc, test_png_adler32);
   tcase_add_test(tc, test_png_deflate_roundtrip);
+  tcase_add_test(tc, test_xrgb_to_rgb);
+  tcase_add_test(tc, test_warm_up_writes_nothing);
   tcase_add_test(tc, test_palette);
   tcase_add_test(tc, test_line_chart);
   tcase_add_test(tc, test_line_log_skips_bad_values);

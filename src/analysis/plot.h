@@ -1,5 +1,5 @@
 /* plot.h: a small, generic chart library: line charts, heatmaps, histograms and grouped bar
- * charts, drawn with PLplot into memory (the memcairo device) and written as PNG with the
+ * charts, drawn with PLplot into memory (the extcairo device) and written as PNG with the
  * caller's text chunks (png_io.h). It knows nothing of fp8lab's data: callers pass arrays.
  *
  * Conventions shared by every chart:
@@ -99,6 +99,15 @@ typedef struct {
   fp8_color color;    /**< AUTO: vermillion */
   fp8_marker marker;  /**< for points; NONE: cross */
 } fp8_markers;
+
+/**
+ * Loads PLplot's cairo driver and the libraries behind it (a tenth of a report's plotting
+ * time) by drawing lines into memory and discarding them, so that a caller can do it on
+ * another thread while it reads its data. Draws no text, so it starts no thread of its own
+ * (pango's font map does, at the first text). Safe with other charts (the same mutex).
+ * FP8_OK, or the chart's error.
+ */
+int fp8_plot_warm_up(char *err, size_t errlen);
 
 /**
  * Line chart of ns series (ns >= 1, each n >= 1) plus nm annotation sets (m may be NULL when

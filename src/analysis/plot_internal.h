@@ -9,6 +9,7 @@
 #ifndef FP8LAB_ANALYSIS_PLOT_INTERNAL_H
 #define FP8LAB_ANALYSIS_PLOT_INTERNAL_H
 
+#include <cairo.h>
 #include <math.h>
 #include <plplot.h>
 #include <stddef.h>
@@ -47,6 +48,7 @@ enum {
 typedef struct {
   int W, H;
   uint8_t *rgb;
+  cairo_t *cr;   /* the stream's cairo context (on plot_canvas.c's surface) */
   PLINT prev_stream;
   int open;      /* a stream is current and not yet ended */
   double ppmm;   /* pixels per mm on the page */
@@ -58,10 +60,16 @@ typedef struct {
 /* Takes the lock, allocates the white buffer and starts a stream on it. On failure nothing is
  * held. */
 int plot_canvas_begin(canvas *c, const fp8_chart *ch, char *err, size_t errlen);
+/* A chart's path that draws it but writes no file (fp8_plot_warm_up). */
+extern const char plot_no_file[];
 /* Ends the stream, restores the caller's one, releases the lock; writes the PNG when rc is
- * FP8_OK. Frees the buffer in every case. */
+ * FP8_OK and path is not plot_no_file. Frees the buffer in every case. */
 int plot_canvas_end(canvas *c, int rc, const char *path, const fp8_chart *ch, char *err,
                     size_t errlen);
+/* n pixels of a cairo RGB24 surface row (a native-order 0xXXRRGGBB word each) to r, g, b
+ * bytes (3n). isa: -1 the fastest this CPU runs, 0 the generic loop, 1 SSSE3 (x86-64 only;
+ * the caller checks the CPU); the same bytes whichever runs. */
+void plot_xrgb_to_rgb(const uint8_t *in, uint8_t *out, size_t n, int isa);
 /* want, or the next automatic colour for FP8_COLOR_AUTO. */
 fp8_color plot_pick_color(canvas *c, fp8_color want);
 

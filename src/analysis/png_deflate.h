@@ -22,5 +22,8 @@ int fp8_png_deflate(const uint8_t *rgb, int width, int height, uint8_t **out, si
 
 /** The Adler-32 checksum (RFC 1950) of n bytes, continuing from adler (1 to start). */
 uint32_t fp8_png_adler32(uint32_t adler, const uint8_t *p, size_t n);
+/** The same with the loop chosen: isa -1 the fastest this CPU runs, 0 baseline, 1 AVX2 (x86-64;
+ *  the caller checks the CPU). Every variant returns the same checksum (tests). */
+uint32_t fp8_png_adler32_isa(uint32_t adler, const uint8_t *p, size_t n, int isa);
 
 #endif
