@@ -56,7 +56,8 @@ static const char USAGE_RUN[] =
     "\n"
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
-    "  --threads N   worker threads (default: the number of CPUs)\n"
+    "  --threads N   worker threads (default: the number of CPUs); also the processes\n"
+    "                drawing the report's plots (at most 8)\n"
     "  --device D    auto | cpu | gpu: where the recipes run (default auto: the GPU engine\n"
     "                when a device is usable and the engine passes its self-check, else the\n"
     "                CPU; gpu fails instead of falling back)\n"
@@ -64,13 +65,15 @@ static const char USAGE_RUN[] =
     "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
 
 static const char USAGE_REPORT[] =
-    "usage: fp8lab report OUTDIR [--budget F] [--quiet]\n"
+    "usage: fp8lab report OUTDIR [--budget F] [--jobs N] [--quiet]\n"
     "\n"
     "Reads a run's steps.csv, histograms.csv and run.json and writes analysis.csv,\n"
     "recommendations.csv, plots/*.png, report.md and notebooks_export/<experiment>.ipynb.\n"
     "\n"
     "  --budget F    overflow budget (fraction of values) for the recommendations\n"
     "                (default: the experiment's [analysis] overflow_budget, else 1e-5)\n"
+    "  --jobs N      processes drawing the plots, 1 to 8 (default: the number of CPUs,\n"
+    "                at most 4; the files are the same whatever N)\n"
     "  --quiet       no final message\n";
 
 static const char USAGE_SYNTH[] =
@@ -111,9 +114,9 @@ static int exit_of(int status) {
 
 /* ------------------------------------------------------------------ report */
 
-static int write_report(const char *dir, double budget, int quiet) {
+static int write_report(const char *dir, double budget, int procs, int quiet) {
   char err[FP8_ERRLEN * 2] = "";
-  fp8_report_options ro = {.overflow_budget = budget};
+  fp8_report_options ro = {.overflow_budget = budget, .procs = procs};
   fp8_report_summary rs;
   int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
   if (rc) {
@@ -134,8 +137,14 @@ static int cmd_report(int argc, char **argv) {
   const char *dir = NULL;
   double budget = -1.0;
   int quiet = 0;
+  long long jobs = 0;
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
+      if (parse_int64(argv[++i], 1, 8, &jobs) != 0) {
+        fprintf(stderr, "fp8lab report: --jobs wants an integer from 1 to 8, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
       char *end;
       errno = 0;
       budget = strtod(argv[++i], &end);
@@ -159,7 +168,7 @@ static int cmd_report(int argc, char **argv) {
     fputs(USAGE_REPORT, stderr);
     return EXIT_USAGE;
   }
-  return write_report(dir, budget, quiet);
+  return write_report(dir, budget, (int)jobs, quiet);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -266,7 +275,7 @@ static int cmd_run(int argc, char **argv) {
            "  summary.csv  per tensor and configuration\n  histograms.csv, run.json\n",
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
   if (no_report) return 0;
-  return write_report(dir, -1.0, opt.quiet);
+  return write_report(dir, -1.0, opt.threads, opt.quiet);
 }
 
 /* ------------------------------------------------------------------ synth */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "png_io.h"
 #include "testutil.h"
@@ -151,6 +152,86 @@ START_TEST(test_report_regenerates) {
 }
 END_TEST
 
+/* Every output file of the report, read whole, in a fixed order: "name:" then its bytes (PNGs
+ * hold NULs: *len says how many). */
+static char *report_files(size_t *len) {
+  const char *files[] = {"analysis.csv", "recommendations.csv", "report.md", "notebooks_export/exp.ipynb",
+                         "plots/amax_a.fc.input.png", "plots/dynamic_range.png", "plots/snr.png",
+                         "plots/heatmap_overflow_input.png", "plots/heatmap_snr_input.png",
+                         "plots/recipes_snr.png", "plots/recipes_overflow.png"};
+  size_t n = 0;
+  char *all = NULL;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[4096];
+    size_t flen = 0;
+    snprintf(p, sizeof p, "%s/out/%s", g_dir, files[i]);
+    char *b = tu_read_file(p, &flen);
+    ck_assert_msg(b != NULL, "%s missing", files[i]);
+    size_t name = strlen(files[i]);
+    all = realloc(all, n + name + 1 + flen);
+    ck_assert_ptr_nonnull(all);
+    memcpy(all + n, files[i], name);
+    all[n + name] = ':';
+    memcpy(all + n + name + 1, b, flen);
+    n += name + 1 + flen;
+    free(b);
+  }
+  *len = n;
+  return all;
+}
+
+/* The plots drawn by 1, 2 or 3 processes (--jobs): the same bytes in every file; a chart that a
+ * child process fails to write fails the report with the chart's name, as in one process. */
+START_TEST(test_report_jobs) {
+  write_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet --jobs 1"), 0);
+  free(out);
+  size_t n1, n2, n3;
+  char *one = report_files(&n1);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet --jobs 2"), 0);
+  free(out);
+  char *two = report_files(&n2);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet --jobs 3"), 0);
+  free(out);
+  char *three = report_files(&n3);
+  ck_assert_uint_gt(n1, 100000); /* the PNGs are in there */
+  ck_assert_msg(n1 == n2 && memcmp(one, two, n1) == 0, "--jobs 2 differs from --jobs 1");
+  ck_assert_msg(n1 == n3 && memcmp(one, three, n1) == 0, "--jobs 3 differs from --jobs 1");
+  free(one);
+  free(two);
+  free(three);
+
+  /* dynamic_range.png is the second chart drawn: with --jobs 2 the child's. A directory in its
+   * place (with a file in it) makes its rename fail. */
+  char p[4096];
+  snprintf(p, sizeof p, "%s/out/plots/dynamic_range.png", g_dir);
+  ck_assert_int_eq(unlink(p), 0);
+  ck_assert_int_eq(mkdir(p, 0777), 0);
+  snprintf(p, sizeof p, "%s/out/plots/dynamic_range.png/keep", g_dir);
+  ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
+  snprintf(p, sizeof p, "%s/out/plots/snr.png", g_dir);
+  ck_assert_int_eq(unlink(p), 0);
+  for (int jobs = 1; jobs <= 2; jobs++) {
+    int rc = run_cli(&out, "report out --quiet --jobs %d", jobs);
+    ck_assert_msg(rc != 0, "--jobs %d: rc 0: %s", jobs, out);
+    /* the chart's own failure (not a later step's, such as the notebook reading the image) */
+    ck_assert_msg(strstr(out, "out/plots/dynamic_range.png: write failed") != NULL, "--jobs %d: %s", jobs, out);
+    free(out);
+  }
+  /* the parent's next chart (snr.png, the third) was still drawn with --jobs 2 */
+  ck_assert(exists("out/plots/snr.png"));
+  /* bad --jobs */
+  ck_assert_int_eq(run_cli(&out, "report out --jobs 0"), 2);
+  ck_assert(strstr(out, "--jobs") != NULL);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "report out --jobs 9"), 2);
+  free(out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -158,6 +239,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_run_writes_report);
   tcase_add_test(tc, test_report_regenerates);
+  tcase_add_test(tc, test_report_jobs);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -9,15 +9,26 @@
  */
 #include "report.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis.h"
+#include "plot.h"
 #include "doc.h"
 #include "outfile.h"
 #include "report_internal.h"
 #include "results.h" /* fp8_schema_steps */
+
+/* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
+ * own thread, while the results are read and analysed: nothing else draws until it is joined,
+ * and the plots fork after it (rep_draw_plots). */
+static void *warm_up_plots(void *arg) {
+  char err[256];
+  *(int *)arg = fp8_plot_warm_up(err, sizeof err); /* a failure shows again in the first chart */
+  return NULL;
+}
 
 int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_report_summary *sum,
                         char *err, size_t errlen) {
@@ -30,6 +41,8 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   fp8_doc *md = NULL, *nb = NULL;
   char path[4096];
 
+  pthread_t warm;
+  int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
   double budget_json;
   rep_read_run_json(&r, &budget_json);
   r.budget = opt && opt->overflow_budget >= 0 ? opt->overflow_budget
@@ -69,8 +82,11 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   rc = fp8_mkdir_p(path, err, errlen);
   if (rc) goto done;
   snprintf(sum->plots_dir, sizeof sum->plots_dir, "%s", path);
+  if (warming) pthread_join(warm, NULL);
+  else (void)warm_up_plots(&warm_rc);
+  warming = 0;
   int maxt = opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
-  rc = rep_draw_plots(&r, maxt, have_gemm, err, errlen);
+  rc = rep_draw_plots(&r, maxt, have_gemm, opt ? opt->procs : 0, err, errlen);
   if (rc) goto done;
   sum->nplots = r.nplots;
 
@@ -91,6 +107,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   snprintf(sum->notebook, sizeof sum->notebook, "%s/%s", path, nbname);
 
 done:
+  if (warming) pthread_join(warm, NULL);
   fp8_doc_free(md);
   fp8_doc_free(nb);
   for (size_t c = 0; r.cfgs && c < r.ncfg; c++)

@@ -17,6 +17,7 @@
 
 #define MAX_SHOWN 4
 #define MAX_PLOTS 64
+#define MAX_PLOT_PROCS 8
 
 typedef struct {
   const char *recipe;
@@ -57,6 +58,13 @@ typedef struct {
   size_t nshown;        /* delayed configurations drawn on timelines */
   plot_t plots[MAX_PLOTS];
   size_t nplots;
+  /* who draws which chart (rep_draw_plots): chart number i is drawn here when mine[i % nprocs];
+   * rank 0 is the calling process, which forks the others (pid, fd: their pids and the read
+   * ends of their status pipes; status_fd: a child's write end) */
+  int nprocs, rank, status_fd;
+  unsigned char mine[MAX_PLOT_PROCS];
+  size_t chart_i;
+  int pid[MAX_PLOT_PROCS], fd[MAX_PLOT_PROCS];
   /* the event the report centres on: the worst overflow under the reference configuration */
   ptrdiff_t spike_group;
   int64_t spike_step;
@@ -106,8 +114,14 @@ void rep_find_spike(rep_t *r);
 /* Draws every plot under <outdir>/plots (which exists): up to max_timelines amax timelines
  * (the spike tensor's, then the worst overflowing ones), the dynamic range at the spike, the
  * SNR over steps, the heatmaps, the per-configuration bars and, with gemm.csv, the GEMM
- * errors. Each drawn plot is listed in r->plots. */
-int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen);
+ * errors. Each drawn plot is listed in r->plots. procs processes draw them (PLplot has one
+ * current stream per process, so a second core needs a second process): procs - 1 forked
+ * children draw every procs-th chart each (chart i by process i % procs) and this process the
+ * rest; every process computes the same charts and list (only the drawing is shared), and this
+ * one collects the children's status. It forks only while this process runs one thread (no
+ * text drawn yet: pango's threads would not survive a fork), else draws every chart itself.
+ * procs 1: no fork; <= 0: the online CPUs, at most 4. The files are the same whatever procs. */
+int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ report_text.c */
 

@@ -5,16 +5,80 @@
  * they show was chosen by report_select.c. */
 #include "report_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
 #include "outfile.h" /* fp8_errorf */
 #include "plot.h"
+
+/* The threads of this process (Linux /proc/self/task), 0 when that cannot be read. */
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+/* Whether this process runs one thread. A thread just joined can still be listed for a moment
+ * (its tid is cleared before the kernel lets it go: 3 times in 2,000 joins here), so a second
+ * thread is given up to 20 ms to leave. */
+static int single_threaded(void) {
+  for (int i = 0; i < 40; i++) {
+    int n = count_threads();
+    if (n == 1) return 1;
+    if (n == 0) return 0; /* cannot tell: no fork */
+    nanosleep(&(struct timespec){.tv_nsec = 500000}, NULL);
+  }
+  return 0;
+}
+
+/* Forks the children that share the drawing (rep_draw_plots). In a child: its rank, its
+ * charts only, the write end of its pipe. A child that cannot be forked leaves its charts to
+ * this process. */
+static void spawn_children(rep_t *r) {
+  fflush(NULL); /* nothing buffered is written twice */
+  for (int k = 1; k < r->nprocs; k++) {
+    int p[2];
+    if (pipe(p) != 0) continue;
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(p[0]);
+      close(p[1]);
+      continue;
+    }
+    if (pid == 0) {
+      close(p[0]);
+      for (int j = 1; j < k; j++)
+        if (r->pid[j] > 0) close(r->fd[j]);
+      memset(r->pid, 0, sizeof r->pid);
+      memset(r->mine, 0, sizeof r->mine);
+      r->mine[k] = 1;
+      r->rank = k;
+      r->status_fd = p[1];
+      return;
+    }
+    close(p[1]);
+    r->pid[k] = (int)pid;
+    r->fd[k] = p[0];
+    r->mine[k] = 0;
+  }
+}
+
+/* Whether this process draws the report's next chart. */
+static int my_chart(rep_t *r) { return r->mine[r->chart_i++ % (size_t)r->nprocs]; }
 
 static plot_t *plot_add(rep_t *r, const char *file) {
   if (r->nplots == MAX_PLOTS) return NULL;
@@ -96,7 +160,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
                          {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
   fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "|x| (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 5};
-  rc = fp8_plot_lines(path, &ch, series, ns, no ? &marks : NULL, no ? 1 : 0, err, errlen);
+  rc = !my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, series, ns, no ? &marks : NULL, no ? 1 : 0, err, errlen);
   if (rc) goto done;
   plot_t *p = plot_add(r, file);
   if (p) {
@@ -183,7 +247,7 @@ static int plot_heatmaps(rep_t *r, char *err, size_t errlen) {
                         .cell_format = metric == 0 ? "%.2g" : "%.1f",
                         .colorbar_label = metric == 0 ? "overflow rate" : "median SNR (dB)",
                         .reverse = metric == 0};
-      int rc = fp8_plot_heatmap(path, &ch, &hm, err, errlen);
+      int rc = !my_chart(r) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
       if (rc) return rc;
       plot_t *p = plot_add(r, file);
       if (p) {
@@ -238,7 +302,7 @@ static int plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
                          {"step", stepbuf}, {"configuration", r->cfgs[r->ref].label}};
   fp8_chart ch = {.title = title, .xlabel = "log2 |x| (binade)", .ylabel = "elements (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 5};
-  int rc = fp8_plot_histogram(path, &ch, &h, w, 2, err, errlen);
+  int rc = !my_chart(r) ? FP8_OK : fp8_plot_histogram(path, &ch, &h, w, 2, err, errlen);
   if (rc) return rc;
   plot_t *p = plot_add(r, "dynamic_range.png");
   if (p) {
@@ -293,7 +357,7 @@ static int plot_snr(rep_t *r, char *err, size_t errlen) {
                            {"plot", "snr over steps"}};
     fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "SNR (dB)", .grid = 1, .text = text,
                     .ntext = 4};
-    rc = fp8_plot_lines(path, &ch, s, ns, NULL, 0, err, errlen);
+    rc = !my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, s, ns, NULL, 0, err, errlen);
     if (rc) goto done;
     plot_t *p = plot_add(r, "snr.png");
     if (p) {
@@ -340,7 +404,7 @@ static int plot_bars(rep_t *r, char *err, size_t errlen) {
                     .width = r->ncfg > 16 ? 1600 : 1200, .height = 900};
     fp8_bar_series bs = {.values = metric == 0 ? ov : snr, .label = metric == 0 ? "overflow rate" : "median SNR",
                          .color = metric == 0 ? FP8_COLOR_VERMILLION : FP8_COLOR_BLUE};
-    rc = fp8_plot_bars(path, &ch, cat, r->ncfg, &bs, 1, err, errlen);
+    rc = !my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, r->ncfg, &bs, 1, err, errlen);
     if (rc) goto done;
     plot_t *p = plot_add(r, file);
     if (p) {
@@ -378,7 +442,7 @@ static int plot_gemm(rep_t *r, char *err, size_t errlen) {
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = r->ncfg > 16 ? 1600 : 1200, .height = 900};
-  rc = fp8_plot_bars(path, &ch, cat, r->ncfg, bs, 3, err, errlen);
+  rc = !my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, r->ncfg, bs, 3, err, errlen);
   if (rc) goto done;
   plot_t *p = plot_add(r, "gemm_error.png");
   if (p) {
@@ -422,7 +486,7 @@ done:
   return rc;
 }
 
-int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen) {
+static int draw_all(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen) {
   int rc = plot_timelines(r, max_timelines, err, errlen);
   if (rc) return rc;
   if ((rc = plot_dynamic_range(r, err, errlen)) != FP8_OK) return rc;
@@ -430,5 +494,66 @@ int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, char *err, size_t
   if ((rc = plot_heatmaps(r, err, errlen)) != FP8_OK) return rc;
   if ((rc = plot_bars(r, err, errlen)) != FP8_OK) return rc;
   if (have_gemm) rc = plot_gemm(r, err, errlen);
+  return rc;
+}
+
+/* A child's word to the parent: its status and message, one write (under PIPE_BUF). */
+typedef struct {
+  int rc;
+  char err[1024];
+} child_msg;
+
+int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen) {
+  if (procs <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    procs = n < 1 ? 1 : n > 4 ? 4 : (int)n;
+  }
+  if (procs > MAX_PLOT_PROCS) procs = MAX_PLOT_PROCS;
+  r->nprocs = procs;
+  r->rank = 0;
+  r->chart_i = 0;
+  memset(r->pid, 0, sizeof r->pid);
+  memset(r->mine, 1, sizeof r->mine); /* the charts of children that cannot be forked */
+  /* fork() copies the calling thread only: a lock another thread held (pango's fontconfig
+   * threads, once any text was drawn in this process) would stay locked in the child, and a
+   * child waiting for such a thread's work would wait forever. So: only from a process that
+   * is known to run one thread. */
+  if (procs > 1 && single_threaded()) spawn_children(r);
+  int rc = draw_all(r, max_timelines, have_gemm, err, errlen);
+  if (r->rank > 0) { /* a child: its status to the pipe, no exit handlers, no stdio flush */
+    child_msg m;
+    memset(&m, 0, sizeof m);
+    m.rc = rc;
+    if (rc) snprintf(m.err, sizeof m.err, "%s", err);
+    ssize_t w = write(r->status_fd, &m, sizeof m);
+    _exit(w == (ssize_t)sizeof m ? 0 : 1);
+  }
+  for (int k = 1; k < procs; k++) {
+    if (r->pid[k] <= 0) continue;
+    child_msg m;
+    size_t got = 0;
+    while (got < sizeof m) {
+      ssize_t n = read(r->fd[k], (char *)&m + got, sizeof m - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += (size_t)n;
+    }
+    close(r->fd[k]);
+    int status = 0;
+    while (waitpid((pid_t)r->pid[k], &status, 0) < 0 && errno == EINTR) {
+    }
+    r->pid[k] = 0;
+    if (rc != FP8_OK) continue;
+    if (got == sizeof m && m.rc != FP8_OK) {
+      m.err[sizeof m.err - 1] = 0;
+      rc = fp8_errorf(m.rc, err, errlen, "%s", m.err);
+    } else if (got != sizeof m || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      rc = WIFSIGNALED(status)
+               ? fp8_errorf(FP8_EIO, err, errlen, "plots: drawing process %d of %d killed by signal %d",
+                            k + 1, procs, WTERMSIG(status))
+               : fp8_errorf(FP8_EIO, err, errlen, "plots: drawing process %d of %d ended without its status",
+                            k + 1, procs);
+    }
+  }
   return rc;
 }
