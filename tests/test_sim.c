@@ -604,6 +604,57 @@ START_TEST(test_quantize_isa_variants_identical) {
 }
 END_TEST
 
+START_TEST(test_quantize_stats_fused) {
+  /* fp8_quantize_stats_f32 against fp8_quantize_f32's statistics, bit for bit, on every
+   * instruction set the CPU runs: lengths around the 4- and 8-wide steps and the 1024-value
+   * chunks, both formats, scales that put values on rounding ties (x s exactly halfway
+   * between two FP8 values), saturation (448 < |y| <= 464 rounds to 448 but counts as
+   * overflow), subnormal and zero codes, NaN, inf, +-0; statistics that accumulate over calls;
+   * and scales that are not finite and > 0 (the fallback). */
+  enum { N = 5000 };
+  static float x[N];
+  for (size_t i = 0; i < N; i++) {
+    uint64_t k = rnd() % 20;
+    float sg = rnd() % 2 ? 1.0f : -1.0f;
+    x[i] = k == 0 ? NAN : k == 1 ? sg * INFINITY : k == 2 ? -0.0f : k == 3 ? 0.0f
+         : k == 4 ? sg * 0x1p-140f : k == 5 ? sg * 456.0f : k == 6 ? sg * 464.0f
+         : k == 7 ? sg * 0x1.9p-9f /* between subnormal steps */ : k == 8 ? sg * 0x1p-10f /* tie to 0 */
+         : k == 9 ? sg * 0x1.1p0f /* an E4M3 tie at s = 1 */ : k == 10 ? sg * 61440.0f
+         : (float)(pow(2.0, -40.0 + 80.0 * rnd_unit()) * sg);
+  }
+  const size_t ns[] = {0, 1, 3, 4, 5, 7, 8, 9, 12, 1023, 1024, 1025, 1028, 1029, 1031, 2051, N};
+  const float scales[] = {1.0f, 0.375f, 3.5f, 1234.5f, 3e-5f, 0.0f, -2.0f, INFINITY, NAN};
+  int variants = 0;
+  for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
+    if (!fp8_isa_available((fp8_isa)isa)) continue;
+    variants++;
+    ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+      for (int f = 0; f < 2; f++)
+        for (size_t si = 0; si < sizeof scales / sizeof *scales; si++) {
+          fp8_stats a, b;
+          fp8_stats_init(&a);
+          fp8_stats_init(&b);
+          a.sum_sq_err = b.sum_sq_err = 0.125; /* accumulates onto what is there */
+          a.overflow = b.overflow = 7;
+          fp8_quantize_f32(x, ns[ni], scales[si], (fp8_format)f, NULL, NULL, &a);
+          fp8_quantize_stats_f32(x, ns[ni], scales[si], (fp8_format)f, &b);
+          ck_assert_msg(memcmp(&a, &b, sizeof a) == 0,
+                        "%s n %zu %s s %g: n %lld/%lld nf %lld/%lld z %lld/%lld o %lld/%lld u %lld/%lld sub %lld/%lld "
+                        "e %.17g/%.17g sq %.17g/%.17g",
+                        fp8_isa_name((fp8_isa)isa), ns[ni], fp8_format_name((fp8_format)f), (double)scales[si],
+                        (long long)a.n, (long long)b.n, (long long)a.nonfinite, (long long)b.nonfinite,
+                        (long long)a.zeros, (long long)b.zeros, (long long)a.overflow, (long long)b.overflow,
+                        (long long)a.underflow, (long long)b.underflow, (long long)a.subnormal,
+                        (long long)b.subnormal, a.sum_sq_err, b.sum_sq_err, a.sum_sq, b.sum_sq);
+        }
+  }
+  fp8_isa_set(FP8_ISA_AUTO);
+  ck_assert_int_ge(variants, 1);
+  printf("fused statistics compared on %d instruction sets\n", variants);
+}
+END_TEST
+
 START_TEST(test_weighted_decodes_every_code) {
   /* The weighted loop decodes codes arithmetically, not through the table: every finite code
    * of each format, both signs, as an input that the scale maps exactly onto the code. The
@@ -792,6 +843,7 @@ int main(void) {
   tcase_add_test(tc, test_delayed_long_windows);
   tcase_add_test(tc, test_quantize_isa_variants_identical);
   tcase_add_test(tc, test_valhist_matches_elements);
+  tcase_add_test(tc, test_quantize_stats_fused);
   tcase_add_test(tc, test_weighted_decodes_every_code);
   tcase_add_test(tc, test_current_scale);
   suite_add_tcase(s, tc);

@@ -64,7 +64,8 @@ static size_t distinct_pairs(const sim_priv *p, size_t t, const fp8_tensor_resul
 }
 
 /* The tensor's per-tensor statistics, one evaluation per distinct (scale, format): from the
- * value histogram (hist != NULL), else element by element over L1-sized chunks of x. */
+ * value histogram (hist != NULL), else element by element over L1-sized chunks of x (the fused
+ * statistics loop: fp8_quantize_f32's results without its codes). */
 static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out, sim_scratch *w,
                              const fp8_valhist *hist, const float *x, size_t n) {
   const fp8_engine_plan *pl = &p->plan;
@@ -77,8 +78,8 @@ static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out
     for (size_t off = 0; off < n; off += CHUNK) {
       size_t m = n - off < CHUNK ? n - off : CHUNK;
       for (size_t j = 0; j < nu; j++)
-        fp8_quantize_f32(x + off, m, out->scale[w->uniq[j]], fp8_plan_format(pl, t, w->uniq[j]),
-                         NULL, NULL, &w->ust[j]);
+        fp8_quantize_stats_f32(x + off, m, out->scale[w->uniq[j]], fp8_plan_format(pl, t, w->uniq[j]),
+                               &w->ust[j]);
     }
   }
   for (size_t c = 0; c < pl->nconfigs; c++)

@@ -148,6 +148,12 @@ double fp8_stats_snr_db(const fp8_stats *st);
 void fp8_quantize_f32(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
                       float *xhat, fp8_stats *st);
 
+/** fp8_quantize_f32's statistics alone (no codes, no xhat), bit for bit the same: counts and
+ *  both sums in its order (chunks of 1024 from x, lane i mod 4 within a chunk), in one fused
+ *  pass that rounds to the FP8 grid in float arithmetic instead of encoding and decoding
+ *  (quant_weighted.c). A scale that is not finite and > 0 takes fp8_quantize_f32 itself. */
+void fp8_quantize_stats_f32(const float *x, size_t n, float s, fp8_format f, fp8_stats *st);
+
 /** The instruction sets the quantize loops are compiled for (x86-64; elsewhere only generic).
  *  Every variant gives identical results. */
 typedef enum { FP8_ISA_AUTO, FP8_ISA_GENERIC, FP8_ISA_AVX2, FP8_ISA_AVX512 } fp8_isa;

@@ -16,6 +16,7 @@
  * m mod 16 values are summed in order and added last. Compiled for generic x86-64, AVX2 and
  * AVX-512 (quant.c's dispatch picks the same variant); the lanes are the same in every
  * variant, so the results are bit-identical (tests/test_sim.c). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 typedef uint32_t v4u __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
 
 #define WQ_INLINE static inline __attribute__((always_inline))
 
@@ -272,6 +274,100 @@ WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8
   return ((ev[0] + ev[1]) + (ev[2] + ev[3])) + et;
 }
 
+/* fp8_quantize_f32's statistics, fused (fp8_quantize_stats_f32): quant.c's order exactly. Per
+ * chunk of QCHUNK values from x: value i of the chunk into lane i mod 4 of e / sq (eight at a
+ * time, the first four then the last four), the chunk's last n mod 4 values into lane 0 in
+ * order, the chunk's sum ((l0 + l1) + (l2 + l3)) added to a running total that starts at 0 and
+ * is added to st at the end. The FP8 value is grid8's (bit for bit the decoded code), with the
+ * sign of y; zero and subnormal codes are g == 0 and 0 < g < the format's smallest normal. */
+#define QCHUNK 1024
+
+WQ_INLINE void fs_one(float x, float s, float sinv, const wq_fmt *k, uint32_t c[5], double *e,
+                      double *sq) {
+  float y = x * s;
+  uint32_t ax = enc_f2u(x) & 0x7FFFFFFFu, ay = enc_f2u(y) & 0x7FFFFFFFu;
+  int finite = ax < 0x7F800000u;
+  uint32_t g = enc_f2u(grid1(ay, k));
+  c[0] += !finite;
+  c[1] += ax == 0;
+  c[2] += finite && ay > k->maxbits;
+  c[3] += finite && ax != 0 && g == 0;
+  c[4] += finite && g != 0 && g < k->min_normal;
+  if (!finite) return;
+  float xh = enc_u2f(g | (enc_f2u(y) & 0x80000000u)) * sinv;
+  double xd = (double)x, d = xd - (double)xh;
+  *e += d * d;
+  *sq += xd * xd;
+}
+
+WQ_INLINE void fs_body(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) {
+  const wq_fmt k = fmt_consts(f);
+  const float sinv = 1.0f / s; /* RN32(1/s), as fp8_quantize_f32 */
+  double te = 0.0, tsq = 0.0;
+  int64_t c64[5] = {0, 0, 0, 0, 0};
+  for (size_t off = 0; off < n; off += QCHUNK) {
+    const size_t m = n - off < QCHUNK ? n - off : QCHUNK;
+    const float *xc = x + off;
+    v8u nonfin = {0}, zeros = {0}, over = {0}, under = {0}, subn = {0};
+    v4d e = {0, 0, 0, 0}, sq = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+      v8f xv;
+      memcpy(&xv, xc + i, sizeof xv);
+      v8f y = xv * s;
+      v8u ax = as_u(xv) & 0x7FFFFFFFu, ay = as_u(y) & 0x7FFFFFFFu;
+      v8u finite = (v8u)(ax < 0x7F800000u);
+      v8u g = as_u(grid8(ay, &k));
+      v8u gz = (v8u)(g == 0u);
+      nonfin -= ~finite;
+      zeros -= (v8u)(ax == 0u);
+      over -= finite & (v8u)(ay > k.maxbits);
+      under -= finite & (v8u)(ax != 0u) & gz;
+      subn -= finite & ~gz & (v8u)(g < k.min_normal);
+      v8f xh = as_f(g | (as_u(y) & 0x80000000u)) * sinv;
+      v8f xm = as_f(as_u(xv) & finite), hm = as_f(as_u(xh) & finite);
+      v8d x8 = __builtin_convertvector(xm, v8d), d8 = x8 - __builtin_convertvector(hm, v8d);
+      v8d dd = d8 * d8, xx = x8 * x8;
+      e += __builtin_shufflevector(dd, dd, 0, 1, 2, 3);
+      e += __builtin_shufflevector(dd, dd, 4, 5, 6, 7);
+      sq += __builtin_shufflevector(xx, xx, 0, 1, 2, 3);
+      sq += __builtin_shufflevector(xx, xx, 4, 5, 6, 7);
+    }
+    uint32_t c[5] = {0, 0, 0, 0, 0};
+    if (i + 4 <= m) { /* a last block of four: lane by lane, the same operations */
+      for (int l = 0; l < 4; l++) {
+        double el = e[l], sl = sq[l];
+        fs_one(xc[i + l], s, sinv, &k, c, &el, &sl);
+        e[l] = el;
+        sq[l] = sl;
+      }
+      i += 4;
+    }
+    double e0 = e[0], s0 = sq[0];
+    for (; i < m; i++) fs_one(xc[i], s, sinv, &k, c, &e0, &s0);
+    e[0] = e0;
+    sq[0] = s0;
+    for (int l = 0; l < 8; l++) {
+      c[0] += nonfin[l];
+      c[1] += zeros[l];
+      c[2] += over[l];
+      c[3] += under[l];
+      c[4] += subn[l];
+    }
+    for (int j = 0; j < 5; j++) c64[j] += c[j];
+    te += (e[0] + e[1]) + (e[2] + e[3]);
+    tsq += (sq[0] + sq[1]) + (sq[2] + sq[3]);
+  }
+  st->n += (int64_t)n;
+  st->nonfinite += c64[0];
+  st->zeros += c64[1];
+  st->overflow += c64[2];
+  st->underflow += c64[3];
+  st->subnormal += c64[4];
+  st->sum_sq_err += te;
+  st->sum_sq += tsq;
+}
+
 #define WQ_VARIANTS(name, attr)                                                               \
   attr static void name(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,     \
                         fp8_stats *st) {                                                        \
@@ -284,6 +380,9 @@ WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8
   attr static double name##_sorted(const float *x, const double *c, size_t n, float s,          \
                                    fp8_format f) {                                              \
     return ws_body(x, c, n, s, f);                                                              \
+  }                                                                                             \
+  attr static void name##_fused(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) { \
+    fs_body(x, n, s, f, st);                                                                    \
   }
 
 WQ_VARIANTS(wq_generic, )
@@ -320,6 +419,22 @@ double fp8_sorted_weighted_err_f32(const float *x, const double *c, size_t n, fl
   }
 #endif
   return fn(x, c, n, s, f);
+}
+
+void fp8_quantize_stats_f32(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) {
+  if (!(s > 0.0f && s <= FLT_MAX)) { /* inf, NaN, <= 0: the codes decide (NaN codes and all) */
+    fp8_quantize_f32(x, n, s, f, NULL, NULL, st);
+    return;
+  }
+  void (*fn)(const float *, size_t, float, fp8_format, fp8_stats *) = wq_generic_fused;
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (fp8_isa_current()) {
+  case FP8_ISA_AVX512: fn = wq_avx512_fused; break;
+  case FP8_ISA_AVX2: fn = wq_avx2_fused; break;
+  default: break;
+  }
+#endif
+  fn(x, n, s, f, st);
 }
 
 void fp8_quantize_weighted_f32(const float *x, const uint32_t *w, size_t n, float s,
