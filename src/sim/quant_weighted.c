@@ -8,7 +8,9 @@
  * weighted squared errors in double. The sorted one (fp8_sorted_weighted_err_f32), what a
  * histogram runs, takes ascending finite magnitudes and computes the error sum alone: the FP8
  * value straight from the rounded float bits (grid8), no code; valhist.c finds its counts by
- * binary search. On the same finite values both give the same error sum, bit for bit.
+ * binary search. On the same finite values both give the same error sum, bit for bit. A third,
+ * fp8_quantize_stats_f32, is the unweighted per-element statistics of an F32 tensor with the
+ * sorted form's grid rounding, in quant.c's order (fp8_quantize_f32's results, bit for bit).
  *
  * Counts are exact (32-bit lanes: the weights of a multiset sum below 2^32). The double sums'
  * order, this path's own (valhist.h): value i goes to lane i mod 16 of four 4-wide vectors,
