@@ -39,7 +39,9 @@ static int put_g9(double v, char *out) {
   char *p = out;
   long double a = v < 0 ? -(long double)v : (long double)v;
   if (v < 0) *p++ = '-';
-  int e = (int)floorl(log10l(a));
+  /* the decimal exponent from the binary one: floor(log10 |v|) is floor(b log10 2) or one more
+   * (b = ilogb |v|, |b| <= 1074); the loop below corrects it (no log10l: x87's fyl2x is slow) */
+  int e = (int)floor(ilogb(v) * 0.30102999566398120);
   long double t = 0.0L;
   for (int tries = 0;; tries++) {
     if (tries == 3) goto slow;
@@ -48,7 +50,7 @@ static int put_g9(double v, char *out) {
     else if (t >= 1e9L) e++;
     else break;
   }
-  long double r = floorl(t), fr = t - r;
+  long double r = (long double)(uint32_t)t, fr = t - r; /* 1e8 <= t < 1e9: truncation is floor */
   if (fabsl(fr - 0.5L) < 0x1p-24L) goto slow;
   uint32_t d = (uint32_t)r + (fr > 0.5L);
   if (d == 1000000000u) { /* 999999999.5 and up: 1.00000000 times the next power */

@@ -139,9 +139,12 @@ float fp8_delayed_update(fp8_delayed_state *st, float last) {
       st->dq_first = st->dq_first + 1 == C ? 0 : st->dq_first + 1;
       st->dq_n--;
     }
-    if (!isnan(last)) {
-      while (st->dq_n && st->dq_v[(st->dq_first + st->dq_n - 1) % C] <= last) st->dq_n--;
-      int32_t at = (st->dq_first + st->dq_n) % C;
+    if (!isnan(last)) { /* positions dq_first + k < 2C: one subtraction instead of a division */
+      int32_t back;
+      while (st->dq_n && st->dq_v[(back = st->dq_first + st->dq_n - 1) >= C ? back - C : back] <= last)
+        st->dq_n--;
+      int32_t at = st->dq_first + st->dq_n;
+      if (at >= C) at -= C;
       st->dq_v[at] = last;
       st->dq_s[at] = seq;
       st->dq_n++;
