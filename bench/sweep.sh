@@ -38,7 +38,8 @@
 #      difference stops the script (exit 1) before anything is timed.
 #   1. REPS timed rounds, round-robin: each round runs every variant once (fp8lab's and the
 #      peer's, the peer for the first PEER_REPS rounds only; before them one untimed run of
-#      the first variant, which would otherwise pay for following the peer), so the variants of every
+#      the first variant, which would otherwise pay for following the peer; rounds after the
+#      first in a shuffled order, seeded by the round), so the variants of every
 #      comparison alternate. Every timed fp8lab run's summary.csv must equal round 0's byte for
 #      byte or pass the peer's check again; every timed peer run's totals must equal its own.
 #   2. the table (median, min and max seconds, peak RSS per variant) and the ratios, on stdout
@@ -255,11 +256,20 @@ say "check passed; timing $REPS round(s), about $eta s"
 
 # ------------------------------------------------------------------ 1. timed rounds
 for r in $(seq 1 "$REPS"); do
+  # Round 1 in the listed order, later rounds in a shuffled one (seeded by the round: the same
+  # orders every time the script runs): a run is slowed by what ran just before it (a K=64
+  # GEMM run leaves colder caches than a K=1 one), and with one fixed order every variant
+  # would always follow the same neighbour. The median over rounds then mixes neighbours.
+  order=("${variants[@]}")
+  if [ "$r" -gt 1 ]; then
+    mapfile -t order < <(printf '%s\n' "${variants[@]}" |
+      shuf --random-source=<(openssl enc -aes-128-ctr -pass "pass:sweep$r" -nosalt </dev/zero 2>/dev/null || yes "$r"))
+  fi
   # one untimed run first: the round's first variant otherwise follows the check's or the last
   # round's peer processes and pays for it (k1-mixed-g0-t1, the first: 0.25-0.38 s against
   # 0.17 s alone, when this settling run did not exist)
-  run_fp8lab "$r" "${variants[0]}"
-  for v in "${variants[@]}"; do
+  run_fp8lab "$r" "${order[0]}"
+  for v in "${order[@]}"; do
     run_fp8lab "$r" "$v"
     progress fp8lab "$v" "$r"
     echo "$r,fp8lab,$v,$SECS,$RSS_KB" >>"$TIMES"
