@@ -76,5 +76,10 @@ int fp8k_launch_quant(fp8k_ctx *ctx, const float *scales, const float *d_scales,
                       size_t errlen);
 /* Launches the amax-only pass into ctx->d_acc->amax_bits (zeroed first). */
 int fp8k_launch_amax(fp8k_ctx *ctx, char *err, size_t errlen);
+/* Copies fp8_decode_table's two tables into quant.cu's constant memory (fp8k_ctx_create). */
+cudaError_t fp8k_copy_decode_tables(void);
+/* The statistics of configs [0, m) of one launch group from the accumulators copied back
+ * (quant.cu; also current.cu). */
+void fp8k_fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *out);
 
 #endif

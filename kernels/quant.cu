@@ -9,8 +9,9 @@
 //     hardware instruction through __nv_cvt_float2_to_fp8x2; gpu_cast_exhaustive proves it equals
 //     fp8_encode), xhat = RN32(decode(code) * sinv_c) with sinv_c = RN32(1/s_c) from the host,
 //     overflow / underflow / subnormal counts and sum (x - xhat)^2 over finite x.
-// Current scaling (fp8k_current_quant_stats) adds an amax pass and a one-thread-per-config
-// scale kernel (fp8_current_scale's arithmetic) before the same pass, without a host round trip.
+// Current scaling (fp8k_current_quant_stats, current.cu) adds an amax pass and a
+// one-thread-per-config scale kernel (fp8_current_scale's arithmetic) before the same pass,
+// without a host round trip.
 //
 // Exactness: every multiply is __fmul_rn, every division __fdiv_rn, and the target is built
 // with -fmad=false, so nothing is contracted into an FMA. The decode table lives in constant
@@ -50,12 +51,12 @@
 #include <cstring>
 
 #include "fp8k_internal.cuh"
+#include "quant_load.cuh" /* kChunk, load_chunk */
 
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 16; // elements per thread per iteration
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 __constant__ float c_decode[2][256]; // fp8_decode_table(E4M3), fp8_decode_table(E5M2)
@@ -68,71 +69,6 @@ struct QParams {
   int nconf;
   int force_f64;
 };
-
-// ------------------------------------------------------------------ loading and widening
-
-__device__ __forceinline__ float bf16_to_f32(unsigned h) { return __uint_as_float(h << 16); }
-// cvt.f32.f16 is exact for every finite value and infinity; a NaN stays a NaN (its payload does
-// not matter: NaN only ever counts as non-finite).
-__device__ __forceinline__ float f16_to_f32(unsigned h) {
-  return __half2float(__ushort_as_half((unsigned short)h));
-}
-
-template <int DT>
-__device__ __forceinline__ float widen_scalar(const unsigned char *p, int64_t i) {
-  if (DT == FP8_DTYPE_F32) return reinterpret_cast<const float *>(p)[i];
-  unsigned h = reinterpret_cast<const unsigned short *>(p)[i];
-  return DT == FP8_DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-}
-
-// Loads chunk `chunk` (elements 16*chunk .. 16*chunk+15) of the tensor; returns the mask of the
-// elements that exist (the last chunk may be partial; missing elements are set to 0). Full
-// chunks use 16-byte streaming loads: the device buffer comes from cudaMalloc, so chunk
-// boundaries are 32- (2-byte dtypes) or 64-byte (F32) aligned.
-template <int DT>
-__device__ __forceinline__ unsigned load_chunk(const void *__restrict__ data, int64_t chunk,
-                                               int64_t n, float (&x)[kChunk]) {
-  const int64_t i0 = chunk * kChunk;
-  if (i0 + kChunk <= n) {
-    if (DT == FP8_DTYPE_F32) {
-      const uint4 *p = reinterpret_cast<const uint4 *>(data) + chunk * 4;
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        uint4 v = __ldcs(p + k);
-        x[4 * k + 0] = __uint_as_float(v.x);
-        x[4 * k + 1] = __uint_as_float(v.y);
-        x[4 * k + 2] = __uint_as_float(v.z);
-        x[4 * k + 3] = __uint_as_float(v.w);
-      }
-    } else {
-      const uint4 *p = reinterpret_cast<const uint4 *>(data) + chunk * 2;
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        uint4 v = __ldcs(p + k);
-        unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int q = 0; q < 4; q++) { // little-endian: the low half is the earlier element
-          unsigned lo = w[q] & 0xFFFFu, hi = w[q] >> 16;
-          x[8 * k + 2 * q] = DT == FP8_DTYPE_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
-          x[8 * k + 2 * q + 1] = DT == FP8_DTYPE_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
-        }
-      }
-    }
-    return 0xFFFFu;
-  }
-  unsigned valid = 0;
-  const unsigned char *p = reinterpret_cast<const unsigned char *>(data);
-#pragma unroll
-  for (int j = 0; j < kChunk; j++) {
-    if (i0 + j < n) {
-      x[j] = widen_scalar<DT>(p, i0 + j);
-      valid |= 1u << j;
-    } else {
-      x[j] = 0.0f;
-    }
-  }
-  return valid;
-}
 
 // 4 bits (of bit j, 4g <= j < 4g+4) spread to the high bit of 4 bytes: 0x80 per selected byte.
 __device__ __forceinline__ unsigned spread4(unsigned bits) {
@@ -409,31 +345,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0 && s_amax) atomicMax(amax_bits, s_amax);
 }
 
-struct CurParams {
-  float eps[FP8K_MAX_CONFIGS];
-  float scaled_max[FP8K_MAX_CONFIGS];
-  int pow2[FP8K_MAX_CONFIGS];
-  int nconf;
-};
-
-// fp8_current_scale (src/sim/current.c) on the device, one thread per configuration.
-__global__ void current_scale_kernel(const unsigned *__restrict__ amax_bits, const CurParams P,
-                                     float *__restrict__ scales) {
-  int c = threadIdx.x;
-  if (c >= P.nconf) return;
-  float amax = __uint_as_float(*amax_bits);
-  float a = amax < P.eps[c] ? P.eps[c] : amax;
-  float s;
-  if (isinf(a) || isnan(a) || a == 0.0f) {
-    s = 1.0f;
-  } else {
-    s = __fdiv_rn(P.scaled_max[c], a);
-    if (isinf(s)) s = FLT_MAX;
-    if (P.pow2[c]) s = __uint_as_float(__float_as_uint(s) & 0xFF800000u);
-  }
-  scales[c] = s;
-}
-
 // Blocks: enough to fill the device (occupancy), no more than there is work, and enough that
 // no block sees 2^31 elements (its shared counters are 32-bit).
 template <typename K>
@@ -486,7 +397,9 @@ cudaError_t launch_quant(fp8k_ctx *ctx, const QParams &P, bool hist, uint8_t *co
   }
 }
 
-void fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *out) {
+} // namespace
+
+void fp8k_fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *out) {
   for (int c = 0; c < m; c++) {
     out[c].n = ctx->numel;
     out[c].nonfinite = (int64_t)a->nonfinite;
@@ -499,89 +412,13 @@ void fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *out) 
   }
 }
 
-} // namespace
+// ------------------------------------------------------------------ the decode table
 
-// ------------------------------------------------------------------ context
-
-extern "C" int fp8k_ctx_create(fp8k_ctx **out, int device, char *err, size_t errlen) {
-  int rc = 0, ndev = 0;
+cudaError_t fp8k_copy_decode_tables(void) {
   float tables[2][256];
-  fp8k_ctx *ctx = nullptr;
-  FP8G_REQUIRE_EINVAL(out != nullptr, "fp8k_ctx_create: ctx is NULL");
-  *out = nullptr;
-  FP8G_CUDA(cudaGetDeviceCount(&ndev));
-  FP8G_REQUIRE_EINVAL(device >= 0 && device < ndev, "fp8k_ctx_create: device %d, expected 0..%d", device,
-               ndev - 1);
-  ctx = static_cast<fp8k_ctx *>(calloc(1, sizeof *ctx));
-  if (!ctx) {
-    if (err && errlen) snprintf(err, errlen, "fp8k_ctx_create: out of host memory");
-    return FP8_ENOMEM;
-  }
-  ctx->device = device;
-  FP8G_CUDA(cudaSetDevice(device));
-  FP8G_CUDA(cudaDeviceGetAttribute(&ctx->nsm, cudaDevAttrMultiProcessorCount, device));
-  FP8G_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-  FP8G_CUDA(cudaMalloc(&ctx->d_acc, sizeof(fp8k_acc)));
-  FP8G_CUDA(cudaMallocHost(&ctx->h_acc, sizeof(fp8k_acc)));
-  FP8G_CUDA(cudaMalloc(&ctx->d_scales, FP8K_MAX_CONFIGS * sizeof(float)));
-  FP8G_CUDA(cudaMallocHost(&ctx->h_scales, FP8K_MAX_CONFIGS * sizeof(float)));
   memcpy(tables[0], fp8_decode_table(FP8_E4M3), sizeof tables[0]);
   memcpy(tables[1], fp8_decode_table(FP8_E5M2), sizeof tables[1]);
-  FP8G_CUDA(cudaMemcpyToSymbol(c_decode, tables, sizeof tables));
-  // The table was copied on the legacy stream, from pageable memory (the DMA may still be in
-  // flight when the call returns); the context's non-blocking stream does not wait for it.
-  FP8G_CUDA(cudaDeviceSynchronize());
-  *out = ctx;
-  ctx = nullptr;
-done:
-  fp8k_ctx_destroy(ctx);
-  return rc;
-}
-
-extern "C" void fp8k_ctx_destroy(fp8k_ctx *ctx) {
-  if (!ctx) return;
-  cudaSetDevice(ctx->device);
-  if (ctx->stream) cudaStreamSynchronize(ctx->stream);
-  cudaFree(ctx->d_data);
-  cudaFree(ctx->d_codes);
-  cudaFree(ctx->d_acc);
-  cudaFreeHost(ctx->h_acc);
-  cudaFree(ctx->d_scales);
-  cudaFreeHost(ctx->h_scales);
-  cudaFree(ctx->d_delayed);
-  if (ctx->stream) cudaStreamDestroy(ctx->stream);
-  free(ctx);
-}
-
-extern "C" void *fp8k_ctx_stream(fp8k_ctx *ctx) { return ctx ? (void *)ctx->stream : nullptr; }
-
-extern "C" void fp8k_ctx_set_f64_sums(fp8k_ctx *ctx, int on) {
-  if (ctx) ctx->f64_sums = on != 0;
-}
-
-extern "C" int fp8k_upload(fp8k_ctx *ctx, const void *data, int64_t numel, int dtype, char *err,
-                           size_t errlen) {
-  int rc = 0;
-  size_t bytes = 0;
-  FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_upload: ctx is NULL");
-  FP8G_REQUIRE_EINVAL(dtype >= FP8_DTYPE_F32 && dtype <= FP8_DTYPE_F16,
-               "fp8k_upload: dtype %d, expected 0 (F32), 1 (BF16) or 2 (F16)", dtype);
-  FP8G_REQUIRE_EINVAL(numel >= 0 && numel <= (1ll << 40), "fp8k_upload: numel %lld outside [0, 2^40]",
-               (long long)numel);
-  FP8G_REQUIRE_EINVAL(numel == 0 || data != nullptr, "fp8k_upload: data is NULL for %lld elements",
-               (long long)numel);
-  FP8G_CUDA(cudaSetDevice(ctx->device));
-  ctx->numel = 0;
-  bytes = (size_t)numel * fp8_dtype_size((fp8_dtype)dtype);
-  FP8G_CUDA(fp8k_grow(&ctx->d_data, &ctx->data_cap, bytes + 64));
-  if (bytes) {
-    FP8G_CUDA(cudaMemcpyAsync(ctx->d_data, data, bytes, cudaMemcpyHostToDevice, ctx->stream));
-    FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
-  }
-  ctx->numel = numel;
-  ctx->dtype = dtype;
-done:
-  return rc;
+  return cudaMemcpyToSymbol(c_decode, tables, sizeof tables);
 }
 
 // ------------------------------------------------------------------ launchers
@@ -667,7 +504,7 @@ extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *f
       FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                  cudaMemcpyDeviceToHost, ctx->stream));
     FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
-    fill_stats(ctx, ctx->h_acc, m, out + g * (nconfigs > 0));
+    fp8k_fill_stats(ctx, ctx->h_acc, m, out + g * (nconfigs > 0));
     if (first) {
       if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
       if (log2_hist_out)
@@ -675,66 +512,6 @@ extern "C" int fp8k_quant_stats(fp8k_ctx *ctx, const float *scales, const int *f
           log2_hist_out[b] = (int64_t)ctx->h_acc->hist[b];
     }
   }
-done:
-  return rc;
-}
-
-extern "C" int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params *params,
-                                        int nconfigs, fp8k_stats *out, float *scales_out,
-                                        float *amax_out, uint8_t *codes_out, char *err,
-                                        size_t errlen) {
-  int rc = 0;
-  CurParams C;
-  int formats[FP8K_MAX_CONFIGS];
-  memset(&C, 0, sizeof C);
-  FP8G_REQUIRE_EINVAL(ctx != nullptr && params != nullptr && out != nullptr,
-               "fp8k_current_quant_stats: NULL argument");
-  FP8G_REQUIRE_EINVAL(nconfigs >= 1 && nconfigs <= FP8K_MAX_CONFIGS,
-               "fp8k_current_quant_stats: nconfigs %d outside [1, %d]", nconfigs,
-               FP8K_MAX_CONFIGS);
-  for (int c = 0; c < nconfigs; c++) {
-    fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
-                            (fp8_format)params[c].format};
-    FP8G_REQUIRE_EINVAL(fp8_current_params_check(&p) == FP8_OK,
-                 "fp8k_current_quant_stats: configuration %d: amax_epsilon %g, margin %d, "
-                 "format %d out of range", c, (double)p.amax_epsilon, (int)p.margin,
-                 (int)params[c].format);
-    C.eps[c] = p.amax_epsilon;
-    C.scaled_max[c] = fp8_scaled_max(p.format, p.margin);
-    C.pow2[c] = p.pow2;
-    formats[c] = p.format;
-  }
-  C.nconf = nconfigs;
-  FP8G_CUDA(cudaSetDevice(ctx->device));
-  if (ctx->numel == 0) { // amax 0: scale 1 (no kernel needed, same arithmetic)
-    for (int c = 0; c < nconfigs; c++) {
-      fp8_current_params p = {params[c].amax_epsilon, params[c].pow2 != 0, params[c].margin,
-                              (fp8_format)params[c].format};
-      if (scales_out) scales_out[c] = fp8_current_scale(&p, 0.0f);
-      memset(&out[c], 0, sizeof out[c]);
-    }
-    if (amax_out) *amax_out = 0.0f;
-    goto done;
-  }
-  rc = fp8k_launch_amax(ctx, err, errlen);
-  if (rc) goto done;
-  FP8K_LAUNCH(1, FP8K_MAX_CONFIGS, 0, ctx->stream, current_scale_kernel)(
-      &ctx->d_acc->amax_bits, C, ctx->d_scales);
-  FP8G_CUDA(cudaGetLastError());
-  rc = fp8k_launch_quant(ctx, nullptr, ctx->d_scales, formats, nconfigs, 0, codes_out != nullptr,
-                         err, errlen);
-  if (rc) goto done;
-  FP8G_CUDA(cudaMemcpyAsync(ctx->h_acc, ctx->d_acc, sizeof(fp8k_acc), cudaMemcpyDeviceToHost,
-                             ctx->stream));
-  FP8G_CUDA(cudaMemcpyAsync(ctx->h_scales, ctx->d_scales, nconfigs * sizeof(float),
-                             cudaMemcpyDeviceToHost, ctx->stream));
-  if (codes_out)
-    FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
-                               cudaMemcpyDeviceToHost, ctx->stream));
-  FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
-  fill_stats(ctx, ctx->h_acc, nconfigs, out);
-  if (scales_out) memcpy(scales_out, ctx->h_scales, nconfigs * sizeof(float));
-  if (amax_out) memcpy(amax_out, &ctx->h_acc->amax_bits, sizeof *amax_out);
 done:
   return rc;
 }
@@ -765,7 +542,7 @@ extern "C" int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, co
       FP8G_CUDA(cudaMemcpyAsync(codes_out, ctx->d_codes, (size_t)ctx->numel,
                                  cudaMemcpyDeviceToHost, ctx->stream));
     FP8G_CUDA(cudaStreamSynchronize(ctx->stream));
-    fill_stats(ctx, ctx->h_acc, m, out + g);
+    fp8k_fill_stats(ctx, ctx->h_acc, m, out + g);
   }
 done:
   return rc;
