@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine_sim_internal.h"
+#include "gemm.h"
 #include "util.h"
 
 #define SIM_MAX_THREADS 64
@@ -263,6 +264,8 @@ int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *e
   e->priv = p;
   p->plan = *plan;
   p->threads = plan->threads < 1 ? 1 : plan->threads > SIM_MAX_THREADS ? SIM_MAX_THREADS : plan->threads;
+  /* one BLAS thread, once: OpenBLAS's own threads would compete with the workers (gemm.h) */
+  fp8_gemm_blas_single_thread();
   snprintf(e->name, sizeof e->name, "cpu");
   size_t nt = plan->ntensors, nslots = nt * plan->nconfigs;
   p->view = calloc(nt + 1, sizeof *p->view);

@@ -143,7 +143,6 @@ void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const size_t count[3] = {(size_t)(T * l->in), (size_t)(l->out * l->in), (size_t)(T * l->out)};
   char what[300];
   snprintf(what, sizeof what, "layer %s", l->name);
-  fp8_gemm_blas_single_thread(); /* OpenBLAS's threads would compete with the workers */
   for (int i = 0; i < (blocks ? 9 : 6); i++)
     if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
       sim_task_fail(task, FP8_ENOMEM, what);

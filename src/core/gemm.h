@@ -45,8 +45,8 @@ extern "C" {
  *  each spins (sched_yield) for about 0.1 s of CPU before it sleeps, in every fp8lab process,
  *  competing with the engine's workers; the GEMMs here are small and the workers call BLAS
  *  concurrently anyway. Stops those threads (OpenBLAS's blas_thread_shutdown_, also run at
- *  fork) and sets one thread; does nothing under another CBLAS. Called first in main and by the
- *  engine before its GEMMs. */
+ *  fork) and sets one thread; does nothing under another CBLAS. Called first in main and when
+ *  a CPU engine is created (library callers: the tests). */
 void fp8_gemm_blas_single_thread(void);
 
 typedef enum { FP8_GEMM_FPROP, FP8_GEMM_DGRAD, FP8_GEMM_WGRAD } fp8_gemm_kind;

@@ -15,12 +15,6 @@
 
 #define CHUNK 1024
 
-static inline uint32_t f2u(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 float fp8_amax_f32(const float *x, size_t n) {
   /* Non-negative floats order like their bit patterns read as int32; NaN (bits above inf) is
    * mapped to 0 so it never wins. Integer max vectorizes without any fast-math flag. */
@@ -99,19 +93,19 @@ typedef double v4d __attribute__((vector_size(32)));
 /* Pass 1 over one chunk: codes and counters. */
 QUANT_INLINE void chunk_encode(const float *restrict x, size_t n,
                                float s, fp8_format f, uint8_t *restrict q, fp8_stats *st) {
-  uint32_t maxbits = f2u(fp8_format_max(f));
+  uint32_t maxbits = enc_f2u(fp8_format_max(f));
   uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
   uint32_t cnt = 0, nonfinite = 0, zeros = 0, overflow = 0, underflow = 0, subnormal = 0;
   float y[CHUNK];
   for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
   if (f == FP8_E5M2)
-    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E5M2(f2u(y[i]));
+    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E5M2(enc_f2u(y[i]));
   else
-    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E4M3(f2u(y[i]));
+    for (size_t i = 0; i < n; i++) q[i] = ENCODE_E4M3(enc_f2u(y[i]));
   for (size_t i = 0; i < n; i++) {
     uint32_t c = 1u;
-    uint32_t ax = f2u(x[i]) & 0x7FFFFFFFu;
-    uint32_t ay = f2u(y[i]) & 0x7FFFFFFFu;
+    uint32_t ax = enc_f2u(x[i]) & 0x7FFFFFFFu;
+    uint32_t ay = enc_f2u(y[i]) & 0x7FFFFFFFu;
     uint32_t finite = ax < 0x7F800000u;
     uint32_t code_zero = (q[i] & 0x7F) == 0;
     uint32_t code_sub = ((q[i] & emask) == 0) & !code_zero;
@@ -143,7 +137,7 @@ QUANT_INLINE void chunk_error(const float *restrict x, size_t n,
   for (size_t i = 0; i < n; i++) xh[i] = table[q[i]] * scale_inv;
   if (xhat) memcpy(xhat, xh, n * sizeof *xh);
   for (size_t i = 0; i < n; i++) {
-    int fin = (f2u(x[i]) & 0x7FFFFFFFu) < 0x7F800000u;
+    int fin = (enc_f2u(x[i]) & 0x7FFFFFFFu) < 0x7F800000u;
     xm[i] = fin ? x[i] : 0.0f;
     hm[i] = fin ? xh[i] : 0.0f;
   }
