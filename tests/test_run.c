@@ -87,6 +87,38 @@ static char *find_row(const char *csv, const char *prefix) {
   return NULL;
 }
 
+/* The four columns issue 13 appended to a steps.csv row (clipped, overshoot, cos_sim, warmup),
+ * checked against independent values: the counts and the flag exactly, the two numbers to 1e-9
+ * (they are printed with 9 digits). Returns the row cut after snr_db's block columns, so that
+ * the caller compares the rest of it as before. */
+static char *cut_tail(char *row, long long clipped, double overshoot, double cos, int warmup) {
+  ck_assert_ptr_nonnull(row);
+  char *p[4];
+  for (int k = 3; k >= 0; k--) {
+    p[k] = strrchr(row, ',');
+    ck_assert_ptr_nonnull(p[k]);
+    *p[k] = 0;
+  }
+  ck_assert_msg(atoll(p[0] + 1) == clipped, "clipped %s, want %lld", p[0] + 1, clipped);
+  double ov = strtod(p[1] + 1, NULL), cs = strtod(p[2] + 1, NULL);
+  if (isinf(overshoot)) ck_assert_msg(ov == overshoot, "overshoot %s", p[1] + 1);
+  else ck_assert_msg(fabs(ov - overshoot) <= 1e-9 * fmax(1.0, fabs(overshoot)), "overshoot %s, want %.12g", p[1] + 1, overshoot);
+  ck_assert_msg(fabs(cs - cos) <= 1e-9, "cos_sim %s, want %.12g", p[2] + 1, cos);
+  ck_assert_msg(atoi(p[3] + 1) == warmup, "warmup %s, want %d", p[3] + 1, warmup);
+  return row;
+}
+
+/* sum x xhat / sqrt(sum x^2 sum xhat^2), straight from the values */
+static double cos_of(const float *x, const float *xh, int n) {
+  double xy = 0, xx = 0, hh = 0;
+  for (int i = 0; i < n; i++) {
+    xy += (double)x[i] * xh[i];
+    xx += (double)x[i] * x[i];
+    hh += (double)xh[i] * xh[i];
+  }
+  return xy / sqrt(xx * hh);
+}
+
 static int count_lines(const char *s) {
   int n = 0;
   for (; *s; s++) n += *s == '\n';
@@ -109,15 +141,19 @@ START_TEST(test_tiny_rows_by_hand) {
   static const char header[] =
       "tensor,role,step,recipe,kind,format,history_len,margin,amax_compute,amax,scale,n,"
       "nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db,nblocks,blocks_with_overflow,"
-      "log2_scale_min,log2_scale_max,log2_scale_std\n";
+      "log2_scale_min,log2_scale_max,log2_scale_std,clipped,overshoot,cos_sim,warmup\n";
   ck_assert(strncmp(csv, header, strlen(header)) == 0);
-  /* step 0: every delayed configuration uses scale 1; x*1 fits E4M3 exactly: no error */
+  /* step 0: every delayed configuration uses scale 1; x*1 fits E4M3 exactly: no error (cosine
+   * 1); amax 4 at scale 1 is log2(4/448) binades below the max; step 0 is the warm-up */
   char *r = find_row(csv, "m.input,input,0,d,delayed,e4m3,1,0,max,");
   ck_assert_ptr_nonnull(r);
+  cut_tail(r, 0, log2(4.0 / 448.0), 1.0, 1);
   ck_assert_str_eq(r, "m.input,input,0,d,delayed,e4m3,1,0,max,4,1,4,0,0,0,0,0,0,inf,,,,,");
   free(r);
-  /* current scaling at step 0: 448/4 = 112; 0.5*112 = 56 exact, all exact again */
+  /* current scaling at step 0: 448/4 = 112; 0.5*112 = 56 exact, all exact again; amax*scale is
+   * the max exactly: overshoot 0. The warm-up is a property of the tensor's step: 1 here too. */
   r = find_row(csv, "m.input,input,0,c,current,e4m3,,,,");
+  cut_tail(r, 0, 0.0, 1.0, 1);
   ck_assert_str_eq(r, "m.input,input,0,c,current,e4m3,,,,4,112,4,0,0,0,0,0,0,inf,,,,,");
   free(r);
   /* step 2: history {4 (step 0), 8 (step 1, amax.csv)}: L=1 -> 448/8 = 56, L=2 -> 56 too;
@@ -129,18 +165,24 @@ START_TEST(test_tiny_rows_by_hand) {
   float sinv = 1.0f / 56.0f;
   float xin[4] = {100.0f, -3.0f, 0.0f, 0x1p-12f}, qv[4] = {448.0f, -160.0f, 0.0f, 7 * 0x1p-9f};
   double e2 = 0, x2 = 0;
+  float xhs[4];
   for (int i = 0; i < 4; i++) {
-    float xh = qv[i] * sinv;
+    float xh = xhs[i] = qv[i] * sinv;
     double d = (double)xin[i] - (double)xh;
     e2 += d * d;
     x2 += (double)xin[i] * (double)xin[i];
   }
+  /* 100 * 56 = 5600 is far past 464: clipped, 12.5 times the max (log2 12.5 binades); the
+   * history holds step 0's amax: no longer warm-up */
+  double cos2 = cos_of(xin, xhs, 4), ov2 = log2(100.0 * 56.0 / 448.0);
   char expect[256];
   snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,1,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g,,,,,",
            e2 / 4.0, 10.0 * log10(x2 / e2));
+  cut_tail(r, 1, ov2, cos2, 0);
   ck_assert_str_eq(r, expect);
   free(r);
   r = find_row(csv, "m.input,input,2,d,delayed,e4m3,2,0,max,");
+  cut_tail(r, 1, ov2, cos2, 0);
   snprintf(expect, sizeof expect, "m.input,input,2,d,delayed,e4m3,2,0,max,100,56,4,0,1,1,0,1,%.9g,%.9g,,,,,",
            e2 / 4.0, 10.0 * log10(x2 / e2));
   ck_assert_str_eq(r, expect);
@@ -154,6 +196,8 @@ START_TEST(test_tiny_rows_by_hand) {
   /* grad_output: E5M2 (hybrid); amax 0 at step 1 keeps the state: step 2 uses 57344/2 */
   r = find_row(csv, "m.grad_output,grad_output,2,d,delayed,e5m2,1,0,max,");
   ck_assert_ptr_nonnull(r);
+  /* 0.5 * 28672 = 14336, a quarter of 57344: overshoot -2, exact cast (cosine 1) */
+  cut_tail(r, 0, -2.0, 1.0, 0);
   ck_assert_str_eq(r, "m.grad_output,grad_output,2,d,delayed,e5m2,1,0,max,0.5,28672,2,0,1,0,0,0,0,inf,,,,,");
   free(r);
   free(csv);
@@ -249,6 +293,9 @@ START_TEST(test_gemm_by_hand) {
   double snr = 10.0 * log10((1.0625 * 1.0625 + 4.0) / (0.0625 * 0.0625));
   snprintf(expect, sizeof expect, "l.input,input,0,row,rowwise,e4m3,,,,2,,2,0,0,0,0,0,%.9g,%.9g,1,0,7,7,0",
            0.0625 * 0.0625 / 2.0, snr);
+  /* the one block: amax 2 at scale 128 is 256, log2(256/448) binades; xhat = {1, 2} */
+  float xq[2] = {1.0f, 2.0f};
+  cut_tail(r, 0, log2(256.0 / 448.0), cos_of(x, xq, 2), 1);
   ck_assert_str_eq(r, expect);
   free(r);
   free(csv);
@@ -399,7 +446,11 @@ START_TEST(test_results_rows_by_printf) {
     fp8_csv_put_num(w, fp8_stats_mse(&st));
     fputc(',', w);
     fp8_csv_put_num(w, fp8_stats_snr_db(&st));
-    fputs(",,,,,\n", w);
+    /* clipped 0; overshoot log2(amax scale / 448); cosine 0: sum xhat^2 is 0 and sum x^2 is
+     * not; warm-up 0 */
+    fputs(",,,,,,0,", w);
+    fp8_csv_put_num(w, log2((double)r.amax * (double)r.scale / 448.0));
+    fputs(",0,0\n", w);
     fclose(g);
     fclose(w);
     ck_assert_msg(gl == wl && memcmp(got, want, gl) == 0, "row %d:\n got  %.200s\n want %.200s", k,
@@ -731,14 +782,17 @@ START_TEST(test_ranks_by_hand) {
    * RN32(1/28) (not exact), each error in double. */
   float sinv = 1.0f / 28.0f, xs[2] = {10.0f, 0.25f}, qs[2] = {288.0f, 7.0f};
   double e2 = 0, x2 = 0;
+  float xhs[2];
   for (int i = 0; i < 2; i++) {
-    float xh = qs[i] * sinv;
+    float xh = xhs[i] = qs[i] * sinv;
     double dd = (double)xs[i] - (double)xh;
     e2 += dd * dd;
     x2 += (double)xs[i] * (double)xs[i];
   }
   char *r = find_row(red, "rank_0/m.input,input,3,d,");
   ck_assert_ptr_nonnull(r);
+  /* 280 is below 448; step 0 fed the group's 100 into both ranks' histories: not warm-up */
+  cut_tail(r, 0, log2(280.0 / 448.0), cos_of(xs, xhs, 2), 0);
   snprintf(expect, sizeof expect,
            "rank_0/m.input,input,3,d,delayed,e4m3,2,0,max,10,28,2,0,0,0,0,0,%.9g,%.9g,,,,,", e2 / 2.0,
            10.0 * log10(x2 / e2));

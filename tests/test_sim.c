@@ -271,6 +271,47 @@ START_TEST(test_stats_hand_tensor) {
   ck_assert_double_eq_tol(st.sum_sq, sq, sq * 1e-15);
   ck_assert_double_eq_tol(fp8_stats_mse(&st), err / 8.0, err * 1e-15);
   ck_assert_double_eq_tol(fp8_stats_snr_db(&st), 10.0 * log10(sq / err), 1e-12);
+  /* 1000 is past 464: clipped; 448 exactly is not even an overflow */
+  ck_assert_int_eq(st.clipped, 1);
+  /* xhat = {1, 224, 0, 3*2^-10, 0, -0, 224, 1} over the finite elements */
+  double hq = 1.0 + 224.0 * 224.0 + 9.0 * ldexp(1, -20) + 224.0 * 224.0 + 1.0;
+  ck_assert_double_eq_tol(st.sum_sq_hat, hq, hq * 1e-15);
+  double xy = 1.0 + 500.0 * 224.0 + 9.0 * ldexp(1, -20) + 224.0 * 224.0 + 1.0625;
+  ck_assert_double_eq_tol(fp8_stats_cos_sim(&st), xy / sqrt(sq * hq), 1e-12);
+}
+END_TEST
+
+/* clipped against its definition at the two formats' midpoints (scale 1): E4M3 464 ties down to
+ * 448 (an overflow, not clipped), the next float above it clips; E5M2 61440 ties up (clipped),
+ * the float below it rounds down to 57344 (overflow only). The cosine of the edge cases. */
+START_TEST(test_clipped_midpoints) {
+  float e4[4] = {448.0f, 464.0f, nextafterf(464.0f, INFINITY), -nextafterf(464.0f, INFINITY)};
+  float e5[4] = {57344.0f, nextafterf(61440.0f, 0.0f), 61440.0f, -1e30f};
+  fp8_stats a, b;
+  fp8_stats_init(&a);
+  fp8_stats_init(&b);
+  fp8_quantize_f32(e4, 4, 1.0f, FP8_E4M3, NULL, NULL, &a);
+  fp8_quantize_f32(e5, 4, 1.0f, FP8_E5M2, NULL, NULL, &b);
+  ck_assert_int_eq(a.overflow, 3);
+  ck_assert_int_eq(a.clipped, 2);
+  ck_assert_int_eq(b.overflow, 3);
+  ck_assert_int_eq(b.clipped, 2);
+  /* the fused F32 path and the weighted path count the same */
+  fp8_stats c, d;
+  fp8_stats_init(&c);
+  fp8_stats_init(&d);
+  fp8_quantize_stats_f32(e4, 4, 1.0f, FP8_E4M3, &c);
+  uint32_t w[4] = {1, 2, 3, 4};
+  fp8_quantize_weighted_f32(e5, w, 4, 1.0f, FP8_E5M2, &d);
+  ck_assert_int_eq(c.clipped, 2);
+  ck_assert_int_eq(d.clipped, 3 + 4);
+  /* cosine: both sums 0 -> 1; everything flushed to zero -> 0 */
+  fp8_stats z;
+  fp8_stats_init(&z);
+  ck_assert_double_eq(fp8_stats_cos_sim(&z), 1.0);
+  float tiny[2] = {1e-30f, -1e-30f};
+  fp8_quantize_f32(tiny, 2, 1.0f, FP8_E4M3, NULL, NULL, &z);
+  ck_assert_double_eq(fp8_stats_cos_sim(&z), 0.0);
 }
 END_TEST
 
@@ -333,14 +374,18 @@ START_TEST(test_quantize_vs_plain_loop) {
         if (!isfinite(x[i])) { ref.nonfinite++; continue; }
         if (x[i] == 0) ref.zeros++;
         if (fabsf(y) > fmax) ref.overflow++;
+        if (f == 0 ? fabsf(y) > 464.0f : fabsf(y) >= 61440.0f) ref.clipped++;
         if (x[i] != 0 && (c & 0x7F) == 0) ref.underflow++;
         double v = ref_fp8_value(c, (fp8_format)f);
         if (v != 0 && fabs(v) < ldexp(1, f == 0 ? -6 : -14)) ref.subnormal++;
         double d = (double)x[i] - (double)xr;
         ref.sum_sq_err += d * d;
         ref.sum_sq += (double)x[i] * x[i];
+        ref.sum_sq_hat += (double)xr * xr;
       }
       ck_assert_int_eq(st.n, ref.n);
+      ck_assert_int_eq(st.clipped, ref.clipped);
+      ck_assert_double_eq_tol(st.sum_sq_hat, ref.sum_sq_hat, ref.sum_sq_hat * 1e-12);
       ck_assert_int_eq(st.nonfinite, ref.nonfinite);
       ck_assert_int_eq(st.zeros, ref.zeros);
       ck_assert_int_eq(st.overflow, ref.overflow);
@@ -751,6 +796,8 @@ START_TEST(test_valhist_matches_elements) {
         ck_assert_msg(f2u_d(g.sum_sq_err) == f2u_d(a.sum_sq_err), "sorted err %a, general %a",
                       a.sum_sq_err, g.sum_sq_err);
         ck_assert(f2u_d(fp8_weighted_sum_sq(vh.v, vh.w, vh.nfin)) == f2u_d(a.sum_sq));
+        ck_assert_msg(f2u_d(g.sum_sq_hat) == f2u_d(a.sum_sq_hat), "sorted hat %a, general %a",
+                      a.sum_sq_hat, g.sum_sq_hat);
         for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
           if (!fp8_isa_available((fp8_isa)isa)) continue;
           ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
@@ -763,7 +810,9 @@ START_TEST(test_valhist_matches_elements) {
       }
       fp8_quantize_f32(x, N, sc, (fp8_format)f, NULL, NULL, &b);
       ck_assert(a.n == b.n && a.nonfinite == b.nonfinite && a.zeros == b.zeros &&
-                a.overflow == b.overflow && a.underflow == b.underflow && a.subnormal == b.subnormal);
+                a.overflow == b.overflow && a.underflow == b.underflow && a.subnormal == b.subnormal &&
+                a.clipped == b.clipped);
+      ck_assert(a.clipped > 0 || sc_i < 5 || sc_i > 5); /* 1e30 saturates all but the smallest */
       if (!(sc > 0.0f && isfinite(sc))) continue; /* 0 * inf: NaN sums either way */
       /* the exact sums, Kahan-compensated in long double over the elements */
       long double se = 0, ce = 0, ss = 0, cs = 0;
@@ -783,6 +832,7 @@ START_TEST(test_valhist_matches_elements) {
       ck_assert_msg(fabs(a.sum_sq_err - b.sum_sq_err) <= bound * b.sum_sq_err, "err sums %.17g %.17g",
                     a.sum_sq_err, b.sum_sq_err);
       ck_assert(fabs(a.sum_sq - b.sum_sq) <= bound * b.sum_sq);
+      ck_assert(fabs(a.sum_sq_hat - b.sum_sq_hat) <= bound * b.sum_sq_hat);
       ck_assert(fabsl((long double)a.sum_sq_err - se) <= bound * se);
       ck_assert(fabsl((long double)b.sum_sq_err - se) <= bound * se);
       ck_assert(fabsl((long double)a.sum_sq - ss) <= bound * ss);
@@ -833,6 +883,7 @@ int main(void) {
   tcase_add_test(tc, test_amax);
   tcase_add_test(tc, test_log2_histogram);
   tcase_add_test(tc, test_stats_hand_tensor);
+  tcase_add_test(tc, test_clipped_midpoints);
   tcase_add_test(tc, test_stats_edge);
   tcase_add_test(tc, test_quantize_vs_plain_loop);
   tcase_add_test(tc, test_delayed_first_steps);

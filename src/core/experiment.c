@@ -252,6 +252,8 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->synth_steps = 200;
   ex->synth_seed = 1;
   ex->overflow_budget = 1e-5;
+  ex->step_budget = 0.01;
+  ex->warmup_steps = -1;
   ex->gemm = 1;
   ex->gemm_max_tokens = 1024;
   ex->step_stride = 1;

@@ -7,7 +7,8 @@
  *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
  *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
- *             gemm_max_tokens (default 1024, 0 = all)
+ *             gemm_max_tokens (default 1024, 0 = all), step_budget (fraction of stream steps,
+ *             default 0.01), warmup_steps (default: each tensor's own warm-up)
  *   [output]  dir
  * Errors: FP8_EINVAL with "file:line: message" in err.
  */
@@ -45,6 +46,9 @@ typedef struct {
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
   int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
+  double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
+  int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
+                               every tensor; -1 (default): each tensor's own (docs/semantics.md) */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
 } fp8_experiment;

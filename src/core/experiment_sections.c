@@ -131,6 +131,23 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                      "e.g. 1e-5)",
                      e->value);
       else c->ex->overflow_budget = v;
+    } else if (strcmp(e->key, "step_budget") == 0) {
+      char *end;
+      errno = 0;
+      double v = strtod(e->value, &end);
+      if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+        fp8_exp_fail(c, e->line,
+                     "bad step_budget \"%s\" (expected a fraction of steps in 0..1, e.g. 0.01)",
+                     e->value);
+      else c->ex->step_budget = v;
+    } else if (strcmp(e->key, "warmup_steps") == 0) {
+      int64_t v;
+      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > ((int64_t)1 << 40))
+        fp8_exp_fail(c, e->line,
+                     "bad warmup_steps \"%s\" (expected an integer >= 0: the first N steps of the "
+                     "replay are warm-up for every tensor)",
+                     e->value);
+      else c->ex->warmup_steps = v;
     } else if (strcmp(e->key, "gemm") == 0) {
       int b;
       if (fp8_exp_parse_bool(e->value, &b))
@@ -145,8 +162,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                      e->value);
       else c->ex->gemm_max_tokens = v;
     } else {
-      fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, gemm or "
-                   "gemm_max_tokens)", e->key);
+      fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
+                   "step_budget, warmup_steps, gemm or gemm_max_tokens)", e->key);
     }
   }
 }

@@ -12,25 +12,34 @@ static const char *const STEPS_COLS[FP8_STEPS_COL_COUNT] = {
     "tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
     "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
     "subnormal", "mse", "snr_db", "nblocks", "blocks_with_overflow", "log2_scale_min",
-    "log2_scale_max", "log2_scale_std"};
+    "log2_scale_max", "log2_scale_std", "clipped", "overshoot", "cos_sim", "warmup"};
 
 static const char *const SUMMARY_COLS[FP8_SUMMARY_COL_COUNT] = {
     "tensor", "role", "recipe", "kind", "format", "history_len", "margin", "amax_compute",
     "steps", "n", "nonfinite", "zeros", "overflow", "underflow", "subnormal", "overflow_rate",
     "underflow_rate", "subnormal_rate", "steps_with_overflow", "mse", "snr_db", "snr_db_min",
-    "amax_max"};
+    "amax_max", "clipped", "clipped_rate", "steps_with_clipped", "overshoot_max", "scale_inv_min",
+    "scale_inv_max", "cos_sim_min"};
 
 static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
     "layer", "gemm", "step", "recipe", "kind", "history_len", "margin", "amax_compute",
     "rel_error"};
 
+static const char *const STREAM_COLS[FP8_STREAM_COL_COUNT] = {
+    "tensor", "role", "step", "recipe", "format", "history_len", "margin", "amax_compute",
+    "snapshot", "amax", "scale", "overshoot", "warmup"};
+
 static const char *const HIST_COLS[FP8_HIST_COL_COUNT] = {"tensor", "step", "log2_bin", "count"};
 
-/* steps.csv had 19 columns before the block recipes appended 5 */
+/* steps.csv had 19 columns before the block recipes appended 5, then 24 before issue 13 appended
+ * 4; summary.csv had 23 */
 const fp8_schema fp8_schema_steps = {"steps.csv", STEPS_COLS, FP8_STEPS_COL_COUNT,
-                                     {FP8_STEPS_COL_NBLOCKS, FP8_STEPS_COL_COUNT, 0, 0}};
+                                     {FP8_STEPS_COL_NBLOCKS, FP8_STEPS_COL_CLIPPED,
+                                      FP8_STEPS_COL_COUNT, 0}};
 const fp8_schema fp8_schema_summary = {"summary.csv", SUMMARY_COLS, FP8_SUMMARY_COL_COUNT,
-                                       {FP8_SUMMARY_COL_COUNT, 0, 0, 0}};
+                                       {FP8_SUMMARY_COL_CLIPPED, FP8_SUMMARY_COL_COUNT, 0, 0}};
+const fp8_schema fp8_schema_stream = {"stream.csv", STREAM_COLS, FP8_STREAM_COL_COUNT,
+                                      {FP8_STREAM_COL_COUNT, 0, 0, 0}};
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
                                     {FP8_GEMM_COL_COUNT, 0, 0, 0}};
 const fp8_schema fp8_schema_histograms = {"histograms.csv", HIST_COLS, FP8_HIST_COL_COUNT,
@@ -172,6 +181,16 @@ static void put_counts(line_t *l, const fp8_stats *st) {
   }
 }
 
+double fp8_overshoot(float amax, float scale, fp8_format f) {
+  if (!(amax > 0.0f)) return -INFINITY;
+  return log2((double)amax * (double)scale / (double)fp8_format_max(f));
+}
+
+double fp8_steps_row_overshoot(const fp8_steps_row *r) {
+  if (fp8_recipe_kind_is_block(r->config->kind)) return r->block->overshoot;
+  return fp8_overshoot(r->amax, r->scale, r->format);
+}
+
 void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   const fp8_stats *st = r->stats;
   int blk = fp8_recipe_kind_is_block(r->config->kind);
@@ -204,10 +223,44 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
     line_num(&l, b->log2_scale_max);
     line_chr(&l, ',');
     line_num(&l, b->log2_scale_std);
-    line_chr(&l, '\n');
+    line_chr(&l, ',');
   } else {
-    line_str(&l, ",,,,,\n");
+    line_str(&l, ",,,,,,");
   }
+  line_i64(&l, st->clipped);
+  line_chr(&l, ',');
+  line_num(&l, fp8_steps_row_overshoot(r));
+  line_chr(&l, ',');
+  line_num(&l, fp8_stats_cos_sim(st));
+  line_str(&l, r->warmup ? ",1\n" : ",0\n");
+  line_flush(&l);
+}
+
+void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
+  line_t l;
+  line_init(&l, fp);
+  line_str(&l, r->tensor);
+  line_chr(&l, ',');
+  line_str(&l, fp8_role_name(r->role));
+  line_chr(&l, ',');
+  line_i64(&l, r->step);
+  line_chr(&l, ',');
+  line_str(&l, r->config->label);
+  line_chr(&l, ',');
+  line_str(&l, fp8_format_name(r->format));
+  line_chr(&l, ',');
+  line_i64(&l, r->config->history_len);
+  line_chr(&l, ',');
+  line_i64(&l, r->config->margin);
+  line_chr(&l, ',');
+  line_str(&l, fp8_amax_compute_name(r->config->amax_compute));
+  line_str(&l, r->snapshot ? ",1," : ",0,");
+  line_num(&l, r->amax);
+  line_chr(&l, ',');
+  line_num(&l, r->scale);
+  line_chr(&l, ',');
+  line_num(&l, fp8_overshoot(r->amax, r->scale, r->format));
+  line_str(&l, r->warmup ? ",1\n" : ",0\n");
   line_flush(&l);
 }
 
@@ -215,15 +268,27 @@ void fp8_summary_acc_init(fp8_summary_acc *a) {
   memset(a, 0, sizeof *a);
   fp8_stats_init(&a->st);
   a->snr_min = INFINITY;
+  a->overshoot_max = -INFINITY;
+  a->scale_inv_min = a->scale_inv_max = NAN;
+  a->cos_min = INFINITY;
 }
 
-void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_stats *st, float amax) {
-  double snr = fp8_stats_snr_db(st);
+void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_steps_row *r) {
+  const fp8_stats *st = r->stats;
+  double snr = fp8_stats_snr_db(st), cs = fp8_stats_cos_sim(st), ov = fp8_steps_row_overshoot(r);
   a->steps++;
   a->steps_with_overflow += st->overflow > 0;
+  a->steps_with_clipped += st->clipped > 0;
   fp8_stats_merge(&a->st, st);
   if (snr < a->snr_min) a->snr_min = snr;
-  if (amax > a->amax_max) a->amax_max = amax;
+  if (r->amax > a->amax_max) a->amax_max = r->amax;
+  if (ov > a->overshoot_max) a->overshoot_max = ov;
+  if (cs < a->cos_min) a->cos_min = cs;
+  if (!fp8_recipe_kind_is_block(r->config->kind)) {
+    float si = 1.0f / r->scale; /* RN32(1/s): the scale_inv TE stores and the dequantization uses */
+    if (!(si >= a->scale_inv_min)) a->scale_inv_min = si; /* NaN start: the first step sets it */
+    if (!(si <= a->scale_inv_max)) a->scale_inv_max = si;
+  }
 }
 
 void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
@@ -256,6 +321,20 @@ void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
   line_num(&l, a->snr_min);
   line_chr(&l, ',');
   line_num(&l, a->amax_max);
+  line_chr(&l, ',');
+  line_i64(&l, st->clipped);
+  line_chr(&l, ',');
+  line_num(&l, finite > 0 ? (double)st->clipped / finite : NAN);
+  line_chr(&l, ',');
+  line_i64(&l, a->steps_with_clipped);
+  line_chr(&l, ',');
+  line_num(&l, a->overshoot_max);
+  line_chr(&l, ',');
+  if (!fp8_recipe_kind_is_block(cf->kind)) line_num(&l, a->scale_inv_min);
+  line_chr(&l, ',');
+  if (!fp8_recipe_kind_is_block(cf->kind)) line_num(&l, a->scale_inv_max);
+  line_chr(&l, ',');
+  line_num(&l, a->cos_min);
   line_chr(&l, '\n');
   line_flush(&l);
 }

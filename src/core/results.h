@@ -41,6 +41,8 @@ typedef enum {
   /* appended with the block recipes (empty for per-tensor kinds) */
   FP8_STEPS_COL_NBLOCKS, FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW, FP8_STEPS_COL_LOG2_SCALE_MIN,
   FP8_STEPS_COL_LOG2_SCALE_MAX, FP8_STEPS_COL_LOG2_SCALE_STD,
+  /* appended with saturation that matters (issue 13): all kinds */
+  FP8_STEPS_COL_CLIPPED, FP8_STEPS_COL_OVERSHOOT, FP8_STEPS_COL_COS_SIM, FP8_STEPS_COL_WARMUP,
   FP8_STEPS_COL_COUNT
 } fp8_steps_col;
 
@@ -54,6 +56,10 @@ typedef enum {
   FP8_SUMMARY_COL_UNDERFLOW_RATE, FP8_SUMMARY_COL_SUBNORMAL_RATE,
   FP8_SUMMARY_COL_STEPS_WITH_OVERFLOW, FP8_SUMMARY_COL_MSE, FP8_SUMMARY_COL_SNR_DB,
   FP8_SUMMARY_COL_SNR_DB_MIN, FP8_SUMMARY_COL_AMAX_MAX,
+  /* appended with saturation that matters (issue 13) */
+  FP8_SUMMARY_COL_CLIPPED, FP8_SUMMARY_COL_CLIPPED_RATE, FP8_SUMMARY_COL_STEPS_WITH_CLIPPED,
+  FP8_SUMMARY_COL_OVERSHOOT_MAX, FP8_SUMMARY_COL_SCALE_INV_MIN, FP8_SUMMARY_COL_SCALE_INV_MAX,
+  FP8_SUMMARY_COL_COS_SIM_MIN,
   FP8_SUMMARY_COL_COUNT
 } fp8_summary_col;
 
@@ -65,6 +71,16 @@ typedef enum {
   FP8_GEMM_COL_COUNT
 } fp8_gemm_col;
 
+/** stream.csv: one row per (replay step, tensor, delayed configuration): every step of the
+ *  union of snapshot and amax.csv steps, also where the tensor did not run (amax 0). */
+typedef enum {
+  FP8_STREAM_COL_TENSOR, FP8_STREAM_COL_ROLE, FP8_STREAM_COL_STEP, FP8_STREAM_COL_RECIPE,
+  FP8_STREAM_COL_FORMAT, FP8_STREAM_COL_HISTORY_LEN, FP8_STREAM_COL_MARGIN,
+  FP8_STREAM_COL_AMAX_COMPUTE, FP8_STREAM_COL_SNAPSHOT, FP8_STREAM_COL_AMAX,
+  FP8_STREAM_COL_SCALE, FP8_STREAM_COL_OVERSHOOT, FP8_STREAM_COL_WARMUP,
+  FP8_STREAM_COL_COUNT
+} fp8_stream_col;
+
 /** histograms.csv: one row per (snapshot step, tensor, occupied log2 bin). */
 typedef enum {
   FP8_HIST_COL_TENSOR, FP8_HIST_COL_STEP, FP8_HIST_COL_LOG2_BIN, FP8_HIST_COL_COUNT_,
@@ -75,6 +91,7 @@ extern const fp8_schema fp8_schema_steps;
 extern const fp8_schema fp8_schema_summary;
 extern const fp8_schema fp8_schema_gemm;
 extern const fp8_schema fp8_schema_histograms;
+extern const fp8_schema fp8_schema_stream;
 
 /** Writes the header line ("col,col,...\n"). */
 void fp8_schema_put_header(FILE *fp, const fp8_schema *s);
@@ -98,24 +115,48 @@ typedef struct {
   float scale;                 /**< per-tensor kinds; ignored for block kinds */
   const fp8_stats *stats;
   const fp8_block_stats *block;/**< block kinds; ignored otherwise */
+  int warmup;                  /**< 1: a warm-up step of this tensor (docs/semantics.md) */
 } fp8_steps_row;
+
+/** overshoot of a per-tensor cast: log2(amax * scale / fp8_max) in double; -inf for amax 0. */
+double fp8_overshoot(float amax, float scale, fp8_format f);
+/** The overshoot column of a steps.csv row (block kinds: the block statistics' own). */
+double fp8_steps_row_overshoot(const fp8_steps_row *r);
 
 void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r);
 
 /** Totals of one (tensor, configuration) over the snapshot steps (a summary.csv row). */
 typedef struct {
-  int64_t steps, steps_with_overflow;
+  int64_t steps, steps_with_overflow, steps_with_clipped;
   fp8_stats st;
   double snr_min;              /**< start: +inf */
   float amax_max;
+  double overshoot_max;        /**< start: -inf */
+  float scale_inv_min, scale_inv_max; /**< per-tensor kinds; start: NaN (no step yet) */
+  double cos_min;              /**< start: +inf */
 } fp8_summary_acc;
 
 void fp8_summary_acc_init(fp8_summary_acc *a);
-/** Adds one steps.csv row's statistics (its tensor's amax at that step). */
-void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_stats *st, float amax);
+/** Adds one steps.csv row (its statistics, amax, scale, overshoot). */
+void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_steps_row *r);
 void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
                                  const fp8_config *cf, fp8_format format,
                                  const fp8_summary_acc *a);
+
+/** One stream.csv row. */
+typedef struct {
+  const char *tensor;
+  fp8_role role;
+  int64_t step;
+  const fp8_config *config;    /**< a delayed configuration */
+  fp8_format format;
+  int snapshot;                /**< 1: the step has this tensor's snapshot (a steps.csv row) */
+  float amax;                  /**< the tensor's own amax at the step (snapshot, amax.csv, or 0) */
+  float scale;                 /**< the scale the step used */
+  int warmup;
+} fp8_stream_row;
+
+void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r);
 
 void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                               const fp8_config *cf, double rel_error);

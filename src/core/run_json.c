@@ -89,6 +89,9 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   free(text);
   json_object_set_new(exo, "configurations", configs_json(ex));
   json_object_set_new(exo, "overflow_budget", json_real(ex->overflow_budget));
+  json_object_set_new(exo, "step_budget", json_real(ex->step_budget));
+  if (ex->warmup_steps >= 0)
+    json_object_set_new(exo, "warmup_steps", json_integer((json_int_t)ex->warmup_steps));
   return exo;
 }
 

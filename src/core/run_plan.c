@@ -112,8 +112,14 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
   r->formats = calloc(n * nc + 1, sizeof *r->formats);
   r->amax = calloc(n + 1, sizeof *r->amax);
   r->work = calloc(n + 1, sizeof *r->work);
-  if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work)
+  r->warm_done = calloc(n + 1, sizeof *r->warm_done);
+  r->fed = calloc(n + 1, sizeof *r->fed); /* at most one slot per tensor */
+  r->scales = calloc(nc + 1, sizeof *r->scales);
+  if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work || !r->warm_done ||
+      !r->fed || !r->scales)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  r->ndelayed = 0;
+  for (size_t c = 0; c < nc; c++) r->ndelayed += ex->configs[c].kind == FP8_KIND_DELAYED;
   r->ntensors = n;
   for (size_t i = 0; i < n; i++) {
     run_tensor *t = &r->t[i];
@@ -238,6 +244,9 @@ void run_free(run_t *r) {
   free(r->want_gemm[0]);
   free(r->want_gemm[1]);
   free(r->amax);
+  free(r->warm_done);
+  free(r->fed);
+  free(r->scales);
   free(r->work);
   free(r->rel);
   memset(r, 0, sizeof *r);
@@ -273,4 +282,9 @@ static int cmp_rank_prefix(const void *a, const void *b) {
 void run_rank_order(size_t *order, size_t n) {
   for (size_t k = 0; k < n; k++) order[k] = k;
   qsort(order, n, sizeof *order, cmp_rank_prefix);
+}
+
+int run_is_warmup(const run_t *r, size_t i) {
+  if (r->ex->warmup_steps >= 0) return (int64_t)r->step_index < r->ex->warmup_steps;
+  return !r->warm_done[i];
 }

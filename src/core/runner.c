@@ -49,13 +49,15 @@ static void write_part_rows(run_t *r, int64_t step) {
     r->amax[i] = amax; /* the snapshot's data wins over amax.csv */
     if (t->csv_has && t->csv_amax != amax) r->mismatches++;
     fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
+    int warm = run_is_warmup(r, i);
+    t->snap = 1;
     for (size_t c = 0; c < r->nconfigs; c++) {
       fp8_steps_row row = {.tensor = t->name, .role = r->roles[i], .step = step,
                            .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
                            .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
-                           .block = &t->res.block[c]};
+                           .block = &t->res.block[c], .warmup = warm};
       fp8_results_put_steps_row(r->steps_fp, &row);
-      fp8_summary_acc_add(&t->acc[c], &t->res.stats[c], amax);
+      fp8_summary_acc_add(&t->acc[c], &row);
       r->rows++;
     }
   }
@@ -82,6 +84,44 @@ static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
   return rc;
 }
 
+/* stream.csv rows of the step: every tensor under every delayed configuration, with the scale
+ * the step used (the engines' states before this step's updates) and the tensor's own amax
+ * (its snapshot's when it has one, as the update uses; else amax.csv's; else 0). */
+static int write_stream_rows(run_t *r, int64_t step, char *err, size_t errlen) {
+  if (!r->stream_fp) return FP8_OK;
+  for (size_t i = 0; i < r->ntensors; i++) {
+    int rc = r->engine->ops->state(r->engine, i, r->scales, err, errlen);
+    if (!rc && r->cpu) rc = r->cpu->ops->state(r->cpu, i, r->scales, err, errlen);
+    if (rc) return rc;
+    int warm = run_is_warmup(r, i);
+    for (size_t c = 0; c < r->nconfigs; c++) {
+      const fp8_config *cf = &r->ex->configs[c];
+      if (cf->kind != FP8_KIND_DELAYED) continue;
+      fp8_stream_row row = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
+                            .config = cf, .format = r->formats[i * r->nconfigs + c],
+                            .snapshot = r->t[i].snap, .amax = r->amax[i], .scale = r->scales[c],
+                            .warmup = warm};
+      fp8_results_put_stream_row(r->stream_fp, &row);
+      r->stream_rows++;
+    }
+  }
+  return FP8_OK;
+}
+
+/* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one
+ * their update was fed: the slot's maximum under reduce_amax). */
+static void note_warm(run_t *r) {
+  if (r->red_slot) {
+    for (size_t k = 0; k < r->nred; k++) r->fed[k] = 0.0f;
+    for (size_t i = 0; i < r->ntensors; i++)
+      r->fed[r->red_slot[i]] = fmaxf(r->fed[r->red_slot[i]], r->amax[i]);
+  }
+  for (size_t i = 0; i < r->ntensors; i++) {
+    float a = r->red_slot ? r->fed[r->red_slot[i]] : r->amax[i];
+    if (isfinite(a) && a > 0.0f) r->warm_done[i] = 1;
+  }
+}
+
 /* The steps: for each, the amax.csv rows, the snapshot rank by rank, then the two phases. */
 static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
                      const int32_t *amax_map, const size_t *rank_order, char *err, size_t errlen) {
@@ -91,6 +131,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   int draw = r->opt->progress && !r->opt->quiet, rc = FP8_OK;
   for (size_t si = 0; si < nsteps; si++) {
     int64_t step = steps[si];
+    r->step_index = si;
     fp8_engine *eng[2] = {r->engine, r->cpu};
     for (int k = 0; k < 2 && rc == FP8_OK; k++)
       if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], step, err, errlen);
@@ -98,6 +139,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
     for (size_t i = 0; i < r->ntensors; i++) {
       r->amax[i] = 0.0f; /* the module did not run: the state is kept */
       r->t[i].csv_has = 0;
+      r->t[i].snap = 0;
     }
     while (arow < tr->namax && tr->amax[arow].step < step) arow++;
     for (; arow < tr->namax && tr->amax[arow].step == step; arow++) {
@@ -110,6 +152,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
     int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
     for (size_t part = 0; have_snap && part < nparts; part++)
       if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
+    if ((rc = write_stream_rows(r, step, err, errlen)) != FP8_OK) return rc;
     /* every rank's amax of this step is known now: TE's two reductions and updates */
     for (int k = 0; k < 2 && rc == FP8_OK; k++)
       if (eng[k]) {
@@ -117,7 +160,9 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
         if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
       }
     if (rc) return rc;
-    if (ferror(r->steps_fp) || ferror(r->hist_fp) || (r->gemm_fp && ferror(r->gemm_fp)))
+    note_warm(r);
+    if (ferror(r->steps_fp) || ferror(r->hist_fp) || (r->gemm_fp && ferror(r->gemm_fp)) ||
+        (r->stream_fp && ferror(r->stream_fp)))
       return fp8_errorf(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s",
                         r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, strerror(errno));
     if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
@@ -130,7 +175,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
 /* The output directory: refuse to overwrite results unless --force; create it; open the
  * outputs under temporary names, so that it is writable before any work is done. */
 static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                        fp8_outfile of[3], char *err, size_t errlen) {
+                        fp8_outfile of[4], char *err, size_t errlen) {
   if (!opt->force && fp8_dir_nonempty(out))
     return fp8_errorf(FP8_EINVAL, err, errlen,
                       "%s: output directory is not empty (use --force to overwrite its results)", out);
@@ -138,7 +183,11 @@ static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, co
   if (!rc) rc = fp8_outfile_open(&of[0], out, fp8_schema_steps.file, err, errlen);
   if (!rc) rc = fp8_outfile_open(&of[1], out, fp8_schema_histograms.file, err, errlen);
   if (!rc && ex->gemm) rc = fp8_outfile_open(&of[2], out, fp8_schema_gemm.file, err, errlen);
+  int delayed = 0;
+  for (size_t c = 0; c < ex->nconfigs; c++) delayed |= ex->configs[c].kind == FP8_KIND_DELAYED;
+  if (!rc && delayed) rc = fp8_outfile_open(&of[3], out, fp8_schema_stream.file, err, errlen);
   if (rc) return rc;
+  if (delayed) fp8_schema_put_header(of[3].fp, &fp8_schema_stream);
   fp8_schema_put_header(of[0].fp, &fp8_schema_steps);
   fp8_schema_put_header(of[1].fp, &fp8_schema_histograms);
   if (ex->gemm) fp8_schema_put_header(of[2].fp, &fp8_schema_gemm);
@@ -208,7 +257,7 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
 
 /* summary.csv and the renames: steps.csv last, so a complete steps.csv always comes with its
  * summary; no gemm.csv without a layer triplet. */
-static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], char *err,
+static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[4], char *err,
                           size_t errlen) {
   fp8_outfile so;
   int rc = fp8_outfile_open(&so, out, fp8_schema_summary.file, err, errlen);
@@ -224,6 +273,13 @@ static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], ch
     snprintf(stale, sizeof stale, "%s/%s", out, fp8_schema_gemm.file);
     unlink(stale); /* a gemm.csv of an earlier run (--force) would describe another run */
   }
+  if (r->stream_fp) {
+    if ((rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
+  } else {
+    char stale[4200];
+    snprintf(stale, sizeof stale, "%s/%s", out, fp8_schema_stream.file);
+    unlink(stale); /* no delayed configuration: an earlier run's stream.csv would mislead */
+  }
   return fp8_outfile_commit(&of[0], err, errlen);
 }
 
@@ -236,7 +292,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int64_t *steps = NULL;
   size_t nsteps = 0, *rank_order = NULL;
   int32_t *amax_map = NULL;
-  fp8_outfile of[3] = {{0}, {0}, {0}};
+  fp8_outfile of[4] = {{0}, {0}, {0}, {0}};
   char trace_dir[4096], started[64];
   memset(&tr, 0, sizeof tr);
   memset(sum, 0, sizeof *sum);
@@ -256,6 +312,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   r.steps_fp = of[0].fp;
   r.hist_fp = of[1].fp;
   r.gemm_fp = of[2].fp;
+  r.stream_fp = of[3].fp;
   if ((rc = prepare_trace(ex, opt, out, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK) goto done;
   if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
   trace_open = 1;
@@ -285,7 +342,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
             r.mismatches);
 
 done:
-  for (int i = 0; i < 3; i++) fp8_outfile_abort(&of[i]);
+  for (int i = 0; i < 4; i++) fp8_outfile_abort(&of[i]);
   run_free(&r);
   free(rank_order);
   free(steps);

@@ -25,6 +25,7 @@ typedef struct {
   fp8_tensor_result res_cpu;  /* the CPU fallback's: the same arrays, its own amax */
   const fp8_tensor_view *view;/* this step's snapshot data (NULL: none in this part) */
   int csv_has;                /* amax.csv has a row for this step */
+  int snap;                   /* this step's snapshot has the tensor */
   float csv_amax;
 } run_tensor;
 
@@ -46,11 +47,16 @@ typedef struct {
   fp8_engine *engine;         /* the primary engine */
   fp8_engine *cpu;            /* the CPU fallback (NULL: the primary runs everything) */
   float *amax;                /* [ntensors]: this step's amaxes, for end_phase */
+  unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
+  float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
+  float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
+  size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
+  size_t step_index;          /* index of the current step in the replay's steps */
   size_t *work;               /* the tensors of the current part */
   size_t nwork;
   /* outputs */
-  FILE *steps_fp, *hist_fp, *gemm_fp;
-  long long rows, gemm_rows, mismatches;
+  FILE *steps_fp, *hist_fp, *gemm_fp, *stream_fp;
+  long long rows, gemm_rows, mismatches, stream_rows;
   double *rel;                /* [layers * 3 * nconfigs] of one part */
   size_t rel_cap;
 } run_t;
@@ -64,6 +70,8 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
 int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen);
 int run_engines_init(run_t *r, char *err, size_t errlen);
 void run_free(run_t *r);
+/* 1 when the current step is a warm-up step of tensor i (docs/semantics.md "Warm-up") */
+int run_is_warmup(const run_t *r, size_t i);
 int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout);
 void run_rank_order(size_t *order, size_t n);
 

@@ -205,11 +205,14 @@ int fp8_block_grid(const fp8_block_params *p, fp8_block_dir dir, int64_t rows, i
 typedef struct {
   int64_t nblocks, overflowed, scaled;
   double min, max, mean, m2;
+  double peak; /* max over the blocks of amax * scale, in double */
 } block_acc;
 
 static void acc_add(block_acc *a, float amax, float scale, bool overflowed) {
   a->nblocks++;
   a->overflowed += overflowed;
+  double peak = (double)amax * (double)scale;
+  if (peak > a->peak) a->peak = peak;
   if (!(amax > 0.0f) || isinf(amax)) return; /* all-zero / all-NaN block, or one holding inf */
   double v = log2((double)scale);
   a->scaled++;
@@ -257,7 +260,7 @@ int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
   if (dir != FP8_BLOCK_DIR_ROW && dir != FP8_BLOCK_DIR_COL) return FP8_EINVAL;
   fp8_stats local;
   fp8_stats_init(&local);
-  block_acc acc = {0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+  block_acc acc = {0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
 
   if (rows > 0 && cols > 0) {
     if (p->square) {
@@ -313,6 +316,8 @@ int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
     bst->log2_scale_min = acc.scaled ? acc.min : NAN;
     bst->log2_scale_max = acc.scaled ? acc.max : NAN;
     bst->log2_scale_std = acc.scaled ? sqrt(acc.m2 / (double)acc.scaled) : NAN;
+    bst->overshoot = acc.peak > 0.0 ? log2(acc.peak / (double)fp8_format_max(p->format))
+                                    : -INFINITY;
   }
   return FP8_OK;
 }

@@ -156,6 +156,10 @@ typedef struct {
   double log2_scale_min;        /**< min of log2(scale) over scaled blocks; NaN when none */
   double log2_scale_max;        /**< max of log2(scale) over scaled blocks; NaN when none */
   double log2_scale_std;        /**< population std (divide by N) of log2(scale); NaN when none */
+  /** max over the blocks of log2(block amax * block scale / fp8_max), in double: > 0 when the
+   *  largest element of some block saturated (by that many binades); -inf when every block
+   *  is all zero (or there is none) */
+  double overshoot;
 } fp8_block_stats;
 
 /** Quantizes the row-major float32 matrix x [rows, cols] with recipe p, blocks running along

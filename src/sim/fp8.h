@@ -131,6 +131,10 @@ typedef struct {
   int64_t subnormal;  /**< finite x whose code is a non-zero subnormal */
   double sum_sq_err;  /**< sum over finite x of (x - xhat)^2, in double */
   double sum_sq;      /**< sum over finite x of x^2, in double */
+  /* appended with the saturation and similarity statistics (RECIPES.md, docs/semantics.md) */
+  int64_t clipped;    /**< finite x whose |RN32(x*s)| is past the format's rounding midpoint
+                           above max (E4M3 > 464, E5M2 >= 61440): the cast's saturation branch */
+  double sum_sq_hat;  /**< sum over finite x of xhat^2, in double (for the cosine similarity) */
 } fp8_stats;
 
 void fp8_stats_init(fp8_stats *st);
@@ -140,6 +144,12 @@ void fp8_stats_merge(fp8_stats *dst, const fp8_stats *src);
 double fp8_stats_mse(const fp8_stats *st);
 /** 10*log10(sum_sq / sum_sq_err); +inf when the error is 0 (also for an all-zero tensor). */
 double fp8_stats_snr_db(const fp8_stats *st);
+/** Cosine similarity of the finite x and their dequantized values xhat:
+ *  sum x xhat / sqrt(sum x^2 sum xhat^2), with sum x xhat = (sum_sq + sum_sq_hat - sum_sq_err) / 2,
+ *  clamped to [-1, 1]; 1 when both sums are 0 (nothing to compare), 0 when exactly one is. */
+double fp8_stats_cos_sim(const fp8_stats *st);
+/** The bits above which |RN32(x*s)| is counted in `clipped` (as float32 bits, compared > ). */
+uint32_t fp8_clip_bits(fp8_format f);
 
 /** Quantizes n floats with scale s to format f: y = RN32(x*s), q = encode(y), and
  *  xhat = RN32(decode(q) * RN32(1/s)). Writes the codes to `codes` when it is not NULL and

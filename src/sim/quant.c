@@ -62,6 +62,8 @@ void fp8_stats_merge(fp8_stats *dst, const fp8_stats *src) {
   dst->subnormal += src->subnormal;
   dst->sum_sq_err += src->sum_sq_err;
   dst->sum_sq += src->sum_sq;
+  dst->clipped += src->clipped;
+  dst->sum_sq_hat += src->sum_sq_hat;
 }
 
 double fp8_stats_mse(const fp8_stats *st) {
@@ -73,6 +75,22 @@ double fp8_stats_mse(const fp8_stats *st) {
 double fp8_stats_snr_db(const fp8_stats *st) {
   if (st->sum_sq_err == 0.0) return INFINITY;
   return 10.0 * log10(st->sum_sq / st->sum_sq_err);
+}
+
+double fp8_stats_cos_sim(const fp8_stats *st) {
+  double sx = st->sum_sq, sh = st->sum_sq_hat;
+  if (sx == 0.0 && sh == 0.0) return 1.0;
+  if (sx == 0.0 || sh == 0.0) return 0.0;
+  if (!isfinite(sx) || !isfinite(sh) || !isfinite(st->sum_sq_err)) return NAN;
+  /* sum (x - xhat)^2 = sum x^2 + sum xhat^2 - 2 sum x xhat */
+  double c = 0.5 * (sx + sh - st->sum_sq_err) / (sqrt(sx) * sqrt(sh));
+  return c > 1.0 ? 1.0 : c < -1.0 ? -1.0 : c;
+}
+
+uint32_t fp8_clip_bits(fp8_format f) {
+  /* E4M3: 464 = 448 + half an ulp ties down to 448, above it the rounding would go to 480;
+   * E5M2: 61440 = 57344 + half an ulp ties up to 65536, so from 61440 on (> its predecessor) */
+  return f == FP8_E5M2 ? enc_f2u(61440.0f) - 1u : enc_f2u(464.0f);
 }
 
 /* ------------------------------------------------------------------ the hot loops
@@ -93,9 +111,10 @@ typedef double v4d __attribute__((vector_size(32)));
 /* Pass 1 over one chunk: codes and counters. */
 QUANT_INLINE void chunk_encode(const float *restrict x, size_t n,
                                float s, fp8_format f, uint8_t *restrict q, fp8_stats *st) {
-  uint32_t maxbits = enc_f2u(fp8_format_max(f));
+  uint32_t maxbits = enc_f2u(fp8_format_max(f)), clipbits = fp8_clip_bits(f);
   uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
   uint32_t cnt = 0, nonfinite = 0, zeros = 0, overflow = 0, underflow = 0, subnormal = 0;
+  uint32_t clipped = 0;
   float y[CHUNK];
   for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
   if (f == FP8_E5M2)
@@ -113,6 +132,7 @@ QUANT_INLINE void chunk_encode(const float *restrict x, size_t n,
     nonfinite += c & (0u - !finite);
     zeros += c & (0u - (ax == 0));
     overflow += c & (0u - (finite & (ay > maxbits)));
+    clipped += c & (0u - (finite & (ay > clipbits)));
     underflow += c & (0u - (finite & (ax != 0) & code_zero));
     subnormal += c & (0u - (finite & code_sub));
   }
@@ -122,6 +142,7 @@ QUANT_INLINE void chunk_encode(const float *restrict x, size_t n,
   st->overflow += overflow;
   st->underflow += underflow;
   st->subnormal += subnormal;
+  st->clipped += clipped;
 }
 
 /* Pass 2 over one chunk: dequantize (table lookup), then accumulate errors over finite
@@ -145,23 +166,27 @@ QUANT_INLINE void chunk_error(const float *restrict x, size_t n,
    * the lanes are the same either way. */
   /* element by element: lane k of e / s sums elements i with i mod 4 == k, the tail into
    * lane 0, as this loop always has (the results of the per-element path do not change) */
-  v4d e = {0, 0, 0, 0}, s = {0, 0, 0, 0};
+  v4d e = {0, 0, 0, 0}, s = {0, 0, 0, 0}, h = {0, 0, 0, 0};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     v4f xf, hf;
     memcpy(&xf, xm + i, sizeof xf);
     memcpy(&hf, hm + i, sizeof hf);
-    v4d xd = __builtin_convertvector(xf, v4d), d = xd - __builtin_convertvector(hf, v4d);
+    v4d xd = __builtin_convertvector(xf, v4d), hd = __builtin_convertvector(hf, v4d);
+    v4d d = xd - hd;
     e += d * d;
     s += xd * xd;
+    h += hd * hd;
   }
   for (; i < n; i++) {
-    double xd = (double)xm[i], d = xd - (double)hm[i];
+    double xd = (double)xm[i], hd = (double)hm[i], d = xd - hd;
     e[0] += d * d;
     s[0] += xd * xd;
+    h[0] += hd * hd;
   }
   st->sum_sq_err += (e[0] + e[1]) + (e[2] + e[3]);
   st->sum_sq += (s[0] + s[1]) + (s[2] + s[3]);
+  st->sum_sq_hat += (h[0] + h[1]) + (h[2] + h[3]);
 }
 
 /* The whole loop over a tensor, once per instruction set. */

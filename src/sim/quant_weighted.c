@@ -139,7 +139,7 @@ WQ_INLINE float grid1(uint32_t a, const wq_fmt *k) {
 
 /* One value, the scalar form of the same arithmetic (the tail). */
 WQ_INLINE void one(float x, uint32_t w, float s, float sinv, fp8_format f, const wq_fmt *k,
-                   int64_t cnt[6], double *e, double *sq) {
+                   int64_t cnt[7], double *e, double *sq, double *hq) {
   float y = x * s;
   uint8_t code = f == FP8_E5M2 ? ENCODE_E5M2(enc_f2u(y)) : ENCODE_E4M3(enc_f2u(y));
   uint32_t ax = enc_f2u(x) & 0x7FFFFFFFu, ay = enc_f2u(y) & 0x7FFFFFFFu;
@@ -151,19 +151,21 @@ WQ_INLINE void one(float x, uint32_t w, float s, float sinv, fp8_format f, const
   cnt[3] += finite && ay > k->maxbits ? w : 0;
   cnt[4] += finite && ax != 0 && czero ? w : 0;
   cnt[5] += finite && csub ? w : 0;
+  cnt[6] += finite && ay >= k->sat_from ? w : 0;
   if (!finite) return;
   float xh = fp8_decode_table(f)[code] * sinv;
-  double xd = (double)x, d = xd - (double)xh, c = (double)w;
+  double xd = (double)x, hd = (double)xh, d = xd - hd, c = (double)w;
   *e += c * (d * d);
   *sq += c * (xd * xd);
+  *hq += c * (hd * hd);
 }
 
 WQ_INLINE void wq_body(const float *x, const uint32_t *w, size_t n, float s, fp8_format f,
                        fp8_stats *st, const int with_sq) {
   const wq_fmt k = fmt_consts(f);
   const float sinv = 1.0f / s; /* RN32(1/s), as fp8_quantize_f32 */
-  v8u cnt = {0}, nonfin = {0}, zeros = {0}, over = {0}, under = {0}, subn = {0};
-  v4d e4[4] = {{0}}, s4[4] = {{0}};
+  v8u cnt = {0}, nonfin = {0}, zeros = {0}, over = {0}, under = {0}, subn = {0}, clip = {0};
+  v4d e4[4] = {{0}}, s4[4] = {{0}}, h4[4] = {{0}};
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int h = 0; h < 2; h++) { /* two blocks of eight: lanes 0-7 and 8-15 of the sixteen */
@@ -183,23 +185,25 @@ WQ_INLINE void wq_body(const float *x, const uint32_t *w, size_t n, float s, fp8
       over += wv & finite & (v8u)(ay > k.maxbits);
       under += wv & finite & (v8u)(ax != 0u) & czero;
       subn += wv & finite & csub;
+      clip += wv & finite & (v8u)(ay >= k.sat_from);
       v8f xh = decode8(code, &k) * sinv;
       v8f xm = as_f(as_u(xv) & finite), hm = as_f(as_u(xh) & finite);
       for (int q = 0; q < 2; q++) { /* the two halves: 4-wide doubles */
         v4f xf = {xm[4 * q], xm[4 * q + 1], xm[4 * q + 2], xm[4 * q + 3]};
         v4f hf = {hm[4 * q], hm[4 * q + 1], hm[4 * q + 2], hm[4 * q + 3]};
         v4u wu = {wv[4 * q], wv[4 * q + 1], wv[4 * q + 2], wv[4 * q + 3]};
-        v4d xd = __builtin_convertvector(xf, v4d), d = xd - __builtin_convertvector(hf, v4d);
-        v4d c = __builtin_convertvector(wu, v4d);
+        v4d xd = __builtin_convertvector(xf, v4d), hd = __builtin_convertvector(hf, v4d);
+        v4d d = xd - hd, c = __builtin_convertvector(wu, v4d);
         e4[2 * h + q] += c * (d * d);
+        h4[2 * h + q] += c * (hd * hd);
         if (with_sq) s4[2 * h + q] += c * (xd * xd);
       }
     }
-  int64_t tail[6] = {0, 0, 0, 0, 0, 0};
-  double et = 0.0, sqt = 0.0;
-  for (; i < n; i++) one(x[i], w[i], s, sinv, f, &k, tail, &et, &sqt);
+  int64_t tail[7] = {0, 0, 0, 0, 0, 0, 0};
+  double et = 0.0, sqt = 0.0, hqt = 0.0;
+  for (; i < n; i++) one(x[i], w[i], s, sinv, f, &k, tail, &et, &sqt, &hqt);
   (void)with_sq;
-  int64_t c6[6] = {0, 0, 0, 0, 0, 0};
+  int64_t c6[7] = {0, 0, 0, 0, 0, 0, 0};
   for (int l = 0; l < 8; l++) {
     c6[0] += cnt[l];
     c6[1] += nonfin[l];
@@ -207,15 +211,19 @@ WQ_INLINE void wq_body(const float *x, const uint32_t *w, size_t n, float s, fp8
     c6[3] += over[l];
     c6[4] += under[l];
     c6[5] += subn[l];
+    c6[6] += clip[l];
   }
   v4d ev = (e4[0] + e4[1]) + (e4[2] + e4[3]), sv = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+  v4d hv = (h4[0] + h4[1]) + (h4[2] + h4[3]);
   st->n += c6[0] + tail[0];
   st->nonfinite += c6[1] + tail[1];
   st->zeros += c6[2] + tail[2];
   st->overflow += c6[3] + tail[3];
   st->underflow += c6[4] + tail[4];
   st->subnormal += c6[5] + tail[5];
+  st->clipped += c6[6] + tail[6];
   st->sum_sq_err += ((ev[0] + ev[1]) + (ev[2] + ev[3])) + et;
+  st->sum_sq_hat += ((hv[0] + hv[1]) + (hv[2] + hv[3])) + hqt;
   if (with_sq) st->sum_sq += ((sv[0] + sv[1]) + (sv[2] + sv[3])) + sqt;
 }
 
@@ -247,10 +255,11 @@ double fp8_weighted_sum_sq(const float *x, const uint32_t *w, size_t n) {
 
 /* The error sum of a sorted histogram's finite part (fp8_sorted_weighted_err_f32): x >= 0
  * finite, weights already in double; the lanes and order of wq_body's error sum. */
-WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8_format f) {
+WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8_format f,
+                         double *hat_sq) {
   const wq_fmt k = fmt_consts(f);
   const float sinv = 1.0f / s;
-  v4d e4[4] = {{0}};
+  v4d e4[4] = {{0}}, h4[4] = {{0}};
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int h = 0; h < 2; h++) {
@@ -259,19 +268,24 @@ WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8
       v8f xh = grid8(as_u(xv * s), &k) * sinv;
       /* both halves converted at once (8 lanes of double: two vectors under AVX2), then lane
        * by lane the same products and sums as four at a time */
-      v8d d8 = __builtin_convertvector(xv, v8d) - __builtin_convertvector(xh, v8d), cw;
+      v8d h8 = __builtin_convertvector(xh, v8d), cw;
+      v8d d8 = __builtin_convertvector(xv, v8d) - h8;
       memcpy(&cw, c + i + 8 * h, sizeof cw);
-      v8d t = cw * (d8 * d8);
+      v8d t = cw * (d8 * d8), u = cw * (h8 * h8);
       e4[2 * h] += __builtin_shufflevector(t, t, 0, 1, 2, 3);
       e4[2 * h + 1] += __builtin_shufflevector(t, t, 4, 5, 6, 7);
+      h4[2 * h] += __builtin_shufflevector(u, u, 0, 1, 2, 3);
+      h4[2 * h + 1] += __builtin_shufflevector(u, u, 4, 5, 6, 7);
     }
-  double et = 0.0;
+  double et = 0.0, ht = 0.0;
   for (; i < n; i++) {
     float xh = grid1(enc_f2u(x[i] * s), &k) * sinv;
-    double d = (double)x[i] - (double)xh;
+    double hd = (double)xh, d = (double)x[i] - hd;
     et += c[i] * (d * d);
+    ht += c[i] * (hd * hd);
   }
-  v4d ev = (e4[0] + e4[1]) + (e4[2] + e4[3]);
+  v4d ev = (e4[0] + e4[1]) + (e4[2] + e4[3]), hv = (h4[0] + h4[1]) + (h4[2] + h4[3]);
+  *hat_sq = ((hv[0] + hv[1]) + (hv[2] + hv[3])) + ht;
   return ((ev[0] + ev[1]) + (ev[2] + ev[3])) + et;
 }
 
@@ -283,8 +297,8 @@ WQ_INLINE double ws_body(const float *x, const double *c, size_t n, float s, fp8
  * sign of y; zero and subnormal codes are g == 0 and 0 < g < the format's smallest normal. */
 #define QCHUNK 1024
 
-WQ_INLINE void fs_one(float x, float s, float sinv, const wq_fmt *k, uint32_t c[5], double *e,
-                      double *sq) {
+WQ_INLINE void fs_one(float x, float s, float sinv, const wq_fmt *k, uint32_t c[6], double *e,
+                      double *sq, double *hq) {
   float y = x * s;
   uint32_t ax = enc_f2u(x) & 0x7FFFFFFFu, ay = enc_f2u(y) & 0x7FFFFFFFu;
   int finite = ax < 0x7F800000u;
@@ -294,23 +308,25 @@ WQ_INLINE void fs_one(float x, float s, float sinv, const wq_fmt *k, uint32_t c[
   c[2] += finite && ay > k->maxbits;
   c[3] += finite && ax != 0 && g == 0;
   c[4] += finite && g != 0 && g < k->min_normal;
+  c[5] += finite && ay >= k->sat_from;
   if (!finite) return;
   float xh = enc_u2f(g | (enc_f2u(y) & 0x80000000u)) * sinv;
-  double xd = (double)x, d = xd - (double)xh;
+  double xd = (double)x, hd = (double)xh, d = xd - hd;
   *e += d * d;
   *sq += xd * xd;
+  *hq += hd * hd;
 }
 
 WQ_INLINE void fs_body(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) {
   const wq_fmt k = fmt_consts(f);
   const float sinv = 1.0f / s; /* RN32(1/s), as fp8_quantize_f32 */
-  double te = 0.0, tsq = 0.0;
-  int64_t c64[5] = {0, 0, 0, 0, 0};
+  double te = 0.0, tsq = 0.0, thq = 0.0;
+  int64_t c64[6] = {0, 0, 0, 0, 0, 0};
   for (size_t off = 0; off < n; off += QCHUNK) {
     const size_t m = n - off < QCHUNK ? n - off : QCHUNK;
     const float *xc = x + off;
-    v8u nonfin = {0}, zeros = {0}, over = {0}, under = {0}, subn = {0};
-    v4d e = {0, 0, 0, 0}, sq = {0, 0, 0, 0};
+    v8u nonfin = {0}, zeros = {0}, over = {0}, under = {0}, subn = {0}, clip = {0};
+    v4d e = {0, 0, 0, 0}, sq = {0, 0, 0, 0}, hq = {0, 0, 0, 0};
     size_t i = 0;
     for (; i + 8 <= m; i += 8) {
       v8f xv;
@@ -325,39 +341,47 @@ WQ_INLINE void fs_body(const float *x, size_t n, float s, fp8_format f, fp8_stat
       over -= finite & (v8u)(ay > k.maxbits);
       under -= finite & (v8u)(ax != 0u) & gz;
       subn -= finite & ~gz & (v8u)(g < k.min_normal);
+      clip -= finite & (v8u)(ay >= k.sat_from);
       v8f xh = as_f(g | (as_u(y) & 0x80000000u)) * sinv;
       v8f xm = as_f(as_u(xv) & finite), hm = as_f(as_u(xh) & finite);
-      v8d x8 = __builtin_convertvector(xm, v8d), d8 = x8 - __builtin_convertvector(hm, v8d);
-      v8d dd = d8 * d8, xx = x8 * x8;
+      v8d x8 = __builtin_convertvector(xm, v8d), h8 = __builtin_convertvector(hm, v8d);
+      v8d d8 = x8 - h8;
+      v8d dd = d8 * d8, xx = x8 * x8, hh = h8 * h8;
       e += __builtin_shufflevector(dd, dd, 0, 1, 2, 3);
       e += __builtin_shufflevector(dd, dd, 4, 5, 6, 7);
       sq += __builtin_shufflevector(xx, xx, 0, 1, 2, 3);
       sq += __builtin_shufflevector(xx, xx, 4, 5, 6, 7);
+      hq += __builtin_shufflevector(hh, hh, 0, 1, 2, 3);
+      hq += __builtin_shufflevector(hh, hh, 4, 5, 6, 7);
     }
-    uint32_t c[5] = {0, 0, 0, 0, 0};
+    uint32_t c[6] = {0, 0, 0, 0, 0, 0};
     if (i + 4 <= m) { /* a last block of four: lane by lane, the same operations */
       for (int l = 0; l < 4; l++) {
-        double el = e[l], sl = sq[l];
-        fs_one(xc[i + l], s, sinv, &k, c, &el, &sl);
+        double el = e[l], sl = sq[l], hl = hq[l];
+        fs_one(xc[i + l], s, sinv, &k, c, &el, &sl, &hl);
         e[l] = el;
         sq[l] = sl;
+        hq[l] = hl;
       }
       i += 4;
     }
-    double e0 = e[0], s0 = sq[0];
-    for (; i < m; i++) fs_one(xc[i], s, sinv, &k, c, &e0, &s0);
+    double e0 = e[0], s0 = sq[0], h0 = hq[0];
+    for (; i < m; i++) fs_one(xc[i], s, sinv, &k, c, &e0, &s0, &h0);
     e[0] = e0;
     sq[0] = s0;
+    hq[0] = h0;
     for (int l = 0; l < 8; l++) {
       c[0] += nonfin[l];
       c[1] += zeros[l];
       c[2] += over[l];
       c[3] += under[l];
       c[4] += subn[l];
+      c[5] += clip[l];
     }
-    for (int j = 0; j < 5; j++) c64[j] += c[j];
+    for (int j = 0; j < 6; j++) c64[j] += c[j];
     te += (e[0] + e[1]) + (e[2] + e[3]);
     tsq += (sq[0] + sq[1]) + (sq[2] + sq[3]);
+    thq += (hq[0] + hq[1]) + (hq[2] + hq[3]);
   }
   st->n += (int64_t)n;
   st->nonfinite += c64[0];
@@ -365,8 +389,10 @@ WQ_INLINE void fs_body(const float *x, size_t n, float s, fp8_format f, fp8_stat
   st->overflow += c64[2];
   st->underflow += c64[3];
   st->subnormal += c64[4];
+  st->clipped += c64[5];
   st->sum_sq_err += te;
   st->sum_sq += tsq;
+  st->sum_sq_hat += thq;
 }
 
 #define WQ_VARIANTS(name, attr)                                                               \
@@ -379,8 +405,8 @@ WQ_INLINE void fs_body(const float *x, size_t n, float s, fp8_format f, fp8_stat
     wq_body(x, w, n, s, f, st, 0);                                                              \
   }                                                                                             \
   attr static double name##_sorted(const float *x, const double *c, size_t n, float s,          \
-                                   fp8_format f) {                                              \
-    return ws_body(x, c, n, s, f);                                                              \
+                                   fp8_format f, double *hat_sq) {                              \
+    return ws_body(x, c, n, s, f, hat_sq);                                                      \
   }                                                                                             \
   attr static void name##_fused(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) { \
     fs_body(x, n, s, f, st);                                                                    \
@@ -393,7 +419,7 @@ WQ_VARIANTS(wq_avx512, __attribute__((target("avx512f,avx512bw,avx512vl"))))
 #endif
 
 typedef void (*wq_fn)(const float *, const uint32_t *, size_t, float, fp8_format, fp8_stats *);
-typedef double (*ws_fn)(const float *, const double *, size_t, float, fp8_format);
+typedef double (*ws_fn)(const float *, const double *, size_t, float, fp8_format, double *);
 
 /* quant.c's choice of instruction set (fp8_isa_current), for both entry points */
 static wq_fn pick(int with_sq) {
@@ -410,7 +436,7 @@ static wq_fn pick(int with_sq) {
 }
 
 double fp8_sorted_weighted_err_f32(const float *x, const double *c, size_t n, float s,
-                                   fp8_format f) {
+                                   fp8_format f, double *hat_sq) {
   ws_fn fn = wq_generic_sorted;
 #if defined(__x86_64__) && defined(__GNUC__)
   switch (fp8_isa_current()) {
@@ -419,7 +445,7 @@ double fp8_sorted_weighted_err_f32(const float *x, const double *c, size_t n, fl
   default: break;
   }
 #endif
-  return fn(x, c, n, s, f);
+  return fn(x, c, n, s, f, hat_sq);
 }
 
 void fp8_quantize_stats_f32(const float *x, size_t n, float s, fp8_format f, fp8_stats *st) {

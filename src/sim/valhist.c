@@ -92,11 +92,11 @@ void fp8_valhist_log2_histogram(const fp8_valhist *h, int64_t *hist) {
 
 /* The first i in [lo, hi) whose value's code (scale s, format f) passes test t, else hi:
  * codes are monotone in the magnitude (valhist.h), so each test below is false then true. */
-enum { T_CODE_NONZERO, T_CODE_NORMAL, T_OVERFLOW };
+enum { T_CODE_NONZERO, T_CODE_NORMAL, T_OVERFLOW, T_CLIPPED };
 
 static size_t first_index(const fp8_valhist *h, size_t lo, size_t hi, float s, fp8_format f,
                           int t) {
-  uint32_t maxbits = f2u(fp8_format_max(f));
+  uint32_t maxbits = f2u(fp8_format_max(f)), clipbits = fp8_clip_bits(f);
   uint8_t emask = f == FP8_E4M3 ? 0x78 : 0x7C;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -104,6 +104,8 @@ static size_t first_index(const fp8_valhist *h, size_t lo, size_t hi, float s, f
     int pass;
     if (t == T_OVERFLOW) {
       pass = u > maxbits;
+    } else if (t == T_CLIPPED) {
+      pass = u > clipbits;
     } else {
       uint8_t c = f == FP8_E5M2 ? ENCODE_E5M2(u) : ENCODE_E4M3(u);
       pass = t == T_CODE_NONZERO ? (c & 0x7F) != 0 : (c & emask) != 0;
@@ -126,12 +128,16 @@ void fp8_valhist_quantize(const fp8_valhist *h, float s, fp8_format f, fp8_stats
   size_t i_sub = first_index(h, nz, nf, s, f, T_CODE_NONZERO);
   size_t i_norm = first_index(h, i_sub, nf, s, f, T_CODE_NORMAL);
   size_t i_over = first_index(h, nz, nf, s, f, T_OVERFLOW);
+  size_t i_clip = first_index(h, i_over, nf, s, f, T_CLIPPED); /* clipped values overflow */
   st->n += (int64_t)h->cum[m];
   st->nonfinite += (int64_t)(h->cum[m] - h->cum[nf]);
   st->zeros += (int64_t)(h->cum[nz] - h->cum[0]);
   st->underflow += (int64_t)(h->cum[i_sub] - h->cum[nz]);
   st->subnormal += (int64_t)(h->cum[i_norm] - h->cum[i_sub]);
   st->overflow += (int64_t)(h->cum[nf] - h->cum[i_over]);
-  st->sum_sq_err += fp8_sorted_weighted_err_f32(h->v, h->wd, nf, s, f);
+  st->clipped += (int64_t)(h->cum[nf] - h->cum[i_clip]);
+  double hat_sq = 0.0;
+  st->sum_sq_err += fp8_sorted_weighted_err_f32(h->v, h->wd, nf, s, f, &hat_sq);
   st->sum_sq += h->sum_sq;
+  st->sum_sq_hat += hat_sq;
 }

@@ -74,9 +74,10 @@ void fp8_quantize_weighted_err_f32(const float *x, const uint32_t *w, size_t n, 
 double fp8_weighted_sum_sq(const float *x, const uint32_t *w, size_t n);
 /** fp8_quantize_weighted_err_f32's sum_sq_err (bit for bit) for x ascending, finite and >= 0,
  *  with the weights given as doubles c[i] = w[i], and a finite positive scale s: what a value
- *  histogram's quantize runs (its counts come from binary searches instead, valhist.c). */
+ *  histogram's quantize runs (its counts come from binary searches instead, valhist.c). Its
+ *  sum_sq_hat (bit for bit) goes to *hat_sq. */
 double fp8_sorted_weighted_err_f32(const float *x, const double *c, size_t n, float s,
-                                   fp8_format f);
+                                   fp8_format f, double *hat_sq);
 
 #ifdef __cplusplus
 }
