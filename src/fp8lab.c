@@ -70,7 +70,7 @@ static const char USAGE_REPORT[] =
     "Reads a run's steps.csv, histograms.csv and run.json and writes analysis.csv,\n"
     "recommendations.csv, plots/*.png, report.md and notebooks_export/<experiment>.ipynb.\n"
     "\n"
-    "  --budget F    overflow budget (fraction of values) for the recommendations\n"
+    "  --budget F    value budget (fraction of values that may clip) for the recommendations\n"
     "                (default: the experiment's [analysis] overflow_budget, else 1e-5)\n"
     "  --jobs N      processes drawing the plots, 1 to 8 (default: the number of CPUs,\n"
     "                at most 4; the files are the same whatever N)\n"
@@ -116,7 +116,7 @@ static int exit_of(int status) {
 
 static int write_report(const char *dir, double budget, int procs, int quiet) {
   char err[FP8_ERRLEN * 2] = "";
-  fp8_report_options ro = {.overflow_budget = budget, .procs = procs};
+  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs};
   fp8_report_summary rs;
   int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
   if (rc) {

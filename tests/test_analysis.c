@@ -226,7 +226,7 @@ END_TEST
 /* The 24-column schema: block rows (empty scale, block statistics) beside per-tensor rows. */
 START_TEST(block_columns) {
   sbuf b = {0};
-  add_header(&b, FP8_STEPS_COL_COUNT, "\n");
+  add_header(&b, FP8_STEPS_COL_CLIPPED, "\n");
   addf(&b, "x.input,input,0," C_CFG ",4,112,4,0,0,0,0,0,0,inf,,,,,\n");
   addf(&b, "x.input,input,0,mx,mxfp8,e4m3,,,,4,,4,0,0,0,0,1,0.5,12.5,1,0,-5,-5,0\n");
   addf(&b, "x.input,input,0,blk,block,e4m3,,,,4,,4,0,4,0,0,0,0,inf,1,0,nan,nan,nan\n");
@@ -253,7 +253,7 @@ START_TEST(block_columns) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sbuf c = {0};
-    add_header(&c, FP8_STEPS_COL_COUNT, "\n");
+    add_header(&c, FP8_STEPS_COL_CLIPPED, "\n");
     addf(&c, "%s\n", bad[i][0]);
     ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
     ck_assert_str_eq(err, bad[i][1]);
@@ -268,7 +268,7 @@ static const struct {
   const char *msg;
 } BAD[] = {
     {"!", "t.csv:1: empty file (expected the steps.csv header)"},
-    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 24"},
+    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 28"},
     {"!tensor,role,stp,recipe\n", "t.csv:1: not a steps.csv header: column 3 is 'stp', expected 'step'"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0", "t.csv:2: expected 19 fields, found 18"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0,1,2", "t.csv:2: expected 19 fields, found more than 19"},
@@ -541,6 +541,77 @@ START_TEST(group_rates_runs_lag) {
 }
 END_TEST
 
+/* The 28-column schema: clipped, overshoot, cos_sim, warmup. Warm-up rows are counted and left
+ * out of every rate; clipped, not overflow, is the value budget's count. */
+START_TEST(saturation_columns_and_warmup) {
+  sbuf b = {0};
+  add_header(&b, FP8_STEPS_COL_COUNT, "\n");
+  /* step 0 (warm-up): 500 of 1000 values saturate; steps 10, 20: one overflow that does not
+   * clip (rounding), then one that clips */
+  addf(&b, "t.input,input,0," D_CFG ",2000,1,1000,0,0,500,0,0,1,10,,,,,,500,2.1,0.99,1\n");
+  addf(&b, "t.input,input,10," D_CFG ",2,224.5,1000,0,0,1,2,0,1e-06,30,,,,,,0,0.001,0.999,0\n");
+  addf(&b, "t.input,input,20," D_CFG ",3,224.5,1000,0,0,1,4,0,1e-06,20,,,,,,1,0.6,0.998,0\n");
+  fp8_steps_table t;
+  char err[256];
+  ck_assert_msg(parse(&b, &t, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_int_eq(t.rows[0].clipped, 500);
+  ck_assert(t.rows[0].warmup && !t.rows[1].warmup);
+  ck_assert_double_eq(t.rows[2].overshoot, 0.6);
+  ck_assert_double_eq(t.rows[1].cos_sim, 0.999);
+  fp8_group_stats s;
+  ck_assert_int_eq(fp8_analysis_group(&t, &t.groups[0], &s), FP8_OK);
+  ck_assert_int_eq(s.warmup_steps, 1);
+  ck_assert_int_eq(s.steps, 2);
+  ck_assert_int_eq(s.overflow, 2);
+  ck_assert_double_eq(s.overflow_rate, 2.0 / 2000.0);
+  ck_assert_int_eq(s.clipped, 1);
+  ck_assert_double_eq(s.clipped_rate, 1.0 / 2000.0);
+  ck_assert_int_eq(s.steps_with_clipped, 1);
+  ck_assert_double_eq(s.clip_step_rate, 0.5);
+  ck_assert_double_eq(s.underflow_rate, 6.0 / 2000.0);
+  ck_assert_double_eq(s.overshoot_max, 0.6);
+  ck_assert_double_eq_tol(s.cos_median, 0.9985, 1e-12);
+  ck_assert_double_eq(s.snr_p5, 20.0 + 0.05 * 10.0); /* {20, 30}: index 0.05 */
+  ck_assert_int_eq(s.stream_steps, -1);
+  /* a clipped count above overflow is refused */
+  sbuf c = {0};
+  add_header(&c, FP8_STEPS_COL_COUNT, "\n");
+  addf(&c, "t.input,input,0," D_CFG ",2,1,1000,0,0,1,0,0,1,10,,,,,,2,0,1,0\n");
+  ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
+  ck_assert_str_eq(err, "t.csv:2: column clipped: expected a count <= overflow, found '2'");
+  fp8_steps_free(&t);
+  free(b.s);
+  free(c.s);
+}
+END_TEST
+
+/* Stream statistics of a series worked by hand: E4M3, scale 224 at every step. amax 2 -> 448
+ * (not an overflow), 2.0625 -> 462 (overflow, not clipped), 3 -> 672 (clipped), 0 (did not
+ * run, no overshoot), and a warm-up step that would clip and is left out. */
+START_TEST(stream_series_by_hand) {
+  int64_t step[6] = {0, 1, 2, 3, 4, 5};
+  float amax[6] = {1000.0f, 2.0f, 2.0625f, 3.0f, 0.0f, 1.0f};
+  float scale[6] = {1.0f, 224.0f, 224.0f, 224.0f, 224.0f, 224.0f};
+  unsigned char snap[6] = {1, 0, 0, 1, 0, 0}, warm[6] = {1, 0, 0, 0, 0, 0};
+  fp8_stream_series ser = {.tensor = "t.input", .role = FP8_ROLE_INPUT, .recipe = "d",
+                           .format = FP8_E4M3, .history_len = 4, .margin = 0,
+                           .amax_compute = FP8_AMAX_MAX, .n = 6, .step = step, .amax = amax,
+                           .scale = scale, .snapshot = snap, .warmup = warm};
+  fp8_group_stats o;
+  memset(&o, 0, sizeof o);
+  ck_assert_int_eq(fp8_analysis_stream_series(&ser, &o), FP8_OK);
+  ck_assert_int_eq(o.stream_steps, 5);
+  ck_assert_int_eq(o.stream_overflow_steps, 2);
+  ck_assert_int_eq(o.stream_clipped_steps, 1);
+  ck_assert_double_eq(o.clip_step_rate, 1.0 / 5.0);
+  /* overshoots of the four steps with amax > 0: log2 of 448/448, 462/448, 672/448, 224/448 */
+  ck_assert_double_eq_tol(o.stream_overshoot_max, log2(672.0 / 448.0), 1e-15);
+  double sorted[4] = {-1.0, 0.0, log2(462.0 / 448.0), log2(1.5)};
+  ck_assert_double_eq_tol(o.overshoot_p50, (sorted[1] + sorted[2]) / 2.0, 1e-15);
+  ck_assert_double_eq_tol(o.overshoot_p95, sorted[2] + 0.85 * (sorted[3] - sorted[2]), 1e-15);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ recommendations */
 
 /* Two steps (0 and 10) of one tensor and configuration: n = 1000 each, `ovf` overflows per
@@ -605,7 +676,8 @@ START_TEST(recommendations_rules) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  ck_assert_int_eq(fp8_analysis_recommend(&a, 1e-5, &r, err, sizeof err), FP8_OK);
+  fp8_budgets bud = {1e-5, 0.01};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, 6);
   ck_assert_uint_eq(r.nrecs, 6 + 3); /* roles input, weight, output */
   ck_assert_str_eq(r.recs[0].name, "a.input");
@@ -616,42 +688,51 @@ START_TEST(recommendations_rules) {
   const fp8_recommendation *x = rec_named(&r, FP8_REC_TENSOR, "a.input");
   ck_assert(x->in_run && x->meets_budget && x->kind == FP8_KIND_DELAYED);
   ck_assert_int_eq(x->history_len, 1); /* tie at 30 dB: the smaller history */
+  ck_assert_str_eq(x->decided_by, "parameters");
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 3);
   ck_assert_ptr_nonnull(x->stats);
   ck_assert_double_eq(x->snr_median, 30.0);
 
+  /* b.input: H16 margin 0 fits, so margin 1 (28.5 dB) is not a candidate at history 16: the
+   * smallest margin that fits is the only candidate */
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 1);
+  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0);
   ck_assert_int_eq(x->covers, 2);
-  ck_assert_double_eq(x->snr_median, 28.5);
+  ck_assert_double_eq(x->snr_median, 28.0);
+  ck_assert_double_eq(x->snr_p5, 28.0);
+  ck_assert_str_eq(x->decided_by, "only fit");
 
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
   ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
   ck_assert_str_eq(x->recipe, "c");
   ck_assert_int_eq(x->covers, 0);
   ck_assert_double_eq(x->best_delayed_overflow, 4.0 / 1000.0);
-  ck_assert_str_eq(x->note, "no delayed configuration meets the overflow budget 1e-05 (the lowest "
-                            "delayed overflow rate is 0.004): use current scaling (recipe c; "
-                            "e4m3); median SNR 26.00 dB");
+  ck_assert_str_eq(x->note, "no delayed configuration fits the budgets 1e-05 of the values and "
+                            "0.01 of the steps (the lowest delayed clipped rate is 0.004): use "
+                            "current scaling (recipe c; e4m3); p5 SNR 26.00 dB");
+  ck_assert_str_eq(x->decided_by, "fallback");
 
   x = rec_named(&r, FP8_REC_TENSOR, "d.output");
   ck_assert(!x->meets_budget && !x->in_run && x->kind == FP8_KIND_CURRENT);
   ck_assert_ptr_null(x->recipe);
   ck_assert(strstr(x->note, "current scaling (not in this run)") != NULL);
-  ck_assert(strstr(x->note, "no delayed configuration meets the overflow budget") != NULL);
+  ck_assert(strstr(x->note, "no delayed configuration fits the budgets") != NULL);
 
   x = rec_named(&r, FP8_REC_TENSOR, "w.weight");
   ck_assert(x->meets_budget && x->amax_compute == FP8_AMAX_MAX);
+  ck_assert_str_eq(x->decided_by, "parameters");
 
-  /* role input: H16 and H16M1 both fit a and b (2 of 3); mean medians over the three tensors
-   * (30+28+20)/3 = 26 vs (29+28.5+20)/3 = 25.83 -> H16 */
+  /* role input: H16 and H16M1 both fit a and b (2 of 3), H1 only a: at history 16 margin 0
+   * is the smallest with the most; it fits more tensors than H1 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
   ck_assert(x->meets_budget && x->kind == FP8_KIND_DELAYED);
   ck_assert_int_eq(x->history_len, 16);
   ck_assert_int_eq(x->margin, 0);
   ck_assert_int_eq(x->covers, 2);
   ck_assert_int_eq(x->of, 3);
+  ck_assert_str_eq(x->decided_by, "fits");
+  ck_assert_double_eq_tol(x->snr_p5, (30 + 28 + 20) / 3.0, 1e-12);
   ck_assert_uint_eq(x->nmisfits, 1);
   ck_assert_str_eq(x->misfits[0], "e.input");
   ck_assert_double_eq_tol(x->snr_median, (30 + 28 + 20) / 3.0, 1e-12); /* mean over all 3 */
@@ -663,23 +744,37 @@ START_TEST(recommendations_rules) {
   ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
   ck_assert_int_eq(x->covers, 1);
   ck_assert_int_eq(x->of, 2);
-  ck_assert(strstr(x->note, "no delayed configuration meets the overflow budget 1e-05 for any "
-                            "output tensor") != NULL);
+  ck_assert(strstr(x->note, "no delayed configuration fits the budgets for any output tensor") !=
+            NULL);
   fp8_recommendations_free(&r);
 
-  /* a generous budget: every tensor gets delayed scaling; H1 now wins b.input (35 dB) */
-  ck_assert_int_eq(fp8_analysis_recommend(&a, 0.01, &r, err, sizeof err), FP8_OK);
+  /* generous budgets (every step of these clips: the step budget must allow all of them):
+   * every tensor gets delayed scaling; H1 now wins b.input (35 dB against 28) */
+  bud = (fp8_budgets){0.01, 1.0};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
   ck_assert(x->meets_budget && x->history_len == 1);
+  ck_assert_str_eq(x->decided_by, "p5 SNR");
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
   ck_assert(x->meets_budget && x->history_len == 16); /* 21 dB beats 20 */
+  /* role input: H1 and H16 m0 fit all three; mean p5 (30+35+20)/3 beats (30+28+20)/3 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
   ck_assert_int_eq(x->covers, 3);
+  ck_assert_int_eq(x->history_len, 1);
+  ck_assert_str_eq(x->decided_by, "p5 SNR");
   ck_assert_uint_eq(x->nmisfits, 0);
   fp8_recommendations_free(&r);
+  /* the value budget alone is not enough: one clipping step in two is over a 0.01 step budget */
+  bud = (fp8_budgets){0.01, 0.01};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
+  x = rec_named(&r, FP8_REC_TENSOR, "b.input");
+  ck_assert(x->meets_budget && x->history_len == 16);
+  fp8_recommendations_free(&r);
 
-  ck_assert_int_eq(fp8_analysis_recommend(&a, NAN, &r, err, sizeof err), FP8_EINVAL);
-  ck_assert_int_eq(fp8_analysis_recommend(&a, -1, &r, err, sizeof err), FP8_EINVAL);
+  bud = (fp8_budgets){NAN, 0.01};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
+  bud = (fp8_budgets){1e-5, -1};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
   fp8_analysis_free(&a);
   fp8_steps_free(&t);
   free(b.s);
@@ -699,8 +794,8 @@ START_TEST(csv_outputs) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  ck_assert_int_eq(fp8_analysis_recommend(&a, FP8_ANALYSIS_OVERFLOW_BUDGET, &r, err, sizeof err),
-                   FP8_OK);
+  fp8_budgets bud = {FP8_ANALYSIS_OVERFLOW_BUDGET, FP8_ANALYSIS_STEP_BUDGET};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   char *dir = tu_mkdtemp();
   ck_assert_int_eq(fp8_analysis_write(&a, dir, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_recommend_write(&r, dir, err, sizeof err), FP8_OK);
@@ -714,15 +809,18 @@ START_TEST(csv_outputs) {
   ck_assert_int_eq(lines, 1 + (int)t.ngroups);
   /* e5m2 margin 1: scaled max 28672, jit scale of 57344 is 0.5 -> lag 0 */
   ck_assert(strstr(text, "\nz.grad_output,grad_output,d,delayed,e5m2,2,1,most_recent,1,0.01,0.02,"
-                         "0.03,1,1,3,12.5,12.5,12.5,12.5,12.5,12.5,0,0,nan\n") != NULL);
-  ck_assert(strstr(text, "\na.input,input,c,current,e4m3,,,,2,0,0,0,0,0,,31,31,31,31,31,31,0,0,0\n") !=
-            NULL);
+                         "0.03,1,1,3,12.5,12.5,12.5,12.5,12.5,12.5,0,0,nan,"
+                         /* a file without clipped: its overflow stands in; no stream */
+                         "0,0.01,1,nan,nan,,,,,,,1\n") != NULL);
+  ck_assert(strstr(text, "\na.input,input,c,current,e4m3,,,,2,0,0,0,0,0,,31,31,31,31,31,31,0,0,0,"
+                         "0,0,0,nan,nan,,,,,,,0\n") != NULL);
   free(text);
   snprintf(path, sizeof path, "%s/recommendations.csv", dir);
   text = tu_read_file(path, NULL);
   ck_assert_ptr_nonnull(text);
   ck_assert(strncmp(text, FP8_RECOMMEND_HEADER "\n", strlen(FP8_RECOMMEND_HEADER) + 1) == 0);
   ck_assert(strstr(text, "\ntensor,a.input,d,delayed,e4m3,1,0,max,0,30,3,3,delayed scaling") != NULL);
+  ck_assert(strstr(text, ",0,0,30,0,parameters\n") != NULL); /* a.input's last columns */
   ck_assert(strstr(text, "\ntensor,d.output,,current,,,,,,,0,2,no delayed configuration") != NULL);
   ck_assert(strstr(text, "\nrole,input,d,delayed,e4m3,16,0,max,0.001,26,2,3,") != NULL);
   ck_assert(strstr(text, "\nrole,output,c,current,e4m3,,,,0,26,1,2,") != NULL);
@@ -756,7 +854,10 @@ START_TEST(pipeline_on_a_run) {
   snprintf(ini, sizeof ini, "%s/exp.ini", dir);
   const char *exp = "[trace]\npath = synth:spiky\nsynth_steps = 40\n"
                     "[recipe.delayed]\nkind = delayed\nformat = hybrid\nhistory_len = 1, 16\n"
-                    "margin = 0, 1\n[recipe.jit]\nkind = current\nformat = hybrid\n";
+                    "margin = 0, 1\n[recipe.jit]\nkind = current\nformat = hybrid\n"
+                    /* no warm-up: summary.csv's totals (all snapshot steps) are then the
+                     * analysis's (which leaves warm-up rows out) */
+                    "[analysis]\nwarmup_steps = 0\n";
   ck_assert_int_eq(tu_write_file(ini, exp, strlen(exp)), 0);
   snprintf(cmd, sizeof cmd, "'%s' run '%s' --out '%s/out' --quiet", tu_bin(), ini, dir);
   char *out = NULL;
@@ -770,7 +871,8 @@ START_TEST(pipeline_on_a_run) {
   ck_assert_msg(fp8_steps_load(path, &t, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_uint_eq(t.ngroups, t.ntensors * 5);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  ck_assert_int_eq(fp8_analysis_recommend(&a, 1e-5, &r, err, sizeof err), FP8_OK);
+  fp8_budgets bud = {1e-5, 0.01};
+  ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, t.ntensors);
   /* summary.csv's rows are in the same order as our groups: compare the rates */
   snprintf(path, sizeof path, "%s/out/summary.csv", dir);
@@ -828,6 +930,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, malformed_consistency);
   tcase_add_test(tc, load_from_file);
   tcase_add_test(tc, block_columns);
+  tcase_add_test(tc, saturation_columns_and_warmup);
+  tcase_add_test(tc, stream_series_by_hand);
   suite_add_tcase(s, tc);
   tc = tcase_create("recommend");
   tcase_add_test(tc, recommendations_rules);

@@ -14,6 +14,8 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "analysis_internal.h"
+#include "results.h" /* fp8_overshoot */
+#include "util.h"
 #include "outfile.h"
 
 /* ------------------------------------------------------------------ building blocks */
@@ -83,19 +85,32 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
   double *snr = malloc(cap * sizeof *snr), *snr_x = malloc(cap * sizeof *snr_x);
   double *lag = malloc(cap * sizeof *lag);
   int64_t *ovf = malloc(cap * sizeof *ovf);
+  double *cs = malloc(cap * sizeof *cs);
   int rc = FP8_OK;
-  if (!snr || !snr_x || !lag || !ovf) {
+  o->overshoot_max = NAN;
+  o->stream_steps = -1;
+  o->overshoot_p50 = o->overshoot_p95 = o->stream_overshoot_max = NAN;
+  if (!snr || !snr_x || !lag || !ovf || !cs) {
     rc = FP8_ENOMEM;
     goto done;
   }
-  size_t ns = 0, nl = 0;
+  size_t ns = 0, nl = 0, nc = 0, nrow = 0;
   for (size_t i = 0; i < n; i++) {
     const fp8_step_row *r = fp8_steps_group_row(t, g, i);
+    if (r->warmup) { /* kept out of rates and recommendations, counted (docs/semantics.md) */
+      o->warmup_steps++;
+      continue;
+    }
+    int64_t clip = r->clipped >= 0 ? r->clipped : r->overflow;
+    o->clipped += clip;
+    o->steps_with_clipped += clip > 0;
+    if (!isnan(r->cos_sim)) cs[nc++] = r->cos_sim;
+    if (!isnan(r->overshoot) && !(r->overshoot <= o->overshoot_max)) o->overshoot_max = r->overshoot;
     o->finite += r->n - r->nonfinite;
     o->overflow += r->overflow;
     o->underflow += r->underflow;
     o->subnormal += r->subnormal;
-    ovf[i] = r->overflow;
+    ovf[nrow++] = r->overflow;
     if (r->overflow > 0) {
       o->steps_with_overflow++;
       if (o->first_overflow_step < 0) o->first_overflow_step = r->step;
@@ -108,11 +123,19 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
                                       g->kind == FP8_KIND_DELAYED ? r->margin : 0);
     if (!isnan(l)) lag[nl++] = g->kind == FP8_KIND_DELAYED ? l : 0.0;
   }
+  o->steps = (int64_t)nrow;
   double fin = (double)o->finite;
+  o->clipped_rate = o->finite ? (double)o->clipped / fin : NAN;
+  o->clip_step_rate = nrow ? (double)o->steps_with_clipped / (double)nrow : NAN;
+  o->cos_median = NAN;
+  if (nc) {
+    gsl_sort(cs, 1, nc);
+    o->cos_median = fp8_analysis_quantile(cs, nc, 0.5);
+  }
   o->overflow_rate = o->finite ? (double)o->overflow / fin : NAN;
   o->underflow_rate = o->finite ? (double)o->underflow / fin : NAN;
   o->subnormal_rate = o->finite ? (double)o->subnormal / fin : NAN;
-  o->longest_overflow_run = (int64_t)fp8_analysis_longest_run(ovf, n);
+  o->longest_overflow_run = (int64_t)fp8_analysis_longest_run(ovf, nrow);
 
   o->snr_rows = (int64_t)ns;
   o->snr_mean = o->snr_median = o->snr_p5 = o->snr_min = NAN;
@@ -145,7 +168,48 @@ done:
   free(snr_x);
   free(lag);
   free(ovf);
+  free(cs);
   return rc;
+}
+
+/* ------------------------------------------------------------------ the stream */
+
+int fp8_analysis_stream_series(const fp8_stream_series *s, fp8_group_stats *o) {
+  double *ov = malloc((s->n ? s->n : 1) * sizeof *ov);
+  if (!ov) return FP8_ENOMEM;
+  size_t k = 0;
+  o->stream_steps = o->stream_overflow_steps = o->stream_clipped_steps = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->warmup[i]) continue;
+    o->stream_steps++;
+    o->stream_overflow_steps += fp8_stream_overflowed(s->amax[i], s->scale[i], s->format);
+    o->stream_clipped_steps += fp8_stream_clipped(s->amax[i], s->scale[i], s->format);
+    if (s->amax[i] > 0.0f) ov[k++] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
+  }
+  o->overshoot_p50 = o->overshoot_p95 = o->stream_overshoot_max = NAN;
+  if (k) {
+    gsl_sort(ov, 1, k);
+    o->overshoot_p50 = fp8_analysis_quantile(ov, k, 0.5);
+    o->overshoot_p95 = fp8_analysis_quantile(ov, k, 0.95);
+    o->stream_overshoot_max = ov[k - 1];
+  }
+  o->clip_step_rate = o->stream_steps ? (double)o->stream_clipped_steps / (double)o->stream_steps
+                                      : NAN;
+  free(ov);
+  return FP8_OK;
+}
+
+int fp8_analysis_add_stream(fp8_analysis *a, const fp8_stream_table *st, char *err,
+                            size_t errlen) {
+  for (size_t i = 0; st && i < a->nstats; i++) {
+    const fp8_steps_group *g = a->stats[i].group;
+    if (g->kind != FP8_KIND_DELAYED) continue;
+    const fp8_stream_series *s = fp8_stream_find(st, g->tensor, g->recipe, g->format,
+                                                 g->history_len, g->margin, g->amax_compute);
+    if (s && fp8_analysis_stream_series(s, &a->stats[i]) != FP8_OK)
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: analysis: out of memory", st->path);
+  }
+  return FP8_OK;
 }
 
 /* ------------------------------------------------------------------ all groups */
@@ -206,6 +270,24 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
       fputc(',', fp);
       fp8_csv_put_num(fp, v[k]);
     }
+    fprintf(fp, ",%lld,", (long long)s->warmup_steps);
+    fp8_csv_put_num(fp, s->clipped_rate);
+    fprintf(fp, ",%lld,", (long long)s->steps_with_clipped);
+    fp8_csv_put_num(fp, s->cos_median);
+    fputc(',', fp);
+    fp8_csv_put_num(fp, s->overshoot_max);
+    if (s->stream_steps >= 0) {
+      fprintf(fp, ",%lld,%lld,%lld,", (long long)s->stream_steps,
+              (long long)s->stream_overflow_steps, (long long)s->stream_clipped_steps);
+      const double w[3] = {s->overshoot_p50, s->overshoot_p95, s->stream_overshoot_max};
+      for (int k = 0; k < 3; k++) {
+        fp8_csv_put_num(fp, w[k]);
+        fputc(',', fp);
+      }
+    } else {
+      fputs(",,,,,,,", fp);
+    }
+    fp8_csv_put_num(fp, s->clip_step_rate);
     fputc('\n', fp);
   }
   return fp8_outfile_commit(&of, err, errlen);

@@ -88,20 +88,31 @@
  *                        of the role's tensors
  *   note                 one plain sentence (quoted per RFC 4180 when it holds a comma or quote)
  *
- * Choice rules (budget: [analysis] overflow_budget, default 1e-5):
- * - tensor: among its delayed configurations with overflow_rate <= budget, the largest
- *   snr_median; ties: smaller history_len, then smaller margin, then max before most_recent,
- *   then first appearance. If none qualifies (or the tensor has no delayed configuration),
- *   current scaling: its configuration with the largest snr_median (ties: first appearance),
- *   or "current scaling (not in this run)". The budget is not applied to current scaling (its
- *   overflow counts are the benign rounding hair of the README). nan rates never qualify;
- *   a nan snr_median ranks below every number.
- * - role: among the delayed settings (recipe, format, history_len, margin, amax_compute) run
- *   by its tensors, the one meeting the budget for the most tensors; ties: the larger mean of
- *   snr_median over the role's tensors that ran it, then smaller history_len, smaller margin,
- *   max before most_recent, first appearance. If no setting meets it for any tensor, the
- *   current-scaling setting run by the most tensors (ties: mean snr_median, first appearance),
- *   or "current scaling (not in this run)".
+ *   clipped_rate, clip_step_rate, snr_p5, underflow_rate
+ *                        the budgets' two quantities and the two ranking ones (role scope: worst
+ *                        clipped_rate and clip_step_rate, mean snr_p5 and underflow_rate)
+ *   decided_by           what chose this row over the runner-up: "only fit", "fits" (role scope:
+ *                        fits more tensors), "p5 SNR", "underflow rate", "parameters" (the
+ *                        final tie-breaks), "fallback" (current scaling: nothing fits)
+ *
+ * Choice rules. Budgets ([analysis] overflow_budget, the value budget, default 1e-5; step_budget,
+ * default 0.01): a delayed configuration FITS a tensor when its clipped_rate (clipped values
+ * over finite values of the non-warm-up snapshot rows) is <= the value budget and its
+ * clip_step_rate (stream steps, else snapshot rows, whose largest element clipped) <= the step
+ * budget. Warm-up rows never count.
+ * - tensor: for each (recipe, format, history_len, amax_compute) the smallest margin that fits;
+ *   of those candidates the largest snr_p5, differences under FP8_ANALYSIS_SNR_TIE_DB being
+ *   ties; then the smaller underflow_rate; then smaller history_len, max before most_recent,
+ *   first appearance. None fits (or no delayed configuration): current scaling, its
+ *   configuration with the largest snr_p5 (ties: first appearance), or "current scaling (not in
+ *   this run)". Budgets do not apply to current scaling, whose one overflow per step is the
+ *   rounding of amax * scale a hair above the max (never clipped). nan never fits or wins.
+ * - role: a setting (recipe, format, history_len, margin, amax_compute) covers the role's
+ *   tensors it fits; for each (recipe, format, history_len, amax_compute) the smallest margin
+ *   with the most covers; of those, the most covers, then the larger mean snr_p5 (ties as
+ *   above), the smaller mean underflow_rate, then smaller history_len, max first, first
+ *   appearance. If no setting covers any tensor, the current-scaling setting run by the most
+ *   tensors (ties: mean snr_p5, first appearance), or "current scaling (not in this run)".
  */
 #ifndef FP8LAB_ANALYSIS_ANALYSIS_H
 #define FP8LAB_ANALYSIS_ANALYSIS_H
@@ -121,11 +132,13 @@ extern "C" {
   "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,overflow_rate,"     \
   "underflow_rate,subnormal_rate,steps_with_overflow,longest_overflow_run,"                 \
   "first_overflow_step,snr_mean,snr_median,snr_p5,snr_min,snr_ci_lo,snr_ci_hi,lag_median,"  \
-  "lag_worst,snr_slope"
+  "lag_worst,snr_slope,warmup_steps,clipped_rate,steps_with_clipped,cos_sim_median,"         \
+  "overshoot_max,stream_steps,stream_overflow_steps,stream_clipped_steps,overshoot_p50,"    \
+  "overshoot_p95,stream_overshoot_max,clip_step_rate"
 /** The header of recommendations.csv. */
 #define FP8_RECOMMEND_HEADER                                                                 \
   "scope,name,recipe,kind,format,history_len,margin,amax_compute,overflow_rate,snr_median," \
-  "covers,of,note"
+  "covers,of,note,clipped_rate,clip_step_rate,snr_p5,underflow_rate,decided_by"
 
 /** Default of `[analysis] overflow_budget`: the largest acceptable overflow_rate. */
 #define FP8_ANALYSIS_OVERFLOW_BUDGET 1e-5
@@ -155,6 +168,10 @@ typedef struct {
   double snr_db;                 /**< may be inf (error 0); never nan or -inf */
   int64_t nblocks, blocks_with_overflow; /**< block kinds; -1 for per-tensor kinds */
   double log2_scale_min, log2_scale_max, log2_scale_std; /**< block kinds; NaN otherwise */
+  int64_t clipped;               /**< <= overflow; -1 in a file written before the column */
+  double overshoot;              /**< log2(amax s / fp8_max), -inf for amax 0; NaN: no column */
+  double cos_sim;                /**< cosine of x and xhat; NaN: no column (or no finite data) */
+  int warmup;                    /**< 1: a warm-up step of the tensor (docs/semantics.md) */
   int64_t line;                  /**< line number in the file (header = 1) */
   size_t group;                  /**< index into fp8_steps_table.groups */
 } fp8_step_row;
@@ -213,6 +230,45 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
                                const char *recipe, fp8_format format, int32_t history_len,
                                int32_t margin, fp8_amax_compute amax_compute);
 
+/* ------------------------------------------------------------------ stream.csv in memory */
+
+/** One (tensor, delayed configuration) of stream.csv: its rows, step ascending. */
+typedef struct {
+  const char *tensor;            /**< owned by the stream table */
+  fp8_role role;
+  const char *recipe;
+  fp8_format format;
+  int32_t history_len, margin;
+  fp8_amax_compute amax_compute;
+  size_t n;
+  int64_t *step;
+  float *amax, *scale;           /**< float32, as the replay held them */
+  unsigned char *snapshot, *warmup;
+} fp8_stream_series;
+
+/** A loaded stream.csv (results.h fp8_schema_stream): every replay step x tensor x delayed
+ *  configuration, as the runner writes it: at each step the same series in the same order. */
+typedef struct {
+  char *path;
+  size_t nseries, nsteps;
+  fp8_stream_series *series;     /**< the order of the rows within a step */
+  void *priv_;
+} fp8_stream_table;
+
+/** Reads and validates a stream.csv. @return FP8_OK; FP8_EIO (cannot open: "<path>: ...");
+ *  FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty. */
+int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen);
+void fp8_stream_free(fp8_stream_table *t);
+/** The series of a delayed steps.csv group (same tensor and configuration key), or NULL. */
+const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
+                                         const char *recipe, fp8_format format,
+                                         int32_t history_len, int32_t margin,
+                                         fp8_amax_compute amax_compute);
+/** 1 when the step's largest element overflowed: RN32(amax * scale) > fp8_max (float32). */
+int fp8_stream_overflowed(float amax, float scale, fp8_format f);
+/** 1 when it clipped: RN32(amax * scale) past the rounding midpoint (fp8_clip_bits). */
+int fp8_stream_clipped(float amax, float scale, fp8_format f);
+
 /* ------------------------------------------------------------------ per-group statistics */
 
 /** One analysis.csv row (columns documented at the top of this file). */
@@ -230,6 +286,21 @@ typedef struct {
   int64_t lag_rows;              /**< rows that entered the lag statistics */
   double lag_median, lag_worst;
   double snr_slope;              /**< dB per 1000 steps */
+  /* issue 13: warm-up rows are left out of everything above and below, and counted here */
+  int64_t warmup_steps;          /**< the group's warm-up rows */
+  int64_t clipped;               /**< total (overflow for a file without the column) */
+  double clipped_rate;           /**< clipped over finite; nan when there is no finite element */
+  int64_t steps_with_clipped;
+  double cos_median;             /**< median cos_sim over the rows that have one; nan if none */
+  double overshoot_max;          /**< max overshoot over the rows; nan when there is none */
+  /* the stream (delayed groups of a run with stream.csv; fp8_analysis_add_stream) */
+  int64_t stream_steps;          /**< non-warm-up stream steps; -1: no stream for this group */
+  int64_t stream_overflow_steps; /**< ... whose largest element overflowed (fp8_stream_overflowed) */
+  int64_t stream_clipped_steps;  /**< ... whose largest element clipped (fp8_stream_clipped) */
+  double overshoot_p50, overshoot_p95, stream_overshoot_max; /**< over those with amax > 0 */
+  /** The step rate the step budget applies to: stream_clipped_steps / stream_steps, or without
+   *  a stream steps_with_clipped / steps (snapshot rows); nan with no step. */
+  double clip_step_rate;
 } fp8_group_stats;
 
 /** The statistics of every group of a table. */
@@ -242,6 +313,13 @@ typedef struct {
 /** Computes the statistics of every group. @return FP8_OK, FP8_ENOMEM. */
 int fp8_analysis_compute(const fp8_steps_table *table, fp8_analysis *a, char *err,
                          size_t errlen);
+/** Adds the stream statistics of every delayed group that stream has a series for (the
+ *  stream_* fields, overshoot_p50/p95, clip_step_rate). @return FP8_OK, FP8_ENOMEM. */
+int fp8_analysis_add_stream(fp8_analysis *a, const fp8_stream_table *stream, char *err,
+                            size_t errlen);
+/** One series' stream statistics into o (the stream_* fields, overshoot_p50/p95,
+ *  clip_step_rate). @return FP8_OK, FP8_ENOMEM. */
+int fp8_analysis_stream_series(const fp8_stream_series *s, fp8_group_stats *o);
 /** Computes one group's statistics. @return FP8_OK, FP8_ENOMEM. */
 int fp8_analysis_group(const fp8_steps_table *table, const fp8_steps_group *g,
                        fp8_group_stats *out);
@@ -284,6 +362,13 @@ typedef struct {
   fp8_amax_compute amax_compute;
   const fp8_group_stats *stats;  /**< tensor scope: the chosen group's statistics; else NULL */
   double overflow_rate, snr_median; /**< nan when !in_run */
+  /* issue 13: the budgets' quantities and the deciding criterion (role scope: the worst
+   * clipped_rate and clip_step_rate, the mean snr_p5 and underflow_rate of the role's tensors
+   * that ran the setting) */
+  double clipped_rate, clip_step_rate, snr_p5, underflow_rate;
+  const char *decided_by;        /**< "only fit", "fits" (role: more tensors), "p5 SNR",
+                                      "underflow rate", "parameters" (the tie-breaks), or
+                                      "fallback" (current scaling) */
   int64_t covers, of;
   double best_delayed_overflow;  /**< smallest delayed overflow_rate (tensor scope), nan if none */
   size_t nmisfits;
@@ -291,8 +376,20 @@ typedef struct {
   char *note;                    /**< one sentence, no newline */
 } fp8_recommendation;
 
+/** The two budgets (analysis.h "Choice rules"; [analysis] overflow_budget, step_budget). */
 typedef struct {
-  double overflow_budget;
+  double value;                  /**< clipped values over finite values, snapshot steps */
+  double step;                   /**< steps whose largest element clipped, over the steps */
+} fp8_budgets;
+
+/** Default of `[analysis] step_budget`. */
+#define FP8_ANALYSIS_STEP_BUDGET 0.01
+/** SNR differences below this many dB are ties in the choice rules (p5 SNR). */
+#define FP8_ANALYSIS_SNR_TIE_DB 0.05
+
+typedef struct {
+  double overflow_budget;        /**< the value budget (budgets.value) */
+  fp8_budgets budgets;
   size_t nrecs;
   fp8_recommendation *recs;      /**< tensor scope (tensor order), then role scope (role order) */
   size_t ntensor_recs;           /**< recs[0..ntensor_recs) are the tensor-scope ones */
@@ -301,7 +398,7 @@ typedef struct {
 /** The name used for a role scope: fp8_role_name, or "(no role)" for FP8_ROLE_UNKNOWN. */
 const char *fp8_rec_role_name(fp8_role r);
 /** Applies the choice rules above. @return FP8_OK; FP8_EINVAL (budget nan or < 0); FP8_ENOMEM. */
-int fp8_analysis_recommend(const fp8_analysis *a, double overflow_budget,
+int fp8_analysis_recommend(const fp8_analysis *a, const fp8_budgets *budgets,
                            fp8_recommendations *out, char *err, size_t errlen);
 void fp8_recommendations_free(fp8_recommendations *r);
 /** Writes <dir>/recommendations.csv (temporary name, renamed). */

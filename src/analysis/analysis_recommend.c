@@ -1,7 +1,7 @@
 /* analysis_recommend.c: recommendations from the per-group statistics (analysis.c): per tensor,
- * the delayed-scaling configuration with the best median SNR within an overflow budget (else
- * current scaling), and one global delayed setting per role; recommendations.csv. The choice
- * rules are documented in analysis.h. */
+ * the smallest margin that fits both budgets at each history length and the best of those by
+ * the 5th-percentile SNR (else current scaling), and one global delayed setting per role;
+ * recommendations.csv. The choice rules are documented in analysis.h. */
 #include "analysis.h"
 
 #include <math.h>
@@ -32,10 +32,19 @@ static char *fmt_alloc(const char *fmt, ...) {
 }
 
 /* -1 / 0 / 1: a better than b / same / worse, by a value where larger is better and nan ranks
- * below every number. */
-static int cmp_larger(double a, double b) {
+ * below every number; differences within tol are ties. */
+static int cmp_larger_tol(double a, double b, double tol) {
   if (isnan(a) || isnan(b)) return isnan(a) == isnan(b) ? 0 : (isnan(a) ? 1 : -1);
-  return a > b ? -1 : a < b;
+  if (fabs(a - b) <= tol) return 0;
+  return a > b ? -1 : 1;
+}
+
+static int cmp_larger(double a, double b) { return cmp_larger_tol(a, b, 0.0); }
+
+/* The same where smaller is better. */
+static int cmp_smaller(double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) == isnan(b) ? 0 : (isnan(a) ? 1 : -1);
+  return a < b ? -1 : a > b;
 }
 
 /* The delayed tie-breaks: smaller history_len, smaller margin, max before most_recent. */
@@ -46,8 +55,14 @@ static int cmp_delayed_params(const fp8_steps_group *a, const fp8_steps_group *b
   return 0;
 }
 
-static int meets(const fp8_group_stats *s, double budget) {
-  return s->overflow_rate <= budget; /* false for nan */
+static int fits(const fp8_group_stats *s, const fp8_budgets *b) {
+  return s->clipped_rate <= b->value && s->clip_step_rate <= b->step; /* false for nan */
+}
+
+/* Same (recipe, format, history_len, amax_compute): configurations that differ in margin only. */
+static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
+  return a->recipe == b->recipe && a->format == b->format && a->history_len == b->history_len &&
+         a->amax_compute == b->amax_compute;
 }
 
 static void set_config(fp8_recommendation *r, const fp8_steps_group *g) {
@@ -58,6 +73,16 @@ static void set_config(fp8_recommendation *r, const fp8_steps_group *g) {
   r->history_len = g->history_len;
   r->margin = g->margin;
   r->amax_compute = g->amax_compute;
+}
+
+static void set_values(fp8_recommendation *r, const fp8_group_stats *s) {
+  r->stats = s;
+  r->overflow_rate = s->overflow_rate;
+  r->snr_median = s->snr_median;
+  r->clipped_rate = s->clipped_rate;
+  r->clip_step_rate = s->clip_step_rate;
+  r->snr_p5 = s->snr_p5;
+  r->underflow_rate = s->underflow_rate;
 }
 
 static const char *config_words(const fp8_steps_group *g, char *buf, size_t len) {
@@ -71,64 +96,95 @@ static const char *config_words(const fp8_steps_group *g, char *buf, size_t len)
 
 /* ------------------------------------------------------------------ tensor scope */
 
-/* Fills r for the tensor whose groups are stats[lo..hi). */
-static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, double budget,
+/* The ranking of two fitting candidates; *why names the criterion that decided. */
+static int cmp_candidate(const fp8_group_stats *a, const fp8_group_stats *b, const char **why) {
+  int c = cmp_larger_tol(a->snr_p5, b->snr_p5, FP8_ANALYSIS_SNR_TIE_DB);
+  if (c) return *why = "p5 SNR", c;
+  c = cmp_smaller(a->underflow_rate, b->underflow_rate);
+  if (c) return *why = "underflow rate", c;
+  *why = "parameters";
+  c = cmp_delayed_params(a->group, b->group);
+  return c ? c : (a < b ? -1 : a > b);
+}
+
+/* 1 when s fits and no configuration of the tensor (stats[lo..hi)) with a smaller margin on
+ * the same line fits: the smallest margin that fits at its history length. */
+static int smallest_fitting(const fp8_group_stats *st, size_t lo, size_t hi, size_t i,
+                            const fp8_budgets *b) {
+  const fp8_steps_group *g = st[i].group;
+  if (g->kind != FP8_KIND_DELAYED || !fits(&st[i], b)) return 0;
+  for (size_t k = lo; k < hi; k++) {
+    const fp8_steps_group *h = st[k].group;
+    if (k != i && h->kind == FP8_KIND_DELAYED && same_line(g, h) && h->margin < g->margin &&
+        fits(&st[k], b))
+      return 0;
+  }
+  return 1;
+}
+
+static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, const fp8_budgets *b,
                             fp8_recommendation *r) {
-  const fp8_group_stats *best = NULL, *cur = NULL;
-  int64_t ndelayed = 0, nmeet = 0;
-  double min_ovf = NAN;
+  const fp8_group_stats *best = NULL, *second = NULL, *cur = NULL;
+  int64_t ndelayed = 0, nfit = 0;
+  double min_clip = NAN;
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &st[i];
     const fp8_steps_group *g = s->group;
     if (g->kind == FP8_KIND_CURRENT) {
-      if (!cur || cmp_larger(s->snr_median, cur->snr_median) < 0) cur = s;
+      if (!cur || cmp_larger(s->snr_p5, cur->snr_p5) < 0) cur = s;
       continue;
     }
+    if (g->kind != FP8_KIND_DELAYED) continue;
     ndelayed++;
-    if (!isnan(s->overflow_rate) && !(s->overflow_rate >= min_ovf)) min_ovf = s->overflow_rate;
-    if (!meets(s, budget)) continue;
-    nmeet++;
-    int c = best ? cmp_larger(s->snr_median, best->snr_median) : -1;
-    if (c == 0) c = cmp_delayed_params(g, best->group);
-    if (c < 0) best = s;
+    if (!isnan(s->clipped_rate) && !(s->clipped_rate >= min_clip)) min_clip = s->clipped_rate;
+    nfit += fits(s, b);
+    if (!smallest_fitting(st, lo, hi, i, b)) continue;
+    const char *why;
+    if (!best || cmp_candidate(s, best, &why) < 0) {
+      second = best;
+      best = s;
+    } else if (!second || cmp_candidate(s, second, &why) < 0) {
+      second = s;
+    }
   }
   const fp8_steps_group *g0 = st[lo].group;
   r->scope = FP8_REC_TENSOR;
   r->name = g0->tensor;
   r->role = g0->role;
-  r->covers = nmeet;
+  r->covers = nfit;
   r->of = ndelayed;
-  r->best_delayed_overflow = min_ovf;
-  r->overflow_rate = r->snr_median = NAN;
+  r->best_delayed_overflow = min_clip;
+  r->overflow_rate = r->snr_median = r->clipped_rate = r->clip_step_rate = NAN;
+  r->snr_p5 = r->underflow_rate = NAN;
   char cfg[200];
   if (best) {
     set_config(r, best->group);
+    set_values(r, best);
     r->meets_budget = 1;
-    r->stats = best;
-    r->overflow_rate = best->overflow_rate;
-    r->snr_median = best->snr_median;
-    r->note = fmt_alloc("%s: overflow rate %.3g within the budget %g; median SNR %.2f dB; %lld of "
-                        "%lld delayed configurations meet the budget",
-                        config_words(best->group, cfg, sizeof cfg), best->overflow_rate, budget,
-                        best->snr_median, (long long)nmeet, (long long)ndelayed);
+    r->decided_by = "only fit";
+    if (second) (void)cmp_candidate(best, second, &r->decided_by);
+    r->note = fmt_alloc("%s: clipped rate %.3g (budget %g); clipped steps %.3g (budget %g); p5 SNR "
+                        "%.2f dB; %lld of %lld delayed configurations fit; decided by %s",
+                        config_words(best->group, cfg, sizeof cfg), best->clipped_rate, b->value,
+                        best->clip_step_rate, b->step, best->snr_p5, (long long)nfit,
+                        (long long)ndelayed, r->decided_by);
     return r->note ? FP8_OK : FP8_ENOMEM;
   }
-  char why[160];
+  char why[200];
+  r->decided_by = "fallback";
   if (ndelayed == 0) snprintf(why, sizeof why, "no delayed configuration in this run");
-  else if (isnan(min_ovf))
-    snprintf(why, sizeof why, "no delayed configuration meets the overflow budget %g (no finite "
-             "element to measure)", budget);
+  else if (isnan(min_clip))
+    snprintf(why, sizeof why, "no delayed configuration fits the budgets (no finite element "
+             "outside the warm-up to measure)");
   else
-    snprintf(why, sizeof why, "no delayed configuration meets the overflow budget %g (the lowest "
-             "delayed overflow rate is %.3g)", budget, min_ovf);
+    snprintf(why, sizeof why, "no delayed configuration fits the budgets %g of the values and %g "
+             "of the steps (the lowest delayed clipped rate is %.3g)", b->value, b->step, min_clip);
   r->kind = FP8_KIND_CURRENT;
   if (cur) {
     set_config(r, cur->group);
-    r->stats = cur;
-    r->overflow_rate = cur->overflow_rate;
-    r->snr_median = cur->snr_median;
-    r->note = fmt_alloc("%s: use %s; median SNR %.2f dB", why,
-                        config_words(cur->group, cfg, sizeof cfg), cur->snr_median);
+    set_values(r, cur);
+    r->note = fmt_alloc("%s: use %s; p5 SNR %.2f dB", why, config_words(cur->group, cfg, sizeof cfg),
+                        cur->snr_p5);
   } else {
     r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
   }
@@ -144,8 +200,7 @@ typedef struct {
 } gref;
 
 static int same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
-  return a->recipe == b->recipe && a->format == b->format && a->history_len == b->history_len &&
-         a->margin == b->margin && a->amax_compute == b->amax_compute;
+  return same_line(a, b) && a->margin == b->margin;
 }
 
 static int cmp_gref(const void *x, const void *y) {
@@ -153,8 +208,10 @@ static int cmp_gref(const void *x, const void *y) {
   int c = strcmp(a->recipe, b->recipe);
   if (c) return c;
   if (a->format != b->format) return a->format < b->format ? -1 : 1;
-  c = cmp_delayed_params(a, b);
-  if (c) return c;
+  /* a line's margins adjacent and ascending (best_setting) */
+  if (a->history_len != b->history_len) return a->history_len < b->history_len ? -1 : 1;
+  if (a->amax_compute != b->amax_compute) return a->amax_compute == FP8_AMAX_MAX ? -1 : 1;
+  if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
   size_t i = ((const gref *)x)->gi, j = ((const gref *)y)->gi;
   return i < j ? -1 : i > j;
 }
@@ -162,36 +219,51 @@ static int cmp_gref(const void *x, const void *y) {
 /* Aggregate of one setting over a role's tensors. */
 typedef struct {
   const fp8_steps_group *g; /* a representative (the first) */
-  size_t first, lo, hi;     /* first group index; its range in the sorted refs */
+  size_t first;             /* first group index */
   int64_t covers, ran;
-  double mean_snr, worst_ovf;
+  double mean_snr, mean_p5, mean_under, worst_ovf, worst_clip, worst_steps;
 } setting;
 
-static setting aggregate(const gref *refs, size_t lo, size_t hi, double budget) {
-  setting st = {refs[lo].s->group, refs[lo].gi, lo, hi, 0, 0, NAN, NAN};
-  double sum = 0;
-  int64_t nsnr = 0;
+/* mean of the non-nan values added */
+typedef struct { double sum; int64_t n; } mean_acc;
+static void mean_add(mean_acc *m, double v) {
+  if (!isnan(v)) m->sum += v, m->n++;
+}
+static double mean_of(const mean_acc *m) { return m->n ? m->sum / (double)m->n : NAN; }
+static void worst_add(double *w, double v) {
+  if (!isnan(v) && !(v <= *w)) *w = v;
+}
+
+static setting aggregate(const gref *refs, size_t lo, size_t hi, const fp8_budgets *b) {
+  setting st = {refs[lo].s->group, refs[lo].gi, 0, 0, NAN, NAN, NAN, NAN, NAN, NAN};
+  mean_acc snr = {0, 0}, p5 = {0, 0}, under = {0, 0};
   for (size_t k = lo; k < hi; k++) {
     const fp8_group_stats *s = refs[k].s;
     if (refs[k].gi < st.first) st.first = refs[k].gi;
     st.ran++;
-    st.covers += meets(s, budget);
-    if (!isnan(s->snr_median)) {
-      sum += s->snr_median;
-      nsnr++;
-    }
-    if (!isnan(s->overflow_rate) && !(s->overflow_rate <= st.worst_ovf)) st.worst_ovf = s->overflow_rate;
+    st.covers += fits(s, b);
+    mean_add(&snr, s->snr_median);
+    mean_add(&p5, s->snr_p5);
+    mean_add(&under, s->underflow_rate);
+    worst_add(&st.worst_ovf, s->overflow_rate);
+    worst_add(&st.worst_clip, s->clipped_rate);
+    worst_add(&st.worst_steps, s->clip_step_rate);
   }
-  if (nsnr) st.mean_snr = sum / (double)nsnr;
+  st.mean_snr = mean_of(&snr);
+  st.mean_p5 = mean_of(&p5);
+  st.mean_under = mean_of(&under);
   return st;
 }
 
-/* -1 when a is the better setting (ties as analysis.h says). */
-static int cmp_setting(const setting *a, const setting *b, int by_covers) {
+/* -1 when a is the better setting (ties as analysis.h says); *why: the deciding criterion. */
+static int cmp_setting(const setting *a, const setting *b, int by_covers, const char **why) {
   int64_t ka = by_covers ? a->covers : a->ran, kb = by_covers ? b->covers : b->ran;
-  if (ka != kb) return ka > kb ? -1 : 1;
-  int c = cmp_larger(a->mean_snr, b->mean_snr);
-  if (c) return c;
+  if (ka != kb) return *why = "fits", ka > kb ? -1 : 1;
+  int c = cmp_larger_tol(a->mean_p5, b->mean_p5, FP8_ANALYSIS_SNR_TIE_DB);
+  if (c) return *why = "p5 SNR", c;
+  c = cmp_smaller(a->mean_under, b->mean_under);
+  if (c) return *why = "underflow rate", c;
+  *why = "parameters";
   if (a->g->kind == FP8_KIND_DELAYED) {
     c = cmp_delayed_params(a->g, b->g);
     if (c) return c;
@@ -199,23 +271,85 @@ static int cmp_setting(const setting *a, const setting *b, int by_covers) {
   return a->first < b->first ? -1 : a->first > b->first;
 }
 
-/* The best setting among refs[0..n) (sorted by cmp_gref); found = 0 when n = 0. */
-static setting best_setting(const gref *refs, size_t n, double budget, int by_covers, int *found) {
-  setting best = {0};
+/* The best setting among refs[0..n) (sorted by cmp_gref, so the margins of one line are
+ * adjacent and ascending); delayed: only each line's smallest margin with the most covers
+ * competes. found = 0 when n = 0; *why as cmp_setting against the runner-up ("only fit"). */
+static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, int by_covers,
+                            int *found, const char **why) {
+  setting best = {0}, second = {0}, line_best = {0};
+  int have_second = 0, have_line = 0;
   *found = 0;
-  for (size_t lo = 0; lo < n;) {
+  *why = "only fit";
+  const char *w;
+  for (size_t lo = 0; lo <= n;) {
     size_t hi = lo + 1;
     while (hi < n && same_setting(refs[hi].s->group, refs[lo].s->group)) hi++;
-    setting s = aggregate(refs, lo, hi, budget);
-    if (!*found || cmp_setting(&s, &best, by_covers) < 0) best = s;
-    *found = 1;
+    setting s = {0};
+    if (lo < n) s = aggregate(refs, lo, hi, b);
+    /* the end of a line: its candidate competes */
+    int line_ends = have_line && (lo == n || !by_covers || !same_line(s.g, line_best.g));
+    if (line_ends) {
+      if (!*found || cmp_setting(&line_best, &best, by_covers, &w) < 0) {
+        second = best;
+        have_second = *found;
+        best = line_best;
+      } else if (!have_second || cmp_setting(&line_best, &second, by_covers, &w) < 0) {
+        second = line_best;
+        have_second = 1;
+      }
+      *found = 1;
+      have_line = 0;
+    }
+    if (lo == n) break;
+    if (!have_line || s.covers > line_best.covers) line_best = s; /* ascending margins */
+    have_line = 1;
     lo = hi;
   }
+  if (*found && have_second) (void)cmp_setting(&best, &second, by_covers, why);
   return best;
 }
 
-static int recommend_role(const fp8_analysis *a, fp8_role role, double budget, gref *dl, gref *cl,
-                          fp8_recommendation *r, int *any) {
+/* The role's tensors that setting d does not fit, as r->misfits and a "; " list (malloc'ed). */
+static char *misfit_list(const fp8_analysis *a, fp8_role role, const setting *d,
+                         const fp8_budgets *b, fp8_recommendation *r, int64_t ntensors) {
+  r->misfits = malloc((size_t)ntensors * sizeof *r->misfits);
+  if (!r->misfits) return NULL;
+  size_t len = 1;
+  for (size_t lo = 0; lo < a->nstats;) { /* one tensor's groups are contiguous */
+    const char *name = a->stats[lo].group->tensor;
+    size_t hi = lo;
+    int fit = 0;
+    for (; hi < a->nstats && a->stats[hi].group->tensor == name; hi++) {
+      const fp8_group_stats *s = &a->stats[hi];
+      if (s->group->kind == FP8_KIND_DELAYED && same_setting(s->group, d->g) && fits(s, b)) fit = 1;
+    }
+    if (a->stats[lo].group->role == role && !fit) {
+      r->misfits[r->nmisfits++] = name;
+      len += strlen(name) + 2;
+    }
+    lo = hi;
+  }
+  char *list = malloc(len);
+  if (!list) return NULL;
+  list[0] = 0;
+  for (size_t k = 0; k < r->nmisfits; k++) {
+    if (k) strcat(list, "; ");
+    strcat(list, r->misfits[k]);
+  }
+  return list;
+}
+
+static void set_setting_values(fp8_recommendation *r, const setting *d) {
+  r->overflow_rate = d->worst_ovf;
+  r->snr_median = d->mean_snr;
+  r->clipped_rate = d->worst_clip;
+  r->clip_step_rate = d->worst_steps;
+  r->snr_p5 = d->mean_p5;
+  r->underflow_rate = d->mean_under;
+}
+
+static int recommend_role(const fp8_analysis *a, fp8_role role, const fp8_budgets *b, gref *dl,
+                          gref *cl, fp8_recommendation *r, int *any) {
   size_t nd = 0, nc = 0;
   int64_t ntensors = 0;
   const char *last = NULL;
@@ -225,7 +359,7 @@ static int recommend_role(const fp8_analysis *a, fp8_role role, double budget, g
     if (g->tensor != last) ntensors++; /* groups are sorted by tensor */
     last = g->tensor;
     if (g->kind == FP8_KIND_DELAYED) dl[nd++] = (gref){&a->stats[i], i};
-    else cl[nc++] = (gref){&a->stats[i], i};
+    else if (g->kind == FP8_KIND_CURRENT) cl[nc++] = (gref){&a->stats[i], i};
   }
   *any = ntensors > 0;
   if (!ntensors) return FP8_OK;
@@ -236,69 +370,45 @@ static int recommend_role(const fp8_analysis *a, fp8_role role, double budget, g
   r->name = fp8_rec_role_name(role);
   r->of = ntensors;
   r->overflow_rate = r->snr_median = r->best_delayed_overflow = NAN;
+  r->clipped_rate = r->clip_step_rate = r->snr_p5 = r->underflow_rate = NAN;
   const char *rn = role == FP8_ROLE_UNKNOWN ? "role-less" : fp8_role_name(role);
   char cfg[200];
   int found;
-  setting d = best_setting(dl, nd, budget, 1, &found);
+  setting d = best_setting(dl, nd, b, 1, &found, &r->decided_by);
   if (found && d.covers > 0) {
     set_config(r, d.g);
     r->meets_budget = 1;
     r->covers = d.covers;
-    r->overflow_rate = d.worst_ovf;
-    r->snr_median = d.mean_snr;
-    /* the misfits: the role's tensors without a group of this setting within the budget */
-    r->misfits = malloc((size_t)ntensors * sizeof *r->misfits);
-    if (!r->misfits) return FP8_ENOMEM;
-    size_t len = 1;
-    for (size_t lo = 0; lo < a->nstats;) { /* one tensor's groups are contiguous */
-      const char *name = a->stats[lo].group->tensor;
-      size_t hi = lo;
-      int fits = 0;
-      for (; hi < a->nstats && a->stats[hi].group->tensor == name; hi++) {
-        const fp8_group_stats *s = &a->stats[hi];
-        if (s->group->kind == FP8_KIND_DELAYED && same_setting(s->group, d.g) && meets(s, budget))
-          fits = 1;
-      }
-      if (a->stats[lo].group->role == role && !fits) {
-        r->misfits[r->nmisfits++] = name;
-        len += strlen(name) + 2;
-      }
-      lo = hi;
-    }
-    char *list = malloc(len);
+    set_setting_values(r, &d);
+    char *list = misfit_list(a, role, &d, b, r, ntensors);
     if (!list) return FP8_ENOMEM;
-    list[0] = 0;
-    for (size_t k = 0; k < r->nmisfits; k++) {
-      if (k) strcat(list, "; ");
-      strcat(list, r->misfits[k]);
-    }
     if (r->nmisfits == 0)
-      r->note = fmt_alloc("%s meets the overflow budget %g for all %lld %s tensors; mean median SNR "
-                          "%.2f dB", config_words(d.g, cfg, sizeof cfg), budget,
-                          (long long)ntensors, rn, d.mean_snr);
+      r->note = fmt_alloc("%s fits the budgets for all %lld %s tensors; mean p5 SNR %.2f dB; "
+                          "decided by %s", config_words(d.g, cfg, sizeof cfg),
+                          (long long)ntensors, rn, d.mean_p5, r->decided_by);
     else
-      r->note = fmt_alloc("%s meets the overflow budget %g for %lld of %lld %s tensors; mean "
-                          "median SNR %.2f dB; does not fit: %s",
-                          config_words(d.g, cfg, sizeof cfg), budget, (long long)d.covers,
-                          (long long)ntensors, rn, d.mean_snr, list);
+      r->note = fmt_alloc("%s fits the budgets for %lld of %lld %s tensors; mean p5 SNR %.2f dB; "
+                          "decided by %s; does not fit: %s", config_words(d.g, cfg, sizeof cfg),
+                          (long long)d.covers, (long long)ntensors, rn, d.mean_p5, r->decided_by,
+                          list);
     free(list);
     return r->note ? FP8_OK : FP8_ENOMEM;
   }
-  char why[160];
+  char why[200];
   if (nd == 0) snprintf(why, sizeof why, "no delayed configuration in this run for %s tensors", rn);
   else
-    snprintf(why, sizeof why, "no delayed configuration meets the overflow budget %g for any %s "
-             "tensor", budget, rn);
+    snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %s tensor", rn);
   r->kind = FP8_KIND_CURRENT;
-  setting c = best_setting(cl, nc, budget, 0, &found);
+  const char *unused;
+  setting c = best_setting(cl, nc, b, 0, &found, &unused);
+  r->decided_by = "fallback";
   if (found) {
     set_config(r, c.g);
     r->covers = c.ran;
-    r->overflow_rate = c.worst_ovf;
-    r->snr_median = c.mean_snr;
-    r->note = fmt_alloc("%s: use %s (run for %lld of %lld tensors); mean median SNR %.2f dB", why,
+    set_setting_values(r, &c);
+    r->note = fmt_alloc("%s: use %s (run for %lld of %lld tensors); mean p5 SNR %.2f dB", why,
                         config_words(c.g, cfg, sizeof cfg), (long long)c.ran,
-                        (long long)ntensors, c.mean_snr);
+                        (long long)ntensors, c.mean_p5);
   } else {
     r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
   }
@@ -307,15 +417,18 @@ static int recommend_role(const fp8_analysis *a, fp8_role role, double budget, g
 
 /* ------------------------------------------------------------------ public */
 
-int fp8_analysis_recommend(const fp8_analysis *a, double budget, fp8_recommendations *out,
-                           char *err, size_t errlen) {
+int fp8_analysis_recommend(const fp8_analysis *a, const fp8_budgets *budgets,
+                           fp8_recommendations *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  if (!a || !a->table || isnan(budget) || budget < 0) {
-    snprintf(err, errlen, "overflow_budget %g: expected a rate >= 0", budget);
+  if (!a || !a->table || !budgets || !(budgets->value >= 0) || !(budgets->step >= 0)) {
+    snprintf(err, errlen, "overflow_budget %g, step_budget %g: expected rates >= 0",
+             budgets ? budgets->value : NAN, budgets ? budgets->step : NAN);
     return FP8_EINVAL;
   }
+  const fp8_budgets *budget = budgets;
   const fp8_steps_table *t = a->table;
-  out->overflow_budget = budget;
+  out->overflow_budget = budgets->value;
+  out->budgets = *budgets;
   int rc = FP8_OK;
   size_t cap = t->ntensors + (FP8_ROLE_UNKNOWN + 1);
   gref *dl = malloc((a->nstats ? a->nstats : 1) * sizeof *dl);
@@ -386,7 +499,12 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
     } else fputc(',', fp);
     fprintf(fp, ",%lld,%lld,", (long long)c->covers, (long long)c->of);
     ana_put_text(fp, c->note);
-    fputc('\n', fp);
+    const double v[4] = {c->clipped_rate, c->clip_step_rate, c->snr_p5, c->underflow_rate};
+    for (int k = 0; k < 4; k++) {
+      fputc(',', fp);
+      if (c->in_run) fp8_csv_put_num(fp, v[k]);
+    }
+    fprintf(fp, ",%s\n", c->decided_by ? c->decided_by : "");
   }
   return fp8_outfile_commit(&of, err, errlen);
 }

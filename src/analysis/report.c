@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* access */
 
 #include "analysis.h"
 #include "plot.h"
@@ -43,11 +44,15 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
 
   pthread_t warm;
   int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
-  double budget_json;
-  rep_read_run_json(&r, &budget_json);
+  double budget_json, step_json;
+  rep_read_run_json(&r, &budget_json, &step_json);
   r.budget = opt && opt->overflow_budget >= 0 ? opt->overflow_budget
            : budget_json >= 0                 ? budget_json
                                               : FP8_ANALYSIS_OVERFLOW_BUDGET;
+  r.budgets.value = r.budget;
+  r.budgets.step = opt && opt->step_budget >= 0 ? opt->step_budget
+                 : step_json >= 0               ? step_json
+                                                : FP8_ANALYSIS_STEP_BUDGET;
 
   snprintf(path, sizeof path, "%s/%s", outdir, fp8_schema_steps.file);
   rc = fp8_steps_load(path, &r.tab, err, errlen);
@@ -60,9 +65,20 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   rc = fp8_analysis_compute(&r.tab, &r.an, err, errlen);
   if (rc) goto done;
   r.have_an = 1;
+  /* stream.csv: every step of the delayed configurations (absent: a run without delayed
+   * configurations, or one written before it existed; the step budget then uses the
+   * snapshot rows) */
+  snprintf(path, sizeof path, "%s/%s", outdir, fp8_schema_stream.file);
+  if (access(path, F_OK) == 0) {
+    rc = fp8_stream_load(path, &r.stream, err, errlen);
+    if (rc) goto done;
+    r.have_stream = 1;
+    rc = fp8_analysis_add_stream(&r.an, &r.stream, err, errlen);
+    if (rc) goto done;
+  }
   rc = fp8_analysis_write(&r.an, outdir, err, errlen);
   if (rc) goto done;
-  rc = fp8_analysis_recommend(&r.an, r.budget, &r.rec, err, errlen);
+  rc = fp8_analysis_recommend(&r.an, &r.budgets, &r.rec, err, errlen);
   if (rc) goto done;
   r.have_rec = 1;
   rc = fp8_recommend_write(&r.rec, outdir, err, errlen);
@@ -117,5 +133,6 @@ done:
   if (r.have_rec) fp8_recommendations_free(&r.rec);
   if (r.have_an) fp8_analysis_free(&r.an);
   if (r.have_tab) fp8_steps_free(&r.tab);
+  if (r.have_stream) fp8_stream_free(&r.stream);
   return rc;
 }

@@ -11,6 +11,7 @@
 
 typedef struct {
   double overflow_budget; /**< < 0: take it from run.json ([analysis] overflow_budget), else 1e-5 */
+  double step_budget;     /**< < 0: take it from run.json ([analysis] step_budget), else 0.01 */
   int max_timelines;      /**< amax timelines drawn (tensors with the most overflow); 0: 6 */
   int procs;              /**< processes drawing the plots (forked; same files whatever the number):
                                1 draws them here; 0: the online CPUs, at most 4 */

@@ -44,8 +44,12 @@ typedef struct {
   const char *outdir;
   char name[256];
   char trace[1024];
-  double budget;
+  double budget;        /* the value budget ([analysis] overflow_budget) */
+  fp8_budgets budgets;  /* both budgets, as the recommendations apply them */
+  int64_t warmup_override; /* [analysis] warmup_steps from run.json, -1: each tensor's own */
   fp8_steps_table tab;
+  fp8_stream_table stream; /* stream.csv (have_stream 0: the run has none) */
+  int have_stream;
   fp8_analysis an;
   fp8_recommendations rec;
   int have_tab, have_an, have_rec;
@@ -83,7 +87,7 @@ typedef struct {
 /* The experiment's name (else the directory's), the trace's description and the overflow
  * budget (-1 when absent) from <outdir>/run.json; a missing or unreadable file leaves the
  * defaults. */
-void rep_read_run_json(rep_t *r, double *budget_out);
+void rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out);
 /* The log2 histogram of (tensor, step) from histograms.csv: counts[0..*nbins) for the bins
  * from *lo_bin on. FP8_EIO when the file cannot be opened, FP8_EFORMAT when its header is not
  * histograms.csv's or it has no such rows (the caller then draws no histogram). */

@@ -23,7 +23,7 @@ _Static_assert(FP8_GEMM_COUNT == 3, "cfg_t holds the errors of fprop, dgrad and 
 
 /* ------------------------------------------------------------------ run.json */
 
-void rep_read_run_json(rep_t *r, double *budget_out) {
+void rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", r->outdir);
   json_error_t jerr;
@@ -31,13 +31,18 @@ void rep_read_run_json(rep_t *r, double *budget_out) {
   const char *slash = strrchr(r->outdir, '/');
   snprintf(r->name, sizeof r->name, "%s", slash && slash[1] ? slash + 1 : r->outdir);
   snprintf(r->trace, sizeof r->trace, "%s", "(unknown)");
-  *budget_out = -1;
+  *budget_out = *step_budget_out = -1;
+  r->warmup_override = -1;
   if (!j) return;
   json_t *ex = json_object_get(j, "experiment");
   const char *nm = json_string_value(json_object_get(ex, "name"));
   if (nm && *nm) snprintf(r->name, sizeof r->name, "%s", nm);
   json_t *b = json_object_get(ex, "overflow_budget");
   if (json_is_number(b)) *budget_out = json_number_value(b);
+  json_t *sb = json_object_get(ex, "step_budget");
+  if (json_is_number(sb)) *step_budget_out = json_number_value(sb);
+  json_t *wu = json_object_get(ex, "warmup_steps");
+  if (json_is_integer(wu)) r->warmup_override = (int64_t)json_integer_value(wu);
   json_t *tr = json_object_get(j, "trace");
   const char *tp = json_string_value(json_object_get(tr, "path"));
   const char *preset = json_string_value(json_object_get(tr, "synth_preset"));

@@ -31,7 +31,7 @@ static const char *show(steps_ctx *c, const char *s) {
 }
 
 /* Digits only (after a '-' where allowed), within int64: strtoll's value for those. */
-static int parse_i64(const char *s, int allow_neg, int64_t *out) {
+int steps_parse_i64(const char *s, int allow_neg, int64_t *out) {
   const char *p = s;
   int neg = *p == '-' && allow_neg;
   p += neg;
@@ -95,7 +95,7 @@ static int parse_f64_fast(const char *s, double *out) {
 }
 
 /* A decimal float as printf("%.9g") writes it, or inf, -inf, nan. No hex, no spaces. */
-static int parse_f64(const char *s, double *out) {
+int steps_parse_f64(const char *s, double *out) {
   if (parse_f64_fast(s, out)) return 1;
   if (strcmp(s, "inf") == 0) return *out = INFINITY, 1;
   if (strcmp(s, "-inf") == 0) return *out = -INFINITY, 1;
@@ -130,8 +130,8 @@ static int split(char *line, char **f, int max) {
   return n;
 }
 
-/* Line 1: the first k columns of fp8_schema_steps, k one of its versions (24; 19 for fp8lab 0.1
- * runs before the block columns); sets c->ncols to k. */
+/* Line 1: the first k columns of fp8_schema_steps, k one of its versions (28; 24 before the
+ * saturation columns, 19 for fp8lab 0.1 runs before the block columns); sets c->ncols to k. */
 static int check_header(steps_ctx *c, char *line) {
   const fp8_schema *s = &fp8_schema_steps;
   char *f[FP8_STEPS_COL_COUNT + 2];
@@ -223,10 +223,10 @@ static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
     return FP8_OK;
   }
   int64_t v;
-  if (!parse_i64(f[FP8_STEPS_COL_HISTORY_LEN], 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
+  if (!steps_parse_i64(f[FP8_STEPS_COL_HISTORY_LEN], 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
     return bad(c, f, FP8_STEPS_COL_HISTORY_LEN, "an integer in 1..1048576 for delayed scaling");
   r->history_len = (int32_t)v;
-  if (!parse_i64(f[FP8_STEPS_COL_MARGIN], 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
+  if (!steps_parse_i64(f[FP8_STEPS_COL_MARGIN], 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
     return bad(c, f, FP8_STEPS_COL_MARGIN, "an integer in -64..64 for delayed scaling");
   r->margin = (int32_t)v;
   const char *ac = f[FP8_STEPS_COL_AMAX_COMPUTE];
@@ -239,7 +239,7 @@ static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
 /* amax, scale (empty for block kinds), the counts (each <= n, the class counts <= the finite
  * elements), mse and snr_db. */
 static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
-  if (!parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
+  if (!steps_parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
     return bad(c, f, FP8_STEPS_COL_AMAX, "a number >= 0 or inf");
   int blk = fp8_recipe_kind_is_block(r->kind);
   if (blk) {
@@ -247,7 +247,7 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
       return bad(c, f, FP8_STEPS_COL_SCALE,
                  "an empty field for block kinds (their scales are per block)");
     r->scale = NAN;
-  } else if (!parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
+  } else if (!steps_parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
              isinf(r->scale)) {
     return bad(c, f, FP8_STEPS_COL_SCALE, "a finite number > 0");
   }
@@ -255,7 +255,7 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
   /* n, nonfinite, zeros, overflow, underflow, subnormal: adjacent columns */
   int64_t *cnt[6] = {&r->n, &r->nonfinite, &r->zeros, &r->overflow, &r->underflow, &r->subnormal};
   for (int k = 0; k < 6; k++)
-    if (!parse_i64(f[FP8_STEPS_COL_N + k], 0, cnt[k]))
+    if (!steps_parse_i64(f[FP8_STEPS_COL_N + k], 0, cnt[k]))
       return bad(c, f, FP8_STEPS_COL_N + k, "a count (integer >= 0)");
   for (int k = 1; k < 6; k++)
     if (*cnt[k] > r->n)
@@ -268,13 +268,13 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
                            col_name(FP8_STEPS_COL_N + k), (long long)*cnt[k], (long long)finite);
 
   /* an MXFP8 block near FLT_MAX can dequantize to inf: mse inf, snr -inf (docs/semantics.md) */
-  if (!parse_f64(f[FP8_STEPS_COL_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
+  if (!steps_parse_f64(f[FP8_STEPS_COL_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
     return bad(c, f, FP8_STEPS_COL_MSE, "a finite number >= 0 or nan");
   if (isnan(r->mse) != (finite == 0))
     return steps_fail_at(c, c->line, "column %s: '%s' but the row has %lld finite elements (nan "
                          "exactly when there is none)", col_name(FP8_STEPS_COL_MSE),
                          show(c, f[FP8_STEPS_COL_MSE]), (long long)finite);
-  if (!parse_f64(f[FP8_STEPS_COL_SNR_DB], &r->snr_db) || isnan(r->snr_db) ||
+  if (!steps_parse_f64(f[FP8_STEPS_COL_SNR_DB], &r->snr_db) || isnan(r->snr_db) ||
       (r->snr_db == -INFINITY && !blk))
     return bad(c, f, FP8_STEPS_COL_SNR_DB, "a number or inf");
   return FP8_OK;
@@ -296,16 +296,36 @@ static int parse_block_stats(steps_ctx *c, char **f, fp8_step_row *r) {
       if (*f[col]) return bad(c, f, col, "an empty field for per-tensor kinds");
     return FP8_OK;
   }
-  if (!parse_i64(f[FP8_STEPS_COL_NBLOCKS], 0, &r->nblocks))
+  if (!steps_parse_i64(f[FP8_STEPS_COL_NBLOCKS], 0, &r->nblocks))
     return bad(c, f, FP8_STEPS_COL_NBLOCKS, "a count (integer >= 0)");
-  if (!parse_i64(f[FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW], 0, &r->blocks_with_overflow) ||
+  if (!steps_parse_i64(f[FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW], 0, &r->blocks_with_overflow) ||
       r->blocks_with_overflow > r->nblocks)
     return bad(c, f, FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW, "a count <= nblocks");
   /* log2_scale_min, _max, _std: adjacent columns */
   double *l2[3] = {&r->log2_scale_min, &r->log2_scale_max, &r->log2_scale_std};
   for (int k = 0; k < 3; k++)
-    if (!parse_f64(f[FP8_STEPS_COL_LOG2_SCALE_MIN + k], l2[k]))
+    if (!steps_parse_f64(f[FP8_STEPS_COL_LOG2_SCALE_MIN + k], l2[k]))
       return bad(c, f, FP8_STEPS_COL_LOG2_SCALE_MIN + k, "a number or nan");
+  return FP8_OK;
+}
+
+/* clipped, overshoot, cos_sim, warmup (issue 13). A file written before them has none: clipped
+ * is -1 (unknown; the analysis falls back to overflow), overshoot and cos_sim NaN, no warm-up. */
+static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
+  r->clipped = -1;
+  r->overshoot = r->cos_sim = NAN;
+  r->warmup = 0;
+  if (c->ncols <= FP8_STEPS_COL_CLIPPED) return FP8_OK;
+  if (!steps_parse_i64(f[FP8_STEPS_COL_CLIPPED], 0, &r->clipped) || r->clipped > r->overflow)
+    return bad(c, f, FP8_STEPS_COL_CLIPPED, "a count <= overflow");
+  if (!steps_parse_f64(f[FP8_STEPS_COL_OVERSHOOT], &r->overshoot) || isnan(r->overshoot))
+    return bad(c, f, FP8_STEPS_COL_OVERSHOOT, "a number, -inf or inf");
+  if (!steps_parse_f64(f[FP8_STEPS_COL_COS_SIM], &r->cos_sim) ||
+      !(isnan(r->cos_sim) || (r->cos_sim >= -1.0 && r->cos_sim <= 1.0)))
+    return bad(c, f, FP8_STEPS_COL_COS_SIM, "a number in -1..1 or nan");
+  const char *w = f[FP8_STEPS_COL_WARMUP];
+  if (strcmp(w, "0") && strcmp(w, "1")) return bad(c, f, FP8_STEPS_COL_WARMUP, "0 or 1");
+  r->warmup = w[0] == '1';
   return FP8_OK;
 }
 
@@ -319,11 +339,12 @@ static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) 
   r->line = c->line;
   int rc = parse_tensor(c, f, r, pv);
   if (rc) return rc;
-  if (!parse_i64(f[FP8_STEPS_COL_STEP], 0, &r->step))
+  if (!steps_parse_i64(f[FP8_STEPS_COL_STEP], 0, &r->step))
     return bad(c, f, FP8_STEPS_COL_STEP, "a step number >= 0");
   if ((rc = parse_config(c, f, r, pv)) != FP8_OK) return rc;
   if ((rc = parse_values(c, f, r)) != FP8_OK) return rc;
-  return parse_block_stats(c, f, r);
+  if ((rc = parse_block_stats(c, f, r)) != FP8_OK) return rc;
+  return parse_saturation(c, f, r);
 }
 
 /* ------------------------------------------------------------------ public */

@@ -21,6 +21,11 @@ typedef struct {
   int ncols; /* of the header: one of fp8_schema_steps.versions */
 } steps_ctx;
 
+/* Field parsers shared with streamcsv.c: digits only (a leading '-' when allow_neg) within
+ * int64; a "%.9g"-style decimal or inf, -inf, nan. 1 on success. */
+int steps_parse_i64(const char *s, int allow_neg, int64_t *out);
+int steps_parse_f64(const char *s, double *out);
+
 /* Writes "<name>:<line>: <message>" into c->err; returns FP8_EFORMAT. */
 int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) FP8_PRINTF(3, 4);
 
