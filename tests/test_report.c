@@ -101,7 +101,7 @@ START_TEST(test_run_writes_report) {
   char *md = tu_read_file(p, NULL);
   ck_assert_ptr_nonnull(md);
   ck_assert_msg(strstr(md, "**a.fc.input at step 6** reached amax 20") != NULL, "%s", md);
-  ck_assert_msg(strstr(md, "16 of 256 values saturated") != NULL, "%s", md);
+  ck_assert_msg(strstr(md, "16 of 256 values clipped") != NULL, "%s", md);
   ck_assert_msg(strstr(md, "for 5 of the 5 following snapshot steps") != NULL, "%s", md);
   ck_assert(strstr(md, "![amax timeline of a.fc.input](plots/amax_a.fc.input.png)") != NULL);
   free(md);

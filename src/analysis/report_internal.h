@@ -26,7 +26,7 @@ typedef struct {
   fp8_amax_compute ac;
   char label[160];
   /* aggregates over all tensors */
-  int64_t overflow, finite;
+  int64_t overflow, finite, clipped; /* non-warm-up snapshot rows */
   double snr_median; /* median over tensors of their median SNR */
   /* gemm.csv: rel_error per GEMM (fprop, dgrad, wgrad) over layers and steps */
   double *gemm[3];
@@ -76,10 +76,13 @@ typedef struct {
   char pngtext_version[64];
 } rep_t;
 
-/* A group of the reference configuration that overflowed. */
+/* A group of the reference configuration whose largest element overflowed at some step (of
+ * the stream when the run has one, else of the snapshot rows). */
 typedef struct {
   size_t g;
-  int64_t steps_with_overflow, overflow;
+  int64_t ovf_steps, clip_steps; /* steps whose largest element overflowed / clipped */
+  int64_t clipped;               /* clipped values at the snapshot steps */
+  double overshoot;              /* the largest overshoot (binades) */
 } ov_t;
 
 /* ------------------------------------------------------------------ report_read.c */
@@ -106,8 +109,9 @@ int rep_build_configs(rep_t *r);
 ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c);
 /* The row of group g at step s, or NULL (also for g < 0). */
 const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step);
-/* Groups of the reference configuration that overflowed, worst first, into out (room for
- * every group); returns their number. */
+/* Groups of the reference configuration whose largest element overflowed at some step, worst
+ * first (clipped steps, overflowed steps, overshoot), into out (room for every group); returns
+ * their number. */
 size_t rep_overflowing(const rep_t *r, ov_t *out);
 /* The worst event under the reference configuration: the row with the most overflow (the most
  * underflow when none overflowed). */
@@ -127,7 +131,20 @@ void rep_find_spike(rep_t *r);
  * procs 1: no fork; <= 0: the online CPUs, at most 4. The files are the same whatever procs. */
 int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ report_findings.c */
+
+/* The Findings section: the reference configuration over every step of the stream, the
+ * warm-up, current scaling's rounding case, the worst event, the tensors and roles hit, the
+ * distribution of overshoot, the scale lag. Every number it quotes is recomputed from the CSV
+ * files by tests/python/test_findings.py. */
+void rep_add_findings(rep_t *r, fp8_doc *d);
+
 /* ------------------------------------------------------------------ report_text.c */
+
+/* A rate as the tables show it: n/a, 0 or 3 significant digits; an SNR in dB: n/a, "exact" at
+ * the cap, else one decimal. */
+const char *rep_fmt_rate(double v, char *buf, size_t n);
+const char *rep_fmt_db(double v, char *buf, size_t n);
 
 /* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.
  * NULL when out of memory. */

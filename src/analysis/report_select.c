@@ -60,6 +60,7 @@ static int aggregate_configs(rep_t *r) {
       const fp8_group_stats *s = &r->an.stats[g];
       r->cfgs[c].overflow += s->overflow;
       r->cfgs[c].finite += s->finite;
+      r->cfgs[c].clipped += s->clipped;
       if (s->snr_rows > 0 && isfinite(s->snr_median)) med[nm++] = s->snr_median;
     }
     gsl_sort(med, 1, nm);
@@ -164,8 +165,9 @@ const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step) {
 
 static int cmp_ov(const void *a, const void *b) {
   const ov_t *x = a, *y = b;
-  if (x->overflow != y->overflow) return x->overflow < y->overflow ? 1 : -1;
-  if (x->steps_with_overflow != y->steps_with_overflow) return x->steps_with_overflow < y->steps_with_overflow ? 1 : -1;
+  if (x->clip_steps != y->clip_steps) return x->clip_steps < y->clip_steps ? 1 : -1;
+  if (x->ovf_steps != y->ovf_steps) return x->ovf_steps < y->ovf_steps ? 1 : -1;
+  if (x->overshoot != y->overshoot) return x->overshoot < y->overshoot ? 1 : -1;
   return x->g < y->g ? -1 : x->g > y->g;
 }
 
@@ -175,8 +177,17 @@ size_t rep_overflowing(const rep_t *r, ov_t *out) {
   for (size_t g = 0; g < r->tab.ngroups; g++) {
     if (r->gcfg[g] != (size_t)r->ref) continue;
     const fp8_group_stats *s = &r->an.stats[g];
-    if (s->overflow > 0 || s->steps_with_overflow > 0)
-      out[n++] = (ov_t){g, s->steps_with_overflow, s->overflow};
+    ov_t o = {g, 0, 0, s->clipped, -INFINITY};
+    if (s->stream_steps >= 0) { /* every step of the replay */
+      o.ovf_steps = s->stream_overflow_steps;
+      o.clip_steps = s->stream_clipped_steps;
+      o.overshoot = s->stream_overshoot_max;
+    } else { /* the snapshot rows: a row overflowed when its largest element did */
+      o.ovf_steps = s->steps_with_overflow;
+      o.clip_steps = s->steps_with_clipped;
+      o.overshoot = s->overshoot_max;
+    }
+    if (o.ovf_steps > 0) out[n++] = o;
   }
   qsort(out, n, sizeof *out, cmp_ov);
   return n;
@@ -187,12 +198,17 @@ void rep_find_spike(rep_t *r) {
   if (r->ref < 0) return;
   int64_t best = -1;
   int by_overflow = 0;
-  for (size_t i = 0; i < r->tab.nrows; i++)
-    if (r->gcfg[r->tab.rows[i].group] == (size_t)r->ref && r->tab.rows[i].overflow > 0) by_overflow = 1;
+  /* the most clipped values in a row (overflow for a file without clipped), warm-up rows left
+   * out; the most underflow when nothing clipped */
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
-    if (r->gcfg[row->group] != (size_t)r->ref) continue;
-    int64_t v = by_overflow ? row->overflow : row->underflow;
+    int64_t clip = row->clipped >= 0 ? row->clipped : row->overflow;
+    if (r->gcfg[row->group] == (size_t)r->ref && !row->warmup && clip > 0) by_overflow = 1;
+  }
+  for (size_t i = 0; i < r->tab.nrows; i++) {
+    const fp8_step_row *row = &r->tab.rows[i];
+    if (r->gcfg[row->group] != (size_t)r->ref || row->warmup) continue;
+    int64_t v = by_overflow ? (row->clipped >= 0 ? row->clipped : row->overflow) : row->underflow;
     if (v > best) {
       best = v;
       r->spike_group = (ptrdiff_t)row->group;

@@ -1,0 +1,365 @@
+/* report_findings.c: the Findings section of `fp8lab report` (rep_add_findings,
+ * report_internal.h). Claims about saturation use `clipped` (saturation past the rounding of
+ * the max) and `overshoot` (how far past it the largest element went), over every step of the
+ * replay when the run has stream.csv; warm-up rows are left out everywhere and counted in one
+ * sentence; current scaling's rounding case is explained once where it shows. Every number
+ * quoted here is recomputed from the CSV files by tests/python/test_findings.py, so a sentence
+ * added here needs its check there. */
+#include "report_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results.h" /* fp8_overshoot */
+
+#define MAX_TABLE 25
+
+/* ------------------------------------------------------------------ the reference */
+
+/* Totals of the reference configuration over its groups (stream steps, or snapshot rows). */
+typedef struct {
+  size_t tensors, ovf_tensors, clip_tensors, snap_clip_tensors;
+  int64_t ovf_steps, clip_steps, clipped, finite, nsteps;
+  double worst;       /* the largest overshoot of a non-warm-up step */
+  ptrdiff_t worst_g;  /* its group, -1 if none */
+  int64_t worst_step;
+  int64_t bins[5];    /* overflowed steps: not clipped, < 0.5, [0.5, 1), [1, 2), >= 2 binades */
+} ref_totals;
+
+static void bin_add(ref_totals *t, int clipped, double ov) {
+  t->bins[!clipped ? 0 : ov < 0.5 ? 1 : ov < 1.0 ? 2 : ov < 2.0 ? 3 : 4]++;
+}
+
+static void worst_add(ref_totals *t, double ov, size_t g, int64_t step) {
+  if (ov > t->worst) {
+    t->worst = ov;
+    t->worst_g = (ptrdiff_t)g;
+    t->worst_step = step;
+  }
+}
+
+/* One group's steps: the stream series when there is one, else the snapshot rows. */
+static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  const fp8_group_stats *s = &r->an.stats[g];
+  const fp8_stream_series *ser =
+      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
+                                       gr->history_len, gr->margin, gr->amax_compute)
+                     : NULL;
+  int64_t ovf = 0, clip = 0;
+  if (ser) {
+    for (size_t i = 0; i < ser->n; i++) {
+      if (ser->warmup[i] || !(ser->amax[i] > 0.0f)) continue;
+      double ov = fp8_overshoot(ser->amax[i], ser->scale[i], ser->format);
+      int o = fp8_stream_overflowed(ser->amax[i], ser->scale[i], ser->format);
+      int c = fp8_stream_clipped(ser->amax[i], ser->scale[i], ser->format);
+      ovf += o;
+      clip += c;
+      if (o) bin_add(t, c, ov);
+      worst_add(t, ov, g, ser->step[i]);
+    }
+  } else {
+    for (size_t i = 0; i < gr->nrows; i++) {
+      const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+      if (row->warmup || !(row->amax > 0)) continue;
+      int64_t c = row->clipped >= 0 ? row->clipped : row->overflow;
+      ovf += row->overflow > 0;
+      clip += c > 0;
+      if (row->overflow > 0) bin_add(t, c > 0, row->overshoot);
+      worst_add(t, row->overshoot, g, row->step);
+    }
+  }
+  t->tensors++;
+  t->ovf_tensors += ovf > 0;
+  t->clip_tensors += clip > 0;
+  t->ovf_steps += ovf;
+  t->clip_steps += clip;
+  t->snap_clip_tensors += s->clipped > 0;
+  t->clipped += s->clipped;
+  t->finite += s->finite;
+}
+
+static ref_totals ref_totals_of(const rep_t *r) {
+  ref_totals t;
+  memset(&t, 0, sizeof t);
+  t.worst = -INFINITY;
+  t.worst_g = -1;
+  for (size_t g = 0; g < r->tab.ngroups; g++)
+    if (r->gcfg[g] == (size_t)r->ref) totals_group(r, g, &t);
+  t.nsteps = r->have_stream ? (int64_t)r->stream.nsteps : 0;
+  return t;
+}
+
+static void findings_reference(rep_t *r, fp8_doc *d, const ref_totals *t, int64_t snap_steps) {
+  const cfg_t *ref = &r->cfgs[r->ref];
+  char over[256];
+  if (r->have_stream)
+    snprintf(over, sizeof over, "Over the %lld steps of the replay (every step of stream.csv, "
+             "snapshot or amax.csv; warm-up left out)", (long long)t->nsteps);
+  else
+    snprintf(over, sizeof over, "Over the %lld snapshot steps (this run has no stream.csv; "
+             "warm-up left out)", (long long)snap_steps);
+  fp8_doc_markdownf(d,
+                    "Reference configuration: **%s** (TransformerEngine's default is history_len "
+                    "1024, margin 0, amax_compute max). %s, under it the largest element of **%zu "
+                    "of %zu tensors** overflowed at some step (%lld tensor-steps in all), and for "
+                    "**%zu** of them it clipped, i.e. saturated past the rounding of the max (%lld "
+                    "tensor-steps).",
+                    ref->label, over, t->ovf_tensors, t->tensors, (long long)t->ovf_steps,
+                    t->clip_tensors, (long long)t->clip_steps);
+  if (t->worst_g >= 0 && t->worst > 0)
+    fp8_doc_markdownf(d, "The largest overshoot: **%s at step %lld**, %.2f binades (%.2fx) past the "
+                      "max.", r->tab.groups[t->worst_g].tensor, (long long)t->worst_step, t->worst,
+                      exp2(t->worst));
+  char b[64];
+  fp8_doc_markdownf(d, "At the snapshot steps, %zu of %zu tensors have clipped values (%lld of %lld "
+                    "values, rate %s).", t->snap_clip_tensors, t->tensors, (long long)t->clipped,
+                    (long long)t->finite,
+                    rep_fmt_rate(t->finite ? (double)t->clipped / (double)t->finite : NAN, b, sizeof b));
+}
+
+/* ------------------------------------------------------------------ warm-up, rounding */
+
+static void findings_warmup(rep_t *r, fp8_doc *d) {
+  int64_t rows = 0, under = 0, clip = 0, steps[6];
+  size_t nsteps = 0;
+  for (size_t i = 0; i < r->tab.nrows; i++) {
+    const fp8_step_row *row = &r->tab.rows[i];
+    if (!row->warmup) continue;
+    rows++;
+    under += row->underflow;
+    clip += row->clipped >= 0 ? row->clipped : row->overflow;
+    int seen = 0;
+    for (size_t k = 0; k < nsteps; k++) seen |= steps[k] == row->step;
+    if (!seen && nsteps < 6) steps[nsteps++] = row->step;
+  }
+  if (!rows) return;
+  char list[160] = "";
+  size_t n = 0;
+  for (size_t k = 0; k < nsteps && k < 5; k++)
+    n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", k ? ", " : "", (long long)steps[k]);
+  if (nsteps > 5) snprintf(list + n, sizeof list - n, ", ...");
+  char who[300];
+  if (r->warmup_override >= 0)
+    snprintf(who, sizeof who, "the first %lld steps of the replay (`[analysis] warmup_steps = "
+             "%lld`)", (long long)r->warmup_override, (long long)r->warmup_override);
+  else
+    snprintf(who, sizeof who, "each tensor's steps before a non-zero amax entered its history "
+             "(here step%s %s), where TransformerEngine's scale is still 1,", nsteps > 1 ? "s" : "",
+             list);
+  fp8_doc_markdownf(d, "Warm-up: %s are left out of every rate, count and recommendation: %lld rows "
+                    "of steps.csv, holding %lld values flushed to zero and %lld clipped values.",
+                    who, (long long)rows, (long long)under, (long long)clip);
+}
+
+/* Current scaling's one "overflow" per step: amax * RN32(max / amax) a hair above the max. */
+static void findings_rounding(rep_t *r, fp8_doc *d) {
+  if (r->cur < 0) return;
+  int64_t rows = 0, hair = 0;
+  for (size_t i = 0; i < r->tab.nrows; i++) {
+    const fp8_step_row *row = &r->tab.rows[i];
+    if (r->gcfg[row->group] != (size_t)r->cur || row->warmup || row->clipped < 0) continue;
+    rows++;
+    hair += row->overflow > row->clipped;
+  }
+  if (!hair) return;
+  fp8_doc_markdownf(d, "Under current scaling (recipe %s), %lld of %lld rows count an overflow that is not "
+                    "clipped: the tensor's amax times RN32(max/amax) rounds a hair above the max, and "
+                    "the cast saturates it with an error under half an FP8 ulp. Such rounding "
+                    "overflows are not counted as clipped anywhere in this report.",
+                    r->cfgs[r->cur].recipe, (long long)hair, (long long)rows);
+}
+
+/* ------------------------------------------------------------------ the worst event */
+
+static int64_t clip_of(const fp8_step_row *row) {
+  return row->clipped >= 0 ? row->clipped : row->overflow;
+}
+
+static void findings_spike(rep_t *r, fp8_doc *d) {
+  char b1[64], b2[64];
+  const fp8_step_row *row = &r->tab.rows[r->spike_row];
+  const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
+  double fits = fp8_format_max(row->format) / row->scale;
+  const fp8_step_row *cr =
+      r->cur >= 0 ? rep_row_at(r, rep_group_of(r, gr->tensor, (size_t)r->cur), row->step) : NULL;
+  fp8_doc_markdownf(d,
+                    "The worst event: **%s at step %lld** reached amax %.4g while the delayed scale, "
+                    "taken from earlier steps, could represent only %.4g (%.2f binades too small a "
+                    "range): %lld of %lld values clipped and the SNR of the cast fell to %s dB%s%s%s.",
+                    gr->tensor, (long long)row->step, row->amax, fits, log2(row->amax / fits),
+                    (long long)clip_of(row), (long long)row->n, rep_fmt_db(row->snr_db, b1, sizeof b1),
+                    cr ? " (current scaling: " : "", cr ? rep_fmt_db(cr->snr_db, b2, sizeof b2) : "",
+                    cr ? " dB)" : "");
+  char list[2048] = "";
+  size_t nl = 0, nhit = 0;
+  for (size_t g = 0; g < r->tab.ngroups; g++) {
+    if (r->gcfg[g] != (size_t)r->ref) continue;
+    const fp8_step_row *x = rep_row_at(r, (ptrdiff_t)g, row->step);
+    if (!x || x->warmup || clip_of(x) <= 1) continue;
+    nhit++;
+    nl += (size_t)snprintf(list + nl, nl < sizeof list ? sizeof list - nl : 0, "%s%s (%lld values)",
+                           nhit > 1 ? ", " : "", r->tab.groups[g].tensor, (long long)clip_of(x));
+    if (nl >= sizeof list) nl = sizeof list - 1;
+  }
+  if (nhit)
+    fp8_doc_markdownf(d, "At step %lld, %zu tensor%s clipped more than one value: %s.",
+                      (long long)row->step, nhit, nhit == 1 ? "" : "s", list);
+}
+
+/* How long the spike tensor's scale stayed stale (snapshot rows after the spike). */
+static void findings_after_spike(rep_t *r, fp8_doc *d) {
+  const fp8_step_row *srow = &r->tab.rows[r->spike_row];
+  const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
+  int64_t stale = 0, until = -1, n_after = 0, uf_after = 0, fin_after = 0, uf_before = 0,
+          fin_before = 0;
+  int running = 1;
+  for (size_t i = 0; i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    if (row->warmup) continue;
+    if (row->step < srow->step) {
+      uf_before += row->underflow;
+      fin_before += row->n - row->nonfinite;
+      continue;
+    }
+    if (row->step == srow->step) continue;
+    n_after++;
+    double lag = fp8_analysis_scale_lag(row->scale, row->amax, row->format, row->margin);
+    if (running && lag >= 1.0) {
+      stale++;
+      until = row->step;
+      uf_after += row->underflow;
+      fin_after += row->n - row->nonfinite;
+    } else {
+      running = 0;
+    }
+  }
+  if (stale > 0 && fin_before > 0 && fin_after > 0)
+    fp8_doc_markdownf(d,
+                      "After the spike, the delayed scale of %s stayed at least 2x smaller than the "
+                      "just-in-time one for %lld of the %lld following snapshot steps (through step "
+                      "%lld%s): the history still holds the spike's amax. Its underflow rate (values "
+                      "flushed to zero) went from %.3g before the spike to %.3g in those steps.",
+                      gr->tensor, (long long)stale, (long long)n_after, (long long)until,
+                      stale == n_after ? ", the end of the run" : "",
+                      (double)uf_before / (double)fin_before, (double)uf_after / (double)fin_after);
+}
+
+/* ------------------------------------------------------------------ tables */
+
+static void findings_roles(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
+  fp8_doc_markdownf(d, "By role, under %s (%s):", r->cfgs[r->ref].label,
+                    r->have_stream ? "every step of the replay" : "the snapshot steps");
+  const char *hdr[] = {"role", "tensors", "with an overflowed step", "with a clipped step",
+                       "clipped steps", "worst overshoot (binades)"};
+  fp8_doc_table_begin(d, 6, hdr, "lrrrrr");
+  for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
+    int64_t nt = 0, no = 0, nc = 0, steps = 0;
+    double worst = -INFINITY;
+    for (size_t g = 0; g < r->tab.ngroups; g++)
+      if (r->gcfg[g] == (size_t)r->ref && (int)r->tab.groups[g].role == role) nt++;
+    if (!nt) continue;
+    for (size_t i = 0; i < nov; i++) {
+      if ((int)r->tab.groups[ov[i].g].role != role) continue;
+      no++;
+      nc += ov[i].clip_steps > 0;
+      steps += ov[i].clip_steps;
+      if (ov[i].overshoot > worst) worst = ov[i].overshoot;
+    }
+    char c[5][32];
+    snprintf(c[0], 32, "%lld", (long long)nt);
+    snprintf(c[1], 32, "%lld", (long long)no);
+    snprintf(c[2], 32, "%lld", (long long)nc);
+    snprintf(c[3], 32, "%lld", (long long)steps);
+    if (no) snprintf(c[4], 32, "%.2f", worst);
+    else snprintf(c[4], 32, "n/a");
+    const char *cells[] = {fp8_rec_role_name((fp8_role)role), c[0], c[1], c[2], c[3], c[4]};
+    fp8_doc_table_row(d, cells);
+  }
+}
+
+static void findings_table(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
+  fp8_doc_markdownf(d, "Tensors whose largest element overflowed under %s, most clipped steps first:",
+                    r->cfgs[r->ref].label);
+  const char *hdr[] = {"tensor", "role", "steps overflowed", "steps clipped",
+                       "worst overshoot (binades)", "clipped rate (values)", "p5 SNR (dB)",
+                       "p5 SNR, current (dB)"};
+  fp8_doc_table_begin(d, 8, hdr, "llrrrrrr");
+  for (size_t i = 0; i < nov && i < MAX_TABLE; i++) {
+    const fp8_steps_group *gr = &r->tab.groups[ov[i].g];
+    const fp8_group_stats *s = &r->an.stats[ov[i].g];
+    int64_t of = s->stream_steps >= 0 ? s->stream_steps : s->steps;
+    char c2[48], c3[48], c4[32], b5[64], b6[64], b7[64];
+    snprintf(c2, sizeof c2, "%lld of %lld", (long long)ov[i].ovf_steps, (long long)of);
+    snprintf(c3, sizeof c3, "%lld", (long long)ov[i].clip_steps);
+    snprintf(c4, sizeof c4, "%.2f", ov[i].overshoot);
+    ptrdiff_t gc = r->cur >= 0 ? rep_group_of(r, gr->tensor, (size_t)r->cur) : -1;
+    const char *cells[] = {gr->tensor, fp8_rec_role_name(gr->role), c2, c3, c4,
+                           rep_fmt_rate(s->clipped_rate, b5, sizeof b5),
+                           rep_fmt_db(s->snr_p5, b6, sizeof b6),
+                           gc >= 0 ? rep_fmt_db(r->an.stats[gc].snr_p5, b7, sizeof b7) : "n/a"};
+    fp8_doc_table_row(d, cells);
+  }
+  if (nov > MAX_TABLE) fp8_doc_markdownf(d, "... and %zu more (see analysis.csv).", nov - MAX_TABLE);
+}
+
+static void findings_overshoot(rep_t *r, fp8_doc *d, const ref_totals *t) {
+  (void)r;
+  if (!t->ovf_steps) return;
+  fp8_doc_markdownf(d, "How far past the max the %lld overflowed tensor-steps went: %lld only by "
+                    "rounding (not clipped), %lld by less than 0.5 binade, %lld by 0.5 to 1, %lld "
+                    "by 1 to 2, %lld by 2 binades or more.",
+                    (long long)t->ovf_steps, (long long)t->bins[0], (long long)t->bins[1],
+                    (long long)t->bins[2], (long long)t->bins[3], (long long)t->bins[4]);
+}
+
+/* Staleness: the worst scale lag of the reference configuration. */
+static void findings_lag(rep_t *r, fp8_doc *d) {
+  double worst = 0;
+  ptrdiff_t wg = -1;
+  for (size_t g = 0; g < r->tab.ngroups; g++)
+    if (r->gcfg[g] == (size_t)r->ref && r->an.stats[g].lag_rows > 0 &&
+        r->an.stats[g].lag_worst < worst) {
+      worst = r->an.stats[g].lag_worst;
+      wg = (ptrdiff_t)g;
+    }
+  if (wg >= 0)
+    fp8_doc_markdownf(d,
+                      "Scale lag (log2 of the just-in-time scale over the delayed scale, at the "
+                      "snapshot steps; negative: the delayed scale was too large, values saturate "
+                      "once it is below -margin): the worst is %.2f binades for %s; its median is "
+                      "%.2f.",
+                      worst, r->tab.groups[wg].tensor, r->an.stats[wg].lag_median);
+}
+
+void rep_add_findings(rep_t *r, fp8_doc *d) {
+  fp8_doc_heading(d, 2, "Findings");
+  if (r->ref < 0) {
+    fp8_doc_markdown(d, "This run has no delayed-scaling configuration: there is nothing to compare.");
+    return;
+  }
+  int64_t snap_steps = 0, last = -1;
+  for (size_t i = 0; i < r->tab.nrows; i++)
+    if (r->tab.rows[i].step != last) {
+      last = r->tab.rows[i].step;
+      snap_steps++;
+    }
+  ref_totals t = ref_totals_of(r);
+  findings_reference(r, d, &t, snap_steps);
+  findings_warmup(r, d);
+  findings_rounding(r, d);
+  if (r->spike_group >= 0 && clip_of(&r->tab.rows[r->spike_row]) > 0) {
+    findings_spike(r, d);
+    findings_after_spike(r, d);
+  }
+  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
+  if (!ov) return;
+  size_t nov = rep_overflowing(r, ov);
+  findings_roles(r, d, ov, nov);
+  if (nov) findings_table(r, d, ov, nov);
+  findings_overshoot(r, d, &t);
+  findings_lag(r, d);
+  free(ov);
+}
