@@ -140,20 +140,27 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Recipes by role");
   fp8_doc_markdown(d, "Each configuration over the tensors of one role (warm-up steps left out): clipped "
                       "and flushed-to-zero values over all finite values of those tensors, the median "
-                      "over the tensors of each tensor's 5th-percentile SNR, and the lowest.");
+                      "over the tensors of each tensor's 5th-percentile SNR, and the lowest; the median cosine "
+                      "similarity of x and its dequantized cast (TransformerEngine's debug statistic, next "
+                      "to SNR).");
   double *med = calloc(r->tab.ngroups + 1, sizeof *med);
-  if (!med) return;
+  double *cosv = calloc(r->tab.ngroups + 1, sizeof *cosv);
+  if (!med || !cosv) {
+    free(med);
+    free(cosv);
+    return;
+  }
   for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
     int any = 0;
     for (size_t g = 0; g < r->tab.ngroups && !any; g++) any = (int)r->tab.groups[g].role == role;
     if (!any) continue;
     fp8_doc_heading(d, 3, role == FP8_ROLE_UNKNOWN ? "other tensors" : fp8_role_name((fp8_role)role));
     const char *hdr[] = {"configuration", "clipped rate", "underflow rate", "p5 SNR (dB, median)",
-                         "p5 SNR (dB, lowest)"};
-    fp8_doc_table_begin(d, 5, hdr, "lrrrr");
+                         "p5 SNR (dB, lowest)", "cos sim (median)"};
+    fp8_doc_table_begin(d, 6, hdr, "lrrrrr");
     for (size_t c = 0; c < r->ncfg; c++) {
       int64_t o = 0, u = 0, f = 0;
-      size_t nm = 0;
+      size_t nm = 0, nco = 0;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
         if (r->gcfg[g] != c || (int)r->tab.groups[g].role != role) continue;
         const fp8_group_stats *st = &r->an.stats[g];
@@ -161,18 +168,24 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
         u += st->underflow;
         f += st->finite;
         if (st->snr_rows > 0) med[nm++] = st->snr_p5;
+        if (!isnan(st->cos_median)) cosv[nco++] = st->cos_median;
       }
       if (f == 0 && nm == 0) continue;
       gsl_sort(med, 1, nm);
+      gsl_sort(cosv, 1, nco);
+      char b5[64];
+      if (nco) snprintf(b5, sizeof b5, "%.6f", gsl_stats_median_from_sorted_data(cosv, 1, nco));
+      else snprintf(b5, sizeof b5, "n/a");
       char b1[64], b2[64], b3[64], b4[64];
       const char *cells[] = {r->cfgs[c].label, fmt_rate(f ? (double)o / (double)f : NAN, b1, sizeof b1),
                              fmt_rate(f ? (double)u / (double)f : NAN, b2, sizeof b2),
                              fmt_db(nm ? gsl_stats_median_from_sorted_data(med, 1, nm) : NAN, b3, sizeof b3),
-                             fmt_db(nm ? med[0] : NAN, b4, sizeof b4)};
+                             fmt_db(nm ? med[0] : NAN, b4, sizeof b4), b5};
       fp8_doc_table_row(d, cells);
     }
   }
   free(med);
+  free(cosv);
 }
 
 static void add_config_table(rep_t *r, fp8_doc *d) {
