@@ -159,8 +159,15 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   rp_plot_path(r, file, path, sizeof path);
   fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
                          {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
-  fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "magnitude |x| (tensor units, log scale)",
-                  .logy = 1, .grid = 1, .text = text, .ntext = 5};
+  /* a log axis when the curves span a decade or more, else linear: small overshoots show */
+  double lo = INFINITY, hi = 0;
+  for (size_t i = 0; i < ns; i++)
+    for (size_t j = 0; j < series[i].n; j++)
+      if (isfinite(series[i].y[j]) && series[i].y[j] > 0) lo = fmin(lo, series[i].y[j]), hi = fmax(hi, series[i].y[j]);
+  int logy = !(hi > 0 && hi < 8 * lo);
+  fp8_chart ch = {.title = title, .xlabel = "training step",
+                  .ylabel = logy ? "magnitude |x| (tensor units, log scale)" : "magnitude |x| (tensor units)",
+                  .logy = logy, .grid = 1, .text = text, .ntext = 5};
   rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
   plot_t *p = rc ? NULL : rp_plot_add(r, file);
   if (p) {
