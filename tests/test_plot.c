@@ -404,7 +404,7 @@ START_TEST(test_line_chart) {
   enum { N = 11 };
   double x[N], y[N];
   for (int i = 0; i < N; i++) x[i] = i, y[i] = 1.0;
-  fp8_series s = {x, y, N, "constant", FP8_COLOR_ORANGE, FP8_STYLE_LINE, 0, 0};
+  fp8_series s = {x, y, N, "constant", FP8_COLOR_ORANGE, FP8_STYLE_LINE, 0, 0, 0};
   double mx[1] = {5}, my[1] = {1.5};
   fp8_markers m = {mx, my, 1, "overflow", FP8_COLOR_VERMILLION, FP8_MARKER_SQUARE};
   fp8_chart c = base_chart("a flat line");
@@ -431,8 +431,8 @@ END_TEST
 START_TEST(test_line_log_skips_bad_values) {
   double x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {1e-3, NAN, -1, 0, INFINITY, 1e3};
   double x2[3] = {-1, 10, 100}, y2[3] = {1, 10, 100};
-  fp8_series s[2] = {{x, y, 6, "with gaps", 0, FP8_STYLE_STEP, FP8_MARKER_CIRCLE, 0},
-                     {x2, y2, 3, "points", 0, FP8_STYLE_POINTS, 0, 1}};
+  fp8_series s[2] = {{x, y, 6, "with gaps", 0, FP8_STYLE_STEP, FP8_MARKER_CIRCLE, 0, 0},
+                     {x2, y2, 3, "points", 0, FP8_STYLE_POINTS, 0, 1, 0}};
   double vx[2] = {3, NAN};
   fp8_markers m = {vx, NULL, 2, "event", 0, 0};
   fp8_chart c = base_chart("log axes");
@@ -443,7 +443,7 @@ START_TEST(test_line_log_skips_bad_values) {
   assert_info(p, 1200, 800);
   /* Nothing drawable at all still makes a chart (empty axes). */
   double bad[2] = {NAN, -1};
-  fp8_series e = {bad, bad, 2, "nothing", 0, 0, 0, 0};
+  fp8_series e = {bad, bad, 2, "nothing", 0, 0, 0, 0, 0};
   ck_assert_msg(fp8_plot_lines(path_in("empty.png"), &c, &e, 1, NULL, 0, err, sizeof err) == FP8_OK,
                 "%s", err);
 }
@@ -494,13 +494,57 @@ START_TEST(test_heatmap_log_nan_text) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ step heatmap */
+
+/* 4 rows x 100 steps on a threshold scale [-4, 4] around 0: quiet -2 everywhere but a barely
+ * loud +0.02 block (row 2, steps 40..59), a block beyond vmax (row 3, steps 0..29) and missing
+ * values (row 0, steps 80..99). */
+START_TEST(test_step_heatmap) {
+  enum { NX = 100, NY = 4 };
+  double x[NX], v[NY * NX];
+  for (int i = 0; i < NX; i++) x[i] = i;
+  for (int i = 0; i < NY * NX; i++) v[i] = -2;
+  for (int i = 40; i < 60; i++) v[2 * NX + i] = 0.02;
+  for (int i = 0; i < 30; i++) v[3 * NX + i] = 10;
+  for (int i = 80; i < NX; i++) v[i] = NAN;
+  const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input",
+                        "layers.3.fc1.input"};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)"};
+  fp8_chart c = base_chart("overshoot per step");
+  c.ylabel = "tensor";
+  const char *p = path_in("stepheat.png");
+  ck_assert_msg(fp8_plot_step_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  assert_info(p, 1200, 800);
+  image im = load(p);
+  assert_corners_white(&im);
+  /* The cells span at least x 250..950, y 80..680 and at most x 100..1100, y 60..720: steps
+   * 40..59 of row 2 hold (590, 306), row 1 (590, 464), steps 80..99 of row 0 (925, 620),
+   * steps 0..29 of row 3 (300, 150). Just above the threshold is already orange (#E69F00);
+   * -2 is halfway from the quiet end (160,186,214) to (240,240,240); beyond vmax dark red. */
+  assert_color(&im, 590, 306, 230, 159, 0, 4);
+  assert_color(&im, 590, 464, 200, 213, 227, 3);
+  assert_color(&im, 925, 620, 190, 190, 190, 2);
+  assert_color(&im, 300, 150, 111, 1, 10, 3);
+  free(im.rgb);
+
+  /* automatic range: the data's with the threshold; one column; errors */
+  fp8_step_heatmap one = {1, NY, x, yl, v, 0, 0, 0, NULL};
+  ck_assert_msg(fp8_plot_step_heatmap(path_in("one.png"), &c, &one, err, sizeof err) == FP8_OK, "%s", err);
+  double xd[3] = {0, 2, 1};
+  fp8_step_heatmap bad = {3, 1, xd, yl, v, 0, 0, 0, NULL};
+  ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &bad, err, sizeof err), FP8_EINVAL);
+  fp8_step_heatmap badr = {NX, NY, x, yl, v, 5, -4, 4, NULL}; /* threshold outside the range */
+  ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &badr, err, sizeof err), FP8_EINVAL);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ histogram */
 
 START_TEST(test_histogram) {
   double edges[11], counts[10] = {0};
   for (int i = 0; i <= 10; i++) edges[i] = i;
   counts[5] = 100;
-  fp8_window w = {0, 2, "E4M3 range", FP8_COLOR_SKYBLUE};
+  fp8_window w = {0, 2, "E4M3 range", FP8_COLOR_SKYBLUE, 0, 0, 0};
   fp8_hist hist = {10, edges, counts, NULL, FP8_COLOR_BLUE};
   fp8_chart c = base_chart("one tall bar");
   c.xlabel = "log2 |x|";
@@ -529,6 +573,22 @@ START_TEST(test_histogram) {
     assert_color(&im, (int)(w0 + 3.5 * bin), 500, 255, 255, 255, 0); /* empty bin 3 */
     free(im.rgb);
   }
+  /* The window as a band in the top fifth of the plot (rows ~70..190): shaded on row 120,
+   * not on row 500; its solid edges still run the full height. */
+  w.y0 = 0.8;
+  w.y1 = 1;
+  w.solid = 1;
+  c.logy = 0;
+  ck_assert_msg(fp8_plot_histogram(p, &c, &hist, &w, 1, err, sizeof err) == FP8_OK, "%s", err);
+  image im = load(p);
+  uint8_t win[3] = {213, 236, 250}, sky[3];
+  fp8_plot_color_rgb(FP8_COLOR_SKYBLUE, sky);
+  int w0, w1;
+  ck_assert_msg(longest_run(&im, 120, win, 3, &w0, &w1) > 80, "no band on row 120");
+  ck_assert_msg(longest_run(&im, 500, win, 3, &w0, &w1) < 10, "band reaches row 500");
+  /* the right edge solid through rows 450..550 (the left one lies under the frame) */
+  ck_assert_int_ge(count_color(&im, 0, 450, 1200, 550, sky, 2), 100);
+  free(im.rgb);
 }
 END_TEST
 
@@ -572,7 +632,7 @@ END_TEST
 
 START_TEST(test_charts_independent_and_quiet) {
   double x[4] = {0, 1, 2, 3}, y[4] = {3, 1, 2, 0};
-  fp8_series s = {x, y, 4, "s", 0, 0, FP8_MARKER_DIAMOND, 0};
+  fp8_series s = {x, y, 4, "s", 0, 0, FP8_MARKER_DIAMOND, 0, 0};
   fp8_chart c = base_chart("same chart twice");
   const char *xl[] = {"a", "b"}, *yl[] = {"c"};
   double v[2] = {1, 2};
@@ -621,7 +681,7 @@ END_TEST
 
 START_TEST(test_unwritable_path) {
   double x[2] = {0, 1};
-  fp8_series s = {x, x, 2, "s", 0, 0, 0, 0};
+  fp8_series s = {x, x, 2, "s", 0, 0, 0, 0, 0};
   fp8_chart c = base_chart("nowhere");
   ck_assert_int_eq(fp8_plot_lines(path_in("missing/dir/x.png"), &c, &s, 1, NULL, 0, err, sizeof err),
                    FP8_EIO);
@@ -644,7 +704,7 @@ END_TEST
 
 START_TEST(test_invalid_args) {
   double x[3] = {0, 1, 2}, e[3] = {0, 2, 1};
-  fp8_series s = {x, x, 3, "s", 0, 0, 0, 0};
+  fp8_series s = {x, x, 3, "s", 0, 0, 0, 0, 0};
   fp8_chart c = base_chart("bad");
   const char *p = path_in("bad.png");
   /* No series; a series with no points or no y; out-of-range enums. */
@@ -700,8 +760,10 @@ START_TEST(test_invalid_args) {
   fp8_chart lx = c;
   lx.logx = 1;
   ck_assert_int_eq(fp8_plot_histogram(p, &lx, &hist, NULL, 0, err, sizeof err), FP8_EINVAL);
-  fp8_window w = {2, 1, "w", 0};
+  fp8_window w = {2, 1, "w", 0, 0, 0, 0};
   ck_assert_int_eq(fp8_plot_histogram(p, &c, &hist, &w, 1, err, sizeof err), FP8_EINVAL);
+  fp8_window wb = {1, 2, "band", 0, 0.5, 0.2, 0}; /* a band upside down */
+  ck_assert_int_eq(fp8_plot_histogram(p, &c, &hist, &wb, 1, err, sizeof err), FP8_EINVAL);
 
   /* Bars: no categories, no series, NULL values. */
   const char *cats[] = {"a", "b"};
@@ -731,6 +793,7 @@ static Suite *plot_suite(void) {
   tcase_add_test(tc, test_line_log_skips_bad_values);
   tcase_add_test(tc, test_heatmap_single_high_cell);
   tcase_add_test(tc, test_heatmap_log_nan_text);
+  tcase_add_test(tc, test_step_heatmap);
   tcase_add_test(tc, test_histogram);
   tcase_add_test(tc, test_bars);
   tcase_add_test(tc, test_charts_independent_and_quiet);

@@ -72,8 +72,9 @@ START_TEST(test_run_writes_report) {
   ck_assert(exists("out/notebooks_export/exp.ipynb"));
 
   /* every plot: 1200x800 or larger, with the provenance chunks */
-  const char *plots[] = {"amax_a.fc.input.png", "dynamic_range.png", "snr.png", "heatmap_overflow_input.png",
-                         "heatmap_snr_input.png", "recipes_snr.png", "recipes_overflow.png"};
+  const char *plots[] = {"amax_a.fc.input.png",        "dynamic_range.png",          "snr.png",
+                         "heatmap_overshoot_input.png", "heatmap_clipped_input.png",  "heatmap_clipsteps_input.png",
+                         "recipes_overflow.png",        "recipes_clip_steps.png",     "recipes_snr_p5.png"};
   for (size_t i = 0; i < sizeof plots / sizeof plots[0]; i++) {
     char p[4096], err[256];
     snprintf(p, sizeof p, "%s/out/plots/%s", g_dir, plots[i]);
@@ -143,6 +144,25 @@ START_TEST(test_report_regenerates) {
   char *csv = tu_read_file(p, NULL);
   ck_assert_msg(strstr(csv, "tensor,a.fc.input,jit,current,") != NULL, "%s", csv);
   free(csv);
+  /* the step plots read stream.csv (every step); without it they fall back to the snapshot rows */
+  snprintf(p, sizeof p, "%s/out/report.md", g_dir);
+  char *md = tu_read_file(p, NULL);
+  ck_assert_msg(strstr(md, "a.fc.input at every step: the tensor's amax") != NULL, "%s", md);
+  ck_assert_msg(strstr(md, "input tensor at every step (stream.csv)") != NULL, "%s", md);
+  free(md);
+  ck_assert(!exists("out/plots/heatmap_snr_input.png") && !exists("out/plots/recipes_snr.png"));
+  snprintf(p, sizeof p, "%s/out/stream.csv", g_dir);
+  ck_assert_int_eq(unlink(p), 0);
+  snprintf(p, sizeof p, "%s/out/plots/heatmap_overshoot_input.png", g_dir);
+  ck_assert_int_eq(unlink(p), 0);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
+  free(out);
+  ck_assert(exists("out/plots/heatmap_overshoot_input.png"));
+  snprintf(p, sizeof p, "%s/out/report.md", g_dir);
+  md = tu_read_file(p, NULL);
+  ck_assert_msg(strstr(md, "a.fc.input at snapshot steps: the tensor's amax") != NULL, "%s", md);
+  ck_assert_msg(strstr(md, "input tensor at the snapshot steps") != NULL, "%s", md);
+  free(md);
   /* errors: no such dir, a bad budget */
   ck_assert_int_eq(run_cli(&out, "report nowhere"), 2);
   ck_assert(strstr(out, "nowhere") != NULL);
@@ -157,8 +177,9 @@ END_TEST
 static char *report_files(size_t *len) {
   const char *files[] = {"analysis.csv", "recommendations.csv", "report.md", "notebooks_export/exp.ipynb",
                          "plots/amax_a.fc.input.png", "plots/dynamic_range.png", "plots/snr.png",
-                         "plots/heatmap_overflow_input.png", "plots/heatmap_snr_input.png",
-                         "plots/recipes_snr.png", "plots/recipes_overflow.png"};
+                         "plots/heatmap_overshoot_input.png", "plots/heatmap_clipped_input.png",
+                         "plots/heatmap_clipsteps_input.png", "plots/recipes_overflow.png",
+                         "plots/recipes_clip_steps.png", "plots/recipes_snr_p5.png"};
   size_t n = 0;
   char *all = NULL;
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

@@ -88,6 +88,9 @@ typedef struct {
   fp8_style style;
   fp8_marker marker;  /**< a marker at every point (NONE: none) */
   int dashed;         /**< 1: dashed line */
+  double width;       /**< line width in pixels at 1200x800, scaled with the image (0: 2.5);
+                           draw wide series first so that a narrower one on top of an equal
+                           one stays visible (the legend sample has the same width) */
 } fp8_series;
 
 /** Annotations on a line chart: with y == NULL, vertical lines at x[0..n) (dashed); else
@@ -141,12 +144,46 @@ typedef struct {
 int fp8_plot_heatmap(const char *path, const fp8_chart *chart, const fp8_heatmap *heat,
                      char *err, size_t errlen);
 
+/** A heatmap over a numeric x axis (e.g. every training step): ny labelled rows by nx columns,
+ *  too many to print values in, coloured on a threshold scale: values <= threshold are
+ *  "quiet" (a light blue-grey, lighter towards the threshold), values above it "loud" (orange
+ *  just above it, through vermillion to dark red at vmax), so that any value past the
+ *  threshold stands out, however little. */
+typedef struct {
+  size_t nx, ny;
+  const double *x;            /**< nx column positions, strictly ascending: column ix spans
+                                   [x[ix], x[ix+1]), the last one as wide as the one before
+                                   (1 when nx is 1) */
+  const char *const *ylabels; /**< ny row labels, bottom to top */
+  const double *values;       /**< ny*nx, row-major (values[iy*nx + ix], row 0 at the bottom);
+                                   NaN: a grey cell (no value); -inf: vmin, +inf: vmax */
+  double threshold;           /**< the boundary between quiet and loud values */
+  double vmin, vmax;          /**< colour range, vmin <= threshold < vmax (values beyond take
+                                   the end colours); vmin >= vmax: the data's, widened to
+                                   contain threshold and threshold + 1 */
+  const char *colorbar_label; /**< with its unit */
+} fp8_step_heatmap;
+
+/**
+ * Heatmap over a numeric x axis (fp8_step_heatmap): cells without printed values, x ticks of
+ * the numeric axis, row labels on the left (smaller when rows are thin), the colour bar on the
+ * right with a line at the threshold. Uses chart's title, xlabel, ylabel, size and text;
+ * logx/logy and ranges are ignored. At most 20000 columns and 1000 rows.
+ */
+int fp8_plot_step_heatmap(const char *path, const fp8_chart *chart, const fp8_step_heatmap *heat,
+                          char *err, size_t errlen);
+
 /** A shaded vertical band [lo, hi) drawn behind a histogram's bars. */
 typedef struct {
   double lo, hi;
   const char *label; /**< legend text, e.g. "E4M3 range at scale 2^-3" */
   fp8_color color;   /**< drawn translucent, edges dashed (AUTO: sky blue, orange, green,
                           purple, yellow, vermillion by position) */
+  double y0, y1;     /**< the shaded part as fractions of the plot height from the bottom,
+                          0 <= y0 < y1 <= 1 (0, 0: the full height): windows that nearly
+                          coincide drawn as bands at different heights stay apart. The edges
+                          are drawn over the full height either way */
+  int solid;         /**< 1: solid edge lines (else dashed), to tell two windows' edges apart */
 } fp8_window;
 
 /** Histogram: nbins bars, bin i covering [edges[i], edges[i+1]) (edges ascending). */

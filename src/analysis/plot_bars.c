@@ -36,6 +36,9 @@ int fp8_plot_histogram(const char *path, const fp8_chart *ch, const fp8_hist *h,
   for (size_t i = 0; i < nw; i++) {
     if (!isfinite(w[i].lo) || !isfinite(w[i].hi) || !(w[i].lo < w[i].hi))
       FAIL(FP8_EINVAL, "%s: window %zu: expected finite lo < hi, got %g, %g", path, i, w[i].lo, w[i].hi);
+    if (!(w[i].y0 == 0 && w[i].y1 == 0) && !(w[i].y0 >= 0 && w[i].y0 < w[i].y1 && w[i].y1 <= 1))
+      FAIL(FP8_EINVAL, "%s: window %zu: expected 0 <= y0 < y1 <= 1 (or both 0), got %g, %g", path, i,
+           w[i].y0, w[i].y1);
     if ((rc = plot_check_color(path, "window", i, w[i].color, err, errlen)) != FP8_OK) return rc;
   }
 
@@ -69,18 +72,28 @@ int fp8_plot_histogram(const char *path, const fp8_chart *ch, const fp8_hist *h,
   box p = plot_layout_xy(&c, ch, &ax, &ay, &L, 1, 0, &xt, &yt);
   plot_draw_frame(&c, &p, &ax, &ay, ch->grid, 1);
   plot_mode(&c, &p, ax.lo, ax.hi, ay.lo, ay.hi);
-  /* Windows: translucent bands with solid dashed edges. */
+  /* Windows: translucent bands (the full height or their part of it) with opaque edges over
+   * the full height, dashed unless solid; a band's top and bottom are outlined too. */
   PLINT mark = (PLINT)(6 * c.s / c.ppmm * 1000), space = mark;
   for (size_t i = 0; i < nw; i++) {
     int col = window_color(w, i);
+    int full = w[i].y0 == 0 && w[i].y1 == 0;
+    double b0 = full ? ay.lo : ay.lo + w[i].y0 * (ay.hi - ay.lo);
+    double b1 = full ? ay.hi : ay.lo + w[i].y1 * (ay.hi - ay.lo);
     plcol0(CI_PAL_T + col);
-    fill_rect(w[i].lo, w[i].hi, ay.lo, ay.hi);
+    fill_rect(w[i].lo, w[i].hi, b0, b1);
+    if (!full) {
+      plcol0(CI_PAL + col);
+      plwidth(2.0 * c.s);
+      pljoin(w[i].lo, b0, w[i].hi, b0);
+      pljoin(w[i].lo, b1, w[i].hi, b1);
+    }
   }
   for (size_t i = 0; i < nw; i++) {
     int col = window_color(w, i);
     plcol0(CI_PAL + col);
     plwidth(2.0 * c.s);
-    plstyl(1, &mark, &space);
+    if (!w[i].solid) plstyl(1, &mark, &space);
     pljoin(w[i].lo, ay.lo, w[i].lo, ay.hi);
     pljoin(w[i].hi, ay.lo, w[i].hi, ay.hi);
     plstyl(0, NULL, NULL);

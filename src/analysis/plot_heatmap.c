@@ -225,13 +225,9 @@ static void heatmap_labels(const canvas *c, const heat_layout *H, const fp8_heat
                    hm->ylabels[iy], ymaxc);
 }
 
-/* The colour bar right of the cells: 256 bands of cmap1, its ticks, labels and title. */
-static void heatmap_colorbar(const canvas *c, const heat_layout *H, const fp8_heatmap *hm,
-                             const axis *av) {
-  const box *p = &H->p;
-  double cap = H->cap;
-  box cb = {p->r + H->bar_gap, p->r + H->bar_gap + H->bar_w, p->t, p->b};
-  plot_mode(c, &cb, 0, 1, av->lo, av->hi);
+void plot_colorbar(const canvas *c, const box *cb, const axis *av, double cap, double bar_lab,
+                   const char *label) {
+  plot_mode(c, cb, 0, 1, av->lo, av->hi);
   for (int i = 0; i < 256; i++) {
     double y0 = av->lo + (av->hi - av->lo) * i / 256.0;
     double y1 = av->lo + (av->hi - av->lo) * (i + 1) / 256.0;
@@ -247,19 +243,18 @@ static void heatmap_colorbar(const canvas *c, const heat_layout *H, const fp8_he
     double ends[2] = {av->lo, av->hi};
     for (int i = 0; i < 2; i++) {
       plot_tick_label(av, ends[i], buf, sizeof buf);
-      plot_text_raw(c, cb.r + 0.6 * cap, cb.b - plot_ax_frac(av, ends[i]) * (cb.b - cb.t), 0, 0,
-                    cap, CI_FG, buf);
+      plot_text_raw(c, cb->r + 0.6 * cap, cb->b - plot_ax_frac(av, ends[i]) * (cb->b - cb->t), 0,
+                    0, cap, CI_FG, buf);
     }
   }
   FOR_TICKS(av, v) {
     plot_tick_label(av, v, buf, sizeof buf);
-    plot_text_raw(c, cb.r + 0.6 * cap, cb.b - plot_ax_frac(av, v) * (cb.b - cb.t), 0, 0, cap,
+    plot_text_raw(c, cb->r + 0.6 * cap, cb->b - plot_ax_frac(av, v) * (cb->b - cb->t), 0, 0, cap,
                   CI_FG, buf);
   }
-  if (H->bar_title)
-    plot_text_user(c, cb.r + H->bar_lab + 0.5 * H->bar_title, (cb.t + cb.b) / 2, 90, 0.5,
-                   plot_fit_cap(hm->colorbar_label, 1.1 * c->fs, cb.b - cb.t), CI_FG,
-                   hm->colorbar_label, 0);
+  if (label && *label)
+    plot_text_user(c, cb->r + bar_lab + 1.2 * c->fs, (cb->t + cb->b) / 2, 90, 0.5,
+                   plot_fit_cap(label, 1.1 * c->fs, cb->b - cb->t), CI_FG, label, 0);
 }
 
 int fp8_plot_heatmap(const char *path, const fp8_chart *ch, const fp8_heatmap *hm, char *err,
@@ -286,7 +281,8 @@ int fp8_plot_heatmap(const char *path, const fp8_chart *ch, const fp8_heatmap *h
   heatmap_cells(&c, &H.p, hm, &av);
   heatmap_values(&c, &H.p, hm, &av);
   heatmap_labels(&c, &H, hm);
-  heatmap_colorbar(&c, &H, hm, &av);
+  box cb = {H.p.r + H.bar_gap, H.p.r + H.bar_gap + H.bar_w, H.p.t, H.p.b};
+  plot_colorbar(&c, &cb, &av, H.cap, H.bar_lab, H.bar_title ? hm->colorbar_label : NULL);
   plot_draw_titles(&c, &H.p, ch, H.p.b + H.xlab_h + 0.5 * H.xtitle + 0.4 * c.fs,
                    1.0 * c.fs + 0.5 * H.ytitle);
   return plot_canvas_end(&c, FP8_OK, path, ch, err, errlen);

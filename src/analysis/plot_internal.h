@@ -163,6 +163,7 @@ typedef struct {
   int color;        /* cmap0 index */
   int edge;         /* cmap0 index of a LEG_BOX outline (-1: none) */
   int dashed;       /* LEG_LINE */
+  double width;     /* LEG_LINE width (px at 1200x800; 0: 2.5) */
   const char *glyph; /* LEG_MARKER, or a marker drawn on a LEG_LINE ("" none) */
   const char *label;
   int nlines;       /* the label wrapped to at most LEGEND_LINES lines */
@@ -189,5 +190,13 @@ void plot_legend_draw(const canvas *c, const legend *L, const box *p);
  * and legend. extra_bottom: room below the x tick labels (slanted category labels). */
 box plot_layout_xy(const canvas *c, const fp8_chart *ch, axis *x, axis *y, legend *L,
                    int xnumeric, double extra_bottom, double *xtitle_y, double *ytitle_x);
+
+/* ------------------------------------------------------------------ plot_heatmap.c */
+
+/* A colour bar in box cb (page pixels): 256 bands of cmap1 from av->lo up to av->hi, its ticks
+ * and tick labels (cap) right of it and, when label is not empty, its title bar_lab pixels
+ * further right, rotated (plot_heatmap.c's and plot_stepheat.c's). */
+void plot_colorbar(const canvas *c, const box *cb, const axis *av, double cap, double bar_lab,
+                   const char *label);
 
 #endif

@@ -233,6 +233,7 @@ void plot_legend_add(legend *L, leg_kind kind, int color, int dashed, const char
   e->color = color;
   e->edge = -1;
   e->dashed = dashed;
+  e->width = 0;
   e->glyph = glyph ? glyph : "";
   e->label = label;
 }
@@ -310,7 +311,7 @@ void plot_legend_draw(const canvas *c, const legend *L, const box *p) {
     PLFLT lx[2] = {x0, x0 + L->sample}, ly[2] = {yy, yy};
     if (e->kind == LEG_LINE) {
       plcol0(e->color);
-      plwidth(2.5 * c->s);
+      plwidth((e->width > 0 ? e->width : 2.5) * c->s);
       if (e->dashed) {
         PLINT mark = (PLINT)(6 * c->s / c->ppmm * 1000), space = mark;
         plstyl(1, &mark, &space);

@@ -74,6 +74,8 @@ int fp8_plot_lines(const char *path, const fp8_chart *ch, const fp8_series *seri
         s->marker >= FP8_MARKER_COUNT)
       FAIL(FP8_EINVAL, "%s: series %zu: style %d or marker %d out of range", path, i, (int)s->style,
            (int)s->marker);
+    if (!(s->width >= 0 && s->width <= 50))
+      FAIL(FP8_EINVAL, "%s: series %zu: width %g: expected 0..50 px", path, i, s->width);
     if ((rc = plot_check_color(path, "series", i, s->color, err, errlen)) != FP8_OK) return rc;
   }
   for (size_t i = 0; i < nm; i++) {
@@ -116,7 +118,11 @@ int fp8_plot_lines(const char *path, const fp8_chart *ch, const fp8_series *seri
     fp8_marker mk = s->style == FP8_STYLE_POINTS && !s->marker ? FP8_MARKER_CIRCLE : s->marker;
     if (s->style == FP8_STYLE_POINTS)
       plot_legend_add(&L, LEG_MARKER, ci, 0, marker_glyph[mk], s->label);
-    else plot_legend_add(&L, LEG_LINE, ci, s->dashed, marker_glyph[mk], s->label);
+    else {
+      size_t n0 = L.n;
+      plot_legend_add(&L, LEG_LINE, ci, s->dashed, marker_glyph[mk], s->label);
+      if (L.n > n0) L.e[n0].width = s->width;
+    }
   }
   for (size_t i = 0; i < nm; i++) {
     int ci = mark_color(&marks[i]);
@@ -151,7 +157,7 @@ int fp8_plot_lines(const char *path, const fp8_chart *ch, const fp8_series *seri
   for (size_t i = 0; i < ns && rc == FP8_OK; i++) {
     const fp8_series *s = &series[i];
     plcol0(CI_PAL + plot_pick_color(&c, s->color));
-    plwidth(2.5 * c.s);
+    plwidth((s->width > 0 ? s->width : 2.5) * c.s);
     if (s->dashed) plstyl(1, &mark, &space);
     if (s->style != FP8_STYLE_POINTS) rc = draw_polyline(&ax, &ay, s->x, s->y, s->n, s->style == FP8_STYLE_STEP);
     plstyl(0, NULL, NULL);

@@ -1,0 +1,204 @@
+/* plot_stepheat.c: the step heatmap of plot.h (fp8_plot_step_heatmap): labelled rows over a
+ * numeric x axis with one column per x value (every training step), coloured on a threshold
+ * scale (quiet below, loud above), with x ticks, row labels and the colour bar of
+ * plot_heatmap.c, on the canvas of plot_canvas.c. */
+#include "plot_internal.h"
+
+#include <math.h>
+#include <plplot.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NCOL1 256
+
+/* Quiet: light blue-grey at vmin to near white at the threshold; loud: orange just above it,
+ * vermillion, dark red at vmax (Okabe-Ito orange and vermillion at the first two stops). */
+static const double quiet_lo[3] = {160, 186, 214}, quiet_hi[3] = {240, 240, 240};
+static const double loud[3][3] = {{230, 159, 0}, {213, 94, 0}, {110, 0, 10}};
+
+static void lerp3(const double a[3], const double b[3], double t, double out[3]) {
+  for (int k = 0; k < 3; k++) out[k] = a[k] + t * (b[k] - a[k]);
+}
+
+/* The colour of value v on the scale. */
+static void scale_rgb(const fp8_step_heatmap *h, double lo, double hi, double v, double rgb[3]) {
+  double thr = h->threshold;
+  if (v <= thr) {
+    double t = thr > lo ? (v - lo) / (thr - lo) : 1;
+    lerp3(quiet_lo, quiet_hi, t < 0 ? 0 : t, rgb);
+    return;
+  }
+  double u = (v - thr) / (hi - thr);
+  if (u > 1) u = 1;
+  if (u < 0.5) lerp3(loud[0], loud[1], u * 2, rgb);
+  else lerp3(loud[1], loud[2], (u - 0.5) * 2, rgb);
+}
+
+/* The centre value of colour entry i. */
+static double entry_value(double lo, double hi, int i) { return lo + (i + 0.5) / NCOL1 * (hi - lo); }
+
+/* The colour entry of value v: its bin, moved by one so that a value on either side of the
+ * threshold never takes an entry of the other side. */
+static int entry_of(const fp8_step_heatmap *h, double lo, double hi, double v) {
+  double f = (v - lo) / (hi - lo) * NCOL1;
+  int i = !(f >= 0) ? 0 : f >= NCOL1 ? NCOL1 - 1 : (int)f;
+  if (v > h->threshold)
+    while (i < NCOL1 - 1 && entry_value(lo, hi, i) <= h->threshold) i++;
+  else
+    while (i > 0 && entry_value(lo, hi, i) > h->threshold) i--;
+  return i;
+}
+
+static int stepheat_check(const char *path, const fp8_chart *ch, const fp8_step_heatmap *h,
+                          char *err, size_t errlen) {
+  int rc = plot_check_common(path, ch, err, errlen);
+  if (rc != FP8_OK) return rc;
+  if (!h) FAIL(FP8_EINVAL, "%s: step heatmap: expected a description, got NULL", path);
+  if (h->nx == 0 || h->ny == 0 || h->nx > 20000 || h->ny > 1000 || !h->values || !h->x)
+    FAIL(FP8_EINVAL, "%s: step heatmap: expected 1..20000 x 1..1000 values with x, got %zu x %zu%s",
+         path, h->nx, h->ny, h->values && h->x ? "" : " (values or x NULL)");
+  if (!h->ylabels) FAIL(FP8_EINVAL, "%s: step heatmap: expected %zu row labels, got NULL", path, h->ny);
+  if (!isfinite(h->threshold)) FAIL(FP8_EINVAL, "%s: step heatmap: threshold must be finite", path);
+  for (size_t i = 0; i < h->nx; i++)
+    if (!isfinite(h->x[i]) || (i > 0 && !(h->x[i] > h->x[i - 1])))
+      FAIL(FP8_EINVAL, "%s: step heatmap: expected finite, strictly ascending x, got x[%zu] %g", path,
+           i, h->x[i]);
+  if (h->vmin < h->vmax && !(isfinite(h->vmin) && isfinite(h->vmax) && h->vmin <= h->threshold &&
+                             h->threshold < h->vmax))
+    FAIL(FP8_EINVAL, "%s: step heatmap: expected finite vmin <= threshold < vmax, got %g, %g, %g",
+         path, h->vmin, h->threshold, h->vmax);
+  return FP8_OK;
+}
+
+/* The colour range: the caller's, else the finite data's with the threshold and threshold + 1. */
+static void stepheat_range(const fp8_step_heatmap *h, double *lo, double *hi) {
+  if (h->vmin < h->vmax) {
+    *lo = h->vmin;
+    *hi = h->vmax;
+    return;
+  }
+  double a = h->threshold, b = h->threshold + 1;
+  for (size_t i = 0; i < h->nx * h->ny; i++)
+    if (isfinite(h->values[i])) a = fmin(a, h->values[i]), b = fmax(b, h->values[i]);
+  *lo = a;
+  *hi = b;
+}
+
+/* Column ix's right edge. */
+static double col_end(const fp8_step_heatmap *h, size_t ix) {
+  if (ix + 1 < h->nx) return h->x[ix + 1];
+  return h->x[ix] + (h->nx > 1 ? h->x[ix] - h->x[ix - 1] : 1);
+}
+
+typedef struct {
+  box p;
+  double cap, rcap;    /* tick label and row label sizes */
+  size_t rstep;        /* every rstep-th row labelled */
+  double bar_w, bar_gap, bar_lab, xtitle, ytitle;
+} step_layout;
+
+static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const fp8_step_heatmap *h,
+                                   axis *ax, axis *av) {
+  step_layout L;
+  L.cap = c->fs * 0.95;
+  L.ytitle = (ch->ylabel && *ch->ylabel) ? 2.4 * c->fs : 0;
+  L.xtitle = (ch->xlabel && *ch->xlabel) ? 2.4 * c->fs : 0;
+  box p;
+  p.t = (ch->title && *ch->title) ? 4.2 * c->fs : 1.8 * c->fs;
+  p.b = c->H - (1.0 * c->fs + 2.2 * L.cap + L.xtitle + 0.6 * c->fs);
+  double rowh = (p.b - p.t) / (double)h->ny;
+  L.rcap = fmax(fmin(L.cap, 0.7 * rowh), 6.0);
+  L.rstep = (size_t)ceil(L.rcap * 1.3 / rowh);
+  if (L.rstep < 1) L.rstep = 1;
+  double ylw = 0;
+  for (size_t i = 0; i < h->ny; i++)
+    ylw = fmax(ylw, plot_text_w(h->ylabels[i] ? h->ylabels[i] : "", L.rcap));
+  ylw = fmin(ylw, c->W * 0.3);
+  p.l = 1.0 * c->fs + L.ytitle + ylw + 0.8 * L.rcap;
+  L.bar_w = 28 * c->s;
+  L.bar_gap = 24 * c->s;
+  plot_ax_ticks(av, p.b - p.t, 3.0 * L.cap);
+  L.bar_lab = (plot_ax_label_chars(av) * DIGIT_W + 1.0) * L.cap;
+  double bar_title = (h->colorbar_label && *h->colorbar_label) ? 2.4 * c->fs : 0;
+  p.r = c->W - (L.bar_gap + L.bar_w + L.bar_lab + bar_title + 1.0 * c->fs);
+  plot_ax_ticks(ax, p.r - p.l, 8 * DIGIT_W * L.cap);
+  plot_ax_ticks(ax, p.r - p.l, (plot_ax_label_chars(ax) + 3) * DIGIT_W * L.cap);
+  L.p = p;
+  return L;
+}
+
+/* The cells, white lines between rows (when they are tall enough), the frame and x ticks. */
+static void stepheat_cells(const canvas *c, const step_layout *L, const fp8_step_heatmap *h,
+                           const axis *ax, double lo, double hi) {
+  plot_mode(c, &L->p, ax->lo, ax->hi, 0, (double)h->ny);
+  for (size_t iy = 0; iy < h->ny; iy++)
+    for (size_t ix = 0; ix < h->nx; ix++) {
+      double v = h->values[iy * h->nx + ix];
+      PLFLT cx[4] = {h->x[ix], col_end(h, ix), col_end(h, ix), h->x[ix]};
+      PLFLT cy[4] = {(double)iy, (double)iy, iy + 1.0, iy + 1.0};
+      if (isnan(v)) plcol0(CI_NA);
+      else plcol1((entry_of(h, lo, hi, v) + 0.5) / NCOL1);
+      plfill(4, cx, cy);
+    }
+  if ((L->p.b - L->p.t) / (double)h->ny >= 8 * c->s) {
+    plcol0(CI_WHITE);
+    plwidth(1.5 * c->s);
+    for (size_t iy = 1; iy < h->ny; iy++) pljoin(ax->lo, (double)iy, ax->hi, (double)iy);
+  }
+  plcol0(CI_FG);
+  plwidth(1.0 * c->s);
+  plbox("bcst", ax->step, 0, "bc", 0, 0);
+}
+
+static void stepheat_labels(const canvas *c, const step_layout *L, const fp8_step_heatmap *h,
+                            const axis *ax) {
+  plot_page_mode(c);
+  const box *p = &L->p;
+  char buf[64];
+  FOR_TICKS(ax, v) {
+    plot_tick_label(ax, v, buf, sizeof buf);
+    plot_text_raw(c, p->l + plot_ax_frac(ax, v) * (p->r - p->l), p->b + 1.4 * L->cap, 0, 0.5,
+                  L->cap, CI_FG, buf);
+  }
+  double rowh = (p->b - p->t) / (double)h->ny;
+  size_t maxc = (size_t)(c->W * 0.3 / (TEXT_CHAR_W * L->rcap));
+  for (size_t iy = 0; iy < h->ny; iy += L->rstep)
+    plot_text_user(c, p->l - 0.6 * L->rcap, p->b - (iy + 0.5) * rowh, 0, 1.0, L->rcap, CI_FG,
+                   h->ylabels[iy], maxc);
+}
+
+int fp8_plot_step_heatmap(const char *path, const fp8_chart *ch, const fp8_step_heatmap *h,
+                          char *err, size_t errlen) {
+  int rc = stepheat_check(path, ch, h, err, errlen);
+  if (rc != FP8_OK) return rc;
+  double lo, hi;
+  stepheat_range(h, &lo, &hi);
+  axis ax = {h->x[0], col_end(h, h->nx - 1), 0, 1}, av = {lo, hi, 0, 1};
+
+  canvas c;
+  if ((rc = plot_canvas_begin(&c, ch, err, errlen)) != FP8_OK) return rc;
+  PLINT r1[NCOL1], g1[NCOL1], b1[NCOL1];
+  for (int i = 0; i < NCOL1; i++) {
+    double rgb[3];
+    scale_rgb(h, lo, hi, entry_value(lo, hi, i), rgb);
+    r1[i] = (PLINT)lrint(rgb[0]);
+    g1[i] = (PLINT)lrint(rgb[1]);
+    b1[i] = (PLINT)lrint(rgb[2]);
+  }
+  plscmap1n(NCOL1);
+  plscmap1(r1, g1, b1, NCOL1);
+
+  step_layout L = stepheat_layout(&c, ch, h, &ax, &av);
+  stepheat_cells(&c, &L, h, &ax, lo, hi);
+  stepheat_labels(&c, &L, h, &ax);
+  box cb = {L.p.r + L.bar_gap, L.p.r + L.bar_gap + L.bar_w, L.p.t, L.p.b};
+  plot_colorbar(&c, &cb, &av, L.cap, L.bar_lab, h->colorbar_label);
+  /* the threshold across the colour bar */
+  plot_mode(&c, &cb, 0, 1, av.lo, av.hi);
+  plcol0(CI_FG);
+  plwidth(2.0 * c.s);
+  pljoin(0, h->threshold, 1, h->threshold);
+  plot_draw_titles(&c, &L.p, ch, L.p.b + 2.2 * L.cap + 0.5 * L.xtitle + 0.4 * c.fs,
+                   1.0 * c.fs + 0.5 * L.ytitle);
+  return plot_canvas_end(&c, FP8_OK, path, ch, err, errlen);
+}

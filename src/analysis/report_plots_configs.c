@@ -1,0 +1,295 @@
+/* report_plots_configs.c: the plots across configurations (report_plots_internal.h): per role
+ * heatmaps over history_len x margin of the two budgets' quantities (clipped values over
+ * finite values; steps whose largest element clipped), per-configuration bars (clipped and
+ * overflow rates, clipped steps, p5 SNR, each drawn only when the configurations differ) and
+ * the GEMM error. */
+#include "report_plots_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "outfile.h" /* fp8_errorf */
+
+/* ------------------------------------------------------------------ history x margin */
+
+typedef struct {
+  int32_t hs[64], ms[64];
+  size_t nh, nm;
+  char xl[64][16], yl[64][16];
+  const char *xp[64], *yp[64];
+} hm_axes;
+
+static void sort_i32(int32_t *v, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      int32_t t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+}
+
+/* Whether configuration x is a sibling of the reference (same recipe and amax_compute). */
+static int sibling(const cfg_t *x, const cfg_t *b) {
+  return x->kind == FP8_KIND_DELAYED && x->ac == b->ac && strcmp(x->recipe, b->recipe) == 0;
+}
+
+/* The history lengths and margins swept with the reference's recipe; 0 when fewer than 2 cells. */
+static int hm_collect(const rep_t *r, hm_axes *A) {
+  const cfg_t *b = &r->cfgs[r->ref];
+  A->nh = A->nm = 0;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    if (!sibling(x, b)) continue;
+    size_t i = 0;
+    while (i < A->nh && A->hs[i] != x->h) i++;
+    if (i == A->nh && A->nh < 64) A->hs[A->nh++] = x->h;
+    i = 0;
+    while (i < A->nm && A->ms[i] != x->m) i++;
+    if (i == A->nm && A->nm < 64) A->ms[A->nm++] = x->m;
+  }
+  if (A->nh * A->nm < 2) return 0;
+  sort_i32(A->hs, A->nh);
+  sort_i32(A->ms, A->nm);
+  for (size_t i = 0; i < A->nh; i++) {
+    snprintf(A->xl[i], sizeof A->xl[i], "%d", (int)A->hs[i]);
+    A->xp[i] = A->xl[i];
+  }
+  for (size_t i = 0; i < A->nm; i++) {
+    snprintf(A->yl[i], sizeof A->yl[i], "%d", (int)A->ms[i]);
+    A->yp[i] = A->yl[i];
+  }
+  return 1;
+}
+
+/* One role's cells: the clipped rate (clipped over finite values of all its tensors) and the
+ * worst tensor's clip_step_rate. Returns whether any cell has data. */
+static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, double *steps) {
+  const cfg_t *b = &r->cfgs[r->ref];
+  int any = 0;
+  for (size_t iy = 0; iy < A->nm; iy++)
+    for (size_t ix = 0; ix < A->nh; ix++) {
+      int64_t cl = 0, f = 0;
+      double worst = NAN;
+      for (size_t g = 0; g < r->tab.ngroups; g++) {
+        const cfg_t *c = &r->cfgs[r->gcfg[g]];
+        if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->h != A->hs[ix] || c->m != A->ms[iy])
+          continue;
+        const fp8_group_stats *s = &r->an.stats[g];
+        cl += s->clipped >= 0 ? s->clipped : s->overflow;
+        f += s->finite;
+        if (isfinite(s->clip_step_rate) && !(s->clip_step_rate <= worst)) worst = s->clip_step_rate;
+      }
+      clip[iy * A->nh + ix] = f > 0 ? (double)cl / (double)f : NAN;
+      steps[iy * A->nh + ix] = worst;
+      any |= f > 0;
+    }
+  return any;
+}
+
+static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const double *v, char *err,
+                   size_t errlen) {
+  const cfg_t *b = &r->cfgs[r->ref];
+  const char *rname = rp_role_name(role);
+  char title[512], file[200], path[4600];
+  snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->recipe,
+           b->ac == FP8_AMAX_MAX ? "max" : "most_recent",
+           metric == 0 ? "clipped rate (clipped / finite values, all tensors)"
+                       : "steps whose largest element clipped (worst tensor)");
+  snprintf(file, sizeof file, "heatmap_%s_%s.png", metric == 0 ? "clipped" : "clipsteps", rname);
+  rp_plot_path(r, file, path, sizeof path);
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
+                         {"configuration", b->recipe},
+                         {"plot", metric == 0 ? "clipped rate heatmap" : "clipped steps heatmap"}};
+  fp8_chart ch = {.title = title, .xlabel = "history_len (steps)", .ylabel = "margin (binades)", .text = text,
+                  .ntext = 5};
+  fp8_heatmap hm = {.nx = A->nh, .ny = A->nm, .xlabels = A->xp, .ylabels = A->yp, .values = v,
+                    .cell_format = "%.2g", .logscale = 1, .reverse = 1,
+                    .colorbar_label = metric == 0 ? "clipped rate (fraction of values, log scale)"
+                                                  : "fraction of steps clipped (log scale)"};
+  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
+  if (rc) return rc;
+  plot_t *p = rp_plot_add(r, file);
+  if (!p) return FP8_OK;
+  snprintf(p->alt, sizeof p->alt, "%s heatmap for %s tensors", metric == 0 ? "clipped rate" : "clipped steps",
+           rname);
+  if (metric == 0)
+    snprintf(p->caption, sizeof p->caption,
+             "Clipped rate of all %s tensors (values saturated past the rounding midpoint over finite "
+             "values, snapshot steps without warm-up: the value budget's quantity) for each amax history "
+             "length and margin; 0 takes the lightest colour.", rname);
+  else
+    snprintf(p->caption, sizeof p->caption,
+             "Fraction of the steps (%s, warm-up left out) whose largest element clipped, for the worst "
+             "%s tensor (the step budget's quantity, which each tensor must meet), for each amax history "
+             "length and margin; 0 takes the lightest colour.",
+             r->have_stream ? "every step of stream.csv" : "snapshot steps", rname);
+  r->nplots++;
+  return FP8_OK;
+}
+
+/* Per role: heatmaps over history_len x margin of the clipped rate and of the clipped steps. */
+int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
+  if (r->ref < 0) return FP8_OK;
+  hm_axes A;
+  if (!hm_collect(r, &A)) return FP8_OK;
+  for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
+    double clip[64 * 64], steps[64 * 64];
+    if (!hm_cells(r, &A, role, clip, steps)) continue;
+    int rc = hm_draw(r, &A, role, 0, clip, err, errlen);
+    if (rc == FP8_OK) rc = hm_draw(r, &A, role, 1, steps, err, errlen);
+    if (rc) return rc;
+  }
+  return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ per configuration */
+
+/* Whether the finite values differ by more than tol. */
+static int differs(const double *v, size_t n, double tol) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(v[i])) lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+  return lo <= hi && hi - lo > tol;
+}
+
+/* Per configuration (v: 6 rows of ncfg): clipped rate, overflow rate, mean and worst
+ * clip_step_rate over tensors, median and worst p5 SNR over tensors. */
+static int bar_values(const rep_t *r, double *v) {
+  size_t n = r->ncfg;
+  double *tmp = malloc((r->tab.ngroups + 1) * sizeof *tmp);
+  if (!tmp) return FP8_ENOMEM;
+  for (size_t c = 0; c < n; c++) {
+    int64_t cl = 0, ov = 0, f = 0;
+    double sum = 0, worst = NAN, wsnr = NAN;
+    size_t ns = 0, np5 = 0;
+    for (size_t g = 0; g < r->tab.ngroups; g++) {
+      if (r->gcfg[g] != c) continue;
+      const fp8_group_stats *s = &r->an.stats[g];
+      cl += s->clipped >= 0 ? s->clipped : s->overflow;
+      ov += s->overflow;
+      f += s->finite;
+      if (isfinite(s->clip_step_rate)) {
+        sum += s->clip_step_rate;
+        ns++;
+        if (!(s->clip_step_rate <= worst)) worst = s->clip_step_rate;
+      }
+      if (s->snr_rows > 0 && isfinite(s->snr_p5)) {
+        tmp[np5++] = s->snr_p5;
+        if (!(s->snr_p5 >= wsnr)) wsnr = s->snr_p5;
+      }
+    }
+    gsl_sort(tmp, 1, np5);
+    v[0 * n + c] = f ? (double)cl / (double)f : NAN;
+    v[1 * n + c] = f ? (double)ov / (double)f : NAN;
+    v[2 * n + c] = ns ? sum / (double)ns : NAN;
+    v[3 * n + c] = worst;
+    v[4 * n + c] = np5 ? gsl_stats_median_from_sorted_data(tmp, 1, np5) : NAN;
+    v[5 * n + c] = wsnr;
+  }
+  free(tmp);
+  return FP8_OK;
+}
+
+typedef struct {
+  const char *file, *plot, *title, *ylabel, *alt, *caption;
+  int logy;
+  const char *l1, *l2;
+  fp8_color c1, c2;
+} bar_chart;
+
+static const bar_chart bar_charts[3] = {
+    {"recipes_overflow.png", "clipped and overflow rate per configuration",
+     "Clipped and overflow rate per configuration (all tensors)", "fraction of values (log scale)",
+     "clipped and overflow rate per configuration",
+     "Per configuration, over all tensors and snapshot steps without warm-up: values clipped (saturated "
+     "past the rounding midpoint: the value budget's quantity) and values overflowed (any saturation), "
+     "each over the finite values; a missing bar is zero.",
+     1, "clipped rate", "overflow rate", FP8_COLOR_VERMILLION, FP8_COLOR_SKYBLUE},
+    {"recipes_clip_steps.png", "clipped steps per configuration",
+     "Steps whose largest element clipped, per configuration (mean and worst tensor)",
+     "fraction of steps (log scale)", "clipped steps per configuration",
+     "Per configuration, the fraction of steps (every step of stream.csv for delayed configurations "
+     "when the run has it, else the snapshot steps; warm-up left out) whose largest element clipped: "
+     "the mean over tensors and the worst tensor (the step budget's quantity); a missing bar is zero.",
+     1, "mean over tensors", "worst tensor", FP8_COLOR_BLUE, FP8_COLOR_VERMILLION},
+    {"recipes_snr_p5.png", "p5 snr per configuration",
+     "5th-percentile SNR per configuration (median and worst tensor)", "SNR (dB)",
+     "p5 SNR per configuration",
+     "Per configuration, each tensor's 5th-percentile SNR over its snapshot steps (warm-up left out): "
+     "the median over tensors and the worst tensor.",
+     0, "median over tensors", "worst tensor", FP8_COLOR_BLUE, FP8_COLOR_VERMILLION}};
+
+/* The per-configuration bar charts, each only when its values differ between configurations
+ * (a chart of equal bars says nothing). */
+int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
+  if (r->ncfg < 2) return FP8_OK;
+  size_t n = r->ncfg;
+  const char **cat = calloc(n, sizeof *cat);
+  double *v = calloc(6 * n, sizeof *v);
+  int rc = FP8_OK;
+  if (!cat || !v || bar_values(r, v) != FP8_OK) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  for (size_t c = 0; c < n; c++) cat[c] = r->cfgs[c].label;
+  for (int k = 0; k < 3 && rc == FP8_OK; k++) {
+    const bar_chart *b = &bar_charts[k];
+    double *v1 = v + (size_t)(2 * k) * n, *v2 = v1 + n;
+    double tol = k == 2 ? 0.5 : 1e-12; /* dB; rates */
+    if (!differs(v1, n, tol) && !differs(v2, n, tol)) continue;
+    char path[4600];
+    rp_plot_path(r, b->file, path, sizeof path);
+    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", b->plot}};
+    fp8_chart ch = {.title = b->title, .xlabel = "configuration", .ylabel = b->ylabel, .logy = b->logy,
+                    .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
+    fp8_bar_series bs[2] = {{v1, b->l1, b->c1}, {v2, b->l2, b->c2}};
+    rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
+    plot_t *p = rc ? NULL : rp_plot_add(r, b->file);
+    if (p) {
+      snprintf(p->alt, sizeof p->alt, "%s", b->alt);
+      snprintf(p->caption, sizeof p->caption, "%s", b->caption);
+      r->nplots++;
+    }
+  }
+done:
+  free(cat);
+  free(v);
+  return rc;
+}
+
+/* GEMM error per configuration: median rel_error of fprop, dgrad and wgrad. */
+int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
+  const char **cat = calloc(r->ncfg + 1, sizeof *cat);
+  double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
+  int rc = FP8_OK;
+  if (!cat || !v) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  for (size_t c = 0; c < r->ncfg; c++) {
+    cat[c] = r->cfgs[c].label;
+    for (int g = 0; g < 3; g++) v[(size_t)g * r->ncfg + c] = r->cfgs[c].gemm_median[g];
+  }
+  fp8_bar_series bs[3] = {{v, "fprop (input x weight)", FP8_COLOR_BLUE},
+                          {v + r->ncfg, "dgrad (grad_output x weight)", FP8_COLOR_ORANGE},
+                          {v + 2 * r->ncfg, "wgrad (grad_output^T x input)", FP8_COLOR_GREEN}};
+  char path[4600];
+  rp_plot_path(r, "gemm_error.png", path, sizeof path);
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
+  fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
+                  .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
+                  .grid = 1, .text = text, .ntext = 3, .width = r->ncfg > 16 ? 1600 : 1200, .height = 900};
+  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, r->ncfg, bs, 3, err, errlen);
+  if (rc) goto done;
+  plot_t *p = rp_plot_add(r, "gemm_error.png");
+  if (p) {
+    snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
+    snprintf(p->caption, sizeof p->caption,
+             "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
+             "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot steps.");
+    r->nplots++;
+  }
+done:
+  free(cat);
+  free(v);
+  return rc;
+}

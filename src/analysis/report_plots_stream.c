@@ -1,0 +1,348 @@
+/* report_plots_stream.c: the plots of every step (report_plots_internal.h): the amax timeline
+ * of a tensor against what each shown delayed configuration could represent, and per role the
+ * overshoot of each tensor at each step under the reference configuration. Both read
+ * stream.csv when the run has one (every replay step) and fall back to the snapshot rows of
+ * steps.csv; warm-up steps (RECIPES.md "Per-step statistics") are kept out of both. */
+#include "report_plots_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outfile.h" /* fp8_errorf */
+#include "results.h" /* fp8_overshoot */
+
+/* One tensor's timeline: n steps, its amax, per shown configuration the largest |x| it could
+ * represent (NaN at its warm-up steps and where it has no value), the reference's clipped
+ * steps. */
+typedef struct {
+  size_t n;
+  double *x, *amax, *fit[MAX_SHOWN];
+  double *cx, *cy;
+  size_t nc;
+  const char *source; /* "every step" or "snapshot steps" */
+} timeline;
+
+static void timeline_free(timeline *t) {
+  free(t->x);
+  free(t->amax);
+  for (size_t k = 0; k < MAX_SHOWN; k++) free(t->fit[k]);
+  free(t->cx);
+  free(t->cy);
+}
+
+static int timeline_alloc(timeline *t, size_t n) {
+  memset(t, 0, sizeof *t);
+  t->n = n;
+  t->x = calloc(n + 1, sizeof *t->x);
+  t->amax = calloc(n + 1, sizeof *t->amax);
+  t->cx = calloc(n + 1, sizeof *t->cx);
+  t->cy = calloc(n + 1, sizeof *t->cy);
+  int ok = t->x && t->amax && t->cx && t->cy;
+  for (size_t k = 0; k < MAX_SHOWN; k++) {
+    t->fit[k] = calloc(n + 1, sizeof **t->fit);
+    ok = ok && t->fit[k];
+  }
+  return ok ? FP8_OK : FP8_ENOMEM;
+}
+
+/* The stream series of tensor under configuration c (format f), or NULL. */
+static const fp8_stream_series *series_of(const rep_t *r, const char *tensor, size_t c, fp8_format f) {
+  if (!r->have_stream) return NULL;
+  const cfg_t *x = &r->cfgs[c];
+  if (x->kind != FP8_KIND_DELAYED) return NULL;
+  return fp8_stream_find(&r->stream, tensor, x->recipe, f, x->h, x->m, x->ac);
+}
+
+/* From the stream: every step of the reference series. */
+static int timeline_stream(const rep_t *r, const char *tensor, const fp8_stream_series *ref, timeline *t) {
+  if (timeline_alloc(t, ref->n) != FP8_OK) return FP8_ENOMEM;
+  t->source = "every step";
+  for (size_t i = 0; i < ref->n; i++) {
+    t->x[i] = (double)ref->step[i];
+    t->amax[i] = ref->amax[i];
+    if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->format)) {
+      t->cx[t->nc] = t->x[i];
+      t->cy[t->nc++] = ref->amax[i];
+    }
+  }
+  for (size_t k = 0; k < r->nshown; k++) {
+    const fp8_stream_series *s = series_of(r, tensor, r->shown[k], ref->format);
+    for (size_t i = 0; i < ref->n; i++) {
+      int ok = s && s->n == ref->n && s->step[i] == ref->step[i] && !s->warmup[i];
+      t->fit[k][i] = ok ? fp8_format_max(s->format) / (double)s->scale[i] : NAN;
+    }
+  }
+  return FP8_OK;
+}
+
+/* From the snapshot rows of the reference group. */
+static int timeline_rows(const rep_t *r, const char *tensor, ptrdiff_t gref, timeline *t) {
+  const fp8_steps_group *gr = &r->tab.groups[gref];
+  if (timeline_alloc(t, gr->nrows) != FP8_OK) return FP8_ENOMEM;
+  t->source = "snapshot steps";
+  for (size_t i = 0; i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    t->x[i] = (double)row->step;
+    t->amax[i] = row->amax;
+    if (!row->warmup && (row->clipped >= 0 ? row->clipped : row->overflow) > 0) {
+      t->cx[t->nc] = t->x[i];
+      t->cy[t->nc++] = row->amax;
+    }
+  }
+  for (size_t k = 0; k < r->nshown; k++) {
+    ptrdiff_t g = rep_group_of(r, tensor, r->shown[k]);
+    for (size_t i = 0; i < gr->nrows; i++) {
+      const fp8_step_row *row = g >= 0 ? rep_row_at(r, g, (int64_t)t->x[i]) : NULL;
+      t->fit[k][i] = row && !row->warmup ? fp8_format_max(row->format) / row->scale : NAN;
+    }
+  }
+  return FP8_OK;
+}
+
+/* Whether two curves are the same over the shown steps (NaN where both are NaN). */
+static int same_curve(const double *a, const double *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(a[i]) && isnan(b[i])) continue;
+    if (!(fabs(a[i] - b[i]) <= 1e-9 * fmax(fabs(a[i]), fabs(b[i])))) return 0;
+  }
+  return 1;
+}
+
+/* The series of a timeline: shown configurations widest first (an equal later one stays
+ * visible on top, and its label says which it equals), then the amax in black on top. */
+static size_t timeline_series(const rep_t *r, const timeline *t, fp8_series *s, char labels[][340]) {
+  size_t ns = 0;
+  for (size_t k = 0; k < r->nshown; k++) {
+    const char *lab = r->cfgs[r->shown[k]].label;
+    size_t j = 0;
+    while (j < k && !same_curve(t->fit[j], t->fit[k], t->n)) j++;
+    if (j < k)
+      snprintf(labels[k], 340, "%s (same as %s)", lab, r->cfgs[r->shown[j]].label);
+    else snprintf(labels[k], 340, "%s", lab);
+    fp8_color col;
+    int dashed;
+    double width;
+    rp_shown_style(k, &col, &dashed, &width);
+    s[ns++] = (fp8_series){.x = t->x, .y = t->fit[k], .n = t->n, .label = labels[k], .color = col,
+                           .style = FP8_STYLE_STEP, .dashed = dashed, .width = width};
+  }
+  s[ns++] = (fp8_series){.x = t->x, .y = t->amax, .n = t->n, .label = "amax of the step (the tensor's max |x|)",
+                         .color = FP8_COLOR_BLACK, .style = FP8_STYLE_LINE,
+                         .marker = t->n <= 40 ? FP8_MARKER_CIRCLE : FP8_MARKER_NONE, .width = 1.8};
+  return ns;
+}
+
+/* The amax timeline of one tensor (plots/amax_<tensor>.png). */
+static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen) {
+  ptrdiff_t gref = rep_group_of(r, tensor, (size_t)r->ref);
+  if (gref < 0) return FP8_OK;
+  const fp8_stream_series *sref = series_of(r, tensor, (size_t)r->ref, r->tab.groups[gref].format);
+  timeline t;
+  int rc = sref ? timeline_stream(r, tensor, sref, &t) : timeline_rows(r, tensor, gref, &t);
+  if (rc != FP8_OK) {
+    timeline_free(&t);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  fp8_series series[1 + MAX_SHOWN];
+  char labels[MAX_SHOWN][340], clabel[240];
+  size_t ns = timeline_series(r, &t, series, labels);
+  snprintf(clabel, sizeof clabel, "largest element clipped under %s", r->cfgs[r->ref].label);
+  fp8_markers marks = {.x = t.cx, .y = t.cy, .n = t.nc, .label = clabel, .color = FP8_COLOR_VERMILLION,
+                       .marker = FP8_MARKER_CROSS};
+  char title[512], file[300], path[4600], safe[200];
+  snprintf(title, sizeof title, "%s: amax per step against the largest |x| each delayed configuration represents",
+           tensor);
+  rp_sanitize(tensor, safe, sizeof safe);
+  snprintf(file, sizeof file, "amax_%s.png", safe);
+  rp_plot_path(r, file, path, sizeof path);
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
+                         {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
+  /* a log axis when the curves span a decade or more, else linear: small overshoots show */
+  double lo = INFINITY, hi = 0;
+  for (size_t i = 0; i < ns; i++)
+    for (size_t j = 0; j < series[i].n; j++)
+      if (isfinite(series[i].y[j]) && series[i].y[j] > 0) lo = fmin(lo, series[i].y[j]), hi = fmax(hi, series[i].y[j]);
+  int logy = !(hi > 0 && hi < 8 * lo);
+  fp8_chart ch = {.title = title, .xlabel = "training step",
+                  .ylabel = logy ? "magnitude |x| (tensor units, log scale)" : "magnitude |x| (tensor units)",
+                  .logy = logy, .grid = 1, .text = text, .ntext = 5};
+  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
+  plot_t *p = rc ? NULL : rp_plot_add(r, file);
+  if (p) {
+    snprintf(p->alt, sizeof p->alt, "amax timeline of %s", tensor);
+    snprintf(p->caption, sizeof p->caption,
+             "%s at %s: the tensor's amax (black) against the largest |x| each delayed configuration "
+             "could represent at that step (fp8_max / scale, the scale from the amax history of earlier "
+             "steps; coloured steps, wider for shorter histories so that equal curves stay visible, "
+             "\"same as\" naming a curve equal to another); warm-up steps (scale 1) are left out of "
+             "them. Crosses mark the %zu steps where the largest element clipped under %s.",
+             tensor, t.source, t.nc, r->cfgs[r->ref].label);
+    r->nplots++;
+  }
+  timeline_free(&t);
+  return rc;
+}
+
+/* Amax timelines: the spike tensor first, then the worst overflowing ones, max_timelines in
+ * all. */
+int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
+  if (r->ref < 0) return FP8_OK;
+  int rc = FP8_OK;
+  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
+  if (!ov) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  size_t nov = rep_overflowing(r, ov);
+  size_t drawn = 0;
+  if (r->spike_group >= 0) {
+    rc = plot_timeline(r, r->tab.groups[r->spike_group].tensor, err, errlen);
+    if (rc) goto done;
+    drawn++;
+  }
+  for (size_t i = 0; i < nov && drawn < (size_t)max_timelines; i++) {
+    const char *t = r->tab.groups[ov[i].g].tensor;
+    if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
+    rc = plot_timeline(r, t, err, errlen);
+    if (rc) goto done;
+    drawn++;
+  }
+done:
+  free(ov);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ overshoot heatmaps */
+
+/* One role's overshoot grid under the reference configuration: ny tensors (the first at the
+ * top) x nx steps, warm-up cells NaN, steps where every tensor warms up left out. */
+typedef struct {
+  size_t nx, ny;
+  double *x, *v;
+  const char **names;
+  const char *source;
+  size_t loud;   /* cells > 0 */
+  double vmax;   /* the largest overshoot (NaN: none) */
+} ograd;
+
+/* The role's groups under the reference configuration into g (room for every group). */
+static size_t role_groups(const rep_t *r, int role, size_t *g) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->tab.ngroups; i++)
+    if (r->gcfg[i] == (size_t)r->ref && (int)r->tab.groups[i].role == role) g[n++] = i;
+  return n;
+}
+
+/* The value of group g at column step (index i of the stream or the step itself); NaN at
+ * warm-up and where there is none. Sets *warm when the cell is a warm-up step. */
+static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t i, int64_t step, int *warm) {
+  if (s) {
+    *warm = i < s->n && s->warmup[i];
+    return i < s->n && s->step[i] == step && !*warm ? fp8_overshoot(s->amax[i], s->scale[i], s->format) : NAN;
+  }
+  const fp8_step_row *row = rep_row_at(r, (ptrdiff_t)g, step);
+  *warm = row && row->warmup;
+  return row && !row->warmup ? row->overshoot : NAN;
+}
+
+static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
+  const fp8_steps_group *g0 = &r->tab.groups[g[0]];
+  const fp8_stream_series *s0 = series_of(r, g0->tensor, (size_t)r->ref, g0->format);
+  size_t n = s0 ? s0->n : g0->nrows;
+  o->source = s0 ? "every step (stream.csv)" : "the snapshot steps";
+  o->x = calloc(n + 1, sizeof *o->x);
+  o->v = calloc((n + 1) * ng, sizeof *o->v);
+  o->names = calloc(ng + 1, sizeof *o->names);
+  const fp8_stream_series **ss = calloc(ng + 1, sizeof *ss);
+  if (!o->x || !o->v || !o->names || !ss) {
+    free(ss);
+    return FP8_ENOMEM;
+  }
+  o->ny = ng;
+  o->vmax = NAN;
+  for (size_t k = 0; k < ng; k++) {
+    const fp8_steps_group *gr = &r->tab.groups[g[k]];
+    ss[k] = s0 ? series_of(r, gr->tensor, (size_t)r->ref, gr->format) : NULL;
+    o->names[ng - 1 - k] = gr->tensor;
+  }
+  for (size_t i = 0; i < n; i++) {
+    int64_t step = s0 ? s0->step[i] : fp8_steps_group_row(&r->tab, g0, i)->step;
+    int all_warm = 1;
+    for (size_t k = 0; k < ng; k++) {
+      int warm = 0;
+      double v = ocell(r, g[k], ss[k], i, step, &warm);
+      all_warm &= warm;
+      o->v[(ng - 1 - k) * (n + 1) + o->nx] = v;
+    }
+    if (all_warm) continue;
+    o->x[o->nx++] = (double)step;
+  }
+  /* pack the rows to nx columns */
+  for (size_t k = 0; k < ng; k++)
+    memmove(o->v + k * o->nx, o->v + k * (n + 1), o->nx * sizeof *o->v);
+  for (size_t i = 0; i < o->nx * ng; i++) {
+    if (o->v[i] > 0) o->loud++;
+    if (isfinite(o->v[i]) && !(o->v[i] <= o->vmax)) o->vmax = o->v[i];
+  }
+  free(ss);
+  return FP8_OK;
+}
+
+static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, size_t errlen) {
+  const char *rname = rp_role_name(role);
+  double lo = 0, hi = 1;
+  for (size_t i = 0; i < o->nx * o->ny; i++)
+    if (isfinite(o->v[i])) lo = fmin(lo, o->v[i]), hi = fmax(hi, o->v[i]);
+  lo = floor(fmax(lo, -8.0));
+  hi = ceil(fmin(hi, 16.0));
+  char title[512], file[200], path[4600];
+  snprintf(title, sizeof title, "%s tensors under %s: overshoot per step (> 0: the largest element saturated)",
+           rname, r->cfgs[r->ref].label);
+  snprintf(file, sizeof file, "heatmap_overshoot_%s.png", rname);
+  rp_plot_path(r, file, path, sizeof path);
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
+                         {"configuration", r->cfgs[r->ref].label}, {"plot", "overshoot heatmap"}};
+  int height = (int)(260 + 30 * o->ny);
+  fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "tensor", .text = text, .ntext = 5,
+                  .width = 1400, .height = height < 800 ? 800 : height > 2400 ? 2400 : height};
+  fp8_step_heatmap hm = {.nx = o->nx, .ny = o->ny, .x = o->x, .ylabels = o->names, .values = o->v,
+                         .threshold = 0, .vmin = lo, .vmax = hi,
+                         .colorbar_label = "overshoot log2(amax x scale / fp8_max) (binades)"};
+  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
+  if (rc) return rc;
+  plot_t *p = rp_plot_add(r, file);
+  if (p) {
+    char mx[64] = "none";
+    if (isfinite(o->vmax)) snprintf(mx, sizeof mx, "%.3g binades", o->vmax);
+    snprintf(p->alt, sizeof p->alt, "overshoot heatmap of the %s tensors", rname);
+    snprintf(p->caption, sizeof p->caption,
+             "Overshoot log2(amax x scale / fp8_max) of each %s tensor at %s under %s: blue-grey where "
+             "the largest element fit (<= 0, lighter nearer the max), orange to dark red where it "
+             "saturated by that many binades (%zu of %zu cells; largest %s). Warm-up steps are left "
+             "out (grey cells, and steps where every tensor warms up are not drawn).",
+             rname, o->source, r->cfgs[r->ref].label, o->loud, o->nx * o->ny, mx);
+    r->nplots++;
+  }
+  return FP8_OK;
+}
+
+/* Per role: the overshoot of each tensor at each step under the reference configuration
+ * (plots/heatmap_overshoot_<role>.png). */
+int rep_plot_overshoot_maps(rep_t *r, char *err, size_t errlen) {
+  if (r->ref < 0 || r->cfgs[r->ref].kind != FP8_KIND_DELAYED) return FP8_OK;
+  size_t *g = calloc(r->tab.ngroups + 1, sizeof *g);
+  if (!g) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  int rc = FP8_OK;
+  for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN && rc == FP8_OK; role++) {
+    size_t ng = role_groups(r, role, g);
+    if (ng == 0) continue;
+    ograd o;
+    memset(&o, 0, sizeof o);
+    if (ograd_fill(r, g, ng, &o) != FP8_OK) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    else if (o.nx > 0) rc = plot_overshoot_role(r, role, &o, err, errlen);
+    free(o.x);
+    free(o.v);
+    free(o.names);
+  }
+  free(g);
+  return rc;
+}
