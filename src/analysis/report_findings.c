@@ -280,6 +280,28 @@ static void findings_roles(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   }
 }
 
+/* The steps a group's tensor ran at, warm-up left out: the non-warm-up steps of its stream
+ * series (else its snapshot rows) with a non-zero amax. A module that did not run at a step
+ * (amax 0: TransformerEngine keeps its scale) has no largest element there to overflow, and
+ * totals_group skips those steps too, so they are no part of "N of M steps". */
+static int64_t steps_ran(const rep_t *r, size_t g) {
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  const fp8_stream_series *ser =
+      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
+                                       gr->history_len, gr->margin, gr->amax_compute)
+                     : NULL;
+  int64_t n = 0;
+  if (ser) {
+    for (size_t i = 0; i < ser->n; i++) n += !ser->warmup[i] && ser->amax[i] > 0.0f;
+  } else {
+    for (size_t i = 0; i < gr->nrows; i++) {
+      const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+      n += !row->warmup && row->amax > 0;
+    }
+  }
+  return n;
+}
+
 static void findings_table(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   fp8_doc_markdownf(d, "Tensors whose largest element overflowed under %s, most clipped steps first:",
                     r->cfgs[r->ref].label);
@@ -290,7 +312,7 @@ static void findings_table(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   for (size_t i = 0; i < nov && i < MAX_TABLE; i++) {
     const fp8_steps_group *gr = &r->tab.groups[ov[i].g];
     const fp8_group_stats *s = &r->an.stats[ov[i].g];
-    int64_t of = s->stream_steps >= 0 ? s->stream_steps : s->steps;
+    int64_t of = steps_ran(r, ov[i].g);
     char c2[48], c3[48], c4[32], b5[64], b6[64], b7[64];
     snprintf(c2, sizeof c2, "%lld of %lld", (long long)ov[i].ovf_steps, (long long)of);
     snprintf(c3, sizeof c3, "%lld", (long long)ov[i].clip_steps);

@@ -1,0 +1,992 @@
+#!/usr/bin/env python3
+"""The Findings section of report.md (src/analysis/report_findings.c) against the CSV files.
+
+`fp8lab run experiments/quickstart.ini` into a temporary directory, then every number the
+"## Findings" section of report.md quotes (from "## Findings" to the next "## ") is recomputed
+here, independently of fp8lab's analysis code, from steps.csv and stream.csv (analysis.csv is
+only cross-checked: the p5 SNR and the scale lag it defines are recomputed from steps.csv too):
+
+  - the reference paragraph (delayed L=1024 m=0 max, over every non-warm-up step of stream.csv:
+    tensors and tensor-steps whose largest element overflowed, clipped), the largest overshoot,
+    the clipped values at the snapshot steps, the warm-up sentence, current scaling's rounding
+    sentence, the worst event and the tensors clipped at its step, the staleness after it, the
+    table by role, the table by tensor (its rows, their order, the "... and N more"), the
+    distribution of overshoot and the scale lag;
+  - a stream step's largest element OVERFLOWED when RN32(float32(amax) * float32(scale)) > the
+    format's max (448, 57344), CLIPPED when it is > 464 (E4M3) or >= 61440 (E5M2); overshoot =
+    log2(amax * scale / max) in double; warm-up rows are left out of every count and rows with
+    amax 0 (the module did not run) are skipped;
+  - numbers printed with %.2f / %.3g / %.4g / %.1f are compared at the printed precision (the
+    recomputed value formatted the same way, or within half a unit of the last printed digit);
+  - after blanking every verified number, the tensor names, the configuration labels and the
+    template's own constants ("history_len 1024", "RN32", "p5 SNR", ...), no digit may be left
+    in the section: a sentence that quotes a new number needs its check here;
+  - step 0 is warm-up: every steps.csv and stream.csv row at step 0 has warmup = 1, and the
+    warm-up sentence says "step 0";
+  - stream.csv has exactly one row per (step, tensor, delayed configuration), the steps being
+    the union of the trace's snapshot steps (<out>/trace/step_<n>.*) and of amax.csv's steps,
+    the delayed configurations those of steps.csv; its snapshot rows carry steps.csv's amax and
+    scale, its other rows amax.csv's amax.
+
+Every mismatch is listed (expected vs got), then the test fails.
+
+Usage: test_findings.py FP8LAB_BIN [--outdir DIR]
+  --outdir DIR: check an existing run directory of the quickstart instead of running one.
+  FP8LAB_KEEP_TMP=DIR: run into DIR and keep it.
+Exit 77 = skipped (numpy missing; exit 1 instead when FP8LAB_REQUIRE_PYDEPS=1, as .ci/run sets).
+Standard library and numpy (float32 arithmetic) only.
+"""
+import collections
+import csv
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+try:
+    import numpy as np
+except ImportError as e:
+    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
+        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
+              "numpy)" % e)
+        sys.exit(1)
+    print("skipped: %s (scripts/install-deps.sh installs numpy)" % e)
+    sys.exit(77)
+
+FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
+SNR_CAP = 200.0
+MAX_TABLE = 25
+ROLE_ORDER = ["input", "weight", "output", "grad_output", "grad_input", ""]  # fp8_role order
+REF_KEY = (1024, 0, "max")  # TransformerEngine's default: history_len, margin, amax_compute
+
+# Constants of report_findings.c's sentence templates that contain digits: removed (with the
+# verified numbers, tensor names and labels) before the no-digit-left check.
+TEMPLATE_CONSTANTS = [
+    "history_len 1024, margin 0",
+    "scale is still 1,",
+    "RN32(max/amax)",
+    "half an FP8 ulp",
+    "at least 2x smaller",
+    "by less than 0.5 binade",
+    "by 0.5 to 1,",
+    "by 1 to 2,",
+    "by 2 binades or more",
+    "Scale lag (log2 of",
+    "p5 SNR",
+]
+
+
+# ------------------------------------------------------------------ numbers
+
+
+def f32(s):
+    """A float32 field ("%.9g" of a float32 reads back exactly)."""
+    return np.float32(float(s))
+
+
+def fmt_rate(v):
+    """rep_fmt_rate: n/a, 0 or 3 significant digits."""
+    if math.isnan(v):
+        return "n/a"
+    if v == 0:
+        return "0"
+    return "%.3g" % v
+
+
+def fmt_db(v):
+    """rep_fmt_db: n/a, exact at the 200 dB cap, else one decimal."""
+    if math.isnan(v):
+        return "n/a"
+    if v >= SNR_CAP:
+        return "exact"
+    return "%.1f" % v
+
+
+def half_unit(s):
+    """Half a unit of the last digit printed in s (a decimal, maybe with an exponent)."""
+    m = re.fullmatch(r"-?(\d+)(?:\.(\d*))?(?:e([-+]?\d+))?", s)
+    if not m:
+        return None
+    decimals = len(m.group(2) or "")
+    exp = int(m.group(3) or 0)
+    return 0.5 * 10.0 ** (exp - decimals)
+
+
+def agrees(got, expected, printed):
+    """got (the report's text) against the recomputed value: the same text once printed the
+    same way (`printed`), or (not a special value) within half a unit of the last digit of
+    `printed` (a value within an ulp of a rounding boundary may print either way)."""
+    if got == printed:
+        return True
+    if printed in ("n/a", "exact", "0", "inf", "-inf") or got in ("n/a", "exact", "inf"):
+        return False
+    h = half_unit(printed)
+    if h is None or half_unit(got) is None or not math.isfinite(expected):
+        return False
+    return abs(float(got) - expected) <= h * (1 + 1e-9)
+
+
+def quantile(sorted_x, f):
+    """gsl_stats_quantile_from_sorted_data: linear interpolation at f * (n - 1)."""
+    n = len(sorted_x)
+    if n == 0:
+        return float("nan")
+    idx = f * (n - 1)
+    lhs = int(math.floor(idx))
+    if lhs >= n - 1:
+        return sorted_x[n - 1]
+    d = idx - lhs
+    a, b = sorted_x[lhs], sorted_x[lhs + 1]
+    return min(max((1 - d) * a + d * b, a), b)
+
+
+def product32(amax, scale):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.float32(np.float32(amax) * np.float32(scale))
+
+
+def overflowed(amax, scale, fmt):
+    return abs(float(product32(amax, scale))) > FMAX[fmt]
+
+
+def clipped(amax, scale, fmt):
+    y = abs(float(product32(amax, scale)))
+    return y > 464.0 if fmt == "e4m3" else y >= 61440.0
+
+
+def overshoot(amax, scale, fmt):
+    if not float(amax) > 0:
+        return -math.inf
+    return math.log2(float(amax) * float(scale) / FMAX[fmt])
+
+
+def scale_lag(scale, amax, fmt, margin):
+    """log2(jit / scale), jit = RN32(RN32(max * 2^-margin) / amax) in float32 (inf: FLT_MAX)."""
+    a = np.float32(amax)
+    s = float(scale)
+    if not (a > 0) or math.isinf(a) or not (s > 0) or math.isinf(s):
+        return float("nan")
+    with np.errstate(over="ignore", divide="ignore"):
+        scaled_max = np.float32(FMAX[fmt] * 2.0 ** -margin)
+        jit = np.float32(scaled_max / a)
+    if math.isinf(jit):
+        jit = np.float32(np.finfo(np.float32).max)
+    return math.log2(float(jit) / s)
+
+
+# ------------------------------------------------------------------ the CSV files
+
+
+def opt_int(s):
+    return int(s) if s != "" else None
+
+
+def load_steps(path):
+    rows = []
+    with open(path, newline="") as f:
+        for line, d in enumerate(csv.DictReader(f)):
+            kind = d["kind"]
+            rows.append({
+                "line": line,
+                "tensor": d["tensor"],
+                "role": d["role"],
+                "step": int(d["step"]),
+                "recipe": d["recipe"],
+                "kind": kind,
+                "format": d["format"],
+                "h": opt_int(d["history_len"]),
+                "m": opt_int(d["margin"]),
+                "ac": d["amax_compute"] if kind == "delayed" else "",
+                "amax": f32(d["amax"]),
+                "scale": f32(d["scale"]),
+                "amax_text": d["amax"],
+                "scale_text": d["scale"],
+                "n": int(d["n"]),
+                "nonfinite": int(d["nonfinite"]),
+                "overflow": int(d["overflow"]),
+                "underflow": int(d["underflow"]),
+                "mse": float(d["mse"]),
+                "snr": float(d["snr_db"]),
+                # clipped: empty in files without it; then overflow stands in (as fp8lab does)
+                "clipped": int(d["clipped"]) if d["clipped"] != "" else int(d["overflow"]),
+                "warmup": int(d["warmup"]),
+            })
+    return rows
+
+
+def cfg_of(r):
+    """A configuration: (recipe, kind, history_len, margin, amax_compute)."""
+    return (r["recipe"], r["kind"], r["h"], r["m"], r["ac"])
+
+
+def cfg_label(c):
+    recipe, kind, h, m, ac = c
+    if kind == "delayed":
+        return "%s L=%d m=%d %s" % (recipe, h, m, "max" if ac == "max" else "recent")
+    return "%s (%s)" % (recipe, kind)
+
+
+def load_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ------------------------------------------------------------------ the checker
+
+
+class Checker:
+    def __init__(self, section):
+        self.section = section
+        self.errors = []
+        self.spans = []  # verified spans of the section, blanked before the digit check
+
+    def fail(self, msg):
+        self.errors.append(msg)
+
+    def expect(self, cond, msg):
+        if not cond:
+            self.fail(msg)
+        return cond
+
+    def verified(self, span):
+        self.spans.append(span)
+
+    def num(self, where, m, group, expected, printed):
+        """Group `group` of match m (a number the report prints) against `expected`, printed
+        by fp8lab as `printed`; its span is verified when it agrees."""
+        got = m.group(group)
+        if agrees(got, expected, printed):
+            self.verified(m.span(group))
+        else:
+            self.fail("%s: %s: expected %s (recomputed %r), got %s" %
+                      (where, group, printed, expected, got))
+
+    def int_(self, where, m, group, expected):
+        got = m.group(group)
+        if got == str(expected):
+            self.verified(m.span(group))
+        else:
+            self.fail("%s: %s: expected %s, got %s" % (where, group, expected, got))
+
+    def text(self, where, m, group, expected):
+        """A name or label: exactly `expected`, or one of them when a list/set is given."""
+        got = m.group(group)
+        ok = got in expected if isinstance(expected, (set, list, tuple)) else got == expected
+        if ok:
+            self.verified(m.span(group))
+        else:
+            self.fail("%s: %s: expected %s, got %s" % (where, group, expected, got))
+
+    def residue(self, names):
+        """The section with the verified spans, the names and the template constants blanked."""
+        chars = list(self.section)
+        for a, b in self.spans:
+            for i in range(a, b):
+                chars[i] = "#"
+        s = "".join(chars)
+        for n in sorted(names, key=len, reverse=True) + TEMPLATE_CONSTANTS:
+            if n and re.search(r"\d", n):
+                s = s.replace(n, "#" * len(n))
+        return s
+
+
+# ------------------------------------------------------------------ sentence templates
+
+PLACE = {
+    "int": r"-?\d+",
+    "num": r"-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|inf)|n/a|exact|nan",
+    "name": r"\S+?",
+    "text": r".+?",
+    "opt": r".*?",
+    "s": r"s?",
+}
+
+
+def template(t):
+    """A sentence template: {name:kind} placeholders (PLACE), [[...]] optional, the rest literal."""
+    out, pos = [], 0
+    for m in re.finditer(r"\{(\w+):(\w+)\}|\[\[|\]\]", t):
+        out.append(re.escape(t[pos:m.start()]))
+        tok = m.group(0)
+        if tok == "[[":
+            out.append("(?:")
+        elif tok == "]]":
+            out.append(")?")
+        else:
+            out.append("(?P<%s>%s)" % (m.group(1), PLACE[m.group(2)]))
+        pos = m.end()
+    out.append(re.escape(t[pos:]))
+    return re.compile("".join(out))
+
+
+T = {
+    "reference": template(
+        "Reference configuration: **{label:text}** (TransformerEngine's default is history_len "
+        "1024, margin 0, amax_compute max). Over the {nsteps:int} steps of the replay (every step "
+        "of stream.csv, snapshot or amax.csv; warm-up left out), under it the largest element of "
+        "**{ovf_tensors:int} of {tensors:int} tensors** overflowed at some step ({ovf_steps:int} "
+        "tensor-steps in all), and for **{clip_tensors:int}** of them it clipped, i.e. saturated "
+        "past the rounding of the max ({clip_steps:int} tensor-steps)."),
+    "largest": template(
+        "The largest overshoot: **{tensor:name} at step {step:int}**, {ov:num} binades "
+        "({factor:num}x) past the max."),
+    "snapshot": template(
+        "At the snapshot steps, {tensors_clip:int} of {tensors:int} tensors have clipped values "
+        "({clipped:int} of {finite:int} values, rate {rate:num})."),
+    "warmup": template(
+        "Warm-up: each tensor's steps before a non-zero amax entered its history (here "
+        "step{plural:s} {steps:text}), where TransformerEngine's scale is still 1, are left out "
+        "of every rate, count and recommendation: {rows:int} rows of steps.csv, holding "
+        "{underflow:int} values flushed to zero and {clipped:int} clipped values."),
+    "rounding": template(
+        "Under current scaling (recipe {recipe:name}), {hair:int} of {rows:int} rows count an "
+        "overflow that is not clipped: the tensor's amax times RN32(max/amax) rounds a hair above "
+        "the max, and the cast saturates it with an error under half an FP8 ulp. Such rounding "
+        "overflows are not counted as clipped anywhere in this report."),
+    "spike": template(
+        "The worst event: **{tensor:name} at step {step:int}** reached amax {amax:num} while the "
+        "delayed scale, taken from earlier steps, could represent only {fits:num} ({binades:num} "
+        "binades too small a range): {clipped:int} of {n:int} values clipped and the SNR of the "
+        "cast fell to {snr:num} dB[[ (current scaling: {snr_cur:num} dB)]]."),
+    "spike_list": template(
+        "At step {step:int}, {count:int} tensor{plural:s} clipped more than one value: "
+        "{list:text}.\n"),
+    "after": template(
+        "After the spike, the delayed scale of {tensor:name} stayed at least 2x smaller than the "
+        "just-in-time one for {stale:int} of the {after:int} following snapshot steps (through "
+        "step {until:int}{end:opt}): the history still holds the spike's amax. Its underflow "
+        "rate (values flushed to zero) went from {before_rate:num} before the spike to "
+        "{after_rate:num} in those steps."),
+    "roles": template("By role, under {label:text} (every step of the replay):"),
+    "tensors": template("Tensors whose largest element overflowed under {label:text}, most "
+                        "clipped steps first:"),
+    "more": template("... and {more:int} more (see analysis.csv)."),
+    "bins": template(
+        "How far past the max the {ovf_steps:int} overflowed tensor-steps went: {b0:int} only by "
+        "rounding (not clipped), {b1:int} by less than 0.5 binade, {b2:int} by 0.5 to 1, "
+        "{b3:int} by 1 to 2, {b4:int} by 2 binades or more."),
+    "lag": template(
+        "Scale lag (log2 of the just-in-time scale over the delayed scale, at the snapshot steps; "
+        "negative: the delayed scale was too large, values saturate once it is below -margin): "
+        "the worst is {worst:num} binades for {tensor:name}; its median is {median:num}."),
+}
+
+ROLE_HEADER = ["role", "tensors", "with an overflowed step", "with a clipped step",
+               "clipped steps", "worst overshoot (binades)"]
+TENSOR_HEADER = ["tensor", "role", "steps overflowed", "steps clipped",
+                 "worst overshoot (binades)", "clipped rate (values)", "p5 SNR (dB)",
+                 "p5 SNR, current (dB)"]
+
+
+def find_one(ck, name, present):
+    """The one match of template `name` in the section (None, and a failure, when it is
+    missing or repeated; absent when not `present`)."""
+    ms = list(T[name].finditer(ck.section))
+    if not present:
+        ck.expect(not ms, "%s: the sentence is there, but the CSVs give it nothing to say" % name)
+        return None
+    if len(ms) != 1:
+        ck.fail("%s: expected the sentence once, found it %d times" % (name, len(ms)))
+        return None
+    return ms[0]
+
+
+def tables(section):
+    """The tables of the section: [(header, [(cells, spans)])] with the cells' spans in it."""
+    out, cur, pos = [], None, 0
+    for line in section.split("\n"):
+        start = pos
+        pos += len(line) + 1
+        if not line.startswith("|"):
+            cur = None
+            continue
+        cells, spans, i = [], [], 1
+        while True:
+            j = line.find("|", i)
+            if j < 0:
+                break
+            raw = line[i:j]
+            lead = len(raw) - len(raw.lstrip())
+            cells.append(raw.strip())
+            spans.append((start + i + lead, start + i + lead + len(raw.strip())))
+            i = j + 1
+        if cur is None:
+            cur = (cells, [])
+            out.append(cur)
+        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
+            cur[1].append((cells, spans))
+    return out
+
+
+# ------------------------------------------------------------------ recomputation
+
+
+class Run:
+    """Everything recomputed from the CSV files of one run directory."""
+
+    def __init__(self, outdir):
+        self.outdir = outdir
+        self.rows = load_steps(os.path.join(outdir, "steps.csv"))
+        # groups: (tensor, recipe, kind, format, h, m, ac) -> rows by step; tensor name order,
+        # then first appearance (as fp8lab's steps.csv loader orders them)
+        first = {}
+        groups = collections.defaultdict(list)
+        for r in self.rows:
+            k = (r["tensor"], r["recipe"], r["kind"], r["format"], r["h"], r["m"], r["ac"])
+            first.setdefault(k, r["line"])
+            groups[k].append(r)
+        self.group_keys = sorted(groups, key=lambda k: (k[0], first[k]))
+        for k in groups:
+            groups[k].sort(key=lambda r: r["step"])
+        self.groups = groups
+        self.configs = []  # experiment order
+        for k in self.group_keys:
+            c = (k[1], k[2], k[4], k[5], k[6])
+            if c not in self.configs:
+                self.configs.append(c)
+        self.tensors = sorted({r["tensor"] for r in self.rows})
+        self.role = {r["tensor"]: r["role"] for r in self.rows}
+        refs = [c for c in self.configs if c[1] == "delayed" and (c[2], c[3], c[4]) == REF_KEY]
+        assert len(refs) == 1, "expected one delayed configuration 1024/0/max, got %s" % refs
+        self.ref = refs[0]
+        curs = [c for c in self.configs if c[1] == "current"]
+        self.cur = curs[0] if curs else None
+        self.ref_groups = self.of_config(self.ref)  # tensor -> rows
+        self.cur_groups = self.of_config(self.cur) if self.cur else {}
+        self.load_stream()
+
+    def of_config(self, c):
+        out = {}
+        for k in self.group_keys:
+            if (k[1], k[2], k[4], k[5], k[6]) == c:
+                assert k[0] not in out, "two groups of %s under %s" % (k[0], c)
+                out[k[0]] = self.groups[k]
+        return out
+
+    def load_stream(self):
+        self.stream_keys = collections.Counter()
+        self.stream_rows = 0
+        self.stream_steps = set()
+        self.stream_step0_not_warmup = 0
+        self.ref_series = collections.defaultdict(list)  # tensor -> [(step, amax, scale, fmt, warmup)]
+        self.stream_snapshot = []  # (tensor, step, cfg, amax, scale) of rows with snapshot = 1
+        self.stream_other = []     # (tensor, step, amax) of a few rows with snapshot = 0
+        with open(os.path.join(self.outdir, "stream.csv"), newline="") as f:
+            for d in csv.DictReader(f):
+                self.stream_rows += 1
+                step = int(d["step"])
+                h, m, ac = int(d["history_len"]), int(d["margin"]), d["amax_compute"]
+                key = (step, d["tensor"], d["recipe"], d["format"], h, m, ac)
+                self.stream_keys[key] += 1
+                self.stream_steps.add(step)
+                w = int(d["warmup"])
+                if step == 0 and not w:
+                    self.stream_step0_not_warmup += 1
+                cfg = (d["recipe"], "delayed", h, m, ac)
+                if d["snapshot"] == "1":
+                    self.stream_snapshot.append((d["tensor"], step, cfg, d["amax"], d["scale"]))
+                elif cfg == self.ref:
+                    self.stream_other.append((d["tensor"], step, d["amax"]))
+                if cfg == self.ref:
+                    self.ref_series[d["tensor"]].append(
+                        (step, f32(d["amax"]), f32(d["scale"]), d["format"], w))
+        for s in self.ref_series.values():
+            s.sort()
+
+
+def stream_stats(run):
+    """Per reference tensor, over its non-warm-up stream steps where it ran (amax > 0)."""
+    per = {}
+    bins = [0] * 5
+    worst = (-math.inf, [])
+    for t in run.tensors:
+        ran = ovf = clip = 0
+        ov_max = -math.inf
+        for step, a, s, fmt, w in run.ref_series.get(t, []):
+            if w or not a > 0:
+                continue
+            ran += 1
+            o, c, ov = overflowed(a, s, fmt), clipped(a, s, fmt), overshoot(a, s, fmt)
+            ovf += o
+            clip += c
+            if o:
+                bins[0 if not c else 1 if ov < 0.5 else 2 if ov < 1 else 3 if ov < 2 else 4] += 1
+            ov_max = max(ov_max, ov)
+            if ov > worst[0]:
+                worst = (ov, [(t, step)])
+            elif ov == worst[0]:
+                worst[1].append((t, step))
+        per[t] = {"ran": ran, "ovf": ovf, "clip": clip, "ov_max": ov_max}
+    return per, bins, worst
+
+
+def steps_stats(rows):
+    """One group's non-warm-up snapshot rows: clipped, finite, the p5 SNR, the scale lags."""
+    live = [r for r in rows if not r["warmup"]]
+    clip = sum(r["clipped"] for r in live)
+    finite = sum(r["n"] - r["nonfinite"] for r in live)
+    snr = sorted(min(r["snr"], SNR_CAP) for r in live if not math.isnan(r["mse"]))
+    lags = []
+    for r in live:
+        margin = r["m"] if r["kind"] == "delayed" else 0
+        lag = scale_lag(r["scale"], r["amax"], r["format"], margin)
+        if not math.isnan(lag):
+            lags.append(lag if r["kind"] == "delayed" else 0.0)
+    lags.sort()
+    return {
+        "clipped": clip,
+        "finite": finite,
+        "clipped_rate": clip / finite if finite else float("nan"),
+        "p5": quantile(snr, 0.05),
+        "lag_worst": lags[0] if lags else float("nan"),
+        "lag_median": quantile(lags, 0.5),
+        "lag_rows": len(lags),
+    }
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def check_findings(run, section, ck):
+    per, bins, worst = stream_stats(run)
+    snap = {t: steps_stats(rows) for t, rows in run.ref_groups.items()}
+    ref_label = cfg_label(run.ref)
+    ntensors = len(run.ref_groups)
+
+    # the reference paragraph
+    m = find_one(ck, "reference", True)
+    if m:
+        w = "reference paragraph"
+        ck.text(w, m, "label", ref_label)
+        ck.int_(w, m, "nsteps", len(run.stream_steps))
+        ck.int_(w, m, "tensors", ntensors)
+        ck.int_(w, m, "ovf_tensors", sum(1 for t in run.ref_groups if per[t]["ovf"] > 0))
+        ck.int_(w, m, "ovf_steps", sum(p["ovf"] for p in per.values()))
+        ck.int_(w, m, "clip_tensors", sum(1 for t in run.ref_groups if per[t]["clip"] > 0))
+        ck.int_(w, m, "clip_steps", sum(p["clip"] for p in per.values()))
+
+    # the largest overshoot
+    m = find_one(ck, "largest", worst[0] > 0)
+    if m:
+        w = "largest overshoot"
+        ck.text(w, m, "tensor", {t for t, _ in worst[1]})
+        ck.text(w, m, "step", {str(s) for t, s in worst[1] if t == m.group("tensor")})
+        ck.num(w, m, "ov", worst[0], "%.2f" % worst[0])
+        ck.num(w, m, "factor", 2.0 ** worst[0], "%.2f" % 2.0 ** worst[0])
+
+    # clipped values at the snapshot steps
+    m = find_one(ck, "snapshot", True)
+    if m:
+        w = "snapshot clipped values"
+        clip = sum(s["clipped"] for s in snap.values())
+        finite = sum(s["finite"] for s in snap.values())
+        rate = clip / finite if finite else float("nan")
+        ck.int_(w, m, "tensors_clip", sum(1 for s in snap.values() if s["clipped"] > 0))
+        ck.int_(w, m, "tensors", ntensors)
+        ck.int_(w, m, "clipped", clip)
+        ck.int_(w, m, "finite", finite)
+        ck.num(w, m, "rate", rate, fmt_rate(rate))
+
+    check_warmup(run, ck)
+    check_rounding(run, ck)
+    check_spike(run, ck)
+    check_tables(run, ck, per, snap, ref_label)
+
+    # the distribution of overshoot
+    ovf_steps = sum(p["ovf"] for p in per.values())
+    m = find_one(ck, "bins", ovf_steps > 0)
+    if m:
+        ck.int_("overshoot distribution", m, "ovf_steps", ovf_steps)
+        for i in range(5):
+            ck.int_("overshoot distribution", m, "b%d" % i, bins[i])
+        ck.expect(sum(bins) == ovf_steps, "overshoot bins do not add up")
+
+    # the scale lag: the most negative worst lag of a reference tensor
+    lagged = [(s["lag_worst"], t) for t, s in snap.items() if s["lag_rows"] > 0]
+    low = min(lagged)[0] if lagged else 0.0
+    m = find_one(ck, "lag", low < 0)
+    if m:
+        w = "scale lag"
+        ck.text(w, m, "tensor", {t for l, t in lagged if l == low})
+        t = m.group("tensor")
+        if t in snap:
+            ck.num(w, m, "worst", low, "%.2f" % low)
+            med = snap[t]["lag_median"]
+            ck.num(w, m, "median", med, "%.2f" % med)
+            a = analysis_row(run, t, run.ref)
+            if a:  # analysis.csv defines them: it must agree
+                ck.expect("%.2f" % float(a["lag_worst"]) == "%.2f" % low and
+                          "%.2f" % float(a["lag_median"]) == "%.2f" % med,
+                          "scale lag of %s: analysis.csv says %s / %s, steps.csv gives %r / %r" %
+                          (t, a["lag_worst"], a["lag_median"], low, med))
+
+
+def check_warmup(run, ck):
+    w = "warm-up sentence"
+    warm = [r for r in run.rows if r["warmup"]]
+    steps = []
+    for r in warm:
+        if r["step"] not in steps:
+            steps.append(r["step"])
+    m = find_one(ck, "warmup", bool(warm))
+    if not m:
+        return
+    shown = ", ".join(str(s) for s in steps[:5]) + (", ..." if len(steps) > 5 else "")
+    ck.text(w, m, "steps", shown)
+    ck.text(w, m, "plural", "s" if len(steps) > 1 else "")
+    ck.int_(w, m, "rows", len(warm))
+    ck.int_(w, m, "underflow", sum(r["underflow"] for r in warm))
+    ck.int_(w, m, "clipped", sum(r["clipped"] for r in warm))
+    # step 0 is excluded and said to be
+    step0 = [r for r in run.rows if r["step"] == 0]
+    ck.expect(step0 and all(r["warmup"] for r in step0),
+              "step 0: %d of %d steps.csv rows are not warm-up" %
+              (sum(1 for r in step0 if not r["warmup"]), len(step0)))
+    ck.expect(run.stream_step0_not_warmup == 0,
+              "step 0: %d stream.csv rows are not warm-up" % run.stream_step0_not_warmup)
+    ck.expect(m.group("steps").split(", ")[0] == "0", "the warm-up sentence does not say step 0")
+    # "where TransformerEngine's scale is still 1": the delayed warm-up rows
+    ones = [r for r in warm if r["kind"] == "delayed"]
+    ck.expect(all(r["scale"] == 1 for r in ones),
+              "warm-up: %d delayed warm-up rows have a scale other than 1" %
+              sum(1 for r in ones if r["scale"] != 1))
+
+
+def check_rounding(run, ck):
+    rows = hair = 0
+    for t, g in run.cur_groups.items():
+        for r in g:
+            if r["warmup"]:
+                continue
+            rows += 1
+            hair += r["overflow"] > r["clipped"]
+    m = find_one(ck, "rounding", hair > 0)
+    if m:
+        w = "current-scaling rounding sentence"
+        ck.text(w, m, "recipe", run.cur[0])
+        ck.int_(w, m, "hair", hair)
+        ck.int_(w, m, "rows", rows)
+
+
+def row_at(rows, step):
+    for r in rows:
+        if r["step"] == step:
+            return r
+    return None
+
+
+def check_spike(run, ck):
+    live = [r for t in run.tensors for r in run.ref_groups.get(t, []) if not r["warmup"]]
+    most = max((r["clipped"] for r in live), default=0)
+    m = find_one(ck, "spike", most > 0)
+    if not m:
+        find_one(ck, "after", False)
+        return
+    w = "worst event"
+    ck.text(w, m, "tensor", {r["tensor"] for r in live if r["clipped"] == most})
+    cands = [r for r in live if r["clipped"] == most and r["tensor"] == m.group("tensor")]
+    ck.text(w, m, "step", {str(r["step"]) for r in cands})
+    row = [r for r in cands if str(r["step"]) == m.group("step")]
+    if not row:
+        return
+    row = row[0]
+    amax, scale, fmax = float(row["amax"]), float(row["scale"]), FMAX[row["format"]]
+    fits = fmax / scale
+    ck.num(w, m, "amax", amax, "%.4g" % amax)
+    ck.num(w, m, "fits", fits, "%.4g" % fits)
+    ck.num(w, m, "binades", math.log2(amax / fits), "%.2f" % math.log2(amax / fits))
+    ck.int_(w, m, "clipped", row["clipped"])
+    ck.int_(w, m, "n", row["n"])
+    ck.num(w, m, "snr", row["snr"], fmt_db(row["snr"]))
+    cur = row_at(run.cur_groups.get(row["tensor"], []), row["step"])
+    if cur:
+        if ck.expect(m.group("snr_cur") is not None, "worst event: no current-scaling SNR"):
+            ck.num(w, m, "snr_cur", cur["snr"], fmt_db(cur["snr"]))
+    else:
+        ck.expect(m.group("snr_cur") is None, "worst event: a current-scaling SNR with no row")
+
+    # the tensors that clipped more than one value at the spike step
+    hit = []
+    for t in run.tensors:
+        x = row_at(run.ref_groups.get(t, []), row["step"])
+        if x and not x["warmup"] and x["clipped"] > 1:
+            hit.append((t, x["clipped"]))
+    ml = find_one(ck, "spike_list", bool(hit))
+    if ml:
+        w = "tensors clipped at the spike step"
+        ck.int_(w, ml, "step", row["step"])
+        ck.int_(w, ml, "count", len(hit))
+        ck.text(w, ml, "plural", "" if len(hit) == 1 else "s")
+        base = ml.start("list")
+        items = list(re.finditer(r"(\S+) \((\d+) values\)(?:, |$)", ml.group("list")))
+        got = [(i.group(1), int(i.group(2))) for i in items]
+        if ck.expect(got == hit, "%s: expected %s, got %s" % (w, hit, ml.group("list"))):
+            for i in items:
+                ck.verified((base + i.start(1), base + i.end(1)))
+                ck.verified((base + i.start(2), base + i.end(2)))
+
+    check_after_spike(run, ck, row)
+
+
+def check_after_spike(run, ck, srow):
+    g = run.ref_groups[srow["tensor"]]
+    uf_b = fin_b = uf_a = fin_a = 0
+    stale = n_after = 0
+    until, running = None, True
+    for r in g:
+        if r["warmup"]:
+            continue
+        if r["step"] < srow["step"]:
+            uf_b += r["underflow"]
+            fin_b += r["n"] - r["nonfinite"]
+            continue
+        if r["step"] == srow["step"]:
+            continue
+        n_after += 1
+        lag = scale_lag(r["scale"], r["amax"], r["format"], r["m"])
+        if running and lag >= 1.0:
+            stale += 1
+            until = r["step"]
+            uf_a += r["underflow"]
+            fin_a += r["n"] - r["nonfinite"]
+        else:
+            running = False
+    m = find_one(ck, "after", stale > 0 and fin_b > 0 and fin_a > 0)
+    if not m:
+        return
+    w = "after the spike"
+    ck.text(w, m, "tensor", srow["tensor"])
+    ck.int_(w, m, "stale", stale)
+    ck.int_(w, m, "after", n_after)
+    ck.int_(w, m, "until", until)
+    ck.text(w, m, "end", ", the end of the run" if stale == n_after else "")
+    ck.num(w, m, "before_rate", uf_b / fin_b, "%.3g" % (uf_b / fin_b))
+    ck.num(w, m, "after_rate", uf_a / fin_a, "%.3g" % (uf_a / fin_a))
+
+
+def analysis_row(run, tensor, cfg):
+    if not hasattr(run, "_analysis"):
+        run._analysis = {}
+        for d in load_csv(os.path.join(run.outdir, "analysis.csv")):
+            kind = d["kind"]
+            c = (d["recipe"], kind, opt_int(d["history_len"]), opt_int(d["margin"]),
+                 d["amax_compute"] if kind == "delayed" else "")
+            run._analysis[(d["tensor"], c)] = d
+    return run._analysis.get((tensor, cfg))
+
+
+def cell_check(ck, where, cells, spans, i, expected, printed=None):
+    """Cell i of a table row: its text `printed` (default: str(expected)) at the printed
+    precision."""
+    got = cells[i]
+    printed = str(expected) if printed is None else printed
+    ok = agrees(got, expected, printed) if isinstance(expected, float) else got == printed
+    if ok:
+        ck.verified(spans[i])
+    else:
+        ck.fail("%s: column %r: expected %s, got %s" % (where, cells and i, printed, got))
+
+
+def check_tables(run, ck, per, snap, ref_label):
+    tabs = tables(ck.section)
+    by_header = {tuple(h): rows for h, rows in tabs}
+    ck.expect(len(tabs) == len(by_header), "two tables with one header")
+
+    # by role
+    m = find_one(ck, "roles", True)
+    if m:
+        ck.text("role table intro", m, "label", ref_label)
+    rows = by_header.get(tuple(ROLE_HEADER))
+    if ck.expect(rows is not None, "no table by role"):
+        expected = []
+        for role in ROLE_ORDER:
+            ts = [t for t in run.ref_groups if run.role[t] == role]
+            if not ts:
+                continue
+            hit = [t for t in ts if per[t]["ovf"] > 0]
+            worst = max((per[t]["ov_max"] for t in hit), default=float("nan"))
+            expected.append((role or "(no role)", len(ts), len(hit),
+                             sum(1 for t in hit if per[t]["clip"] > 0),
+                             sum(per[t]["clip"] for t in hit), worst))
+        ck.expect([c[0] for c, _ in rows] == [e[0] for e in expected],
+                  "role table: roles %s, expected %s" %
+                  ([c[0] for c, _ in rows], [e[0] for e in expected]))
+        for (cells, spans), e in zip(rows, expected):
+            if cells[0] != e[0] or len(cells) != 6:
+                continue
+            w = "role table, %s" % e[0]
+            for i in range(1, 5):
+                cell_check(ck, w, cells, spans, i, e[i])
+            cell_check(ck, w, cells, spans, 5, e[5], "%.2f" % e[5] if e[2] else "n/a")
+
+    # by tensor: overflowed tensors, clipped steps desc, overflowed steps desc, overshoot desc
+    order = {t: i for i, t in enumerate(run.tensors)}
+    ov = sorted((t for t in run.ref_groups if per[t]["ovf"] > 0),
+                key=lambda t: (-per[t]["clip"], -per[t]["ovf"], -per[t]["ov_max"], order[t]))
+    m = find_one(ck, "tensors", bool(ov))
+    if m:
+        ck.text("tensor table intro", m, "label", ref_label)
+    rows = by_header.get(tuple(TENSOR_HEADER))
+    if ck.expect((rows is not None) == bool(ov), "the table by tensor is missing or extra"):
+        shown = ov[:MAX_TABLE]
+        got = [c[0] for c, _ in (rows or [])]
+        ck.expect(got == shown, "tensor table: rows\n  %s\nexpected\n  %s" % (got, shown))
+        for cells, spans in rows or []:
+            t = cells[0]
+            if t not in shown or len(cells) != 8:
+                continue
+            ck.verified(spans[0])
+            w = "tensor table, %s" % t
+            p = per[t]
+            cell_check(ck, w, cells, spans, 1, run.role[t] or "(no role)")
+            mo = re.fullmatch(r"(\d+) of (\d+)", cells[2])
+            if ck.expect(mo is not None, "%s: steps overflowed: %r" % (w, cells[2])):
+                s = spans[2][0]
+                if mo.group(1) == str(p["ovf"]):
+                    ck.verified((s + mo.start(1), s + mo.end(1)))
+                else:
+                    ck.fail("%s: steps overflowed: expected %d, got %s" % (w, p["ovf"], mo.group(1)))
+                if mo.group(2) == str(p["ran"]):
+                    ck.verified((s + mo.start(2), s + mo.end(2)))
+                else:
+                    ck.fail("%s: steps overflowed 'of N' (non-warm-up stream steps where the "
+                            "tensor ran, amax > 0): expected %d, got %s" %
+                            (w, p["ran"], mo.group(2)))
+            cell_check(ck, w, cells, spans, 3, p["clip"])
+            cell_check(ck, w, cells, spans, 4, p["ov_max"], "%.2f" % p["ov_max"])
+            s = snap[t]
+            cell_check(ck, w, cells, spans, 5, s["clipped_rate"], fmt_rate(s["clipped_rate"]))
+            cell_check(ck, w, cells, spans, 6, s["p5"], fmt_db(s["p5"]))
+            cur = steps_stats(run.cur_groups[t])["p5"] if t in run.cur_groups else float("nan")
+            cell_check(ck, w, cells, spans, 7, cur, fmt_db(cur))
+            # analysis.csv defines the p5 SNR: it must agree with the recomputation
+            for c, v in ((run.ref, s["p5"]), (run.cur, cur)):
+                a = analysis_row(run, t, c) if c else None
+                if a:
+                    ck.expect(fmt_db(float(a["snr_p5"])) == fmt_db(v),
+                              "%s: analysis.csv snr_p5 %s under %s, steps.csv gives %r" %
+                              (w, a["snr_p5"], cfg_label(c), v))
+    m = find_one(ck, "more", len(ov) > MAX_TABLE)
+    if m:
+        ck.int_("tensor table, more", m, "more", len(ov) - MAX_TABLE)
+
+
+def check_stream_rows(run, ck):
+    """One stream.csv row per (step of the trace, tensor, delayed configuration)."""
+    trace = os.path.join(run.outdir, "trace")
+    snaps = set()
+    for f in os.listdir(trace):
+        mo = re.fullmatch(r"step_(\d+)\..+", f)
+        if mo:
+            snaps.add(int(mo.group(1)))
+    amax_rows = load_csv(os.path.join(trace, "amax.csv"))
+    amax_of = {(int(d["step"]), d["tensor"]): d["amax"] for d in amax_rows}
+    steps = snaps | {s for s, _ in amax_of}
+    ck.expect(snaps and amax_of, "the trace has no snapshot or no amax.csv row")
+    ck.expect({t for _, t in amax_of} == set(run.tensors),
+              "amax.csv's tensors differ from steps.csv's")
+    fmt = {(r["tensor"], r["recipe"]): r["format"] for r in run.rows if r["kind"] == "delayed"}
+    delayed = [c for c in run.configs if c[1] == "delayed"]
+    expected = {(s, t, c[0], fmt[(t, c[0])], c[2], c[3], c[4])
+                for s in steps for t in run.tensors for c in delayed}
+    got = set(run.stream_keys)
+    dup = [k for k, n in run.stream_keys.items() if n > 1]
+    ck.expect(not dup, "stream.csv: %d keys repeated, e.g. %s" % (len(dup), dup[:3]))
+    ck.expect(got == expected,
+              "stream.csv: %d (step, tensor, configuration) rows missing (e.g. %s), %d extra "
+              "(e.g. %s)" % (len(expected - got), sorted(expected - got)[:3], len(got - expected),
+                             sorted(got - expected)[:3]))
+    ck.expect(run.stream_rows == len(steps) * len(run.tensors) * len(delayed),
+              "stream.csv: %d rows, expected %d steps x %d tensors x %d delayed configurations" %
+              (run.stream_rows, len(steps), len(run.tensors), len(delayed)))
+    # its snapshot rows are steps.csv's rows (amax, scale), its other rows carry amax.csv's amax
+    srow = {(r["tensor"], r["step"], cfg_of(r)): r for r in run.rows if r["kind"] == "delayed"}
+    bad = [k for k in run.stream_snapshot
+           if k[:3] not in srow or f32(k[3]) != srow[k[:3]]["amax"] or
+           f32(k[4]) != srow[k[:3]]["scale"]]
+    ck.expect(not bad, "stream.csv: %d snapshot rows differ from steps.csv, e.g. %s" %
+              (len(bad), bad[:3]))
+    ck.expect(len(run.stream_snapshot) == len(srow),
+              "stream.csv: %d snapshot rows, steps.csv has %d delayed rows" %
+              (len(run.stream_snapshot), len(srow)))
+    bad = [k for k in run.stream_other
+           if (k[1], k[0]) not in amax_of or f32(k[2]) != f32(amax_of[(k[1], k[0])])]
+    ck.expect(not bad, "stream.csv: %d non-snapshot rows whose amax is not amax.csv's, e.g. %s" %
+              (len(bad), bad[:3]))
+
+
+def findings_section(report):
+    lines = report.split("\n")
+    try:
+        i = lines.index("## Findings")
+    except ValueError:
+        return None
+    j = i + 1
+    while j < len(lines) and not lines[j].startswith("## "):
+        j += 1
+    return "\n".join(lines[i + 1:j]) + "\n"
+
+
+def main():
+    args = sys.argv[1:]
+    outdir = None
+    if len(args) == 3 and args[1] == "--outdir":
+        outdir = args[2]
+    elif len(args) != 1:
+        print(__doc__)
+        return 2
+    tmp = None
+    if outdir is None:
+        keep = os.environ.get("FP8LAB_KEEP_TMP")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            outdir = os.path.join(keep, "quickstart")
+        else:
+            tmp = tempfile.mkdtemp(prefix="fp8lab_findings_")
+            outdir = os.path.join(tmp, "quickstart")
+        cmd = [args[0], "run", os.path.join(ROOT, "experiments", "quickstart.ini"), "--out", outdir,
+               "--force", "--quiet"]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            print("FAILED: %s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stdout))
+            return 1
+    try:
+        with open(os.path.join(outdir, "report.md")) as f:
+            section = findings_section(f.read())
+        if section is None:
+            print("FAILED: report.md has no '## Findings' section")
+            return 1
+        run = Run(outdir)
+        ck = Checker(section)
+        check_findings(run, section, ck)
+        check_stream_rows(run, ck)
+        # no number left unverified
+        names = set(run.tensors) | {cfg_label(c) for c in run.configs}
+        left = ck.residue(names)
+        for mo in re.finditer(r"\d+", left):
+            a, b = max(0, mo.start() - 50), min(len(section), mo.end() + 50)
+            ck.fail("an unverified number in the Findings section: %r in ...%s..." %
+                    (section[mo.start():mo.end()], section[a:b].replace("\n", " ")))
+        if ck.errors:
+            print("FAILED: %d mismatches between report.md's Findings and the CSVs of %s:" %
+                  (len(ck.errors), outdir))
+            for e in ck.errors:
+                print("  - " + e)
+            return 1
+        print("ok: every number of the Findings section (%d verified) agrees with steps.csv and "
+              "stream.csv; step 0 is warm-up; stream.csv has one row per step x tensor x delayed "
+              "configuration (%d rows)" % (len(ck.spans), run.stream_rows))
+        return 0
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
