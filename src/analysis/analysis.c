@@ -180,11 +180,12 @@ int fp8_analysis_stream_series(const fp8_stream_series *s, fp8_group_stats *o) {
   size_t k = 0;
   o->stream_steps = o->stream_overflow_steps = o->stream_clipped_steps = 0;
   for (size_t i = 0; i < s->n; i++) {
-    if (s->warmup[i]) continue;
+    /* steps of this tensor: a step where it did not run (amax 0) is none of its steps */
+    if (s->warmup[i] || !(s->amax[i] > 0.0f)) continue;
     o->stream_steps++;
     o->stream_overflow_steps += fp8_stream_overflowed(s->amax[i], s->scale[i], s->format);
     o->stream_clipped_steps += fp8_stream_clipped(s->amax[i], s->scale[i], s->format);
-    if (s->amax[i] > 0.0f) ov[k++] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
+    ov[k++] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
   }
   o->overshoot_p50 = o->overshoot_p95 = o->stream_overshoot_max = NAN;
   if (k) {

@@ -294,7 +294,8 @@ typedef struct {
   double cos_median;             /**< median cos_sim over the rows that have one; nan if none */
   double overshoot_max;          /**< max overshoot over the rows; nan when there is none */
   /* the stream (delayed groups of a run with stream.csv; fp8_analysis_add_stream) */
-  int64_t stream_steps;          /**< non-warm-up stream steps; -1: no stream for this group */
+  int64_t stream_steps;          /**< non-warm-up stream steps the tensor ran (amax > 0); -1: no
+                                      stream for this group */
   int64_t stream_overflow_steps; /**< ... whose largest element overflowed (fp8_stream_overflowed) */
   int64_t stream_clipped_steps;  /**< ... whose largest element clipped (fp8_stream_clipped) */
   double overshoot_p50, overshoot_p95, stream_overshoot_max; /**< over those with amax > 0 */

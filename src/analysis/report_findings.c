@@ -97,7 +97,8 @@ static void findings_reference(rep_t *r, fp8_doc *d, const ref_totals *t, int64_
   char over[256];
   if (r->have_stream)
     snprintf(over, sizeof over, "Over the %lld steps of the replay (every step of stream.csv, "
-             "snapshot or amax.csv; warm-up left out)", (long long)t->nsteps);
+             "snapshot or amax.csv; each tensor's warm-up steps and the steps it did not run left "
+             "out)", (long long)t->nsteps);
   else
     snprintf(over, sizeof over, "Over the %lld snapshot steps (this run has no stream.csv; "
              "warm-up left out)", (long long)snap_steps);
@@ -147,7 +148,8 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
              "%lld`)", (long long)r->warmup_override, (long long)r->warmup_override);
   else
     snprintf(who, sizeof who, "each tensor's steps before a non-zero amax entered its history "
-             "(here step%s %s), where TransformerEngine's scale is still 1,", nsteps > 1 ? "s" : "",
+             "(here step%s %s), where delayed scaling's scale is still 1 (the same steps for every "
+             "configuration, so that all are compared over the same steps),", nsteps > 1 ? "s" : "",
              list);
   fp8_doc_markdownf(d, "Warm-up: %s are left out of every rate, count and recommendation: %lld rows "
                     "of steps.csv, holding %lld values flushed to zero and %lld clipped values.",

@@ -69,7 +69,7 @@ REF_KEY = (1024, 0, "max")  # TransformerEngine's default: history_len, margin, 
 # verified numbers, tensor names and labels) before the no-digit-left check.
 TEMPLATE_CONSTANTS = [
     "history_len 1024, margin 0",
-    "scale is still 1,",
+    "scale is still 1 (the same steps",
     "RN32(max/amax)",
     "half an FP8 ulp",
     "at least 2x smaller",
@@ -329,7 +329,8 @@ T = {
     "reference": template(
         "Reference configuration: **{label:text}** (TransformerEngine's default is history_len "
         "1024, margin 0, amax_compute max). Over the {nsteps:int} steps of the replay (every step "
-        "of stream.csv, snapshot or amax.csv; warm-up left out), under it the largest element of "
+        "of stream.csv, snapshot or amax.csv; each tensor's warm-up steps and the steps it did not "
+        "run left out), under it the largest element of "
         "**{ovf_tensors:int} of {tensors:int} tensors** overflowed at some step ({ovf_steps:int} "
         "tensor-steps in all), and for **{clip_tensors:int}** of them it clipped, i.e. saturated "
         "past the rounding of the max ({clip_steps:int} tensor-steps)."),
@@ -341,7 +342,8 @@ T = {
         "({clipped:int} of {finite:int} values, rate {rate:num})."),
     "warmup": template(
         "Warm-up: each tensor's steps before a non-zero amax entered its history (here "
-        "step{plural:s} {steps:text}), where TransformerEngine's scale is still 1, are left out "
+        "step{plural:s} {steps:text}), where delayed scaling's scale is still 1 (the same steps for "
+        "every configuration, so that all are compared over the same steps), are left out "
         "of every rate, count and recommendation: {rows:int} rows of steps.csv, holding "
         "{underflow:int} values flushed to zero and {clipped:int} clipped values."),
     "rounding": template(
