@@ -156,7 +156,7 @@ START_TEST(test_defaults) {
                                "[trace]\npath = synth:small\n"
                                "[recipe.a]\nkind = delayed\n"
                                "[recipe.b]\nkind = current\n"
-                               "[recipe.c]\nkind = current\nformat = e4m3, e5m2, hybrid\n"
+                               "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
                                "amax_epsilon = 1e-12\npow2 = YES\nmargin = -2\n");
   fp8_experiment ex;
   char err[512];
@@ -167,7 +167,7 @@ START_TEST(test_defaults) {
   ck_assert_uint_eq(ex.ntensor_globs, 0);
   ck_assert_ptr_null(ex.out_dir);
   ck_assert_str_eq(ex.name, "d");
-  ck_assert_uint_eq(ex.nconfigs, 5);
+  ck_assert_uint_eq(ex.nconfigs, 4);
   check_delayed(&ex.configs[0], "a", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
   ck_assert_int_eq(ex.configs[1].kind, FP8_KIND_CURRENT);
   ck_assert_str_eq(ex.configs[1].label, "b");
@@ -175,8 +175,9 @@ START_TEST(test_defaults) {
   ck_assert_float_eq(ex.configs[1].amax_epsilon, 0.0f);
   ck_assert_int_eq(ex.configs[1].pow2, 0);
   ck_assert_int_eq(ex.configs[1].margin, 0);
-  static const fp8_format_sel fmts[3] = {FP8_SEL_E4M3, FP8_SEL_E5M2, FP8_SEL_HYBRID};
-  for (int i = 0; i < 3; i++) {
+  /* a list of e4m3 and e5m2 is fine: the format column tells them apart */
+  static const fp8_format_sel fmts[2] = {FP8_SEL_E4M3, FP8_SEL_E5M2};
+  for (int i = 0; i < 2; i++) {
     const fp8_config *c = &ex.configs[2 + i];
     ck_assert_str_eq(c->label, "c");
     ck_assert_int_eq(c->format, fmts[i]);
@@ -566,6 +567,19 @@ static const bad_case bad_cases[] = {
     {T "reduce_group = 65537\n" D, 3, "1..65536"},
     {T "reduce_group = 2\nreduce_group = 2\n" D, 4, "given twice"},
     {T "[recipe.r]\nkind = current\nformat = hybrid, e4m3, e5m2, e4m3\n", 5, "duplicate"},
+    /* a format list with hybrid and a format it resolves to for some role: the rows of those
+     * tensors could not be told apart (steps.csv shows the resolved format), in every kind */
+    {T D "format = hybrid, e4m3\n", 5,
+     "bad format list \"hybrid, e4m3\": hybrid casts the forward roles (input, weight, output) to "
+     "e4m3 too, so their rows could not be told apart (steps.csv shows the resolved format): use "
+     "one [recipe.*] section per format"},
+    {T D "format = e5m2, hybrid\n", 5,
+     "hybrid casts the backward roles (grad_output, grad_input) to e5m2 too"},
+    {T D "history_len = 1, 2\nformat = e4m3, e5m2, hybrid\n", 6, "forward roles (input, weight, output) to e4m3"},
+    {T "[recipe.r]\nkind = current\nformat = hybrid, e5m2\n", 5, "bad format list"},
+    {T "[recipe.r]\nformat = e4m3, hybrid\nkind = mxfp8\n", 4, "bad format list"},
+    {T "[recipe.r]\nkind = block\nformat = hybrid, e4m3\n", 5, "bad format list"},
+    {T "[recipe.r]\nkind = rowwise\nformat = hybrid, e5m2\n", 5, "bad format list"},
     /* the first error in the file wins, whatever order the checks run in */
     {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
     {T "[recipe.r]\nhistory_len = 4\nkind = current\n[bad]\n", 4, "not a key"},

@@ -446,7 +446,8 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid, e5m2\n[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
+                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                        "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
                         "[recipe.mx]\nkind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
@@ -491,7 +492,8 @@ START_TEST(test_threads_same_gemm) {
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid, e5m2\n[recipe.c]\nkind = current\n[recipe.mx]\n"
+                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                        "[recipe.c]\nkind = current\n[recipe.mx]\n"
                         "kind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 1 --out g1"), 0);

@@ -144,6 +144,28 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   return 0;
 }
 
+/* A format list (items parsed and distinct) may not hold hybrid together with e4m3 or e5m2, in
+ * any kind: hybrid resolves to e4m3 for the forward roles and to e5m2 for the backward ones,
+ * so for those tensors the two configurations would give rows that nothing tells apart
+ * (steps.csv shows the resolved format, gemm.csv has no format column; the report then fails
+ * with "duplicate row"). e4m3 with e5m2 is fine: the format column differs. */
+static void format_list_check(exp_ctx *c, const exp_entry *e, const int64_t *v, size_t n) {
+  int hybrid = 0;
+  fp8_format_sel other = FP8_SEL_HYBRID;
+  for (size_t j = 0; j < n; j++) {
+    if (v[j] == FP8_SEL_HYBRID) hybrid = 1;
+    else if (other == FP8_SEL_HYBRID) other = (fp8_format_sel)v[j];
+  }
+  if (!hybrid || other == FP8_SEL_HYBRID) return;
+  int fwd = other == FP8_SEL_E4M3;
+  fp8_exp_fail(c, e->line,
+               "bad format list \"%s\": hybrid casts the %s roles (%s) to %s too, so their rows "
+               "could not be told apart (steps.csv shows the resolved format): use one "
+               "[recipe.*] section per format",
+               e->value, fwd ? "forward" : "backward",
+               fwd ? "input, weight, output" : "grad_output, grad_input", fwd ? "e4m3" : "e5m2");
+}
+
 /* The comma list of key k (a key of kind) into ax->vals[k]: its items parsed, distinct; a bad
  * item is reported and ends the list. -1 when out of memory (c->nomem set), else 0. */
 static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind kind,
@@ -189,6 +211,7 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
     }
     ax->nvals[k] = j + 1;
   }
+  if (k == K_FORMAT && ax->nvals[k] == l.n) format_list_check(c, e, v, l.n);
   fp8_exp_list_free(&l);
   return 0;
 }
