@@ -249,6 +249,19 @@ START_TEST(test_steps_and_globs) {
   ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.3.fc1.weight"));
   ck_assert(fp8_experiment_tensor_selected(&ex, "blocks.0.attn.qkv.grad_output"));
   ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.0.attn.proj.input"));
+  /* against a trace's snapshot steps: one selected is enough; none is an error at the line */
+  ck_assert_int_eq(ex.steps_line, 3);
+  static const int64_t snaps[3] = {0, 15, 40}, other[3] = {0, 12, 40};
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, snaps, 3, "tr", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, other, 3, "tr", err, sizeof err), FP8_EINVAL);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:3: steps = 10-20:5 selects none of the 3 snapshot steps of the "
+           "trace tr (0..40)", path);
+  ck_assert_str_eq(err, want);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, NULL, 0, "tr", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: steps = 10-20:5 selects no snapshot step: the trace tr has no "
+           "snapshot", path);
+  ck_assert_str_eq(err, want);
   fp8_experiment_free(&ex);
 
   /* a single step; no tensors key selects everything */
@@ -264,6 +277,8 @@ START_TEST(test_steps_and_globs) {
   /* no steps key: every step */
   path = write_ini("all.ini", "[trace]\npath = t\n[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.steps_line, 0);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, NULL, 0, "tr", err, sizeof err), FP8_OK);
   ck_assert(fp8_experiment_step_selected(&ex, 0));
   ck_assert(fp8_experiment_step_selected(&ex, 123456789));
   fp8_experiment_free(&ex);

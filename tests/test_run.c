@@ -599,6 +599,43 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* A [trace] steps selection that holds no snapshot step would give CSVs without a row (and a
+ * report that fails on them only after they were written): refused up front at the key's line,
+ * like a tensors selection that matches nothing, with and without the report. A selection of
+ * amax.csv steps only (step 1) has no row either. */
+START_TEST(test_steps_selecting_nothing) {
+  write_tiny_trace();
+  char *out;
+  write_text("s1.ini", "[trace]\npath = trace\nsteps = 5-9\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s1.ini --no-report --out o1"), 2);
+  ck_assert_str_eq(out, "fp8lab: s1.ini:3: steps = 5-9 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "run s1.ini --out o1"), 2);
+  ck_assert_str_eq(out, "fp8lab: s1.ini:3: steps = 5-9 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  char *p = path_in("o1/steps.csv");
+  struct stat sb;
+  ck_assert_int_ne(stat(p, &sb), 0);
+  free(p);
+  write_text("s2.ini", "[trace]\npath = trace\n\nsteps = 1-1:4\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s2.ini --no-report --out o2"), 2);
+  ck_assert_str_eq(out, "fp8lab: s2.ini:4: steps = 1 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  write_text("s3.ini", "[trace]\npath = trace\nsteps = 1-9:2\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s3.ini --no-report --out o3"), 2);
+  ck_assert_str_eq(out, "fp8lab: s3.ini:3: steps = 1-9:2 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  /* one snapshot step selected is enough */
+  write_text("s4.ini", "[trace]\npath = trace\nsteps = 1-2\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s4.ini --quiet --no-report --out o4"), 0);
+  free(out);
+}
+END_TEST
+
 START_TEST(test_help_version_synth_inspect) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "--version"), 0);
@@ -963,6 +1000,7 @@ int main(void) {
   tcase_add_test(tc, test_engine_path_same_output);
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_steps_selecting_nothing);
   tcase_add_test(tc, test_help_version_synth_inspect);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);

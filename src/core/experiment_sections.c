@@ -62,8 +62,12 @@ void fp8_exp_trace_end(exp_ctx *c) {
     } else if (strcmp(e->key, "steps") == 0) {
       const char *why = fp8_exp_parse_steps(v, &ex->step_first, &ex->step_last, &ex->step_stride,
                                             &c->nomem);
-      if (why) fp8_exp_fail(c, e->line, "bad steps \"%s\": %s", v, why);
-      else ex->has_steps = 1;
+      if (why) {
+        fp8_exp_fail(c, e->line, "bad steps \"%s\": %s", v, why);
+      } else {
+        ex->has_steps = 1;
+        ex->steps_line = e->line;
+      }
     } else if (strcmp(e->key, "tensors") == 0) {
       trace_tensors(c, e);
     } else if (strcmp(e->key, "synth_steps") == 0) {

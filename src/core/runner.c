@@ -186,6 +186,7 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   char **names = NULL;
   size_t nnames = 0;
   int rc = fp8_experiment_check_ranks(ex, tr->nranks, trace_dir, err, errlen);
+  if (!rc) rc = fp8_experiment_check_steps(ex, tr->steps, tr->nsteps, trace_dir, err, errlen);
   if (!rc) rc = run_collect_names(ex, tr, &names, &nnames, err, errlen);
   if (!rc && nnames == 0)
     rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
