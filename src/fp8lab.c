@@ -108,8 +108,11 @@ static int parse_int64(const char *s, long long lo, long long hi, long long *out
   return 0;
 }
 
+/* Runtime failures (memory, the device, an output write failing: a full disk) exit 1; every
+ * other status comes from the input (experiment, trace, output directory) and exits 2. */
 static int exit_of(int status) {
-  return (status == FP8_ENOMEM || status == FP8_EDEVICE) ? EXIT_RUNTIME : EXIT_USAGE;
+  return (status == FP8_ENOMEM || status == FP8_EDEVICE || status == FP8_EWRITE) ? EXIT_RUNTIME
+                                                                                 : EXIT_USAGE;
 }
 
 /* ------------------------------------------------------------------ report */

@@ -14,9 +14,16 @@ typedef struct {
   char *final; /**< <dir>/<name> */
 } fp8_outfile;
 
-/** Opens <dir>/.<name>.tmp.<pid> for writing (FP8_EIO naming the path on failure). */
+/** The status of a file operation on an output that failed with errno e: FP8_EWRITE (a runtime
+ *  failure, exit 1) when the disk is full or failing (ENOSPC, EDQUOT, EIO, EFBIG), else FP8_EIO
+ *  (the output location: no such directory, no permission, a directory in the way). */
+int fp8_write_errno_status(int e);
+/** Opens <dir>/.<name>.tmp.<pid> for writing (on failure FP8_EIO naming the path, FP8_EWRITE
+ *  when the disk is full or failing). */
 int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen);
-/** Flushes, closes and renames into place; on any failure removes the temporary file. */
+/** Flushes, closes and renames into place; on any failure removes the temporary file and
+ *  returns FP8_EWRITE ("<dir>/<name>: write failed: <reason>"; FP8_EIO for a rename that fails
+ *  for the directory's sake, fp8_write_errno_status). */
 int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);

@@ -82,6 +82,19 @@ static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
   return rc;
 }
 
+/* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
+ * file, rather than at the commit after the last step. */
+static int check_writes(const run_t *r, char *err, size_t errlen) {
+  FILE *fps[3] = {r->steps_fp, r->hist_fp, r->gemm_fp};
+  const char *names[3] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file};
+  for (int i = 0; i < 3; i++)
+    if (fps[i] && ferror(fps[i]))
+      return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s",
+                        r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, names[i],
+                        strerror(errno));
+  return FP8_OK;
+}
+
 /* The steps: for each, the amax.csv rows, the snapshot rank by rank, then the two phases. */
 static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
                      const int32_t *amax_map, const size_t *rank_order, char *err, size_t errlen) {
@@ -117,9 +130,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
         if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
       }
     if (rc) return rc;
-    if (ferror(r->steps_fp) || ferror(r->hist_fp) || (r->gemm_fp && ferror(r->gemm_fp)))
-      return fp8_errorf(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s",
-                        r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, strerror(errno));
+    if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
     if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
   }
   return FP8_OK;

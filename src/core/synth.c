@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 #include "trace.h"
-#include "util.h" /* fp8_errorf */
+#include "outfile.h" /* fp8_write_errno_status */
+#include "util.h"    /* fp8_errorf */
 
 #define SYN_MAX_STEPS 1000000
 
@@ -137,7 +138,8 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
 
   csv = fopen(tmp_path, "w");
   if (!csv) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot create: %s", tmp_path, strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot create: %s", tmp_path,
+                    strerror(errno));
     goto done;
   }
   if (fputs("step,tensor,amax\n", csv) == EOF) goto write_error;
@@ -159,14 +161,14 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
   csv = NULL;
   if (close_rc != 0) goto write_error;
   if (rename(tmp_path, csv_path) != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename to %s: %s", tmp_path, csv_path,
-                    strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot rename to %s: %s",
+                    tmp_path, csv_path, strerror(errno));
     goto done;
   }
   goto done;
 
 write_error:
-  rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+  rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
 done:
   if (csv) fclose(csv);
   if (rc != FP8_OK && tmp_path) unlink(tmp_path); /* ENOENT when never created: harmless */
