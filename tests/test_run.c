@@ -568,9 +568,9 @@ START_TEST(test_bad_inputs) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --out o2"), 2);
   ck_assert_msg(strstr(out, "m.bias") != NULL && count_lines(out) == 1, "%s", out);
   free(out);
-  char *p = path_in("o2/steps.csv");
+  char *p = path_in("o2");
   struct stat sb;
-  ck_assert_int_ne(stat(p, &sb), 0);
+  ck_assert_int_ne(stat(p, &sb), 0); /* no output folder */
   free(p);
   /* ... fine with an explicit format */
   write_text("e4.ini", "[trace]\npath = trace\n[recipe.x]\nkind = delayed\nformat = e4m3\n");
@@ -582,7 +582,7 @@ START_TEST(test_bad_inputs) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --out o4"), 2);
   ck_assert_msg(strstr(out, "step_7.safetensors") != NULL && count_lines(out) == 1, "%s", out);
   free(out);
-  p = path_in("o4/steps.csv");
+  p = path_in("o4");
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
   /* unknown synth preset */
@@ -616,9 +616,9 @@ START_TEST(test_steps_selecting_nothing) {
   ck_assert_str_eq(out, "fp8lab: s1.ini:3: steps = 5-9 selects none of the 2 snapshot steps of "
                         "the trace trace (0..2)\n");
   free(out);
-  char *p = path_in("o1/steps.csv");
+  char *p = path_in("o1");
   struct stat sb;
-  ck_assert_int_ne(stat(p, &sb), 0);
+  ck_assert_int_ne(stat(p, &sb), 0); /* no output folder */
   free(p);
   write_text("s2.ini", "[trace]\npath = trace\n\nsteps = 1-1:4\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run s2.ini --no-report --out o2"), 2);
@@ -1003,6 +1003,84 @@ START_TEST(test_ranks_report) {
 }
 END_TEST
 
+static int exists(const char *rel) {
+  char *p = path_in(rel);
+  struct stat sb;
+  int r = lstat(p, &sb) == 0;
+  free(p);
+  return r;
+}
+
+static int entries(const char *rel) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls -A '%s/%s' | wc -l", g_dir, rel);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  int n = atoi(out);
+  free(out);
+  return n;
+}
+
+/* An error found in the trace (after the experiment file parsed) writes nothing: no output
+ * folder is created for it (not even the parents of a nested one), a folder that was there
+ * (empty, or an old run's with --force) is left as it was. A synth: trace has to be generated
+ * into the output folder before its checks: a folder the run created is removed again, and an
+ * old run's trace that --force was to replace is put back. */
+START_TEST(test_no_folder_on_input_error) {
+  char *out;
+  write_two_rank_trace();
+  write_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r3.ini --out a/b/c"), 2);
+  ck_assert_str_eq(out, "fp8lab: r3.ini:4: reduce_group = 3 does not divide the 2 ranks of run "
+                        "(expected one of 1, 2)\n");
+  free(out);
+  ck_assert(!exists("a"));
+  /* the trace's own errors too: a truncated snapshot */
+  write_tiny_trace();
+  write_text("exp.ini", TINY_INI);
+  write_text("trace/step_7.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a.input\":");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --out o4"), 2);
+  free(out);
+  ck_assert(!exists("o4"));
+  /* a folder that was there stays, empty */
+  char *d = path_in("empty");
+  mkdir(d, 0777);
+  free(d);
+  ck_assert_int_eq(run_cli(&out, "run r3.ini --out empty"), 2);
+  free(out);
+  ck_assert(exists("empty"));
+  ck_assert_int_eq(entries("empty"), 0);
+  /* synth: generated, then refused (tensors selects nothing): the new folder is gone */
+  write_text("sy.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\ntensors = zzz*\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run sy.ini --out sy/out"), 2);
+  ck_assert_msg(strstr(out, "no tensor of the trace sy/out/trace is selected") != NULL &&
+                count_lines(out) == 1, "%s", out);
+  free(out);
+  ck_assert(!exists("sy"));
+  ck_assert_int_eq(run_cli(&out, "run sy.ini --out empty"), 2);
+  free(out);
+  ck_assert_int_eq(entries("empty"), 0);
+  /* ... and over an old run with --force, the old trace stays what it was */
+  write_text("prev.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run prev.ini --quiet --no-report --out prev"), 0);
+  free(out);
+  char *before = read_out("prev/trace/amax.csv");
+  int n_before = entries("prev"), nt_before = entries("prev/trace");
+  write_text("sy6.ini", "[trace]\npath = synth:llm\nsynth_steps = 6\ntensors = zzz*\n"
+                        "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run sy6.ini --force --out prev"), 2);
+  free(out);
+  char *after = read_out("prev/trace/amax.csv");
+  ck_assert_str_eq(after, before);
+  ck_assert_int_eq(entries("prev"), n_before);
+  ck_assert_int_eq(entries("prev/trace"), nt_before);
+  free(before);
+  free(after);
+}
+END_TEST
+
 /* Multi-rank errors through the CLI: exit 2, one line with file:line or the trace folder. */
 START_TEST(test_ranks_errors) {
   char *out;
@@ -1013,7 +1091,7 @@ START_TEST(test_ranks_errors) {
   ck_assert_str_eq(out, "fp8lab: r1.ini:3: reduce_amax = true needs a multi-rank trace, but trace is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
-  char *p = path_in("o1/steps.csv");
+  char *p = path_in("o1");
   struct stat sb;
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
@@ -1024,7 +1102,7 @@ START_TEST(test_ranks_errors) {
   ck_assert_str_eq(out, "fp8lab: r2.ini:4: reduce_group needs a multi-rank trace, but synth:llm is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
-  p = path_in("o2/trace");
+  p = path_in("o2");
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
   /* reduce_group not dividing the ranks */
@@ -1081,6 +1159,7 @@ int main(void) {
   tcase_add_test(tc, test_ranks_engine_threads);
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
+  tcase_add_test(tc, test_no_folder_on_input_error);
   tcase_add_test(tc, test_results_rows_by_printf);
   tcase_add_test(tc, test_num_text_matches_printf);
   suite_add_tcase(s, tc);

@@ -238,6 +238,42 @@ int fp8_mkdir_p(const char *dir, char *err, size_t errlen) {
   return rc;
 }
 
+char *fp8_first_missing_dir(const char *dir) {
+  char *p = strdup(dir);
+  if (!p) return NULL;
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0'; /* "out/" is "out" */
+  struct stat sb;
+  /* the prefixes of the path in order, as fp8_mkdir_p creates them: the first missing one */
+  for (char *s = p + 1;; s++)
+    if (*s == '/' || *s == '\0') {
+      char c = *s;
+      *s = '\0';
+      if (stat(p, &sb) != 0) return p;
+      if (c == '\0') break;
+      *s = c;
+    }
+  free(p);
+  return NULL;
+}
+
+void fp8_rmdir_up(const char *dir, const char *top) {
+  char *p = strdup(dir);
+  if (!p || !top) {
+    free(p);
+    return;
+  }
+  size_t n = strlen(p), nt = strlen(top);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+  /* dir, then each parent while it is still top or below it */
+  while (n >= nt && rmdir(p) == 0 && n > nt) {
+    while (n > 0 && p[n - 1] != '/') n--;
+    while (n > 1 && p[n - 1] == '/') n--;
+    p[n] = '\0';
+  }
+  free(p);
+}
+
 int fp8_dir_nonempty(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return 0;

@@ -43,6 +43,12 @@ int fp8_read_stream(FILE *f, char **buf, size_t *len);
 
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
+/** The outermost directory on dir's path that does not exist yet: what fp8_mkdir_p(dir) would
+ *  create first (a new string), or NULL when dir exists (or out of memory). */
+char *fp8_first_missing_dir(const char *dir);
+/** Undoes fp8_mkdir_p(dir) for a run that wrote nothing: removes dir and its parents up to and
+ *  including top (from fp8_first_missing_dir), each only while it is empty (rmdir). */
+void fp8_rmdir_up(const char *dir, const char *top);
 /** Removes a file or a directory tree (like rm -rf); missing paths are fine. */
 void fp8_rmtree(const char *path);
 /** 1 when dir exists and holds anything besides . and .. ; 0 otherwise. */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,14 +139,36 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
 
 /* ------------------------------------------------------------------ the run */
 
-/* The output directory: refuse to overwrite results unless --force; create it; open the
- * outputs under temporary names, so that it is writable before any work is done. */
-static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                        fp8_outfile of[3], char *err, size_t errlen) {
-  if (!opt->force && fp8_dir_nonempty(out))
-    return fp8_errorf(FP8_EINVAL, err, errlen,
-                      "%s: output directory is not empty (use --force to overwrite its results)", out);
-  int rc = fp8_mkdir_p(out, err, errlen);
+/* What a run that fails before writing its first result has to undo, so that an error leaves
+ * the output directory as it found it: the directories it created, and for a synth: trace the
+ * generated trace with the one it replaced (--force), moved aside until the run commits. */
+typedef struct {
+  char *created;          /* the outermost directory this run created (NULL: none) */
+  int trace_new;          /* a generated trace was swapped into <out>/trace */
+  char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
+} run_undo;
+
+/* Creates the output directory (once: a synth: trace needs it early), noting what it created. */
+static int make_out_dir(const char *out, run_undo *u, char *err, size_t errlen) {
+  if (!u->created) u->created = fp8_first_missing_dir(out);
+  return fp8_mkdir_p(out, err, errlen);
+}
+
+/* Puts the output directory back as it was (the run failed before any result was in place). */
+static void undo_run(run_undo *u, const char *out, const char *trace_dir) {
+  if (u->trace_new) {
+    fp8_rmtree(trace_dir);
+    if (*u->trace_old) rename(u->trace_old, trace_dir);
+    u->trace_old[0] = '\0';
+  }
+  if (u->created) fp8_rmdir_up(out, u->created);
+}
+
+/* The output directory: create it, open the outputs under temporary names. Called once the
+ * trace and the experiment passed every check, so that an error creates nothing. */
+static int open_outputs(const fp8_experiment *ex, const char *out, run_undo *u, fp8_outfile of[3],
+                        char *err, size_t errlen) {
+  int rc = make_out_dir(out, u, err, errlen);
   if (!rc) rc = fp8_outfile_open(&of[0], out, fp8_schema_steps.file, err, errlen);
   if (!rc) rc = fp8_outfile_open(&of[1], out, fp8_schema_histograms.file, err, errlen);
   if (!rc && ex->gemm) rc = fp8_outfile_open(&of[2], out, fp8_schema_gemm.file, err, errlen);
@@ -158,14 +181,15 @@ static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, co
 
 /* The trace directory: the experiment's, or for synth: paths a trace generated into the output
  * directory (next to its final place and swapped in, so that a re-run with --force never mixes
- * snapshots of two generations). */
+ * snapshots of two generations; the old trace waits in u->trace_old until the run commits). */
 static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                         char *trace_dir, size_t len, char *err, size_t errlen) {
+                         run_undo *u, char *trace_dir, size_t len, char *err, size_t errlen) {
   if (!ex->trace_is_synth) {
     snprintf(trace_dir, len, "%s", ex->trace_path);
     return FP8_OK;
   }
   int rc = fp8_experiment_check_ranks(ex, 0, ex->trace_path, err, errlen); /* one rank */
+  if (!rc) rc = make_out_dir(out, u, err, errlen);
   if (rc) return rc;
   char tmp_dir[4096 + 32];
   snprintf(trace_dir, len, "%s/trace", out);
@@ -181,13 +205,23 @@ static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, c
     fp8_rmtree(tmp_dir);
     return fp8_errorf(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
   }
-  fp8_rmtree(trace_dir);
-  if (rename(tmp_dir, trace_dir) != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", trace_dir, tmp_dir,
-                    strerror(errno));
-    fp8_rmtree(tmp_dir);
+  struct stat sb;
+  snprintf(u->trace_old, sizeof u->trace_old, "%s/.trace.old.%ld", out, (long)getpid());
+  fp8_rmtree(u->trace_old);
+  if (lstat(trace_dir, &sb) != 0 || rename(trace_dir, u->trace_old) != 0) {
+    fp8_rmtree(trace_dir); /* nothing to keep, or it cannot be kept */
+    u->trace_old[0] = '\0';
   }
-  return rc;
+  if (rename(tmp_dir, trace_dir) != 0) {
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot rename %s into place: %s",
+                    trace_dir, tmp_dir, strerror(errno));
+    fp8_rmtree(tmp_dir);
+    if (*u->trace_old) rename(u->trace_old, trace_dir);
+    u->trace_old[0] = '\0';
+    return rc;
+  }
+  u->trace_new = 1;
+  return FP8_OK;
 }
 
 /* Everything between the open trace and the step loop: tensors, reduction, engines, steps. */
@@ -219,14 +253,15 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
 }
 
 /* summary.csv and the renames: steps.csv last, so a complete steps.csv always comes with its
- * summary; no gemm.csv without a layer triplet. */
-static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], char *err,
-                          size_t errlen) {
+ * summary; no gemm.csv without a layer triplet. *wrote is set once a file is in place. */
+static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], int *wrote,
+                          char *err, size_t errlen) {
   fp8_outfile so;
   int rc = fp8_outfile_open(&so, out, fp8_schema_summary.file, err, errlen);
   if (rc) return rc;
   run_write_summary(so.fp, r);
   if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
+  *wrote = 1;
   if ((rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
   if (r->gemm_rows > 0) {
     if ((rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
@@ -249,7 +284,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   size_t nsteps = 0, *rank_order = NULL;
   int32_t *amax_map = NULL;
   fp8_outfile of[3] = {{0}, {0}, {0}};
-  char trace_dir[4096], started[64];
+  run_undo undo = {0};
+  int wrote = 0;
+  char trace_dir[4096] = "", started[64];
   memset(&tr, 0, sizeof tr);
   memset(sum, 0, sizeof *sum);
   time_t wall = time(NULL);
@@ -264,11 +301,15 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     goto done;
   }
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
-  if ((rc = open_outputs(ex, opt, out, of, err, errlen)) != FP8_OK) goto done;
-  r.steps_fp = of[0].fp;
-  r.hist_fp = of[1].fp;
-  r.gemm_fp = of[2].fp;
-  if ((rc = prepare_trace(ex, opt, out, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK) goto done;
+  if (!opt->force && fp8_dir_nonempty(out)) {
+    rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s: output directory is not empty (use --force to overwrite its results)", out);
+    goto done;
+  }
+  /* every check of the trace comes before the output directory is made (but a synth: trace
+   * is generated into it: undo_run takes it away again) */
+  if ((rc = prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK)
+    goto done;
   if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
   trace_open = 1;
   r.multirank = tr.nranks > 0;
@@ -279,6 +320,10 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   run_rank_order(rank_order, nparts);
   if ((rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen)) != FP8_OK) goto done;
+  if ((rc = open_outputs(ex, out, &undo, of, err, errlen)) != FP8_OK) goto done;
+  r.steps_fp = of[0].fp;
+  r.hist_fp = of[1].fp;
+  r.gemm_fp = of[2].fp;
   snprintf(sum->engine, sizeof sum->engine, "%s", r.engine->name);
   if ((rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen)) != FP8_OK) goto done;
 
@@ -287,7 +332,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->tensors = (long long)r.ntensors;
   sum->configs = (long long)ex->nconfigs;
   sum->gemm_rows = r.gemm_rows;
-  if ((rc = commit_outputs(&r, out, of, err, errlen)) != FP8_OK) goto done;
+  if ((rc = commit_outputs(&r, out, of, &wrote, err, errlen)) != FP8_OK) goto done;
   sum->wall_s = run_now_s() - t0;
   rc = run_write_json(out, &r, &tr, trace_dir, sum, started, opt->threads > 0 ? opt->threads : 1,
                       err, errlen);
@@ -303,5 +348,10 @@ done:
   free(steps);
   free(amax_map);
   if (trace_open) fp8_trace_close(&tr);
+  /* a run that put no result in place leaves the directory as it found it; once one is in
+   * place the generated trace belongs with it, and the one it replaced goes */
+  if (rc && !wrote) undo_run(&undo, out, trace_dir);
+  if (*undo.trace_old) fp8_rmtree(undo.trace_old);
+  free(undo.created);
   return rc;
 }
