@@ -52,7 +52,16 @@ static const char USAGE_RUN[] =
     "                  [--no-report]\n"
     "\n"
     "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
-    "configuration of its [recipe.*] sections and writes steps.csv, summary.csv and run.json.\n"
+    "configuration of its [recipe.*] sections and writes into the output directory:\n"
+    "  steps.csv        one row per snapshot step, tensor and configuration\n"
+    /* "  stream.csv       ...\n": add its line here once the runner writes it */
+    "  summary.csv      one row per tensor and configuration\n"
+    "  histograms.csv   log2 magnitudes of every tensor at every snapshot step\n"
+    "  gemm.csv         GEMM errors per layer, step and configuration ([analysis] gemm,\n"
+    "                   layers with input, weight and grad_output)\n"
+    "  run.json         what ran: experiment, trace, inputs, engine, the files written\n"
+    "then the report (unless --no-report; see fp8lab report --help): analysis.csv,\n"
+    "recommendations.csv, report.md, notebooks_export/<experiment>.ipynb and plots/*.png.\n"
     "\n"
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
@@ -272,11 +281,16 @@ static int cmd_run(int argc, char **argv) {
   }
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
-  if (!opt.quiet)
+  if (!opt.quiet) {
     printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
-           "results in %s:\n  steps.csv    per step, tensor and configuration\n"
-           "  summary.csv  per tensor and configuration\n  histograms.csv, run.json\n",
+           "results in %s:\n"
+           "  steps.csv       per snapshot step, tensor and configuration\n"
+           "  summary.csv     per tensor and configuration\n"
+           "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
+    if (sum.gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
+    printf("  run.json        what ran, and every file written\n");
+  }
   if (no_report) return 0;
   return write_report(dir, -1.0, opt.threads, opt.quiet);
 }

@@ -2,6 +2,7 @@
  * event: the PNGs read back with libpng (size, tEXt metadata), the notebook validates with
  * nbformat, the report names the event, and a report can be regenerated from the results. */
 #include <check.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,79 @@ START_TEST(test_report_jobs) {
 }
 END_TEST
 
+/* The files under out/, sorted, one per line, relative to it (the trace is not the run's). */
+static char *files_under(const char *rel) {
+  char cmd[4600];
+  snprintf(cmd, sizeof cmd, "cd '%s/%s' && find . -type f | sed 's|^\\./||' | LC_ALL=C sort", g_dir, rel);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  return out;
+}
+
+/* run.json's outputs, sorted, one per line; *n the number of entries (duplicates counted). */
+static char *listed_outputs(const char *rel, size_t *n) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s/run.json", g_dir, rel);
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  ck_assert_msg(j != NULL, "%s: %s", p, jerr.text);
+  json_t *o = json_object_get(j, "outputs");
+  ck_assert(json_is_array(o));
+  *n = json_array_size(o);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/listed.txt", g_dir);
+  FILE *fp = fopen(tmp, "w");
+  for (size_t i = 0; i < *n; i++) fprintf(fp, "%s\n", json_string_value(json_array_get(o, i)));
+  fclose(fp);
+  json_decref(j);
+  char cmd[4600];
+  snprintf(cmd, sizeof cmd, "LC_ALL=C sort '%s'", tmp);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  unlink(tmp);
+  return out;
+}
+
+static int count_nl(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* run.json's outputs name every file the run wrote, the report's included (report.md, the
+ * notebook, every plot), each once, and nothing else; a report written again (other budget)
+ * keeps the list true. */
+START_TEST(test_outputs_listed) {
+  write_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet"), 0);
+  free(out);
+  size_t n;
+  char *files = files_under("out"), *listed = listed_outputs("out", &n);
+  ck_assert_str_eq(listed, files);
+  ck_assert_int_eq((int)n, count_nl(files));
+  ck_assert_ptr_nonnull(strstr(files, "report.md\n"));
+  ck_assert_ptr_nonnull(strstr(files, "notebooks_export/exp.ipynb\n"));
+  ck_assert_ptr_nonnull(strstr(files, "plots/dynamic_range.png\n"));
+  free(files);
+  free(listed);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet --budget 0"), 0);
+  free(out);
+  files = files_under("out");
+  listed = listed_outputs("out", &n);
+  ck_assert_str_eq(listed, files);
+  ck_assert_int_eq((int)n, count_nl(files));
+  free(files);
+  free(listed);
+  /* without the report: the run's own files */
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out bare"), 0);
+  free(out);
+  listed = listed_outputs("bare", &n);
+  ck_assert_str_eq(listed, "histograms.csv\nrun.json\nsteps.csv\nsummary.csv\n");
+  free(listed);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -240,6 +314,7 @@ int main(void) {
   tcase_add_test(tc, test_run_writes_report);
   tcase_add_test(tc, test_report_regenerates);
   tcase_add_test(tc, test_report_jobs);
+  tcase_add_test(tc, test_outputs_listed);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

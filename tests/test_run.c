@@ -201,6 +201,13 @@ START_TEST(test_tiny_rows_by_hand) {
   ck_assert_int_eq(json_integer_value(json_object_get(j, "steps_replayed")), 3);
   ck_assert_int_eq(json_array_size(json_object_get(json_object_get(j, "experiment"), "configurations")), 3);
   ck_assert(json_array_size(json_object_get(j, "inputs")) == 4); /* ini, 2 snapshots, amax.csv */
+  /* the files the run wrote (no gemm.csv: no layer triplet), then the report's */
+  char *outs = json_dumps(json_object_get(j, "outputs"), JSON_COMPACT);
+  static const char run_outs[] = "[\"steps.csv\",\"summary.csv\",\"histograms.csv\",\"run.json\","
+                                 "\"analysis.csv\",\"recommendations.csv\",\"plots/";
+  ck_assert_msg(strncmp(outs, run_outs, strlen(run_outs)) == 0, "%s", outs);
+  ck_assert_msg(strstr(outs, ",\"report.md\",\"notebooks_export/exp.ipynb\"]") != NULL, "%s", outs);
+  free(outs);
   json_decref(j);
 }
 END_TEST
@@ -224,8 +231,11 @@ START_TEST(test_gemm_by_hand) {
   write_text("g.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
                       "[recipe.row]\nkind = rowwise\n[output]\ndir = out\n");
   char *out;
-  int rc = run_cli(&out, "run g.ini --quiet --no-report");
+  int rc = run_cli(&out, "run g.ini --no-report");
   ck_assert_msg(rc == 0, "%s", out);
+  /* the final message names the files written, gemm.csv among them */
+  ck_assert_msg(strstr(out, "\n  gemm.csv ") != NULL && strstr(out, "\n  run.json ") != NULL &&
+                strstr(out, "\n  histograms.csv ") != NULL, "%s", out);
   free(out);
   p = path_in("out/gemm.csv");
   char *csv = tu_read_file(p, NULL);
@@ -241,6 +251,16 @@ START_TEST(test_gemm_by_hand) {
            f, f, wg, wg);
   ck_assert_str_eq(csv, expect);
   free(csv);
+  /* run.json lists gemm.csv among the files the run wrote */
+  p = path_in("out/run.json");
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_ptr_nonnull(j);
+  char *outs = json_dumps(json_object_get(j, "outputs"), JSON_COMPACT);
+  ck_assert_str_eq(outs, "[\"steps.csv\",\"summary.csv\",\"histograms.csv\",\"gemm.csv\",\"run.json\"]");
+  free(outs);
+  json_decref(j);
   /* the rowwise steps.csv row of X: one block (one row), scale 2^7, 1.0625 -> 1 */
   p = path_in("out/steps.csv");
   csv = tu_read_file(p, NULL);
@@ -720,6 +740,12 @@ START_TEST(test_help_version_synth_inspect) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "run --help"), 0);
   ck_assert(strstr(out, "--threads") != NULL);
+  /* every file a run writes, the report's included */
+  const char *outputs[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv", "run.json",
+                           "analysis.csv", "recommendations.csv", "report.md",
+                           "notebooks_export/<experiment>.ipynb", "plots/"};
+  for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
+    ck_assert_msg(strstr(out, outputs[i]) != NULL, "run --help does not name %s:\n%s", outputs[i], out);
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth llm st --steps 12 --seed 3"), 0);
   free(out);

@@ -123,6 +123,13 @@ void rep_find_spike(rep_t *r);
  * procs 1: no fork; <= 0: the online CPUs, at most 4. The files are the same whatever procs. */
 int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ report_outputs.c */
+
+/* Puts the files this report wrote (the analysis CSVs, r->plots, report.md, the notebook
+ * notebooks_export/<nbname>) into <outdir>/run.json's outputs in place of an earlier report's;
+ * the runner's entries stay. Without a readable run.json: nothing (FP8_OK). */
+int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t errlen);
+
 /* ------------------------------------------------------------------ report_text.c */
 
 /* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.

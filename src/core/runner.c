@@ -274,6 +274,17 @@ static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], in
   return fp8_outfile_commit(&of[0], err, errlen);
 }
 
+/* The files this run writes, for run.json's outputs (the report adds its own). */
+static int run_outputs(const run_t *r, fp8_outputs *o) {
+  int rc = fp8_outputs_add(o, fp8_schema_steps.file);
+  /* stream.csv (delayed configurations): add it here once the runner writes it */
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
+  if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
+  if (!rc) rc = fp8_outputs_add(o, "run.json");
+  return rc;
+}
+
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen) {
   double t0 = run_now_s();
@@ -285,6 +296,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int32_t *amax_map = NULL;
   fp8_outfile of[3] = {{0}, {0}, {0}};
   run_undo undo = {0};
+  fp8_outputs outputs = {0};
   int wrote = 0;
   char trace_dir[4096] = "", started[64];
   memset(&tr, 0, sizeof tr);
@@ -334,8 +346,12 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->gemm_rows = r.gemm_rows;
   if ((rc = commit_outputs(&r, out, of, &wrote, err, errlen)) != FP8_OK) goto done;
   sum->wall_s = run_now_s() - t0;
+  if (run_outputs(&r, &outputs) != FP8_OK) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
   rc = run_write_json(out, &r, &tr, trace_dir, sum, started, opt->threads > 0 ? opt->threads : 1,
-                      err, errlen);
+                      &outputs, err, errlen);
   if (rc) goto done;
   if (r.mismatches)
     fprintf(stderr, "warning: %lld snapshot amaxes differ from amax.csv (the snapshot data was used)\n",
@@ -353,5 +369,6 @@ done:
   if (rc && !wrote) undo_run(&undo, out, trace_dir);
   if (*undo.trace_old) fp8_rmtree(undo.trace_old);
   free(undo.created);
+  fp8_outputs_free(&outputs);
   return rc;
 }
