@@ -1,6 +1,8 @@
 /* report_outputs.c: the report's files in run.json's "outputs" (outputs.h), so that the list
  * names every file of the run folder that fp8lab wrote: the runner lists its own, the report
- * replaces the entries of any earlier report of the folder with the files it wrote itself. */
+ * replaces the entries of any earlier report of the folder with the files it wrote itself, and
+ * removes the earlier report's files it did not write again (a plot of a tensor that is no
+ * longer among the worst). */
 #include "report_internal.h"
 
 #include <stdio.h>
@@ -37,7 +39,7 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
     json_decref(root);
     return FP8_OK;
   }
-  fp8_outputs mine = {0};
+  fp8_outputs mine = {0}, earlier = {0};
   json_t *outs = json_array(), *old = json_object_get(root, "outputs");
   int rc = report_outputs(r, nbname, &mine);
   /* the runner's entries stay (in their order), an earlier report's give way to this one's */
@@ -45,6 +47,7 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
     json_t *e = json_array_get(old, i);
     const char *name = json_string_value(e);
     if (!name || !fp8_output_of_report(name)) rc = json_array_append(outs, e) ? FP8_ENOMEM : FP8_OK;
+    else rc = fp8_outputs_add(&earlier, name);
   }
   for (size_t i = 0; i < mine.n && !rc; i++)
     rc = json_array_append_new(outs, json_string(mine.names[i])) ? FP8_ENOMEM : FP8_OK;
@@ -62,9 +65,11 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
       rc = fp8_outfile_commit(&of, err, errlen);
     }
   }
+  if (!rc) fp8_outputs_remove_stale(r->outdir, &earlier, &mine);
   free(dump);
   json_decref(outs);
   json_decref(root);
   fp8_outputs_free(&mine);
+  fp8_outputs_free(&earlier);
   return rc;
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -54,6 +56,24 @@ int fp8_output_of_report(const char *name) {
   return strcmp(name, "analysis.csv") == 0 || strcmp(name, "recommendations.csv") == 0 ||
          strcmp(name, "report.md") == 0 || strncmp(name, "plots/", 6) == 0 ||
          strncmp(name, "notebooks_export/", 17) == 0;
+}
+
+void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8_outputs *keep) {
+  static const char *const folders[2] = {"plots/", "notebooks_export/"};
+  char path[4096 + 600];
+  struct stat sb;
+  int emptied[2] = {0, 0};
+  for (size_t i = 0; i < old->n; i++) {
+    const char *name = old->names[i];
+    if (!fp8_output_name_ok(name) || fp8_outputs_has(keep, name)) continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) continue;
+    if (lstat(path, &sb) != 0 || S_ISDIR(sb.st_mode) || unlink(path) != 0) continue;
+    for (int f = 0; f < 2; f++) emptied[f] |= strncmp(name, folders[f], strlen(folders[f])) == 0;
+  }
+  /* a report folder this removal emptied goes too (rmdir: only when nothing else is in it) */
+  for (int f = 0; f < 2; f++)
+    if (emptied[f] && snprintf(path, sizeof path, "%s/%s", dir, folders[f]) < (int)sizeof path)
+      rmdir(path);
 }
 
 int fp8_outputs_read(const char *dir, fp8_outputs *o) {

@@ -30,6 +30,10 @@ int fp8_output_name_ok(const char *name);
  *  notebook), 0 for the runner's. */
 int fp8_output_of_report(const char *name);
 
+/** Removes <dir>/<name> for every name of old that passes fp8_output_name_ok and that keep does
+ *  not hold (a file or a link, never a directory), then plots/ and notebooks_export/ when that
+ *  left them empty: the earlier run's files that the new one did not write again. */
+void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8_outputs *keep);
 /** Appends the outputs listed in <dir>/run.json that pass fp8_output_name_ok to o (a missing or
  *  unreadable run.json, or one without the key, adds nothing). FP8_OK or FP8_ENOMEM. */
 int fp8_outputs_read(const char *dir, fp8_outputs *o);

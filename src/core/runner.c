@@ -263,15 +263,20 @@ static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[3], in
   if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
   *wrote = 1;
   if ((rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
-  if (r->gemm_rows > 0) {
-    if ((rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
-  } else {
-    fp8_outfile_abort(&of[2]);
-    char stale[4200];
-    snprintf(stale, sizeof stale, "%s/%s", out, fp8_schema_gemm.file);
-    unlink(stale); /* a gemm.csv of an earlier run (--force) would describe another run */
-  }
+  if (r->gemm_rows > 0 && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
+  fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
   return fp8_outfile_commit(&of[0], err, errlen);
+}
+
+/* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed
+ * names, which a run.json of an older fp8lab did not list; the report's among them. */
+static int earlier_outputs(const char *out, fp8_outputs *o) {
+  static const char *const fixed[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv",
+                                      "run.json", "analysis.csv", "recommendations.csv",
+                                      "report.md"};
+  int rc = fp8_outputs_read(out, o);
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = fp8_outputs_add(o, fixed[i]);
+  return rc;
 }
 
 /* The files this run writes, for run.json's outputs (the report adds its own). */
@@ -296,7 +301,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int32_t *amax_map = NULL;
   fp8_outfile of[3] = {{0}, {0}, {0}};
   run_undo undo = {0};
-  fp8_outputs outputs = {0};
+  fp8_outputs outputs = {0}, earlier = {0};
   int wrote = 0;
   char trace_dir[4096] = "", started[64];
   memset(&tr, 0, sizeof tr);
@@ -344,6 +349,10 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->tensors = (long long)r.ntensors;
   sum->configs = (long long)ex->nconfigs;
   sum->gemm_rows = r.gemm_rows;
+  if (earlier_outputs(out, &earlier) != FP8_OK) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
   if ((rc = commit_outputs(&r, out, of, &wrote, err, errlen)) != FP8_OK) goto done;
   sum->wall_s = run_now_s() - t0;
   if (run_outputs(&r, &outputs) != FP8_OK) {
@@ -353,6 +362,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   rc = run_write_json(out, &r, &tr, trace_dir, sum, started, opt->threads > 0 ? opt->threads : 1,
                       &outputs, err, errlen);
   if (rc) goto done;
+  /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
+   * report; the report of this run follows */
+  fp8_outputs_remove_stale(out, &earlier, &outputs);
   if (r.mismatches)
     fprintf(stderr, "warning: %lld snapshot amaxes differ from amax.csv (the snapshot data was used)\n",
             r.mismatches);
@@ -370,5 +382,6 @@ done:
   if (*undo.trace_old) fp8_rmtree(undo.trace_old);
   free(undo.created);
   fp8_outputs_free(&outputs);
+  fp8_outputs_free(&earlier);
   return rc;
 }
