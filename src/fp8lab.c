@@ -1,7 +1,7 @@
 /* fp8lab.c: the command line.
  *
  *   fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]
- *   fp8lab synth PRESET DIR [--steps N] [--seed S]
+ *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
  *   fp8lab report OUTDIR [--budget F]
  *   fp8lab --help | --version | CMD --help
@@ -86,7 +86,7 @@ static const char USAGE_REPORT[] =
     "  --quiet       no final message\n";
 
 static const char USAGE_SYNTH[] =
-    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S]\n"
+    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]\n"
     "\n"
     "Writes a synthetic trace (step_<N>.safetensors snapshots and amax.csv) into DIR.\n"
     "Presets: llm (outlier channels, a late activation spike, shrinking heavy-tailed\n"
@@ -94,7 +94,9 @@ static const char USAGE_SYNTH[] =
     "wide dynamic range).\n"
     "\n"
     "  --steps N   training steps (default 200)\n"
-    "  --seed S    random seed (default 1)\n";
+    "  --seed S    random seed (default 1)\n"
+    "  --force     replace the trace DIR already holds (its step_<N> snapshots and\n"
+    "              amax.csv; nothing else there is touched): without it, that is an error\n";
 
 static const char USAGE_INSPECT[] =
     "usage: fp8lab inspect TRACE\n"
@@ -305,8 +307,11 @@ static int cmd_synth(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL};
   int npos = 0;
   long long steps = 200, seed = 1;
+  int force = 0;
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--force") == 0) {
+      force = 1;
+    } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       if (parse_int64(argv[++i], 1, 1000000, &steps)) {
         fprintf(stderr, "fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", argv[i]);
         return EXIT_USAGE;
@@ -331,7 +336,12 @@ static int cmd_synth(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
-  int rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
+  int rc = FP8_OK;
+  /* the preset first: an unknown one must not cost the old trace */
+  int known = 0;
+  for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, pos[0]) == 0;
+  if (known && force) rc = fp8_synth_remove_trace(pos[1], err, sizeof err);
+  if (!rc) rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
   if (rc) {
     fprintf(stderr, "fp8lab: %s\n", err);
     return exit_of(rc);

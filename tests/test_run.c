@@ -757,6 +757,25 @@ START_TEST(test_help_version_synth_inspect) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth nope st2"), 2);
   free(out);
+  /* synth into a folder that holds a trace: refused without --force (the two would mix),
+   * with --force its trace files are replaced and nothing else there is touched */
+  write_text("st/notes.txt", "keep");
+  ck_assert_int_eq(run_cli(&out, "synth llm st --steps 40"), 2);
+  ck_assert_str_eq(out, "fp8lab: st: already holds a trace (12 snapshots and amax.csv): a new one "
+                        "would mix with it (use --force to replace its files)\n");
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "synth llm st --steps 40 --force"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "inspect st"), 0);
+  ck_assert_msg(strstr(out, "20 snapshot steps (0..38)") != NULL, "%s", out);
+  free(out);
+  char *kp = path_in("st/notes.txt"), *keep = tu_read_file(kp, NULL);
+  ck_assert_str_eq(keep, "keep");
+  free(keep);
+  free(kp);
+  ck_assert_int_eq(run_cli(&out, "synth --help"), 0);
+  ck_assert(strstr(out, "--force") != NULL);
+  free(out);
 }
 END_TEST
 
