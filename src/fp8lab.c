@@ -281,6 +281,9 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "fp8lab: %s\n", err);
     return exit_of(rc);
   }
+  if (sum.mismatches)
+    fprintf(stderr, "fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
+            sum.mismatches, sum.mismatches == 1 ? "amax differs" : "amaxes differ");
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
   if (!opt.quiet) {

@@ -620,6 +620,32 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* When amax.csv disagrees with a snapshot the data wins, and one warning line says how often,
+ * with the program's prefix like every other line it prints. */
+START_TEST(test_amax_mismatch_warning) {
+  write_tiny_trace();
+  /* the snapshots' amaxes at step 0 are 4 (m.input) and 2 (m.grad_output) */
+  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n1,m.input,8\n");
+  write_text("exp.ini", TINY_INI);
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
+  ck_assert_str_eq(out, "fp8lab: warning: 1 snapshot amax differs from amax.csv (the snapshot data "
+                        "was used)\n");
+  free(out);
+  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n0,m.grad_output,3\n");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --force"), 0);
+  ck_assert_str_eq(out, "fp8lab: warning: 2 snapshot amaxes differ from amax.csv (the snapshot data "
+                        "was used)\n");
+  free(out);
+  char *p = path_in("out/run.json");
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "amax_csv_mismatches")), 2);
+  json_decref(j);
+}
+END_TEST
+
 /* A [trace] steps selection that holds no snapshot step would give CSVs without a row (and a
  * report that fails on them only after they were written): refused up front at the key's line,
  * like a tensors selection that matches nothing, with and without the report. A selection of
@@ -1198,6 +1224,7 @@ int main(void) {
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_steps_selecting_nothing);
+  tcase_add_test(tc, test_amax_mismatch_warning);
   tcase_add_test(tc, test_write_failure_exit_1);
   tcase_add_test(tc, test_help_version_synth_inspect);
   tcase_add_test(tc, test_ranks_by_hand);

@@ -47,6 +47,7 @@ typedef struct {
   long long steps;
   long long tensors;
   long long configs;
+  long long mismatches; /**< snapshot amaxes that amax.csv disagrees with (the data was used) */
   double wall_s;
   char engine[256];    /**< the engine's name */
 } fp8_run_summary;
