@@ -115,6 +115,10 @@ START_TEST(test_example) {
   ck_assert_int_eq(j->margin, 0);
   ck_assert_str_eq(fp8_recipe_kind_name(j->kind), "current");
   ck_assert_str_eq(fp8_recipe_kind_name(ex.configs[0].kind), "delayed");
+  /* the lines errors found in the trace name: the tensors key, each configuration's format */
+  ck_assert_int_eq(ex.tensors_line, 4);
+  for (size_t i = 0; i < 24; i++) ck_assert_int_eq(ex.format_lines[i], 10);
+  ck_assert_int_eq(ex.format_lines[24], 17);
 
   fp8_experiment_free(&ex);
   ck_assert_ptr_null(ex.configs);
@@ -169,6 +173,11 @@ START_TEST(test_defaults) {
   ck_assert_str_eq(ex.name, "d");
   ck_assert_uint_eq(ex.nconfigs, 4);
   check_delayed(&ex.configs[0], "a", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
+  /* format not given: its hybrid default is the [recipe.*] header's */
+  ck_assert_int_eq(ex.format_lines[0], 3);
+  ck_assert_int_eq(ex.format_lines[1], 5);
+  ck_assert_int_eq(ex.format_lines[2], 9);
+  ck_assert_int_eq(ex.tensors_line, 0);
   ck_assert_int_eq(ex.configs[1].kind, FP8_KIND_CURRENT);
   ck_assert_str_eq(ex.configs[1].label, "b");
   ck_assert_int_eq(ex.configs[1].format, FP8_SEL_HYBRID);

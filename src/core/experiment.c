@@ -319,5 +319,6 @@ void fp8_experiment_free(fp8_experiment *ex) {
   free(ex->tensor_globs);
   free(ex->out_dir);
   free(ex->configs);
+  free(ex->format_lines);
   memset(ex, 0, sizeof *ex);
 }

@@ -37,6 +37,7 @@ typedef struct {
   int steps_line;      /**< line of the steps key, 0 when not given */
   size_t ntensor_globs;
   char **tensor_globs; /**< empty = all tensors */
+  int tensors_line;    /**< line of the tensors key, 0 when not given */
   int reduce_amax;     /**< [trace] reduce_amax (default 0): delayed scaling's amax is the max
                             over the ranks of a group (multi-rank traces) */
   int64_t reduce_group;/**< [trace] reduce_group: ranks per group; 0 (default) = all ranks */
@@ -48,6 +49,9 @@ typedef struct {
   int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
+  int *format_lines;   /**< [nconfigs]: line of the format key of the configuration's section,
+                            or of its [recipe.*] header when format is not given (hybrid): for
+                            errors found in the trace, such as a tensor hybrid cannot resolve */
 } fp8_experiment;
 
 /** Parses and validates an experiment file; expands the sweep. */

@@ -275,9 +275,10 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
   return 0;
 }
 
-/* Appends the product of the section's axes to ex->configs, within
- * FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
-static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax) {
+/* Appends the product of the section's axes to ex->configs (and format_line to
+ * ex->format_lines), within FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
+static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax,
+                          int format_line) {
   fp8_experiment *ex = c->ex;
   const int *axes = kind == FP8_KIND_DELAYED ? axes_delayed : axes_current;
   size_t naxes = kind == FP8_KIND_DELAYED ? 4 : 1;
@@ -301,11 +302,14 @@ static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *a
   /* Exactly the room this section needs, not fp8_grow's one more element: the whole product
    * is appended at once, and the total is bounded by FP8_EXPERIMENT_MAX_CONFIGS. */
   fp8_config *cfgs = realloc(ex->configs, (ex->nconfigs + count) * sizeof *cfgs);
-  if (!cfgs) {
+  if (cfgs) ex->configs = cfgs;
+  int *lines = cfgs ? realloc(ex->format_lines, (ex->nconfigs + count) * sizeof *lines) : NULL;
+  if (!lines) {
     c->nomem = 1;
     return;
   }
-  ex->configs = cfgs;
+  ex->format_lines = lines;
+  for (size_t i = 0; i < count; i++) lines[ex->nconfigs + i] = format_line;
   for (size_t i = 0; i < count; i++)
     if (recipe_config(kind, ax, i, c->secname + 7, &ex->configs[ex->nconfigs + i]) != 0) {
       /* unreachable: every value was range-checked above */
@@ -334,7 +338,10 @@ void fp8_exp_recipe_end(exp_ctx *c) {
   /* a section with any error expands to nothing */
   if (c->nomem || c->nfail != c->sec_nfail) goto done;
   if (recipe_defaults(c, kind, &ax) != 0) goto done;
-  recipe_expand(c, kind, &ax);
+  int format_line = c->sec_line;
+  for (size_t i = 0; i < c->nents; i++)
+    if (strcmp(c->ents[i].key, "format") == 0) format_line = c->ents[i].line;
+  recipe_expand(c, kind, &ax, format_line);
 done:
   for (int k = 0; k < K_COUNT; k++) free(ax.vals[k]);
 }

@@ -35,6 +35,7 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
     goto done;
   }
   ex->ntensor_globs = l.n;
+  ex->tensors_line = e->line;
   for (size_t j = 0; j < l.n; j++) ex->tensor_globs[j] = fp8_exp_strdup(c, l.items[j]);
 done:
   fp8_exp_list_free(&l);

@@ -224,6 +224,22 @@ static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, c
   return FP8_OK;
 }
 
+/* No tensor to replay: the [trace] tensors selection matches none (at its line), or the trace
+ * has none at all. */
+static int no_tensor_error(const fp8_experiment *ex, const char *trace_dir, char *err,
+                           size_t errlen) {
+  if (!ex->ntensor_globs)
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: the trace %s holds no tensor", ex->file,
+                      trace_dir);
+  char sel[1024];
+  size_t o = 0;
+  for (size_t i = 0; i < ex->ntensor_globs && o < sizeof sel; i++)
+    o += (size_t)snprintf(sel + o, sizeof sel - o, "%s%s", i ? ", " : "", ex->tensor_globs[i]);
+  return fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s:%d: tensors = %s selects none of the tensors of the trace %s", ex->file,
+                    ex->tensors_line, sel, trace_dir);
+}
+
 /* Everything between the open trace and the step loop: tensors, reduction, engines, steps. */
 static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_t **steps,
                     size_t *nsteps, int32_t **amax_map, char *err, size_t errlen) {
@@ -233,9 +249,7 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   int rc = fp8_experiment_check_ranks(ex, tr->nranks, trace_dir, err, errlen);
   if (!rc) rc = fp8_experiment_check_steps(ex, tr->steps, tr->nsteps, trace_dir, err, errlen);
   if (!rc) rc = run_collect_names(ex, tr, &names, &nnames, err, errlen);
-  if (!rc && nnames == 0)
-    rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
-                    ex->file, trace_dir);
+  if (!rc && nnames == 0) rc = no_tensor_error(ex, trace_dir, err, errlen);
   if (!rc) rc = run_tensors_init(r, names, nnames, err, errlen);
   if (!rc && tr->nranks && ex->reduce_amax)
     rc = run_reduction_init(r, fp8_experiment_reduce_group(ex, tr->nranks), err, errlen);
