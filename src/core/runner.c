@@ -88,11 +88,16 @@ static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
 static int check_writes(const run_t *r, char *err, size_t errlen) {
   FILE *fps[3] = {r->steps_fp, r->hist_fp, r->gemm_fp};
   const char *names[3] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file};
-  for (int i = 0; i < 3; i++)
-    if (fps[i] && ferror(fps[i]))
-      return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s",
-                        r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, names[i],
-                        strerror(errno));
+  for (int i = 0; i < 3; i++) {
+    if (!fps[i] || !ferror(fps[i])) continue;
+    /* the failed write's errno is long gone (the engines ran since): a flush of what is still
+     * buffered fails the same way and says why */
+    errno = 0;
+    fflush(fps[i]);
+    return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s",
+                      r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, names[i],
+                      strerror(errno ? errno : EIO));
+  }
   return FP8_OK;
 }
 
