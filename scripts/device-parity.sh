@@ -415,7 +415,10 @@ format = e5m2
 history_len = 16
 [recipe.cur]
 kind = current
-format = hybrid, e4m3
+format = hybrid
+[recipe.cur_e4m3]
+kind = current
+format = e4m3
 [recipe.mx]
 kind = mxfp8
 [analysis]

@@ -1,7 +1,7 @@
 /* fp8lab.c: the command line.
  *
  *   fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]
- *   fp8lab synth PRESET DIR [--steps N] [--seed S]
+ *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
  *   fp8lab report OUTDIR [--budget F]
  *   fp8lab --help | --version | CMD --help
@@ -52,7 +52,17 @@ static const char USAGE_RUN[] =
     "                  [--no-report]\n"
     "\n"
     "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
-    "configuration of its [recipe.*] sections and writes steps.csv, summary.csv and run.json.\n"
+    "configuration of its [recipe.*] sections and writes into the output directory:\n"
+    "  steps.csv        one row per snapshot step, tensor and configuration\n"
+    "  stream.csv       every step of the replay, tensor and delayed configuration: amax, the\n"
+    "                   scale used, overshoot (when the experiment has delayed configurations)\n"
+    "  summary.csv      one row per tensor and configuration\n"
+    "  histograms.csv   log2 magnitudes of every tensor at every snapshot step\n"
+    "  gemm.csv         GEMM errors per layer, step and configuration ([analysis] gemm,\n"
+    "                   layers with input, weight and grad_output)\n"
+    "  run.json         what ran: experiment, trace, inputs, engine, the files written\n"
+    "then the report (unless --no-report; see fp8lab report --help): analysis.csv,\n"
+    "recommendations.csv, report.md, notebooks_export/<experiment>.ipynb and plots/*.png.\n"
     "\n"
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
     "  --force       write into a non-empty output directory (its result files are replaced)\n"
@@ -77,7 +87,7 @@ static const char USAGE_REPORT[] =
     "  --quiet       no final message\n";
 
 static const char USAGE_SYNTH[] =
-    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S]\n"
+    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]\n"
     "\n"
     "Writes a synthetic trace (step_<N>.safetensors snapshots and amax.csv) into DIR.\n"
     "Presets: llm (outlier channels, a late activation spike, shrinking heavy-tailed\n"
@@ -85,7 +95,9 @@ static const char USAGE_SYNTH[] =
     "wide dynamic range).\n"
     "\n"
     "  --steps N   training steps (default 200)\n"
-    "  --seed S    random seed (default 1)\n";
+    "  --seed S    random seed (default 1)\n"
+    "  --force     replace the trace DIR already holds (its step_<N> snapshots and\n"
+    "              amax.csv; nothing else there is touched): without it, that is an error\n";
 
 static const char USAGE_INSPECT[] =
     "usage: fp8lab inspect TRACE\n"
@@ -108,8 +120,11 @@ static int parse_int64(const char *s, long long lo, long long hi, long long *out
   return 0;
 }
 
+/* Runtime failures (memory, the device, an output write failing: a full disk) exit 1; every
+ * other status comes from the input (experiment, trace, output directory) and exits 2. */
 static int exit_of(int status) {
-  return (status == FP8_ENOMEM || status == FP8_EDEVICE) ? EXIT_RUNTIME : EXIT_USAGE;
+  return (status == FP8_ENOMEM || status == FP8_EDEVICE || status == FP8_EWRITE) ? EXIT_RUNTIME
+                                                                                 : EXIT_USAGE;
 }
 
 /* ------------------------------------------------------------------ report */
@@ -267,13 +282,21 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "fp8lab: %s\n", err);
     return exit_of(rc);
   }
+  if (sum.mismatches)
+    fprintf(stderr, "fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
+            sum.mismatches, sum.mismatches == 1 ? "amax differs" : "amaxes differ");
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
-  if (!opt.quiet)
+  if (!opt.quiet) {
     printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
-           "results in %s:\n  steps.csv    per step, tensor and configuration\n"
-           "  summary.csv  per tensor and configuration\n  histograms.csv, run.json\n",
+           "results in %s:\n"
+           "  steps.csv       per snapshot step, tensor and configuration\n"
+           "  summary.csv     per tensor and configuration\n"
+           "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
+    if (sum.gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
+    printf("  run.json        what ran, and every file written\n");
+  }
   if (no_report) return 0;
   return write_report(dir, -1.0, opt.threads, opt.quiet);
 }
@@ -288,8 +311,11 @@ static int cmd_synth(int argc, char **argv) {
   const char *pos[2] = {NULL, NULL};
   int npos = 0;
   long long steps = 200, seed = 1;
+  int force = 0;
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--force") == 0) {
+      force = 1;
+    } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       if (parse_int64(argv[++i], 1, 1000000, &steps)) {
         fprintf(stderr, "fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", argv[i]);
         return EXIT_USAGE;
@@ -314,7 +340,12 @@ static int cmd_synth(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
-  int rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
+  int rc = FP8_OK;
+  /* the preset first: an unknown one must not cost the old trace */
+  int known = 0;
+  for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, pos[0]) == 0;
+  if (known && force) rc = fp8_synth_remove_trace(pos[1], err, sizeof err);
+  if (!rc) rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
   if (rc) {
     fprintf(stderr, "fp8lab: %s\n", err);
     return exit_of(rc);

@@ -115,6 +115,10 @@ START_TEST(test_example) {
   ck_assert_int_eq(j->margin, 0);
   ck_assert_str_eq(fp8_recipe_kind_name(j->kind), "current");
   ck_assert_str_eq(fp8_recipe_kind_name(ex.configs[0].kind), "delayed");
+  /* the lines errors found in the trace name: the tensors key, each configuration's format */
+  ck_assert_int_eq(ex.tensors_line, 4);
+  for (size_t i = 0; i < 24; i++) ck_assert_int_eq(ex.format_lines[i], 10);
+  ck_assert_int_eq(ex.format_lines[24], 17);
 
   fp8_experiment_free(&ex);
   ck_assert_ptr_null(ex.configs);
@@ -156,7 +160,7 @@ START_TEST(test_defaults) {
                                "[trace]\npath = synth:small\n"
                                "[recipe.a]\nkind = delayed\n"
                                "[recipe.b]\nkind = current\n"
-                               "[recipe.c]\nkind = current\nformat = e4m3, e5m2, hybrid\n"
+                               "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
                                "amax_epsilon = 1e-12\npow2 = YES\nmargin = -2\n");
   fp8_experiment ex;
   char err[512];
@@ -167,16 +171,22 @@ START_TEST(test_defaults) {
   ck_assert_uint_eq(ex.ntensor_globs, 0);
   ck_assert_ptr_null(ex.out_dir);
   ck_assert_str_eq(ex.name, "d");
-  ck_assert_uint_eq(ex.nconfigs, 5);
+  ck_assert_uint_eq(ex.nconfigs, 4);
   check_delayed(&ex.configs[0], "a", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
+  /* format not given: its hybrid default is the [recipe.*] header's */
+  ck_assert_int_eq(ex.format_lines[0], 3);
+  ck_assert_int_eq(ex.format_lines[1], 5);
+  ck_assert_int_eq(ex.format_lines[2], 9);
+  ck_assert_int_eq(ex.tensors_line, 0);
   ck_assert_int_eq(ex.configs[1].kind, FP8_KIND_CURRENT);
   ck_assert_str_eq(ex.configs[1].label, "b");
   ck_assert_int_eq(ex.configs[1].format, FP8_SEL_HYBRID);
   ck_assert_float_eq(ex.configs[1].amax_epsilon, 0.0f);
   ck_assert_int_eq(ex.configs[1].pow2, 0);
   ck_assert_int_eq(ex.configs[1].margin, 0);
-  static const fp8_format_sel fmts[3] = {FP8_SEL_E4M3, FP8_SEL_E5M2, FP8_SEL_HYBRID};
-  for (int i = 0; i < 3; i++) {
+  /* a list of e4m3 and e5m2 is fine: the format column tells them apart */
+  static const fp8_format_sel fmts[2] = {FP8_SEL_E4M3, FP8_SEL_E5M2};
+  for (int i = 0; i < 2; i++) {
     const fp8_config *c = &ex.configs[2 + i];
     ck_assert_str_eq(c->label, "c");
     ck_assert_int_eq(c->format, fmts[i]);
@@ -248,6 +258,19 @@ START_TEST(test_steps_and_globs) {
   ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.3.fc1.weight"));
   ck_assert(fp8_experiment_tensor_selected(&ex, "blocks.0.attn.qkv.grad_output"));
   ck_assert(!fp8_experiment_tensor_selected(&ex, "blocks.0.attn.proj.input"));
+  /* against a trace's snapshot steps: one selected is enough; none is an error at the line */
+  ck_assert_int_eq(ex.steps_line, 3);
+  static const int64_t snaps[3] = {0, 15, 40}, other[3] = {0, 12, 40};
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, snaps, 3, "tr", err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, other, 3, "tr", err, sizeof err), FP8_EINVAL);
+  char want[4200];
+  snprintf(want, sizeof want, "%s:3: steps = 10-20:5 selects none of the 3 snapshot steps of the "
+           "trace tr (0..40)", path);
+  ck_assert_str_eq(err, want);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, NULL, 0, "tr", err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: steps = 10-20:5 selects no snapshot step: the trace tr has no "
+           "snapshot", path);
+  ck_assert_str_eq(err, want);
   fp8_experiment_free(&ex);
 
   /* a single step; no tensors key selects everything */
@@ -263,6 +286,8 @@ START_TEST(test_steps_and_globs) {
   /* no steps key: every step */
   path = write_ini("all.ini", "[trace]\npath = t\n[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.steps_line, 0);
+  ck_assert_int_eq(fp8_experiment_check_steps(&ex, NULL, 0, "tr", err, sizeof err), FP8_OK);
   ck_assert(fp8_experiment_step_selected(&ex, 0));
   ck_assert(fp8_experiment_step_selected(&ex, 123456789));
   fp8_experiment_free(&ex);
@@ -566,6 +591,19 @@ static const bad_case bad_cases[] = {
     {T "reduce_group = 65537\n" D, 3, "1..65536"},
     {T "reduce_group = 2\nreduce_group = 2\n" D, 4, "given twice"},
     {T "[recipe.r]\nkind = current\nformat = hybrid, e4m3, e5m2, e4m3\n", 5, "duplicate"},
+    /* a format list with hybrid and a format it resolves to for some role: the rows of those
+     * tensors could not be told apart (steps.csv shows the resolved format), in every kind */
+    {T D "format = hybrid, e4m3\n", 5,
+     "bad format list \"hybrid, e4m3\": hybrid casts the forward roles (input, weight, output) to "
+     "e4m3 too, so their rows could not be told apart (steps.csv shows the resolved format): use "
+     "one [recipe.*] section per format"},
+    {T D "format = e5m2, hybrid\n", 5,
+     "hybrid casts the backward roles (grad_output, grad_input) to e5m2 too"},
+    {T D "history_len = 1, 2\nformat = e4m3, e5m2, hybrid\n", 6, "forward roles (input, weight, output) to e4m3"},
+    {T "[recipe.r]\nkind = current\nformat = hybrid, e5m2\n", 5, "bad format list"},
+    {T "[recipe.r]\nformat = e4m3, hybrid\nkind = mxfp8\n", 4, "bad format list"},
+    {T "[recipe.r]\nkind = block\nformat = hybrid, e4m3\n", 5, "bad format list"},
+    {T "[recipe.r]\nkind = rowwise\nformat = hybrid, e5m2\n", 5, "bad format list"},
     /* the first error in the file wins, whatever order the checks run in */
     {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
     {T "[recipe.r]\nhistory_len = 4\nkind = current\n[bad]\n", 4, "not a key"},
@@ -584,7 +622,9 @@ START_TEST(test_bad_files) {
   int rc = fp8_experiment_load(path, &ex, err, sizeof err);
   ck_assert_msg(rc == FP8_EINVAL, "case %d: status %d, err %s", _i, rc, err);
   char want[4200];
-  snprintf(want, sizeof want, "%s:%d: ", path, bc->line);
+  /* line 0: the file as a whole, without a line number that no line has */
+  if (bc->line) snprintf(want, sizeof want, "%s:%d: ", path, bc->line);
+  else snprintf(want, sizeof want, "%s: ", path);
   ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: want prefix %s, got %s", _i,
                 want, err);
   ck_assert_msg(strstr(err, bc->word) != NULL, "case %d: want \"%s\" in %s", _i, bc->word, err);

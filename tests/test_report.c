@@ -2,6 +2,7 @@
  * event: the PNGs read back with libpng (size, tEXt metadata), the notebook validates with
  * nbformat, the report names the event, and a report can be regenerated from the results. */
 #include <check.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,168 @@ START_TEST(test_report_jobs) {
 }
 END_TEST
 
+/* The files under out/, sorted, one per line, relative to it (the trace is not the run's). */
+static char *files_under(const char *rel) {
+  char cmd[4600];
+  snprintf(cmd, sizeof cmd, "cd '%s/%s' && find . -type f | sed 's|^\\./||' | LC_ALL=C sort", g_dir, rel);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  return out;
+}
+
+/* run.json's outputs, sorted, one per line; *n the number of entries (duplicates counted). */
+static char *listed_outputs(const char *rel, size_t *n) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s/run.json", g_dir, rel);
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  ck_assert_msg(j != NULL, "%s: %s", p, jerr.text);
+  json_t *o = json_object_get(j, "outputs");
+  ck_assert(json_is_array(o));
+  *n = json_array_size(o);
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/listed.txt", g_dir);
+  FILE *fp = fopen(tmp, "w");
+  for (size_t i = 0; i < *n; i++) fprintf(fp, "%s\n", json_string_value(json_array_get(o, i)));
+  fclose(fp);
+  json_decref(j);
+  char cmd[4600];
+  snprintf(cmd, sizeof cmd, "LC_ALL=C sort '%s'", tmp);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  unlink(tmp);
+  return out;
+}
+
+static int count_nl(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* run.json's outputs name every file the run wrote, the report's included (report.md, the
+ * notebook, every plot), each once, and nothing else; a report written again (other budget)
+ * keeps the list true. */
+START_TEST(test_outputs_listed) {
+  write_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet"), 0);
+  free(out);
+  size_t n;
+  char *files = files_under("out"), *listed = listed_outputs("out", &n);
+  ck_assert_str_eq(listed, files);
+  ck_assert_int_eq((int)n, count_nl(files));
+  ck_assert_ptr_nonnull(strstr(files, "report.md\n"));
+  ck_assert_ptr_nonnull(strstr(files, "notebooks_export/exp.ipynb\n"));
+  ck_assert_ptr_nonnull(strstr(files, "plots/dynamic_range.png\n"));
+  free(files);
+  free(listed);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet --budget 0"), 0);
+  free(out);
+  files = files_under("out");
+  listed = listed_outputs("out", &n);
+  ck_assert_str_eq(listed, files);
+  ck_assert_int_eq((int)n, count_nl(files));
+  free(files);
+  free(listed);
+  /* without the report: the run's own files */
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out bare"), 0);
+  free(out);
+  listed = listed_outputs("bare", &n);
+  ck_assert_str_eq(listed, "histograms.csv\nrun.json\nsteps.csv\nstream.csv\nsummary.csv\n");
+  free(listed);
+}
+END_TEST
+
+static void put_file(const char *rel, const char *text) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+  ck_assert_int_eq(tu_write_file(p, text, strlen(text)), 0);
+}
+
+/* Adds names to run.json's outputs of out/ (as an earlier fp8lab, or a hand, might have). */
+static void list_in_run_json(const char *const *names, size_t n) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/out/run.json", g_dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  ck_assert_ptr_nonnull(j);
+  json_t *o = json_object_get(j, "outputs");
+  for (size_t i = 0; i < n; i++) json_array_append_new(o, json_string(names[i]));
+  ck_assert_int_eq(json_dump_file(j, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER), 0);
+  json_decref(j);
+}
+
+/* --force removes the earlier run's files that the new run does not write again (its plots, its
+ * notebook under another experiment name, the report files of a --no-report run), so the folder
+ * holds exactly the files run.json lists, and never a file fp8lab did not write: a user's PNG in
+ * plots/, a notebook of theirs, other files, and names a run.json may list outside the folder or
+ * of another kind. A report written again removes the earlier report's plots it did not draw. */
+START_TEST(test_force_removes_stale_outputs) {
+  write_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet"), 0);
+  free(out);
+  put_file("out/plots/mine.png", "not fp8lab's");
+  put_file("out/notebooks_export/mine.ipynb", "{}");
+  put_file("out/notes.txt", "keep");
+  put_file("outside.txt", "keep");
+  put_file("out/plots/other.txt", "keep");
+  const char *odd[] = {"../outside.txt", "notes.txt", "plots/other.txt", "plots/../notes.txt",
+                       "/etc/hostname", ".hidden.csv"};
+  put_file("out/.hidden.csv", "keep");
+  list_in_run_json(odd, sizeof odd / sizeof *odd);
+  char *before = files_under("out");
+  /* another experiment (another notebook name) with fewer plots: no current scaling */
+  put_file("small.ini", "[trace]\npath = trace\n[recipe.delayed]\nkind = delayed\nhistory_len = 4\n"
+                        "[output]\ndir = out\n");
+  ck_assert_int_eq(run_cli(&out, "run small.ini --quiet --force"), 0);
+  free(out);
+  size_t n;
+  char *listed = listed_outputs("out", &n), *files = files_under("out");
+  /* on disk: what run.json lists, plus the files that are not fp8lab's */
+  char want[16384];
+  snprintf(want, sizeof want, "%s.hidden.csv\nnotebooks_export/mine.ipynb\nnotes.txt\nplots/mine.png\n"
+           "plots/other.txt\n", listed);
+  char cmd[20000];
+  snprintf(cmd, sizeof cmd, "printf '%%s' '%s' | LC_ALL=C sort", want);
+  char *sorted;
+  ck_assert_int_eq(tu_run(cmd, &sorted), 0);
+  ck_assert_str_eq(files, sorted);
+  ck_assert_ptr_null(strstr(files, "notebooks_export/exp.ipynb"));
+  ck_assert_ptr_nonnull(strstr(files, "notebooks_export/small.ipynb"));
+  ck_assert_ptr_nonnull(strstr(before, "plots/heatmap_clipsteps_input.png"));
+  ck_assert_ptr_null(strstr(files, "plots/heatmap_clipsteps_input.png")); /* one history_len, one margin */
+  ck_assert(exists("outside.txt"));
+  free(sorted);
+  free(listed);
+  free(files);
+  free(before);
+  /* --no-report: the earlier report's files go, the user's stay */
+  ck_assert_int_eq(run_cli(&out, "run small.ini --quiet --force --no-report"), 0);
+  free(out);
+  files = files_under("out");
+  ck_assert_str_eq(files, ".hidden.csv\nhistograms.csv\nnotebooks_export/mine.ipynb\nnotes.txt\n"
+                          "plots/mine.png\nplots/other.txt\nrun.json\nsteps.csv\nstream.csv\nsummary.csv\n");
+  free(files);
+  /* a report written again: a plot of the earlier report that it does not draw goes */
+  ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
+  free(out);
+  put_file("out/plots/amax_gone.png", "drawn by an earlier report");
+  const char *gone[] = {"plots/amax_gone.png"};
+  list_in_run_json(gone, 1);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
+  free(out);
+  ck_assert(!exists("out/plots/amax_gone.png"));
+  ck_assert(exists("out/plots/mine.png"));
+  files = files_under("out");
+  listed = listed_outputs("out", &n);
+  ck_assert_ptr_null(strstr(listed, "amax_gone"));
+  free(files);
+  free(listed);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -261,6 +424,8 @@ int main(void) {
   tcase_add_test(tc, test_run_writes_report);
   tcase_add_test(tc, test_report_regenerates);
   tcase_add_test(tc, test_report_jobs);
+  tcase_add_test(tc, test_outputs_listed);
+  tcase_add_test(tc, test_force_removes_stale_outputs);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "engine.h"
@@ -244,6 +245,13 @@ START_TEST(test_tiny_rows_by_hand) {
   ck_assert_int_eq(json_integer_value(json_object_get(j, "steps_replayed")), 3);
   ck_assert_int_eq(json_array_size(json_object_get(json_object_get(j, "experiment"), "configurations")), 3);
   ck_assert(json_array_size(json_object_get(j, "inputs")) == 4); /* ini, 2 snapshots, amax.csv */
+  /* the files the run wrote (no gemm.csv: no layer triplet), then the report's */
+  char *outs = json_dumps(json_object_get(j, "outputs"), JSON_COMPACT);
+  static const char run_outs[] = "[\"steps.csv\",\"stream.csv\",\"summary.csv\",\"histograms.csv\",\"run.json\","
+                                 "\"analysis.csv\",\"recommendations.csv\",\"plots/";
+  ck_assert_msg(strncmp(outs, run_outs, strlen(run_outs)) == 0, "%s", outs);
+  ck_assert_msg(strstr(outs, ",\"report.md\",\"notebooks_export/exp.ipynb\"]") != NULL, "%s", outs);
+  free(outs);
   json_decref(j);
 }
 END_TEST
@@ -267,8 +275,11 @@ START_TEST(test_gemm_by_hand) {
   write_text("g.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
                       "[recipe.row]\nkind = rowwise\n[output]\ndir = out\n");
   char *out;
-  int rc = run_cli(&out, "run g.ini --quiet --no-report");
+  int rc = run_cli(&out, "run g.ini --no-report");
   ck_assert_msg(rc == 0, "%s", out);
+  /* the final message names the files written, gemm.csv among them */
+  ck_assert_msg(strstr(out, "\n  gemm.csv ") != NULL && strstr(out, "\n  run.json ") != NULL &&
+                strstr(out, "\n  histograms.csv ") != NULL, "%s", out);
   free(out);
   p = path_in("out/gemm.csv");
   char *csv = tu_read_file(p, NULL);
@@ -284,6 +295,17 @@ START_TEST(test_gemm_by_hand) {
            f, f, wg, wg);
   ck_assert_str_eq(csv, expect);
   free(csv);
+  /* run.json lists gemm.csv among the files the run wrote */
+  p = path_in("out/run.json");
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_ptr_nonnull(j);
+  char *outs = json_dumps(json_object_get(j, "outputs"), JSON_COMPACT);
+  ck_assert_str_eq(outs, "[\"steps.csv\",\"stream.csv\",\"summary.csv\",\"histograms.csv\",\"gemm.csv\","
+                         "\"run.json\"]");
+  free(outs);
+  json_decref(j);
   /* the rowwise steps.csv row of X: one block (one row), scale 2^7, 1.0625 -> 1 */
   p = path_in("out/steps.csv");
   csv = tu_read_file(p, NULL);
@@ -497,7 +519,8 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid, e5m2\n[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
+                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                        "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
                         "[recipe.mx]\nkind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
@@ -542,7 +565,8 @@ START_TEST(test_threads_same_gemm) {
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid, e5m2\n[recipe.c]\nkind = current\n[recipe.mx]\n"
+                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                        "[recipe.c]\nkind = current\n[recipe.mx]\n"
                         "kind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 1 --out g1"), 0);
@@ -614,11 +638,28 @@ START_TEST(test_bad_inputs) {
   write_text("trace/amax.csv", "step,tensor,amax\n1,m.input,8\n1,m.bias,3\n");
   write_text("exp.ini", TINY_INI);
   ck_assert_int_eq(run_cli(&out, "run exp.ini --out o2"), 2);
-  ck_assert_msg(strstr(out, "m.bias") != NULL && count_lines(out) == 1, "%s", out);
+  /* at the line of the section whose hybrid (here its default) needs the role */
+  ck_assert_str_eq(out, "fp8lab: exp.ini:3: tensor m.bias: role 'bias' is not one of input, weight, "
+                        "output, grad_output, grad_input; [recipe.d] uses format = hybrid, which needs "
+                        "a role (set format = e4m3 or e5m2, or leave the tensor out with [trace] "
+                        "tensors)\n");
   free(out);
-  char *p = path_in("o2/steps.csv");
+  /* ... or of its format key */
+  write_text("h.ini", "[trace]\npath = trace\n[recipe.x]\nkind = delayed\nformat = e4m3\n"
+                      "[recipe.y]\nkind = current\n\nformat = hybrid\n");
+  ck_assert_int_eq(run_cli(&out, "run h.ini --out o2"), 2);
+  ck_assert_msg(strncmp(out, "fp8lab: h.ini:9: tensor m.bias: role 'bias' ", 44) == 0 &&
+                strstr(out, "[recipe.y] uses format = hybrid") && count_lines(out) == 1, "%s", out);
+  free(out);
+  /* a tensors selection that matches nothing: at its line */
+  write_text("t.ini", "[trace]\npath = trace\ntensors = zzz*, *.weight\n[recipe.x]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run t.ini --out o2"), 2);
+  ck_assert_str_eq(out, "fp8lab: t.ini:3: tensors = zzz*, *.weight selects none of the tensors of "
+                        "the trace trace\n");
+  free(out);
+  char *p = path_in("o2");
   struct stat sb;
-  ck_assert_int_ne(stat(p, &sb), 0);
+  ck_assert_int_ne(stat(p, &sb), 0); /* no output folder */
   free(p);
   /* ... fine with an explicit format */
   write_text("e4.ini", "[trace]\npath = trace\n[recipe.x]\nkind = delayed\nformat = e4m3\n");
@@ -630,7 +671,7 @@ START_TEST(test_bad_inputs) {
   ck_assert_int_eq(run_cli(&out, "run exp.ini --out o4"), 2);
   ck_assert_msg(strstr(out, "step_7.safetensors") != NULL && count_lines(out) == 1, "%s", out);
   free(out);
-  p = path_in("o4/steps.csv");
+  p = path_in("o4");
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
   /* unknown synth preset */
@@ -648,6 +689,142 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* When amax.csv disagrees with a snapshot the data wins, and one warning line says how often,
+ * with the program's prefix like every other line it prints. */
+START_TEST(test_amax_mismatch_warning) {
+  write_tiny_trace();
+  /* the snapshots' amaxes at step 0 are 4 (m.input) and 2 (m.grad_output) */
+  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n1,m.input,8\n");
+  write_text("exp.ini", TINY_INI);
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
+  ck_assert_str_eq(out, "fp8lab: warning: 1 snapshot amax differs from amax.csv (the snapshot data "
+                        "was used)\n");
+  free(out);
+  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n0,m.grad_output,3\n");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --force"), 0);
+  ck_assert_str_eq(out, "fp8lab: warning: 2 snapshot amaxes differ from amax.csv (the snapshot data "
+                        "was used)\n");
+  free(out);
+  char *p = path_in("out/run.json");
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "amax_csv_mismatches")), 2);
+  json_decref(j);
+}
+END_TEST
+
+/* A [trace] steps selection that holds no snapshot step would give CSVs without a row (and a
+ * report that fails on them only after they were written): refused up front at the key's line,
+ * like a tensors selection that matches nothing, with and without the report. A selection of
+ * amax.csv steps only (step 1) has no row either. */
+START_TEST(test_steps_selecting_nothing) {
+  write_tiny_trace();
+  char *out;
+  write_text("s1.ini", "[trace]\npath = trace\nsteps = 5-9\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s1.ini --no-report --out o1"), 2);
+  ck_assert_str_eq(out, "fp8lab: s1.ini:3: steps = 5-9 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "run s1.ini --out o1"), 2);
+  ck_assert_str_eq(out, "fp8lab: s1.ini:3: steps = 5-9 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  char *p = path_in("o1");
+  struct stat sb;
+  ck_assert_int_ne(stat(p, &sb), 0); /* no output folder */
+  free(p);
+  write_text("s2.ini", "[trace]\npath = trace\n\nsteps = 1-1:4\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s2.ini --no-report --out o2"), 2);
+  ck_assert_str_eq(out, "fp8lab: s2.ini:4: steps = 1 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  write_text("s3.ini", "[trace]\npath = trace\nsteps = 1-9:2\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s3.ini --no-report --out o3"), 2);
+  ck_assert_str_eq(out, "fp8lab: s3.ini:3: steps = 1-9:2 selects none of the 2 snapshot steps of "
+                        "the trace trace (0..2)\n");
+  free(out);
+  /* one snapshot step selected is enough */
+  write_text("s4.ini", "[trace]\npath = trace\nsteps = 1-2\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s4.ini --quiet --no-report --out o4"), 0);
+  free(out);
+}
+END_TEST
+
+/* Runs fp8lab with the temporary file `.<name>.tmp.<pid>` of dir (relative to the test dir) a
+ * symlink to /dev/full, where every write fails with ENOSPC as on a full disk: the shell makes
+ * the link with its own pid and execs fp8lab, which keeps that pid. */
+static int run_disk_full(char **out, const char *dir, const char *name, const char *args) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s && sh -c 'ln -s /dev/full %s/.%s.tmp.$$ && exec \"%s\" %s'",
+           g_dir, dir, dir, name, tu_bin(), args);
+  return tu_run(cmd, out);
+}
+
+/* An output write that fails mid-run or at its commit (disk full) is a runtime failure: exit 1
+ * (README), one line naming the file; the file is not left behind (no temporary, no partial
+ * file under its name). Writes of the run (steps.csv through the step loop's check, summary.csv
+ * and run.json at the end) and of the report. */
+START_TEST(test_write_failure_exit_1) {
+  if (access("/dev/full", W_OK) != 0) {
+    printf("test_write_failure_exit_1: skipped: no writable /dev/full\n");
+    return;
+  }
+  write_tiny_trace();
+  write_text("exp.ini", TINY_INI);
+  char *out;
+  const char *files[] = {"steps.csv", "summary.csv", "histograms.csv", "run.json"};
+  for (int i = 0; i < 4; i++) {
+    char dir[32];
+    snprintf(dir, sizeof dir, "full%d", i);
+    char args[128];
+    snprintf(args, sizeof args, "run exp.ini --quiet --force --no-report --out %s", dir);
+    int rc = run_disk_full(&out, dir, files[i], args);
+    char want[256];
+    snprintf(want, sizeof want, "fp8lab: %s/%s: write failed: No space left on device\n", dir, files[i]);
+    ck_assert_msg(rc == 1, "%s: exit %d: %s", files[i], rc, out);
+    ck_assert_str_eq(out, want);
+    free(out);
+    char rel[64];
+    snprintf(rel, sizeof rel, "%s/%s", dir, files[i]);
+    char *p = path_in(rel);
+    struct stat sb;
+    ck_assert_msg(lstat(p, &sb) != 0, "%s left behind", rel);
+    free(p);
+  }
+  /* mid-run: a steps.csv larger than the stdio buffer fails in the step loop */
+  ck_assert_int_eq(run_cli(&out, "synth llm big --steps 6 --seed 2"), 0);
+  free(out);
+  write_text("big.ini", "[trace]\npath = big\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2, 4, 8\n"
+                        "margin = 0, 1\n[analysis]\ngemm = false\n");
+  int rc = run_disk_full(&out, "fullbig", "steps.csv", "run big.ini --quiet --force --no-report --out fullbig");
+  ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+  ck_assert_str_eq(out, "fp8lab: fullbig/steps.csv: write failed: No space left on device\n");
+  free(out);
+  /* the report's files */
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out rep"), 0);
+  free(out);
+  rc = run_disk_full(&out, "rep", "analysis.csv", "report rep --quiet");
+  ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+  ck_assert_str_eq(out, "fp8lab: report: rep/analysis.csv: write failed: No space left on device\n");
+  free(out);
+  rc = run_disk_full(&out, "rep", "report.md", "report rep --quiet");
+  ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+  ck_assert_str_eq(out, "fp8lab: report: rep/report.md: write failed: No space left on device\n");
+  free(out);
+  /* fp8lab synth: its amax.csv (temporary amax.csv.tmp.<pid>) */
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "cd '%s' && mkdir syn && sh -c 'ln -s /dev/full syn/amax.csv.tmp.$$ && "
+           "exec \"%s\" synth llm syn --steps 2'", g_dir, tu_bin());
+  rc = tu_run(cmd, &out);
+  ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+  ck_assert_msg(strncmp(out, "fp8lab: syn/amax.csv.tmp.", 25) == 0 && count_lines(out) == 1 &&
+                strstr(out, ": write failed: No space left on device\n") != NULL, "%s", out);
+  free(out);
+}
+END_TEST
+
 START_TEST(test_help_version_synth_inspect) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "--version"), 0);
@@ -658,6 +835,12 @@ START_TEST(test_help_version_synth_inspect) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "run --help"), 0);
   ck_assert(strstr(out, "--threads") != NULL);
+  /* every file a run writes, the report's included */
+  const char *outputs[] = {"steps.csv", "stream.csv", "summary.csv", "histograms.csv", "gemm.csv", "run.json",
+                           "analysis.csv", "recommendations.csv", "report.md",
+                           "notebooks_export/<experiment>.ipynb", "plots/"};
+  for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
+    ck_assert_msg(strstr(out, outputs[i]) != NULL, "run --help does not name %s:\n%s", outputs[i], out);
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth llm st --steps 12 --seed 3"), 0);
   free(out);
@@ -668,6 +851,25 @@ START_TEST(test_help_version_synth_inspect) {
   ck_assert(strstr(out, "does-not-exist") != NULL);
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth nope st2"), 2);
+  free(out);
+  /* synth into a folder that holds a trace: refused without --force (the two would mix),
+   * with --force its trace files are replaced and nothing else there is touched */
+  write_text("st/notes.txt", "keep");
+  ck_assert_int_eq(run_cli(&out, "synth llm st --steps 40"), 2);
+  ck_assert_str_eq(out, "fp8lab: st: already holds a trace (12 snapshots and amax.csv): a new one "
+                        "would mix with it (use --force to replace its files)\n");
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "synth llm st --steps 40 --force"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "inspect st"), 0);
+  ck_assert_msg(strstr(out, "20 snapshot steps (0..38)") != NULL, "%s", out);
+  free(out);
+  char *kp = path_in("st/notes.txt"), *keep = tu_read_file(kp, NULL);
+  ck_assert_str_eq(keep, "keep");
+  free(keep);
+  free(kp);
+  ck_assert_int_eq(run_cli(&out, "synth --help"), 0);
+  ck_assert(strstr(out, "--force") != NULL);
   free(out);
 }
 END_TEST
@@ -944,6 +1146,84 @@ START_TEST(test_ranks_report) {
 }
 END_TEST
 
+static int exists(const char *rel) {
+  char *p = path_in(rel);
+  struct stat sb;
+  int r = lstat(p, &sb) == 0;
+  free(p);
+  return r;
+}
+
+static int entries(const char *rel) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls -A '%s/%s' | wc -l", g_dir, rel);
+  char *out;
+  ck_assert_int_eq(tu_run(cmd, &out), 0);
+  int n = atoi(out);
+  free(out);
+  return n;
+}
+
+/* An error found in the trace (after the experiment file parsed) writes nothing: no output
+ * folder is created for it (not even the parents of a nested one), a folder that was there
+ * (empty, or an old run's with --force) is left as it was. A synth: trace has to be generated
+ * into the output folder before its checks: a folder the run created is removed again, and an
+ * old run's trace that --force was to replace is put back. */
+START_TEST(test_no_folder_on_input_error) {
+  char *out;
+  write_two_rank_trace();
+  write_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run r3.ini --out a/b/c"), 2);
+  ck_assert_str_eq(out, "fp8lab: r3.ini:4: reduce_group = 3 does not divide the 2 ranks of run "
+                        "(expected one of 1, 2)\n");
+  free(out);
+  ck_assert(!exists("a"));
+  /* the trace's own errors too: a truncated snapshot */
+  write_tiny_trace();
+  write_text("exp.ini", TINY_INI);
+  write_text("trace/step_7.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a.input\":");
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --out o4"), 2);
+  free(out);
+  ck_assert(!exists("o4"));
+  /* a folder that was there stays, empty */
+  char *d = path_in("empty");
+  mkdir(d, 0777);
+  free(d);
+  ck_assert_int_eq(run_cli(&out, "run r3.ini --out empty"), 2);
+  free(out);
+  ck_assert(exists("empty"));
+  ck_assert_int_eq(entries("empty"), 0);
+  /* synth: generated, then refused (tensors selects nothing): the new folder is gone */
+  write_text("sy.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\ntensors = zzz*\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run sy.ini --out sy/out"), 2);
+  ck_assert_str_eq(out, "fp8lab: sy.ini:4: tensors = zzz* selects none of the tensors of the trace "
+                        "sy/out/trace\n");
+  free(out);
+  ck_assert(!exists("sy"));
+  ck_assert_int_eq(run_cli(&out, "run sy.ini --out empty"), 2);
+  free(out);
+  ck_assert_int_eq(entries("empty"), 0);
+  /* ... and over an old run with --force, the old trace stays what it was */
+  write_text("prev.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run prev.ini --quiet --no-report --out prev"), 0);
+  free(out);
+  char *before = read_out("prev/trace/amax.csv");
+  int n_before = entries("prev"), nt_before = entries("prev/trace");
+  write_text("sy6.ini", "[trace]\npath = synth:llm\nsynth_steps = 6\ntensors = zzz*\n"
+                        "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run sy6.ini --force --out prev"), 2);
+  free(out);
+  char *after = read_out("prev/trace/amax.csv");
+  ck_assert_str_eq(after, before);
+  ck_assert_int_eq(entries("prev"), n_before);
+  ck_assert_int_eq(entries("prev/trace"), nt_before);
+  free(before);
+  free(after);
+}
+END_TEST
+
 /* Multi-rank errors through the CLI: exit 2, one line with file:line or the trace folder. */
 START_TEST(test_ranks_errors) {
   char *out;
@@ -954,7 +1234,7 @@ START_TEST(test_ranks_errors) {
   ck_assert_str_eq(out, "fp8lab: r1.ini:3: reduce_amax = true needs a multi-rank trace, but trace is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
-  char *p = path_in("o1/steps.csv");
+  char *p = path_in("o1");
   struct stat sb;
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
@@ -965,7 +1245,7 @@ START_TEST(test_ranks_errors) {
   ck_assert_str_eq(out, "fp8lab: r2.ini:4: reduce_group needs a multi-rank trace, but synth:llm is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
-  p = path_in("o2/trace");
+  p = path_in("o2");
   ck_assert_int_ne(stat(p, &sb), 0);
   free(p);
   /* reduce_group not dividing the ranks */
@@ -1015,11 +1295,15 @@ int main(void) {
   tcase_add_test(tc, test_engine_path_same_output);
   tcase_add_test(tc, test_output_dir_rules);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_steps_selecting_nothing);
+  tcase_add_test(tc, test_amax_mismatch_warning);
+  tcase_add_test(tc, test_write_failure_exit_1);
   tcase_add_test(tc, test_help_version_synth_inspect);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
+  tcase_add_test(tc, test_no_folder_on_input_error);
   tcase_add_test(tc, test_results_rows_by_printf);
   tcase_add_test(tc, test_num_text_matches_printf);
   suite_add_tcase(s, tc);

@@ -128,6 +128,7 @@ START_TEST(test_names_and_parsing) {
   ck_assert_int_eq(a, FP8_AMAX_MOST_RECENT);
   ck_assert_int_eq(fp8_amax_compute_parse("mean", &a), FP8_EINVAL);
   ck_assert_str_eq(fp8_strerror(FP8_EFORMAT), "malformed input");
+  ck_assert_str_eq(fp8_strerror(FP8_EWRITE), "write failed");
 }
 END_TEST
 

@@ -413,8 +413,51 @@ START_TEST(test_nested_dir_one_step) {
   ck_assert_int_eq(tr.steps[0], 0);
   ck_assert_uint_eq(tr.namax, NTENSORS);
   fp8_trace_close(&tr);
-  /* Writing again into an existing trace directory overwrites it. */
-  ck_assert_msg(fp8_synth_write("underflow", path, 1, 9, err, sizeof err) == FP8_OK, "%s", err);
+  /* Writing again into a directory that holds a trace is refused (the two would mix: the old
+   * snapshots at steps the new trace does not have would stay), naming the folder. */
+  ck_assert_int_eq(fp8_synth_write("underflow", path, 1, 9, err, sizeof err), FP8_EINVAL);
+  char want[1200];
+  snprintf(want, sizeof want, "%s: already holds a trace (1 snapshot and amax.csv): a new one "
+           "would mix with it (use --force to replace its files)", path);
+  ck_assert_str_eq(err, want);
+  tu_rmtree(d);
+  free(d);
+}
+END_TEST
+
+/* fp8_synth_remove_trace removes a trace's own files (step_<N>.safetensors, step_<N>/ npy
+ * folders, amax.csv) and nothing else; then a new trace can be written there. */
+START_TEST(test_remove_trace) {
+  char *d = tu_mkdtemp();
+  char err[FP8_ERRLEN], p[1024];
+  ck_assert_msg(fp8_synth_write("llm", d, 40, 1, err, sizeof err) == FP8_OK, "%s", err);
+  snprintf(p, sizeof p, "%s/step_5", d);
+  ck_assert_int_eq(mkdir(p, 0777), 0);
+  snprintf(p, sizeof p, "%s/step_5/a.input.npy", d);
+  ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
+  const char *keep[] = {"notes.txt", "step_7", "step_x.safetensors", "amax.csv.bak", "rank_0.txt"};
+  for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+    snprintf(p, sizeof p, "%s/%s", d, keep[i]);
+    ck_assert_int_eq(tu_write_file(p, "k", 1), 0);
+  }
+  ck_assert_int_eq(fp8_synth_write("llm", d, 10, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "already holds a trace (21 snapshots and amax.csv)"));
+  ck_assert_int_eq(fp8_synth_remove_trace(d, err, sizeof err), FP8_OK);
+  char *out = NULL;
+  snprintf(p, sizeof p, "ls -A '%s' | LC_ALL=C sort | tr '\\n' ' '", d);
+  ck_assert_int_eq(tu_run(p, &out), 0);
+  ck_assert_str_eq(out, "amax.csv.bak notes.txt rank_0.txt step_7 step_x.safetensors ");
+  free(out);
+  ck_assert_msg(fp8_synth_write("llm", d, 10, 1, err, sizeof err) == FP8_OK, "%s", err);
+  fp8_trace tr;
+  ck_assert_msg(fp8_trace_open(d, &tr, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(tr.nsteps, 10);
+  ck_assert_int_eq(tr.steps[9], 9);
+  fp8_trace_close(&tr);
+  /* a directory without a trace: nothing to remove; a missing one is fine too */
+  ck_assert_int_eq(fp8_synth_remove_trace(d, err, sizeof err), FP8_OK);
+  snprintf(p, sizeof p, "%s/missing", d);
+  ck_assert_int_eq(fp8_synth_remove_trace(p, err, sizeof err), FP8_OK);
   tu_rmtree(d);
   free(d);
 }
@@ -427,6 +470,7 @@ int main(void) {
   tcase_add_test(tc, test_interval);
   tcase_add_test(tc, test_errors);
   tcase_add_test(tc, test_nested_dir_one_step);
+  tcase_add_test(tc, test_remove_trace);
   tcase_add_test(tc, test_determinism);
   tcase_add_test(tc, test_spiky);
   tcase_add_test(tc, test_underflow);

@@ -127,7 +127,7 @@ int fp8_png_write(const char *path, const uint8_t *rgb, int width, int height,
     free(zdata);
     fp8_outfile_abort(&of);
     snprintf(err, errlen, "png %s: libpng: %s", path, ctx.msg);
-    return FP8_EIO;
+    return FP8_EWRITE; /* our own pixels: what fails here is the writing (libpng's "Write Error") */
   }
   png_init_io(png, of.fp);
   png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB,

@@ -5,7 +5,8 @@
  *
  * This file runs the steps in order, over the state of report_internal.h: the result files
  * are read (steps.csv by stepscsv.c, the others by report_read.c), the story is chosen
- * (report_select.c), the plots drawn (report_plots.c) and the text written (report_text.c).
+ * (report_select.c), the plots drawn (report_plots.c) and the text written (report_text.c);
+ * run.json's list of outputs then names the report's files too (report_outputs.c).
  */
 #include "report.h"
 
@@ -121,6 +122,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   snprintf(sum->report_md, sizeof sum->report_md, "%s/report.md", outdir);
   snprintf(sum->notebook, sizeof sum->notebook, "%s/%s", path, nbname);
+  rc = rep_record_outputs(&r, nbname, err, errlen);
 
 done:
   if (warming) pthread_join(warm, NULL);

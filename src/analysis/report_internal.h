@@ -139,6 +139,14 @@ int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *
  * files by tests/python/test_findings.py. */
 void rep_add_findings(rep_t *r, fp8_doc *d);
 
+/* ------------------------------------------------------------------ report_outputs.c */
+
+/* Puts the files this report wrote (the analysis CSVs, r->plots, report.md, the notebook
+ * notebooks_export/<nbname>) into <outdir>/run.json's outputs in place of an earlier report's,
+ * and removes the earlier report's files it did not write again; the runner's entries stay.
+ * Without a readable run.json: nothing (FP8_OK). */
+int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t errlen);
+
 /* ------------------------------------------------------------------ report_text.c */
 
 /* A rate as the tables show it: n/a, 0 or 3 significant digits; an SNR in dB: n/a, "exact" at

@@ -290,8 +290,11 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   }
   if (!c.has_err && !c.trace_line) fp8_exp_fail(&c, 0, "no [trace] section");
   if (!c.has_err && c.nlabels == 0) fp8_exp_fail(&c, 0, "no [recipe.<label>] section");
-  if (c.has_err)
+  /* line 0: a whole-file error (a missing section), reported without a line no line has */
+  if (c.has_err && c.err_line)
     status = fp8_errorf(FP8_EINVAL, err, errlen, "%s:%d: %s", path, c.err_line, c.err_msg);
+  else if (c.has_err)
+    status = fp8_errorf(FP8_EINVAL, err, errlen, "%s: %s", path, c.err_msg);
 done:
   if (status == FP8_ENOMEM) fp8_errorf(status, err, errlen, "%s: out of memory", path);
   if (c.fp) fclose(c.fp);
@@ -318,5 +321,6 @@ void fp8_experiment_free(fp8_experiment *ex) {
   free(ex->tensor_globs);
   free(ex->out_dir);
   free(ex->configs);
+  free(ex->format_lines);
   memset(ex, 0, sizeof *ex);
 }

@@ -35,8 +35,10 @@ typedef struct {
   uint64_t synth_seed; /**< default 1 */
   int has_steps;       /**< steps key given */
   int64_t step_first, step_last, step_stride;
+  int steps_line;      /**< line of the steps key, 0 when not given */
   size_t ntensor_globs;
   char **tensor_globs; /**< empty = all tensors */
+  int tensors_line;    /**< line of the tensors key, 0 when not given */
   int reduce_amax;     /**< [trace] reduce_amax (default 0): delayed scaling's amax is the max
                             over the ranks of a group (multi-rank traces) */
   int64_t reduce_group;/**< [trace] reduce_group: ranks per group; 0 (default) = all ranks */
@@ -51,6 +53,9 @@ typedef struct {
                                every tensor; -1 (default): each tensor's own (docs/semantics.md) */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
+  int *format_lines;   /**< [nconfigs]: line of the format key of the configuration's section,
+                            or of its [recipe.*] header when format is not given (hybrid): for
+                            errors found in the trace, such as a tensor hybrid cannot resolve */
 } fp8_experiment;
 
 /** Parses and validates an experiment file; expands the sweep. */
@@ -74,6 +79,12 @@ int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *fu
  *  in err (the first offending key in the file); trace names the trace in the message. */
 int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const char *trace,
                                char *err, size_t errlen);
+/** Checks the [trace] steps selection against the trace's snapshot steps (steps[0..n),
+ *  ascending): a selection that holds none of them would give outputs without a row, so it is
+ *  FP8_EINVAL with "file:line: message" in err (trace names the trace in the message). Without
+ *  a steps key: FP8_OK. */
+int fp8_experiment_check_steps(const fp8_experiment *ex, const int64_t *steps, size_t n,
+                               const char *trace, char *err, size_t errlen);
 /** Ranks per amax-reduction group for a trace of nranks ranks (>= 1): reduce_group, or all. */
 size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks);
 

@@ -144,6 +144,28 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   return 0;
 }
 
+/* A format list (items parsed and distinct) may not hold hybrid together with e4m3 or e5m2, in
+ * any kind: hybrid resolves to e4m3 for the forward roles and to e5m2 for the backward ones,
+ * so for those tensors the two configurations would give rows that nothing tells apart
+ * (steps.csv shows the resolved format, gemm.csv has no format column; the report then fails
+ * with "duplicate row"). e4m3 with e5m2 is fine: the format column differs. */
+static void format_list_check(exp_ctx *c, const exp_entry *e, const int64_t *v, size_t n) {
+  int hybrid = 0;
+  fp8_format_sel other = FP8_SEL_HYBRID;
+  for (size_t j = 0; j < n; j++) {
+    if (v[j] == FP8_SEL_HYBRID) hybrid = 1;
+    else if (other == FP8_SEL_HYBRID) other = (fp8_format_sel)v[j];
+  }
+  if (!hybrid || other == FP8_SEL_HYBRID) return;
+  int fwd = other == FP8_SEL_E4M3;
+  fp8_exp_fail(c, e->line,
+               "bad format list \"%s\": hybrid casts the %s roles (%s) to %s too, so their rows "
+               "could not be told apart (steps.csv shows the resolved format): use one "
+               "[recipe.*] section per format",
+               e->value, fwd ? "forward" : "backward",
+               fwd ? "input, weight, output" : "grad_output, grad_input", fwd ? "e4m3" : "e5m2");
+}
+
 /* The comma list of key k (a key of kind) into ax->vals[k]: its items parsed, distinct; a bad
  * item is reported and ends the list. -1 when out of memory (c->nomem set), else 0. */
 static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind kind,
@@ -189,6 +211,7 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
     }
     ax->nvals[k] = j + 1;
   }
+  if (k == K_FORMAT && ax->nvals[k] == l.n) format_list_check(c, e, v, l.n);
   fp8_exp_list_free(&l);
   return 0;
 }
@@ -252,9 +275,10 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
   return 0;
 }
 
-/* Appends the product of the section's axes to ex->configs, within
- * FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
-static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax) {
+/* Appends the product of the section's axes to ex->configs (and format_line to
+ * ex->format_lines), within FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
+static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax,
+                          int format_line) {
   fp8_experiment *ex = c->ex;
   const int *axes = kind == FP8_KIND_DELAYED ? axes_delayed : axes_current;
   size_t naxes = kind == FP8_KIND_DELAYED ? 4 : 1;
@@ -278,11 +302,14 @@ static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *a
   /* Exactly the room this section needs, not fp8_grow's one more element: the whole product
    * is appended at once, and the total is bounded by FP8_EXPERIMENT_MAX_CONFIGS. */
   fp8_config *cfgs = realloc(ex->configs, (ex->nconfigs + count) * sizeof *cfgs);
-  if (!cfgs) {
+  if (cfgs) ex->configs = cfgs;
+  int *lines = cfgs ? realloc(ex->format_lines, (ex->nconfigs + count) * sizeof *lines) : NULL;
+  if (!lines) {
     c->nomem = 1;
     return;
   }
-  ex->configs = cfgs;
+  ex->format_lines = lines;
+  for (size_t i = 0; i < count; i++) lines[ex->nconfigs + i] = format_line;
   for (size_t i = 0; i < count; i++)
     if (recipe_config(kind, ax, i, c->secname + 7, &ex->configs[ex->nconfigs + i]) != 0) {
       /* unreachable: every value was range-checked above */
@@ -311,7 +338,10 @@ void fp8_exp_recipe_end(exp_ctx *c) {
   /* a section with any error expands to nothing */
   if (c->nomem || c->nfail != c->sec_nfail) goto done;
   if (recipe_defaults(c, kind, &ax) != 0) goto done;
-  recipe_expand(c, kind, &ax);
+  int format_line = c->sec_line;
+  for (size_t i = 0; i < c->nents; i++)
+    if (strcmp(c->ents[i].key, "format") == 0) format_line = c->ents[i].line;
+  recipe_expand(c, kind, &ax, format_line);
 done:
   for (int k = 0; k < K_COUNT; k++) free(ax.vals[k]);
 }

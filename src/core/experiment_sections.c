@@ -35,6 +35,7 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
     goto done;
   }
   ex->ntensor_globs = l.n;
+  ex->tensors_line = e->line;
   for (size_t j = 0; j < l.n; j++) ex->tensor_globs[j] = fp8_exp_strdup(c, l.items[j]);
 done:
   fp8_exp_list_free(&l);
@@ -62,8 +63,12 @@ void fp8_exp_trace_end(exp_ctx *c) {
     } else if (strcmp(e->key, "steps") == 0) {
       const char *why = fp8_exp_parse_steps(v, &ex->step_first, &ex->step_last, &ex->step_stride,
                                             &c->nomem);
-      if (why) fp8_exp_fail(c, e->line, "bad steps \"%s\": %s", v, why);
-      else ex->has_steps = 1;
+      if (why) {
+        fp8_exp_fail(c, e->line, "bad steps \"%s\": %s", v, why);
+      } else {
+        ex->has_steps = 1;
+        ex->steps_line = e->line;
+      }
     } else if (strcmp(e->key, "tensors") == 0) {
       trace_tensors(c, e);
     } else if (strcmp(e->key, "synth_steps") == 0) {

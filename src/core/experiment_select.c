@@ -1,6 +1,6 @@
 /* experiment_select.c: the questions the runner asks a loaded experiment (experiment.h): is a
- * step or a tensor selected by [trace] steps / tensors, and do the [trace] reduce_amax /
- * reduce_group keys fit the trace once it is open. Independent of the loader's files.
+ * step or a tensor selected by [trace] steps / tensors, and do the [trace] steps selection and
+ * the reduce_amax / reduce_group keys fit the trace once it is open. Independent of the loader's files.
  */
 #include "experiment.h"
 
@@ -58,6 +58,29 @@ int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const ch
   }
   if (!line) return FP8_OK;
   return fp8_errorf(FP8_EINVAL, err, errlen, "%s:%d: %s", ex->file, line, msg);
+}
+
+int fp8_experiment_check_steps(const fp8_experiment *ex, const int64_t *steps, size_t n,
+                               const char *trace, char *err, size_t errlen) {
+  if (!ex->has_steps) return FP8_OK;
+  for (size_t i = 0; i < n; i++)
+    if (fp8_experiment_step_selected(ex, steps[i])) return FP8_OK;
+  /* the selection as the canonical a, a-b or a-b:stride */
+  char sel[96];
+  int o = snprintf(sel, sizeof sel, "%lld", (long long)ex->step_first);
+  if (ex->step_last != ex->step_first)
+    o += snprintf(sel + o, sizeof sel - (size_t)o, "-%lld", (long long)ex->step_last);
+  if (ex->step_last != ex->step_first && ex->step_stride != 1)
+    snprintf(sel + o, sizeof sel - (size_t)o, ":%lld", (long long)ex->step_stride);
+  if (n == 0)
+    return fp8_errorf(FP8_EINVAL, err, errlen,
+                      "%s:%d: steps = %s selects no snapshot step: the trace %s has no snapshot",
+                      ex->file, ex->steps_line, sel, trace);
+  return fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s:%d: steps = %s selects none of the %zu snapshot steps of the trace %s "
+                    "(%lld..%lld)",
+                    ex->file, ex->steps_line, sel, n, trace, (long long)steps[0],
+                    (long long)steps[n - 1]);
 }
 
 size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks) {

@@ -156,37 +156,44 @@ int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *e
   snprintf(of->tmp, len, "%s/.%s.tmp.%ld", dir, name, (long)getpid());
   of->fp = fopen(of->tmp, "wb");
   if (!of->fp) {
-    snprintf(err, errlen, "%s: cannot write: %s", of->final, strerror(errno));
+    int e = errno;
+    snprintf(err, errlen, "%s: cannot write: %s", of->final, strerror(e));
     free(of->tmp);
     free(of->final);
     memset(of, 0, sizeof *of);
-    return FP8_EIO;
+    return fp8_write_errno_status(e);
   }
   setvbuf(of->fp, NULL, _IOFBF, 1 << 16);
   return FP8_OK;
 }
 
+int fp8_write_errno_status(int e) {
+  return e == ENOSPC || e == EDQUOT || e == EIO || e == EFBIG ? FP8_EWRITE : FP8_EIO;
+}
+
 int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
   if (!of->fp) return FP8_EIO;
-  int bad = ferror(of->fp) != 0;
+  /* a write or close of an open file fails only for the disk or the device: the run's
+   * failure, whatever errno says; a rename by its errno (e.g. a directory in the way) */
+  int rc = ferror(of->fp) ? FP8_EWRITE : FP8_OK;
   int saved = errno;
   if (fclose(of->fp) != 0) {
-    bad = 1;
+    rc = FP8_EWRITE;
     saved = errno;
   }
   of->fp = NULL;
-  if (!bad && rename(of->tmp, of->final) != 0) {
-    bad = 1;
+  if (!rc && rename(of->tmp, of->final) != 0) {
     saved = errno;
+    rc = fp8_write_errno_status(saved);
   }
-  if (bad) {
+  if (rc) {
     snprintf(err, errlen, "%s: write failed: %s", of->final, strerror(saved));
     unlink(of->tmp);
   }
   free(of->tmp);
   free(of->final);
   of->tmp = of->final = NULL;
-  return bad ? FP8_EIO : FP8_OK;
+  return rc;
 }
 
 void fp8_outfile_abort(fp8_outfile *of) {
@@ -229,6 +236,42 @@ int fp8_mkdir_p(const char *dir, char *err, size_t errlen) {
   }
   free(p);
   return rc;
+}
+
+char *fp8_first_missing_dir(const char *dir) {
+  char *p = strdup(dir);
+  if (!p) return NULL;
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0'; /* "out/" is "out" */
+  struct stat sb;
+  /* the prefixes of the path in order, as fp8_mkdir_p creates them: the first missing one */
+  for (char *s = p + 1;; s++)
+    if (*s == '/' || *s == '\0') {
+      char c = *s;
+      *s = '\0';
+      if (stat(p, &sb) != 0) return p;
+      if (c == '\0') break;
+      *s = c;
+    }
+  free(p);
+  return NULL;
+}
+
+void fp8_rmdir_up(const char *dir, const char *top) {
+  char *p = strdup(dir);
+  if (!p || !top) {
+    free(p);
+    return;
+  }
+  size_t n = strlen(p), nt = strlen(top);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+  /* dir, then each parent while it is still top or below it */
+  while (n >= nt && rmdir(p) == 0 && n > nt) {
+    while (n > 0 && p[n - 1] != '/') n--;
+    while (n > 1 && p[n - 1] == '/') n--;
+    p[n] = '\0';
+  }
+  free(p);
 }
 
 int fp8_dir_nonempty(const char *dir) {

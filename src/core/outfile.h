@@ -14,9 +14,16 @@ typedef struct {
   char *final; /**< <dir>/<name> */
 } fp8_outfile;
 
-/** Opens <dir>/.<name>.tmp.<pid> for writing (FP8_EIO naming the path on failure). */
+/** The status of a file operation on an output that failed with errno e: FP8_EWRITE (a runtime
+ *  failure, exit 1) when the disk is full or failing (ENOSPC, EDQUOT, EIO, EFBIG), else FP8_EIO
+ *  (the output location: no such directory, no permission, a directory in the way). */
+int fp8_write_errno_status(int e);
+/** Opens <dir>/.<name>.tmp.<pid> for writing (on failure FP8_EIO naming the path, FP8_EWRITE
+ *  when the disk is full or failing). */
 int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *err, size_t errlen);
-/** Flushes, closes and renames into place; on any failure removes the temporary file. */
+/** Flushes, closes and renames into place; on any failure removes the temporary file and
+ *  returns FP8_EWRITE ("<dir>/<name>: write failed: <reason>"; FP8_EIO for a rename that fails
+ *  for the directory's sake, fp8_write_errno_status). */
 int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);
@@ -36,6 +43,12 @@ int fp8_read_stream(FILE *f, char **buf, size_t *len);
 
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);
+/** The outermost directory on dir's path that does not exist yet: what fp8_mkdir_p(dir) would
+ *  create first (a new string), or NULL when dir exists (or out of memory). */
+char *fp8_first_missing_dir(const char *dir);
+/** Undoes fp8_mkdir_p(dir) for a run that wrote nothing: removes dir and its parents up to and
+ *  including top (from fp8_first_missing_dir), each only while it is empty (rmdir). */
+void fp8_rmdir_up(const char *dir, const char *top);
 /** Removes a file or a directory tree (like rm -rf); missing paths are fine. */
 void fp8_rmtree(const char *path);
 /** 1 when dir exists and holds anything besides . and .. ; 0 otherwise. */

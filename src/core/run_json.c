@@ -161,8 +161,8 @@ static json_t *engine_json(const run_t *r) {
 }
 
 int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
-                   const fp8_run_summary *sum, const char *started, int threads, char *err,
-                   size_t errlen) {
+                   const fp8_run_summary *sum, const char *started, int threads,
+                   const fp8_outputs *outputs, char *err, size_t errlen) {
   const fp8_experiment *ex = r->ex;
   json_t *root = json_object();
   json_object_set_new(root, "fp8lab_version", json_string(FP8LAB_VERSION));
@@ -171,7 +171,9 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, "experiment", experiment_json(ex));
   json_object_set_new(root, "trace", trace_json(ex, tr, trace_dir));
   json_object_set_new(root, "inputs", inputs_json(ex, tr, trace_dir));
-  json_object_set_new(root, "outputs", json_pack("[s, s, s, s]", "steps.csv", "summary.csv", "histograms.csv", "run.json"));
+  json_t *outs = json_array();
+  for (size_t i = 0; i < outputs->n; i++) json_array_append_new(outs, json_string(outputs->names[i]));
+  json_object_set_new(root, "outputs", outs);
   json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
   json_object_set_new(root, "tensors", json_integer(sum->tensors));
   json_object_set_new(root, "configurations", json_integer(sum->configs));

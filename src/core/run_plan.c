@@ -145,10 +145,10 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
       if (fp8_format_resolve(cf->format, r->roles[i], &r->formats[i * nc + c]) != FP8_OK) {
         const char *dot = strrchr(t->name, '.');
         return fp8_errorf(FP8_EINVAL, err, errlen,
-                    "%s: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
+                    "%s:%d: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
                     "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
                     "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
-                    ex->file, t->name, dot ? dot + 1 : t->name, cf->label);
+                    ex->file, ex->format_lines[c], t->name, dot ? dot + 1 : t->name, cf->label);
       }
     }
   }

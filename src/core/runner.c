@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,6 +109,25 @@ static int write_stream_rows(run_t *r, int64_t step, char *err, size_t errlen) {
   return FP8_OK;
 }
 
+/* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
+ * file, rather than at the commit after the last step. */
+static int check_writes(const run_t *r, char *err, size_t errlen) {
+  FILE *fps[4] = {r->steps_fp, r->hist_fp, r->gemm_fp, r->stream_fp};
+  const char *names[4] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file,
+                          fp8_schema_stream.file};
+  for (int i = 0; i < 4; i++) {
+    if (!fps[i] || !ferror(fps[i])) continue;
+    /* the failed write's errno is long gone (the engines ran since): a flush of what is still
+     * buffered fails the same way and says why */
+    errno = 0;
+    fflush(fps[i]);
+    return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s",
+                      r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, names[i],
+                      strerror(errno ? errno : EIO));
+  }
+  return FP8_OK;
+}
+
 /* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one
  * their update was fed: the slot's maximum under reduce_amax). */
 static void note_warm(run_t *r) {
@@ -161,10 +181,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
       }
     if (rc) return rc;
     note_warm(r);
-    if (ferror(r->steps_fp) || ferror(r->hist_fp) || (r->gemm_fp && ferror(r->gemm_fp)) ||
-        (r->stream_fp && ferror(r->stream_fp)))
-      return fp8_errorf(FP8_EIO, err, errlen, "%s/steps.csv: write failed: %s",
-                        r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, strerror(errno));
+    if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
     if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
   }
   return FP8_OK;
@@ -172,14 +189,36 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
 
 /* ------------------------------------------------------------------ the run */
 
-/* The output directory: refuse to overwrite results unless --force; create it; open the
- * outputs under temporary names, so that it is writable before any work is done. */
-static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                        fp8_outfile of[4], char *err, size_t errlen) {
-  if (!opt->force && fp8_dir_nonempty(out))
-    return fp8_errorf(FP8_EINVAL, err, errlen,
-                      "%s: output directory is not empty (use --force to overwrite its results)", out);
-  int rc = fp8_mkdir_p(out, err, errlen);
+/* What a run that fails before writing its first result has to undo, so that an error leaves
+ * the output directory as it found it: the directories it created, and for a synth: trace the
+ * generated trace with the one it replaced (--force), moved aside until the run commits. */
+typedef struct {
+  char *created;          /* the outermost directory this run created (NULL: none) */
+  int trace_new;          /* a generated trace was swapped into <out>/trace */
+  char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
+} run_undo;
+
+/* Creates the output directory (once: a synth: trace needs it early), noting what it created. */
+static int make_out_dir(const char *out, run_undo *u, char *err, size_t errlen) {
+  if (!u->created) u->created = fp8_first_missing_dir(out);
+  return fp8_mkdir_p(out, err, errlen);
+}
+
+/* Puts the output directory back as it was (the run failed before any result was in place). */
+static void undo_run(run_undo *u, const char *out, const char *trace_dir) {
+  if (u->trace_new) {
+    fp8_rmtree(trace_dir);
+    if (*u->trace_old) rename(u->trace_old, trace_dir);
+    u->trace_old[0] = '\0';
+  }
+  if (u->created) fp8_rmdir_up(out, u->created);
+}
+
+/* The output directory: create it, open the outputs under temporary names. Called once the
+ * trace and the experiment passed every check, so that an error creates nothing. */
+static int open_outputs(const fp8_experiment *ex, const char *out, run_undo *u, fp8_outfile of[4],
+                        char *err, size_t errlen) {
+  int rc = make_out_dir(out, u, err, errlen);
   if (!rc) rc = fp8_outfile_open(&of[0], out, fp8_schema_steps.file, err, errlen);
   if (!rc) rc = fp8_outfile_open(&of[1], out, fp8_schema_histograms.file, err, errlen);
   if (!rc && ex->gemm) rc = fp8_outfile_open(&of[2], out, fp8_schema_gemm.file, err, errlen);
@@ -196,14 +235,15 @@ static int open_outputs(const fp8_experiment *ex, const fp8_run_options *opt, co
 
 /* The trace directory: the experiment's, or for synth: paths a trace generated into the output
  * directory (next to its final place and swapped in, so that a re-run with --force never mixes
- * snapshots of two generations). */
+ * snapshots of two generations; the old trace waits in u->trace_old until the run commits). */
 static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                         char *trace_dir, size_t len, char *err, size_t errlen) {
+                         run_undo *u, char *trace_dir, size_t len, char *err, size_t errlen) {
   if (!ex->trace_is_synth) {
     snprintf(trace_dir, len, "%s", ex->trace_path);
     return FP8_OK;
   }
   int rc = fp8_experiment_check_ranks(ex, 0, ex->trace_path, err, errlen); /* one rank */
+  if (!rc) rc = make_out_dir(out, u, err, errlen);
   if (rc) return rc;
   char tmp_dir[4096 + 32];
   snprintf(trace_dir, len, "%s/trace", out);
@@ -219,13 +259,39 @@ static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, c
     fp8_rmtree(tmp_dir);
     return fp8_errorf(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
   }
-  fp8_rmtree(trace_dir);
-  if (rename(tmp_dir, trace_dir) != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", trace_dir, tmp_dir,
-                    strerror(errno));
-    fp8_rmtree(tmp_dir);
+  struct stat sb;
+  snprintf(u->trace_old, sizeof u->trace_old, "%s/.trace.old.%ld", out, (long)getpid());
+  fp8_rmtree(u->trace_old);
+  if (lstat(trace_dir, &sb) != 0 || rename(trace_dir, u->trace_old) != 0) {
+    fp8_rmtree(trace_dir); /* nothing to keep, or it cannot be kept */
+    u->trace_old[0] = '\0';
   }
-  return rc;
+  if (rename(tmp_dir, trace_dir) != 0) {
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot rename %s into place: %s",
+                    trace_dir, tmp_dir, strerror(errno));
+    fp8_rmtree(tmp_dir);
+    if (*u->trace_old) rename(u->trace_old, trace_dir);
+    u->trace_old[0] = '\0';
+    return rc;
+  }
+  u->trace_new = 1;
+  return FP8_OK;
+}
+
+/* No tensor to replay: the [trace] tensors selection matches none (at its line), or the trace
+ * has none at all. */
+static int no_tensor_error(const fp8_experiment *ex, const char *trace_dir, char *err,
+                           size_t errlen) {
+  if (!ex->ntensor_globs)
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: the trace %s holds no tensor", ex->file,
+                      trace_dir);
+  char sel[1024];
+  size_t o = 0;
+  for (size_t i = 0; i < ex->ntensor_globs && o < sizeof sel; i++)
+    o += (size_t)snprintf(sel + o, sizeof sel - o, "%s%s", i ? ", " : "", ex->tensor_globs[i]);
+  return fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s:%d: tensors = %s selects none of the tensors of the trace %s", ex->file,
+                    ex->tensors_line, sel, trace_dir);
 }
 
 /* Everything between the open trace and the step loop: tensors, reduction, engines, steps. */
@@ -235,10 +301,9 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   char **names = NULL;
   size_t nnames = 0;
   int rc = fp8_experiment_check_ranks(ex, tr->nranks, trace_dir, err, errlen);
+  if (!rc) rc = fp8_experiment_check_steps(ex, tr->steps, tr->nsteps, trace_dir, err, errlen);
   if (!rc) rc = run_collect_names(ex, tr, &names, &nnames, err, errlen);
-  if (!rc && nnames == 0)
-    rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no tensor of the trace %s is selected by [trace] tensors",
-                    ex->file, trace_dir);
+  if (!rc && nnames == 0) rc = no_tensor_error(ex, trace_dir, err, errlen);
   if (!rc) rc = run_tensors_init(r, names, nnames, err, errlen);
   if (!rc && tr->nranks && ex->reduce_amax)
     rc = run_reduction_init(r, fp8_experiment_reduce_group(ex, tr->nranks), err, errlen);
@@ -256,31 +321,42 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
 }
 
 /* summary.csv and the renames: steps.csv last, so a complete steps.csv always comes with its
- * summary; no gemm.csv without a layer triplet. */
-static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[4], char *err,
-                          size_t errlen) {
+ * summary; no gemm.csv without a layer triplet. *wrote is set once a file is in place. */
+static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[4], int *wrote,
+                          char *err, size_t errlen) {
   fp8_outfile so;
   int rc = fp8_outfile_open(&so, out, fp8_schema_summary.file, err, errlen);
   if (rc) return rc;
   run_write_summary(so.fp, r);
   if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
+  *wrote = 1;
   if ((rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
-  if (r->gemm_rows > 0) {
-    if ((rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
-  } else {
-    fp8_outfile_abort(&of[2]);
-    char stale[4200];
-    snprintf(stale, sizeof stale, "%s/%s", out, fp8_schema_gemm.file);
-    unlink(stale); /* a gemm.csv of an earlier run (--force) would describe another run */
-  }
-  if (r->stream_fp) {
-    if ((rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
-  } else {
-    char stale[4200];
-    snprintf(stale, sizeof stale, "%s/%s", out, fp8_schema_stream.file);
-    unlink(stale); /* no delayed configuration: an earlier run's stream.csv would mislead */
-  }
+  if (r->gemm_rows > 0 && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
+  fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
+  if (r->stream_fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
   return fp8_outfile_commit(&of[0], err, errlen);
+}
+
+/* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed
+ * names, which a run.json of an older fp8lab did not list; the report's among them. */
+static int earlier_outputs(const char *out, fp8_outputs *o) {
+  static const char *const fixed[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv",
+                                      "stream.csv", "run.json", "analysis.csv",
+                                      "recommendations.csv", "report.md"};
+  int rc = fp8_outputs_read(out, o);
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = fp8_outputs_add(o, fixed[i]);
+  return rc;
+}
+
+/* The files this run writes, for run.json's outputs (the report adds its own). */
+static int run_outputs(const run_t *r, fp8_outputs *o) {
+  int rc = fp8_outputs_add(o, fp8_schema_steps.file);
+  if (!rc && r->stream_fp) rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
+  if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
+  if (!rc) rc = fp8_outputs_add(o, "run.json");
+  return rc;
 }
 
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
@@ -293,7 +369,10 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   size_t nsteps = 0, *rank_order = NULL;
   int32_t *amax_map = NULL;
   fp8_outfile of[4] = {{0}, {0}, {0}, {0}};
-  char trace_dir[4096], started[64];
+  run_undo undo = {0};
+  fp8_outputs outputs = {0}, earlier = {0};
+  int wrote = 0;
+  char trace_dir[4096] = "", started[64];
   memset(&tr, 0, sizeof tr);
   memset(sum, 0, sizeof *sum);
   time_t wall = time(NULL);
@@ -308,12 +387,15 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     goto done;
   }
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
-  if ((rc = open_outputs(ex, opt, out, of, err, errlen)) != FP8_OK) goto done;
-  r.steps_fp = of[0].fp;
-  r.hist_fp = of[1].fp;
-  r.gemm_fp = of[2].fp;
-  r.stream_fp = of[3].fp;
-  if ((rc = prepare_trace(ex, opt, out, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK) goto done;
+  if (!opt->force && fp8_dir_nonempty(out)) {
+    rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s: output directory is not empty (use --force to overwrite its results)", out);
+    goto done;
+  }
+  /* every check of the trace comes before the output directory is made (but a synth: trace
+   * is generated into it: undo_run takes it away again) */
+  if ((rc = prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK)
+    goto done;
   if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
   trace_open = 1;
   r.multirank = tr.nranks > 0;
@@ -324,6 +406,11 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   run_rank_order(rank_order, nparts);
   if ((rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen)) != FP8_OK) goto done;
+  if ((rc = open_outputs(ex, out, &undo, of, err, errlen)) != FP8_OK) goto done;
+  r.steps_fp = of[0].fp;
+  r.hist_fp = of[1].fp;
+  r.gemm_fp = of[2].fp;
+  r.stream_fp = of[3].fp;
   snprintf(sum->engine, sizeof sum->engine, "%s", r.engine->name);
   if ((rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen)) != FP8_OK) goto done;
 
@@ -332,14 +419,23 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->tensors = (long long)r.ntensors;
   sum->configs = (long long)ex->nconfigs;
   sum->gemm_rows = r.gemm_rows;
-  if ((rc = commit_outputs(&r, out, of, err, errlen)) != FP8_OK) goto done;
+  if (earlier_outputs(out, &earlier) != FP8_OK) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  if ((rc = commit_outputs(&r, out, of, &wrote, err, errlen)) != FP8_OK) goto done;
   sum->wall_s = run_now_s() - t0;
+  if (run_outputs(&r, &outputs) != FP8_OK) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
   rc = run_write_json(out, &r, &tr, trace_dir, sum, started, opt->threads > 0 ? opt->threads : 1,
-                      err, errlen);
+                      &outputs, err, errlen);
   if (rc) goto done;
-  if (r.mismatches)
-    fprintf(stderr, "warning: %lld snapshot amaxes differ from amax.csv (the snapshot data was used)\n",
-            r.mismatches);
+  /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
+   * report; the report of this run follows */
+  fp8_outputs_remove_stale(out, &earlier, &outputs);
+  sum->mismatches = r.mismatches; /* the caller warns: library code does not print */
 
 done:
   for (int i = 0; i < 4; i++) fp8_outfile_abort(&of[i]);
@@ -348,5 +444,12 @@ done:
   free(steps);
   free(amax_map);
   if (trace_open) fp8_trace_close(&tr);
+  /* a run that put no result in place leaves the directory as it found it; once one is in
+   * place the generated trace belongs with it, and the one it replaced goes */
+  if (rc && !wrote) undo_run(&undo, out, trace_dir);
+  if (*undo.trace_old) fp8_rmtree(undo.trace_old);
+  free(undo.created);
+  fp8_outputs_free(&outputs);
+  fp8_outputs_free(&earlier);
   return rc;
 }

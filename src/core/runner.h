@@ -47,13 +47,16 @@ typedef struct {
   long long steps;
   long long tensors;
   long long configs;
+  long long mismatches; /**< snapshot amaxes that amax.csv disagrees with (the data was used) */
   double wall_s;
   char engine[256];    /**< the engine's name */
 } fp8_run_summary;
 
 /** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.
  *  Bad input (trace, experiment, output dir) gives FP8_EINVAL / FP8_EFORMAT / FP8_EIO before
- *  anything is written; outputs are written to temporary names and renamed at the end. */
+ *  anything is written: the output directory is created only after the trace's checks, and a
+ *  run that fails before its first result is in place removes what it created; outputs are
+ *  written to temporary names and renamed at the end. */
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen);
 

@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "outfile.h"
+#include "outputs.h"
 #include "results.h"
 #include "runner.h"
 
@@ -80,9 +81,10 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
 
 /* run_json.c */
 void run_write_summary(FILE *fp, const run_t *r);
+/* run.json, its "outputs" the files the run wrote (the report adds its own later) */
 int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
-                   const fp8_run_summary *sum, const char *started, int threads, char *err,
-                   size_t errlen);
+                   const fp8_run_summary *sum, const char *started, int threads,
+                   const fp8_outputs *outputs, char *err, size_t errlen);
 double run_now_s(void);
 void run_progress(size_t done, size_t total, double t0, double *last, int final);
 

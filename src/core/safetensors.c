@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outfile.h" /* fp8_write_errno_status */
+
 /* The JSON type of j with its article, for messages ("an array"). */
 static const char *json_type_name(const json_t *j) {
   switch (json_typeof(j)) {
@@ -375,7 +377,8 @@ int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_
   snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
   f = fopen(tmp, "wb");
   if (!f) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot create: %s", tmp,
+                    strerror(errno));
     free(tmp);
     tmp = NULL; /* nothing to remove */
     goto done;
@@ -394,18 +397,18 @@ int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_
     if (nb) ok = fwrite(tensors[i].data, 1, nb, f) == nb;
   }
   if (!ok) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+    rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
     goto done;
   }
   int cr = fclose(f);
   f = NULL;
   if (cr != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+    rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s: write failed: %s", tmp, strerror(errno));
     goto done;
   }
   if (rename(tmp, path) != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename %s into place: %s", path, tmp,
-                       strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen,
+                    "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
     goto done;
   }
 done:

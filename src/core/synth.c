@@ -14,6 +14,7 @@
  */
 #include "synth_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@
 #include <unistd.h>
 
 #include "trace.h"
-#include "util.h" /* fp8_errorf */
+#include "outfile.h" /* fp8_write_errno_status */
+#include "util.h"    /* fp8_errorf */
 
 #define SYN_MAX_STEPS 1000000
 
@@ -58,6 +60,44 @@ static int make_dirs(const char *dir, char *err, size_t errlen) {
 done:
   free(p);
   return rc;
+}
+
+/* The trace files of dir (step_<N>.safetensors files, step_<N>/ folders, amax.csv): counted
+ * into *nsnaps and *csv, and with remove removed (FP8_EIO naming one that would not go). A
+ * missing dir has none. */
+static int scan_trace(const char *dir, int remove, size_t *nsnaps, int *csv, char *err,
+                      size_t errlen) {
+  *nsnaps = 0;
+  *csv = 0;
+  DIR *d = opendir(dir);
+  if (!d) return FP8_OK;
+  int rc = FP8_OK;
+  char path[4096 + 256];
+  struct stat sb;
+  for (struct dirent *e; rc == FP8_OK && (e = readdir(d)) != NULL;) {
+    int kind = fp8_trace_snapshot_name(e->d_name), is_csv = strcmp(e->d_name, "amax.csv") == 0;
+    if (!kind && !is_csv) continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+        lstat(path, &sb) != 0)
+      continue;
+    if (is_csv ? S_ISDIR(sb.st_mode) : kind == 1 ? !S_ISREG(sb.st_mode) : !S_ISDIR(sb.st_mode))
+      continue; /* a name of the trace's, but not what the trace reader would take */
+    if (is_csv) *csv = 1;
+    else (*nsnaps)++;
+    if (!remove) continue;
+    if (S_ISDIR(sb.st_mode)) fp8_rmtree(path);
+    else unlink(path);
+    if (lstat(path, &sb) == 0)
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot remove the old trace's file", path);
+  }
+  closedir(d);
+  return rc;
+}
+
+int fp8_synth_remove_trace(const char *dir, char *err, size_t errlen) {
+  size_t n;
+  int csv;
+  return scan_trace(dir, 1, &n, &csv, err, errlen);
 }
 
 static int write_snapshot(syn_state *st, const char *dir, int64_t step, const char *preset,
@@ -116,6 +156,21 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
     return fp8_errorf(FP8_EINVAL, err, errlen, "synth steps %lld out of range (1 to %d)",
                       (long long)steps, SYN_MAX_STEPS);
 
+  size_t nsnaps;
+  int csv_there;
+  if ((rc = scan_trace(dir, 0, &nsnaps, &csv_there, err, errlen)) != FP8_OK) goto done;
+  if (nsnaps || csv_there) {
+    char what[64];
+    if (nsnaps)
+      snprintf(what, sizeof what, "%zu snapshot%s%s", nsnaps, nsnaps == 1 ? "" : "s",
+               csv_there ? " and amax.csv" : "");
+    else
+      snprintf(what, sizeof what, "amax.csv");
+    return fp8_errorf(FP8_EINVAL, err, errlen,
+                      "%s: already holds a trace (%s): a new one would mix with it (use --force to "
+                      "replace its files)",
+                      dir, what);
+  }
   rc = make_dirs(dir, err, errlen);
   if (rc != FP8_OK) goto done;
 
@@ -137,7 +192,8 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
 
   csv = fopen(tmp_path, "w");
   if (!csv) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot create: %s", tmp_path, strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot create: %s", tmp_path,
+                    strerror(errno));
     goto done;
   }
   if (fputs("step,tensor,amax\n", csv) == EOF) goto write_error;
@@ -159,14 +215,14 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
   csv = NULL;
   if (close_rc != 0) goto write_error;
   if (rename(tmp_path, csv_path) != 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot rename to %s: %s", tmp_path, csv_path,
-                    strerror(errno));
+    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot rename to %s: %s",
+                    tmp_path, csv_path, strerror(errno));
     goto done;
   }
   goto done;
 
 write_error:
-  rc = fp8_errorf(FP8_EIO, err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
+  rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s: write failed: %s", tmp_path, strerror(errno));
 done:
   if (csv) fclose(csv);
   if (rc != FP8_OK && tmp_path) unlink(tmp_path); /* ENOENT when never created: harmless */

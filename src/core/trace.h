@@ -97,6 +97,11 @@ void fp8_step_free(fp8_step *s);
  *  when name has no such prefix. */
 const char *fp8_trace_split_rank(const char *name, size_t *rank);
 
+/** What a directory entry of a single-rank trace is by its name: 1 for step_<N>.safetensors (a
+ *  snapshot when it is a regular file), 2 for step_<N> (a snapshot when it is a folder of .npy
+ *  files), 0 for any other name (amax.csv included). */
+int fp8_trace_snapshot_name(const char *name);
+
 /** Reads one safetensors file (used by fp8_trace_load_step; exposed for tests and tools).
  *  Sets out->step to -1 (fp8_trace_load_step sets the step number). */
 int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errlen);

@@ -53,6 +53,12 @@ static int parse_step_name(const char *name, const char *suffix, int64_t *step) 
   return 1;
 }
 
+int fp8_trace_snapshot_name(const char *name) {
+  int64_t step;
+  if (parse_step_name(name, ".safetensors", &step) != 0) return 1;
+  return parse_step_name(name, "", &step) != 0 ? 2 : 0;
+}
+
 /* Parses "rank_<digits>" exactly: 1 and the rank on a match, 0 if the name does not match, -1
  * for a leading zero (rank_01: two spellings of one rank would be ambiguous), -2 when the rank
  * is FP8_RANK_LIMIT or more. */

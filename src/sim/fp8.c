@@ -90,6 +90,7 @@ const char *fp8_strerror(int status) {
   case FP8_EFORMAT: return "malformed input";
   case FP8_ERANGE: return "value out of range";
   case FP8_EDEVICE: return "device error";
+  case FP8_EWRITE: return "write failed";
   default: return "unknown error";
   }
 }

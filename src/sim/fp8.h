@@ -29,6 +29,8 @@ typedef enum {
   FP8_EFORMAT = 4,/**< input data is malformed (bad header, wrong size, bad value) */
   FP8_ERANGE = 5, /**< a value lies outside what is supported */
   FP8_EDEVICE = 6,/**< a CUDA, cuBLASLt or NCCL call failed, or no device is usable */
+  FP8_EWRITE = 7, /**< an output file could not be written once it was open (disk full, quota,
+                       I/O error): a failure of the run, not of its input (FP8_EIO) */
 } fp8_status;
 
 /** A short constant description of a status code. */

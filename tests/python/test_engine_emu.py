@@ -47,7 +47,11 @@ path = trace
 steps = 0-1
 [recipe.d]
 kind = delayed
-format = hybrid, e5m2
+format = hybrid
+history_len = 1, 16
+[recipe.d5]
+kind = delayed
+format = e5m2
 history_len = 1, 16
 [recipe.c]
 kind = current
@@ -84,14 +88,26 @@ margin = 0, 1, -2
 amax_compute = max, most_recent
 [recipe.c1]
 kind = current
-format = hybrid, e4m3, e5m2
+format = hybrid
+[recipe.c1f]
+kind = current
+format = e4m3, e5m2
 [recipe.c2]
 kind = current
-format = hybrid, e4m3, e5m2
+format = hybrid
+pow2 = true
+[recipe.c2f]
+kind = current
+format = e4m3, e5m2
 pow2 = true
 [recipe.c3]
 kind = current
-format = hybrid, e4m3, e5m2
+format = hybrid
+margin = 2
+amax_epsilon = 1e-20
+[recipe.c3f]
+kind = current
+format = e4m3, e5m2
 margin = 2
 amax_epsilon = 1e-20
 [recipe.c4]

@@ -1,0 +1,95 @@
+/* outputs.c: see outputs.h. */
+#include "outputs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fp8.h"
+#include "util.h" /* fp8_grow */
+
+int fp8_outputs_has(const fp8_outputs *o, const char *name) {
+  for (size_t i = 0; i < o->n; i++)
+    if (strcmp(o->names[i], name) == 0) return 1;
+  return 0;
+}
+
+int fp8_outputs_add(fp8_outputs *o, const char *name) {
+  if (fp8_outputs_has(o, name)) return FP8_OK;
+  char **nn = fp8_grow(o->names, o->n, &o->cap, sizeof *o->names, 32);
+  if (!nn) return FP8_ENOMEM;
+  o->names = nn;
+  if (!(nn[o->n] = strdup(name))) return FP8_ENOMEM;
+  o->n++;
+  return FP8_OK;
+}
+
+void fp8_outputs_free(fp8_outputs *o) {
+  for (size_t i = 0; i < o->n; i++) free(o->names[i]);
+  free(o->names);
+  memset(o, 0, sizeof *o);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* A plain file name: not empty, no '/', not hidden (which also rules out "." and ".."). */
+static int plain_name(const char *s) {
+  return *s && *s != '.' && !strchr(s, '/');
+}
+
+int fp8_output_name_ok(const char *name) {
+  if (strncmp(name, "plots/", 6) == 0) return plain_name(name + 6) && ends_with(name, ".png");
+  if (strncmp(name, "notebooks_export/", 17) == 0)
+    return plain_name(name + 17) && ends_with(name, ".ipynb");
+  return plain_name(name) &&
+         (ends_with(name, ".csv") || strcmp(name, "run.json") == 0 || strcmp(name, "report.md") == 0);
+}
+
+int fp8_output_of_report(const char *name) {
+  return strcmp(name, "analysis.csv") == 0 || strcmp(name, "recommendations.csv") == 0 ||
+         strcmp(name, "report.md") == 0 || strncmp(name, "plots/", 6) == 0 ||
+         strncmp(name, "notebooks_export/", 17) == 0;
+}
+
+void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8_outputs *keep) {
+  static const char *const folders[2] = {"plots/", "notebooks_export/"};
+  char path[4096 + 600];
+  struct stat sb;
+  int emptied[2] = {0, 0};
+  for (size_t i = 0; i < old->n; i++) {
+    const char *name = old->names[i];
+    if (!fp8_output_name_ok(name) || fp8_outputs_has(keep, name)) continue;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) continue;
+    if (lstat(path, &sb) != 0 || S_ISDIR(sb.st_mode) || unlink(path) != 0) continue;
+    for (int f = 0; f < 2; f++) emptied[f] |= strncmp(name, folders[f], strlen(folders[f])) == 0;
+  }
+  /* a report folder this removal emptied goes too (rmdir: only when nothing else is in it) */
+  for (int f = 0; f < 2; f++)
+    if (emptied[f] && snprintf(path, sizeof path, "%s/%s", dir, folders[f]) < (int)sizeof path)
+      rmdir(path);
+}
+
+int fp8_outputs_read(const char *dir, fp8_outputs *o) {
+  size_t len = strlen(dir) + 16;
+  char *path = malloc(len);
+  if (!path) return FP8_ENOMEM;
+  snprintf(path, len, "%s/run.json", dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr);
+  free(path);
+  json_t *arr = json_object_get(j, "outputs");
+  int rc = FP8_OK;
+  for (size_t i = 0; i < json_array_size(arr) && rc == FP8_OK; i++) {
+    const char *name = json_string_value(json_array_get(arr, i));
+    if (name && fp8_output_name_ok(name)) rc = fp8_outputs_add(o, name);
+  }
+  json_decref(j);
+  return rc;
+}
