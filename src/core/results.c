@@ -172,6 +172,16 @@ static void put_config_cols(line_t *l, const fp8_config *c, fp8_format f) {
   }
 }
 
+/* tensor, role, step: the first columns of steps.csv and stream.csv */
+static void put_row_key(line_t *l, const char *tensor, fp8_role role, int64_t step) {
+  line_str(l, tensor);
+  line_chr(l, ',');
+  line_str(l, fp8_role_name(role));
+  line_chr(l, ',');
+  line_i64(l, step);
+  line_chr(l, ',');
+}
+
 static void put_counts(line_t *l, const fp8_stats *st) {
   const int64_t v[6] = {st->n, st->nonfinite, st->zeros, st->overflow, st->underflow,
                         st->subnormal};
@@ -196,12 +206,7 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   int blk = fp8_recipe_kind_is_block(r->config->kind);
   line_t l;
   line_init(&l, fp);
-  line_str(&l, r->tensor);
-  line_chr(&l, ',');
-  line_str(&l, fp8_role_name(r->role));
-  line_chr(&l, ',');
-  line_i64(&l, r->step);
-  line_chr(&l, ',');
+  put_row_key(&l, r->tensor, r->role, r->step);
   put_config_cols(&l, r->config, r->format);
   line_num(&l, r->amax);
   line_chr(&l, ',');
@@ -239,12 +244,7 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
 void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
   line_t l;
   line_init(&l, fp);
-  line_str(&l, r->tensor);
-  line_chr(&l, ',');
-  line_str(&l, fp8_role_name(r->role));
-  line_chr(&l, ',');
-  line_i64(&l, r->step);
-  line_chr(&l, ',');
+  put_row_key(&l, r->tensor, r->role, r->step);
   line_str(&l, r->config->label);
   line_chr(&l, ',');
   line_str(&l, fp8_format_name(r->format));
