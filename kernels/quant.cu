@@ -141,166 +141,178 @@ __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned f
   }
 }
 
-template <int DT, bool HIST>
-// 3 blocks (768 threads, 24 KiB of loads in flight) per SM: enough bytes in flight to cover
-// HBM latency on H100/H200; the register cap (85) costs at most a few spilled words.
-__global__ void __launch_bounds__(kThreads, 3)
-    quant_stats_kernel(const void *__restrict__ data, int64_t n, const QParams P,
-                       uint8_t *__restrict__ codes, fp8k_acc *__restrict__ acc) {
-  __shared__ float s_tab[2][256];
-  __shared__ float s_scale[FP8K_MAX_CONFIGS], s_sinv[FP8K_MAX_CONFIGS];
-  __shared__ int s_fmt[FP8K_MAX_CONFIGS], s_fast[FP8K_MAX_CONFIGS];
-  __shared__ unsigned s_cnt[kWarps][FP8K_MAX_CONFIGS][3];
-  __shared__ double s_sse[kWarps][FP8K_MAX_CONFIGS];
-  __shared__ unsigned s_hist[HIST ? FP8_LOG2_HIST_BINS : 1];
-  __shared__ unsigned s_amax, s_nonfinite, s_zeros;
-  __shared__ double s_sumsq[kWarps];
+// What a block keeps in shared memory besides the histogram: the decode tables, the
+// configurations of the launch and per-warp accumulators (one writer each: lane 0 of the warp;
+// summed over the warps at the end of the block).
+struct BlockShared {
+  float tab[2][256];
+  float scale[FP8K_MAX_CONFIGS], sinv[FP8K_MAX_CONFIGS];
+  int fmt[FP8K_MAX_CONFIGS], fast[FP8K_MAX_CONFIGS];
+  unsigned cnt[kWarps][FP8K_MAX_CONFIGS][3]; // overflow, underflow, subnormal
+  double sse[kWarps][FP8K_MAX_CONFIGS];      // sum (x - xhat)^2
+  double sumsq[kWarps];
+  unsigned amax, nonfinite, zeros;
+};
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+// One thread's 16 elements and what every configuration needs of them.
+struct Chunk {
+  float x[kChunk];
+  unsigned valid;         // bit j: element j exists
+  unsigned fin, nz;       // bit j: finite; finite and non-zero
+  unsigned finb[4], nzb[4]; // the same as 0x80 in byte j%4 of word j/4 (config_pass)
+  bool ok;                // the float-term error sums apply (exponent range, header comment)
+  float p2k;              // 2^K, the exact rescaling of the float terms
+  double p2m2k;           // 2^-2K, back to the true scale
+};
+
+// Block start: tables and configurations into shared memory, accumulators zeroed.
+template <bool HIST>
+__device__ __forceinline__ void block_setup(BlockShared &S, unsigned *s_hist, const QParams &P,
+                                            int tid) {
   const int nc = P.nconf;
-  for (int i = tid; i < 512; i += kThreads) s_tab[i >> 8][i & 255] = c_decode[i >> 8][i & 255];
+  for (int i = tid; i < 512; i += kThreads) S.tab[i >> 8][i & 255] = c_decode[i >> 8][i & 255];
   if (tid < nc) {
     float s = P.dev_scales ? P.dev_scales[tid] : P.scale[tid];
     float si = P.dev_scales ? __fdiv_rn(1.0f, s) : P.sinv[tid];
     unsigned es = (__float_as_uint(s) >> 23) & 0xFFu, ei = (__float_as_uint(si) >> 23) & 0xFFu;
-    s_scale[tid] = s;
-    s_sinv[tid] = si;
-    s_fmt[tid] = P.fmt[tid];
-    s_fast[tid] = !P.force_f64 && es != 0 && es != 0xFF && ei != 0 && ei != 0xFF;
+    S.scale[tid] = s;
+    S.sinv[tid] = si;
+    S.fmt[tid] = P.fmt[tid];
+    S.fast[tid] = !P.force_f64 && es != 0 && es != 0xFF && ei != 0 && ei != 0xFF;
   }
   for (int i = tid; i < kWarps * FP8K_MAX_CONFIGS; i += kThreads) {
     int w = i / FP8K_MAX_CONFIGS, c = i % FP8K_MAX_CONFIGS;
-    s_cnt[w][c][0] = s_cnt[w][c][1] = s_cnt[w][c][2] = 0;
-    s_sse[w][c] = 0.0;
+    S.cnt[w][c][0] = S.cnt[w][c][1] = S.cnt[w][c][2] = 0;
+    S.sse[w][c] = 0.0;
   }
   if (HIST)
     for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads) s_hist[i] = 0;
-  if (tid == 0) s_amax = s_nonfinite = s_zeros = 0;
+  if (tid == 0) S.amax = S.nonfinite = S.zeros = 0;
   __syncthreads();
+}
 
-  unsigned amax = 0, nonfinite = 0, zeros = 0;
-  double sumsq = 0.0;
-  const int64_t nchunks = (n + kChunk - 1) / kChunk;
-  const int64_t stride = (int64_t)gridDim.x * kThreads;
-  // The loop bound is per warp, so that all 32 lanes reach the warp reductions together.
-  for (int64_t base = (int64_t)blockIdx.x * kThreads + warp * 32; base < nchunks; base += stride) {
-    const int64_t chunk = base + lane;
-    float x[kChunk];
-    unsigned valid = 0;
-    if (chunk < nchunks) {
-      valid = load_chunk<DT>(data, chunk, n, x);
-    } else {
+// Configuration-independent work on one chunk: flags, amax, counts, histogram, exponent range,
+// the rescaling of the float terms and sum x^2.
+template <bool HIST>
+__device__ __forceinline__ void classify(Chunk &ch, bool force_f64, unsigned *s_hist,
+                                         unsigned &amax, unsigned &nonfinite, unsigned &zeros,
+                                         double &sumsq) {
+  unsigned fin = 0, nz = 0;
+  int emax = 0, emin = 255;
 #pragma unroll
-      for (int j = 0; j < kChunk; j++) x[j] = 0.0f;
-    }
-
-    // Configuration-independent work: flags, amax, counts, histogram, exponent range.
-    unsigned fin = 0, nz = 0;
-    int emax = 0, emin = 255;
-#pragma unroll
-    for (int j = 0; j < kChunk; j++) {
-      unsigned a = __float_as_uint(x[j]) & 0x7FFFFFFFu;
-      bool v = (valid >> j) & 1u;
-      bool f = v && a < 0x7F800000u;
-      fin |= (unsigned)f << j;
-      nonfinite += v && !f;
-      zeros += v && a == 0;
-      unsigned am = a > 0x7F800000u ? 0u : a; // NaN never wins; inf does
-      amax = v && am > amax ? am : amax;
-      if (f && a != 0) {
-        nz |= 1u << j;
-        int e = (int)(a >> 23);
-        emax = e > emax ? e : emax;
-        emin = e < emin ? e : emin;
-        if (HIST) {
-          // bin index b - FP8_LOG2_HIST_MIN: normal e - 127 + 149; subnormal: leading bit - 149 + 149
-          int bin = e ? e + 22 : 31 - __clz((int)a);
-          atomicAdd(&s_hist[bin], 1u);
-        }
-      }
-    }
-    // Exact power-of-two rescaling of the float32 error terms (see the header comment).
-    const bool ok = nz == 0 || (emin >= 1 && emax - emin <= 80 && emax >= 56);
-    const int K = ok && nz ? 182 - emax : 0; // |x| 2^K < 2^56; K in [-72, 126]
-    const float p2k = __uint_as_float((unsigned)(127 + K) << 23);
-    const double p2m2k = __hiloint2double((1023 - 2 * K) << 20, 0);
-    unsigned finb[4], nzb[4];
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      finb[g] = spread4(fin >> (4 * g));
-      nzb[g] = spread4(nz >> (4 * g));
-    }
-    if (ok && !P.force_f64) {
-      float t[kChunk];
-#pragma unroll
-      for (int j = 0; j < kChunk; j++) {
-        float xs = __fmul_rn(x[j], p2k);
-        t[j] = (fin >> j) & 1u ? __fmul_rn(xs, xs) : 0.0f;
-      }
-      sumsq = __dadd_rn(sumsq, __dmul_rn((double)pairwise16(t), p2m2k));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; j++)
-        if ((fin >> j) & 1u) {
-          double xd = (double)x[j];
-          sumsq = __dadd_rn(sumsq, __dmul_rn(xd, xd));
-        }
-    }
-
-    for (int c = 0; c < nc; c++) {
-      unsigned w[4];
-      unsigned packed = 0;
-      double sse = 0.0;
-      const bool fast = s_fast[c] && ok;
-      if (s_fmt[c] == FP8_E5M2)
-        config_pass<1>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[1], fast, p2k, p2m2k,
-                       packed, sse, w);
-      else
-        config_pass<0>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[0], fast, p2k, p2m2k,
-                       packed, sse, w);
-      if (codes && c == 0 && chunk < nchunks) {
-        if (valid == 0xFFFFu) {
-          reinterpret_cast<uint4 *>(codes)[chunk] = make_uint4(w[0], w[1], w[2], w[3]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < kChunk; j++)
-            if ((valid >> j) & 1u) codes[chunk * kChunk + j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
-        }
-      }
-      // at most 16 per lane and 512 per warp: 10 bits per field
-      unsigned tot = __reduce_add_sync(kFull, packed);
-#pragma unroll
-      for (int o = 16; o >= 1; o >>= 1) sse = __dadd_rn(sse, __shfl_xor_sync(kFull, sse, o));
-      if (lane == 0) {
-        s_cnt[warp][c][0] += tot & 0x3FFu;
-        s_cnt[warp][c][1] += (tot >> 10) & 0x3FFu;
-        s_cnt[warp][c][2] += tot >> 20;
-        s_sse[warp][c] = __dadd_rn(s_sse[warp][c], sse);
+  for (int j = 0; j < kChunk; j++) {
+    unsigned a = __float_as_uint(ch.x[j]) & 0x7FFFFFFFu;
+    bool v = (ch.valid >> j) & 1u;
+    bool f = v && a < 0x7F800000u;
+    fin |= (unsigned)f << j;
+    nonfinite += v && !f;
+    zeros += v && a == 0;
+    unsigned am = a > 0x7F800000u ? 0u : a; // NaN never wins; inf does
+    amax = v && am > amax ? am : amax;
+    if (f && a != 0) {
+      nz |= 1u << j;
+      int e = (int)(a >> 23);
+      emax = e > emax ? e : emax;
+      emin = e < emin ? e : emin;
+      if (HIST) {
+        // bin index b - FP8_LOG2_HIST_MIN: normal e - 127 + 149; subnormal: leading bit - 149 + 149
+        int bin = e ? e + 22 : 31 - __clz((int)a);
+        atomicAdd(&s_hist[bin], 1u);
       }
     }
   }
+  ch.fin = fin;
+  ch.nz = nz;
+  // Exact power-of-two rescaling of the float32 error terms (see the header comment).
+  ch.ok = nz == 0 || (emin >= 1 && emax - emin <= 80 && emax >= 56);
+  const int K = ch.ok && nz ? 182 - emax : 0; // |x| 2^K < 2^56; K in [-72, 126]
+  ch.p2k = __uint_as_float((unsigned)(127 + K) << 23);
+  ch.p2m2k = __hiloint2double((1023 - 2 * K) << 20, 0);
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    ch.finb[g] = spread4(fin >> (4 * g));
+    ch.nzb[g] = spread4(nz >> (4 * g));
+  }
+  if (ch.ok && !force_f64) {
+    float t[kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      float xs = __fmul_rn(ch.x[j], ch.p2k);
+      t[j] = (fin >> j) & 1u ? __fmul_rn(xs, xs) : 0.0f;
+    }
+    sumsq = __dadd_rn(sumsq, __dmul_rn((double)pairwise16(t), ch.p2m2k));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kChunk; j++)
+      if ((fin >> j) & 1u) {
+        double xd = (double)ch.x[j];
+        sumsq = __dadd_rn(sumsq, __dmul_rn(xd, xd));
+      }
+  }
+}
 
-  // Block totals, then one global atomic per accumulator.
+// Configuration c over the warp's 32 chunks: the pass, configuration 0's codes, and the warp's
+// counts and error sum into its shared accumulators. Every lane of the warp calls it.
+__device__ __forceinline__ void config_step(BlockShared &S, const Chunk &ch, int c, int64_t chunk,
+                                            int64_t nchunks, uint8_t *__restrict__ codes,
+                                            int lane, int warp) {
+  unsigned w[4];
+  unsigned packed = 0;
+  double sse = 0.0;
+  const bool fast = S.fast[c] && ch.ok;
+  if (S.fmt[c] == FP8_E5M2)
+    config_pass<1>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[1], fast, ch.p2k,
+                   ch.p2m2k, packed, sse, w);
+  else
+    config_pass<0>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[0], fast, ch.p2k,
+                   ch.p2m2k, packed, sse, w);
+  if (codes && c == 0 && chunk < nchunks) {
+    if (ch.valid == 0xFFFFu) {
+      reinterpret_cast<uint4 *>(codes)[chunk] = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kChunk; j++)
+        if ((ch.valid >> j) & 1u) codes[chunk * kChunk + j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
+    }
+  }
+  // at most 16 per lane and 512 per warp: 10 bits per field
+  unsigned tot = __reduce_add_sync(kFull, packed);
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) sse = __dadd_rn(sse, __shfl_xor_sync(kFull, sse, o));
+  if (lane == 0) {
+    S.cnt[warp][c][0] += tot & 0x3FFu;
+    S.cnt[warp][c][1] += (tot >> 10) & 0x3FFu;
+    S.cnt[warp][c][2] += tot >> 20;
+    S.sse[warp][c] = __dadd_rn(S.sse[warp][c], sse);
+  }
+}
+
+// Block end: block totals, then one global atomic per accumulator. Every thread calls it.
+template <bool HIST>
+__device__ __forceinline__ void block_flush(BlockShared &S, const unsigned *s_hist, int nc,
+                                            unsigned amax, unsigned nonfinite, unsigned zeros,
+                                            double sumsq, fp8k_acc *__restrict__ acc) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   amax = __reduce_max_sync(kFull, amax);
   nonfinite = __reduce_add_sync(kFull, nonfinite);
   zeros = __reduce_add_sync(kFull, zeros);
 #pragma unroll
   for (int o = 16; o >= 1; o >>= 1) sumsq = __dadd_rn(sumsq, __shfl_xor_sync(kFull, sumsq, o));
   if (lane == 0) {
-    atomicMax(&s_amax, amax);
-    atomicAdd(&s_nonfinite, nonfinite);
-    atomicAdd(&s_zeros, zeros);
-    s_sumsq[warp] = sumsq;
+    atomicMax(&S.amax, amax);
+    atomicAdd(&S.nonfinite, nonfinite);
+    atomicAdd(&S.zeros, zeros);
+    S.sumsq[warp] = sumsq;
   }
   __syncthreads();
   if (tid < nc) {
     unsigned long long c0 = 0, c1 = 0, c2 = 0;
     double e = 0.0;
     for (int w = 0; w < kWarps; w++) {
-      c0 += s_cnt[w][tid][0];
-      c1 += s_cnt[w][tid][1];
-      c2 += s_cnt[w][tid][2];
-      e = __dadd_rn(e, s_sse[w][tid]);
+      c0 += S.cnt[w][tid][0];
+      c1 += S.cnt[w][tid][1];
+      c2 += S.cnt[w][tid][2];
+      e = __dadd_rn(e, S.sse[w][tid]);
     }
     if (c0) atomicAdd(&acc->cnt[tid][0], c0);
     if (c1) atomicAdd(&acc->cnt[tid][1], c1);
@@ -309,15 +321,47 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
   if (tid == kThreads - 1) {
     double t = 0.0;
-    for (int w = 0; w < kWarps; w++) t = __dadd_rn(t, s_sumsq[w]);
-    atomicMax(&acc->amax_bits, s_amax);
-    atomicAdd(&acc->nonfinite, (unsigned long long)s_nonfinite);
-    atomicAdd(&acc->zeros, (unsigned long long)s_zeros);
+    for (int w = 0; w < kWarps; w++) t = __dadd_rn(t, S.sumsq[w]);
+    atomicMax(&acc->amax_bits, S.amax);
+    atomicAdd(&acc->nonfinite, (unsigned long long)S.nonfinite);
+    atomicAdd(&acc->zeros, (unsigned long long)S.zeros);
     atomicAdd(&acc->sum_sq, t);
   }
   if (HIST)
     for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads)
       if (s_hist[i]) atomicAdd(&acc->hist[i], (unsigned long long)s_hist[i]);
+}
+
+template <int DT, bool HIST>
+// 3 blocks (768 threads, 24 KiB of loads in flight) per SM: enough bytes in flight to cover
+// HBM latency on H100/H200; the register cap (85) costs at most a few spilled words.
+__global__ void __launch_bounds__(kThreads, 3)
+    quant_stats_kernel(const void *__restrict__ data, int64_t n, const QParams P,
+                       uint8_t *__restrict__ codes, fp8k_acc *__restrict__ acc) {
+  __shared__ BlockShared S;
+  __shared__ unsigned s_hist[HIST ? FP8_LOG2_HIST_BINS : 1];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  block_setup<HIST>(S, s_hist, P, tid);
+
+  unsigned amax = 0, nonfinite = 0, zeros = 0;
+  double sumsq = 0.0;
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  const int64_t stride = (int64_t)gridDim.x * kThreads;
+  // The loop bound is per warp, so that all 32 lanes reach the warp reductions together.
+  for (int64_t base = (int64_t)blockIdx.x * kThreads + warp * 32; base < nchunks; base += stride) {
+    const int64_t chunk = base + lane;
+    Chunk ch;
+    ch.valid = 0;
+    if (chunk < nchunks) {
+      ch.valid = load_chunk<DT>(data, chunk, n, ch.x);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kChunk; j++) ch.x[j] = 0.0f;
+    }
+    classify<HIST>(ch, P.force_f64 != 0, s_hist, amax, nonfinite, zeros, sumsq);
+    for (int c = 0; c < P.nconf; c++) config_step(S, ch, c, chunk, nchunks, codes, lane, warp);
+  }
+  block_flush<HIST>(S, s_hist, P.nconf, amax, nonfinite, zeros, sumsq, acc);
 }
 
 template <int DT>
