@@ -1,14 +1,15 @@
 // quant.cu: the fused quantize + statistics pass of fp8lab's GPU engine, and current scaling.
 //
-// What it computes (RECIPES.md, bit-identical to src/sim/quant.c except the order of the two
-// error sums): for a tensor uploaded once (F32, BF16 or F16, widened exactly to float32) and up
+// What it computes (RECIPES.md, bit-identical to src/sim/quant.c except the three double sums,
+// see below): for a tensor uploaded once (F32, BF16 or F16, widened exactly to float32) and up
 // to 64 scaling configurations per launch, ONE read of the data gives
 //   - amax (NaN ignored, inf counts), the log2|x| histogram (fp8_log2_histogram), the counts of
 //     non-finite and zero elements and sum x^2 over finite x;
 //   - per configuration c: y = RN32(x * s_c), code = cvt.rn.satfinite.{e4m3,e5m2}(y) (the
 //     hardware instruction through __nv_cvt_float2_to_fp8x2; gpu_cast_exhaustive proves it equals
 //     fp8_encode), xhat = RN32(decode(code) * sinv_c) with sinv_c = RN32(1/s_c) from the host,
-//     overflow / underflow / subnormal counts and sum (x - xhat)^2 over finite x.
+//     overflow / underflow / subnormal / clipped counts (clipped: |y| past the rounding
+//     midpoint above max, fp8_clip_bits), sum (x - xhat)^2 and sum xhat^2 over finite x.
 // Current scaling (fp8k_current_quant_stats, current.cu) adds an amax pass and a
 // one-thread-per-config scale kernel (fp8_current_scale's arithmetic) before the same pass,
 // without a host round trip.
@@ -31,11 +32,21 @@
 // element and configuration make the pass compute-bound at a few configurations on H100/H200
 // (FP64 runs at half the FP32 rate and conversions to double at 1/8).
 //
+// sum xhat^2 (for the cosine similarity) takes another shortcut: decode(code)^2 is exact in
+// float32 (an FP8 value has at most 4 significant bits, its square at most 8, and is >= 2^-32),
+// so each 16-element chunk sums those squares pairwise in float32 (4 roundings, <= 4 * 2^-24
+// relative) and the block multiplies its total by sinv^2 (exact in double) once. That differs
+// from quant.c's RN32(decode * sinv)^2 by at most 2^-23 relative per term as long as
+// decode * sinv is a normal float for every non-zero code (hfast: the smallest subnormal times
+// sinv normal, max times sinv finite): 6 * 2^-24 = 3.6e-7 in all. Other scales, and
+// fp8k_ctx_set_f64_sums(ctx, 1), square RN32(decode * sinv) in double as quant.c does.
+//
 // Reductions: per warp per 16-element iteration (counts packed 3 x 10 bits and summed with one
-// redux.sync; the error sum with shuffles) into per-warp shared accumulators; per block into
-// global memory with one atomic per accumulator (atomicAdd on double and unsigned long long,
-// atomicMax on the bits of the non-negative amax). The order of the double sums therefore
-// varies run to run in the last bits.
+// redux.sync, the clipped count with a second one only in a warp that saw an overflow; the two
+// sums with one butterfly of shuffles, sse in one half-warp and ssh in the other) into per-warp
+// shared accumulators; per block into global memory with one atomic per accumulator
+// (atomicAdd on double and unsigned long long, atomicMax on the bits of the non-negative amax).
+// The order of the double sums therefore varies run to run in the last bits.
 //
 // Build: part of fp8lab_kernels (cmake --build BUILD --target fp8lab_kernels). Test:
 // tests/gpu/test_gpu_quant.c (CPU oracle: fp8_quantize_f32 and friends, label gpu), and the same
@@ -84,25 +95,37 @@ __device__ __forceinline__ float pairwise16(const float (&t)[kChunk]) {
   return __fadd_rn(__fadd_rn(b[0], b[1]), __fadd_rn(b[2], b[3]));
 }
 
+// decode(code) of element j (code j in byte j%4 of word j/4) from the shared-memory table.
+__device__ __forceinline__ float decoded(const float *__restrict__ tab, const unsigned (&w)[4],
+                                         int j) {
+  return tab[(w[j >> 2] >> (8 * (j & 3))) & 0xFFu];
+}
+
 // One configuration over one thread's chunk: codes into w[4] (4 codes per word, element j in
 // byte j%4 of word j/4), counts packed as overflow | underflow << 10 | subnormal << 20 added to
-// `packed`, the chunk's error sum added to `sse`.
+// `packed`, the clipped count added to `clip`, the chunk's error sum added to `sse` and its
+// xhat^2 sum to `ssh` (in units of sinv^2 when hfast: see the header comment).
 template <int FMT>
 __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned fin,
                                             const unsigned (&finb)[4], const unsigned (&nzb)[4],
                                             float s, float si, const float *__restrict__ tab,
-                                            bool fast, float p2k, double p2m2k,
-                                            unsigned &packed, double &sse, unsigned (&w)[4]) {
+                                            bool fast, bool hfast, float p2k, double p2m2k,
+                                            unsigned &packed, unsigned &clip, double &sse,
+                                            double &ssh, unsigned (&w)[4]) {
   constexpr unsigned kMaxBits = FMT ? 0x47600000u : 0x43E00000u; // 57344.0f : 448.0f
+  // fp8_clip_bits: above 464.0f (E4M3) / from 61440.0f on (E5M2) RN would leave the format,
+  // the conversion saturates instead (RECIPES.md "clipped"); always above kMaxBits
+  constexpr unsigned kClipBits = FMT ? 0x476FFFFFu : 0x43E80000u;
   constexpr unsigned kExp4 = FMT ? 0x7C7C7C7Cu : 0x78787878u;     // exponent field, 4 bytes
   constexpr __nv_fp8_interpretation_t kInterp = FMT ? __NV_E5M2 : __NV_E4M3;
-  unsigned ov = 0;
+  unsigned ov = 0, cl = 0;
 #pragma unroll
   for (int k = 0; k < kChunk / 2; k++) {
     float y0 = __fmul_rn(x[2 * k], s), y1 = __fmul_rn(x[2 * k + 1], s);
     unsigned c2 = __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, kInterp);
-    ov |= (unsigned)((__float_as_uint(y0) & 0x7FFFFFFFu) > kMaxBits) << (2 * k);
-    ov |= (unsigned)((__float_as_uint(y1) & 0x7FFFFFFFu) > kMaxBits) << (2 * k + 1);
+    unsigned a0 = __float_as_uint(y0) & 0x7FFFFFFFu, a1 = __float_as_uint(y1) & 0x7FFFFFFFu;
+    ov |= (unsigned)(a0 > kMaxBits) << (2 * k) | (unsigned)(a1 > kMaxBits) << (2 * k + 1);
+    cl |= (unsigned)(a0 > kClipBits) << (2 * k) | (unsigned)(a1 > kClipBits) << (2 * k + 1);
     if (k & 1) w[k >> 1] |= c2 << 16;
     else w[k >> 1] = c2;
   }
@@ -117,13 +140,31 @@ __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned f
     sub += __popc(nzc & ~nze & finb[g]); // finite x, non-zero code with exponent field 0
   }
   packed += (unsigned)__popc(ov & fin) | (uf << 10) | (sub << 20);
+  clip += (unsigned)__popc(cl & fin);
 
+  // The xhat^2 sum first: it needs only the codes, and the error sum's terms are then the last
+  // thing live (this order leaves no register spilled at the 80-register cap, sm_90).
+  if (hfast) { // decode(code)^2 is exact in float32 (at most 8 significant bits, >= 2^-32)
+    float h[kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; j++) {
+      float v = decoded(tab, w, j);
+      h[j] = (fin >> j) & 1u ? __fmul_rn(v, v) : 0.0f;
+    }
+    ssh = __dadd_rn(ssh, (double)pairwise16(h));
+  } else { // quant.c's arithmetic: xhat = RN32(decode * sinv), squared in double
+#pragma unroll
+    for (int j = 0; j < kChunk; j++)
+      if ((fin >> j) & 1u) {
+        double xh = (double)__fmul_rn(decoded(tab, w, j), si);
+        ssh = __dadd_rn(ssh, __dmul_rn(xh, xh));
+      }
+  }
   if (fast) {
     float t[kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; j++) {
-      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-      float xh = __fmul_rn(tab[code], si);
+      float xh = __fmul_rn(decoded(tab, w, j), si);
       float d = __fmul_rn(__fsub_rn(x[j], xh), p2k);
       t[j] = (fin >> j) & 1u ? __fmul_rn(d, d) : 0.0f;
     }
@@ -131,8 +172,7 @@ __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned f
   } else {
 #pragma unroll
     for (int j = 0; j < kChunk; j++) {
-      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-      float xh = __fmul_rn(tab[code], si);
+      float xh = __fmul_rn(decoded(tab, w, j), si);
       if ((fin >> j) & 1u) {
         double d = __dsub_rn((double)x[j], (double)xh);
         sse = __dadd_rn(sse, __dmul_rn(d, d));
@@ -142,14 +182,15 @@ __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned f
 }
 
 // What a block keeps in shared memory besides the histogram: the decode tables, the
-// configurations of the launch and per-warp accumulators (one writer each: lane 0 of the warp;
-// summed over the warps at the end of the block).
+// configurations of the launch and per-warp accumulators (one writer each: lane 0 of the warp,
+// lane 16 for ssh; summed over the warps at the end of the block).
 struct BlockShared {
   float tab[2][256];
   float scale[FP8K_MAX_CONFIGS], sinv[FP8K_MAX_CONFIGS];
-  int fmt[FP8K_MAX_CONFIGS], fast[FP8K_MAX_CONFIGS];
-  unsigned cnt[kWarps][FP8K_MAX_CONFIGS][3]; // overflow, underflow, subnormal
+  int fmt[FP8K_MAX_CONFIGS], fast[FP8K_MAX_CONFIGS], hfast[FP8K_MAX_CONFIGS];
+  unsigned cnt[kWarps][FP8K_MAX_CONFIGS][4]; // overflow, underflow, subnormal, clipped
   double sse[kWarps][FP8K_MAX_CONFIGS];      // sum (x - xhat)^2
+  double ssh[kWarps][FP8K_MAX_CONFIGS];      // sum xhat^2 (hfast: sum decode^2, times sinv^2 later)
   double sumsq[kWarps];
   unsigned amax, nonfinite, zeros;
 };
@@ -179,11 +220,17 @@ __device__ __forceinline__ void block_setup(BlockShared &S, unsigned *s_hist, co
     S.sinv[tid] = si;
     S.fmt[tid] = P.fmt[tid];
     S.fast[tid] = !P.force_f64 && es != 0 && es != 0xFF && ei != 0 && ei != 0xFF;
+    // xhat^2 as decode^2 * sinv^2 needs RN32(decode * sinv) normal and finite for every non-zero
+    // code, from the smallest subnormal (2^-9, 2^-16) to max: then it is within 2^-23 of it
+    const bool e5 = P.fmt[tid] == FP8_E5M2;
+    unsigned lo = __float_as_uint(__fmul_rn(e5 ? 0x1p-16f : 0x1p-9f, si)) & 0x7F800000u;
+    unsigned hi = __float_as_uint(__fmul_rn(e5 ? 57344.0f : 448.0f, si)) & 0x7F800000u;
+    S.hfast[tid] = !P.force_f64 && lo != 0 && hi != 0x7F800000u;
   }
   for (int i = tid; i < kWarps * FP8K_MAX_CONFIGS; i += kThreads) {
     int w = i / FP8K_MAX_CONFIGS, c = i % FP8K_MAX_CONFIGS;
-    S.cnt[w][c][0] = S.cnt[w][c][1] = S.cnt[w][c][2] = 0;
-    S.sse[w][c] = 0.0;
+    S.cnt[w][c][0] = S.cnt[w][c][1] = S.cnt[w][c][2] = S.cnt[w][c][3] = 0;
+    S.sse[w][c] = S.ssh[w][c] = 0.0;
   }
   if (HIST)
     for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads) s_hist[i] = 0;
@@ -252,20 +299,20 @@ __device__ __forceinline__ void classify(Chunk &ch, bool force_f64, unsigned *s_
 }
 
 // Configuration c over the warp's 32 chunks: the pass, configuration 0's codes, and the warp's
-// counts and error sum into its shared accumulators. Every lane of the warp calls it.
+// counts and two sums into its shared accumulators. Every lane of the warp calls it.
 __device__ __forceinline__ void config_step(BlockShared &S, const Chunk &ch, int c, int64_t chunk,
                                             int64_t nchunks, uint8_t *__restrict__ codes,
                                             int lane, int warp) {
   unsigned w[4];
-  unsigned packed = 0;
-  double sse = 0.0;
-  const bool fast = S.fast[c] && ch.ok;
+  unsigned packed = 0, clip = 0;
+  double sse = 0.0, ssh = 0.0;
+  const bool fast = S.fast[c] && ch.ok, hfast = S.hfast[c];
   if (S.fmt[c] == FP8_E5M2)
-    config_pass<1>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[1], fast, ch.p2k,
-                   ch.p2m2k, packed, sse, w);
+    config_pass<1>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[1], fast, hfast,
+                   ch.p2k, ch.p2m2k, packed, clip, sse, ssh, w);
   else
-    config_pass<0>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[0], fast, ch.p2k,
-                   ch.p2m2k, packed, sse, w);
+    config_pass<0>(ch.x, ch.fin, ch.finb, ch.nzb, S.scale[c], S.sinv[c], S.tab[0], fast, hfast,
+                   ch.p2k, ch.p2m2k, packed, clip, sse, ssh, w);
   if (codes && c == 0 && chunk < nchunks) {
     if (ch.valid == 0xFFFFu) {
       reinterpret_cast<uint4 *>(codes)[chunk] = make_uint4(w[0], w[1], w[2], w[3]);
@@ -277,13 +324,23 @@ __device__ __forceinline__ void config_step(BlockShared &S, const Chunk &ch, int
   }
   // at most 16 per lane and 512 per warp: 10 bits per field
   unsigned tot = __reduce_add_sync(kFull, packed);
+  // clipped elements are overflowed ones, so a warp without overflow has none: the second
+  // reduction only runs after an overflow (tot is the same in every lane: no divergence)
+  unsigned ctot = (tot & 0x3FFu) ? __reduce_add_sync(kFull, clip) : 0u;
+  // both sums in one butterfly: the first exchange leaves pairs of sse in lanes 0-15 and pairs
+  // of ssh in lanes 16-31, the other four sum within each half (lane 0: sse, lane 16: ssh)
+  double keep = (lane & 16) ? ssh : sse, give = (lane & 16) ? sse : ssh;
+  keep = __dadd_rn(keep, __shfl_xor_sync(kFull, give, 16));
 #pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) sse = __dadd_rn(sse, __shfl_xor_sync(kFull, sse, o));
+  for (int o = 8; o >= 1; o >>= 1) keep = __dadd_rn(keep, __shfl_xor_sync(kFull, keep, o));
   if (lane == 0) {
     S.cnt[warp][c][0] += tot & 0x3FFu;
     S.cnt[warp][c][1] += (tot >> 10) & 0x3FFu;
     S.cnt[warp][c][2] += tot >> 20;
-    S.sse[warp][c] = __dadd_rn(S.sse[warp][c], sse);
+    S.cnt[warp][c][3] += ctot;
+    S.sse[warp][c] = __dadd_rn(S.sse[warp][c], keep);
+  } else if (lane == 16) {
+    S.ssh[warp][c] = __dadd_rn(S.ssh[warp][c], keep);
   }
 }
 
@@ -306,18 +363,26 @@ __device__ __forceinline__ void block_flush(BlockShared &S, const unsigned *s_hi
   }
   __syncthreads();
   if (tid < nc) {
-    unsigned long long c0 = 0, c1 = 0, c2 = 0;
-    double e = 0.0;
+    unsigned long long c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    double e = 0.0, h = 0.0;
     for (int w = 0; w < kWarps; w++) {
       c0 += S.cnt[w][tid][0];
       c1 += S.cnt[w][tid][1];
       c2 += S.cnt[w][tid][2];
+      c3 += S.cnt[w][tid][3];
       e = __dadd_rn(e, S.sse[w][tid]);
+      h = __dadd_rn(h, S.ssh[w][tid]);
+    }
+    if (S.hfast[tid]) { // sum decode^2 -> sum xhat^2: sinv^2 is exact in double
+      double si = (double)S.sinv[tid];
+      h = __dmul_rn(h, __dmul_rn(si, si));
     }
     if (c0) atomicAdd(&acc->cnt[tid][0], c0);
     if (c1) atomicAdd(&acc->cnt[tid][1], c1);
     if (c2) atomicAdd(&acc->cnt[tid][2], c2);
+    if (c3) atomicAdd(&acc->cnt[tid][3], c3);
     atomicAdd(&acc->sse[tid], e); // always: a NaN or inf sum must reach the total
+    atomicAdd(&acc->ssh[tid], h);
   }
   if (tid == kThreads - 1) {
     double t = 0.0;
@@ -453,6 +518,8 @@ void fp8k_fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *
     out[c].subnormal = (int64_t)a->cnt[c][2];
     out[c].sum_sq_err = a->sse[c];
     out[c].sum_sq = a->sum_sq;
+    out[c].clipped = (int64_t)a->cnt[c][3];
+    out[c].sum_sq_hat = a->ssh[c];
   }
 }
 
