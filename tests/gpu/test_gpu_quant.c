@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime.h> /* the device-scale path's buffer (the mock runtime in the emulated build) */
+#include <cuda_runtime.h> /* device scales (test_clip_boundary); the mock runtime under emu */
 
 #include "fp8.h"
 #include "fp8k.h"
