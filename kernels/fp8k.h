@@ -3,8 +3,9 @@
  * Every function returns 0 (FP8_OK) on success, FP8_EINVAL (1) for a bad argument, or
  * FP8_EDEVICE (6) when a CUDA call fails, with a message in err (when err is not NULL) naming
  * the CUDA call, file and line. The numbers are the same ones defined in src/sim/fp8.h, and the
- * results are bit-identical to the simulator's (RECIPES.md). The one exception is the two error
- * sums, which agree to 1e-6 relative (see fp8k_quant_stats).
+ * results are bit-identical to the simulator's (RECIPES.md). The one exception is the three
+ * double sums (sum_sq_err, sum_sq, sum_sq_hat), which agree to 1e-6 relative (see
+ * fp8k_quant_stats).
  *
  * Threading: one context per host thread (a context owns a stream and buffers and is not
  * locked). Every call selects the context's device first.
@@ -37,6 +38,8 @@ typedef struct fp8k_ctx fp8k_ctx;
 typedef struct {
   int64_t n, nonfinite, zeros, overflow, underflow, subnormal;
   double sum_sq_err, sum_sq;
+  int64_t clipped;   /* finite x with |RN32(x*s)| > fp8_clip_bits (saturated, not rounded) */
+  double sum_sq_hat; /* sum over finite x of xhat^2 */
 } fp8k_stats;
 
 /** Creates a context on `device`: a stream, the decode tables in constant memory, and small
@@ -71,8 +74,8 @@ int fp8k_amax(fp8k_ctx *ctx, float *amax, char *err, size_t errlen);
  *  E4M3 = 0 / E5M2 = 1, scale scales[c]) it computes, per element x widened exactly to
  *  float32: y = RN32(x*s), code = cvt.rn.satfinite(y), xhat = RN32(decode(code) * RN32(1/s))
  *  with 1/s computed on the host, and out[c] (fp8_stats semantics: n, nonfinite, zeros,
- *  overflow, underflow, subnormal exact; sum_sq_err and sum_sq within 1e-6 relative of
- *  fp8_quantize_f32, the summation order differs).
+ *  overflow, underflow, subnormal, clipped exact; sum_sq_err, sum_sq and sum_sq_hat within
+ *  1e-6 relative of fp8_quantize_f32, the summation order differs).
  *  Optional outputs (NULL to skip, which also skips their work): amax_out (as fp8k_amax),
  *  log2_hist_out[FP8_LOG2_HIST_BINS] (overwritten, not added to: fp8_log2_histogram counts of
  *  the tensor), codes_out (numel bytes on the host: the codes of configuration 0; left

@@ -27,8 +27,9 @@
 
 /* What one fused launch accumulates (device memory, zeroed before the launch). */
 struct fp8k_acc {
-  unsigned long long cnt[FP8K_MAX_CONFIGS][3]; /* overflow, underflow, subnormal */
+  unsigned long long cnt[FP8K_MAX_CONFIGS][4]; /* overflow, underflow, subnormal, clipped */
   double sse[FP8K_MAX_CONFIGS];                /* sum of (x - xhat)^2 over finite x */
+  double ssh[FP8K_MAX_CONFIGS];                /* sum of xhat^2 over finite x */
   unsigned long long nonfinite, zeros;
   double sum_sq;
   unsigned int amax_bits; /* float bits of amax (non-negative, NaN excluded) */

@@ -1,14 +1,15 @@
 // quant.cu: the fused quantize + statistics pass of fp8lab's GPU engine, and current scaling.
 //
-// What it computes (RECIPES.md, bit-identical to src/sim/quant.c except the order of the two
-// error sums): for a tensor uploaded once (F32, BF16 or F16, widened exactly to float32) and up
+// What it computes (RECIPES.md, bit-identical to src/sim/quant.c except the three double sums,
+// see below): for a tensor uploaded once (F32, BF16 or F16, widened exactly to float32) and up
 // to 64 scaling configurations per launch, ONE read of the data gives
 //   - amax (NaN ignored, inf counts), the log2|x| histogram (fp8_log2_histogram), the counts of
 //     non-finite and zero elements and sum x^2 over finite x;
 //   - per configuration c: y = RN32(x * s_c), code = cvt.rn.satfinite.{e4m3,e5m2}(y) (the
 //     hardware instruction through __nv_cvt_float2_to_fp8x2; gpu_cast_exhaustive proves it equals
 //     fp8_encode), xhat = RN32(decode(code) * sinv_c) with sinv_c = RN32(1/s_c) from the host,
-//     overflow / underflow / subnormal counts and sum (x - xhat)^2 over finite x.
+//     overflow / underflow / subnormal / clipped counts (clipped: |y| past the rounding
+//     midpoint above max, fp8_clip_bits), sum (x - xhat)^2 and sum xhat^2 over finite x.
 // Current scaling (fp8k_current_quant_stats, current.cu) adds an amax pass and a
 // one-thread-per-config scale kernel (fp8_current_scale's arithmetic) before the same pass,
 // without a host round trip.
@@ -31,11 +32,21 @@
 // element and configuration make the pass compute-bound at a few configurations on H100/H200
 // (FP64 runs at half the FP32 rate and conversions to double at 1/8).
 //
+// sum xhat^2 (for the cosine similarity) takes another shortcut: decode(code)^2 is exact in
+// float32 (an FP8 value has at most 4 significant bits, its square at most 8, and is >= 2^-32),
+// so each 16-element chunk sums those squares pairwise in float32 (4 roundings, <= 4 * 2^-24
+// relative) and the block multiplies its total by sinv^2 (exact in double) once. That differs
+// from quant.c's RN32(decode * sinv)^2 by at most 2^-23 relative per term as long as
+// decode * sinv is a normal float for every non-zero code (hfast: the smallest subnormal times
+// sinv normal, max times sinv finite): 6 * 2^-24 = 3.6e-7 in all. Other scales, and
+// fp8k_ctx_set_f64_sums(ctx, 1), square RN32(decode * sinv) in double as quant.c does.
+//
 // Reductions: per warp per 16-element iteration (counts packed 3 x 10 bits and summed with one
-// redux.sync; the error sum with shuffles) into per-warp shared accumulators; per block into
-// global memory with one atomic per accumulator (atomicAdd on double and unsigned long long,
-// atomicMax on the bits of the non-negative amax). The order of the double sums therefore
-// varies run to run in the last bits.
+// redux.sync, the clipped count with a second one only in a warp that saw an overflow; the two
+// sums with one butterfly of shuffles, sse in one half-warp and ssh in the other) into per-warp
+// shared accumulators; per block into global memory with one atomic per accumulator
+// (atomicAdd on double and unsigned long long, atomicMax on the bits of the non-negative amax).
+// The order of the double sums therefore varies run to run in the last bits.
 //
 // Build: part of fp8lab_kernels (cmake --build BUILD --target fp8lab_kernels). Test:
 // tests/gpu/test_gpu_quant.c (CPU oracle: fp8_quantize_f32 and friends, label gpu), and the same
@@ -52,131 +63,21 @@
 
 #include "fp8k_internal.cuh"
 #include "quant_load.cuh" /* kChunk, load_chunk */
+#include "quant_pass.cuh" /* QParams, c_decode, the pass's device functions */
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr unsigned kFull = 0xFFFFFFFFu;
-
-__constant__ float c_decode[2][256]; // fp8_decode_table(E4M3), fp8_decode_table(E5M2)
-
-struct QParams {
-  float scale[FP8K_MAX_CONFIGS];
-  float sinv[FP8K_MAX_CONFIGS];
-  int fmt[FP8K_MAX_CONFIGS];
-  const float *dev_scales; // when not null, scales come from the device (current scaling)
-  int nconf;
-  int force_f64;
-};
-
-// 4 bits (of bit j, 4g <= j < 4g+4) spread to the high bit of 4 bytes: 0x80 per selected byte.
-__device__ __forceinline__ unsigned spread4(unsigned bits) {
-  return ((bits & 0xFu) * 0x00204081u & 0x01010101u) * 0x80u;
-}
-
-__device__ __forceinline__ float pairwise16(const float (&t)[kChunk]) {
-  float a[8], b[4];
-#pragma unroll
-  for (int j = 0; j < 8; j++) a[j] = __fadd_rn(t[2 * j], t[2 * j + 1]);
-#pragma unroll
-  for (int j = 0; j < 4; j++) b[j] = __fadd_rn(a[2 * j], a[2 * j + 1]);
-  return __fadd_rn(__fadd_rn(b[0], b[1]), __fadd_rn(b[2], b[3]));
-}
-
-// One configuration over one thread's chunk: codes into w[4] (4 codes per word, element j in
-// byte j%4 of word j/4), counts packed as overflow | underflow << 10 | subnormal << 20 added to
-// `packed`, the chunk's error sum added to `sse`.
-template <int FMT>
-__device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned fin,
-                                            const unsigned (&finb)[4], const unsigned (&nzb)[4],
-                                            float s, float si, const float *__restrict__ tab,
-                                            bool fast, float p2k, double p2m2k,
-                                            unsigned &packed, double &sse, unsigned (&w)[4]) {
-  constexpr unsigned kMaxBits = FMT ? 0x47600000u : 0x43E00000u; // 57344.0f : 448.0f
-  constexpr unsigned kExp4 = FMT ? 0x7C7C7C7Cu : 0x78787878u;     // exponent field, 4 bytes
-  constexpr __nv_fp8_interpretation_t kInterp = FMT ? __NV_E5M2 : __NV_E4M3;
-  unsigned ov = 0;
-#pragma unroll
-  for (int k = 0; k < kChunk / 2; k++) {
-    float y0 = __fmul_rn(x[2 * k], s), y1 = __fmul_rn(x[2 * k + 1], s);
-    unsigned c2 = __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, kInterp);
-    ov |= (unsigned)((__float_as_uint(y0) & 0x7FFFFFFFu) > kMaxBits) << (2 * k);
-    ov |= (unsigned)((__float_as_uint(y1) & 0x7FFFFFFFu) > kMaxBits) << (2 * k + 1);
-    if (k & 1) w[k >> 1] |= c2 << 16;
-    else w[k >> 1] = c2;
-  }
-  unsigned uf = 0, sub = 0;
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    // high bit of each byte: code magnitude non-zero / exponent field non-zero (no carries
-    // between bytes: every byte is <= 0x7F before adding 0x7F)
-    unsigned nzc = ((w[g] & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & 0x80808080u;
-    unsigned nze = ((w[g] & kExp4) + 0x7F7F7F7Fu) & 0x80808080u;
-    uf += __popc(~nzc & nzb[g]);        // finite x != 0 with code +-0
-    sub += __popc(nzc & ~nze & finb[g]); // finite x, non-zero code with exponent field 0
-  }
-  packed += (unsigned)__popc(ov & fin) | (uf << 10) | (sub << 20);
-
-  if (fast) {
-    float t[kChunk];
-#pragma unroll
-    for (int j = 0; j < kChunk; j++) {
-      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-      float xh = __fmul_rn(tab[code], si);
-      float d = __fmul_rn(__fsub_rn(x[j], xh), p2k);
-      t[j] = (fin >> j) & 1u ? __fmul_rn(d, d) : 0.0f;
-    }
-    sse = __dadd_rn(sse, __dmul_rn((double)pairwise16(t), p2m2k));
-  } else {
-#pragma unroll
-    for (int j = 0; j < kChunk; j++) {
-      unsigned code = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-      float xh = __fmul_rn(tab[code], si);
-      if ((fin >> j) & 1u) {
-        double d = __dsub_rn((double)x[j], (double)xh);
-        sse = __dadd_rn(sse, __dmul_rn(d, d));
-      }
-    }
-  }
-}
-
 template <int DT, bool HIST>
 // 3 blocks (768 threads, 24 KiB of loads in flight) per SM: enough bytes in flight to cover
-// HBM latency on H100/H200; the register cap (85) costs at most a few spilled words.
+// HBM latency on H100/H200; at that register cap ptxas -v (sm_90, sm_89) reports 80 registers
+// and no spills.
 __global__ void __launch_bounds__(kThreads, 3)
     quant_stats_kernel(const void *__restrict__ data, int64_t n, const QParams P,
                        uint8_t *__restrict__ codes, fp8k_acc *__restrict__ acc) {
-  __shared__ float s_tab[2][256];
-  __shared__ float s_scale[FP8K_MAX_CONFIGS], s_sinv[FP8K_MAX_CONFIGS];
-  __shared__ int s_fmt[FP8K_MAX_CONFIGS], s_fast[FP8K_MAX_CONFIGS];
-  __shared__ unsigned s_cnt[kWarps][FP8K_MAX_CONFIGS][3];
-  __shared__ double s_sse[kWarps][FP8K_MAX_CONFIGS];
+  __shared__ BlockShared S;
   __shared__ unsigned s_hist[HIST ? FP8_LOG2_HIST_BINS : 1];
-  __shared__ unsigned s_amax, s_nonfinite, s_zeros;
-  __shared__ double s_sumsq[kWarps];
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int nc = P.nconf;
-  for (int i = tid; i < 512; i += kThreads) s_tab[i >> 8][i & 255] = c_decode[i >> 8][i & 255];
-  if (tid < nc) {
-    float s = P.dev_scales ? P.dev_scales[tid] : P.scale[tid];
-    float si = P.dev_scales ? __fdiv_rn(1.0f, s) : P.sinv[tid];
-    unsigned es = (__float_as_uint(s) >> 23) & 0xFFu, ei = (__float_as_uint(si) >> 23) & 0xFFu;
-    s_scale[tid] = s;
-    s_sinv[tid] = si;
-    s_fmt[tid] = P.fmt[tid];
-    s_fast[tid] = !P.force_f64 && es != 0 && es != 0xFF && ei != 0 && ei != 0xFF;
-  }
-  for (int i = tid; i < kWarps * FP8K_MAX_CONFIGS; i += kThreads) {
-    int w = i / FP8K_MAX_CONFIGS, c = i % FP8K_MAX_CONFIGS;
-    s_cnt[w][c][0] = s_cnt[w][c][1] = s_cnt[w][c][2] = 0;
-    s_sse[w][c] = 0.0;
-  }
-  if (HIST)
-    for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads) s_hist[i] = 0;
-  if (tid == 0) s_amax = s_nonfinite = s_zeros = 0;
-  __syncthreads();
+  block_setup<HIST>(S, s_hist, P, tid);
 
   unsigned amax = 0, nonfinite = 0, zeros = 0;
   double sumsq = 0.0;
@@ -185,139 +86,18 @@ __global__ void __launch_bounds__(kThreads, 3)
   // The loop bound is per warp, so that all 32 lanes reach the warp reductions together.
   for (int64_t base = (int64_t)blockIdx.x * kThreads + warp * 32; base < nchunks; base += stride) {
     const int64_t chunk = base + lane;
-    float x[kChunk];
-    unsigned valid = 0;
+    Chunk ch;
+    ch.valid = 0;
     if (chunk < nchunks) {
-      valid = load_chunk<DT>(data, chunk, n, x);
+      ch.valid = load_chunk<DT>(data, chunk, n, ch.x);
     } else {
 #pragma unroll
-      for (int j = 0; j < kChunk; j++) x[j] = 0.0f;
+      for (int j = 0; j < kChunk; j++) ch.x[j] = 0.0f;
     }
-
-    // Configuration-independent work: flags, amax, counts, histogram, exponent range.
-    unsigned fin = 0, nz = 0;
-    int emax = 0, emin = 255;
-#pragma unroll
-    for (int j = 0; j < kChunk; j++) {
-      unsigned a = __float_as_uint(x[j]) & 0x7FFFFFFFu;
-      bool v = (valid >> j) & 1u;
-      bool f = v && a < 0x7F800000u;
-      fin |= (unsigned)f << j;
-      nonfinite += v && !f;
-      zeros += v && a == 0;
-      unsigned am = a > 0x7F800000u ? 0u : a; // NaN never wins; inf does
-      amax = v && am > amax ? am : amax;
-      if (f && a != 0) {
-        nz |= 1u << j;
-        int e = (int)(a >> 23);
-        emax = e > emax ? e : emax;
-        emin = e < emin ? e : emin;
-        if (HIST) {
-          // bin index b - FP8_LOG2_HIST_MIN: normal e - 127 + 149; subnormal: leading bit - 149 + 149
-          int bin = e ? e + 22 : 31 - __clz((int)a);
-          atomicAdd(&s_hist[bin], 1u);
-        }
-      }
-    }
-    // Exact power-of-two rescaling of the float32 error terms (see the header comment).
-    const bool ok = nz == 0 || (emin >= 1 && emax - emin <= 80 && emax >= 56);
-    const int K = ok && nz ? 182 - emax : 0; // |x| 2^K < 2^56; K in [-72, 126]
-    const float p2k = __uint_as_float((unsigned)(127 + K) << 23);
-    const double p2m2k = __hiloint2double((1023 - 2 * K) << 20, 0);
-    unsigned finb[4], nzb[4];
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      finb[g] = spread4(fin >> (4 * g));
-      nzb[g] = spread4(nz >> (4 * g));
-    }
-    if (ok && !P.force_f64) {
-      float t[kChunk];
-#pragma unroll
-      for (int j = 0; j < kChunk; j++) {
-        float xs = __fmul_rn(x[j], p2k);
-        t[j] = (fin >> j) & 1u ? __fmul_rn(xs, xs) : 0.0f;
-      }
-      sumsq = __dadd_rn(sumsq, __dmul_rn((double)pairwise16(t), p2m2k));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; j++)
-        if ((fin >> j) & 1u) {
-          double xd = (double)x[j];
-          sumsq = __dadd_rn(sumsq, __dmul_rn(xd, xd));
-        }
-    }
-
-    for (int c = 0; c < nc; c++) {
-      unsigned w[4];
-      unsigned packed = 0;
-      double sse = 0.0;
-      const bool fast = s_fast[c] && ok;
-      if (s_fmt[c] == FP8_E5M2)
-        config_pass<1>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[1], fast, p2k, p2m2k,
-                       packed, sse, w);
-      else
-        config_pass<0>(x, fin, finb, nzb, s_scale[c], s_sinv[c], s_tab[0], fast, p2k, p2m2k,
-                       packed, sse, w);
-      if (codes && c == 0 && chunk < nchunks) {
-        if (valid == 0xFFFFu) {
-          reinterpret_cast<uint4 *>(codes)[chunk] = make_uint4(w[0], w[1], w[2], w[3]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < kChunk; j++)
-            if ((valid >> j) & 1u) codes[chunk * kChunk + j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
-        }
-      }
-      // at most 16 per lane and 512 per warp: 10 bits per field
-      unsigned tot = __reduce_add_sync(kFull, packed);
-#pragma unroll
-      for (int o = 16; o >= 1; o >>= 1) sse = __dadd_rn(sse, __shfl_xor_sync(kFull, sse, o));
-      if (lane == 0) {
-        s_cnt[warp][c][0] += tot & 0x3FFu;
-        s_cnt[warp][c][1] += (tot >> 10) & 0x3FFu;
-        s_cnt[warp][c][2] += tot >> 20;
-        s_sse[warp][c] = __dadd_rn(s_sse[warp][c], sse);
-      }
-    }
+    classify<HIST>(ch, P.force_f64 != 0, s_hist, amax, nonfinite, zeros, sumsq);
+    for (int c = 0; c < P.nconf; c++) config_step(S, ch, c, chunk, nchunks, codes, lane, warp);
   }
-
-  // Block totals, then one global atomic per accumulator.
-  amax = __reduce_max_sync(kFull, amax);
-  nonfinite = __reduce_add_sync(kFull, nonfinite);
-  zeros = __reduce_add_sync(kFull, zeros);
-#pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) sumsq = __dadd_rn(sumsq, __shfl_xor_sync(kFull, sumsq, o));
-  if (lane == 0) {
-    atomicMax(&s_amax, amax);
-    atomicAdd(&s_nonfinite, nonfinite);
-    atomicAdd(&s_zeros, zeros);
-    s_sumsq[warp] = sumsq;
-  }
-  __syncthreads();
-  if (tid < nc) {
-    unsigned long long c0 = 0, c1 = 0, c2 = 0;
-    double e = 0.0;
-    for (int w = 0; w < kWarps; w++) {
-      c0 += s_cnt[w][tid][0];
-      c1 += s_cnt[w][tid][1];
-      c2 += s_cnt[w][tid][2];
-      e = __dadd_rn(e, s_sse[w][tid]);
-    }
-    if (c0) atomicAdd(&acc->cnt[tid][0], c0);
-    if (c1) atomicAdd(&acc->cnt[tid][1], c1);
-    if (c2) atomicAdd(&acc->cnt[tid][2], c2);
-    atomicAdd(&acc->sse[tid], e); // always: a NaN or inf sum must reach the total
-  }
-  if (tid == kThreads - 1) {
-    double t = 0.0;
-    for (int w = 0; w < kWarps; w++) t = __dadd_rn(t, s_sumsq[w]);
-    atomicMax(&acc->amax_bits, s_amax);
-    atomicAdd(&acc->nonfinite, (unsigned long long)s_nonfinite);
-    atomicAdd(&acc->zeros, (unsigned long long)s_zeros);
-    atomicAdd(&acc->sum_sq, t);
-  }
-  if (HIST)
-    for (int i = tid; i < FP8_LOG2_HIST_BINS; i += kThreads)
-      if (s_hist[i]) atomicAdd(&acc->hist[i], (unsigned long long)s_hist[i]);
+  block_flush<HIST>(S, s_hist, P.nconf, amax, nonfinite, zeros, sumsq, acc);
 }
 
 template <int DT>
@@ -409,6 +189,8 @@ void fp8k_fill_stats(const fp8k_ctx *ctx, const fp8k_acc *a, int m, fp8k_stats *
     out[c].subnormal = (int64_t)a->cnt[c][2];
     out[c].sum_sq_err = a->sse[c];
     out[c].sum_sq = a->sum_sq;
+    out[c].clipped = (int64_t)a->cnt[c][3];
+    out[c].sum_sq_hat = a->ssh[c];
   }
 }
 

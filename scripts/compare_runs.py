@@ -1,22 +1,33 @@
 #!/usr/bin/env python3
 """compare_runs.py: do two `fp8lab run` output directories hold the same answers?
 
-  compare_runs.py DIR_A DIR_B [--rtol 1e-6] [--files steps.csv,summary.csv,histograms.csv,gemm.csv]
+  compare_runs.py DIR_A DIR_B [--rtol 1e-6]
+                  [--files steps.csv,summary.csv,histograms.csv,stream.csv,gemm.csv]
                   [--gemm-rtol 1e-3] [--gemm-fprop-rtol 0.1] [--gemm-atol 1e-6] [--show N] [--quiet]
 
 Made for the GPU engine's parity check (scripts/device-parity.sh: `--device cpu` against
 `--device gpu` on the same trace and experiment), usable on any two runs. Python's standard
 library only, so that it runs on any machine with a python3.
 
-The rule (src/core/engine.h, kernels/README.md): codes, counts, amax, scales and histograms are
-bit-identical between the engines; only the two double error sums (sum of squared errors, sum of
-squares) are accumulated in another order on the GPU and agree to 1e-6 relative. So every cell is
-compared as text, exactly, except the columns computed from those sums:
+The rule (src/core/engine.h, kernels/README.md): codes, counts (clipped included), amax, scales
+and histograms are bit-identical between the engines; only the three double sums (sum of squared
+errors, sum of squares, sum of squared dequantized values) are accumulated in another order on
+the GPU and agree to 1e-6 relative. So every cell is compared as text, exactly, except the
+columns computed from those sums:
   - mse (steps.csv, summary.csv): |a - b| <= rtol * max(|a|, |b|);
   - snr_db, snr_db_min (dB, 10 log10(sum_sq / sum_sq_err)): relative as above, or within
     10 log10((1 + rtol) / (1 - rtol)) dB (8.7e-6 dB for rtol 1e-6), the most that sums within
     rtol can move it: near 0 dB (everything flushed to zero) a relative rule on the dB value
-    would be meaningless.
+    would be meaningless;
+  - cos_sim (steps.csv), cos_sim_min (summary.csv): c = (sx + sh - se) / (2 sqrt(sx sh)) from
+    sx = sum_sq, sh = sum_sq_hat, se = sum_sq_err, which cancels when se is close to sx + sh
+    (most of a tensor flushed to zero, or saturated far past max): sums within rtol move c by
+    at most rtol * K, K = 2|c| + se / sqrt(sx sh), and se / sqrt(sx sh) follows from c and the
+    row's rho = se / sx = 10^(-snr_db / 10) (cos_tolerance below); the cells must agree within
+    that (K from either run, the larger) plus the 9 printed digits. A summary row takes rho from
+    snr_db_min (the worst step, which bounds every step's K while rho < 1; at rho >= 1, 0 dB,
+    some step may cancel completely and the cell is not constrained). steps.csv rows are
+    each checked with their own rho, so a summary minimum is checked through its step too.
   inf equals inf of the same sign, nan equals nan, an empty cell only an empty cell. The
   headers must be identical, and so must the row counts (rows are compared in file order: the
   runner writes them in a fixed order, steps, tensor names, configurations).
@@ -36,7 +47,8 @@ difference seen, and for the dB columns the largest absolute difference), the fi
 mismatches with their line number and the row's key columns (tensor, step, recipe, ...), and
 a last line
   RESULT rows=<R> cells=<C> exact_identical=yes|no mismatches=<M> max_rel_mse=<x>
-         max_rel_snr=<x> max_abs_snr_db=<x> rtol=<x> status=PASS|FAIL
+         max_rel_snr=<x> max_abs_snr_db=<x> max_abs_cos=<x> rtol=<x> gemm_max_rel=<k:x,...|none>
+         status=PASS|FAIL
 (one line) that scripts parse. Exit status: 0 PASS, 1 FAIL (any mismatch, a row count or
 header difference), 2 usage error or a file missing in one directory.
 """
@@ -47,11 +59,13 @@ import math
 import os
 import sys
 
-DEFAULT_FILES = ("steps.csv", "summary.csv", "histograms.csv", "gemm.csv")
-# columns computed from the double error sums, per file; "rel" or "db" (see the docstring)
+DEFAULT_FILES = ("steps.csv", "summary.csv", "histograms.csv", "stream.csv", "gemm.csv")
+# columns computed from the double sums, per file; "rel", "db", or "cos" / "cosmin" with the
+# column of the same row that gives rho (see the docstring)
 DERIVED = {
-    "steps.csv": {"mse": "rel", "snr_db": "db"},
-    "summary.csv": {"mse": "rel", "snr_db": "db", "snr_db_min": "db"},
+    "steps.csv": {"mse": "rel", "snr_db": "db", "cos_sim": ("cos", "snr_db")},
+    "summary.csv": {"mse": "rel", "snr_db": "db", "snr_db_min": "db",
+                    "cos_sim_min": ("cosmin", "snr_db_min")},
 }
 # columns that name a row in the mismatch report (those present in the file)
 KEYS = ("tensor", "step", "recipe", "kind", "format", "history_len", "margin", "amax_compute",
@@ -75,10 +89,42 @@ def rel_diff(a, b):
     return abs(a - b) / max(abs(a), abs(b))
 
 
+def cos_tolerance(c, rho, worst):
+    """K with |c_a - c_b| <= rtol * K when sum_sq, sum_sq_hat and sum_sq_err are each within rtol
+    (first order). c = (sx + sh - se) / (2 g), g = sqrt(sx sh); the numerator moves by at most
+    rtol (sx + sh + se) = rtol 2 g (c + se/g), the denominator by rtol g, so K = 2|c| + se/g.
+    With sx = 1, b = sqrt(sh): b^2 - 2 c b + (1 - rho) = 0, and se/g = rho / b. rho < 1: two
+    positive roots, the smaller b = (1 - rho) / (c + sqrt(c^2 - 1 + rho)) the worst; rho >= 1:
+    one, b = c + sqrt(c^2 + rho - 1). `worst`: rho is an upper bound of the true rho (a summary's
+    snr_db_min): K grows with rho below 1, and is unbounded as rho -> 1 from below, so an upper
+    bound >= 1 bounds nothing. None when rho is NaN (then only equal cells pass)."""
+    if math.isnan(c) or math.isnan(rho) or rho < 0:
+        return None
+    cc = max(c, 0.0)
+    if rho == 0:
+        eg = 0.0
+    elif rho < 1:
+        eg = rho * (cc + math.sqrt(max(0.0, cc * cc - 1 + rho))) / (1 - rho)
+    elif worst or math.isinf(rho):
+        eg = math.inf
+    else:
+        den = cc + math.sqrt(cc * cc + rho - 1)
+        eg = rho / den if den > 0 else math.inf
+    return 2 * abs(c) + eg
+
+
+def rho_of_snr(text):
+    """se / sx from an snr_db cell (10 log10(sx / se)): inf -> 0, -inf -> inf, else NaN."""
+    v = parse_float(text)
+    if v is None or math.isnan(v):
+        return math.nan
+    return 10.0 ** (-v / 10.0) if v > -3000 else math.inf
+
+
 class Column:
     def __init__(self, name, rule):
         self.name = name
-        self.rule = rule  # "exact", "rel" or "db"
+        self.rule = rule  # "exact", "rel", "db", "cos" or "cosmin"
         self.cells = 0
         self.mismatches = 0
         self.max_rel = 0.0  # over the cells that parse as numbers on both sides
@@ -90,14 +136,18 @@ class Column:
             rule = "exact"
         elif self.rule == "rel":
             rule = "rtol"
-        else:
+        elif self.rule == "db":
             rule = "rtol or dB"
+        else:
+            rule = "rtol * K"
         s = "  %-22s %-10s %9d cells %6d mismatches" % (self.name, rule, self.cells,
                                                        self.mismatches)
         if self.numeric:
             s += "  max rel diff %.3g" % self.max_rel
             if self.rule == "db":
                 s += "  max abs diff %.3g dB" % self.max_abs
+            elif self.rule in ("cos", "cosmin"):
+                s += "  max abs diff %.3g" % self.max_abs
         else:
             s += "  (text)"
         return s
@@ -119,8 +169,22 @@ def cell_rel(va, vb):
     return rel_diff(fa, fb)
 
 
-def compare_cells(col, va, vb, rtol, db_tol):
-    """Compares one cell pair under col's rule, updates col's maxima -> ok."""
+def cos_ok(fa, fb, refs, worst, rtol):
+    """The cos rule (docstring): |a - b| <= rtol K (1.001, for the second-order terms) plus the
+    printing of 9 significant digits; refs: the two rows' snr_db (or snr_db_min) cells."""
+    if fa == fb or (math.isnan(fa) and math.isnan(fb)):
+        return True
+    if not (math.isfinite(fa) and math.isfinite(fb)):
+        return False
+    ks = [cos_tolerance(c, rho_of_snr(ref), worst) for c, ref in ((fa, refs[0]), (fb, refs[1]))]
+    if None in ks:
+        return False
+    return abs(fa - fb) <= rtol * max(ks) * 1.001 + 1e-8 * max(abs(fa), abs(fb))
+
+
+def compare_cells(col, va, vb, rtol, db_tol, refs=None):
+    """Compares one cell pair under col's rule, updates col's maxima -> ok. refs: the reference
+    cells (A, B) of the cos rules."""
     fa, fb = parse_float(va), parse_float(vb)
     if fa is None or fb is None:
         ok = va == vb
@@ -132,8 +196,10 @@ def compare_cells(col, va, vb, rtol, db_tol):
             ok = va == vb
         elif col.rule == "rel":
             ok = r <= rtol
-        else:
+        elif col.rule == "db":
             ok = r <= rtol or d <= db_tol
+        else:
+            ok = cos_ok(fa, fb, refs, col.rule == "cosmin", rtol)
     col.max_rel = max(col.max_rel, r)
     col.max_abs = max(col.max_abs, d)
     if not ok:
@@ -162,7 +228,11 @@ def compare_file(path_a, path_b, rtol, show):
                                                                         ",".join(hb)))
             return 0, 0, {}, problems, shown
         ncol = len(ha)
-        cols = [Column(c, rules.get(c, "exact")) for c in ha]
+        rule_of = {c: (r if isinstance(r, str) else r[0]) for c, r in rules.items()}
+        cols = [Column(c, rule_of.get(c, "exact")) for c in ha]
+        # the cos rules' reference column (snr_db / snr_db_min) of each cos column
+        refcol = {i: ha.index(rules[c][1]) for i, c in enumerate(ha)
+                  if not isinstance(rules.get(c, ""), str) and rules[c][1] in ha}
         exact_idx = [i for i, c in enumerate(cols) if c.rule == "exact"]
         derived_idx = [i for i, c in enumerate(cols) if c.rule != "exact"]
         exact_of = (lambda f: tuple(f[i] for i in exact_idx))
@@ -189,7 +259,9 @@ def compare_file(path_a, path_b, rtol, show):
                 continue
             check = derived_idx if exact_of(a) == exact_of(b) else range(ncol)
             for i in check:
-                if not compare_cells(cols[i], a[i], b[i], rtol, db_tol) and len(shown) < show:
+                refs = (a[refcol[i]], b[refcol[i]]) if i in refcol else ("nan", "nan")
+                if not compare_cells(cols[i], a[i], b[i], rtol, db_tol, refs) and \
+                        len(shown) < show:
                     key = ", ".join("%s=%s" % (ha[k], a[k]) for k in keyidx if a[k] != "")
                     shown.append("  %s line %d (%s): %s: A %s, B %s (rel diff %.3g)" %
                                  (name, line, key, ha[i], a[i], b[i], cell_rel(a[i], b[i])))
@@ -301,7 +373,7 @@ def main(argv=None):
     total_rows = total_cells = total_mis = 0
     problems = []
     max_rel = {"rel": 0.0, "db": 0.0}
-    max_abs_db = 0.0
+    max_abs_db = max_abs_cos = 0.0
     gemm_max = {}
     exact_ok = True
     for name in files:
@@ -351,6 +423,8 @@ def main(argv=None):
                 say(c.describe())
             if c.rule == "exact":
                 exact_ok = exact_ok and c.mismatches == 0
+            elif c.rule in ("cos", "cosmin"):
+                max_abs_cos = max(max_abs_cos, c.max_abs)
             else:
                 max_rel[c.rule] = max(max_rel[c.rule], c.max_rel)
                 if c.rule == "db":
@@ -366,9 +440,10 @@ def main(argv=None):
     ok = total_mis == 0 and not problems
     gemm = ",".join("%s:%.3g" % (k, gemm_max[k]) for k in sorted(gemm_max)) or "none"
     print("RESULT rows=%d cells=%d exact_identical=%s mismatches=%d max_rel_mse=%.3g "
-          "max_rel_snr=%.3g max_abs_snr_db=%.3g rtol=%g gemm_max_rel=%s status=%s" %
+          "max_rel_snr=%.3g max_abs_snr_db=%.3g max_abs_cos=%.3g rtol=%g gemm_max_rel=%s "
+          "status=%s" %
           (total_rows, total_cells, "yes" if exact_ok else "no", total_mis, max_rel["rel"],
-           max_rel["db"], max_abs_db, args.rtol, gemm, "PASS" if ok else "FAIL"))
+           max_rel["db"], max_abs_db, max_abs_cos, args.rtol, gemm, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 
 

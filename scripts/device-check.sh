@@ -25,8 +25,9 @@
 #   4. parity (scripts/device-parity.sh, only with .device-bundle/): the bundled full fp8lab runs
 #      the same experiments with --device gpu and --device cpu (same --threads, --no-report) on
 #      gen_trace.py corner-case traces and synthetic traces; scripts/compare_runs.py compares
-#      steps.csv, summary.csv and histograms.csv (exact, but mse/snr_db/snr_db_min to 1e-6
-#      relative); the largest case's replay times are the GPU-vs-CPU-engine benchmark. At most
+#      steps.csv, summary.csv, histograms.csv and stream.csv by column name (exact, clipped,
+#      overshoot, warmup and scale_inv_* included, but mse/snr_db/snr_db_min to 1e-6 relative and
+#      cos_sim/cos_sim_min to 1e-6 times their condition number); the largest case's replay times are the GPU-vs-CPU-engine benchmark. At most
 #      120 s, leaving at least 40 s to the benchmarks                          -> parity.log
 #   5. build/kernels/bench_gpu: fused quantize pass GB/s vs device copy          -> bench_gpu.log
 #   6. bench_gemm (cuBLASLt FP8 GEMM, 8192^3), then bench/scaled_mm.py (torch._scaled_mm, same
@@ -42,9 +43,10 @@
 #   selfcheck:      what `fp8lab run` with the default --device auto picked (the GPU engine, after
 #                   its self-check: values compared and seconds), from parity.log
 #   parity:         PASS|FAIL, the cases (name:ok | MISMATCH | B-failed | run-failed | timed-out), the rows
-#                   compared over the three CSVs of every case, "exact columns identical: yes|no"
-#                   (every column but the three derived ones, as text), the largest relative
-#                   difference of mse and of snr_db/snr_db_min (and in dB) seen, the tolerance;
+#                   compared over the four CSVs of every case, "exact columns identical: yes|no"
+#                   (every column but the five derived ones, as text), the largest relative
+#                   difference of mse and of snr_db/snr_db_min (and in dB) and the largest
+#                   absolute one of cos_sim/cos_sim_min seen, the tolerance;
 #                   "(timed out ...)" when the step ran out of time; a WARNING when the bundle
 #                   was built from other sources than this tree (scripts/source-hash.sh). "not
 #                   run: no .device-bundle ..." without the bundle.

@@ -9,8 +9,11 @@
 #
 # Cases, each `fp8lab run --device cpu` (A) against `--device $PARITY_DEVICE_B` (B) with the same
 # experiment, trace and --threads, --no-report, compared by scripts/compare_runs.py (steps.csv,
-# summary.csv, histograms.csv: every cell exact but mse / snr_db / snr_db_min, which come from
-# the double error sums, to 1e-6 relative):
+# summary.csv, histograms.csv, stream.csv, by column name, the columns steps.csv and summary.csv
+# gained with the saturation statistics included: every cell exact (clipped, overshoot, warmup,
+# scale_inv_*, stream.csv's scales too) but mse / snr_db / snr_db_min, which come from the double
+# sums, to 1e-6 relative, and cos_sim / cos_sim_min to 1e-6 times their condition number, which
+# compare_runs.py takes from the row's snr_db):
 #   edge-st, edge-npy  tools/reference/gen_trace.py traces (safetensors; npy), the corner cases:
 #                      empty and one-element tensors, inf/NaN, subnormals, FP8 rounding ties,
 #                      F32/BF16/F16, odd shapes, steps with amax.csv rows only, modules that
@@ -42,7 +45,7 @@
 # Output: the log on stdout, ending with three lines that device-check.sh copies to summary.txt:
 #   SUMMARY selfcheck: what --device auto picked, the self-check's line (values, seconds)
 #   SUMMARY parity: PASS|FAIL, <cases>, <rows> rows compared, exact columns identical: yes|no,
-#                   max rel diff mse <x>, snr <x> (<x> dB) ...
+#                   max rel diff mse <x>, snr <x> (<x> dB), cos_sim max abs diff <x> ...
 #   SUMMARY replay: GPU engine <x> s/step vs CPU engine <y> s/step (<ratio>) ...
 # Exit status: 0 every case ran and matched; 1 a mismatch, a failed run or no case completed;
 # 3 not run (no bundle). A run cut off by the time limit ends the script with the cases it has
@@ -145,7 +148,7 @@ if [ "$DEV_B" = gpu ] && { [ "$auto_rc" != 0 ] || ! echo "$auto_eng" | grep -q '
 fi
 
 # ------------------------------------------------------------------ runs and comparisons
-CASES="" ROWS=0 EXACT=yes MAXMSE=0 MAXSNR=0 MAXDB=0 STATUS=0 NCASES=0 TIMED_OUT="" ERRMSG="" GEMMDIFF=""
+CASES="" ROWS=0 EXACT=yes MAXMSE=0 MAXSNR=0 MAXDB=0 MAXCOS=0 STATUS=0 NCASES=0 TIMED_OUT="" ERRMSG="" GEMMDIFF=""
 REPLAY="" CMP_TIME=0
 
 # fp8run NAME DEVICE INI OUT [extra run options]: one run under the time left; sets RUN_WALL
@@ -226,6 +229,7 @@ case_run() {
   MAXMSE=$(awk -v a="$MAXMSE" -v b="$(val max_rel_mse)" 'BEGIN { print (b > a ? b : a) }')
   MAXSNR=$(awk -v a="$MAXSNR" -v b="$(val max_rel_snr)" 'BEGIN { print (b > a ? b : a) }')
   MAXDB=$(awk -v a="$MAXDB" -v b="$(val max_abs_snr_db)" 'BEGIN { print (b > a ? b : a) }')
+  MAXCOS=$(awk -v a="$MAXCOS" -v b="$(val max_abs_cos)" 'BEGIN { print (b + 0 > a ? b + 0 : a) }')
   [ "$(val gemm_max_rel)" != none ] && GEMMDIFF="$GEMMDIFF $name:$(val gemm_max_rel)"
   if [ "$(val status)" = PASS ] && [ "$rc" = 0 ]; then
     CASES="$CASES $name:ok"
@@ -247,7 +251,7 @@ finish() {
   fi
   verdict=$([ "$STATUS" = 0 ] && echo PASS || echo FAIL)
   local diffs
-  diffs="max rel diff mse $(fmt "$MAXMSE"), snr $(fmt "$MAXSNR") ($(fmt "$MAXDB") dB)"
+  diffs="max rel diff mse $(fmt "$MAXMSE"), snr $(fmt "$MAXSNR") ($(fmt "$MAXDB") dB), cos_sim max abs diff $(fmt "$MAXCOS")"
   [ "$NCASES" = 0 ] && EXACT=n/a && diffs="max rel diff n/a"
   [ -n "$GEMMDIFF" ] && diffs="$diffs; gemm.csv rel_error max rel diff$GEMMDIFF"
   [ -n "$AUTO_FAIL" ] && STATUS=1 && verdict=FAIL

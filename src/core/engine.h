@@ -23,7 +23,8 @@
  *
  * Exactness (the conformance test, tests/test_engine_conformance.c, holds every engine to it):
  * codes, counts, amax, histogram and scales bit-identical to the simulator (src/sim) on the same
- * inputs; the two error sums of fp8_stats within 1e-6 relative (a GPU adds them in another order);
+ * inputs; the three double sums of fp8_stats (sum_sq_err, sum_sq, sum_sq_hat) within 1e-6
+ * relative (a GPU adds them in another order);
  * GEMM errors within gemm.h's tolerances (src/gpu/README.md).
  */
 #ifndef FP8LAB_CORE_ENGINE_H

@@ -11,7 +11,7 @@
 #include "gemm.h"
 #include "util.h"
 
-#define SUM_RTOL 1e-6  /* the two error sums: another summation order (engine.h) */
+#define SUM_RTOL 1e-6  /* the three double sums: another summation order (engine.h) */
 #define GEMM_RTOL 1e-6 /* exact by construction (engine_check.h); room for the last bits */
 
 typedef struct {
@@ -81,6 +81,8 @@ static void same_stats(chk_run *k, size_t t, size_t c, const fp8_stats *g, const
   same_i64(k, t, c, "subnormal", g->subnormal, w->subnormal);
   close_rel(k, t, c, "sum_sq_err", g->sum_sq_err, w->sum_sq_err, SUM_RTOL);
   close_rel(k, t, c, "sum_sq", g->sum_sq, w->sum_sq, SUM_RTOL);
+  same_i64(k, t, c, "clipped", g->clipped, w->clipped);
+  close_rel(k, t, c, "sum_sq_hat", g->sum_sq_hat, w->sum_sq_hat, SUM_RTOL);
 }
 
 static void same_block(chk_run *k, size_t t, size_t c, const fp8_block_stats *g,
@@ -186,6 +188,8 @@ static void compare_tensor(chk_run *k, size_t t) {
       if (!isnan(g->scale[c])) mismatch(k, t, c, "scale (NaN for block kinds)", g->scale[c], NAN);
     } else {
       same_bits(k, t, c, "scale", g->scale[c], w->scale[c]);
+      k->rep->clipped_cases += w->stats[c].clipped > 0;
+      k->rep->unclipped_cases += w->stats[c].overflow > w->stats[c].clipped;
     }
   }
 }

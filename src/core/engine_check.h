@@ -13,7 +13,7 @@
  * accumulation. It then runs the step lifecycle of engine.h on the engine, computes the same
  * with src/sim directly (the oracle keeps its own delayed states and does its own reduction),
  * and compares: amax, histogram, scales, codes (cast), counts, block statistics and the
- * delayed state after each end_phase bit for bit; the two error sums and the GEMM errors
+ * delayed state after each end_phase bit for bit; the three double sums and the GEMM errors
  * within 1e-6 relative. Ops the engine declines (supports() = 0) are skipped and counted.
  */
 #ifndef FP8LAB_CORE_ENGINE_CHECK_H
@@ -39,6 +39,10 @@ typedef struct {
   long long declined;          /**< (op, configuration) pairs the engine declined */
   long long gemm_layers;       /**< layer GEMM calls compared */
   long long comm_calls;        /**< all-reduces the engine made through opt->comm */
+  /* coverage of saturation, over the per-tensor statistics compared (simulator's values), so
+   * that a test can require both sides of the clipped midpoint to have been reached */
+  long long clipped_cases;     /**< (step, tensor, configuration) with clipped > 0 */
+  long long unclipped_cases;   /**< ... with overflow > clipped: |x s| in (max, midpoint] */
   char first[512];             /**< the first mismatch, "" when none */
   double seconds;
 } fp8_check_report;

@@ -77,7 +77,8 @@ static int make_resident(gpu_priv *p, size_t t, char *err, size_t errlen) {
 static void to_stats(const fp8k_stats *k, fp8_stats *s) {
   *s = (fp8_stats){.n = k->n, .nonfinite = k->nonfinite, .zeros = k->zeros, .overflow = k->overflow,
                    .underflow = k->underflow, .subnormal = k->subnormal,
-                   .sum_sq_err = k->sum_sq_err, .sum_sq = k->sum_sq};
+                   .sum_sq_err = k->sum_sq_err, .sum_sq = k->sum_sq, .clipped = k->clipped,
+                   .sum_sq_hat = k->sum_sq_hat};
 }
 
 static int gpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,

@@ -2,7 +2,8 @@
  * (src/core/engine_check.h, the full suite: about 70 configurations, more than one launch of
  * the fused kernel, ties, subnormals, saturation, NaN and inf in F32, BF16 and F16, a tensor that
  * skips a step, a shared reduction slot, the layer GEMMs, the delayed state after each
- * end_phase). ggml's test-backend-ops in spirit.
+ * end_phase; every statistic, clipped and sum_sq_hat included, and saturation on both sides of
+ * the clipped midpoint). ggml's test-backend-ops in spirit.
  *
  * Built three ways (tests/CMakeLists.txt, src/gpu/CMakeLists.txt):
  *   test_engine_conformance_cpu  the CPU engine with 1 and 2 threads (label cpu)
@@ -30,13 +31,20 @@ static char err[1024];
 
 static void report(const char *what, int rc, const fp8_check_report *r) {
   printf("  %s: %lld values compared, %lld mismatches, %lld (op, configuration) pairs declined, "
-         "%lld layer GEMMs, %lld all-reduces, %.2f s\n",
-         what, r->values, r->mismatches, r->declined, r->gemm_layers, r->comm_calls, r->seconds);
+         "%lld layer GEMMs, %lld all-reduces, %lld statistics with clipped > 0, %lld with "
+         "overflow > clipped, %.2f s\n",
+         what, r->values, r->mismatches, r->declined, r->gemm_layers, r->comm_calls,
+         r->clipped_cases, r->unclipped_cases, r->seconds);
   GH_CHECK(rc == FP8_OK, "%s: the check did not run to its end: %s", what, err);
   GH_CHECK(r->mismatches == 0, "%s: %lld values differ from the simulator; the first: %s", what,
            r->mismatches, r->first);
   GH_CHECK(r->values > 100000, "%s: only %lld values compared", what, r->values);
   GH_CHECK(r->gemm_layers > 0, "%s: no layer GEMM was compared", what);
+  /* clipped (and sum_sq_hat) are compared with every other field; these say that the suite
+   * reaches both sides of the rounding midpoint above max, so that an engine counting
+   * overflow as clipped, or never clipping, fails */
+  GH_CHECK(r->clipped_cases > 0, "%s: no per-tensor statistics with clipped > 0", what);
+  GH_CHECK(r->unclipped_cases > 0, "%s: no per-tensor statistics with overflow > clipped", what);
 }
 
 static void test_cpu_engine(void) {

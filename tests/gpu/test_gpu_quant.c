@@ -5,9 +5,14 @@
  *    host buffers at odd addresses), special values (NaN, +-inf, +-0, subnormals, FLT_MAX, FP8
  *    ties after scaling, values at the saturation boundary), wide exponent spans (the float
  *    error-term path's fallbacks), 70 configurations (two launches), both error-sum modes:
- *    codes of configuration 0, amax, every count and the histogram identical; the two sums within
- *    1e-6 relative (summation order differs; both NaN or the same infinity also agree);
+ *    codes of configuration 0, amax, every count (clipped included) and the histogram
+ *    identical; the three sums (sum_sq_err, sum_sq, sum_sq_hat) within 1e-6 relative
+ *    (summation order differs; both NaN or the same infinity also agree);
  *  - current scaling on the device vs fp8_current_scale (scales bit for bit) and the stats;
+ *  - clipped against overflow at the rounding midpoint above max (E4M3 |x s| = 464 overflows
+ *    without clipping, the next float clips; E5M2 61440 clips, the float below does not), on
+ *    host scales, device scales (fp8k_quant_stats_dscales, the GPU engine's delayed path) and
+ *    current scaling, against counts taken literally from RECIPES.md's definitions;
  *  - the delayed-scaling update for many slots vs fp8_delayed_update / fp8_delayed_history
  *    after every step (random amax streams with zeros, inf, NaN, tiny values; L in
  *    {1, 2, 3, 16, 1024}; both amax_compute; both formats; margins).
@@ -21,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_runtime.h> /* device scales (test_clip_boundary); the mock runtime under emu */
 
 #include "fp8.h"
 #include "fp8k.h"
@@ -40,7 +47,7 @@
 #define T_EQ(a, b)                                                                          \
   GH_REQUIRE((a) == (b), "%s = %lld, expected %s = %lld", #a, (long long)(a), #b, (long long)(b))
 
-/* Tolerance of the two double sums (RECIPES.md statistics): relative, because the GPU sums in
+/* Tolerance of the three double sums (RECIPES.md statistics): relative, because the GPU sums in
  * another order (and, by default, forms each term in float32 with a bounded 4.2e-7 error, see
  * kernels/quant.cu). Counts, codes, amax, histogram and scales are compared exactly. */
 #define SUM_RTOL 1e-6
@@ -226,6 +233,7 @@ static void compare(const char *what, const tensor *t, const float *scales, cons
     CMP_COUNT(overflow);
     CMP_COUNT(underflow);
     CMP_COUNT(subnormal);
+    CMP_COUNT(clipped);
 #undef CMP_COUNT
     T_REQUIRE(sums_close(a->sum_sq_err, b->sum_sq_err),
                   "%s: config %d (%s, scale %.9g): sum_sq_err cpu %.17g, gpu %.17g (rel %.3g)",
@@ -235,6 +243,11 @@ static void compare(const char *what, const tensor *t, const float *scales, cons
     T_REQUIRE(sums_close(a->sum_sq, b->sum_sq),
                   "%s: config %d: sum_sq cpu %.17g, gpu %.17g (rel %.3g)", what, c, a->sum_sq,
                   b->sum_sq, fabs(a->sum_sq - b->sum_sq) / fmax(fabs(a->sum_sq), 1e-300));
+    T_REQUIRE(sums_close(a->sum_sq_hat, b->sum_sq_hat),
+                  "%s: config %d (%s, scale %.9g): sum_sq_hat cpu %.17g, gpu %.17g (rel %.3g)",
+                  what, c, fp8_format_name((fp8_format)formats[c]), (double)scales[c],
+                  a->sum_sq_hat, b->sum_sq_hat,
+                  fabs(a->sum_sq_hat - b->sum_sq_hat) / fmax(fabs(a->sum_sq_hat), 1e-300));
   }
 }
 
@@ -283,12 +296,15 @@ static void check_tensor(const char *what, const tensor *t, const float *scales,
 }
 
 /* A set of configurations covering both formats, amax-derived scales, powers of two, odd
- * scales, extreme scales (huge, tiny normal, subnormal: 1/s = inf, zero: 1/s = inf). */
+ * scales, extreme scales (huge, tiny normal, subnormal: 1/s = inf, zero: 1/s = inf), and 2^120 /
+ * 2^-120, normal scales with normal 1/s whose decode * sinv can be subnormal / infinite (the
+ * double path of the xhat^2 sum while the error sums keep the float one). */
 static int make_configs(float amax, float *scales, int *formats) {
   float fin = isfinite(amax) && amax > 0 ? amax : 1.0f;
   const float list[] = {1.0f, 1.0f, 448.0f / fin, 57344.0f / fin, 0.125f, 32.0f, 3.7f,
                         0.013f, 1e-30f, 1e30f, FLT_MAX, 1e-40f, 0.0f, 224.0f / fin,
-                        0.5f * (448.0f / fin), 6.1e-5f};
+                        0.5f * (448.0f / fin), 6.1e-5f, 0x1p120f, 0x1p120f, 0x1p-120f,
+                        0x1p-120f};
   int n = (int)(sizeof list / sizeof list[0]);
   for (int c = 0; c < n; c++) {
     scales[c] = list[c];
@@ -441,6 +457,103 @@ static void test_many_configs(void) {
   tensor_free(&t);
 }
 
+/* ------------------------------------------------------------------ clipped vs overflow */
+
+/* overflow and clipped of n floats at scale s, taken literally from RECIPES.md (y = RN32(x*s),
+ * finite x only; overflow |y| > max, clipped E4M3 |y| > 464, E5M2 |y| >= 61440), independent of
+ * fp8_clip_bits and of the kernels' bit tests. */
+static void literal_counts(const float *x, int64_t n, float s, fp8_format f, int64_t *ov,
+                           int64_t *cl) {
+  *ov = *cl = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(x[i])) continue;
+    volatile float y = x[i] * s; /* one float32 rounding */
+    float a = fabsf(y);
+    *ov += a > fp8_format_max(f);
+    *cl += f == FP8_E4M3 ? a > 464.0f : a >= 61440.0f;
+  }
+}
+
+/* Both sides of the midpoint above max for format f: at scale 1/4 the values max/s and its
+ * next float (overflow only: y = 448 + 1 ulp), the midpoint / s (E4M3: 464, overflow only; E5M2:
+ * 61440, clipped) and its neighbours, 2 max / s (clipped; the amax, so that current scaling
+ * with margin -1 picks s = 1/4 itself); and around the midpoint / 0.3 (a scale whose products
+ * round); a NaN (not counted; no inf, which would make the current amax inf); the rest small.
+ * Host scales (check_tensor: every output, both sum modes), device scales
+ * (fp8k_quant_stats_dscales, what the GPU engine runs for delayed scaling) and current scaling
+ * each give the literal counts, with clipped > 0 and overflow > clipped in every configuration. */
+static void t_clip_boundary(fp8_format f) {
+  enum { N = 4099, NC = 2 };
+  const float s = 0.25f, odd = 0.3f, mx = fp8_format_max(f);
+  const float mid = f == FP8_E4M3 ? 464.0f : 61440.0f;
+  const float edge[] = {mx / s, nextafterf(mx / s, INFINITY), mid / s, nextafterf(mid / s, 0.0f),
+                        nextafterf(mid / s, INFINITY), 2.0f * mx / s, mid / odd,
+                        nextafterf(mid / odd, 0.0f), nextafterf(nextafterf(mid / odd, 0.0f), 0.0f),
+                        nextafterf(mid / odd, INFINITY),
+                        nextafterf(nextafterf(mid / odd, INFINITY), INFINITY), NAN};
+  const int nedge = (int)(sizeof edge / sizeof edge[0]);
+  tensor t;
+  tensor_alloc(&t, FP8_DTYPE_F32, N, 1);
+  for (int64_t i = 0; i < N; i++) {
+    float v = i % 5 == 2 ? edge[(i / 5) % nedge] : (float)((2.0 * rnd01() - 1.0) * mx);
+    tensor_set_bits(&t, i, f2u(i % 2 ? -v : v));
+  }
+  tensor_finish(&t);
+  const float scales[NC] = {s, odd};
+  const int formats[NC] = {f, f};
+  int64_t ov[NC], cl[NC];
+  char what[128];
+  for (int c = 0; c < NC; c++) {
+    literal_counts(t.x, N, scales[c], f, &ov[c], &cl[c]);
+    T_REQUIRE(cl[c] > 0 && ov[c] > cl[c], "%s scale %g: the case needs 0 < clipped < overflow, "
+              "has clipped %lld, overflow %lld", fp8_format_name(f), (double)scales[c],
+              (long long)cl[c], (long long)ov[c]);
+  }
+  snprintf(what, sizeof what, "clip boundary %s, host scales", fp8_format_name(f));
+  check_tensor(what, &t, scales, formats, NC);
+
+  oracle *o = malloc(sizeof *o);
+  uint8_t *codes = malloc(N);
+  float *d_scales = NULL;
+  fp8k_stats g[NC];
+  T_ASSERT(o && codes);
+  cpu_oracle(&t, scales, formats, NC, o);
+  T_REQUIRE(cudaMalloc((void **)&d_scales, sizeof scales) == cudaSuccess &&
+                cudaMemcpy(d_scales, scales, sizeof scales, cudaMemcpyHostToDevice) == cudaSuccess,
+            "device scales: cudaMalloc / cudaMemcpy failed");
+  T_EQ(fp8k_upload(g_ctx, t.bytes, t.n, t.dtype, g_err, sizeof g_err), 0);
+  int rc = fp8k_quant_stats_dscales(g_ctx, d_scales, formats, NC, g, codes, g_err, sizeof g_err);
+  T_REQUIRE(rc == 0, "fp8k_quant_stats_dscales: %s", g_err);
+  snprintf(what, sizeof what, "clip boundary %s, device scales", fp8_format_name(f));
+  compare(what, &t, scales, formats, NC, o, g, NAN, NULL, codes);
+  for (int c = 0; c < NC; c++) {
+    T_EQ(g[c].overflow, ov[c]);
+    T_EQ(g[c].clipped, cl[c]);
+  }
+
+  /* current scaling, margin -1: scaled_max = 2 max, amax = 2 max / s, so the scale is s */
+  fp8k_current_params P = {.amax_epsilon = 0.0f, .pow2 = 0, .margin = -1, .format = (int32_t)f};
+  float gscale = 0.0f;
+  rc = fp8k_current_quant_stats(g_ctx, &P, 1, g, &gscale, NULL, codes, g_err, sizeof g_err);
+  T_REQUIRE(rc == 0, "fp8k_current_quant_stats: %s", g_err);
+  T_REQUIRE(gscale == s, "current scaling, margin -1: scale %.9g, expected %.9g", (double)gscale,
+            (double)s);
+  snprintf(what, sizeof what, "clip boundary %s, current scaling", fp8_format_name(f));
+  compare(what, &t, scales, formats, 1, o, g, NAN, NULL, codes);
+  T_EQ(g[0].overflow, ov[0]);
+  T_EQ(g[0].clipped, cl[0]);
+  cudaFree(d_scales);
+  free(o->codes);
+  free(o);
+  free(codes);
+  tensor_free(&t);
+}
+
+static void test_clip_boundary(void) {
+  t_clip_boundary(FP8_E4M3);
+  t_clip_boundary(FP8_E5M2);
+}
+
 static void test_nconfigs_zero_and_empty(void) {
   tensor t;
   tensor_alloc(&t, FP8_DTYPE_F16, 1000, 0);
@@ -463,7 +576,8 @@ static void test_nconfigs_zero_and_empty(void) {
   rc = fp8k_quant_stats(g_ctx, &s, &f, 1, &st, &amax, hist, NULL, g_err, sizeof g_err);
   T_REQUIRE(rc == 0, "empty: %s", g_err);
   T_ASSERT(st.n == 0 && st.nonfinite == 0 && st.zeros == 0 && st.overflow == 0 &&
-            st.underflow == 0 && st.subnormal == 0 && st.sum_sq_err == 0.0 && st.sum_sq == 0.0);
+            st.underflow == 0 && st.subnormal == 0 && st.sum_sq_err == 0.0 && st.sum_sq == 0.0 &&
+            st.clipped == 0 && st.sum_sq_hat == 0.0);
   T_ASSERT(amax == 0.0f);
   for (int b = 0; b < FP8_LOG2_HIST_BINS; b++) T_EQ(hist[b], 0);
   T_EQ(fp8k_amax(g_ctx, &amax, g_err, sizeof g_err), 0);
@@ -650,7 +764,7 @@ static void test_special_f16(void) { t_special_values(FP8_DTYPE_F16); }
   X(test_random_f32) X(test_random_bf16) X(test_random_f16) X(test_special_f32)             \
   X(test_special_bf16) X(test_special_f16) X(test_wide_range) X(test_many_configs)          \
   X(test_nconfigs_zero_and_empty) X(test_bad_arguments) X(test_current_scaling)             \
-  X(test_delayed_update)
+  X(test_clip_boundary) X(test_delayed_update)
 
 #ifdef FP8LAB_WITH_CHECK
 #define CHECK_WRAP(fn)                                                                      \

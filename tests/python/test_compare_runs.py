@@ -11,6 +11,11 @@ parity rule forbids.
   - mse of one row 1e-5 relative off: FAIL; 1e-7 relative off: PASS with that max rel diff;
   - snr_db: inf against inf passes, inf against a number fails, 1e-7 relative passes, 1e-4
     relative fails; nan against nan passes (histograms untouched);
+  - cos_sim / cos_sim_min (from the three sums, cancelling when most of a tensor is flushed):
+    1e-9 off passes, 1e-5 off on a well-conditioned row fails; 5e-5 off at c = 0.01 passes when
+    the row's snr_db says 0.0004 dB (rho = 0.9999: the sums within 1e-6 allow ~1e-4 there)
+    and fails at 30 dB; a summary cos_sim_min 1e-5 off fails; stream.csv is compared (one ulp
+    in its scale fails);
   - a row missing, a header changed, a file missing in one run: FAIL / exit 2;
   - gemm.csv: identical runs pass; rel_error of dgrad 1e-4 relative off passes (reported),
     wgrad 1e-2 off fails, fprop 1e-2 off passes (fast accumulation tolerance 0.1), a changed
@@ -146,10 +151,11 @@ def main():
               field(res, "max_rel_mse") == "0" and field(res, "max_abs_snr_db") == "0",
               "cpu (1 thread) vs cpu (2 threads): identical -> %s" % res, out)
         nrows = sum(len(read(os.path.join(a, f))) - 2 for f in
-                    ("steps.csv", "summary.csv", "histograms.csv"))
+                    ("steps.csv", "summary.csv", "histograms.csv", "stream.csv"))
         check(int(field(res, "rows")) == nrows, "rows compared = %d data rows" % nrows, out)
-        check("steps.csv:" in out and "summary.csv:" in out and "histograms.csv:" in out,
-              "all three files compared", out)
+        check("steps.csv:" in out and "summary.csv:" in out and "histograms.csv:" in out and
+              "stream.csv:" in out and field(res, "max_abs_cos") == "0",
+              "all four files compared", out)
 
         def variant(name):
             d = os.path.join(tmp, name)
@@ -225,6 +231,45 @@ def main():
         edit_cell(os.path.join(db, "steps.csv"), "snr_db", lambda v: "2e-05")
         rc, out, res = compare(da, db)
         check(rc == 1, "snr_db 1e-6 vs 2e-5 dB caught", out)
+
+        # cos_sim: the tolerance follows the row's conditioning (compare_runs.cos_tolerance)
+        good = lambda r: finite_nonzero("cos_sim")(r) and float(r["cos_sim"]) > 0.9 and \
+            finite_nonzero("snr_db")(r) and float(r["snr_db"]) > 10
+        d = variant("cos9")
+        edit_cell(os.path.join(d, "steps.csv"), "cos_sim",
+                  lambda v: "%.9g" % (float(v) - 1e-9), good)
+        rc, out, res = compare(a, d)
+        check(rc == 0 and 0 < float(field(res, "max_abs_cos")) < 1e-8,
+              "cos_sim 1e-9 off passes, reported (%s)" % field(res, "max_abs_cos"), out)
+        d = variant("cos5")
+        line, old, new = edit_cell(os.path.join(d, "steps.csv"), "cos_sim",
+                                   lambda v: "%.9g" % (float(v) - 1e-5), good)
+        rc, out, res = compare(a, d)
+        check(rc == 1 and ": cos_sim: A %s, B %s" % (old, new) in out,
+              "cos_sim %s -> %s on a row above 10 dB caught" % (old, new), out)
+        da, db = variant("cosfa"), variant("cosfb")
+        pick = lambda r: r["kind"] == "delayed"
+        for dd, c in ((da, "0.01"), (db, "0.01005")):
+            edit_cell(os.path.join(dd, "steps.csv"), "snr_db", lambda v: "0.000434", pick)
+            edit_cell(os.path.join(dd, "steps.csv"), "cos_sim", lambda v, c=c: c, pick)
+        rc, out, res = compare(da, db)
+        check(rc == 0, "cos_sim 0.01 vs 0.01005 at snr_db 0.0004 dB (cancellation) passes", out)
+        for dd in (da, db):
+            edit_cell(os.path.join(dd, "steps.csv"), "snr_db", lambda v: "30", pick)
+        rc, out, res = compare(da, db)
+        check(rc == 1 and ": cos_sim:" in out, "cos_sim 0.01 vs 0.01005 at 30 dB caught", out)
+        d = variant("cosmin")
+        edit_cell(os.path.join(d, "summary.csv"), "cos_sim_min",
+                  lambda v: "%.9g" % (float(v) - 1e-5),
+                  lambda r: finite_nonzero("cos_sim_min")(r) and float(r["snr_db_min"]) > 10)
+        rc, out, res = compare(a, d)
+        check(rc == 1 and ": cos_sim_min:" in out, "summary cos_sim_min 1e-5 off caught", out)
+        d = variant("stream")
+        line, old, new = edit_cell(os.path.join(d, "stream.csv"), "scale", next_float32,
+                                   finite_nonzero("scale"))
+        rc, out, res = compare(a, d)
+        check(rc == 1 and ("stream.csv line %d" % line) in out,
+              "stream.csv scale %s -> %s (one ulp) caught at line %d" % (old, new, line), out)
 
         # nan == nan (log2_scale_* of a block row may be nan; make one on both sides)
         da, db = variant("nana"), variant("nanb")

@@ -5,8 +5,9 @@ kernels of kernels/*.cu compiled through the CUDA emulator of tests/gpu/emu and 
 CUDA runtime / cuBLASLt of tests/gpu/mock_cuda.c), loaded by fp8lab as a real run loads
 fp8lab-gpu.so, self-check included, against `fp8lab run --device cpu`, compared by
 scripts/compare_runs.py
-with the parity rule of the GPU engine: every cell identical except the columns computed from
-the double error sums (mse, snr_db: 1e-6 relative) and gemm.csv's rel_error (the mock cuBLASLt
+with the parity rule of the GPU engine: every cell identical (stream.csv, clipped and the other
+saturation columns included) except the columns computed from the double sums (mse, snr_db:
+1e-6 relative; cos_sim, cos_sim_min: 1e-6 times their condition number) and gemm.csv's rel_error (the mock cuBLASLt
 accumulates in its own order: 1e-3 relative, and 0.1 for fprop, whose real fast accumulation
 the mock does not have). What this proves: the module's loading and self-check, engine_gpu.c's
 calls (upload, the amax/histogram pass, the delayed pass on device-resident scales and its split

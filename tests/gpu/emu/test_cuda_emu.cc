@@ -3,7 +3,9 @@
 //  - built-ins of 3-D grids and blocks, every thread exactly once;
 //  - shuffles (idx, up, down, xor; widths 32, 8, 4; int, float, double) against the formulas of
 //    the CUDA C++ Programming Guide; reductions (signed and unsigned), ballot, any/all, on full
-//    and partial masks; collectives inside `if (warp == 0)` and partial warps;
+//    and partial masks; collectives inside `if (warp == 0)` and partial warps; quant.cu's
+//    patterns: two sums in one butterfly (one per half-warp), a reduction only in the warps
+//    whose previous reduction says so;
 //  - __syncthreads with exited threads, atomics returning the old value, launch errors;
 //  - kernel bugs end the program with a message (each in a forked child): a lane of the mask has
 //    exited, lanes disagree on the mask, a divergent barrier, a deadlock, a caller outside its
@@ -127,6 +129,24 @@ __global__ void reduce_kernel(unsigned *out) {
     o[13] = __ballot_sync(0xFFFF0000u, lane & 1);
     __syncwarp(0xFFFF0000u);
   }
+}
+
+// kernels/quant.cu's warp patterns: two double sums in one butterfly (after the exchange at 16,
+// lanes 0-15 carry a, lanes 16-31 carry b: lane 0 ends with sum a, lane 16 with sum b), and a
+// second reduction only in a warp whose first one is non-zero (the same value in every lane, so
+// the branch is warp-uniform).
+__global__ void split_kernel(const double *a, const double *b, const unsigned *flag, double *sums,
+                             unsigned *second) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double keep = (lane & 16) ? b[threadIdx.x] : a[threadIdx.x];
+  double give = (lane & 16) ? a[threadIdx.x] : b[threadIdx.x];
+  keep += __shfl_xor_sync(0xFFFFFFFFu, give, 16);
+  for (int o = 8; o >= 1; o >>= 1) keep += __shfl_xor_sync(0xFFFFFFFFu, keep, o);
+  if (lane == 0) sums[2 * warp] = keep;
+  else if (lane == 16) sums[2 * warp + 1] = keep;
+  unsigned tot = __reduce_add_sync(0xFFFFFFFFu, flag[threadIdx.x]);
+  unsigned r = tot ? __reduce_add_sync(0xFFFFFFFFu, threadIdx.x) : 0u;
+  if (lane == 0) second[warp] = r;
 }
 
 // The gemm_lt amax pattern: every warp reduces, then only warp 0 reduces the warp results;
@@ -268,6 +288,36 @@ void test_reductions() {
     }
   }
   cudaFree(out);
+}
+
+void test_split_butterfly() {
+  const int n = 128, nw = n / 32;
+  std::vector<double> ha(n), hb(n);
+  std::vector<unsigned> hf(n, 0u);
+  for (int i = 0; i < n; i++) ha[i] = i + 1, hb[i] = 1000.0 * (i * 7 % 13) + 0.5;
+  hf[37] = 1, hf[100] = 3; // warps 1 and 3 take the second reduction, 0 and 2 do not
+  double *a = dev_alloc<double>(n), *b = dev_alloc<double>(n), *sums = dev_alloc<double>(2 * nw);
+  unsigned *flag = dev_alloc<unsigned>(n), *second = dev_alloc<unsigned>(nw);
+  cudaMemcpy(a, ha.data(), n * sizeof(double), cudaMemcpyHostToDevice);
+  cudaMemcpy(b, hb.data(), n * sizeof(double), cudaMemcpyHostToDevice);
+  cudaMemcpy(flag, hf.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice);
+  FP8K_LAUNCH(1, n, 0, 0, split_kernel)(a, b, flag, sums, second);
+  auto s = to_host(sums, 2 * nw);
+  auto r = to_host(second, nw);
+  for (int w = 0; w < nw; w++) {
+    double wa = 0, wb = 0; // integers and halves: exact in any order
+    unsigned wt = 0, wf = 0;
+    for (int i = 32 * w; i < 32 * w + 32; i++) wa += ha[i], wb += hb[i], wt += i, wf += hf[i];
+    GH_CHECK(s[2 * w] == wa && s[2 * w + 1] == wb,
+             "warp %d: butterfly sums %g, %g, expected %g, %g", w, s[2 * w], s[2 * w + 1], wa, wb);
+    GH_CHECK(r[w] == (wf ? wt : 0u), "warp %d: second reduction %u, expected %u", w, r[w],
+             wf ? wt : 0u);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(sums);
+  cudaFree(flag);
+  cudaFree(second);
 }
 
 void test_warp0_and_exits() {
@@ -425,6 +475,7 @@ int main() {
   GH_RUN(test_ids);
   GH_RUN(test_shuffles);
   GH_RUN(test_reductions);
+  GH_RUN(test_split_butterfly);
   GH_RUN(test_warp0_and_exits);
   GH_RUN(test_atomics_and_errors);
   GH_RUN(test_bugs_abort);
@@ -434,6 +485,7 @@ int main() {
   fp8emu::set_seed(12345);
   GH_RUN(test_shuffles);
   GH_RUN(test_reductions);
+  GH_RUN(test_split_butterfly);
   GH_RUN(test_warp0_and_exits);
   GH_RUN(test_atomics_and_errors);
   return gh_summary();
