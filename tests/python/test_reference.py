@@ -367,6 +367,105 @@ def stats_corner_tensors():
     xhat = float(F32(F32(3.0) * (F32(1) / F32(3))))
     assert math.isclose(st["mse"], (1.0 - xhat) ** 2, rel_tol=1e-15), (st, xhat)
 
+@test
+def clipped_hand_and_thresholds():
+    """clipped (RECIPES.md): |RN32(x s)| rounded with the format's mantissa and an unbounded
+    exponent lies above the max; that is E4M3 |y| > 464 (464 ties to 448), E5M2 |y| >= 61440
+    (61440 ties to 65536). Both readings, on every float32 near the thresholds and at random."""
+    up, dn = (lambda v: np.nextafter(F32(v), F32(np.inf))), (lambda v: np.nextafter(F32(v), F32(0)))
+    # E4M3 mantissa: 3 bits; 248 is the midpoint of 240 (1.111b) and 256 (even): a tie up
+    e4 = [(448, 448), (460, 448), (464, 448), (up(464), 480), (472, 480), (480, 480),
+          (up(240), 240), (dn(248), 240), (248, 256), (up(248), 256),
+          (2.0 ** 100 * 1.9375, 2.0 ** 101), (2.0 ** 100 * 1.8125, 2.0 ** 100 * 1.75)]
+    for v, want in e4:
+        got = float(R.round_extended(np.array([v], np.float32), "e4m3")[0])
+        assert got == float(F32(want)), (v, got, want)
+    assert float(R.round_extended(np.array([464.0], np.float32), "e4m3")[0]) == 448.0
+    assert float(R.round_extended(np.array([-61440.0], np.float32), "e5m2")[0]) == 65536.0
+    assert float(R.round_extended(np.array([dn(61440)], np.float32), "e5m2")[0]) == 57344.0
+    assert float(R.round_extended(np.array([np.finfo(np.float32).max], np.float32),
+                                  "e4m3")[0]) == math.inf
+    rng = np.random.default_rng(5)
+    for fmt, thr, strict in (("e4m3", 464.0, True), ("e5m2", 61440.0, False)):
+        t = F32(thr)
+        near = [t]
+        for _ in range(40):
+            near.append(np.nextafter(near[-1], F32(np.inf)))
+        v = t
+        for _ in range(40):
+            v = np.nextafter(v, F32(0))
+            near.append(v)
+        y = np.concatenate([np.array(near, np.float32),
+                            (rng.uniform(0.5, 2.0, 20000) * thr).astype(np.float32),
+                            np.array([np.inf, -np.inf, 0.0, 1e38], np.float32)])
+        y = np.concatenate([y, -y])
+        want = (np.abs(y) > t) if strict else (np.abs(y) >= t)
+        assert np.array_equal(R.clipped_mask(y, fmt), want), fmt
+    # through quantize_stats: y = RN32(x s); clipped <= overflow; non-finite x never counts
+    x = np.array([232, 233, 224, 240, -300, np.inf, np.nan, 1e30, 0], np.float32)
+    st = R.quantize_stats(x, F32(2), "e4m3")     # y: 464, 466, 448, 480, -600, ., ., inf, 0
+    assert (st["overflow"], st["clipped"]) == (5, 4), st
+    st = R.quantize_stats(np.array([30720, 30719, 28672, 1e9], np.float32), F32(2), "e5m2")
+    assert (st["overflow"], st["clipped"]) == (3, 2), st   # 61440 clips, 61438 does not
+
+
+@test
+def overshoot_hand():
+    assert R.overshoot(F32(448), F32(1), "e4m3") == 0.0
+    assert R.overshoot(F32(896), F32(0.5), "e4m3") == 0.0
+    assert R.overshoot(F32(2), F32(128), "e4m3") == math.log2(256.0 / 448.0)
+    assert R.overshoot(F32(57344 * 2), F32(1), "e5m2") == 1.0
+    assert R.overshoot(F32(0), F32(3), "e4m3") == -math.inf
+    assert R.overshoot(F32(np.inf), F32(1), "e4m3") == math.inf
+    # double arithmetic from the float32 operands: no float32 rounding of amax * scale
+    a, sc = F32(3), F32(448) / F32(3)         # 149.333328: 3 * s = 447.999985 in double
+    assert R.overshoot(a, sc, "e4m3") == math.log2(3.0 * float(sc) / 448.0) < 0
+    assert float(a * sc) == 448.0                 # while RN32(3 * s) is the max itself
+    # block kinds: the worst block
+    q = R.BlockRecipe("rowwise", "e4m3", pow2=False).quantize(
+        np.array([[1, 2], [0, 0], [3, 0]], np.float32), "input")
+    assert math.isclose(q["overshoot"], 0.0, abs_tol=1e-12), q["overshoot"]
+    q = R.BlockRecipe("mxfp8", "e4m3").quantize(np.zeros((2, 3), np.float32), "input")
+    assert q["overshoot"] == -math.inf
+    q = R.BlockRecipe("mxfp8", "e4m3", rounding="floor").quantize(
+        np.array([500.0, 1.0], np.float32), "input")     # scale 1: log2(500/448)
+    assert q["overshoot"] == math.log2(500.0 / 448.0), q["overshoot"]
+
+
+@test
+def cos_sim_hand():
+    assert R.cos_sim(0.0, 0.0, 0.0) == 1.0
+    assert R.cos_sim(1.0, 0.0, 1.0) == 0.0 and R.cos_sim(0.0, 2.0, 2.0) == 0.0
+    assert R.cos_sim(1.0, 1.0, 4.0) == -1.0                  # xhat = -x
+    assert R.cos_sim(1.0, 1.0, -1e-12) == 1.0                 # clamped
+    assert R.cos_sim(2.0, 2.0, 4.0) == 0.0                   # orthogonal: (2 + 2 - 4) / 4
+    assert math.isnan(R.cos_sim(1.0, math.inf, math.inf))
+    # quantize_stats: the finite elements only; equal to the direct dot product when the
+    # formula is well conditioned
+    rng = np.random.default_rng(9)
+    x = rng.normal(0, 1, 5000).astype(np.float32)
+    x[[3, 7]] = [np.nan, np.inf]
+    st = R.quantize_stats(x, F32(40), "e4m3")
+    fin = np.isfinite(x)
+    xhat = (R.decode(R.encode(x * F32(40), "e4m3"), "e4m3") * (F32(1) / F32(40)))[fin]
+    xhat = xhat.astype(np.float64)
+    xf = x[fin].astype(np.float64)
+    direct = float(np.dot(xf, xhat) / (np.linalg.norm(xf) * np.linalg.norm(xhat)))
+    assert abs(st["cos_sim"] - direct) < 1e-12 and 0.99 < st["cos_sim"] < 1, st["cos_sim"]
+    assert st["cos_sim_tol"] < 1.01e-9
+    st = R.quantize_stats(np.array([1.0, 2.0, 0.0], np.float32), F32(1), "e4m3")
+    # exact: 10 / (2 sqrt(5) sqrt(5)), where sqrt(5)^2 rounds to 5 + 1 ulp in double
+    assert abs(st["cos_sim"] - 1.0) < 1e-15 and st["sum_sq"] == st["sum_sq_hat"] == 5.0
+    st = R.quantize_stats(np.array([2.0 ** -20, 0.0], np.float32), F32(1), "e4m3")
+    assert st["cos_sim"] == 0.0                              # everything flushed to zero
+    st = R.quantize_stats(np.array([0.0, np.nan], np.float32), F32(1), "e4m3")
+    assert st["cos_sim"] == 1.0                              # both norms 0
+    # the tolerance grows where the formula cancels (a saturated giant outlier)
+    # (2n + 1) 2^-53 (2e18) / (2 1e9 448): 5e-8 for n = 101
+    st = R.quantize_stats(np.array([1e9] + [1.0] * 100, np.float32), F32(1), "e4m3")
+    assert 4e-8 < st["cos_sim_tol"] < 6e-8, st
+
+
 # --------------------------------------------------------------------------------------------
 # block recipes (mxfp8, block, rowwise) and GEMM errors
 # --------------------------------------------------------------------------------------------
@@ -823,8 +922,10 @@ def replay_small_by_hand():
         R.write_csv(rows, buf)
         lines = buf.getvalue().splitlines()
         assert lines[0] == ",".join(R.COLUMNS)
-        assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf,,,,,"), \
-            lines[5]
+        # ... clipped 0, overshoot log2(2 * 128 / 448) = log2(4/7), cos_sim 1 (exact),
+        # warm-up (step 0: nothing has been fed to the delayed update yet)
+        assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf,,,,,,"
+                            "0,-0.807354922,1,1"), lines[5]
         data = list(csv.reader(io.StringIO(buf.getvalue())))
         assert R.compare_rows(rows, data[1:], data[0]) == []
         bad = [list(r) for r in data[1:]]
@@ -846,6 +947,91 @@ def replay_small_by_hand():
         bad = [list(r) for r in data[1:]]
         bad[7][12] = "1"                                 # nonfinite count
         assert any("nonfinite" in m for m in R.compare_rows(rows, bad, data[0]))
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def stream_summary_warmup_by_hand():
+    """stream.csv, the warmup column and summary.csv of the small trace (make_small_trace,
+    EXP_SMALL): replay steps 0, 1, 2, 4, 5 (step 3 only has the unselected c.weight, step 6 is
+    outside steps = 0-5), tensors a.input and b.grad_output, four delayed configurations."""
+    d = tempfile.mkdtemp()
+    try:
+        os.makedirs(os.path.join(d, "tr"))
+        make_small_trace(os.path.join(d, "tr"))
+        ini = os.path.join(d, "e.ini")
+        with open(ini, "w") as f:
+            f.write(EXP_SMALL)
+        exp, tr = R.load_for(ini)
+        full = R.replay_full(exp, tr)
+        st = full["stream"]
+        assert len(st) == 5 * 2 * 4
+        assert [r["step"] for r in st[::8]] == [0, 1, 2, 4, 5]
+        assert [(r["tensor"], r["format"], r["history_len"]) for r in st[:8]] == [
+            ("a.input", "e4m3", 2), ("a.input", "e4m3", 1), ("a.input", "e4m3", 2),
+            ("a.input", "e4m3", 1), ("b.grad_output", "e5m2", 2), ("b.grad_output", "e5m2", 1),
+            ("b.grad_output", "e4m3", 2), ("b.grad_output", "e4m3", 1)]
+        # (step, snapshot, amax, scale, warmup) of a.input L=2 and b.grad_output e5m2 L=2:
+        # a.input fed 2 at step 0 (warm-up ends after it), 4 (csv) at 1, 8 (snapshot, not
+        # the csv's 999) at 2, then nothing: scales 1, 448/2, 448/4, 448/8, 448/8
+        a = [(r["step"], r["snapshot"], float(r["amax"]), float(r["scale"]), r["warmup"])
+             for r in st if r["tensor"] == "a.input" and r["history_len"] == 2][::2]
+        assert a == [(0, 1, 2.0, 1.0, 1), (1, 0, 4.0, 224.0, 0), (2, 1, 8.0, 112.0, 0),
+                     (4, 0, 0.0, 56.0, 0), (5, 0, 0.0, 56.0, 0)], a
+        b = [(r["step"], r["snapshot"], float(r["amax"]), float(r["scale"]), r["warmup"])
+             for r in st if r["tensor"] == "b.grad_output" and r["history_len"] == 2 and
+             r["format"] == "e5m2"]
+        assert b == [(0, 1, 0.5, 1.0, 1), (1, 0, 0.0, 114688.0, 0), (2, 0, 0.0, 114688.0, 0),
+                     (4, 0, 2.0, 114688.0, 0), (5, 1, 3.0, 28672.0, 0)], b
+        ov = {(r["tensor"], r["step"], r["history_len"], r["format"]): r["overshoot"] for r in st}
+        assert ov[("a.input", 4, 2, "e4m3")] == -math.inf
+        assert ov[("b.grad_output", 4, 2, "e5m2")] == math.log2(2 * 114688.0 / 57344)  # 2
+        assert ov[("a.input", 2, 2, "e4m3")] == math.log2(8 * 112.0 / 448)          # 1
+        # steps.csv rows carry the same warm-up flag for every configuration
+        w = {(r["tensor"], r["step"]) for r in full["steps"] if r["warmup"]}
+        assert w == {("a.input", 0), ("b.grad_output", 0)}, w
+        # summary: a.input under d e4m3 L=2: rows at steps 0 and 2, scales 1 and 112
+        sm = [r for r in full["summary"] if r["tensor"] == "a.input"]
+        assert len(sm) == 5 and [r["steps"] for r in sm] == [2] * 5
+        r = sm[0]
+        assert (float(r["amax_max"]), float(r["scale_inv_min"]), float(r["scale_inv_max"])) == (
+            8.0, float(F32(1) / F32(112)), 1.0)
+        # step 2: 8 * 112 = 896 saturates (clipped: > 464) to 448, xhat 4; 0.25 * 112 = 28
+        cos = (8 * 4 + 0.25 * 0.25) / (math.sqrt(64 + 0.0625) * math.sqrt(16 + 0.0625))
+        assert r["overshoot_max"] == 1.0 and (r["clipped"], r["steps_with_clipped"]) == (1, 1)
+        assert abs(r["cos_sim_min"] - cos) < 1e-15, (r["cos_sim_min"], cos)
+        # current (pow2): scales 128 (448/2 -> 224 -> 128) and 32 (448/8 = 56 -> 32)
+        assert sm[4]["recipe"] == "c" and (sm[4]["scale_inv_min"], sm[4]["scale_inv_max"]) == (
+            1 / 128, 1 / 32)
+        # text round trip through compare, and perturbations caught
+        for rows, cols, cmp in ((st, R.STREAM_COLUMNS, R.compare_stream_rows),
+                                (full["summary"], R.SUMMARY_COLUMNS, R.compare_summary_rows)):
+            buf = io.StringIO()
+            R.write_csv(rows, buf, cols)
+            data = list(csv.reader(io.StringIO(buf.getvalue())))
+            assert tuple(data[0]) == cols
+            assert cmp(rows, data[1:], data[0]) == [], cmp(rows, data[1:], data[0])
+            for col in ("scale", "warmup") if cols == R.STREAM_COLUMNS else ("scale_inv_min",
+                                                                             "clipped"):
+                bad = [list(x) for x in data[1:]]
+                k = cols.index(col)
+                bad[2][k] = "1" if bad[2][k] != "1" else "0"
+                assert any(col in m for m in cmp(rows, bad, data[0])), col
+            assert any("row set" in m for m in cmp(rows, data[2:], data[0]))
+        # [analysis] warmup_steps = 3: the first three replay steps (0, 1, 2) for every tensor
+        with open(ini, "w") as f:
+            f.write(EXP_SMALL + "\n[analysis]\nwarmup_steps = 3\n")
+        exp, tr = R.load_for(ini)
+        full = R.replay_full(exp, tr)
+        assert {r["step"] for r in full["stream"] if r["warmup"]} == {0, 1, 2}
+        assert {r["step"] for r in full["steps"] if r["warmup"]} == {0, 2}
+        assert all(r["warmup"] == 0 for r in full["steps"] if r["step"] == 5)
+        # no delayed configuration: no stream.csv expected
+        with open(ini, "w") as f:
+            f.write(EXP_SMALL.split("[recipe.d]")[0] + "[recipe.c]\nkind = current\n")
+        exp, tr = R.load_for(ini)
+        assert R.replay_full(exp, tr)["stream"] is None
     finally:
         shutil.rmtree(d)
 
@@ -1086,11 +1272,19 @@ def replay_block_rows_by_hand():
         buf = io.StringIO()
         R.write_csv(rows, buf)
         data = list(csv.reader(io.StringIO(buf.getvalue())))
-        assert tuple(data[0]) == R.COLUMNS and len(R.COLUMNS) == 24
+        assert tuple(data[0]) == R.COLUMNS and len(R.COLUMNS) == 28
         i = [k for k, rr in enumerate(rows) if (rr["tensor"], rr["step"], rr["recipe"]) ==
              ("m.input", 0, "mxf")][0]
+        # mxf (floor) on m.input step 0: the 500 block has scale 1 (500 -> 448, clipped:
+        # 500 > 464), the 0.5 block scale 2^9 (256, exact), the zero blocks 0. overshoot: the
+        # worst block, log2(500 / 448); cos_sim: x . xhat = 500 * 448 + 0.25 over the norms
+        cos = (500.0 * 448 + 0.25) / (math.sqrt(500.0 ** 2 + 0.25) * math.sqrt(448.0 ** 2 + 0.25))
         assert data[i + 1][9:] == ["500", "", "80", "0", "78", "1", "0", "0"] + \
-            data[i + 1][17:19] + ["4", "1", "0", "9", "4.5"], data[i + 1]
+            data[i + 1][17:19] + ["4", "1", "0", "9", "4.5", "1",
+                                  "%.9g" % math.log2(500.0 / 448), data[i + 1][26], "1"], \
+            data[i + 1]
+        assert abs(float(data[i + 1][26]) - cos) < 1e-9, (data[i + 1][26], cos)  # 9 digits
+        assert abs(by[("m.input", 0, "mxf", "e4m3")]["cos_sim"] - cos) < 1e-15
         assert R.compare_rows(rows, data[1:], data[0]) == []
         j = [k for k, rr in enumerate(rows) if (rr["tensor"], rr["step"], rr["recipe"]) ==
              ("m.input", 0, "b2")][0]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Independent Python reference for fp8lab's steps.csv and gemm.csv (delayed, current and block
-FP8 scaling: mxfp8, block, rowwise).
+"""Independent Python reference for fp8lab's steps.csv, gemm.csv, stream.csv and summary.csv
+(delayed, current and block FP8 scaling: mxfp8, block, rowwise).
 
 Written from shared/RECIPES.md and the replay contract, NOT from the C sources, so that the C
 output can be checked against it. Needs numpy and ml_dtypes.
@@ -12,24 +12,54 @@ group (reduce_group ranks, contiguous; default all ranks) of their amaxes (RECIP
 reduction across ranks"). Statistics, current scaling and block recipes stay per rank.
 
 Usage:
-  fp8ref.py run EXP.ini OUT.csv [--trace DIR] [--gemm GEMM_OUT]
-      write steps.csv (and, with --gemm, gemm.csv when one is expected) as the reference does
+  fp8ref.py run EXP.ini OUT.csv [--trace DIR] [--gemm GEMM_OUT] [--stream STREAM_OUT]
+                [--summary SUMMARY_OUT]
+      write steps.csv (and, with --gemm, gemm.csv when one is expected; with --stream,
+      stream.csv when one is expected; with --summary, summary.csv) as the reference does
   fp8ref.py compare EXP.ini STEPS_CSV [--trace DIR] [--gemm GEMM_CSV | --no-gemm GEMM_CSV]
+                    [--stream STREAM_CSV] [--summary SUMMARY_CSV]
       check a steps.csv written by fp8lab (exit 0 = match, 1 = mismatch, 2 = error); --gemm
       also checks gemm.csv: it must match when the reference expects one ([analysis] gemm true
       and a layer triplet at a snapshot step) and be ABSENT when it expects none; --no-gemm
-      requires that none is expected and that the file is absent.
+      requires that none is expected and that the file is absent. --stream checks stream.csv
+      likewise (expected exactly when the experiment has a delayed configuration, absent
+      otherwise); --summary checks summary.csv.
   Tolerances: steps.csv counts exact, amax/scale bit-exact, mse/snr_db 1e-6 relative (snr_db
   with an absolute floor of 1e-9 dB: near 0 dB, where a saturated outlier is nearly all of
   both sums, the last bits of the sums move it by more than 1e-6 of itself), nblocks
   and blocks_with_overflow exact, log2_scale_* 1e-9 absolute (widened to one unit of the 9th
-  significant digit that "%.9g" keeps; nan == nan); gemm.csv keys exact and in order,
-  rel_error 1e-3 relative with an absolute floor of 1e-7 (inf == inf, nan == nan).
+  significant digit that "%.9g" keeps; nan == nan); clipped and warmup exact, overshoot as
+  the log2 columns (-inf == -inf), cos_sim 1e-9 absolute, widened by cos_sim_bound() where
+  its formula cancels (a saturated outlier that is nearly all of sum x^2 and of the error
+  sum: there the sums' last bits decide many digits of it); gemm.csv keys exact and in
+  order, rel_error 1e-3 relative with an absolute floor of 1e-7 (inf == inf, nan == nan).
+  stream.csv: keys exact and in order, role, snapshot and warmup exact, amax and scale
+  bit-exact, overshoot as the log2 columns. summary.csv: keys exact and in order, counts
+  exact, amax_max and scale_inv_min/max bit-exact (empty for block kinds), rates 1e-8
+  relative, mse/snr_db/snr_db_min as in steps.csv, overshoot_max as the log2 columns,
+  cos_sim_min as cos_sim (with the largest bound of its rows).
+
+New columns (RECIPES.md "Per-step statistics"; the issue's definitions where RECIPES.md is
+silent), derived here from those definitions:
+  clipped    finite x whose RN32(x s), rounded to the format's mantissa with an unbounded
+             exponent range (round_extended()), lies above fp8_max (the thresholds 464 and
+             61440 are not used: the self-test checks that both readings agree)
+  overshoot  log2(amax s / fp8_max) in double from the float32 amax and scale, -inf for
+             amax 0; block kinds: the largest over the blocks of log2(block amax * block
+             scale / fp8_max)
+  cos_sim    (sum x^2 + sum xhat^2 - sum (x - xhat)^2) / (2 |x| |xhat|) over the finite x,
+             clamped to [-1, 1]; 1 when both norms are 0, 0 when one is
+  warmup     1 until a step of the replay has fed the tensor's delayed update a finite
+             non-zero amax (its group's max under reduce_amax), the same in every
+             configuration; with [analysis] warmup_steps = N the first N replay steps
 
 Module API (used by tests/python/test_reference.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
+  round_extended(), clipped_mask(), overshoot(), cos_sim(), cos_sim_bound(),
   DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay(),
-  replay_all() (steps rows and gemm rows), compare_rows(), compare_gemm_rows(), compare_all();
+  replay_all() (steps rows and gemm rows), replay_full() (steps, gemm, stream, summary rows),
+  summary_rows(), compare_rows(), compare_gemm_rows(), compare_stream_rows(),
+  compare_summary_rows(), compare_all();
   block recipes: e8m0_ceil(), mx_exponent(), e8m0_scale(), current_scales(), BlockRecipe
   (.quantize(x, role, colwise)); GEMM errors: sample_tokens(), gemm_reference(),
   gemm_errors(), rel_error(), TensorRecipe, layer_triplets().
@@ -68,6 +98,7 @@ class Fmt:
         self.max = F32(fp8_max)
         self.exp_mask = exp_mask   # exponent bits of the code
         self.man_mask = man_mask   # mantissa bits of the code
+        self.mbits = bin(man_mask).count("1")   # mantissa width: 3 (E4M3), 2 (E5M2)
 
 
 E4M3 = Fmt("e4m3", ml_dtypes.float8_e4m3fn, 448.0, 0x78, 0x07)
@@ -102,6 +133,78 @@ def decode(codes, fmt):
 def is_subnormal_code(codes, fmt):
     fmt = get_fmt(fmt)
     return ((codes & fmt.exp_mask) == 0) & ((codes & fmt.man_mask) != 0)
+
+
+def round_extended(y, fmt):
+    """|y| rounded to nearest-even with fmt's mantissa width and an UNBOUNDED exponent range
+    (float32 in, float32 out; inf stays inf). RECIPES.md "clipped": an element clips when this
+    lies above fp8_max, i.e. when even a format with more exponents would not have rounded it
+    back to the max. Done on the float32 bits: keep the top mbits mantissa bits, round the
+    rest half-to-even (a carry moves into the exponent, as it should). Float32 subnormals are
+    rounded on their own bit grid, which only matters far below any fp8_max."""
+    fmt = get_fmt(fmt)
+    a = np.abs(np.asarray(y, dtype=np.float32))
+    b = a.view(np.uint32)           # finite: <= 0x7F7FFFFF, so b + 2^20 cannot wrap
+    sh = np.uint32(23 - fmt.mbits)
+    with np.errstate(over="ignore"):
+        r = ((b + np.uint32((1 << (23 - fmt.mbits - 1)) - 1) + ((b >> sh) & np.uint32(1)))
+             >> sh) << sh
+    r = np.minimum(r, np.uint32(0x7F800000)).view(np.float32)  # past FLT_MAX: inf
+    return np.where(np.isnan(a), a, np.where(np.isinf(a), F32(np.inf), r)).astype(np.float32)
+
+
+def clipped_mask(y, fmt):
+    """Elements y = RN32(x*s) that clip (RECIPES.md): round_extended(y) > fp8_max."""
+    with np.errstate(invalid="ignore"):
+        return round_extended(y, fmt) > get_fmt(fmt).max
+
+
+def overshoot(amax, scale, fmt):
+    """log2(amax * scale / fp8_max) in double from the float32 amax and scale; -inf for amax 0
+    (RECIPES.md "overshoot"; > 0: the largest element saturated, by that many binades)."""
+    a = float(F32(amax))
+    if not a > 0:
+        return -math.inf
+    v = a * float(F32(scale)) / float(get_fmt(fmt).max)
+    return math.inf if math.isinf(v) else math.log2(v)
+
+
+def cos_sim(sum_sq, sum_sq_hat, sum_sq_err):
+    """Cosine similarity of x and xhat from the three double sums over the finite x:
+    sum x xhat = (sum x^2 + sum xhat^2 - sum (x - xhat)^2) / 2, over |x| |xhat|, clamped to
+    [-1, 1]; 1 when both norms are 0, 0 when exactly one is; nan when a sum is not finite
+    (a dequantized inf)."""
+    if sum_sq == 0 and sum_sq_hat == 0:
+        return 1.0
+    if sum_sq == 0 or sum_sq_hat == 0:
+        return 0.0
+    with np.errstate(all="ignore"):
+        c = (sum_sq + sum_sq_hat - sum_sq_err) / (2.0 * math.sqrt(sum_sq) * math.sqrt(sum_sq_hat))
+    if math.isnan(c):
+        return math.nan
+    return max(-1.0, min(1.0, c))
+
+
+COS_SIM_TOL = 1e-9
+
+
+def cos_sim_bound(n, sum_sq, sum_sq_hat, sum_sq_err):
+    """How far fp8lab's cos_sim may lie from the reference's, both computed by cos_sim()'s
+    formula from n double terms per sum that are the same on both sides (x^2, xhat^2,
+    (x - xhat)^2 of float32 values) but summed differently: fp8lab's sums are each within
+    n 2^-53 relative of the exact sums (docs/semantics.md: the histogram form; its element
+    loops within (n - 1) 2^-53), the reference's (numpy's pairwise sum) within (n - 1) 2^-53
+    (fsum where the formula cancels: 2^-54). The numerator's error over the denominator:
+    (2n + 1) 2^-53 (sum_sq + sum_sq_hat + sum_sq_err) / (2 |x| |xhat|), plus COS_SIM_TOL
+    (1e-9); a single term is summed exactly on both sides (bound 1e-9).
+    Where xhat is close to x this is ~1e-9 for any realistic n; where the formula cancels (a
+    saturated outlier that is nearly all of sum x^2 and of the error sum) the bound grows with
+    the cancellation, as it must: the formula itself loses those digits."""
+    if n <= 1 or not (sum_sq > 0 and sum_sq_hat > 0) or not all(
+            math.isfinite(v) for v in (sum_sq, sum_sq_hat, sum_sq_err)):
+        return COS_SIM_TOL
+    den = 2.0 * math.sqrt(sum_sq) * math.sqrt(sum_sq_hat)
+    return COS_SIM_TOL + (2 * n + 1) * 2.0 ** -53 * (sum_sq + sum_sq_hat + sum_sq_err) / den
 
 
 def resolve_format(fmt_name, role):
@@ -245,7 +348,11 @@ def current_scale(amax, fmt, amax_epsilon=0.0, pow2=False, margin=0):
     return F32(s)
 
 
-STAT_FIELDS = ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal", "mse", "snr_db")
+STAT_FIELDS = ("n", "nonfinite", "zeros", "overflow", "underflow", "subnormal", "mse", "snr_db",
+               "clipped", "cos_sim")
+# not CSV columns: the double sums behind mse, snr_db and cos_sim (summary.csv totals them)
+# and the tolerance a cos_sim computed from differently rounded sums needs (cos_sim_bound)
+AUX_FIELDS = ("sum_sq", "sum_sq_hat", "sum_sq_err", "cos_sim_tol")
 
 
 def quantize_stats(x, scale, fmt):
@@ -263,13 +370,20 @@ def quantize_stats(x, scale, fmt):
         nonfinite = int(np.count_nonzero(~fin))
         zeros = int(np.count_nonzero(x == 0))
         overflow = int(np.count_nonzero(fin & (np.abs(y) > fmt.max)))
+        clipped = int(np.count_nonzero(fin & clipped_mask(y, fmt)))
         underflow = int(np.count_nonzero(fin & (x != 0) & ((codes & 0x7F) == 0)))
         subnormal = int(np.count_nonzero(fin & is_subnormal_code(codes, fmt)))
         xf = x[fin].astype(np.float64)
-        err = xf - xhat[fin].astype(np.float64)
+        xh = xhat[fin].astype(np.float64)
+        err = xf - xh
         nfin = xf.size
-        esum = float(np.sum(err * err))
-        xsum = float(np.sum(xf * xf))
+        e2, x2, h2 = err * err, xf * xf, xh * xh
+        esum, xsum, hsum = float(np.sum(e2)), float(np.sum(x2)), float(np.sum(h2))
+        if _cos_ill_conditioned(nfin, xsum, hsum, esum):
+            # cos_sim's formula cancels (sum x^2 - sum (x - xhat)^2 when xhat is small): take
+            # correctly rounded sums (fsum) there, so that the reference is the definition's
+            # value and the whole tolerance (cos_sim_bound) is left to fp8lab's rounding
+            esum, xsum, hsum = _fsum(e2), _fsum(x2), _fsum(h2)
         mse = esum / nfin if nfin else math.nan
         if esum == 0:
             snr = math.inf
@@ -280,7 +394,30 @@ def quantize_stats(x, scale, fmt):
         else:
             snr = 10.0 * math.log10(xsum / esum)
     return dict(n=n, nonfinite=nonfinite, zeros=zeros, overflow=overflow, underflow=underflow,
-                subnormal=subnormal, mse=mse, snr_db=snr)
+                subnormal=subnormal, mse=mse, snr_db=snr, clipped=clipped,
+                cos_sim=cos_sim(xsum, hsum, esum), sum_sq=xsum, sum_sq_hat=hsum, sum_sq_err=esum,
+                cos_sim_tol=cos_sim_bound(nfin, xsum, hsum, esum))
+
+
+def _cos_ill_conditioned(n, sum_sq, sum_sq_hat, sum_sq_err):
+    """True when cos_sim's formula amplifies the sums' rounding more than 1000-fold: the
+    amplification (sum_sq + sum_sq_hat + sum_sq_err) / (2 |x| |xhat|) of cos_sim_bound() is
+    > 1e3 (1 where xhat is close to x). numpy's pairwise sums are within n 2^-53 relative, a
+    share cos_sim_bound() allows for, but there exact sums make the reference the
+    definition's value and leave the tolerance to fp8lab's rounding."""
+    if n <= 1 or not (sum_sq > 0 and sum_sq_hat > 0) or not all(
+            math.isfinite(v) for v in (sum_sq, sum_sq_hat, sum_sq_err)):
+        return False
+    k = (sum_sq + sum_sq_hat + sum_sq_err) / (2.0 * math.sqrt(sum_sq) * math.sqrt(sum_sq_hat))
+    return k > 1e3
+
+
+def _fsum(a):
+    """Correctly rounded sum of a float64 array (inf/nan propagate as in a plain sum)."""
+    a = np.asarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        return float(np.sum(a))
+    return math.fsum(a.tolist())
 
 # --------------------------------------------------------------------------------------------
 # block recipes (RECIPES.md "Block recipes"): mxfp8, block, rowwise
@@ -450,9 +587,15 @@ class BlockRecipe:
         ovf_blocks = ovf_pad.reshape(gr, bh, gc, bl).any(axis=(1, 3))
         ok = np.isfinite(amax) & (amax > 0)
         l2 = np.log2(scales[ok].astype(np.float64))
+        # overshoot: the worst block's log2(block amax * block scale / fp8_max) in double
+        # (-inf for an all-zero block, so -inf when every block is zero or there is none)
+        with np.errstate(divide="ignore", over="ignore"):
+            ov = np.log2(amax.reshape(gr, gc).astype(np.float64) * scales.astype(np.float64)
+                         / float(fmt.max))
         return dict(scales=scales, elem_scale=elem, xhat=xhat.astype(np.float32),
                     nblocks=int(gr * gc), blocks_with_overflow=int(ovf_blocks.sum()),
                     nblocks_scaled=int(ok.sum()),
+                    overshoot=float(ov.max()) if ov.size else -math.inf,
                     log2_scale_min=float(l2.min()) if l2.size else math.nan,
                     log2_scale_max=float(l2.max()) if l2.size else math.nan,
                     log2_scale_std=float(l2.std()) if l2.size else math.nan)
@@ -838,6 +981,8 @@ class Experiment:
         self.gemm_max_tokens = 1024   # [analysis] gemm_max_tokens (0 = all tokens)
         self.reduce_amax = False      # [trace] reduce_amax
         self.reduce_group = None      # [trace] reduce_group (None: all ranks form one group)
+        self.warmup_steps = None      # [analysis] warmup_steps (None: warm-up until a tensor's
+                                      # delayed update was first fed a finite non-zero amax)
 
 
 def _single(sec, kv, key, default):
@@ -886,8 +1031,16 @@ def parse_experiment(path, warn=sys.stderr):
                 raise ValueError("[analysis] gemm_max_tokens must be an integer >= 0, not %r"
                                  % mt)
             exp.gemm_max_tokens = int(mt)
+            if "warmup_steps" in kv:
+                ws = _single(sec, kv, "warmup_steps", "0")
+                if not re.fullmatch(r"\+?[0-9]+", ws):
+                    raise ValueError("[analysis] warmup_steps must be an integer >= 0, not %r"
+                                     % ws)
+                exp.warmup_steps = int(ws)
+            # step_budget: a budget of the analysis layer, no effect on the replay
             for k in kv:
-                if k not in ("overflow_budget", "gemm", "gemm_max_tokens"):
+                if k not in ("overflow_budget", "gemm", "gemm_max_tokens", "warmup_steps",
+                             "step_budget"):
                     print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
         elif sec.startswith("recipe."):
             label = sec[len("recipe."):]
@@ -963,10 +1116,27 @@ def parse_experiment(path, warn=sys.stderr):
 
 BLOCK_COLUMNS = ("nblocks", "blocks_with_overflow", "log2_scale_min", "log2_scale_max",
                  "log2_scale_std")
+# appended with "saturation that matters" (RECIPES.md clipped, overshoot; the warm-up), every kind
+SAT_COLUMNS = ("clipped", "overshoot", "cos_sim", "warmup")
 COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
            "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
-           "subnormal", "mse", "snr_db") + BLOCK_COLUMNS
+           "subnormal", "mse", "snr_db") + BLOCK_COLUMNS + SAT_COLUMNS
 KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin", "amax_compute")
+# stream.csv: one row per replay step (union of snapshot and amax.csv steps), tensor (strcmp)
+# and DELAYED configuration (experiment order); written only when there is one
+STREAM_COLUMNS = ("tensor", "role", "step", "recipe", "format", "history_len", "margin",
+                  "amax_compute", "snapshot", "amax", "scale", "overshoot", "warmup")
+STREAM_KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin",
+                      "amax_compute")
+# summary.csv: one row per (tensor, configuration) with at least one snapshot row, tensor
+# (strcmp) then configuration order, totals over its steps.csv rows
+SUMMARY_COLUMNS = ("tensor", "role", "recipe", "kind", "format", "history_len", "margin",
+                   "amax_compute", "steps", "n", "nonfinite", "zeros", "overflow", "underflow",
+                   "subnormal", "overflow_rate", "underflow_rate", "subnormal_rate",
+                   "steps_with_overflow", "mse", "snr_db", "snr_db_min", "amax_max", "clipped",
+                   "clipped_rate", "steps_with_clipped", "overshoot_max", "scale_inv_min",
+                   "scale_inv_max", "cos_sim_min")
+SUMMARY_KEY_COLUMNS = ("tensor", "recipe", "format", "history_len", "margin", "amax_compute")
 GEMM_COLUMNS = ("layer", "gemm", "step", "recipe", "kind", "history_len", "margin",
                 "amax_compute", "rel_error")
 GEMM_KEY_COLUMNS = GEMM_COLUMNS[:-1]
@@ -977,6 +1147,22 @@ def replay_all(exp, trace):
     """-> (steps rows, gemm rows or None). Row values are python/numpy values, not text;
     gemm rows are None when no gemm.csv is expected ([analysis] gemm = false, or no layer
     triplet at any snapshot step)."""
+    r = replay_full(exp, trace)
+    return r["steps"], r["gemm"]
+
+
+def replay_full(exp, trace):
+    """-> dict(steps, gemm, stream, summary): the rows of steps.csv, gemm.csv (None when none
+    is expected), stream.csv (None when the experiment has no delayed configuration: no file)
+    and summary.csv.
+
+    Warm-up (RECIPES.md "Warm-up"; the `warmup` column of steps.csv and stream.csv): a step is
+    a warm-up step of a tensor when no EARLIER step of the replay fed the tensor's delayed
+    update a finite non-zero amax (the fed amax: the tensor's own, or its group's max under
+    reduce_amax). It depends on the tensor and the step only, not on the configuration (so it
+    is the same for current and block rows). With [analysis] warmup_steps = N instead, the
+    first N steps of the replay (the union of snapshot and amax.csv steps) are warm-up for
+    every tensor."""
     steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv})
     names = set()
     for snap in trace.snapshots.values():
@@ -984,11 +1170,14 @@ def replay_all(exp, trace):
     names |= {n for (_t, n) in trace.csv}
     names = sorted(names)
     groups = reduction_groups(exp, trace, names)
+    delayed = [ci for ci, cfg in enumerate(exp.configs) if cfg.kind == "delayed"]
     state = {}
     stats_cache = {}
     used = {}        # (step, tensor, config index) -> the delayed scale that step used
+    fed_nonzero = set()   # tensors whose delayed update has been fed a finite non-zero amax
     rows = []
-    for t in steps:
+    stream = [] if delayed else None
+    for si, t in enumerate(steps):
         snap = trace.snapshots.get(t, {})
         amaxes = {}  # this step's amax of every tensor: snapshot data, else amax.csv, else 0
         for name in names:
@@ -1003,6 +1192,10 @@ def replay_all(exp, trace):
             if present:
                 x = snap[name]
             a_t = amaxes[name]
+            if exp.warmup_steps is not None:
+                warm = 1 if si < exp.warmup_steps else 0
+            else:
+                warm = 0 if name in fed_nonzero else 1
             for ci, cfg in enumerate(exp.configs):
                 fmt = resolve_format(cfg.fmt, role)
                 blk = cfg.kind in BLOCK_KINDS
@@ -1013,6 +1206,11 @@ def replay_all(exp, trace):
                                                               cfg.amax_compute)
                     s = st.scale
                     used[(t, name, ci)] = s
+                    stream.append(dict(tensor=name, role=role, step=t, recipe=cfg.label,
+                                       format=fmt, history_len=cfg.history_len,
+                                       margin=cfg.margin, amax_compute=cfg.amax_compute,
+                                       snapshot=1 if present else 0, amax=a_t, scale=s,
+                                       overshoot=overshoot(a_t, s, fmt), warmup=warm))
                 elif cfg.kind == "current":
                     s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin) \
                         if present else None
@@ -1027,28 +1225,89 @@ def replay_all(exp, trace):
                             q = BlockRecipe(cfg.kind, fmt, rounding=cfg.rounding,
                                             block=cfg.block, pow2=cfg.pow2).quantize(
                                                 x, role, colwise=False)
-                            stt = {c: q[c] for c in STAT_FIELDS + BLOCK_COLUMNS}
+                            stt = {c: q[c] for c in STAT_FIELDS + AUX_FIELDS + BLOCK_COLUMNS
+                                   + ("overshoot",)}
                             stats_cache[ck] = stt
                     else:
                         ck = (name, t, fmt, f32_bits(s))
                         stt = stats_cache.get(ck)
                         if stt is None:
-                            stt = stats_cache[ck] = quantize_stats(x, s, fmt)
+                            stt = stats_cache[ck] = dict(quantize_stats(x, s, fmt),
+                                                         overshoot=overshoot(a_t, s, fmt))
                     dl = cfg.kind == "delayed"
                     row = dict(tensor=name, role=role, step=t, recipe=cfg.label, kind=cfg.kind,
                                format=fmt,
                                history_len=cfg.history_len if dl else "",
                                margin=cfg.margin if dl else "",
                                amax_compute=cfg.amax_compute if dl else "",
-                               amax=a_t, scale="" if blk else s)
+                               amax=a_t, scale="" if blk else s, config=ci)
                     for c in BLOCK_COLUMNS:
                         row[c] = ""
                     row.update(stt)
+                    row["warmup"] = warm
                     rows.append(row)
                 if cfg.kind == "delayed":
                     st.update(fed[name])
+        for name in names:
+            if np.isfinite(fed[name]) and fed[name] > 0:
+                fed_nonzero.add(name)
     gemm = gemm_replay(exp, trace, used)
-    return rows, gemm
+    return dict(steps=rows, gemm=gemm, stream=stream, summary=summary_rows(exp, rows))
+
+
+def summary_rows(exp, rows):
+    """summary.csv rows from the steps rows (with their SUM_FIELDS): one per (tensor,
+    configuration) that has rows, tensor name (strcmp) then configuration order; counts
+    totalled; rates total count / total finite elements (nan without one); mse and snr_db from
+    the total double sums; snr_db_min, cos_sim_min the worst step; amax_max, overshoot_max the
+    largest; scale_inv_min/max of RN32(1/scale) over the steps (empty for block kinds)."""
+    acc = {}
+    for r in rows:
+        acc.setdefault((r["tensor"], r["config"]), []).append(r)
+    out = []
+    for (name, ci) in sorted(acc):
+        rs = acc[(name, ci)]
+        cfg = exp.configs[ci]
+        first = rs[0]
+        tot = {c: sum(int(r[c]) for r in rs) for c in ("n", "nonfinite", "zeros", "overflow",
+                                                         "underflow", "subnormal", "clipped")}
+        fin = tot["n"] - tot["nonfinite"]
+        esum = math.fsum(r["sum_sq_err"] for r in rs)
+        xsum = math.fsum(r["sum_sq"] for r in rs)
+        if esum == 0:
+            snr = math.inf
+        elif xsum == 0 or math.isinf(esum):
+            snr = -math.inf
+        else:
+            snr = 10.0 * math.log10(xsum / esum)
+        blk = cfg.kind in BLOCK_KINDS
+        if blk:
+            sinv_min = sinv_max = ""
+        else:
+            with np.errstate(divide="ignore"):
+                sinv = [F32(F32(1) / F32(r["scale"])) for r in rs]
+            sinv_min, sinv_max = min(sinv), max(sinv)
+        cs = [r["cos_sim"] for r in rs if not math.isnan(r["cos_sim"])]
+        out.append(dict(
+            tensor=name, role=first["role"], recipe=cfg.label, kind=cfg.kind,
+            format=first["format"], history_len=first["history_len"], margin=first["margin"],
+            amax_compute=first["amax_compute"], steps=len(rs),
+            n=tot["n"], nonfinite=tot["nonfinite"], zeros=tot["zeros"],
+            overflow=tot["overflow"], underflow=tot["underflow"], subnormal=tot["subnormal"],
+            overflow_rate=tot["overflow"] / fin if fin else math.nan,
+            underflow_rate=tot["underflow"] / fin if fin else math.nan,
+            subnormal_rate=tot["subnormal"] / fin if fin else math.nan,
+            steps_with_overflow=sum(1 for r in rs if r["overflow"] > 0),
+            mse=esum / fin if fin else math.nan, snr_db=snr,
+            snr_db_min=min(r["snr_db"] for r in rs),
+            amax_max=max(F32(r["amax"]) for r in rs),
+            clipped=tot["clipped"], clipped_rate=tot["clipped"] / fin if fin else math.nan,
+            steps_with_clipped=sum(1 for r in rs if r["clipped"] > 0),
+            overshoot_max=max(r["overshoot"] for r in rs),
+            scale_inv_min=sinv_min, scale_inv_max=sinv_max,
+            cos_sim_min=min(cs) if cs else math.inf,
+            cos_sim_tol=max(r.get("cos_sim_tol", COS_SIM_TOL) for r in rs)))
+    return out
 
 
 def reduction_groups(exp, trace, names):
@@ -1169,7 +1428,9 @@ def gemm_replay(exp, trace, used):
 
 
 _FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scale_max",
-                  "log2_scale_std", "rel_error")
+                  "log2_scale_std", "rel_error", "overshoot", "cos_sim", "overflow_rate",
+                  "underflow_rate", "subnormal_rate", "snr_db_min", "amax_max", "clipped_rate",
+                  "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min")
 
 
 def row_text(row, columns=COLUMNS):
@@ -1237,6 +1498,8 @@ def _spelled_ok(text):
 
 
 def _bits_equal(e, gtext):
+    if gtext.strip() == fmt_g(e):   # "%.9g" round-trips float32: the same text, the same bits
+        return True
     g = parse_f32(gtext)
     if np.isnan(e) or np.isnan(g):
         return bool(np.isnan(e) and np.isnan(g))
@@ -1342,6 +1605,143 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
                 ok = False
             if not ok:
                 msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
+        msgs += _check_sat(where, e, g)
+        if len(msgs) >= max_report:
+            break
+    return msgs
+
+
+def _close_cos(e, g, tol=COS_SIM_TOL):
+    """cos_sim: within tol absolute (nan == nan); tol is the row's cos_sim_bound(), 1e-9
+    unless the formula cancels."""
+    if math.isnan(e) or math.isnan(g):
+        return math.isnan(e) and math.isnan(g)
+    return abs(e - g) <= tol
+
+
+def _check_sat(where, e, g):
+    """The columns appended for saturation (SAT_COLUMNS) of one steps.csv row: clipped and
+    warmup exact, overshoot as the log2 columns (1e-9 absolute; -inf == -inf), cos_sim to
+    1e-9 absolute (widened by cos_sim_bound() where its formula cancels)."""
+    msgs = []
+    for c in ("clipped", "warmup"):
+        if str(e[c]) != g[c].strip():
+            msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
+    tol = e.get("cos_sim_tol", COS_SIM_TOL)
+    for c, close in (("overshoot", _close_log2),
+                     ("cos_sim", lambda a, b: _close_cos(a, b, tol))):
+        if not _spelled_ok(g[c]):
+            msgs.append("%s: %s written as %r (expected %%.9g or inf/-inf/nan)" % (where, c, g[c]))
+            continue
+        if not close(float(e[c]), float(g[c])):
+            msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
+    return msgs
+
+
+def _check_header(name, header, columns, rows):
+    """-> messages when the header or a row's field count is wrong (then nothing else is
+    compared)."""
+    if tuple(header) != columns:
+        return ["%s header: expected %s, got %s" % (name, ",".join(columns), ",".join(header))]
+    bad = [i for i, r in enumerate(rows) if len(r) != len(columns)]
+    if bad:
+        return ["%s row %d has %d fields, expected %d" % (name, bad[0] + 2, len(rows[bad[0]]),
+                                                          len(columns))]
+    return []
+
+
+def compare_stream_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
+    """stream.csv: the rows key for key in order (one per replay step, tensor and delayed
+    configuration), role and snapshot and warmup exact, amax and scale bit-exact, overshoot
+    as the log2 columns. -> list of mismatch messages."""
+    msgs = _check_header("stream.csv", header, STREAM_COLUMNS, got_text_rows)
+    if msgs:
+        return msgs
+    got = [dict(zip(STREAM_COLUMNS, r)) for r in got_text_rows]
+    got = [r for r in got if r["recipe"] not in skipped_labels]
+    ek = [tuple(str(r[c]) for c in STREAM_KEY_COLUMNS) for r in exp_rows]
+    gk = [tuple(r[c] for c in STREAM_KEY_COLUMNS) for r in got]
+    if ek != gk:
+        return row_set_diff(ek, gk, STREAM_KEY_COLUMNS, max_report)
+    for i, (e, g) in enumerate(zip(exp_rows, got)):
+        where = "stream row %d (%s step %s %s %s %s/%s/%s)" % (
+            i + 1, e["tensor"], e["step"], e["recipe"], e["format"], e["history_len"],
+            e["margin"], e["amax_compute"])
+        for c in ("role", "snapshot", "warmup"):
+            if str(e[c]) != g[c].strip():
+                msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
+        for c in ("amax", "scale"):
+            try:
+                ok = _spelled_ok(g[c]) and _bits_equal(e[c], g[c])
+            except ValueError:
+                ok = False
+            if not ok:
+                msgs.append("%s: %s expected %s (0x%08x), got %s" % (where, c, fmt_g(e[c]),
+                                                                    f32_bits(e[c]), g[c]))
+        if not _spelled_ok(g["overshoot"]):
+            msgs.append("%s: overshoot written as %r" % (where, g["overshoot"]))
+        elif not _close_log2(float(e["overshoot"]), float(g["overshoot"])):
+            msgs.append("%s: overshoot expected %s, got %s" % (where, fmt_g(e["overshoot"]),
+                                                              g["overshoot"]))
+        if len(msgs) >= max_report:
+            break
+    return msgs
+
+
+def compare_summary_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
+    """summary.csv: rows key for key in order; counts exact; amax_max and scale_inv_min/max
+    bit-exact (empty for block kinds); rates to 1e-8 relative (one division of the same
+    integers, printed with 9 significant digits: up to 5e-9 relative apart); mse, snr_db and
+    snr_db_min as in steps.csv (1e-6 relative, snr floor 1e-9 dB);
+    overshoot_max as the log2 columns; cos_sim_min to 1e-9 absolute (widened by the largest
+    cos_sim_bound() of the rows)."""
+    msgs = _check_header("summary.csv", header, SUMMARY_COLUMNS, got_text_rows)
+    if msgs:
+        return msgs
+    got = [dict(zip(SUMMARY_COLUMNS, r)) for r in got_text_rows]
+    got = [r for r in got if r["recipe"] not in skipped_labels]
+    ek = [tuple(str(r[c]) for c in SUMMARY_KEY_COLUMNS) for r in exp_rows]
+    gk = [tuple(r[c] for c in SUMMARY_KEY_COLUMNS) for r in got]
+    if ek != gk:
+        return row_set_diff(ek, gk, SUMMARY_KEY_COLUMNS, max_report)
+    counts = ("steps", "n", "nonfinite", "zeros", "overflow", "underflow", "subnormal",
+              "steps_with_overflow", "clipped", "steps_with_clipped")
+    checks = [("overflow_rate", lambda a, b: _close(a, b, rel=1e-8)),
+              ("underflow_rate", lambda a, b: _close(a, b, rel=1e-8)),
+              ("subnormal_rate", lambda a, b: _close(a, b, rel=1e-8)),
+              ("clipped_rate", lambda a, b: _close(a, b, rel=1e-8)),
+              ("mse", _close),
+              ("snr_db", lambda a, b: _close(a, b, floor=1e-9)),
+              ("snr_db_min", lambda a, b: _close(a, b, floor=1e-9)),
+              ("overshoot_max", _close_log2),
+              ("cos_sim_min", None)]
+    for i, (e, g) in enumerate(zip(exp_rows, got)):
+        where = "summary row %d (%s %s %s %s/%s/%s)" % (
+            i + 1, e["tensor"], e["recipe"], e["format"], e["history_len"], e["margin"],
+            e["amax_compute"])
+        for c in ("role", "kind") + counts:
+            if str(e[c]) != g[c].strip():
+                msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
+        for c in ("amax_max", "scale_inv_min", "scale_inv_max"):
+            if _is_empty(e[c]):
+                if g[c].strip() != "":
+                    msgs.append("%s: %s expected empty, got %s" % (where, c, g[c]))
+                continue
+            try:
+                ok = _spelled_ok(g[c]) and _bits_equal(e[c], g[c])
+            except ValueError:
+                ok = False
+            if not ok:
+                msgs.append("%s: %s expected %s (0x%08x), got %s" % (where, c, fmt_g(e[c]),
+                                                                    f32_bits(e[c]), g[c]))
+        for c, close in checks:
+            if close is None:        # cos_sim_min: the worst row's bound covers every row's
+                tol = e.get("cos_sim_tol", COS_SIM_TOL)
+                close = lambda a, b, tol=tol: _close_cos(a, b, tol)  # noqa: E731
+            if not _spelled_ok(g[c]):
+                msgs.append("%s: %s written as %r" % (where, c, g[c]))
+            elif not close(float(e[c]), float(g[c])):
+                msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
         if len(msgs) >= max_report:
             break
     return msgs
@@ -1390,12 +1790,17 @@ def _read_csv(path):
         return list(csv.reader(f))
 
 
-def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None):
+def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=None,
+                summary_csv=None):
     """-> dict(steps_rows, steps_msgs, gemm_rows (None = no gemm.csv expected),
-    gemm_msgs (None when gemm_csv was not given)). With gemm_csv, gemm.csv must match the
-    reference when one is expected, and the file must be ABSENT when none is."""
+    gemm_msgs (None when gemm_csv was not given), stream_rows (None = no stream.csv expected),
+    stream_msgs, summary_rows, summary_msgs (None when that file was not given)). With
+    gemm_csv, gemm.csv must match the reference when one is expected, and the file must be
+    ABSENT when none is; likewise stream.csv (expected exactly when the experiment has a
+    delayed configuration)."""
     exp, tr = load_for(ini, trace_override)
-    rows, grows = replay_all(exp, tr)
+    full = replay_full(exp, tr)
+    rows, grows, srows = full["steps"], full["gemm"], full["stream"]
     data = _read_csv(steps_csv)
     if not data:
         smsgs = ["%s is empty" % steps_csv]
@@ -1417,8 +1822,30 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None):
                 gmsgs = ["%s is empty" % gemm_csv]
             else:
                 gmsgs = compare_gemm_rows(grows, gdata[1:], gdata[0], exp.skipped_labels)
+    stmsgs = None
+    if stream_csv is not None:
+        exists = os.path.exists(stream_csv)
+        if srows is None:
+            stmsgs = ["%s exists, but no stream.csv is expected (no delayed configuration)"
+                      % stream_csv] if exists else []
+        elif not exists:
+            stmsgs = ["%s is missing: %d rows expected" % (stream_csv, len(srows))]
+        else:
+            sdata = _read_csv(stream_csv)
+            stmsgs = ["%s is empty" % stream_csv] if not sdata else compare_stream_rows(
+                srows, sdata[1:], sdata[0], exp.skipped_labels)
+    summsgs = None
+    if summary_csv is not None:
+        if not os.path.exists(summary_csv):
+            summsgs = ["%s is missing" % summary_csv]
+        else:
+            udata = _read_csv(summary_csv)
+            summsgs = ["%s is empty" % summary_csv] if not udata else compare_summary_rows(
+                full["summary"], udata[1:], udata[0], exp.skipped_labels)
     return dict(steps_rows=len(rows), steps_msgs=smsgs,
-                gemm_rows=None if grows is None else len(grows), gemm_msgs=gmsgs)
+                gemm_rows=None if grows is None else len(grows), gemm_msgs=gmsgs,
+                stream_rows=None if srows is None else len(srows), stream_msgs=stmsgs,
+                summary_rows=len(full["summary"]), summary_msgs=summsgs)
 
 
 def compare_file(ini, steps_csv, trace_override=None, gemm_csv=None):
@@ -1436,6 +1863,9 @@ def main(argv=None):
     p.add_argument("--trace", help="trace directory (overrides [trace] path)")
     p.add_argument("--gemm", metavar="GEMM_CSV",
                    help="also write gemm.csv here (only when one is expected)")
+    p.add_argument("--stream", metavar="STREAM_CSV",
+                   help="also write stream.csv here (only when one is expected)")
+    p.add_argument("--summary", metavar="SUMMARY_CSV", help="also write summary.csv here")
     p = sub.add_parser("compare", help="check a steps.csv (and gemm.csv) against the reference")
     p.add_argument("ini")
     p.add_argument("steps_csv")
@@ -1446,29 +1876,36 @@ def main(argv=None):
     p.add_argument("--no-gemm", metavar="GEMM_CSV",
                    help="require that the reference expects no gemm.csv and that this file "
                         "is absent")
+    p.add_argument("--stream", metavar="STREAM_CSV",
+                   help="also check stream.csv; when the reference expects none (no delayed "
+                        "configuration) the file must be absent")
+    p.add_argument("--summary", metavar="SUMMARY_CSV", help="also check summary.csv")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
             exp, tr = load_for(args.ini, args.trace)
-            rows, grows = replay_all(exp, tr)
-            if args.out == "-":
-                write_csv(rows, sys.stdout)
-            else:
-                with open(args.out, "w", newline="") as f:
-                    write_csv(rows, f)
-            if args.gemm:
-                if grows is None:
-                    print("fp8ref: no gemm.csv expected; %s not written" % args.gemm,
+            full = replay_full(exp, tr)
+            for path, rows, cols, what in ((args.out, full["steps"], COLUMNS, "steps.csv"),
+                                           (args.gemm, full["gemm"], GEMM_COLUMNS, "gemm.csv"),
+                                           (args.stream, full["stream"], STREAM_COLUMNS,
+                                            "stream.csv"),
+                                           (args.summary, full["summary"], SUMMARY_COLUMNS,
+                                            "summary.csv")):
+                if not path:
+                    continue
+                if rows is None:
+                    print("fp8ref: no %s expected; %s not written" % (what, path),
                           file=sys.stderr)
-                elif args.gemm == "-":
-                    write_csv(grows, sys.stdout, GEMM_COLUMNS)
+                elif path == "-":
+                    write_csv(rows, sys.stdout, cols)
                 else:
-                    with open(args.gemm, "w", newline="") as f:
-                        write_csv(grows, f, GEMM_COLUMNS)
+                    with open(path, "w", newline="") as f:
+                        write_csv(rows, f, cols)
             return 0
         if args.gemm and args.no_gemm:
             raise ValueError("--gemm and --no-gemm exclude each other")
-        r = compare_all(args.ini, args.steps_csv, args.trace, args.gemm or args.no_gemm)
+        r = compare_all(args.ini, args.steps_csv, args.trace, args.gemm or args.no_gemm,
+                        args.stream, args.summary)
     except (ValueError, OSError, KeyError) as e:
         print("fp8ref: error: %s" % e, file=sys.stderr)
         return 2
@@ -1488,12 +1925,28 @@ def main(argv=None):
               % ("no" if r["gemm_rows"] is None else r["gemm_rows"]))
         for m in r["gemm_msgs"]:
             print("  " + m)
+    if r["stream_msgs"]:
+        bad = True
+        print("stream.csv differs from the reference (%s reference rows):"
+              % ("no" if r["stream_rows"] is None else r["stream_rows"]))
+        for m in r["stream_msgs"]:
+            print("  " + m)
+    if r["summary_msgs"]:
+        bad = True
+        print("summary.csv differs from the reference (%d reference rows):" % r["summary_rows"])
+        for m in r["summary_msgs"]:
+            print("  " + m)
     if bad:
         return 1
     line = "steps.csv matches the reference: %d rows" % r["steps_rows"]
     if r["gemm_msgs"] is not None:
         line += ("; gemm.csv absent, as expected" if r["gemm_rows"] is None else
                  "; gemm.csv matches: %d rows" % r["gemm_rows"])
+    if r["stream_msgs"] is not None:
+        line += ("; stream.csv absent, as expected" if r["stream_rows"] is None else
+                 "; stream.csv matches: %d rows" % r["stream_rows"])
+    if r["summary_msgs"] is not None:
+        line += "; summary.csv matches: %d rows" % r["summary_rows"]
     print(line)
     return 0
 
