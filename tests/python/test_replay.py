@@ -54,18 +54,22 @@ def run(cmd):
 
 
 def compare(ini, outdir, trace=None, expect_gemm=None):
-    """fp8ref compare of steps.csv and gemm.csv (--gemm: absent when the reference expects
-    none). expect_gemm True/False also pins whether the reference expects a gemm.csv at all
-    (False: --no-gemm). -> the summary line."""
+    """fp8ref compare of steps.csv, gemm.csv (--gemm: absent when the reference expects
+    none), stream.csv (absent when the experiment has no delayed configuration) and
+    summary.csv. expect_gemm True/False also pins whether the reference expects a gemm.csv at
+    all (False: --no-gemm). -> the summary line."""
     gemm = os.path.join(outdir, "gemm.csv")
     cmd = [sys.executable, os.path.join(REF, "fp8ref.py"), "compare", ini,
            os.path.join(outdir, "steps.csv"), "--no-gemm" if expect_gemm is False else "--gemm",
-           gemm]
+           gemm, "--stream", os.path.join(outdir, "stream.csv"),
+           "--summary", os.path.join(outdir, "summary.csv")]
     if trace:
         cmd += ["--trace", trace]
     rc, out = run(cmd)
     assert rc == 0, out
     line = out.strip().splitlines()[-1]
+    # every experiment here has a delayed configuration: stream.csv is always expected
+    assert "stream.csv matches" in line and "summary.csv matches" in line, line
     if expect_gemm is True:
         assert "gemm.csv matches" in line, line
     if expect_gemm is False:
