@@ -294,6 +294,8 @@ static int cmd_run(int argc, char **argv) {
            "  summary.csv     per tensor and configuration\n"
            "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
            sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
+    if (sum.stream_rows > 0)
+      printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
     if (sum.gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
     printf("  run.json        what ran, and every file written\n");
   }

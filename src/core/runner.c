@@ -419,6 +419,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   sum->tensors = (long long)r.ntensors;
   sum->configs = (long long)ex->nconfigs;
   sum->gemm_rows = r.gemm_rows;
+  sum->stream_rows = r.stream_rows;
   if (earlier_outputs(out, &earlier) != FP8_OK) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;

@@ -44,6 +44,7 @@ typedef struct {
   char out_dir[4096];
   long long rows;
   long long gemm_rows; /**< rows of gemm.csv (0: no layer triplet, no gemm.csv) */
+  long long stream_rows; /**< rows of stream.csv (0: no delayed configuration, no stream.csv) */
   long long steps;
   long long tensors;
   long long configs;
