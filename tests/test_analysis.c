@@ -680,7 +680,7 @@ START_TEST(recommendations_rules) {
   fp8_budgets bud = {1e-5, 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, 6);
-  ck_assert_uint_eq(r.nrecs, 6 + 3); /* roles input, weight, output */
+  ck_assert_uint_eq(r.nrecs, 6 + 3 + 1); /* roles input, weight, output; the model */
   ck_assert_str_eq(r.recs[0].name, "a.input");
   ck_assert_str_eq(r.recs[6].name, "input");
   ck_assert_str_eq(r.recs[7].name, "weight");
@@ -739,6 +739,21 @@ START_TEST(recommendations_rules) {
   ck_assert_double_eq_tol(x->snr_median, (30 + 28 + 20) / 3.0, 1e-12); /* mean over all 3 */
   ck_assert_double_eq(x->overflow_rate, 1.0 / 1000.0);                  /* worst: e.input */
   ck_assert(strstr(x->note, "does not fit: e.input") != NULL);
+
+  /* the model: H16 m0 fits a, b and w (3 of 6), more than any other setting; the misfits in
+   * tensor order */
+  ck_assert_int_eq(r.recs[9].scope, FP8_REC_MODEL);
+  x = &r.recs[9];
+  ck_assert_str_eq(x->name, "all tensors");
+  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0 &&
+            x->amax_compute == FP8_AMAX_MAX);
+  ck_assert_int_eq(x->covers, 3);
+  ck_assert_int_eq(x->of, 6);
+  ck_assert_str_eq(x->decided_by, "fits");
+  ck_assert_uint_eq(x->nmisfits, 3);
+  ck_assert_str_eq(x->misfits[0], "c.output");
+  ck_assert_str_eq(x->misfits[1], "d.output");
+  ck_assert_str_eq(x->misfits[2], "e.input");
 
   /* role output: nothing fits -> current, run by 1 of 2 tensors */
   x = rec_named(&r, FP8_REC_ROLE, "output");

@@ -71,7 +71,10 @@
  *                        fewer than two distinct steps
  *
  * recommendations.csv: the tensor-scope rows (tensor name order), then the role-scope rows
- * (role order input, weight, output, grad_output, grad_input, then tensors without a role).
+ * (role order input, weight, output, grad_output, grad_input, then tensors without a role),
+ * then one model-scope row (name "all tensors": the role rule over every tensor, the setting's
+ * key without the format, since one hybrid section spans E4M3 and E5M2 tensors; with it when a
+ * section's format list gives a tensor two configurations of one key).
  *
  *   scope                tensor | role
  *   name                 the tensor name, or the role name ("(no role)" for tensors without one)
@@ -346,7 +349,9 @@ size_t fp8_analysis_longest_run(const int64_t *x, size_t n);
 
 /* ------------------------------------------------------------------ recommendations */
 
-typedef enum { FP8_REC_TENSOR, FP8_REC_ROLE } fp8_rec_scope;
+/** tensor, role, and model: one setting for every tensor (what one TransformerEngine
+ *  DelayedScaling recipe can express) */
+typedef enum { FP8_REC_TENSOR, FP8_REC_ROLE, FP8_REC_MODEL } fp8_rec_scope;
 
 /** One recommendations.csv row. */
 typedef struct {

@@ -59,10 +59,16 @@ static int fits(const fp8_group_stats *s, const fp8_budgets *b) {
   return s->clipped_rate <= b->value && s->clip_step_rate <= b->step; /* false for nan */
 }
 
-/* Same (recipe, format, history_len, amax_compute): configurations that differ in margin only. */
+/* Same (recipe, format, history_len, amax_compute): configurations that differ in margin only.
+ * nofmt: the format is not compared (the model scope: one hybrid section's configuration spans
+ * E4M3 and E5M2 tensors). */
+static int same_line_f(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
+  return a->recipe == b->recipe && (nofmt || a->format == b->format) &&
+         a->history_len == b->history_len && a->amax_compute == b->amax_compute;
+}
+
 static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
-  return a->recipe == b->recipe && a->format == b->format && a->history_len == b->history_len &&
-         a->amax_compute == b->amax_compute;
+  return same_line_f(a, b, 0);
 }
 
 static void set_config(fp8_recommendation *r, const fp8_steps_group *g) {
@@ -199,15 +205,15 @@ typedef struct {
   size_t gi; /* group index: first appearance */
 } gref;
 
-static int same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
-  return same_line(a, b) && a->margin == b->margin;
+static int same_setting(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
+  return same_line_f(a, b, nofmt) && a->margin == b->margin;
 }
 
-static int cmp_gref(const void *x, const void *y) {
+static int cmp_gref_key(const void *x, const void *y, int nofmt) {
   const fp8_steps_group *a = ((const gref *)x)->s->group, *b = ((const gref *)y)->s->group;
   int c = strcmp(a->recipe, b->recipe);
   if (c) return c;
-  if (a->format != b->format) return a->format < b->format ? -1 : 1;
+  if (!nofmt && a->format != b->format) return a->format < b->format ? -1 : 1;
   /* a line's margins adjacent and ascending (best_setting) */
   if (a->history_len != b->history_len) return a->history_len < b->history_len ? -1 : 1;
   if (a->amax_compute != b->amax_compute) return a->amax_compute == FP8_AMAX_MAX ? -1 : 1;
@@ -215,6 +221,9 @@ static int cmp_gref(const void *x, const void *y) {
   size_t i = ((const gref *)x)->gi, j = ((const gref *)y)->gi;
   return i < j ? -1 : i > j;
 }
+
+static int cmp_gref(const void *x, const void *y) { return cmp_gref_key(x, y, 0); }
+static int cmp_gref_nofmt(const void *x, const void *y) { return cmp_gref_key(x, y, 1); }
 
 /* Aggregate of one setting over a role's tensors. */
 typedef struct {
@@ -275,7 +284,7 @@ static int cmp_setting(const setting *a, const setting *b, int by_covers, const 
  * adjacent and ascending); delayed: only each line's smallest margin with the most covers
  * competes. found = 0 when n = 0; *why as cmp_setting against the runner-up ("only fit"). */
 static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, int by_covers,
-                            int *found, const char **why) {
+                            int nofmt, int *found, const char **why) {
   setting best = {0}, second = {0}, line_best = {0};
   int have_second = 0, have_line = 0;
   *found = 0;
@@ -283,11 +292,11 @@ static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, in
   const char *w;
   for (size_t lo = 0; lo <= n;) {
     size_t hi = lo + 1;
-    while (hi < n && same_setting(refs[hi].s->group, refs[lo].s->group)) hi++;
+    while (hi < n && same_setting(refs[hi].s->group, refs[lo].s->group, nofmt)) hi++;
     setting s = {0};
     if (lo < n) s = aggregate(refs, lo, hi, b);
     /* the end of a line: its candidate competes */
-    int line_ends = have_line && (lo == n || !by_covers || !same_line(s.g, line_best.g));
+    int line_ends = have_line && (lo == n || !by_covers || !same_line_f(s.g, line_best.g, nofmt));
     if (line_ends) {
       if (!*found || cmp_setting(&line_best, &best, by_covers, &w) < 0) {
         second = best;
@@ -310,8 +319,8 @@ static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, in
 }
 
 /* The role's tensors that setting d does not fit, as r->misfits and a "; " list (malloc'ed). */
-static char *misfit_list(const fp8_analysis *a, fp8_role role, const setting *d,
-                         const fp8_budgets *b, fp8_recommendation *r, int64_t ntensors) {
+static char *misfit_list(const fp8_analysis *a, int role, const setting *d, const fp8_budgets *b,
+                         fp8_recommendation *r, int64_t ntensors, int nofmt) {
   r->misfits = malloc((size_t)ntensors * sizeof *r->misfits);
   if (!r->misfits) return NULL;
   size_t len = 1;
@@ -321,9 +330,10 @@ static char *misfit_list(const fp8_analysis *a, fp8_role role, const setting *d,
     int fit = 0;
     for (; hi < a->nstats && a->stats[hi].group->tensor == name; hi++) {
       const fp8_group_stats *s = &a->stats[hi];
-      if (s->group->kind == FP8_KIND_DELAYED && same_setting(s->group, d->g) && fits(s, b)) fit = 1;
+      if (s->group->kind == FP8_KIND_DELAYED && same_setting(s->group, d->g, nofmt) && fits(s, b))
+        fit = 1;
     }
-    if (a->stats[lo].group->role == role && !fit) {
+    if ((role < 0 || (int)a->stats[lo].group->role == role) && !fit) {
       r->misfits[r->nmisfits++] = name;
       len += strlen(name) + 2;
     }
@@ -348,14 +358,29 @@ static void set_setting_values(fp8_recommendation *r, const setting *d) {
   r->underflow_rate = d->mean_under;
 }
 
-static int recommend_role(const fp8_analysis *a, fp8_role role, const fp8_budgets *b, gref *dl,
+/* 1 when a tensor has two delayed groups of one (recipe, history_len, margin, amax_compute):
+ * a section with a format list; the model scope then keeps the format in its key. */
+static int format_lists(const fp8_analysis *a) {
+  for (size_t i = 0; i < a->nstats; i++)
+    for (size_t k = i + 1; k < a->nstats && a->stats[k].group->tensor == a->stats[i].group->tensor; k++) {
+      const fp8_steps_group *g = a->stats[i].group, *h = a->stats[k].group;
+      if (g->kind == FP8_KIND_DELAYED && h->kind == FP8_KIND_DELAYED && same_setting(g, h, 1))
+        return 1;
+    }
+  return 0;
+}
+
+/* role >= 0: one role's tensors (role scope); role < 0: every tensor (the model scope, one
+ * setting for the whole model as a TransformerEngine DelayedScaling recipe takes it). */
+static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b, gref *dl,
                           gref *cl, fp8_recommendation *r, int *any) {
   size_t nd = 0, nc = 0;
   int64_t ntensors = 0;
   const char *last = NULL;
+  int nofmt = role < 0 && !format_lists(a);
   for (size_t i = 0; i < a->nstats; i++) {
     const fp8_steps_group *g = a->stats[i].group;
-    if (g->role != role) continue;
+    if (role >= 0 && (int)g->role != role) continue;
     if (g->tensor != last) ntensors++; /* groups are sorted by tensor */
     last = g->tensor;
     if (g->kind == FP8_KIND_DELAYED) dl[nd++] = (gref){&a->stats[i], i};
@@ -363,31 +388,34 @@ static int recommend_role(const fp8_analysis *a, fp8_role role, const fp8_budget
   }
   *any = ntensors > 0;
   if (!ntensors) return FP8_OK;
-  qsort(dl, nd, sizeof *dl, cmp_gref);
-  qsort(cl, nc, sizeof *cl, cmp_gref);
-  r->scope = FP8_REC_ROLE;
-  r->role = role;
-  r->name = fp8_rec_role_name(role);
+  qsort(dl, nd, sizeof *dl, nofmt ? cmp_gref_nofmt : cmp_gref);
+  qsort(cl, nc, sizeof *cl, nofmt ? cmp_gref_nofmt : cmp_gref);
+  r->scope = role < 0 ? FP8_REC_MODEL : FP8_REC_ROLE;
+  r->role = role < 0 ? FP8_ROLE_UNKNOWN : (fp8_role)role;
+  r->name = role < 0 ? "all tensors" : fp8_rec_role_name((fp8_role)role);
   r->of = ntensors;
   r->overflow_rate = r->snr_median = r->best_delayed_overflow = NAN;
   r->clipped_rate = r->clip_step_rate = r->snr_p5 = r->underflow_rate = NAN;
-  const char *rn = role == FP8_ROLE_UNKNOWN ? "role-less" : fp8_role_name(role);
+  const char *rn = role < 0 ? "" : role == FP8_ROLE_UNKNOWN ? "role-less " : fp8_role_name((fp8_role)role);
+  char rns[40];
+  snprintf(rns, sizeof rns, "%s%s", rn, role >= 0 && role != FP8_ROLE_UNKNOWN ? " " : "");
+  rn = rns;
   char cfg[200];
   int found;
-  setting d = best_setting(dl, nd, b, 1, &found, &r->decided_by);
+  setting d = best_setting(dl, nd, b, 1, nofmt, &found, &r->decided_by);
   if (found && d.covers > 0) {
     set_config(r, d.g);
     r->meets_budget = 1;
     r->covers = d.covers;
     set_setting_values(r, &d);
-    char *list = misfit_list(a, role, &d, b, r, ntensors);
+    char *list = misfit_list(a, role, &d, b, r, ntensors, nofmt);
     if (!list) return FP8_ENOMEM;
     if (r->nmisfits == 0)
-      r->note = fmt_alloc("%s fits the budgets for all %lld %s tensors; mean p5 SNR %.2f dB; "
+      r->note = fmt_alloc("%s fits the budgets for all %lld %stensors; mean p5 SNR %.2f dB; "
                           "decided by %s", config_words(d.g, cfg, sizeof cfg),
                           (long long)ntensors, rn, d.mean_p5, r->decided_by);
     else
-      r->note = fmt_alloc("%s fits the budgets for %lld of %lld %s tensors; mean p5 SNR %.2f dB; "
+      r->note = fmt_alloc("%s fits the budgets for %lld of %lld %stensors; mean p5 SNR %.2f dB; "
                           "decided by %s; does not fit: %s", config_words(d.g, cfg, sizeof cfg),
                           (long long)d.covers, (long long)ntensors, rn, d.mean_p5, r->decided_by,
                           list);
@@ -395,12 +423,12 @@ static int recommend_role(const fp8_analysis *a, fp8_role role, const fp8_budget
     return r->note ? FP8_OK : FP8_ENOMEM;
   }
   char why[200];
-  if (nd == 0) snprintf(why, sizeof why, "no delayed configuration in this run for %s tensors", rn);
+  if (nd == 0) snprintf(why, sizeof why, "no delayed configuration in this run for %stensors", rn);
   else
-    snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %s tensor", rn);
+    snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %stensor", rn);
   r->kind = FP8_KIND_CURRENT;
   const char *unused;
-  setting c = best_setting(cl, nc, b, 0, &found, &unused);
+  setting c = best_setting(cl, nc, b, 0, nofmt, &found, &unused);
   r->decided_by = "fallback";
   if (found) {
     set_config(r, c.g);
@@ -430,7 +458,7 @@ int fp8_analysis_recommend(const fp8_analysis *a, const fp8_budgets *budgets,
   out->overflow_budget = budgets->value;
   out->budgets = *budgets;
   int rc = FP8_OK;
-  size_t cap = t->ntensors + (FP8_ROLE_UNKNOWN + 1);
+  size_t cap = t->ntensors + (FP8_ROLE_UNKNOWN + 1) + 1;
   gref *dl = malloc((a->nstats ? a->nstats : 1) * sizeof *dl);
   gref *cl = malloc((a->nstats ? a->nstats : 1) * sizeof *cl);
   out->recs = calloc(cap, sizeof *out->recs);
@@ -450,7 +478,13 @@ int fp8_analysis_recommend(const fp8_analysis *a, const fp8_budgets *budgets,
   out->ntensor_recs = out->nrecs;
   for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
     int any;
-    rc = recommend_role(a, (fp8_role)role, budget, dl, cl, &out->recs[out->nrecs], &any);
+    rc = recommend_role(a, role, budget, dl, cl, &out->recs[out->nrecs], &any);
+    if (any) out->nrecs++;
+    if (rc) goto done;
+  }
+  if (out->nrecs > out->ntensor_recs) { /* the model scope: one setting for every tensor */
+    int any;
+    rc = recommend_role(a, -1, budget, dl, cl, &out->recs[out->nrecs], &any);
     if (any) out->nrecs++;
     if (rc) goto done;
   }
@@ -482,7 +516,7 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
   fputs(FP8_RECOMMEND_HEADER "\n", fp);
   for (size_t i = 0; i < r->nrecs; i++) {
     const fp8_recommendation *c = &r->recs[i];
-    fputs(c->scope == FP8_REC_TENSOR ? "tensor," : "role,", fp);
+    fputs(c->scope == FP8_REC_TENSOR ? "tensor," : c->scope == FP8_REC_ROLE ? "role," : "model,", fp);
     ana_put_text(fp, c->name);
     fputc(',', fp);
     if (c->in_run) ana_put_text(fp, c->recipe);

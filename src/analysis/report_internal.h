@@ -25,6 +25,11 @@ typedef struct {
   int32_t h, m;
   fp8_amax_compute ac;
   char label[160];
+  /* provably identical configurations (same scales at every step): most_recent ignores
+   * history_len, and history 1 with max is most_recent. same_as: the first of its class
+   * (itself when distinct); dlabel: the class's label as the tables show it */
+  size_t same_as;
+  char dlabel[200];
   /* aggregates over all tensors */
   int64_t overflow, finite, clipped; /* non-warm-up snapshot rows */
   double snr_median; /* median over tensors of their median SNR */
@@ -55,6 +60,7 @@ typedef struct {
   int have_tab, have_an, have_rec;
   cfg_t *cfgs;
   size_t ncfg;
+  size_t ndistinct;     /* classes of provably identical configurations */
   size_t *gcfg;         /* per group: its configuration */
   ptrdiff_t ref;        /* the reference delayed configuration (TE-like), -1 if none */
   ptrdiff_t cur;        /* the first current-scaling configuration, -1 if none */
@@ -146,6 +152,12 @@ void rep_add_findings(rep_t *r, fp8_doc *d);
  * and removes the earlier report's files it did not write again; the runner's entries stay.
  * Without a readable run.json: nothing (FP8_OK). */
 int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ report_answer.c */
+
+/* The first section: the one TE recipe line (the model-scope recommendation), the tensors it
+ * does not fit and what to do for them, its sensitivity to the budgets, what was not tried. */
+void rep_add_answer(rep_t *r, fp8_doc *d);
 
 /* ------------------------------------------------------------------ report_text.c */
 

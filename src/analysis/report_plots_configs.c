@@ -159,11 +159,11 @@ static int differs(const double *v, size_t n, double tol) {
 
 /* Per configuration (v: 6 rows of ncfg): clipped rate, overflow rate, mean and worst
  * clip_step_rate over tensors, median and worst p5 SNR over tensors. */
-static int bar_values(const rep_t *r, double *v) {
-  size_t n = r->ncfg;
+static int bar_values(const rep_t *r, const size_t *idx, size_t n, double *v) {
   double *tmp = malloc((r->tab.ngroups + 1) * sizeof *tmp);
   if (!tmp) return FP8_ENOMEM;
-  for (size_t c = 0; c < n; c++) {
+  for (size_t k = 0; k < n; k++) {
+    size_t c = idx[k];
     int64_t cl = 0, ov = 0, f = 0;
     double sum = 0, worst = NAN, wsnr = NAN;
     size_t ns = 0, np5 = 0;
@@ -184,12 +184,12 @@ static int bar_values(const rep_t *r, double *v) {
       }
     }
     gsl_sort(tmp, 1, np5);
-    v[0 * n + c] = f ? (double)cl / (double)f : NAN;
-    v[1 * n + c] = f ? (double)ov / (double)f : NAN;
-    v[2 * n + c] = ns ? sum / (double)ns : NAN;
-    v[3 * n + c] = worst;
-    v[4 * n + c] = np5 ? gsl_stats_median_from_sorted_data(tmp, 1, np5) : NAN;
-    v[5 * n + c] = wsnr;
+    v[0 * n + k] = f ? (double)cl / (double)f : NAN;
+    v[1 * n + k] = f ? (double)ov / (double)f : NAN;
+    v[2 * n + k] = ns ? sum / (double)ns : NAN;
+    v[3 * n + k] = worst;
+    v[4 * n + k] = np5 ? gsl_stats_median_from_sorted_data(tmp, 1, np5) : NAN;
+    v[5 * n + k] = wsnr;
   }
   free(tmp);
   return FP8_OK;
@@ -227,13 +227,19 @@ static const bar_chart bar_charts[3] = {
 /* The per-configuration bar charts, each only when its values differ between configurations
  * (a chart of equal bars says nothing). */
 int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
-  if (r->ncfg < 2) return FP8_OK;
-  size_t n = r->ncfg;
-  const char **cat = calloc(n, sizeof *cat);
-  double *v = calloc(6 * n, sizeof *v);
+  if (r->ndistinct < 2) return FP8_OK;
+  size_t n = 0;
+  const char **cat = calloc(r->ncfg, sizeof *cat);
+  size_t *idx = calloc(r->ncfg, sizeof *idx);
+  double *v = calloc(6 * r->ncfg, sizeof *v);
   int rc = FP8_OK;
-  if (!cat || !v || bar_values(r, v) != FP8_OK) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
-  for (size_t c = 0; c < n; c++) cat[c] = r->cfgs[c].label;
+  if (!cat || !idx || !v) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  for (size_t c = 0; c < r->ncfg; c++) /* each class of identical configurations once */
+    if (r->cfgs[c].same_as == c) {
+      cat[n] = r->cfgs[c].dlabel;
+      idx[n++] = c;
+    }
+  if (bar_values(r, idx, n, v) != FP8_OK) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   for (int k = 0; k < 3 && rc == FP8_OK; k++) {
     const bar_chart *b = &bar_charts[k];
     double *v1 = v + (size_t)(2 * k) * n, *v2 = v1 + n;
@@ -255,6 +261,7 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
   }
 done:
   free(cat);
+  free(idx);
   free(v);
   return rc;
 }
@@ -265,9 +272,12 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
   double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
   int rc = FP8_OK;
   if (!cat || !v) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  size_t n = 0;
   for (size_t c = 0; c < r->ncfg; c++) {
-    cat[c] = r->cfgs[c].label;
-    for (int g = 0; g < 3; g++) v[(size_t)g * r->ncfg + c] = r->cfgs[c].gemm_median[g];
+    if (r->cfgs[c].same_as != c) continue; /* each class of identical configurations once */
+    cat[n] = r->cfgs[c].dlabel;
+    for (int g = 0; g < 3; g++) v[(size_t)g * r->ncfg + n] = r->cfgs[c].gemm_median[g];
+    n++;
   }
   fp8_bar_series bs[3] = {{v, "fprop (input x weight)", FP8_COLOR_BLUE},
                           {v + r->ncfg, "dgrad (grad_output x weight)", FP8_COLOR_ORANGE},
@@ -277,8 +287,8 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
   fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
-                  .grid = 1, .text = text, .ntext = 3, .width = r->ncfg > 16 ? 1600 : 1200, .height = 900};
-  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, r->ncfg, bs, 3, err, errlen);
+                  .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
+  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
   if (rc) goto done;
   plot_t *p = rp_plot_add(r, "gemm_error.png");
   if (p) {

@@ -132,6 +132,49 @@ static void choose_shown(rep_t *r) {
   }
 }
 
+/* Delayed scaling whose scale is the last amax: most_recent at any history_len, or history 1
+ * with max (the window's max is the last amax). */
+static int recent_class(const cfg_t *x) {
+  return x->kind == FP8_KIND_DELAYED && (x->ac == FP8_AMAX_MOST_RECENT || x->h == 1);
+}
+
+/* Classes of provably identical configurations: the same section (so the same formats and
+ * tensors) and margin, both in the recent class: their scales are equal at every step. */
+static void find_identical(rep_t *r) {
+  r->ndistinct = 0;
+  for (size_t c = 0; c < r->ncfg; c++) {
+    cfg_t *x = &r->cfgs[c];
+    x->same_as = c;
+    for (size_t k = 0; k < c && recent_class(x); k++) {
+      const cfg_t *y = &r->cfgs[k];
+      if (y->same_as == k && recent_class(y) && y->m == x->m && strcmp(y->recipe, x->recipe) == 0) {
+        x->same_as = k;
+        break;
+      }
+    }
+    r->ndistinct += x->same_as == c;
+  }
+  for (size_t c = 0; c < r->ncfg; c++) { /* the labels of the classes of more than one */
+    cfg_t *x = &r->cfgs[c];
+    snprintf(x->dlabel, sizeof x->dlabel, "%s", x->label);
+    if (x->same_as != c) continue;
+    char hs[120] = "";
+    size_t n = 0, members = 0;
+    int l1max = 0;
+    for (size_t k = c; k < r->ncfg; k++) {
+      const cfg_t *y = &r->cfgs[k];
+      if (y->same_as != c) continue;
+      members++;
+      if (y->ac == FP8_AMAX_MAX) l1max = 1;
+      else if (n < sizeof hs)
+        n += (size_t)snprintf(hs + n, sizeof hs - n, "%s%d", n ? "," : "", (int)y->h);
+    }
+    if (members > 1)
+      snprintf(x->dlabel, sizeof x->dlabel, "%s m=%d recent (L=%s)%s", x->recipe, (int)x->m,
+               *hs ? hs : "-", l1max ? " = L=1 max" : "");
+  }
+}
+
 int rep_build_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
   r->cfgs = calloc(t->ngroups + 1, sizeof *r->cfgs);
@@ -140,6 +183,7 @@ int rep_build_configs(rep_t *r) {
   assign_configs(r);
   int rc = aggregate_configs(r);
   if (rc) return rc;
+  find_identical(r);
   choose_reference(r);
   choose_shown(r);
   return FP8_OK;

@@ -78,6 +78,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
   double bv = INFINITY, bdv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
+    if (x->same_as != c) continue; /* shown once, as its class */
     double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
     double ov = x->finite ? (double)x->clipped / (double)x->finite : NAN;
     if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
@@ -89,12 +90,12 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
                       "Taking the GEMM error into account: among the configurations whose clipped rate over "
                       "all tensors is within the value budget, **%s** gives the smallest GEMM error (mean of the "
                       "median fprop, dgrad and wgrad relative errors: %.3g)%s%s%s.",
-                      r->cfgs[best].label, bv, bestd != (size_t)-1 && bestd != best ? "; the best delayed one is " : "",
-                      bestd != (size_t)-1 && bestd != best ? r->cfgs[bestd].label : "",
+                      r->cfgs[best].dlabel, bv, bestd != (size_t)-1 && bestd != best ? "; the best delayed one is " : "",
+                      bestd != (size_t)-1 && bestd != best ? r->cfgs[bestd].dlabel : "",
                       bestd != (size_t)-1 && bestd != best ? "" : "");
     if (bestd != (size_t)-1 && bestd != best)
-      fp8_doc_markdownf(d, "(%s: %.3g, %.1f%% more than %s.)", r->cfgs[bestd].label, bdv, 100.0 * (bdv / bv - 1.0),
-                        r->cfgs[best].label);
+      fp8_doc_markdownf(d, "(%s: %.3g, %.1f%% more than %s.)", r->cfgs[bestd].dlabel, bdv, 100.0 * (bdv / bv - 1.0),
+                        r->cfgs[best].dlabel);
   } else if (r->ncfg && !isnan(r->cfgs[0].gemm_median[0])) {
     fp8_doc_markdown(d, "Taking the GEMM error into account: no configuration keeps the value budget over "
                         "all tensors; see the GEMM error table.");
@@ -106,6 +107,7 @@ static void add_gemm(rep_t *r, fp8_doc *d) {
   double bestv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
+    if (x->same_as != c) continue;
     double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
     if (!isnan(m) && m < bestv) {
       bestv = m;
@@ -120,16 +122,17 @@ static void add_gemm(rep_t *r, fp8_doc *d) {
                     "dequantized FP8 operands (FP32 GEMM; block recipes with their blocks along each "
                     "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
                     "operands (double). Lowest mean of the three medians: **%s** (%.3g).",
-                    r->cfgs[best].label, bestv);
+                    r->cfgs[best].dlabel, bestv);
   if (r->ref >= 0 && !isnan(r->cfgs[r->ref].gemm_median[0]))
     fp8_doc_markdownf(d, "For comparison, %s: fprop %.3g, dgrad %.3g, wgrad %.3g.", r->cfgs[r->ref].label,
                       r->cfgs[r->ref].gemm_median[0], r->cfgs[r->ref].gemm_median[1], r->cfgs[r->ref].gemm_median[2]);
   const char *hdr[] = {"configuration", "fprop", "dgrad", "wgrad"};
   fp8_doc_table_begin(d, 4, hdr, "lrrr");
   for (size_t c = 0; c < r->ncfg; c++) {
+    if (r->cfgs[c].same_as != c) continue;
     char b[3][32];
     for (int g = 0; g < 3; g++) fmt_rate(r->cfgs[c].gemm_median[g], b[g], sizeof b[g]);
-    const char *cells[] = {r->cfgs[c].label, b[0], b[1], b[2]};
+    const char *cells[] = {r->cfgs[c].dlabel, b[0], b[1], b[2]};
     fp8_doc_table_row(d, cells);
   }
 }
@@ -159,6 +162,7 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
                          "p5 SNR (dB, lowest)", "cos sim (median)"};
     fp8_doc_table_begin(d, 6, hdr, "lrrrrr");
     for (size_t c = 0; c < r->ncfg; c++) {
+      if (r->cfgs[c].same_as != c) continue;
       int64_t o = 0, u = 0, f = 0;
       size_t nm = 0, nco = 0;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
@@ -177,7 +181,7 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
       if (nco) snprintf(b5, sizeof b5, "%.6f", gsl_stats_median_from_sorted_data(cosv, 1, nco));
       else snprintf(b5, sizeof b5, "n/a");
       char b1[64], b2[64], b3[64], b4[64];
-      const char *cells[] = {r->cfgs[c].label, fmt_rate(f ? (double)o / (double)f : NAN, b1, sizeof b1),
+      const char *cells[] = {r->cfgs[c].dlabel, fmt_rate(f ? (double)o / (double)f : NAN, b1, sizeof b1),
                              fmt_rate(f ? (double)u / (double)f : NAN, b2, sizeof b2),
                              fmt_db(nm ? gsl_stats_median_from_sorted_data(med, 1, nm) : NAN, b3, sizeof b3),
                              fmt_db(nm ? med[0] : NAN, b4, sizeof b4), b5};
@@ -191,13 +195,18 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
 static void add_config_table(rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   fp8_doc_heading(d, 2, "All configurations");
+  if (r->ndistinct < r->ncfg)
+    fp8_doc_markdownf(d, "%zu distinct of %zu: most_recent ignores history_len and history 1 with max "
+                      "is most_recent, so such configurations have the same scale at every step and are "
+                      "shown once (steps.csv keeps a row for each).", r->ndistinct, r->ncfg);
   const char *hdr[] = {"configuration", "overflow rate (all tensors)", "clipped rate (all tensors)",
                        "median SNR (dB)"};
   fp8_doc_table_begin(d, 4, hdr, "lrrr");
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
+    if (x->same_as != c) continue;
     char b3[64];
-    const char *cells[] = {x->label, fmt_rate(x->finite ? (double)x->overflow / (double)x->finite : NAN, b1, sizeof b1),
+    const char *cells[] = {x->dlabel, fmt_rate(x->finite ? (double)x->overflow / (double)x->finite : NAN, b1, sizeof b1),
                            fmt_rate(x->finite ? (double)x->clipped / (double)x->finite : NAN, b3, sizeof b3),
                            fmt_db(x->snr_median, b2, sizeof b2)};
     fp8_doc_table_row(d, cells);
@@ -221,10 +230,12 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
       }
   }
   fp8_doc_markdownf(d,
-                    "Replay of the %s through %zu FP8 scaling configurations: %zu tensors at %zu "
-                    "snapshot steps (%zu rows of steps.csv). fp8lab %s. Definitions of every number: "
+                    "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
+                    "configurations with the same scale at every step are shown once): %zu tensors at "
+                    "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s. Definitions of every number: "
                     "RECIPES.md (TransformerEngine's fused delayed-scaling update, CUDA's saturating casts).",
-                    r->trace, r->ncfg, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
+                    r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
+  rep_add_answer(r, d);
   rep_add_findings(r, d);
   add_recommendations(r, d);
   fp8_doc_heading(d, 2, "Plots");

@@ -177,6 +177,13 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
   json_object_set_new(root, "tensors", json_integer(sum->tensors));
   json_object_set_new(root, "configurations", json_integer(sum->configs));
+  size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    size_t k = 0;
+    while (k < c && !fp8_config_identical(&ex->configs[k], &ex->configs[c])) k++;
+    distinct += k == c;
+  }
+  json_object_set_new(root, "distinct_configurations", json_integer((json_int_t)distinct));
   json_object_set_new(root, "rows", json_integer(sum->rows));
   json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
   json_object_set_new(root, "threads", json_integer(threads));

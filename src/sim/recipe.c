@@ -1,6 +1,8 @@
 /* recipe.c: see recipe.h. */
 #include "recipe.h"
 
+#include <string.h>
+
 int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
   return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
 }
@@ -34,4 +36,12 @@ fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_f
         f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r), cf->pow2 != 0);
   default: return fp8_block_params_rowwise(f, cf->pow2 != 0);
   }
+}
+
+int fp8_config_identical(const fp8_config *a, const fp8_config *b) {
+  if (a->kind != FP8_KIND_DELAYED || b->kind != FP8_KIND_DELAYED) return 0;
+  int ra = a->amax_compute == FP8_AMAX_MOST_RECENT || a->history_len == 1;
+  int rb = b->amax_compute == FP8_AMAX_MOST_RECENT || b->history_len == 1;
+  return ra && rb && a->margin == b->margin && a->format == b->format &&
+         strcmp(a->label, b->label) == 0;
 }

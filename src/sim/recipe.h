@@ -44,6 +44,12 @@ typedef struct {
   int block_shape;             /**< fp8_block_shape (block) */
 } fp8_config;
 
+/** 1 when configurations a and b give the same scale at every step of any trace, provably:
+ *  both delayed, of one section (label: the same formats and tensors), the same margin, and
+ *  both taking the last amax (most_recent ignores history_len; history 1 with max is
+ *  most_recent). The report shows such configurations once. */
+int fp8_config_identical(const fp8_config *a, const fp8_config *b);
+
 /** Delayed-scaling parameters of configuration cf (FP8_KIND_DELAYED) for a tensor of format f. */
 fp8_delayed_params fp8_config_delayed_params(const fp8_config *cf, fp8_format f);
 /** Current-scaling parameters of configuration cf (FP8_KIND_CURRENT) for a tensor of format f. */

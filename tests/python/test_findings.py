@@ -38,6 +38,7 @@ Standard library and numpy (float32 arithmetic) only.
 """
 import collections
 import csv
+import json
 import math
 import os
 import re
@@ -477,6 +478,9 @@ class Run:
         self.stream_steps = set()
         self.stream_step0_not_warmup = 0
         self.ref_series = collections.defaultdict(list)  # tensor -> [(step, amax, scale, fmt, warmup)]
+        # (tensor, cfg) -> [steps it ran (non-warm-up, amax > 0), of them with a clipped largest
+        # element]: the step budget's rate of every delayed configuration (the answer's check)
+        self.clip_steps = collections.defaultdict(lambda: [0, 0])
         self.stream_snapshot = []  # (tensor, step, cfg, amax, scale) of rows with snapshot = 1
         self.stream_other = []     # (tensor, step, amax) of a few rows with snapshot = 0
         with open(os.path.join(self.outdir, "stream.csv"), newline="") as f:
@@ -498,6 +502,11 @@ class Run:
                 if cfg == self.ref:
                     self.ref_series[d["tensor"]].append(
                         (step, f32(d["amax"]), f32(d["scale"]), d["format"], w))
+                a = f32(d["amax"])
+                if not w and a > 0:
+                    cs = self.clip_steps[(d["tensor"], cfg)]
+                    cs[0] += 1
+                    cs[1] += clipped(a, f32(d["scale"]), d["format"])
         for s in self.ref_series.values():
             s.sort()
 
@@ -923,6 +932,175 @@ def check_stream_rows(run, ck):
               (len(bad), bad[:3]))
 
 
+# ------------------------------------------------------------------ the answer (first section)
+
+SNR_TIE_DB = 0.05
+
+
+def model_choice(run, bv, bs):
+    """The model-scope rule (analysis.h), recomputed: a delayed configuration fits a tensor when
+    its clipped values over finite values (non-warm-up snapshot rows) are <= bv and its clipped
+    steps over the steps it ran (stream) <= bs; a setting (recipe, h, m, ac) covers the tensors
+    it fits; per (recipe, h, ac) the smallest margin with the most covers competes; the most
+    covers, then the mean p5 SNR (0.05 dB ties), the mean underflow rate, the smaller history,
+    margin, max first. Returns (setting, covers, misfits, tensors with no fitting delayed
+    configuration)."""
+    fit = {}      # (tensor, setting) -> bool
+    p5 = collections.defaultdict(list)
+    under = collections.defaultdict(list)
+    first = {}
+    for i, k in enumerate(run.group_keys):
+        tensor, recipe, kind, fmt, h, m, ac = k
+        if kind != "delayed":
+            continue
+        live = [r for r in run.groups[k] if not r["warmup"]]
+        st = steps_stats(run.groups[k])
+        fin = st["finite"]
+        ran, clip = run.clip_steps.get((tensor, (recipe, kind, h, m, ac)), [0, 0])
+        rate = clip / ran if ran else float("nan")
+        setting = (recipe, h, m, ac)
+        first.setdefault(setting, i)
+        fit[(tensor, setting)] = st["clipped_rate"] <= bv and rate <= bs
+        if not math.isnan(st["p5"]):
+            p5[setting].append(st["p5"])
+        if fin:
+            under[setting].append(sum(r["underflow"] for r in live) / fin)
+    settings = sorted(first, key=lambda x: (x[0], x[1], 0 if x[3] == "max" else 1, x[2], first[x]))
+    covers = {x: sum(1 for t in run.tensors if fit.get((t, x))) for x in settings}
+    mean = lambda v: sum(v) / len(v) if v else float("nan")
+    cands, line_best = [], None
+    for x in settings + [None]:
+        if line_best and (x is None or (x[0], x[1], x[3]) != (line_best[0], line_best[1], line_best[3])):
+            cands.append(line_best)
+            line_best = None
+        if x is not None and (line_best is None or covers[x] > covers[line_best]):
+            line_best = x
+
+    def better(a, b):  # a strictly better than b
+        if covers[a] != covers[b]:
+            return covers[a] > covers[b]
+        pa, pb = mean(p5[a]), mean(p5[b])
+        if abs(pa - pb) > SNR_TIE_DB:
+            return pa > pb
+        ua, ub = mean(under[a]), mean(under[b])
+        if ua != ub:
+            return ua < ub
+        ka = (a[1], a[2], 0 if a[3] == "max" else 1, first[a])
+        kb = (b[1], b[2], 0 if b[3] == "max" else 1, first[b])
+        return ka < kb
+
+    best = None
+    for x in cands:
+        if best is None or better(x, best):
+            best = x
+    if best is None or covers[best] == 0:
+        return None, 0, [], len(run.tensors)
+    misfits = [t for t in run.tensors if not fit.get((t, best))]
+    no_fit = sum(1 for t in run.tensors if not any(fit.get((t, x)) for x in settings))
+    return best, covers[best], misfits, no_fit
+
+
+def check_distinct(run, report, ck):
+    """Configurations that provably share every scale (delayed, one section, one margin,
+    most_recent or history 1 with max) are one class: their steps.csv rows must be equal in every
+    statistic; the report and run.json count the classes; the All configurations table lists
+    each class once."""
+    def recent(c):
+        return c[1] == "delayed" and (c[4] == "most_recent" or c[2] == 1)
+    classes = []
+    for c in run.configs:
+        for cl in classes:
+            h = cl[0]
+            if recent(c) and recent(h) and h[0] == c[0] and h[3] == c[3]:
+                cl.append(c)
+                break
+        else:
+            classes.append([c])
+    stat_cols = ("amax", "scale", "n", "nonfinite", "overflow", "underflow", "mse", "snr", "clipped")
+    for cl in classes:
+        if len(cl) < 2:
+            continue
+        base = run.of_config(cl[0])
+        for c in cl[1:]:
+            other = run.of_config(c)
+            for t, rows in base.items():
+                orows = other.get(t, [])
+                same = len(rows) == len(orows) and all(
+                    all((a[k] == b[k]) or (a[k] != a[k] and b[k] != b[k]) for k in stat_cols)
+                    for a, b in zip(rows, orows))
+                ck.expect(same, "%s and %s are called identical but differ for %s" %
+                          (cfg_label(cl[0]), cfg_label(c), t))
+    n = len(classes)
+    m = re.search(r"through (\d+) FP8 scaling configurations \((\d+) distinct", report)
+    ck.expect(m and (int(m.group(1)), int(m.group(2))) == (len(run.configs), n),
+              "the report's configuration count %s, expected %d (%d distinct)" %
+              (m.group(0) if m else None, len(run.configs), n))
+    with open(os.path.join(run.outdir, "run.json")) as f:
+        j = json.load(f)
+    ck.expect(j.get("distinct_configurations") == n,
+              "run.json distinct_configurations %s, expected %d" % (j.get("distinct_configurations"), n))
+    i = report.find("## All configurations")
+    rows = re.findall(r"^\| (?!configuration|---)[^|]+\|", report[i:report.find("\nFiles:", i)], re.M)
+    ck.expect(len(rows) == n, "All configurations lists %d rows, expected %d" % (len(rows), n))
+    return n
+
+
+def answer_section(report):
+    i = report.find("## The answer\n")
+    if i < 0:
+        return None
+    j = report.find("\n## ", i + 1)
+    return report[i:j if j >= 0 else len(report)]
+
+
+def check_answer(run, report, ck):
+    """The first section's TE recipe line, its fit count and misfits, and the sensitivity rows,
+    against model_choice over the CSVs."""
+    sec = answer_section(report)
+    if not ck.expect(sec is not None, "report.md has no '## The answer' section first"):
+        return
+    ck.expect(report.find("## The answer") < report.find("## Findings"),
+              "The answer does not come before the Findings")
+    with open(os.path.join(run.outdir, "run.json")) as f:
+        ex = json.load(f)["experiment"]
+    bv, bs = ex["overflow_budget"], ex["step_budget"]
+    best, cov, misfits, _ = model_choice(run, bv, bs)
+    m = re.search(r'DelayedScaling\(fp8_format=Format\.(\w+), amax_history_len=(\d+), '
+                  r'margin=(-?\d+), amax_compute_algo="(\w+)"\)', sec)
+    if not ck.expect(m is not None and best is not None, "no DelayedScaling line (or nothing fits)"):
+        return
+    got = (int(m.group(2)), int(m.group(3)), m.group(4))
+    ck.expect(got == (best[1], best[2], best[3]),
+              "the recipe line says %s, the CSVs give history_len %d, margin %d, %s" %
+              (got, best[1], best[2], best[3]))
+    fmts = {k[3] for k in run.group_keys if k[2] == "delayed" and (k[1], k[4], k[5], k[6]) == best}
+    want_fmt = "HYBRID" if fmts == {"e4m3", "e5m2"} else fmts.pop().upper()
+    ck.expect(m.group(1) == want_fmt, "Format.%s, expected Format.%s" % (m.group(1), want_fmt))
+    f = re.search(r"for \*\*(\d+) of (\d+) tensors\*\*", sec)
+    ck.expect(f and (int(f.group(1)), int(f.group(2))) == (cov, len(run.tensors)),
+              "fits: %s, expected %d of %d" % (f.group(0) if f else None, cov, len(run.tensors)))
+    if misfits:
+        listed = re.findall(r"^\| (\S+) \| \S+ \| (?:margin|current)", sec, re.M)
+        ck.expect(listed == misfits, "misfits listed %s, expected %s" % (listed, misfits))
+    rows = re.findall(r"^\| (?:\*\*)?([0-9.e+-]+), ([0-9.e+-]+)(?:\*\*)?(?: \(this report\))? \| "
+                      r"(?:history_len (\d+), margin (-?\d+), (\w+)|none: current scaling) \| "
+                      r"(\d+) of (\d+) \| (\d+) \|$", sec, re.M)
+    ck.expect(len(rows) == 3, "sensitivity table: %d rows, expected 3" % len(rows))
+    for fac, row in zip((0.1, 1.0, 10.0), rows):
+        b2, s2 = min(bv * fac, 1.0), min(bs * fac, 1.0)
+        x, c2, _, nof = model_choice(run, b2, s2)
+        ck.expect(abs(float(row[0]) - b2) <= 1e-6 * b2 and abs(float(row[1]) - s2) <= 1e-6 * s2,
+                  "sensitivity budgets %s, %s vs %g, %g" % (row[0], row[1], b2, s2))
+        if x is None:
+            ck.expect(row[2] == "", "x%g: a setting where none fits" % fac)
+        else:
+            ck.expect((int(row[2]), int(row[3]), row[4]) == (x[1], x[2], x[3]),
+                      "x%g: setting %s, expected %s" % (fac, row[2:5], x[1:]))
+        ck.expect(int(row[5]) == c2 and int(row[7]) == nof,
+                  "x%g: fits %s and %s needing current, expected %d and %d" %
+                  (fac, row[5], row[7], c2, nof))
+
+
 def findings_section(report):
     lines = report.split("\n")
     try:
@@ -935,56 +1113,101 @@ def findings_section(report):
     return "\n".join(lines[i + 1:j]) + "\n"
 
 
+DENSE_INI = """; a second trace with a dense amax stream: amax.csv at every step, a snapshot every 10
+[trace]
+path = synth:llm
+synth_steps = 150
+synth_seed = 5
+[recipe.delayed]
+kind = delayed
+format = hybrid
+history_len = 1, 16, 1024
+margin = 0, 1, 2
+amax_compute = max
+[recipe.current]
+kind = current
+format = hybrid
+"""
+
+
+def run_fp8lab(binary, ini, outdir):
+    cmd = [binary, "run", ini, "--out", outdir, "--force", "--quiet"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print("FAILED: %s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stdout))
+        return False
+    return True
+
+
+def check_run(outdir):
+    """Every check on one run folder; returns (errors, verified numbers, stream rows)."""
+    with open(os.path.join(outdir, "report.md")) as f:
+        report = f.read()
+    section = findings_section(report)
+    if section is None:
+        return ["report.md has no '## Findings' section"], 0, 0
+    run = Run(outdir)
+    ack = Checker(report)
+    check_answer(run, report, ack)
+    ndistinct = check_distinct(run, report, ack)
+    if os.path.basename(os.path.normpath(outdir)) == "quickstart":
+        ack.expect(ndistinct == 13, "the quickstart has %d distinct configurations, expected 13 "
+                   "(3 margins x (most_recent at any L = L=1 max) + 3 x 3 max at L=16, 128, 1024 "
+                   "+ current)" % ndistinct)
+    ck = Checker(section)
+    check_findings(run, section, ck)
+    check_stream_rows(run, ck)
+    # no number left unverified
+    names = set(run.tensors) | {cfg_label(c) for c in run.configs}
+    left = ck.residue(names)
+    for mo in re.finditer(r"\d+", left):
+        a, b = max(0, mo.start() - 50), min(len(section), mo.end() + 50)
+        ck.fail("an unverified number in the Findings section: %r in ...%s..." %
+                (section[mo.start():mo.end()], section[a:b].replace("\n", " ")))
+    return ack.errors + ck.errors, len(ck.spans), run.stream_rows
+
+
 def main():
     args = sys.argv[1:]
-    outdir = None
+    outdirs = []
     if len(args) == 3 and args[1] == "--outdir":
-        outdir = args[2]
+        outdirs = [args[2]]
     elif len(args) != 1:
         print(__doc__)
         return 2
     tmp = None
-    if outdir is None:
+    if not outdirs:
         keep = os.environ.get("FP8LAB_KEEP_TMP")
         if keep:
             os.makedirs(keep, exist_ok=True)
-            outdir = os.path.join(keep, "quickstart")
+            base = keep
         else:
             tmp = tempfile.mkdtemp(prefix="fp8lab_findings_")
-            outdir = os.path.join(tmp, "quickstart")
-        cmd = [args[0], "run", os.path.join(ROOT, "experiments", "quickstart.ini"), "--out", outdir,
-               "--force", "--quiet"]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if p.returncode != 0:
-            print("FAILED: %s: exit %d\n%s" % (" ".join(cmd), p.returncode, p.stdout))
+            base = tmp
+        outdirs = [os.path.join(base, "quickstart"), os.path.join(base, "dense")]
+        dense_ini = os.path.join(base, "dense.ini")
+        with open(dense_ini, "w") as f:
+            f.write(DENSE_INI)
+        if not run_fp8lab(args[0], os.path.join(ROOT, "experiments", "quickstart.ini"), outdirs[0]):
+            return 1
+        if not run_fp8lab(args[0], dense_ini, outdirs[1]):
             return 1
     try:
-        with open(os.path.join(outdir, "report.md")) as f:
-            section = findings_section(f.read())
-        if section is None:
-            print("FAILED: report.md has no '## Findings' section")
-            return 1
-        run = Run(outdir)
-        ck = Checker(section)
-        check_findings(run, section, ck)
-        check_stream_rows(run, ck)
-        # no number left unverified
-        names = set(run.tensors) | {cfg_label(c) for c in run.configs}
-        left = ck.residue(names)
-        for mo in re.finditer(r"\d+", left):
-            a, b = max(0, mo.start() - 50), min(len(section), mo.end() + 50)
-            ck.fail("an unverified number in the Findings section: %r in ...%s..." %
-                    (section[mo.start():mo.end()], section[a:b].replace("\n", " ")))
-        if ck.errors:
-            print("FAILED: %d mismatches between report.md's Findings and the CSVs of %s:" %
-                  (len(ck.errors), outdir))
-            for e in ck.errors:
-                print("  - " + e)
-            return 1
-        print("ok: every number of the Findings section (%d verified) agrees with steps.csv and "
-              "stream.csv; step 0 is warm-up; stream.csv has one row per step x tensor x delayed "
-              "configuration (%d rows)" % (len(ck.spans), run.stream_rows))
-        return 0
+        failed = 0
+        for outdir in outdirs:
+            errors, nverified, nstream = check_run(outdir)
+            if errors:
+                print("FAILED: %d mismatches between report.md's answer and Findings and the CSVs "
+                      "of %s:" % (len(errors), outdir))
+                for e in errors:
+                    print("  - " + e)
+                failed = 1
+            else:
+                print("ok: %s: the TE recipe line and the budget sensitivity agree with the CSVs; "
+                      "every number of the Findings section (%d verified) agrees with steps.csv and "
+                      "stream.csv; step 0 is warm-up; stream.csv has one row per step x tensor x "
+                      "delayed configuration (%d rows)" % (outdir, nverified, nstream))
+        return failed
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,182 @@
+/* report_answer.c: the report's first section (rep_add_answer, report_internal.h): the one
+ * TransformerEngine recipe to use for the whole model (the model-scope recommendation), the
+ * tensors it is not enough for and what to do for each (a larger margin this sweep tried, or
+ * current scaling for that module), how the answer moves when both budgets are 10x tighter or
+ * looser, and what the sweep did not try. tests/python/test_findings.py recomputes the setting
+ * from the CSVs. */
+#include "report_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const fp8_recommendation *model_rec(const fp8_recommendations *rec) {
+  for (size_t i = 0; i < rec->nrecs; i++)
+    if (rec->recs[i].scope == FP8_REC_MODEL) return &rec->recs[i];
+  return NULL;
+}
+
+/* The groups of tensor `name` (contiguous in the analysis): [*lo, *hi). */
+static void tensor_groups(const rep_t *r, const char *name, size_t *lo, size_t *hi) {
+  size_t i = 0;
+  while (i < r->an.nstats && strcmp(r->an.stats[i].group->tensor, name) != 0) i++;
+  *lo = i;
+  while (i < r->an.nstats && strcmp(r->an.stats[i].group->tensor, name) == 0) i++;
+  *hi = i;
+}
+
+static int fits(const fp8_group_stats *s, const fp8_budgets *b) {
+  return s->clipped_rate <= b->value && s->clip_step_rate <= b->step;
+}
+
+/* What to do for a tensor the model setting x does not fit: the smallest larger margin on x's
+ * line that fits it (> 0: that margin), else -1 (current scaling). */
+static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const char *name) {
+  size_t lo, hi;
+  tensor_groups(r, name, &lo, &hi);
+  int32_t best = -1;
+  for (size_t i = lo; i < hi; i++) {
+    const fp8_group_stats *s = &r->an.stats[i];
+    const fp8_steps_group *g = s->group;
+    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
+        g->history_len != x->history_len || g->amax_compute != x->amax_compute ||
+        g->margin <= x->margin || !fits(s, &r->rec.budgets))
+      continue;
+    if (best < 0 || g->margin < best) best = g->margin;
+  }
+  return best;
+}
+
+/* The largest margin the sweep tried on x's line. */
+static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
+  int32_t m = x->margin;
+  for (size_t i = 0; i < r->an.nstats; i++) {
+    const fp8_steps_group *g = r->an.stats[i].group;
+    if (g->kind == FP8_KIND_DELAYED && strcmp(g->recipe, x->recipe) == 0 &&
+        g->history_len == x->history_len && g->amax_compute == x->amax_compute && g->margin > m)
+      m = g->margin;
+  }
+  return m;
+}
+
+/* TE's Format of the setting: HYBRID when its tensors are E4M3 and E5M2, else the one format. */
+static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
+  int e4 = 0, e5 = 0;
+  for (size_t i = 0; i < r->an.nstats; i++) {
+    const fp8_steps_group *g = r->an.stats[i].group;
+    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
+        g->history_len != x->history_len || g->margin != x->margin ||
+        g->amax_compute != x->amax_compute)
+      continue;
+    e4 |= g->format == FP8_E4M3;
+    e5 |= g->format == FP8_E5M2;
+  }
+  return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
+}
+
+static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
+  fp8_doc_markdownf(d, "It is not enough for %zu tensor%s:", x->nmisfits, x->nmisfits == 1 ? "" : "s");
+  const char *hdr[] = {"tensor", "role", "what to do"};
+  fp8_doc_table_begin(d, 3, hdr, "lll");
+  for (size_t k = 0; k < x->nmisfits; k++) {
+    const char *name = x->misfits[k];
+    size_t lo, hi;
+    tensor_groups(r, name, &lo, &hi);
+    int32_t m = remedy_margin(r, x, name);
+    char what[256];
+    if (m >= 0) {
+      snprintf(what, sizeof what, "margin %d fits it (history_len %d, %s)", (int)m,
+               (int)x->history_len, fp8_amax_compute_name(x->amax_compute));
+    } else {
+      snprintf(what, sizeof what, "current scaling for this module (Float8CurrentScaling): no "
+               "margin up to %d at history_len %d fits it", (int)largest_margin(r, x),
+               (int)x->history_len);
+      *binding = 1;
+    }
+    const char *cells[] = {name, lo < hi ? fp8_rec_role_name(r->an.stats[lo].group->role) : "",
+                           what};
+    fp8_doc_table_row(d, cells);
+  }
+}
+
+/* The model setting under budgets scaled by f (both). */
+static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
+  fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f};
+  if (b.step > 1.0) b.step = 1.0;
+  if (b.value > 1.0) b.value = 1.0;
+  fp8_recommendations rec;
+  char err[256];
+  if (fp8_analysis_recommend(&r->an, &b, &rec, err, sizeof err) != FP8_OK) return FP8_ENOMEM;
+  const fp8_recommendation *x = model_rec(&rec);
+  char c[4][96];
+  snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
+  if (f == 1.0) strcat(c[0], "** (this report)");
+  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED)
+    snprintf(c[1], sizeof c[1], "none: current scaling");
+  else
+    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->history_len, (int)x->margin,
+             fp8_amax_compute_name(x->amax_compute));
+  snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
+  size_t ncur = 0;
+  for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
+  snprintf(c[3], sizeof c[3], "%zu", ncur);
+  const char *cells[] = {c[0], c[1], c[2], c[3]};
+  fp8_doc_table_row(d, cells);
+  fp8_recommendations_free(&rec);
+  return FP8_OK;
+}
+
+void rep_add_answer(rep_t *r, fp8_doc *d) {
+  const fp8_recommendation *x = model_rec(&r->rec);
+  fp8_doc_heading(d, 2, "The answer");
+  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget) {
+    fp8_doc_markdownf(d, "No delayed-scaling setting of this sweep fits the budgets (%.3g of the "
+                      "values clipped at the snapshot steps, the largest element clipped at %.3g of "
+                      "the steps) for any tensor: use current scaling (Float8CurrentScaling), or "
+                      "sweep larger margins.", r->rec.budgets.value, r->rec.budgets.step);
+    return;
+  }
+  fp8_doc_markdownf(d, "One TransformerEngine recipe for the whole model (a DelayedScaling recipe "
+                    "takes one history length and one margin for every tensor):");
+  fp8_doc_markdownf(d, "```python\nrecipe = DelayedScaling(fp8_format=Format.%s, amax_history_len=%d, "
+                    "margin=%d, amax_compute_algo=\"%s\")\n```",
+                    te_format(r, x), (int)x->history_len, (int)x->margin,
+                    fp8_amax_compute_name(x->amax_compute));
+  const char *why = x->decided_by ? x->decided_by : "";
+  const char *words = strcmp(why, "fits") == 0 ? "no other setting fits as many"
+                    : strcmp(why, "p5 SNR") == 0
+                        ? "of the settings that fit as many, it has the best 5th-percentile SNR"
+                    : strcmp(why, "underflow rate") == 0
+                        ? "of the settings that fit as many with the same 5th-percentile SNR "
+                          "(within 0.05 dB), it flushes the fewest values to zero"
+                    : strcmp(why, "parameters") == 0
+                        ? "the settings that fit as many tie on SNR and underflow: it is the one "
+                          "with the shortest history and smallest margin"
+                        : "it is the only setting that fits this many";
+  fp8_doc_markdownf(d, "It fits the budgets (at most %.3g of a tensor's values clipped at the "
+                    "snapshot steps, its largest element clipped at no more than %.3g of the steps "
+                    "it ran; warm-up left out) for **%lld of %lld tensors**; %s.",
+                    r->rec.budgets.value, r->rec.budgets.step, (long long)x->covers,
+                    (long long)x->of, words);
+  int binding = 0;
+  if (x->nmisfits) answer_misfits(r, d, x, &binding);
+  fp8_doc_markdown(d, "How the answer moves with the budgets (both scaled together):");
+  const char *hdr[] = {"budgets (values, steps)", "setting", "fits", "tensors needing current scaling"};
+  fp8_doc_table_begin(d, 4, hdr, "llrr");
+  const double f[3] = {0.1, 1.0, 10.0};
+  for (int k = 0; k < 3; k++)
+    if (sensitivity_row(r, d, f[k]) != FP8_OK) return;
+  int32_t mmax = largest_margin(r, x);
+  if (binding)
+    fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
+                      "tried); the tensors above that need current scaling might fit margin %d: "
+                      "add it to the sweep to find out.", (int)mmax, (int)x->history_len,
+                      (int)mmax + 1);
+  else if (x->margin == mmax)
+    fp8_doc_markdownf(d, "Not tried: the recommended margin %d is the largest this sweep tried at "
+                      "history_len %d; a larger one would only add headroom.", (int)mmax,
+                      (int)x->history_len);
+  fp8_doc_markdown(d, "Per-role and per-tensor recommendations follow in \"Recommendations\" (a "
+                      "per-role setting cannot be expressed in one DelayedScaling recipe).");
+}
