@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
@@ -19,7 +20,7 @@
 
 static void add_recommendations(rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
-  fp8_doc_heading(d, 2, "Recommendations");
+  fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
   fp8_doc_markdownf(d,
                     "Budgets: a delayed configuration fits a tensor when at most %.3g of its values "
                     "clip at the snapshot steps (value budget, `overflow_budget`) and the largest "
@@ -35,7 +36,8 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
                     r->have_stream ? "every step of the replay (stream.csv)" : "the snapshot steps",
                     FP8_ANALYSIS_SNR_TIE_DB);
   const char *hdr[] = {"role", "setting", "fits", "clipped rate (worst tensor)",
-                       "clipped steps (worst tensor)", "p5 SNR (dB, mean)", "decided by", "note"};
+                       "clipped steps (worst tensor)", "p5 SNR (dB, mean)", "decided by",
+                       "does not fit"};
   fp8_doc_table_begin(d, 8, hdr, "llrrrrll");
   for (size_t i = r->rec.ntensor_recs; i < r->rec.nrecs; i++) {
     const fp8_recommendation *x = &r->rec.recs[i];
@@ -46,10 +48,13 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
                (int)x->margin, fp8_amax_compute_name(x->amax_compute));
     else snprintf(setting, sizeof setting, "%s (current scaling)", x->recipe);
     snprintf(fits, sizeof fits, "%lld of %lld", (long long)x->covers, (long long)x->of);
-    char b4[64];
+    char b4[64], misfit[512] = "";
+    size_t nm = 0;
+    for (size_t k = 0; k < x->nmisfits && nm < sizeof misfit; k++)
+      nm += (size_t)snprintf(misfit + nm, sizeof misfit - nm, "%s%s", k ? ", " : "", x->misfits[k]);
     const char *cells[] = {x->name, setting, fits, fmt_rate(x->clipped_rate, b1, sizeof b1),
                            fmt_rate(x->clip_step_rate, b4, sizeof b4), fmt_db(x->snr_p5, b2, sizeof b2),
-                           x->decided_by ? x->decided_by : "", x->note ? x->note : ""};
+                           x->decided_by ? x->decided_by : "", misfit};
     fp8_doc_table_row(d, cells);
   }
   size_t ncur = 0;
@@ -213,6 +218,58 @@ static void add_config_table(rep_t *r, fp8_doc *d) {
   }
 }
 
+/* The plots whose file names start with one of prefixes (and were not placed yet), in drawing
+ * order: each plot in the section it supports. */
+static void add_plots(rep_t *r, fp8_doc *d, const char *img_prefix, const char *const *prefixes,
+                      unsigned char *shown) {
+  for (size_t i = 0; shown && i < r->nplots; i++) {
+    int match = 0;
+    for (size_t k = 0; prefixes[k] && !match; k++)
+      match = strncmp(r->plots[i].file, prefixes[k], strlen(prefixes[k])) == 0;
+    if (!match || shown[i]) continue;
+    shown[i] = 1;
+    char path[600];
+    snprintf(path, sizeof path, "%s%s", img_prefix, r->plots[i].file);
+    fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
+  }
+}
+
+/* A table of contents (GitHub-style heading anchors: lower case, spaces to hyphens). */
+static void add_contents(fp8_doc *d, int have_gemm) {
+  fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · "
+                    "[Recommendations per role and per tensor](#recommendations-per-role-and-per-tensor)"
+                    "%s · [Recipes by role](#recipes-by-role) · [All configurations](#all-configurations)"
+                    " · [Definitions](#definitions)",
+                    have_gemm ? " · [GEMM error](#gemm-error)" : "");
+}
+
+/* The definitions every section uses, in a few lines (the whole text: docs/semantics.md). */
+static void add_definitions(rep_t *r, fp8_doc *d) {
+  fp8_doc_heading(d, 2, "Definitions");
+  fp8_doc_markdownf(d,
+                    "- **overflow**: a finite value whose scaled value RN32(x·scale) is above the "
+                    "format's max (E4M3 448, E5M2 57344): the cast saturates it.\n"
+                    "- **clipped**: an overflow past the rounding midpoint above the max (E4M3 > 464, "
+                    "E5M2 >= 61440): its error exceeds rounding. Current scaling's amax times "
+                    "RN32(max/amax) can land a hair above the max: an overflow, never clipped.\n"
+                    "- **overshoot**: log2(amax·scale / max) of a step: > 0 means the largest element "
+                    "saturated, by that many binades (1 binade: a factor of 2).\n"
+                    "- **warm-up**: a tensor's steps before a finite non-zero amax entered its delayed "
+                    "history (step 0 of a fresh run, where TransformerEngine's scale is 1); the same "
+                    "steps for every configuration; left out of rates and recommendations.\n"
+                    "- **budgets**: a delayed configuration fits a tensor when at most %.3g of its "
+                    "values clip at the snapshot steps and its largest element clips at no more than "
+                    "%.3g of the steps it ran.\n"
+                    "- **SNR**: 10·log10(Σx² / Σ(x − x̂)²) of a cast, x̂ the dequantized value; **p5 "
+                    "SNR**: the 5th percentile over a tensor's snapshot steps.\n"
+                    "- **history_len, margin, amax_compute**: TransformerEngine's DelayedScaling "
+                    "parameters; the scale is RN32(max·2^-margin / amax), amax the max over the last "
+                    "history_len steps (max) or the last one (most_recent).\n"
+                    "- **hybrid**: E4M3 for the forward tensors (input, weight, output), E5M2 for the "
+                    "backward ones (grad_output, grad_input).",
+                    r->rec.budgets.value, r->rec.budgets.step);
+}
+
 fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix) {
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
@@ -232,21 +289,43 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   fp8_doc_markdownf(d,
                     "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
                     "configurations with the same scale at every step are shown once): %zu tensors at "
-                    "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s. Definitions of every number: "
-                    "RECIPES.md (TransformerEngine's fused delayed-scaling update, CUDA's saturating casts).",
+                    "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.",
                     r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
+  if (r->have_stream)
+    fp8_doc_markdownf(d, "What these numbers cover: the steps whose largest element overflowed or "
+                      "clipped are counted over every step of the replay (%zu steps, stream.csv: "
+                      "delayed configurations); the value rates and SNRs over the %zu snapshot steps "
+                      "(the tensors' data); warm-up steps are left out of both. Definitions: the last "
+                      "section, and docs/semantics.md in fp8lab's source.", r->stream.nsteps, nsteps);
+  else
+    fp8_doc_markdownf(d, "What these numbers cover: the %zu snapshot steps (this run has no "
+                      "stream.csv); warm-up steps left out. Definitions: the last section, and "
+                      "docs/semantics.md in fp8lab's source.", nsteps);
+  unsigned char *shown = calloc(r->nplots + 1, 1);
+  int have_gemm = 0;
+  for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
+  add_contents(d, have_gemm);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
+  static const char *const story[] = {"amax_", "heatmap_overshoot_", "dynamic_range", "snr.png", NULL};
+  static const char *const sweep[] = {"heatmap_clipped_", "heatmap_clipsteps_", "recipes_", NULL};
+  static const char *const gemm[] = {"gemm_error", NULL};
+  add_plots(r, d, img_prefix, story, shown);
   add_recommendations(r, d);
-  fp8_doc_heading(d, 2, "Plots");
-  for (size_t i = 0; i < r->nplots; i++) {
-    char path[600];
-    snprintf(path, sizeof path, "%s%s", img_prefix, r->plots[i].file);
-    fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
-  }
+  add_plots(r, d, img_prefix, sweep, shown);
   add_gemm(r, d);
+  add_plots(r, d, img_prefix, gemm, shown);
   add_roles_table(r, d);
   add_config_table(r, d);
+  static const char *const any[] = {"", NULL};
+  size_t left = 0;
+  for (size_t i = 0; shown && i < r->nplots; i++) left += !shown[i];
+  if (left) {
+    fp8_doc_heading(d, 2, "More plots");
+    add_plots(r, d, img_prefix, any, shown);
+  }
+  free(shown);
+  add_definitions(r, d);
   fp8_doc_markdown(d, "Files: steps.csv (per snapshot step, tensor and configuration), stream.csv (every "
                       "step of the replay, tensor and delayed configuration: amax, scale used, overshoot), "
                       "summary.csv, analysis.csv (statistics over steps), recommendations.csv, "

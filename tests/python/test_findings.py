@@ -1110,7 +1110,19 @@ def findings_section(report):
     j = i + 1
     while j < len(lines) and not lines[j].startswith("## "):
         j += 1
-    return "\n".join(lines[i + 1:j]) + "\n"
+    # the plots placed in the section (an image line, its caption line in italics) are not
+    # the Findings' text: their numbers are the plots' own
+    body, skip = [], False
+    for ln in lines[i + 1:j]:
+        if ln.startswith("!["):
+            skip = True
+            continue
+        if skip and ln.startswith("*") and ln.endswith("*"):
+            skip = False
+            continue
+        skip = False
+        body.append(ln)
+    return "\n".join(body) + "\n"
 
 
 DENSE_INI = """; a second trace with a dense amax stream: amax.csv at every step, a snapshot every 10
