@@ -24,7 +24,8 @@ static void teardown(void) {
 
 #define run_cli(out, ...) tu_cli(g_dir, (out), __VA_ARGS__)
 
-/* 12 snapshot steps of two tensors: a.fc.input (F32, 256 values, amax 1 except 20 at step 6)
+/* 12 snapshot steps of two tensors: a.fc.input (F32, 256 values, amax 1 except 20 at step 6
+ * and 1.5 at step 9)
  * and a.fc.grad_output (steady, tiny). Delayed scaling with a long history overflows at step 6
  * and stays stale afterwards; current scaling does not. */
 static void write_trace(void) {
@@ -40,6 +41,10 @@ static void write_trace(void) {
     }
     if (s == 6)
       for (int i = 0; i < 16; i++) x[i * 16] = 20.0f;
+    /* a mild excursion at step 9: 1.5 x the usual amax clips under history 1, margin 0 only
+     * (1.5 * 448 = 672 > 464; margin 1: 336; history 1024 still holds the spike), so that the
+     * history x margin maps have cells that differ */
+    if (s == 9) x[0] = 1.5f;
     fp8_tensor_out t[2] = {{"a.fc.grad_output", FP8_DTYPE_F32, 2, {16, 16}, g},
                            {"a.fc.input", FP8_DTYPE_F32, 2, {16, 16}, x}};
     snprintf(p, sizeof p, "%s/trace/step_%d.safetensors", g_dir, s);

@@ -76,7 +76,10 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
 }
 
 static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
-  fp8_doc_markdownf(d, "It is not enough for %zu tensor%s:", x->nmisfits, x->nmisfits == 1 ? "" : "s");
+  fp8_doc_markdownf(d, "It is not enough for %zu tensor%s. For each, what fits it: the smallest "
+                    "larger margin at the same history length that this sweep tried, else current "
+                    "scaling (Float8CurrentScaling) for that module:", x->nmisfits,
+                    x->nmisfits == 1 ? "" : "s");
   const char *hdr[] = {"tensor", "role", "what to do"};
   fp8_doc_table_begin(d, 3, hdr, "lll");
   for (size_t k = 0; k < x->nmisfits; k++) {
@@ -86,13 +89,10 @@ static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, in
     int32_t m = remedy_margin(r, x, name);
     char what[256];
     if (m >= 0) {
-      snprintf(what, sizeof what, "margin %d fits it (history_len %d, %s)", (int)m,
-               (int)x->history_len, fp8_amax_compute_name(x->amax_compute));
+      snprintf(what, sizeof what, "margin %d", (int)m);
     } else {
-      snprintf(what, sizeof what, "current scaling for this module (Float8CurrentScaling): no "
-               "margin up to %d at history_len %d fits it", (int)largest_margin(r, x),
-               (int)x->history_len);
-      *binding = 1;
+      snprintf(what, sizeof what, "current scaling");
+      (*binding)++;
     }
     const char *cells[] = {name, lo < hi ? fp8_rec_role_name(r->an.stats[lo].group->role) : "",
                            what};
@@ -170,13 +170,14 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
   int32_t mmax = largest_margin(r, x);
   if (binding)
     fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
-                      "tried); the tensors above that need current scaling might fit margin %d: "
-                      "add it to the sweep to find out.", (int)mmax, (int)x->history_len,
-                      (int)mmax + 1);
+                      "tried was binding); the %d tensor%s above that need current scaling might fit "
+                      "margin %d: add it to the sweep to find out.", (int)mmax, (int)x->history_len,
+                      binding, binding == 1 ? "" : "s", (int)mmax + 1);
   else if (x->margin == mmax)
     fp8_doc_markdownf(d, "Not tried: the recommended margin %d is the largest this sweep tried at "
                       "history_len %d; a larger one would only add headroom.", (int)mmax,
                       (int)x->history_len);
-  fp8_doc_markdown(d, "Per-role and per-tensor recommendations follow in \"Recommendations\" (a "
-                      "per-role setting cannot be expressed in one DelayedScaling recipe).");
+  fp8_doc_markdown(d, "Per-role and per-tensor detail: [Recommendations per role and per "
+                      "tensor](#recommendations-per-role-and-per-tensor) (a per-role setting cannot be "
+                      "expressed in one DelayedScaling recipe).");
 }

@@ -132,7 +132,11 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
   return FP8_OK;
 }
 
-/* Per role: heatmaps over history_len x margin of the clipped rate and of the clipped steps. */
+static int differs(const double *v, size_t n, double tol);
+
+/* Per role: heatmaps over history_len x margin of the clipped rate and of the clipped steps,
+ * each only when its cells differ (a map of one value, e.g. weights that never clip, says
+ * nothing). */
 int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   hm_axes A;
@@ -140,8 +144,9 @@ int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
   for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
     double clip[64 * 64], steps[64 * 64];
     if (!hm_cells(r, &A, role, clip, steps)) continue;
-    int rc = hm_draw(r, &A, role, 0, clip, err, errlen);
-    if (rc == FP8_OK) rc = hm_draw(r, &A, role, 1, steps, err, errlen);
+    size_t n = A.nh * A.nm;
+    int rc = differs(clip, n, 1e-12) ? hm_draw(r, &A, role, 0, clip, err, errlen) : FP8_OK;
+    if (rc == FP8_OK && differs(steps, n, 1e-12)) rc = hm_draw(r, &A, role, 1, steps, err, errlen);
     if (rc) return rc;
   }
   return FP8_OK;

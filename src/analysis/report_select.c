@@ -23,6 +23,10 @@ static void cfg_label(cfg_t *c) {
   if (c->kind == FP8_KIND_DELAYED)
     snprintf(c->label, sizeof c->label, "%s L=%d m=%d %s", c->recipe, (int)c->h, (int)c->m,
              c->ac == FP8_AMAX_MAX ? "max" : "recent");
+  else if (c->kind == FP8_KIND_CURRENT && strcmp(c->recipe, "current") == 0)
+    snprintf(c->label, sizeof c->label, "current scaling"); /* not "current (current)" */
+  else if (c->kind == FP8_KIND_CURRENT)
+    snprintf(c->label, sizeof c->label, "%s (current scaling)", c->recipe);
   else
     snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
 }

@@ -230,6 +230,8 @@ def cfg_label(c):
     recipe, kind, h, m, ac = c
     if kind == "delayed":
         return "%s L=%d m=%d %s" % (recipe, h, m, "max" if ac == "max" else "recent")
+    if kind == "current":
+        return "current scaling" if recipe == "current" else "%s (current scaling)" % recipe
     return "%s (%s)" % (recipe, kind)
 
 
