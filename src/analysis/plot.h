@@ -70,6 +70,10 @@ typedef struct {
   int grid;           /**< 1: light grey grid lines at the major ticks */
   const fp8_png_text *text; /**< text chunks written into the PNG (see png_io.h) */
   size_t ntext;
+  /** Bar charts: a dashed horizontal reference line at ref_y with a legend entry, e.g. a
+   *  budget (ref_label NULL: none; on a log axis ref_y must be > 0). Other charts ignore it. */
+  double ref_y;
+  const char *ref_label;
 } fp8_chart;
 
 /** How a series joins its points. */

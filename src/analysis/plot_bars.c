@@ -136,6 +136,8 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
   double ylo = INFINITY, yhi = -INFINITY;
   for (size_t j = 0; j < ns; j++)
     for (size_t i = 0; i < ncat; i++) plot_range_add(series[j].values[i], ch->logy, &ylo, &yhi);
+  int ref = ch->ref_label && isfinite(ch->ref_y) && (!ch->logy || ch->ref_y > 0);
+  if (ref) plot_range_add(ch->ref_y, ch->logy, &ylo, &yhi);
   if (!ch->logy && ylo <= yhi) ylo = fmin(ylo, 0), yhi = fmax(yhi, 0);
   axis ax = {-0.5, ncat - 0.5, 0, 1}, ay;
   plot_ax_range(&ay, ch->logy, ylo, yhi, ch->ymin, ch->ymax);
@@ -146,8 +148,9 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
   legend L = {0};
   for (size_t j = 0; j < ns; j++) {
     int ci = CI_PAL + plot_pick_color(&c, series[j].color);
-    if (ns > 1) plot_legend_add(&L, LEG_BOX, ci, 0, "", series[j].label);
+    if (ns > 1 || ref) plot_legend_add(&L, LEG_BOX, ci, 0, "", series[j].label);
   }
+  if (ref) plot_legend_add(&L, LEG_LINE, CI_FG, 1, "", ch->ref_label);
   /* Category labels: horizontal when they fit their slot, else slanted at 45 degrees, smaller
    * when slots are narrow, shortened beyond 40 characters (or what fits in 30% of the height). */
   double cap = c.fs * 0.95;
@@ -191,6 +194,15 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
       double x0 = i - gw / 2 + j * bw;
       fill_rect(x0, x0 + bw, base, v);
     }
+  }
+  if (ref) { /* the reference line over the bars, dashed */
+    PLINT mark = 1200, space = 900;
+    double y = plot_ax_map(&ay, ch->ref_y);
+    plcol0(CI_FG);
+    plwidth(2.0 * c.s);
+    plstyl(1, &mark, &space);
+    pljoin(ax.lo, y, ax.hi, y);
+    plstyl(0, NULL, NULL);
   }
   /* Zero line for bars that go negative. */
   if (!ch->logy && ay.lo < 0) {

@@ -255,6 +255,12 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
     fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", b->plot}};
     fp8_chart ch = {.title = b->title, .xlabel = "configuration", .ylabel = b->ylabel, .logy = b->logy,
                     .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
+    char refl[96];
+    if (k < 2) { /* the budget the chart's first quantity is held to */
+      ch.ref_y = k == 0 ? r->rec.budgets.value : r->rec.budgets.step;
+      snprintf(refl, sizeof refl, "%s budget %g", k == 0 ? "value" : "step", ch.ref_y);
+      ch.ref_label = refl;
+    }
     fp8_bar_series bs[2] = {{v1, b->l1, b->c1}, {v2, b->l2, b->c2}};
     rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
     plot_t *p = rc ? NULL : rp_plot_add(r, b->file);

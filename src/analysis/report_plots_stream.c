@@ -185,8 +185,31 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   return rc;
 }
 
+/* The step of group g's largest overshoot (its event), over the stream when the run has one,
+ * else over the snapshot rows; warm-up left out; -1 when it has none. */
+static int64_t event_step(const rep_t *r, size_t g) {
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  const fp8_stream_series *s =
+      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
+                                       gr->history_len, gr->margin, gr->amax_compute)
+                     : NULL;
+  double best = -INFINITY;
+  int64_t step = -1;
+  for (size_t i = 0; s && i < s->n; i++) {
+    double ov = s->warmup[i] || !(s->amax[i] > 0.0f) ? -INFINITY
+                                                      : fp8_overshoot(s->amax[i], s->scale[i], s->format);
+    if (ov > best) best = ov, step = s->step[i];
+  }
+  for (size_t i = 0; !s && i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    if (!row->warmup && row->overshoot > best) best = row->overshoot, step = row->step;
+  }
+  return step;
+}
+
 /* Amax timelines: the spike tensor first, then the worst overflowing ones, max_timelines in
- * all. */
+ * all, each for a distinct event: a tensor whose largest overshoot falls on the step of one
+ * already drawn (the same spike seen through the next layer) is skipped. */
 int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   int rc = FP8_OK;
@@ -194,17 +217,22 @@ int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
   if (!ov) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   size_t nov = rep_overflowing(r, ov);
   size_t drawn = 0;
+  int64_t events[64];
   if (r->spike_group >= 0) {
     rc = plot_timeline(r, r->tab.groups[r->spike_group].tensor, err, errlen);
     if (rc) goto done;
-    drawn++;
+    events[drawn++] = event_step(r, (size_t)r->spike_group);
   }
-  for (size_t i = 0; i < nov && drawn < (size_t)max_timelines; i++) {
+  for (size_t i = 0; i < nov && drawn < (size_t)max_timelines && drawn < 64; i++) {
     const char *t = r->tab.groups[ov[i].g].tensor;
     if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
+    int64_t ev = event_step(r, ov[i].g);
+    int seen = 0;
+    for (size_t k = 0; k < drawn; k++) seen |= events[k] == ev;
+    if (seen) continue;
     rc = plot_timeline(r, t, err, errlen);
     if (rc) goto done;
-    drawn++;
+    events[drawn++] = ev;
   }
 done:
   free(ov);
