@@ -625,6 +625,27 @@ START_TEST(test_bars) {
   c.height = 1000;
   ck_assert_msg(fp8_plot_bars(p, &c, cats, 3, &one, 1, err, sizeof err) == FP8_OK, "%s", err);
   assert_info(p, 1600, 1000);
+
+  /* A reference line (a budget): dashed, in the foreground colour, across the plot; with it
+   * the chart holds many more dark pixels (about half of a 2 px line over the plot width, plus
+   * its legend sample), and a reference above every bar still shows (the axis takes it in). */
+  c.logy = 0;
+  c.width = 1200;
+  c.height = 800;
+  double w3[3] = {1, 2, 3};
+  fp8_bar_series three = {w3, "rate", FP8_COLOR_BLUE};
+  uint8_t black[3] = {0, 0, 0};
+  ck_assert_msg(fp8_plot_bars(p, &c, cats, 3, &three, 1, err, sizeof err) == FP8_OK, "%s", err);
+  image im0 = load(p);
+  long dark0 = count_color(&im0, 0, 0, im0.w, im0.h, black, 60);
+  free(im0.rgb);
+  c.ref_y = 10;
+  c.ref_label = "budget 10";
+  ck_assert_msg(fp8_plot_bars(p, &c, cats, 3, &three, 1, err, sizeof err) == FP8_OK, "%s", err);
+  image im1 = load(p);
+  long dark1 = count_color(&im1, 0, 0, im1.w, im1.h, black, 60);
+  free(im1.rgb);
+  ck_assert_msg(dark1 > dark0 + 400, "dark pixels %ld without the line, %ld with it", dark0, dark1);
 }
 END_TEST
 
