@@ -74,6 +74,9 @@ typedef struct {
    *  budget (ref_label NULL: none; on a log axis ref_y must be > 0). Other charts ignore it. */
   double ref_y;
   const char *ref_label;
+  /** Bar charts: printf format of one double printed above each bar (e.g. "%.3g"), for bars
+   *  too close to read off the axis (NULL: none). Other charts ignore it. */
+  const char *bar_format;
 } fp8_chart;
 
 /** How a series joins its points. */

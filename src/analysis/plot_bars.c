@@ -223,6 +223,20 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
     if (slant) plot_text_user(&c, x, p.b + 0.9 * xcap, 45, 1.0, xcap, CI_FG, categories[i], maxc);
     else plot_text_user(&c, x, p.b + 1.4 * cap, 0, 0.5, cap, CI_FG, categories[i], maxc);
   }
+  if (ch->bar_format) { /* each bar's value, upright above it */
+    double vcap = fmin(c.fs * 0.7, 0.9 * (p.r - p.l) / ((double)ncat * (double)ns));
+    for (size_t j = 0; j < ns; j++)
+      for (size_t i = 0; i < ncat; i++) {
+        double v = plot_ax_map(&ay, series[j].values[i]);
+        if (!isfinite(v)) continue;
+        double xw = i - gw / 2 + (j + 0.5) * bw;
+        double xp = p.l + (xw - ax.lo) / (ax.hi - ax.lo) * (p.r - p.l) + 0.5 * vcap;
+        double yp = p.b - (v - ay.lo) / (ay.hi - ay.lo) * (p.b - p.t) - 0.4 * vcap;
+        char num[64];
+        snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
+        plot_text_user(&c, xp, yp, 90, 0.0, vcap, CI_FG, num, 16);
+      }
+  }
   plot_draw_titles(&c, &p, ch, xt, yt);
   plot_legend_draw(&c, &L, &p);
   return plot_canvas_end(&c, FP8_OK, path, ch, err, errlen);

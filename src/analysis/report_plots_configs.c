@@ -298,7 +298,8 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
   fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
-                  .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
+                  .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,
+                  .bar_format = "%.3g"}; /* the medians differ by a few percent: print them */
   rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
   if (rc) goto done;
   plot_t *p = rp_plot_add(r, "gemm_error.png");
