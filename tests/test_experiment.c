@@ -730,6 +730,18 @@ START_TEST(test_mixed_sections) {
   ck_assert_str_eq(ex.configs[1].label, "a");
   ck_assert_uint_eq(ex.sections[1].label_count, 2);
   fp8_experiment_free(&ex);
+  /* the shipped example */
+  char shipped[4096];
+  snprintf(shipped, sizeof shipped, "%s/experiments/mixed.ini", tu_source_dir());
+  ck_assert_msg(fp8_experiment_load(shipped, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.nconfigs, 3);
+  ck_assert_str_eq(ex.configs[0].label, "mixed");
+  ck_assert_int_eq(ex.configs[0].kind, FP8_KIND_CURRENT);
+  check_delayed(&ex.configs[1], "mixed", FP8_SEL_HYBRID, 16, 1, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[2], "te_default", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
+  ck_assert_uint_eq(ex.sections[0].nglobs, 3);
+  ck_assert_uint_eq(ex.sections[1].nglobs, 0);
+  fp8_experiment_free(&ex);
 }
 END_TEST
 
