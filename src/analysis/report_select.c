@@ -28,14 +28,6 @@ static void cfg_label(cfg_t *c) {
     snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
 }
 
-/* The setting of a group, for a mixed recipe's label: "current", "delayed L=16 m=1 max". */
-static void group_setting(const fp8_steps_group *g, char *buf, size_t len) {
-  if (g->kind == FP8_KIND_DELAYED)
-    snprintf(buf, len, "delayed L=%d m=%d %s", (int)g->history_len, (int)g->margin,
-             g->amax_compute == FP8_AMAX_MAX ? "max" : "recent");
-  else snprintf(buf, len, "%s", fp8_recipe_kind_name(g->kind));
-}
-
 static int group_same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
   return a->kind == b->kind && a->history_len == b->history_len && a->margin == b->margin &&
          a->amax_compute == b->amax_compute;
@@ -58,27 +50,10 @@ static int label_is_mixed(const fp8_steps_table *t, const char *recipe) {
   return differ;
 }
 
-/* "mixed (per tensor: current, delayed L=16 m=1 max)": the distinct settings of its groups. */
-static void mixed_label(const fp8_steps_table *t, cfg_t *c) {
-  size_t o = (size_t)snprintf(c->label, sizeof c->label, "%s (per tensor:", c->recipe);
-  const fp8_steps_group *seen[16];
-  size_t ns = 0;
-  for (size_t g = 0; g < t->ngroups && o < sizeof c->label; g++) {
-    const fp8_steps_group *gr = &t->groups[g];
-    if (gr->recipe != c->recipe) continue;
-    size_t k = 0;
-    while (k < ns && !group_same_setting(seen[k], gr)) k++;
-    if (k < ns) continue;
-    if (ns == 16) {
-      o += (size_t)snprintf(c->label + o, sizeof c->label - o, ", ...");
-      break;
-    }
-    seen[ns++] = gr;
-    char b[96];
-    group_setting(gr, b, sizeof b);
-    o += (size_t)snprintf(c->label + o, sizeof c->label - o, "%s %s", ns > 1 ? "," : "", b);
-  }
-  if (o < sizeof c->label) snprintf(c->label + o, sizeof c->label - o, ")");
+/* "mixed (per tensor)": short enough for the bar charts' axis (the settings are in
+ * steps.csv's rows; docs/semantics.md). */
+static void mixed_label(cfg_t *c) {
+  snprintf(c->label, sizeof c->label, "%s (per tensor)", c->recipe);
 }
 
 /* The configurations in experiment order (a tensor's groups are in file order, and the first
@@ -97,7 +72,7 @@ static void assign_configs(rep_t *r) {
       n->m = gr->margin;
       n->ac = gr->amax_compute;
       n->mixed = label_is_mixed(t, gr->recipe);
-      if (n->mixed) mixed_label(t, n);
+      if (n->mixed) mixed_label(n);
       else cfg_label(n);
     }
     r->gcfg[g] = c;
