@@ -346,11 +346,23 @@ START_TEST(malformed_consistency) {
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_EFORMAT);
   ck_assert_str_eq(err, "t.csv:3: tensor x.input has role '' here but 'input' at line 2");
   free(b.s);
+  /* a recipe label may have different kinds for different tensors (sections that share a
+   * label, issue 14), but a tensor keeps one kind per label */
   b = with_header();
   add_row(&b, "x.input", "input", 0, D_CFG, "1,1,100,0,0,0,0,0,0,1");
   add_row(&b, "y.input", "input", 0, "d,current,e4m3,,,", "1,1,100,0,0,0,0,0,0,1");
+  ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
+  ck_assert_uint_eq(t.ngroups, 2);
+  ck_assert_int_eq(t.groups[0].kind, FP8_KIND_DELAYED);
+  ck_assert_int_eq(t.groups[1].kind, FP8_KIND_CURRENT);
+  fp8_steps_free(&t);
+  free(b.s);
+  b = with_header();
+  add_row(&b, "x.input", "input", 0, D_CFG, "1,1,100,0,0,0,0,0,0,1");
+  add_row(&b, "y.input", "input", 0, "d,current,e4m3,,,", "1,1,100,0,0,0,0,0,0,1");
+  add_row(&b, "x.input", "input", 1, "d,current,e4m3,,,", "1,1,100,0,0,0,0,0,0,1");
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_EFORMAT);
-  ck_assert_str_eq(err, "t.csv:3: recipe d is current here but delayed at line 2");
+  ck_assert_str_eq(err, "t.csv:4: tensor x.input: recipe d is current here but delayed at line 2");
   free(b.s);
   /* a NUL byte */
   b = with_header();

@@ -604,6 +604,34 @@ static const bad_case bad_cases[] = {
     {T "[recipe.r]\nformat = e4m3, hybrid\nkind = mxfp8\n", 4, "bad format list"},
     {T "[recipe.r]\nkind = block\nformat = hybrid, e4m3\n", 5, "bad format list"},
     {T "[recipe.r]\nkind = rowwise\nformat = hybrid, e5m2\n", 5, "bad format list"},
+    /* [recipe.*] tensors and label (issue 14) */
+    {T D "tensors = x.*, \n", 5, "empty glob in tensors = x.*,"},
+    {T D "tensors = a, b, a\n", 5, "duplicate value \"a\" in tensors"},
+    {T D "label = a b\n", 5,
+     "bad character ' ' in label a b (a single recipe label; allowed: A-Z a-z 0-9 _ . -)"},
+    {T D "label = a0123456789012345678901234567890123456789012345678901234567890123\n", 5,
+     "label a0123456789012345678901234567890123456789012345678901234567890123 too long (65 "
+     "characters, at most 63)"},
+    {T D "label = x\nlabel = y\n", 6, "key label given twice in [recipe.r] (first at line 5)"},
+    {T D "tensor = x\n", 5,
+     "unknown key tensor in [recipe.r] (expected kind, format, history_len, margin, "
+     "amax_compute, amax_epsilon, pow2, scale_rounding, block, tensors or label)"},
+    {T "[recipe.a]\nkind = current\ntensors = x.*\n[recipe.b]\nlabel = a\nkind = delayed\n"
+       "history_len = 16, 128\n",
+     9,
+     "[recipe.b] shares the recipe label a with [recipe.a] (line 3), so it must be one "
+     "configuration, but it expands to 2: each tensor has one row per step under a label (sweep "
+     "in sections of their own labels)"},
+    {T "[recipe.a]\nkind = delayed\nmargin = 0, 1\ntensors = x.*\n[recipe.b]\nlabel = a\n"
+       "kind = current\n",
+     5, "[recipe.a] shares the recipe label a with [recipe.b] (line 7), so it must be one "
+        "configuration, but it expands to 2"},
+    {T "[recipe.a]\nkind = current\nlabel = m\ntensors = x.*\n[recipe.b]\nlabel = m\n"
+       "kind = delayed\nformat = e4m3, e5m2\n",
+     10, "[recipe.b] shares the recipe label m with [recipe.a] (line 3)"},
+    {T "[recipe.a]\nkind = current\n[recipe.b]\nlabel = a\nkind = delayed\ntensors = x.*\n", 5,
+     "[recipe.b] can take no tensor: [recipe.a] (line 3) comes before it with the label a and "
+     "has no tensors key, so it takes every tensor (give the section that takes the rest last)"},
     /* the first error in the file wins, whatever order the checks run in */
     {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
     {T "[recipe.r]\nhistory_len = 4\nkind = current\n[bad]\n", 4, "not a key"},
@@ -633,6 +661,86 @@ START_TEST(test_bad_files) {
   ck_assert_ptr_null(ex.file);
   ck_assert_ptr_null(ex.configs);
   ck_assert_uint_eq(ex.nconfigs, 0);
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+/* [recipe.*] tensors and label (issue 14): the sections, their globs and labels, and the
+ * configurations' labels and sections. */
+START_TEST(test_mixed_sections) {
+  const char *path = write_ini("mixed.ini",
+                               "[trace]\npath = t\n"
+                               "[recipe.hot]\nkind = current\nlabel = mixed\n"
+                               "tensors = layers.1.fc1.output, rank_0/*.fc2.*\n"
+                               "[recipe.sweep]\nkind = delayed\nhistory_len = 1, 16\n"
+                               "tensors = *.qkv.*\n"
+                               "[recipe.rest]\nkind = delayed\nlabel = mixed\nhistory_len = 16\n"
+                               "margin = 1\n");
+  fp8_experiment ex;
+  char err[512] = "";
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.nconfigs, 4);
+  ck_assert_uint_eq(ex.nsections, 3);
+  const fp8_recipe_section *s = ex.sections;
+  ck_assert_str_eq(s[0].name, "hot");
+  ck_assert_str_eq(s[0].label, "mixed");
+  ck_assert_int_eq(s[0].line, 3);
+  ck_assert_int_eq(s[0].label_line, 5);
+  ck_assert_int_eq(s[0].tensors_line, 6);
+  ck_assert_uint_eq(s[0].nglobs, 2);
+  ck_assert_str_eq(s[0].globs[0], "layers.1.fc1.output");
+  ck_assert_str_eq(s[0].globs[1], "rank_0/*.fc2.*");
+  ck_assert_uint_eq(s[0].label_count, 2);
+  ck_assert_str_eq(s[1].label, "sweep");
+  ck_assert_int_eq(s[1].label_line, 0);
+  ck_assert_uint_eq(s[1].label_count, 1);
+  ck_assert_uint_eq(s[1].first_config, 1);
+  ck_assert_uint_eq(s[1].nconfigs, 2);
+  ck_assert_int_eq(s[1].list_line, 9);
+  ck_assert_str_eq(s[2].name, "rest");
+  ck_assert_uint_eq(s[2].nglobs, 0);
+  ck_assert_int_eq(s[2].tensors_line, 0);
+  ck_assert_uint_eq(s[2].label_first, 0);
+  ck_assert_uint_eq(s[2].label_count, 2);
+  /* the rows of both sections carry the label */
+  ck_assert_str_eq(ex.configs[0].label, "mixed");
+  ck_assert_int_eq(ex.configs[0].kind, FP8_KIND_CURRENT);
+  check_delayed(&ex.configs[1], "sweep", FP8_SEL_HYBRID, 1, 0, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[2], "sweep", FP8_SEL_HYBRID, 16, 0, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[3], "mixed", FP8_SEL_HYBRID, 16, 1, FP8_AMAX_MAX);
+  size_t want_sec[4] = {0, 1, 1, 2};
+  for (int c = 0; c < 4; c++) ck_assert_uint_eq(ex.config_section[c], want_sec[c]);
+  /* the section globs follow [trace] tensors' rank rules */
+  ck_assert(fp8_experiment_section_matches(&s[0], "layers.1.fc1.output", "layers.1.fc1.output"));
+  ck_assert(fp8_experiment_section_matches(&s[0], "rank_1/layers.1.fc1.output", "layers.1.fc1.output"));
+  ck_assert(fp8_experiment_section_matches(&s[0], "rank_0/layers.0.fc2.input", "layers.0.fc2.input"));
+  ck_assert(!fp8_experiment_section_matches(&s[0], "rank_1/layers.0.fc2.input", "layers.0.fc2.input"));
+  ck_assert(fp8_experiment_section_matches(&s[2], "anything", "anything"));
+  fp8_experiment_free(&ex);
+  /* a label of one section only renames its rows; a label may name another section's name */
+  path = write_ini("mixed.ini", "[trace]\npath = t\n[recipe.a]\nkind = delayed\nlabel = b\n"
+                                "margin = 0, 1\n");
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_str_eq(ex.configs[1].label, "b");
+  ck_assert_uint_eq(ex.sections[0].label_count, 1);
+  fp8_experiment_free(&ex);
+  path = write_ini("mixed.ini", "[trace]\npath = t\n[recipe.a]\nkind = current\ntensors = x\n"
+                                "[recipe.b]\nkind = delayed\nlabel = a\n");
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_str_eq(ex.configs[1].label, "a");
+  ck_assert_uint_eq(ex.sections[1].label_count, 2);
+  fp8_experiment_free(&ex);
+  /* the shipped example */
+  char shipped[4096];
+  snprintf(shipped, sizeof shipped, "%s/experiments/mixed.ini", tu_source_dir());
+  ck_assert_msg(fp8_experiment_load(shipped, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.nconfigs, 3);
+  ck_assert_str_eq(ex.configs[0].label, "mixed");
+  ck_assert_int_eq(ex.configs[0].kind, FP8_KIND_CURRENT);
+  check_delayed(&ex.configs[1], "mixed", FP8_SEL_HYBRID, 16, 1, FP8_AMAX_MAX);
+  check_delayed(&ex.configs[2], "te_default", FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX);
+  ck_assert_uint_eq(ex.sections[0].nglobs, 3);
+  ck_assert_uint_eq(ex.sections[1].nglobs, 0);
   fp8_experiment_free(&ex);
 }
 END_TEST
@@ -689,6 +797,7 @@ int main(void) {
   tcase_add_test(tc, test_io_errors);
   tcase_add_loop_test(tc, test_bad_files, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
   tcase_add_test(tc, test_too_many_configs);
+  tcase_add_test(tc, test_mixed_sections);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

@@ -210,7 +210,8 @@ typedef struct {
  * the block columns; every line has as many fields as the header; numbers are "%.9g"-style
  * decimals (or inf/-inf/nan where allowed), counts non-negative integers each <= n;
  * history_len, margin, amax_compute are present for delayed rows and empty for current rows;
- * a tensor keeps one role and a recipe label one kind; a (group, step) pair appears once. A trailing '\r' per line is accepted.
+ * a tensor keeps one role, and one kind per recipe label (sections that share a label give
+ * different tensors different kinds); a (group, step) pair appears once. A trailing '\r' per line is accepted.
  * @return FP8_OK; FP8_EIO (cannot open or read: "<path>: ..."); FP8_EFORMAT
  *         ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty (safe to free).
  */

@@ -5,7 +5,9 @@
  *
  * A "configuration" here is (recipe label, kind, history_len, margin, amax_compute): with
  * format = hybrid one configuration spans E4M3 and E5M2 tensors, and the aggregates over
- * tensors (heatmaps, bars) add them up. */
+ * tensors (heatmaps, bars) add them up. A mixed recipe (sections that share a label, issue
+ * 14: one group per tensor, not all with the same kind and parameters) is one configuration,
+ * its recipe label (cfg_t.mixed): never the reference, the current one or a timeline. */
 #ifndef FP8LAB_ANALYSIS_REPORT_INTERNAL_H
 #define FP8LAB_ANALYSIS_REPORT_INTERNAL_H
 
@@ -24,6 +26,7 @@ typedef struct {
   fp8_recipe_kind kind;
   int32_t h, m;
   fp8_amax_compute ac;
+  int mixed;         /* a mixed recipe: its groups' kind and parameters differ per tensor */
   char label[160];
   /* provably identical configurations (same scales at every step): most_recent ignores
    * history_len, and history 1 with max is most_recent. same_as: the first of its class

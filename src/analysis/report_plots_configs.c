@@ -35,7 +35,8 @@ static void sort_i32(int32_t *v, size_t n) {
 
 /* Whether configuration x is a sibling of the reference (same recipe and amax_compute). */
 static int sibling(const cfg_t *x, const cfg_t *b) {
-  return x->kind == FP8_KIND_DELAYED && x->ac == b->ac && strcmp(x->recipe, b->recipe) == 0;
+  return x->kind == FP8_KIND_DELAYED && !x->mixed && x->ac == b->ac &&
+         strcmp(x->recipe, b->recipe) == 0;
 }
 
 /* The history lengths and margins swept with the reference's recipe; 0 when fewer than 2 cells. */

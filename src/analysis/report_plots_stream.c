@@ -51,7 +51,7 @@ static int timeline_alloc(timeline *t, size_t n) {
 static const fp8_stream_series *series_of(const rep_t *r, const char *tensor, size_t c, fp8_format f) {
   if (!r->have_stream) return NULL;
   const cfg_t *x = &r->cfgs[c];
-  if (x->kind != FP8_KIND_DELAYED) return NULL;
+  if (x->kind != FP8_KIND_DELAYED || x->mixed) return NULL;
   return fp8_stream_find(&r->stream, tensor, x->recipe, f, x->h, x->m, x->ac);
 }
 

@@ -130,10 +130,9 @@ static int gemm_add(rep_t *r, char **f, int g, double v, int *have, char *err, s
   int m = is_delayed ? atoi(f[FP8_GEMM_COL_MARGIN]) : 0;
   for (size_t c = 0; c < r->ncfg; c++) {
     cfg_t *x = &r->cfgs[c];
-    if (strcmp(x->recipe, f[FP8_GEMM_COL_RECIPE]) != 0 ||
-        strcmp(fp8_recipe_kind_name(x->kind), f[FP8_GEMM_COL_KIND]) != 0)
-      continue;
-    if (is_delayed && (x->h != h || x->m != m ||
+    if (strcmp(x->recipe, f[FP8_GEMM_COL_RECIPE]) != 0) continue;
+    if (!x->mixed && strcmp(fp8_recipe_kind_name(x->kind), f[FP8_GEMM_COL_KIND]) != 0) continue;
+    if (!x->mixed && is_delayed && (x->h != h || x->m != m ||
                        strcmp(fp8_amax_compute_name(x->ac), f[FP8_GEMM_COL_AMAX_COMPUTE]) != 0))
       continue;
     if (x->ngemm[g] == x->capgemm[g]) {

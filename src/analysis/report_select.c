@@ -15,6 +15,7 @@
 /* ------------------------------------------------------------------ configurations */
 
 static int cfg_same(const cfg_t *c, const fp8_steps_group *g) {
+  if (c->mixed) return strcmp(c->recipe, g->recipe) == 0;
   return c->kind == g->kind && c->h == g->history_len && c->m == g->margin &&
          (g->kind != FP8_KIND_DELAYED || c->ac == g->amax_compute) && strcmp(c->recipe, g->recipe) == 0;
 }
@@ -29,6 +30,34 @@ static void cfg_label(cfg_t *c) {
     snprintf(c->label, sizeof c->label, "%s (current scaling)", c->recipe);
   else
     snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
+}
+
+static int group_same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
+  return a->kind == b->kind && a->history_len == b->history_len && a->margin == b->margin &&
+         a->amax_compute == b->amax_compute;
+}
+
+/* Whether recipe label `recipe` is a mixed recipe: one group per tensor (groups are in tensor
+ * order), and not one setting for all of them (a label of one section has one). */
+static int label_is_mixed(const fp8_steps_table *t, const char *recipe) {
+  const fp8_steps_group *first = NULL;
+  const char *prev = NULL;
+  int differ = 0;
+  for (size_t g = 0; g < t->ngroups; g++) {
+    const fp8_steps_group *gr = &t->groups[g];
+    if (gr->recipe != recipe) continue; /* interned */
+    if (prev == gr->tensor) return 0;  /* a sweep: more than one group of a tensor */
+    prev = gr->tensor;
+    if (!first) first = gr;
+    else differ |= !group_same_setting(first, gr);
+  }
+  return differ;
+}
+
+/* "mixed (per tensor)": short enough for the bar charts' axis (the settings are in
+ * steps.csv's rows; docs/semantics.md). */
+static void mixed_label(cfg_t *c) {
+  snprintf(c->label, sizeof c->label, "%s (per tensor)", c->recipe);
 }
 
 /* The configurations in experiment order (a tensor's groups are in file order, and the first
@@ -46,7 +75,9 @@ static void assign_configs(rep_t *r) {
       n->h = gr->history_len;
       n->m = gr->margin;
       n->ac = gr->amax_compute;
-      cfg_label(n);
+      n->mixed = label_is_mixed(t, gr->recipe);
+      if (n->mixed) mixed_label(n);
+      else cfg_label(n);
     }
     r->gcfg[g] = c;
   }
@@ -82,6 +113,7 @@ static void choose_reference(rep_t *r) {
   r->cur = -1;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
+    if (x->mixed) continue;
     if (x->kind == FP8_KIND_CURRENT) {
       if (r->cur < 0) r->cur = (ptrdiff_t)c;
       continue;
@@ -117,7 +149,7 @@ static void choose_shown(rep_t *r) {
   size_t cand[256], nc = 0;
   for (size_t c = 0; c < r->ncfg && nc < 256; c++) {
     const cfg_t *x = &r->cfgs[c];
-    if (x->kind == FP8_KIND_DELAYED && x->m == b->m && x->ac == b->ac &&
+    if (x->kind == FP8_KIND_DELAYED && !x->mixed && x->m == b->m && x->ac == b->ac &&
         strcmp(x->recipe, b->recipe) == 0)
       cand[nc++] = c;
   }

@@ -88,7 +88,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     double ov = x->finite ? (double)x->clipped / (double)x->finite : NAN;
     if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
     if (m < bv) { bv = m; best = c; }
-    if (x->kind == FP8_KIND_DELAYED && m < bdv) { bdv = m; bestd = c; }
+    if (x->kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
   }
   if (best != (size_t)-1) {
     fp8_doc_markdownf(d,

@@ -189,8 +189,9 @@ static int parse_tensor(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
   return FP8_OK;
 }
 
-/* recipe, kind (a recipe label keeps one kind over the file), format and the delayed-scaling
- * parameters (present exactly for delayed rows). */
+/* recipe, kind (a tensor keeps one kind per recipe label: checked with its group, in
+ * fp8_steps_parse; sections that share a label give its tensors different kinds), format and
+ * the delayed-scaling parameters (present exactly for delayed rows). */
 static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
   const char *recipe = f[FP8_STEPS_COL_RECIPE], *kind = f[FP8_STEPS_COL_KIND];
   if (!*recipe || strlen(recipe) > 63) return bad(c, f, FP8_STEPS_COL_RECIPE, "a recipe label");
@@ -206,10 +207,6 @@ static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
   int created;
   steps_istr *rc = steps_itab_get(&pv->recipes, recipe, (int)r->kind, c->line, &created);
   if (!rc) return FP8_ENOMEM;
-  if (!created && rc->attr != (int)r->kind)
-    return steps_fail_at(c, c->line, "recipe %s is %s here but %s at line %lld", rc->s,
-                         fp8_recipe_kind_name(r->kind),
-                         fp8_recipe_kind_name((fp8_recipe_kind)rc->attr), (long long)rc->line);
   r->recipe = rc->s;
 
   if (strcmp(f[FP8_STEPS_COL_FORMAT], "e4m3") == 0) r->format = FP8_E4M3;
@@ -347,6 +344,35 @@ static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) 
   return parse_saturation(c, f, r);
 }
 
+/* A tensor keeps one kind per recipe label (the rows of a (tensor, recipe) pair come from one
+ * [recipe.*] section). Checked against the row's group, and for a group seen first against
+ * the (tensor, recipe) pair's first group (pv->pairs, keyed "tensor,recipe": no field holds a
+ * comma), so that a file costs one pair lookup per group, not per row. */
+static int check_kind(steps_ctx *c, steps_priv *pv, const steps_gmap *gm, size_t g, int created,
+                      const fp8_step_row *r) {
+  const fp8_steps_group *grp = &gm->g[g];
+  int64_t line = gm->first_line[g];
+  fp8_recipe_kind kind = grp->kind;
+  if (created) {
+    size_t nt = strlen(r->tensor), nr = strlen(r->recipe);
+    char stack[256], *key = nt + nr + 2 <= sizeof stack ? stack : malloc(nt + nr + 2);
+    if (!key) return FP8_ENOMEM;
+    memcpy(key, r->tensor, nt);
+    key[nt] = ',';
+    memcpy(key + nt + 1, r->recipe, nr + 1);
+    int made;
+    steps_istr *p = steps_itab_get(&pv->pairs, key, (int)r->kind, c->line, &made);
+    if (key != stack) free(key);
+    if (!p) return FP8_ENOMEM;
+    kind = (fp8_recipe_kind)p->attr;
+    line = p->line;
+  }
+  if (kind == r->kind) return FP8_OK;
+  return steps_fail_at(c, c->line, "tensor %s: recipe %s is %s here but %s at line %lld",
+                       show(c, r->tensor), r->recipe, fp8_recipe_kind_name(r->kind),
+                       fp8_recipe_kind_name(kind), (long long)line);
+}
+
 /* ------------------------------------------------------------------ public */
 
 int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_table *t,
@@ -417,11 +443,13 @@ int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_ta
     fp8_step_row *r = &t->rows[t->nrows];
     rc = parse_row(&c, line, r, pv);
     if (rc) goto done;
+    size_t ngroups = gm.n;
     size_t g = steps_gmap_get(&gm, r);
     if (g == (size_t)-1) {
       rc = FP8_ENOMEM;
       goto done;
     }
+    if ((rc = check_kind(&c, pv, &gm, g, gm.n > ngroups, r)) != FP8_OK) goto done;
     row_group[t->nrows++] = g;
   }
   rc = steps_build_groups(&c, t, pv, &gm, row_group);

@@ -297,6 +297,7 @@ void fp8_steps_free(fp8_steps_table *t) {
   if (pv) {
     steps_itab_free(&pv->tensors);
     steps_itab_free(&pv->recipes);
+    steps_itab_free(&pv->pairs);
     free(pv->row_index);
     free(pv);
   }

@@ -34,7 +34,7 @@ int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) FP8_PRINTF(3
 typedef struct {
   char *s;
   uint64_t h;
-  int attr;     /* tensors: role; recipes: kind */
+  int attr;     /* tensors: role; pairs: kind */
   int64_t line; /* first line it was seen on */
 } steps_istr;
 
@@ -51,6 +51,7 @@ void steps_itab_free(steps_itab *t);
 /* What fp8_steps_table.priv_ points to. */
 typedef struct {
   steps_itab tensors, recipes;
+  steps_itab pairs; /* "tensor,recipe" of each pair seen; attr: its kind */
   size_t *row_index; /* storage of every group's rows[] */
 } steps_priv;
 

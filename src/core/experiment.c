@@ -278,6 +278,7 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
     goto done;
   }
   exp_section_end(&c);
+  if (!c.nomem) fp8_exp_labels_end(&c);
   if (c.nomem) {
     status = FP8_ENOMEM;
     goto done;
@@ -322,5 +323,11 @@ void fp8_experiment_free(fp8_experiment *ex) {
   free(ex->out_dir);
   free(ex->configs);
   free(ex->format_lines);
+  for (size_t i = 0; i < ex->nsections; i++) {
+    for (size_t j = 0; j < ex->sections[i].nglobs; j++) free(ex->sections[i].globs[j]);
+    free(ex->sections[i].globs);
+  }
+  free(ex->sections);
+  free(ex->config_section);
   memset(ex, 0, sizeof *ex);
 }

@@ -4,8 +4,12 @@
  *   [trace]   path (dir, multi-rank dir of rank_<r>/ traces, or synth:<preset>), steps (a-b
  *             or a-b:stride), tensors (comma globs), synth_steps, synth_seed (for synth: paths),
  *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces)
- *   [recipe.<label>]  kind = delayed | current, format, and the kind's keys; every value may
+ *   [recipe.<name>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
+ *             tensors (comma globs, [trace] tensors' rules): the section's configurations
+ *             apply to (have rows for) the matching tensors only; label: the recipe label its
+ *             rows carry (default <name>). Sections with one label form one recipe: each of
+ *             them one configuration, each tensor taking the first (file order) that matches.
  *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
  *             gemm_max_tokens (default 1024, 0 = all), step_budget (fraction of stream steps,
  *             default 0.01), warmup_steps (default: each tensor's own warm-up)
@@ -23,6 +27,21 @@
 
 /** Most configurations one experiment file may expand to (all recipe sections together). */
 #define FP8_EXPERIMENT_MAX_CONFIGS 4096
+
+/** One [recipe.<name>] section: its label, its tensor subset and its configurations. */
+typedef struct {
+  char name[64];       /**< the text after "recipe." in the header */
+  char label[64];      /**< the recipe label of its rows: the label key, else name */
+  int line;            /**< line of the header */
+  int label_line;      /**< line of the label key, 0 when not given */
+  int list_line;       /**< line of its first key with more than one value, 0 when none */
+  size_t nglobs;
+  char **globs;        /**< the tensors key: empty = every tensor of the replay */
+  int tensors_line;    /**< line of the tensors key, 0 when not given */
+  size_t first_config, nconfigs; /**< its configurations: configs[first_config ..] */
+  size_t label_first;  /**< index of the first section with the same label (itself if none) */
+  size_t label_count;  /**< sections with this label (> 1: a shared label) */
+} fp8_recipe_section;
 
 typedef struct {
   char *file;          /**< the experiment file as given */
@@ -56,6 +75,9 @@ typedef struct {
   int *format_lines;   /**< [nconfigs]: line of the format key of the configuration's section,
                             or of its [recipe.*] header when format is not given (hybrid): for
                             errors found in the trace, such as a tensor hybrid cannot resolve */
+  size_t nsections;
+  fp8_recipe_section *sections; /**< the [recipe.*] sections, file order */
+  size_t *config_section;       /**< [nconfigs]: the section of each configuration */
 } fp8_experiment;
 
 /** Parses and validates an experiment file; expands the sweep. */
@@ -71,6 +93,12 @@ int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name);
  *  that `*.fc1.*` means the same as for a single rank and `rank_0/<glob>` picks one rank. */
 int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *full,
                                         const char *local);
+
+/** True when section s's tensors key matches a tensor of the replay (always without the key);
+ *  full is its name, local the name within its rank (local = full for a single-rank trace):
+ *  the rules of fp8_experiment_rank_tensor_selected. */
+int fp8_experiment_section_matches(const fp8_recipe_section *s, const char *full,
+                                   const char *local);
 
 /** Checks the [trace] reduce_amax / reduce_group keys against the trace they are run on, once
  *  it is open: nranks is 0 for a single-rank trace (a direct trace or synth:), else the number

@@ -102,5 +102,7 @@ void fp8_exp_output_end(exp_ctx *c);
 void fp8_exp_analysis_end(exp_ctx *c);
 /** experiment_recipe.c: also expands the section's sweep into c->ex->configs. */
 void fp8_exp_recipe_end(exp_ctx *c);
+/** experiment_recipe.c: after the last section, the checks of labels shared by sections. */
+void fp8_exp_labels_end(exp_ctx *c);
 
 #endif /* FP8LAB_CORE_EXPERIMENT_INTERNAL_H */

@@ -5,6 +5,7 @@
  */
 #include "experiment_internal.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,11 @@ static int exp_recipe_key(const char *key) {
   for (int k = 0; k < K_COUNT; k++)
     if (strcmp(key, exp_recipe_keys[k]) == 0) return k;
   return -1;
+}
+
+/* The keys of a section that are not sweep axes: its tensor subset and its recipe label. */
+static int exp_section_key(const char *key) {
+  return strcmp(key, "tensors") == 0 || strcmp(key, "label") == 0;
 }
 
 /* Parses one item of key k into *v (every axis but amax_epsilon is an integer code).
@@ -115,10 +121,10 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   const exp_entry *kind_ent = NULL;
   for (size_t i = 0; i < c->nents; i++) {
     int k = exp_recipe_key(c->ents[i].key);
-    if (k < 0)
+    if (k < 0 && !exp_section_key(c->ents[i].key))
       fp8_exp_fail(c, c->ents[i].line,
                    "unknown key %s in [%s] (expected kind, format, history_len, margin, "
-                   "amax_compute, amax_epsilon, pow2, scale_rounding or block)",
+                   "amax_compute, amax_epsilon, pow2, scale_rounding, block, tensors or label)",
                    c->ents[i].key, c->secname);
     else if (k == K_KIND) kind_ent = &c->ents[i];
   }
@@ -278,7 +284,7 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
 /* Appends the product of the section's axes to ex->configs (and format_line to
  * ex->format_lines), within FP8_EXPERIMENT_MAX_CONFIGS for the whole file. */
 static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax,
-                          int format_line) {
+                          int format_line, const char *label) {
   fp8_experiment *ex = c->ex;
   const int *axes = kind == FP8_KIND_DELAYED ? axes_delayed : axes_current;
   size_t naxes = kind == FP8_KIND_DELAYED ? 4 : 1;
@@ -311,7 +317,7 @@ static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *a
   ex->format_lines = lines;
   for (size_t i = 0; i < count; i++) lines[ex->nconfigs + i] = format_line;
   for (size_t i = 0; i < count; i++)
-    if (recipe_config(kind, ax, i, c->secname + 7, &ex->configs[ex->nconfigs + i]) != 0) {
+    if (recipe_config(kind, ax, i, label, &ex->configs[ex->nconfigs + i]) != 0) {
       /* unreachable: every value was range-checked above */
       fp8_exp_fail(c, c->sec_line, "[%s]: parameters rejected by the simulator", c->secname);
       return;
@@ -319,13 +325,90 @@ static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *a
   ex->nconfigs += count;
 }
 
+/* The section's tensors key: a comma list of distinct globs (as [trace] tensors). */
+static void section_tensors(exp_ctx *c, const exp_entry *e, fp8_recipe_section *sec) {
+  exp_list l;
+  int rc = fp8_exp_list_split(e->value, &l);
+  if (rc < 0) {
+    c->nomem = 1;
+    return;
+  }
+  if (rc > 0) {
+    fp8_exp_fail(c, e->line, "empty glob in tensors = %s", e->value);
+    return;
+  }
+  for (size_t j = 0; j < l.n; j++)
+    for (size_t k = 0; k < j; k++)
+      if (strcmp(l.items[j], l.items[k]) == 0) {
+        fp8_exp_fail(c, e->line, "duplicate value \"%s\" in tensors", l.items[j]);
+        fp8_exp_list_free(&l);
+        return;
+      }
+  sec->globs = calloc(l.n, sizeof *sec->globs);
+  if (!sec->globs) c->nomem = 1;
+  for (size_t j = 0; j < l.n && sec->globs; j++) sec->globs[sec->nglobs++] = fp8_exp_strdup(c, l.items[j]);
+  sec->tensors_line = e->line;
+  fp8_exp_list_free(&l);
+}
+
+/* The section's label key: a recipe label (the characters and length of a [recipe.*] name). */
+static void section_label(exp_ctx *c, const exp_entry *e, fp8_recipe_section *sec) {
+  size_t n = strlen(e->value);
+  if (n > EXP_LABEL_MAX) {
+    fp8_exp_fail(c, e->line, "label %s too long (%zu characters, at most %d)", e->value, n,
+                 EXP_LABEL_MAX);
+    return;
+  }
+  for (const char *p = e->value; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.' && *p != '-') {
+      fp8_exp_fail(c, e->line,
+                   "bad character '%c' in label %s (a single recipe label; allowed: A-Z a-z 0-9 "
+                   "_ . -)",
+                   *p, e->value);
+      return;
+    }
+  snprintf(sec->label, sizeof sec->label, "%s", e->value);
+  sec->label_line = e->line;
+}
+
+/* Appends sec to ex->sections (its configurations were just appended). -1: out of memory. */
+static int section_push(exp_ctx *c, fp8_recipe_section *sec) {
+  fp8_experiment *ex = c->ex;
+  fp8_recipe_section *ss = realloc(ex->sections, (ex->nsections + 1) * sizeof *ss);
+  size_t *cs = ss ? realloc(ex->config_section, (ex->nconfigs + 1) * sizeof *cs) : NULL;
+  if (ss) ex->sections = ss;
+  if (!cs) {
+    c->nomem = 1;
+    return -1;
+  }
+  ex->config_section = cs;
+  for (size_t i = sec->first_config; i < sec->first_config + sec->nconfigs; i++)
+    cs[i] = ex->nsections;
+  ex->sections[ex->nsections++] = *sec;
+  memset(sec, 0, sizeof *sec);
+  return 0;
+}
+
 void fp8_exp_recipe_end(exp_ctx *c) {
   recipe_axes ax;
   memset(&ax, 0, sizeof ax);
+  fp8_recipe_section sec;
+  memset(&sec, 0, sizeof sec);
+  snprintf(sec.name, sizeof sec.name, "%s", c->secname + 7);
+  snprintf(sec.label, sizeof sec.label, "%s", sec.name);
+  sec.line = c->sec_line;
   fp8_recipe_kind kind;
   if (recipe_kind(c, &kind) != 0) goto done;
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
+    if (strcmp(e->key, "tensors") == 0) {
+      section_tensors(c, e, &sec);
+      continue;
+    }
+    if (strcmp(e->key, "label") == 0) {
+      section_label(c, e, &sec);
+      continue;
+    }
     int k = exp_recipe_key(e->key);
     if (k <= K_KIND) continue;
     if (!(exp_recipe_key_kinds[k] & KIND_BIT(kind))) {
@@ -341,7 +424,59 @@ void fp8_exp_recipe_end(exp_ctx *c) {
   int format_line = c->sec_line;
   for (size_t i = 0; i < c->nents; i++)
     if (strcmp(c->ents[i].key, "format") == 0) format_line = c->ents[i].line;
-  recipe_expand(c, kind, &ax, format_line);
+  for (size_t i = 0; i < c->nents && !sec.list_line; i++) {
+    int k = exp_recipe_key(c->ents[i].key);
+    if (k > K_KIND && ax.nvals[k] > 1) sec.list_line = c->ents[i].line;
+  }
+  sec.first_config = c->ex->nconfigs;
+  recipe_expand(c, kind, &ax, format_line, sec.label);
+  sec.nconfigs = c->ex->nconfigs - sec.first_config;
+  if (!c->nomem && c->nfail == c->sec_nfail) section_push(c, &sec);
 done:
+  for (size_t j = 0; j < sec.nglobs; j++) free(sec.globs[j]);
+  free(sec.globs);
   for (int k = 0; k < K_COUNT; k++) free(ax.vals[k]);
+}
+
+/* Once every section is read: the sections that share a label (one recipe of the outputs).
+ * Each must be one configuration (two rows of a tensor with one label and parameters that
+ * the key columns may not tell apart), and a section without tensors takes every tensor the
+ * earlier ones of its label leave, so no section of the label may follow it. */
+void fp8_exp_labels_end(exp_ctx *c) {
+  fp8_experiment *ex = c->ex;
+  for (size_t i = 0; i < ex->nsections; i++) {
+    fp8_recipe_section *s = &ex->sections[i];
+    s->label_first = i;
+    s->label_count = 0;
+    for (size_t j = 0; j < ex->nsections; j++)
+      if (strcmp(ex->sections[j].label, s->label) == 0) {
+        if (j < s->label_first) s->label_first = j;
+        s->label_count++;
+      }
+  }
+  for (size_t i = 0; i < ex->nsections; i++) {
+    const fp8_recipe_section *s = &ex->sections[i];
+    if (s->label_count < 2) continue;
+    const fp8_recipe_section *first = &ex->sections[s->label_first];
+    const fp8_recipe_section *other = first != s ? first : NULL;
+    for (size_t j = 0; !other && j < ex->nsections; j++)
+      if (j != i && strcmp(ex->sections[j].label, s->label) == 0) other = &ex->sections[j];
+    if (s->nconfigs > 1)
+      fp8_exp_fail(c, s->list_line ? s->list_line : s->line,
+                   "[recipe.%s] shares the recipe label %s with [recipe.%s] (line %d), so it "
+                   "must be one configuration, but it expands to %zu: each tensor has one row "
+                   "per step under a label (sweep in sections of their own labels)",
+                   s->name, s->label, other->name, other->line, s->nconfigs);
+    for (size_t j = s->label_first; j < i; j++) {
+      const fp8_recipe_section *p = &ex->sections[j];
+      if (strcmp(p->label, s->label) == 0 && p->nglobs == 0) {
+        fp8_exp_fail(c, s->line,
+                     "[recipe.%s] can take no tensor: [recipe.%s] (line %d) comes before it "
+                     "with the label %s and has no tensors key, so it takes every tensor (give "
+                     "the section that takes the rest last)",
+                     s->name, p->name, p->line, s->label);
+        break;
+      }
+    }
+  }
 }

@@ -96,3 +96,13 @@ int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *fu
   }
   return 0;
 }
+
+int fp8_experiment_section_matches(const fp8_recipe_section *s, const char *full,
+                                   const char *local) {
+  if (s->nglobs == 0) return 1;
+  for (size_t i = 0; i < s->nglobs; i++) {
+    const char *g = s->globs[i];
+    if (fnmatch(g, strchr(g, '/') ? full : local, 0) == 0) return 1;
+  }
+  return 0;
+}

@@ -60,6 +60,16 @@ static json_t *configs_json(const fp8_experiment *ex) {
       json_object_set_new(o, "amax_epsilon", json_real(cf->amax_epsilon));
       json_object_set_new(o, "pow2", json_boolean(cf->pow2));
     }
+    /* the section's tensor subset (absent: every tensor) and, when it differs from the label,
+     * the section's name (sections that share a label) */
+    const fp8_recipe_section *s = ex->config_section ? &ex->sections[ex->config_section[c]] : NULL;
+    if (s && strcmp(s->name, s->label) != 0)
+      json_object_set_new(o, "section", json_string(s->name));
+    if (s && s->nglobs) {
+      json_t *g = json_array();
+      for (size_t j = 0; j < s->nglobs; j++) json_array_append_new(g, json_string(s->globs[j]));
+      json_object_set_new(o, "tensors", g);
+    }
     json_array_append_new(arr, o);
   }
   return arr;

@@ -101,6 +101,95 @@ int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***nam
   return FP8_OK;
 }
 
+/* "[recipe.a], [recipe.b]": the sections of section s's label. */
+static void label_sections(const fp8_experiment *ex, const fp8_recipe_section *s, char *buf,
+                           size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t j = 0; j < ex->nsections && o < len; j++)
+    if (strcmp(ex->sections[j].label, s->label) == 0)
+      o += (size_t)snprintf(buf + o, len - o, "%s[recipe.%s]", o ? ", " : "",
+                            ex->sections[j].name);
+}
+
+/* Which configurations apply to which tensors (r->covers), from the sections' tensors keys:
+ * a tensor takes the first section of each label that matches it. Errors at the key's line:
+ * a glob that matches no tensor of the replay; a section of a shared label that takes no
+ * tensor; a tensor that no section of a shared label takes. */
+static int run_coverage_init(run_t *r, char *err, size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  const size_t n = r->ntensors, nc = r->nconfigs;
+  unsigned char *taken = calloc(n + 1, 1);
+  r->covers = calloc(n * nc + 1, 1);
+  if (!taken || !r->covers) {
+    free(taken);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  int rc = FP8_OK;
+  char names[512];
+  if (!ex->config_section) /* an experiment built by hand, without sections: all apply */
+    memset(r->covers, 1, n * nc);
+  for (size_t si = 0; si < ex->nsections && !rc; si++) {
+    const fp8_recipe_section *s = &ex->sections[si];
+    for (size_t g = 0; g < s->nglobs && !rc; g++) {
+      fp8_recipe_section one = *s;
+      one.nglobs = 1;
+      one.globs = &s->globs[g];
+      size_t i = 0;
+      while (i < n && !fp8_experiment_section_matches(&one, r->t[i].name, r->t[i].local)) i++;
+      if (i == n)
+        rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                        "%s:%d: tensors glob \"%s\" of [recipe.%s] matches none of the %zu "
+                        "tensors of the replay%s",
+                        ex->file, s->tensors_line, s->globs[g], s->name, n,
+                        ex->ntensor_globs ? " (those [trace] tensors selects)" : "");
+    }
+    if (rc || s->label_first != si) continue;
+    /* the sections of this label, in file order: each tensor to the first that matches */
+    memset(taken, 0, n);
+    for (size_t sj = si; sj < ex->nsections && !rc; sj++) {
+      const fp8_recipe_section *t = &ex->sections[sj];
+      if (strcmp(t->label, s->label) != 0) continue;
+      size_t took = 0;
+      for (size_t i = 0; i < n; i++) {
+        if (taken[i] || !fp8_experiment_section_matches(t, r->t[i].name, r->t[i].local)) continue;
+        taken[i] = 1;
+        took++;
+        for (size_t c = t->first_config; c < t->first_config + t->nconfigs; c++)
+          r->covers[i * nc + c] = 1;
+      }
+      if (!took && s->label_count > 1) {
+        label_sections(ex, s, names, sizeof names);
+        rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                        "%s:%d: [recipe.%s] takes no tensor: every tensor its tensors match is "
+                        "taken by an earlier section of the recipe label %s (%s)",
+                        ex->file, t->tensors_line ? t->tensors_line : t->line, t->name,
+                        t->label, names);
+      }
+    }
+    if (rc || s->label_count < 2) continue;
+    size_t missing = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!taken[i] && !missing++) first = i;
+    if (missing) {
+      const fp8_recipe_section *last = s;
+      for (size_t sj = si; sj < ex->nsections; sj++)
+        if (strcmp(ex->sections[sj].label, s->label) == 0) last = &ex->sections[sj];
+      label_sections(ex, s, names, sizeof names);
+      char more[64] = "";
+      if (missing > 1) snprintf(more, sizeof more, " and %zu more", missing - 1);
+      rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                      "%s:%d: tensor %s%s: no section of the recipe label %s (%s) takes it; "
+                      "a shared label is one configuration of every tensor (leave out the "
+                      "tensors key of its last section to take the rest)",
+                      ex->file, last->tensors_line ? last->tensors_line : last->line,
+                      r->t[first].name, more, s->label, names);
+    }
+  }
+  free(taken);
+  return rc;
+}
+
 /* The tensors, their roles, and their formats under every configuration. */
 int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen) {
   const fp8_experiment *ex = r->ex;
@@ -139,16 +228,27 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
     if (!t->acc || !t->res.stats || !t->res.scale || !t->res.block)
       return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     t->res_cpu = t->res;
+  }
+  int rc = run_coverage_init(r, err, errlen);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++) {
+    run_tensor *t = &r->t[i];
     for (size_t c = 0; c < nc; c++) {
       const fp8_config *cf = &ex->configs[c];
       fp8_summary_acc_init(&t->acc[c]);
-      if (fp8_format_resolve(cf->format, r->roles[i], &r->formats[i * nc + c]) != FP8_OK) {
+      if (fp8_format_resolve(cf->format, r->roles[i], &r->formats[i * nc + c]) == FP8_OK)
+        continue;
+      /* a configuration that does not apply to the tensor casts it (the engines work on
+       * every pair) but writes no row: any format will do */
+      r->formats[i * nc + c] = FP8_E4M3;
+      if (r->covers[i * nc + c]) {
         const char *dot = strrchr(t->name, '.');
         return fp8_errorf(FP8_EINVAL, err, errlen,
                     "%s:%d: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
                     "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
                     "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
-                    ex->file, ex->format_lines[c], t->name, dot ? dot + 1 : t->name, cf->label);
+                    ex->file, ex->format_lines[c], t->name, dot ? dot + 1 : t->name,
+                    ex->config_section ? ex->sections[ex->config_section[c]].name : cf->label);
       }
     }
   }
@@ -239,6 +339,7 @@ void run_free(run_t *r) {
   free(r->names);
   free(r->roles);
   free(r->formats);
+  free(r->covers);
   free(r->red_slot);
   free(r->cpu_active);
   free(r->want_gemm[0]);

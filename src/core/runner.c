@@ -53,6 +53,7 @@ static void write_part_rows(run_t *r, int64_t step) {
     int warm = run_is_warmup(r, i);
     t->snap = 1;
     for (size_t c = 0; c < r->nconfigs; c++) {
+      if (!r->covers[i * r->nconfigs + c]) continue; /* its section's tensors leave it out */
       fp8_steps_row row = {.tensor = t->name, .role = r->roles[i], .step = step,
                            .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
                            .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
@@ -97,7 +98,7 @@ static int write_stream_rows(run_t *r, int64_t step, char *err, size_t errlen) {
     int warm = run_is_warmup(r, i);
     for (size_t c = 0; c < r->nconfigs; c++) {
       const fp8_config *cf = &r->ex->configs[c];
-      if (cf->kind != FP8_KIND_DELAYED) continue;
+      if (cf->kind != FP8_KIND_DELAYED || !r->covers[i * r->nconfigs + c]) continue;
       fp8_stream_row row = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
                             .config = cf, .format = r->formats[i * r->nconfigs + c],
                             .snapshot = r->t[i].snap, .amax = r->amax[i], .scale = r->scales[c],

@@ -40,6 +40,9 @@ typedef struct {
   const char **names;         /* [ntensors] */
   fp8_role *roles;            /* [ntensors] */
   fp8_format *formats;        /* [ntensors * nconfigs] */
+  unsigned char *covers;      /* [ntensors * nconfigs]: the configuration applies to the tensor
+                                 (its section's tensors; the first section of a shared label):
+                                 rows exist only there */
   size_t *red_slot;           /* [ntensors] with reduce_amax, else NULL */
   size_t nred;
   unsigned char *cpu_active;  /* [nconfigs]: quantized by the CPU fallback */

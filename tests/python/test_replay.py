@@ -11,6 +11,9 @@ reference: counts exactly, amax and scale bit-exactly, mse/snr_db to 1e-6 relati
 (rel_error to 1e-3 relative). Every case also checks that gemm.csv exists exactly when the
 reference expects one (gemm = true and a layer triplet at a snapshot step): absent otherwise.
 
+The "mixed recipes" case adds [recipe.*] sections with tensors globs and a shared label (one
+recipe of three kinds over the tensors) to a blocks case.
+
 The "ranks" cases replay multi-rank traces (gen_trace.py --ranks R: rank_<r>/ folders whose
 amaxes differ per rank) as one trace with tensors rank_<r>/<name>, with [trace] reduce_amax off
 and on (all ranks in one group, or reduce_group = 2 of 4), against the reference's own
@@ -173,6 +176,30 @@ def check_independent(binary, d, ini, nranks):
     return "byte-identical to the per-rank replays: " + ", ".join(checked)
 
 
+MIXED_INI = """[recipe.mix]
+label = mixed
+kind = current
+tensors = gemm0.*, edge.*
+
+[recipe.mix_blk]
+label = mixed
+kind = block
+tensors = gemm1.input, *.grad_input
+
+[recipe.mix_rest]
+label = mixed
+kind = delayed
+history_len = 2
+margin = 1
+
+[recipe.part]
+kind = delayed
+history_len = 1, 16
+tensors = *.weight, *.grad_output
+
+[analysis]"""
+
+
 def case_synth(binary, tmp):
     d = os.path.join(tmp, "synth")
     os.makedirs(d)
@@ -205,6 +232,11 @@ def main():
         ("random seed 21 blocks", lambda: case_random(binary, tmp, 21, ["--blocks"], True)),
         ("random seed 22 blocks --select",
          lambda: case_random(binary, tmp, 22, ["--blocks", "--select"], True)),
+        # [recipe.*] tensors and label (issue 14): a mixed recipe of three kinds under one
+        # label (gemm0 all current: GEMM rows; gemm1 split over two sections: none) and a
+        # sweep over some tensors only
+        ("random seed 24 blocks mixed recipes",
+         lambda: case_random(binary, tmp, 24, ["--blocks"], True, [("[analysis]", MIXED_INI)])),
         # triplets, but [analysis] gemm = false: no gemm.csv
         ("random seed 23 blocks gemm = false",
          lambda: case_random(binary, tmp, 23, ["--blocks"], False,

@@ -958,6 +958,8 @@ class Config:
         self.pow2 = pow2
         self.rounding = rounding      # mxfp8: scale_rounding
         self.block = block            # block: 1x128 | 128x128 | auto
+        self.section = label          # the [recipe.<section>] it comes from (label: its rows')
+        self.tensors = TensorSel()    # the tensors it applies to
 
     def block_recipe(self):
         """The BlockRecipe of a block-kind configuration (mxfp8, block, rowwise)."""
@@ -974,6 +976,7 @@ class Experiment:
         self.steps = StepSel()
         self.tensors = TensorSel()
         self.configs = []
+        self.sections = []            # (section, label, TensorSel, configurations), file order
         self.skipped_labels = set()   # recipe sections of kinds this reference does not model
         self.output_dir = None
         self.overflow_budget = 1e-5   # [analysis]: not used by the replay
@@ -1043,10 +1046,15 @@ def parse_experiment(path, warn=sys.stderr):
                              "step_budget"):
                     print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
         elif sec.startswith("recipe."):
-            label = sec[len("recipe."):]
-            if label in labels:
-                raise ValueError("recipe section %s given twice" % label)
-            labels.add(label)
+            section = sec[len("recipe."):]
+            if section in labels:
+                raise ValueError("recipe section %s given twice" % section)
+            labels.add(section)
+            # issue 14: `label` names the recipe label of the rows (default: the section's
+            # name); `tensors` the tensors the section's configurations apply to
+            label = kv.get("label", section).strip()
+            sel = TensorSel(kv["tensors"]) if "tensors" in kv else TensorSel()
+            first_config = len(exp.configs)
             kind = kv.get("kind", "").strip()
             if kind == "delayed":
                 known = {"kind", "format", "history_len", "margin", "amax_compute"}
@@ -1104,10 +1112,53 @@ def parse_experiment(path, warn=sys.stderr):
                       % (sec, kind), file=warn)
                 exp.skipped_labels.add(label)
                 continue
+            known |= {"label", "tensors"}
+            for cfg in exp.configs[first_config:]:
+                cfg.section = section
+                cfg.tensors = sel
+            exp.sections.append((section, label, sel, len(exp.configs) - first_config))
             for k in kv:
                 if k not in known:
                     print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
+    for i, (section, label, sel, n) in enumerate(exp.sections):
+        shared = [x for x in exp.sections if x[1] == label]
+        if len(shared) > 1 and n != 1:
+            raise ValueError("[recipe.%s] shares the label %s: it must be one configuration"
+                             % (section, label))
     return exp
+
+
+def coverage(exp, names):
+    """{(tensor, config index)} of the configurations that apply to each tensor (README
+    "Recipes for some tensors; mixed recipes"): a tensor takes, per recipe label, the first
+    section in file order whose tensors globs match it (no globs: every tensor); a label
+    shared by sections must take every tensor."""
+    out = set()
+    by_label = {}
+    for ci, cfg in enumerate(exp.configs):
+        by_label.setdefault(cfg.label, []).append(ci)
+    for label, cis in by_label.items():
+        sections = []
+        for ci in cis:
+            if exp.configs[ci].section not in [x[0] for x in sections]:
+                sections.append((exp.configs[ci].section, exp.configs[ci].tensors))
+        for name in names:
+            r, local = split_rank(name)
+            prefix = None if r is None else "rank_%d/" % r
+            taken = None
+            for sec, sel in sections:
+                if sel(local, prefix):
+                    taken = sec
+                    break
+            if taken is None:
+                if len(sections) > 1:
+                    raise ValueError("tensor %s: no section of the label %s takes it"
+                                     % (name, label))
+                continue
+            for ci in cis:
+                if exp.configs[ci].section == taken:
+                    out.add((name, ci))
+    return out
 
 # --------------------------------------------------------------------------------------------
 # replay
@@ -1170,6 +1221,7 @@ def replay_full(exp, trace):
     names |= {n for (_t, n) in trace.csv}
     names = sorted(names)
     groups = reduction_groups(exp, trace, names)
+    covers = coverage(exp, names)   # rows only where a configuration applies
     delayed = [ci for ci, cfg in enumerate(exp.configs) if cfg.kind == "delayed"]
     state = {}
     stats_cache = {}
@@ -1206,17 +1258,18 @@ def replay_full(exp, trace):
                                                               cfg.amax_compute)
                     s = st.scale
                     used[(t, name, ci)] = s
-                    stream.append(dict(tensor=name, role=role, step=t, recipe=cfg.label,
-                                       format=fmt, history_len=cfg.history_len,
-                                       margin=cfg.margin, amax_compute=cfg.amax_compute,
-                                       snapshot=1 if present else 0, amax=a_t, scale=s,
-                                       overshoot=overshoot(a_t, s, fmt), warmup=warm))
+                    if (name, ci) in covers:
+                        stream.append(dict(tensor=name, role=role, step=t, recipe=cfg.label,
+                                           format=fmt, history_len=cfg.history_len,
+                                           margin=cfg.margin, amax_compute=cfg.amax_compute,
+                                           snapshot=1 if present else 0, amax=a_t, scale=s,
+                                           overshoot=overshoot(a_t, s, fmt), warmup=warm))
                 elif cfg.kind == "current":
                     s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin) \
                         if present else None
                 else:
                     s = None
-                if present:
+                if present and (name, ci) in covers:
                     if blk:
                         rec = cfg.block_recipe()
                         ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2)
@@ -1251,7 +1304,7 @@ def replay_full(exp, trace):
         for name in names:
             if np.isfinite(fed[name]) and fed[name] > 0:
                 fed_nonzero.add(name)
-    gemm = gemm_replay(exp, trace, used)
+    gemm = gemm_replay(exp, trace, used, covers)
     return dict(steps=rows, gemm=gemm, stream=stream, summary=summary_rows(exp, rows))
 
 
@@ -1382,9 +1435,10 @@ class _CachedRecipe:
         return self.cache[k]
 
 
-def gemm_replay(exp, trace, used):
+def gemm_replay(exp, trace, used, covers=None):
     """gemm.csv rows (see GEMM_COLUMNS), or None when no gemm.csv is expected. `used`: the
-    delayed scales of replay_all."""
+    delayed scales of replay_all; `covers`: coverage() (None: every configuration applies to
+    every tensor); a layer has rows under a configuration that applies to its three operands."""
     if not exp.gemm:
         return None
     any_triplet = False
@@ -1416,8 +1470,13 @@ def gemm_replay(exp, trace, used):
                     done[key] = gemm_errors(x, w, dy, _CachedRecipe(rec.quantize),
                                             exp.gemm_max_tokens, ref)
                 errs.append(done[key])
+            applies = [covers is None or all(("%s.%s" % (L, r), ci) in covers
+                                             for r in TRIPLET_ROLES)
+                       for ci in range(len(exp.configs))]
             for g in GEMMS:
-                for cfg, e in zip(exp.configs, errs):
+                for cfg, e, ok in zip(exp.configs, errs, applies):
+                    if not ok:
+                        continue
                     dl = cfg.kind == "delayed"
                     rows.append(dict(layer=L, gemm=g, step=t, recipe=cfg.label, kind=cfg.kind,
                                      history_len=cfg.history_len if dl else "",
