@@ -752,8 +752,8 @@ START_TEST(recommendations_rules) {
   ck_assert_double_eq(x->overflow_rate, 1.0 / 1000.0);                  /* worst: e.input */
   ck_assert(strstr(x->note, "does not fit: e.input") != NULL);
 
-  /* the model: H16 m0 fits a, b and w (3 of 6), more than any other setting; the misfits in
-   * tensor order */
+  /* the model: only H16 m0 ran on all six tensors (a whole-model setting must have), and it fits
+   * a, b and w (3 of 6); the misfits in tensor order */
   ck_assert_int_eq(r.recs[9].scope, FP8_REC_MODEL);
   x = &r.recs[9];
   ck_assert_str_eq(x->name, "all tensors");
@@ -761,7 +761,7 @@ START_TEST(recommendations_rules) {
             x->amax_compute == FP8_AMAX_MAX);
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 6);
-  ck_assert_str_eq(x->decided_by, "fits");
+  ck_assert_str_eq(x->decided_by, "only fit");
   ck_assert_uint_eq(x->nmisfits, 3);
   ck_assert_str_eq(x->misfits[0], "c.output");
   ck_assert_str_eq(x->misfits[1], "d.output");

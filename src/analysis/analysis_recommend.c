@@ -284,7 +284,7 @@ static int cmp_setting(const setting *a, const setting *b, int by_covers, const 
  * adjacent and ascending); delayed: only each line's smallest margin with the most covers
  * competes. found = 0 when n = 0; *why as cmp_setting against the runner-up ("only fit"). */
 static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, int by_covers,
-                            int nofmt, int *found, const char **why) {
+                            int nofmt, int64_t need, int *found, const char **why) {
   setting best = {0}, second = {0}, line_best = {0};
   int have_second = 0, have_line = 0;
   *found = 0;
@@ -295,6 +295,12 @@ static setting best_setting(const gref *refs, size_t n, const fp8_budgets *b, in
     while (hi < n && same_setting(refs[hi].s->group, refs[lo].s->group, nofmt)) hi++;
     setting s = {0};
     if (lo < n) s = aggregate(refs, lo, hi, b);
+    /* a setting for every tensor of the scope must have run on every one of them: a section
+     * with `tensors` (a partial sweep, one part of a mixed label) is not a candidate */
+    if (lo < n && by_covers && s.ran < need) {
+      lo = hi;
+      continue;
+    }
     /* the end of a line: its candidate competes */
     int line_ends = have_line && (lo == n || !by_covers || !same_line_f(s.g, line_best.g, nofmt));
     if (line_ends) {
@@ -402,7 +408,7 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
   rn = rns;
   char cfg[200];
   int found;
-  setting d = best_setting(dl, nd, b, 1, nofmt, &found, &r->decided_by);
+  setting d = best_setting(dl, nd, b, 1, nofmt, ntensors, &found, &r->decided_by);
   if (found && d.covers > 0) {
     set_config(r, d.g);
     r->meets_budget = 1;
@@ -428,7 +434,7 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
     snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %stensor", rn);
   r->kind = FP8_KIND_CURRENT;
   const char *unused;
-  setting c = best_setting(cl, nc, b, 0, nofmt, &found, &unused);
+  setting c = best_setting(cl, nc, b, 0, nofmt, 0, &found, &unused);
   r->decided_by = "fallback";
   if (found) {
     set_config(r, c.g);

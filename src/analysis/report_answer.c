@@ -6,10 +6,14 @@
  * from the CSVs. */
 #include "report_internal.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "outfile.h"
 
 static const fp8_recommendation *model_rec(const fp8_recommendations *rec) {
   for (size_t i = 0; i < rec->nrecs; i++)
@@ -127,9 +131,31 @@ static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
   return FP8_OK;
 }
 
+/* A mixed recipe (one label, sections by tensor: e.g. advice.ini's) confirmed or not: the
+ * tensors whose own section fits the budgets (current scaling always does: the budgets do not
+ * apply to it). */
+static void answer_mixed(rep_t *r, fp8_doc *d) {
+  for (size_t c = 0; c < r->ncfg; c++) {
+    const cfg_t *m = &r->cfgs[c];
+    if (!m->mixed) continue;
+    int64_t n = 0, fit = 0;
+    for (size_t g = 0; g < r->tab.ngroups; g++) {
+      if (r->gcfg[g] != c) continue;
+      const fp8_group_stats *s = &r->an.stats[g];
+      n++;
+      fit += s->group->kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
+    }
+    fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
+                      "**%lld of %lld tensors** within the budgets (current scaling counts as "
+                      "within: the budgets do not apply to it)%s.", m->recipe, (long long)fit,
+                      (long long)n, fit == n ? ": the advice holds on this replay" : "");
+  }
+}
+
 void rep_add_answer(rep_t *r, fp8_doc *d) {
   const fp8_recommendation *x = model_rec(&r->rec);
   fp8_doc_heading(d, 2, "The answer");
+  answer_mixed(r, d);
   if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget) {
     fp8_doc_markdownf(d, "No delayed-scaling setting of this sweep fits the budgets (%.3g of the "
                       "values clipped at the snapshot steps, the largest element clipped at %.3g of "
@@ -167,6 +193,11 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
   const double f[3] = {0.1, 1.0, 10.0};
   for (int k = 0; k < 3; k++)
     if (sensitivity_row(r, d, f[k]) != FP8_OK) return;
+  if (x->nmisfits)
+    fp8_doc_markdown(d, "This advice as one experiment: advice.ini next to this report (the "
+                        "whole-model setting, the fix above for those tensors under one recipe "
+                        "label, and the whole-model setting alone beside it); `fp8lab run "
+                        "advice.ini` replays it to confirm.");
   int32_t mmax = largest_margin(r, x);
   if (binding)
     fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
@@ -180,4 +211,86 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
   fp8_doc_markdown(d, "Per-role and per-tensor detail: [Recommendations per role and per "
                       "tensor](#recommendations-per-role-and-per-tensor) (a per-role setting cannot be "
                       "expressed in one DelayedScaling recipe).");
+}
+
+/* ------------------------------------------------------------------ advice.ini */
+
+/* The [trace] section of the run (from run.json): the same trace, synth or a folder. */
+static void put_trace(FILE *fp, const rep_t *r) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/run.json", r->outdir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr), *tr = json_object_get(j, "trace");
+  const char *preset = json_string_value(json_object_get(tr, "synth_preset"));
+  const char *tp = json_string_value(json_object_get(tr, "path"));
+  fputs("[trace]\n", fp);
+  if (preset)
+    fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", preset,
+            (long long)json_integer_value(json_object_get(tr, "synth_steps")),
+            (long long)json_integer_value(json_object_get(tr, "synth_seed")));
+  else
+    fprintf(fp, "path = %s\n", tp ? tp : "(the trace of this run)");
+  json_decref(j);
+}
+
+static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
+                        const char *fmt) {
+  fprintf(fp, "\n[recipe.%s]\nlabel = advice\nkind = delayed\nformat = %s\nhistory_len = %d\n"
+          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->history_len, (int)margin,
+          fp8_amax_compute_name(x->amax_compute));
+}
+
+int rep_write_advice(rep_t *r, char *err, size_t errlen) {
+  const fp8_recommendation *x = model_rec(&r->rec);
+  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
+    return FP8_OK;
+  int32_t *rem = malloc(x->nmisfits * sizeof *rem);
+  if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t k = 0; k < x->nmisfits; k++) rem[k] = remedy_margin(r, x, x->misfits[k]);
+  const char *fmt = strcmp(te_format(r, x), "HYBRID") == 0 ? "hybrid" : strcmp(te_format(r, x), "E5M2") == 0 ? "e5m2" : "e4m3";
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, r->outdir, "advice.ini", err, errlen);
+  if (rc) {
+    free(rem);
+    return rc;
+  }
+  FILE *fp = of.fp;
+  fprintf(fp, "; advice.ini: the report's answer as one experiment (fp8lab report wrote it): the\n"
+          "; whole-model setting, and for the tensors it does not fit the fix the report names\n"
+          "; (a larger margin, or current scaling), all under the one recipe label \"advice\";\n"
+          "; beside it the whole-model setting alone. Replay it to confirm the advice:\n"
+          ";   fp8lab run advice.ini\n");
+  put_trace(fp, r);
+  int any_cur = 0;
+  for (size_t k = 0; k < x->nmisfits; k++) any_cur |= rem[k] < 0;
+  if (any_cur) {
+    fputs("\n[recipe.advice]\nkind = current\nformat = ", fp);
+    fputs(fmt, fp);
+    fputs("\ntensors = ", fp);
+    for (size_t k = 0, n = 0; k < x->nmisfits; k++)
+      if (rem[k] < 0) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[k]);
+    fputc('\n', fp);
+  }
+  for (size_t k = 0; k < x->nmisfits; k++) { /* one section per larger margin */
+    if (rem[k] < 0) continue;
+    int first = 1;
+    for (size_t i = 0; i < k; i++) first &= rem[i] != rem[k];
+    if (!first) continue;
+    char sec[64];
+    snprintf(sec, sizeof sec, "advice_margin_%d", (int)rem[k]);
+    put_delayed(fp, sec, x, rem[k], fmt);
+    fputs("tensors = ", fp);
+    for (size_t i = k, n = 0; i < x->nmisfits; i++)
+      if (rem[i] == rem[k]) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
+    fputc('\n', fp);
+  }
+  put_delayed(fp, "advice_rest", x, x->margin, fmt);
+  fputs("; no tensors key: every tensor the sections above leave\n", fp);
+  fprintf(fp, "\n[recipe.one_recipe]\nkind = delayed\nformat = %s\nhistory_len = %d\nmargin = %d\n"
+          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->history_len,
+          (int)x->margin, fp8_amax_compute_name(x->amax_compute));
+  free(rem);
+  rc = fp8_outfile_commit(&of, err, errlen);
+  if (!rc) r->wrote_advice = 1;
+  return rc;
 }

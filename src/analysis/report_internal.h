@@ -57,6 +57,7 @@ typedef struct {
   int64_t warmup_override; /* [analysis] warmup_steps from run.json, -1: each tensor's own */
   fp8_steps_table tab;
   fp8_stream_table stream; /* stream.csv (have_stream 0: the run has none) */
+  int wrote_advice;     /* advice.ini written (rep_write_advice) */
   int have_stream;
   fp8_analysis an;
   fp8_recommendations rec;
@@ -161,6 +162,11 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
 /* The first section: the one TE recipe line (the model-scope recommendation), the tensors it
  * does not fit and what to do for them, its sensitivity to the budgets, what was not tried. */
 void rep_add_answer(rep_t *r, fp8_doc *d);
+/* <outdir>/advice.ini: the answer as one experiment (the whole-model setting, current scaling
+ * or the fitting margin for the tensors it does not fit, as one recipe label; the whole-model
+ * setting alone beside it), to replay and confirm the advice. Nothing when there is no answer
+ * or it fits every tensor. FP8_OK, or the write's status with a message. */
+int rep_write_advice(rep_t *r, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ report_text.c */
 

@@ -24,6 +24,7 @@ static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {
     rc = fp8_outputs_add(o, name);
   }
   if (!rc) rc = fp8_outputs_add(o, "report.md");
+  if (!rc && r->wrote_advice) rc = fp8_outputs_add(o, "advice.ini");
   snprintf(name, sizeof name, "notebooks_export/%s", nbname);
   if (!rc) rc = fp8_outputs_add(o, name);
   return rc;

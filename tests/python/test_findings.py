@@ -967,7 +967,11 @@ def model_choice(run, bv, bs):
             p5[setting].append(st["p5"])
         if fin:
             under[setting].append(sum(r["underflow"] for r in live) / fin)
-    settings = sorted(first, key=lambda x: (x[0], x[1], 0 if x[3] == "max" else 1, x[2], first[x]))
+    # a setting for the whole model must have run on every tensor (not a partial sweep, nor one
+    # section of a mixed label): the tensors that have a group of it
+    ran = collections.Counter((k[1], k[4], k[5], k[6]) for k in run.group_keys if k[2] == "delayed")
+    settings = sorted((x for x in first if ran[x] == len(run.tensors)),
+                      key=lambda x: (x[0], x[1], 0 if x[3] == "max" else 1, x[2], first[x]))
     covers = {x: sum(1 for t in run.tensors if fit.get((t, x))) for x in settings}
     mean = lambda v: sum(v) / len(v) if v else float("nan")
     cands, line_best = [], None
