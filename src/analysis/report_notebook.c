@@ -176,7 +176,8 @@ static const char *const CELLS[] = {
     " .agg([\"count\", \"max\"]).sort_values(\"count\", ascending=False).head(20))",
 
     "# The distribution of that tensor's values (histograms.csv: counts per power of two at each\n"
-    "# snapshot step): the snapshot step nearest the peak against the first non-warm-up one.\n"
+    "# snapshot step): the snapshot step nearest the peak against the second one (the first\n"
+    "# snapshot step is warm-up).\n"
     "if histograms is None:\n"
     "    h = None\n"
     "else:\n"
