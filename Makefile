@@ -38,16 +38,14 @@ ranks: build
 	  $(BUILD)/fp8lab synth llm out/ranks_trace/rank_$$r --steps $(RANKS_STEPS) --seed $$((r + 1)) >/dev/null || exit 1; \
 	done && $(BUILD)/fp8lab run experiments/ranks.ini --force
 
-# Re-runs the shipped experiments and copies their reports into notebooks_export/.
+# Re-runs the shipped experiments and rebuilds their copies in notebooks_export/ from scratch
+# (scripts/notebook_export.py): <e>.ipynb, <e>/report.md, <e>/plots/ (only the PNGs report.md
+# references) and <e>/data/ (the reduced data the notebook runs on: aggregates, thinned stream).
 NOTEBOOK_EXPERIMENTS ?= quickstart recipes
 notebooks: build
 	@for e in $(NOTEBOOK_EXPERIMENTS); do \
 	  $(BUILD)/fp8lab run experiments/$$e.ini --force --quiet --out out/$$e || exit 1; \
-	  rm -rf notebooks_export/$$e && mkdir -p notebooks_export/$$e && \
-	  cp out/$$e/notebooks_export/$$e.ipynb notebooks_export/$$e.ipynb && \
-	  cp out/$$e/report.md notebooks_export/$$e/report.md && \
-	  cp -r out/$$e/plots notebooks_export/$$e/plots && \
-	  echo "notebooks_export/$$e.ipynb, notebooks_export/$$e/report.md" || exit 1; \
+	  python3 scripts/notebook_export.py out/$$e notebooks_export || exit 1; \
 	done
 
 bench: build

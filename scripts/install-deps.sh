@@ -33,11 +33,15 @@ require_py=0
 case "${FP8LAB_REQUIRE_PYDEPS:-}" in "" | 0) ;; *) require_py=1 ;; esac
 pydeps_missing() { # message
   if [ "$require_py" = 1 ]; then
-    echo "install-deps: error: $1, and FP8LAB_REQUIRE_PYDEPS is set (the replay-vs-reference checks must run)" >&2
+    echo "install-deps: error: $1, and FP8LAB_REQUIRE_PYDEPS is set (the Python checks must run)" >&2
     exit 1
   fi
-  echo "install-deps: warning: $1; the Python cross-checks will be skipped" >&2
+  echo "install-deps: warning: $1; the Python checks will be skipped" >&2
 }
+# The notebook test (tests/python/test_notebooks.py) executes the report's notebooks with a real
+# kernel: pandas, nbformat, nbclient and ipykernel, from PyPI as well: Debian's python3-pandas,
+# python3-nbclient and python3-ipykernel would go to /usr/bin/python3, which need not be the
+# python3 on PATH that CTest runs the test with (here a pyenv one).
 if command -v python3 >/dev/null 2>&1; then
   if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
     echo "install-deps: pip installing numpy ml_dtypes" >&2
@@ -45,6 +49,16 @@ if command -v python3 >/dev/null 2>&1; then
       pydeps_missing "pip install numpy ml_dtypes failed for $(command -v python3)"
     elif ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
       pydeps_missing "numpy/ml_dtypes still not importable by $(command -v python3) after pip install"
+    fi
+  fi
+  nbmods="import pandas, nbformat, nbclient, ipykernel"
+  if ! python3 -c "$nbmods" >/dev/null 2>&1; then
+    echo "install-deps: pip installing pandas nbformat nbclient ipykernel" >&2
+    if ! python3 -m pip install --quiet --disable-pip-version-check pandas nbformat nbclient \
+        ipykernel >&2; then
+      pydeps_missing "pip install pandas nbformat nbclient ipykernel failed for $(command -v python3)"
+    elif ! python3 -c "$nbmods" >/dev/null 2>&1; then
+      pydeps_missing "pandas/nbformat/nbclient/ipykernel still not importable by $(command -v python3) after pip install"
     fi
   fi
 else

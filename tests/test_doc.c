@@ -266,7 +266,7 @@ START_TEST(test_write_both) {
   ck_assert_str_eq(
       json_string_value(json_object_get(json_object_get(meta, "language_info"), "name")), "python");
 
-  /* markdown (heading, paragraph, heading, table) | image | caption + paragraph | code |
+  /* markdown (heading, paragraph, heading, table) | image + caption | paragraph | code |
    * notebook-only markdown | notebook-only code | heading; the Markdown-only blocks are gone. */
   json_t *cells = json_object_get(nb, "cells");
   ck_assert_uint_eq(json_array_size(cells), 7);
@@ -279,16 +279,14 @@ START_TEST(test_write_both) {
                 "# Report\n\nReplayed **3** steps of `gpt`.\n\n## Saturation\n\n"
                 "| tensor | saturated % | note |\n|---|---:|:---:|\n| a\\|b | 1.50 | x |\n"
                 "| fc1 | 12.00 |  |");
-  json_t *img = cell_at(cells, 1, "code");
-  assert_source(img, "from IPython.display import Image\nImage(filename=\"plots/one.png\")");
-  json_t *outs = json_object_get(img, "outputs");
-  ck_assert_uint_eq(json_array_size(outs), 1);
-  json_t *out = json_array_get(outs, 0);
-  ck_assert_str_eq(json_string_value(json_object_get(out, "output_type")), "display_data");
-  json_t *data = json_object_get(out, "data");
-  char *plain = nb_text(json_object_get(data, "text/plain"));
-  ck_assert_str_eq(plain, "<IPython.core.display.Image object>");
-  free(plain);
+  /* the image: a Markdown cell with the PNG as its attachment (no output to lose on "Run All") */
+  json_t *img = cell_at(cells, 1, "markdown");
+  assert_source(img, "![one pixel](attachment:one.png)\n*Figure 1: a pixel.*");
+  ck_assert_ptr_null(json_object_get(img, "outputs"));
+  json_t *atts = json_object_get(img, "attachments");
+  ck_assert_uint_eq(json_object_size(atts), 1);
+  json_t *data = json_object_get(atts, "one.png");
+  ck_assert_uint_eq(json_object_size(data), 1);
   json_t *pngv = json_object_get(data, "image/png");
   char *b64 = json_is_string(pngv) ? strdup(json_string_value(pngv)) : nb_text(pngv);
   size_t len = 0;
@@ -298,7 +296,7 @@ START_TEST(test_write_both) {
   ck_assert(memcmp(png, PNG1, len) == 0);
   free(png);
   free(b64);
-  assert_source(cell_at(cells, 2, "markdown"), "*Figure 1: a pixel.*\n\nAfter the figure.");
+  assert_source(cell_at(cells, 2, "markdown"), "After the figure.");
   json_t *code = cell_at(cells, 3, "code");
   assert_source(code, "x = 1\nprint(x)");
   ck_assert(json_is_array(json_object_get(code, "outputs")));
@@ -401,8 +399,10 @@ START_TEST(test_escaping) {
   assert_source(cell_at(cells, 0, "markdown"),
                 "| a\\|b | c |\n|---|---|\n| \\|x\\| | two lines |\n| `p\\|q` | \\ |");
   assert_source(cell_at(cells, 1, "code"), "s = \"\"\"\n```\n\"\"\"");
-  assert_source(cell_at(cells, 2, "code"),
-                "from IPython.display import Image\nImage(filename=\"a\\\"b\\\\c.png\")");
+  /* the attachment's name: the file's base name with the quote and backslash made '_' */
+  json_t *icell = cell_at(cells, 2, "markdown");
+  assert_source(icell, "![x](attachment:a_b_c.png)");
+  ck_assert_ptr_nonnull(json_object_get(json_object_get(icell, "attachments"), "a_b_c.png"));
   json_decref(nb);
   nbformat_validate(path);
   free(path);
@@ -417,8 +417,8 @@ END_TEST
  * splice cannot tell from it) makes the notebook go the slow way; either way each image cell
  * holds its image and every text its text. */
 static void assert_image_cell(json_t *cells, size_t i) {
-  json_t *outs = json_object_get(cell_at(cells, i, "code"), "outputs");
-  json_t *data = json_object_get(json_array_get(outs, 0), "data");
+  json_t *atts = json_object_get(cell_at(cells, i, "markdown"), "attachments");
+  json_t *data = json_object_get(atts, "one.png");
   const char *b64 = json_string_value(json_object_get(data, "image/png"));
   ck_assert_ptr_nonnull(b64);
   size_t len = 0;

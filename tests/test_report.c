@@ -119,8 +119,8 @@ START_TEST(test_run_writes_report) {
     char cmd[4600];
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import nbformat,sys; nb=nbformat.read(sys.argv[1], as_version=4); "
-             "nbformat.validate(nb); print(sum(1 for c in nb.cells for o in c.get('outputs', []) "
-             "if 'image/png' in o.get('data', {})))\" '%s/out/notebooks_export/exp.ipynb'",
+             "nbformat.validate(nb); print(sum(1 for c in nb.cells for a in c.get('attachments', {}).values() "
+             "if 'image/png' in a))\" '%s/out/notebooks_export/exp.ipynb'",
              g_dir);
     rc = tu_run(cmd, &out);
     ck_assert_msg(rc == 0, "nbformat: %s", out);

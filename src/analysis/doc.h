@@ -81,8 +81,8 @@ int fp8_doc_table_row(fp8_doc *doc, const char *const *cells);
 /** An image: path of a PNG relative to the directory the documents are written to (the
  *  notebook reads it at write time and embeds it), alt text, optional caption (Markdown, one
  *  line, NULL for none). Markdown: "![alt](path)" and "*caption*" on the next line. Notebook: a
- *  code cell displaying the file with IPython.display.Image, whose saved output embeds the PNG
- *  (base64), followed by the caption in a Markdown cell. */
+ *  Markdown cell of its own, "![alt](attachment:<file name>)" and the caption, the PNG embedded
+ *  (base64) as the cell's attachment, which executing the notebook leaves in place. */
 int fp8_doc_image(fp8_doc *doc, const char *path, const char *alt, const char *caption);
 
 /** Python source: a code cell (not run: no outputs) in the notebook, a ```python fenced block

@@ -1,6 +1,7 @@
 /* doc_notebook.c: the notebook rendering of a document (doc.h): a jansson tree merging
- * consecutive Markdown blocks (rendered by doc_markdown.c) into one cell, images embedded as
- * saved outputs, dumped the way Jupyter saves notebooks (indent 1, sorted keys) so that
+ * consecutive Markdown blocks (rendered by doc_markdown.c) into one cell, each image a Markdown
+ * cell of its own with the PNG as the cell's attachment (so that executing the notebook keeps
+ * it: saved outputs are replaced on "Run All"), dumped the way Jupyter saves notebooks (indent 1, sorted keys) so that
  * re-saving one gives a small diff. The images' base64 is spliced into the dumped text in
  * place of placeholders: the same bytes as dumping it, without jansson's escaping pass. */
 #include "doc_internal.h"
@@ -181,7 +182,25 @@ static int read_all(const char *path, unsigned char **data, size_t *len, char *e
   return rc;
 }
 
-/* The image's code cell: Python that displays the file, and its output saved with it. */
+/* The attachment name of an image: the file's base name, with every byte other than
+ * [A-Za-z0-9._-] made '_' (so that "attachment:<name>" needs no Markdown escape). */
+static void nb_attachment_name(const char *path, char *buf, size_t n) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (!*base) base = "image.png";
+  size_t i = 0;
+  for (; base[i] && i + 1 < n; i++) {
+    unsigned char c = (unsigned char)base[i];
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
+    buf[i] = ok ? (char)c : '_';
+  }
+  buf[i] = 0;
+}
+
+/* The image's Markdown cell: "![alt](attachment:<name>)" and its caption, the PNG in the cell's
+ * "attachments". An attachment is part of the cell's source, not an output: it survives "Run
+ * All" and "Clear outputs", and needs no file next to the notebook. */
 static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, size_t errlen) {
   size_t plen = strlen(dir) + strlen(b->text) + 2;
   char *path = malloc(plen);
@@ -205,19 +224,16 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   }
   rc = FP8_ENOMEM; /* from here on, every failure is an allocation */
   if (!(b64 = fp8_doc_base64(png, len))) goto done;
-  /* The path as a Python string literal: backslash escapes for '\\', '"' and control bytes;
-   * other bytes are UTF-8, which Python 3 source is. */
+  char name[256], target[300];
+  nb_attachment_name(b->text, name, sizeof name);
+  snprintf(target, sizeof target, "attachment:%s", name);
+  block ref = *b; /* the same image block, pointing at the attachment */
+  ref.text = target;
   FILE *fp = open_memstream(&src, &srclen);
   if (!fp) goto done;
-  fputs("from IPython.display import Image\nImage(filename=\"", fp);
-  for (const unsigned char *s = (const unsigned char *)b->text; *s; s++) {
-    if (*s == '\\' || *s == '"') fprintf(fp, "\\%c", *s);
-    else if (*s < 0x20 || *s == 0x7F) fprintf(fp, "\\x%02x", *s);
-    else fputc(*s, fp);
-  }
-  fputs("\")", fp);
+  doc_md_block(fp, &ref);
   if (doc_memstream_close(fp, &src)) goto done;
-  json_t *cell = nb_cell(nb, "code", source_lines(src, srclen));
+  json_t *cell = nb_cell(nb, "markdown", source_lines(src, srclen));
   if (!cell) goto done;
   nb_img *imgs = fp8_grow(nb->imgs, nb->nimgs, &nb->capimgs, sizeof *imgs, 16);
   if (!imgs) goto done;
@@ -225,16 +241,13 @@ static int nb_image(nb_build *nb, const block *b, const char *dir, char *err, si
   char tok[64]; /* the placeholder without its quotes */
   nb_token(nb->nimgs, tok, sizeof tok);
   tok[strlen(tok) - 1] = 0;
-  json_t *out = json_object(), *data = json_object();
-  int bad = !out || !data;
+  json_t *att = json_object(), *data = json_object();
+  int bad = !att || !data;
   bad |= json_object_set_new(data, "image/png", json_string(tok + 1));
   imgs[nb->nimgs++] = (nb_img){b64, data};
   b64 = NULL;
-  bad |= json_object_set_new(data, "text/plain", json_string("<IPython.core.display.Image object>"));
-  bad |= json_object_set_new(out, "data", data);
-  bad |= json_object_set_new(out, "metadata", json_object());
-  bad |= json_object_set_new(out, "output_type", json_string("display_data"));
-  bad |= json_array_append_new(json_object_get(cell, "outputs"), out);
+  bad |= json_object_set_new(att, name, data);
+  bad |= json_object_set_new(cell, "attachments", att);
   if (!bad) rc = FP8_OK;
 done:
   if (rc == FP8_ENOMEM) fp8_errorf(0, err, errlen, "%s: out of memory embedding image", path);
@@ -272,11 +285,6 @@ int doc_nb_render(const fp8_doc *d, const char *dir, char **out, char *err, size
       if (b->kind == BLK_IMAGE) {
         if ((rc = nb_image(&nb, b, dir, err, errlen)) != FP8_OK) goto done;
         rc = FP8_ENOMEM;
-        if (b->caption) { /* the caption opens the next Markdown cell */
-          FILE *fp = nb_md(&nb);
-          if (!fp) goto oom;
-          fprintf(fp, "*%s*\n", b->caption);
-        }
       } else if (!nb_cell(&nb, "code", source_lines(b->text, strlen(b->text)))) {
         goto oom;
       }

@@ -178,5 +178,8 @@ const char *rep_fmt_db(double v, char *buf, size_t n);
 /* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.
  * NULL when out of memory. */
 fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix);
+/* report_notebook.c: the notebook's "Explore the data" cells (notebook only), appended to d;
+ * csv_prefix is the run folder as seen from the notebook's folder. */
+void rep_add_notebook(rep_t *r, fp8_doc *d, const char *csv_prefix);
 
 #endif

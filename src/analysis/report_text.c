@@ -330,37 +330,6 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
                       "step of the replay, tensor and delayed configuration: amax, scale used, overshoot), "
                       "summary.csv, analysis.csv (statistics over steps), recommendations.csv, "
                       "histograms.csv, gemm.csv (when the trace has layer triplets), run.json.");
-  fp8_doc_set_target(d, FP8_DOC_NOTEBOOK);
-  fp8_doc_heading(d, 2, "Explore the data");
-  fp8_doc_markdownf(d, "The cells below load the run's CSV files (paths relative to this notebook in "
-                       "the run's `notebooks_export/` folder).");
-  char code[2048];
-  snprintf(code, sizeof code,
-           "import pandas as pd\n"
-           "steps = pd.read_csv(\"%ssteps.csv\")\n"
-           "analysis = pd.read_csv(\"%sanalysis.csv\")\n"
-           "recommendations = pd.read_csv(\"%srecommendations.csv\")\n"
-           "steps.head()",
-           csv_prefix, csv_prefix, csv_prefix);
-  fp8_doc_code(d, code);
-  fp8_doc_code(d, "# tensors and configurations that clip most (values past the rounding of the max)\n"
-                  "analysis.sort_values(\"clipped_rate\", ascending=False).head(20)");
-  if (r->have_stream) {
-    snprintf(code, sizeof code,
-             "# every step of the replay under the delayed configurations: the largest element's\n"
-             "# overshoot (log2 of amax * scale / fp8 max; > 0: it saturated), warm-up left out\n"
-             "stream = pd.read_csv(\"%sstream.csv\")\n"
-             "s = stream[(stream.warmup == 0) & (stream.amax > 0)]\n"
-             "s[s.overshoot > 0].groupby([\"tensor\", \"recipe\", \"history_len\", \"margin\", "
-             "\"amax_compute\"]).overshoot.agg([\"count\", \"max\"]).sort_values(\"count\", "
-             "ascending=False).head(20)",
-             csv_prefix);
-    fp8_doc_code(d, code);
-  }
-  fp8_doc_code(d, "# one tensor's amax and scales over steps, per configuration\n"
-                  "t = steps[\"tensor\"].iloc[0]\n"
-                  "steps[steps[\"tensor\"] == t].pivot_table(index=\"step\", columns=[\"recipe\", \"history_len\", "
-                  "\"margin\", \"amax_compute\"], values=\"scale\", dropna=False).head()");
-  fp8_doc_set_target(d, FP8_DOC_BOTH);
+  rep_add_notebook(r, d, csv_prefix);
   return d;
 }
