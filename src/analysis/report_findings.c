@@ -44,10 +44,7 @@ static void worst_add(ref_totals *t, double ov, size_t g, int64_t step) {
 static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
   const fp8_steps_group *gr = &r->tab.groups[g];
   const fp8_group_stats *s = &r->an.stats[g];
-  const fp8_stream_series *ser =
-      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
-                                       gr->history_len, gr->margin, gr->amax_compute)
-                     : NULL;
+  const fp8_stream_series *ser = rep_series_of(r, g);
   int64_t ovf = 0, clip = 0;
   if (ser) {
     for (size_t i = 0; i < ser->n; i++) {
@@ -288,10 +285,7 @@ static void findings_roles(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
  * totals_group skips those steps too, so they are no part of "N of M steps". */
 static int64_t steps_ran(const rep_t *r, size_t g) {
   const fp8_steps_group *gr = &r->tab.groups[g];
-  const fp8_stream_series *ser =
-      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
-                                       gr->history_len, gr->margin, gr->amax_compute)
-                     : NULL;
+  const fp8_stream_series *ser = rep_series_of(r, g);
   int64_t n = 0;
   if (ser) {
     for (size_t i = 0; i < ser->n; i++) n += !ser->warmup[i] && ser->amax[i] > 0.0f;

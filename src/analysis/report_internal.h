@@ -115,6 +115,9 @@ int rep_load_gemm(rep_t *r, int *have, char *err, size_t errlen);
 /* The configurations (experiment order) with their aggregates, the reference and current
  * configurations and the ones shown on timelines. FP8_OK or FP8_ENOMEM (no message). */
 int rep_build_configs(rep_t *r);
+/* Group g's stream.csv series (its tensor under its delayed configuration), or NULL (no
+ * stream, or not a delayed group). */
+const fp8_stream_series *rep_series_of(const rep_t *r, size_t g);
 /* The group of tensor `tensor` under configuration c, or -1. */
 ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c);
 /* The row of group g at step s, or NULL (also for g < 0). */

@@ -189,10 +189,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
  * else over the snapshot rows; warm-up left out; -1 when it has none. */
 static int64_t event_step(const rep_t *r, size_t g) {
   const fp8_steps_group *gr = &r->tab.groups[g];
-  const fp8_stream_series *s =
-      r->have_stream ? fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format,
-                                       gr->history_len, gr->margin, gr->amax_compute)
-                     : NULL;
+  const fp8_stream_series *s = rep_series_of(r, g);
   double best = -INFINITY;
   int64_t step = -1;
   for (size_t i = 0; s && i < s->n; i++) {

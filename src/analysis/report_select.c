@@ -224,6 +224,13 @@ int rep_build_configs(rep_t *r) {
   return FP8_OK;
 }
 
+const fp8_stream_series *rep_series_of(const rep_t *r, size_t g) {
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  if (!r->have_stream || gr->kind != FP8_KIND_DELAYED) return NULL;
+  return fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format, gr->history_len,
+                         gr->margin, gr->amax_compute);
+}
+
 ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c) {
   for (size_t g = 0; g < r->tab.ngroups; g++)
     if (r->gcfg[g] == c && strcmp(r->tab.groups[g].tensor, tensor) == 0) return (ptrdiff_t)g;

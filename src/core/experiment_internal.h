@@ -81,6 +81,9 @@ typedef struct {
 void fp8_exp_list_free(exp_list *l);
 /** 0 on success, 1 when an item is empty, -1 when out of memory. */
 int fp8_exp_list_split(const char *value, exp_list *l);
+/* A tensors key (in [trace] or a [recipe.*]): a comma list of distinct globs into *globs /
+ * *n (allocated; *n 0 on error, with the error at the key's line). */
+void fp8_exp_globs(exp_ctx *c, const exp_entry *e, char ***globs, size_t *n);
 
 /** Whole-item base-10 integers and booleans: 0 on success, -1 when s is not one. */
 int fp8_exp_parse_i64(const char *s, int64_t *out);

@@ -327,28 +327,8 @@ static void recipe_expand(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *a
 
 /* The section's tensors key: a comma list of distinct globs (as [trace] tensors). */
 static void section_tensors(exp_ctx *c, const exp_entry *e, fp8_recipe_section *sec) {
-  exp_list l;
-  int rc = fp8_exp_list_split(e->value, &l);
-  if (rc < 0) {
-    c->nomem = 1;
-    return;
-  }
-  if (rc > 0) {
-    fp8_exp_fail(c, e->line, "empty glob in tensors = %s", e->value);
-    return;
-  }
-  for (size_t j = 0; j < l.n; j++)
-    for (size_t k = 0; k < j; k++)
-      if (strcmp(l.items[j], l.items[k]) == 0) {
-        fp8_exp_fail(c, e->line, "duplicate value \"%s\" in tensors", l.items[j]);
-        fp8_exp_list_free(&l);
-        return;
-      }
-  sec->globs = calloc(l.n, sizeof *sec->globs);
-  if (!sec->globs) c->nomem = 1;
-  for (size_t j = 0; j < l.n && sec->globs; j++) sec->globs[sec->nglobs++] = fp8_exp_strdup(c, l.items[j]);
+  fp8_exp_globs(c, e, &sec->globs, &sec->nglobs);
   sec->tensors_line = e->line;
-  fp8_exp_list_free(&l);
 }
 
 /* The section's label key: a recipe label (the characters and length of a [recipe.*] name). */

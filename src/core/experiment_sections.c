@@ -10,9 +10,9 @@
 
 #include "trace.h" /* FP8_RANK_LIMIT */
 
-/* [trace] tensors: a comma list of distinct globs. */
-static void trace_tensors(exp_ctx *c, const exp_entry *e) {
-  fp8_experiment *ex = c->ex;
+void fp8_exp_globs(exp_ctx *c, const exp_entry *e, char ***globs, size_t *n) {
+  *globs = NULL;
+  *n = 0;
   exp_list l;
   int rc = fp8_exp_list_split(e->value, &l);
   if (rc < 0) {
@@ -29,16 +29,19 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
         fp8_exp_fail(c, e->line, "duplicate value \"%s\" in tensors", l.items[j]);
         goto done;
       }
-  ex->tensor_globs = calloc(l.n, sizeof *ex->tensor_globs);
-  if (!ex->tensor_globs) {
+  if (!(*globs = calloc(l.n ? l.n : 1, sizeof **globs))) {
     c->nomem = 1;
     goto done;
   }
-  ex->ntensor_globs = l.n;
-  ex->tensors_line = e->line;
-  for (size_t j = 0; j < l.n; j++) ex->tensor_globs[j] = fp8_exp_strdup(c, l.items[j]);
+  for (size_t j = 0; j < l.n; j++) (*globs)[(*n)++] = fp8_exp_strdup(c, l.items[j]);
 done:
   fp8_exp_list_free(&l);
+}
+
+/* [trace] tensors: a comma list of distinct globs. */
+static void trace_tensors(exp_ctx *c, const exp_entry *e) {
+  fp8_exp_globs(c, e, &c->ex->tensor_globs, &c->ex->ntensor_globs);
+  c->ex->tensors_line = e->line;
 }
 
 void fp8_exp_trace_end(exp_ctx *c) {
