@@ -619,6 +619,7 @@ START_TEST(stream_series_by_hand) {
   ck_assert_double_eq(o.clip_step_rate, 1.0 / 4.0);
   /* overshoots of the four steps with amax > 0: log2 of 448/448, 462/448, 672/448, 224/448 */
   ck_assert_double_eq_tol(o.stream_overshoot_max, log2(672.0 / 448.0), 1e-15);
+  ck_assert_int_eq(o.stream_overshoot_step, 3); /* amax 3 at step 3 */
   double sorted[4] = {-1.0, 0.0, log2(462.0 / 448.0), log2(1.5)};
   ck_assert_double_eq_tol(o.overshoot_p50, (sorted[1] + sorted[2]) / 2.0, 1e-15);
   ck_assert_double_eq_tol(o.overshoot_p95, sorted[2] + 0.85 * (sorted[3] - sorted[2]), 1e-15);

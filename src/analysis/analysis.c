@@ -88,7 +88,7 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
   double *cs = malloc(cap * sizeof *cs);
   int rc = FP8_OK;
   o->overshoot_max = NAN;
-  o->stream_steps = -1;
+  o->stream_steps = o->stream_overshoot_step = -1;
   o->overshoot_p50 = o->overshoot_p95 = o->stream_overshoot_max = NAN;
   if (!snr || !snr_x || !lag || !ovf || !cs) {
     rc = FP8_ENOMEM;
@@ -101,9 +101,8 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
       o->warmup_steps++;
       continue;
     }
-    int64_t clip = r->clipped >= 0 ? r->clipped : r->overflow;
-    o->clipped += clip;
-    o->steps_with_clipped += clip > 0;
+    o->clipped += r->clipped;
+    o->steps_with_clipped += r->clipped > 0;
     if (!isnan(r->cos_sim)) cs[nc++] = r->cos_sim;
     if (!isnan(r->overshoot) && !(r->overshoot <= o->overshoot_max)) o->overshoot_max = r->overshoot;
     o->finite += r->n - r->nonfinite;
@@ -179,13 +178,17 @@ int fp8_analysis_stream_series(const fp8_stream_series *s, fp8_group_stats *o) {
   if (!ov) return FP8_ENOMEM;
   size_t k = 0;
   o->stream_steps = o->stream_overflow_steps = o->stream_clipped_steps = 0;
+  o->stream_overshoot_step = -1;
+  double top = -INFINITY;
   for (size_t i = 0; i < s->n; i++) {
     /* steps of this tensor: a step where it did not run (amax 0) is none of its steps */
     if (s->warmup[i] || !(s->amax[i] > 0.0f)) continue;
     o->stream_steps++;
     o->stream_overflow_steps += fp8_stream_overflowed(s->amax[i], s->scale[i], s->format);
     o->stream_clipped_steps += fp8_stream_clipped(s->amax[i], s->scale[i], s->format);
-    ov[k++] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
+    ov[k] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
+    if (ov[k] > top) top = ov[k], o->stream_overshoot_step = s->step[i];
+    k++;
   }
   o->overshoot_p50 = o->overshoot_p95 = o->stream_overshoot_max = NAN;
   if (k) {

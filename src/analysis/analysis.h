@@ -171,7 +171,8 @@ typedef struct {
   double snr_db;                 /**< may be inf (error 0); never nan or -inf */
   int64_t nblocks, blocks_with_overflow; /**< block kinds; -1 for per-tensor kinds */
   double log2_scale_min, log2_scale_max, log2_scale_std; /**< block kinds; NaN otherwise */
-  int64_t clipped;               /**< <= overflow; -1 in a file written before the column */
+  int64_t clipped;               /**< <= overflow; overflow in a file written before the column
+                                      (fp8_steps_table.has_clipped 0) */
   double overshoot;              /**< log2(amax s / fp8_max), -inf for amax 0; NaN: no column */
   double cos_sim;                /**< cosine of x and xhat; NaN: no column (or no finite data) */
   int warmup;                    /**< 1: a warm-up step of the tensor (docs/semantics.md) */
@@ -201,6 +202,7 @@ typedef struct {
   fp8_steps_group *groups;       /**< tensor name (strcmp), then first appearance in the file */
   size_t ntensors;
   const char **tensors;          /**< distinct tensor names, strcmp order */
+  int has_clipped;               /**< the file has the clipped column (else clipped = overflow) */
   void *priv_;                   /**< string storage */
 } fp8_steps_table;
 
@@ -303,6 +305,7 @@ typedef struct {
   int64_t stream_overflow_steps; /**< ... whose largest element overflowed (fp8_stream_overflowed) */
   int64_t stream_clipped_steps;  /**< ... whose largest element clipped (fp8_stream_clipped) */
   double overshoot_p50, overshoot_p95, stream_overshoot_max; /**< over those with amax > 0 */
+  int64_t stream_overshoot_step; /**< the (first) step of stream_overshoot_max; -1 if none */
   /** The step rate the step budget applies to: stream_clipped_steps / stream_steps, or without
    *  a stream steps_with_clipped / steps (snapshot rows); nan with no step. */
   double clip_step_rate;
@@ -393,6 +396,11 @@ typedef struct {
 #define FP8_ANALYSIS_STEP_BUDGET 0.01
 /** SNR differences below this many dB are ties in the choice rules (p5 SNR). */
 #define FP8_ANALYSIS_SNR_TIE_DB 0.05
+
+/** 1 when configuration s fits its tensor within budgets b (analysis.h "Choice rules"): its
+ *  clipped_rate within the value budget and its clip_step_rate within the step budget (nan
+ *  never fits). */
+int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s);
 
 typedef struct {
   double overflow_budget;        /**< the value budget (budgets.value) */

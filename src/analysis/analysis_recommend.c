@@ -55,9 +55,11 @@ static int cmp_delayed_params(const fp8_steps_group *a, const fp8_steps_group *b
   return 0;
 }
 
-static int fits(const fp8_group_stats *s, const fp8_budgets *b) {
+int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s) {
   return s->clipped_rate <= b->value && s->clip_step_rate <= b->step; /* false for nan */
 }
+
+static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_budgets_fit(b, s); }
 
 /* Same (recipe, format, history_len, amax_compute): configurations that differ in margin only.
  * nofmt: the format is not compared (the model scope: one hybrid section's configuration spans

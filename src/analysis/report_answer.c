@@ -30,9 +30,7 @@ static void tensor_groups(const rep_t *r, const char *name, size_t *lo, size_t *
   *hi = i;
 }
 
-static int fits(const fp8_group_stats *s, const fp8_budgets *b) {
-  return s->clipped_rate <= b->value && s->clip_step_rate <= b->step;
-}
+static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_budgets_fit(b, s); }
 
 /* What to do for a tensor the model setting x does not fit: the smallest larger margin on x's
  * line that fits it (> 0: that margin), else -1 (current scaling). */

@@ -61,7 +61,7 @@ static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
     for (size_t i = 0; i < gr->nrows; i++) {
       const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
       if (row->warmup || !(row->amax > 0)) continue;
-      int64_t c = row->clipped >= 0 ? row->clipped : row->overflow;
+      int64_t c = row->clipped;
       ovf += row->overflow > 0;
       clip += c > 0;
       if (row->overflow > 0) bin_add(t, c > 0, row->overshoot);
@@ -128,7 +128,7 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
     if (!row->warmup) continue;
     rows++;
     under += row->underflow;
-    clip += row->clipped >= 0 ? row->clipped : row->overflow;
+    clip += row->clipped;
     int seen = 0;
     for (size_t k = 0; k < nsteps; k++) seen |= steps[k] == row->step;
     if (!seen && nsteps < 6) steps[nsteps++] = row->step;
@@ -155,11 +155,11 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
 
 /* Current scaling's one "overflow" per step: amax * RN32(max / amax) a hair above the max. */
 static void findings_rounding(rep_t *r, fp8_doc *d) {
-  if (r->cur < 0) return;
+  if (r->cur < 0 || !r->tab.has_clipped) return; /* without the column nothing tells them apart */
   int64_t rows = 0, hair = 0;
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
-    if (r->gcfg[row->group] != (size_t)r->cur || row->warmup || row->clipped < 0) continue;
+    if (r->gcfg[row->group] != (size_t)r->cur || row->warmup) continue;
     rows++;
     hair += row->overflow > row->clipped;
   }
@@ -173,10 +173,6 @@ static void findings_rounding(rep_t *r, fp8_doc *d) {
 
 /* ------------------------------------------------------------------ the worst event */
 
-static int64_t clip_of(const fp8_step_row *row) {
-  return row->clipped >= 0 ? row->clipped : row->overflow;
-}
-
 static void findings_spike(rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   const fp8_step_row *row = &r->tab.rows[r->spike_row];
@@ -189,7 +185,7 @@ static void findings_spike(rep_t *r, fp8_doc *d) {
                     "taken from earlier steps, could represent only %.4g (%.2f binades too small a "
                     "range): %lld of %lld values clipped and the SNR of the cast fell to %s dB%s%s%s.",
                     gr->tensor, (long long)row->step, row->amax, fits, log2(row->amax / fits),
-                    (long long)clip_of(row), (long long)row->n, rep_fmt_db(row->snr_db, b1, sizeof b1),
+                    (long long)row->clipped, (long long)row->n, rep_fmt_db(row->snr_db, b1, sizeof b1),
                     cr ? " (current scaling: " : "", cr ? rep_fmt_db(cr->snr_db, b2, sizeof b2) : "",
                     cr ? " dB)" : "");
   char list[2048] = "";
@@ -197,10 +193,10 @@ static void findings_spike(rep_t *r, fp8_doc *d) {
   for (size_t g = 0; g < r->tab.ngroups; g++) {
     if (r->gcfg[g] != (size_t)r->ref) continue;
     const fp8_step_row *x = rep_row_at(r, (ptrdiff_t)g, row->step);
-    if (!x || x->warmup || clip_of(x) <= 1) continue;
+    if (!x || x->warmup || x->clipped <= 1) continue;
     nhit++;
     nl += (size_t)snprintf(list + nl, nl < sizeof list ? sizeof list - nl : 0, "%s%s (%lld values)",
-                           nhit > 1 ? ", " : "", r->tab.groups[g].tensor, (long long)clip_of(x));
+                           nhit > 1 ? ", " : "", r->tab.groups[g].tensor, (long long)x->clipped);
     if (nl >= sizeof list) nl = sizeof list - 1;
   }
   if (nhit)
@@ -285,15 +281,11 @@ static void findings_roles(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
  * totals_group skips those steps too, so they are no part of "N of M steps". */
 static int64_t steps_ran(const rep_t *r, size_t g) {
   const fp8_steps_group *gr = &r->tab.groups[g];
-  const fp8_stream_series *ser = rep_series_of(r, g);
+  if (r->an.stats[g].stream_steps >= 0) return r->an.stats[g].stream_steps; /* the analysis's */
   int64_t n = 0;
-  if (ser) {
-    for (size_t i = 0; i < ser->n; i++) n += !ser->warmup[i] && ser->amax[i] > 0.0f;
-  } else {
-    for (size_t i = 0; i < gr->nrows; i++) {
-      const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
-      n += !row->warmup && row->amax > 0;
-    }
+  for (size_t i = 0; i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    n += !row->warmup && row->amax > 0;
   }
   return n;
 }
@@ -368,7 +360,7 @@ void rep_add_findings(rep_t *r, fp8_doc *d) {
   findings_reference(r, d, &t, snap_steps);
   findings_warmup(r, d);
   findings_rounding(r, d);
-  if (r->spike_group >= 0 && clip_of(&r->tab.rows[r->spike_row]) > 0) {
+  if (r->spike_group >= 0 && r->tab.rows[r->spike_row].clipped > 0) {
     findings_spike(r, d);
     findings_after_spike(r, d);
   }

@@ -81,7 +81,7 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
         if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->h != A->hs[ix] || c->m != A->ms[iy])
           continue;
         const fp8_group_stats *s = &r->an.stats[g];
-        cl += s->clipped >= 0 ? s->clipped : s->overflow;
+        cl += s->clipped;
         f += s->finite;
         if (isfinite(s->clip_step_rate) && !(s->clip_step_rate <= worst)) worst = s->clip_step_rate;
       }
@@ -176,7 +176,7 @@ static int bar_values(const rep_t *r, const size_t *idx, size_t n, double *v) {
     for (size_t g = 0; g < r->tab.ngroups; g++) {
       if (r->gcfg[g] != c) continue;
       const fp8_group_stats *s = &r->an.stats[g];
-      cl += s->clipped >= 0 ? s->clipped : s->overflow;
+      cl += s->clipped;
       ov += s->overflow;
       f += s->finite;
       if (isfinite(s->clip_step_rate)) {

@@ -86,7 +86,7 @@ static int timeline_rows(const rep_t *r, const char *tensor, ptrdiff_t gref, tim
     const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
     t->x[i] = (double)row->step;
     t->amax[i] = row->amax;
-    if (!row->warmup && (row->clipped >= 0 ? row->clipped : row->overflow) > 0) {
+    if (!row->warmup && row->clipped > 0) {
       t->cx[t->nc] = t->x[i];
       t->cy[t->nc++] = row->amax;
     }
@@ -189,15 +189,11 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
  * else over the snapshot rows; warm-up left out; -1 when it has none. */
 static int64_t event_step(const rep_t *r, size_t g) {
   const fp8_steps_group *gr = &r->tab.groups[g];
-  const fp8_stream_series *s = rep_series_of(r, g);
+  const fp8_group_stats *st = &r->an.stats[g];
+  if (st->stream_steps >= 0) return st->stream_overshoot_step; /* the analysis found it */
   double best = -INFINITY;
   int64_t step = -1;
-  for (size_t i = 0; s && i < s->n; i++) {
-    double ov = s->warmup[i] || !(s->amax[i] > 0.0f) ? -INFINITY
-                                                      : fp8_overshoot(s->amax[i], s->scale[i], s->format);
-    if (ov > best) best = ov, step = s->step[i];
-  }
-  for (size_t i = 0; !s && i < gr->nrows; i++) {
+  for (size_t i = 0; i < gr->nrows; i++) {
     const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
     if (!row->warmup && row->overshoot > best) best = row->overshoot, step = row->step;
   }

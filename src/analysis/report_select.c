@@ -288,13 +288,12 @@ void rep_find_spike(rep_t *r) {
    * out; the most underflow when nothing clipped */
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
-    int64_t clip = row->clipped >= 0 ? row->clipped : row->overflow;
-    if (r->gcfg[row->group] == (size_t)r->ref && !row->warmup && clip > 0) by_overflow = 1;
+    if (r->gcfg[row->group] == (size_t)r->ref && !row->warmup && row->clipped > 0) by_overflow = 1;
   }
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
     if (r->gcfg[row->group] != (size_t)r->ref || row->warmup) continue;
-    int64_t v = by_overflow ? (row->clipped >= 0 ? row->clipped : row->overflow) : row->underflow;
+    int64_t v = by_overflow ? row->clipped : row->underflow;
     if (v > best) {
       best = v;
       r->spike_group = (ptrdiff_t)row->group;

@@ -307,9 +307,10 @@ static int parse_block_stats(steps_ctx *c, char **f, fp8_step_row *r) {
 }
 
 /* clipped, overshoot, cos_sim, warmup (issue 13). A file written before them has none: clipped
- * is -1 (unknown; the analysis falls back to overflow), overshoot and cos_sim NaN, no warm-up. */
+ * is taken as overflow (what such a file can say; the table's has_clipped is 0), overshoot and
+ * cos_sim NaN, no warm-up. */
 static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
-  r->clipped = -1;
+  r->clipped = r->overflow;
   r->overshoot = r->cos_sim = NAN;
   r->warmup = 0;
   if (c->ncols <= FP8_STEPS_COL_CLIPPED) return FP8_OK;
@@ -426,6 +427,7 @@ int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_ta
     if (c.line == 1) {
       rc = check_header(&c, line);
       if (rc) goto done;
+      t->has_clipped = c.ncols > FP8_STEPS_COL_CLIPPED;
       continue;
     }
     if (n == 0) {
