@@ -254,15 +254,17 @@ static size_t role_groups(const rep_t *r, int role, size_t *g) {
 }
 
 /* The value of group g at column step (index i of the stream or the step itself); NaN at
- * warm-up and where there is none. Sets *warm when the cell is a warm-up step. */
+ * warm-up, where there is none, and where the tensor did not run (amax 0: no largest element,
+ * not "far below the max"). Sets *warm when the cell is a warm-up step. */
 static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t i, int64_t step, int *warm) {
   if (s) {
     *warm = i < s->n && s->warmup[i];
-    return i < s->n && s->step[i] == step && !*warm ? fp8_overshoot(s->amax[i], s->scale[i], s->format) : NAN;
+    return i < s->n && s->step[i] == step && !*warm && s->amax[i] > 0.0f
+               ? fp8_overshoot(s->amax[i], s->scale[i], s->format) : NAN;
   }
   const fp8_step_row *row = rep_row_at(r, (ptrdiff_t)g, step);
   *warm = row && row->warmup;
-  return row && !row->warmup ? row->overshoot : NAN;
+  return row && !row->warmup && row->amax > 0 ? row->overshoot : NAN;
 }
 
 static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
@@ -338,8 +340,8 @@ static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, si
     snprintf(p->caption, sizeof p->caption,
              "Overshoot log2(amax x scale / fp8_max) of each %s tensor at %s under %s: blue-grey where "
              "the largest element fit (<= 0, lighter nearer the max), orange to dark red where it "
-             "saturated by that many binades (%zu of %zu cells; largest %s). Warm-up steps are left "
-             "out (grey cells, and steps where every tensor warms up are not drawn).",
+             "saturated by that many binades (%zu of %zu cells; largest %s). Grey: warm-up steps and "
+             "steps where the tensor did not run (steps where every tensor warms up are not drawn).",
              rname, o->source, r->cfgs[r->ref].label, o->loud, o->nx * o->ny, mx);
     r->nplots++;
   }
