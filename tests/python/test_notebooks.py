@@ -30,6 +30,7 @@ FP8LAB_REQUIRE_PYDEPS=1, as .ci/run sets: scripts/install-deps.sh installs them)
 import concurrent.futures
 import copy
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -45,6 +46,7 @@ try:
     import pandas  # noqa: F401  (the notebooks' own dependency, in the kernel's Python)
     import nbformat
     import nbclient
+    import jupyter_client  # nbclient's own dependency: the kernel manager, for IPC transport
     import ipykernel  # noqa: F401  (the kernel nbclient starts: this same Python)
 except ImportError as e:
     if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
@@ -105,8 +107,15 @@ def execute(job):
     run = copy.deepcopy(nb)
     run.cells.append(nbformat.v4.new_code_cell(CHECK))
     problems = []
+    # The kernel talks over IPC sockets in a private folder, not TCP: jupyter_client picks free
+    # TCP ports, closes them and lets the kernel bind them later, so two kernels started at once
+    # (the pool below, other tests under ctest -j) can pick the same port and one dies ("Address
+    # already in use", seen in CI). The folder also keeps the socket files out of cwd.
+    sockets = tempfile.mkdtemp(prefix="fp8lab_kernel_")
+    km = jupyter_client.KernelManager(kernel_name="python3", transport="ipc",
+                                      ip=os.path.join(sockets, "kernel"))
     try:
-        nbclient.NotebookClient(run, timeout=120, kernel_name="python3",
+        nbclient.NotebookClient(run, km=km, timeout=120, kernel_name="python3",
                                 resources={"metadata": {"path": cwd}}).execute()
     except nbclient.exceptions.CellExecutionError as e:
         bad = next((i for i, c in enumerate(run.cells) if c.cell_type == "code" and
@@ -116,6 +125,10 @@ def execute(job):
                                                                  src)]
     except Exception as e:  # kernel did not start, timeout, ...
         return ["%s: %s: %s" % (where, type(e).__name__, e)]
+    finally:
+        if km.has_kernel:  # a kernel manager passed in is the caller's to shut down
+            km.shutdown_kernel(now=True)
+        shutil.rmtree(sockets, ignore_errors=True)
     cells = run.cells[:-1]
     check = "".join(text_of(o) for o in run.cells[-1].outputs)
     m = re.search(r"@fp8lab-check@(.*)", check)
@@ -220,7 +233,10 @@ def main():
             data = os.path.join(shipped_dir, e, "data")
             jobs += [(shipped, shipped_dir, data), (shipped, os.path.join(shipped_dir, e), data)]
         failures += self_check(tmp)
-        with concurrent.futures.ProcessPoolExecutor(max_workers=2) as pool:
+        # spawn, not fork: self_check above ran kernels from this process, and a forked child
+        # inherits its zmq context, which is not fork-safe (a kernel that never answers)
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
             for job, problems in zip(jobs, pool.map(execute, jobs)):
                 print("%s %s (kernel in %s)" % ("FAIL" if problems else "ok  ", job[0], job[1]))
                 failures += problems
