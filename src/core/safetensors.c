@@ -315,6 +315,17 @@ done:
 
 /* ------------------------------------------------------------------ writer */
 
+/* The writer refuses the names the reader would refuse (and __metadata__). */
+static int check_out_name(const char *path, size_t i, const char *name, char *err,
+                          size_t errlen) {
+  char why[FP8_ESC_LEN + 64] = "", shown[FP8_ESC_LEN];
+  if (name && strcmp(name, "__metadata__") != 0 &&
+      fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX, why, sizeof why) == 0)
+    return FP8_OK;
+  return fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'%s%s", path, i,
+                    fp8_esc(name, shown, sizeof shown), *why ? ": " : "", why);
+}
+
 /* Builds the header object; *data_total gets the data section size. */
 static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
                         const char *const *metadata, json_t **out, uint64_t *data_total,
@@ -327,15 +338,7 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     goto done;
   }
   for (size_t i = 0; i < n; i++) {
-    char why[FP8_ESC_LEN + 64], shown[FP8_ESC_LEN];
-    if (!t[i].name || strcmp(t[i].name, "__metadata__") == 0 ||
-        fp8_tensor_name_check(t[i].name, strlen(t[i].name), FP8_NAME_MAX, why, sizeof why)) {
-      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'%s%s", path, i,
-                      fp8_esc(t[i].name, shown, sizeof shown),
-                      t[i].name && strcmp(t[i].name, "__metadata__") ? ": " : "",
-                      t[i].name && strcmp(t[i].name, "__metadata__") ? why : "");
-      goto done;
-    }
+    if ((rc = check_out_name(path, i, t[i].name, err, errlen)) != FP8_OK) goto done;
     if (json_object_get(root, t[i].name)) {
       rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s given twice", path, t[i].name);
       goto done;
