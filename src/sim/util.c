@@ -71,7 +71,8 @@ static const char *escape(const char *s, size_t len, char *out, size_t outlen,
       un = 2;
     } else {
       if (n == 0) n = 1; /* a stray byte: shown alone, decoding resumes after it */
-      for (size_t k = 0; k < n; k++) un += (size_t)snprintf(unit + un, sizeof unit - un, "\\x%02x", p[i + k]);
+      for (size_t k = 0; k < n; k++)
+        un += (size_t)snprintf(unit + un, sizeof unit - un, "\\x%02x", p[i + k]);
     }
     if (o + un > room) { /* does not fit: cut back to where "..." fits after a unit */
       if (cut && room >= 3) {
