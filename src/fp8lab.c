@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,34 @@ static const char USAGE_INSPECT[] =
     "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
     "and its amax range over snapshots and amax.csv.\n";
 
+/* Every line fp8lab writes to stderr goes through here: the message is formatted, then
+ * passed through fp8_escape_line, so that no byte that reached it (a path given on the
+ * command line, say) can break the line or move the terminal's cursor; the escapes a message
+ * already holds pass unchanged. */
+static void errf(const char *fmt, ...) FP8_PRINTF(1, 2);
+static void errf(const char *fmt, ...) {
+  char msg[4 * FP8_ERRLEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(msg);
+  int nl = n && msg[n - 1] == '\n';
+  if (nl) msg[--n] = '\0';
+  char *line = malloc(4 * n + 1);
+  fputs(line ? fp8_escape_line(msg, line, 4 * n + 1) : msg, stderr);
+  if (nl) fputc('\n', stderr);
+  free(line);
+}
+
+/* A command-line argument as a message quotes it (fp8_esc); four at a time. */
+static const char *arg(const char *s) {
+  static char buf[4][FP8_ESC_LEN];
+  static int k;
+  k = (k + 1) % 4;
+  return fp8_esc(s, buf[k], sizeof buf[k]);
+}
+
 static int want_help(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
@@ -135,7 +164,7 @@ static int write_report(const char *dir, double budget, int procs, int quiet) {
   fp8_report_summary rs;
   int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "fp8lab: report: %s\n", err);
+    errf("fp8lab: report: %s\n", err);
     return exit_of(rc);
   }
   if (!quiet)
@@ -156,7 +185,7 @@ static int cmd_report(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
       if (parse_int64(argv[++i], 1, 8, &jobs) != 0) {
-        fprintf(stderr, "fp8lab report: --jobs wants an integer from 1 to 8, got '%s'\n", argv[i]);
+        errf("fp8lab report: --jobs wants an integer from 1 to 8, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
     } else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
@@ -164,18 +193,18 @@ static int cmd_report(int argc, char **argv) {
       errno = 0;
       budget = strtod(argv[++i], &end);
       if (errno || end == argv[i] || *end || !(budget >= 0 && budget <= 1)) {
-        fprintf(stderr, "fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", argv[i]);
+        errf("fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
     } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       quiet = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "fp8lab report: unknown or incomplete option '%s' (see fp8lab report --help)\n", argv[i]);
+      errf("fp8lab report: unknown or incomplete option '%s' (see fp8lab report --help)\n", arg(argv[i]));
       return EXIT_USAGE;
     } else if (!dir) {
       dir = argv[i];
     } else {
-      fprintf(stderr, "fp8lab report: one output directory expected, got also '%s'\n", argv[i]);
+      errf("fp8lab report: one output directory expected, got also '%s'\n", arg(argv[i]));
       return EXIT_USAGE;
     }
   }
@@ -210,23 +239,23 @@ static int cmd_run(int argc, char **argv) {
     } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
       device = argv[++i];
       if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "gpu")) {
-        fprintf(stderr, "fp8lab run: --device wants auto, cpu or gpu, got '%s'\n", device);
+        errf("fp8lab run: --device wants auto, cpu or gpu, got '%s'\n", arg(device));
         return EXIT_USAGE;
       }
     } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
       long long v;
       if (parse_int64(argv[++i], 1, 64, &v)) {
-        fprintf(stderr, "fp8lab run: --threads wants an integer from 1 to 64, got '%s'\n", argv[i]);
+        errf("fp8lab run: --threads wants an integer from 1 to 64, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
       opt.threads = (int)v;
     } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "fp8lab run: unknown or incomplete option '%s' (see fp8lab run --help)\n", a);
+      errf("fp8lab run: unknown or incomplete option '%s' (see fp8lab run --help)\n", arg(a));
       return EXIT_USAGE;
     } else if (!exp) {
       exp = a;
     } else {
-      fprintf(stderr, "fp8lab run: one experiment file expected, got also '%s'\n", a);
+      errf("fp8lab run: one experiment file expected, got also '%s'\n", arg(a));
       return EXIT_USAGE;
     }
   }
@@ -244,15 +273,15 @@ static int cmd_run(int argc, char **argv) {
   fp8_experiment ex;
   int rc = fp8_experiment_load(exp, &ex, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     return EXIT_USAGE;
   }
   if (ex.trace_is_synth) {
     int known = 0;
     for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, ex.synth_preset) == 0;
     if (!known) {
-      fprintf(stderr, "fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow)\n",
-              exp, ex.synth_preset);
+      errf("fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow)\n",
+              arg(exp), arg(ex.synth_preset));
       fp8_experiment_free(&ex);
       return EXIT_USAGE;
     }
@@ -263,27 +292,27 @@ static int cmd_run(int argc, char **argv) {
   char warn[FP8_ERRLEN * 2] = "";
   rc = fp8_engine_select(device, opt.threads, &sel, warn, sizeof warn, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     fp8_engine_selection_close(&sel);
     fp8_experiment_free(&ex);
     return EXIT_RUNTIME;
   }
-  if (*warn) fprintf(stderr, "fp8lab: %s\n", warn);
+  if (*warn) errf("fp8lab: %s\n", warn);
   opt.engine = sel.factory;
   opt.choice = &sel.choice;
   if (sel.factory && !opt.quiet)
-    fprintf(stderr, "fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
+    errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
             sel.module, sel.check.values, sel.check.seconds);
   fp8_run_summary sum;
   rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
   fp8_engine_selection_close(&sel);
   fp8_experiment_free(&ex);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
   if (sum.mismatches)
-    fprintf(stderr, "fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
+    errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
             sum.mismatches, sum.mismatches == 1 ? "amax differs" : "amaxes differ");
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
@@ -319,21 +348,21 @@ static int cmd_synth(int argc, char **argv) {
       force = 1;
     } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       if (parse_int64(argv[++i], 1, 1000000, &steps)) {
-        fprintf(stderr, "fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", argv[i]);
+        errf("fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
     } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       if (parse_int64(argv[++i], 0, LLONG_MAX, &seed)) {
-        fprintf(stderr, "fp8lab synth: --seed wants a non-negative integer, got '%s'\n", argv[i]);
+        errf("fp8lab synth: --seed wants a non-negative integer, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "fp8lab synth: unknown or incomplete option '%s' (see fp8lab synth --help)\n", argv[i]);
+      errf("fp8lab synth: unknown or incomplete option '%s' (see fp8lab synth --help)\n", arg(argv[i]));
       return EXIT_USAGE;
     } else if (npos < 2) {
       pos[npos++] = argv[i];
     } else {
-      fprintf(stderr, "fp8lab synth: too many arguments ('%s')\n", argv[i]);
+      errf("fp8lab synth: too many arguments ('%s')\n", arg(argv[i]));
       return EXIT_USAGE;
     }
   }
@@ -349,7 +378,7 @@ static int cmd_synth(int argc, char **argv) {
   if (known && force) rc = fp8_synth_remove_trace(pos[1], err, sizeof err);
   if (!rc) rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
   printf("fp8lab: wrote synthetic trace '%s' (%lld steps, seed %lld) to %s\n", pos[0], steps, seed, pos[1]);
@@ -397,7 +426,7 @@ static int cmd_inspect(int argc, char **argv) {
   fp8_trace tr;
   int rc = fp8_trace_open(argv[0], &tr, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
   inspect_row *rows = NULL;
@@ -477,7 +506,7 @@ static int cmd_inspect(int argc, char **argv) {
   free(buf);
   fp8_trace_close(&tr);
   if (rc) {
-    fprintf(stderr, "fp8lab: %s\n", err);
+    errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
   return 0;
@@ -498,7 +527,7 @@ int main(int argc, char **argv) {
     for (int k = FP8_ISA_GENERIC; k <= FP8_ISA_AVX512; k++)
       if (strcmp(isa, fp8_isa_name((fp8_isa)k)) == 0) want = (fp8_isa)k;
     if (want == FP8_ISA_AUTO || fp8_isa_set(want) != FP8_OK) {
-      fprintf(stderr, "fp8lab: FP8LAB_ISA=%s: not one of generic, avx2, avx512 that this CPU runs\n", isa);
+      errf("fp8lab: FP8LAB_ISA=%s: not one of generic, avx2, avx512 that this CPU runs\n", arg(isa));
       return EXIT_USAGE;
     }
   }
@@ -514,6 +543,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
   if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
-  fprintf(stderr, "fp8lab: unknown command '%s' (run, synth, inspect, report; see fp8lab --help)\n", cmd);
+  errf("fp8lab: unknown command '%s' (run, synth, inspect, report; see fp8lab --help)\n", arg(cmd));
   return EXIT_USAGE;
 }

@@ -22,6 +22,7 @@
 #include "outfile.h"
 #include "report_internal.h"
 #include "results.h" /* fp8_schema_steps */
+#include "trace.h"   /* fp8_tensor_files_distinct */
 
 /* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
  * own thread, while the results are read and analysed: nothing else draws until it is joined,
@@ -46,7 +47,8 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   pthread_t warm;
   int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
   double budget_json, step_json;
-  rep_read_run_json(&r, &budget_json, &step_json);
+  rc = rep_read_run_json(&r, &budget_json, &step_json, err, errlen);
+  if (rc) goto done;
   r.budget = opt && opt->overflow_budget >= 0 ? opt->overflow_budget
            : budget_json >= 0                 ? budget_json
                                               : FP8_ANALYSIS_OVERFLOW_BUDGET;
@@ -63,6 +65,11 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
     rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
     goto done;
   }
+  /* distinct tensors, distinct plot files (fp8lab run checks it too; a steps.csv by hand) */
+  rc = fp8_tensor_files_distinct(r.tab.tensors, r.tab.ntensors, path, err, errlen);
+  if (rc) goto done;
+  rc = rep_check_histograms(&r, err, errlen);
+  if (rc) goto done;
   rc = fp8_analysis_compute(&r.tab, &r.an, err, errlen);
   if (rc) goto done;
   r.have_an = 1;

@@ -97,10 +97,16 @@ typedef struct {
 
 /* ------------------------------------------------------------------ report_read.c */
 
-/* The experiment's name (else the directory's), the trace's description and the overflow
- * budget (-1 when absent) from <outdir>/run.json; a missing or unreadable file leaves the
- * defaults. */
-void rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out);
+/* The experiment's name, the trace's description, the overflow and step budgets and the
+ * warm-up override from <outdir>/run.json, every one checked: FP8_EIO when it cannot be
+ * opened, FP8_EFORMAT ("run.json:<line>: not JSON", or the key that is wrong). */
+int rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out, char *err,
+                      size_t errlen);
+/* Reads <outdir>/histograms.csv through once and checks every line (header, 4 fields, a
+ * tensor name, a step >= 0, a log2 bin in range, a count >= 0; blank lines only at the end),
+ * so that the plots, which read it later without messages, never meet a bad line. FP8_EIO
+ * when it cannot be opened, FP8_EFORMAT "histograms.csv:<line>: <what>". */
+int rep_check_histograms(const rep_t *r, char *err, size_t errlen);
 /* The log2 histogram of (tensor, step) from histograms.csv: counts[0..*nbins) for the bins
  * from *lo_bin on. FP8_EIO when the file cannot be opened, FP8_EFORMAT when its header is not
  * histograms.csv's or it has no such rows (the caller then draws no histogram). */

@@ -12,6 +12,7 @@
 
 #include "outfile.h" /* fp8_errorf */
 #include "results.h" /* fp8_overshoot */
+#include "trace.h"   /* FP8_NAME_MAX, FP8_RANK_PREFIX_MAX */
 
 /* One tensor's timeline: n steps, its amax, per shown configuration the largest |x| it could
  * represent (NaN at its warm-up steps and where it has no value), the reference's clipped
@@ -151,7 +152,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   snprintf(clabel, sizeof clabel, "largest element clipped under %s", r->cfgs[r->ref].label);
   fp8_markers marks = {.x = t.cx, .y = t.cy, .n = t.nc, .label = clabel, .color = FP8_COLOR_VERMILLION,
                        .marker = FP8_MARKER_CROSS};
-  char title[512], file[300], path[4600], safe[200];
+  char title[512], file[300], path[4600], safe[FP8_NAME_MAX + FP8_RANK_PREFIX_MAX + 1];
   snprintf(title, sizeof title, "%s: amax per step against the largest |x| each delayed configuration represents",
            tensor);
   rp_sanitize(tensor, safe, sizeof safe);

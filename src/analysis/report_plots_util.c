@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trace.h" /* fp8_tensor_file_stem */
+
 int rp_my_chart(rep_t *r) { return r->mine[r->chart_i++ % (size_t)r->nprocs]; }
 
 plot_t *rp_plot_add(rep_t *r, const char *file) {
@@ -21,15 +23,7 @@ void rp_plot_path(const rep_t *r, const char *file, char *out, size_t n) {
 }
 
 void rp_sanitize(const char *in, char *out, size_t n) {
-  size_t k = 0;
-  for (; *in && k + 1 < n; in++) {
-    char ch = *in;
-    out[k++] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                       ch == '-' || ch == '.'
-                   ? ch
-                   : '_';
-  }
-  out[k] = 0;
+  fp8_tensor_file_stem(in, out, n); /* the one mapping, which fp8lab run checks is injective */
 }
 
 const char *rp_role_name(int role) {

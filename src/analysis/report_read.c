@@ -5,6 +5,7 @@
  * them with: the header must match, and fields are found by their FP8_*_COL_* position. */
 #include "report_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,42 +18,107 @@
 #include "gemm.h"    /* fp8_gemm_name */
 #include "outfile.h" /* fp8_errorf */
 #include "results.h" /* fp8_schema_histograms, fp8_schema_gemm */
+#include "stepscsv_internal.h" /* steps_parse_i64, steps_parse_f64 */
+#include "trace.h"   /* fp8_tensor_name_check */
 
 /* cfg_t's gemm arrays are indexed by fp8_gemm_kind. */
 _Static_assert(FP8_GEMM_COUNT == 3, "cfg_t holds the errors of fprop, dgrad and wgrad");
 
 /* ------------------------------------------------------------------ run.json */
 
-void rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out) {
+/* experiment.name becomes the notebook's file name (notebooks_export/<name>.ipynb): a name
+ * without '/', not "." or "..", under the tensor-name rules otherwise. */
+static int is_file_name(const char *s) {
+  char why[FP8_ESC_LEN + 64];
+  return fp8_tensor_name_check(s, strlen(s), FP8_NAME_MAX, why, sizeof why) == 0 &&
+         !strchr(s, '/') && strcmp(s, ".") != 0;
+}
+
+/* A number in 0..1 at key of object o ("<what>: expected a number in 0..1"). */
+static int budget_of(const char *path, json_t *o, const char *key, double *out, char *err,
+                     size_t errlen) {
+  json_t *b = json_object_get(o, key);
+  if (!json_is_number(b) || !(json_number_value(b) >= 0 && json_number_value(b) <= 1))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.%s: expected a number in 0..1",
+                      path, key);
+  *out = json_number_value(b);
+  return FP8_OK;
+}
+
+/* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
+ * corrupted one would give a report of another experiment (or a notebook written outside the
+ * folder). A missing run.json is an error: a folder without one was not written by fp8lab run. */
+static int read_run_json(rep_t *r, json_t *j, const char *path, double *budget_out,
+                         double *step_budget_out, char *err, size_t errlen) {
+  char shown[FP8_ESC_LEN];
+  if (!json_is_object(j))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: expected a JSON object", path);
+  json_t *ex = json_object_get(j, "experiment");
+  if (!json_is_object(ex))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected an object", path);
+  json_t *nm = json_object_get(ex, "name");
+  if (!json_is_string(nm))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.name: expected a string", path);
+  if (!is_file_name(json_string_value(nm)) || strlen(json_string_value(nm)) != json_string_length(nm))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: experiment.name '%s' is not a file name (a name without '/', not . or "
+                      ".., printable UTF-8 of 1 to %d bytes)",
+                      path, fp8_escape(json_string_value(nm), json_string_length(nm), shown,
+                                       sizeof shown), FP8_NAME_MAX);
+  snprintf(r->name, sizeof r->name, "%s", json_string_value(nm));
+  int rc = budget_of(path, ex, "overflow_budget", budget_out, err, errlen);
+  if (!rc) rc = budget_of(path, ex, "step_budget", step_budget_out, err, errlen);
+  if (rc) return rc;
+  json_t *wu = json_object_get(ex, "warmup_steps");
+  if (wu && (!json_is_integer(wu) || json_integer_value(wu) < 0))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: experiment.warmup_steps: expected an integer >= 0", path);
+  if (wu) r->warmup_override = (int64_t)json_integer_value(wu);
+  json_t *tr = json_object_get(j, "trace");
+  if (!json_is_object(tr))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected an object", path);
+  json_t *tp = json_object_get(tr, "path"), *preset = json_object_get(tr, "synth_preset");
+  if (!json_is_string(tp))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.path: expected a string", path);
+  if (preset) {
+    json_t *st = json_object_get(tr, "synth_steps"), *sd = json_object_get(tr, "synth_seed");
+    if (!json_is_string(preset) || !json_is_integer(st) || !json_is_integer(sd))
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: trace: expected synth_preset (a string), synth_steps and synth_seed "
+                        "(integers) together", path);
+    snprintf(r->trace, sizeof r->trace, "synthetic '%s' trace (%lld steps, seed %lld)",
+             json_string_value(preset), (long long)json_integer_value(st),
+             (long long)json_integer_value(sd));
+  } else {
+    snprintf(r->trace, sizeof r->trace, "%s", json_string_value(tp));
+  }
+  return FP8_OK;
+}
+
+int rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out, char *err,
+                      size_t errlen) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", r->outdir);
-  json_error_t jerr;
-  json_t *j = json_load_file(path, 0, &jerr);
-  const char *slash = strrchr(r->outdir, '/');
-  snprintf(r->name, sizeof r->name, "%s", slash && slash[1] ? slash + 1 : r->outdir);
-  snprintf(r->trace, sizeof r->trace, "%s", "(unknown)");
   *budget_out = *step_budget_out = -1;
   r->warmup_override = -1;
-  if (!j) return;
-  json_t *ex = json_object_get(j, "experiment");
-  const char *nm = json_string_value(json_object_get(ex, "name"));
-  if (nm && *nm) snprintf(r->name, sizeof r->name, "%s", nm);
-  json_t *b = json_object_get(ex, "overflow_budget");
-  if (json_is_number(b)) *budget_out = json_number_value(b);
-  json_t *sb = json_object_get(ex, "step_budget");
-  if (json_is_number(sb)) *step_budget_out = json_number_value(sb);
-  json_t *wu = json_object_get(ex, "warmup_steps");
-  if (json_is_integer(wu)) r->warmup_override = (int64_t)json_integer_value(wu);
-  json_t *tr = json_object_get(j, "trace");
-  const char *tp = json_string_value(json_object_get(tr, "path"));
-  const char *preset = json_string_value(json_object_get(tr, "synth_preset"));
-  if (preset)
-    snprintf(r->trace, sizeof r->trace, "synthetic '%s' trace (%lld steps, seed %lld)", preset,
-             (long long)json_integer_value(json_object_get(tr, "synth_steps")),
-             (long long)json_integer_value(json_object_get(tr, "synth_seed")));
-  else if (tp)
-    snprintf(r->trace, sizeof r->trace, "%s", tp);
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return fp8_errorf(FP8_EIO, err, errlen,
+                      "%s: cannot open: %s (fp8lab report reads a folder that fp8lab run wrote)",
+                      path, strerror(errno));
+  json_error_t jerr;
+  json_t *j = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+  fclose(fp);
+  int rc;
+  if (!j) {
+    char text[FP8_ESC_LEN];
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%d: not JSON: %s", path, jerr.line,
+                    fp8_esc(jerr.text, text, sizeof text));
+  } else {
+    rc = read_run_json(r, j, path, budget_out, step_budget_out, err, errlen);
+  }
   json_decref(j);
+  return rc;
 }
 
 /* Splits line (modified in place) at its first n - 1 commas: f[0..n), the last field holding
@@ -121,12 +187,119 @@ int rep_load_histogram(const rep_t *r, const char *tensor, int64_t step, double 
   return FP8_OK;
 }
 
+/* A CSV line of one of the files of the run, after the header: fields split in place at
+ * every comma into f[0..max) (a count above max: too many). */
+static int split_all(char *line, char **f, int max) {
+  int n = 0;
+  f[n++] = line;
+  for (char *p = line; *p; p++)
+    if (*p == ',') {
+      *p = 0;
+      if (n == max) return max + 1;
+      f[n++] = p + 1;
+    }
+  return n;
+}
+
+/* "<path>:<line>: column <name>: expected <what>, found '<field>'" */
+static int bad_field(const char *path, int64_t line, const fp8_schema *s, int col, const char *field,
+                     const char *what, char *err, size_t errlen) {
+  char shown[44];
+  return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: column %s: expected %s, found '%s'", path,
+                    (long long)line, s->columns[col], what, fp8_esc(field, shown, sizeof shown));
+}
+
+/* A tensor column: the name rules (names of a multi-rank trace carry their rank_<r>/). */
+static int check_tensor_field(const char *path, int64_t line, const fp8_schema *s, int col,
+                              const char *name, char *err, size_t errlen) {
+  char why[FP8_ESC_LEN + 64], shown[FP8_ESC_LEN];
+  if (fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why,
+                            sizeof why) == 0)
+    return FP8_OK;
+  return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: column %s: %s: %s", path, (long long)line,
+                    s->columns[col], fp8_esc(name, shown, sizeof shown), why);
+}
+
+/* One data line of histograms.csv (NUL-terminated, its '\r' removed). */
+static int check_histogram_line(const char *path, int64_t line, char *ln, char *err,
+                                size_t errlen) {
+  const fp8_schema *s = &fp8_schema_histograms;
+  char *f[FP8_HIST_COL_COUNT + 1];
+  int n = split_all(ln, f, FP8_HIST_COL_COUNT);
+  if (n != FP8_HIST_COL_COUNT)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: expected %d fields, found %s%d", path,
+                      (long long)line, FP8_HIST_COL_COUNT, n > FP8_HIST_COL_COUNT ? "more than " : "",
+                      n > FP8_HIST_COL_COUNT ? FP8_HIST_COL_COUNT : n);
+  int64_t v;
+  int rc = check_tensor_field(path, line, s, FP8_HIST_COL_TENSOR, f[FP8_HIST_COL_TENSOR], err, errlen);
+  if (rc) return rc;
+  if (!steps_parse_i64(f[FP8_HIST_COL_STEP], 0, &v))
+    return bad_field(path, line, s, FP8_HIST_COL_STEP, f[FP8_HIST_COL_STEP], "a step number >= 0",
+                     err, errlen);
+  if (!steps_parse_i64(f[FP8_HIST_COL_LOG2_BIN], 1, &v) || v < FP8_LOG2_HIST_MIN ||
+      v >= FP8_LOG2_HIST_MIN + FP8_LOG2_HIST_BINS) {
+    char what[64];
+    snprintf(what, sizeof what, "an integer in %d..%d", FP8_LOG2_HIST_MIN,
+             FP8_LOG2_HIST_MIN + FP8_LOG2_HIST_BINS - 1);
+    return bad_field(path, line, s, FP8_HIST_COL_LOG2_BIN, f[FP8_HIST_COL_LOG2_BIN], what, err,
+                     errlen);
+  }
+  if (!steps_parse_i64(f[FP8_HIST_COL_COUNT_], 0, &v))
+    return bad_field(path, line, s, FP8_HIST_COL_COUNT_, f[FP8_HIST_COL_COUNT_],
+                     "a count (integer >= 0)", err, errlen);
+  return FP8_OK;
+}
+
+int rep_check_histograms(const rep_t *r, char *err, size_t errlen) {
+  const fp8_schema *s = &fp8_schema_histograms;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", r->outdir, s->file);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0;
+  int rc = fp8_read_stream(fp, &text, &len);
+  fclose(fp);
+  if (rc) return fp8_errorf(rc, err, errlen, "%s: cannot read", path);
+  int64_t line = 0;
+  for (char *p = text, *end = text + len; p < end && !rc;) {
+    char *nl = memchr(p, '\n', (size_t)(end - p)), *ln = p;
+    size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    p += l + (nl != NULL);
+    line++;
+    if (memchr(ln, 0, l)) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: NUL byte in the line", path,
+                      (long long)line);
+      break;
+    }
+    ln[l] = 0;
+    if (l && ln[l - 1] == '\r') ln[--l] = 0;
+    if (line == 1 && fp8_schema_match_header(s, ln) != FP8_HIST_COL_COUNT) {
+      char want[128];
+      size_t o = 0;
+      for (int k = 0; k < s->ncols; k++)
+        o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", k ? "," : "", s->columns[k]);
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header (expected '%s')", path,
+                      s->file, want);
+    } else if (line > 1 && l == 0) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
+    } else if (line > 1) {
+      rc = check_histogram_line(path, line, ln, err, errlen);
+    }
+  }
+  if (!rc && line == 0) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: empty file", path);
+  free(text);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ gemm.csv */
 
-/* Adds one row's rel_error to the configuration it belongs to (none: ignored); sets *have. */
-static int gemm_add(rep_t *r, char **f, int g, double v, int *have, char *err, size_t errlen) {
+/* Adds one row's rel_error to the configuration it belongs to; sets *have. A row of no
+ * configuration of steps.csv is an error (the two files come from one run). */
+static int gemm_add(rep_t *r, char **f, int g, double v, int *have, const char *path,
+                    int64_t line, char *err, size_t errlen) {
   int is_delayed = strcmp(f[FP8_GEMM_COL_KIND], "delayed") == 0;
-  int h = is_delayed ? atoi(f[FP8_GEMM_COL_HISTORY_LEN]) : 0;
+  int h = is_delayed ? atoi(f[FP8_GEMM_COL_HISTORY_LEN]) : 0; /* checked by gemm_check */
   int m = is_delayed ? atoi(f[FP8_GEMM_COL_MARGIN]) : 0;
   for (size_t c = 0; c < r->ncfg; c++) {
     cfg_t *x = &r->cfgs[c];
@@ -144,8 +317,54 @@ static int gemm_add(rep_t *r, char **f, int g, double v, int *have, char *err, s
     }
     if (!isnan(v)) x->gemm[g][x->ngemm[g]++] = v;
     *have = 1;
-    break;
+    return FP8_OK;
   }
+  return fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s:%lld: recipe %s (%s) is not a configuration of steps.csv", path,
+                    (long long)line, f[FP8_GEMM_COL_RECIPE], f[FP8_GEMM_COL_KIND]);
+}
+
+/* The fields of one gemm.csv row (its layer, gemm, step, configuration and rel_error), as
+ * steps.csv's are checked; *g gets the gemm kind, *v the rel_error. */
+static int gemm_check(const char *path, int64_t line, char **f, int *g, double *v, char *err,
+                      size_t errlen) {
+  const fp8_schema *s = &fp8_schema_gemm;
+  int rc = check_tensor_field(path, line, s, FP8_GEMM_COL_LAYER, f[FP8_GEMM_COL_LAYER], err,
+                              errlen);
+  if (rc) return rc;
+  *g = -1;
+  for (int k = 0; k < FP8_GEMM_COUNT; k++)
+    if (strcmp(f[FP8_GEMM_COL_GEMM], fp8_gemm_name((fp8_gemm_kind)k)) == 0) *g = k;
+  int64_t x;
+#define BAD(col, what) bad_field(path, line, s, col, f[col], what, err, errlen)
+  if (*g < 0) return BAD(FP8_GEMM_COL_GEMM, "fprop, dgrad or wgrad");
+  if (!steps_parse_i64(f[FP8_GEMM_COL_STEP], 0, &x)) return BAD(FP8_GEMM_COL_STEP, "a step number >= 0");
+  const char *recipe = f[FP8_GEMM_COL_RECIPE];
+  size_t nr = strlen(recipe);
+  if (nr == 0 || nr > 63 || strspn(recipe, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                           "0123456789_.-") != nr)
+    return BAD(FP8_GEMM_COL_RECIPE, "a recipe label (A-Z a-z 0-9 _ . -)");
+  const char *kind = f[FP8_GEMM_COL_KIND];
+  int known = 0;
+  for (int k = FP8_KIND_DELAYED; k <= FP8_KIND_ROWWISE; k++)
+    known |= strcmp(kind, fp8_recipe_kind_name((fp8_recipe_kind)k)) == 0;
+  if (!known) return BAD(FP8_GEMM_COL_KIND, "delayed, current, mxfp8, block or rowwise");
+  if (strcmp(kind, "delayed") != 0) {
+    for (int col = FP8_GEMM_COL_HISTORY_LEN; col <= FP8_GEMM_COL_AMAX_COMPUTE; col++)
+      if (*f[col]) return BAD(col, "an empty field for non-delayed kinds");
+  } else {
+    if (!steps_parse_i64(f[FP8_GEMM_COL_HISTORY_LEN], 0, &x) || x < 1 || x > FP8_HISTORY_LIMIT)
+      return BAD(FP8_GEMM_COL_HISTORY_LEN, "an integer in 1..1048576 for delayed scaling");
+    if (!steps_parse_i64(f[FP8_GEMM_COL_MARGIN], 1, &x) || x < -FP8_MARGIN_LIMIT ||
+        x > FP8_MARGIN_LIMIT)
+      return BAD(FP8_GEMM_COL_MARGIN, "an integer in -64..64 for delayed scaling");
+    const char *ac = f[FP8_GEMM_COL_AMAX_COMPUTE];
+    if (strcmp(ac, "max") != 0 && strcmp(ac, "most_recent") != 0)
+      return BAD(FP8_GEMM_COL_AMAX_COMPUTE, "max or most_recent for delayed scaling");
+  }
+  if (!steps_parse_f64(f[FP8_GEMM_COL_REL_ERROR], v) || *v < 0) /* inf: a zero reference */
+    return BAD(FP8_GEMM_COL_REL_ERROR, "a number >= 0, inf or nan");
+#undef BAD
   return FP8_OK;
 }
 
@@ -154,41 +373,49 @@ int rep_load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", r->outdir, s->file);
   *have = 0;
-  FILE *fp = fopen(path, "r");
-  if (!fp) return FP8_OK;
-  char line[2048];
-  int64_t lineno = 0;
-  int rc = FP8_OK;
-  while (fgets(line, sizeof line, fp)) {
-    lineno++;
-    line[strcspn(line, "\r\n")] = 0;
-    if (lineno == 1) {
-      if (!fp8_schema_match_header(s, line)) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return FP8_OK; /* a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
+  char *text = NULL;
+  size_t len = 0;
+  int rc = fp8_read_stream(fp, &text, &len);
+  if (rc) rc = fp8_errorf(rc, err, errlen, "%s: cannot read", path);
+  int64_t line = 0;
+  for (char *p = text, *end = text + len; !rc && p < end;) {
+    char *nl = memchr(p, '\n', (size_t)(end - p)), *ln = p;
+    size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    p += l + (nl != NULL);
+    line++;
+    if (memchr(ln, 0, l)) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: NUL byte in the line", path,
+                      (long long)line);
+      break;
+    }
+    ln[l] = 0;
+    if (l && ln[l - 1] == '\r') ln[--l] = 0;
+    if (line == 1) {
+      if (fp8_schema_match_header(s, ln) != FP8_GEMM_COL_COUNT)
         rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header", path, s->file);
-        break;
-      }
       continue;
     }
-    /* one field more than the columns stays in the last one: rel_error then fails to parse */
-    char *f[FP8_GEMM_COL_COUNT];
-    if (split_n(line, f, FP8_GEMM_COL_COUNT) != FP8_GEMM_COL_COUNT) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: expected %d fields", path,
-                      (long long)lineno, FP8_GEMM_COL_COUNT);
+    if (l == 0) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
       break;
     }
-    int g = -1;
-    for (int k = 0; k < FP8_GEMM_COUNT; k++)
-      if (strcmp(f[FP8_GEMM_COL_GEMM], fp8_gemm_name((fp8_gemm_kind)k)) == 0) g = k;
-    char *end;
-    double v = strtod(f[FP8_GEMM_COL_REL_ERROR], &end);
-    if (g < 0 || *end) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: bad gemm or rel_error", path,
-                      (long long)lineno);
+    char *f[FP8_GEMM_COL_COUNT + 1];
+    int nf = split_all(ln, f, FP8_GEMM_COL_COUNT);
+    if (nf != FP8_GEMM_COL_COUNT) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: expected %d fields, found %s%d", path,
+                      (long long)line, FP8_GEMM_COL_COUNT, nf > FP8_GEMM_COL_COUNT ? "more than " : "",
+                      nf > FP8_GEMM_COL_COUNT ? FP8_GEMM_COL_COUNT : nf);
       break;
     }
-    if ((rc = gemm_add(r, f, g, v, have, err, errlen)) != FP8_OK) break;
+    int g;
+    double v;
+    rc = gemm_check(path, line, f, &g, &v, err, errlen);
+    if (!rc) rc = gemm_add(r, f, g, v, have, path, line, err, errlen);
   }
-  fclose(fp);
+  if (!rc && line == 0) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: empty file", path);
+  free(text);
   for (size_t c = 0; c < r->ncfg; c++)
     for (int g = 0; g < 3; g++) {
       cfg_t *x = &r->cfgs[c];

@@ -18,17 +18,10 @@
 
 #include "outfile.h" /* fp8_read_stream */
 #include "results.h" /* fp8_schema_steps, FP8_STEPS_COL_* */
+#include "trace.h"   /* fp8_tensor_name_check */
 
-static const char *show(steps_ctx *c, const char *s) {
-  size_t n = 0;
-  for (; s[n] && n < 40; n++) c->shown[n] = isprint((unsigned char)s[n]) ? s[n] : '?';
-  if (s[n]) {
-    memcpy(c->shown + n, "...", 3);
-    n += 3;
-  }
-  c->shown[n] = 0;
-  return c->shown;
-}
+/* A field as a one-line message quotes it: escaped (fp8_escape), at most 40 bytes of it. */
+static const char *show(steps_ctx *c, const char *s) { return fp8_esc(s, c->shown, 44); }
 
 /* Digits only (after a '-' where allowed), within int64: strtoll's value for those. */
 int steps_parse_i64(const char *s, int allow_neg, int64_t *out) {
@@ -165,7 +158,12 @@ static int bad(steps_ctx *c, char **f, int col, const char *what) {
 
 /* tensor, role: a tensor keeps one role over the file. */
 static int parse_tensor(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
-  if (!*f[FP8_STEPS_COL_TENSOR]) return bad(c, f, FP8_STEPS_COL_TENSOR, "a tensor name");
+  const char *name = f[FP8_STEPS_COL_TENSOR];
+  if (!*name) return bad(c, f, FP8_STEPS_COL_TENSOR, "a tensor name");
+  char why[FP8_ESC_LEN + 64]; /* the trace readers' rules, a rank_<r>/ prefix on top */
+  if (fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why,
+                            sizeof why) != 0)
+    return steps_fail_at(c, c->line, "column tensor: %s: %s", show(c, name), why);
   r->role = FP8_ROLE_UNKNOWN;
   if (*f[FP8_STEPS_COL_ROLE]) {
     int found = 0;

@@ -22,8 +22,6 @@ int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) {
   return FP8_EFORMAT;
 }
 
-/* A field as it may be shown in a one-line message: at most 40 characters, non-printable
- * bytes as '?'. */
 /* ------------------------------------------------------------------ interned strings */
 
 static uint64_t hash_bytes(const char *s, size_t n, uint64_t h) {
@@ -262,10 +260,11 @@ int steps_build_groups(steps_ctx *c, fp8_steps_table *t, steps_priv *pv, steps_g
     }
   }
   if (dup_line >= 0) {
-    char cfg[160];
+    char cfg[160], shown[FP8_ESC_LEN];
     const fp8_step_row *a = &t->rows[dup_a], *b = &t->rows[dup_b];
     rc = steps_fail_at(c, b->line, "duplicate row: step %lld of tensor %s, configuration %s, "
-                       "already at line %lld", (long long)b->step, b->tensor,
+                       "already at line %lld", (long long)b->step,
+                       fp8_esc(b->tensor, shown, sizeof shown),
                        config_text(&groups[b->group], cfg, sizeof cfg), (long long)a->line);
     goto done;
   }

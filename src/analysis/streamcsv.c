@@ -13,6 +13,7 @@
 #include "outfile.h"
 #include "results.h"
 #include "stepscsv_internal.h"
+#include "trace.h" /* fp8_tensor_name_check */
 
 typedef struct {
   char *text;       /* the whole file, split in place; names point into it */
@@ -52,13 +53,17 @@ static int grow_series(fp8_stream_series *s, size_t *cap) {
   return 1;
 }
 
-/* The key columns of a row against series s (1: the same). */
+/* The key columns of a row against series s (1: the same), compared as the runner writes
+ * them: the text, not what atoi makes of it ("1x" is not history 1). */
 static int same_key(const fp8_stream_series *s, char **f) {
+  char h[16], m[16];
+  snprintf(h, sizeof h, "%d", (int)s->history_len);
+  snprintf(m, sizeof m, "%d", (int)s->margin);
   return strcmp(s->tensor, f[FP8_STREAM_COL_TENSOR]) == 0 &&
+         strcmp(fp8_role_name(s->role), f[FP8_STREAM_COL_ROLE]) == 0 /* "" for no role */ &&
          strcmp(s->recipe, f[FP8_STREAM_COL_RECIPE]) == 0 &&
          strcmp(fp8_format_name(s->format), f[FP8_STREAM_COL_FORMAT]) == 0 &&
-         atoi(f[FP8_STREAM_COL_HISTORY_LEN]) == s->history_len &&
-         atoi(f[FP8_STREAM_COL_MARGIN]) == s->margin &&
+         strcmp(h, f[FP8_STREAM_COL_HISTORY_LEN]) == 0 && strcmp(m, f[FP8_STREAM_COL_MARGIN]) == 0 &&
          strcmp(fp8_amax_compute_name(s->amax_compute), f[FP8_STREAM_COL_AMAX_COMPUTE]) == 0;
 }
 
@@ -67,9 +72,15 @@ static int new_series(fp8_stream_series *s, char **f) {
   memset(s, 0, sizeof *s);
   s->tensor = f[FP8_STREAM_COL_TENSOR];
   s->recipe = f[FP8_STREAM_COL_RECIPE];
+  char why[FP8_ESC_LEN + 64];
+  if (fp8_tensor_name_check(s->tensor, strlen(s->tensor), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX,
+                            why, sizeof why) != 0)
+    return 0;
   s->role = FP8_ROLE_UNKNOWN;
+  int role_ok = !*f[FP8_STREAM_COL_ROLE]; /* empty: a tensor without a role */
   for (int k = 0; k < FP8_ROLE_UNKNOWN; k++)
-    if (strcmp(f[FP8_STREAM_COL_ROLE], fp8_role_name((fp8_role)k)) == 0) s->role = (fp8_role)k;
+    if (strcmp(f[FP8_STREAM_COL_ROLE], fp8_role_name((fp8_role)k)) == 0) s->role = (fp8_role)k, role_ok = 1;
+  if (!role_ok || !*s->recipe) return 0;
   if (strcmp(f[FP8_STREAM_COL_FORMAT], "e4m3") == 0) s->format = FP8_E4M3;
   else if (strcmp(f[FP8_STREAM_COL_FORMAT], "e5m2") == 0) s->format = FP8_E5M2;
   else return 0;

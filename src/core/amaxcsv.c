@@ -71,30 +71,36 @@ static int parse_row(const char *path, size_t line, char *cur, raw_row *r, char 
   *c1 = '\0';
   *c2 = '\0';
   const char *fs = cur, *ft = c1 + 1, *fa = c2 + 1;
+  char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
   *r = (raw_row){0, ft, 0, 0.0f, line};
   int sr = parse_step(fs, &r->step);
   if (sr != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      sr == -2 ? "%s:%zu: step '%.64s' too large"
-                               : "%s:%zu: step '%.64s' is not a non-negative integer",
-                      path, line, fs);
+                      sr == -2 ? "%s:%zu: step '%s' too large"
+                               : "%s:%zu: step '%s' is not a non-negative integer",
+                      path, line, fp8_esc(fs, shown, sizeof shown));
   if (!*ft) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
+  /* the name rules here, so that a bad name is reported at its line of this file */
+  if (fp8_tensor_name_check(ft, strlen(ft), FP8_NAME_MAX, why, sizeof why) != 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", path, line,
+                      fp8_esc(ft, shown, sizeof shown), why);
+  fp8_esc(fa, shown, sizeof shown); /* the amax field, as the messages below quote it */
   char *end = NULL;
   errno = 0;
   /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
   float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
   if (!end || end == fa || *end)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is not a number", path,
-                      line, fa);
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is not a number", path,
+                      line, shown);
   if (isnan(a))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is NaN", path, line, fa);
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is NaN", path, line, shown);
   if (a < 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%.64s' is negative", path, line,
-                      fa);
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is negative", path, line,
+                      shown);
   if (isinf(a) && errno == ERANGE)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s:%zu: amax '%.64s' overflows float (write inf for infinity)", path,
-                      line, fa);
+                      "%s:%zu: amax '%s' overflows float (write inf for infinity)", path,
+                      line, shown);
   r->amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
   return FP8_OK;
 }
@@ -116,9 +122,11 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
     char *cur = p;
     p = next;
     if (line == 1) {
+      char shown[FP8_ESC_LEN];
       if (strcmp(cur, "step,tensor,amax") != 0)
         return fp8_errorf(FP8_EFORMAT, err, errlen,
-                          "%s:1: expected header 'step,tensor,amax', found '%.64s'", path, cur);
+                          "%s:1: expected header 'step,tensor,amax', found '%s'", path,
+                          fp8_esc(cur, shown, sizeof shown));
       continue;
     }
     if (ll == 0) {
@@ -170,10 +178,11 @@ static int index_rows(const char *path, raw_row *rows, size_t nrows, const char 
     while (first > 0 && rows[first - 1].step == rows[dup].step &&
            rows[first - 1].idx == rows[dup].idx)
       first--;
+    char shown[FP8_ESC_LEN];
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)", path,
-                      rows[dup].line, (long long)rows[dup].step, rows[dup].name,
-                      rows[first].line);
+                      rows[dup].line, (long long)rows[dup].step,
+                      fp8_esc(rows[dup].name, shown, sizeof shown), rows[first].line);
   }
   return FP8_OK;
 }

@@ -61,7 +61,9 @@ static void exp_section_begin(exp_ctx *c, char *s) {
   c->sec_nfail = c->nfail;
   char *end = strchr(s, ']');
   if (!end) {
-    fp8_exp_fail(c, line, "syntax error: section header %s has no closing ]", s);
+    char shown[FP8_ESC_LEN];
+    fp8_exp_fail(c, line, "syntax error: section header %s has no closing ]",
+                 fp8_esc(s, shown, sizeof shown));
     return;
   }
   *end = '\0';
@@ -69,7 +71,9 @@ static void exp_section_begin(exp_ctx *c, char *s) {
   const char *rest = end + 1;
   while (isspace((unsigned char)*rest)) rest++;
   if (*rest) {
-    fp8_exp_fail(c, line, "syntax error: unexpected text after [%s]: %s", name, rest);
+    char sn[FP8_ESC_LEN], sr[FP8_ESC_LEN];
+    fp8_exp_fail(c, line, "syntax error: unexpected text after [%s]: %s",
+                 fp8_esc(name, sn, sizeof sn), fp8_esc(rest, sr, sizeof sr));
     return;
   }
   snprintf(c->secname, sizeof c->secname, "%s", name);
@@ -115,11 +119,44 @@ static void exp_section_begin(exp_ctx *c, char *s) {
     c->labels[c->nlabels++].line = line;
     c->sec = SEC_RECIPE;
   } else {
+    char shown[FP8_ESC_LEN];
     fp8_exp_fail(c, line,
                  "unknown section [%s] (expected [trace], [recipe.<label>], [analysis] or "
                  "[output])",
-                 name);
+                 fp8_esc(name, shown, sizeof shown));
   }
+}
+
+/* A line is text: well-formed UTF-8 without control characters but tab, ending in "\n",
+ * "\r\n" or (the last line) nothing. A NUL would silently end the value for inih and the
+ * string functions here (`history_len = 1\0, 4` read as 1), a CR, escape or other control
+ * byte would reach messages and run.json: each is an error at its line and column (bytes,
+ * from 1), and the line is not parsed. Comments too: the file is text. */
+static int exp_line_is_text(exp_ctx *c, const char *line, size_t n) {
+  const unsigned char *p = (const unsigned char *)line;
+  if (n && p[n - 1] == '\n') n--;
+  if (n && p[n - 1] == '\r') n--;
+  for (size_t i = 0; i < n;) {
+    unsigned cp;
+    size_t k = fp8_utf8_decode(p + i, n - i, &cp);
+    char shown[16];
+    if (!k) {
+      fp8_exp_fail(c, c->lineno, "byte %s at column %zu is not UTF-8",
+                   fp8_escape(line + i, 1, shown, sizeof shown), i + 1);
+      return 0;
+    }
+    if (cp == 0) {
+      fp8_exp_fail(c, c->lineno, "NUL byte at column %zu (a text file has none)", i + 1);
+      return 0;
+    }
+    if (fp8_is_control(cp) && cp != '\t') {
+      fp8_exp_fail(c, c->lineno, "control character %s at column %zu (only tab is allowed)",
+                   fp8_escape(line + i, k, shown, sizeof shown), i + 1);
+      return 0;
+    }
+    i += k;
+  }
+  return 1;
 }
 
 /* The ini_reader: one physical line per call, cleaned (see the top of the file). */
@@ -134,6 +171,8 @@ static char *exp_reader(char *str, int num, void *stream) {
     return NULL;
   }
   c->lineno++;
+  str[0] = '\0';
+  if (!exp_line_is_text(c, c->buf, (size_t)got)) return str; /* not handed to inih */
   char *s = c->buf;
   if (c->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
       (unsigned char)s[2] == 0xBF)
@@ -144,7 +183,6 @@ static char *exp_reader(char *str, int num, void *stream) {
       break;
     }
   s = fp8_exp_trim(s);
-  str[0] = '\0';
   if (*s == '\0') return str;
   if (*s == '[') {
     exp_section_begin(c, s);
@@ -152,8 +190,10 @@ static char *exp_reader(char *str, int num, void *stream) {
   }
   char *split = strpbrk(s, "=:");
   if (!split) {
+    char shown[FP8_ESC_LEN];
     fp8_exp_fail(c, c->lineno,
-                 "syntax error: expected key = value, [section] or a comment, found %s", s);
+                 "syntax error: expected key = value, [section] or a comment, found %s",
+                 fp8_esc(s, shown, sizeof shown));
     return str;
   }
   size_t n = strlen(s);

@@ -119,13 +119,14 @@ typedef struct {
  * only when nothing else went wrong in the file). */
 static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   const exp_entry *kind_ent = NULL;
+  char shown[FP8_ESC_LEN];
   for (size_t i = 0; i < c->nents; i++) {
     int k = exp_recipe_key(c->ents[i].key);
     if (k < 0 && !exp_section_key(c->ents[i].key))
       fp8_exp_fail(c, c->ents[i].line,
                    "unknown key %s in [%s] (expected kind, format, history_len, margin, "
                    "amax_compute, amax_epsilon, pow2, scale_rounding, block, tensors or label)",
-                   c->ents[i].key, c->secname);
+                   fp8_esc(c->ents[i].key, shown, sizeof shown), c->secname);
     else if (k == K_KIND) kind_ent = &c->ents[i];
   }
   if (!kind_ent) {

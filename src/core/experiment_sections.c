@@ -45,6 +45,7 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
 }
 
 void fp8_exp_trace_end(exp_ctx *c) {
+  char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   fp8_experiment *ex = c->ex;
   int have_path = 0;
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
@@ -108,7 +109,7 @@ void fp8_exp_trace_end(exp_ctx *c) {
       fp8_exp_fail(c, e->line,
                    "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
                    "synth_seed, reduce_amax or reduce_group)",
-                   e->key);
+                   fp8_esc(e->key, shown, sizeof shown));
     }
   }
   if (!have_path && !c->has_err)
@@ -119,14 +120,17 @@ void fp8_exp_trace_end(exp_ctx *c) {
 }
 
 void fp8_exp_output_end(exp_ctx *c) {
+  char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
     if (strcmp(e->key, "dir") == 0) c->ex->out_dir = fp8_exp_resolve(c, e->value);
-    else fp8_exp_fail(c, e->line, "unknown key %s in [output] (expected dir)", e->key);
+    else fp8_exp_fail(c, e->line, "unknown key %s in [output] (expected dir)",
+                      fp8_esc(e->key, shown, sizeof shown));
   }
 }
 
 void fp8_exp_analysis_end(exp_ctx *c) {
+  char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
     if (strcmp(e->key, "overflow_budget") == 0) {
@@ -171,7 +175,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
       else c->ex->gemm_max_tokens = v;
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, warmup_steps, gemm or gemm_max_tokens)", e->key);
+                   "step_budget, warmup_steps, gemm or gemm_max_tokens)",
+                   fp8_esc(e->key, shown, sizeof shown));
     }
   }
 }

@@ -119,9 +119,10 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
       h->p++;
       have_shape = 1;
     } else {
+      char shown[FP8_ESC_LEN];
       return fp8_errorf(FP8_EFORMAT, err, errlen,
                            "%s: npy header: unexpected or repeated key '%s' at byte %zu", path,
-                           key, kat);
+                           fp8_esc(key, shown, sizeof shown), kat);
     }
     skip_ws(h);
     if (*h->p == ',') h->p++;
@@ -142,15 +143,17 @@ static int parse_npy_header(const char *path, hp *h, fp8_tensor_view *v, char *e
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: fortran_order True not supported (C order only)", path);
   const char *t = descr;
+  char shown[FP8_ESC_LEN];
+  fp8_esc(descr, shown, sizeof shown);
   if (t[0] == '<' || t[0] == '=' || t[0] == '|') t++;
   else if (t[0] == '>')
     return fp8_errorf(FP8_EFORMAT, err, errlen,
-                         "%s: dtype '%s' is big-endian, not supported (<f4, <f2)", path, descr);
+                         "%s: dtype '%s' is big-endian, not supported (<f4, <f2)", path, shown);
   if (strcmp(t, "f4") == 0) v->dtype = FP8_DTYPE_F32;
   else if (strcmp(t, "f2") == 0) v->dtype = FP8_DTYPE_F16;
   else
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: dtype '%s' not supported (<f4, <f2)",
-                         path, descr);
+                         path, shown);
   return FP8_OK;
 }
 
@@ -264,6 +267,13 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen) 
     }
     size_t nl = strlen(e->d_name);
     if (e->d_name[0] == '.' || nl <= 4 || strcmp(e->d_name + nl - 4, ".npy") != 0) continue;
+    /* the name rules before anything else: every later message quotes the file's path */
+    char why[FP8_ESC_LEN + 64], shown[FP8_ESC_LEN];
+    if (fp8_tensor_name_check(e->d_name, nl - 4, FP8_NAME_MAX, why, sizeof why) != 0) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: %s", dir,
+                      fp8_escape(e->d_name, nl - 4, shown, sizeof shown), why);
+      goto done;
+    }
     free(path);
     size_t dl = strlen(dir);
     path = malloc(dl + nl + 2);

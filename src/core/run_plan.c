@@ -66,7 +66,7 @@ static size_t sort_unique(char **names, size_t n) {
 }
 
 /* Collects the selected tensor names of all snapshots (validating every header on the way) and
- * of amax.csv, sorted and unique. */
+ * of amax.csv, sorted and unique; two whose plot files would be the same are an error. */
 int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***names_out,
                       size_t *n_out, char *err, size_t errlen) {
   size_t n = 0, cap = 0;
@@ -96,8 +96,16 @@ int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***nam
     free(names);
     return rc;
   }
+  n = sort_unique(names, n);
+  /* distinct tensors, distinct plot files: refused before the replay, not after it */
+  rc = fp8_tensor_files_distinct((const char *const *)names, n, tr->dir, err, errlen);
+  if (rc) {
+    for (size_t k = 0; k < n; k++) free(names[k]);
+    free(names);
+    return rc;
+  }
   *names_out = names;
-  *n_out = sort_unique(names, n);
+  *n_out = n;
   return FP8_OK;
 }
 
@@ -126,7 +134,7 @@ static int run_coverage_init(run_t *r, char *err, size_t errlen) {
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
   int rc = FP8_OK;
-  char names[512];
+  char names[512], shown[FP8_ESC_LEN];
   if (!ex->config_section) /* an experiment built by hand, without sections: all apply */
     memset(r->covers, 1, n * nc);
   for (size_t si = 0; si < ex->nsections && !rc; si++) {
@@ -141,7 +149,8 @@ static int run_coverage_init(run_t *r, char *err, size_t errlen) {
         rc = fp8_errorf(FP8_EINVAL, err, errlen,
                         "%s:%d: tensors glob \"%s\" of [recipe.%s] matches none of the %zu "
                         "tensors of the replay%s",
-                        ex->file, s->tensors_line, s->globs[g], s->name, n,
+                        ex->file, s->tensors_line, fp8_esc(s->globs[g], shown, sizeof shown),
+                        s->name, n,
                         ex->ntensor_globs ? " (those [trace] tensors selects)" : "");
     }
     if (rc || s->label_first != si) continue;
@@ -183,7 +192,7 @@ static int run_coverage_init(run_t *r, char *err, size_t errlen) {
                       "a shared label is one configuration of every tensor (leave out the "
                       "tensors key of its last section to take the rest)",
                       ex->file, last->tensors_line ? last->tensors_line : last->line,
-                      r->t[first].name, more, s->label, names);
+                      fp8_esc(r->t[first].name, shown, sizeof shown), more, s->label, names);
     }
   }
   free(taken);
@@ -243,11 +252,13 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
       r->formats[i * nc + c] = FP8_E4M3;
       if (r->covers[i * nc + c]) {
         const char *dot = strrchr(t->name, '.');
+        char shown[FP8_ESC_LEN], role[FP8_ESC_LEN];
         return fp8_errorf(FP8_EINVAL, err, errlen,
                     "%s:%d: tensor %s: role '%s' is not one of input, weight, output, grad_output, "
                     "grad_input; [recipe.%s] uses format = hybrid, which needs a role (set format "
                     "= e4m3 or e5m2, or leave the tensor out with [trace] tensors)",
-                    ex->file, ex->format_lines[c], t->name, dot ? dot + 1 : t->name,
+                    ex->file, ex->format_lines[c], fp8_esc(t->name, shown, sizeof shown),
+                    fp8_esc(dot ? dot + 1 : t->name, role, sizeof role),
                     ex->config_section ? ex->sections[ex->config_section[c]].name : cf->label);
       }
     }

@@ -41,8 +41,9 @@ static int parse_dtype(const char *s, fp8_dtype *out) {
   return 0;
 }
 
-/* Validates one header entry and fills v (all but name). data_base/data_size: the data
- * section. Returns an fp8_status with err set. */
+/* Validates one header entry and fills v (all but name); name is the tensor's name as
+ * messages show it (escaped). data_base/data_size: the data section. Returns an fp8_status
+ * with err set. */
 static int parse_entry(const char *path, const char *name, json_t *ent,
                        const unsigned char *data_base, uint64_t data_size, fp8_tensor_view *v,
                        char *err, size_t errlen) {
@@ -58,10 +59,12 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
   if (!json_is_string(jd))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: dtype is %s, expected a string",
                          path, name, json_type_name(jd));
+  char shown[FP8_ESC_LEN];
   if (parse_dtype(json_string_value(jd), &v->dtype) != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                          "%s: tensor %s: dtype %s not supported (F32, BF16, F16)", path, name,
-                         json_string_value(jd));
+                         fp8_escape(json_string_value(jd), json_string_length(jd), shown,
+                                    sizeof shown));
   if (!json_is_array(js))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: shape is %s, expected an array",
                          path, name, json_type_name(js));
@@ -129,6 +132,81 @@ static int parse_entry(const char *path, const char *name, json_t *ent,
   return FP8_OK;
 }
 
+/* A tensor's data region within the data section, for check_tiling. */
+typedef struct {
+  uint64_t b, e;
+  const char *name;
+} region;
+
+static int cmp_region(const void *x, const void *y) {
+  const region *a = x, *b = y;
+  if (a->b != b->b) return a->b < b->b ? -1 : 1;
+  if (a->e != b->e) return a->e < b->e ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* The format's own rule (the safetensors crate's Metadata::validate and read_metadata:
+ * InvalidOffset, MetadataIncompleteBuffer): the data regions, taken in offset order, tile the
+ * data section: each begins where the previous one ended, the first at 0, the last ends at
+ * the end of the file. So no two tensors share bytes, no byte is unused, and a header length
+ * one byte off (which would shift every tensor by a byte) cannot pass. data_at: the file
+ * offset of the data section, for messages. */
+static int check_tiling(const char *path, const fp8_step *s, const unsigned char *data_base,
+                        uint64_t data_size, uint64_t data_at, char *err, size_t errlen) {
+  static const char rule[] = "(the data regions, in offset order, must tile the data section)";
+  region *r = malloc((s->ntensors + 1) * sizeof *r);
+  if (!r) return FP8_ENOMEM;
+  for (size_t i = 0; i < s->ntensors; i++) {
+    const fp8_tensor_view *v = &s->tensors[i];
+    r[i].b = (uint64_t)((const unsigned char *)v->data - data_base);
+    r[i].e = r[i].b + (uint64_t)v->numel * fp8_dtype_size(v->dtype);
+    r[i].name = v->name;
+  }
+  qsort(r, s->ntensors, sizeof *r, cmp_region);
+  int rc = FP8_OK;
+  char a[FP8_ESC_LEN], b[FP8_ESC_LEN];
+  uint64_t end = 0;
+  for (size_t i = 0; i < s->ntensors && rc == FP8_OK; i++) {
+    if (r[i].b < end)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] overlap tensor "
+                      "%s's [%" PRIu64 ", %" PRIu64 "] %s",
+                      path, fp8_esc(r[i].name, a, sizeof a), r[i].b, r[i].e,
+                      fp8_esc(r[i - 1].name, b, sizeof b), r[i - 1].b, r[i - 1].e, rule);
+    else if (r[i].b > end && i == 0)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] leave bytes 0 to "
+                      "%" PRIu64 " of the data section (file bytes %" PRIu64 " to %" PRIu64 ") "
+                      "unused before it %s",
+                      path, fp8_esc(r[i].name, a, sizeof a), r[i].b, r[i].e, r[i].b, data_at,
+                      data_at + r[i].b, rule);
+    else if (r[i].b > end)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] leave bytes "
+                      "%" PRIu64 " to %" PRIu64 " of the data section (file bytes %" PRIu64
+                      " to %" PRIu64 ") unused after tensor %s %s",
+                      path, fp8_esc(r[i].name, a, sizeof a), r[i].b, r[i].e, end, r[i].b,
+                      data_at + end, data_at + r[i].b, fp8_esc(r[i - 1].name, b, sizeof b),
+                      rule);
+    end = r[i].e;
+  }
+  if (rc == FP8_OK && end != data_size) {
+    uint64_t extra = data_size - end;
+    char last[FP8_ESC_LEN + 64] = "";
+    if (s->ntensors)
+      snprintf(last, sizeof last, "its last tensor (%s) ends at %" PRIu64,
+               fp8_esc(r[s->ntensors - 1].name, a, sizeof a), end);
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s: data section of %" PRIu64 " bytes, but %s: %" PRIu64 " byte%s at file "
+                    "byte %" PRIu64 " belong%s to no tensor (a wrong header length, or bytes "
+                    "after the data)",
+                    path, data_size, s->ntensors ? last : "the header has no tensor", extra,
+                    extra == 1 ? "" : "s", data_at + end, extra == 1 ? "s" : "");
+  }
+  free(r);
+  return rc;
+}
+
 int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errlen) {
   int rc = FP8_OK;
   fp8_map m = {NULL, 0};
@@ -157,10 +235,11 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   json_error_t jerr;
   root = json_loadb((const char *)base + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
+    char text[FP8_ESC_LEN]; /* jansson quotes the input near the error */
     rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                        "%s: JSON header (%" PRIu64 " bytes at byte 8) not parseable: %s at "
                        "line %d, column %d (byte %lld of the file)",
-                       path, hlen, jerr.text, jerr.line, jerr.column,
+                       path, hlen, fp8_esc(jerr.text, text, sizeof text), jerr.line, jerr.column,
                        (long long)(8 + (jerr.position > 0 ? jerr.position : 0)));
     goto done;
   }
@@ -183,9 +262,10 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
     json_t *val;
     json_object_foreach(meta, k, val) {
       if (!json_is_string(val)) {
+        char key[FP8_ESC_LEN];
         rc = fp8_errorf(FP8_EFORMAT, err, errlen,
-                           "%s: __metadata__ value of %s is %s, expected a string", path, k,
-                           json_type_name(val));
+                           "%s: __metadata__ value of %s is %s, expected a string", path,
+                           fp8_esc(k, key, sizeof key), json_type_name(val));
         goto done;
       }
     }
@@ -203,7 +283,13 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   json_object_foreach(root, name, ent) {
     if (strcmp(name, "__metadata__") == 0) continue;
     fp8_tensor_view *v = &out->tensors[out->ntensors];
-    rc = parse_entry(path, name, ent, data_base, data_size, v, err, errlen);
+    char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
+    fp8_esc(name, shown, sizeof shown);
+    if (fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX, why, sizeof why) != 0) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensor %s: %s", path, shown, why);
+      goto done;
+    }
+    rc = parse_entry(path, shown, ent, data_base, data_size, v, err, errlen);
     if (rc != FP8_OK) goto done;
     v->name = strdup(name);
     if (!v->name) {
@@ -212,6 +298,8 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
     }
     out->ntensors++;
   }
+  rc = check_tiling(path, out, data_base, data_size, 8 + hlen, err, errlen);
+  if (rc != FP8_OK) goto done;
   fp8_step_sort(out); /* names are unique: JSON_REJECT_DUPLICATES */
   rc = fp8_step_add_map(out, &m);
   if (rc != FP8_OK) goto done;
@@ -227,6 +315,17 @@ done:
 
 /* ------------------------------------------------------------------ writer */
 
+/* The writer refuses the names the reader would refuse (and __metadata__). */
+static int check_out_name(const char *path, size_t i, const char *name, char *err,
+                          size_t errlen) {
+  char why[FP8_ESC_LEN + 64] = "", shown[FP8_ESC_LEN];
+  if (name && strcmp(name, "__metadata__") != 0 &&
+      fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX, why, sizeof why) == 0)
+    return FP8_OK;
+  return fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'%s%s", path, i,
+                    fp8_esc(name, shown, sizeof shown), *why ? ": " : "", why);
+}
+
 /* Builds the header object; *data_total gets the data section size. */
 static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
                         const char *const *metadata, json_t **out, uint64_t *data_total,
@@ -239,11 +338,7 @@ static int build_header(const char *path, const fp8_tensor_out *t, size_t n,
     goto done;
   }
   for (size_t i = 0; i < n; i++) {
-    if (!t[i].name || !*t[i].name || strcmp(t[i].name, "__metadata__") == 0) {
-      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %zu: invalid name '%s'", path, i,
-                         t[i].name ? t[i].name : "(null)");
-      goto done;
-    }
+    if ((rc = check_out_name(path, i, t[i].name, err, errlen)) != FP8_OK) goto done;
     if (json_object_get(root, t[i].name)) {
       rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: tensor %s given twice", path, t[i].name);
       goto done;

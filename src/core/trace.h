@@ -115,6 +115,32 @@ int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen);
  *  must be empty). On error they are left empty and err names the file and line. */
 int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ tensor names */
+
+/** Longest tensor name a trace file may hold, in bytes. With the `rank_<r>/` prefix of a
+ *  multi-rank trace (at most FP8_RANK_PREFIX_MAX bytes more) the plot file
+ *  `amax_<name>.png` stays within the 255 bytes a file name may have. */
+#define FP8_NAME_MAX 200
+#define FP8_RANK_PREFIX_MAX 11 /* "rank_65535/" */
+
+/** Checks len bytes of name against the name rules (docs/semantics.md, "Strict inputs"):
+ *  non-empty, at most max bytes, well-formed UTF-8 without control characters (NUL, C0, DEL,
+ *  C1), no leading '/', no ".." path segment ('/' inside a name, as in rank_0/..., is legal).
+ *  Returns 0 when it passes; else -1 with what is wrong in why ("name is empty", "name holds
+ *  the control character \n at byte 3"). Every trace reader calls it on every name. */
+int fp8_tensor_name_check(const char *name, size_t len, size_t max, char *why, size_t whylen);
+
+/** The file-name form of a tensor name (the `<stem>` of plots/amax_<stem>.png): A-Z a-z 0-9
+ *  '-' '.' kept, every other byte '_'. out holds at least FP8_NAME_MAX + FP8_RANK_PREFIX_MAX
+ *  + 1 bytes for a name that passed the rules. */
+void fp8_tensor_file_stem(const char *name, char *out, size_t n);
+
+/** Distinct tensors must get distinct plot files: FP8_OK when no two of names[0..n) have the
+ *  same file stem, else FP8_EFORMAT with "<where>: tensors A and B would both be drawn as
+ *  plots/amax_<stem>.png; rename one" (the first such pair in strcmp order). */
+int fp8_tensor_files_distinct(const char *const *names, size_t n, const char *where, char *err,
+                              size_t errlen);
+
 /** A tensor to write: host data in the given dtype. */
 typedef struct {
   const char *name;

@@ -126,3 +126,79 @@ void fp8_step_free(fp8_step *s) {
   }
   memset(s, 0, sizeof *s);
 }
+
+/* ------------------------------------------------------------------ tensor names */
+
+int fp8_tensor_name_check(const char *name, size_t len, size_t max, char *why, size_t whylen) {
+  char shown[16];
+  if (len == 0) return fp8_errorf(-1, why, whylen, "name is empty");
+  if (len > max) return fp8_errorf(-1, why, whylen, "name is %zu bytes long, at most %zu", len, max);
+  const unsigned char *p = (const unsigned char *)name;
+  for (size_t i = 0; i < len;) {
+    unsigned cp;
+    size_t n = fp8_utf8_decode(p + i, len - i, &cp);
+    if (!n) return fp8_errorf(-1, why, whylen, "name is not valid UTF-8 at byte %zu", i);
+    if (fp8_is_control(cp))
+      return fp8_errorf(-1, why, whylen, "name holds the control character %s at byte %zu",
+                        fp8_escape(name + i, n, shown, sizeof shown), i);
+    i += n;
+  }
+  if (name[0] == '/') return fp8_errorf(-1, why, whylen, "name starts with '/'");
+  /* a ".." segment: ".." between the start or a '/' and the end or a '/' */
+  for (size_t i = 0; i + 1 < len; i++)
+    if (name[i] == '.' && name[i + 1] == '.' && (i == 0 || name[i - 1] == '/') &&
+        (i + 2 == len || name[i + 2] == '/'))
+      return fp8_errorf(-1, why, whylen, "name has a '..' path segment");
+  return 0;
+}
+
+void fp8_tensor_file_stem(const char *name, char *out, size_t n) {
+  size_t k = 0;
+  for (; *name && k + 1 < n; name++) {
+    char ch = *name;
+    int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               ch == '-' || ch == '.';
+    out[k++] = keep ? ch : '_';
+  }
+  if (n) out[k] = '\0';
+}
+
+/* One name and its stem, for sorting by stem. */
+typedef struct {
+  const char *name;
+  char stem[FP8_NAME_MAX + FP8_RANK_PREFIX_MAX + 2];
+} stem_entry;
+
+static int cmp_stem(const void *a, const void *b) {
+  const stem_entry *x = a, *y = b;
+  int c = strcmp(x->stem, y->stem);
+  return c ? c : strcmp(x->name, y->name);
+}
+
+int fp8_tensor_files_distinct(const char *const *names, size_t n, const char *where, char *err,
+                              size_t errlen) {
+  if (n < 2) return FP8_OK;
+  stem_entry *e = malloc(n * sizeof *e);
+  if (!e) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", where);
+  for (size_t i = 0; i < n; i++) {
+    e[i].name = names[i];
+    fp8_tensor_file_stem(names[i], e[i].stem, sizeof e[i].stem);
+  }
+  qsort(e, n, sizeof *e, cmp_stem);
+  int rc = FP8_OK;
+  /* the first pair in strcmp order of the first name: scan all, keep the smallest */
+  const stem_entry *a = NULL, *b = NULL;
+  for (size_t i = 1; i < n; i++)
+    if (strcmp(e[i - 1].stem, e[i].stem) == 0 && strcmp(e[i - 1].name, e[i].name) != 0 &&
+        (!a || strcmp(e[i - 1].name, a->name) < 0))
+      a = &e[i - 1], b = &e[i];
+  if (a) {
+    char sa[FP8_ESC_LEN], sb[FP8_ESC_LEN], ss[FP8_ESC_LEN];
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s: tensors %s and %s would both be drawn as plots/amax_%s.png; rename one",
+                    where, fp8_esc(a->name, sa, sizeof sa), fp8_esc(b->name, sb, sizeof sb),
+                    fp8_esc(a->stem, ss, sizeof ss));
+  }
+  free(e);
+  return rc;
+}

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) {
@@ -23,4 +24,82 @@ void *fp8_grow(void *arr, size_t n, size_t *cap, size_t elem, size_t first) {
   void *na = realloc(arr, nc * elem);
   if (na) *cap = nc;
   return na;
+}
+
+/* ------------------------------------------------------------------ UTF-8 and escaping */
+
+size_t fp8_utf8_decode(const unsigned char *s, size_t len, unsigned *cp) {
+  if (len == 0) return 0;
+  unsigned c = s[0];
+  if (c < 0x80) return *cp = c, 1;
+  size_t n;
+  unsigned min;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80, c &= 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800, c &= 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000, c &= 0x07;
+  else return 0; /* a continuation byte, C0/C1 (overlong 2-byte), F5..FF */
+  if (len < n) return 0;
+  for (size_t k = 1; k < n; k++) {
+    if ((s[k] & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (s[k] & 0x3F);
+  }
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  *cp = c;
+  return n;
+}
+
+int fp8_is_control(unsigned cp) { return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F); }
+
+/* The one escaper (fp8_escape, fp8_escape_line): keep_backslash for the printing safety net,
+ * cut: end with "..." when the text does not fit (else it is only cut at a unit boundary). */
+static const char *escape(const char *s, size_t len, char *out, size_t outlen,
+                          int keep_backslash, int cut) {
+  if (!out || outlen == 0) return out;
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0, room = outlen - 1, i = 0, safe = 0;
+  while (i < len) {
+    char unit[16];
+    size_t un = 0;
+    unsigned cp;
+    size_t n = fp8_utf8_decode(p + i, len - i, &cp);
+    if (n && !fp8_is_control(cp) && !(cp == '\\' && !keep_backslash)) {
+      memcpy(unit, p + i, n);
+      un = n;
+    } else if (n == 1 && (cp == '\\' || cp == '\n' || cp == '\r' || cp == '\t')) {
+      unit[0] = '\\';
+      unit[1] = cp == '\\' ? '\\' : cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't';
+      un = 2;
+    } else {
+      if (n == 0) n = 1; /* a stray byte: shown alone, decoding resumes after it */
+      for (size_t k = 0; k < n; k++)
+        un += (size_t)snprintf(unit + un, sizeof unit - un, "\\x%02x", p[i + k]);
+    }
+    if (o + un > room) { /* does not fit: cut back to where "..." fits after a unit */
+      if (cut && room >= 3) {
+        o = safe;
+        memcpy(out + o, "...", 3);
+        o += 3;
+      }
+      break;
+    }
+    memcpy(out + o, unit, un);
+    o += un;
+    i += n;
+    if (o + 3 <= room) safe = o;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+const char *fp8_escape(const char *s, size_t len, char *out, size_t outlen) {
+  return escape(s, len, out, outlen, 0, 1);
+}
+
+const char *fp8_esc(const char *s, char *out, size_t outlen) {
+  if (!s) s = "(null)";
+  return escape(s, strlen(s), out, outlen, 0, 1);
+}
+
+const char *fp8_escape_line(const char *s, char *out, size_t outlen) {
+  return escape(s, s ? strlen(s) : 0, out, outlen, 1, 0);
 }
