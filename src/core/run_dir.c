@@ -36,6 +36,7 @@ static int enter_fresh(const fp8_run_options *opt, const char *out, run_undo *u,
     /* its checkpoint and marker are fp8lab's own; its synth trace too when no result of any
      * run is there (with results it may be the earlier run's: --force replaces it) */
     fp8_rundir_remove_interrupted(out, !results);
+    u->interrupted = 1;
   }
   /* (a checkpoint folder without a marker is no run's: a fresh one is written over it) */
   if (!opt->force && fp8_rundir_nonempty(out))

@@ -15,6 +15,8 @@
 #include "fp8.h"
 #include "outfile.h"
 #include "outputs.h"
+#include <jansson.h>
+
 #include "trace.h" /* fp8_trace_snapshot_name */
 
 /* ------------------------------------------------------------------ the lock */
@@ -283,4 +285,51 @@ int fp8_rundir_enter_report(const char *dir, int *fd, char *err, size_t errlen) 
   }
   fp8_rundir_remove_debris(dir); /* the temporaries of a report that was killed */
   return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ an interrupted report */
+
+/* 1 when the file at path begins with prefix (its first bytes read: a plot's tEXt chunks come
+ * right after its IHDR, advice.ini's header is its first line). */
+static int file_has(const char *path, const void *sig, size_t n, size_t within) {
+  unsigned char head[256];
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return 0;
+  size_t got = fread(head, 1, within < sizeof head ? within : sizeof head, fp);
+  fclose(fp);
+  for (size_t i = 0; i + n <= got; i++)
+    if (memcmp(head + i, sig, n) == 0) return 1;
+  return 0;
+}
+
+int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
+  char path[4096 + 600], name[600];
+  int rc = FP8_OK;
+  /* plots/ PNGs that fp8lab drew: PNG, IHDR, then the tEXt chunk "fp8lab-version" (png_io.c) */
+  static const char png_sig[] = "tEXtfp8lab-version";
+  snprintf(path, sizeof path, "%s/plots", dir);
+  DIR *d = opendir(path);
+  for (struct dirent *e; d && rc == FP8_OK && (e = readdir(d)) != NULL;) {
+    if (snprintf(name, sizeof name, "plots/%s", e->d_name) >= (int)sizeof name ||
+        !fp8_output_name_ok(name))
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (file_has(path, png_sig, sizeof png_sig - 1, 64)) rc = fp8_outputs_add(o, name);
+  }
+  if (d) closedir(d);
+  /* advice.ini as the report writes it (report_answer.c's first line) */
+  static const char advice_sig[] = "; advice.ini: the report's answer as one experiment";
+  snprintf(path, sizeof path, "%s/advice.ini", dir);
+  if (!rc && file_has(path, advice_sig, sizeof advice_sig - 1, sizeof advice_sig - 1))
+    rc = fp8_outputs_add(o, "advice.ini");
+  /* the notebook of the run's experiment (run.json, written at the run's commit) */
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr);
+  const char *exp = json_string_value(json_object_get(json_object_get(j, "experiment"), "name"));
+  if (!rc && exp && snprintf(name, sizeof name, "notebooks_export/%s.ipynb", exp) < (int)sizeof name &&
+      fp8_output_name_ok(name))
+    rc = fp8_outputs_add(o, name);
+  json_decref(j);
+  return rc;
 }

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include "outputs.h"
+
 #define FP8_RUN_MARKER ".fp8lab-run-in-progress"
 #define FP8_RUN_CHECKPOINT_DIR ".fp8lab-checkpoint"
 #define FP8_SYNTH_TRACE_DIR "synth_trace"
@@ -80,5 +82,11 @@ int fp8_rundir_has_results(const char *dir);
 /** Removes what an interrupted run left that is fp8lab's own and no result: the marker, the
  *  checkpoint folder and, with synth, an owned synth_trace/. */
 void fp8_rundir_remove_interrupted(const char *dir, int synth);
+
+/** The files a report that was killed may have written and listed nowhere (run.json lists a
+ *  report's files only at its end), for the --force run that replaces it: the plots/ PNGs
+ *  whose tEXt chunks say fp8lab drew them, advice.ini with the report's header, and the
+ *  notebook of run.json's experiment. Added to o (FP8_OK or FP8_ENOMEM). */
+int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o);
 
 #endif

@@ -270,7 +270,10 @@ static int run_outputs(const run_t *r, fp8_outputs *o) {
 static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char *err,
                         size_t errlen) {
   int rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
-  if (!rc && !resume && earlier_outputs(r->out, &r->earlier) != FP8_OK)
+  /* after a kill in a report, its files are listed nowhere: they are fp8lab's all the same */
+  if (!rc && !resume &&
+      (earlier_outputs(r->out, &r->earlier) != FP8_OK ||
+       (u->interrupted && fp8_rundir_add_report_leftovers(r->out, &r->earlier) != FP8_OK)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = run_ckpt_open(r, resume, err, errlen);
   if (!rc && !resume) rc = run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen);

@@ -117,6 +117,7 @@ typedef struct {
   int lock_fd;            /* the folder's lock (rundir.h; -1: none) */
   int locked;             /* the lock was taken (or the file system has none) */
   int claimed;            /* this run wrote the in-progress marker */
+  int interrupted;        /* the folder held an interrupted run (its marker) */
 } run_undo;
 /* The folder as the run finds it: refused, cleaned of fp8lab's debris, locked (rundir.h). */
 int run_dir_enter(const fp8_run_options *opt, const char *out, run_undo *u, char *err,

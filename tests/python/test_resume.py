@@ -285,6 +285,25 @@ def test_mixed_folder(d):
     print("  mixed folder: report refused (exit 2), plain run refused, --resume byte-identical")
 
 
+def test_force_after_report_kill(d):
+    """3b: --force over a folder whose report was killed: the plots the interrupted report drew
+    (listed nowhere yet) go with the rest, the folder is another run's exactly."""
+    out = os.path.join(d, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    run(["run", "b.ini", "--out", "out", "--threads", "2", "--quiet"], d, check=0)
+    ref_b = snapshot(out)
+    only_k = os.path.join(out, "plots", "amax_layers.0.qkv.output.png")  # k draws it, b does not
+    assert not os.path.exists(only_k)
+    p = start(d, ["--force"], every_step=False)
+    landed = wait_for(lambda: os.path.exists(only_k), p)
+    assert kill(p) and landed, "the run ended before the kill"
+    wait_unlocked(out)
+    run(["run", "b.ini", "--out", "out", "--threads", "2", "--quiet", "--force"], d, check=0)
+    problems = diff(ref_b, snapshot(out))
+    assert not problems, "--force after a kill in the report: %s" % problems
+    print("  --force after a kill in the report: the interrupted report's plots gone")
+
+
 def test_resume_errors(d):
     out = os.path.join(d, "out")
     r = run(["run", "k.ini", "--resume", "--quiet"], d, check=2)  # complete folder: nothing to do
@@ -416,6 +435,8 @@ def main():
         test_force_keeps_user_trace(d)
         test_debris(d)
         test_mixed_folder(d)
+        test_force_after_report_kill(d)
+        run(["run", "k.ini", "--threads", "2", "--quiet", "--force"], d, check=0)
         test_resume_errors(d)
         kill_test(d, random.Random(16))
     print("test_resume: ok (%.1f s)" % (time.time() - t))
