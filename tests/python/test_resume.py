@@ -11,7 +11,8 @@
    names, and the temporaries of a live process, are left alone.
 3. A kill between the run's commit and the end of its report (over another experiment's
    results) leaves the folder marked: `fp8lab report` refuses it (exit 2, one line), a plain
-   `fp8lab run` says what to do, `--resume` finishes it.
+   `fp8lab run` says what to do, `--resume` finishes it; after a kill during a report, --force
+   with another experiment leaves none of the killed report's plots.
 4. --resume's refusals: no interrupted run, no checkpoint, another experiment file, a changed
    trace, --resume with --force.
 5. The kill test: a clean reference run, then 10 kills (SIGKILL) at seeded random moments
@@ -19,6 +20,8 @@
    --resume (one of them, on a fresh folder, by a plain re-run without --force instead): every
    output file byte-identical to the reference, run.json except its two timestamps
    (started_utc, wall_time_s).
+6. A three-rank trace with reduce_amax, killed twice and resumed with another --threads (needs
+   numpy for tools/reference/gen_trace.py; skipped without): the same bytes.
 
 Kills land mid-run because the runs are slowed by FP8LAB_TEST_STEP_DELAY_MS (a pause after each
 step; README) and the kill moments are taken from what the folder shows (the first checkpoint,
@@ -427,6 +430,48 @@ def kill_test(d, rng):
     assert landed["replay"] >= 5 and landed["report"] >= 2, landed
 
 
+def test_ranks_resume(d, rng):
+    """A three-rank trace with reduce_amax (the reduction over ranks in the replayed state, a
+    mismatching amax.csv) killed twice and resumed with another --threads: the same CSVs, the
+    same run.json but for the timestamps, threads and the engine's name."""
+    try:
+        import numpy  # noqa: F401  (tools/reference/gen_trace.py needs it)
+    except ImportError:
+        print("  ranks: skipped (no numpy)")
+        return
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                       "reference", "gen_trace.py")
+    rd = os.path.join(d, "ranks")
+    os.makedirs(rd)
+    subprocess.run([sys.executable, gen, "trace", "--seed", "5", "--ranks", "3", "--ini",
+                    "exp.ini", "--reduce-amax"], cwd=rd, check=True, capture_output=True)
+    run(["run", "exp.ini", "--quiet", "--no-report", "--out", "o", "--threads", "2"], rd, check=0)
+
+    def cut(snap):
+        j = snap["run.json"]
+        snap["run.json"] = re.sub(rb'("(?:threads|engine|name)": )"?cpu[^,\n]*|("threads": )\d+',
+                                  rb"\1\2X", j)
+        return snap
+    ref = cut(snapshot(os.path.join(rd, "o")))
+    done = []
+    for _ in range(2):
+        shutil.rmtree(os.path.join(rd, "o"))
+        env = dict(os.environ, FP8LAB_TEST_STEP_DELAY_MS="15")
+        p = subprocess.Popen([BIN, "run", "exp.ini", "--quiet", "--no-report", "--out", "o",
+                              "--threads", "2", "--checkpoint-interval", "0"], cwd=rd, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        ok = wait_for(lambda: os.path.exists(os.path.join(rd, "o", CKPT, "state")), p)
+        time.sleep(rng.uniform(0.2, 0.9))
+        assert kill(p) and ok, "the run ended before the kill"
+        r = run(["run", "exp.ini", "--no-report", "--out", "o", "--threads", "3", "--resume"], rd,
+                check=0)
+        done.append(re.search(r"resumed o after step (\d+) of (\d+)", r.stderr).group(1, 2))
+        problems = diff(ref, cut(snapshot(os.path.join(rd, "o"))))
+        assert not problems, "ranks: %s" % problems
+    print("  3 ranks, reduce_amax: resumed after steps %s of %s with --threads 3: byte-identical"
+          % (" and ".join(s for s, _ in done), done[0][1]))
+
+
 def main():
     global BIN
     BIN = os.path.abspath(sys.argv[1])
@@ -438,7 +483,9 @@ def main():
         test_force_after_report_kill(d)
         run(["run", "k.ini", "--threads", "2", "--quiet", "--force"], d, check=0)
         test_resume_errors(d)
-        kill_test(d, random.Random(16))
+        rng = random.Random(16)
+        kill_test(d, rng)
+        test_ranks_resume(d, rng)
     print("test_resume: ok (%.1f s)" % (time.time() - t))
 
 
