@@ -118,7 +118,9 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
     snprintf(fin, sizeof fin, "%s/%s", r->out, part_file(k));
     long long keep = resume ? resume->len[k] : -1;
     struct stat sb;
-    if (resume && keep < 0) continue; /* the interrupted run had none (a gemm.csv without rows) */
+    if (resume && keep < 0) continue; /* the interrupted run had none */
+    /* a commit drops a gemm.csv without rows instead of renaming it */
+    if (resume && resume->phase == RUN_CKPT_COMMIT && k == 2 && r->gemm_rows == 0) continue;
     if (resume && resume->phase == RUN_CKPT_COMMIT && lstat(tmp, &sb) != 0) {
       /* renamed into place before the kill: it must be the whole file */
       if (stat(fin, &sb) != 0 || sb.st_size != keep)
