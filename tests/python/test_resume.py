@@ -467,8 +467,11 @@ def commit_kills(d, ref):
     write(src, SHIM)
     subprocess.run([cc, "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True)
     out = os.path.join(d, "kout")
+    # a sanitizer build's runtime wants to come first among the libraries: let the shim precede
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
     for n in (1, 4):
-        env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_RENAMES=str(n))
+        env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_RENAMES=str(n),
+                   ASAN_OPTIONS=asan)
         p = subprocess.run([BIN, "run", "kt.ini", "--threads", "2", "--quiet", "--force"], cwd=d,
                            env=env, capture_output=True, text=True)
         assert p.returncode == -signal.SIGKILL, "exit %d: %s" % (p.returncode, p.stderr)
@@ -485,7 +488,7 @@ def commit_kills(d, ref):
     run(["run", "ng.ini", "--threads", "2", "--quiet", "--no-report"], d, check=0)
     ref_ng = snapshot(ng)
     assert "gemm.csv" not in ref_ng
-    env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_RENAMES="2")
+    env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_RENAMES="2", ASAN_OPTIONS=asan)
     p = subprocess.run([BIN, "run", "ng.ini", "--threads", "2", "--quiet", "--no-report",
                         "--force"], cwd=d, env=env, capture_output=True, text=True)
     assert p.returncode == -signal.SIGKILL and ckpt_phase(ng) == 2, p.stderr
