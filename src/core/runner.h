@@ -64,7 +64,9 @@ typedef struct {
  *  Bad input (trace, experiment, output dir) gives FP8_EINVAL / FP8_EFORMAT / FP8_EIO before
  *  anything is written: the output directory is created only after the trace's checks, and a
  *  run that fails before its first result is in place removes what it created; outputs are
- *  written to temporary names and renamed at the end. */
+ *  written to temporary names (the rows: partial files of the checkpoint, run_resume.c) and
+ *  renamed at the end. While it writes the folder it holds its lock and in-progress marker
+ *  (rundir.h); with opt->resume it continues the interrupted run found there. */
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen);
 
