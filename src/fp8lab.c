@@ -1,6 +1,6 @@
 /* fp8lab.c: the command line.
  *
- *   fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--quiet]
+ *   fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--quiet]
  *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
  *   fp8lab report OUTDIR [--budget F]
@@ -25,6 +25,7 @@
 #include "report.h"
 #include "fp8.h"
 #include "runner.h"
+#include "rundir.h"
 #include "synth.h"
 #include "trace.h"
 #include "util.h"
@@ -49,8 +50,8 @@ static const char USAGE[] =
     "  --version         print the version\n";
 
 static const char USAGE_RUN[] =
-    "usage: fp8lab run EXP.ini [--out DIR] [--force] [--threads N] [--device D] [--quiet]\n"
-    "                  [--no-report]\n"
+    "usage: fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--device D]\n"
+    "                  [--quiet] [--no-report] [--checkpoint-interval S]\n"
     "\n"
     "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
     "configuration of its [recipe.*] sections and writes into the output directory:\n"
@@ -66,7 +67,13 @@ static const char USAGE_RUN[] =
     "recommendations.csv, report.md, notebooks_export/<experiment>.ipynb and plots/*.png.\n"
     "\n"
     "  --out DIR     output directory (default: [output] dir of the experiment)\n"
-    "  --force       write into a non-empty output directory (its result files are replaced)\n"
+    "  --force       write into a non-empty output directory (its result files are replaced;\n"
+    "                nothing there that fp8lab did not write is touched)\n"
+    "  --resume      continue the run that was interrupted (killed) in the output directory\n"
+    "                from its last checkpoint: the same experiment file, trace and engine;\n"
+    "                the outputs are those of an uninterrupted run\n"
+    "  --checkpoint-interval S  seconds between checkpoints (default 30; 0: after every\n"
+    "                step)\n"
     "  --threads N   worker threads (default: the number of CPUs); also the processes\n"
     "                drawing the report's plots (at most 8)\n"
     "  --device D    auto | cpu | gpu: where the recipes run (default auto: the GPU engine\n"
@@ -158,9 +165,10 @@ static int exit_of(int status) {
 
 /* ------------------------------------------------------------------ report */
 
-static int write_report(const char *dir, double budget, int procs, int quiet) {
+static int write_report(const char *dir, double budget, int procs, int quiet, int in_run) {
   char err[FP8_ERRLEN * 2] = "";
-  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs};
+  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs,
+                           .in_run = in_run};
   fp8_report_summary rs;
   int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
   if (rc) {
@@ -212,10 +220,32 @@ static int cmd_report(int argc, char **argv) {
     fputs(USAGE_REPORT, stderr);
     return EXIT_USAGE;
   }
-  return write_report(dir, budget, (int)jobs, quiet);
+  return write_report(dir, budget, (int)jobs, quiet, 0);
 }
 
 /* ------------------------------------------------------------------ run */
+
+/* The run's final message (and its warnings). */
+static void print_run_summary(const fp8_run_summary *sum, const char *dir, int quiet) {
+  if (sum->resumed_at >= 0 && !quiet)
+    errf("fp8lab: resumed %s after step %lld of %lld\n", sum->out_dir, sum->resumed_at,
+         sum->steps);
+  if (sum->mismatches)
+    errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
+         sum->mismatches, sum->mismatches == 1 ? "amax differs" : "amaxes differ");
+  if (!quiet) {
+    printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
+           "results in %s:\n"
+           "  steps.csv       per snapshot step, tensor and configuration\n"
+           "  summary.csv     per tensor and configuration\n"
+           "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
+           sum->steps, sum->tensors, sum->configs, sum->rows, sum->wall_s, dir);
+    if (sum->stream_rows > 0)
+      printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
+    if (sum->gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
+    printf("  run.json        what ran, and every file written\n");
+  }
+}
 
 static int cmd_run(int argc, char **argv) {
   if (want_help(argc, argv)) {
@@ -225,7 +255,7 @@ static int cmd_run(int argc, char **argv) {
   const char *exp = NULL;
   const char *device = "auto";
   int no_report = 0;
-  fp8_run_options opt = {.threads = 0};
+  fp8_run_options opt = {.threads = 0, .checkpoint_s = 30};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--out") == 0 && i + 1 < argc) {
@@ -236,6 +266,17 @@ static int cmd_run(int argc, char **argv) {
       opt.quiet = 1;
     } else if (strcmp(a, "--no-report") == 0) {
       no_report = 1;
+    } else if (strcmp(a, "--resume") == 0) {
+      opt.resume = 1;
+    } else if (strcmp(a, "--checkpoint-interval") == 0 && i + 1 < argc) {
+      char *end;
+      errno = 0;
+      opt.checkpoint_s = strtod(argv[++i], &end);
+      if (errno || end == argv[i] || *end || !(opt.checkpoint_s >= 0 && opt.checkpoint_s <= 1e6)) {
+        errf("fp8lab run: --checkpoint-interval wants seconds from 0 to 1e6, got '%s'\n",
+             arg(argv[i]));
+        return EXIT_USAGE;
+      }
     } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
       device = argv[++i];
       if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "gpu")) {
@@ -263,6 +304,12 @@ static int cmd_run(int argc, char **argv) {
     fputs(USAGE_RUN, stderr);
     return EXIT_USAGE;
   }
+  if (opt.resume && opt.force) {
+    errf("fp8lab run: --resume continues an interrupted run, --force starts over: "
+         "give one of them\n");
+    return EXIT_USAGE;
+  }
+  opt.report_follows = !no_report;
   if (opt.threads == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     opt.threads = n > 0 ? (n > 64 ? 64 : (int)n) : 1;
@@ -311,25 +358,14 @@ static int cmd_run(int argc, char **argv) {
     errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
-  if (sum.mismatches)
-    errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
-            sum.mismatches, sum.mismatches == 1 ? "amax differs" : "amaxes differ");
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
-  if (!opt.quiet) {
-    printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
-           "results in %s:\n"
-           "  steps.csv       per snapshot step, tensor and configuration\n"
-           "  summary.csv     per tensor and configuration\n"
-           "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
-           sum.steps, sum.tensors, sum.configs, sum.rows, sum.wall_s, dir);
-    if (sum.stream_rows > 0)
-      printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
-    if (sum.gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
-    printf("  run.json        what ran, and every file written\n");
-  }
+  print_run_summary(&sum, dir, opt.quiet);
   if (no_report) return 0;
-  return write_report(dir, -1.0, opt.threads, opt.quiet);
+  int ret = write_report(dir, -1.0, opt.threads, opt.quiet, 1);
+  if (ret == 0) fp8_run_finish(&sum); /* complete: the marker goes */
+  else fp8_rundir_unlock(sum.lock_fd); /* the folder stays marked: a resume reports again */
+  return ret;
 }
 
 /* ------------------------------------------------------------------ synth */

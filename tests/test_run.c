@@ -759,8 +759,15 @@ END_TEST
  * the link with its own pid and execs fp8lab, which keeps that pid. */
 static int run_disk_full(char **out, const char *dir, const char *name, const char *args) {
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s && sh -c 'ln -s /dev/full %s/.%s.tmp.$$ && exec \"%s\" %s'",
-           g_dir, dir, dir, name, tu_bin(), args);
+  /* the rows of the step loop are written into the checkpoint folder (.fp8lab-checkpoint/
+   * steps.csv, histograms.csv: renamed at the commit), the other files to .<name>.tmp.<pid> */
+  int part = strcmp(name, "steps.csv") == 0 || strcmp(name, "histograms.csv") == 0;
+  if (part)
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s/.fp8lab-checkpoint && ln -s /dev/full "
+             "%s/.fp8lab-checkpoint/%s && exec \"%s\" %s", g_dir, dir, dir, name, tu_bin(), args);
+  else
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s && sh -c 'ln -s /dev/full %s/.%s.tmp.$$ && "
+             "exec \"%s\" %s'", g_dir, dir, dir, name, tu_bin(), args);
   return tu_run(cmd, out);
 }
 
@@ -1201,7 +1208,7 @@ START_TEST(test_no_folder_on_input_error) {
                        "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run sy.ini --out sy/out"), 2);
   ck_assert_str_eq(out, "fp8lab: sy.ini:4: tensors = zzz* selects none of the tensors of the trace "
-                        "sy/out/trace\n");
+                        "sy/out/synth_trace\n");
   free(out);
   ck_assert(!exists("sy"));
   ck_assert_int_eq(run_cli(&out, "run sy.ini --out empty"), 2);
@@ -1211,16 +1218,16 @@ START_TEST(test_no_folder_on_input_error) {
   write_text("prev.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run prev.ini --quiet --no-report --out prev"), 0);
   free(out);
-  char *before = read_out("prev/trace/amax.csv");
-  int n_before = entries("prev"), nt_before = entries("prev/trace");
+  char *before = read_out("prev/synth_trace/amax.csv");
+  int n_before = entries("prev"), nt_before = entries("prev/synth_trace");
   write_text("sy6.ini", "[trace]\npath = synth:llm\nsynth_steps = 6\ntensors = zzz*\n"
                         "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run sy6.ini --force --out prev"), 2);
   free(out);
-  char *after = read_out("prev/trace/amax.csv");
+  char *after = read_out("prev/synth_trace/amax.csv");
   ck_assert_str_eq(after, before);
   ck_assert_int_eq(entries("prev"), n_before);
-  ck_assert_int_eq(entries("prev/trace"), nt_before);
+  ck_assert_int_eq(entries("prev/synth_trace"), nt_before);
   free(before);
   free(after);
 }

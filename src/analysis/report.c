@@ -22,6 +22,7 @@
 #include "outfile.h"
 #include "report_internal.h"
 #include "results.h" /* fp8_schema_steps */
+#include "rundir.h"  /* the in-progress marker */
 #include "trace.h"   /* fp8_tensor_files_distinct */
 
 /* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
@@ -44,6 +45,10 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   fp8_doc *md = NULL, *nb = NULL;
   char path[4096];
 
+  /* a folder an interrupted run left may mix two runs: refused (rundir.h) */
+  int lock_fd = -1;
+  if (!(opt && opt->in_run) && (rc = fp8_rundir_enter_report(outdir, &lock_fd, err, errlen)))
+    return rc;
   pthread_t warm;
   int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
   double budget_json, step_json;
@@ -145,5 +150,6 @@ done:
   if (r.have_an) fp8_analysis_free(&r.an);
   if (r.have_tab) fp8_steps_free(&r.tab);
   if (r.have_stream) fp8_stream_free(&r.stream);
+  fp8_rundir_unlock(lock_fd);
   return rc;
 }

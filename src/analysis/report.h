@@ -15,6 +15,9 @@ typedef struct {
   int max_timelines;      /**< amax timelines drawn (tensors with the most overflow); 0: 6 */
   int procs;              /**< processes drawing the plots (forked; same files whatever the number):
                                1 draws them here; 0: the online CPUs, at most 4 */
+  int in_run;             /**< called by fp8lab run, which holds the folder's lock and its
+                               in-progress marker (rundir.h); 0: a folder with that marker is
+                               refused, and the report locks the folder itself */
 } fp8_report_options;
 
 /** What a report produced, for the caller's final message. */

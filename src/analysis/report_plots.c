@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +52,7 @@ static int single_threaded(void) {
  * this process. */
 static void spawn_children(rep_t *r) {
   fflush(NULL); /* nothing buffered is written twice */
+  pid_t parent = getpid();
   for (int k = 1; k < r->nprocs; k++) {
     int p[2];
     if (pipe(p) != 0) continue;
@@ -58,6 +63,14 @@ static void spawn_children(rep_t *r) {
       continue;
     }
     if (pid == 0) {
+#ifdef __linux__
+      /* a report that is killed takes its children with it: none goes on writing plots (and
+       * holding the folder's lock) after it */
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+#else
+      (void)parent;
+#endif
       close(p[0]);
       for (int j = 1; j < k; j++)
         if (r->pid[j] > 0) close(r->fd[j]);

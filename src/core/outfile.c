@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <stdint.h>
 #include <stdarg.h>
@@ -202,6 +203,52 @@ void fp8_outfile_abort(fp8_outfile *of) {
     of->fp = NULL;
     if (of->tmp) unlink(of->tmp);
   }
+  free(of->tmp);
+  free(of->final);
+  of->tmp = of->final = NULL;
+}
+
+int fp8_outfile_open_path(fp8_outfile *of, const char *tmp, const char *final, long long keep,
+                          char *err, size_t errlen) {
+  memset(of, 0, sizeof *of);
+  of->tmp = strdup(tmp);
+  of->final = strdup(final);
+  if (!of->tmp || !of->final) {
+    fp8_outfile_abort(of);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  int rc = FP8_OK;
+  if (keep < 0) {
+    if (!(of->fp = fopen(tmp, "wb"))) {
+      int e = errno;
+      rc = fp8_errorf(fp8_write_errno_status(e), err, errlen, "%s: cannot write: %s", tmp,
+                      strerror(e));
+    }
+  } else {
+    struct stat sb;
+    int fd = open(tmp, O_RDWR);
+    if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size < keep) {
+      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: %s than the checkpoint records (%lld bytes)",
+                      tmp, fd < 0 ? "missing: not as long" : "shorter", keep);
+    } else if (ftruncate(fd, (off_t)keep) != 0 || !(of->fp = fdopen(fd, "r+b")) ||
+               fseeko(of->fp, 0, SEEK_END) != 0) {
+      int e = errno;
+      rc = fp8_errorf(fp8_write_errno_status(e), err, errlen, "%s: cannot write: %s", tmp,
+                      strerror(e));
+    }
+    if (!of->fp && fd >= 0) close(fd);
+  }
+  if (rc) {
+    fp8_outfile_close_keep(of);
+    return rc;
+  }
+  setvbuf(of->fp, NULL, _IOFBF, 1 << 16);
+  return FP8_OK;
+}
+
+void fp8_outfile_close_keep(fp8_outfile *of) {
+  if (of->fp) fclose(of->fp);
+  of->fp = NULL;
   free(of->tmp);
   free(of->final);
   of->tmp = of->final = NULL;

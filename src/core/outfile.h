@@ -27,6 +27,14 @@ int fp8_outfile_open(fp8_outfile *of, const char *dir, const char *name, char *e
 int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);
+/** An outfile whose temporary is a path of the caller's (a partial file of a checkpoint, which
+ *  outlives the process): keep < 0 creates tmp empty; keep >= 0 opens the existing tmp, cuts
+ *  it to its first keep bytes and appends from there (FP8_EINVAL when it is missing or
+ *  shorter). fp8_outfile_commit renames it to final. */
+int fp8_outfile_open_path(fp8_outfile *of, const char *tmp, const char *final, long long keep,
+                          char *err, size_t errlen);
+/** Closes the outfile and keeps its temporary (a checkpoint's partial file; safe twice). */
+void fp8_outfile_close_keep(fp8_outfile *of);
 
 /** Writes a number the way every fp8lab CSV does: "%.9g" (round-trips float32), infinities as
  *  inf / -inf, NaN as nan (glibc would print -nan for some). */

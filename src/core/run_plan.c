@@ -335,6 +335,20 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
   return fp8_engine_sim_create(&r->cpu_plan, &r->cpu, err, errlen);
 }
 
+/* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one
+ * their update was fed: the slot's maximum under reduce_amax). */
+void run_note_warm(run_t *r) {
+  if (r->red_slot) {
+    for (size_t k = 0; k < r->nred; k++) r->fed[k] = 0.0f;
+    for (size_t i = 0; i < r->ntensors; i++)
+      r->fed[r->red_slot[i]] = fmaxf(r->fed[r->red_slot[i]], r->amax[i]);
+  }
+  for (size_t i = 0; i < r->ntensors; i++) {
+    float a = r->red_slot ? r->fed[r->red_slot[i]] : r->amax[i];
+    if (isfinite(a) && a > 0.0f) r->warm_done[i] = 1;
+  }
+}
+
 void run_free(run_t *r) {
   if (r->cpu) r->cpu->ops->free(r->cpu);
   if (r->engine) r->engine->ops->free(r->engine);
@@ -361,6 +375,7 @@ void run_free(run_t *r) {
   free(r->scales);
   free(r->work);
   free(r->rel);
+  fp8_outputs_free(&r->earlier);
   memset(r, 0, sizeof *r);
 }
 

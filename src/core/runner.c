@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rundir.h"
 #include "runner_internal.h"
-#include "synth.h"
 
 /* ------------------------------------------------------------------ one part of a step */
 
@@ -129,20 +129,6 @@ static int check_writes(const run_t *r, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one
- * their update was fed: the slot's maximum under reduce_amax). */
-static void note_warm(run_t *r) {
-  if (r->red_slot) {
-    for (size_t k = 0; k < r->nred; k++) r->fed[k] = 0.0f;
-    for (size_t i = 0; i < r->ntensors; i++)
-      r->fed[r->red_slot[i]] = fmaxf(r->fed[r->red_slot[i]], r->amax[i]);
-  }
-  for (size_t i = 0; i < r->ntensors; i++) {
-    float a = r->red_slot ? r->fed[r->red_slot[i]] : r->amax[i];
-    if (isfinite(a) && a > 0.0f) r->warm_done[i] = 1;
-  }
-}
-
 /* The steps: for each, the amax.csv rows, the snapshot rank by rank, then the two phases. */
 static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
                      const int32_t *amax_map, const size_t *rank_order, char *err, size_t errlen) {
@@ -150,7 +136,10 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   size_t snap = 0, arow = 0;
   double t0 = run_now_s(), last_draw = 0;
   int draw = r->opt->progress && !r->opt->quiet, rc = FP8_OK;
-  for (size_t si = 0; si < nsteps; si++) {
+  /* FP8LAB_TEST_STEP_DELAY_MS: a pause after each step, for the kill test only (README) */
+  const char *delay = getenv("FP8LAB_TEST_STEP_DELAY_MS");
+  long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+  for (size_t si = r->steps_done; si < nsteps; si++) {
     int64_t step = steps[si];
     r->step_index = si;
     fp8_engine *eng[2] = {r->engine, r->cpu};
@@ -181,103 +170,17 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
         if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
       }
     if (rc) return rc;
-    note_warm(r);
+    run_note_warm(r);
     if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
+    r->steps_done = si + 1;
+    if ((rc = run_ckpt_step(r, err, errlen)) != FP8_OK) return rc;
     if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
+    if (delay_ms > 0) nanosleep(&(struct timespec){delay_ms / 1000, delay_ms % 1000 * 1000000L}, NULL);
   }
   return FP8_OK;
 }
 
 /* ------------------------------------------------------------------ the run */
-
-/* What a run that fails before writing its first result has to undo, so that an error leaves
- * the output directory as it found it: the directories it created, and for a synth: trace the
- * generated trace with the one it replaced (--force), moved aside until the run commits. */
-typedef struct {
-  char *created;          /* the outermost directory this run created (NULL: none) */
-  int trace_new;          /* a generated trace was swapped into <out>/trace */
-  char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
-} run_undo;
-
-/* Creates the output directory (once: a synth: trace needs it early), noting what it created. */
-static int make_out_dir(const char *out, run_undo *u, char *err, size_t errlen) {
-  if (!u->created) u->created = fp8_first_missing_dir(out);
-  return fp8_mkdir_p(out, err, errlen);
-}
-
-/* Puts the output directory back as it was (the run failed before any result was in place). */
-static void undo_run(run_undo *u, const char *out, const char *trace_dir) {
-  if (u->trace_new) {
-    fp8_rmtree(trace_dir);
-    if (*u->trace_old) rename(u->trace_old, trace_dir);
-    u->trace_old[0] = '\0';
-  }
-  if (u->created) fp8_rmdir_up(out, u->created);
-}
-
-/* The output directory: create it, open the outputs under temporary names. Called once the
- * trace and the experiment passed every check, so that an error creates nothing. */
-static int open_outputs(const fp8_experiment *ex, const char *out, run_undo *u, fp8_outfile of[4],
-                        char *err, size_t errlen) {
-  int rc = make_out_dir(out, u, err, errlen);
-  if (!rc) rc = fp8_outfile_open(&of[0], out, fp8_schema_steps.file, err, errlen);
-  if (!rc) rc = fp8_outfile_open(&of[1], out, fp8_schema_histograms.file, err, errlen);
-  if (!rc && ex->gemm) rc = fp8_outfile_open(&of[2], out, fp8_schema_gemm.file, err, errlen);
-  int delayed = 0;
-  for (size_t c = 0; c < ex->nconfigs; c++) delayed |= ex->configs[c].kind == FP8_KIND_DELAYED;
-  if (!rc && delayed) rc = fp8_outfile_open(&of[3], out, fp8_schema_stream.file, err, errlen);
-  if (rc) return rc;
-  if (delayed) fp8_schema_put_header(of[3].fp, &fp8_schema_stream);
-  fp8_schema_put_header(of[0].fp, &fp8_schema_steps);
-  fp8_schema_put_header(of[1].fp, &fp8_schema_histograms);
-  if (ex->gemm) fp8_schema_put_header(of[2].fp, &fp8_schema_gemm);
-  return FP8_OK;
-}
-
-/* The trace directory: the experiment's, or for synth: paths a trace generated into the output
- * directory (next to its final place and swapped in, so that a re-run with --force never mixes
- * snapshots of two generations; the old trace waits in u->trace_old until the run commits). */
-static int prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
-                         run_undo *u, char *trace_dir, size_t len, char *err, size_t errlen) {
-  if (!ex->trace_is_synth) {
-    snprintf(trace_dir, len, "%s", ex->trace_path);
-    return FP8_OK;
-  }
-  int rc = fp8_experiment_check_ranks(ex, 0, ex->trace_path, err, errlen); /* one rank */
-  if (!rc) rc = make_out_dir(out, u, err, errlen);
-  if (rc) return rc;
-  char tmp_dir[4096 + 32];
-  snprintf(trace_dir, len, "%s/trace", out);
-  snprintf(tmp_dir, sizeof tmp_dir, "%s/.trace.tmp.%ld", out, (long)getpid());
-  fp8_rmtree(tmp_dir);
-  if (opt->progress && !opt->quiet)
-    fprintf(stderr, "generating synthetic trace %s (%lld steps) into %s ...\n", ex->synth_preset,
-            (long long)ex->synth_steps, trace_dir);
-  rc = fp8_synth_write(ex->synth_preset, tmp_dir, ex->synth_steps, ex->synth_seed, err, errlen);
-  if (rc) {
-    char tmp[FP8_ERRLEN];
-    snprintf(tmp, sizeof tmp, "%s", err);
-    fp8_rmtree(tmp_dir);
-    return fp8_errorf(rc, err, errlen, "%s: [trace] path = synth:%s: %s", ex->file, ex->synth_preset, tmp);
-  }
-  struct stat sb;
-  snprintf(u->trace_old, sizeof u->trace_old, "%s/.trace.old.%ld", out, (long)getpid());
-  fp8_rmtree(u->trace_old);
-  if (lstat(trace_dir, &sb) != 0 || rename(trace_dir, u->trace_old) != 0) {
-    fp8_rmtree(trace_dir); /* nothing to keep, or it cannot be kept */
-    u->trace_old[0] = '\0';
-  }
-  if (rename(tmp_dir, trace_dir) != 0) {
-    rc = fp8_errorf(fp8_write_errno_status(errno), err, errlen, "%s: cannot rename %s into place: %s",
-                    trace_dir, tmp_dir, strerror(errno));
-    fp8_rmtree(tmp_dir);
-    if (*u->trace_old) rename(u->trace_old, trace_dir);
-    u->trace_old[0] = '\0';
-    return rc;
-  }
-  u->trace_new = 1;
-  return FP8_OK;
-}
 
 /* No tensor to replay: the [trace] tensors selection matches none (at its line), or the trace
  * has none at all. */
@@ -321,21 +224,23 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   return rc;
 }
 
-/* summary.csv and the renames: steps.csv last, so a complete steps.csv always comes with its
- * summary; no gemm.csv without a layer triplet. *wrote is set once a file is in place. */
-static int commit_outputs(const run_t *r, const char *out, fp8_outfile of[4], int *wrote,
-                          char *err, size_t errlen) {
-  fp8_outfile so;
-  int rc = fp8_outfile_open(&so, out, fp8_schema_summary.file, err, errlen);
+/* summary.csv and the renames of the partial files: steps.csv last, so a complete steps.csv
+ * always comes with its summary; no gemm.csv without a layer triplet. A partial file a resumed
+ * commit finds in place already (part[k].fp NULL) was renamed before the kill. *wrote is set
+ * once a file is in place. */
+static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
+  fp8_outfile so, *of = r->part;
+  int rc = fp8_outfile_open(&so, r->out, fp8_schema_summary.file, err, errlen);
   if (rc) return rc;
   run_write_summary(so.fp, r);
   if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
   *wrote = 1;
-  if ((rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
-  if (r->gemm_rows > 0 && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK) return rc;
+  if (of[1].fp && (rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
+  if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK)
+    return rc;
   fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
-  if (r->stream_fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
-  return fp8_outfile_commit(&of[0], err, errlen);
+  if (of[3].fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
+  return of[0].fp ? fp8_outfile_commit(&of[0], err, errlen) : FP8_OK;
 }
 
 /* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed
@@ -352,7 +257,7 @@ static int earlier_outputs(const char *out, fp8_outputs *o) {
 /* The files this run writes, for run.json's outputs (the report adds its own). */
 static int run_outputs(const run_t *r, fp8_outputs *o) {
   int rc = fp8_outputs_add(o, fp8_schema_steps.file);
-  if (!rc && r->stream_fp) rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
+  if (!rc && r->has_stream) rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
   if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
@@ -360,26 +265,108 @@ static int run_outputs(const run_t *r, fp8_outputs *o) {
   return rc;
 }
 
+/* The rows' files: new ones in the checkpoint folder with the first checkpoint, or those of
+ * the interrupted run cut back to its checkpoint (resume). */
+static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char *err,
+                        size_t errlen) {
+  int rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
+  /* after a kill in a report, its files are listed nowhere: they are fp8lab's all the same */
+  if (!rc && !resume &&
+      (earlier_outputs(r->out, &r->earlier) != FP8_OK ||
+       (u->interrupted && fp8_rundir_add_report_leftovers(r->out, &r->earlier) != FP8_OK)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!rc) rc = run_ckpt_open(r, resume, err, errlen);
+  if (!rc && !resume) rc = run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen);
+  r->steps_fp = r->part[0].fp;
+  r->hist_fp = r->part[1].fp;
+  r->gemm_fp = r->part[2].fp;
+  r->stream_fp = r->part[3].fp;
+  return rc;
+}
+
+/* What the run did, for run.json and the caller's message. */
+static void fill_summary(const run_t *r, fp8_run_summary *sum) {
+  sum->rows = r->rows;
+  sum->steps = (long long)r->nsteps;
+  sum->tensors = (long long)r->ntensors;
+  sum->configs = (long long)r->ex->nconfigs;
+  sum->gemm_rows = r->gemm_rows;
+  sum->stream_rows = r->has_stream ? r->stream_rows : 0;
+  sum->mismatches = r->mismatches; /* the caller warns: library code does not print */
+  sum->wall_s = r->wall_base + (run_now_s() - r->t0);
+}
+
+/* The end of the replay: the commit (recorded first, so that a kill in the middle of it is
+ * resumed by doing the rest), run.json, the earlier run's files that this one did not write
+ * again; then the folder is complete, or waits for its report (report_follows). */
+static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_run_summary *sum,
+                      run_undo *u, int *wrote, char *err, size_t errlen) {
+  fp8_outputs outputs = {0};
+  fill_summary(r, sum);
+  int rc = run_ckpt_write(r, RUN_CKPT_COMMIT, err, errlen);
+  if (!rc) rc = commit_outputs(r, wrote, err, errlen);
+  if (!rc && run_outputs(r, &outputs) != FP8_OK)
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  sum->wall_s = r->wall_base + (run_now_s() - r->t0);
+  if (!rc)
+    rc = run_write_json(r->out, r, tr, trace_dir, sum, r->started,
+                        r->opt->threads > 0 ? r->opt->threads : 1, &outputs, err, errlen);
+  /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
+   * report; the report of this run follows */
+  if (!rc) fp8_outputs_remove_stale(r->out, &r->earlier, &outputs);
+  fp8_outputs_free(&outputs);
+  if (rc) return rc;
+  if (!r->opt->report_follows) {
+    fp8_run_summary done = {.lock_fd = u->lock_fd};
+    snprintf(done.out_dir, sizeof done.out_dir, "%s", r->out);
+    fp8_run_finish(&done);
+    u->lock_fd = -1;
+    return FP8_OK;
+  }
+  rc = run_ckpt_write(r, RUN_CKPT_COMMITTED, err, errlen);
+  if (!rc) rc = fp8_rundir_marker_write(r->out, "report", r->ex->file, err, errlen);
+  return rc;
+}
+
+void fp8_run_finish(const fp8_run_summary *sum) {
+  char ck[4096 + 64];
+  snprintf(ck, sizeof ck, "%s/%s", sum->out_dir, FP8_RUN_CHECKPOINT_DIR);
+  fp8_rmtree(ck);
+  fp8_rundir_marker_remove(sum->out_dir); /* last: until it goes the folder is unfinished */
+  fp8_rundir_unlock(sum->lock_fd);
+}
+
+/* A fresh run's start time, or (resume) the interrupted run's and its checkpoint. */
+static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const int64_t *steps,
+                     run_ckpt_info *info, char *err, size_t errlen) {
+  int rc = run_ckpt_fingerprint(r, tr, trace_dir, err, errlen);
+  if (rc || !r->opt->resume) {
+    time_t wall = time(NULL);
+    struct tm tmv;
+    gmtime_r(&wall, &tmv);
+    strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    return rc;
+  }
+  return run_ckpt_restore(r, steps, r->ex->file, info, err, errlen);
+}
+
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen) {
-  double t0 = run_now_s();
-  run_t r = {.ex = ex, .opt = opt};
+  fp8_outfile part[4] = {{0}, {0}, {0}, {0}};
+  run_t r = {.ex = ex, .opt = opt, .part = part, .t0 = run_now_s()};
   fp8_trace tr;
   int trace_open = 0, rc = FP8_OK;
   int64_t *steps = NULL;
   size_t nsteps = 0, *rank_order = NULL;
   int32_t *amax_map = NULL;
-  fp8_outfile of[4] = {{0}, {0}, {0}, {0}};
-  run_undo undo = {0};
-  fp8_outputs outputs = {0}, earlier = {0};
+  run_undo undo = {.lock_fd = -1};
+  run_ckpt_info info = {0};
   int wrote = 0;
-  char trace_dir[4096] = "", started[64];
+  char trace_dir[4096] = "";
   memset(&tr, 0, sizeof tr);
   memset(sum, 0, sizeof *sum);
-  time_t wall = time(NULL);
-  struct tm tmv;
-  gmtime_r(&wall, &tmv);
-  strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  sum->lock_fd = -1;
+  sum->resumed_at = -1;
 
   const char *out = opt->out_dir ? opt->out_dir : ex->out_dir;
   if (!out) {
@@ -387,16 +374,14 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
                     ex->file);
     goto done;
   }
+  r.out = out;
+  r.ckpt_every = opt->checkpoint_s > 0 ? opt->checkpoint_s : 0;
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
-  if (!opt->force && fp8_dir_nonempty(out)) {
-    rc = fp8_errorf(FP8_EINVAL, err, errlen,
-                    "%s: output directory is not empty (use --force to overwrite its results)", out);
-    goto done;
-  }
+  if ((rc = run_dir_enter(opt, out, &undo, err, errlen)) != FP8_OK) goto done;
   /* every check of the trace comes before the output directory is made (but a synth: trace
-   * is generated into it: undo_run takes it away again) */
-  if ((rc = prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen)) != FP8_OK)
-    goto done;
+   * is generated into it: run_dir_undo takes it away again) */
+  rc = run_dir_prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen);
+  if (rc) goto done;
   if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
   trace_open = 1;
   r.multirank = tr.nranks > 0;
@@ -407,40 +392,29 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   run_rank_order(rank_order, nparts);
   if ((rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen)) != FP8_OK) goto done;
-  if ((rc = open_outputs(ex, out, &undo, of, err, errlen)) != FP8_OK) goto done;
-  r.steps_fp = of[0].fp;
-  r.hist_fp = of[1].fp;
-  r.gemm_fp = of[2].fp;
-  r.stream_fp = of[3].fp;
+  r.nsteps = nsteps;
+  for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
+  if ((rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen)) != FP8_OK) goto done;
+  if (opt->resume) sum->resumed_at = (long long)r.steps_done;
   snprintf(sum->engine, sizeof sum->engine, "%s", r.engine->name);
-  if ((rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen)) != FP8_OK) goto done;
-
-  sum->rows = r.rows;
-  sum->steps = (long long)nsteps;
-  sum->tensors = (long long)r.ntensors;
-  sum->configs = (long long)ex->nconfigs;
-  sum->gemm_rows = r.gemm_rows;
-  sum->stream_rows = r.stream_rows;
-  if (earlier_outputs(out, &earlier) != FP8_OK) {
-    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    goto done;
+  if (!opt->resume || info.phase != RUN_CKPT_COMMITTED) {
+    rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
+    if (!rc) rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen);
+    if (!rc) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
+    if (rc) goto done;
+  } else if (!opt->report_follows) { /* resumed after the commit: only the report was left */
+    fp8_run_summary done = {.lock_fd = undo.lock_fd};
+    snprintf(done.out_dir, sizeof done.out_dir, "%s", out);
+    fp8_run_finish(&done);
+    undo.lock_fd = -1;
   }
-  if ((rc = commit_outputs(&r, out, of, &wrote, err, errlen)) != FP8_OK) goto done;
-  sum->wall_s = run_now_s() - t0;
-  if (run_outputs(&r, &outputs) != FP8_OK) {
-    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    goto done;
-  }
-  rc = run_write_json(out, &r, &tr, trace_dir, sum, started, opt->threads > 0 ? opt->threads : 1,
-                      &outputs, err, errlen);
-  if (rc) goto done;
-  /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
-   * report; the report of this run follows */
-  fp8_outputs_remove_stale(out, &earlier, &outputs);
-  sum->mismatches = r.mismatches; /* the caller warns: library code does not print */
+  fill_summary(&r, sum);
+  sum->lock_fd = undo.lock_fd; /* the report follows: held until fp8_run_finish */
+  undo.lock_fd = -1;
 
 done:
-  for (int i = 0; i < 4; i++) fp8_outfile_abort(&of[i]);
+  run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
+                        when nothing is in place, else they are what a resume continues */
   run_free(&r);
   free(rank_order);
   free(steps);
@@ -448,10 +422,9 @@ done:
   if (trace_open) fp8_trace_close(&tr);
   /* a run that put no result in place leaves the directory as it found it; once one is in
    * place the generated trace belongs with it, and the one it replaced goes */
-  if (rc && !wrote) undo_run(&undo, out, trace_dir);
+  if (rc && !wrote) run_dir_undo(&undo, out, trace_dir, opt->resume);
   if (*undo.trace_old) fp8_rmtree(undo.trace_old);
   free(undo.created);
-  fp8_outputs_free(&outputs);
-  fp8_outputs_free(&earlier);
+  fp8_rundir_unlock(undo.lock_fd);
   return rc;
 }

@@ -35,6 +35,11 @@ typedef struct {
   int quiet;           /**< no progress bar */
   int progress;        /**< draw a progress bar on stderr (caller decides: a terminal) */
   const char *argv0;   /**< for run.json */
+  int resume;          /**< continue the interrupted run of the output directory from its
+                            checkpoint (docs/design.md, "Crash consistency and resume") */
+  double checkpoint_s; /**< seconds between checkpoints (0: after every step) */
+  int report_follows;  /**< the caller writes the report next: the folder stays marked in
+                            progress (and locked) until fp8_run_finish */
   fp8_engine_factory engine;        /**< NULL: the CPU engine */
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
 } fp8_run_options;
@@ -51,14 +56,22 @@ typedef struct {
   long long mismatches; /**< snapshot amaxes that amax.csv disagrees with (the data was used) */
   double wall_s;
   char engine[256];    /**< the engine's name */
+  long long resumed_at; /**< --resume: the steps the interrupted run had done (-1: none) */
+  int lock_fd;         /**< with report_follows: the folder's lock, for fp8_run_finish */
 } fp8_run_summary;
 
 /** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.
  *  Bad input (trace, experiment, output dir) gives FP8_EINVAL / FP8_EFORMAT / FP8_EIO before
  *  anything is written: the output directory is created only after the trace's checks, and a
  *  run that fails before its first result is in place removes what it created; outputs are
- *  written to temporary names and renamed at the end. */
+ *  written to temporary names (the rows: partial files of the checkpoint, run_resume.c) and
+ *  renamed at the end. While it writes the folder it holds its lock and in-progress marker
+ *  (rundir.h); with opt->resume it continues the interrupted run found there. */
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen);
+
+/** After the report of a run with report_follows: the folder is complete; its checkpoint and
+ *  in-progress marker go, and the lock is released. */
+void fp8_run_finish(const fp8_run_summary *sum);
 
 #endif /* FP8LAB_CORE_RUNNER_H */

@@ -63,6 +63,20 @@ typedef struct {
   long long rows, gemm_rows, mismatches, stream_rows;
   double *rel;                /* [layers * 3 * nconfigs] of one part */
   size_t rel_cap;
+  /* crash consistency and resume (rundir.h, run_resume.c) */
+  const char *out;            /* the output directory */
+  int has_stream;             /* stream.csv is written (the experiment has delayed configs) */
+  fp8_outfile *part;          /* [4]: steps, histograms, gemm, stream rows: partial files in
+                                 the checkpoint folder until the commit renames them */
+  FILE *amax_fp;              /* the checkpoint's amax log: ntensors floats per step done */
+  size_t steps_done;          /* steps of the replay completed (rows written, state updated) */
+  size_t nsteps;
+  fp8_outputs earlier;        /* the earlier run's files (--force): taken when the run starts */
+  char started[64];           /* run.json's started_utc: the first process's start */
+  double t0, wall_base;       /* this process's start; wall seconds of the processes before */
+  double ckpt_every, ckpt_last, ckpt_cost; /* seconds: interval, last one, its cost */
+  uint64_t fp_exp, fp_trace;  /* fingerprints of the experiment and of the trace's files */
+  char fp_engine[64];         /* the engine, without its thread count */
 } run_t;
 
 /* run_plan.c */
@@ -76,6 +90,8 @@ int run_engines_init(run_t *r, char *err, size_t errlen);
 void run_free(run_t *r);
 /* 1 when the current step is a warm-up step of tensor i (docs/semantics.md "Warm-up") */
 int run_is_warmup(const run_t *r, size_t i);
+/* after a step's updates: which tensors' histories now hold a finite non-zero amax */
+void run_note_warm(run_t *r);
 int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout);
 void run_rank_order(size_t *order, size_t n);
 
@@ -89,6 +105,55 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
                    const fp8_run_summary *sum, const char *started, int threads,
                    const fp8_outputs *outputs, char *err, size_t errlen);
 double run_now_s(void);
+
+/* run_dir.c: the output directory. What a run that fails before writing its first result has
+ * to undo, so that an error leaves the output directory as it found it: the directories it
+ * created, its marker and checkpoint, and for a synth: trace the generated trace with the one
+ * it replaced (--force), moved aside until the run commits. */
+typedef struct {
+  char *created;          /* the outermost directory this run created (NULL: none) */
+  int trace_new;          /* a generated trace was swapped into <out>/synth_trace */
+  char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
+  int lock_fd;            /* the folder's lock (rundir.h; -1: none) */
+  int locked;             /* the lock was taken (or the file system has none) */
+  int claimed;            /* this run wrote the in-progress marker */
+  int interrupted;        /* the folder held an interrupted run (its marker) */
+} run_undo;
+/* The folder as the run finds it: refused, cleaned of fp8lab's debris, locked (rundir.h). */
+int run_dir_enter(const fp8_run_options *opt, const char *out, run_undo *u, char *err,
+                  size_t errlen);
+/* Once the run is to write the folder: created, locked, marked in progress. */
+int run_dir_claim(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
+                  run_undo *u, char *err, size_t errlen);
+int run_dir_prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
+                          run_undo *u, char *trace_dir, size_t len, char *err, size_t errlen);
+/* Puts the folder back as it was (a fresh run that failed before any result was in place). */
+void run_dir_undo(run_undo *u, const char *out, const char *trace_dir, int resume);
+
+/* run_resume.c: the checkpoint (docs/design.md, "Crash consistency and resume") */
+typedef enum { RUN_CKPT_REPLAY = 1, RUN_CKPT_COMMIT = 2, RUN_CKPT_COMMITTED = 3 } run_ckpt_phase;
+/* what a checkpoint holds besides the state it restores into run_t */
+typedef struct {
+  run_ckpt_phase phase;
+  int64_t len[4];             /* bytes of each partial file (-1: not written) */
+} run_ckpt_info;
+/* The partial files and the amax log in <out>/.fp8lab-checkpoint/: new ones with their
+ * headers, or (resume) the checkpoint's, cut back to the lengths it recorded. */
+int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errlen);
+/* After step r->steps_done: the amax log, and a checkpoint when the interval has passed. */
+int run_ckpt_step(run_t *r, char *err, size_t errlen);
+/* A checkpoint now (temporary + rename of <out>/.fp8lab-checkpoint/state). */
+int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen);
+/* The fingerprints of the experiment, the trace's files and the engine (r->fp_*). */
+int run_ckpt_fingerprint(run_t *r, const fp8_trace *tr, const char *trace_dir, char *err,
+                         size_t errlen);
+/* Reads the checkpoint of r->out into r (counters, totals, the earlier outputs, the start),
+ * after checking it is one of this replay (r's tensors, configurations, steps and
+ * fingerprints); then replays the amax log through the engines and checks their scales. */
+int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
+                     run_ckpt_info *info, char *err, size_t errlen);
+/* Closes the amax log (and the partials, keeping their files). */
+void run_ckpt_close(run_t *r);
 void run_progress(size_t done, size_t total, double t0, double *last, int final);
 
 #endif /* FP8LAB_CORE_RUNNER_INTERNAL_H */

@@ -24,7 +24,7 @@ only cross-checked: the p5 SNR and the scale lag it defines are recomputed from 
   - step 0 is warm-up: every steps.csv and stream.csv row at step 0 has warmup = 1, and the
     warm-up sentence says "step 0";
   - stream.csv has exactly one row per (step, tensor, delayed configuration), the steps being
-    the union of the trace's snapshot steps (<out>/trace/step_<n>.*) and of amax.csv's steps,
+    the union of the trace's snapshot steps (<out>/synth_trace/step_<n>.*) and of amax.csv's steps,
     the delayed configurations those of steps.csv; its snapshot rows carry steps.csv's amax and
     scale, its other rows amax.csv's amax.
 
@@ -892,7 +892,7 @@ def check_tables(run, ck, per, snap, ref_label):
 
 def check_stream_rows(run, ck):
     """One stream.csv row per (step of the trace, tensor, delayed configuration)."""
-    trace = os.path.join(run.outdir, "trace")
+    trace = os.path.join(run.outdir, "synth_trace")
     snaps = set()
     for f in os.listdir(trace):
         mo = re.fullmatch(r"step_(\d+)\..+", f)

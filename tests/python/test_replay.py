@@ -213,7 +213,7 @@ def case_synth(binary, tmp):
     assert rc == 0, out
     # the llm preset has input, weight and grad_output per layer: gemm.csv (gemm defaults to
     # true) exactly when the reference finds triplets with agreeing shapes
-    line = compare(ini, os.path.join(d, "out"), trace=os.path.join(d, "out", "trace"))
+    line = compare(ini, os.path.join(d, "out"), trace=os.path.join(d, "out", "synth_trace"))
     print("  synth:llm 60 steps: %s" % line)
 
 
