@@ -421,6 +421,31 @@ START_TEST(test_force_removes_stale_outputs) {
 }
 END_TEST
 
+/* Found writing the fuzz corpus (issue 16): a run whose reference configuration is a block
+ * kind (mxfp8, block, rowwise: no one scale per tensor, the scale field of its rows is empty)
+ * failed its report with exit 2 ("dynamic_range.png: window 0: expected finite lo < hi, got
+ * nan, nan"). The report must come out, without the dynamic-range plot (there is no window to
+ * draw), both when the block kind is the only configuration and when it stays the reference
+ * beside a delayed one (margin 1 loses the reference choice to margin 0). */
+START_TEST(test_report_block_reference) {
+  write_trace();
+  const char *inis[] = {"[trace]\npath = trace\n[recipe.mx]\nkind = mxfp8\n[output]\ndir = out\n",
+                        "[trace]\npath = trace\n[recipe.rw]\nkind = rowwise\n"
+                        "[recipe.d]\nkind = delayed\nhistory_len = 16\nmargin = 1\n"
+                        "[output]\ndir = out\n"};
+  for (size_t i = 0; i < 2; i++) {
+    char p[4096], *out;
+    snprintf(p, sizeof p, "%s/blk.ini", g_dir);
+    ck_assert_int_eq(tu_write_file(p, inis[i], strlen(inis[i])), 0);
+    int rc = run_cli(&out, "run blk.ini --quiet --force");
+    ck_assert_msg(rc == 0, "experiment %zu: rc %d: %s", i, rc, out);
+    free(out);
+    ck_assert(exists("out/report.md"));
+    ck_assert(!exists("out/plots/dynamic_range.png"));
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -431,6 +456,7 @@ int main(void) {
   tcase_add_test(tc, test_report_jobs);
   tcase_add_test(tc, test_outputs_listed);
   tcase_add_test(tc, test_force_removes_stale_outputs);
+  tcase_add_test(tc, test_report_block_reference);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
