@@ -14,6 +14,18 @@
 #include "testutil.h"
 #include "trace.h"
 
+/* 1 in a ThreadSanitizer build (gcc's macro; clang's feature test) */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+
 static char *g_dir;
 
 static void setup(void) { g_dir = tu_mkdtemp(); }
@@ -248,8 +260,13 @@ START_TEST(test_report_jobs) {
     ck_assert_msg(strstr(out, "out/plots/dynamic_range.png: write failed") != NULL, "--jobs %d: %s", jobs, out);
     free(out);
   }
-  /* the parent's next chart (snr.png, the third) was still drawn with --jobs 2 */
+  /* the parent's next chart (snr.png, the third) was still drawn with --jobs 2. Not under
+   * ThreadSanitizer (.ci/run's FP8LAB_TSAN build): its runtime keeps a thread of its own in
+   * every process, so the report never forks (it forks only a single-threaded process) and
+   * draws every chart itself, stopping at the failed one. */
+#if !TU_TSAN
   ck_assert(exists("out/plots/snr.png"));
+#endif
   /* bad --jobs */
   ck_assert_int_eq(run_cli(&out, "report out --jobs 0"), 2);
   ck_assert(strstr(out, "--jobs") != NULL);
