@@ -13,8 +13,8 @@ seed-*) from what fp8lab itself writes, kept small (the whole committed corpus w
   that trace (a quickstart-like delayed/current sweep, the other recipe kinds, a mixed recipe),
   the long files cut to their first lines (the histograms and gemm readers read line by line).
 
-Inputs named regress-* (the findings of the fuzzers, docs/fuzzing.md) are never touched; every
-seed-* file is rewritten. Python is only the tool here: the inputs are fp8lab's own files.
+Inputs named regress-* (the findings of the fuzzers) and cov-* (the long run's coverage,
+docs/fuzzing.md) are never touched; every seed-* file is rewritten. Python is only the tool here: the inputs are fp8lab's own files.
 """
 import json
 import os
