@@ -3,7 +3,8 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean tiny-gpt ranks notebooks device-bundle
+.PHONY: all deps configure build test demo bench clean tiny-gpt ranks notebooks device-bundle \
+        fuzz-build fuzz
 
 all: build
 
@@ -55,6 +56,27 @@ bench: build
 # and writes .device-bundle/ (carry it: see scripts/device-check.sh). Needs deps and CUDA here.
 device-bundle: deps
 	@JOBS=$(JOBS) bash scripts/device-bundle.sh
+
+# Fuzzing (docs/fuzzing.md): the libFuzzer targets of tests/fuzz in a clang build of their own
+# (ASan + UBSan), each run FUZZ_TIME seconds; the inputs they find are kept in
+# $(FUZZ_BUILD)/fuzz-work/corpus/<target> for the next run, a finding's input goes to
+# $(FUZZ_BUILD)/fuzz-work/fuzz-artifacts/<target>/. FUZZ_ARGS go to libFuzzer (e.g. -runs=1000000).
+# CI runs the short version: `ctest -L fuzz` in that build (.ci/run).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME ?= 600
+FUZZ_TARGETS ?= safetensors npy amax_csv experiment steps_csv stream_csv histograms_csv gemm_csv run_json
+FUZZ_ARGS ?=
+fuzz-build: deps
+	@bash scripts/install-fuzz-deps.sh
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFP8LAB_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  bash tests/fuzz/run_fuzz.sh $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t tests/fuzz/corpus/$$t \
+	    tests/fuzz/$$t.dict $(FUZZ_TIME) $(FUZZ_BUILD)/fuzz-work -- $(FUZZ_ARGS) || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

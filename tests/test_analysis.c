@@ -585,6 +585,7 @@ START_TEST(saturation_columns_and_warmup) {
   ck_assert_double_eq_tol(s.cos_median, 0.9985, 1e-12);
   ck_assert_double_eq(s.snr_p5, 20.0 + 0.05 * 10.0); /* {20, 30}: index 0.05 */
   ck_assert_int_eq(s.stream_steps, -1);
+  fp8_steps_free(&t);
   /* a clipped count above overflow is refused */
   sbuf c = {0};
   add_header(&c, FP8_STEPS_COL_COUNT, "\n");

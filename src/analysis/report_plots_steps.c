@@ -25,6 +25,8 @@ int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
   fp8_format f = row->format;
   double minsub = f == FP8_E4M3 ? -9.0 : -16.0, maxl = log2(fp8_format_max(f));
   double sd = row->scale, sj;
+  /* a block kind's row has no one scale (nan): no window to draw for it */
+  if (!(sd > 0) || !isfinite(sd)) return FP8_OK;
   const fp8_step_row *cr = r->cur >= 0 ? rep_row_at(r, rep_group_of(r, gr->tensor, (size_t)r->cur), row->step) : NULL;
   if (cr) {
     sj = cr->scale;

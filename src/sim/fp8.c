@@ -8,6 +8,7 @@
 #include "fp8.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 
@@ -28,7 +29,10 @@ void fp8_encode_array(const float *restrict x, size_t n, fp8_format f, uint8_t *
 
 static float decode_e4m3[256];
 static float decode_e5m2[256];
-static int decode_ready;
+/* 0: not built, 1: being built, 2: ready. Worker threads may ask for a table at once: one
+ * builds it, the others wait for it (plain flags and two threads writing the same values would
+ * be a data race, which ThreadSanitizer reports: issue 16). */
+static atomic_int decode_state;
 
 /* CUDA's host decode returns the canonical half NaN 0x7FFF, and its host __half2float widens
  * that to 0x7FFFFFFF: fp8lab returns the same bits. */
@@ -47,16 +51,20 @@ static float decode_compute(uint8_t code, fp8_format f) {
 }
 
 static void decode_init(void) {
-  /* Building the tables twice (two threads racing) writes identical values: harmless. */
-  for (int c = 0; c < 256; c++) {
-    decode_e4m3[c] = decode_compute((uint8_t)c, FP8_E4M3);
-    decode_e5m2[c] = decode_compute((uint8_t)c, FP8_E5M2);
+  int none = 0;
+  if (atomic_compare_exchange_strong(&decode_state, &none, 1)) {
+    for (int c = 0; c < 256; c++) {
+      decode_e4m3[c] = decode_compute((uint8_t)c, FP8_E4M3);
+      decode_e5m2[c] = decode_compute((uint8_t)c, FP8_E5M2);
+    }
+    atomic_store_explicit(&decode_state, 2, memory_order_release);
   }
-  decode_ready = 1;
+  while (atomic_load_explicit(&decode_state, memory_order_acquire) != 2) {
+  }
 }
 
 const float *fp8_decode_table(fp8_format f) {
-  if (!decode_ready) decode_init();
+  if (atomic_load_explicit(&decode_state, memory_order_acquire) != 2) decode_init();
   return f == FP8_E5M2 ? decode_e5m2 : decode_e4m3;
 }
 

@@ -11,6 +11,7 @@
 #include "encode_inline.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define CHUNK 1024
@@ -228,8 +229,12 @@ quant_avx512(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
 
 /* ------------------------------------------------------------------ dispatch */
 
-static quant_fn quant_impl;     /* chosen at the first call (racing first calls pick the same) */
-static fp8_isa quant_isa = FP8_ISA_AUTO;
+/* Chosen at the first call, which the engine's worker threads may make at once: racing first
+ * calls pick the same, but plain variables would still be a data race (ThreadSanitizer's report
+ * in test_run, issue 16), so both are atomic. quant_isa is stored before quant_impl (seq_cst),
+ * so a thread that sees the function set sees its instruction set too. */
+static _Atomic(quant_fn) quant_impl;
+static _Atomic int quant_isa = FP8_ISA_AUTO;
 
 static int isa_supported(fp8_isa isa) {
   switch (isa) {
@@ -271,19 +276,23 @@ int fp8_isa_set(fp8_isa isa) {
   } else if (!isa_supported(isa)) {
     return FP8_EINVAL;
   }
-  quant_isa = isa;
-  quant_impl = isa_fn(isa);
+  atomic_store(&quant_isa, (int)isa);
+  atomic_store(&quant_impl, isa_fn(isa));
   return FP8_OK;
 }
 
 fp8_isa fp8_isa_current(void) {
-  if (!quant_impl) fp8_isa_set(FP8_ISA_AUTO);
-  return quant_isa;
+  if (!atomic_load(&quant_impl)) fp8_isa_set(FP8_ISA_AUTO);
+  return (fp8_isa)atomic_load(&quant_isa);
 }
 
 static quant_fn impl(void) {
-  if (!quant_impl) fp8_isa_set(FP8_ISA_AUTO);
-  return quant_impl;
+  quant_fn f = atomic_load(&quant_impl);
+  if (!f) {
+    fp8_isa_set(FP8_ISA_AUTO);
+    f = atomic_load(&quant_impl);
+  }
+  return f;
 }
 
 void fp8_quantize_f32(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,

@@ -1,0 +1,38 @@
+/* fuzz_run_json.c: libFuzzer target of the readers of a run's run.json: the report's
+ * (rep_read_run_json, src/analysis/report_read.c: the experiment's name and budgets, the
+ * trace) and the list of outputs that --force and the report remove stale files by
+ * (fp8_outputs_read, src/core/outputs.c), whose every name must pass fp8_output_name_ok: a
+ * run.json must never make fp8lab remove a file outside the run's own names. */
+#include "fuzz_common.h"
+
+#include "outputs.h"
+#include "report_internal.h"
+
+/* 1 when name could point outside the run folder: absolute, or with a ".." segment. */
+static int escapes(const char *name) {
+  if (name[0] == '/') return 1;
+  for (const char *p = name; *p;) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.') return 1;
+    p += n + (p[n] == '/');
+  }
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_put("run.json", data, size);
+  rep_t *r = calloc(1, sizeof *r);
+  if (!r) abort();
+  r->outdir = fz_scratch();
+  double budget = 0, step_budget = 0;
+  rep_read_run_json(r, &budget, &step_budget);
+  if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->trace, 0, sizeof r->trace)) abort();
+  free(r);
+  fp8_outputs o = {0};
+  if (fp8_outputs_read(fz_scratch(), &o) != FP8_OK) abort();
+  for (size_t i = 0; i < o.n; i++)
+    if (!fp8_output_name_ok(o.names[i]) || escapes(o.names[i])) abort();
+  fp8_outputs_free(&o);
+  fz_del("run.json");
+  return 0;
+}
