@@ -8,6 +8,7 @@
  * from the rules in docs/semantics.md.
  */
 #include <check.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "report_internal.h" /* the report's readers, called directly */
 #include "experiment.h"
 #include "testutil.h"
 #include "trace.h"
@@ -626,6 +628,47 @@ START_TEST(report_gemm_strict) {
 }
 END_TEST
 
+/* The open file descriptors of this process (/proc/self/fd, less the directory's own). */
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;
+}
+
+/* The report's readers close what they open, on success and on every error (gemm.csv's
+ * reader never closed its file: libFuzzer's fuzz_gemm_csv ran out of descriptors after about
+ * a thousand inputs). Called in this process, 50 times each, so that one lost descriptor per
+ * call shows. */
+START_TEST(report_readers_close_files) {
+  run_two();
+  put_text("out/gemm.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,"
+                           "rel_error\na.fc,fprop,0,d,delayed,1,0,max,0.01\n");
+  rep_t *r = calloc(1, sizeof *r);
+  ck_assert_ptr_nonnull(r);
+  char outdir[4096];
+  snprintf(outdir, sizeof outdir, "%s", in_dir("out"));
+  r->outdir = outdir;
+  char err[1024];
+  int before = open_fds(), have = 0;
+  double budget, step_budget;
+  for (int i = 0; i < 50; i++) {
+    err[0] = 0;
+    /* no configurations loaded: the row names none, an error after the file was read */
+    ck_assert_int_eq(rep_load_gemm(r, &have, err, sizeof err), FP8_EFORMAT);
+    ck_assert_int_eq(rep_check_histograms(r, err, sizeof err), FP8_OK);
+    ck_assert_int_eq(rep_read_run_json(r, &budget, &step_budget, err, sizeof err), FP8_OK);
+  }
+  ck_assert_int_eq(open_fds(), before);
+  put_text("out/gemm.csv", "layer,gemm\n");
+  for (int i = 0; i < 50; i++) rep_load_gemm(r, &have, err, sizeof err);
+  ck_assert_int_eq(open_fds(), before);
+  free(r);
+}
+END_TEST
+
 /* Two tensors whose plot files would be the same: an error naming both, before the replay
  * (fp8lab run) and in fp8lab report (a steps.csv written by hand). */
 START_TEST(plot_file_collision) {
@@ -816,6 +859,7 @@ static Suite *strict_suite(void) {
   tcase_add_test(tc, report_run_json_corrupt);
   tcase_add_test(tc, report_stream_strict);
   tcase_add_test(tc, report_gemm_strict);
+  tcase_add_test(tc, report_readers_close_files);
   tcase_add_test(tc, plot_file_collision);
   tcase_add_test(tc, amax_name_via_run);
   tcase_add_test(tc, escape_rules);

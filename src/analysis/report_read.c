@@ -378,6 +378,7 @@ int rep_load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
   char *text = NULL;
   size_t len = 0;
   int rc = fp8_read_stream(fp, &text, &len);
+  fclose(fp);
   if (rc) rc = fp8_errorf(rc, err, errlen, "%s: cannot read", path);
   int64_t line = 0;
   for (char *p = text, *end = text + len; !rc && p < end;) {

@@ -38,6 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       step = strtoll(num, NULL, 10);
     }
   }
+  /* the report checks the whole file first (rep_check_histograms) and then looks up rows */
+  char err[FZ_ERRLEN] = "";
+  int rc = rep_check_histograms(r, err, sizeof err);
+  fz_check_status("rep_check_histograms", rc, err);
   check(r, tensor, step);
   check(r, "layers.0.fc1.input", 0);
   free(r);

@@ -25,7 +25,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!r) abort();
   r->outdir = fz_scratch();
   double budget = 0, step_budget = 0;
-  rep_read_run_json(r, &budget, &step_budget);
+  char err[FZ_ERRLEN] = "";
+  int rc = rep_read_run_json(r, &budget, &step_budget, err, sizeof err);
+  fz_check_status("rep_read_run_json", rc, err);
   if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->trace, 0, sizeof r->trace)) abort();
   free(r);
   fp8_outputs o = {0};
