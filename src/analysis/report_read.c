@@ -220,6 +220,31 @@ static int check_tensor_field(const char *path, int64_t line, const fp8_schema *
                     s->columns[col], fp8_esc(name, shown, sizeof shown), why);
 }
 
+/* The lines of a text read whole (histograms.csv, gemm.csv), each cut in place. */
+typedef struct {
+  char *p, *end;
+} lines_t;
+
+/* The next line of it, NUL-terminated without its "\n" or "\r\n", in *ln and *len, and its
+ * number in *line; *ln = NULL at the end. FP8_EFORMAT "<path>:<line>: NUL byte in the line". */
+static int next_line(lines_t *it, char **ln, size_t *len, int64_t *line, const char *path,
+                     char *err, size_t errlen) {
+  *ln = NULL;
+  if (it->p >= it->end) return FP8_OK;
+  char *nl = memchr(it->p, '\n', (size_t)(it->end - it->p)), *s = it->p;
+  size_t l = nl ? (size_t)(nl - s) : (size_t)(it->end - s);
+  it->p += l + (nl != NULL);
+  ++*line;
+  if (memchr(s, 0, l))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: NUL byte in the line", path,
+                      (long long)*line);
+  s[l] = 0;
+  if (l && s[l - 1] == '\r') s[--l] = 0;
+  *ln = s;
+  *len = l;
+  return FP8_OK;
+}
+
 /* One data line of histograms.csv (NUL-terminated, its '\r' removed). */
 static int check_histogram_line(const char *path, int64_t line, char *ln, char *err,
                                 size_t errlen) {
@@ -262,18 +287,10 @@ int rep_check_histograms(const rep_t *r, char *err, size_t errlen) {
   fclose(fp);
   if (rc) return fp8_errorf(rc, err, errlen, "%s: cannot read", path);
   int64_t line = 0;
-  for (char *p = text, *end = text + len; p < end && !rc;) {
-    char *nl = memchr(p, '\n', (size_t)(end - p)), *ln = p;
-    size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-    p += l + (nl != NULL);
-    line++;
-    if (memchr(ln, 0, l)) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: NUL byte in the line", path,
-                      (long long)line);
-      break;
-    }
-    ln[l] = 0;
-    if (l && ln[l - 1] == '\r') ln[--l] = 0;
+  lines_t it = {text, text + len};
+  char *ln;
+  size_t l;
+  while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
     if (line == 1 && fp8_schema_match_header(s, ln) != FP8_HIST_COL_COUNT) {
       char want[128];
       size_t o = 0;
@@ -381,18 +398,10 @@ int rep_load_gemm(rep_t *r, int *have, char *err, size_t errlen) {
   fclose(fp);
   if (rc) rc = fp8_errorf(rc, err, errlen, "%s: cannot read", path);
   int64_t line = 0;
-  for (char *p = text, *end = text + len; !rc && p < end;) {
-    char *nl = memchr(p, '\n', (size_t)(end - p)), *ln = p;
-    size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-    p += l + (nl != NULL);
-    line++;
-    if (memchr(ln, 0, l)) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: NUL byte in the line", path,
-                      (long long)line);
-      break;
-    }
-    ln[l] = 0;
-    if (l && ln[l - 1] == '\r') ln[--l] = 0;
+  lines_t it = {text, text + len};
+  char *ln;
+  size_t l;
+  while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
     if (line == 1) {
       if (fp8_schema_match_header(s, ln) != FP8_GEMM_COL_COUNT)
         rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header", path, s->file);
