@@ -789,6 +789,20 @@ START_TEST(one_line_library) {
   static const char sec[] = "[tr\\ace]\n";
   ck_assert_int_eq(load_ini(sec, sizeof sec - 1, err, sizeof err), FP8_EINVAL);
   ck_assert_msg(strstr(err, ":1: unknown section [tr\\\\ace]"), "%s", err);
+  /* a tab passes the line check, but not into a message (fuzz_experiment found these raw:
+   * tests/fuzz/corpus/experiment/regress-tab-in-key) */
+  static const char tab[] = "1e-5[\tr::l\n";
+  ck_assert_int_eq(load_ini(tab, sizeof tab - 1, err, sizeof err), FP8_EINVAL);
+  assert_one_line(err);
+  ck_assert_msg(strstr(err, ":1: key 1e-5[\\tr outside any section"), "%s", err);
+  static const char dup[] = INI_HEAD "m\targin = 1\nm\targin = 2\n";
+  ck_assert_int_eq(load_ini(dup, sizeof dup - 1, err, sizeof err), FP8_EINVAL);
+  assert_one_line(err);
+  ck_assert_msg(strstr(err, ":5: unknown key m\\targin in [recipe.d]"), "%s", err);
+  static const char lab[] = "[recipe.a\tb]\n";
+  ck_assert_int_eq(load_ini(lab, sizeof lab - 1, err, sizeof err), FP8_EINVAL);
+  assert_one_line(err);
+  ck_assert_msg(strstr(err, ":1: bad character '\\t' in recipe label a\\tb"), "%s", err);
   /* steps.csv: a field quoted in a message, a name with a CR */
   fp8_steps_table t;
   char csv[2048];

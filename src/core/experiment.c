@@ -92,15 +92,17 @@ static void exp_section_begin(exp_ctx *c, char *s) {
       fp8_exp_fail(c, line, "empty recipe label in [%s] (expected [recipe.<label>])", name);
       return;
     }
+    char sl[FP8_ESC_LEN];
     if (n > EXP_LABEL_MAX) {
-      fp8_exp_fail(c, line, "recipe label %s too long (%zu characters, at most %d)", label, n,
-                   EXP_LABEL_MAX);
+      fp8_exp_fail(c, line, "recipe label %s too long (%zu characters, at most %d)",
+                   fp8_esc(label, sl, sizeof sl), n, EXP_LABEL_MAX);
       return;
     }
     for (const char *p = label; *p; p++)
       if (!isalnum((unsigned char)*p) && *p != '_' && *p != '.' && *p != '-') {
-        fp8_exp_fail(c, line, "bad character '%c' in recipe label %s (allowed: A-Z a-z 0-9 _ . -)",
-                     *p, label);
+        char sc[16];
+        fp8_exp_fail(c, line, "bad character '%s' in recipe label %s (allowed: A-Z a-z 0-9 _ . -)",
+                     fp8_escape(p, 1, sc, sizeof sc), fp8_esc(label, sl, sizeof sl));
         return;
       }
     for (size_t i = 0; i < c->nlabels; i++)
@@ -222,21 +224,26 @@ static int exp_handler(void *user, const char *section, const char *name, const 
   int line = c->lineno;
   if (c->long_value) value = c->long_value;
   if (c->nomem || c->sec == SEC_IGNORED) return 1;
+  /* a key or section name may hold a tab or a backslash (the line check lets them through):
+   * escaped, as every input byte in a message is */
+  char key[FP8_ESC_LEN], sec[FP8_ESC_LEN];
+  fp8_esc(name, key, sizeof key);
   if (c->sec == SEC_NONE) {
     fp8_exp_fail(c, line,
                  "key %s outside any section (expected [trace], [recipe.<label>] or [output] "
                  "first)",
-                 name);
+                 key);
     return 1;
   }
+  fp8_esc(c->secname, sec, sizeof sec);
   for (size_t i = 0; i < c->nents; i++)
     if (strcmp(c->ents[i].key, name) == 0) {
-      fp8_exp_fail(c, line, "key %s given twice in [%s] (first at line %d)", name, c->secname,
+      fp8_exp_fail(c, line, "key %s given twice in [%s] (first at line %d)", key, sec,
                    c->ents[i].line);
       return 1;
     }
   if (!*value) {
-    fp8_exp_fail(c, line, "empty value for %s in [%s]", name, c->secname);
+    fp8_exp_fail(c, line, "empty value for %s in [%s]", key, sec);
     return 1;
   }
   exp_entry *ents = fp8_grow(c->ents, c->nents, &c->capents, sizeof *ents, 8);
