@@ -799,6 +799,10 @@ START_TEST(one_line_library) {
   ck_assert_int_eq(load_ini(dup, sizeof dup - 1, err, sizeof err), FP8_EINVAL);
   assert_one_line(err);
   ck_assert_msg(strstr(err, ":5: unknown key m\\targin in [recipe.d]"), "%s", err);
+  static const char val[] = "[trace]\npath = tr\n[recipe.x]\nkind = cur\trent\n";
+  ck_assert_int_eq(load_ini(val, sizeof val - 1, err, sizeof err), FP8_EINVAL);
+  assert_one_line(err);
+  ck_assert_msg(strstr(err, ":4: bad kind \"cur\\trent\""), "%s", err);
   static const char lab[] = "[recipe.a\tb]\n";
   ck_assert_int_eq(load_ini(lab, sizeof lab - 1, err, sizeof err), FP8_EINVAL);
   assert_one_line(err);

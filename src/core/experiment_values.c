@@ -24,8 +24,13 @@ void fp8_exp_fail(exp_ctx *c, int line, const char *fmt, ...) {
   c->err_line = line;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->err_msg, sizeof c->err_msg, fmt, ap);
+  char raw[sizeof c->err_msg];
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  /* The safety net for the values a message quotes: a tab (which the line check lets through)
+   * or any other control byte cannot reach the terminal raw (fuzz_experiment's one-line
+   * check); the keys and labels quoted with fp8_esc pass unchanged. */
+  fp8_escape_line(raw, c->err_msg, sizeof c->err_msg);
 }
 
 char *fp8_exp_strdup(exp_ctx *c, const char *s) {
