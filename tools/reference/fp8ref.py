@@ -1708,20 +1708,33 @@ def _check_header(name, header, columns, rows):
                                                           len(columns))]
     return []
 
+def _keyed_rows(name, header, columns, key_columns, exp_rows, got_text_rows, skipped_labels,
+                max_report):
+    """The common start of the compare_*_rows: the header and field counts checked, the
+    written rows as dicts (skipped labels left out), their keys equal to the expected rows'
+    in order. -> (messages, rows): rows is None when messages say why nothing else can be
+    compared."""
+    msgs = _check_header(name, header, columns, got_text_rows)
+    if msgs:
+        return msgs, None
+    got = [dict(zip(columns, r)) for r in got_text_rows]
+    got = [r for r in got if r["recipe"] not in skipped_labels]
+    ek = [tuple(str(r[c]) for c in key_columns) for r in exp_rows]
+    gk = [tuple(r[c] for c in key_columns) for r in got]
+    if ek != gk:
+        return row_set_diff(ek, gk, key_columns, max_report), None
+    return [], got
+
+
 
 def compare_stream_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
     """stream.csv: the rows key for key in order (one per replay step, tensor and delayed
     configuration), role and snapshot and warmup exact, amax and scale bit-exact, overshoot
     as the log2 columns. -> list of mismatch messages."""
-    msgs = _check_header("stream.csv", header, STREAM_COLUMNS, got_text_rows)
-    if msgs:
+    msgs, got = _keyed_rows("stream.csv", header, STREAM_COLUMNS, STREAM_KEY_COLUMNS, exp_rows, got_text_rows,
+                            skipped_labels, max_report)
+    if got is None:
         return msgs
-    got = [dict(zip(STREAM_COLUMNS, r)) for r in got_text_rows]
-    got = [r for r in got if r["recipe"] not in skipped_labels]
-    ek = [tuple(str(r[c]) for c in STREAM_KEY_COLUMNS) for r in exp_rows]
-    gk = [tuple(r[c] for c in STREAM_KEY_COLUMNS) for r in got]
-    if ek != gk:
-        return row_set_diff(ek, gk, STREAM_KEY_COLUMNS, max_report)
     for i, (e, g) in enumerate(zip(exp_rows, got)):
         where = "stream row %d (%s step %s %s %s %s/%s/%s)" % (
             i + 1, e["tensor"], e["step"], e["recipe"], e["format"], e["history_len"],
@@ -1754,15 +1767,10 @@ def compare_summary_rows(exp_rows, got_text_rows, header, skipped_labels=(), max
     snr_db_min as in steps.csv (1e-6 relative, snr floor 1e-9 dB);
     overshoot_max as the log2 columns; cos_sim_min to 1e-9 absolute (widened by the largest
     cos_sim_bound() of the rows)."""
-    msgs = _check_header("summary.csv", header, SUMMARY_COLUMNS, got_text_rows)
-    if msgs:
+    msgs, got = _keyed_rows("summary.csv", header, SUMMARY_COLUMNS, SUMMARY_KEY_COLUMNS, exp_rows, got_text_rows,
+                            skipped_labels, max_report)
+    if got is None:
         return msgs
-    got = [dict(zip(SUMMARY_COLUMNS, r)) for r in got_text_rows]
-    got = [r for r in got if r["recipe"] not in skipped_labels]
-    ek = [tuple(str(r[c]) for c in SUMMARY_KEY_COLUMNS) for r in exp_rows]
-    gk = [tuple(r[c] for c in SUMMARY_KEY_COLUMNS) for r in got]
-    if ek != gk:
-        return row_set_diff(ek, gk, SUMMARY_KEY_COLUMNS, max_report)
     counts = ("steps", "n", "nonfinite", "zeros", "overflow", "underflow", "subnormal",
               "steps_with_overflow", "clipped", "steps_with_clipped")
     checks = [("overflow_rate", lambda a, b: _close(a, b, rel=1e-8)),
@@ -1813,21 +1821,10 @@ def _close_rel_error(e, g):
 def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
     """gemm.csv: rows key for key in order, rel_error to 1e-3 relative (absolute floor 1e-7,
     inf == inf, nan == nan). -> list of mismatch messages."""
-    msgs = []
-    if tuple(header) != GEMM_COLUMNS:
-        msgs.append("header: expected %s, got %s" % (",".join(GEMM_COLUMNS), ",".join(header)))
+    msgs, got = _keyed_rows("gemm.csv", header, GEMM_COLUMNS, GEMM_KEY_COLUMNS, exp_rows,
+                            got_text_rows, skipped_labels, max_report)
+    if got is None:
         return msgs
-    bad_len = [i for i, r in enumerate(got_text_rows) if len(r) != len(GEMM_COLUMNS)]
-    if bad_len:
-        msgs.append("row %d has %d fields, expected %d" % (bad_len[0] + 2,
-                    len(got_text_rows[bad_len[0]]), len(GEMM_COLUMNS)))
-        return msgs
-    got = [dict(zip(GEMM_COLUMNS, r)) for r in got_text_rows]
-    got = [r for r in got if r["recipe"] not in skipped_labels]
-    ek = [tuple(str(r[c]) for c in GEMM_KEY_COLUMNS) for r in exp_rows]
-    gk = [tuple(r[c] for c in GEMM_KEY_COLUMNS) for r in got]
-    if ek != gk:
-        return msgs + row_set_diff(ek, gk, GEMM_KEY_COLUMNS, max_report)
     for i, (e, g) in enumerate(zip(exp_rows, got)):
         where = "row %d (%s %s step %s %s %s %s/%s/%s)" % (
             i + 1, e["layer"], e["gemm"], e["step"], e["recipe"], e["kind"], e["history_len"],
