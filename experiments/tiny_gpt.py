@@ -172,10 +172,10 @@ def measure(args):
         return (time.process_time() - c) / k, (time.perf_counter() - w) / k
 
     def clocked(fn, acc):
-        def wrapper(*a):
+        def wrapper(*a, **kw):
             t = time.perf_counter()
             try:
-                return fn(*a)
+                return fn(*a, **kw)
             finally:
                 acc[0] += time.perf_counter() - t
         return wrapper
@@ -186,7 +186,7 @@ def measure(args):
             with fp8lab_capture.Recorder(model, tmp, modules=MODULES, every=10 ** 9,
                                          start_step=1, overwrite=True) as rec:
                 acc = [0.0]
-                rec._record = clocked(rec._record, acc)  # the hooks look it up per call
+                rec._put = clocked(rec._put, acc)  # the hooks look it up per call
                 rec.step = clocked(rec.step, acc)
                 rc, rw = timed(rec)
             cpu_r.append(rc / pc - 1)

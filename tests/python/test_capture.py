@@ -13,6 +13,7 @@ Usage: test_capture.py FP8LAB_BIN. Needs torch >= 1.13: when the running interpr
 the test re-runs itself with /usr/bin/python3 (Debian's python3-torch) if that one has it;
 exit 77 ("skipped: torch not importable") when neither does. Last line: "N passed, M failed".
 """
+import contextlib
 import json
 import os
 import shutil
@@ -68,16 +69,25 @@ def read_safetensors(path):
     return out, meta
 
 
-def read_amax_csv(path):
-    rows = {}
+def read_amax_csv(path, micro=False):
+    """{(step, tensor): amax text} of an amax.csv (`step,tensor,amax[,micro][,te_scale]`),
+    the rows of micro-batch 0; with micro=True every row as
+    {(step, tensor, micro): (amax text, te_scale text or None)}."""
+    rows, full = {}, {}
     with open(path) as f:
-        assert f.readline() == "step,tensor,amax\n"
+        head = f.readline().rstrip("\n").split(",")
+        assert head[:3] == ["step", "tensor", "amax"] and set(head[3:]) <= {"micro", "te_scale"},\
+            head
         for line in f:
-            s, name, a = line.rstrip("\n").split(",")
-            key = (int(s), name)
-            assert key not in rows, "duplicate row %s" % (key,)
-            rows[key] = a
-    return rows
+            v = dict(zip(head, line.rstrip("\n").split(",")))
+            assert len(v) == len(head) and line.count(",") == len(head) - 1, line
+            m = int(v.get("micro", "0"))
+            key = (int(v["step"]), v["tensor"], m)
+            assert key not in full, "duplicate row %s" % (key,)
+            full[key] = (v["amax"], v.get("te_scale"))
+            if m == 0:
+                rows[key[:2]] = v["amax"]
+    return full if micro else rows
 
 
 def f32(v):
@@ -155,12 +165,21 @@ def train_steps(model, rec, steps, d=8, dtype=torch.float32, seed=0, start=0, ho
 
 
 def hooks_empty(model):
+    """None when the Recorder left nothing behind: no module hook, F.linear is torch's own and
+    no TorchFunctionMode is active."""
     for name, m in model.named_modules():
         for attr in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
             d = getattr(m, attr, None)
             if d:
                 return "%s.%s not empty" % (name or "root", attr)
+    if torch.nn.functional.linear is not ORIG_LINEAR:
+        return "torch.nn.functional.linear is still replaced"
+    if torch.overrides.has_torch_function((torch.zeros(1),)):
+        return "a torch function mode is still active"
     return None
+
+
+ORIG_LINEAR = torch.nn.functional.linear
 
 
 def test(fn):
@@ -379,7 +398,7 @@ def several_calls_in_a_step(tmp):
 def hooks_removed_on_exit_and_on_exception(tmp):
     model = Net()
     with fp8lab_capture.Recorder(model, os.path.join(tmp, "a"), every=1) as rec:
-        assert hooks_empty(model) is not None, "no hooks installed"
+        assert hooks_empty(model) is not None, "nothing installed"
         train_steps(model, rec, 2)
     assert hooks_empty(model) is None, hooks_empty(model)
     try:
@@ -531,6 +550,611 @@ def te_dump_round_trip(tmp):
     torch.save({"quantized": torch.zeros(2)}, os.path.join(bad, "l_weight_iter_000001.pt"))
     rc, txt = run([sys.executable, script, bad, os.path.join(tmp, "o")])
     assert rc == 2 and "high_precision" in txt and "l_weight_iter_000001.pt" in txt, txt
+    # an object torch.load(weights_only=True) refuses (as TE's QuantizedTensor): one line
+    # naming the file, exit 2; with --trust it is unpickled and the tensor converted
+    import fractions
+    odd = os.path.join(tmp, "odd", "rank_0")
+    os.makedirs(odd)
+    ref = torch.randn(3, 4)
+    torch.save({"high_precision": ref, "quantized": fractions.Fraction(1, 3)},
+               os.path.join(odd, "l_activation_iter_000002.pt"))
+    rc, txt = run([sys.executable, script, odd, os.path.join(tmp, "o2")])
+    assert rc == 2 and "--trust" in txt and "l_activation_iter_000002.pt" in txt, txt
+    assert len([x for x in txt.splitlines() if x.startswith("convert_te_dumps:")]) == 1, txt
+    rc, txt = run([sys.executable, script, odd, os.path.join(tmp, "o2"), "--trust"])
+    assert rc == 0, txt
+    t, _ = read_safetensors(os.path.join(tmp, "o2", "step_2.safetensors"))
+    assert torch.equal(t["l.input"][1], ref)
+
+
+# ------------------------------------------------------------------ issue 17: every GEMM
+def _snap(trace, step):
+    t, _ = read_safetensors(os.path.join(trace, "step_%d.safetensors" % step))
+    return {n: v for n, (dt, v) in t.items()}
+
+
+def _close(a, b, what, rtol=1e-5):
+    assert a.shape == b.shape, (what, tuple(a.shape), tuple(b.shape))
+    err = float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+    tol = rtol * max(1e-30, float(b.float().abs().max()) if b.numel() else 0.0)
+    assert err <= tol, "%s: max |diff| %g > %g" % (what, err, tol)
+
+
+@test
+def encoder_layer_every_gemm(tmp):
+    """nn.TransformerEncoderLayer: the packed q/k/v in_proj, out_proj (which torch runs inside
+    multi-head attention, not through the out_proj module) and both FFN GEMMs are recorded,
+    with amaxes equal to max |x| of the real operands. The operands are recomputed here
+    independently from the layer's parameters (post-norm layer, dropout 0), the gradients by
+    autograd on that recomputation."""
+    torch.manual_seed(7)
+    d, h, ff = 16, 4, 24
+    layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True)
+    model = nn.Sequential()
+    model.add_module("enc", layer)
+    x = torch.randn(3, 5, d)
+    target = torch.randn(3, 5, d)
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        ((model(x) - target) ** 2).mean().backward()
+        rec.step(0)
+    gemms = ["enc.self_attn.in_proj", "enc.self_attn.out_proj", "enc.linear1", "enc.linear2"]
+    assert sorted(rec.names) == sorted("%s.%s" % (g, r) for g in gemms for r in
+                                       ("input", "weight", "output", "grad_output")), rec.names
+    assert rec.never_ran == [], rec.never_ran
+    # the reference: the layer's forward written out with the same parameters
+    sa = layer.self_attn
+    xi = x.clone().requires_grad_(True)
+    qkv = torch.nn.functional.linear(xi, sa.in_proj_weight, sa.in_proj_bias)
+    qkv.retain_grad()
+    q, k, v = qkv.chunk(3, -1)
+    split = lambda t: t.reshape(3, 5, h, d // h).transpose(1, 2)  # noqa: E731
+    att = torch.softmax(split(q) @ split(k).transpose(-2, -1) / (d // h) ** 0.5, -1)
+    ctx = (att @ split(v)).transpose(1, 2).reshape(3, 5, d)
+    o = torch.nn.functional.linear(ctx, sa.out_proj.weight, sa.out_proj.bias)
+    o.retain_grad()
+    y1 = layer.norm1(xi + o)
+    f1 = torch.nn.functional.linear(y1, layer.linear1.weight, layer.linear1.bias)
+    f1.retain_grad()
+    a1 = torch.relu(f1)
+    f2 = torch.nn.functional.linear(a1, layer.linear2.weight, layer.linear2.bias)
+    f2.retain_grad()
+    ((layer.norm2(y1 + f2) - target) ** 2).mean().backward()
+    # multi-head attention runs its GEMMs sequence-first: (5, 3, d), transposed from batch_first
+    sf = lambda t: t.transpose(0, 1)  # noqa: E731
+    qkv_g = sf(qkv.grad)
+    rows_of = lambda t: sf(t).reshape(-1, d)  # noqa: E731  (out_proj: one row per token)
+    want = {"enc.self_attn.in_proj": (sf(x), sa.in_proj_weight, sf(qkv), qkv_g),
+            "enc.self_attn.out_proj": (rows_of(ctx), sa.out_proj.weight, rows_of(o),
+                                       rows_of(o.grad)),
+            "enc.linear1": (y1, layer.linear1.weight, f1, f1.grad),
+            "enc.linear2": (a1, layer.linear2.weight, f2, f2.grad)}
+    t = _snap(trace, 0)
+    rows = read_amax_csv(os.path.join(trace, "amax.csv"))
+    for g, (inp, w, out, gout) in want.items():
+        for role, ref in (("input", inp), ("weight", w), ("output", out), ("grad_output", gout)):
+            n = "%s.%s" % (g, role)
+            _close(t[n], ref.detach(), n)
+            # amax.csv: exactly max |x| of the recorded operand, and non-zero
+            assert rows[(0, n)] == "%.9g" % ref_amax(t[n]), (n, rows[(0, n)])
+            assert float(rows[(0, n)]) > 0, n
+            assert abs(float(rows[(0, n)]) - ref_amax(ref)) <= 1e-5 * ref_amax(ref), n
+    assert torch.equal(t["enc.self_attn.in_proj.input"], sf(x))  # the layer's input as it is
+    inspect_ok(trace, [g + ".input" for g in gemms])
+    replay_ok(trace, tmp)
+
+
+@test
+def multihead_attention_model_in_and_out_proj(tmp):
+    """A small attention model built from nn.MultiheadAttention, trained a few steps: its
+    in_proj and out_proj GEMMs have non-zero amaxes on every step, and the snapshots' amaxes
+    equal the rows; separate q/k/v projections (kdim != embed_dim) are three GEMMs."""
+    torch.manual_seed(8)
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(12, 3, batch_first=True)
+            self.cross = nn.MultiheadAttention(12, 3, kdim=6, vdim=6, batch_first=True)
+            self.head = nn.Linear(12, 4)
+
+        def forward(self, x, mem):
+            y = x + self.mha(x, x, x, need_weights=False)[0]
+            y = y + self.cross(y, mem, mem, need_weights=False)[0]
+            return self.head(y)
+
+    model = Attn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=2) as rec:
+        for s in range(4):
+            loss = model(torch.randn(2, 7, 12), torch.randn(2, 5, 6)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step(s)
+    gemms = {"mha.in_proj", "mha.out_proj", "cross.q_proj", "cross.k_proj", "cross.v_proj",
+             "cross.out_proj", "head"}
+    got = {n.rsplit(".", 1)[0] for n in rec.names}
+    assert got == gemms, sorted(got)
+    rows = read_amax_csv(os.path.join(trace, "amax.csv"))
+    for (s, n), a in rows.items():
+        assert float(a) > 0, (s, n, a)
+    for s in (0, 2):
+        for n, v in _snap(trace, s).items():
+            assert rows[(s, n)] == "%.9g" % ref_amax(v), (s, n)
+    assert tuple(_snap(trace, 0)["cross.k_proj.input"].shape) == (5, 2, 6)  # sequence-first
+    replay_ok(trace, tmp)
+
+
+@test
+def module_called_twice_pairs_rows(tmp):
+    """A Linear called twice per step, the second call on the first's output, so backward
+    reaches call B before call A: each call's grad_output is stored with its own input, and
+    grad_output^T @ input over the snapshot's rows equals the weight gradient torch computed.
+    The pairing the old Recorder made (grad_outputs in backward order) does not."""
+    torch.manual_seed(9)
+    lin = nn.Linear(6, 6)
+    model = nn.Sequential()
+    model.add_module("twice", lin)
+    trace = os.path.join(tmp, "t")
+    x = torch.randn(4, 6)
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        y = model(torch.tanh(model(x)))
+        (y ** 2).sum().backward()
+        rec.step(0)
+    t = _snap(trace, 0)
+    xin, go = t["twice.input"], t["twice.grad_output"]
+    assert tuple(xin.shape) == (8, 6) and tuple(go.shape) == (8, 6)
+    assert torch.equal(xin[:4], x)
+    _close(go.t() @ xin, lin.weight.grad, "wgrad from the snapshot's rows")
+    swapped = torch.cat([go[4:], go[:4]])  # backward order: call B's gradient first
+    err = float((swapped.t() @ xin - lin.weight.grad).abs().max())
+    assert err > 1e-3 * float(lin.weight.grad.abs().max()), "the test cannot tell the pairings apart"
+    # gemm.csv is written from these rows: the wgrad row exists
+    ini = os.path.join(tmp, "gemm.ini")
+    out = os.path.join(tmp, "gemm_out")
+    with open(ini, "w") as f:
+        f.write("[trace]\npath = %s\n[recipe.c]\nkind = current\n[analysis]\ngemm = true\n"
+                "[output]\ndir = %s\n" % (trace, out))
+    rc, txt = run([BIN, "run", ini, "--quiet", "--force"])
+    assert rc == 0, txt
+    with open(os.path.join(out, "gemm.csv")) as f:
+        gem = [line.split(",") for line in f.read().splitlines()[1:]]
+    assert {(r[0], r[1]) for r in gem} >= {("twice", "wgrad"), ("twice", "fprop"),
+                                           ("twice", "dgrad")}, gem
+
+
+@test
+def nothing_left_when_no_backward_for_some_calls(tmp):
+    """A GEMM with one call under no_grad and one with backward: the gradient rows cannot pair
+    with the input's, so grad_output is left out of the snapshot with a warning; its amax is
+    recorded."""
+    lin = nn.Linear(4, 4)
+    model = nn.Sequential()
+    model.add_module("lin", lin)
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1, micro=False) as rec:
+        with torch.no_grad():
+            model(torch.randn(2, 4))
+        model(torch.randn(3, 4)).sum().backward()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            rec.step(0)
+    assert any("1 of the 2 calls of lin" in str(x.message) for x in w), [str(x.message) for x in w]
+    t = _snap(trace, 0)
+    assert "lin.grad_output" not in t and tuple(t["lin.input"].shape) == (5, 4), sorted(t)
+    assert read_amax_csv(os.path.join(trace, "amax.csv"))[(0, "lin.grad_output")] == "1"
+
+
+@test
+def never_ran_warns_one_line(tmp):
+    """A hooked Linear that never runs: one warning line naming it at close, rec.never_ran,
+    amax 0 rows; a GEMM that ran is not named."""
+    import io
+    model = Net()
+    trace = os.path.join(tmp, "t")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        with fp8lab_capture.Recorder(model, trace, every=0) as rec:
+            train_steps(model, rec, 3)
+    lines = err.getvalue().splitlines()
+    assert lines == ["fp8lab_capture: warning: extra was hooked but never ran in 3 steps: its "
+                     "amax.csv rows are all 0"], lines
+    assert rec.never_ran == ["extra"], rec.never_ran
+    rows = read_amax_csv(os.path.join(trace, "amax.csv"))
+    assert all(rows[(s, "extra.input")] == "0" for s in range(3))
+
+
+@test
+def sequential_names_are_readable(tmp):
+    """nn.Sequential(Linear, ReLU, Linear): GEMMs named 0_linear and 2_linear, not 0 and 2."""
+    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+    with fp8lab_capture.Recorder(model, os.path.join(tmp, "t"), every=0) as rec:
+        model(torch.randn(2, 3)).sum().backward()
+        rec.step(0)
+    assert sorted({n.rsplit(".", 1)[0] for n in rec.names}) == ["0_linear", "2_linear"], rec.names
+
+
+@test
+def matmul_with_parameters(tmp):
+    """GEMMs written as torch.addmm(b, x, W) with W stored (in, out) (Hugging Face's Conv1D)
+    and x @ W.t() are recorded through the TorchFunctionMode, the weight as (out, in); a matmul
+    between activations is not."""
+    torch.manual_seed(10)
+
+    class Conv1D(nn.Module):
+        def __init__(self, nx, nf):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(nx, nf) * 0.2)
+            self.bias = nn.Parameter(torch.zeros(nf))
+
+        def forward(self, x):
+            return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(
+                *x.shape[:-1], -1)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = Conv1D(4, 6)
+            self.proj = nn.Parameter(torch.randn(3, 6) * 0.3)  # used as x @ proj.t()
+
+        def forward(self, x):
+            h = self.c_attn(x)
+            h = h @ h.transpose(-2, -1) @ h  # activations only: not a GEMM of the model
+            return h @ self.proj.t()
+
+    model = M()
+    x = torch.randn(2, 5, 4)
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        model(x).sum().backward()
+        rec.step(0)
+    assert sorted({n.rsplit(".", 1)[0] for n in rec.names}) == ["c_attn", "root.proj"], rec.names
+    t = _snap(trace, 0)
+    assert torch.equal(t["c_attn.weight"], model.c_attn.weight.detach().t())
+    assert torch.equal(t["c_attn.input"], x.reshape(-1, 4))
+    assert torch.equal(t["root.proj.weight"], model.proj.detach())
+    _close(t["c_attn.grad_output"].t() @ t["c_attn.input"], model.c_attn.weight.grad.t(),
+           "Conv1D wgrad (out, in)")
+    assert hooks_empty(model) is None, hooks_empty(model)
+
+
+@test
+def operand_dtype_under_autocast(tmp):
+    """Under CPU autocast (bfloat16) the GEMM consumes BF16 operands: dtype "operand" records
+    BF16 input and weight, with amaxes equal to the BF16 values'; dtype "f32" records the F32
+    tensors the module was given."""
+    torch.manual_seed(11)
+    if not hasattr(torch, "autocast"):
+        print("    (no torch.autocast: not checked)")
+        return
+    lin = nn.Linear(8, 8)
+    model = nn.Sequential()
+    model.add_module("lin", lin)
+    x = torch.randn(4, 8) * 3
+    for dtype, want in (("operand", "BF16"), ("f32", "F32"), ("f16", "F16")):
+        trace = os.path.join(tmp, dtype)
+        with fp8lab_capture.Recorder(model, trace, every=1, dtype=dtype) as rec:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y = model(x)
+            y.float().sum().backward()
+            rec.step(0)
+        t, _ = read_safetensors(os.path.join(trace, "step_0.safetensors"))
+        rows = read_amax_csv(os.path.join(trace, "amax.csv"))
+        for n in ("lin.input", "lin.weight"):
+            assert t[n][0] == want, (dtype, n, t[n][0])
+            assert rows[(0, n)] == "%.9g" % ref_amax(t[n][1]), (dtype, n)
+        if dtype == "operand":
+            assert torch.equal(t["lin.input"][1], x.bfloat16())
+            assert t["lin.output"][0] == "BF16" and t["lin.grad_output"][0] == "BF16"
+        if dtype == "f32":
+            assert torch.equal(t["lin.input"][1], x)
+    try:
+        fp8lab_capture.Recorder(model, os.path.join(tmp, "bad"), dtype="fp8")
+    except ValueError as e:
+        assert "operand" in str(e), e
+    else:
+        raise AssertionError("dtype fp8 accepted")
+
+
+@test
+def micro_batches_recorded_apart(tmp):
+    """Gradient accumulation, 3 micro-batches per step (forward, backward, forward, ...):
+    amax.csv has one row per (step, micro-batch, tensor) with that micro-batch's own amax; the
+    snapshot holds the three micro-batches concatenated; rec.micro_step() splits forwards that
+    have no backward in between; micro=False merges them into one row per step."""
+    torch.manual_seed(12)
+    lin = nn.Linear(5, 3)
+    model = nn.Sequential()
+    model.add_module("lin", lin)
+    xs = [[torch.randn(2, 5) * (1 + m + 3 * s) for m in range(3)] for s in range(2)]
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        for s in range(2):
+            for x in xs[s]:
+                model(x).pow(2).sum().backward()
+            rec.step(s)
+    full = read_amax_csv(os.path.join(trace, "amax.csv"), micro=True)
+    assert {(s, m) for s, _, m in full} == {(s, m) for s in range(2) for m in range(3)}, sorted(full)
+    for s in range(2):
+        for m in range(3):
+            assert full[(s, "lin.input", m)][0] == "%.9g" % ref_amax(xs[s][m]), (s, m)
+            assert float(full[(s, "lin.grad_output", m)][0]) > 0
+            assert full[(s, "lin.weight", m)][0] == "%.9g" % ref_amax(lin.weight)
+        t = _snap(trace, s)
+        assert torch.equal(t["lin.input"], torch.cat(xs[s])), s
+    # forwards only (no backward between them): one micro-batch unless micro_step() is called
+    for split in (False, True):
+        tr = os.path.join(tmp, "m%d" % split)
+        with fp8lab_capture.Recorder(model, tr, every=0, roles=("input",)) as rec:
+            with torch.no_grad():
+                for x in xs[0]:
+                    model(x)
+                    if split:
+                        rec.micro_step()
+            rec.step(0)
+        full = read_amax_csv(os.path.join(tr, "amax.csv"), micro=True)
+        assert sorted(m for _, _, m in full) == ([0, 1, 2] if split else [0]), sorted(full)
+    tr = os.path.join(tmp, "merged")
+    with fp8lab_capture.Recorder(model, tr, every=0, micro=False) as rec:
+        for x in xs[0]:
+            model(x).pow(2).sum().backward()
+        rec.step(0)
+    with open(os.path.join(tr, "amax.csv")) as f:
+        assert f.readline() == "step,tensor,amax\n"
+    rows = read_amax_csv(os.path.join(tr, "amax.csv"))
+    assert rows[(0, "lin.input")] == "%.9g" % max(ref_amax(x) for x in xs[0])
+    replay_ok(trace, tmp)
+
+
+# ------------------------------------------------------------------ TransformerEngine stand-ins
+class _Meta:
+    """TE's FP8TensorMeta as far as the Recorder reads it: a `scale` tensor."""
+
+    def __init__(self, n):
+        self.scale = torch.ones(n)
+
+
+class _TEBase(nn.Module):
+    """What the stand-ins share with TE's modules: fp8_meta made at the first forward (as TE's
+    init_fp8_metadata does), scales used by a call and updated after it (TE updates at the
+    autocast exit and the end of backward); here each update doubles the scale, so the value a
+    call used is known: the test logs it."""
+
+    def _meta(self):
+        if "scaling_fwd" not in self.fp8_meta:
+            self.fp8_meta["scaling_fwd"] = _Meta(6)
+            self.fp8_meta["scaling_bwd"] = _Meta(6)
+        return self.fp8_meta
+
+    def _used_fwd(self, idxs):
+        sf = self._meta()["scaling_fwd"].scale
+        self.log.append(("fwd", {i: float(sf[i]) for i in idxs}))
+        sf.mul_(2)
+
+    def _bwd_tap(self, y, idxs):
+        meta = self.fp8_meta
+
+        def hook(g):
+            sb = meta["scaling_bwd"].scale
+            self.log.append(("bwd", {i: float(sb[i]) for i in idxs}))
+            # the update comes after the backward GEMMs: after the Recorder read the scale
+            torch.autograd.Variable._execution_engine.queue_callback(lambda: sb.mul_(3))
+            return None
+        y.register_hook(hook)
+        return y
+
+
+def _te_class(name, base):
+    cls = type(name, (base,), {})
+    cls.__module__ = "transformer_engine.pytorch.module.stand_in"
+    return cls
+
+
+class _LinearImpl(_TEBase):
+    def __init__(self, i, o):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(o, i) * 0.3)
+        self.bias = nn.Parameter(torch.zeros(o))
+        self.fp8_meta, self.log = {}, []
+
+    def forward(self, inp, is_first_microbatch=None):
+        y = torch.nn.functional.linear(inp, self.weight, self.bias)
+        self._used_fwd((0, 1))
+        self.last = (inp, y)
+        y.retain_grad()
+        return self._bwd_tap(y, (0,))
+
+
+class _LayerNormLinearImpl(_TEBase):
+    def __init__(self, i, o):
+        super().__init__()
+        self.layer_norm_weight = nn.Parameter(1 + 0.1 * torch.randn(i))
+        self.layer_norm_bias = nn.Parameter(0.1 * torch.randn(i))
+        self.weight = nn.Parameter(torch.randn(o, i) * 0.3)
+        self.bias = nn.Parameter(torch.zeros(o))
+        self.eps, self.normalization, self.zero_centered_gamma = 1e-5, "LayerNorm", False
+        self.fp8_meta, self.log = {}, []
+
+    def forward(self, inp, is_first_microbatch=None):
+        ln = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), self.layer_norm_weight,
+                                            self.layer_norm_bias, self.eps)
+        y = torch.nn.functional.linear(ln, self.weight, self.bias)
+        self._used_fwd((0, 1))
+        self.last = (ln, y)
+        y.retain_grad()
+        return self._bwd_tap(y, (0,))
+
+
+class _LayerNormMLPImpl(_TEBase):
+    def __init__(self, i, ff):
+        super().__init__()
+        self.layer_norm_weight = nn.Parameter(1 + 0.1 * torch.randn(i))
+        self.layer_norm_bias = nn.Parameter(0.1 * torch.randn(i))
+        self.fc1_weight = nn.Parameter(torch.randn(ff, i) * 0.3)
+        self.fc1_bias = nn.Parameter(0.1 * torch.randn(ff))
+        self.fc2_weight = nn.Parameter(torch.randn(i, ff) * 0.3)
+        self.fc2_bias = nn.Parameter(torch.zeros(i))
+        self.eps, self.normalization, self.activation = 1e-5, "LayerNorm", "gelu"
+        self.fp8_meta, self.log = {}, []
+
+    def forward(self, inp, is_first_microbatch=None):
+        ln = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), self.layer_norm_weight,
+                                            self.layer_norm_bias, self.eps)
+        z = torch.nn.functional.linear(ln, self.fc1_weight, self.fc1_bias)
+        z.retain_grad()
+        a = torch.nn.functional.gelu(z, approximate="tanh")
+        y = torch.nn.functional.linear(a, self.fc2_weight, self.fc2_bias)
+        self._used_fwd((0, 1, 3, 4))
+        self.last = (ln, z, a, y)
+        y.retain_grad()
+        return self._bwd_tap(y, (0, 2))
+
+
+TELinear = _te_class("Linear", _LinearImpl)
+TELayerNormLinear = _te_class("LayerNormLinear", _LayerNormLinearImpl)
+TELayerNormMLP = _te_class("LayerNormMLP", _LayerNormMLPImpl)
+
+
+class _TransformerLayerImpl(nn.Module):
+    """te.TransformerLayer's GEMM modules (attention left out: a sum of heads stands in)."""
+
+    def __init__(self, d, ff):
+        super().__init__()
+        self.self_attention = nn.Module()
+        self.self_attention.layernorm_qkv = TELayerNormLinear(d, 3 * d)
+        self.self_attention.proj = TELinear(d, d)
+        self.layernorm_mlp = TELayerNormMLP(d, ff)
+
+    def forward(self, x):
+        q, k, v = self.self_attention.layernorm_qkv(x).chunk(3, -1)
+        x = x + self.self_attention.proj(torch.tanh(q) * k + v)
+        return x + self.layernorm_mlp(x)
+
+
+TETransformerLayer = _te_class("TransformerLayer", _TransformerLayerImpl)
+
+
+@test
+def transformer_engine_stand_ins(tmp):
+    """Stand-ins named and shaped like te.Linear, te.LayerNormLinear, te.LayerNormMLP inside a
+    te.TransformerLayer: the GEMM operands recorded are the normalized input (LayerNormLinear,
+    fc1), act(fc1 output) (fc2), the gradients w.r.t. each GEMM's output (fc1's through the
+    activation: autograd on the stand-in's own graph is the reference); TE's scale of each
+    operand at each step is the one the call used (te_scale column; empty before TE made its
+    FP8 metadata); the stand-ins' inner F.linear calls are not recorded a second time."""
+    torch.manual_seed(13)
+    model = nn.Module()
+    model.layers = nn.ModuleList([TETransformerLayer(8, 16)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    trace = os.path.join(tmp, "t")
+    lyr = model.layers[0]
+    qkv, proj, mlp = lyr.self_attention.layernorm_qkv, lyr.self_attention.proj, lyr.layernorm_mlp
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        for s in range(3):
+            x = torch.randn(2, 3, 8)
+            lyr(x).pow(2).mean().backward()
+            refs = {"qkv": qkv.last, "proj": proj.last, "mlp": mlp.last}
+            if s == 1:
+                keep = {k: tuple(t.detach().clone() for t in v) for k, v in refs.items()}
+                keep.update({k + ".grad": refs[k][-1].grad.clone() for k in refs})
+                keep["mlp.z.grad"] = mlp.last[1].grad.clone()
+                keep["w"] = {k: v.detach().clone() for k, v in model.named_parameters()}
+            opt.step()
+            opt.zero_grad()
+            rec.step(s)
+    p = "layers.0."
+    gemms = [p + "self_attention.layernorm_qkv", p + "self_attention.proj",
+             p + "layernorm_mlp.fc1", p + "layernorm_mlp.fc2"]
+    assert sorted({n.rsplit(".", 1)[0] for n in rec.names}) == sorted(gemms), rec.names
+    t = _snap(trace, 1)
+    w = keep["w"]
+    want = {gemms[0] + ".input": keep["qkv"][0],
+            gemms[0] + ".weight": w[p + "self_attention.layernorm_qkv.weight"],
+            gemms[0] + ".output": keep["qkv"][1], gemms[0] + ".grad_output": keep["qkv.grad"],
+            gemms[1] + ".input": keep["proj"][0], gemms[1] + ".grad_output": keep["proj.grad"],
+            gemms[2] + ".input": keep["mlp"][0], gemms[2] + ".weight": w[p + "layernorm_mlp.fc1_weight"],
+            gemms[2] + ".output": keep["mlp"][1], gemms[2] + ".grad_output": keep["mlp.z.grad"],
+            gemms[3] + ".input": keep["mlp"][2], gemms[3] + ".weight": w[p + "layernorm_mlp.fc2_weight"],
+            gemms[3] + ".output": keep["mlp"][3], gemms[3] + ".grad_output": keep["mlp.grad"]}
+    for n, ref in want.items():
+        _close(t[n], ref, n)
+    rows = read_amax_csv(os.path.join(trace, "amax.csv"), micro=True)
+    for n, v in t.items():
+        assert rows[(1, n, 0)][0] == "%.9g" % ref_amax(v), n
+    # TE's scales: the logged values the stand-ins used, step by step
+    logs = {gemms[0]: (qkv, {"input": 0, "weight": 1}, {"grad_output": 0}),
+            gemms[1]: (proj, {"input": 0, "weight": 1}, {"grad_output": 0}),
+            gemms[2]: (mlp, {"input": 0, "weight": 1}, {"grad_output": 2}),
+            gemms[3]: (mlp, {"input": 3, "weight": 4}, {"grad_output": 0})}
+    checked = 0
+    for g, (mod, fwd, bwd) in logs.items():
+        f_log = [d for kind, d in mod.log if kind == "fwd"]
+        b_log = [d for kind, d in mod.log if kind == "bwd"]
+        for s in range(3):
+            for role, i in fwd.items():
+                got = rows[(s, "%s.%s" % (g, role), 0)][1]
+                want_s = "" if s == 0 else "%.9g" % f_log[s][i]  # no metadata before step 0's call
+                assert got == want_s, (g, role, s, got, want_s)
+                checked += 1
+            for role, i in bwd.items():
+                got = rows[(s, "%s.%s" % (g, role), 0)][1]
+                assert got == "%.9g" % b_log[s][i], (g, role, s, got, b_log[s][i])
+                checked += 1
+        assert rows[(2, g + ".output", 0)][1] == "", g  # no TE scale for outputs
+    assert checked == 36, checked
+    assert float(rows[(2, gemms[2] + ".grad_output", 0)][1]) == 9.0  # bwd scale 1 -> 3 -> 9
+    assert hooks_empty(model) is None, hooks_empty(model)
+    replay_ok(trace, tmp)
+
+
+@test
+def transformer_engine_rmsnorm_and_gated(tmp):
+    """LayerNormLinear with RMSNorm and zero-centred gamma, LayerNormMLP with swiglu: the
+    recomputed operands equal the stand-ins' (formulas of TE's docs: RMSNorm
+    x / sqrt(mean(x^2) + eps) * gamma, gamma + 1 when zero-centred; swiglu silu(a) * b on the
+    two halves)."""
+    torch.manual_seed(14)
+
+    class RMSLinear(_LayerNormLinearImpl):
+        def forward(self, inp, is_first_microbatch=None):
+            g = self.layer_norm_weight + 1
+            ln = inp * torch.rsqrt(inp.pow(2).mean(-1, keepdim=True) + self.eps) * g
+            y = torch.nn.functional.linear(ln, self.weight, self.bias)
+            self.last = (ln, y)
+            return y
+
+    class SwiMLP(_LayerNormMLPImpl):
+        def forward(self, inp, is_first_microbatch=None):
+            ln = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), self.layer_norm_weight,
+                                                self.layer_norm_bias, self.eps)
+            z = torch.nn.functional.linear(ln, self.fc1_weight, self.fc1_bias)
+            z.retain_grad()
+            a1, a2 = z.chunk(2, -1)
+            a = torch.nn.functional.silu(a1) * a2
+            y = torch.nn.functional.linear(a, self.fc2_weight, self.fc2_bias)
+            self.last = (ln, z, a, y)
+            return y
+
+    RL = _te_class("LayerNormLinear", RMSLinear)
+    SM = _te_class("LayerNormMLP", SwiMLP)
+    model = nn.Module()
+    model.qkv = RL(6, 6)
+    model.qkv.normalization, model.qkv.zero_centered_gamma = "RMSNorm", True
+    model.mlp = SM(6, 8)
+    model.mlp.fc2_weight = nn.Parameter(torch.randn(6, 4) * 0.3)
+    model.mlp.activation = "swiglu"
+    trace = os.path.join(tmp, "t")
+    x = torch.randn(4, 6)
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        model.mlp(model.qkv(x)).pow(2).sum().backward()
+        rec.step(0)
+    t = _snap(trace, 0)
+    _close(t["qkv.input"], model.qkv.last[0].detach(), "RMSNorm input")
+    _close(t["mlp.fc1.input"], model.mlp.last[0].detach(), "LN input")
+    _close(t["mlp.fc2.input"], model.mlp.last[2].detach(), "swiglu output")
+    _close(t["mlp.fc1.grad_output"], model.mlp.last[1].grad, "fc1 grad through swiglu")
 
 
 def main():

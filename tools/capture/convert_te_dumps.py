@@ -31,9 +31,12 @@ directly into OUT; with several, into OUT/rank_<r>/ (the Recorder's layout).
 To adapt to another layout, change FILE_RE (it must yield layer, tensor and iteration) and/or
 ROLE_OF, or `find_dump_files()`, which returns {rank: [(iteration, layer, te_tensor, path)]}.
 
-Usage: convert_te_dumps.py DUMP_DIR OUT [--rank R] [--keep-wgrad] [--overwrite]
+Usage: convert_te_dumps.py DUMP_DIR OUT [--rank R] [--keep-wgrad] [--overwrite] [--trust]
 DUMP_DIR: the nvdlfw_inspect log dir, its tensor_dumps/ folder, or one rank_<r>/ folder.
-Files are unpickled with torch.load: convert only dumps you trust.
+Files are read with torch.load(weights_only=True) (tensors and plain containers only, torch's
+default since 2.6); a dict that also holds TE's QuantizedTensor objects is refused with a line
+naming the file unless --trust, which unpickles it in full (arbitrary code: only your own
+dumps; TE must be importable). Tested with torch 1.13 and 2.15.
 """
 import argparse
 import os
@@ -84,8 +87,30 @@ def find_dump_files(root):
     return out
 
 
-def _load_tensor(path):
-    obj = torch.load(path, map_location="cpu")
+def _torch_load(path, trust):
+    """torch.load with weights_only=True (plain tensors and containers only, the default of
+    torch >= 2.6); a file that needs more (TE's QuantizedTensor objects under `quantized`) is
+    refused with a ValueError naming it, unless `trust` (--trust: the files are yours), which
+    unpickles it in full (TE must then be importable for its classes)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except TypeError:  # a torch without weights_only (< 1.13): not supported
+        raise ValueError("%s: this torch.load has no weights_only (torch >= 1.13 needed)" % path)
+    except Exception as e:  # pickle.UnpicklingError, RuntimeError, EOFError ...
+        if not trust:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x1f\x7f]", "", first)
+            raise ValueError("%s: torch.load(weights_only=True) refused it (%s); if you trust "
+                             "these files, rerun with --trust" % (path, first[:200]))
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise ValueError("%s: cannot be unpickled: %s: %s" % (path, type(e).__name__,
+                                                           str(e).strip()[:200]))
+
+
+def _load_tensor(path, trust=False):
+    obj = _torch_load(path, trust)
     if isinstance(obj, torch.Tensor):
         return obj
     if isinstance(obj, dict):
@@ -97,7 +122,7 @@ def _load_tensor(path):
     raise ValueError("%s: holds %s, expected a dict or a tensor" % (path, type(obj).__name__))
 
 
-def convert_rank(files, out, keep_wgrad=False, overwrite=False):
+def convert_rank(files, out, keep_wgrad=False, overwrite=False, trust=False):
     """Writes one rank's files as a trace in `out`; returns (steps, tensors written)."""
     os.makedirs(out, exist_ok=True)
     ours = [f for f in os.listdir(out) if (f.startswith("step_") and
@@ -119,7 +144,7 @@ def convert_rank(files, out, keep_wgrad=False, overwrite=False):
         for name, path in by_iter[it]:
             if name in tensors:
                 raise ValueError("step %d: tensor %s given twice (%s)" % (it, name, path))
-            tensors[name] = _load_tensor(path)
+            tensors[name] = _load_tensor(path, trust)
         for name in sorted(tensors):
             rows.append("%d,%s,%s\n" % (it, name, fp8lab_capture._fmt_amax(
                 fp8lab_capture.amax_of(tensors[name]).item())))
@@ -133,7 +158,7 @@ def convert_rank(files, out, keep_wgrad=False, overwrite=False):
     return len(by_iter), ntensors
 
 
-def convert(dump_dir, out, rank=None, keep_wgrad=False, overwrite=False):
+def convert(dump_dir, out, rank=None, keep_wgrad=False, overwrite=False, trust=False):
     """Converts a DumpTensors directory; returns {rank: (output dir, steps, tensors)}."""
     found = find_dump_files(dump_dir)
     if rank is not None:
@@ -145,7 +170,7 @@ def convert(dump_dir, out, rank=None, keep_wgrad=False, overwrite=False):
         if not files:
             raise ValueError("%s: rank %d: no <layer>_<tensor>_iter_<N>.pt files" % (dump_dir, r))
         d = out if len(found) == 1 else os.path.join(out, "rank_%d" % r)
-        steps, n = convert_rank(files, d, keep_wgrad, overwrite)
+        steps, n = convert_rank(files, d, keep_wgrad, overwrite, trust)
         result[r] = (d, steps, n)
     return result
 
@@ -158,9 +183,12 @@ def main(argv=None):
     ap.add_argument("--rank", type=int, default=None, help="convert this rank only, into OUT")
     ap.add_argument("--keep-wgrad", action="store_true", help="also write <layer>.wgrad")
     ap.add_argument("--overwrite", action="store_true", help="replace a trace in OUT")
+    ap.add_argument("--trust", action="store_true",
+                    help="unpickle files that torch.load(weights_only=True) refuses (TE's "
+                    "quantized tensors): only for dumps you trust")
     a = ap.parse_args(argv)
     try:
-        res = convert(a.dump_dir, a.out, a.rank, a.keep_wgrad, a.overwrite)
+        res = convert(a.dump_dir, a.out, a.rank, a.keep_wgrad, a.overwrite, a.trust)
     except (OSError, ValueError) as e:
         print("convert_te_dumps: %s" % e, file=sys.stderr)
         return 2

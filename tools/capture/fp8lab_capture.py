@@ -1,63 +1,83 @@
 """fp8lab_capture: record a PyTorch training run as an fp8lab trace.
 
 A trace (README, "Traces") is a directory of `step_<N>.safetensors` snapshots plus an
-`amax.csv` (`step,tensor,amax`) with every step's amaxes; tensors are named
-`<module path>.<role>`. This module hooks chosen modules (nn.Linear by default) and writes both:
+`amax.csv` (`step,tensor,amax[,micro][,te_scale]`) with every step's amaxes; tensors are named
+`<GEMM name>.<role>`. The Recorder sees every linear GEMM of the model and writes both:
 
     import fp8lab_capture
-    with fp8lab_capture.Recorder(model, "traces/run1", modules="*.fc1,*.qkv", every=50) as rec:
+    with fp8lab_capture.Recorder(model, "traces/run1", every=50) as rec:
         for step, batch in enumerate(loader):
             ...forward/backward/optimizer...
             rec.step(step)
 
-Roles, per hooked module (module path = its name in model.named_modules()):
-- `input`: the first positional argument of forward (forward pre-hook);
-- `weight`: module.weight as the forward used it, read in the forward hook at the module's
-  first call of the step (the weight the step's GEMMs saw, before the optimizer updates it);
-- `output`: forward's result (forward hook; the first tensor when it returns a tuple);
-- `grad_output`: the gradient w.r.t. the output (register_full_backward_hook);
-- `grad_input`: the gradient w.r.t. the input (same hook; only when asked for in `roles`).
+What is seen (docs/capture.md has the table):
+- every call of torch.nn.functional.linear whose weight is a parameter of the model: nn.Linear,
+  and the GEMMs torch runs inside nn.MultiheadAttention (the packed q/k/v projection
+  `<mha>.in_proj`, or `<mha>.q_proj`/`k_proj`/`v_proj` when kdim/vdim differ, and
+  `<mha>.out_proj`), so nn.TransformerEncoderLayer and Hugging Face models built from nn.Linear;
+  the Recorder replaces torch.nn.functional.linear for its lifetime (restored at close);
+- matmul / mm / addmm calls made from Python with a parameter W as second operand, x @ W (Hugging
+  Face's Conv1D, W stored (in, out): the weight is recorded transposed, as (out, in)) or
+  x @ W.t() (torch.matmul/mm/addmm and Tensor.matmul/mm/addmm/__matmul__ are wrapped for the
+  Recorder's lifetime, not a TorchFunctionMode, whose Python call on every torch op cost +28%
+  of the tiny GPT's step; matmul=False leaves them alone);
+- TransformerEngine modules (te.Linear, te.LayerNormLinear, te.LayerNormMLP, and
+  te.TransformerLayer through them) by module hooks, with the GEMM operands recomputed where TE
+  fuses them: LayerNormLinear's input is the normalized input; LayerNormMLP is two GEMMs,
+  `<path>.fc1` (input: the normalized input; output: fc1's pre-activation z) and `<path>.fc2`
+  (input: act(z); grad_output: the module's), with fc1's grad_output (g @ fc2_weight) * act'(z).
+  TE's own scale of each operand (module.fp8_meta["scaling_fwd"/"scaling_bwd"].scale, read as
+  the call begins and as its gradient arrives) goes into amax.csv's te_scale column.
+GEMM names: the owning module's path (`blocks.0.attn.qkv`), `.<param>` minus `_weight` for a
+parameter not called `weight` (`in_proj`); an nn.Sequential's index reads `<index>_<class>`
+(`2_linear`); the root is `root`. `modules` globs select GEMM names.
+
+Roles, per GEMM call: `input` (the activation operand), `weight` (at the GEMM's first call of each
+micro-batch: the weight before the optimizer updates it), `output`, `grad_output` (the gradient
+w.r.t. this call's output, by a tensor hook) and `grad_input` (w.r.t. this call's input alone,
+through an identity autograd function; only when asked for in `roles`).
+
+dtype: "operand" (default) records the dtype the GEMM consumed: under torch autocast the autocast
+dtype (the amax is that of the cast value, computed without casting the tensor: rounding is
+monotonic), else the tensor's own; "bf16", "f16", "f32" convert (snapshots and amaxes alike).
 
 Amax rules (those of fp8lab): amax = max |x| over the non-NaN elements, inf counts, 0 for an
-all-NaN or empty tensor. They are computed on the tensor's device as the hooks fire (one
-torch.aminmax pass each) and fetched with one device-to-host transfer per step and device (at
-`rec.step`; CPU amaxes are plain floats), so recording every step's amaxes costs one read of
-each hooked tensor and no synchronisation inside forward/backward. Measured on the tiny GPT of
-experiments/tiny_gpt.py on the CPU: about 5% of the step time (see the top of that file).
-- A module that did not run during a step gets amax 0 for all its roles (fp8lab reads 0 as
-  "did not run": delayed scaling keeps its state), and its tensors are absent from that step's
-  snapshot.
-- No backward during a step (eval mode, torch.no_grad(), a forward-only step) gives
-  grad_output (and grad_input) amax 0. Forward calls are recorded whatever module.training
-  says: run validation outside the Recorder or inside `with rec.paused():`.
-- A module called several times in one step (weight sharing, gradient accumulation
-  micro-batches, activation recomputation): the amax is the max over the calls, and the
-  snapshot holds all calls concatenated along the first dimension, each call's tensor
-  reshaped to (-1, last dim) (a single call keeps its shape; if the calls' last dims differ,
-  each is flattened to 1-D). So the snapshot's amax equals amax.csv's. The weight is read once
-  per step (first call).
+all-NaN or empty tensor. Computed on the tensor's device as the call runs (torch.aminmax, no |x|
+temporary; on accelerators NaN is replaced chunk by chunk, so no full-size temporary either) and
+fetched with one device-to-host transfer per step and device (at `rec.step`).
+- A GEMM that did not run in a micro-batch gets amax 0 there (fp8lab: "did not run", delayed
+  scaling keeps its state). One expected to run (nn.Linear, MultiheadAttention, TE modules, your
+  `types`) that never ran in the whole capture gives one warning line on stderr naming it at
+  close (and is listed in rec.never_ran).
+- No backward (eval, torch.no_grad()): grad_output amax 0. Forward calls are recorded whatever
+  module.training says: run validation outside the Recorder or inside `with rec.paused():`.
+- Several calls of a GEMM in a step (weight sharing, micro-batches, recomputation): the snapshot
+  holds the calls concatenated along the first dimension in call order, each reshaped to
+  (-1, last dim) (one call keeps its shape); each call's grad_output is stored at its call's
+  index, so input and grad_output rows pair call by call whatever order backward runs in. When
+  some calls had no backward (a forward under no_grad, activation recomputation), the gradient is
+  left out of that step's snapshot with a warning (its amax is recorded).
 
-Snapshots: at steps that are multiples of `every` (step 0 included), full tensors are copied to
-the CPU in the hooks (detached, contiguous; this synchronises, at snapshot steps only) and
-written as step_<N>.safetensors: BF16, F16 and F32 as they are, every other dtype converted to
-F32. The Recorder decides whether to copy before it knows the step number, so it predicts the
-next step as the previous one + 1 (the first as `start_step`, default 0); `rec.step(n)` with
-another n still records amaxes, but a snapshot step that was not predicted is skipped with a
-warning. Steps must increase.
+Micro-batches (micro="auto", the default): a micro-batch ends when a forward call follows a
+backward within a step, or at rec.micro_step(); amax.csv then has one row per (step, micro,
+tensor) in its `micro` column, and fp8lab runs the delayed recurrence once per micro-batch, as TE
+does with gradient accumulation. micro=False: one row per step over all calls (no column).
+
+Snapshots: at steps that are multiples of `every` (step 0 included), tensors are copied to the
+CPU as the calls run (a synchronisation, at snapshot steps only) and written as
+step_<N>.safetensors: BF16, F16 and F32 as they are, other dtypes as F32. The Recorder decides
+whether to copy before it knows the step number, so it predicts the next step as the previous one
++ 1 (the first as `start_step`); `rec.step(n)` with another n still records amaxes, but an
+unpredicted snapshot step is skipped with a warning. Steps must increase.
 
 Files: every file is written to a temporary name and renamed. amax.csv is appended (flushed each
-step) as `amax.csv.partial` and renamed to `amax.csv` when the Recorder closes, also when the
-`with` block ends by an exception (the rows of completed steps are kept; an unfinished step's
-data are dropped). After a crash that skipped the close, rename amax.csv.partial yourself.
-safetensors.torch.save_file is used when the `safetensors` package is importable, otherwise a
-built-in writer (8-byte little-endian header length, JSON header padded with spaces to 8-byte
-alignment, data).
+step) as `amax.csv.partial` and renamed when the Recorder closes, also when the `with` block ends
+by an exception. safetensors.torch.save_file is used when importable, else a built-in writer.
+Distributed: under torch.distributed each rank writes `<path>/rank_<r>/`.
 
-Distributed: when torch.distributed is initialised, each rank writes its own trace in
-`<path>/rank_<r>/` (no communication; replay one rank's folder, e.g. `path = traces/run1/rank_0`).
-
-Hooks are removed when the Recorder closes (`with` exit, also on exceptions, or `close()`).
-Requires torch >= 1.13; numpy is not needed.
+Not seen: GEMMs inside torch.compile'd or scripted code, F.linear bound before the Recorder
+started (`from torch.nn.functional import linear`), weights that are not parameters (FSDP's flat
+views), matmuls inside other torch functions than F.linear. Tested with torch 1.13 and 2.15.
 """
 import contextlib
 import ctypes
@@ -70,10 +90,12 @@ import warnings
 
 import torch
 
-__all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES"]
+__all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES", "DTYPES"]
 
 ALL_ROLES = ("input", "weight", "output", "grad_output", "grad_input")
 DEFAULT_ROLES = ("input", "weight", "output", "grad_output")
+DTYPES = ("operand", "bf16", "f16", "f32")
+_DTYPE_OF = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 # dtypes written as they are; everything else is converted to float32
 _ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
@@ -92,10 +114,11 @@ def _amax_value(x):
     """amax_of's value: a Python float for a CPU tensor, else a 0-d float32 tensor on x's
     device (no synchronisation; Recorder.step fetches all of a step's at once).
 
-    One pass: torch.aminmax (no |x| temporary), amax = max(-min, max). aminmax propagates NaN:
-    on the CPU the result is checked (there is no device to wait for) and recomputed with NaN
-    replaced by 0 only when it is NaN; on accelerators NaN is always replaced first (one more
-    pass), so that nothing waits for the device inside forward/backward."""
+    torch.aminmax (no |x| temporary), amax = max(-min, max). aminmax propagates NaN: on the
+    CPU the result is checked (there is no device to wait for) and recomputed with NaN replaced
+    by 0 only when it is NaN (one pass otherwise); on accelerators NaN is replaced first, in
+    chunks of _CHUNK elements (the temporary is one chunk), so that nothing waits for the device
+    inside forward/backward."""
     x = x.detach()
     if x.numel() == 0:
         return 0.0 if x.device.type == "cpu" else \
@@ -110,8 +133,22 @@ def _amax_value(x):
             return m + 0.0  # -0 -> +0
         mn, mx = _aminmax(torch.nan_to_num(x, nan=0.0, posinf=inf, neginf=-inf))
         return max(-float(mn), float(mx)) + 0.0
-    mn, mx = _aminmax(torch.nan_to_num(x, nan=0.0, posinf=inf, neginf=-inf))
-    return torch.maximum(-mn, mx).abs().float()
+    # accelerators: NaN replaced chunk by chunk, so that the temporary is one chunk, never a
+    # full-size copy (no synchronisation either: the chunks' results combine on the device)
+    if x.dim() == 0 or x.is_contiguous():
+        parts, step = x.reshape(-1), _CHUNK  # a view: no copy
+    else:  # slices along the first dimension (views), about _CHUNK elements each
+        parts, step = x, max(1, _CHUNK // max(1, x[0].numel()))
+    out = None
+    for i in range(0, parts.shape[0], step):
+        mn, mx = _aminmax(torch.nan_to_num(parts[i:i + step], nan=0.0, posinf=inf,
+                                           neginf=-inf))
+        m = torch.maximum(-mn, mx).abs().float()
+        out = m if out is None else torch.maximum(out, m)
+    return out
+
+
+_CHUNK = 1 << 22  # elements per NaN-replacement chunk on accelerators (16 MiB of F32)
 
 
 _NO_AMINMAX = set()  # (device type, dtype) where torch.aminmax is not implemented
@@ -194,7 +231,7 @@ def _first_tensor(x):
 
 
 def _concat_calls(ts):
-    """One tensor for several calls of a module in a step (see the module docstring)."""
+    """One tensor for several calls of a GEMM in a step (see the module docstring)."""
     if len(ts) == 1:
         return ts[0]
     dtype = ts[0].dtype
@@ -205,27 +242,194 @@ def _concat_calls(ts):
     return torch.cat([t.reshape(-1) for t in ts], 0)
 
 
+def _autocast_dtype_new(x):
+    """The dtype autocast gives a linear op's floating operand x, or None outside autocast."""
+    if not x.is_floating_point() or x.dtype == torch.float64:
+        return None
+    dev = x.device.type
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+
+
+def _autocast_dtype_old(x):  # torch 1.13 .. 2.3
+    if not x.is_floating_point() or x.dtype == torch.float64:
+        return None
+    dev = x.device.type
+    if dev == "cuda" and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    if dev == "cpu" and torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
+
+
+try:  # torch >= 2.4 takes the device type
+    torch.is_autocast_enabled("cpu")
+    _autocast_dtype = _autocast_dtype_new if hasattr(torch, "get_autocast_dtype") else \
+        _autocast_dtype_old
+except TypeError:
+    _autocast_dtype = _autocast_dtype_old
+
+
+class _Tap(torch.autograd.Function):
+    """Identity in forward; in backward hands the gradient that flows through it (that of this
+    GEMM's input alone, not the sum over the tensor's other consumers) to a callback."""
+
+    @staticmethod
+    def forward(ctx, x, cb):
+        ctx.cb = cb
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.cb(g)
+        return g, None
+
+
+# TransformerEngine modules, by class name (any class of that name defined in a module of the
+# transformer_engine package, or a stand-in declaring itself so); TE's index of each GEMM
+# operand in fp8_meta["scaling_fwd"/"scaling_bwd"] (FP8FwdTensors: GEMM1_INPUT 0, GEMM1_WEIGHT 1,
+# GEMM2_INPUT 3, GEMM2_WEIGHT 4; FP8BwdTensors: GRAD_OUTPUT1 0, GRAD_OUTPUT2 2: the fc1 grad of
+# LayerNormMLP, its dgelu, is GRAD_OUTPUT2, fc2's is GRAD_OUTPUT1; read from TE's source).
+_TE_KINDS = {"Linear": "te_linear", "LayerNormLinear": "te_lnlinear",
+             "LayerNormMLP": "te_lnmlp"}
+_TE_INDEX = {("gemm1", "input"): ("scaling_fwd", 0), ("gemm1", "weight"): ("scaling_fwd", 1),
+             ("gemm2", "input"): ("scaling_fwd", 3), ("gemm2", "weight"): ("scaling_fwd", 4)}
+_TE_BWD = {"te_linear": {"gemm1": 0}, "te_lnlinear": {"gemm1": 0},
+           "te_lnmlp": {"gemm1": 2, "gemm2": 0}}
+
+
+def _te_kind(mod):
+    for c in type(mod).__mro__:
+        if c.__name__ in _TE_KINDS and c.__module__.split(".")[0] == "transformer_engine":
+            return _TE_KINDS[c.__name__]
+    return None
+
+
+def _te_scale(mod, table, idx):
+    """TE's scale for operand idx of `table` (scaling_fwd/scaling_bwd), a copy (TE updates
+    it in place), or None when the module has no FP8 metadata (not yet run under fp8)."""
+    meta = getattr(mod, "fp8_meta", None)
+    if not isinstance(meta, dict) or meta.get(table) is None:
+        return None
+    tm = meta[table]
+    scale = getattr(tm, "scale", None)
+    if scale is None and isinstance(tm, dict):
+        scale = tm.get("scale")
+    if not isinstance(scale, torch.Tensor) or scale.numel() <= idx:
+        return None
+    s = scale.detach().reshape(-1)[idx].float().clone()
+    return float(s) if s.device.type == "cpu" else s
+
+
+def _te_norm(mod, x):
+    """The LayerNorm / RMSNorm of a TE LayerNormLinear / LayerNormMLP input: the GEMM operand."""
+    w = mod.layer_norm_weight
+    b = getattr(mod, "layer_norm_bias", None)
+    if getattr(mod, "zero_centered_gamma", False):
+        w = w + 1
+    eps = float(getattr(mod, "eps", 1e-5))
+    if getattr(mod, "normalization", "LayerNorm") == "RMSNorm":
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+        return y.to(x.dtype)
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def _gelu_tanh(z):
+    return torch.nn.functional.gelu(z, approximate="tanh")
+
+
+def _glu(act):
+    def f(z):
+        a, b = z.chunk(2, -1)
+        return act(a) * b
+    return f
+
+
+# TE's activations (LayerNormMLP(activation=...)); gated ones act on the first half
+_TE_ACT = {"gelu": _gelu_tanh, "relu": torch.relu, "silu": torch.nn.functional.silu,
+           "qgelu": lambda z: z * torch.sigmoid(1.702 * z),
+           "srelu": lambda z: torch.relu(z) ** 2,
+           "geglu": _glu(_gelu_tanh), "reglu": _glu(torch.relu),
+           "swiglu": _glu(torch.nn.functional.silu),
+           "qgeglu": _glu(lambda z: z * torch.sigmoid(1.702 * z)),
+           "sreglu": _glu(lambda z: torch.relu(z) ** 2)}
+
+
+def _param_2d(mod, names):
+    for n in names:
+        p = getattr(mod, n, None)
+        if isinstance(p, torch.Tensor) and p.dim() == 2:
+            return p
+    return None
+
+
+def _readable(model, path):
+    """A module path with each index into an nn.Sequential written `<index>_<class>`
+    (`2` -> `2_linear`), so that a Sequential's layers read as more than a number."""
+    if not path:
+        return "root"
+    parts, mod, out = path.split("."), model, []
+    for p in parts:
+        child = mod._modules.get(p) if mod is not None else None
+        if isinstance(mod, torch.nn.Sequential) and p.isdigit() and child is not None:
+            out.append("%s_%s" % (p, type(child).__name__.lower()))
+        else:
+            out.append(p)
+        mod = child
+    return ".".join(out)
+
+
+class _Site:
+    """One GEMM the Recorder records: its tensor-name prefix and what it saw."""
+    __slots__ = ("name", "expected", "ran", "calls", "te")
+
+    def __init__(self, name, expected, te=False):
+        self.name, self.expected, self.ran, self.calls, self.te = name, expected, False, 0, te
+
+
+def _matmul_targets():
+    """The matmul-like functions the Recorder wraps (matmul=True): (owner, attribute, index of
+    the activation operand, index of the weight operand)."""
+    T = torch.Tensor
+    return [(torch, "matmul", 0, 1), (torch, "mm", 0, 1), (torch, "addmm", 1, 2),
+            (T, "matmul", 0, 1), (T, "mm", 0, 1), (T, "__matmul__", 0, 1), (T, "addmm", 1, 2)]
+
+
 class Recorder:
-    """Hooks modules of `model` and records an fp8lab trace into `path` (see the module doc).
+    """Records every linear GEMM of `model` (see the module docstring) into the trace `path`.
 
     model: an nn.Module. path: the trace directory (created; `rank_<r>/` added under
-    torch.distributed). modules: fnmatch globs on module names, a comma-separated string or a
-    list (default "*": every module of `types`); the root module is named "root".
-    every: snapshot steps are the multiples of `every` (None or 0: amax.csv only).
-    roles: which of ALL_ROLES to record. types: module classes hooked (default nn.Linear).
-    start_step: the first step number expected. overwrite: remove an existing trace's files
-    (step_*.safetensors, amax.csv) in the directory instead of refusing."""
+    torch.distributed). modules: fnmatch globs on GEMM names (the part before `.input`), a
+    comma-separated string or a list (default "*"). every: snapshot steps are the multiples of
+    `every` (None or 0: amax.csv only). roles: which of ALL_ROLES to record. dtype: the dtype of
+    the recorded tensors, one of DTYPES (default "operand": what the GEMM consumed, the autocast
+    dtype under autocast). micro: "auto" (default: a micro-batch ends where a forward follows a
+    backward within a step, or at rec.micro_step()), "manual" (at rec.micro_step() only) or
+    False (one amax per step over all its calls, no `micro` column). matmul: also look at
+    matmul/mm/addmm calls whose weight is a parameter (wrapped for the Recorder's lifetime;
+    default True).
+    types: extra module classes recorded with module hooks as `<module path>` (first positional
+    argument = input, module.weight = weight); nn.Linear needs none. start_step: the first step
+    number expected. overwrite: remove an existing trace's files instead of refusing."""
 
-    def __init__(self, model, path, modules="*", every=100, roles=DEFAULT_ROLES,
-                 types=(torch.nn.Linear,), start_step=0, overwrite=False):
+    def __init__(self, model, path, modules="*", every=100, roles=DEFAULT_ROLES, types=(),
+                 start_step=0, overwrite=False, dtype="operand", micro="auto", matmul=True):
         if isinstance(modules, str):
             modules = [m.strip() for m in modules.split(",") if m.strip()]
+        self._globs = list(modules)
         roles = tuple(roles)
         bad = [r for r in roles if r not in ALL_ROLES]
         if bad:
             raise ValueError("unknown role(s) %s (known: %s)" % (bad, ", ".join(ALL_ROLES)))
+        if dtype not in DTYPES:
+            raise ValueError("dtype %r: expected one of %s" % (dtype, ", ".join(DTYPES)))
+        if micro not in ("auto", "manual", False, None):
+            raise ValueError("micro %r: expected 'auto', 'manual' or False" % (micro,))
         self.every = int(every) if every else 0
         self.roles = roles
+        self.dtype = dtype
+        self._dtype_is_operand = dtype == "operand"
+        self.micro = micro or False
         rank = None
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank = torch.distributed.get_rank()
@@ -233,23 +437,15 @@ class Recorder:
         self.path = path
         self.rank = rank
 
-        self._modules = []  # (name, module)
-        for name, mod in model.named_modules():
-            if not isinstance(mod, tuple(types)):
-                continue
-            name = name or "root"
-            if any(fnmatch.fnmatchcase(name, g) for g in modules):
-                self._modules.append((name, mod))
-        if not self._modules:
-            raise ValueError("no module of types %s matches %s" %
-                             ([t.__name__ for t in types], ",".join(modules)))
-        self.names = []  # tensor names in amax.csv order
-        for name, mod in self._modules:
-            for r in roles:
-                if r == "weight" and not isinstance(getattr(mod, "weight", None), torch.Tensor):
-                    continue
-                self.names.append("%s.%s" % (name, r))
-        self._known = set(self.names)
+        self.names = []           # tensor names in amax.csv order (grows as GEMMs appear)
+        self._known = set()
+        self._sites = {}          # GEMM name -> _Site
+        self._op_params = {}      # id(parameter) -> GEMM name, for F.linear / matmul calls
+        self._mod_sites = []      # (module path, module, kind)
+        self._find_sites(model, tuple(t for t in types if t is not torch.nn.Linear))
+        if not self._sites and not self._op_params:
+            raise ValueError("no GEMM of the model matches %s" % ",".join(self._globs))
+        self._has_te = any(s.te for s in self._sites.values())
 
         os.makedirs(path, exist_ok=True)
         ours = [f for f in os.listdir(path) if (f.startswith("step_") and
@@ -261,98 +457,410 @@ class Recorder:
             os.remove(os.path.join(path, f))
         self._csv_partial = os.path.join(path, "amax.csv.partial")
         self._csv = open(self._csv_partial, "w")
-        self._csv.write("step,tensor,amax\n")
+        self._csv.write("step,tensor,amax%s%s\n" % (",micro" if self.micro else "",
+                                                     ",te_scale" if self._has_te else ""))
         self._csv.flush()
 
-        self._amax = {}   # tensor name -> 0-d float32 tensor (device) for the current step
-        self._snap = {}   # tensor name -> list of CPU tensors (snapshot steps only)
-        self._weight_seen = set()
         self._next = int(start_step)
+        self._cap = False
         self._last = None
         self._paused = 0
         self._handles = []
-        self.snapshots = []  # steps written as snapshots
+        self._saved = {}          # (module id, call) -> tensors a TE backward recomputation needs
+        self.snapshots = []       # steps written as snapshots
+        self.steps = 0
+        self.never_ran = []       # GEMMs expected to run that never did (set by close)
+        self._reset_step()
+        self._set_capturing()
         self._closed = False
+        self._orig_linear = None
+        self._patched = []        # (owner, attribute, original) replaced by _install
         try:
-            for name, mod in self._modules:
-                self._hook(name, mod)
+            self._install(model, matmul)
         except Exception:
             self.close()
             raise
 
-    # ---------------------------------------------------------------- hooks
+    # ---------------------------------------------------------------- what is recorded
+    def _wanted(self, name):
+        return any(fnmatch.fnmatchcase(name, g) for g in self._globs)
+
+    def _add_site(self, name, expected, te=False, weight=True):
+        if name in self._sites:
+            return self._sites[name]
+        site = _Site(name, expected, te)
+        self._sites[name] = site
+        for r in self.roles:
+            if r == "weight" and not weight:
+                continue
+            n = "%s.%s" % (name, r)
+            if n not in self._known:
+                self._known.add(n)
+                self.names.append(n)
+        return site
+
+    def _find_sites(self, model, types):
+        """GEMMs known before the first step: TE modules and `types` (module hooks); every
+        nn.Linear, nn.MultiheadAttention and any other 2-D parameter (F.linear / matmul
+        calls). Those of nn.Linear, MultiheadAttention and module hooks are expected to run."""
+        owned = set()
+        for path, mod in model.named_modules():
+            kind = _te_kind(mod) or ("plain" if types and isinstance(mod, types) else None)
+            if kind is None:
+                continue
+            for p in mod.parameters():
+                owned.add(id(p))
+            if any(path == q or path.startswith(q + ".") for q, _, _, _ in self._mod_sites):
+                continue  # inside a module recorded whole (a TE module's own parts)
+            name = _readable(model, path)
+            gemms = ("fc1", "fc2") if kind == "te_lnmlp" else ("",)
+            sites = []
+            for g in gemms:
+                n = "%s.%s" % (name, g) if g else name
+                if self._wanted(n):
+                    sites.append(self._add_site(n, True, te=kind != "plain"))
+                else:
+                    sites.append(None)
+            if any(sites):
+                self._mod_sites.append((path, mod, kind, sites))
+        for path, mod in model.named_modules():
+            name = _readable(model, path)
+            expected_mod = isinstance(mod, (torch.nn.Linear, torch.nn.MultiheadAttention))
+            for pname, p in mod.named_parameters(recurse=False):
+                if p.dim() != 2 or id(p) in owned or id(p) in self._op_params:
+                    continue
+                if pname == "weight":
+                    g = name
+                elif pname.endswith("_weight"):
+                    g = "%s.%s" % (name, pname[:-len("_weight")])
+                else:
+                    g = "%s.%s" % (name, pname)
+                if not self._wanted(g):
+                    continue
+                self._op_params[id(p)] = g
+                if expected_mod:  # registered now: rows from the first step on
+                    self._add_site(g, True)
+
+    def _install(self, model, matmul):
+        """Replaces F.linear (and with matmul, the matmul-like functions) by recording
+        wrappers; hooks the modules recorded whole. Wrapping just these functions, rather
+        than a TorchFunctionMode, keeps the cost off every other op: a mode runs Python for
+        each torch call (+28% step time on the tiny GPT, measured; docs/capture.md)."""
+        F = torch.nn.functional
+        if self._op_params:
+            self._orig_linear = F.linear
+            self._patched.append((F, "linear", F.linear))
+            F.linear = self._linear
+            if matmul:
+                for owner, attr, xi, wi in _matmul_targets():
+                    orig = getattr(owner, attr)
+                    self._patched.append((owner, attr, orig))
+                    setattr(owner, attr, self._mm_wrapper(orig, xi, wi))
+        for path, mod, kind, sites in self._mod_sites:
+            self._hook_module(mod, kind, sites)
+
+    def _mm_wrapper(self, orig, xi, wi):
+        rec = self
+
+        def wrapper(*args, **kwargs):
+            if len(args) > wi and not rec._paused:
+                got = rec._matmul_site(args[wi])
+                if got is not None and isinstance(args[xi], torch.Tensor):
+                    return rec._op_call(got[0], orig, args, xi, wi, got[1], kwargs)
+            return orig(*args, **kwargs)
+        wrapper.__name__ = getattr(orig, "__name__", "matmul")
+        wrapper.__doc__ = getattr(orig, "__doc__", None)
+        wrapper._fp8lab_wraps = orig
+        return wrapper
+
+    # ---------------------------------------------------------------- per step state
+    def _reset_step(self):
+        self._amax = {}           # (micro, tensor name) -> float or 0-d device tensor
+        self._te_scales = {}      # (micro, tensor name) -> TE's scale (float or 0-d tensor)
+        self._snap = {}           # tensor name -> list of CPU tensors in call order
+        self._gsnap = {}          # tensor name -> {call index: CPU tensor} (gradients)
+        self._weight_seen = set()  # (micro, GEMM) whose weight amax is in
+        self._weight_snap = set()
+        self._calls = {}          # GEMM name -> calls this step
+        self._m = 0               # the current micro-batch
+        self._bwd_seen = False    # a backward hook fired in the current micro-batch
+        self._micro_end = False   # rec.micro_step() was called
+        self._any = False
+
     def _capturing(self):
         return self.every > 0 and self._next % self.every == 0
 
-    def _record(self, name, x):
+    def _set_capturing(self):
+        self._cap = self._capturing()
+
+    def _forward_begins(self):
+        if self.micro and ((self.micro == "auto" and self._bwd_seen) or self._micro_end) \
+                and self._any:
+            self._m += 1
+        self._bwd_seen = self._micro_end = False
+        self._any = True
+
+    def _target(self, x, auto):
+        """The dtype a tensor is recorded in (None: as it is)."""
+        if auto is None and self._dtype_is_operand:
+            return None
+        t = auto if self._dtype_is_operand else _DTYPE_OF[self.dtype]
+        return None if t is None or t == x.dtype or not x.is_floating_point() else t
+
+    def _put(self, name, x, call=None, target=None, grad=False, snap=True):
+        """Adds x (the tensor of `name` at call `call`) to the micro-batch's amax and, at
+        snapshot steps, to the snapshot."""
+        if name not in self._known:
+            return
         a = _amax_value(x)
-        prev = self._amax.get(name)
+        if target is not None:  # the amax of x cast to target: rounding is monotonic
+            a = (torch.tensor(a, dtype=torch.float32).to(target).float().item()
+                 if isinstance(a, float) else a.to(target).float())
+        key = (self._m, name)
+        prev = self._amax.get(key)
         if prev is not None:
             if isinstance(a, float) and isinstance(prev, float):
                 a = max(prev, a)
-            else:  # on an accelerator (both on one device unless the module moved)
+            else:
                 dev = (a if isinstance(a, torch.Tensor) else prev).device
                 a = torch.maximum(torch.as_tensor(prev, dtype=torch.float32, device=dev),
                                   torch.as_tensor(a, dtype=torch.float32, device=dev))
-        self._amax[name] = a
-        if self._capturing():
-            self._snap.setdefault(name, []).append(x.detach().to("cpu", copy=True))
+        self._amax[key] = a
+        if snap and self._cap:
+            c = x.detach()
+            c = c.to(target) if target is not None else c
+            c = c.to("cpu", copy=True)
+            if grad:
+                self._gsnap.setdefault(name, {})[call] = c
+            else:
+                self._snap.setdefault(name, []).append(c)
 
-    def _hook(self, name, mod):
-        roles = self.roles
-        want_in, want_out = "input" in roles, "output" in roles
-        want_w = "weight" in roles and ("%s.weight" % name) in self._known
-        want_go, want_gi = "grad_output" in roles, "grad_input" in roles
+    def _te(self, name, value):
+        if value is not None and name in self._known:
+            self._te_scales.setdefault((self._m, name), value)
 
-        if want_in:
-            def pre(m, args):
-                if self._paused:
-                    return
-                x = _first_tensor(args)
-                if x is not None:
-                    self._record(name + ".input", x)
-            self._handles.append(mod.register_forward_pre_hook(pre))
+    def _fwd(self, site, x, w, out, auto, w_oriented=None):
+        """A forward call of a GEMM: its input x, weight w, output out. Returns the call index."""
+        self._forward_begins()
+        site.ran = True
+        k = self._calls.get(site.name, 0)
+        self._calls[site.name] = k + 1
+        n = site.name
+        if x is not None:
+            self._put(n + ".input", x, k, self._target(x, auto))
+        if w is not None and (self._m, n) not in self._weight_seen:
+            self._weight_seen.add((self._m, n))
+            first = n not in self._weight_snap
+            self._weight_snap.add(n)
+            wt = w_oriented if w_oriented is not None else w
+            self._put(n + ".weight", wt, 0, self._target(w, auto), snap=first)
+        if out is not None:
+            self._put(n + ".output", out, k, self._target(out, None))
+        return k
 
-        if want_out or want_w:
-            def fwd(m, args, out):
-                if self._paused:
-                    return
-                if want_w and name not in self._weight_seen:
-                    self._weight_seen.add(name)
-                    self._record(name + ".weight", m.weight)
-                if want_out:
-                    y = _first_tensor(out)
-                    if y is not None:
-                        self._record(name + ".output", y)
-            self._handles.append(mod.register_forward_hook(fwd))
+    def _grad_hook(self, name, k, te_fn=None):
+        def hook(g):
+            if self._paused:
+                return None
+            self._bwd_seen = True
+            self._put(name, g, k, self._target(g, None), grad=True)
+            if te_fn is not None:
+                self._te(name, te_fn())
+            return None
+        return hook
 
-        if want_go or want_gi:
-            def bwd(m, grad_input, grad_output):
-                if self._paused:
-                    return
-                if want_go:
-                    g = _first_tensor(grad_output)
-                    if g is not None:
-                        self._record(name + ".grad_output", g)
-                if want_gi:
-                    g = _first_tensor(grad_input)
-                    if g is not None:
-                        self._record(name + ".grad_input", g)
-            self._handles.append(mod.register_full_backward_hook(bwd))
+    # ---------------------------------------------------------------- F.linear and matmul
+    def _linear(self, input, weight, bias=None):
+        g = self._op_params.get(id(weight))
+        if g is None or self._paused or not isinstance(input, torch.Tensor):
+            return self._orig_linear(input, weight, bias)
+        return self._op_call(g, None, (input, weight, bias), 0, 1, weight)
+
+    def _matmul_site(self, w):
+        """(GEMM name, weight as (out, in)) when w is a recorded parameter used as x @ W
+        (W stored (in, out), HF's Conv1D) or its transpose (x @ W.t())."""
+        g = self._op_params.get(id(w))
+        if g is not None:
+            return g, w.t()
+        base = getattr(w, "_base", None)
+        if base is None:
+            return None
+        g = self._op_params.get(id(base))
+        if g is not None and w.dim() == 2 and w.shape == base.shape[::-1] and \
+                w.stride() == base.stride()[::-1]:
+            return g, base
+        return None
+
+    def _op_call(self, g, func, args, xi, wi, w_oriented, kwargs=None):
+        """Runs one F.linear (func None) or matmul-like call and records it."""
+        site = self._sites.get(g) or self._add_site(g, False)
+        x, w = args[xi], args[wi]
+        auto = _autocast_dtype(x)
+        args = list(args)
+        if "grad_input" in self.roles and x.requires_grad and torch.is_grad_enabled():
+            k_next = self._calls.get(g, 0)
+            args[xi] = _Tap.apply(x, self._grad_hook(g + ".grad_input", k_next))
+        out = self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
+        k = self._fwd(site, x, w, out if "output" in self.roles else None, auto,
+                      w_oriented if func is not None else None)
+        if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(self._grad_hook(g + ".grad_output", k))
+        return out
+
+    # ---------------------------------------------------------------- module hooks
+    def _hook_module(self, mod, kind, sites):
+        rec = self
+
+        def pre(m, args):
+            if rec._paused:
+                return None
+            x = _first_tensor(args)
+            if x is None:
+                return None
+            auto = _autocast_dtype(x)
+            if kind == "plain" or kind == "te_linear":
+                w = _param_2d(m, ("weight", "weight0"))
+                s = sites[0]
+                k = rec._fwd(s, x, w, None, auto)
+                if kind == "te_linear":
+                    rec._te(s.name + ".input", _te_scale(m, "scaling_fwd", 0))
+                    rec._te(s.name + ".weight", _te_scale(m, "scaling_fwd", 1))
+                m._fp8lab_call = k
+                if "grad_input" in rec.roles and x.requires_grad and torch.is_grad_enabled():
+                    x2 = _Tap.apply(x, rec._grad_hook(s.name + ".grad_input", k))
+                    return (x2,) + tuple(args[1:])
+                return None
+            with torch.no_grad():
+                ln = _te_norm(m, x)
+            if kind == "te_lnlinear":
+                s = sites[0]
+                m._fp8lab_call = rec._fwd(s, ln, _param_2d(m, ("weight", "weight0")), None,
+                                          auto)
+                rec._te(s.name + ".input", _te_scale(m, "scaling_fwd", 0))
+                rec._te(s.name + ".weight", _te_scale(m, "scaling_fwd", 1))
+                return None
+            # LayerNormMLP: fc1 = ln @ fc1_weight^T + b1, fc2 input = act(fc1 out)
+            s1, s2 = sites
+            w1, w2 = m.fc1_weight, m.fc2_weight
+            act = _TE_ACT.get(getattr(m, "activation", "gelu"))
+            need_z = act is not None and (s2 is not None or "output" in rec.roles or
+                                          "grad_output" in rec.roles)
+            z = a = None
+            if need_z:
+                with torch.no_grad():
+                    lin = rec._orig_linear or torch.nn.functional.linear
+                    z = lin(ln, w1, getattr(m, "fc1_bias", None))
+                    a = act(z)
+            elif act is None and not getattr(m, "_fp8lab_warned", False):
+                m._fp8lab_warned = True
+                warnings.warn("fp8lab_capture: LayerNormMLP activation %r unknown: fc2.input "
+                              "and fc1.grad_output not recorded" % getattr(m, "activation", None))
+            k = None
+            if s1 is not None:
+                k = rec._fwd(s1, ln, w1, z if "output" in rec.roles else None, auto)
+                rec._te(s1.name + ".input", _te_scale(m, "scaling_fwd", 0))
+                rec._te(s1.name + ".weight", _te_scale(m, "scaling_fwd", 1))
+            if s2 is not None:
+                k2 = rec._fwd(s2, a, w2, None, auto)
+                k = k2 if k is None else k
+                rec._te(s2.name + ".input", _te_scale(m, "scaling_fwd", 3))
+                rec._te(s2.name + ".weight", _te_scale(m, "scaling_fwd", 4))
+            m._fp8lab_call = k
+            if "grad_output" in rec.roles and s1 is not None and z is not None:
+                rec._saved[(id(m), k)] = z
+            return None
+
+        def post(m, args, out):
+            if rec._paused:
+                return None
+            y = _first_tensor(out)
+            k = getattr(m, "_fp8lab_call", None)
+            if y is None or k is None:
+                return None
+            last = sites[-1]
+            if last is not None and "output" in rec.roles:
+                rec._put(last.name + ".output", y, k, rec._target(y, None))
+            if "grad_output" in rec.roles and y.requires_grad:
+                y.register_hook(rec._module_grad(m, kind, sites, k))
+            return None
+
+        self._handles.append(mod.register_forward_pre_hook(pre))
+        self._handles.append(mod.register_forward_hook(post))
+
+    def _module_grad(self, m, kind, sites, k):
+        bwd = _TE_BWD.get(kind, {})
+
+        def hook(g):
+            if self._paused:
+                return None
+            self._bwd_seen = True
+            last = sites[-1]
+            if last is not None:  # the module's output gradient: its last GEMM's
+                self._put(last.name + ".grad_output", g, k, None, grad=True)
+                if kind != "plain":
+                    self._te(last.name + ".grad_output",
+                             _te_scale(m, "scaling_bwd", bwd["gemm2" if kind == "te_lnmlp"
+                                                              else "gemm1"]))
+            z = self._saved.pop((id(m), k), None)
+            if kind == "te_lnmlp" and sites[0] is not None and z is not None:
+                # fc1's output gradient: (g @ fc2_weight) * act'(z), by autograd on act
+                act = _TE_ACT[getattr(m, "activation", "gelu")]
+                with torch.enable_grad():
+                    zz = z.detach().requires_grad_(True)
+                    ga = torch.matmul(g.detach().to(m.fc2_weight.dtype), m.fc2_weight.detach())
+                    (gz,) = torch.autograd.grad(act(zz), zz, ga.to(zz.dtype))
+                self._put(sites[0].name + ".grad_output", gz, k, None, grad=True)
+                self._te(sites[0].name + ".grad_output", _te_scale(m, "scaling_bwd", 2))
+            return None
+        return hook
 
     @contextlib.contextmanager
     def paused(self):
-        """Hooks ignore every call inside this block (validation passes, generation)."""
+        """Nothing is recorded inside this block (validation passes, generation)."""
         self._paused += 1
         try:
             yield self
         finally:
             self._paused -= 1
 
+    def micro_step(self):
+        """Ends the current micro-batch: the next forward call starts a new one (micro "auto"
+        or "manual"). No-op with micro=False."""
+        if self.micro:
+            self._micro_end = True
+
     # ---------------------------------------------------------------- steps
+    def _fetch(self, d):
+        values, by_dev = {}, {}
+        for key, a in d.items():
+            if isinstance(a, float):
+                values[key] = a
+            else:
+                by_dev.setdefault(a.device, []).append(key)
+        for dev, keys in by_dev.items():
+            host = torch.stack([d[k].reshape(()) for k in keys]).cpu().tolist()
+            values.update(zip(keys, host))
+        return values
+
+    def _snapshot_tensors(self, step):
+        tensors = {n: _concat_calls(ts) for n, ts in self._snap.items()}
+        for n, calls in self._gsnap.items():
+            g = n.rsplit(".", 1)[0]
+            want = self._calls.get(g, 0)
+            if sorted(calls) != list(range(want)):
+                # some calls had no backward (no_grad, recomputation): rows would not pair
+                warnings.warn("fp8lab_capture: step %d: %s arrived for %d of the %d calls of %s;"
+                              " left out of the snapshot so that its rows stay paired with the "
+                              "input's (its amax is recorded)" % (step, n.rsplit(".", 1)[1],
+                                                                  len(calls), want, g))
+                continue
+            tensors[n] = _concat_calls([calls[k] for k in range(want)])
+        return tensors
+
     def step(self, step):
-        """Ends training step `step`: appends its amax rows, writes its snapshot when `step` is
-        a multiple of `every` (and was predicted), and starts the next step."""
+        """Ends training step `step`: appends its amax rows (one set per micro-batch), writes
+        its snapshot when `step` is a multiple of `every` (and was predicted), and starts the
+        next step."""
         if self._closed:
             raise RuntimeError("Recorder is closed")
         step = int(step)
@@ -364,50 +872,62 @@ class Recorder:
         if snap_step and not captured:
             warnings.warn("fp8lab_capture: step %d is a snapshot step but step %d was expected; "
                           "its snapshot is skipped (amaxes are recorded)" % (step, self._next))
-
-        # CPU amaxes are Python floats already; the others: one transfer per device (stack
-        # the step's 0-d amaxes there, then .cpu() once)
-        values = {}
-        by_dev = {}
-        for n, a in self._amax.items():
-            if isinstance(a, float):
-                values[n] = a
-            else:
-                by_dev.setdefault(a.device, []).append(n)
-        for dev, ns in by_dev.items():
-            host = torch.stack([self._amax[n] for n in ns]).cpu().tolist()
-            values.update(zip(ns, host))
+        values = self._fetch(self._amax)
+        scales = self._fetch(self._te_scales) if self._te_scales else {}
         lines = []
-        for n in self.names:
-            v = values.get(n, 0.0)
-            lines.append("%d,%s,%s\n" % (step, n, _fmt_amax(v)))
+        for m in range(self._m + 1):
+            for n in self.names:
+                line = "%d,%s,%s" % (step, n, _fmt_amax(values.get((m, n), 0.0)))
+                if self.micro:
+                    line += ",%d" % m
+                if self._has_te:
+                    s = scales.get((m, n))
+                    line += "," + (_fmt_amax(s) if s is not None and s > 0 and
+                                   s != float("inf") else "")
+                lines.append(line + "\n")
         self._csv.write("".join(lines))
         self._csv.flush()
-
         if snap_step and captured:
-            tensors = {n: _concat_calls(ts) for n, ts in self._snap.items()}
-            write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step), tensors,
+            write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step),
+                              self._snapshot_tensors(step),
                               metadata={"producer": "fp8lab_capture", "step": step})
             self.snapshots.append(step)
-
-        self._amax = {}
-        self._snap = {}
-        self._weight_seen = set()
+        self._reset_step()
+        self._saved = {}
         self._last = step
         self._next = step + 1
+        self._set_capturing()
+        self.steps += 1
 
     # ---------------------------------------------------------------- closing
     def close(self):
-        """Removes the hooks and renames amax.csv.partial to amax.csv. Idempotent."""
+        """Removes the hooks, puts F.linear back, warns (one line each on stderr) about GEMMs
+        expected to run that never did, and renames amax.csv.partial to amax.csv.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         for h in self._handles:
             h.remove()
         self._handles = []
-        self._amax = {}
-        self._snap = {}
+        for owner, attr, orig in reversed(self._patched):
+            current = getattr(owner, attr)
+            if current == self._linear or getattr(current, "_fp8lab_wraps", None) is orig:
+                setattr(owner, attr, orig)
+            else:
+                warnings.warn("fp8lab_capture: %s.%s was replaced by someone else after the "
+                              "Recorder; left as it is" % (getattr(owner, "__name__", owner),
+                                                            attr))
+        self._patched = []
+        self._orig_linear = None
+        self._amax, self._snap, self._gsnap, self._saved = {}, {}, {}, {}
         if self._csv is not None:
+            self.never_ran = sorted(s.name for s in self._sites.values()
+                                    if s.expected and not s.ran)
+            if self.steps:
+                for n in self.never_ran:
+                    sys.stderr.write("fp8lab_capture: warning: %s was hooked but never ran in "
+                                     "%d steps: its amax.csv rows are all 0\n" % (n, self.steps))
             self._csv.close()
             self._csv = None
             os.replace(self._csv_partial, os.path.join(self.path, "amax.csv"))
