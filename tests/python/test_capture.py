@@ -726,6 +726,26 @@ def module_called_twice_pairs_rows(tmp):
 
 
 @test
+def inplace_op_after_a_gemm(tmp):
+    """nn.ReLU(inplace=True) right after a Linear (which register_full_backward_hook refused):
+    recorded output and grad_output are those of the GEMM, before the in-place op."""
+    torch.manual_seed(15)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        model(x).sum().backward()
+        rec.step(0)
+    h = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
+    h.retain_grad()
+    model[2](torch.relu(h)).sum().backward()
+    t = _snap(trace, 0)
+    assert torch.equal(t["0_linear.output"], h.detach()), "output after the in-place ReLU"
+    assert (h < 0).any(), "the test needs negative outputs"
+    _close(t["0_linear.grad_output"], h.grad, "grad_output")
+
+
+@test
 def nothing_left_when_no_backward_for_some_calls(tmp):
     """A GEMM with one call under no_grad and one with backward: the gradient rows cannot pair
     with the input's, so grad_output is left out of the snapshot with a warning; its amax is
