@@ -1243,7 +1243,7 @@ def replay_full(exp, trace):
     is the same for current and block rows). With [analysis] warmup_steps = N instead, the
     first N steps of the replay (the union of snapshot and amax.csv steps) are warm-up for
     every tensor."""
-    steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv} | set(trace.micros))
+    steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv})
     names = set()
     for snap in trace.snapshots.values():
         names |= set(snap)
