@@ -190,6 +190,75 @@ START_TEST(test_report_regenerates) {
 }
 END_TEST
 
+/* "Held against TransformerEngine" (issue 17): stream.csv given TE's scale, per (step, micro,
+ * tensor) the scale configuration delayed L=1 m=0 replayed, on every configuration's rows,
+ * except two rows that differ: a.fc.input at step 7 (2x: relative difference 1) and
+ * a.fc.grad_output at step 3 (1.25x); the first mismatch in (step, micro, tensor) order is
+ * a.fc.grad_output at step 3. Without any te_scale the section is absent. */
+START_TEST(test_report_te_scale) {
+  write_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
+  free(out);
+  char p[4096];
+  snprintf(p, sizeof p, "%s/out/report.md", g_dir);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
+  free(out);
+  char *md = tu_read_file(p, NULL);
+  ck_assert_ptr_null(strstr(md, "Held against TransformerEngine"));
+  free(md);
+  snprintf(p, sizeof p, "%s/out/stream.csv", g_dir);
+  char *text = tu_read_file(p, NULL);
+  /* pass 1: the L=1 m=0 scale of each (step, tensor); pass 2: written as te_scale on all rows */
+  char te[12][2][32];
+  memset(te, 0, sizeof te);
+  size_t cap = strlen(text) * 2 + 64, o = 0;
+  char *w = malloc(cap);
+  for (int pass = 0; pass < 2; pass++) {
+    char *copy = strdup(text), *save = NULL;
+    int first = 1;
+    for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+      if (first) {
+        first = 0;
+        if (pass) o += (size_t)snprintf(w + o, cap - o, "%s\n", ln);
+        continue;
+      }
+      char *f[16], *q = ln;
+      int nf = 0;
+      f[nf++] = q;
+      for (; *q; q++)
+        if (*q == ',') *q = '\0', f[nf++] = q + 1;
+      ck_assert_int_eq(nf, 15);
+      int step = atoi(f[2]), k = strcmp(f[0], "a.fc.input") == 0;
+      if (!pass) {
+        if (!strcmp(f[3], "delayed") && !strcmp(f[5], "1") && !strcmp(f[6], "0")) {
+          double sc = atof(f[10]);
+          if (step == 7 && k) sc *= 2.0;
+          if (step == 3 && !k) sc *= 1.25;
+          snprintf(te[step][k], sizeof te[step][k], "%.9g", (float)sc);
+        }
+        continue;
+      }
+      for (int j = 0; j < 14; j++) o += (size_t)snprintf(w + o, cap - o, "%s,", f[j]);
+      o += (size_t)snprintf(w + o, cap - o, "%s\n", te[step][k]);
+    }
+    free(copy);
+  }
+  ck_assert_int_eq(tu_write_file(p, w, o), 0);
+  free(w);
+  free(text);
+  ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
+  free(out);
+  snprintf(p, sizeof p, "%s/out/report.md", g_dir);
+  md = tu_read_file(p, NULL);
+  ck_assert_ptr_nonnull(strstr(md, "## Held against TransformerEngine"));
+  /* 12 steps x 2 tensors per configuration */
+  ck_assert_msg(strstr(md, "| delayed L=1 m=0 max | 24 | 2 | 1 | a.fc.grad_output step 3 micro 0 |"),
+                "%s", strstr(md, "## Held against"));
+  free(md);
+}
+END_TEST
+
 /* Every output file of the report, read whole, in a fixed order: "name:" then its bytes (PNGs
  * hold NULs: *len says how many). */
 static char *report_files(size_t *len) {
@@ -470,6 +539,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_run_writes_report);
   tcase_add_test(tc, test_report_regenerates);
+  tcase_add_test(tc, test_report_te_scale);
   tcase_add_test(tc, test_report_jobs);
   tcase_add_test(tc, test_outputs_listed);
   tcase_add_test(tc, test_force_removes_stale_outputs);

@@ -686,6 +686,101 @@ START_TEST(amax_good) {
 }
 END_TEST
 
+/* The optional columns micro and te_scale (issue 17): rows sorted by step, then micro, then
+ * tensor; te_scale empty is 0 (not given); the same key in two micro-batches is no duplicate. */
+START_TEST(amax_micro_te_scale) {
+  char *dir = tu_mkdtemp();
+  const char *csv = "step,tensor,amax,micro,te_scale\n"
+                    "1,a.input,2,0,224\n"
+                    "0,b.weight,4,1,\n"
+                    "0,a.input,4,1,0.100000001\n"
+                    "0,a.input,1,0,1\n"
+                    "0,b.weight,3,0,1.5e-40\n";
+  write_in(dir, "amax.csv", csv, strlen(csv));
+  fp8_trace tr;
+  char err[FP8_ERRLEN] = "";
+  ck_assert_msg(fp8_trace_open(dir, &tr, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(tr.namax, 5);
+  static const int64_t steps[5] = {0, 0, 0, 0, 1}, micro[5] = {0, 0, 1, 1, 0};
+  static const int32_t idx[5] = {0, 1, 0, 1, 0};
+  const float amax[5] = {1, 3, 4, 4, 2}, te[5] = {1, 1.5e-40f, 0.1f, 0, 224};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(tr.amax[i].step, steps[i]);
+    ck_assert_int_eq(tr.amax[i].micro, micro[i]);
+    ck_assert_int_eq(tr.amax[i].tensor, idx[i]);
+    ck_assert(same_bits(tr.amax[i].amax, amax[i]));
+    ck_assert_msg(same_bits(tr.amax[i].te_scale, te[i]), "row %d: %.9g", i, tr.amax[i].te_scale);
+  }
+  fp8_trace_close(&tr);
+  /* each column alone; without micro every row is micro 0 */
+  const char *m = "step,tensor,amax,micro\n0,a,1,7\n";
+  write_in(dir, "amax.csv", m, strlen(m));
+  ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(tr.amax[0].micro, 7);
+  ck_assert(same_bits(tr.amax[0].te_scale, 0.0f));
+  fp8_trace_close(&tr);
+  const char *t = "step,tensor,amax,te_scale\n0,a,1,448\n";
+  write_in(dir, "amax.csv", t, strlen(t));
+  ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(tr.amax[0].micro, 0);
+  ck_assert(same_bits(tr.amax[0].te_scale, 448.0f));
+  fp8_trace_close(&tr);
+  tu_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
+/* Errors of the optional columns: header, body, the message after "amax.csv:". */
+typedef struct {
+  const char *header, *body, *want;
+} csv_bad_cols;
+
+static const csv_bad_cols CSV_BAD_COLS[] = {
+    {"step,tensor,amax,micro", "0,a,1,\n", "2: empty micro"},
+    {"step,tensor,amax,micro", "0,a,1,-1\n", "2: micro '-1' is not a non-negative integer"},
+    {"step,tensor,amax,micro", "0,a,1,1.0\n", "2: micro '1.0' is not a non-negative integer"},
+    {"step,tensor,amax,micro", "0,a,1,99999999999999999999\n",
+     "2: micro '99999999999999999999' too large"},
+    {"step,tensor,amax,micro", "0,a,1\n", "2: expected 4 fields, found 3"},
+    {"step,tensor,amax,micro,te_scale", "0,a,1,0\n", "2: expected 5 fields, found 4"},
+    {"step,tensor,amax,micro,te_scale", "0,a,1,0,1,2\n", "2: expected 5 fields, found 6"},
+    {"step,tensor,amax,micro", "0,a,1,0\n0,b,1,0\n0,a,1,1\n0,a,2,0\n",
+     "5: duplicate row for step 0, micro 0, tensor a (first at line 2)"},
+    {"step,tensor,amax,te_scale", "0,a,1,0\n", "2: te_scale '0' is zero"},
+    {"step,tensor,amax,te_scale", "0,a,1,-0\n", "2: te_scale '-0' is zero"},
+    {"step,tensor,amax,te_scale", "0,a,1,-2\n", "2: te_scale '-2' is negative"},
+    {"step,tensor,amax,te_scale", "0,a,1,nan\n", "2: te_scale 'nan' is NaN"},
+    {"step,tensor,amax,te_scale", "0,a,1,inf\n", "2: te_scale 'inf' is infinite"},
+    {"step,tensor,amax,te_scale", "0,a,1,1e39\n", "2: te_scale '1e39' overflows float"},
+    {"step,tensor,amax,te_scale", "0,a,1,1e-50\n", "2: te_scale '1e-50' underflows float"},
+    {"step,tensor,amax,te_scale", "0,a,1,abc\n", "2: te_scale 'abc' is not a number"},
+    {"step,tensor,amax,te_scale", "0,a,1, 2\n", "2: te_scale ' 2' is not a number"},
+    {"step,tensor,amax,micro,te_scale", "0,a,1,0,2x\n", "2: te_scale '2x' is not a number"},
+    {"step,tensor,amax,te_scale,micro", "0,a,1,1,0\n",
+     "1: expected header 'step,tensor,amax', optionally followed by ',micro', ',te_scale' or "
+     "',micro,te_scale', found 'step,tensor,amax,te_scale,micro'"},
+    {"step,tensor,amax,micro,", "0,a,1,0,\n", "1: expected header"},
+};
+
+START_TEST(amax_bad_cols) {
+  const csv_bad_cols *c = &CSV_BAD_COLS[_i];
+  char *dir = tu_mkdtemp();
+  char csv[512];
+  snprintf(csv, sizeof csv, "%s\n%s", c->header, c->body);
+  write_in(dir, "amax.csv", csv, strlen(csv));
+  fp8_trace tr;
+  char err[FP8_ERRLEN] = "";
+  int rc = fp8_trace_open(dir, &tr, err, sizeof err);
+  ck_assert_msg(rc == FP8_EFORMAT, "case %d: rc %d (%s)", _i, rc, err);
+  char want[512];
+  snprintf(want, sizeof want, "%s/amax.csv:%s", dir, c->want);
+  ck_assert_msg(strstr(err, want) == err, "case %d: '%s', want '%s'", _i, err, want);
+  ck_assert_ptr_null(tr.amax);
+  tu_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
 typedef struct {
   const char *body; /* text after the header line */
   const char *want; /* after "amax.csv:" */
@@ -1099,6 +1194,8 @@ int main(void) {
   tcase_add_test(tc, amax_good);
   tcase_add_loop_test(tc, amax_bad, 0, (int)(sizeof CSV_BAD / sizeof CSV_BAD[0]));
   tcase_add_test(tc, amax_bad_header);
+  tcase_add_test(tc, amax_micro_te_scale);
+  tcase_add_loop_test(tc, amax_bad_cols, 0, (int)(sizeof CSV_BAD_COLS / sizeof CSV_BAD_COLS[0]));
   suite_add_tcase(s, tc);
   tc = tcase_create("dir");
   tcase_add_test(tc, trace_steps);

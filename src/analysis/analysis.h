@@ -238,7 +238,8 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
 
 /* ------------------------------------------------------------------ stream.csv in memory */
 
-/** One (tensor, delayed configuration) of stream.csv: its rows, step ascending. */
+/** One (tensor, delayed configuration) of stream.csv: its rows, (step, micro) ascending (a step
+ *  of several micro-batches has one entry per micro-batch). */
 typedef struct {
   const char *tensor;            /**< owned by the stream table */
   fp8_role role;
@@ -250,6 +251,8 @@ typedef struct {
   int64_t *step;
   float *amax, *scale;           /**< float32, as the replay held them */
   unsigned char *snapshot, *warmup;
+  int64_t *micro;                /**< 0 in a stream.csv without the column */
+  float *te_scale;               /**< TE's scale; 0: none given (empty, or no column) */
 } fp8_stream_series;
 
 /** A loaded stream.csv (results.h fp8_schema_stream): every replay step x tensor x delayed

@@ -157,6 +157,9 @@ int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *
  * distribution of overshoot, the scale lag. Every number it quotes is recomputed from the CSV
  * files by tests/python/test_findings.py. */
 void rep_add_findings(rep_t *r, fp8_doc *d);
+/* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
+ * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
+void rep_add_te_check(rep_t *r, fp8_doc *d);
 
 /* ------------------------------------------------------------------ report_outputs.c */
 

@@ -307,6 +307,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   add_contents(d, have_gemm);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
+  rep_add_te_check(r, d);
   static const char *const story[] = {"amax_", "heatmap_overshoot_", "dynamic_range", "snr.png", NULL};
   static const char *const sweep[] = {"heatmap_clipped_", "heatmap_clipsteps_", "recipes_", NULL};
   static const char *const gemm[] = {"gemm_error", NULL};

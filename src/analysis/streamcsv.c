@@ -2,7 +2,9 @@
  * for every tensor under every delayed configuration, with the scale that step used. The
  * runner writes, at each step, the same series in the same order (tensor names by strcmp, then
  * the configurations in experiment order), so the first step's rows define the series and
- * every later step must repeat them: row k of a step belongs to series k. */
+ * every later step must repeat them: row k of a step belongs to series k. A step of several
+ * micro-batches repeats them once per micro-batch: the unit is (step, micro). A file of the
+ * 13 columns before issue 17 (no micro, te_scale) is read as micro 0 without TE's scale. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +50,11 @@ static int grow_series(fp8_stream_series *s, size_t *cap) {
   unsigned char *sn = realloc(s->snapshot, nc), *w = sn ? realloc(s->warmup, nc) : NULL;
   if (sn) s->snapshot = sn;
   if (w) s->warmup = w;
-  if (!st || !a || !sc || !sn || !w) return 0;
+  int64_t *mi = realloc(s->micro, nc * sizeof *mi);
+  if (mi) s->micro = mi;
+  float *te = realloc(s->te_scale, nc * sizeof *te);
+  if (te) s->te_scale = te;
+  if (!st || !a || !sc || !sn || !w || !mi || !te) return 0;
   *cap = nc;
   return 1;
 }
@@ -99,20 +105,26 @@ static int new_series(fp8_stream_series *s, char **f) {
   return 1;
 }
 
-/* One data row into series s; a message for err, or NULL. */
-static const char *add_row(fp8_stream_series *s, size_t *cap, char **f, int64_t step) {
-  double a, sc;
+/* One data row into series s (ncols: the file's columns); a message for err, or NULL. */
+static const char *add_row(fp8_stream_series *s, size_t *cap, char **f, int ncols, int64_t step,
+                           int64_t micro) {
+  double a, sc, te = 0;
   if (!steps_parse_f64(f[FP8_STREAM_COL_AMAX], &a) || !(a >= 0)) return "amax: expected a number >= 0";
   if (!steps_parse_f64(f[FP8_STREAM_COL_SCALE], &sc) || !(sc > 0)) return "scale: expected a number > 0";
   const char *sn = f[FP8_STREAM_COL_SNAPSHOT], *w = f[FP8_STREAM_COL_WARMUP];
   if ((strcmp(sn, "0") && strcmp(sn, "1")) || (strcmp(w, "0") && strcmp(w, "1")))
     return "snapshot, warmup: expected 0 or 1";
+  if (ncols > FP8_STREAM_COL_TE_SCALE && *f[FP8_STREAM_COL_TE_SCALE] &&
+      (!steps_parse_f64(f[FP8_STREAM_COL_TE_SCALE], &te) || !(te > 0) || isinf(te)))
+    return "te_scale: expected empty or a finite number > 0";
   if (!grow_series(s, cap)) return NULL;
   s->step[s->n] = step;
   s->amax[s->n] = (float)a; /* "%.9g" of a float32 reads back exactly */
   s->scale[s->n] = (float)sc;
   s->snapshot[s->n] = sn[0] == '1';
   s->warmup[s->n] = w[0] == '1';
+  s->micro[s->n] = micro;
+  s->te_scale[s->n] = (float)te;
   s->n++;
   return "";
 }
@@ -120,9 +132,9 @@ static const char *add_row(fp8_stream_series *s, size_t *cap, char **f, int64_t 
 static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t errlen) {
   stream_priv *pv = t->priv_;
   char *p = text, *end = text + len;
-  int64_t line = 0, step = -1;
-  size_t k = 0, cap = 0; /* k: index of the row within its step */
-  int first = 1;
+  int64_t line = 0, step = -1, micro = -1;
+  size_t k = 0, cap = 0; /* k: index of the row within its (step, micro) */
+  int first = 1, ncols = 0;
   while (p < end) {
     char *nl = memchr(p, '\n', (size_t)(end - p));
     char *ln = p;
@@ -132,25 +144,32 @@ static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t 
     size_t l = strlen(ln);
     if (l && ln[l - 1] == '\r') ln[--l] = 0;
     if (line == 1) {
-      if (fp8_schema_match_header(&fp8_schema_stream, ln) != FP8_STREAM_COL_COUNT)
+      if ((ncols = fp8_schema_match_header(&fp8_schema_stream, ln)) == 0)
         return fail(t->path, 1, err, errlen, "not a stream.csv header");
       continue;
     }
     if (!l && p >= end) break;
     char *f[FP8_STREAM_COL_COUNT + 1];
-    if (split_fields(ln, f, FP8_STREAM_COL_COUNT) != FP8_STREAM_COL_COUNT)
-      return fail(t->path, line, err, errlen, "expected 13 fields");
-    int64_t st;
+    if (split_fields(ln, f, ncols) != ncols) {
+      char what[32];
+      snprintf(what, sizeof what, "expected %d fields", ncols);
+      return fail(t->path, line, err, errlen, what);
+    }
+    int64_t st, mi = 0;
     if (!steps_parse_i64(f[FP8_STREAM_COL_STEP], 0, &st))
       return fail(t->path, line, err, errlen, "step: expected an integer >= 0");
-    if (st != step) { /* a new step */
-      if (step >= 0 && st < step) return fail(t->path, line, err, errlen, "steps must ascend");
+    if (ncols > FP8_STREAM_COL_MICRO && !steps_parse_i64(f[FP8_STREAM_COL_MICRO], 0, &mi))
+      return fail(t->path, line, err, errlen, "micro: expected an integer >= 0");
+    if (st != step || mi != micro) { /* a new step or micro-batch */
+      if (step >= 0 && (st < step || (st == step && mi < micro)))
+        return fail(t->path, line, err, errlen, "steps (and a step's micro-batches) must ascend");
       if (step >= 0 && k != t->nseries)
         return fail(t->path, line, err, errlen, "the previous step has a different set of rows");
       if (step >= 0) first = 0;
+      if (st != step) t->nsteps++;
       step = st;
+      micro = mi;
       k = 0;
-      t->nsteps++;
     }
     if (first) {
       if (t->nseries == cap) {
@@ -169,7 +188,7 @@ static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t 
     } else if (k >= t->nseries || !same_key(&t->series[k], f)) {
       return fail(t->path, line, err, errlen, "this step's rows differ from the first step's");
     }
-    const char *m = add_row(&t->series[k], &pv->cap[k], f, step);
+    const char *m = add_row(&t->series[k], &pv->cap[k], f, ncols, step, micro);
     if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
     if (*m) return fail(t->path, line, err, errlen, m);
     k++;
@@ -214,6 +233,8 @@ void fp8_stream_free(fp8_stream_table *t) {
     free(s->scale);
     free(s->snapshot);
     free(s->warmup);
+    free(s->micro);
+    free(s->te_scale);
   }
   free(t->series);
   stream_priv *pv = t->priv_;

@@ -1,6 +1,8 @@
-/* amaxcsv.c: reading a trace's amax.csv (`step,tensor,amax`, one row per step and tensor), the
- * per-step amax stream that lets delayed scaling be replayed on every step, not only on the
- * snapshot steps. Read completely at fp8_trace_open; every error names the file and line.
+/* amaxcsv.c: reading a trace's amax.csv (`step,tensor,amax`, one row per step and tensor,
+ * optionally followed by `micro`, `te_scale` or both: one row per micro-batch, and the scale
+ * TransformerEngine cast with), the per-step amax stream that lets delayed scaling be replayed on
+ * every step (and micro-batch), not only on the snapshot steps. Read completely at
+ * fp8_trace_open; every error names the file and line.
  */
 #include "outfile.h" /* fp8_read_stream */
 #include "trace_internal.h"
@@ -13,12 +15,21 @@
 
 /* A parsed row before tensor names are turned into indices. */
 typedef struct {
-  int64_t step;
+  int64_t step, micro;
   const char *name; /* points into the file buffer */
   int32_t idx;
-  float amax;
+  float amax, te_scale; /* te_scale 0: not given */
   size_t line;
 } raw_row;
+
+/* The optional columns the header announced (appended after amax, in this order). */
+typedef struct {
+  int micro, te_scale;
+} amax_cols;
+
+#define AMAX_HEADERS                                                                          \
+  "'step,tensor,amax', optionally followed by ',micro', ',te_scale' or ',micro,te_scale'"
+
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -27,6 +38,7 @@ static int cmp_str(const void *a, const void *b) {
 static int cmp_row(const void *a, const void *b) {
   const raw_row *x = a, *y = b;
   if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  if (x->micro != y->micro) return x->micro < y->micro ? -1 : 1;
   if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
   return x->line < y->line ? -1 : x->line > y->line;
 }
@@ -57,22 +69,72 @@ static int parse_step(const char *s, int64_t *out) {
   return 0;
 }
 
-/* Parses one data line (cur, NUL-terminated, CR removed) into *r. */
-static int parse_row(const char *path, size_t line, char *cur, raw_row *r, char *err,
-                     size_t errlen) {
-  char *c1 = strchr(cur, ',');
-  char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-  if (!c1 || !c2 || strchr(c2 + 1, ',')) {
-    size_t nf = 1;
-    for (const char *q = cur; *q; q++) nf += *q == ',';
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected 3 fields, found %zu", path,
-                      line, nf);
+/* Parses the amax (or te_scale) field f with strtof, as a float32 rounds once so that "%.9g"
+ * output round-trips exactly. Returns 0 with *out, or fp8_errorf's status naming col. */
+static int parse_float(const char *path, size_t line, const char *col, const char *f,
+                       float *out, char *err, size_t errlen) {
+  char shown[FP8_ESC_LEN];
+  fp8_esc(f, shown, sizeof shown);
+  char *end = NULL;
+  errno = 0;
+  float a = *f && *f != ' ' && *f != '\t' ? strtof(f, &end) : 0.0f;
+  if (!end || end == f || *end)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: %s '%s' is not a number", path, line,
+                      col, shown);
+  if (isnan(a))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: %s '%s' is NaN", path, line, col,
+                      shown);
+  if (a < 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: %s '%s' is negative", path, line, col,
+                      shown);
+  if (isinf(a) && errno == ERANGE)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%zu: %s '%s' overflows float (write inf for infinity)", path, line,
+                      col, shown);
+  *out = a == 0 ? 0.0f : a; /* -0 -> +0 */
+  return FP8_OK;
+}
+
+/* te_scale: empty (not given: 0) or a positive finite float. TE's scale is never 0 or inf, so
+ * such a value is a broken capture, not a scale to compare with. */
+static int parse_te_scale(const char *path, size_t line, const char *f, float *out, char *err,
+                          size_t errlen) {
+  *out = 0.0f;
+  if (!*f) return FP8_OK;
+  char shown[FP8_ESC_LEN];
+  int rc = parse_float(path, line, "te_scale", f, out, err, errlen);
+  if (rc != FP8_OK) return rc;
+  int under = errno == ERANGE; /* strtof's, before anything else can set errno */
+  fp8_esc(f, shown, sizeof shown);
+  if (isinf(*out))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: te_scale '%s' is infinite", path,
+                      line, shown);
+  if (*out == 0.0f)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      under ? "%s:%zu: te_scale '%s' underflows float"
+                                      : "%s:%zu: te_scale '%s' is zero",
+                      path, line, shown);
+  return FP8_OK;
+}
+
+/* Parses one data line (cur, NUL-terminated, CR removed) into *r; cols are the header's. */
+static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, raw_row *r,
+                     char *err, size_t errlen) {
+  size_t want = 3 + (size_t)cols.micro + (size_t)cols.te_scale, nf = 1;
+  for (const char *q = cur; *q; q++) nf += *q == ',';
+  if (nf != want)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected %zu fields, found %zu", path,
+                      line, want, nf);
+  char *f[5] = {NULL, NULL, NULL, NULL, NULL};
+  f[0] = cur;
+  for (size_t k = 1; k < want; k++) {
+    char *c = strchr(f[k - 1], ',');
+    *c = '\0';
+    f[k] = c + 1;
   }
-  *c1 = '\0';
-  *c2 = '\0';
-  const char *fs = cur, *ft = c1 + 1, *fa = c2 + 1;
+  const char *fs = f[0], *ft = f[1], *fa = f[2];
   char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
-  *r = (raw_row){0, ft, 0, 0.0f, line};
+  *r = (raw_row){0, 0, ft, 0, 0.0f, 0.0f, line};
   int sr = parse_step(fs, &r->step);
   if (sr != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
@@ -84,31 +146,40 @@ static int parse_row(const char *path, size_t line, char *cur, raw_row *r, char 
   if (fp8_tensor_name_check(ft, strlen(ft), FP8_NAME_MAX, why, sizeof why) != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", path, line,
                       fp8_esc(ft, shown, sizeof shown), why);
-  fp8_esc(fa, shown, sizeof shown); /* the amax field, as the messages below quote it */
-  char *end = NULL;
-  errno = 0;
-  /* strtof, not strtod then a cast: one rounding, so "%.9g" output round-trips exactly */
-  float a = *fa && *fa != ' ' && *fa != '\t' ? strtof(fa, &end) : 0.0f;
-  if (!end || end == fa || *end)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is not a number", path,
-                      line, shown);
-  if (isnan(a))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is NaN", path, line, shown);
-  if (a < 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: amax '%s' is negative", path, line,
-                      shown);
-  if (isinf(a) && errno == ERANGE)
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s:%zu: amax '%s' overflows float (write inf for infinity)", path,
-                      line, shown);
-  r->amax = a == 0 ? 0.0f : a; /* -0 -> +0 */
+  int rc = parse_float(path, line, "amax", fa, &r->amax, err, errlen);
+  if (rc != FP8_OK) return rc;
+  if (cols.micro) {
+    const char *fm = f[3];
+    if (!*fm) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty micro", path, line);
+    int mr = parse_step(fm, &r->micro);
+    if (mr != 0)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        mr == -2 ? "%s:%zu: micro '%s' too large"
+                                 : "%s:%zu: micro '%s' is not a non-negative integer",
+                        path, line, fp8_esc(fm, shown, sizeof shown));
+  }
+  if (cols.te_scale)
+    return parse_te_scale(path, line, f[3 + cols.micro], &r->te_scale, err, errlen);
   return FP8_OK;
+}
+
+/* The header line: which optional columns follow step,tensor,amax; -1 for any other. */
+static int parse_header(const char *h, amax_cols *cols) {
+  static const char *const hs[4] = {"step,tensor,amax", "step,tensor,amax,micro",
+                                    "step,tensor,amax,te_scale",
+                                    "step,tensor,amax,micro,te_scale"};
+  for (int k = 0; k < 4; k++)
+    if (strcmp(h, hs[k]) == 0) {
+      *cols = (amax_cols){k & 1, (k >> 1) & 1};
+      return 0;
+    }
+  return -1;
 }
 
 /* Splits buf (the whole file, no NUL inside) into lines: the header, then rows (names point
  * into buf); blank lines only at the end. */
-static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrows, char *err,
-                       size_t errlen) {
+static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrows,
+                       amax_cols *cols, char *err, size_t errlen) {
   size_t cap = 0;
   char *p = buf;
   size_t line = 0, blank_line = 0;
@@ -123,10 +194,9 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
     p = next;
     if (line == 1) {
       char shown[FP8_ESC_LEN];
-      if (strcmp(cur, "step,tensor,amax") != 0)
-        return fp8_errorf(FP8_EFORMAT, err, errlen,
-                          "%s:1: expected header 'step,tensor,amax', found '%s'", path,
-                          fp8_esc(cur, shown, sizeof shown));
+      if (parse_header(cur, cols) != 0)
+        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: expected header " AMAX_HEADERS
+                          ", found '%s'", path, fp8_esc(cur, shown, sizeof shown));
       continue;
     }
     if (ll == 0) {
@@ -138,7 +208,7 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
                         "%s:%zu: blank line (only trailing blank lines are allowed)", path,
                         blank_line);
     raw_row r;
-    int rc = parse_row(path, line, cur, &r, err, errlen);
+    int rc = parse_row(path, line, cur, *cols, &r, err, errlen);
     if (rc != FP8_OK) return rc;
     raw_row *nr = fp8_grow(*rows, *nrows, &cap, sizeof **rows, 256);
     if (!nr) return FP8_ENOMEM;
@@ -147,14 +217,15 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
   }
   if (line == 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s:1: expected header 'step,tensor,amax', found an empty file", path);
+                      "%s:1: expected header " AMAX_HEADERS ", found an empty file", path);
   return FP8_OK;
 }
 
 /* Distinct names, sorted (into names, which holds nrows entries), each row's index into them;
- * rows sorted by step, then index, then line; a repeated (step, tensor) is an error. */
-static int index_rows(const char *path, raw_row *rows, size_t nrows, const char **names,
-                      size_t *nnames, char *err, size_t errlen) {
+ * rows sorted by step, then micro, then index, then line; a repeated (step, micro, tensor) is
+ * an error (the message names the micro-batch when the file has the column). */
+static int index_rows(const char *path, raw_row *rows, size_t nrows, amax_cols cols,
+                      const char **names, size_t *nnames, char *err, size_t errlen) {
   for (size_t i = 0; i < nrows; i++) names[i] = rows[i].name;
   qsort(names, nrows, sizeof *names, cmp_str);
   size_t nn = 0;
@@ -170,18 +241,19 @@ static int index_rows(const char *path, raw_row *rows, size_t nrows, const char 
   qsort(rows, nrows, sizeof *rows, cmp_row);
   size_t dup = 0; /* index of the duplicate row with the smallest line */
   for (size_t i = 1; i < nrows; i++)
-    if (rows[i].step == rows[i - 1].step && rows[i].idx == rows[i - 1].idx &&
-        (!dup || rows[i].line < rows[dup].line))
+    if (rows[i].step == rows[i - 1].step && rows[i].micro == rows[i - 1].micro &&
+        rows[i].idx == rows[i - 1].idx && (!dup || rows[i].line < rows[dup].line))
       dup = i;
   if (dup) {
     size_t first = dup; /* the earliest row of the same key */
     while (first > 0 && rows[first - 1].step == rows[dup].step &&
-           rows[first - 1].idx == rows[dup].idx)
+           rows[first - 1].micro == rows[dup].micro && rows[first - 1].idx == rows[dup].idx)
       first--;
-    char shown[FP8_ESC_LEN];
+    char shown[FP8_ESC_LEN], micro[48] = "";
+    if (cols.micro) snprintf(micro, sizeof micro, ", micro %lld", (long long)rows[dup].micro);
     return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s:%zu: duplicate row for step %lld, tensor %s (first at line %zu)", path,
-                      rows[dup].line, (long long)rows[dup].step,
+                      "%s:%zu: duplicate row for step %lld%s, tensor %s (first at line %zu)",
+                      path, rows[dup].line, (long long)rows[dup].step, micro,
                       fp8_esc(rows[dup].name, shown, sizeof shown), rows[first].line);
   }
   return FP8_OK;
@@ -205,7 +277,8 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
     goto done;
   }
-  rc = parse_lines(path, buf, &rows, &nrows, err, errlen);
+  amax_cols cols = {0, 0};
+  rc = parse_lines(path, buf, &rows, &nrows, &cols, err, errlen);
   if (rc != FP8_OK) goto done;
   if (nrows > 0) {
     names = malloc(nrows * sizeof *names);
@@ -213,7 +286,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
       rc = FP8_ENOMEM;
       goto done;
     }
-    rc = index_rows(path, rows, nrows, names, &nnames, err, errlen);
+    rc = index_rows(path, rows, nrows, cols, names, &nnames, err, errlen);
     if (rc != FP8_OK) goto done;
     owned = calloc(nnames, sizeof *owned);
     outrows = malloc(nrows * sizeof *outrows);
@@ -230,8 +303,10 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     }
     for (size_t i = 0; i < nrows; i++) {
       outrows[i].step = rows[i].step;
+      outrows[i].micro = rows[i].micro;
       outrows[i].tensor = rows[i].idx;
       outrows[i].amax = rows[i].amax;
+      outrows[i].te_scale = rows[i].te_scale;
     }
   }
   tr->amax = outrows;

@@ -16,6 +16,10 @@
  *   end_phase(FP8_FWD, amax)         forward roles: amax reduction, then one fused update
  *   end_phase(FP8_BWD, amax)         backward roles: the same (TE: end of the backward pass)
  *
+ * A step of several micro-batches (gradient accumulation: amax.csv's `micro` column) has one
+ * end_phase(FWD), end_phase(BWD) pair per micro-batch, each with that micro-batch's amaxes, after
+ * the step's casts: TE updates its history at every autocast exit, not once per optimizer step.
+ *
  * Calls may run asynchronously, as on a CUDA stream: outputs are written by the time sync()
  * returns, and the tensor data a view points to must stay valid (mapped) until then. end_phase
  * and state() see every earlier call completed. One thread drives an engine; the CPU engine

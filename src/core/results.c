@@ -27,7 +27,7 @@ static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
 
 static const char *const STREAM_COLS[FP8_STREAM_COL_COUNT] = {
     "tensor", "role", "step", "recipe", "format", "history_len", "margin", "amax_compute",
-    "snapshot", "amax", "scale", "overshoot", "warmup"};
+    "snapshot", "amax", "scale", "overshoot", "warmup", "micro", "te_scale"};
 
 static const char *const HIST_COLS[FP8_HIST_COL_COUNT] = {"tensor", "step", "log2_bin", "count"};
 
@@ -38,8 +38,9 @@ const fp8_schema fp8_schema_steps = {"steps.csv", STEPS_COLS, FP8_STEPS_COL_COUN
                                       FP8_STEPS_COL_COUNT, 0}};
 const fp8_schema fp8_schema_summary = {"summary.csv", SUMMARY_COLS, FP8_SUMMARY_COL_COUNT,
                                        {FP8_SUMMARY_COL_CLIPPED, FP8_SUMMARY_COL_COUNT, 0, 0}};
+/* stream.csv had 13 columns before issue 17 appended micro and te_scale */
 const fp8_schema fp8_schema_stream = {"stream.csv", STREAM_COLS, FP8_STREAM_COL_COUNT,
-                                      {FP8_STREAM_COL_COUNT, 0, 0, 0}};
+                                      {FP8_STREAM_COL_MICRO, FP8_STREAM_COL_COUNT, 0, 0}};
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
                                     {FP8_GEMM_COL_COUNT, 0, 0, 0}};
 const fp8_schema fp8_schema_histograms = {"histograms.csv", HIST_COLS, FP8_HIST_COL_COUNT,
@@ -260,7 +261,11 @@ void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
   line_num(&l, r->scale);
   line_chr(&l, ',');
   line_num(&l, fp8_overshoot(r->amax, r->scale, r->format));
-  line_str(&l, r->warmup ? ",1\n" : ",0\n");
+  line_str(&l, r->warmup ? ",1," : ",0,");
+  line_i64(&l, r->micro);
+  line_chr(&l, ',');
+  if (r->te_scale > 0.0f) line_num(&l, r->te_scale);
+  line_chr(&l, '\n');
   line_flush(&l);
 }
 

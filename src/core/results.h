@@ -71,13 +71,15 @@ typedef enum {
   FP8_GEMM_COL_COUNT
 } fp8_gemm_col;
 
-/** stream.csv: one row per (replay step, tensor, delayed configuration): every step of the
- *  union of snapshot and amax.csv steps, also where the tensor did not run (amax 0). */
+/** stream.csv: one row per (replay step, micro-batch, tensor, delayed configuration): every
+ *  step of the union of snapshot and amax.csv steps, also where the tensor did not run (amax 0);
+ *  a step whose amax.csv rows carry several micro-batches has rows for each. */
 typedef enum {
   FP8_STREAM_COL_TENSOR, FP8_STREAM_COL_ROLE, FP8_STREAM_COL_STEP, FP8_STREAM_COL_RECIPE,
   FP8_STREAM_COL_FORMAT, FP8_STREAM_COL_HISTORY_LEN, FP8_STREAM_COL_MARGIN,
   FP8_STREAM_COL_AMAX_COMPUTE, FP8_STREAM_COL_SNAPSHOT, FP8_STREAM_COL_AMAX,
   FP8_STREAM_COL_SCALE, FP8_STREAM_COL_OVERSHOOT, FP8_STREAM_COL_WARMUP,
+  FP8_STREAM_COL_MICRO, FP8_STREAM_COL_TE_SCALE, /* issue 17: appended */
   FP8_STREAM_COL_COUNT
 } fp8_stream_col;
 
@@ -152,8 +154,10 @@ typedef struct {
   fp8_format format;
   int snapshot;                /**< 1: the step has this tensor's snapshot (a steps.csv row) */
   float amax;                  /**< the tensor's own amax at the step (snapshot, amax.csv, or 0) */
-  float scale;                 /**< the scale the step used */
+  float scale;                 /**< the scale the step (micro-batch) used */
   int warmup;
+  int64_t micro;               /**< the micro-batch (0 without micro rows) */
+  float te_scale;              /**< TE's scale from amax.csv; 0: not given (empty column) */
 } fp8_stream_row;
 
 void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r);

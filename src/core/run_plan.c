@@ -370,6 +370,7 @@ void run_free(run_t *r) {
   free(r->want_gemm[0]);
   free(r->want_gemm[1]);
   free(r->amax);
+  free(r->nmicro);
   free(r->warm_done);
   free(r->fed);
   free(r->scales);
@@ -394,6 +395,28 @@ int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out
     if (w == 0 || s[w - 1] != s[i]) s[w++] = s[i];
   *out = s;
   *nout = w;
+  return FP8_OK;
+}
+
+void run_step_rows(const fp8_trace *tr, int64_t step, size_t *b, size_t *e) {
+  size_t k = *b;
+  while (k < tr->namax && tr->amax[k].step < step) k++;
+  *b = k;
+  while (k < tr->namax && tr->amax[k].step == step) k++;
+  *e = k;
+}
+
+int run_count_micro(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps) {
+  free(r->nmicro);
+  if (!(r->nmicro = malloc((nsteps + 1) * sizeof *r->nmicro))) return FP8_ENOMEM;
+  size_t b = 0, e = 0;
+  for (size_t si = 0; si < nsteps; si++) {
+    run_step_rows(tr, steps[si], &b, &e);
+    size_t n = 0; /* rows are sorted by micro within the step: count the changes */
+    for (size_t k = b; k < e; k++) n += k == b || tr->amax[k].micro != tr->amax[k - 1].micro;
+    r->nmicro[si] = n ? n : 1;
+    b = e;
+  }
   return FP8_OK;
 }
 

@@ -5,7 +5,8 @@
  * <out>/.fp8lab-checkpoint/ holds, while the run writes it:
  *   steps.csv, histograms.csv, gemm.csv, stream.csv   the rows so far (the commit renames them
  *                                                     into the run folder)
- *   amax.bin    per completed step, the ntensors float32 amaxes its end_phase calls were fed
+ *   amax.bin    per micro-batch of each completed step (one for a step without micro rows),
+ *               the ntensors float32 amaxes its end_phase calls were fed
  *   state       the checkpoint (written to .state.tmp.<pid>, then renamed): the bytes of each
  *               partial file and of amax.bin that belong to it, the counters and summary
  *               totals, the earlier run's outputs, the fingerprints, and every delayed scale
@@ -134,7 +135,9 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
   if (rc || (resume && resume->phase != RUN_CKPT_REPLAY)) return rc;
   ckpt_path(r, "amax.bin", tmp, sizeof tmp);
   fp8_outfile amax;
-  long long keep = resume ? (long long)(r->steps_done * r->ntensors * sizeof(float)) : -1;
+  size_t micros = 0; /* the end_phase pairs of the steps done: the trace says how many */
+  for (size_t si = 0; resume && si < r->steps_done; si++) micros += r->nmicro[si];
+  long long keep = resume ? (long long)(micros * r->ntensors * sizeof(float)) : -1;
   if ((rc = fp8_outfile_open_path(&amax, tmp, tmp, keep, err, errlen)) != FP8_OK) return rc;
   r->amax_fp = amax.fp; /* kept open by the run; the paths are not needed again */
   amax.fp = NULL;
@@ -148,10 +151,14 @@ void run_ckpt_close(run_t *r) {
   for (int k = 0; r->part && k < 4; k++) fp8_outfile_close_keep(&r->part[k]);
 }
 
-int run_ckpt_step(run_t *r, char *err, size_t errlen) {
+int run_ckpt_micro(run_t *r, char *err, size_t errlen) {
   if (fwrite(r->amax, sizeof *r->amax, r->ntensors, r->amax_fp) != r->ntensors)
     return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s/amax.bin: write failed: %s", r->out,
                       FP8_RUN_CHECKPOINT_DIR, strerror(errno ? errno : EIO));
+  return FP8_OK;
+}
+
+int run_ckpt_step(run_t *r, char *err, size_t errlen) {
   /* at most every ckpt_every seconds, and never more than a tenth of the time: a checkpoint's
    * cost grows with tensors x configurations (the summary totals and the scales) */
   double now = run_now_s(), every = r->ckpt_every;
@@ -316,18 +323,21 @@ static int replay_amax(run_t *r, const int64_t *steps, const float *want, char *
   int rc = FP8_OK;
   fp8_engine *eng[2] = {r->engine, r->cpu};
   for (size_t si = 0; si < r->steps_done && !rc; si++) {
-    if (fread(r->amax, sizeof *r->amax, r->ntensors, fp) != r->ntensors) {
-      rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: shorter than the checkpoint records: it "
-                      "cannot be resumed (start over with --force)", path);
-      break;
+    for (int k = 0; k < 2 && !rc; k++)
+      if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], steps[si], err, errlen);
+    for (size_t m = 0; m < r->nmicro[si] && !rc; m++) { /* one pair per micro-batch */
+      if (fread(r->amax, sizeof *r->amax, r->ntensors, fp) != r->ntensors) {
+        rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: shorter than the checkpoint records: it "
+                        "cannot be resumed (start over with --force)", path);
+        break;
+      }
+      for (int k = 0; k < 2 && !rc; k++) {
+        if (!eng[k]) continue;
+        rc = eng[k]->ops->end_phase(eng[k], FP8_FWD, r->amax, err, errlen);
+        if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
+      }
+      if (!rc) run_note_warm(r);
     }
-    for (int k = 0; k < 2 && !rc; k++) {
-      if (!eng[k]) continue;
-      rc = eng[k]->ops->begin_step(eng[k], steps[si], err, errlen);
-      if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_FWD, r->amax, err, errlen);
-      if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
-    }
-    if (!rc) run_note_warm(r);
   }
   fclose(fp);
   if (rc) return rc;

@@ -6,7 +6,8 @@
  * `rank_<r>/<name>`; a step is worked through one rank at a time (only that rank's snapshot is
  * mapped), ranks in the strcmp order of their prefix, which keeps the rows in tensor-name
  * order. The step's two end_phase calls come after every rank of the step, when all of its
- * amaxes are known (reduce_amax reduces over the ranks of each group there).
+ * amaxes are known (reduce_amax reduces over the ranks of each group there); a step of several
+ * micro-batches (amax.csv's micro column) has the two calls once per micro-batch.
  */
 #include <errno.h>
 #include <math.h>
@@ -47,7 +48,9 @@ static void write_part_rows(run_t *r, int64_t step) {
     size_t i = r->work[w];
     run_tensor *t = &r->t[i];
     float amax = t->res.amax;
-    r->amax[i] = amax; /* the snapshot's data wins over amax.csv */
+    /* the snapshot's data wins over amax.csv, but not over several micro-batches' amaxes: it
+     * holds all of them concatenated, while each micro-batch's update sees its own */
+    if (!r->multi_micro) r->amax[i] = amax;
     if (t->csv_has && t->csv_amax != amax) r->mismatches++;
     fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
     int warm = run_is_warmup(r, i);
@@ -86,10 +89,11 @@ static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
   return rc;
 }
 
-/* stream.csv rows of the step: every tensor under every delayed configuration, with the scale
- * the step used (the engines' states before this step's updates) and the tensor's own amax
- * (its snapshot's when it has one, as the update uses; else amax.csv's; else 0). */
-static int write_stream_rows(run_t *r, int64_t step, char *err, size_t errlen) {
+/* stream.csv rows of the step's micro-batch: every tensor under every delayed configuration,
+ * with the scale it used (the engines' states before this micro-batch's updates), the tensor's
+ * own amax (its snapshot's when it has one and the step one micro-batch, as the update uses;
+ * else amax.csv's; else 0) and TE's scale from amax.csv. */
+static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
   if (!r->stream_fp) return FP8_OK;
   for (size_t i = 0; i < r->ntensors; i++) {
     int rc = r->engine->ops->state(r->engine, i, r->scales, err, errlen);
@@ -102,7 +106,7 @@ static int write_stream_rows(run_t *r, int64_t step, char *err, size_t errlen) {
       fp8_stream_row row = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
                             .config = cf, .format = r->formats[i * r->nconfigs + c],
                             .snapshot = r->t[i].snap, .amax = r->amax[i], .scale = r->scales[c],
-                            .warmup = warm};
+                            .warmup = warm, .micro = micro, .te_scale = r->t[i].te_scale};
       fp8_results_put_stream_row(r->stream_fp, &row);
       r->stream_rows++;
     }
@@ -129,7 +133,75 @@ static int check_writes(const run_t *r, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* The steps: for each, the amax.csv rows, the snapshot rank by rank, then the two phases. */
+/* The step's amax.csv rows [b, e) before its snapshot: which tensors have one, and their
+ * amax (several micro-batches: the max over them, which the snapshot's is compared with). With
+ * one micro-batch its amaxes and TE's scales are those the update and stream.csv take. */
+static void take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                          const int32_t *amax_map) {
+  for (size_t i = 0; i < r->ntensors; i++) {
+    r->amax[i] = 0.0f; /* the module did not run: the state is kept */
+    r->t[i].csv_has = 0;
+    r->t[i].snap = 0;
+    r->t[i].te_scale = 0.0f;
+  }
+  for (size_t k = b; k < e; k++) {
+    int32_t idx = amax_map[tr->amax[k].tensor];
+    if (idx < 0) continue;
+    run_tensor *t = &r->t[idx];
+    float a = tr->amax[k].amax;
+    t->csv_amax = t->csv_has ? fmaxf(t->csv_amax, a) : a;
+    t->csv_has = 1;
+    if (!r->multi_micro) {
+      r->amax[idx] = a;
+      t->te_scale = tr->amax[k].te_scale;
+    }
+  }
+}
+
+/* One micro-batch's amaxes and TE's scales: rows [b, e) of tr->amax (one micro value). */
+static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                            const int32_t *amax_map) {
+  for (size_t i = 0; i < r->ntensors; i++) {
+    r->amax[i] = 0.0f; /* not run in this micro-batch: the state is kept */
+    r->t[i].te_scale = 0.0f;
+  }
+  for (size_t k = b; k < e; k++) {
+    int32_t idx = amax_map[tr->amax[k].tensor];
+    if (idx < 0) continue;
+    r->amax[idx] = tr->amax[k].amax;
+    r->t[idx].te_scale = tr->amax[k].te_scale;
+  }
+}
+
+/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream.csv rows with
+ * the scales in force, then TE's two reductions and updates with its amaxes (every rank's is
+ * known by now), and its amaxes into the checkpoint's log. */
+static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
+                             const int32_t *amax_map, char *err, size_t errlen) {
+  fp8_engine *eng[2] = {r->engine, r->cpu};
+  size_t k = b;
+  int rc = FP8_OK;
+  do {
+    int64_t micro = k < e ? tr->amax[k].micro : 0;
+    size_t ke = k;
+    while (ke < e && tr->amax[ke].micro == micro) ke++;
+    if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
+    k = ke;
+    if ((rc = write_stream_rows(r, step, micro, err, errlen)) != FP8_OK) return rc;
+    for (int j = 0; j < 2 && rc == FP8_OK; j++)
+      if (eng[j]) {
+        rc = eng[j]->ops->end_phase(eng[j], FP8_FWD, r->amax, err, errlen);
+        if (!rc) rc = eng[j]->ops->end_phase(eng[j], FP8_BWD, r->amax, err, errlen);
+      }
+    if (rc) return rc;
+    run_note_warm(r);
+    if ((rc = run_ckpt_micro(r, err, errlen)) != FP8_OK) return rc;
+  } while (k < e);
+  return FP8_OK;
+}
+
+/* The steps: for each, the amax.csv rows, the snapshot rank by rank (cast with the scales of
+ * the step's first micro-batch), then the micro-batches' phases. */
 static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
                      const int32_t *amax_map, const size_t *rank_order, char *err, size_t errlen) {
   const size_t nparts = tr->nranks ? tr->nranks : 1;
@@ -146,31 +218,17 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
     for (int k = 0; k < 2 && rc == FP8_OK; k++)
       if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], step, err, errlen);
     if (rc) return rc;
-    for (size_t i = 0; i < r->ntensors; i++) {
-      r->amax[i] = 0.0f; /* the module did not run: the state is kept */
-      r->t[i].csv_has = 0;
-      r->t[i].snap = 0;
-    }
-    while (arow < tr->namax && tr->amax[arow].step < step) arow++;
-    for (; arow < tr->namax && tr->amax[arow].step == step; arow++) {
-      int32_t idx = amax_map[tr->amax[arow].tensor];
-      if (idx < 0) continue;
-      r->amax[idx] = r->t[idx].csv_amax = tr->amax[arow].amax;
-      r->t[idx].csv_has = 1;
-    }
+    size_t a_end = 0;
+    run_step_rows(tr, step, &arow, &a_end);
+    r->multi_micro = r->nmicro[si] > 1;
+    take_csv_rows(r, tr, arow, a_end, amax_map);
     while (snap < tr->nsteps && tr->steps[snap] < step) snap++;
     int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
     for (size_t part = 0; have_snap && part < nparts; part++)
       if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
-    if ((rc = write_stream_rows(r, step, err, errlen)) != FP8_OK) return rc;
-    /* every rank's amax of this step is known now: TE's two reductions and updates */
-    for (int k = 0; k < 2 && rc == FP8_OK; k++)
-      if (eng[k]) {
-        rc = eng[k]->ops->end_phase(eng[k], FP8_FWD, r->amax, err, errlen);
-        if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
-      }
+    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, err, errlen);
     if (rc) return rc;
-    run_note_warm(r);
+    arow = a_end;
     if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
     r->steps_done = si + 1;
     if ((rc = run_ckpt_step(r, err, errlen)) != FP8_OK) return rc;
@@ -218,6 +276,8 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   for (size_t k = 0; !rc && k < tr->namax_names; k++)
     (*amax_map)[k] = run_tensor_selected(ex, tr, tr->amax_names[k])
                          ? (int32_t)run_find_tensor(r, tr->amax_names[k]) : -1;
+  if (!rc && run_count_micro(r, tr, *steps, *nsteps) != FP8_OK)
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = run_engines_init(r, err, errlen);
   for (size_t k = 0; names && k < nnames; k++) free(names[k]);
   free(names);

@@ -27,7 +27,8 @@ typedef struct {
   const fp8_tensor_view *view;/* this step's snapshot data (NULL: none in this part) */
   int csv_has;                /* amax.csv has a row for this step */
   int snap;                   /* this step's snapshot has the tensor */
-  float csv_amax;
+  float csv_amax;             /* amax.csv's amax at this step (several micro-batches: the max) */
+  float te_scale;             /* TE's scale at the current micro-batch (0: not given) */
 } run_tensor;
 
 typedef struct {
@@ -50,7 +51,10 @@ typedef struct {
   fp8_engine_plan plan, cpu_plan;
   fp8_engine *engine;         /* the primary engine */
   fp8_engine *cpu;            /* the CPU fallback (NULL: the primary runs everything) */
-  float *amax;                /* [ntensors]: this step's amaxes, for end_phase */
+  float *amax;                /* [ntensors]: this step's (micro-batch's) amaxes, for end_phase */
+  int multi_micro;            /* the current step has several micro-batches: the snapshot's
+                                 amax does not replace theirs */
+  size_t *nmicro;             /* [nsteps]: micro-batches (end_phase pairs) of each replay step */
   unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
@@ -93,6 +97,11 @@ int run_is_warmup(const run_t *r, size_t i);
 /* after a step's updates: which tensors' histories now hold a finite non-zero amax */
 void run_note_warm(run_t *r);
 int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout);
+/* The micro-batches of every replay step (r->nmicro): the distinct micro values of its
+ * amax.csv rows (all of them, selected tensors or not), at least 1. */
+int run_count_micro(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps);
+/* The amax.csv rows of a step: [*b, *e) of tr->amax, from *b on (rows sorted by step). */
+void run_step_rows(const fp8_trace *tr, int64_t step, size_t *b, size_t *e);
 void run_rank_order(size_t *order, size_t n);
 
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
@@ -140,7 +149,9 @@ typedef struct {
 /* The partial files and the amax log in <out>/.fp8lab-checkpoint/: new ones with their
  * headers, or (resume) the checkpoint's, cut back to the lengths it recorded. */
 int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errlen);
-/* After step r->steps_done: the amax log, and a checkpoint when the interval has passed. */
+/* After each micro-batch's end_phase pair: its amaxes into the amax log. */
+int run_ckpt_micro(run_t *r, char *err, size_t errlen);
+/* After step r->steps_done: a checkpoint when the interval has passed. */
 int run_ckpt_step(run_t *r, char *err, size_t errlen);
 /* A checkpoint now (temporary + rename of <out>/.fp8lab-checkpoint/state). */
 int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen);

@@ -43,18 +43,21 @@ struct fp8_step {
   void *priv; /* mappings */
 };
 
-/** One row of amax.csv. */
+/** One row of amax.csv (docs/semantics.md, "Micro-batches and TE's scale (issue 17)"). */
 typedef struct {
   int64_t step;
+  int64_t micro;  /**< the micro-batch within the step (0 without the `micro` column) */
   int32_t tensor; /**< index into fp8_trace.amax_names */
   float amax;
+  float te_scale; /**< the scale TE cast with at (step, micro); 0: not given (a given one is
+                       positive and finite) */
 } fp8_amax_row;
 
 /** Most ranks a multi-rank trace may have (rank_0/ .. rank_<FP8_RANK_LIMIT-1>/). */
 #define FP8_RANK_LIMIT 65536
 
 /** An opened trace: its snapshot steps (ascending) and its amax stream (sorted by step, then
- *  tensor index; may be empty). For a multi-rank trace every field but step_paths describes
+ *  micro-batch, then tensor index; may be empty). For a multi-rank trace every field but step_paths describes
  *  all ranks together, with tensor names `rank_<r>/<name>`. */
 typedef struct fp8_trace fp8_trace;
 struct fp8_trace {

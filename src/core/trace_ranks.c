@@ -34,6 +34,7 @@ static int cmp_rank_amax_name(const void *a, const void *b) {
 static int cmp_amax_row(const void *a, const void *b) {
   const fp8_amax_row *x = a, *y = b;
   if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  if (x->micro != y->micro) return x->micro < y->micro ? -1 : 1;
   return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
 }
 
@@ -110,8 +111,8 @@ static int union_steps(fp8_trace *tr) {
 }
 
 /* The ranks' amax rows, re-indexed into tr (whose names are names[0..nnames), sorted): rows
- * sorted by step, then tensor. The ranks' own rows and names are emptied: amax.csv is kept
- * once in memory. */
+ * sorted by step, then micro-batch, then tensor (micro and te_scale travel with each row). The
+ * ranks' own rows and names are emptied: amax.csv is kept once in memory. */
 static int move_amax_rows(fp8_trace *tr, rank_amax_name *names, size_t nnames,
                           size_t **local_to_global, size_t total_rows) {
   tr->amax = malloc(total_rows * sizeof *tr->amax);

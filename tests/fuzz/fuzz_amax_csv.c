@@ -1,7 +1,10 @@
 /* fuzz_amax_csv.c: libFuzzer target of the amax.csv reader (fp8_amax_csv_read,
  * src/core/amaxcsv.c). On success the rows are checked against what trace.h promises: sorted
- * by step then tensor index, unique, every index naming one of the sorted distinct names. */
+ * by step, then micro-batch, then tensor index, unique, every index naming one of the sorted
+ * distinct names, te_scale 0 (not given) or positive and finite. */
 #include "fuzz_common.h"
+
+#include <math.h>
 
 #include "trace.h"
 
@@ -16,7 +19,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < tr.namax; i++) {
       const fp8_amax_row *a = &tr.amax[i];
       if (a->tensor < 0 || (size_t)a->tensor >= tr.namax_names) abort();
-      if (i && (a->step < a[-1].step || (a->step == a[-1].step && a->tensor <= a[-1].tensor)))
+      if (a->micro < 0 || !(a->te_scale == 0.0f || (a->te_scale > 0.0f && isfinite(a->te_scale))))
+        abort();
+      if (i && (a->step < a[-1].step ||
+                (a->step == a[-1].step &&
+                 (a->micro < a[-1].micro || (a->micro == a[-1].micro && a->tensor <= a[-1].tensor)))))
         abort();
     }
     for (size_t i = 1; i < tr.namax_names; i++)

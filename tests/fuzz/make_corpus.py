@@ -46,6 +46,23 @@ def read_safetensors(path):
     return json.loads(raw[8:8 + n]), raw[8 + n:]
 
 
+def micro_seeds(amax):
+    """amax.csv seeds with the optional columns (issue 17), from the synthetic trace's rows:
+    micro alone (each row in micro-batches 0 and 2), te_scale alone (every other row given),
+    and both (micro 0, 1; te_scale 448 / amax where amax > 0, else empty)."""
+    lines = amax.decode().strip("\n").split("\n")[1:]
+    mic, te, both = ["step,tensor,amax,micro"], ["step,tensor,amax,te_scale"], \
+        ["step,tensor,amax,micro,te_scale"]
+    for i, ln in enumerate(lines):
+        a = float(ln.split(",")[2])
+        mic += [ln + ",0", ln + ",2"]
+        te.append(ln + ("," + "%.9g" % (448.0 / a) if a > 0 and i % 2 == 0 else ","))
+        both += [ln + ",0," + ("%.9g" % (448.0 / a) if a > 0 else ""), ln + ",1,"]
+    put("amax_csv", "micro.csv", "\n".join(mic) + "\n")
+    put("amax_csv", "te-scale.csv", "\n".join(te) + "\n")
+    put("amax_csv", "micro-te-scale.csv", "\n".join(both) + "\n")
+
+
 def safetensors_bytes(tensors, meta):
     """tensors: [(name, dtype, shape, data bytes)] in order, packed back to back."""
     head, off = {}, 0
@@ -249,6 +266,7 @@ def main():
         put("amax_csv", "synth.csv", head(os.path.join(trace, "amax.csv"), 40))
         crlf = head(os.path.join(trace, "amax.csv"), 6).replace(b"\n", b"\r\n")
         put("amax_csv", "crlf.csv", crlf)
+        micro_seeds(head(os.path.join(trace, "amax.csv"), 12))
         for f in sorted(os.listdir(os.path.join(ROOT, "experiments"))):
             if f.endswith(".ini"):
                 put("experiment", f, open(os.path.join(ROOT, "experiments", f)).read())

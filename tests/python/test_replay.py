@@ -176,6 +176,68 @@ def check_independent(binary, d, ini, nranks):
     return "byte-identical to the per-rank replays: " + ", ".join(checked)
 
 
+def add_micro_batches(amax_csv, seed):
+    """Rewrites a generated amax.csv with the columns micro and te_scale (issue 17): every
+    third step of its rows becomes three micro-batches, micro 0, 1 and 3 (not contiguous), with
+    the amaxes a, 2a and a/4 (float32), and its first tensor left out of micro 1 (it did not
+    run there: its state is kept); the other steps stay one micro-batch (micro 0). TE's scale
+    is given on every other row (an arbitrary positive float: the replay only writes it)."""
+    import numpy as np
+    with open(amax_csv) as f:
+        lines = f.read().split("\n")
+    assert lines[0] == "step,tensor,amax", lines[0]
+    rows = [ln.split(",") for ln in lines[1:] if ln]
+    by_step = {}
+    for st, name, a in rows:
+        by_step.setdefault(int(st), []).append((name, a))
+    out = ["step,tensor,amax,micro,te_scale"]
+    k = 0
+    nmulti = 0
+    for st in sorted(by_step):
+        items = sorted(by_step[st])
+        multi = (st + seed) % 3 == 0 and len(items) > 1
+        nmulti += multi
+        for j, (name, a) in enumerate(items):
+            a32 = np.float32(float(a))
+            micro = [(0, a32)]
+            if multi:
+                micro = [(0, a32), (1, np.float32(a32 * np.float32(2))),
+                         (3, np.float32(a32 / np.float32(4)))]
+                if j == 0:
+                    del micro[1]
+            for m, v in micro:
+                k += 1
+                te = "%.9g" % np.float32(1.5 + (k % 7)) if k % 2 else ""
+                out.append("%d,%s,%.9g,%d,%s" % (st, name, v, m, te))
+    with open(amax_csv, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return nmulti
+
+
+def case_micro(binary, tmp, seed, extra):
+    """Micro-batches (issue 17): a generated trace whose amax.csv carries micro and te_scale
+    columns (add_micro_batches: three micro-batches on some steps, one on the others, a tensor
+    absent from one micro-batch; at snapshot steps too); C replay vs the reference's own
+    per-micro-batch recurrence, stream.csv row for row (micro, te_scale included)."""
+    d = os.path.join(tmp, "micro%d" % seed)
+    ini = os.path.join(d, "exp.ini")
+    rc, out = run([sys.executable, os.path.join(REF, "gen_trace.py"), os.path.join(d, "trace"),
+                   "--seed", str(seed), "--ini", ini] + extra)
+    assert rc == 0, out
+    tdir = os.path.join(d, "trace")
+    csvs = [os.path.join(tdir, r, "amax.csv") for r in sorted(os.listdir(tdir))
+            if r.startswith("rank_")] or [os.path.join(tdir, "amax.csv")]
+    nmulti = sum(add_micro_batches(c, seed + i) for i, c in enumerate(csvs))
+    assert nmulti > 0
+    rc, out = run([binary, "run", ini, "--quiet", "--no-report", "--threads", "2"])
+    assert rc == 0, out
+    line = compare(ini, os.path.join(d, "out"))
+    with open(os.path.join(d, "out", "stream.csv")) as f:
+        text = f.read()
+    assert ",3," in text and text.split("\n")[0].endswith(",micro,te_scale"), "no micro rows"
+    print("  seed %d micro-batches %s (%d steps of 3): %s" % (seed, " ".join(extra), nmulti, line))
+
+
 MIXED_INI = """[recipe.mix]
 label = mixed
 kind = current
@@ -257,6 +319,11 @@ def main():
          lambda: case_ranks(binary, tmp, 57, 2, ["--blocks", "--reduce-amax"], True)),
         ("ranks 2 seed 58 blocks independent ranks",
          lambda: case_ranks(binary, tmp, 58, 2, ["--blocks"], True, independent=True)),
+        # micro-batches and TE's scale in amax.csv (issue 17); with reduce_amax the reduction
+        # is per (step, micro-batch) over the ranks
+        ("micro-batches seed 61", lambda: case_micro(binary, tmp, 61, [])),
+        ("micro-batches seed 62 ranks 2 reduce_amax",
+         lambda: case_micro(binary, tmp, 62, ["--ranks", "2", "--reduce-amax"])),
     ]
     passed = failed = 0
     try:

@@ -410,7 +410,7 @@ def check_stream(out, amax, rec, warm):
     with open(os.path.join(out, "stream.csv")) as f:
         header = f.readline().strip()
     assert header == ("tensor,role,step,recipe,format,history_len,margin,amax_compute,"
-                      "snapshot,amax,scale,overshoot,warmup"), header
+                      "snapshot,amax,scale,overshoot,warmup,micro,te_scale"), header
     # one row per (step of the union, tensor, delayed configuration), in that order; the
     # current configuration has none
     want_keys = [(str(t), n, lab, FMT[n], str(L), str(m), ac)

@@ -799,7 +799,12 @@ class TensorSel:
 class Trace:
     def __init__(self):
         self.snapshots = {}   # step -> {name: float32 array}
-        self.csv = {}         # (step, name) -> float32
+        self.csv = {}         # (step, name) -> float32 (several micro-batches: their max)
+        # amax.csv's micro column (issue 17): the micro-batches of each step, over all its rows
+        # (selected tensors or not); a file without the column has micro 0 on every row
+        self.micros = {}      # step -> set of micro values
+        self.micro_amax = {}  # (step, micro, name) -> float32
+        self.te_scale = {}    # (step, micro, name) -> float32, TE's scale where given
         self.nranks = 0       # 0: a single-rank trace; R: rank_0/ .. rank_<R-1>/, names prefixed
 
 
@@ -840,6 +845,12 @@ def load_trace(path, step_sel=None, tensor_sel=None):
                 merged[prefix + name] = arr
         for (t, name), a in one.csv.items():
             tr.csv[(t, prefix + name)] = a
+        for t, ms in one.micros.items():
+            tr.micros.setdefault(t, set()).update(ms)
+        for (t, m, name), a in one.micro_amax.items():
+            tr.micro_amax[(t, m, prefix + name)] = a
+        for (t, m, name), v in one.te_scale.items():
+            tr.te_scale[(t, m, prefix + name)] = v
     return tr
 
 
@@ -880,18 +891,33 @@ def _load_one(path, step_sel=None, tensor_sel=None, rank_prefix=None):
     if os.path.isfile(amax_path):
         with open(amax_path, newline="") as f:
             rows = list(csv.reader(f))
+        cols = ["step", "tensor", "amax"]
         for i, row in enumerate(rows):
             if not row or all(c.strip() == "" for c in row):
                 continue
             if i == 0 and row[0].strip() == "step":
+                cols = [c.strip() for c in row]
+                if cols not in (["step", "tensor", "amax"], ["step", "tensor", "amax", "micro"],
+                                ["step", "tensor", "amax", "te_scale"],
+                                ["step", "tensor", "amax", "micro", "te_scale"]):
+                    raise ValueError("amax.csv line 1: header %s" % ",".join(cols))
                 continue
-            if len(row) != 3:
-                raise ValueError("amax.csv line %d: expected step,tensor,amax" % (i + 1))
-            t = int(row[0].strip())
-            name = row[1].strip()
-            if not step_sel(t) or not tensor_sel(name, rank_prefix):
+            if len(row) != len(cols):
+                raise ValueError("amax.csv line %d: expected %s" % (i + 1, ",".join(cols)))
+            f = dict(zip(cols, row))
+            t = int(f["step"].strip())
+            m = int(f["micro"]) if "micro" in f else 0
+            name = f["tensor"].strip()
+            if not step_sel(t):
                 continue
-            tr.csv[(t, name)] = parse_f32(row[2])   # a repeated (step, tensor): last row wins
+            tr.micros.setdefault(t, set()).add(m)   # every row counts a micro-batch
+            if not tensor_sel(name, rank_prefix):
+                continue
+            a = parse_f32(f["amax"])
+            tr.micro_amax[(t, m, name)] = a
+            tr.csv[(t, name)] = max(tr.csv.get((t, name), a), a)
+            if f.get("te_scale", "") != "":
+                tr.te_scale[(t, m, name)] = parse_f32(f["te_scale"])
     return tr
 
 # --------------------------------------------------------------------------------------------
@@ -1175,9 +1201,12 @@ COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", 
 KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin", "amax_compute")
 # stream.csv: one row per replay step (union of snapshot and amax.csv steps), tensor (strcmp)
 # and DELAYED configuration (experiment order); written only when there is one
+# (issue 17: a step of several micro-batches has rows for each, micro ascending, then tensor;
+# micro and te_scale appended)
 STREAM_COLUMNS = ("tensor", "role", "step", "recipe", "format", "history_len", "margin",
-                  "amax_compute", "snapshot", "amax", "scale", "overshoot", "warmup")
-STREAM_KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin",
+                  "amax_compute", "snapshot", "amax", "scale", "overshoot", "warmup", "micro",
+                  "te_scale")
+STREAM_KEY_COLUMNS = ("tensor", "step", "micro", "recipe", "format", "history_len", "margin",
                       "amax_compute")
 # summary.csv: one row per (tensor, configuration) with at least one snapshot row, tensor
 # (strcmp) then configuration order, totals over its steps.csv rows
@@ -1229,81 +1258,112 @@ def replay_full(exp, trace):
     fed_nonzero = set()   # tensors whose delayed update has been fed a finite non-zero amax
     rows = []
     stream = [] if delayed else None
+
+    def delayed_state(name, ci, fmt):
+        st = state.get((name, ci))
+        if st is None:
+            cfg = exp.configs[ci]
+            st = state[(name, ci)] = DelayedState(fmt, cfg.history_len, cfg.margin,
+                                                  cfg.amax_compute)
+        return st
+
+    def warm_of(si, name):
+        if exp.warmup_steps is not None:
+            return 1 if si < exp.warmup_steps else 0
+        return 0 if name in fed_nonzero else 1
+
     for si, t in enumerate(steps):
         snap = trace.snapshots.get(t, {})
+        # the step's micro-batches (issue 17): TE updates its history at each one's autocast
+        # exit; one micro-batch (or no micro column) is the replay of before, where the
+        # snapshot's amax replaces amax.csv's
+        micros = sorted(trace.micros.get(t, ())) or [0]
+        multi = len(micros) > 1
         amaxes = {}  # this step's amax of every tensor: snapshot data, else amax.csv, else 0
         for name in names:
             if name in snap:
                 amaxes[name] = tensor_amax(snap[name])
             else:
                 amaxes[name] = trace.csv.get((t, name), F32(0))
-        fed = reduced_amaxes(amaxes, groups)
+        # the snapshot's rows: every cast with the scales before any of the step's updates
         for name in names:
             role = role_of(split_rank(name)[1])
-            present = name in snap
-            if present:
-                x = snap[name]
+            if name not in snap:
+                continue
+            x = snap[name]
             a_t = amaxes[name]
-            if exp.warmup_steps is not None:
-                warm = 1 if si < exp.warmup_steps else 0
-            else:
-                warm = 0 if name in fed_nonzero else 1
+            warm = warm_of(si, name)
             for ci, cfg in enumerate(exp.configs):
                 fmt = resolve_format(cfg.fmt, role)
                 blk = cfg.kind in BLOCK_KINDS
                 if cfg.kind == "delayed":
-                    st = state.get((name, ci))
-                    if st is None:
-                        st = state[(name, ci)] = DelayedState(fmt, cfg.history_len, cfg.margin,
-                                                              cfg.amax_compute)
-                    s = st.scale
-                    used[(t, name, ci)] = s
+                    s = delayed_state(name, ci, fmt).scale
+                elif cfg.kind == "current":
+                    s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin)
+                else:
+                    s = None
+                if (name, ci) not in covers:
+                    continue
+                if blk:
+                    rec = cfg.block_recipe()
+                    ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2)
+                    stt = stats_cache.get(ck)
+                    if stt is None:
+                        q = BlockRecipe(cfg.kind, fmt, rounding=cfg.rounding,
+                                        block=cfg.block, pow2=cfg.pow2).quantize(
+                                            x, role, colwise=False)
+                        stt = {c: q[c] for c in STAT_FIELDS + AUX_FIELDS + BLOCK_COLUMNS
+                               + ("overshoot",)}
+                        stats_cache[ck] = stt
+                else:
+                    ck = (name, t, fmt, f32_bits(s))
+                    stt = stats_cache.get(ck)
+                    if stt is None:
+                        stt = stats_cache[ck] = dict(quantize_stats(x, s, fmt),
+                                                     overshoot=overshoot(a_t, s, fmt))
+                dl = cfg.kind == "delayed"
+                row = dict(tensor=name, role=role, step=t, recipe=cfg.label, kind=cfg.kind,
+                           format=fmt,
+                           history_len=cfg.history_len if dl else "",
+                           margin=cfg.margin if dl else "",
+                           amax_compute=cfg.amax_compute if dl else "",
+                           amax=a_t, scale="" if blk else s, config=ci)
+                for c in BLOCK_COLUMNS:
+                    row[c] = ""
+                row.update(stt)
+                row["warmup"] = warm
+                rows.append(row)
+        for name in names:
+            role = role_of(split_rank(name)[1])
+            for ci in delayed:
+                used[(t, name, ci)] = delayed_state(
+                    name, ci, resolve_format(exp.configs[ci].fmt, role)).scale
+        # each micro-batch: its stream rows with the scales in force, then its updates
+        for m in micros:
+            if multi:
+                amaxes = {name: trace.micro_amax.get((t, m, name), F32(0)) for name in names}
+            fed = reduced_amaxes(amaxes, groups)
+            for name in names:
+                role = role_of(split_rank(name)[1])
+                warm = warm_of(si, name)
+                te = trace.te_scale.get((t, m, name), "")
+                for ci in delayed:
+                    cfg = exp.configs[ci]
+                    fmt = resolve_format(cfg.fmt, role)
+                    s = delayed_state(name, ci, fmt).scale
+                    a_t = amaxes[name]
                     if (name, ci) in covers:
                         stream.append(dict(tensor=name, role=role, step=t, recipe=cfg.label,
                                            format=fmt, history_len=cfg.history_len,
                                            margin=cfg.margin, amax_compute=cfg.amax_compute,
-                                           snapshot=1 if present else 0, amax=a_t, scale=s,
-                                           overshoot=overshoot(a_t, s, fmt), warmup=warm))
-                elif cfg.kind == "current":
-                    s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin) \
-                        if present else None
-                else:
-                    s = None
-                if present and (name, ci) in covers:
-                    if blk:
-                        rec = cfg.block_recipe()
-                        ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2)
-                        stt = stats_cache.get(ck)
-                        if stt is None:
-                            q = BlockRecipe(cfg.kind, fmt, rounding=cfg.rounding,
-                                            block=cfg.block, pow2=cfg.pow2).quantize(
-                                                x, role, colwise=False)
-                            stt = {c: q[c] for c in STAT_FIELDS + AUX_FIELDS + BLOCK_COLUMNS
-                                   + ("overshoot",)}
-                            stats_cache[ck] = stt
-                    else:
-                        ck = (name, t, fmt, f32_bits(s))
-                        stt = stats_cache.get(ck)
-                        if stt is None:
-                            stt = stats_cache[ck] = dict(quantize_stats(x, s, fmt),
-                                                         overshoot=overshoot(a_t, s, fmt))
-                    dl = cfg.kind == "delayed"
-                    row = dict(tensor=name, role=role, step=t, recipe=cfg.label, kind=cfg.kind,
-                               format=fmt,
-                               history_len=cfg.history_len if dl else "",
-                               margin=cfg.margin if dl else "",
-                               amax_compute=cfg.amax_compute if dl else "",
-                               amax=a_t, scale="" if blk else s, config=ci)
-                    for c in BLOCK_COLUMNS:
-                        row[c] = ""
-                    row.update(stt)
-                    row["warmup"] = warm
-                    rows.append(row)
-                if cfg.kind == "delayed":
-                    st.update(fed[name])
-        for name in names:
-            if np.isfinite(fed[name]) and fed[name] > 0:
-                fed_nonzero.add(name)
+                                           snapshot=1 if name in snap else 0, amax=a_t,
+                                           scale=s, overshoot=overshoot(a_t, s, fmt),
+                                           warmup=warm, micro=m, te_scale=te))
+            for name in names:
+                for ci in delayed:
+                    state[(name, ci)].update(fed[name])
+                if np.isfinite(fed[name]) and fed[name] > 0:
+                    fed_nonzero.add(name)
     gemm = gemm_replay(exp, trace, used, covers)
     return dict(steps=rows, gemm=gemm, stream=stream, summary=summary_rows(exp, rows))
 
@@ -1489,7 +1549,7 @@ def gemm_replay(exp, trace, used, covers=None):
 _FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scale_max",
                   "log2_scale_std", "rel_error", "overshoot", "cos_sim", "overflow_rate",
                   "underflow_rate", "subnormal_rate", "snr_db_min", "amax_max", "clipped_rate",
-                  "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min")
+                  "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min", "te_scale")
 
 
 def row_text(row, columns=COLUMNS):
@@ -1736,13 +1796,15 @@ def compare_stream_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_
     if got is None:
         return msgs
     for i, (e, g) in enumerate(zip(exp_rows, got)):
-        where = "stream row %d (%s step %s %s %s %s/%s/%s)" % (
-            i + 1, e["tensor"], e["step"], e["recipe"], e["format"], e["history_len"],
-            e["margin"], e["amax_compute"])
+        where = "stream row %d (%s step %s micro %s %s %s %s/%s/%s)" % (
+            i + 1, e["tensor"], e["step"], e["micro"], e["recipe"], e["format"],
+            e["history_len"], e["margin"], e["amax_compute"])
         for c in ("role", "snapshot", "warmup"):
             if str(e[c]) != g[c].strip():
                 msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
-        for c in ("amax", "scale"):
+        if _is_empty(e["te_scale"]) != (g["te_scale"] == ""):
+            msgs.append("%s: te_scale expected %r, got %r" % (where, e["te_scale"], g["te_scale"]))
+        for c in ("amax", "scale") + (() if _is_empty(e["te_scale"]) else ("te_scale",)):
             try:
                 ok = _spelled_ok(g[c]) and _bits_equal(e[c], g[c])
             except ValueError:

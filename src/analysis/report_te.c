@@ -1,0 +1,107 @@
+/* report_te.c: the report's "Held against TransformerEngine" section (rep_add_te_check): where
+ * the trace gave TE's own scale (amax.csv's te_scale, carried into stream.csv), how often the
+ * replayed scale differs from it, per delayed configuration. The replay is bit-exact by design,
+ * so the comparison is exact (float32 equality): one differing bit is a mismatch.
+ * Without any te_scale in stream.csv the section is absent (docs/semantics.md, issue 17). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_internal.h"
+
+/* One delayed configuration's totals (the series' key without tensor and format: a hybrid
+ * configuration spans E4M3 and E5M2 tensors, as elsewhere in the report). */
+typedef struct {
+  const fp8_stream_series *key; /* its first series */
+  int64_t rows, mismatches;
+  double max_rel;                /* largest |te - replay| / replay over the rows with te */
+  const fp8_stream_series *first; /* the first mismatch (step, micro, then tensor order) */
+  size_t first_i;
+} te_cfg;
+
+static int same_cfg(const fp8_stream_series *a, const fp8_stream_series *b) {
+  return strcmp(a->recipe, b->recipe) == 0 && a->history_len == b->history_len &&
+         a->margin == b->margin && a->amax_compute == b->amax_compute;
+}
+
+/* 1 when entry i of s comes before entry j of t in stream.csv's order: (step, micro), then the
+ * series order (tensor names, configurations), which is s < t as pointers into one array. */
+static int earlier(const fp8_stream_series *s, size_t i, const fp8_stream_series *t, size_t j) {
+  if (s->step[i] != t->step[j]) return s->step[i] < t->step[j];
+  if (s->micro[i] != t->micro[j]) return s->micro[i] < t->micro[j];
+  return s < t;
+}
+
+/* Adds series s to its configuration's totals. */
+static void te_add(te_cfg *c, const fp8_stream_series *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    float te = s->te_scale[i], sc = s->scale[i];
+    if (!(te > 0.0f)) continue; /* not given */
+    c->rows++;
+    if (te == sc) continue;
+    c->mismatches++;
+    double rel = fabs((double)te - (double)sc) / (double)sc;
+    if (rel > c->max_rel) c->max_rel = rel;
+    if (!c->first || earlier(s, i, c->first, c->first_i)) {
+      c->first = s;
+      c->first_i = i;
+    }
+  }
+}
+
+/* The configurations in stream.csv order (first appearance), with their totals; *n of them.
+ * NULL when stream.csv has no te_scale at all (or out of memory: the section is left out). */
+static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
+  te_cfg *cs = calloc(t->nseries + 1, sizeof *cs);
+  *n = 0;
+  if (!cs) return NULL;
+  int64_t any = 0;
+  for (size_t k = 0; k < t->nseries; k++) {
+    const fp8_stream_series *s = &t->series[k];
+    size_t c = 0;
+    while (c < *n && !same_cfg(cs[c].key, s)) c++;
+    if (c == *n) cs[(*n)++].key = s;
+    te_add(&cs[c], s);
+    any += cs[c].rows;
+  }
+  if (!any) {
+    free(cs);
+    return NULL;
+  }
+  return cs;
+}
+
+void rep_add_te_check(rep_t *r, fp8_doc *d) {
+  size_t n = 0;
+  te_cfg *cs = r->have_stream ? te_totals(&r->stream, &n) : NULL;
+  if (!cs) return;
+  fp8_doc_heading(d, 2, "Held against TransformerEngine");
+  fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
+                      "(amax.csv's te_scale, per step and micro-batch). Per delayed "
+                      "configuration: the stream.csv rows that carry it, those where the "
+                      "replayed scale differs from it (exact float32 comparison: the replay is "
+                      "bit-exact, so one differing bit counts), the largest relative difference "
+                      "|TE - replay| / replay, and the first mismatch (step, micro-batch, then "
+                      "tensor order). The configuration TE ran should show no mismatch.");
+  const char *hdr[] = {"configuration", "rows with TE's scale", "mismatches",
+                       "largest relative difference", "first mismatch"};
+  fp8_doc_table_begin(d, 5, hdr, "lrrrl");
+  for (size_t c = 0; c < n; c++) {
+    const te_cfg *x = &cs[c];
+    char label[200], rows[32], mis[32], rel[32], first[400];
+    snprintf(label, sizeof label, "%s L=%d m=%d %s", x->key->recipe, (int)x->key->history_len,
+             (int)x->key->margin, fp8_amax_compute_name(x->key->amax_compute));
+    snprintf(rows, sizeof rows, "%lld", (long long)x->rows);
+    snprintf(mis, sizeof mis, "%lld", (long long)x->mismatches);
+    snprintf(rel, sizeof rel, "%.3g", x->max_rel);
+    if (x->first)
+      snprintf(first, sizeof first, "%s step %lld micro %lld", x->first->tensor,
+               (long long)x->first->step[x->first_i], (long long)x->first->micro[x->first_i]);
+    else
+      snprintf(first, sizeof first, "none");
+    const char *cells[] = {label, rows, mis, rel, first};
+    fp8_doc_table_row(d, cells);
+  }
+  free(cs);
+}
