@@ -234,12 +234,13 @@ static void print_run_summary(const fp8_run_summary *sum, const char *dir, int q
     errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
          sum->mismatches, sum->mismatches == 1 ? "amax differs" : "amaxes differ");
   if (!quiet) {
-    printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
+    printf("fp8lab: %lld steps, %lld tensors%s%s%s, %lld configurations: %lld rows in %.2f s\n"
            "results in %s:\n"
            "  steps.csv       per snapshot step, tensor and configuration\n"
            "  summary.csv     per tensor and configuration\n"
            "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
-           sum->steps, sum->tensors, sum->configs, sum->rows, sum->wall_s, dir);
+           sum->steps, sum->tensors, *sum->left_note ? " (" : "", sum->left_note,
+           *sum->left_note ? ")" : "", sum->configs, sum->rows, sum->wall_s, dir);
     if (sum->stream_rows > 0)
       printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
     if (sum->gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
@@ -431,7 +432,11 @@ typedef struct {
   long long snapshots;
   int64_t first, last;
   float amin, amax; /* over snapshots and amax.csv */
-  long long zero_steps;
+  /* the steps at which the trace records the tensor (its snapshot steps and amax.csv steps,
+   * a step counted once) and those of them whose amax, as the replay takes it (the
+   * snapshot's when there is one, else amax.csv's), is 0: the module did not run there */
+  long long steps, zero_steps;
+  int64_t snap_step; /* the last snapshot step holding it (-1: none yet) */
 } inspect_row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -450,7 +455,37 @@ static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const ch
   r->amin = INFINITY;
   r->amax = -INFINITY;
   r->first = -1;
+  r->snap_step = -1;
   return r;
+}
+
+/* One amax.csv row: a step of the tensor unless its snapshot of the same step counted it
+ * already (the data wins there, as in the replay); its amax joins the range either way. */
+static int inspect_amax_row(inspect_row **rows, size_t *n, size_t *cap, const fp8_trace *tr,
+                            size_t i) {
+  inspect_row *r = row_get(rows, n, cap, tr->amax_names[tr->amax[i].tensor]);
+  if (!r) return FP8_ENOMEM;
+  float a = tr->amax[i].amax;
+  if (r->snap_step != tr->amax[i].step) {
+    r->steps++;
+    r->zero_steps += a == 0.0f;
+  }
+  if (a == 0.0f) return FP8_OK;
+  if (a < r->amin) r->amin = a;
+  if (a > r->amax) r->amax = a;
+  return FP8_OK;
+}
+
+/* What the last column says about the steps with amax 0 ("" when there is none). A tensor
+ * with no snapshot whose every amax.csv row is 0 never ran (a hook on a module that the
+ * model never calls); one with zeros at some steps was skipped there. */
+static void inspect_zero_note(const inspect_row *r, char *buf, size_t n) {
+  if (r->snapshots == 0 && r->zero_steps == r->steps)
+    snprintf(buf, n, "never ran (amax 0 on all %lld step%s)", r->steps, r->steps == 1 ? "" : "s");
+  else if (r->zero_steps)
+    snprintf(buf, n, "(0 on %lld of %lld steps: skipped there)", r->zero_steps, r->steps);
+  else
+    buf[0] = '\0';
 }
 
 static int cmd_inspect(int argc, char **argv) {
@@ -469,7 +504,13 @@ static int cmd_inspect(int argc, char **argv) {
   size_t n = 0, cap = 0;
   float *buf = NULL;
   size_t bufcap = 0;
+  /* snapshots and amax.csv rows in step order (both are sorted), so that a snapshot and an
+   * amax.csv row of the same step count as one step */
+  size_t arow = 0;
   for (size_t i = 0; i < tr.nsteps && rc == FP8_OK; i++) {
+    for (; arow < tr.namax && tr.amax[arow].step < tr.steps[i] && rc == FP8_OK; arow++)
+      rc = inspect_amax_row(&rows, &n, &cap, &tr, arow);
+    if (rc) break;
     fp8_step s;
     rc = fp8_trace_load_step(&tr, i, &s, err, sizeof err);
     if (rc) break;
@@ -485,6 +526,7 @@ static int cmd_inspect(int argc, char **argv) {
       }
       r->snapshots++;
       r->last = tr.steps[i];
+      r->snap_step = tr.steps[i];
       if ((size_t)v->numel > bufcap) {
         free(buf);
         bufcap = (size_t)v->numel;
@@ -493,26 +535,27 @@ static int cmd_inspect(int argc, char **argv) {
       }
       fp8_dtype_to_f32(v->dtype, v->data, (size_t)v->numel, buf);
       float a = fp8_amax_f32(buf, (size_t)v->numel);
+      r->steps++;
+      if (a == 0.0f) { r->zero_steps++; continue; } /* all zeros: no non-zero range */
       if (a < r->amin) r->amin = a;
       if (a > r->amax) r->amax = a;
     }
     fp8_step_free(&s);
+    for (; arow < tr.namax && tr.amax[arow].step == tr.steps[i] && rc == FP8_OK; arow++)
+      rc = inspect_amax_row(&rows, &n, &cap, &tr, arow);
   }
-  for (size_t i = 0; i < tr.namax && rc == FP8_OK; i++) {
-    inspect_row *r = row_get(&rows, &n, &cap, tr.amax_names[tr.amax[i].tensor]);
-    if (!r) { rc = FP8_ENOMEM; break; }
-    float a = tr.amax[i].amax;
-    if (a == 0.0f) { r->zero_steps++; continue; }
-    if (a < r->amin) r->amin = a;
-    if (a > r->amax) r->amax = a;
-  }
+  for (; arow < tr.namax && rc == FP8_OK; arow++) rc = inspect_amax_row(&rows, &n, &cap, &tr, arow);
   if (rc == FP8_OK) {
+    size_t never = 0;
+    for (size_t i = 0; i < n; i++) never += rows[i].snapshots == 0 && rows[i].zero_steps == rows[i].steps;
     qsort(rows, n, sizeof *rows, cmp_row);
     printf("trace %s: %zu snapshot steps", argv[0], tr.nsteps);
     if (tr.nsteps) printf(" (%lld..%lld)", (long long)tr.steps[0], (long long)tr.steps[tr.nsteps - 1]);
     printf(", %zu amax.csv rows", tr.namax);
     if (tr.namax) printf(" (steps %lld..%lld)", (long long)tr.amax[0].step, (long long)tr.amax[tr.namax - 1].step);
-    printf(", %zu tensors\n", n);
+    printf(", %zu tensors", n);
+    if (never) printf(" (%zu never ran)", never);
+    printf("\n");
     printf("%-40s %-12s %-5s %-18s %9s %-13s %-31s\n", "tensor", "role", "dtype", "shape", "snapshots",
            "steps", "amax range (non-zero)");
     for (size_t i = 0; i < n; i++) {
@@ -530,9 +573,11 @@ static int cmd_inspect(int argc, char **argv) {
       const char *within = tr.nranks > 0 ? fp8_trace_split_rank(r->name, &rank) : NULL;
       /* as the runner: a multi-rank tensor's role comes from its name within the rank */
       const char *role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
-      printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s\n", r->name, *role ? role : "(unknown)",
+      char note[96];
+      inspect_zero_note(r, note, sizeof note);
+      printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s%s\n", r->name, *role ? role : "(unknown)",
              r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
-             r->zero_steps ? " (some steps 0: skipped)" : "");
+             *note ? " " : "", note);
     }
   } else if (rc == FP8_ENOMEM) {
     snprintf(err, sizeof err, "out of memory");
