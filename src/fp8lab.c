@@ -111,7 +111,9 @@ static const char USAGE_INSPECT[] =
     "usage: fp8lab inspect TRACE\n"
     "\n"
     "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
-    "and its amax range over snapshots and amax.csv.\n";
+    "its non-zero amax range over snapshots and amax.csv, and its steps with amax 0: 'never ran\n"
+    "(amax 0 on all N steps)' (no snapshot, every amax.csv row 0) or '(0 on K of N steps:\n"
+    "skipped there)', N counting the steps at which the trace records the tensor.\n";
 
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the
