@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "engine_load.h"
 #include "experiment.h"
+#include "fp8lab_inspect.h"
 #include "gemm.h"
 #include "report.h"
 #include "fp8.h"
@@ -111,7 +112,9 @@ static const char USAGE_INSPECT[] =
     "usage: fp8lab inspect TRACE\n"
     "\n"
     "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
-    "and its amax range over snapshots and amax.csv.\n";
+    "its non-zero amax range over snapshots and amax.csv, and its steps with amax 0: 'never ran\n"
+    "(amax 0 on all N steps)' (no snapshot, every amax.csv row 0) or '(0 on K of N steps:\n"
+    "skipped there)', N counting the steps at which the trace records the tensor.\n";
 
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the
@@ -234,12 +237,13 @@ static void print_run_summary(const fp8_run_summary *sum, const char *dir, int q
     errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
          sum->mismatches, sum->mismatches == 1 ? "amax differs" : "amaxes differ");
   if (!quiet) {
-    printf("fp8lab: %lld steps, %lld tensors, %lld configurations: %lld rows in %.2f s\n"
+    printf("fp8lab: %lld steps, %lld tensors%s%s%s, %lld configurations: %lld rows in %.2f s\n"
            "results in %s:\n"
            "  steps.csv       per snapshot step, tensor and configuration\n"
            "  summary.csv     per tensor and configuration\n"
            "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
-           sum->steps, sum->tensors, sum->configs, sum->rows, sum->wall_s, dir);
+           sum->steps, sum->tensors, *sum->left_note ? " (" : "", sum->left_note,
+           *sum->left_note ? ")" : "", sum->configs, sum->rows, sum->wall_s, dir);
     if (sum->stream_rows > 0)
       printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
     if (sum->gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
@@ -423,124 +427,13 @@ static int cmd_synth(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ inspect */
 
-typedef struct {
-  char *name;
-  fp8_dtype dtype;
-  int ndim;
-  int64_t shape[FP8_MAX_DIMS];
-  long long snapshots;
-  int64_t first, last;
-  float amin, amax; /* over snapshots and amax.csv */
-  long long zero_steps;
-} inspect_row;
-
-static int cmp_row(const void *a, const void *b) {
-  return strcmp(((const inspect_row *)a)->name, ((const inspect_row *)b)->name);
-}
-
-static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const char *name) {
-  for (size_t i = 0; i < *n; i++)
-    if (strcmp((*rows)[i].name, name) == 0) return &(*rows)[i];
-  inspect_row *nr = fp8_grow(*rows, *n, cap, sizeof *nr, 64);
-  if (!nr) return NULL;
-  *rows = nr;
-  inspect_row *r = &(*rows)[(*n)++];
-  memset(r, 0, sizeof *r);
-  r->name = strdup(name);
-  r->amin = INFINITY;
-  r->amax = -INFINITY;
-  r->first = -1;
-  return r;
-}
-
 static int cmd_inspect(int argc, char **argv) {
   if (want_help(argc, argv) || argc != 1) {
     fputs(USAGE_INSPECT, argc == 1 ? stdout : stderr);
     return argc == 1 ? 0 : EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
-  fp8_trace tr;
-  int rc = fp8_trace_open(argv[0], &tr, err, sizeof err);
-  if (rc) {
-    errf("fp8lab: %s\n", err);
-    return exit_of(rc);
-  }
-  inspect_row *rows = NULL;
-  size_t n = 0, cap = 0;
-  float *buf = NULL;
-  size_t bufcap = 0;
-  for (size_t i = 0; i < tr.nsteps && rc == FP8_OK; i++) {
-    fp8_step s;
-    rc = fp8_trace_load_step(&tr, i, &s, err, sizeof err);
-    if (rc) break;
-    for (size_t k = 0; k < s.ntensors; k++) {
-      const fp8_tensor_view *v = &s.tensors[k];
-      inspect_row *r = row_get(&rows, &n, &cap, v->name);
-      if (!r) { rc = FP8_ENOMEM; break; }
-      if (r->snapshots == 0) {
-        r->dtype = v->dtype;
-        r->ndim = v->ndim;
-        memcpy(r->shape, v->shape, sizeof r->shape);
-        r->first = tr.steps[i];
-      }
-      r->snapshots++;
-      r->last = tr.steps[i];
-      if ((size_t)v->numel > bufcap) {
-        free(buf);
-        bufcap = (size_t)v->numel;
-        buf = malloc(bufcap * sizeof *buf);
-        if (!buf) { rc = FP8_ENOMEM; break; }
-      }
-      fp8_dtype_to_f32(v->dtype, v->data, (size_t)v->numel, buf);
-      float a = fp8_amax_f32(buf, (size_t)v->numel);
-      if (a < r->amin) r->amin = a;
-      if (a > r->amax) r->amax = a;
-    }
-    fp8_step_free(&s);
-  }
-  for (size_t i = 0; i < tr.namax && rc == FP8_OK; i++) {
-    inspect_row *r = row_get(&rows, &n, &cap, tr.amax_names[tr.amax[i].tensor]);
-    if (!r) { rc = FP8_ENOMEM; break; }
-    float a = tr.amax[i].amax;
-    if (a == 0.0f) { r->zero_steps++; continue; }
-    if (a < r->amin) r->amin = a;
-    if (a > r->amax) r->amax = a;
-  }
-  if (rc == FP8_OK) {
-    qsort(rows, n, sizeof *rows, cmp_row);
-    printf("trace %s: %zu snapshot steps", argv[0], tr.nsteps);
-    if (tr.nsteps) printf(" (%lld..%lld)", (long long)tr.steps[0], (long long)tr.steps[tr.nsteps - 1]);
-    printf(", %zu amax.csv rows", tr.namax);
-    if (tr.namax) printf(" (steps %lld..%lld)", (long long)tr.amax[0].step, (long long)tr.amax[tr.namax - 1].step);
-    printf(", %zu tensors\n", n);
-    printf("%-40s %-12s %-5s %-18s %9s %-13s %-31s\n", "tensor", "role", "dtype", "shape", "snapshots",
-           "steps", "amax range (non-zero)");
-    for (size_t i = 0; i < n; i++) {
-      inspect_row *r = &rows[i];
-      char shape[128] = "-", steps[64] = "-", range[64] = "-";
-      if (r->snapshots) {
-        int o = snprintf(shape, sizeof shape, "[");
-        for (int d = 0; d < r->ndim && o < (int)sizeof shape - 24; d++)
-          o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? "," : "", (long long)r->shape[d]);
-        snprintf(shape + o, sizeof shape - (size_t)o, "]");
-        snprintf(steps, sizeof steps, "%lld..%lld", (long long)r->first, (long long)r->last);
-      }
-      if (r->amax >= r->amin) snprintf(range, sizeof range, "%.4g .. %.4g", r->amin, r->amax);
-      size_t rank;
-      const char *within = tr.nranks > 0 ? fp8_trace_split_rank(r->name, &rank) : NULL;
-      /* as the runner: a multi-rank tensor's role comes from its name within the rank */
-      const char *role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
-      printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s\n", r->name, *role ? role : "(unknown)",
-             r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
-             r->zero_steps ? " (some steps 0: skipped)" : "");
-    }
-  } else if (rc == FP8_ENOMEM) {
-    snprintf(err, sizeof err, "out of memory");
-  }
-  for (size_t i = 0; i < n; i++) free(rows[i].name);
-  free(rows);
-  free(buf);
-  fp8_trace_close(&tr);
+  int rc = fp8lab_inspect(argv[0], err, sizeof err);
   if (rc) {
     errf("fp8lab: %s\n", err);
     return exit_of(rc);

@@ -883,6 +883,225 @@ START_TEST(test_help_version_synth_inspect) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ tensors that never ran */
+
+/* A trace with tensors that never ran (issue 17: a hook on a module the model never calls
+ * writes amax 0 at every step and no snapshot). Snapshots at steps 0 and 2, amax.csv 0..3:
+ *   m.input        data 4 (step 0), csv 8 (1), data 100 (2), csv 0 (3): steps 0 1 2 3, one 0
+ *   m.grad_output  data 2 (0), csv 0 (1), data all zero (2, csv 0 too): steps 0 1 2, two 0s
+ *   a..d.input     csv 0 at steps 0..3, no snapshot: never ran
+ *   x.input        csv 8 (1), csv 0 (2, 3), no snapshot: ran, but only amax.csv has it */
+static void write_never_ran_trace(void) {
+  char *tdir = path_in("lo");
+  mkdir(tdir, 0777);
+  free(tdir);
+  float in0[4] = {1.0f, 2.0f, -4.0f, 0.5f};
+  float in2[4] = {100.0f, -3.0f, 0.0f, 0x1p-12f};
+  uint16_t g0[2] = {0x3F80, 0xC000}; /* bf16 1.0, -2.0 */
+  uint16_t g2[2] = {0x0000, 0x8000}; /* 0, -0 */
+  char err[FP8_ERRLEN];
+  fp8_tensor_out t0[2] = {{"m.input", FP8_DTYPE_F32, 1, {4}, in0}, {"m.grad_output", FP8_DTYPE_BF16, 1, {2}, g0}};
+  fp8_tensor_out t2[2] = {{"m.input", FP8_DTYPE_F32, 1, {4}, in2}, {"m.grad_output", FP8_DTYPE_BF16, 1, {2}, g2}};
+  char *p0 = path_in("lo/step_0.safetensors"), *p2 = path_in("lo/step_2.safetensors");
+  ck_assert_int_eq(fp8_safetensors_write(p0, t0, 2, NULL, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_safetensors_write(p2, t2, 2, NULL, err, sizeof err), FP8_OK);
+  free(p0);
+  free(p2);
+  char csv[2048];
+  int o = snprintf(csv, sizeof csv, "step,tensor,amax\n0,m.input,4\n1,m.input,8\n3,m.input,0\n"
+                                    "1,m.grad_output,0\n2,m.grad_output,0\n1,x.input,8\n2,x.input,0\n"
+                                    "3,x.input,0\n");
+  for (int st = 0; st < 4; st++)
+    for (const char *t = "abcd"; *t; t++) o += snprintf(csv + o, sizeof csv - (size_t)o, "%d,%c.input,0\n", st, *t);
+  write_text("lo/amax.csv", csv);
+}
+
+/* The line of out that starts with name and a blank (malloc'ed, without its newline). */
+static char *line_of_tensor(const char *out, const char *name) {
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "%s ", name);
+  char *l = find_row(out, prefix);
+  ck_assert_msg(l != NULL, "no line for %s in:\n%s", name, out);
+  return l;
+}
+
+/* A line of inspect's table ends with the zero note; its first fields are as counted by hand. */
+static void expect_inspect_line(const char *out, const char *name, const char *role,
+                                const char *dtype, long long snaps, const char *range,
+                                const char *note) {
+  char *l = line_of_tensor(out, name);
+  char nm[64], rl[64], dt[64], shape[64], steps[64];
+  long long sn;
+  ck_assert_msg(sscanf(l, "%63s %63s %63s %63s %lld %63s", nm, rl, dt, shape, &sn, steps) == 6, "%s", l);
+  ck_assert_str_eq(rl, role);
+  ck_assert_str_eq(dt, dtype);
+  ck_assert_int_eq(sn, snaps);
+  char tail[256];
+  snprintf(tail, sizeof tail, " %s%s%s", range, *note ? " " : "", note);
+  size_t lt = strlen(tail), ll = strlen(l);
+  ck_assert_msg(ll >= lt && strcmp(l + ll - lt, tail) == 0, "line '%s' does not end with '%s'", l, tail);
+  free(l);
+}
+
+/* inspect tells a tensor that never ran (no snapshot, amax 0 on every amax.csv row) from one
+ * skipped at some steps, and counts the steps exactly: a snapshot and an amax.csv row of the
+ * same step are one step, the snapshot's amax deciding (was: "(some steps 0: skipped)" for
+ * both, counting amax.csv's zeros only). */
+START_TEST(test_inspect_never_ran) {
+  write_never_ran_trace();
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "inspect lo"), 0);
+  const char *head = "trace lo: 2 snapshot steps (0..2), 24 amax.csv rows (steps 0..3), 7 tensors "
+                     "(4 never ran)\n";
+  ck_assert_msg(strncmp(out, head, strlen(head)) == 0, "%s", out);
+  for (const char *t = "abcd"; *t; t++) {
+    char name[16];
+    snprintf(name, sizeof name, "%c.input", *t);
+    expect_inspect_line(out, name, "input", "-", 0, "-", "never ran (amax 0 on all 4 steps)");
+  }
+  expect_inspect_line(out, "m.input", "input", "F32", 2, "4 .. 100", "(0 on 1 of 4 steps: skipped there)");
+  /* step 2's snapshot is all zero: a zero step, once although amax.csv has a row there too */
+  expect_inspect_line(out, "m.grad_output", "grad_output", "BF16", 2, "2 .. 2",
+                      "(0 on 2 of 3 steps: skipped there)");
+  expect_inspect_line(out, "x.input", "input", "-", 0, "8 .. 8", "(0 on 2 of 3 steps: skipped there)");
+  ck_assert_msg(!strstr(out, "some steps 0"), "%s", out);
+  free(out);
+  /* a tensor without any zero: no note, and no "never ran" count in the header */
+  write_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
+  ck_assert_int_eq(run_cli(&out, "inspect lo"), 0);
+  ck_assert_msg(strstr(out, ", 2 tensors\n") != NULL, "%s", out);
+  expect_inspect_line(out, "m.input", "input", "F32", 2, "4 .. 100", "");
+  expect_inspect_line(out, "m.grad_output", "grad_output", "BF16", 2, "2 .. 2", "(0 on 1 of 2 steps: skipped there)");
+  free(out);
+}
+END_TEST
+
+/* run.json's list under key, one name a line ("" when empty); NULL when the key is missing. */
+static char *run_json_list(const char *rel, const char *key) {
+  char *p = path_in(rel);
+  json_error_t jerr;
+  json_t *j = json_load_file(p, 0, &jerr);
+  free(p);
+  ck_assert_msg(j != NULL, "%s: %s", rel, jerr.text);
+  json_t *a = json_object_get(j, key);
+  char *s = NULL;
+  if (json_is_array(a)) {
+    s = calloc(1, 4096);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+      strcat(s, json_string_value(json_array_get(a, i)));
+      strcat(s, "\n");
+    }
+  }
+  json_decref(j);
+  return s;
+}
+
+static void expect_list(const char *rel, const char *key, const char *want) {
+  char *got = run_json_list(rel, key);
+  ck_assert_msg(got != NULL, "%s: no %s", rel, key);
+  ck_assert_str_eq(got, want);
+  free(got);
+}
+
+/* The lines of out/<file> whose first field is tensor. */
+static int rows_of(const char *file, const char *tensor) {
+  char *p = path_in(file), *t = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_ptr_nonnull(t);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "%s,", tensor);
+  int n = 0;
+  for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    n += strncmp(l, prefix, strlen(prefix)) == 0;
+  free(t);
+  return n;
+}
+
+/* fp8lab run names the tensors it leaves out of the statistics, with the reason, in its
+ * summary line (a few, then a count) and in run.json (all); the report names them too. The
+ * counts are those of write_never_ran_trace's comment. */
+START_TEST(test_run_names_left_out) {
+  write_never_ran_trace();
+  write_text("lo.ini", "[trace]\npath = lo\n"
+                       "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                       "[recipe.c]\nkind = current\n"
+                       "[output]\ndir = out\n");
+  char *out;
+  int rc = run_cli(&out, "run lo.ini");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  /* 4 steps (0..3); 2 snapshot steps x 2 tensors x 3 configurations = 12 rows */
+  const char *want = "fp8lab: 4 steps, 7 tensors (4 never ran: a.input, b.input, c.input and 1 more; "
+                     "1 without a snapshot at a selected step: x.input; left out of statistics), 3 "
+                     "configurations: 12 rows in ";
+  ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+  free(out);
+  expect_list("out/run.json", "tensors_never_ran", "a.input\nb.input\nc.input\nd.input\n");
+  expect_list("out/run.json", "tensors_without_snapshot", "x.input\n");
+  expect_list("out/run.json", "tensors_without_recipe", "");
+  /* where they are: no steps.csv, summary.csv or histograms.csv row; stream.csv has all 4
+   * steps under both delayed configurations */
+  static const char *const gone[] = {"a.input", "d.input", "x.input"};
+  for (int k = 0; k < 3; k++) {
+    ck_assert_int_eq(rows_of("out/steps.csv", gone[k]), 0);
+    ck_assert_int_eq(rows_of("out/summary.csv", gone[k]), 0);
+    ck_assert_int_eq(rows_of("out/histograms.csv", gone[k]), 0);
+    ck_assert_int_eq(rows_of("out/stream.csv", gone[k]), 8);
+  }
+  ck_assert_int_eq(rows_of("out/summary.csv", "m.input"), 3);
+  char *p = path_in("out/report.md"), *md = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_ptr_nonnull(md);
+  ck_assert_msg(strstr(md, "2 tensors at 2 snapshot steps (12 rows of steps.csv)") != NULL, "%s", md);
+  ck_assert_msg(strstr(md, "\n**Left out of these numbers: 5 tensors** of the replay, without rows "
+                           "in steps.csv and summary.csv. Never ran (no snapshot, amax 0 at every "
+                           "step of the replay: the module was not called), 4: `a.input`, "
+                           "`b.input`, `c.input`, `d.input` (run.json: tensors_never_ran). No "
+                           "snapshot at a selected step (a non-zero amax in amax.csv only: "
+                           "stream.csv has their steps, the statistics need the data), 1: "
+                           "`x.input` (run.json: tensors_without_snapshot).\n") != NULL, "%s", md);
+  free(md);
+
+  /* steps = 2: x.input's non-zero amax (step 1) is not selected, only its 0 of step 2: it
+   * never ran in this replay of one step */
+  write_text("lo2.ini", "[trace]\npath = lo\nsteps = 2\n"
+                        "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                        "[recipe.c]\nkind = current\n"
+                        "[output]\ndir = out2\n");
+  rc = run_cli(&out, "run lo2.ini --no-report");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  want = "fp8lab: 1 steps, 7 tensors (5 never ran: a.input, b.input, c.input and 2 more; left out "
+         "of statistics), 3 configurations: 6 rows in ";
+  ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+  free(out);
+  expect_list("out2/run.json", "tensors_never_ran", "a.input\nb.input\nc.input\nd.input\nx.input\n");
+  expect_list("out2/run.json", "tensors_without_snapshot", "");
+
+  /* recipe sections for m.* only: the rest is replayed, but no configuration applies to it
+   * (m.input 2 steps x 3 configurations, m.grad_output 2 x 2: 10 rows) */
+  write_text("lo3.ini", "[trace]\npath = lo\n"
+                        "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\ntensors = m.*\n"
+                        "[recipe.c]\nkind = current\ntensors = m.input\n"
+                        "[output]\ndir = out3\n");
+  rc = run_cli(&out, "run lo3.ini --no-report");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  want = "fp8lab: 4 steps, 7 tensors (5 that no recipe section takes: a.input, b.input, c.input "
+         "and 2 more; left out of statistics), 3 configurations: 10 rows in ";
+  ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+  free(out);
+  expect_list("out3/run.json", "tensors_never_ran", "");
+  expect_list("out3/run.json", "tensors_without_recipe", "a.input\nb.input\nc.input\nd.input\nx.input\n");
+
+  /* nothing left out: the summary line as before */
+  write_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
+  rc = run_cli(&out, "run lo.ini --force --no-report");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  want = "fp8lab: 3 steps, 2 tensors, 3 configurations: 12 rows in ";
+  ck_assert_msg(strncmp(out, want, strlen(want)) == 0, "%s", out);
+  free(out);
+  expect_list("out/run.json", "tensors_never_ran", "");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ multi-rank traces */
 
 static void write_f32_step(const char *rel, const char *name, const float *x, int64_t n) {
@@ -1654,6 +1873,8 @@ int main(void) {
   tcase_add_test(tc, test_amax_mismatch_warning);
   tcase_add_test(tc, test_write_failure_exit_1);
   tcase_add_test(tc, test_help_version_synth_inspect);
+  tcase_add_test(tc, test_inspect_never_ran);
+  tcase_add_test(tc, test_run_names_left_out);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);
   tcase_add_test(tc, test_ranks_report);

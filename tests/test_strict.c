@@ -604,6 +604,43 @@ START_TEST(report_run_json_corrupt) {
 }
 END_TEST
 
+/* run.json's lists of tensors left out (issue 17): the run writes them (empty here: both
+ * tensors have rows), the report accepts them, and a malformed one is refused at its key. */
+START_TEST(report_run_json_left_out) {
+  run_two();
+  char *j = tu_read_file(in_dir("out/run.json"), NULL);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_msg(strstr(j, "\"tensors_never_ran\": [],\n  \"tensors_without_snapshot\": [],\n"
+                          "  \"tensors_without_recipe\": [],\n") != NULL, "%s", j);
+  free(j);
+  edit("out/run.json", "\"tensors_never_ran\": []", "\"tensors_never_ran\": [\"z.out_proj.input\"]");
+  char *out = NULL;
+  int rc = run_cli(&out, "report out --quiet");
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  free(out);
+  char *md = tu_read_file(in_dir("out/report.md"), NULL);
+  ck_assert_ptr_nonnull(md);
+  ck_assert_msg(strstr(md, "**Left out of these numbers: 1 tensor** of the replay, without rows in "
+                           "steps.csv and summary.csv. Never ran (no snapshot, amax 0 at every "
+                           "step of the replay: the module was not called), 1: `z.out_proj.input` "
+                           "(run.json: tensors_never_ran).\n") != NULL, "%s", md);
+  free(md);
+  /* the report wrote run.json again (its outputs), with jansson's indentation */
+  edit("out/run.json", "[\n    \"z.out_proj.input\"\n  ]", "\"z.out_proj.input\"");
+  expect_report("out/run.json: tensors_never_ran: expected an array of tensor names");
+  edit("out/run.json", "\"tensors_never_ran\": \"z.out_proj.input\"", "\"tensors_never_ran\": []");
+  edit("out/run.json", "\"tensors_without_snapshot\": []", "\"tensors_without_snapshot\": [\"a\", 7]");
+  expect_report("out/run.json: tensors_without_snapshot[1]: expected a tensor name: not a string");
+  edit("out/run.json", "[\"a\", 7]", "[\"a\", \"../b\"]");
+  expect_report("out/run.json: tensors_without_snapshot[1]: expected a tensor name: name has a "
+                "'..' path segment");
+  edit("out/run.json", "[\"a\", \"../b\"]", "[]");
+  edit("out/run.json", "\"tensors_without_recipe\": []", "\"tensors_without_recipe\": [\"a\\u001b[2J\"]");
+  expect_report("out/run.json: tensors_without_recipe[0]: expected a tensor name: name holds the "
+                "control character \\x1b at byte 1");
+}
+END_TEST
+
 START_TEST(report_stream_strict) {
   run_two();
   int line = line_of("out/stream.csv", "a.fc.input,input,1,");
@@ -875,6 +912,7 @@ static Suite *strict_suite(void) {
   tcase_add_test(tc, report_histograms_garbage);
   tcase_add_test(tc, report_histograms_fields);
   tcase_add_test(tc, report_run_json_missing);
+  tcase_add_test(tc, report_run_json_left_out);
   tcase_add_test(tc, report_run_json_corrupt);
   tcase_add_test(tc, report_stream_strict);
   tcase_add_test(tc, report_gemm_strict);

@@ -150,6 +150,7 @@ done:
   if (r.have_an) fp8_analysis_free(&r.an);
   if (r.have_tab) fp8_steps_free(&r.tab);
   if (r.have_stream) fp8_stream_free(&r.stream);
+  rep_free_run_json(&r);
   fp8_rundir_unlock(lock_fd);
   return rc;
 }

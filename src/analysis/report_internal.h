@@ -16,6 +16,7 @@
 
 #include "analysis.h"
 #include "doc.h"
+#include "runner.h" /* fp8_left_reason, fp8_left_keys */
 
 #define MAX_SHOWN 4
 #define MAX_PLOTS 64
@@ -55,6 +56,10 @@ typedef struct {
   double budget;        /* the value budget ([analysis] overflow_budget) */
   fp8_budgets budgets;  /* both budgets, as the recommendations apply them */
   int64_t warmup_override; /* [analysis] warmup_steps from run.json, -1: each tensor's own */
+  /* run.json's tensors without rows, per fp8_left_reason (runner.h; [0] unused): names owned
+   * here (rep_free_run_json); none from a run.json written before the lists */
+  char **left[FP8_LEFT_COUNT];
+  size_t nleft[FP8_LEFT_COUNT];
   fp8_steps_table tab;
   fp8_stream_table stream; /* stream.csv (have_stream 0: the run has none) */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
@@ -98,10 +103,13 @@ typedef struct {
 /* ------------------------------------------------------------------ report_read.c */
 
 /* The experiment's name, the trace's description, the overflow and step budgets and the
- * warm-up override from <outdir>/run.json, every one checked: FP8_EIO when it cannot be
+ * warm-up override and the tensors left out (optional lists of tensor names) from
+ * <outdir>/run.json, every one checked: FP8_EIO when it cannot be
  * opened, FP8_EFORMAT ("run.json:<line>: not JSON", or the key that is wrong). */
 int rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out, char *err,
                       size_t errlen);
+/* Frees what rep_read_run_json allocated (the lists of tensors left out). */
+void rep_free_run_json(rep_t *r);
 /* Reads <outdir>/histograms.csv through once and checks every line (header, 4 fields, a
  * tensor name, a step >= 0, a log2 bin in range, a count >= 0; blank lines only at the end),
  * so that the plots, which read it later without messages, never meet a bad line. FP8_EIO

@@ -45,6 +45,45 @@ static int budget_of(const char *path, json_t *o, const char *key, double *out, 
   return FP8_OK;
 }
 
+/* The lists of tensors without rows (fp8_left_keys: absent in a run.json written before them),
+ * each an array of tensor names: the report names them, so each one passes the name rules as
+ * steps.csv's names do. */
+static int read_left_out(rep_t *r, json_t *j, const char *path, char *err, size_t errlen) {
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    const char *key = fp8_left_keys[why];
+    json_t *a = json_object_get(j, key);
+    if (!a) continue;
+    if (!json_is_array(a))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array of tensor names",
+                        path, key);
+    size_t n = json_array_size(a);
+    if (!(r->left[why] = calloc(n + 1, sizeof *r->left[why])))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+      json_t *v = json_array_get(a, k);
+      char why_bad[FP8_ESC_LEN + 64] = "not a string";
+      if (!json_is_string(v) ||
+          fp8_tensor_name_check(json_string_value(v), json_string_length(v),
+                                FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why_bad, sizeof why_bad) != 0)
+        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a tensor name: %s",
+                          path, key, k, why_bad);
+      if (!(r->left[why][k] = strdup(json_string_value(v))))
+        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      r->nleft[why] = k + 1;
+    }
+  }
+  return FP8_OK;
+}
+
+void rep_free_run_json(rep_t *r) {
+  for (int why = 0; why < FP8_LEFT_COUNT; why++) {
+    for (size_t k = 0; k < r->nleft[why]; k++) free(r->left[why][k]);
+    free(r->left[why]);
+    r->left[why] = NULL;
+    r->nleft[why] = 0;
+  }
+}
+
 /* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
  * corrupted one would give a report of another experiment (or a notebook written outside the
  * folder). A missing run.json is an error: a folder without one was not written by fp8lab run. */
@@ -74,6 +113,7 @@ static int read_run_json(rep_t *r, json_t *j, const char *path, double *budget_o
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s: experiment.warmup_steps: expected an integer >= 0", path);
   if (wu) r->warmup_override = (int64_t)json_integer_value(wu);
+  if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
   json_t *tr = json_object_get(j, "trace");
   if (!json_is_object(tr))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected an object", path);
@@ -101,6 +141,7 @@ int rep_read_run_json(rep_t *r, double *budget_out, double *step_budget_out, cha
   snprintf(path, sizeof path, "%s/run.json", r->outdir);
   *budget_out = *step_budget_out = -1;
   r->warmup_override = -1;
+  rep_free_run_json(r); /* a second read replaces the lists of the first */
   FILE *fp = fopen(path, "rb");
   if (!fp)
     return fp8_errorf(FP8_EIO, err, errlen,

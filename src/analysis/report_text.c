@@ -270,6 +270,44 @@ static void add_definitions(rep_t *r, fp8_doc *d) {
                     r->rec.budgets.value, r->rec.budgets.step);
 }
 
+/* The tensors of the replay that have no rows (run.json's lists): named, with the reason, so
+ * that the tensor count above is not read as every tensor of the trace. Up to LEFT_NAMED names
+ * per reason; run.json has the rest. Nothing when none was left out. */
+#define LEFT_NAMED 10
+static void add_left_out(const rep_t *r, fp8_doc *d) {
+  static const char *const what[FP8_LEFT_COUNT] = {
+      [FP8_LEFT_NEVER_RAN] = "Never ran (no snapshot, amax 0 at every step of the replay: the "
+                             "module was not called)",
+      [FP8_LEFT_NO_SNAPSHOT] = "No snapshot at a selected step (a non-zero amax in amax.csv only: "
+                               "stream.csv has their steps, the statistics need the data)",
+      [FP8_LEFT_NO_RECIPE] = "Taken by no recipe section (the sections' tensors keys)",
+  };
+  size_t total = 0;
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) total += r->nleft[why];
+  if (!total) return;
+  char buf[8192];
+  size_t o = (size_t)snprintf(buf, sizeof buf, "**Left out of these numbers: %zu tensor%s** "
+                              "of the replay, without rows in steps.csv and summary.csv.", total,
+                              total == 1 ? "" : "s");
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    size_t n = r->nleft[why];
+    if (!n) continue;
+    o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " %s, %zu: ", what[why], n);
+    for (size_t k = 0; k < n && k < LEFT_NAMED; k++) {
+      /* a code span, unless the name holds a backtick (names are printable: the name rules) */
+      const char *q = strchr(r->left[why][k], '`') ? "" : "`";
+      o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, "%s%s%s%s", k ? ", " : "",
+                            q, r->left[why][k], q);
+    }
+    if (n > LEFT_NAMED)
+      o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " and %zu more",
+                            n - LEFT_NAMED);
+    o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " (run.json: %s).",
+                          fp8_left_keys[why]);
+  }
+  fp8_doc_markdown(d, buf);
+}
+
 fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix) {
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
@@ -301,6 +339,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
     fp8_doc_markdownf(d, "What these numbers cover: the %zu snapshot steps (this run has no "
                       "stream.csv); warm-up steps left out. Definitions: the last section, and "
                       "docs/semantics.md in fp8lab's source.", nsteps);
+  add_left_out(r, d);
   unsigned char *shown = calloc(r->nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);

@@ -186,6 +186,13 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, "outputs", outs);
   json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
   json_object_set_new(root, "tensors", json_integer(sum->tensors));
+  /* the tensors without rows, by reason, each list complete (the summary line names a few) */
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    json_t *names = json_array();
+    for (size_t i = 0; r->left && i < r->ntensors; i++)
+      if (r->left[i] == why) json_array_append_new(names, json_string(r->t[i].name));
+    json_object_set_new(root, fp8_left_keys[why], names);
+  }
   json_object_set_new(root, "configurations", json_integer(sum->configs));
   size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
   for (size_t c = 0; c < ex->nconfigs; c++) {

@@ -376,6 +376,7 @@ void run_free(run_t *r) {
   free(r->scales);
   free(r->work);
   free(r->rel);
+  free(r->left);
   fp8_outputs_free(&r->earlier);
   memset(r, 0, sizeof *r);
 }
@@ -437,4 +438,78 @@ void run_rank_order(size_t *order, size_t n) {
 int run_is_warmup(const run_t *r, size_t i) {
   if (r->ex->warmup_steps >= 0) return (int64_t)r->step_index < r->ex->warmup_steps;
   return !r->warm_done[i];
+}
+
+/* ------------------------------------------------------------------ tensors left out */
+
+const char *const fp8_left_keys[FP8_LEFT_COUNT] = {
+    [FP8_LEFT_NEVER_RAN] = "tensors_never_ran",
+    [FP8_LEFT_NO_SNAPSHOT] = "tensors_without_snapshot",
+    [FP8_LEFT_NO_RECIPE] = "tensors_without_recipe",
+};
+
+/* Why a tensor of the replay has no row in steps.csv (docs/semantics.md, "Tensors that never
+ * ran"): no configuration applies to it (the sections' tensors keys take it nowhere); or no
+ * selected snapshot step holds it, and then it never ran when amax.csv gives it no non-zero
+ * amax at a selected step either. A tensor with a row is kept (FP8_LEFT_KEPT), an all-zero
+ * snapshot included: its rows are the record that it was 0. Worked out from the trace and the
+ * summary totals, which a resumed run restores, so that a resume says the same. */
+int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
+  const size_t n = r->ntensors, nc = r->nconfigs;
+  free(r->left);
+  r->left = calloc(n + 1, 1);
+  unsigned char *ran = calloc(n + 1, 1);
+  int32_t *map = malloc((tr->namax_names + 1) * sizeof *map);
+  if (!r->left || !ran || !map) {
+    free(ran);
+    free(map);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  for (size_t k = 0; k < tr->namax_names; k++) map[k] = (int32_t)run_find_tensor(r, tr->amax_names[k]);
+  for (size_t k = 0; k < tr->namax; k++) {
+    int32_t i = map[tr->amax[k].tensor];
+    if (i >= 0 && tr->amax[k].amax != 0.0f && fp8_experiment_step_selected(r->ex, tr->amax[k].step))
+      ran[i] = 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    int covered = 0, rows = 0;
+    for (size_t c = 0; c < nc; c++) {
+      covered |= r->covers[i * nc + c];
+      rows |= r->t[i].acc[c].steps > 0;
+    }
+    r->left[i] = rows       ? FP8_LEFT_KEPT
+               : !covered   ? FP8_LEFT_NO_RECIPE
+               : !ran[i]    ? FP8_LEFT_NEVER_RAN
+                            : FP8_LEFT_NO_SNAPSHOT;
+  }
+  free(ran);
+  free(map);
+  return FP8_OK;
+}
+
+/* The summary line's parenthesis: per reason its count and the first RUN_LEFT_NAMED names
+ * ("8 never ran: a.input, b.input, c.input and 5 more"), then "left out of statistics"; ""
+ * when every tensor has rows. */
+void run_left_out_text(const run_t *r, char *buf, size_t len) {
+  static const char *const what[FP8_LEFT_COUNT] = {
+      [FP8_LEFT_NEVER_RAN] = "never ran",
+      [FP8_LEFT_NO_SNAPSHOT] = "without a snapshot at a selected step",
+      [FP8_LEFT_NO_RECIPE] = "that no recipe section takes",
+  };
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT && r->left; why++) {
+    size_t count = 0;
+    for (size_t i = 0; i < r->ntensors; i++) count += r->left[i] == why;
+    if (!count) continue;
+    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%zu %s:", o ? "; " : "", count, what[why]);
+    size_t named = 0;
+    for (size_t i = 0; i < r->ntensors && named < RUN_LEFT_NAMED; i++)
+      if (r->left[i] == why)
+        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s %s", named++ ? "," : "",
+                              r->t[i].name);
+    if (count > named)
+      o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " and %zu more", count - named);
+  }
+  if (o) snprintf(buf + o, o < len ? len - o : 0, "; left out of statistics");
 }

@@ -353,6 +353,9 @@ static void fill_summary(const run_t *r, fp8_run_summary *sum) {
   sum->gemm_rows = r->gemm_rows;
   sum->stream_rows = r->has_stream ? r->stream_rows : 0;
   sum->mismatches = r->mismatches; /* the caller warns: library code does not print */
+  for (int k = 0; k < FP8_LEFT_COUNT; k++) sum->left_out[k] = 0;
+  for (size_t i = 0; r->left && i < r->ntensors; i++) sum->left_out[r->left[i]]++;
+  run_left_out_text(r, sum->left_note, sizeof sum->left_note);
   sum->wall_s = r->wall_base + (run_now_s() - r->t0);
 }
 
@@ -362,8 +365,10 @@ static void fill_summary(const run_t *r, fp8_run_summary *sum) {
 static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_run_summary *sum,
                       run_undo *u, int *wrote, char *err, size_t errlen) {
   fp8_outputs outputs = {0};
+  int rc = run_left_out(r, tr, err, errlen); /* for run.json and the summary line */
+  if (rc) return rc;
   fill_summary(r, sum);
-  int rc = run_ckpt_write(r, RUN_CKPT_COMMIT, err, errlen);
+  rc = run_ckpt_write(r, RUN_CKPT_COMMIT, err, errlen);
   if (!rc) rc = commit_outputs(r, wrote, err, errlen);
   if (!rc && run_outputs(r, &outputs) != FP8_OK)
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -468,6 +473,9 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     fp8_run_finish(&done);
     undo.lock_fd = -1;
   }
+  /* resumed after the commit: run.json lists them already, the summary line names them again
+   * (out of memory here costs only that note: the results are in place) */
+  if (!r.left) (void)run_left_out(&r, &tr, err, errlen);
   fill_summary(&r, sum);
   sum->lock_fd = undo.lock_fd; /* the report follows: held until fp8_run_finish */
   undo.lock_fd = -1;

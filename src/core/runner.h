@@ -44,6 +44,18 @@ typedef struct {
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
 } fp8_run_options;
 
+/** Why a tensor of the replay has no row in steps.csv or summary.csv (docs/semantics.md,
+ *  "Tensors that never ran"). */
+typedef enum {
+  FP8_LEFT_KEPT = 0,     /**< it has rows */
+  FP8_LEFT_NEVER_RAN,    /**< no snapshot at a selected step, amax 0 at every step of the replay */
+  FP8_LEFT_NO_SNAPSHOT,  /**< a non-zero amax in amax.csv, but no snapshot at a selected step */
+  FP8_LEFT_NO_RECIPE,    /**< no configuration applies to it (the sections' tensors keys) */
+  FP8_LEFT_COUNT
+} fp8_left_reason;
+/** run.json's key for the list of each reason's tensors ([FP8_LEFT_KEPT] is NULL). */
+extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
+
 /** What a run produced, for the caller's final message. */
 typedef struct {
   char out_dir[4096];
@@ -54,6 +66,8 @@ typedef struct {
   long long tensors;
   long long configs;
   long long mismatches; /**< snapshot amaxes that amax.csv disagrees with (the data was used) */
+  long long left_out[FP8_LEFT_COUNT]; /**< tensors without rows, per reason */
+  char left_note[4096]; /**< "8 never ran: a, b, c and 5 more; left out of statistics" ("": none) */
   double wall_s;
   char engine[256];    /**< the engine's name */
   long long resumed_at; /**< --resume: the steps the interrupted run had done (-1: none) */

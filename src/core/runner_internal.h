@@ -60,6 +60,7 @@ typedef struct {
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
   size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
   size_t step_index;          /* index of the current step in the replay's steps */
+  unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
   size_t *work;               /* the tensors of the current part */
   size_t nwork;
   /* outputs */
@@ -103,6 +104,13 @@ int run_count_micro(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t 
 /* The amax.csv rows of a step: [*b, *e) of tr->amax, from *b on (rows sorted by step). */
 void run_step_rows(const fp8_trace *tr, int64_t step, size_t *b, size_t *e);
 void run_rank_order(size_t *order, size_t n);
+
+#define RUN_LEFT_NAMED 3    /* names per reason in the summary line */
+/* r->left from the trace's amax.csv and the summary totals, after the last step. */
+int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
+/* The summary line's note on them ("8 never ran: a, b, c and 5 more; left out of statistics"),
+ * "" when none. */
+void run_left_out_text(const run_t *r, char *buf, size_t len);
 
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);

@@ -29,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = rep_read_run_json(r, &budget, &step_budget, err, sizeof err);
   fz_check_status("rep_read_run_json", rc, err);
   if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->trace, 0, sizeof r->trace)) abort();
+  rep_free_run_json(r);
   free(r);
   fp8_outputs o = {0};
   if (fp8_outputs_read(fz_scratch(), &o) != FP8_OK) abort();

@@ -65,7 +65,8 @@ def compare(ini, outdir, trace=None, expect_gemm=None):
     cmd = [sys.executable, os.path.join(REF, "fp8ref.py"), "compare", ini,
            os.path.join(outdir, "steps.csv"), "--no-gemm" if expect_gemm is False else "--gemm",
            gemm, "--stream", os.path.join(outdir, "stream.csv"),
-           "--summary", os.path.join(outdir, "summary.csv")]
+           "--summary", os.path.join(outdir, "summary.csv"),
+           "--run-json", os.path.join(outdir, "run.json")]
     if trace:
         cmd += ["--trace", trace]
     rc, out = run(cmd)
@@ -73,6 +74,7 @@ def compare(ini, outdir, trace=None, expect_gemm=None):
     line = out.strip().splitlines()[-1]
     # every experiment here has a delayed configuration: stream.csv is always expected
     assert "stream.csv matches" in line and "summary.csv matches" in line, line
+    assert "run.json's tensors left out match" in line, line
     if expect_gemm is True:
         assert "gemm.csv matches" in line, line
     if expect_gemm is False:
@@ -103,6 +105,33 @@ def case_random(binary, tmp, seed, extra, expect_gemm=None, edit=None):
     assert rc == 0, out
     line = compare(ini, os.path.join(d, "out"), expect_gemm=expect_gemm)
     print("  seed %d %s: %s" % (seed, " ".join(extra), line))
+
+
+def case_never_ran(binary, tmp, seed):
+    """A random trace with tensors added to amax.csv only (issue 17): ghost.a/ghost.b never
+    ran (amax 0 at every step), ghost.c ran at one step but has no snapshot (as gen_trace's
+    ghost<k> tensors). run.json must list them as the reference does (and stream.csv hold
+    their steps: compare checks it)."""
+    d = os.path.join(tmp, "never%d" % seed)
+    trace = os.path.join(d, "trace")
+    rc, out = run([sys.executable, os.path.join(REF, "gen_trace.py"), trace,
+                   "--seed", str(seed), "--ini", os.path.join(d, "exp.ini")])
+    assert rc == 0, out
+    steps = sorted(int(f[5:].split(".")[0]) for f in os.listdir(trace) if f.startswith("step_"))
+    path = os.path.join(trace, "amax.csv")
+    text = open(path).read() if os.path.exists(path) else "step,tensor,amax\n"
+    extra = ["%d,ghost.a.input,0\n%d,ghost.b.grad_output,0\n%d,ghost.c.input,%s\n"
+             % (t, t, t, "2.5" if k == 1 else "0") for k, t in enumerate(steps)]
+    with open(path, "w") as f:
+        f.write(text + ("" if text.endswith("\n") else "\n") + "".join(extra))
+    ini = os.path.join(d, "exp.ini")
+    rc, out = run([binary, "run", ini, "--threads", "2", "--no-report"])
+    assert rc == 0, out
+    # gen_trace's own amax.csv-only tensors (ghost0, ghost1, ...) have no snapshot either
+    assert "(2 never ran: ghost.a.input, ghost.b.grad_output; " in out and \
+        "without a snapshot at a selected step: ghost.c.input, " in out, out
+    line = compare(ini, os.path.join(d, "out"), expect_gemm=False)
+    print("  seed %d never ran: %s" % (seed, line))
 
 
 def case_ranks(binary, tmp, seed, nranks, extra, expect_gemm=False, independent=False):
@@ -291,6 +320,8 @@ def main():
         ("random seed 13 selections", lambda: case_random(binary, tmp, 13, ["--select"], False)),
         ("random seed 14", lambda: case_random(binary, tmp, 14, [], False)),
         ("synth llm", lambda: case_synth(binary, tmp)),
+        # tensors in amax.csv only, at amax 0 or with no snapshot (issue 17): run.json's lists
+        ("random seed 15 never ran", lambda: case_never_ran(binary, tmp, 15)),
         ("random seed 21 blocks", lambda: case_random(binary, tmp, 21, ["--blocks"], True)),
         ("random seed 22 blocks --select",
          lambda: case_random(binary, tmp, 22, ["--blocks", "--select"], True)),

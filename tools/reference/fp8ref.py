@@ -1186,6 +1186,49 @@ def coverage(exp, names):
                     out.add((name, ci))
     return out
 
+# run.json's lists of the tensors of the replay without a steps.csv row, by reason (README
+# "Tensors that never ran"; docs/semantics.md, issue 17), in the order the reasons are tried
+LEFT_KEYS = ("tensors_without_recipe", "tensors_never_ran", "tensors_without_snapshot")
+
+
+def left_out(exp, trace):
+    """-> {run.json key: sorted names} of the tensors of the replay that have no steps.csv row:
+    no configuration applies to it (tensors_without_recipe); else no snapshot at a selected
+    step and no non-zero amax.csv amax at a selected step (tensors_never_ran); else no
+    snapshot (tensors_without_snapshot). The trace is loaded with the selections applied."""
+    names = set()
+    for snap in trace.snapshots.values():
+        names |= set(snap)
+    in_snapshot = set(names)
+    names |= {n for (_t, n) in trace.csv}
+    covers = coverage(exp, sorted(names))
+    covered = {n for (n, _ci) in covers}
+    ran = {n for (_t, n), a in trace.csv.items() if a != 0}
+    out = {k: [] for k in LEFT_KEYS}
+    for n in sorted(names):
+        if n not in covered:
+            out["tensors_without_recipe"].append(n)
+        elif n in in_snapshot:
+            continue  # it has rows, an all-zero snapshot included
+        elif n not in ran:
+            out["tensors_never_ran"].append(n)
+        else:
+            out["tensors_without_snapshot"].append(n)
+    return out
+
+
+def compare_run_json(exp, trace, run_json):
+    """Messages where run.json's lists of tensors left out differ from left_out()."""
+    with open(run_json) as f:
+        j = json.load(f)
+    msgs = []
+    for key, want in left_out(exp, trace).items():
+        got = j.get(key)
+        if got != want:
+            msgs.append("%s: %r, the reference %r" % (key, got, want))
+    return msgs
+
+
 # --------------------------------------------------------------------------------------------
 # replay
 # --------------------------------------------------------------------------------------------
@@ -1909,7 +1952,7 @@ def _read_csv(path):
 
 
 def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=None,
-                summary_csv=None):
+                summary_csv=None, run_json=None):
     """-> dict(steps_rows, steps_msgs, gemm_rows (None = no gemm.csv expected),
     gemm_msgs (None when gemm_csv was not given), stream_rows (None = no stream.csv expected),
     stream_msgs, summary_rows, summary_msgs (None when that file was not given)). With
@@ -1960,7 +2003,8 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=N
             udata = _read_csv(summary_csv)
             summsgs = ["%s is empty" % summary_csv] if not udata else compare_summary_rows(
                 full["summary"], udata[1:], udata[0], exp.skipped_labels)
-    return dict(steps_rows=len(rows), steps_msgs=smsgs,
+    rjmsgs = None if run_json is None else compare_run_json(exp, tr, run_json)
+    return dict(run_json_msgs=rjmsgs, steps_rows=len(rows), steps_msgs=smsgs,
                 gemm_rows=None if grows is None else len(grows), gemm_msgs=gmsgs,
                 stream_rows=None if srows is None else len(srows), stream_msgs=stmsgs,
                 summary_rows=len(full["summary"]), summary_msgs=summsgs)
@@ -1998,6 +2042,8 @@ def main(argv=None):
                    help="also check stream.csv; when the reference expects none (no delayed "
                         "configuration) the file must be absent")
     p.add_argument("--summary", metavar="SUMMARY_CSV", help="also check summary.csv")
+    p.add_argument("--run-json", metavar="RUN_JSON",
+                   help="also check run.json's lists of tensors left out (%s)" % ", ".join(LEFT_KEYS))
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
@@ -2023,7 +2069,7 @@ def main(argv=None):
         if args.gemm and args.no_gemm:
             raise ValueError("--gemm and --no-gemm exclude each other")
         r = compare_all(args.ini, args.steps_csv, args.trace, args.gemm or args.no_gemm,
-                        args.stream, args.summary)
+                        args.stream, args.summary, args.run_json)
     except (ValueError, OSError, KeyError) as e:
         print("fp8ref: error: %s" % e, file=sys.stderr)
         return 2
@@ -2054,6 +2100,11 @@ def main(argv=None):
         print("summary.csv differs from the reference (%d reference rows):" % r["summary_rows"])
         for m in r["summary_msgs"]:
             print("  " + m)
+    if r["run_json_msgs"]:
+        bad = True
+        print("run.json's tensors left out differ from the reference:")
+        for m in r["run_json_msgs"]:
+            print("  " + m)
     if bad:
         return 1
     line = "steps.csv matches the reference: %d rows" % r["steps_rows"]
@@ -2065,6 +2116,8 @@ def main(argv=None):
                  "; stream.csv matches: %d rows" % r["stream_rows"])
     if r["summary_msgs"] is not None:
         line += "; summary.csv matches: %d rows" % r["summary_rows"]
+    if r["run_json_msgs"] is not None:
+        line += "; run.json's tensors left out match"
     print(line)
     return 0
 
