@@ -56,12 +56,21 @@ static const fp8_stream_series *series_of(const rep_t *r, const char *tensor, si
   return fp8_stream_find(&r->stream, tensor, x->recipe, f, x->h, x->m, x->ac);
 }
 
-/* From the stream: every step of the reference series. */
+/* The x position of stream entry i: its step, and for a step of M micro-batches (issue 17)
+ * step + k / M for its k-th, so that x ascends strictly and a step keeps its width of 1. */
+static double stream_x(const fp8_stream_series *s, size_t i) {
+  size_t a = i, b = i;
+  while (a > 0 && s->step[a - 1] == s->step[i]) a--;
+  while (b + 1 < s->n && s->step[b + 1] == s->step[i]) b++;
+  return (double)s->step[i] + (b > a ? (double)(i - a) / (double)(b - a + 1) : 0.0);
+}
+
+/* From the stream: every step (micro-batch) of the reference series. */
 static int timeline_stream(const rep_t *r, const char *tensor, const fp8_stream_series *ref, timeline *t) {
   if (timeline_alloc(t, ref->n) != FP8_OK) return FP8_ENOMEM;
   t->source = "every step";
   for (size_t i = 0; i < ref->n; i++) {
-    t->x[i] = (double)ref->step[i];
+    t->x[i] = stream_x(ref, i);
     t->amax[i] = ref->amax[i];
     if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->format)) {
       t->cx[t->nc] = t->x[i];
@@ -298,7 +307,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
       o->v[(ng - 1 - k) * (n + 1) + o->nx] = v;
     }
     if (all_warm) continue;
-    o->x[o->nx++] = (double)step;
+    o->x[o->nx++] = s0 ? stream_x(s0, i) : (double)step;
   }
   /* pack the rows to nx columns */
   for (size_t k = 0; k < ng; k++)
