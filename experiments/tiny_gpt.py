@@ -10,12 +10,17 @@ amax.csv for every step and a snapshot every 10 steps into out/tiny_gpt/trace; t
 `fp8lab run experiments/tiny_gpt.ini` replays it (`make tiny-gpt` does both).
 
 Overhead of the Recorder (every step's amaxes, no snapshot: every=10**9, steps 1..k), measured
-with `tiny_gpt.py --measure --reps 31` on the shared 2-core build machine (torch 1.13, one
-thread; batch 8 x 32 tokens; 16 hooked Linear layers = 64 amaxes per step): per-step wall time
-(medians) 80.2 -> 84.2 ms (+5.0%) and 107.1 -> 112.1 ms (+4.6%) in two runs; time spent inside
-the Recorder's own code (one aminmax pass per tensor plus bookkeeping and rec.step) 4.0-4.3% of
-the step in every run. The median of paired with/without ratios ranged from +0.6% to +9.3% over
-runs: other processes on the machine make that number noisy. Target: < 10%.
+with `tiny_gpt.py --measure --reps 21` on the 2-core build machine, idle (2026-12-01; one torch
+thread; batch 8 x 32 tokens; 16 Linear GEMMs seen through the F.linear wrapper, default roles
+input, weight, grad_output = 48 amaxes per step), median of paired with/without ratios:
+- torch 1.13 (Debian, what `make tiny-gpt` runs): 28.9 -> 31.6 ms and 29.2 -> 32.4 ms per step,
+  +9.6% and +9.8% in two runs; inside the Recorder's own code 6.8-6.9% of the step (the amax
+  reductions, bookkeeping, rec.step), the rest torch's cost of the tensor hooks and wrappers.
+- torch 2.15 (pip, OMP_NUM_THREADS=1): 28.4 -> 32.4 ms, +12.3%, inside 7.7%.
+Before the default roles dropped `output` (16 more amaxes) it was +13.2-13.6% on torch 1.13;
+a TorchFunctionMode in place of the wrappers was +40% (docs/design.md). The tiny GPT is the
+worst case: its GEMMs are small, so the one read per tensor that an amax costs weighs more
+against the GEMM than in a real model. Target: < 10%.
 
 Usage: python tiny_gpt.py [--out DIR] [--steps N] [--every K] [--seed S] [--measure]
 (an interpreter with torch >= 1.13: `tools/capture/python_with_torch.sh` finds or installs one).

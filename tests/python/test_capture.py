@@ -180,6 +180,7 @@ def hooks_empty(model):
 
 
 ORIG_LINEAR = torch.nn.functional.linear
+FOUR = ("input", "weight", "output", "grad_output")  # the default roles plus output
 
 
 def test(fn):
@@ -195,7 +196,7 @@ def recorder_amax_matches_snapshots(tmp):
     torch.manual_seed(0)
     model = Net()
     trace = os.path.join(tmp, "t")
-    with fp8lab_capture.Recorder(model, trace, modules="blocks.*.fc1,*.fc2", every=3) as rec:
+    with fp8lab_capture.Recorder(model, trace, modules="blocks.*.fc1,*.fc2", every=3, roles=FOUR) as rec:
         train_steps(model, rec, 8)
     names = ["blocks.%d.%s.%s" % (i, m, r) for i in range(2) for m in ("fc1", "fc2")
              for r in ("input", "weight", "output", "grad_output")]
@@ -236,7 +237,7 @@ def recorder_captures_the_right_tensors(tmp):
     model.add_module("lin", lin)
     x = torch.randn(6, 5, requires_grad=True)
     w0 = lin.weight.detach().clone()
-    with fp8lab_capture.Recorder(model, os.path.join(tmp, "t"), every=1) as rec:
+    with fp8lab_capture.Recorder(model, os.path.join(tmp, "t"), every=1, roles=FOUR) as rec:
         y = model(x)
         y.retain_grad()
         (y * torch.arange(7.0)).sum().backward()
@@ -326,7 +327,7 @@ def module_not_run_and_no_backward_give_zero(tmp):
     torch.manual_seed(4)
     model = Net()
     trace = os.path.join(tmp, "t")
-    with fp8lab_capture.Recorder(model, trace, modules="*", every=2) as rec:
+    with fp8lab_capture.Recorder(model, trace, modules="*", every=2, roles=FOUR) as rec:
         train_steps(model, rec, 2)           # steps 0, 1: extra does not run
         model.use_extra = True
         train_steps(model, rec, 1, start=2)  # step 2: extra runs
@@ -595,7 +596,7 @@ def encoder_layer_every_gemm(tmp):
     x = torch.randn(3, 5, d)
     target = torch.randn(3, 5, d)
     trace = os.path.join(tmp, "t")
-    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+    with fp8lab_capture.Recorder(model, trace, every=1, roles=FOUR) as rec:
         ((model(x) - target) ** 2).mean().backward()
         rec.step(0)
     gemms = ["enc.self_attn.in_proj", "enc.self_attn.out_proj", "enc.linear1", "enc.linear2"]
@@ -733,7 +734,7 @@ def inplace_op_after_a_gemm(tmp):
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2))
     x = torch.randn(3, 4)
     trace = os.path.join(tmp, "t")
-    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+    with fp8lab_capture.Recorder(model, trace, every=1, roles=FOUR) as rec:
         model(x).sum().backward()
         rec.step(0)
     h = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
@@ -855,7 +856,7 @@ def operand_dtype_under_autocast(tmp):
     x = torch.randn(4, 8) * 3
     for dtype, want in (("operand", "BF16"), ("f32", "F32"), ("f16", "F16")):
         trace = os.path.join(tmp, dtype)
-        with fp8lab_capture.Recorder(model, trace, every=1, dtype=dtype) as rec:
+        with fp8lab_capture.Recorder(model, trace, every=1, dtype=dtype, roles=FOUR) as rec:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 y = model(x)
             y.float().sum().backward()
@@ -1071,7 +1072,7 @@ def transformer_engine_stand_ins(tmp):
     trace = os.path.join(tmp, "t")
     lyr = model.layers[0]
     qkv, proj, mlp = lyr.self_attention.layernorm_qkv, lyr.self_attention.proj, lyr.layernorm_mlp
-    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+    with fp8lab_capture.Recorder(model, trace, every=1, roles=FOUR) as rec:
         for s in range(3):
             x = torch.randn(2, 3, 8)
             lyr(x).pow(2).mean().backward()
