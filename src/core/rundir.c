@@ -126,9 +126,28 @@ static long temp_pid(const char *name, const char *tag, char *inner, size_t len)
   return strtol(d, NULL, 10);
 }
 
+/* A zombie (a killed report's plot worker that no init process has reaped yet, as in a
+ * container whose pid 1 does not reap) answers kill(pid, 0) but writes nothing more: dead. */
+static int pid_zombie(long pid) {
+#ifdef __linux__
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *rp = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+  return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+#else
+  (void)pid;
+  return 0;
+#endif
+}
+
 static int pid_alive(long pid) {
   if (pid == (long)getpid()) return 1; /* never this process's own */
-  return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+  return (kill((pid_t)pid, 0) == 0 || errno == EPERM) && !pid_zombie(pid);
 }
 
 /* Is `inner` a name whose temporary fp8lab writes in the folder `where` ("": the run folder)? */
