@@ -981,31 +981,26 @@ class _LinearImpl(_TEBase):
         self.fp8_meta, self.log = {}, []
 
     def forward(self, inp, is_first_microbatch=None):
-        y = torch.nn.functional.linear(inp, self.weight, self.bias)
+        return self._gemm(inp)
+
+    def _gemm(self, operand):
+        y = torch.nn.functional.linear(operand, self.weight, self.bias)
         self._used_fwd((0, 1))
-        self.last = (inp, y)
+        self.last = (operand, y)
         y.retain_grad()
         return self._bwd_tap(y, (0,))
 
 
-class _LayerNormLinearImpl(_TEBase):
+class _LayerNormLinearImpl(_LinearImpl):
     def __init__(self, i, o):
-        super().__init__()
+        super().__init__(i, o)
         self.layer_norm_weight = nn.Parameter(1 + 0.1 * torch.randn(i))
         self.layer_norm_bias = nn.Parameter(0.1 * torch.randn(i))
-        self.weight = nn.Parameter(torch.randn(o, i) * 0.3)
-        self.bias = nn.Parameter(torch.zeros(o))
         self.eps, self.normalization, self.zero_centered_gamma = 1e-5, "LayerNorm", False
-        self.fp8_meta, self.log = {}, []
 
     def forward(self, inp, is_first_microbatch=None):
-        ln = torch.nn.functional.layer_norm(inp, (inp.shape[-1],), self.layer_norm_weight,
-                                            self.layer_norm_bias, self.eps)
-        y = torch.nn.functional.linear(ln, self.weight, self.bias)
-        self._used_fwd((0, 1))
-        self.last = (ln, y)
-        y.retain_grad()
-        return self._bwd_tap(y, (0,))
+        return self._gemm(torch.nn.functional.layer_norm(
+            inp, (inp.shape[-1],), self.layer_norm_weight, self.layer_norm_bias, self.eps))
 
 
 class _LayerNormMLPImpl(_TEBase):
