@@ -1,6 +1,7 @@
-/* plot.h: a small, generic chart library: line charts, heatmaps, histograms and grouped bar
- * charts, drawn with PLplot into memory (the extcairo device) and written as PNG with the
- * caller's text chunks (png_io.h). It knows nothing of fp8lab's data: callers pass arrays.
+/* plot.h: a small, generic chart library: line charts, heatmaps, histograms, grouped bar
+ * charts and Gantt charts, drawn with PLplot into memory (the extcairo device) and written as
+ * PNG with the caller's text chunks (png_io.h). It knows nothing of fp8lab's data: callers
+ * pass arrays.
  *
  * Conventions shared by every chart:
  * - Size defaults to 1200x800 px; white background; text in DejaVu Sans ("sans"), scaled with
@@ -226,5 +227,54 @@ typedef struct {
 int fp8_plot_bars(const char *path, const fp8_chart *chart, const char *const *categories,
                   size_t ncat, const fp8_bar_series *series, size_t ns, char *err,
                   size_t errlen);
+
+/** One bar of a Gantt chart: [start, end) on lane `lane`, coloured by its kind. */
+typedef struct {
+  double start, end; /**< x units (e.g. microseconds); finite, end >= start */
+  size_t lane;       /**< < nlanes */
+  size_t kind;       /**< < nkinds */
+} fp8_gantt_bar;
+
+/** A Gantt chart: nbars intervals on nlanes horizontal lanes (e.g. a GPU's streams), each bar
+ *  coloured by its kind. */
+typedef struct {
+  size_t nlanes;                  /**< 1..64 */
+  const char *const *lane_labels; /**< nlanes, drawn left of the lanes, lane 0 at the TOP
+                                       (NULL entries: unlabelled); shortened with an ellipsis
+                                       beyond 40 characters or a quarter of the width */
+  const char *const *lane_notes;  /**< nlanes or NULL (NULL entries: none): text drawn right of
+                                       each lane's last drawn bar where it fits, else at the
+                                       right edge inside the box on a translucent white plate
+                                       (e.g. "step 455.2 ms, exposed 0.05 ms") */
+  size_t nkinds;                  /**< 0..64 (0 only without bars) */
+  const char *const *kind_labels; /**< nkinds legend entries (NULL or "": none); the legend
+                                       lists only kinds among the drawn bars */
+  const fp8_color *kind_colors;   /**< nkinds, or NULL: automatic in kind order (an AUTO entry
+                                       takes the next automatic colour); colours repeat beyond 8 */
+  size_t nbars;                   /**< 0..1000000 */
+  const fp8_gantt_bar *bars;      /**< drawn in this order (later over earlier) ... */
+  double min_bar_px;              /**< bars narrower than this many pixels (at 1200 px width,
+                                       scaled with it) are drawn this wide, centred on their
+                                       middle, so that microsecond ops stay visible in a step
+                                       of hundreds of milliseconds (0: 2 px; at most 100) */
+  const size_t *top_kinds;        /**< ... except bars of these kinds, drawn last, in this
+                                       order (e.g. the rare tiny ones); NULL: none */
+  size_t ntop;
+  size_t ngroups;                 /**< lanes come in groups of this many (0 or 1: no groups): a
+                                       thin grey line between groups, e.g. 2 lanes (compute,
+                                       side) per mode */
+} fp8_gantt;
+
+/**
+ * Gantt chart: the lanes top to bottom over a linear x axis, bars 70% of a lane high, those
+ * wide enough (4 px) inset by a 1 px gap at each end so that back-to-back ops of one lane
+ * stay apart. Uses chart's title, xlabel, ylabel (beside the lane labels), size, text, grid
+ * (vertical lines only) and xmin/xmax: when xmin < xmax a zoomed window (bars outside it are
+ * not drawn, bars across its edges are clipped at the box); else the bars' range. logx is
+ * refused (FP8_EINVAL: durations would not compare); logy, ymin/ymax, ref_* and bar_format
+ * are ignored.
+ */
+int fp8_plot_gantt(const char *path, const fp8_chart *chart, const fp8_gantt *g, char *err,
+                   size_t errlen);
 
 #endif

@@ -204,6 +204,7 @@ int plot_canvas_begin(canvas *c, const fp8_chart *ch, char *err, size_t errlen) 
   set_color0(CI_NA, na, 1.0);
   set_color0(CI_WHITE, white, 1.0);
   set_color0(CI_AXIS_GREY, axisgrey, 1.0);
+  set_color0(CI_WHITE_T, white, 0.8);
   plinit();
   pl_cmd(PLESC_DEVINIT, c->cr);
   c->open = 1;

@@ -1,7 +1,7 @@
 /* plot_internal.h: what the chart library's files share (not public). plot_canvas.c owns the
  * PLplot stream, the colours and the text primitives; plot_layout.c the axes, ticks, frame,
- * legend, titles and the placement of the plot box; plot_lines.c, plot_heatmap.c and
- * plot_bars.c are the chart kinds of plot.h built from them.
+ * legend, titles and the placement of the plot box; plot_lines.c, plot_heatmap.c,
+ * plot_stepheat.c, plot_bars.c and plot_gantt.c are the chart kinds of plot.h built from them.
  *
  * Coordinates: "page" positions are pixels from the top-left corner of the image (text is
  * placed in them, see plot_page_mode); "plotting" coordinates are the data's along an axis
@@ -28,6 +28,7 @@ enum {
   CI_NA,
   CI_WHITE,
   CI_AXIS_GREY,
+  CI_WHITE_T, /* white at alpha 0.8: a plate behind text drawn over data */
   CI_COUNT
 };
 
