@@ -16,9 +16,14 @@
  * of 16, 16-byte aligned pointers, no E5M2 x E5M2), so a layout mistake in gemm_lt.c fails here
  * instead of on the GPU. AMAX_D_POINTER is accepted for FP32 outputs and refused for BF16 ones,
  * so both the cuBLASLt amax and the fallback kernel are exercised. What it cannot check: real
- * cuBLASLt's accuracy (the mock is exact), its actual support matrix, timing, and stream
- * ordering (everything here is synchronous: work runs when it is issued). Those need the GPU
- * (scripts/device-check.sh).
+ * cuBLASLt's accuracy (the mock is exact), its actual support matrix, and timing. Those need the
+ * GPU (scripts/device-check.sh). Stream ordering cannot be observed by running (everything here
+ * is synchronous: work runs when it is issued), but it is logged and checked: between
+ * mock_cuda_log_start() and mock_cuda_log_stop() every launch, async copy, memset, GEMM,
+ * all-reduce, event record and wait, stream creation and host synchronisation is logged
+ * (mock_cuda.h), and tests/gpu/hb_check.h computes CUDA's happens-before relation over the log,
+ * so a test can ask whether one operation is guaranteed to finish before another starts.
+ * Streams, events and the log are in mock_cuda_stream.c.
  */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -28,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fp8.h"
 #include "mock_cuda.h"
@@ -109,7 +113,6 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
   *v = 13000;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) {
   cudaError_t e = last_error;
   last_error = cudaSuccess;
@@ -141,85 +144,8 @@ const char *cudaGetErrorString(cudaError_t e) {
   }
 }
 
-/* ---------------------------------------------------------------- runtime: streams, events */
-
-typedef struct mock_stream {
-  unsigned magic;
-  struct mock_stream *next;
-} mock_stream;
-#define STREAM_MAGIC 0x57AEA3u
-static mock_stream *streams;
-
-int mock_cuda_stream_valid(cudaStream_t s) {
-  if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return 1;
-  for (mock_stream *m = streams; m; m = m->next)
-    if ((cudaStream_t)m == s) return 1;
-  return 0;
-}
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-  (void)flags;
-  mock_stream *m = calloc(1, sizeof *m);
-  if (!m) return cudaErrorMemoryAllocation;
-  m->magic = STREAM_MAGIC;
-  m->next = streams;
-  streams = m;
-  *s = (cudaStream_t)m;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  for (mock_stream **p = &streams; *p; p = &(*p)->next)
-    if ((cudaStream_t)*p == s) {
-      mock_stream *m = *p;
-      *p = m->next;
-      free(m);
-      return cudaSuccess;
-    }
-  return misuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: %p is not a live stream",
-                (void *)s);
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  if (!mock_cuda_stream_valid(s))
-    return misuse(cudaErrorInvalidResourceHandle,
-                  "cudaStreamSynchronize: %p is not a live stream", (void *)s);
-  return cudaSuccess;
-}
-
-/* An event holds the host time it was recorded at. */
-cudaError_t cudaEventCreate(cudaEvent_t *e) {
-  *e = (cudaEvent_t)calloc(1, sizeof(struct timespec));
-  return *e ? cudaSuccess : cudaErrorMemoryAllocation;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-  (void)flags;
-  return cudaEventCreate(e);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  free(e);
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  if (!mock_cuda_stream_valid(s)) return cudaErrorInvalidResourceHandle;
-  timespec_get((struct timespec *)e, TIME_UTC);
-  return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  (void)e;
-  return cudaSuccess;
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-  (void)e;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
-  (void)e, (void)flags;
-  return mock_cuda_stream_valid(s) ? cudaSuccess : cudaErrorInvalidResourceHandle;
-}
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-  const struct timespec *a = (const struct timespec *)start, *b = (const struct timespec *)end;
-  *ms = (float)((double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) * 1e-6);
-  return cudaSuccess;
-}
+/* Streams, events, cudaStreamSynchronize, cudaDeviceSynchronize and the stream-ordering log:
+ * mock_cuda_stream.c. */
 
 /* ---------------------------------------------------------------- runtime: memory */
 
@@ -317,30 +243,75 @@ static int copy_ok(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cons
   }
 }
 
-cudaError_t cudaMemset(void *p, int v, size_t n) {
-  if (!device_range_ok(p, n, "cudaMemset", "dst")) return cudaErrorInvalidValue;
+static int is_pinned(const void *p) {
+  const mock_alloc *a = find_alloc(p);
+  return a && !a->device;
+}
+/* Which sides of a copy are device memory (cudaMemcpyDefault: as the pointers say). */
+static int dst_is_device(const void *d, enum cudaMemcpyKind k) {
+  return k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice ||
+         (k == cudaMemcpyDefault && mock_cuda_is_device_ptr(d));
+}
+static int src_is_device(const void *s, enum cudaMemcpyKind k) {
+  return k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice ||
+         (k == cudaMemcpyDefault && mock_cuda_is_device_ptr(s));
+}
+/* The stream-ordering log of a synchronous copy, after CUDA's "API synchronization behavior":
+ * the copy is work on the legacy stream; the host waits for that stream before a pageable
+ * host-to-device copy starts (on return the copy may still be in flight), after a
+ * device-to-host, a pinned host-to-device or a host-to-host one, and not at all for a
+ * device-to-device one. Not a device-wide synchronisation: non-blocking streams run on. */
+static void log_sync_copy(int dst_dev, int src_dev, const void *src, const char *call) {
+  const int pageable_h2d = dst_dev && !src_dev && !is_pinned(src);
+  if (pageable_h2d) mock_cuda_log_op(MOCK_OP_STREAM_SYNC, 0, NULL, call);
+  mock_cuda_log_op(MOCK_OP_WORK, 0, NULL, call);
+  if (!pageable_h2d && !(dst_dev && src_dev)) mock_cuda_log_op(MOCK_OP_STREAM_SYNC, 0, NULL, call);
+}
+
+static cudaError_t memset_device(void *p, int v, size_t n, const char *call) {
+  if (!device_range_ok(p, n, call, "dst")) return cudaErrorInvalidValue;
   if (n) memset(p, v, n);
   return cudaSuccess;
 }
+/* cudaMemset of device memory does not block the host: work on the legacy stream. */
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+  cudaError_t e = memset_device(p, v, n, "cudaMemset");
+  if (e == cudaSuccess) mock_cuda_log_op(MOCK_OP_WORK, 0, NULL, "cudaMemset");
+  return e;
+}
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
   if (!mock_cuda_stream_valid(s)) return cudaErrorInvalidResourceHandle;
-  return cudaMemset(p, v, n);
+  cudaError_t e = memset_device(p, v, n, "cudaMemsetAsync");
+  if (e == cudaSuccess) mock_cuda_log_op(MOCK_OP_WORK, s, NULL, "cudaMemsetAsync");
+  return e;
 }
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-  if (!copy_ok(d, s, n, k, "cudaMemcpy")) return cudaErrorInvalidValue;
+static cudaError_t copy_1d(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+                           const char *call) {
+  if (!copy_ok(d, s, n, k, call)) return cudaErrorInvalidValue;
   if (n) memmove(d, s, n);
   return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+  cudaError_t e = copy_1d(d, s, n, k, "cudaMemcpy");
+  if (e == cudaSuccess && mock_cuda_logging())
+    log_sync_copy(dst_is_device(d, k), src_is_device(s, k), s, "cudaMemcpy");
+  return e;
 }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
                             cudaStream_t st) {
   if (!mock_cuda_stream_valid(st)) return cudaErrorInvalidResourceHandle;
-  return cudaMemcpy(d, s, n, k);
+  cudaError_t e = copy_1d(d, s, n, k, "cudaMemcpyAsync");
+  if (e == cudaSuccess) mock_cuda_log_op(MOCK_OP_WORK, st, NULL, "cudaMemcpyAsync");
+  return e;
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, enum cudaMemcpyKind k, cudaStream_t st) {
   if (!mock_cuda_stream_valid(st)) return cudaErrorInvalidResourceHandle;
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
-  if (height == 0 || width == 0) return cudaSuccess;
+  if (height == 0 || width == 0) {
+    mock_cuda_log_op(MOCK_OP_WORK, st, NULL, "cudaMemcpy2DAsync");
+    return cudaSuccess;
+  }
   /* the spans the copy touches: (height - 1) pitches plus one row */
   if (!copy_ok(dst, src, 0, k, "cudaMemcpy2DAsync") ||
       ((k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice) &&
@@ -350,14 +321,17 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
     return cudaErrorInvalidValue;
   for (size_t r = 0; r < height; r++)
     memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+  mock_cuda_log_op(MOCK_OP_WORK, st, NULL, "cudaMemcpy2DAsync");
   return cudaSuccess;
 }
-/* __constant__ / __device__ variables are host globals under the emulator (cuda_emu.h). */
+/* __constant__ / __device__ variables are host globals under the emulator (cuda_emu.h); the
+ * symbol side counts as device memory, the copies are synchronous like cudaMemcpy. */
 cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
                                enum cudaMemcpyKind k) {
   if (k != cudaMemcpyHostToDevice && k != cudaMemcpyDeviceToDevice && k != cudaMemcpyDefault)
     return cudaErrorInvalidMemcpyDirection;
   memcpy((char *)symbol + offset, src, count);
+  if (mock_cuda_logging()) log_sync_copy(1, src_is_device(src, k), src, "cudaMemcpyToSymbol");
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
@@ -365,6 +339,7 @@ cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, si
   if (k != cudaMemcpyDeviceToHost && k != cudaMemcpyDeviceToDevice && k != cudaMemcpyDefault)
     return cudaErrorInvalidMemcpyDirection;
   memcpy(dst, (const char *)symbol + offset, count);
+  if (mock_cuda_logging()) log_sync_copy(dst_is_device(dst, k), 1, symbol, "cudaMemcpyFromSymbol");
   return cudaSuccess;
 }
 
@@ -560,7 +535,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t Cd, void *D, cublasLtMatrixLayout_t Dd,
                               const cublasLtMatmulAlgo_t *algo, void *ws, size_t wss,
                               cudaStream_t stream) {
-  (void)h, (void)algo, (void)ws, (void)stream;
+  (void)h, (void)algo;
   const mdesc *d = (const mdesc *)op;
   const mlayout *a = (const mlayout *)Ad, *b = (const mlayout *)Bd, *dd = (const mlayout *)Dd;
   uint64_t m, n, k;
@@ -581,6 +556,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     }
   if (is_fp8(a->type) && (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D) % 16))
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (!mock_cuda_stream_valid(stream)) {
+    fprintf(stderr, "mock cublasLtMatmul: stream %p is not a live stream\n", (void *)stream);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
   const double scale = *(const float *)alpha * (d->ascale ? *d->ascale : 1.0) *
                        (d->bscale ? *d->bscale : 1.0);
   /* op(A) as [m][k], op(B) as [k][n] doubles (column-major reads), then D column-major. */
@@ -611,6 +590,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (d->amax) *(float *)d->amax = amax;
   free(oa);
   free(ob);
+  mock_cuda_log_op(MOCK_OP_WORK, stream, NULL, "cublasLtMatmul");
   return CUBLAS_STATUS_SUCCESS;
 }
 

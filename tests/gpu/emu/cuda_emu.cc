@@ -595,6 +595,8 @@ void run_grid(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*th
     mock_cuda_set_last_error(cudaErrorInvalidResourceHandle);
     return;
   }
+  // work on its stream in the stream-ordering log (mock_cuda.h, read by tests/gpu/hb_check.h)
+  mock_cuda_log_op(MOCK_OP_WORK, stream, nullptr, kernel && *kernel ? kernel : "kernel");
   const bool shuf = shuffled();
   while (S.pool.size() < nthreads) S.pool.push_back(make_fiber());
   S.nthreads = (int)nthreads;

@@ -30,8 +30,9 @@
 // Not modelled: dynamic (extern) shared memory (`extern __shared__` does not compile), the memory
 // model (a fiber's stores are seen at once by all others), uninitialised shared memory (it keeps
 // the previous block's values), __launch_bounds__ limits, timing, warp-synchronous code without
-// the *_sync intrinsics, streams (work runs when issued). Single host thread: the scheduler and
-// mock_cuda.c's registries are not locked.
+// the *_sync intrinsics, streams (work runs when issued; each launch is logged as work on its
+// stream, see mock_cuda.h, and tests/gpu/hb_check.h checks the order CUDA would guarantee).
+// Single host thread: the scheduler and mock_cuda.c's registries are not locked.
 #ifndef FP8LAB_TESTS_GPU_EMU_CUDA_EMU_H
 #define FP8LAB_TESTS_GPU_EMU_CUDA_EMU_H
 

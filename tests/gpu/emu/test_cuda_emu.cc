@@ -13,7 +13,8 @@
 //  - a kernel with a missing barrier gives the round-robin result with seed 0 and another one
 //    under some shuffled seed;
 //  - the mock runtime (mock_cuda.c) refuses copies past an allocation, swapped directions, host
-//    pointers as device memory, bad frees and dead streams.
+//    pointers as device memory, bad frees and dead streams;
+//  - a launch is logged as work on its stream (the stream-ordering log, mock_cuda.h).
 // Label cpu (tests/gpu/gpu_harness.h).
 #include "cuda_emu.h"
 
@@ -468,6 +469,31 @@ void test_mock_runtime() {
   GH_CHECK(cudaGetLastError() == cudaSuccess, "a runtime call left a launch error behind");
 }
 
+// A launch is logged as work on its stream, named as written at the launch (the stream-ordering
+// log of mock_cuda.h, which tests/gpu/hb_check.h reads; test_hb_check covers the rest); a
+// refused launch enqueues nothing and is not logged.
+void test_launch_logged() {
+  unsigned *count = dev_alloc<unsigned>(64), *dims = dev_alloc<unsigned>(6);
+  cudaStream_t s;
+  GH_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  mock_cuda_log_start();
+  FP8K_LAUNCH(2, 32, 0, s, ids_kernel)(count, dims);
+  FP8K_LAUNCH(1, 2048, 0, s, ids_kernel)(count, dims);
+  mock_cuda_log_stop();
+  GH_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "the bad launch was accepted");
+  size_t n = 0;
+  const mock_cuda_op *ops = mock_cuda_log(&n);
+  GH_CHECK(n == 1, "%zu entries, expected 1 (the launch that ran)", n);
+  if (n == 1)
+    GH_CHECK(ops[0].kind == MOCK_OP_WORK && ops[0].stream == (const void *)s &&
+                 ops[0].flags == cudaStreamNonBlocking && std::string(ops[0].what) == "ids_kernel",
+             "launch entry: kind %d stream %p (expected %p) flags %u what %s", (int)ops[0].kind,
+             ops[0].stream, (void *)s, ops[0].flags, ops[0].what);
+  cudaStreamDestroy(s);
+  cudaFree(count);
+  cudaFree(dims);
+}
+
 } // namespace
 
 int main() {
@@ -481,6 +507,7 @@ int main() {
   GH_RUN(test_bugs_abort);
   GH_RUN(test_shuffled_schedule);
   GH_RUN(test_mock_runtime);
+  GH_RUN(test_launch_logged);
   // the collectives and barriers again under a shuffled schedule: same results
   fp8emu::set_seed(12345);
   GH_RUN(test_shuffles);
