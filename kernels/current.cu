@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cstring>
 
+#include "fp8k_device.cuh" /* fp8k_current_scale */
 #include "fp8k_internal.cuh"
 
 namespace {
@@ -20,22 +21,14 @@ struct CurParams {
   int nconf;
 };
 
-// fp8_current_scale (src/sim/current.c) on the device, one thread per configuration.
+// fp8_current_scale (src/sim/current.c) on the device, one thread per configuration
+// (fp8k_device.cuh has the arithmetic, shared with timeline.cu's fp8k_tl_current_scale).
 __global__ void current_scale_kernel(const unsigned *__restrict__ amax_bits, const CurParams P,
                                      float *__restrict__ scales) {
   int c = threadIdx.x;
   if (c >= P.nconf) return;
-  float amax = __uint_as_float(*amax_bits);
-  float a = amax < P.eps[c] ? P.eps[c] : amax;
-  float s;
-  if (isinf(a) || isnan(a) || a == 0.0f) {
-    s = 1.0f;
-  } else {
-    s = __fdiv_rn(P.scaled_max[c], a);
-    if (isinf(s)) s = FLT_MAX;
-    if (P.pow2[c]) s = __uint_as_float(__float_as_uint(s) & 0xFF800000u);
-  }
-  scales[c] = s;
+  scales[c] = fp8k_current_scale(__uint_as_float(*amax_bits), P.eps[c], P.scaled_max[c],
+                                 P.pow2[c] != 0);
 }
 
 } // namespace

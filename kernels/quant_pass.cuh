@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "fp8k_device.cuh" /* fp8k_encode2 */
 #include "fp8k_internal.cuh"
 #include "quant_load.cuh" /* kChunk */
 
@@ -70,12 +71,11 @@ __device__ __forceinline__ void config_pass(const float (&x)[kChunk], unsigned f
   // the conversion saturates instead (RECIPES.md "clipped"); always above kMaxBits
   constexpr unsigned kClipBits = FMT ? 0x476FFFFFu : 0x43E80000u;
   constexpr unsigned kExp4 = FMT ? 0x7C7C7C7Cu : 0x78787878u;     // exponent field, 4 bytes
-  constexpr __nv_fp8_interpretation_t kInterp = FMT ? __NV_E5M2 : __NV_E4M3;
   unsigned ov = 0, cl = 0;
 #pragma unroll
   for (int k = 0; k < kChunk / 2; k++) {
     float y0 = __fmul_rn(x[2 * k], s), y1 = __fmul_rn(x[2 * k + 1], s);
-    unsigned c2 = __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, kInterp);
+    unsigned c2 = fp8k_encode2<FMT>(y0, y1);
     unsigned a0 = __float_as_uint(y0) & 0x7FFFFFFFu, a1 = __float_as_uint(y1) & 0x7FFFFFFFu;
     ov |= (unsigned)(a0 > kMaxBits) << (2 * k) | (unsigned)(a1 > kMaxBits) << (2 * k + 1);
     cl |= (unsigned)(a0 > kClipBits) << (2 * k) | (unsigned)(a1 > kClipBits) << (2 * k + 1);
