@@ -1,12 +1,15 @@
 // bench_gpu.cu: bandwidth of fp8lab's fused quantize + statistics pass (kernels/quant.cu) on a
 // 1 GiB BF16 tensor, against the device-to-device cudaMemcpy bandwidth measured in the same run
 // (the ceiling a streaming kernel can reach; the goal is >= 85% of it), and the cost of current
-// scaling (an amax pass, then the fused pass: two reads) against delayed scaling (one read).
+// scaling (an amax pass, then the fused pass: two reads) against delayed scaling (one read);
+// then the timeline kernels (timeline.cu): cast_transpose of a BF16 [16384, 8192] tensor with
+// and without the transposed copy, and the amax kernel, against the same copy bandwidth.
 //
 // Not a test: correctness is tests/gpu/test_gpu_quant (GPU vs the CPU simulator). Build and run:
 //   cmake --build BUILD --target bench_gpu && BUILD/kernels/bench_gpu [GiB]
 // GB/s are 1e9 bytes/s. The copy counts its bytes read + written (as bandwidthTest does); the
-// kernels count the bytes they read (their writes are a few KiB). Times are the best of 10 runs
+// fused and amax kernels count the bytes they read (their writes are a few KiB), cast_transpose
+// its bytes read + written (2 + 1 + 1 per element with codes_t). Times are the best of 10 runs
 // measured with CUDA events on the context's stream; "kernel" times exclude the small copies
 // back to the host and the synchronization that the fp8k_* calls add ("call" times include them).
 #include <cuda_runtime.h>
@@ -74,6 +77,52 @@ struct Timer {
 static void report(const char *what, double ms, double bytes, double ceiling_gbs) {
   double gbs = bytes / (ms * 1e-3) / 1e9;
   printf("  %-52s %9.3f ms %8.1f GB/s %6.1f%% of copy\n", what, ms, gbs, 100.0 * gbs / ceiling_gbs);
+}
+
+// The timeline kernels (timeline.cu) on a BF16 [16384, 8192] tensor filled by fp8k_tl_fill:
+// cast_transpose with the transposed copy (2 bytes read + 1 + 1 written per element), without it
+// (2 + 1), and the amax kernel alone (2 read), kernel time on `stream`, against the copy.
+static void bench_timeline(cudaStream_t stream, Timer &t, double copy_gbs) {
+  const int64_t rows = 16384, cols = 8192, n = rows * cols;
+  char err[512] = "";
+  void *x = nullptr;
+  uint8_t *codes = nullptr, *codes_t = nullptr;
+  float *sc = nullptr; // scale, scale_inv, amax
+  const float h[3] = {448.0f / 4.0f, 0.0f, 0.0f};
+  BENCH_CHECK(cudaMalloc(&x, (size_t)n * 2));
+  BENCH_CHECK(cudaMalloc(&codes, (size_t)n));
+  BENCH_CHECK(cudaMalloc(&codes_t, (size_t)n));
+  BENCH_CHECK(cudaMalloc(&sc, sizeof h));
+  BENCH_CHECK(cudaMemcpyAsync(sc, h, sizeof h, cudaMemcpyHostToDevice, stream));
+  FP8K_OK_OR_DIE(fp8k_tl_fill(stream, x, FP8_DTYPE_BF16, n, 1, 4.0f, err, sizeof err));
+  printf("timeline kernels (best of %d), BF16 [%lld, %lld]:\n", kReps, (long long)rows,
+         (long long)cols);
+  for (int with_t = 1; with_t >= 0; with_t--) {
+    double best = 1e30;
+    for (int r = 0; r < kReps; r++) {
+      t.start();
+      FP8K_OK_OR_DIE(fp8k_tl_cast_transpose(stream, x, FP8_DTYPE_BF16, rows, cols, sc, FP8_E4M3,
+                                            codes, with_t ? codes_t : nullptr, sc + 1, sc + 2,
+                                            err, sizeof err));
+      double ms = t.stop_ms();
+      best = ms < best ? ms : best;
+    }
+    report(with_t ? "cast_transpose + codes_t (2 + 1 + 1 bytes/elem)"
+                  : "cast_transpose, no codes_t (2 + 1 bytes/elem)",
+           best, (double)n * (with_t ? 4.0 : 3.0), copy_gbs);
+  }
+  double best = 1e30;
+  for (int r = 0; r < kReps; r++) {
+    t.start();
+    FP8K_OK_OR_DIE(fp8k_tl_amax(stream, x, FP8_DTYPE_BF16, n, sc + 2, err, sizeof err));
+    double ms = t.stop_ms();
+    best = ms < best ? ms : best;
+  }
+  report("fp8k_tl_amax (memset + 1 read)", best, (double)n * 2.0, copy_gbs);
+  BENCH_CHECK(cudaFree(x));
+  BENCH_CHECK(cudaFree(codes));
+  BENCH_CHECK(cudaFree(codes_t));
+  BENCH_CHECK(cudaFree(sc));
 }
 
 int main(int argc, char **argv) {
@@ -185,6 +234,7 @@ int main(int argc, char **argv) {
   printf("  current / delayed time: %.2fx (scale %.9g, overflow %lld, underflow %lld)\n",
          current_ms / delayed_ms, (double)cscale, (long long)st[0].overflow,
          (long long)st[0].underflow);
+  bench_timeline(ctx->stream, t, copy_gbs);
   fp8k_ctx_destroy(ctx);
   return 0;
 }

@@ -12,7 +12,8 @@
 // CPU reference: fp8_delayed_update / fp8_delayed_history; test: tests/gpu/test_gpu_quant.c
 // (random amax streams with zeros, inf, NaN and tiny values, L in {1, 2, 3, 16, 1024}, every
 // step compared bit for bit; also run on the CPU emulator as test_gpu_quant_emu). Build: part of
-// fp8lab_kernels.
+// fp8lab_kernels. fp8k_delayed_update_indexed_async is the engine's indexed form on an explicit
+// stream (timeline kernels, fp8k.h); fp8k_delayed_update_indexed calls it with the context's.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -99,6 +100,29 @@ done:
   return rc;
 }
 
+extern "C" int fp8k_delayed_update_indexed_async(void *stream, int32_t nslots, float *ring,
+                                                 const int64_t *ring_off, int32_t *head,
+                                                 float *scale, const float *amax,
+                                                 const int32_t *amax_index,
+                                                 const int32_t *history_len,
+                                                 const int32_t *amax_compute,
+                                                 const float *scaled_max, float *amax_used,
+                                                 char *err, size_t errlen) {
+  int rc = 0;
+  FP8G_REQUIRE_EINVAL(nslots >= 0, "fp8k_delayed_update_indexed: nslots %d < 0", (int)nslots);
+  if (nslots == 0) goto done;
+  FP8G_REQUIRE_EINVAL(ring && ring_off && head && scale && amax && amax_index && history_len &&
+                   amax_compute && scaled_max,
+               "fp8k_delayed_update_indexed: NULL array");
+  FP8K_LAUNCH((unsigned)(((int64_t)nslots + kSlotsPerBlock - 1) / kSlotsPerBlock), kThreads, 0,
+              static_cast<cudaStream_t>(stream), delayed_update_kernel)(
+      nslots, 1, ring, ring_off, head, scale, amax, amax_index, history_len, amax_compute,
+      scaled_max, amax_used);
+  FP8G_CUDA(cudaGetLastError());
+done:
+  return rc;
+}
+
 extern "C" int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float *ring,
                                            const int64_t *ring_off, int32_t *head, float *scale,
                                            const float *amax, const int32_t *amax_index,
@@ -107,16 +131,11 @@ extern "C" int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float 
                                            float *amax_used, char *err, size_t errlen) {
   int rc = 0;
   FP8G_REQUIRE_EINVAL(ctx != nullptr, "fp8k_delayed_update_indexed: ctx is NULL");
-  FP8G_REQUIRE_EINVAL(nslots >= 0, "fp8k_delayed_update_indexed: nslots %d < 0", (int)nslots);
   if (nslots == 0) goto done;
-  FP8G_REQUIRE_EINVAL(ring && ring_off && head && scale && amax && amax_index && history_len &&
-                   amax_compute && scaled_max,
-               "fp8k_delayed_update_indexed: NULL array");
   FP8G_CUDA(cudaSetDevice(ctx->device));
-  FP8K_LAUNCH((unsigned)(((int64_t)nslots + kSlotsPerBlock - 1) / kSlotsPerBlock), kThreads, 0, ctx->stream,
-              delayed_update_kernel)(nslots, 1, ring, ring_off, head, scale, amax, amax_index,
-                                     history_len, amax_compute, scaled_max, amax_used);
-  FP8G_CUDA(cudaGetLastError());
+  rc = fp8k_delayed_update_indexed_async(ctx->stream, nslots, ring, ring_off, head, scale, amax,
+                                         amax_index, history_len, amax_compute, scaled_max,
+                                         amax_used, err, errlen);
 done:
   return rc;
 }

@@ -8,7 +8,8 @@
  * fp8k_quant_stats).
  *
  * Threading: one context per host thread (a context owns a stream and buffers and is not
- * locked). Every call selects the context's device first.
+ * locked). Every call taking a context selects the context's device first; the timeline
+ * kernels at the end take a stream instead and leave the device to the caller.
  */
 #ifndef FP8LAB_KERNELS_FP8K_H
 #define FP8LAB_KERNELS_FP8K_H
@@ -160,6 +161,69 @@ int fp8k_delayed_update_indexed(fp8k_ctx *ctx, int32_t nslots, float *ring,
                                 const int32_t *history_len, const int32_t *amax_compute,
                                 const float *scaled_max, float *amax_used, char *err,
                                 size_t errlen);
+
+/* ------------------------------------------------------------------ timeline kernels */
+
+/* What a TransformerEngine training step runs per tensor, for `fp8lab timeline` (timeline.cu).
+ * Unlike the context functions above, these take the stream (a cudaStream_t, passed as void *;
+ * NULL is the legacy default stream) and device pointers: each call only enqueues work on that
+ * stream and returns (no host synchronisation, no allocation, no cudaSetDevice: the caller has
+ * selected the device, and every pointer must belong to it). Argument errors are FP8_EINVAL;
+ * FP8_EDEVICE reports a failed enqueue or launch (cudaGetLastError), not an error of the kernel
+ * itself, which surfaces at the caller's next synchronisation. fp8_dtype: F32 = 0, BF16 = 1,
+ * F16 = 2; fp8_format: E4M3 = 0, E5M2 = 1. Device pointers to elements must be aligned to the
+ * element size (FP8_EINVAL otherwise); any further alignment only selects a faster path. */
+
+/** x[i] for i < n, from a hash of (seed, i): an integer k uniform in [-2^23, 2^23), v = k 2^-23
+ *  (exact, uniform in [-1, 1)), x[i] = RN_dtype(RN32(v * scale)). Deterministic (the same seed
+ *  gives the same data on any device and grid), for filling benchmark tensors; |x[i]| <= scale
+ *  rounded to dtype. n may be 0. */
+int fp8k_tl_fill(void *stream, void *x, int dtype, int64_t n, uint64_t seed, float scale,
+                 char *err, size_t errlen);
+
+/** TE's cast_transpose with the amax as a by-product. x is [rows, cols] row-major of dtype;
+ *  s = *scale (device); codes[r*cols + c] = encode(RN32(x * s)) in `format` (fp8_encode's
+ *  semantics, the hardware cvt.rn.satfinite as in fp8k_quant_stats); codes_t (nullable,
+ *  [cols, rows]): codes_t[c*rows + r] = the same code (the columnwise copy TE writes on Hopper
+ *  for the wgrad / dgrad GEMMs); scale_inv (nullable): RN32(1/s), the host's 1.0f / s, written
+ *  by one thread; amax (nullable): atomic max of |x| over the tensor into *amax (NaN ignored,
+ *  inf counts, as fp8_amax_f32), NOT reset here: the caller zeroes it, and a second call
+ *  accumulates. rows or cols 0: nothing is read or encoded, but scale_inv is still written.
+ *  Fastest with x 16-byte aligned, cols a multiple of 8 (F32: 4), codes 8-byte aligned, and
+ *  for codes_t rows a multiple of 16 and codes_t 16-byte aligned (cudaMalloc'ed buffers of
+ *  such shapes); other shapes and pointers take an exact per-element path. */
+int fp8k_tl_cast_transpose(void *stream, const void *x, int dtype, int64_t rows, int64_t cols,
+                           const float *scale, int format, uint8_t *codes, uint8_t *codes_t,
+                           float *scale_inv, float *amax, char *err, size_t errlen);
+
+/** TE's compute_amax for current scaling: *amax = 0 (cudaMemsetAsync), then one kernel takes
+ *  the atomic max of |x| over n elements of dtype (fp8_amax_f32: NaN ignored, inf counts; 0
+ *  for n = 0 or an all-NaN tensor). x needs no alignment beyond its element size. */
+int fp8k_tl_amax(void *stream, const void *x, int dtype, int64_t n, float *amax, char *err,
+                 size_t errlen);
+
+/** Current scaling's scale from a device amax: one thread computes fp8_current_scale(p, *amax)
+ *  exactly (the same device function as fp8k_current_quant_stats) and writes *scale. p is a
+ *  host struct, validated like fp8_current_params_check. */
+int fp8k_tl_current_scale(void *stream, const float *amax, const fp8k_current_params *p,
+                          float *scale, char *err, size_t errlen);
+
+/** The amax gather of delayed scaling's bookkeeping (TE's torch.cat of the amaxes), one launch:
+ *  for i < n, dst[i] = amax[index[i]] and amax[index[i]] = 0 (read and reset for the next
+ *  phase). The indices must be distinct and valid (not checked: they live on the device).
+ *  n may be 0 (no launch). */
+int fp8k_tl_amax_gather(void *stream, float *amax, const int32_t *index, int32_t n, float *dst,
+                        char *err, size_t errlen);
+
+/** fp8k_delayed_update_indexed on an explicit stream: the same arguments minus ctx, the same
+ *  kernel (delayed.cu; fp8k_delayed_update_indexed selects the context's device and calls this
+ *  with its stream). nslots may be 0 (no launch). */
+int fp8k_delayed_update_indexed_async(void *stream, int32_t nslots, float *ring,
+                                      const int64_t *ring_off, int32_t *head, float *scale,
+                                      const float *amax, const int32_t *amax_index,
+                                      const int32_t *history_len, const int32_t *amax_compute,
+                                      const float *scaled_max, float *amax_used, char *err,
+                                      size_t errlen);
 
 #ifdef __cplusplus
 }
