@@ -112,6 +112,9 @@ void fp8_gemm_lt_free(fp8_gemm_lt *ctx);
 
 /** The context's cudaStream_t (as void *): order your own kernels and copies with it. */
 void *fp8_gemm_lt_stream(fp8_gemm_lt *ctx);
+/** Runs the context's calls on `stream` (a cudaStream_t of the caller's, e.g. the compute
+ *  stream of fp8lab timeline) instead of its own; NULL: its own again. */
+void fp8_gemm_lt_set_stream(fp8_gemm_lt *ctx, void *stream);
 /** Waits for the context's stream; FP8_EDEVICE with the error of any failed asynchronous work. */
 int fp8_gemm_lt_sync(fp8_gemm_lt *ctx, char *err, size_t errlen);
 
@@ -132,6 +135,16 @@ void fp8_gemm_lt_shape(fp8_gemm_kind g, int64_t tokens, int64_t in, int64_t out,
  *          message naming the call). Asynchronous. */
 int fp8_gemm_lt_fp8(fp8_gemm_lt *ctx, fp8_gemm_kind g, const fp8_lt_layer *l, fp8_lt_dtype ytype,
                     void *y, float *amax, char *err, size_t errlen);
+
+/** The FP8 GEMM in cuBLASLt's own form, for operands already laid out for it (TransformerEngine's
+ *  cast_transpose writes a row-wise and a transposed copy of each operand, so no GEMM copies):
+ *  y[M, N] = P[M, K] Q[N, K]^T with P and Q K-contiguous (gemm_lt.h's table: fprop P = X,
+ *  Q = W; dgrad P = dY, Q = W^T; wgrad P = dY^T, Q = X^T). g chooses the fast-accumulation
+ *  option and names the GEMM in messages. Shapes not multiples of 16 or misaligned operands are
+ *  padded / copied as in fp8_gemm_lt_fp8; errors likewise. Asynchronous. */
+int fp8_gemm_lt_fp8_tn(fp8_gemm_lt *ctx, fp8_gemm_kind g, const fp8_lt_operand *P,
+                       const fp8_lt_operand *Q, int64_t M, int64_t N, int64_t K,
+                       fp8_lt_dtype ytype, void *y, float *amax, char *err, size_t errlen);
 
 /** The reference GEMM g on unquantized operands (device, type xtype, the layer's layouts; the
  *  ones g does not use may be NULL) into y (device float32 [rows, cols]). Asynchronous. */
