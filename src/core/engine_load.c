@@ -65,9 +65,9 @@ static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* The GPU engine, loaded and checked: FP8_OK, FP8_EDEVICE with the reason (quiet: there is no
- * device at all, which auto does not warn about). */
-static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err, size_t errlen) {
+/* The GPU module loaded, with a usable device: FP8_OK, FP8_EDEVICE with the reason (quiet:
+ * there is no device at all, which auto does not warn about). */
+static int open_module(fp8_engine_selection *sel, int *quiet, char *err, size_t errlen) {
   char why[512] = "";
   const char *env = getenv("FP8LAB_GPU_MODULE");
   *quiet = 1;
@@ -90,6 +90,28 @@ static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err
   devices_fn devices = (devices_fn)dlsym(sel->handle, "fp8_engine_gpu_devices");
   if (devices && devices(why, sizeof why) == 0)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
+  return FP8_OK;
+}
+
+int fp8_gpu_module_open(void **handle, int *quiet, char *err, size_t errlen) {
+  fp8_engine_selection sel;
+  memset(&sel, 0, sizeof sel);
+  *handle = NULL;
+  int rc = open_module(&sel, quiet, err, errlen);
+  if (rc == FP8_OK) *handle = sel.handle;
+  else if (sel.handle) dlclose(sel.handle);
+  return rc;
+}
+
+void *fp8_gpu_module_symbol(void *handle, const char *name) {
+  return handle ? dlsym(handle, name) : NULL;
+}
+
+/* The GPU engine, loaded and checked: FP8_OK, FP8_EDEVICE with the reason (quiet: there is no
+ * device at all, which auto does not warn about). */
+static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err, size_t errlen) {
+  int rc = open_module(sel, quiet, err, errlen);
+  if (rc) return rc;
   fp8_check_options o = {.full = 0, .threads = threads};
   char cerr[512] = "";
   sel->choice.self_check_ran = 1;

@@ -40,6 +40,13 @@ typedef struct {
  *  the reason in err (device "gpu" only). threads: the self-check's plan. */
 int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel, char *warn,
                       size_t warnlen, char *err, size_t errlen);
+/** The GPU module alone (no engine, no self-check), for other entry points than the engine's
+ *  (fp8lab timeline): the driver probe and the module as fp8_engine_select finds them; the
+ *  handle stays loaded for the process. FP8_EDEVICE with the reason; *quiet = 1 when there is
+ *  no device or no module at all. */
+int fp8_gpu_module_open(void **handle, int *quiet, char *err, size_t errlen);
+/** A symbol of a module opened so (NULL when it has none). */
+void *fp8_gpu_module_symbol(void *handle, const char *name);
 /** Unloads the module (after every engine it made is freed). */
 void fp8_engine_selection_close(fp8_engine_selection *sel);
 
