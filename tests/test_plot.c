@@ -852,6 +852,31 @@ START_TEST(test_gantt) {
 }
 END_TEST
 
+/* widen_top_only: the two tiny amax bars (1 us, 0.5 us among 400 ms, a fraction of a pixel)
+ * keep their true width when their kind is not a top kind, so no run of 3 columns of their
+ * colour is drawn; listed as a top kind they are widened to 3 columns as before. */
+START_TEST(test_gantt_widen_top_only) {
+  fp8_gantt g = gantt_fixture();
+  fp8_chart c = base_chart("widen top kinds only");
+  const char *p = path_in("gantt_widen.png");
+  uint8_t orange[3], verm[3];
+  fp8_plot_color_rgb(FP8_COLOR_ORANGE, orange);
+  fp8_plot_color_rgb(FP8_COLOR_VERMILLION, verm);
+  g.widen_top_only = 1;
+  for (int top = 1; top >= 0; top--) {
+    g.ntop = (size_t)top;
+    ck_assert_msg(fp8_plot_gantt(p, &c, &g, err, sizeof err) == FP8_OK, "%s", err);
+    image im = load(p);
+    gantt_geom G = gantt_find(&im, orange);
+    int y1 = lane_row(&G, 1), x0, x1;
+    longest_run(&im, lane_row(&G, 0), orange, GT, &x0, &x1);
+    double k = (x1 + 2 - x0) / 300000.0;
+    ck_assert_int_eq(count_runs(&im, y1, x0, (int)(G.xl + 300000 * k), verm, GT, 3), top ? 2 : 0);
+    free(im.rgb);
+  }
+}
+END_TEST
+
 /* A zoomed window [100000, 200000]: the optimizer op (380000..400000) leaves no purple pixel
  * (nor a legend entry); GEMMs across the window's edges are clipped at the box. */
 START_TEST(test_gantt_zoom) {
@@ -898,7 +923,7 @@ START_TEST(test_gantt_errors) {
   const char *p = path_in("bad.png");
   fp8_gantt_bar bars[2] = {{0, 10, 0, 0}, {10, 20, 1, 1}};
   const char *lanes[2] = {"a", "b"}, *kinds[2] = {"k0", "k1"};
-  fp8_gantt ok = {2, lanes, NULL, 2, kinds, NULL, 2, bars, 0, NULL, 0, 0};
+  fp8_gantt ok = {2, lanes, NULL, 2, kinds, NULL, 2, bars, 0, NULL, 0, 0, 0};
   struct {
     const char *want;
   } cases[] = {{"bar 1: lane 2 out of range (nlanes 2)"},
@@ -1076,6 +1101,7 @@ static Suite *plot_suite(void) {
   tcase_add_test(tc, test_bars);
   tcase_add_test(tc, test_gantt);
   tcase_add_test(tc, test_gantt_zoom);
+  tcase_add_test(tc, test_gantt_widen_top_only);
   tcase_add_test(tc, test_gantt_errors);
   tcase_add_test(tc, test_charts_independent_and_quiet);
   tcase_add_test(tc, test_unwritable_path);

@@ -263,6 +263,10 @@ typedef struct {
   size_t ngroups;                 /**< lanes come in groups of this many (0 or 1: no groups): a
                                        thin grey line between groups, e.g. 2 lanes (compute,
                                        side) per mode */
+  int widen_top_only;             /**< 1: only bars of top_kinds are widened to min_bar_px; the
+                                       others keep their width, edges snapped to the nearest
+                                       pixel (a sliver narrower than half a pixel may vanish,
+                                       so that many of them sum to their true share) */
 } fp8_gantt;
 
 /**

@@ -164,11 +164,15 @@ static void run_flush(const canvas *c, const gantt_layout *G, run *r) {
  * whole pixels, wide ones snapped and shortened by the gap at their end, both clipped at the
  * box; records the lane's rightmost drawn pixel in lane_end. */
 static void gantt_bar(const canvas *c, const gantt_layout *G, const axis *ax,
-                      const fp8_gantt_bar *b, int color, run *runs, double *lane_end) {
+                      const fp8_gantt_bar *b, int color, int widen, run *runs,
+                      double *lane_end) {
   const box *p = &G->p;
   double k = (p->r - p->l) / (ax->hi - ax->lo);
   double x0 = p->l + (b->start - ax->lo) * k, x1 = p->l + (b->end - ax->lo) * k;
-  if (x1 - x0 < G->minpx) {
+  if (x1 - x0 < G->minpx && !widen) {
+    x0 = floor(x0 + 0.5);
+    x1 = floor(x1 + 0.5);
+  } else if (x1 - x0 < G->minpx) {
     x0 = floor((x0 + x1) / 2 - G->minpx / 2 + 0.5);
     x1 = x0 + G->minpx;
   } else {
@@ -200,7 +204,7 @@ static void gantt_bars(const canvas *c, const gantt_layout *G, const axis *ax, c
   for (size_t i = 0; i < g->nbars; i++) {
     const fp8_gantt_bar *b = &g->bars[i];
     if (!top[b->kind] && bar_visible(b, ax->lo, ax->hi))
-      gantt_bar(c, G, ax, b, kcol[b->kind], r, lane_end);
+      gantt_bar(c, G, ax, b, kcol[b->kind], !g->widen_top_only, r, lane_end);
   }
   for (size_t t = 0; t < g->ntop; t++) {
     size_t kind = g->top_kinds[t];
@@ -209,7 +213,7 @@ static void gantt_bars(const canvas *c, const gantt_layout *G, const axis *ax, c
     for (size_t i = 0; i < g->nbars; i++) {
       const fp8_gantt_bar *b = &g->bars[i];
       if (b->kind == kind && bar_visible(b, ax->lo, ax->hi))
-        gantt_bar(c, G, ax, b, kcol[kind], r, lane_end);
+        gantt_bar(c, G, ax, b, kcol[kind], 1, r, lane_end);
     }
   }
   for (size_t l = 0; l < g->nlanes; l++) run_flush(c, G, &r[l]);
@@ -279,12 +283,7 @@ static void gantt_labels(const canvas *c, const gantt_layout *G, const axis *ax,
                          const fp8_gantt *g) {
   plot_page_mode(c);
   const box *p = &G->p;
-  char buf[64];
-  FOR_TICKS(ax, v) {
-    plot_tick_label(ax, v, buf, sizeof buf);
-    plot_text_raw(c, p->l + plot_ax_frac(ax, v) * (p->r - p->l), p->b + 1.4 * G->cap, 0, 0.5,
-                  G->cap, CI_FG, buf);
-  }
+  plot_x_tick_labels(c, ax, p, G->cap);
   for (size_t l = 0; l < g->nlanes; l += G->rstep)
     plot_text_user(c, p->l - 0.6 * G->rcap, p->t + (l + 0.5) * G->lh, 0, 1.0, G->rcap, CI_FG,
                    g->lane_labels[l], G->rmaxc);

@@ -140,6 +140,9 @@ double plot_ax_frac(const axis *a, double v);
 typedef struct {
   double l, r, t, b; /* plot box in pixels from the top-left corner */
 } box;
+/* The labels of a's ticks below box p (x = a's position along p, text of height cap px):
+ * the charts that draw their own x axis in page pixels (Gantt, step heatmap). */
+void plot_x_tick_labels(const canvas *c, const axis *a, const box *p, double cap);
 
 /* World coordinates [xlo, xhi] x [ylo, yhi] over plot box p. */
 void plot_mode(const canvas *c, const box *p, double xlo, double xhi, double ylo, double yhi);

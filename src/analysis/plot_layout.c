@@ -397,3 +397,12 @@ void plot_fit_first_slanted(const canvas *c, box *p, size_t n, size_t nchars, do
   double k = 0.5 / (double)n; /* the first slot's centre: l + k (r - l) */
   if (p->l + k * (p->r - p->l) < ext) p->l = (ext - k * p->r) / (1 - k);
 }
+
+void plot_x_tick_labels(const canvas *c, const axis *a, const box *p, double cap) {
+  char buf[64];
+  FOR_TICKS(a, v) {
+    plot_tick_label(a, v, buf, sizeof buf);
+    plot_text_raw(c, p->l + plot_ax_frac(a, v) * (p->r - p->l), p->b + 1.4 * cap, 0, 0.5, cap,
+                  CI_FG, buf);
+  }
+}

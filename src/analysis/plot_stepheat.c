@@ -154,12 +154,7 @@ static void stepheat_labels(const canvas *c, const step_layout *L, const fp8_ste
                             const axis *ax) {
   plot_page_mode(c);
   const box *p = &L->p;
-  char buf[64];
-  FOR_TICKS(ax, v) {
-    plot_tick_label(ax, v, buf, sizeof buf);
-    plot_text_raw(c, p->l + plot_ax_frac(ax, v) * (p->r - p->l), p->b + 1.4 * L->cap, 0, 0.5,
-                  L->cap, CI_FG, buf);
-  }
+  plot_x_tick_labels(c, ax, p, L->cap);
   double rowh = (p->b - p->t) / (double)h->ny;
   size_t maxc = (size_t)(c->W * 0.3 / (TEXT_CHAR_W * L->rcap));
   for (size_t iy = 0; iy < h->ny; iy += L->rstep)
