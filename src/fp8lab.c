@@ -4,6 +4,7 @@
  *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
  *   fp8lab report OUTDIR [--budget F]
+ *   fp8lab timeline (TRACE | --layers N --hidden H --ffn F --tokens T) [options]
  *   fp8lab --help | --version | CMD --help
  *
  * Exit status: 0 ok, 1 runtime failure (out of memory, a write failing mid-run), 2 bad usage or
@@ -21,7 +22,9 @@
 #include "engine.h"
 #include "engine_load.h"
 #include "experiment.h"
+#include "fp8lab_cli.h"
 #include "fp8lab_inspect.h"
+#include "fp8lab_timeline.h"
 #include "gemm.h"
 #include "report.h"
 #include "fp8.h"
@@ -150,15 +153,6 @@ static int want_help(int argc, char **argv) {
   return 0;
 }
 
-static int parse_int64(const char *s, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 /* Runtime failures (memory, the device, an output write failing: a full disk) exit 1; every
  * other status comes from the input (experiment, trace, output directory) and exits 2. */
 static int exit_of(int status) {
@@ -195,7 +189,7 @@ static int cmd_report(int argc, char **argv) {
   long long jobs = 0;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
-      if (parse_int64(argv[++i], 1, 8, &jobs) != 0) {
+      if (fp8_cli_parse_ll(argv[++i], 1, 8, &jobs) != 0) {
         errf("fp8lab report: --jobs wants an integer from 1 to 8, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
@@ -289,7 +283,7 @@ static int cmd_run(int argc, char **argv) {
       }
     } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
       long long v;
-      if (parse_int64(argv[++i], 1, 64, &v)) {
+      if (fp8_cli_parse_ll(argv[++i], 1, 64, &v)) {
         errf("fp8lab run: --threads wants an integer from 1 to 64, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
@@ -387,12 +381,12 @@ static int cmd_synth(int argc, char **argv) {
     if (strcmp(argv[i], "--force") == 0) {
       force = 1;
     } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
-      if (parse_int64(argv[++i], 1, 1000000, &steps)) {
+      if (fp8_cli_parse_ll(argv[++i], 1, 1000000, &steps)) {
         errf("fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
     } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
-      if (parse_int64(argv[++i], 0, LLONG_MAX, &seed)) {
+      if (fp8_cli_parse_ll(argv[++i], 0, LLONG_MAX, &seed)) {
         errf("fp8lab synth: --seed wants a non-negative integer, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
@@ -441,6 +435,23 @@ static int cmd_inspect(int argc, char **argv) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ timeline */
+
+static int cmd_timeline(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(FP8LAB_TIMELINE_USAGE, stdout);
+    return 0;
+  }
+  char err[FP8_ERRLEN * 2] = "", warn[FP8_ERRLEN * 2] = "";
+  int rc = fp8lab_timeline(argc, argv, warn, sizeof warn, err, sizeof err);
+  if (warn[0]) errf("fp8lab timeline: %s\n", warn);
+  if (rc) {
+    errf("fp8lab timeline: %s\n", err);
+    return exit_of(rc);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   fp8_gemm_blas_single_thread();
   if (argc < 2) {
@@ -472,6 +483,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
   if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
-  errf("fp8lab: unknown command '%s' (run, synth, inspect, report; see fp8lab --help)\n", arg(cmd));
+  if (strcmp(cmd, "timeline") == 0) return cmd_timeline(argc - 2, argv + 2);
+  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline; see fp8lab --help)\n",
+       arg(cmd));
   return EXIT_USAGE;
 }
