@@ -17,6 +17,7 @@
 #include "analysis.h"
 #include "doc.h"
 #include "runner.h" /* fp8_left_reason, fp8_left_keys */
+#include "timeline.h"
 
 #define MAX_SHOWN 4
 #define MAX_PLOTS 64
@@ -60,6 +61,10 @@ typedef struct {
    * here (rep_free_run_json); none from a run.json written before the lists */
   char **left[FP8_LEFT_COUNT];
   size_t nleft[FP8_LEFT_COUNT];
+  /* run.json's model_shape: the traced model's Linears for the cost table (have_tl 0: none,
+   * or a run.json written before it) */
+  fp8_tl_shape tl;
+  int have_tl;
   fp8_steps_table tab;
   fp8_stream_table stream; /* stream.csv (have_stream 0: the run has none) */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
@@ -168,6 +173,9 @@ void rep_add_findings(rep_t *r, fp8_doc *d);
 /* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
 void rep_add_te_check(rep_t *r, fp8_doc *d);
+/* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
+ * model_shape, every mode on an H200; nothing without a model_shape. */
+void rep_add_cost(const rep_t *r, fp8_doc *d);
 
 /* ------------------------------------------------------------------ report_outputs.c */
 

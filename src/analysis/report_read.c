@@ -75,7 +75,71 @@ static int read_left_out(rep_t *r, json_t *j, const char *path, char *err, size_
   return FP8_OK;
 }
 
+/* run.json's model_shape (absent in a run.json written before it, or for a trace without
+ * Linear layers): each Linear's name, sizes and dtypes, checked as the rest. */
+static int read_model_shape(rep_t *r, json_t *j, const char *path, char *err, size_t errlen) {
+  json_t *ms = json_object_get(j, "model_shape");
+  if (!ms) return FP8_OK;
+  json_t *ly = json_object_get(ms, "layers"), *w = json_object_get(ms, "world");
+  json_t *a = json_object_get(ms, "linears");
+  if (!json_is_object(ms) || !json_is_integer(ly) || json_integer_value(ly) < 1 ||
+      !json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > (1 << 24) ||
+      !json_is_array(a) || json_array_size(a) == 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: model_shape: expected an object with layers and world (integers >= 1) "
+                      "and linears (a non-empty array)", path);
+  fp8_tl_shape *s = &r->tl;
+  memset(s, 0, sizeof *s);
+  if (!(s->linears = calloc(json_array_size(a), sizeof *s->linears)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  s->layers = (int64_t)json_integer_value(ly);
+  s->world = (int64_t)json_integer_value(w);
+  s->history_len = 1024;
+  r->have_tl = 1; /* freed by rep_free_run_json whatever follows */
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    json_t *o = json_array_get(a, k), *v[3], *nm = json_object_get(o, "name");
+    json_t *dt = json_object_get(o, "dtypes");
+    static const char *const keys[3] = {"tokens", "in", "out"};
+    char why[FP8_ESC_LEN + 64] = "not a string";
+    if (!json_is_string(nm) || fp8_tensor_name_check(json_string_value(nm), json_string_length(nm),
+                                                     FP8_NAME_MAX, why, sizeof why) != 0)
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: model_shape.linears[%zu].name: %s", path,
+                        k, why);
+    fp8_tl_linear *l = &s->linears[k];
+    for (int i = 0; i < 3; i++) {
+      v[i] = json_object_get(o, keys[i]);
+      if (!json_is_integer(v[i]) || json_integer_value(v[i]) < 1 ||
+          json_integer_value(v[i]) > ((json_int_t)1 << 40))
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
+                          "%s: model_shape.linears[%zu].%s: expected an integer from 1 to 2^40",
+                          path, k, keys[i]);
+    }
+    l->tokens = (int64_t)json_integer_value(v[0]);
+    l->in = (int64_t)json_integer_value(v[1]);
+    l->out = (int64_t)json_integer_value(v[2]);
+    if (!json_is_array(dt) || json_array_size(dt) != 3)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: model_shape.linears[%zu].dtypes: expected 3 dtype names", path, k);
+    for (int i = 0; i < 3; i++) {
+      const char *d = json_string_value(json_array_get(dt, (size_t)i));
+      int found = 0;
+      for (int t = FP8_DTYPE_F32; t <= FP8_DTYPE_F16 && d; t++)
+        if (strcmp(d, fp8_dtype_name((fp8_dtype)t)) == 0) l->dtype[i] = (fp8_dtype)t, found = 1;
+      if (!found)
+        return fp8_errorf(FP8_EFORMAT, err, errlen,
+                          "%s: model_shape.linears[%zu].dtypes[%d]: expected F32, BF16 or F16",
+                          path, k, i);
+    }
+    if (!(l->name = strdup(json_string_value(nm))))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    s->nlinears = k + 1;
+  }
+  return FP8_OK;
+}
+
 void rep_free_run_json(rep_t *r) {
+  if (r->have_tl) fp8_tl_shape_free(&r->tl);
+  r->have_tl = 0;
   for (int why = 0; why < FP8_LEFT_COUNT; why++) {
     for (size_t k = 0; k < r->nleft[why]; k++) free(r->left[why][k]);
     free(r->left[why]);
@@ -114,6 +178,7 @@ static int read_run_json(rep_t *r, json_t *j, const char *path, double *budget_o
                       "%s: experiment.warmup_steps: expected an integer >= 0", path);
   if (wu) r->warmup_override = (int64_t)json_integer_value(wu);
   if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
+  if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
   json_t *tr = json_object_get(j, "trace");
   if (!json_is_object(tr))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected an object", path);

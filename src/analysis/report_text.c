@@ -235,12 +235,13 @@ static void add_plots(rep_t *r, fp8_doc *d, const char *img_prefix, const char *
 }
 
 /* A table of contents (GitHub-style heading anchors: lower case, spaces to hyphens). */
-static void add_contents(fp8_doc *d, int have_gemm) {
+static void add_contents(fp8_doc *d, int have_gemm, int have_cost) {
   fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · "
                     "[Recommendations per role and per tensor](#recommendations-per-role-and-per-tensor)"
                     "%s · [Recipes by role](#recipes-by-role) · [All configurations](#all-configurations)"
-                    " · [Definitions](#definitions)",
-                    have_gemm ? " · [GEMM error](#gemm-error)" : "");
+                    "%s · [Definitions](#definitions)",
+                    have_gemm ? " · [GEMM error](#gemm-error)" : "",
+                    have_cost ? " · [Cost per step (model)](#cost-per-step-model)" : "");
 }
 
 /* The definitions every section uses, in a few lines (the whole text: docs/semantics.md). */
@@ -343,7 +344,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   unsigned char *shown = calloc(r->nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm);
+  add_contents(d, have_gemm, r->have_tl);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
@@ -357,6 +358,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   add_plots(r, d, img_prefix, gemm, shown);
   add_roles_table(r, d);
   add_config_table(r, d);
+  rep_add_cost(r, d);
   static const char *const any[] = {"", NULL};
   size_t left = 0;
   for (size_t i = 0; shown && i < r->nplots; i++) left += !shown[i];

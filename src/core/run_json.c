@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "runner_internal.h"
+#include "timeline_io.h"
 
 #ifndef FP8LAB_GIT_REV
 #define FP8LAB_GIT_REV "unknown"
@@ -170,6 +171,31 @@ static json_t *engine_json(const run_t *r) {
   return o;
 }
 
+/* The traced model's Linear layers for the report's cost table (timeline_io.h; docs/overlap.md):
+ * {"layers", "world" (the amax reduction group: reduce_amax's group, else 1), "linears": [{name,
+ * tokens, in, out, dtypes: [input, weight, grad_output]}]}; NULL when the trace has none. */
+static json_t *model_shape_json(const fp8_experiment *ex, const fp8_trace *tr,
+                                const char *trace_dir) {
+  fp8_tl_shape s;
+  char err[FP8_ERRLEN];
+  if (fp8_tl_shape_trace(trace_dir, &s, err, sizeof err) != FP8_OK) return NULL;
+  int64_t world = tr->nranks && ex->reduce_amax
+                      ? (int64_t)fp8_experiment_reduce_group(ex, tr->nranks) : 1;
+  json_t *o = json_pack("{s:I, s:I}", "layers", (json_int_t)s.layers, "world", (json_int_t)world);
+  json_t *a = json_array();
+  for (size_t i = 0; i < s.nlinears; i++) {
+    const fp8_tl_linear *l = &s.linears[i];
+    json_array_append_new(
+        a, json_pack("{s:s, s:I, s:I, s:I, s:[s,s,s]}", "name", l->name, "tokens",
+                     (json_int_t)l->tokens, "in", (json_int_t)l->in, "out", (json_int_t)l->out,
+                     "dtypes", fp8_dtype_name(l->dtype[0]), fp8_dtype_name(l->dtype[1]),
+                     fp8_dtype_name(l->dtype[2])));
+  }
+  json_object_set_new(o, "linears", a);
+  fp8_tl_shape_free(&s);
+  return o;
+}
+
 int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
                    const fp8_run_summary *sum, const char *started, int threads,
                    const fp8_outputs *outputs, char *err, size_t errlen) {
@@ -208,6 +234,8 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, "engine_details", engine_json(r));
   json_object_set_new(root, "amax_csv_mismatches", json_integer(r->mismatches));
   json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
+  json_t *ms = model_shape_json(ex, tr, trace_dir);
+  if (ms) json_object_set_new(root, "model_shape", ms);
 
   char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);

@@ -1046,7 +1046,9 @@ def check_distinct(run, report, ck):
     ck.expect(j.get("distinct_configurations") == n,
               "run.json distinct_configurations %s, expected %d" % (j.get("distinct_configurations"), n))
     i = report.find("## All configurations")
-    rows = re.findall(r"^\| (?!configuration|---)[^|]+\|", report[i:report.find("\nFiles:", i)], re.M)
+    j = report.find("\n## ", i + 1)  # the section ends at the next heading (Cost per step, ...)
+    rows = re.findall(r"^\| (?!configuration|---)[^|]+\|", report[i:j if j >= 0 else len(report)],
+                      re.M)
     ck.expect(len(rows) == n, "All configurations lists %d rows, expected %d" % (len(rows), n))
     return n
 
