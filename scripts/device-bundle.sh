@@ -299,5 +299,5 @@ if [ "$FAILED" != 0 ]; then
   say "checks FAILED (above): do not carry this bundle"
   exit 1
 fi
-say "ok. Device call: carry [\".device-bundle\"], command scripts/device-check.sh, timeout_s 420"
+say "ok. Device call: carry [\".device-bundle\"], command scripts/device-check.sh, timeout_s 480"
 exit 0

@@ -11,10 +11,10 @@
 #                                     any change under src/ or kernels/)
 #   then the device tool's run with   carry [".device-bundle"]
 #                                     command "scripts/device-check.sh"
-#                                     timeout_s 420
+#                                     timeout_s 480
 #   Without .device-bundle the call still works; the parity step says "not run".
 #
-# Steps, each under `timeout`, the whole run within DEVICE_CHECK_BUDGET (350 s):
+# Steps, each under `timeout`, the whole run within DEVICE_CHECK_BUDGET (380 s):
 #   1. environment: nvidia-smi, nvcc, cmake, NCCL location                       -> env.log
 #   2. configure + build with CUDA, Release, FP8LAB_GPU_ONLY=ON (simulator, kernels/, src/gpu,
 #      gpu tests; no GSL, Check, ...) in a fresh build directory                 -> build.log
@@ -32,8 +32,12 @@
 #   5. build/kernels/bench_gpu: fused quantize pass GB/s vs device copy          -> bench_gpu.log
 #   6. bench_gemm (cuBLASLt FP8 GEMM, 8192^3), then bench/scaled_mm.py (torch._scaled_mm, same
 #      problem) appended after a "==================== bench/scaled_mm.py" line -> bench_gemm.log
-#   7. a one-screen summary                                                     -> summary.txt
-# Seven files under the output folder (the device tool returns at most 8).
+#   7. timeline (only with .device-bundle/): `fp8lab timeline --layers 24 --hidden 4096 --ffn
+#      16384 --tokens 15872 --device gpu` (TE's published shape; docs/overlap.md), every mode's
+#      ops timed with CUDA events, its stdout and the timeline's four files packed
+#                                                                               -> timeline.tgz
+#   8. a one-screen summary                                                     -> summary.txt
+# Eight files under the output folder (the device tool returns at most 8).
 #
 # The summary's lines:
 #   rev: / gpu:     the source revision (unknown without .git) and the GPU, driver, memory, clock
@@ -59,13 +63,16 @@
 #                   (goal >= 85%)
 #   TFLOP/s:        cuBLASLt FP8 (bench_gemm) against torch._scaled_mm on 8192^3 (goal >= 0.95),
 #                   then bench_gemm's per-GEMM lines
+#   timeline:       per mode the measured step time, exposed bookkeeping and its share, and the
+#                   model's step (from the timeline's stdout), or why it did not run
 #   logs:           the output folder and its files
 # Exit status: 0 when the build succeeded, every gpu test passed (none failed, none skipped)
-# and, when .device-bundle/ is there, the parity check passed; 1 otherwise.
+# and, when .device-bundle/ is there, the parity check passed and the timeline measured; 1
+# otherwise.
 #
 # Environment: BUILD_DIR (default /tmp/fp8lab-device-build, removed first), JOBS (default nproc),
 # FP8LAB_NCCL_ROOT (NCCL's folder when the CUDA toolkit has none; default: the nvidia-nccl wheel
-# of python3, if any), DEVICE_CHECK_BUDGET (seconds, default 350), PARITY_TARGET_S (seconds the
+# of python3, if any), DEVICE_CHECK_BUDGET (seconds, default 380), PARITY_TARGET_S (seconds the
 # slower engine should replay the benchmark case for, default 12), PARITY_DEVICE_B (default gpu;
 # cpu for a dry run of the parity step anywhere).
 set -u
@@ -74,7 +81,7 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUTDIR=${OUT:-$PWD/device-check-out}
 BUILD=${BUILD_DIR:-/tmp/fp8lab-device-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-BUDGET=${DEVICE_CHECK_BUDGET:-350}
+BUDGET=${DEVICE_CHECK_BUDGET:-380}
 mkdir -p "$OUTDIR"
 T0=$(date +%s)
 
@@ -174,7 +181,27 @@ run_bench "$OUTDIR/bench_gpu.log" 45 60 "$BUILD/kernels/bench_gpu"
 : >"$OUTDIR/bench_gemm.log"
 run_bench "$OUTDIR/bench_gemm.log" 40 25 "$BUILD/bench_gemm"
 echo "$SCALED_MM_MARK" >>"$OUTDIR/bench_gemm.log"
-PYTHONUNBUFFERED=1 run_bench "$OUTDIR/bench_gemm.log" 50 5 python3 "$SRC/bench/scaled_mm.py"
+PYTHONUNBUFFERED=1 run_bench "$OUTDIR/bench_gemm.log" 50 35 python3 "$SRC/bench/scaled_mm.py"
+
+# ------------------------------------------------------------------ 7. timeline (the bundle)
+# NCCL for the all-reduces: the toolkit's, else python3's nvidia-nccl wheel (FP8LAB_NCCL_LIB).
+TL_DIR=/tmp/fp8lab-timeline
+rm -rf "$TL_DIR" && mkdir -p "$TL_DIR"
+if [ -x "$BUNDLE_DIR/run.sh" ]; then
+  if [ -z "${FP8LAB_NCCL_LIB:-}" ]; then
+    FP8LAB_NCCL_LIB=$(ls /usr/local/cuda/lib*/libnccl.so.2 2>/dev/null | head -1)
+    [ -n "$FP8LAB_NCCL_LIB" ] || FP8LAB_NCCL_LIB=$(timeout 30 python3 -c \
+      'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' \
+      2>/dev/null)
+    export FP8LAB_NCCL_LIB
+  fi
+  timeout "$(step_timeout 90 5)" "$BUNDLE_DIR/run.sh" timeline --layers 24 --hidden 4096 \
+    --ffn 16384 --tokens 15872 --device gpu --out "$TL_DIR/out" >"$TL_DIR/timeline.log" 2>&1
+  echo "exit status $? (FP8LAB_NCCL_LIB=${FP8LAB_NCCL_LIB:-})" >>"$TL_DIR/timeline.log"
+else
+  echo "not run: no .device-bundle" >"$TL_DIR/timeline.log"
+fi
+tar -C "$TL_DIR" -czf "$OUTDIR/timeline.tgz" . 2>/dev/null
 
 # ------------------------------------------------------------------ 6. summary
 note() { # why a log has no result: its skip / error line, else its last line (read once: $1
@@ -233,6 +260,12 @@ summary() {
       "(bench_gemm: $(note <(gemm_part)); scaled_mm: $(note <(scaled_mm_part)))"
   fi
   gemm_part | grep -E '^  (fprop|dgrad|wgrad) ' | cut -c1-100
+  if grep -q '^measured on ' "$TL_DIR/timeline.log" 2>/dev/null; then
+    echo "timeline: $(grep -m1 '^measured on ' "$TL_DIR/timeline.log" | cut -c1-150)"
+    grep -E '^(delayed-|current)' "$TL_DIR/timeline.log" | sed 's/^/  /'
+  else
+    echo "timeline: not measured ($(head -1 "$TL_DIR/timeline.log" | cut -c1-140))"
+  fi
   echo "logs: $OUTDIR ($(cd "$OUTDIR" && ls | tr '\n' ' '))"
 }
 summary | tee "$OUTDIR/summary.txt"
@@ -240,6 +273,6 @@ summary | tee "$OUTDIR/summary.txt"
 # A skipped gpu test on the GPU machine means the device was not usable: that fails the check.
 # The parity check counts when the bundle was carried.
 [ "$BUILD_OK" = 1 ] && [ "$CTEST_RC" = 0 ] && ! grep -qE 'Test +#[0-9]+:.*Skipped' "$OUTDIR/ctest.log" &&
-  { [ ! -d "$BUNDLE_DIR" ] || [ "$PARITY_RC" = 0 ]; } &&
+  { [ ! -d "$BUNDLE_DIR" ] || { [ "$PARITY_RC" = 0 ] && grep -q '^measured on ' "$TL_DIR/timeline.log"; }; } &&
   exit 0
 exit 1
