@@ -87,7 +87,8 @@ typedef struct {
 /** A model's Linears and the distributed setting the bookkeeping runs in. */
 typedef struct {
   size_t nlinears;
-  fp8_tl_linear *linears;  /**< forward order */
+  fp8_tl_linear *linears;  /**< forward order (from flags); from a trace, natural name order
+                                (the trace does not record the order modules ran in) */
   int64_t layers;          /**< transformer layers (for per-layer figures; >= 1) */
   int64_t world;           /**< ranks of the amax reduction group (>= 1); the GPU run is one */
   int sequence_parallel;   /**< current: all-reduce the amax of inputs and gradients */
@@ -101,6 +102,13 @@ static inline size_t fp8_tl_tensor(size_t linear, fp8_tl_operand o) {
 /** The format of an operand under TE's HYBRID recipe: E4M3 forward, E5M2 for grad_output. */
 static inline fp8_format fp8_tl_format(fp8_tl_operand o) {
   return o == FP8_TL_GRAD_OUTPUT ? FP8_E5M2 : FP8_E4M3;
+}
+/** The GPU run's data: each operand filled with values uniform in [-a, a) (fp8k_tl_fill), a
+ *  = 4 for inputs, 0.05 for weights, 1e-4 for gradients; every mode starts from the scale
+ *  they settle to, RN32(scaled_max / a), so that delayed-none casts the codes the other modes
+ *  cast (the GEMMs' power, and so the clocks, depend on the operands' bits). */
+static inline float fp8_tl_fill_amplitude(fp8_tl_operand o) {
+  return o == FP8_TL_INPUT ? 4.0f : o == FP8_TL_WEIGHT ? 0.05f : 1e-4f;
 }
 /** Frees the names and the array (the struct itself is the caller's). */
 void fp8_tl_shape_free(fp8_tl_shape *s);
@@ -161,7 +169,8 @@ typedef struct {
                                 written per second / 1e9 */
   double fp8_tflops;       /**< dense FP8 GEMM rate cuBLASLt reaches on large GEMMs */
   double kernel_us;        /**< the shortest kernel on a stream, launch gap included */
-  double allreduce_us;     /**< a few-byte all-reduce at world 1 (NCCL's call on one GPU) */
+  double allreduce_us;     /**< a few-byte all-reduce between 2 ranks (world 1: kernel_us,
+                                NCCL's call on one rank) */
   double allreduce_hop_us; /**< added per doubling of the world (log2 W steps) */
   double allreduce_gbps;   /**< bus bandwidth of the size term, GB/s */
 } fp8_tl_device;
@@ -190,8 +199,9 @@ typedef struct {
 } fp8_tl_totals;
 
 /** The model's duration of one op (microseconds): memory-bound ops max(launches * kernel_us,
- *  bytes / bandwidth); GEMMs max(kernel_us, flops / rate, bytes / bandwidth); all-reduces
- *  allreduce_us + hop_us * ceil(log2 W) + 2 (W-1)/W * bytes / allreduce bandwidth; waits 0. */
+ *  bytes / bandwidth); GEMMs max(kernel_us, flops / rate, bytes / bandwidth); all-reduces at
+ *  world 1 kernel_us, else allreduce_us + hop_us * ceil(log2 W) + 2 (W-1)/W * bytes /
+ *  allreduce bandwidth; waits 0. */
 double fp8_tl_model_op_us(const fp8_tl_op *op, int64_t world, const fp8_tl_device *d);
 /** The update kernel alone for n tensors at history L (fp8lab's ring kernel: reads the n * L
  *  history floats, writes n scales): max(kernel_us, (4 n L + 16 n) / bandwidth). */

@@ -66,7 +66,6 @@ int tl_alloc_data(tl_run *r, char *err, size_t errlen) {
     for (int g = 0; g < 3; g++)
       if (y[g] > maxy) maxy = y[g];
   }
-  static const float amplitude[3] = {4.0f, 0.05f, 1e-4f}; /* activations, weights, gradients */
   for (int o = 0; o < 3; o++) {
     FP8G_CUDA(cudaMalloc((void **)&r->q[o], maxn[o] ? maxn[o] : 1));
     FP8G_CUDA(cudaMalloc((void **)&r->qt[o], maxn[o] ? maxn[o] : 1));
@@ -74,7 +73,8 @@ int tl_alloc_data(tl_run *r, char *err, size_t errlen) {
       if (!r->xcap[o][d]) continue;
       FP8G_CUDA(cudaMalloc(&r->x[o][d], r->xcap[o][d]));
       rc = fp8k_tl_fill(r->st[0], r->x[o][d], d, (int64_t)(r->xcap[o][d] / fp8_dtype_size(d)),
-                        (uint64_t)(17 + 3 * o + d), amplitude[o], err, errlen);
+                        (uint64_t)(17 + 3 * o + d), fp8_tl_fill_amplitude((fp8_tl_operand)o),
+                        err, errlen);
       if (rc) goto done;
     }
   }
@@ -98,14 +98,15 @@ int tl_alloc_mode(tl_run *r, tl_mode *m, const fp8_tl_plan *p, char *err, size_t
   int rc = FP8_OK;
   const size_t nt = r->nt;
   const int32_t L = r->a->shape->history_len;
-  float *ones = malloc(nt * sizeof *ones), *smax = malloc(nt * sizeof *smax);
+  float *ones = malloc(nt * sizeof *ones) /* the first scales */, *smax = malloc(nt * sizeof *smax);
   int32_t *i32 = malloc(nt * sizeof *i32), *hlen = malloc(nt * sizeof *hlen);
   int64_t *off = malloc(nt * sizeof *off);
   FP8G_REQUIRE(ones && smax && i32 && hlen && off, FP8_ENOMEM, "out of memory");
   m->plan = p;
-  for (size_t t = 0; t < nt; t++) {
-    ones[t] = 1.0f;
-    smax[t] = fp8_scaled_max(fp8_tl_format((fp8_tl_operand)(t % 3)), 0);
+  for (size_t t = 0; t < nt; t++) { /* the scales start where the data settles them */
+    const fp8_tl_operand o = (fp8_tl_operand)(t % 3);
+    smax[t] = fp8_scaled_max(fp8_tl_format(o), 0);
+    ones[t] = smax[t] / fp8_tl_fill_amplitude(o);
     hlen[t] = L;
     off[t] = (int64_t)t * L;
   }

@@ -258,6 +258,9 @@ static int setup(tl_run *r, fp8_tl_measurement *out, char *err, size_t errlen) {
     if ((rc = make_events(m->ev, iters * a->plans[k].nops * 2, err, errlen))) goto done;
     if ((rc = make_events(m->begin, iters, err, errlen))) goto done;
   }
+  /* the setup's cudaMemset calls run on the legacy stream, which the non-blocking streams do
+   * not wait for */
+  FP8G_CUDA(cudaDeviceSynchronize());
 done:
   return rc;
 }

@@ -664,10 +664,11 @@ static void test_plan_cache(void) {
   if (!r) r = fp8_gemm_lt_sync(ctx, err, sizeof err);
   GH_CHECK(r == FP8_OK, "first run: %s", err);
   cudaMemcpy(h1, d_y, n * 4, cudaMemcpyDeviceToHost);
-  for (int j = 1; j <= 20 && r == FP8_OK; j++) { /* smaller layers: same buffers, new plans */
+  for (int j = 1; j <= 70 && r == FP8_OK; j++) { /* smaller layers: same buffers, new plans
+                                                    (70: more than the cache's 64) */
     fp8_lt_layer l = fx.layer;
-    l.tokens = 96 - 3 * j;
-    l.out = 80 - j;
+    l.tokens = 96 - j % 10;
+    l.out = 80 - j / 10;
     for (int g = 0; g < FP8_GEMM_COUNT && r == FP8_OK; g++) {
       /* the sub-layer reads a prefix of the buffers: valid memory, other numbers */
       if (g != FP8_GEMM_FPROP) continue;
@@ -679,10 +680,62 @@ static void test_plan_cache(void) {
   if (!r) r = fp8_gemm_lt_sync(ctx, err, sizeof err);
   GH_CHECK(r == FP8_OK, "repeat: %s", err);
   cudaMemcpy(h2, d_y, n * 4, cudaMemcpyDeviceToHost);
-  GH_CHECK(memcmp(h1, h2, n * 4) == 0, "fprop after 20 other plans differs from the first run");
+  GH_CHECK(memcmp(h1, h2, n * 4) == 0, "fprop after 70 other plans differs from the first run");
   cudaFree(d_y);
   free(h1), free(h2);
   fixture_free(&fx);
+}
+
+/* fp8_gemm_lt_fp8_tn on operands already in cuBLASLt's TN layout (W^T for dgrad, dY^T and X^T
+ * for wgrad, transposed here on the host as TE's cast_transpose writes them), on a stream of
+ * the caller's: the same bits as fp8_gemm_lt_fp8 on the layer, which transposes on the device;
+ * a shape that is not a multiple of 16 (padded) and an aligned one. */
+static void transpose_u8(const uint8_t *a, int64_t r, int64_t c, uint8_t *t) {
+  for (int64_t i = 0; i < r; i++)
+    for (int64_t j = 0; j < c; j++) t[j * r + i] = a[i * c + j];
+}
+
+static void test_fp8_tn(void) {
+  static const int64_t shapes[2][3] = {{48, 32, 64}, {37, 50, 21}};
+  cudaStream_t st = NULL;
+  GH_REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  fp8_gemm_lt_set_stream(ctx, st);
+  for (int sh = 0; sh < 2; sh++) {
+    const int64_t T = shapes[sh][0], I = shapes[sh][1], O = shapes[sh][2];
+    fixture fx;
+    GH_REQUIRE(fixture_init(&fx, T, I, O, FP8_E4M3, FP8_E4M3, FP8_E5M2, 900 + sh) == 0, "setup");
+    uint8_t *wt = malloc((size_t)(O * I)), *dyt = malloc((size_t)(T * O)), *xt = malloc((size_t)(T * I));
+    transpose_u8(fx.cw, O, I, wt), transpose_u8(fx.cdy, T, O, dyt), transpose_u8(fx.cx, T, I, xt);
+    uint8_t *d_wt = dev_upload(wt, (size_t)(O * I)), *d_dyt = dev_upload(dyt, (size_t)(T * O));
+    uint8_t *d_xt = dev_upload(xt, (size_t)(T * I));
+    const fp8_lt_operand X = fx.layer.input, W = fx.layer.weight, DY = fx.layer.grad_output;
+    const fp8_lt_operand Wt = {d_wt, W.scale_inv, W.format}, DYt = {d_dyt, DY.scale_inv, DY.format};
+    const fp8_lt_operand Xt = {d_xt, X.scale_inv, X.format};
+    const fp8_lt_operand *P[3] = {&X, &DY, &DYt}, *Q[3] = {&W, &Wt, &Xt};
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+      int64_t M, N, K;
+      fp8_gemm_lt_shape((fp8_gemm_kind)g, T, I, O, &M, &N, &K);
+      const size_t n = (size_t)(M * N);
+      float *d_a = NULL, *d_b = NULL, *ha = malloc(n * 4 + 4), *hb = malloc(n * 4 + 4);
+      cudaMalloc((void **)&d_a, n * 4 + 4), cudaMalloc((void **)&d_b, n * 4 + 4);
+      int r = fp8_gemm_lt_fp8(ctx, (fp8_gemm_kind)g, &fx.layer, FP8_LT_F32, d_a, NULL, err,
+                              sizeof err);
+      if (!r) r = fp8_gemm_lt_fp8_tn(ctx, (fp8_gemm_kind)g, P[g], Q[g], M, N, K, FP8_LT_F32, d_b,
+                                     NULL, err, sizeof err);
+      if (!r) r = fp8_gemm_lt_sync(ctx, err, sizeof err);
+      GH_CHECK(r == FP8_OK, "shape %d GEMM %d: %s", sh, g, err);
+      cudaMemcpy(ha, d_a, n * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(hb, d_b, n * 4, cudaMemcpyDeviceToHost);
+      GH_CHECK(r || memcmp(ha, hb, n * 4) == 0, "shape %d GEMM %d: the TN call differs", sh, g);
+      GH_CHECK(r || fp8_gemm_lt_last_info(ctx).copies == ((M % 16 || N % 16 || K % 16) ? 2 : 0),
+               "shape %d GEMM %d: %d copies", sh, g, fp8_gemm_lt_last_info(ctx).copies);
+      cudaFree(d_a), cudaFree(d_b), free(ha), free(hb);
+    }
+    cudaFree(d_wt), cudaFree(d_dyt), cudaFree(d_xt), free(wt), free(dyt), free(xt);
+    fixture_free(&fx);
+  }
+  fp8_gemm_lt_set_stream(ctx, NULL);
+  cudaStreamDestroy(st);
 }
 
 int main(void) {
@@ -700,6 +753,7 @@ int main(void) {
   GH_RUN(test_sign_symmetry);
   GH_RUN(test_errors_and_empty);
   GH_RUN(test_plan_cache);
+  GH_RUN(test_fp8_tn);
   fp8_gemm_lt_free(ctx);
   return gh_summary();
 }

@@ -6,7 +6,9 @@
  *     atomic amax in the delayed modes) equals the amax pass of current scaling (another
  *     kernel) and delayed-none's accumulated one; delayed scales are RN32(scaled_max / amax)
  *     (the history holds one constant amax), current scales are fp8_current_scale's; the
- *     overlap mode ends with the inline mode's scales; delayed-none's stay 1.
+ *     overlap mode ends with the inline mode's scales; delayed-none's stay the first scales,
+ *     RN32(scaled_max / fill amplitude); every amax is within the fill amplitude (rounded to
+ *     the dtype).
  * On the emulator only, the schedule: the mock CUDA runtime logs every stream-ordering call and
  * hb_check.h computes CUDA's happens-before over the log, so every op's dependencies are
  * checked as a GPU guarantees them, under every legal interleaving of the streams:
@@ -61,6 +63,20 @@ static void test_records_and_state(void) {
     measured += m.rec[i].step >= 0;
   }
   GH_CHECK(bad == 0, "%zu records end before they start", bad);
+  /* the times obey the schedule: an op waiting for another op of its step starts after that
+   * op's end (1 us: event timestamps' resolution) */
+  size_t late = 0, deps = 0;
+  for (size_t i = 0; i < m.nrec; i++) {
+    const fp8_tl_op *op = &plans[m.rec[i].plan].ops[m.rec[i].op];
+    for (int j = 0; j < op->ndeps; j++) {
+      if (op->dep[j].prev) continue; /* another step: another time base */
+      const fp8_tl_record *d = &m.rec[i - (size_t)(m.rec[i].op - op->dep[j].op)];
+      deps++;
+      late += !(d->op == op->dep[j].op && d->iter == m.rec[i].iter &&
+                m.rec[i].start_us >= d->end_us - 1.0);
+    }
+  }
+  GH_CHECK(deps > 0 && late == 0, "%zu of %zu dependencies not reflected in the times", late, deps);
   GH_CHECK(measured * 2 == want - (size_t)WARMUP * (want / (WARMUP + 2 * STEPS)),
            "%zu measured records", measured);
   GH_CHECK(m.nbench == 3 && m.update_bench_us[0] >= 0, "update bench: %zu", m.nbench);
@@ -78,8 +94,9 @@ static void test_records_and_state(void) {
     const fp8_format f = fp8_tl_format((fp8_tl_operand)(t % 3));
     fp8_current_params cp = {0.0f, 0, 0, f};
     const float smax = fp8_scaled_max(f, 0);
-    int ok = ain[t] > 0 && ain[t] == acu[t] && ain[t] == ano[t] && in[t] == smax / ain[t] &&
-             ov[t] == in[t] && no[t] == 1.0f && cu[t] == fp8_current_scale(&cp, acu[t]);
+    const float first = smax / fp8_tl_fill_amplitude((fp8_tl_operand)(t % 3));
+    int ok = ain[t] > 0 && ain[t] <= 1.01f * fp8_tl_fill_amplitude((fp8_tl_operand)(t % 3)) && ain[t] == acu[t] && ain[t] == ano[t] && in[t] == smax / ain[t] &&
+             ov[t] == in[t] && no[t] == first && cu[t] == fp8_current_scale(&cp, acu[t]);
     if (!ok && mism++ < 5)
       fprintf(stderr, "tensor %zu: amax inline %g current %g none %g; scale inline %g overlap %g "
               "none %g current %g (expected %g)\n", t, (double)ain[t], (double)acu[t],
