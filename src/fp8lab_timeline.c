@@ -49,8 +49,9 @@ const char FP8LAB_TIMELINE_USAGE[] =
     "  --device D           auto (default: the GPU when one is usable, else the model alone),\n"
     "                       cpu (the model alone), gpu (fail without a GPU)\n"
     "  --modes M,...        modes to run (default all four)\n"
-    "  --steps N            measured steps per mode (default 5; each after a lead-in step of\n"
-    "                       the same mode, modes interleaved), --warmup N (default 2)\n"
+    "  --steps N            measured steps per mode (default 5, at most 100; each after a\n"
+    "                       lead-in step of the same mode, modes interleaved), --warmup N\n"
+    "                       (default 2, at most 100)\n"
     "  --history L          amax history length (default 1024, TE's)\n"
     "  --world W            ranks of the amax reduction, for the model (default: the trace's\n"
     "                       ranks, else 1; one GPU runs a world of one)\n"
@@ -77,8 +78,8 @@ static int parse_args(int argc, char **argv, tl_opts *o, char *err, size_t errle
               {"--hidden", offsetof(tl_opts, hidden), 1, 1LL << 20},
               {"--ffn", offsetof(tl_opts, ffn), 1, 1LL << 22},
               {"--tokens", offsetof(tl_opts, tokens), 1, 1LL << 30},
-              {"--steps", offsetof(tl_opts, steps), 1, 1000},
-              {"--warmup", offsetof(tl_opts, warmup), 0, 1000},
+              {"--steps", offsetof(tl_opts, steps), 1, 100},
+              {"--warmup", offsetof(tl_opts, warmup), 0, 100},
               {"--history", offsetof(tl_opts, history), 1, 1LL << 20},
               {"--world", offsetof(tl_opts, world), 1, 1LL << 24},
               {"--bench-tensors", offsetof(tl_opts, btensors), 0, 1LL << 20},
@@ -112,6 +113,9 @@ static int parse_args(int argc, char **argv, tl_opts *o, char *err, size_t errle
   if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
     return fp8_errorf(FP8_EINVAL, err, errlen, "--device wants auto, cpu or gpu, got %s",
                       fp8_esc(o->device, shown, sizeof shown));
+  if (o->btensors * o->bhistory > (1LL << 28))
+    return fp8_errorf(FP8_EINVAL, err, errlen, "--bench-tensors x --bench-history is at most 2^28 "
+                      "(a 1 GiB history), got %lld x %lld", o->btensors, o->bhistory);
   const int flags = (o->layers > 0) + (o->hidden > 0) + (o->ffn > 0) + (o->tokens > 0);
   if (o->trace ? flags != 0 : flags != 4)
     return fp8_errorf(FP8_EINVAL, err, errlen,

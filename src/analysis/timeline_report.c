@@ -31,52 +31,70 @@ static ptrdiff_t plan_of(const fp8_tl_report *r, fp8_tl_mode m) {
   return -1;
 }
 
-int fp8_tl_stats_of(const fp8_tl_report *r, size_t k, fp8_tl_stats *st) {
+/* The totals of every measured step of plan k: t[s], ok[s] = 0 where step s is incomplete. */
+static int step_totals(const fp8_tl_report *r, size_t k, fp8_tl_totals *t, unsigned char *ok) {
   const fp8_tl_plan *p = &r->plans[k];
-  const size_t n = (size_t)(r->steps > 0 ? r->steps : 0);
-  const ptrdiff_t none = plan_of(r, FP8_TL_DELAYED_NONE);
-  size_t nops = p->nops;
-  if (none >= 0 && r->plans[none].nops > nops) nops = r->plans[none].nops;
-  double *v = calloc(7 * (n ? n : 1), sizeof *v);
-  fp8_tl_span *sp = malloc((nops + 1) * sizeof *sp);
-  if (!v || !sp) {
-    free(v), free(sp);
-    return FP8_ENOMEM;
+  fp8_tl_span *sp = malloc((p->nops + 1) * sizeof *sp);
+  if (!sp) return FP8_ENOMEM;
+  for (int32_t s = 0; s < r->steps; s++) {
+    ok[s] = fp8_tl_measured_spans(r->meas, k, s, p, sp) == FP8_OK;
+    if (ok[s]) fp8_tl_totals_of(p, sp, &t[s]);
   }
-  double *step = v, *exp = v + n, *diff = v + 2 * n, *u0 = v + 3 * n, *u1 = v + 4 * n,
-         *ar = v + 5 * n, *sorted = v + 6 * n, lo, hi;
-  size_t nd = 0, ns = 0;
-  st->median_step = -1;
-  for (size_t s = 0; s < n; s++) {
-    fp8_tl_totals t, tn;
-    if (fp8_tl_measured_spans(r->meas, k, (int32_t)s, p, sp) != FP8_OK) continue;
-    fp8_tl_totals_of(p, sp, &t);
-    step[ns] = t.step_us, exp[ns] = t.exposed_us, u0[ns] = t.update_us[0];
-    u1[ns] = t.update_us[1], ar[ns] = t.allreduce_us, ns++;
-    if (none >= 0 &&
-        fp8_tl_measured_spans(r->meas, (size_t)none, (int32_t)s, &r->plans[none], sp) == FP8_OK) {
-      fp8_tl_totals_of(&r->plans[none], sp, &tn);
-      diff[nd++] = t.step_us - tn.step_us;
-    }
-  }
-  /* the measured step whose time is the median (the lower middle one for an even count) */
-  memcpy(sorted, step, ns * sizeof *sorted);
-  qsort(sorted, ns, sizeof *sorted, cmp_double);
-  for (size_t s = 0; s < n && ns; s++) {
-    fp8_tl_totals t;
-    if (fp8_tl_measured_spans(r->meas, k, (int32_t)s, p, sp) != FP8_OK) continue;
-    fp8_tl_totals_of(p, sp, &t);
-    if (t.step_us == sorted[(ns - 1) / 2] && st->median_step < 0) st->median_step = (int32_t)s;
-  }
-  spread(step, ns, &st->step_med, &st->step_min, &st->step_max);
-  spread(exp, ns, &st->exposed_med, &st->exposed_min, &st->exposed_max);
-  spread(diff, nd, &st->vs_none_med, &st->vs_none_min, &st->vs_none_max);
-  spread(u0, ns, &st->update_med[0], &lo, &hi);
-  spread(u1, ns, &st->update_med[1], &lo, &hi);
-  spread(ar, ns, &st->allreduce_med, &lo, &hi);
-  free(v);
   free(sp);
   return FP8_OK;
+}
+
+int fp8_tl_paired(const fp8_tl_report *r, size_t k, size_t kref, double out[3]) {
+  const size_t n = (size_t)(r->steps > 0 ? r->steps : 0);
+  fp8_tl_totals *t = calloc(2 * n + 1, sizeof *t);
+  unsigned char *ok = calloc(2 * n + 1, 1);
+  double *d = calloc(n + 1, sizeof *d);
+  int rc = t && ok && d ? FP8_OK : FP8_ENOMEM;
+  size_t nd = 0;
+  if (!rc) rc = step_totals(r, k, t, ok);
+  if (!rc) rc = step_totals(r, kref, t + n, ok + n);
+  for (size_t s = 0; s < n && !rc; s++)
+    if (ok[s] && ok[n + s]) d[nd++] = t[s].step_us - t[n + s].step_us;
+  if (!rc) spread(d, nd, &out[0], &out[1], &out[2]);
+  free(t), free(ok), free(d);
+  return rc;
+}
+
+int fp8_tl_stats_of(const fp8_tl_report *r, size_t k, fp8_tl_stats *st) {
+  const size_t n = (size_t)(r->steps > 0 ? r->steps : 0);
+  const ptrdiff_t none = plan_of(r, FP8_TL_DELAYED_NONE);
+  fp8_tl_totals *t = calloc(n + 1, sizeof *t);
+  unsigned char *ok = calloc(n + 1, 1);
+  double *v = calloc(6 * (n + 1), sizeof *v), lo, hi, vs[3] = {NAN, NAN, NAN};
+  int rc = t && ok && v ? FP8_OK : FP8_ENOMEM;
+  if (!rc) rc = step_totals(r, k, t, ok);
+  if (!rc && none >= 0) rc = fp8_tl_paired(r, k, (size_t)none, vs);
+  double *step = v, *exp = v + n, *u0 = v + 2 * n, *u1 = v + 3 * n, *ar = v + 4 * n,
+         *sorted = v + 5 * n;
+  size_t ns = 0;
+  for (size_t s = 0; s < n && !rc; s++)
+    if (ok[s]) {
+      step[ns] = t[s].step_us, exp[ns] = t[s].exposed_us, u0[ns] = t[s].update_us[0];
+      u1[ns] = t[s].update_us[1], ar[ns] = t[s].allreduce_us, ns++;
+    }
+  /* the measured step whose time is the median (the lower middle one for an even count) */
+  st->median_step = -1;
+  if (!rc && ns) {
+    memcpy(sorted, step, ns * sizeof *sorted);
+    qsort(sorted, ns, sizeof *sorted, cmp_double);
+    for (size_t s = 0; s < n && st->median_step < 0; s++)
+      if (ok[s] && t[s].step_us == sorted[(ns - 1) / 2]) st->median_step = (int32_t)s;
+  }
+  if (!rc) {
+    spread(step, ns, &st->step_med, &st->step_min, &st->step_max);
+    spread(exp, ns, &st->exposed_med, &st->exposed_min, &st->exposed_max);
+    st->vs_none_med = vs[0], st->vs_none_min = vs[1], st->vs_none_max = vs[2];
+    spread(u0, ns, &st->update_med[0], &lo, &hi);
+    spread(u1, ns, &st->update_med[1], &lo, &hi);
+    spread(ar, ns, &st->allreduce_med, &lo, &hi);
+  }
+  free(t), free(ok), free(v);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ timeline.csv */
@@ -241,10 +259,10 @@ static void md_per_layer(FILE *fp, const fp8_tl_report *r) {
   const double model = (r->model_tot[kc].step_us - r->model_tot[ki].step_us) / L / 1e3;
   fprintf(fp, "## Current minus delayed scaling, per transformer layer\n\n");
   fprintf(fp, "| | current minus delayed-inline (ms per layer) |\n|---|---:|\n");
-  fp8_tl_stats sc, si;
-  if (r->meas && fp8_tl_stats_of(r, (size_t)kc, &sc) == FP8_OK &&
-      fp8_tl_stats_of(r, (size_t)ki, &si) == FP8_OK)
-    fprintf(fp, "| measured (medians) | %.3f |\n", (sc.step_med - si.step_med) / L / 1e3);
+  double d[3];
+  if (r->meas && fp8_tl_paired(r, (size_t)kc, (size_t)ki, d) == FP8_OK && !isnan(d[0]))
+    fprintf(fp, "| measured (median over the rounds, [min, max]) | %.3f [%.3f, %.3f] |\n",
+            d[0] / L / 1e3, d[1] / L / 1e3, d[2] / L / 1e3);
   else
     fprintf(fp, "| measured | not measured |\n");
   fprintf(fp, "| model | %.3f |\n", model);
@@ -322,6 +340,9 @@ static const char MD_READ[] =
     "sequence-parallel all-reduces. What the side stream takes from the GEMMs' multiprocessors "
     "shows only in the step time.\n"
     "- **delayed-none** is the floor: the same casts and GEMMs without any bookkeeping.\n"
+    "- **all-reduce** at world 1 (one GPU) is NCCL's call on one rank, which may put no work on "
+    "the GPU at all (TransformerEngine skips the all-reduce at world size 1); larger worlds: "
+    "the model's table above.\n"
     "- Where amax is computed: in the cast kernel itself (an atomic max per block into the "
     "tensor's amax slot, TE's cast_transpose), so delayed scaling reads each tensor once; "
     "current scaling reads it once more for its amax before the cast.\n"

@@ -41,6 +41,9 @@ typedef struct {
 
 /** The statistics of plan k's measured steps (r->meas must be set). */
 int fp8_tl_stats_of(const fp8_tl_report *r, size_t k, fp8_tl_stats *st);
+/** Plan k's step time minus plan kref's over the rounds both have a complete measured step in
+ *  (A and B of one round ran back to back): out = {median, min, max}, NaN without pairs. */
+int fp8_tl_paired(const fp8_tl_report *r, size_t k, size_t kref, double out[3]);
 
 int fp8_tl_write_csv(const char *dir, const fp8_tl_report *r, char *err, size_t errlen);
 int fp8_tl_write_md(const char *dir, const fp8_tl_report *r, char *err, size_t errlen);

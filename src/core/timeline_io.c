@@ -95,15 +95,18 @@ int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char
     size_t len = strlen(v[i].name);
     if (len <= 7 || strcmp(v[i].name + len - 7, ".weight") != 0) continue;
     const size_t plen = len - 7;
-    int64_t out, in, r, c;
-    fp8_block_view_2d(v[i].shape, v[i].ndim, &out, &in);
+    int64_t out = 0, in = 0, r = 0, c = 0;
+    if (v[i].ndim != 2 || fp8_block_view_2d(v[i].shape, v[i].ndim, &out, &in) != 0) continue;
     const fp8_tensor_view *x = find_view(v, n, v[i].name, plen, "input");
     const fp8_tensor_view *dy = find_view(v, n, v[i].name, plen, "grad_output");
     fp8_tl_linear l = {.out = out, .in = in};
-    if (x && (fp8_block_view_2d(x->shape, x->ndim, &r, &c), c == in))
+    if (x && x->ndim >= 2 && fp8_block_view_2d(x->shape, x->ndim, &r, &c) == 0 && c == in)
       l.tokens = r;
-    else if (dy && (fp8_block_view_2d(dy->shape, dy->ndim, &r, &c), c == out))
+    else if (dy && dy->ndim >= 2 && fp8_block_view_2d(dy->shape, dy->ndim, &r, &c) == 0 &&
+             c == out)
       l.tokens = r;
+    else
+      x = dy = NULL;
     if (l.tokens < 1 || in < 1 || out < 1) continue;
     l.dtype[FP8_TL_WEIGHT] = v[i].dtype;
     l.dtype[FP8_TL_INPUT] = x ? x->dtype : dy->dtype;
@@ -196,7 +199,9 @@ static void dev_fail(dev_ctx *c, const char *fmt, const char *arg) {
   c->failed = 1;
 }
 
-/* One line per call, with comments removed; sections handled here (inih's are not needed). */
+/* One line per call, handed to inih without its comment, its leading blanks (inih would take an
+ * indented line for the continuation of the value before it) and a UTF-8 BOM; sections are
+ * handled here (the one section, [device]). */
 static char *dev_reader(char *str, int num, void *stream) {
   dev_ctx *c = stream;
   if (!fgets(str, num, c->fp)) return NULL;
@@ -204,23 +209,32 @@ static char *dev_reader(char *str, int num, void *stream) {
   size_t n = strlen(str);
   if (n == (size_t)num - 1 && str[n - 1] != '\n' && !feof(c->fp)) dev_fail(c, "line too long%s", "");
   for (char *p = str; *p; p++) {
-    if (*p == ';' || *p == '#') *p = '\0';
-    if (!*p) break;
-    if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') {
+    if (*p == ';' || *p == '#' || *p == '\n' || *p == '\r') {
+      *p = '\0';
+      break;
+    }
+    if ((unsigned char)*p < 0x20 && *p != '\t') {
       dev_fail(c, "control character in line%s", "");
       *p = '\0';
       break;
     }
   }
   char *s = str;
+  if (c->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
+      (unsigned char)s[2] == 0xBF)
+    s += 3;
   while (isspace((unsigned char)*s)) s++;
   if (*s == '[') {
     char *e = strchr(s, ']');
-    if (e) *e = '\0';
-    if (strcmp(s + 1, "device") != 0) dev_fail(c, "unknown section [%s] (expected [device])", s + 1);
+    const char *rest = e ? e + 1 : "";
+    while (isspace((unsigned char)*rest)) rest++;
+    if (!e || *rest) dev_fail(c, "expected [device] alone on its line, got %s", s);
+    else if (*e = '\0', strcmp(s + 1, "device") != 0)
+      dev_fail(c, "unknown section [%s] (expected [device])", s + 1);
     c->in_device = 1;
-    str[0] = '\0';
+    s += strlen(s); /* nothing for inih */
   }
+  memmove(str, s, strlen(s) + 1);
   return str;
 }
 

@@ -14,7 +14,9 @@
  * (4.3 TB/s, bytes read + written; KINDS.md, 2026-10-28), and the same share (0.9) of the
  * H100 SXM's 3.35 TB/s. fp8_tflops: two thirds of the datasheets' 1979 dense FP8 TFLOP/s,
  * the share cuBLASLt reaches on large GEMMs in public measurements (a lead: scripts/device-
- * check.sh measures it). kernel_us, allreduce_*: leads, not measurements (docs/overlap.md). */
+ * check.sh measures it). kernel_us, allreduce_*: leads, not measurements (docs/overlap.md);
+ * allreduce_us is a small all-reduce between ranks (one node's NVLink), hop_us what each
+ * doubling of the ranks adds. */
 static const fp8_tl_device BUILTIN[] = {
     {"h100", 3000.0, 1300.0, 3.0, 10.0, 6.0, 100.0},
     {"h200", 4300.0, 1300.0, 3.0, 10.0, 6.0, 100.0},
@@ -41,12 +43,11 @@ double fp8_tl_model_op_us(const fp8_tl_op *op, int64_t world, const fp8_tl_devic
   switch (op->kind) {
   case FP8_TL_WAIT:
     return 0.0;
-  case FP8_TL_ALLREDUCE: {
-    double t = d->allreduce_us + d->allreduce_hop_us * ceil_log2(world);
-    if (world > 1)
-      t += 2.0 * (double)(world - 1) / (double)world * op->bytes / (d->allreduce_gbps * 1e3);
-    return t;
-  }
+  case FP8_TL_ALLREDUCE:
+    /* world 1: NCCL's call on one rank, at most one short kernel (TE skips the call) */
+    if (world <= 1) return d->kernel_us;
+    return d->allreduce_us + d->allreduce_hop_us * ceil_log2(world) +
+           2.0 * (double)(world - 1) / (double)world * op->bytes / (d->allreduce_gbps * 1e3);
   case FP8_TL_FPROP:
   case FP8_TL_DGRAD:
   case FP8_TL_WGRAD:
