@@ -72,6 +72,15 @@ static hb_graph *graph(void) {
 
 /* ------------------------------------------------------------------ the log */
 
+/* The end of a case: its graph freed, the log stopped, its streams and events destroyed. */
+static void end_case(hb_graph *g, const cudaStream_t *s, size_t ns, const cudaEvent_t *e,
+                     size_t ne) {
+  hb_free(g);
+  mock_cuda_log_stop();
+  for (size_t i = 0; i < ne; i++) cudaEventDestroy(e[i]);
+  for (size_t i = 0; i < ns; i++) cudaStreamDestroy(s[i]);
+}
+
 static void test_log_off_by_default(void) {
   cudaStream_t s = new_stream(0);
   cudaEvent_t e = new_event();
@@ -260,11 +269,7 @@ static void test_streams_and_events(void) {
   EXPECT_HB(g, r, a3, 1);
   GH_CHECK(!hb_before(g, a, 10000) && !hb_before(g, 0, a) && !hb_before(g, a, 1),
            "entries that are not WORK/RECORD nodes (or out of range) are never ordered");
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaEventDestroy(e);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
+  end_case(g, (cudaStream_t[]){s1, s2}, 2, (cudaEvent_t[]){e}, 1);
 }
 
 /* A wait sees the most recent record issued before it, or none: never a later record. */
@@ -290,12 +295,7 @@ static void test_wait_before_record(void) {
   EXPECT_HB(g, x, c, 1);
   EXPECT_HB(g, y, c, 0);
   EXPECT_HB(g, y, d, 0);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaEventDestroy(never_before);
-  cudaEventDestroy(earlier);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
+  end_case(g, (cudaStream_t[]){s1, s2}, 2, (cudaEvent_t[]){never_before, earlier}, 2);
 }
 
 /* An event re-recorded on another stream: the wait takes the latest record before it only. */
@@ -320,12 +320,7 @@ static void test_rerecorded_event(void) {
   EXPECT_HB(g, a, b, 0);
   EXPECT_HB(g, a2, b2, 1);
   EXPECT_HB(g, a, b2, 1);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaEventDestroy(e);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
-  cudaStreamDestroy(s3);
+  end_case(g, (cudaStream_t[]){s1, s2, s3}, 3, (cudaEvent_t[]){e}, 1);
 }
 
 /* s1 -> s2 -> s3 through two events: transitive; nothing comes back. */
@@ -348,13 +343,7 @@ static void test_chain(void) {
   EXPECT_HB(g, c, a, 0);
   EXPECT_HB(g, a2, c, 0);
   EXPECT_HB(g, c, a2, 0);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaEventDestroy(e1);
-  cudaEventDestroy(e2);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
-  cudaStreamDestroy(s3);
+  end_case(g, (cudaStream_t[]){s1, s2, s3}, 3, (cudaEvent_t[]){e1, e2}, 2);
 }
 
 /* Host synchronisation: what the host waited for happens before everything issued later. */
@@ -387,12 +376,7 @@ static void test_host_syncs(void) {
   EXPECT_HB(g, c2, h, 1);
   EXPECT_HB(g, f, h, 1);
   EXPECT_HB(g, h, f, 0);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaEventDestroy(e);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
-  cudaStreamDestroy(s3);
+  end_case(g, (cudaStream_t[]){s1, s2, s3}, 3, (cudaEvent_t[]){e}, 1);
 }
 
 /* The legacy default stream synchronises with blocking streams (both ways), not with
@@ -427,12 +411,7 @@ static void test_legacy_stream(void) {
   EXPECT_HB(g, l2, n3, 0);
   EXPECT_HB(g, e0, l0, 0);
   EXPECT_HB(g, l0, e1, 0);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaStreamDestroy(early);
-  cudaStreamDestroy(b1);
-  cudaStreamDestroy(b2);
-  cudaStreamDestroy(nb);
+  end_case(g, (cudaStream_t[]){early, b1, b2, nb}, 4, NULL, 0);
 }
 
 /* The synchronous copies and cudaMemset are legacy-stream work, not device-wide syncs:
@@ -469,11 +448,7 @@ static void test_sync_copies(void) {
   EXPECT_HB(g, w2, d, 1);
   EXPECT_HB(g, l, d, 1);
   EXPECT_HB(g, h2d, d, 0);
-  hb_free(g);
-  mock_cuda_log_stop();
-  cudaStreamDestroy(bl);
-  cudaStreamDestroy(nb);
-  cudaStreamDestroy(nb2);
+  end_case(g, (cudaStream_t[]){bl, nb, nb2}, 3, NULL, 0);
 }
 
 /* A log written by hand: a STREAM_CREATE starts a new stream even under a handle seen before;
