@@ -23,7 +23,6 @@
  * separated from its next use by larger ones), so the times are those of distinct buffers. The
  * values are random (fp8k_tl_fill); GEMM and cast times do not depend on them to first order.
  */
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -84,7 +83,7 @@ done:
   return rc;
 }
 
-static int dmalloc_copy(void **d, const void *h, size_t bytes, char *err, size_t errlen) {
+int tl_dmalloc_copy(void **d, const void *h, size_t bytes, char *err, size_t errlen) {
   int rc = FP8_OK;
   FP8G_CUDA(cudaMalloc(d, bytes ? bytes : 4));
   if (bytes) FP8G_CUDA(cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice));
@@ -112,11 +111,11 @@ int tl_alloc_mode(tl_run *r, tl_mode *m, const fp8_tl_plan *p, char *err, size_t
   }
   FP8G_CUDA(cudaMalloc((void **)&m->amax, nt * sizeof(float)));
   FP8G_CUDA(cudaMemset(m->amax, 0, nt * sizeof(float)));
-  if ((rc = dmalloc_copy((void **)&m->scale, ones, nt * sizeof(float), err, errlen))) goto done;
+  if ((rc = tl_dmalloc_copy((void **)&m->scale, ones, nt * sizeof(float), err, errlen))) goto done;
   FP8G_CUDA(cudaMalloc((void **)&m->sinv, nt * sizeof(float)));
-  if ((rc = dmalloc_copy((void **)&m->smax, smax, nt * sizeof(float), err, errlen))) goto done;
-  if ((rc = dmalloc_copy((void **)&m->hlen, hlen, nt * sizeof(int32_t), err, errlen))) goto done;
-  if ((rc = dmalloc_copy((void **)&m->ring_off, off, nt * sizeof(int64_t), err, errlen)))
+  if ((rc = tl_dmalloc_copy((void **)&m->smax, smax, nt * sizeof(float), err, errlen))) goto done;
+  if ((rc = tl_dmalloc_copy((void **)&m->hlen, hlen, nt * sizeof(int32_t), err, errlen))) goto done;
+  if ((rc = tl_dmalloc_copy((void **)&m->ring_off, off, nt * sizeof(int64_t), err, errlen)))
     goto done;
   FP8G_CUDA(cudaMalloc((void **)&m->ring, nt * (size_t)L * sizeof(float)));
   FP8G_CUDA(cudaMemset(m->ring, 0, nt * (size_t)L * sizeof(float)));
@@ -126,12 +125,12 @@ int tl_alloc_mode(tl_run *r, tl_mode *m, const fp8_tl_plan *p, char *err, size_t
   FP8G_CUDA(cudaMemset(m->acomp, 0, nt * sizeof(int32_t))); /* FP8_AMAX_MAX */
   for (int ph = 0; ph < 2; ph++) {
     const size_t n = p->nphase[ph];
-    rc = dmalloc_copy((void **)&m->gidx[ph], p->phase_tensors[ph], n * sizeof(int32_t), err,
+    rc = tl_dmalloc_copy((void **)&m->gidx[ph], p->phase_tensors[ph], n * sizeof(int32_t), err,
                       errlen);
     if (rc) goto done;
     for (size_t t = 0; t < nt; t++) i32[t] = -1; /* slot t reads red[ph][position of t] */
     for (size_t i = 0; i < n; i++) i32[p->phase_tensors[ph][i]] = (int32_t)i;
-    if ((rc = dmalloc_copy((void **)&m->uidx[ph], i32, nt * sizeof(int32_t), err, errlen)))
+    if ((rc = tl_dmalloc_copy((void **)&m->uidx[ph], i32, nt * sizeof(int32_t), err, errlen)))
       goto done;
     FP8G_CUDA(cudaMalloc((void **)&m->red[ph], (n ? n : 1) * sizeof(float)));
     FP8G_CUDA(cudaMemset(m->red[ph], 0, (n ? n : 1) * sizeof(float)));

@@ -39,6 +39,8 @@ typedef struct {
 } tl_run;
 
 /* timeline_gpu.c */
+/* cudaMalloc of bytes (4 when 0), then the host array h copied in (synchronous). */
+int tl_dmalloc_copy(void **d, const void *h, size_t bytes, char *err, size_t errlen);
 int tl_alloc_data(tl_run *r, char *err, size_t errlen);
 int tl_alloc_mode(tl_run *r, tl_mode *m, const fp8_tl_plan *p, char *err, size_t errlen);
 void tl_free_mode(tl_mode *m);

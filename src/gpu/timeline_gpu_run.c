@@ -70,59 +70,91 @@ static int cmp_double(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
+/* reps runs of issue() on stream s, each between two events and waited for: us[reps]. */
+typedef int (*issue_fn)(void *ctx, cudaStream_t s, char *err, size_t errlen);
+static int time_reps(cudaStream_t s, int reps, issue_fn issue, void *ctx, double *us, char *err,
+                     size_t errlen) {
+  int rc = FP8_OK;
+  cudaEvent_t e[2] = {NULL, NULL};
+  FP8G_CUDA(cudaEventCreate(&e[0]));
+  FP8G_CUDA(cudaEventCreate(&e[1]));
+  for (int k = 0; k < reps && !rc; k++) {
+    FP8G_CUDA(cudaEventRecord(e[0], s));
+    if ((rc = issue(ctx, s, err, errlen))) goto done;
+    FP8G_CUDA(cudaEventRecord(e[1], s));
+    FP8G_CUDA(cudaEventSynchronize(e[1]));
+    us[k] = elapsed_us(e[0], e[1], &rc, err, errlen);
+  }
+done:
+  if (e[0]) cudaEventDestroy(e[0]);
+  if (e[1]) cudaEventDestroy(e[1]);
+  return rc;
+}
+
+/* The update benchmark's state: n slots at history L, every one updated with amax[slot]. */
+typedef struct {
+  int32_t n;
+  float *ring, *scale, *amax, *smax;
+  int64_t *off;
+  int32_t *head, *hlen, *acomp, *idx;
+} update_bench;
+
+static int issue_update(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+  update_bench *b = ctx;
+  return fp8k_delayed_update_indexed_async(s, b->n, b->ring, b->off, b->head, b->scale, b->amax,
+                                           b->idx, b->hlen, b->acomp, b->smax, NULL, err, errlen);
+}
+
 /* The update kernel alone: n tensors at history L, every slot updated, reps launches timed. */
 static int bench_update(tl_run *r, fp8_tl_measurement *out, char *err, size_t errlen) {
   int rc = FP8_OK;
   const int32_t n = r->a->bench_tensors, L = r->a->bench_history, reps = r->a->bench_reps;
-  float *ring = NULL, *scale = NULL, *amax = NULL, *smax = NULL, *h = NULL;
-  int64_t *off = NULL, *hoff = NULL;
-  int32_t *head = NULL, *hlen = NULL, *acomp = NULL, *idx = NULL, *hi = NULL;
-  cudaEvent_t e[2] = {NULL, NULL};
   if (n <= 0 || L <= 0 || reps <= 0) return FP8_OK;
-  cudaStream_t s = (cudaStream_t)r->st[FP8_TL_COMPUTE];
-  h = malloc((size_t)n * sizeof *h), hoff = malloc((size_t)n * sizeof *hoff);
-  hi = malloc((size_t)n * sizeof *hi);
+  update_bench b = {.n = n};
+  float *amax = malloc((size_t)n * sizeof *amax), *smax = malloc((size_t)n * sizeof *smax);
+  int64_t *off = malloc((size_t)n * sizeof *off);
+  int32_t *idx = malloc((size_t)n * sizeof *idx), *hlen = malloc((size_t)n * sizeof *hlen);
   out->update_bench_us = calloc((size_t)reps, sizeof *out->update_bench_us);
-  FP8G_REQUIRE(h && hoff && hi && out->update_bench_us, FP8_ENOMEM, "out of memory");
-  FP8G_CUDA(cudaMalloc((void **)&ring, (size_t)n * (size_t)L * sizeof(float)));
-  FP8G_CUDA(cudaMemset(ring, 0, (size_t)n * (size_t)L * sizeof(float)));
-  FP8G_CUDA(cudaMalloc((void **)&scale, (size_t)n * sizeof(float)));
-  FP8G_CUDA(cudaMalloc((void **)&amax, (size_t)n * sizeof(float)));
-  FP8G_CUDA(cudaMalloc((void **)&smax, (size_t)n * sizeof(float)));
-  FP8G_CUDA(cudaMalloc((void **)&off, (size_t)n * sizeof(int64_t)));
-  FP8G_CUDA(cudaMalloc((void **)&head, (size_t)n * sizeof(int32_t)));
-  FP8G_CUDA(cudaMemset(head, 0, (size_t)n * sizeof(int32_t)));
-  FP8G_CUDA(cudaMalloc((void **)&hlen, (size_t)n * sizeof(int32_t)));
-  FP8G_CUDA(cudaMalloc((void **)&acomp, (size_t)n * sizeof(int32_t)));
-  FP8G_CUDA(cudaMemset(acomp, 0, (size_t)n * sizeof(int32_t)));
-  FP8G_CUDA(cudaMalloc((void **)&idx, (size_t)n * sizeof(int32_t)));
-  for (int32_t i = 0; i < n; i++) h[i] = 1.0f + (float)(i % 97), hoff[i] = (int64_t)i * L, hi[i] = i;
-  FP8G_CUDA(cudaMemcpy(amax, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
-  FP8G_CUDA(cudaMemcpy(off, hoff, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice));
-  FP8G_CUDA(cudaMemcpy(idx, hi, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice));
-  for (int32_t i = 0; i < n; i++) h[i] = 448.0f, hi[i] = L;
-  FP8G_CUDA(cudaMemcpy(smax, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
-  FP8G_CUDA(cudaMemcpy(scale, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
-  FP8G_CUDA(cudaMemcpy(hlen, hi, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice));
-  FP8G_CUDA(cudaEventCreate(&e[0]));
-  FP8G_CUDA(cudaEventCreate(&e[1]));
-  for (int32_t k = 0; k < reps; k++) {
-    FP8G_CUDA(cudaEventRecord(e[0], s));
-    rc = fp8k_delayed_update_indexed_async(s, n, ring, off, head, scale, amax, idx, hlen, acomp,
-                                           smax, NULL, err, errlen);
-    if (rc) goto done;
-    FP8G_CUDA(cudaEventRecord(e[1], s));
-    FP8G_CUDA(cudaEventSynchronize(e[1]));
-    out->update_bench_us[k] = elapsed_us(e[0], e[1], &rc, err, errlen);
-    if (rc) goto done;
-  }
-  out->nbench = (size_t)reps;
+  FP8G_REQUIRE(amax && smax && off && idx && hlen && out->update_bench_us, FP8_ENOMEM,
+               "out of memory");
+  for (int32_t i = 0; i < n; i++)
+    amax[i] = 1.0f + (float)(i % 97), smax[i] = 448.0f, off[i] = (int64_t)i * L, idx[i] = i,
+    hlen[i] = L;
+  const size_t nf = (size_t)n * sizeof(float), ni = (size_t)n * sizeof(int32_t);
+  FP8G_CUDA(cudaMalloc((void **)&b.ring, nf * (size_t)L));
+  FP8G_CUDA(cudaMemset(b.ring, 0, nf * (size_t)L));
+  FP8G_CUDA(cudaMalloc((void **)&b.head, ni));
+  FP8G_CUDA(cudaMemset(b.head, 0, ni));
+  FP8G_CUDA(cudaMalloc((void **)&b.acomp, ni));
+  FP8G_CUDA(cudaMemset(b.acomp, 0, ni)); /* FP8_AMAX_MAX */
+  if ((rc = tl_dmalloc_copy((void **)&b.amax, amax, nf, err, errlen)) ||
+      (rc = tl_dmalloc_copy((void **)&b.smax, smax, nf, err, errlen)) ||
+      (rc = tl_dmalloc_copy((void **)&b.scale, smax, nf, err, errlen)) ||
+      (rc = tl_dmalloc_copy((void **)&b.off, off, (size_t)n * sizeof(int64_t), err, errlen)) ||
+      (rc = tl_dmalloc_copy((void **)&b.idx, idx, ni, err, errlen)) ||
+      (rc = tl_dmalloc_copy((void **)&b.hlen, hlen, ni, err, errlen)))
+    goto done;
+  rc = time_reps((cudaStream_t)r->st[FP8_TL_COMPUTE], reps, issue_update, &b,
+                 out->update_bench_us, err, errlen);
+  if (!rc) out->nbench = (size_t)reps;
 done:
-  if (e[0]) cudaEventDestroy(e[0]);
-  if (e[1]) cudaEventDestroy(e[1]);
-  cudaFree(ring), cudaFree(scale), cudaFree(amax), cudaFree(smax), cudaFree(off);
-  cudaFree(head), cudaFree(hlen), cudaFree(acomp), cudaFree(idx);
-  free(h), free(hoff), free(hi);
+  cudaFree(b.ring), cudaFree(b.scale), cudaFree(b.amax), cudaFree(b.smax), cudaFree(b.off);
+  cudaFree(b.head), cudaFree(b.hlen), cudaFree(b.acomp), cudaFree(b.idx);
+  free(amax), free(smax), free(off), free(idx), free(hlen);
+  return rc;
+}
+
+typedef struct {
+  void *dst;
+  const void *src;
+  size_t bytes;
+} copy_bench;
+
+static int issue_copy(void *ctx, cudaStream_t s, char *err, size_t errlen) {
+  copy_bench *c = ctx;
+  int rc = FP8_OK;
+  FP8G_CUDA(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, s));
+done:
   return rc;
 }
 
@@ -130,33 +162,19 @@ done:
  * written), median of 5. */
 static int bench_copy(tl_run *r, fp8_tl_measurement *out, char *err, size_t errlen) {
   int rc = FP8_OK;
-  void *src = NULL;
-  size_t bytes = 0;
+  copy_bench c = {NULL, NULL, 0};
+  double t[5];
   for (int o = 0; o < 3; o++)
     for (int d = 0; d < 3; d++)
-      if (r->xcap[o][d] > bytes) bytes = r->xcap[o][d], src = r->x[o][d];
-  void *dst = NULL;
-  cudaEvent_t e[2] = {NULL, NULL};
-  double t[5];
-  cudaStream_t s = (cudaStream_t)r->st[FP8_TL_COMPUTE];
-  if (!src) return FP8_OK;
-  FP8G_CUDA(cudaMalloc(&dst, bytes));
-  FP8G_CUDA(cudaEventCreate(&e[0]));
-  FP8G_CUDA(cudaEventCreate(&e[1]));
-  for (int k = 0; k < 5; k++) {
-    FP8G_CUDA(cudaEventRecord(e[0], s));
-    FP8G_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-    FP8G_CUDA(cudaEventRecord(e[1], s));
-    FP8G_CUDA(cudaEventSynchronize(e[1]));
-    t[k] = elapsed_us(e[0], e[1], &rc, err, errlen);
-    if (rc) goto done;
-  }
+      if (r->xcap[o][d] > c.bytes) c.bytes = r->xcap[o][d], c.src = r->x[o][d];
+  if (!c.src) return FP8_OK;
+  FP8G_CUDA(cudaMalloc(&c.dst, c.bytes));
+  rc = time_reps((cudaStream_t)r->st[FP8_TL_COMPUTE], 5, issue_copy, &c, t, err, errlen);
+  if (rc) goto done;
   qsort(t, 5, sizeof *t, cmp_double);
-  out->copy_gbps = t[2] > 0 ? 2.0 * (double)bytes / (t[2] * 1e3) : 0.0;
+  out->copy_gbps = t[2] > 0 ? 2.0 * (double)c.bytes / (t[2] * 1e3) : 0.0;
 done:
-  if (e[0]) cudaEventDestroy(e[0]);
-  if (e[1]) cudaEventDestroy(e[1]);
-  cudaFree(dst);
+  cudaFree(c.dst);
   return rc;
 }
 
