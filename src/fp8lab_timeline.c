@@ -204,6 +204,7 @@ int fp8lab_timeline(int argc, char **argv, char *warn, size_t warnlen, char *err
   fp8_tl_plan plans[FP8_TL_NMODES];
   fp8_tl_span *spans[FP8_TL_NMODES] = {NULL};
   fp8_tl_totals tot[FP8_TL_NMODES];
+  fp8_tl_stats stats[FP8_TL_NMODES];
   fp8_tl_measurement meas;
   fp8_tl_device dev;
   char why[512] = "", date[32];
@@ -239,6 +240,11 @@ int fp8lab_timeline(int argc, char **argv, char *warn, size_t warnlen, char *err
                      .model_tot = tot, .meas = measured ? &meas : NULL, .not_measured = why,
                      .steps = (int32_t)o.steps, .bench_tensors = (int32_t)o.btensors,
                      .bench_history = (int32_t)o.bhistory, .date = date};
+  for (size_t k = 0; k < np && measured && !rc; k++)
+    if (fp8_tl_stats_of(&r, k, &stats[k]))
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (rc) goto done;
+  r.stats = measured ? stats : NULL;
   if ((rc = fp8_tl_write_csv(o.out, &r, err, errlen))) goto done;
   if ((rc = fp8_tl_write_md(o.out, &r, err, errlen))) goto done;
   if ((rc = fp8_tl_write_png(o.out, &r, err, errlen))) goto done;

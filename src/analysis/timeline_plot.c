@@ -119,10 +119,10 @@ int fp8_tl_write_png(const char *dir, const fp8_tl_report *r, char *err, size_t 
   for (size_t k = 0; k < n && !rc; k++) {
     c.sp[k] = r->model[k];
     c.tot[k] = r->model_tot[k];
-    fp8_tl_stats st;
-    if (!r->meas || fp8_tl_stats_of(r, k, &st) || st.median_step < 0) continue;
+    if (!r->stats || r->stats[k].median_step < 0) continue;
     if (!(c.sp[k] = malloc(r->plans[k].nops * sizeof **c.sp))) rc = FP8_ENOMEM;
-    else if (fp8_tl_measured_spans(r->meas, k, st.median_step, &r->plans[k], c.sp[k]) == FP8_OK)
+    else if (fp8_tl_measured_spans(r->meas, k, r->stats[k].median_step, &r->plans[k], c.sp[k]) ==
+             FP8_OK)
       fp8_tl_totals_of(&r->plans[k], c.sp[k], &c.tot[k]);
   }
   const char *what = r->meas ? "measured, the median step of each mode"

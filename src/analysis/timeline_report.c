@@ -2,6 +2,8 @@
  * (timeline_report.h); the charts are in timeline_plot.c. */
 #include "timeline_report.h"
 
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,18 +12,15 @@
 #include "outfile.h"
 #include "util.h"
 
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-/* median, min and max of v[0..n) (sorted in place); NaN when n is 0 */
+/* median (GSL's: the mean of the middle two for an even count), min and max of v[0..n), sorted
+ * in place; NaN when n is 0 */
 static void spread(double *v, size_t n, double *med, double *lo, double *hi) {
   if (n == 0) {
     *med = *lo = *hi = NAN;
     return;
   }
-  qsort(v, n, sizeof *v, cmp_double);
-  *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  gsl_sort(v, 1, n);
+  *med = gsl_stats_median_from_sorted_data(v, 1, n);
   *lo = v[0], *hi = v[n - 1];
 }
 
@@ -81,7 +80,7 @@ int fp8_tl_stats_of(const fp8_tl_report *r, size_t k, fp8_tl_stats *st) {
   st->median_step = -1;
   if (!rc && ns) {
     memcpy(sorted, step, ns * sizeof *sorted);
-    qsort(sorted, ns, sizeof *sorted, cmp_double);
+    gsl_sort(sorted, 1, ns);
     for (size_t s = 0; s < n && st->median_step < 0; s++)
       if (ok[s] && t[s].step_us == sorted[(ns - 1) / 2]) st->median_step = (int32_t)s;
   }
@@ -187,8 +186,7 @@ static void md_measured(FILE *fp, const fp8_tl_report *r) {
           "all-reduce (us) | model step (ms) | model / measured |\n");
   fprintf(fp, "|---|---:|---|---:|---:|---|---|---:|---:|---:|\n");
   for (size_t k = 0; k < r->nplans; k++) {
-    fp8_tl_stats st;
-    if (fp8_tl_stats_of(r, k, &st)) continue;
+    const fp8_tl_stats st = r->stats[k];
     const double model = r->model_tot[k].step_us;
     fprintf(fp, "| %s | %.3f | %.3f to %.3f | %.1f | %.4f%% | %.1f [%.1f, %.1f] | %.1f / %.1f | "
             "%.1f | %.3f | %.2f |\n",
@@ -228,8 +226,7 @@ static void md_update(FILE *fp, const fp8_tl_report *r) {
   for (int ph = 0; k >= 0 && ph < 2; ph++) {
     const size_t n = r->plans[k].nphase[ph];
     fprintf(fp, "| %zu (%s) | %d | ", n, ph ? "backward" : "forward", (int)r->shape->history_len);
-    fp8_tl_stats st;
-    if (m && fp8_tl_stats_of(r, (size_t)k, &st) == FP8_OK) fprintf(fp, "%.1f", st.update_med[ph]);
+    if (r->stats) fprintf(fp, "%.1f", r->stats[k].update_med[ph]);
     else fprintf(fp, "not measured");
     fprintf(fp, " | %.1f |\n", fp8_tl_model_update_us(d, (int64_t)n, r->shape->history_len));
   }
@@ -384,8 +381,7 @@ void fp8_tl_print(FILE *fp, const fp8_tl_report *r) {
   for (size_t k = 0; k < r->nplans; k++) {
     const fp8_tl_totals *t = &r->model_tot[k];
     double step = t->step_us, exposed = t->exposed_us;
-    fp8_tl_stats st;
-    if (r->meas && fp8_tl_stats_of(r, k, &st) == FP8_OK) step = st.step_med, exposed = st.exposed_med;
+    if (r->stats) step = r->stats[k].step_med, exposed = r->stats[k].exposed_med;
     fprintf(fp, "%-16s %12.3f %14.1f %9.4f%% %18.3f\n", fp8_tl_mode_name(r->plans[k].mode),
             step / 1e3, exposed, 100.0 * exposed / step, t->step_us / 1e3);
   }

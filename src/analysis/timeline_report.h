@@ -23,6 +23,8 @@ typedef struct {
   fp8_tl_span *const *model;        /**< [nplans] the model's spans of one step */
   const fp8_tl_totals *model_tot;   /**< [nplans] */
   const fp8_tl_measurement *meas;   /**< NULL: not measured */
+  const struct fp8_tl_stats *stats; /**< [nplans] fp8_tl_stats_of of every plan, computed once;
+                                         NULL exactly when meas is */
   const char *not_measured;         /**< why not (no device, --device cpu) */
   int32_t steps;                    /**< measured steps per mode */
   int32_t bench_tensors, bench_history;
@@ -30,7 +32,7 @@ typedef struct {
 } fp8_tl_report;
 
 /** Per mode, the measured steps' statistics (all NaN when not measured). */
-typedef struct {
+typedef struct fp8_tl_stats {
   double step_med, step_min, step_max;  /**< step time, us */
   double exposed_med, exposed_min, exposed_max;
   double vs_none_med, vs_none_min, vs_none_max; /**< step minus delayed-none's step of the
