@@ -1,26 +1,70 @@
 #!/usr/bin/env python3
-"""code_shape.py: the shape rules of fp8lab's C sources (docs/design.md), checked.
+"""code_shape.py: the shape of fp8lab's C sources (docs/design.md, "Folders and layers"), checked.
 
-  - no file in src/ over MAX_FILE lines (600);
-  - no function in src/ over MAX_FUNC lines (120), counted from the line that opens its
-    definition to its closing brace at column 0;
-  - no call cycle between the object files of the given static libraries: file A calls B when
-    A has an undefined symbol that B defines (nm), and the graph of those edges must be acyclic
-    (the trace readers use helpers from a leaf file, not from trace.c; the runner and engines
-    are layered).
+Failures (exit 1, one line each):
+  - an upward include: a file of a folder includes a header of a folder that comes later in
+    LAYERS (a higher layer): "src/sim/fp8.c:12: includes report.h (src/report): sim may not
+    use report, a higher layer";
+  - an upward call: an object file of a folder's library uses a symbol that only a higher
+    folder's library defines (from nm): "call: sim -> report: fp8.c.o calls fp8_report_write
+    (defined in report.c.o)";
+  - a call cycle between object files: file A calls B when A has an undefined symbol that B
+    defines, and the graph of those edges must be acyclic.
+Printed, not failures: files over 600 lines and functions over 120 (a split follows concerns,
+not a number: docs/design.md).
 
-Usage: code_shape.py SRC_DIR [LIB.a | OBJECT_DIR ...]     exit 0 when every rule holds, 1 otherwise (each
-violation on its own line: "file:line: ..." or "cycle: a.c -> b.c -> a.c").
+Usage: code_shape.py ROOT [FOLDER=LIB.a | FOLDER=OBJECT_DIR ...]
+  ROOT      the source tree (the folders of LAYERS below it: src/sim, kernels, ...)
+  FOLDER    a name of LAYERS; LIB.a a static library, OBJECT_DIR a folder of .o files (every .o
+            below it, e.g. build/src/gpu/CMakeFiles/fp8lab_gpu_module.dir), whose objects are
+            that folder's code.
+Exit 0 when every rule holds, 1 otherwise, 2 on bad usage.
 """
 import os
 import re
 import subprocess
 import sys
 
+# The layers, lowest first: a folder may use (include, call) only itself and the folders before
+# it. docs/design.md shows this list; this is where it is enforced.
+LAYERS = [
+    ("sim", "src/sim"),
+    ("io", "src/io"),
+    ("trace", "src/trace"),
+    ("experiment", "src/experiment"),
+    ("engine", "src/engine"),
+    ("timeline", "src/timeline"),
+    ("kernels", "kernels"),
+    ("gpu", "src/gpu"),
+    ("results", "src/results"),
+    ("run", "src/run"),
+    ("analysis", "src/analysis"),
+    ("plot", "src/plot"),
+    ("doc", "src/doc"),
+    ("report", "src/report"),
+    ("cli", "src/cli"),
+]
+RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cc", ".cpp")
 MAX_FILE = 600
 MAX_FUNC = 120
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # a definition: starts at column 0 with an identifier, has a '(' and no ';' on its first line
 DEF_START = re.compile(r"^[A-Za-z_][\w \*]*\b([A-Za-z_]\w*)\s*\(")
+
+
+def sources(root):
+    """(layer, path relative to root, lines) of every source file of the layers."""
+    for name, folder in LAYERS:
+        base = os.path.join(root, folder)
+        if not os.path.isdir(base):
+            continue
+        for dirpath, _, files in os.walk(base):
+            for f in sorted(files):
+                if f.endswith(SOURCE_EXT):
+                    path = os.path.join(dirpath, f)
+                    with open(path, errors="replace") as fh:
+                        yield name, os.path.relpath(path, root), fh.read().split("\n")
 
 
 def long_functions(path, lines):
@@ -38,65 +82,88 @@ def long_functions(path, lines):
         elif line.startswith("}"):
             n = i - start + 1
             if n > MAX_FUNC:
-                out.append("%s:%d: function %s is %d lines (limit %d)" % (path, start + 1, name, n, MAX_FUNC))
+                out.append("%s:%d: function %s is %d lines" % (path, start + 1, name, n))
             start = None
     return out
 
 
-def source_rules(src):
-    problems, nfiles = [], 0
-    for root, _, files in os.walk(src):
-        for f in sorted(files):
-            if not f.endswith((".c", ".h", ".cu")):
+def include_rules(files):
+    """Upward includes (failures) and the length report (notes)."""
+    owner = {}  # header name -> layer (names are unique across the layers' folders)
+    for layer, path, _ in files:
+        if path.endswith((".h", ".cuh")):
+            owner.setdefault(os.path.basename(path), layer)
+    problems, notes, edges = [], [], set()
+    for layer, path, lines in files:
+        n = len(lines) - (lines[-1] == "")
+        if n > MAX_FILE:
+            notes.append("%s: %d lines" % (path, n))
+        if path.endswith((".c", ".cu", ".cc", ".cpp")):
+            notes += long_functions(path, lines)
+        here = os.path.dirname(path)
+        for i, line in enumerate(lines):
+            m = INCLUDE.match(line)
+            if not m:
                 continue
-            path = os.path.join(root, f)
-            with open(path, errors="replace") as fh:
-                lines = fh.read().split("\n")
-            nfiles += 1
-            n = len(lines) - (lines[-1] == "")
-            if n > MAX_FILE:
-                problems.append("%s:1: %d lines (limit %d)" % (path, n, MAX_FILE))
-            if f.endswith((".c", ".cu")):
-                problems += long_functions(path, lines)
-    return problems, nfiles
+            header = m.group(1)
+            base = os.path.basename(header)
+            # a header next to the file is the folder's own, whatever its name
+            if os.path.exists(os.path.join(ROOT_DIR, here, header)):
+                continue
+            to = owner.get(base)
+            if to is None:
+                continue  # a system or third-party header
+            edges.add((layer, to))
+            if RANK[to] > RANK[layer]:
+                problems.append("%s:%d: includes %s (%s): %s may not use %s, a higher layer" %
+                                (path, i + 1, header, dict(LAYERS)[to], layer, to))
+    return problems, notes, edges
 
 
-def nm_lines(paths):
-    """(object name, symbol kind, symbol) of static libraries (.a) and object folders (every
-    .o below them, e.g. build/src/gpu/CMakeFiles/fp8lab_gpu_module.dir)."""
-    for path in paths:
+def nm_lines(inputs):
+    """(layer, object name, symbol kind, symbol) of static libraries (.a) and object folders."""
+    for layer, path in inputs:
         if os.path.isdir(path):
-            objs = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".o")]
-            args = sorted(objs)
+            args = sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs
+                          if f.endswith(".o"))
         else:
             args = [path]
         if not args:
             continue
-        out = subprocess.run(["nm", "-A"] + args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             text=True).stdout
+        out = subprocess.run(["nm", "-A"] + args, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout
         for line in out.splitlines():
             m = re.match(r"^(?:.*?\.a:)?(.*?\.o):\s*(?:[0-9a-fA-F]+)?\s+([A-Za-z])\s+(\S+)$", line)
             if m:
-                obj = re.sub(r"(\.(c|cu|cc|cpp))?\.o$", "", os.path.basename(m.group(1)))
-                yield obj, m.group(2), m.group(3)
+                yield layer, os.path.basename(m.group(1)), m.group(2), m.group(3)
 
 
-def call_graph(paths):
-    """{object: set(objects it calls)} from nm."""
-    defined, undefined = {}, {}
-    for obj, kind, sym in nm_lines(paths):
+def call_rules(inputs):
+    """Upward calls (failures), the file graph's cycles, and the layer edges."""
+    defined, undefined = {}, {}  # symbol -> (layer, object); (layer, object) -> symbols
+    for layer, obj, kind, sym in nm_lines(inputs):
+        node = (layer, obj)
         if kind == "U":
-            undefined.setdefault(obj, set()).add(sym)
+            undefined.setdefault(node, set()).add(sym)
         elif kind in "TDBRVWC":  # a global definition (lowercase: static, file-local)
-            defined.setdefault(sym, obj)
-            undefined.setdefault(obj, set())
-    graph = {o: set() for o in set(undefined) | set(defined.values())}
-    for obj, syms in undefined.items():
-        for s in syms:
+            defined.setdefault(sym, node)
+            undefined.setdefault(node, set())
+    graph = {n: set() for n in set(undefined) | set(defined.values())}
+    problems, edges = [], set()
+    for node, syms in sorted(undefined.items()):
+        for s in sorted(syms):
             d = defined.get(s)
-            if d and d != obj:
-                graph[obj].add(d)
-    return graph
+            if not d or d == node:
+                continue
+            graph[node].add(d)
+            edges.add((node[0], d[0]))
+            if RANK[d[0]] > RANK[node[0]]:
+                problems.append("call: %s -> %s: %s calls %s (defined in %s): %s may not use %s, "
+                                "a higher layer" % (node[0], d[0], node[1], s, d[1], node[0],
+                                                    d[0]))
+    for comp in cycles(graph):
+        problems.append("cycle between files: " + " <-> ".join("%s/%s" % c for c in comp))
+    return problems, graph, edges
 
 
 def cycles(graph):
@@ -132,20 +199,43 @@ def cycles(graph):
     return out
 
 
+ROOT_DIR = "."
+
+
 def main():
-    if len(sys.argv) < 2:
+    global ROOT_DIR
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return 2
-    problems, nfiles = source_rules(sys.argv[1])
-    libs = sys.argv[2:]
-    graph = call_graph(libs) if libs else {}
-    for comp in cycles(graph):
-        problems.append("cycle between files: " + " <-> ".join(c + ".c" for c in comp))
+    ROOT_DIR = sys.argv[1]
+    inputs = []
+    for a in sys.argv[2:]:
+        layer, sep, path = a.partition("=")
+        if not sep or layer not in RANK:
+            print("code_shape: %s: expected FOLDER=PATH with FOLDER one of %s" %
+                  (a, ", ".join(RANK)))
+            return 2
+        inputs.append((layer, path))
+    files = list(sources(ROOT_DIR))
+    problems, notes, inc_edges = include_rules(files)
+    call_problems, graph, call_edges = call_rules(inputs)
+    problems += call_problems
+    for n in notes:
+        print("note: " + n)
     for p in problems:
         print(p)
+    uses = {}
+    for a, b in inc_edges | call_edges:
+        if a != b:
+            uses.setdefault(a, set()).add(b)
+    for name, _ in LAYERS:
+        print("layer %-10s uses %s" % (name, ", ".join(sorted(uses.get(name, ()),
+                                                              key=RANK.get)) or "-"))
     nedges = sum(len(v) for v in graph.values())
-    print("code_shape: %d source files, %d objects, %d call edges between files: %s" %
-          (nfiles, len(graph), nedges, "%d problem(s)" % len(problems) if problems else "ok"))
+    print("code_shape: %d source files, %d objects, %d call edges between files, %d long files "
+          "or functions (a report): %s" %
+          (len(files), len(graph), nedges, len(notes),
+           "%d problem(s)" % len(problems) if problems else "ok"))
     return 1 if problems else 0
 
 

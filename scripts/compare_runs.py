@@ -9,7 +9,7 @@ Made for the GPU engine's parity check (scripts/device-parity.sh: `--device cpu`
 `--device gpu` on the same trace and experiment), usable on any two runs. Python's standard
 library only, so that it runs on any machine with a python3.
 
-The rule (src/core/engine.h, kernels/README.md): codes, counts (clipped included), amax, scales
+The rule (src/engine/engine.h, kernels/README.md): codes, counts (clipped included), amax, scales
 and histograms are bit-identical between the engines; only the three double sums (sum of squared
 errors, sum of squares, sum of squared dequantized values) are accumulated in another order on
 the GPU and agree to 1e-6 relative. So every cell is compared as text, exactly, except the

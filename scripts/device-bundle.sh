@@ -19,7 +19,7 @@
 #      CUDA fatbinary) and how it gets the CUDA runtime (cudart_static: the driver's
 #      libcuda.so.1 is loaded with dlopen at the first CUDA call; libcublasLt.so.13 is a NEEDED
 #      library of the engine's GEMMs, src/gpu), and that bin/fp8lab itself links no CUDA
-#      library (a CPU run never loads CUDA: the module is dlopen'ed, src/core/engine_load.h);
+#      library (a CPU run never loads CUDA: the module is dlopen'ed, src/engine/engine_load.h);
 #   3. writes .device-bundle/ (git-ignored):
 #        bin/fp8lab   bin/fp8lab-gpu.so   lib/<soname>...   run.sh   MANIFEST
 #      lib/ holds every shared library the two need (ldd, transitively) except glibc's own

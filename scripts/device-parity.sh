@@ -129,7 +129,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK" || summary_and_exit 1 "FAIL: cannot create $WORK" "not run"
 
 # ------------------------------------------------------------------ --device auto, the self-check
-# The default device: the module must load, pass its self-check (src/core/engine_check.h) and be
+# The default device: the module must load, pass its self-check (src/engine/engine_check.h) and be
 # picked; run.json records the engine and the self-check.
 AUTO_FAIL=""
 "$RUN" synth llm "$WORK/auto.trace" --steps 2 --seed 5 >"$WORK/auto.log" 2>&1

@@ -1,4 +1,4 @@
-/* test_doc.c: the generic document writer (src/analysis/doc*.c): the exact Markdown text, the
+/* test_doc.c: the generic document writer (src/doc/doc*.c): the exact Markdown text, the
  * notebook's structure read back with jansson and validated by nbformat itself, the embedded
  * PNG decoded back to its bytes, base64 against RFC 4648's test vectors, escaping, and errors
  * (a missing image writes nothing; a bad append poisons the document). */

@@ -1,4 +1,4 @@
-/* test_experiment.c: experiment files (src/core/experiment.c): the documented example expands
+/* test_experiment.c: experiment files (src/experiment/experiment.c): the documented example expands
  * to its configurations in canonical order, defaults, path resolution, step and tensor
  * selection, comments and CRLF, and a table of bad files, each with its exact "file:line:". */
 #include <check.h>

@@ -1,4 +1,4 @@
-/* test_gemm.c: GEMM-level errors (src/core/gemm.c): the double reference against a naive triple
+/* test_gemm.c: GEMM-level errors (src/engine/gemm.c): the double reference against a naive triple
  * loop, rel_error against hand-computed cases (identity weight, known quantization error),
  * token sampling, missing operands and degenerate shapes, and the operand orientations of
  * block recipes (block.h) end to end against a plain computation in this file. */

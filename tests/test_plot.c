@@ -1,4 +1,4 @@
-/* test_plot.c: the chart library (src/analysis/plot_*.c) and its PNG I/O (png_io.c). Each chart
+/* test_plot.c: the chart library (src/plot/plot_*.c) and its PNG I/O (png_io.c). Each chart
  * is written to a temporary directory and read back with libpng: size, text chunks, and pixels
  * where the layout guarantees something (plot boxes span most of the page, so a point at a
  * given fraction of the data range lies in a known band of pixels): background corners white,

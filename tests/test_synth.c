@@ -1,4 +1,4 @@
-/* test_synth.c: the synthetic trace generator (src/core/synth.c) read back through the trace
+/* test_synth.c: the synthetic trace generator (src/trace/synth.c) read back through the trace
  * reader: layout, amax.csv agreeing bit for bit with the snapshots, determinism, and the
  * behaviours each preset promises (outlier channels, spikes, small gradients, underflow). */
 #include <check.h>

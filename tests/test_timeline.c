@@ -11,7 +11,7 @@
 #include "png_io.h"
 #include "testutil.h"
 #include "timeline.h"
-#include "timeline_io.h"
+#include "timeline_inputs.h"
 #include "timeline_report.h"
 
 /* One Linear: tokens 16, in 32, out 64, BF16, history 4, and a device whose numbers make the

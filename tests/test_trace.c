@@ -1,4 +1,4 @@
-/* test_trace.c: the trace reader (src/core/trace.c, safetensors.c, npy.c, amaxcsv.c).
+/* test_trace.c: the trace reader (src/trace/trace.c, safetensors.c, npy.c, amaxcsv.c).
  *
  * Every input is written byte by byte here, so the reader is tested independently of the
  * writer (which gets its own round-trip test). Malformed inputs must give the right status and

@@ -1,6 +1,6 @@
 /* analysis_internal.h: CSV helpers shared by analysis.c and analysis_recommend.c (not public). */
-#ifndef FP8LAB_ANALYSIS_INTERNAL_H
-#define FP8LAB_ANALYSIS_INTERNAL_H
+#ifndef FP8LAB_ANALYSIS_ANALYSIS_INTERNAL_H
+#define FP8LAB_ANALYSIS_ANALYSIS_INTERNAL_H
 
 #include <math.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  *     fp8_comm_init_rank with the same id, nranks and its own rank (ncclCommInitRank).
  *
  * `fp8lab run` with `[trace] reduce_amax = true` replays all R ranks in ONE process (and on one
- * GPU, or the CPU) and takes each group's max on the host (src/core/runner.c): exact, and no
+ * GPU, or the CPU) and takes each group's max on the host (src/run/runner.c): exact, and no
  * NCCL is involved. This module is the multi-GPU form of the same MAX, for a replay that puts
  * the ranks on several devices, which fp8lab does not do yet: a trace of R ranks has folders rank_0/ .. rank_<R-1>/, each a complete trace of
  * the same tensor names. A replay with reduce_amax keeps, per tensor and configuration, one

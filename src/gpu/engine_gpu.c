@@ -1,5 +1,5 @@
 /* engine_gpu.c: the GPU engine (engine.h) on the kernels of kernels/, built into the module
- * fp8lab-gpu.so that `fp8lab run --device auto|gpu` loads at run time (src/core/engine_load.c),
+ * fp8lab-gpu.so that `fp8lab run --device auto|gpu` loads at run time (src/engine/engine_load.c),
  * so that a CPU run never loads CUDA.
  *
  * State on the device: one slot per (tensor, delayed configuration): the amax history ring

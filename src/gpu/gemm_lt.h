@@ -1,5 +1,5 @@
 /* gemm_lt.h: the three FP8 GEMMs of a linear layer on the GPU with cuBLASLt, and their error
- * against the unquantized GEMM: the device counterpart of src/core/gemm.h.
+ * against the unquantized GEMM: the device counterpart of src/engine/gemm.h.
  *
  * A layer has input X [tokens, in], weight W [out, in] and grad_output dY [tokens, out], stored
  * row-major as in the trace (gemm.h), and

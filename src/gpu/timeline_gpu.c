@@ -1,4 +1,4 @@
-/* timeline_gpu.c: `fp8lab timeline` on a GPU: runs the plans of src/core/timeline.h (one
+/* timeline_gpu.c: `fp8lab timeline` on a GPU: runs the plans of src/timeline/timeline.h (one
  * training step's ops per mode) on two streams and times every op with CUDA events. Exported
  * by the GPU module as fp8_timeline_gpu_run; the same file over the CUDA emulator and the
  * mocks is what tests/gpu/test_timeline_gpu.c checks in CI (the dependencies of every op, read

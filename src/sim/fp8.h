@@ -77,6 +77,19 @@ void fp8_dtype_to_f32(fp8_dtype d, const void *src, size_t n, float *dst);
 float fp8_bf16_to_f32(uint16_t h);
 float fp8_f16_to_f32(uint16_t h);
 
+#define FP8_MAX_DIMS 8
+
+/** One tensor of one step: a view into data someone else owns (little-endian, C order). The
+ *  trace readers make them from mapped files; the engines quantize them. */
+typedef struct {
+  char *name;            /**< `<module path>.<role>` */
+  fp8_dtype dtype;
+  int ndim;
+  int64_t shape[FP8_MAX_DIMS];
+  int64_t numel;
+  const void *data;      /**< numel * fp8_dtype_size(dtype) bytes */
+} fp8_tensor_view;
+
 /* ---------------------------------------------------------------- roles and HYBRID */
 
 typedef enum {
@@ -94,6 +107,11 @@ const char *fp8_role_name(fp8_role r);
 fp8_role fp8_role_of_tensor(const char *tensor_name);
 /** True for grad_output and grad_input. */
 bool fp8_role_is_backward(fp8_role r);
+
+/** The two halves of a training step, as TE reduces and updates (bit flags: FP8_FWD | FP8_BWD
+ *  is both). Forward roles: input, weight, output and tensors without a role; backward roles:
+ *  grad_output, grad_input (fp8_role_is_backward). */
+typedef enum { FP8_FWD = 1, FP8_BWD = 2 } fp8_phase;
 
 /** What a recipe's `format` key says: one format for all, or HYBRID. */
 typedef enum { FP8_SEL_E4M3, FP8_SEL_E5M2, FP8_SEL_HYBRID } fp8_format_sel;

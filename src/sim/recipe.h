@@ -1,6 +1,6 @@
 /* recipe.h: recipe kinds and one configuration of a sweep, with the step from a configuration
  * to the simulator's parameters of one tensor (fp8.h for delayed and current scaling, block.h
- * for the block kinds). The experiment parser (src/core/experiment.h) produces fp8_config
+ * for the block kinds). The experiment parser (src/experiment/experiment.h) produces fp8_config
  * values; the engines and the analysis read them. Pure C11, like the rest of src/sim.
  */
 #ifndef FP8LAB_SIM_RECIPE_H

@@ -21,6 +21,9 @@ extern "C" {
  *  `return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot write", path);` */
 int fp8_errorf(int status, char *err, size_t errlen, const char *fmt, ...) FP8_PRINTF(4, 5);
 
+/** Bytes of a one-line message buffer (err, errlen): every message fits. */
+#define FP8_ERRLEN 512
+
 /** Bytes of a buffer for one quoted item of a message: fp8_escape shows up to FP8_ESC_SHOW
  *  bytes of escaped text, then "..." (an item is a name, a key, a field: the message stays
  *  readable and within FP8_ERRLEN whatever the input holds). */

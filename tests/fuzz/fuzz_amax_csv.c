@@ -1,5 +1,5 @@
 /* fuzz_amax_csv.c: libFuzzer target of the amax.csv reader (fp8_amax_csv_read,
- * src/core/amaxcsv.c). On success the rows are checked against what trace.h promises: sorted
+ * src/trace/amaxcsv.c). On success the rows are checked against what trace.h promises: sorted
  * by step, then micro-batch, then tensor index, unique, every index naming one of the sorted
  * distinct names, te_scale 0 (not given) or positive and finite. */
 #include "fuzz_common.h"

@@ -1,5 +1,5 @@
 /* fuzz_experiment.c: libFuzzer target of the experiment-file parser (fp8_experiment_load,
- * src/core/experiment*.c, over libinih): the input is one experiment INI file. On success the
+ * src/experiment/experiment*.c, over libinih): the input is one experiment INI file. On success the
  * expansion is checked against experiment.h (at least one configuration and at most
  * FP8_EXPERIMENT_MAX_CONFIGS, each in a section that holds it) and the selection functions the
  * runner calls next run over a few names and steps: the tensor globs, the steps selection, the

@@ -1,5 +1,5 @@
 /* fuzz_gemm_csv.c: libFuzzer target of the report's gemm.csv reader (rep_load_gemm,
- * src/analysis/report_read.c), against the configurations of a run like the quickstart's:
+ * src/report/report_read.c), against the configurations of a run like the quickstart's:
  * delayed ones (the reader matches history_len, margin and amax_compute), a current one and a
  * mixed recipe (matched by its label alone). */
 #include "fuzz_common.h"

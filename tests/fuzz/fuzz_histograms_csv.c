@@ -1,5 +1,5 @@
 /* fuzz_histograms_csv.c: libFuzzer target of the report's histograms.csv reader
- * (rep_load_histogram, src/analysis/report_read.c). The reader looks up one (tensor, step):
+ * (rep_load_histogram, src/report/report_read.c). The reader looks up one (tensor, step):
  * the target asks for the tensor and step of the input's second line (as the report asks for
  * the spike's), and for a fixed one. A histogram it returns must lie within the log2 bins. */
 #include "fuzz_common.h"

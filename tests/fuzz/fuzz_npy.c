@@ -1,4 +1,4 @@
-/* fuzz_npy.c: libFuzzer target of the npy reader (fp8_npy_open_step, src/core/npy.c): the input
+/* fuzz_npy.c: libFuzzer target of the npy reader (fp8_npy_open_step, src/trace/npy.c): the input
  * is one <tensor>.npy file of a step_<N>/ snapshot folder. On success the tensor's data is read
  * in full and widened to float32, so that a view past the mapped bytes is an ASan report. */
 #include "fuzz_common.h"

@@ -1,7 +1,7 @@
 /* fuzz_run_json.c: libFuzzer target of the readers of a run's run.json: the report's
- * (rep_read_run_json, src/analysis/report_read.c: the experiment's name and budgets, the
+ * (rep_read_run_json, src/report/report_read.c: the experiment's name and budgets, the
  * trace) and the list of outputs that --force and the report remove stale files by
- * (fp8_outputs_read, src/core/outputs.c), whose every name must pass fp8_output_name_ok: a
+ * (fp8_outputs_read, src/results/outputs.c), whose every name must pass fp8_output_name_ok: a
  * run.json must never make fp8lab remove a file outside the run's own names. */
 #include "fuzz_common.h"
 

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c: libFuzzer target of the safetensors reader (fp8_safetensors_open,
- * src/core/safetensors.c): the input is one step_<N>.safetensors file. On success every
+ * src/trace/safetensors.c): the input is one step_<N>.safetensors file. On success every
  * tensor's data is read in full, widened to float32 and histogrammed as the runner does, so
  * that a view the header checks let past the mapped bytes is an ASan report. */
 #include "fuzz_common.h"

@@ -1,12 +1,12 @@
 /* fuzz_steps_csv.c: libFuzzer target of the steps.csv reader (fp8_steps_parse, the in-memory
- * half of fp8_steps_load: src/analysis/stepscsv*.c). A table it accepts goes on through what
+ * half of fp8_steps_load: src/results/stepscsv*.c). A table it accepts goes on through what
  * `fp8lab report` computes from it next: the statistics of every group (analysis.c) and the
  * recommendations (analysis_recommend.c), whose arithmetic on accepted but odd values (nan,
  * inf, huge counts) UBSan watches. Its groups are checked against analysis.h: every row in
  * exactly one group's list, by step ascending. */
 #include "fuzz_common.h"
 
-#include "analysis.h"
+#include "tables.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[FZ_ERRLEN];

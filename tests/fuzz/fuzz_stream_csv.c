@@ -1,10 +1,10 @@
 /* fuzz_stream_csv.c: libFuzzer target of the stream.csv reader (fp8_stream_load,
- * src/analysis/streamcsv.c). A table it accepts is checked against analysis.h (every series
+ * src/results/streamcsv.c). A table it accepts is checked against analysis.h (every series
  * the same steps, ascending) and goes on through the stream statistics the report computes
  * (fp8_analysis_stream_series). */
 #include "fuzz_common.h"
 
-#include "analysis.h"
+#include "tables.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[1200], err[FZ_ERRLEN];

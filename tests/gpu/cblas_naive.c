@@ -1,5 +1,5 @@
 /* cblas_naive.c: plain-loop cblas_sgemm / cblas_dgemm (row-major only) behind the shim header,
- * so that src/core/gemm.c, the CPU oracle of the GPU GEMM tests, builds with FP8LAB_GPU_ONLY=ON
+ * so that src/engine/gemm.c, the CPU oracle of the GPU GEMM tests, builds with FP8LAB_GPU_ONLY=ON
  * (no GSL, no OpenBLAS on the device machine). FP32 GEMMs accumulate in float, k ascending, as
  * a BLAS sgemm does up to summation order; the order differs from OpenBLAS's blocked one, which
  * moves results by rounding only (~sqrt(K) ulps), far below the tests' tolerances. */

@@ -1,5 +1,5 @@
 /* test_engine_conformance.c: every engine the build has, op by op, against the simulator
- * (src/core/engine_check.h, the full suite: about 70 configurations, more than one launch of
+ * (src/engine/engine_check.h, the full suite: about 70 configurations, more than one launch of
  * the fused kernel, ties, subnormals, saturation, NaN and inf in F32, BF16 and F16, a tensor that
  * skips a step, a shared reduction slot, the layer GEMMs, the delayed state after each
  * end_phase; every statistic, clipped and sum_sq_hat included, and saturation on both sides of

@@ -10,7 +10,7 @@
  *   - the output amax (CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, or the fallback kernel) equals
  *     max |Y| of the output as written;
  *   - the device reference GEMM (FP32 and BF16 inputs) matches the CPU double GEMM, and the
- *     device rel_error matches src/core/gemm.h's fp8_gemm_error (the CPU oracle of gemm.csv);
+ *     device rel_error matches src/engine/gemm.h's fp8_gemm_error (the CPU oracle of gemm.csv);
  *   - shapes with no dimension a multiple of 16 (padded on the device), one token, K = 0, the
  *     operand copies the layout mapping implies, errors (E5M2 x E5M2, missing operands), sign
  *     symmetry and the plan cache.
@@ -421,7 +421,7 @@ static void test_amax_kernel_path(void) {
   fp8_gemm_lt_set_options(ctx, &o);
 }
 
-/* Device rel_error and reference GEMMs against src/core/gemm.h (the CPU code behind gemm.csv). */
+/* Device rel_error and reference GEMMs against src/engine/gemm.h (the CPU code behind gemm.csv). */
 static void rel_error_case(const fixture *fx, bool fast_fprop) {
   fp8_gemm_lt_options o = fp8_gemm_lt_options_default(), mine = o;
   mine.fast_accum[FP8_GEMM_FPROP] = fast_fprop;

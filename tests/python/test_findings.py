@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Findings section of report.md (src/analysis/report_findings.c) against the CSV files.
+"""The Findings section of report.md (src/report/report_findings.c) against the CSV files.
 
 `fp8lab run experiments/quickstart.ini` into a temporary directory, then every number the
 "## Findings" section of report.md quotes (from "## Findings" to the next "## ") is recomputed

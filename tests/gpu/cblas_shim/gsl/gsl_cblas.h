@@ -1,4 +1,4 @@
-/* gsl_cblas.h (shim): the two CBLAS calls src/core/gemm.c makes, for FP8LAB_GPU_ONLY builds on
+/* gsl_cblas.h (shim): the two CBLAS calls src/engine/gemm.c makes, for FP8LAB_GPU_ONLY builds on
  * machines without GSL's headers (the device machine). Same declarations as GSL's header; the
  * implementation is tests/gpu/cblas_naive.c. Only on the include path of the GPU tests' oracle
  * library in GPU_ONLY builds; normal builds use GSL's header and OpenBLAS. */

@@ -1,0 +1,488 @@
+/* fp8lab.c: the command line.
+ *
+ *   fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--quiet]
+ *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
+ *   fp8lab inspect TRACE
+ *   fp8lab report OUTDIR [--budget F]
+ *   fp8lab timeline (TRACE | --layers N --hidden H --ffn F --tokens T) [options]
+ *   fp8lab --help | --version | CMD --help
+ *
+ * Exit status: 0 ok, 1 runtime failure (out of memory, a write failing mid-run), 2 bad usage or
+ * bad input (experiment file, trace, output directory). Errors are one line on stderr.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "engine_load.h"
+#include "experiment.h"
+#include "cli.h"
+#include "gemm.h"
+#include "report.h"
+#include "fp8.h"
+#include "runner.h"
+#include "run_folder.h"
+#include "synth.h"
+#include "trace.h"
+#include "util.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+static const char USAGE[] =
+    "usage: fp8lab <command> [options]\n"
+    "\n"
+    "FP8 scaling recipes (TransformerEngine delayed scaling, current scaling) replayed on\n"
+    "captured activation, weight and gradient traces.\n"
+    "\n"
+    "commands:\n"
+    "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
+    "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow)\n"
+    "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
+    "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
+    "\n"
+    "options:\n"
+    "  --help            this text; `fp8lab CMD --help` for a command\n"
+    "  --version         print the version\n";
+
+static const char USAGE_RUN[] =
+    "usage: fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--device D]\n"
+    "                  [--quiet] [--no-report] [--checkpoint-interval S]\n"
+    "\n"
+    "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
+    "configuration of its [recipe.*] sections and writes into the output directory:\n"
+    "  steps.csv        one row per snapshot step, tensor and configuration\n"
+    "  stream.csv       every step of the replay, tensor and delayed configuration: amax, the\n"
+    "                   scale used, overshoot (when the experiment has delayed configurations)\n"
+    "  summary.csv      one row per tensor and configuration\n"
+    "  histograms.csv   log2 magnitudes of every tensor at every snapshot step\n"
+    "  gemm.csv         GEMM errors per layer, step and configuration ([analysis] gemm,\n"
+    "                   layers with input, weight and grad_output)\n"
+    "  run.json         what ran: experiment, trace, inputs, engine, the files written\n"
+    "then the report (unless --no-report; see fp8lab report --help): analysis.csv,\n"
+    "recommendations.csv, report.md, notebooks_export/<experiment>.ipynb and plots/*.png.\n"
+    "\n"
+    "  --out DIR     output directory (default: [output] dir of the experiment)\n"
+    "  --force       write into a non-empty output directory (its result files are replaced;\n"
+    "                nothing there that fp8lab did not write is touched)\n"
+    "  --resume      continue the run that was interrupted (killed) in the output directory\n"
+    "                from its last checkpoint: the same experiment file, trace and engine;\n"
+    "                the outputs are those of an uninterrupted run\n"
+    "  --checkpoint-interval S  seconds between checkpoints (default 30; 0: after every\n"
+    "                step)\n"
+    "  --threads N   worker threads (default: the number of CPUs); also the processes\n"
+    "                drawing the report's plots (at most 8)\n"
+    "  --device D    auto | cpu | gpu: where the recipes run (default auto: the GPU engine\n"
+    "                when a device is usable and the engine passes its self-check, else the\n"
+    "                CPU; gpu fails instead of falling back)\n"
+    "  --quiet       no progress bar and no final message\n"
+    "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
+
+static const char USAGE_REPORT[] =
+    "usage: fp8lab report OUTDIR [--budget F] [--jobs N] [--quiet]\n"
+    "\n"
+    "Reads a run's steps.csv, histograms.csv and run.json and writes analysis.csv,\n"
+    "recommendations.csv, plots/*.png, report.md and notebooks_export/<experiment>.ipynb.\n"
+    "\n"
+    "  --budget F    value budget (fraction of values that may clip) for the recommendations\n"
+    "                (default: the experiment's [analysis] overflow_budget, else 1e-5)\n"
+    "  --jobs N      processes drawing the plots, 1 to 8 (default: the number of CPUs,\n"
+    "                at most 4; the files are the same whatever N)\n"
+    "  --quiet       no final message\n";
+
+static const char USAGE_SYNTH[] =
+    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]\n"
+    "\n"
+    "Writes a synthetic trace (step_<N>.safetensors snapshots and amax.csv) into DIR.\n"
+    "Presets: llm (outlier channels, a late activation spike, shrinking heavy-tailed\n"
+    "gradients, skipped modules), spiky (frequent large spikes), underflow (tiny values over a\n"
+    "wide dynamic range).\n"
+    "\n"
+    "  --steps N   training steps (default 200)\n"
+    "  --seed S    random seed (default 1)\n"
+    "  --force     replace the trace DIR already holds (its step_<N> snapshots and\n"
+    "              amax.csv; nothing else there is touched): without it, that is an error\n";
+
+static const char USAGE_INSPECT[] =
+    "usage: fp8lab inspect TRACE\n"
+    "\n"
+    "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
+    "its non-zero amax range over snapshots and amax.csv, and its steps with amax 0: 'never ran\n"
+    "(amax 0 on all N steps)' (no snapshot, every amax.csv row 0) or '(0 on K of N steps:\n"
+    "skipped there)', N counting the steps at which the trace records the tensor.\n";
+
+/* Every line fp8lab writes to stderr goes through here: the message is formatted, then
+ * passed through fp8_escape_line, so that no byte that reached it (a path given on the
+ * command line, say) can break the line or move the terminal's cursor; the escapes a message
+ * already holds pass unchanged. */
+static void errf(const char *fmt, ...) FP8_PRINTF(1, 2);
+static void errf(const char *fmt, ...) {
+  char msg[4 * FP8_ERRLEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(msg);
+  int nl = n && msg[n - 1] == '\n';
+  if (nl) msg[--n] = '\0';
+  char *line = malloc(4 * n + 1);
+  fputs(line ? fp8_escape_line(msg, line, 4 * n + 1) : msg, stderr);
+  if (nl) fputc('\n', stderr);
+  free(line);
+}
+
+/* A command-line argument as a message quotes it (fp8_esc); four at a time. */
+static const char *arg(const char *s) {
+  static char buf[4][FP8_ESC_LEN];
+  static int k;
+  k = (k + 1) % 4;
+  return fp8_esc(s, buf[k], sizeof buf[k]);
+}
+
+static int want_help(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+/* Runtime failures (memory, the device, an output write failing: a full disk) exit 1; every
+ * other status comes from the input (experiment, trace, output directory) and exits 2. */
+static int exit_of(int status) {
+  return (status == FP8_ENOMEM || status == FP8_EDEVICE || status == FP8_EWRITE) ? EXIT_RUNTIME
+                                                                                 : EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------------ report */
+
+static int write_report(const char *dir, double budget, int procs, int quiet, int in_run) {
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs,
+                           .in_run = in_run};
+  fp8_report_summary rs;
+  int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
+  if (rc) {
+    errf("fp8lab: report: %s\n", err);
+    return exit_of(rc);
+  }
+  if (!quiet)
+    printf("report:   %s\nnotebook: %s\nplots:    %s/ (%zu PNG)\n", rs.report_md, rs.notebook, rs.plots_dir,
+           rs.nplots);
+  return 0;
+}
+
+static int cmd_report(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_REPORT, stdout);
+    return 0;
+  }
+  const char *dir = NULL;
+  double budget = -1.0;
+  int quiet = 0;
+  long long jobs = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc) {
+      if (fp8_cli_parse_ll(argv[++i], 1, 8, &jobs) != 0) {
+        errf("fp8lab report: --jobs wants an integer from 1 to 8, got '%s'\n", arg(argv[i]));
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+      char *end;
+      errno = 0;
+      budget = strtod(argv[++i], &end);
+      if (errno || end == argv[i] || *end || !(budget >= 0 && budget <= 1)) {
+        errf("fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", arg(argv[i]));
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+      quiet = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      errf("fp8lab report: unknown or incomplete option '%s' (see fp8lab report --help)\n", arg(argv[i]));
+      return EXIT_USAGE;
+    } else if (!dir) {
+      dir = argv[i];
+    } else {
+      errf("fp8lab report: one output directory expected, got also '%s'\n", arg(argv[i]));
+      return EXIT_USAGE;
+    }
+  }
+  if (!dir) {
+    fputs(USAGE_REPORT, stderr);
+    return EXIT_USAGE;
+  }
+  return write_report(dir, budget, (int)jobs, quiet, 0);
+}
+
+/* ------------------------------------------------------------------ run */
+
+/* The run's final message (and its warnings). */
+static void print_run_summary(const fp8_run_summary *sum, const char *dir, int quiet) {
+  if (sum->resumed_at >= 0 && !quiet)
+    errf("fp8lab: resumed %s after step %lld of %lld\n", sum->out_dir, sum->resumed_at,
+         sum->steps);
+  if (sum->mismatches)
+    errf("fp8lab: warning: %lld snapshot %s from amax.csv (the snapshot data was used)\n",
+         sum->mismatches, sum->mismatches == 1 ? "amax differs" : "amaxes differ");
+  if (!quiet) {
+    printf("fp8lab: %lld steps, %lld tensors%s%s%s, %lld configurations: %lld rows in %.2f s\n"
+           "results in %s:\n"
+           "  steps.csv       per snapshot step, tensor and configuration\n"
+           "  summary.csv     per tensor and configuration\n"
+           "  histograms.csv  log2 magnitudes per tensor and snapshot step\n",
+           sum->steps, sum->tensors, *sum->left_note ? " (" : "", sum->left_note,
+           *sum->left_note ? ")" : "", sum->configs, sum->rows, sum->wall_s, dir);
+    if (sum->stream_rows > 0)
+      printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
+    if (sum->gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
+    printf("  run.json        what ran, and every file written\n");
+  }
+}
+
+static int cmd_run(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_RUN, stdout);
+    return 0;
+  }
+  const char *exp = NULL;
+  const char *device = "auto";
+  int no_report = 0;
+  fp8_run_options opt = {.threads = 0, .checkpoint_s = 30};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--out") == 0 && i + 1 < argc) {
+      opt.out_dir = argv[++i];
+    } else if (strcmp(a, "--force") == 0) {
+      opt.force = 1;
+    } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+      opt.quiet = 1;
+    } else if (strcmp(a, "--no-report") == 0) {
+      no_report = 1;
+    } else if (strcmp(a, "--resume") == 0) {
+      opt.resume = 1;
+    } else if (strcmp(a, "--checkpoint-interval") == 0 && i + 1 < argc) {
+      char *end;
+      errno = 0;
+      opt.checkpoint_s = strtod(argv[++i], &end);
+      if (errno || end == argv[i] || *end || !(opt.checkpoint_s >= 0 && opt.checkpoint_s <= 1e6)) {
+        errf("fp8lab run: --checkpoint-interval wants seconds from 0 to 1e6, got '%s'\n",
+             arg(argv[i]));
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--device") == 0 && i + 1 < argc) {
+      device = argv[++i];
+      if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "gpu")) {
+        errf("fp8lab run: --device wants auto, cpu or gpu, got '%s'\n", arg(device));
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+      long long v;
+      if (fp8_cli_parse_ll(argv[++i], 1, 64, &v)) {
+        errf("fp8lab run: --threads wants an integer from 1 to 64, got '%s'\n", arg(argv[i]));
+        return EXIT_USAGE;
+      }
+      opt.threads = (int)v;
+    } else if (a[0] == '-' && a[1]) {
+      errf("fp8lab run: unknown or incomplete option '%s' (see fp8lab run --help)\n", arg(a));
+      return EXIT_USAGE;
+    } else if (!exp) {
+      exp = a;
+    } else {
+      errf("fp8lab run: one experiment file expected, got also '%s'\n", arg(a));
+      return EXIT_USAGE;
+    }
+  }
+  if (!exp) {
+    fputs(USAGE_RUN, stderr);
+    return EXIT_USAGE;
+  }
+  if (opt.resume && opt.force) {
+    errf("fp8lab run: --resume continues an interrupted run, --force starts over: "
+         "give one of them\n");
+    return EXIT_USAGE;
+  }
+  opt.report_follows = !no_report;
+  if (opt.threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.threads = n > 0 ? (n > 64 ? 64 : (int)n) : 1;
+  }
+  opt.progress = isatty(STDERR_FILENO);
+
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_experiment ex;
+  int rc = fp8_experiment_load(exp, &ex, err, sizeof err);
+  if (rc) {
+    errf("fp8lab: %s\n", err);
+    return EXIT_USAGE;
+  }
+  if (ex.trace_is_synth) {
+    int known = 0;
+    for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, ex.synth_preset) == 0;
+    if (!known) {
+      errf("fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow)\n",
+              arg(exp), arg(ex.synth_preset));
+      fp8_experiment_free(&ex);
+      return EXIT_USAGE;
+    }
+  }
+  /* the engine: the GPU module when asked for (or auto and usable) and its self-check passes,
+   * else the CPU engine (engine_load.h) */
+  fp8_engine_selection sel;
+  char warn[FP8_ERRLEN * 2] = "";
+  rc = fp8_engine_select(device, opt.threads, &sel, warn, sizeof warn, err, sizeof err);
+  if (rc) {
+    errf("fp8lab: %s\n", err);
+    fp8_engine_selection_close(&sel);
+    fp8_experiment_free(&ex);
+    return EXIT_RUNTIME;
+  }
+  if (*warn) errf("fp8lab: %s\n", warn);
+  opt.engine = sel.factory;
+  opt.choice = &sel.choice;
+  if (sel.factory && !opt.quiet)
+    errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
+            sel.module, sel.check.values, sel.check.seconds);
+  fp8_run_summary sum;
+  rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
+  fp8_engine_selection_close(&sel);
+  fp8_experiment_free(&ex);
+  if (rc) {
+    errf("fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  char real[PATH_MAX];
+  const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+  print_run_summary(&sum, dir, opt.quiet);
+  if (no_report) return 0;
+  int ret = write_report(dir, -1.0, opt.threads, opt.quiet, 1);
+  if (ret == 0) fp8_run_finish(&sum); /* complete: the marker goes */
+  else fp8_rundir_unlock(sum.lock_fd); /* the folder stays marked: a resume reports again */
+  return ret;
+}
+
+/* ------------------------------------------------------------------ synth */
+
+static int cmd_synth(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_SYNTH, stdout);
+    return 0;
+  }
+  const char *pos[2] = {NULL, NULL};
+  int npos = 0;
+  long long steps = 200, seed = 1;
+  int force = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--force") == 0) {
+      force = 1;
+    } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      if (fp8_cli_parse_ll(argv[++i], 1, 1000000, &steps)) {
+        errf("fp8lab synth: --steps wants an integer from 1 to 1000000, got '%s'\n", arg(argv[i]));
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      if (fp8_cli_parse_ll(argv[++i], 0, LLONG_MAX, &seed)) {
+        errf("fp8lab synth: --seed wants a non-negative integer, got '%s'\n", arg(argv[i]));
+        return EXIT_USAGE;
+      }
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      errf("fp8lab synth: unknown or incomplete option '%s' (see fp8lab synth --help)\n", arg(argv[i]));
+      return EXIT_USAGE;
+    } else if (npos < 2) {
+      pos[npos++] = argv[i];
+    } else {
+      errf("fp8lab synth: too many arguments ('%s')\n", arg(argv[i]));
+      return EXIT_USAGE;
+    }
+  }
+  if (npos != 2) {
+    fputs(USAGE_SYNTH, stderr);
+    return EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN] = "";
+  int rc = FP8_OK;
+  /* the preset first: an unknown one must not cost the old trace */
+  int known = 0;
+  for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, pos[0]) == 0;
+  if (known && force) rc = fp8_synth_remove_trace(pos[1], err, sizeof err);
+  if (!rc) rc = fp8_synth_write(pos[0], pos[1], steps, (uint64_t)seed, err, sizeof err);
+  if (rc) {
+    errf("fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  printf("fp8lab: wrote synthetic trace '%s' (%lld steps, seed %lld) to %s\n", pos[0], steps, seed, pos[1]);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ inspect */
+
+static int cmd_inspect(int argc, char **argv) {
+  if (want_help(argc, argv) || argc != 1) {
+    fputs(USAGE_INSPECT, argc == 1 ? stdout : stderr);
+    return argc == 1 ? 0 : EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN] = "";
+  int rc = fp8lab_inspect(argv[0], err, sizeof err);
+  if (rc) {
+    errf("fp8lab: %s\n", err);
+    return exit_of(rc);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ timeline */
+
+static int cmd_timeline(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(FP8LAB_TIMELINE_USAGE, stdout);
+    return 0;
+  }
+  char err[FP8_ERRLEN * 2] = "", warn[FP8_ERRLEN * 2] = "";
+  int rc = fp8lab_timeline(argc, argv, warn, sizeof warn, err, sizeof err);
+  if (warn[0]) errf("fp8lab timeline: %s\n", warn);
+  if (rc) {
+    errf("fp8lab timeline: %s\n", err);
+    return exit_of(rc);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  fp8_gemm_blas_single_thread();
+  if (argc < 2) {
+    fputs(USAGE, stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  /* FP8LAB_ISA=generic|avx2|avx512: the simulator's loop variant (benchmarks; the results are
+   * identical whichever runs) */
+  const char *isa = getenv("FP8LAB_ISA");
+  if (isa && *isa) {
+    fp8_isa want = FP8_ISA_AUTO;
+    for (int k = FP8_ISA_GENERIC; k <= FP8_ISA_AVX512; k++)
+      if (strcmp(isa, fp8_isa_name((fp8_isa)k)) == 0) want = (fp8_isa)k;
+    if (want == FP8_ISA_AUTO || fp8_isa_set(want) != FP8_OK) {
+      errf("fp8lab: FP8LAB_ISA=%s: not one of generic, avx2, avx512 that this CPU runs\n", arg(isa));
+      return EXIT_USAGE;
+    }
+  }
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    fputs(USAGE, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    printf("fp8lab %s\n", FP8LAB_VERSION);
+    return 0;
+  }
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
+  if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+  if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
+  if (strcmp(cmd, "timeline") == 0) return cmd_timeline(argc - 2, argv + 2);
+  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline; see fp8lab --help)\n",
+       arg(cmd));
+  return EXIT_USAGE;
+}

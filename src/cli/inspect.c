@@ -1,0 +1,185 @@
+/* inspect.c: `fp8lab inspect TRACE`: a trace's tensors with their role, dtype, shape,
+ * snapshot steps, non-zero amax range, and the steps at which their amax is 0, telling a
+ * tensor that never ran (no snapshot, every amax.csv row 0: a hook on a module the model never
+ * calls) from one skipped at some steps (docs/semantics.md, "Tensors that never ran"). */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp8.h"
+#include "trace.h"
+#include "util.h" /* fp8_grow */
+
+typedef struct {
+  char *name;
+  fp8_dtype dtype;
+  int ndim;
+  int64_t shape[FP8_MAX_DIMS];
+  long long snapshots;
+  int64_t first, last;
+  float amin, amax; /* over snapshots and amax.csv */
+  /* the steps at which the trace records the tensor (its snapshot steps and amax.csv steps,
+   * a step counted once) and those of them whose amax, as the replay takes it (the
+   * snapshot's when there is one, else amax.csv's), is 0: the module did not run there */
+  long long steps, zero_steps;
+  int64_t snap_step; /* the last snapshot step holding it (-1: none yet) */
+} inspect_row;
+
+static int cmp_row(const void *a, const void *b) {
+  return strcmp(((const inspect_row *)a)->name, ((const inspect_row *)b)->name);
+}
+
+static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp((*rows)[i].name, name) == 0) return &(*rows)[i];
+  inspect_row *nr = fp8_grow(*rows, *n, cap, sizeof *nr, 64);
+  if (!nr) return NULL;
+  *rows = nr;
+  inspect_row *r = &(*rows)[(*n)++];
+  memset(r, 0, sizeof *r);
+  r->name = strdup(name);
+  r->amin = INFINITY;
+  r->amax = -INFINITY;
+  r->first = -1;
+  r->snap_step = -1;
+  return r;
+}
+
+/* One amax.csv row: a step of the tensor unless its snapshot of the same step counted it
+ * already (the data wins there, as in the replay); its amax joins the range either way. */
+static int inspect_amax_row(inspect_row **rows, size_t *n, size_t *cap, const fp8_trace *tr,
+                            size_t i) {
+  inspect_row *r = row_get(rows, n, cap, tr->amax_names[tr->amax[i].tensor]);
+  if (!r) return FP8_ENOMEM;
+  float a = tr->amax[i].amax;
+  if (r->snap_step != tr->amax[i].step) {
+    r->steps++;
+    r->zero_steps += a == 0.0f;
+  }
+  if (a == 0.0f) return FP8_OK;
+  if (a < r->amin) r->amin = a;
+  if (a > r->amax) r->amax = a;
+  return FP8_OK;
+}
+
+/* What the last column says about the steps with amax 0 ("" when there is none). A tensor
+ * with no snapshot whose every amax.csv row is 0 never ran (a hook on a module that the
+ * model never calls); one with zeros at some steps was skipped there. */
+static void inspect_zero_note(const inspect_row *r, char *buf, size_t n) {
+  if (r->snapshots == 0 && r->zero_steps == r->steps)
+    snprintf(buf, n, "never ran (amax 0 on all %lld step%s)", r->steps, r->steps == 1 ? "" : "s");
+  else if (r->zero_steps)
+    snprintf(buf, n, "(0 on %lld of %lld steps: skipped there)", r->zero_steps, r->steps);
+  else
+    buf[0] = '\0';
+}
+
+/* One row per tensor of the trace (unsorted): its snapshots, and its steps and zero steps over
+ * the snapshots and amax.csv rows taken in step order (both are sorted), so that a snapshot
+ * and an amax.csv row of the same step count as one step. */
+static int inspect_collect(const fp8_trace *tr, inspect_row **rows_out, size_t *n_out, char *err,
+                           size_t errlen) {
+  inspect_row *rows = NULL;
+  size_t n = 0, cap = 0;
+  int rc = FP8_OK;
+  float *buf = NULL;
+  size_t bufcap = 0;
+  size_t arow = 0;
+  for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
+    for (; arow < tr->namax && tr->amax[arow].step < tr->steps[i] && rc == FP8_OK; arow++)
+      rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+    if (rc) break;
+    fp8_step s;
+    rc = fp8_trace_load_step(tr, i, &s, err, errlen);
+    if (rc) break;
+    for (size_t k = 0; k < s.ntensors; k++) {
+      const fp8_tensor_view *v = &s.tensors[k];
+      inspect_row *r = row_get(&rows, &n, &cap, v->name);
+      if (!r) { rc = FP8_ENOMEM; break; }
+      if (r->snapshots == 0) {
+        r->dtype = v->dtype;
+        r->ndim = v->ndim;
+        memcpy(r->shape, v->shape, sizeof r->shape);
+        r->first = tr->steps[i];
+      }
+      r->snapshots++;
+      r->last = tr->steps[i];
+      r->snap_step = tr->steps[i];
+      if ((size_t)v->numel > bufcap) {
+        free(buf);
+        bufcap = (size_t)v->numel;
+        buf = malloc(bufcap * sizeof *buf);
+        if (!buf) { rc = FP8_ENOMEM; break; }
+      }
+      fp8_dtype_to_f32(v->dtype, v->data, (size_t)v->numel, buf);
+      float a = fp8_amax_f32(buf, (size_t)v->numel);
+      r->steps++;
+      if (a == 0.0f) { r->zero_steps++; continue; } /* all zeros: no non-zero range */
+      if (a < r->amin) r->amin = a;
+      if (a > r->amax) r->amax = a;
+    }
+    fp8_step_free(&s);
+    for (; arow < tr->namax && tr->amax[arow].step == tr->steps[i] && rc == FP8_OK; arow++)
+      rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+  }
+  for (; arow < tr->namax && rc == FP8_OK; arow++) rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+  free(buf);
+  *rows_out = rows;
+  *n_out = n;
+  if (rc == FP8_ENOMEM) snprintf(err, errlen, "out of memory");
+  return rc;
+}
+
+/* The table: a first line with the trace's counts, then one line per tensor (sorted). */
+static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *rows, size_t n) {
+  size_t never = 0;
+  for (size_t i = 0; i < n; i++) never += rows[i].snapshots == 0 && rows[i].zero_steps == rows[i].steps;
+  qsort(rows, n, sizeof *rows, cmp_row);
+  printf("trace %s: %zu snapshot steps", dir, tr->nsteps);
+  if (tr->nsteps) printf(" (%lld..%lld)", (long long)tr->steps[0], (long long)tr->steps[tr->nsteps - 1]);
+  printf(", %zu amax.csv rows", tr->namax);
+  if (tr->namax) printf(" (steps %lld..%lld)", (long long)tr->amax[0].step, (long long)tr->amax[tr->namax - 1].step);
+  printf(", %zu tensors", n);
+  if (never) printf(" (%zu never ran)", never);
+  printf("\n");
+  printf("%-40s %-12s %-5s %-18s %9s %-13s %-31s\n", "tensor", "role", "dtype", "shape", "snapshots",
+         "steps", "amax range (non-zero)");
+  for (size_t i = 0; i < n; i++) {
+    inspect_row *r = &rows[i];
+    char shape[128] = "-", steps[64] = "-", range[64] = "-";
+    if (r->snapshots) {
+      int o = snprintf(shape, sizeof shape, "[");
+      for (int d = 0; d < r->ndim && o < (int)sizeof shape - 24; d++)
+        o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? "," : "", (long long)r->shape[d]);
+      snprintf(shape + o, sizeof shape - (size_t)o, "]");
+      snprintf(steps, sizeof steps, "%lld..%lld", (long long)r->first, (long long)r->last);
+    }
+    if (r->amax >= r->amin) snprintf(range, sizeof range, "%.4g .. %.4g", r->amin, r->amax);
+    size_t rank;
+    const char *within = tr->nranks > 0 ? fp8_trace_split_rank(r->name, &rank) : NULL;
+    /* as the runner: a multi-rank tensor's role comes from its name within the rank */
+    const char *role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
+    char note[96];
+    inspect_zero_note(r, note, sizeof note);
+    printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s%s\n", r->name, *role ? role : "(unknown)",
+           r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
+           *note ? " " : "", note);
+  }
+}
+
+int fp8lab_inspect(const char *dir, char *err, size_t errlen) {
+  fp8_trace tr;
+  int rc = fp8_trace_open(dir, &tr, err, errlen);
+  if (rc) return rc;
+  inspect_row *rows = NULL;
+  size_t n = 0;
+  rc = inspect_collect(&tr, &rows, &n, err, errlen);
+  if (rc == FP8_OK) inspect_print(dir, &tr, rows, n);
+  for (size_t i = 0; i < n; i++) free(rows[i].name);
+  free(rows);
+  fp8_trace_close(&tr);
+  return rc;
+}

@@ -1,0 +1,191 @@
+/* engine.h: the one interface between the runner and whatever does a replay's recipe work: the
+ * CPU simulator (engine_sim.c, threaded) or the GPU (src/gpu/engine_gpu.c, a module loaded at run
+ * time: engine_load.c). Modelled on ggml's backend table: the runner drives a step through the
+ * same calls whichever engine it holds, asks supports() before each op, and sends the
+ * configurations an engine declines to the CPU engine instead (fallback per op, not per engine).
+ *
+ * An engine is made for one run (fp8_engine_plan: every tensor x configuration of the replay)
+ * and owns the recipe state of every (tensor, configuration) it is active for, for the whole run:
+ * delayed scaling's amax history and scale. Nobody else updates it. A step is TransformerEngine's:
+ *
+ *   begin_step(step)
+ *   for each tensor of the step:  load(t, view); quantize_stats(t, &result[t])
+ *   sync()                           results[] are valid from here on
+ *   for each layer of the step:   gemm(layer, configs, rel)   (scales: the results of the casts)
+ *   sync()
+ *   end_phase(FP8_FWD, amax)         forward roles: amax reduction, then one fused update
+ *   end_phase(FP8_BWD, amax)         backward roles: the same (TE: end of the backward pass)
+ *
+ * A step of several micro-batches (gradient accumulation: amax.csv's `micro` column) has one
+ * end_phase(FWD), end_phase(BWD) pair per micro-batch, each with that micro-batch's amaxes, after
+ * the step's casts: TE updates its history at every autocast exit, not once per optimizer step.
+ *
+ * Calls may run asynchronously, as on a CUDA stream: outputs are written by the time sync()
+ * returns, and the tensor data a view points to must stay valid (mapped) until then. end_phase
+ * and state() see every earlier call completed. One thread drives an engine; the CPU engine
+ * spreads the queued work over its own worker threads inside sync().
+ *
+ * Exactness (the conformance test, tests/test_engine_conformance.c, holds every engine to it):
+ * codes, counts, amax, histogram and scales bit-identical to the simulator (src/sim) on the same
+ * inputs; the three double sums of fp8_stats (sum_sq_err, sum_sq, sum_sq_hat) within 1e-6
+ * relative (a GPU adds them in another order);
+ * GEMM errors within gemm.h's tolerances (src/gpu/README.md).
+ */
+#ifndef FP8LAB_ENGINE_ENGINE_H
+#define FP8LAB_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "block.h"
+#include "fp8.h"
+#include "recipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped whenever this header changes in a way a separately built module would notice. */
+#define FP8_ENGINE_ABI 1
+
+/** The ops an engine may decline for a configuration (supports()). */
+typedef enum {
+  FP8_OP_QUANTIZE_STATS, /**< quantize_stats (and cast) of the configuration, and its state */
+  FP8_OP_GEMM,           /**< the layer GEMMs of the configuration */
+} fp8_engine_op;
+
+/* fp8_phase (FP8_FWD, FP8_BWD), the two halves of a step: fp8.h. */
+
+/** The amax all-reduce across processes (NCCL between GPUs, MPI between hosts): replaces each
+ *  of count floats of buf (engine memory: device memory for the GPU engine, host memory for the
+ *  CPU engine) by its max over the group, in place, synchronously. NULL in a plan: one process. */
+typedef struct {
+  int (*allreduce_max)(void *ctx, float *buf, size_t count, char *err, size_t errlen);
+  void *ctx;
+  const char *name; /**< "nccl (world 1)" */
+} fp8_engine_comm;
+
+/** What an engine replays, fixed for the run. Arrays are borrowed and must outlive the engine. */
+typedef struct {
+  size_t ntensors;
+  const char *const *names;    /**< [ntensors], for messages */
+  const fp8_role *roles;       /**< [ntensors] (FP8_ROLE_UNKNOWN allowed) */
+  size_t nconfigs;
+  const fp8_config *configs;   /**< [nconfigs] */
+  const fp8_format *formats;   /**< [ntensors * nconfigs]: tensor t's format under config c at
+                                    t * nconfigs + c (the config's format resolved by role) */
+  const unsigned char *active; /**< [nconfigs]: configurations this engine quantizes and keeps
+                                    state for (NULL: all); the others are left alone */
+  const size_t *red_slot;      /**< [ntensors]: amax-reduction slot of each tensor, < nred
+                                    (NULL: slot t for tensor t); tensors sharing a slot are
+                                    updated with the max of their amaxes (reduce_amax) */
+  size_t nred;
+  const fp8_engine_comm *comm; /**< NULL: no reduction across processes */
+  int histograms;              /**< compute each tensor's log2|x| histogram */
+  int64_t gemm_max_tokens;     /**< gemm.h's token sampling (0 = all tokens) */
+  int threads;                 /**< worker threads for engines that use host threads (>= 1) */
+} fp8_engine_plan;
+
+/** What quantize_stats writes for one tensor at one step. The caller owns the arrays. */
+typedef struct {
+  float amax;                        /**< max |x| (fp8_amax_f32) */
+  int64_t hist[FP8_LOG2_HIST_BINS];  /**< log2|x| histogram (plan->histograms only) */
+  fp8_stats *stats;                  /**< [nconfigs]; active configurations written */
+  float *scale;                      /**< [nconfigs]; the scale each active per-tensor
+                                          configuration used (NaN for block kinds) */
+  fp8_block_stats *block;            /**< [nconfigs]; active block configurations written */
+} fp8_tensor_result;
+
+/** One linear layer at one step: its three tensors (plan indices) and their shapes as GEMM
+ *  operands (gemm.h: input [tokens, in], weight [out, in], grad_output [tokens, out]). */
+typedef struct {
+  const char *name;
+  size_t tensor[3];            /**< input, weight, grad_output */
+  int64_t tokens, in, out;
+  const float *scale[3];       /**< [nconfigs] each: the scales the three casts used at this
+                                    step (fp8_tensor_result.scale), as TE's GEMM takes each
+                                    operand's scale_inv from its cast */
+} fp8_engine_layer;
+
+typedef struct fp8_engine fp8_engine;
+
+/** The op table (ggml's backend interface, in small). Every int-returning op gives FP8_OK or a
+ *  status with a one-line message in err. */
+typedef struct {
+  /** 1 when the engine runs op for configuration c, 0 when the runner must use the CPU. */
+  int (*supports)(const fp8_engine *e, fp8_engine_op op, size_t c);
+  int (*begin_step)(fp8_engine *e, int64_t step, char *err, size_t errlen);
+  /** Takes tensor t of this step (one read; the view stays valid until sync). */
+  int (*load)(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen);
+  /** amax (and histogram) of loaded tensor t, and every active configuration's statistics with
+   *  the scale the engine's state gives (delayed) or the tensor's own amax (current), or the
+   *  block recipe's per-block scales. */
+  int (*quantize_stats)(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+                        size_t errlen);
+  /** The FP8 codes of loaded tensor t under per-tensor configuration c (active), with the
+   *  scale quantize_stats uses: codes[numel]. For checks (the self-check, conformance). */
+  int (*cast)(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
+  /** rel_error of the layer's fprop, dgrad and wgrad under every configuration c with
+   *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). The three
+   *  tensors must have been loaded at this step. */
+  int (*gemm)(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
+              char *err, size_t errlen);
+  /** Waits for every queued op; outputs are valid after it. */
+  int (*sync)(fp8_engine *e, char *err, size_t errlen);
+  /** End of a phase: amax[t] is tensor t's amax of this step (0: it did not run; the state is
+   *  kept). Reduces over the reduction slots (and plan->comm), then updates the delayed state of
+   *  every active (tensor, configuration) whose role belongs to a phase in `phases`. */
+  int (*end_phase)(fp8_engine *e, unsigned phases, const float *amax, char *err, size_t errlen);
+  /** The scale each active delayed configuration of tensor t will use at the next step
+   *  (scale[c]; other entries untouched). */
+  int (*state)(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen);
+  void (*free)(fp8_engine *e);
+} fp8_engine_ops;
+
+struct fp8_engine {
+  const fp8_engine_ops *ops;
+  char name[256]; /**< "cpu (2 threads)", "gpu: NVIDIA H200" */
+  void *priv;
+};
+
+/** Makes an engine for a plan, or FP8_EDEVICE with the reason (no device, driver too old). */
+typedef int (*fp8_engine_factory)(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                                  size_t errlen);
+
+/** The CPU simulator engine (engine_sim.c): every op, every configuration, plan->threads
+ *  worker threads. */
+int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                          size_t errlen);
+
+/** The entry points of the GPU module (src/gpu/engine_gpu.c, built as fp8lab-gpu.so): the ABI
+ *  version it was built with (FP8_ENGINE_ABI), and its factory. */
+#define FP8_ENGINE_GPU_ABI_SYMBOL "fp8_engine_gpu_abi"
+#define FP8_ENGINE_GPU_CREATE_SYMBOL "fp8_engine_gpu_create"
+int fp8_engine_gpu_abi(void);
+int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                          size_t errlen);
+
+/** Helpers for engines and the runner. */
+static inline fp8_format fp8_plan_format(const fp8_engine_plan *p, size_t t, size_t c) {
+  return p->formats[t * p->nconfigs + c];
+}
+static inline int fp8_plan_active(const fp8_engine_plan *p, size_t c) {
+  return !p->active || p->active[c];
+}
+static inline size_t fp8_plan_red_slot(const fp8_engine_plan *p, size_t t) {
+  return p->red_slot ? p->red_slot[t] : t;
+}
+static inline size_t fp8_plan_nred(const fp8_engine_plan *p) {
+  return p->red_slot ? p->nred : p->ntensors;
+}
+/** True when tensor t is updated by an end_phase of `phases`. */
+static inline int fp8_plan_in_phase(const fp8_engine_plan *p, size_t t, unsigned phases) {
+  return (phases & (fp8_role_is_backward(p->roles[t]) ? FP8_BWD : FP8_FWD)) != 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP8LAB_ENGINE_ENGINE_H */

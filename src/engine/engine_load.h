@@ -1,0 +1,62 @@
+/* engine_load.h: choosing the engine of a run (`fp8lab run --device auto|cpu|gpu`).
+ *
+ * The GPU engine is a module, fp8lab-gpu.so next to the fp8lab binary (FP8LAB_GPU_MODULE names
+ * another one), loaded with dlopen only when a GPU is asked for and the NVIDIA driver reports
+ * a device, so that a CPU run never maps CUDA, cuBLASLt or the module. Before a run may use it,
+ * the module's engine passes the self-check (engine_check.h, small): codes, counts, amax,
+ * scales and the fused update bit for bit against the simulator, and one GEMM.
+ *
+ *   cpu   the CPU engine.
+ *   auto  the GPU engine when a device is there and the self-check passes; the CPU otherwise:
+ *         quietly when there is no driver or device or this build has no module, with one
+ *         warning line when a device is there (or FP8LAB_GPU_MODULE names a module) but the
+ *         module does not load (a missing libcublasLt, a runtime newer than the driver), the
+ *         engine fails to start, or it fails the self-check.
+ *   gpu   the GPU engine, or FP8_EDEVICE (exit 1) with the reason: no module, no device, the
+ *         engine's error, or the self-check's first mismatch.
+ */
+#ifndef FP8LAB_ENGINE_ENGINE_LOAD_H
+#define FP8LAB_ENGINE_ENGINE_LOAD_H
+
+#include <stddef.h>
+
+#include "engine.h"
+#include "engine_check.h"
+
+#define FP8_GPU_MODULE_NAME "fp8lab-gpu.so"
+
+/** How the engine was chosen, for run.json (fp8_engine_select fills it). */
+typedef struct {
+  const char *device;          /**< the --device request: "auto", "cpu", "gpu" */
+  const char *module;          /**< the GPU module's path, or NULL */
+  int self_check_ran;          /**< the GPU engine's self-check ran */
+  int self_check_passed;
+  long long self_check_values; /**< values compared */
+  const char *self_check_note; /**< the first mismatch, or why the GPU was not used ("" none) */
+} fp8_engine_choice;
+
+typedef struct {
+  fp8_engine_factory factory;  /**< NULL: the CPU engine */
+  fp8_engine_choice choice;    /**< for run.json (strings point into this struct) */
+  fp8_check_report check;      /**< the self-check, when it ran */
+  char module[4096];
+  char note[600];
+  void *handle;                /**< the dlopen'ed module */
+} fp8_engine_selection;
+
+/** Chooses the engine for `device` ("auto", "cpu", "gpu"). FP8_OK with *sel filled (and, for
+ *  auto falling back with a reason worth a warning, that line in warn), or FP8_EDEVICE with
+ *  the reason in err (device "gpu" only). threads: the self-check's plan. */
+int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel, char *warn,
+                      size_t warnlen, char *err, size_t errlen);
+/** The GPU module alone (no engine, no self-check), for other entry points than the engine's
+ *  (fp8lab timeline): the driver probe and the module as fp8_engine_select finds them; the
+ *  handle stays loaded for the process. FP8_EDEVICE with the reason; *quiet = 1 when there is
+ *  no device or no module at all. */
+int fp8_gpu_module_open(void **handle, int *quiet, char *err, size_t errlen);
+/** A symbol of a module opened so (NULL when it has none). */
+void *fp8_gpu_module_symbol(void *handle, const char *name);
+/** Unloads the module (after every engine it made is freed). */
+void fp8_engine_selection_close(fp8_engine_selection *sel);
+
+#endif /* FP8LAB_ENGINE_ENGINE_LOAD_H */

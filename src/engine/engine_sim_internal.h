@@ -1,0 +1,68 @@
+/* engine_sim_internal.h: what the files of the CPU engine share: engine_sim.c (lifecycle,
+ * recipe state, queue, threads, end_phase), engine_sim_work.c (a tensor's quantize +
+ * statistics on one worker, and the small helpers) and engine_sim_gemm.c (a layer's GEMM
+ * errors on one worker). */
+#ifndef FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
+#define FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
+
+#include "engine.h"
+#include "valhist.h"
+
+/* A per-tensor configuration's (scale bits, format), for finding the distinct ones. */
+typedef struct pair_key {
+  uint32_t bits;
+  int fmt;
+  size_t c;
+} pair_key;
+
+/* One worker's scratch, kept across syncs (grown on demand, freed with the engine). */
+typedef struct {
+  float *x;         /* a widened tensor */
+  size_t xcap;
+  float *g[9];      /* a layer: X, W, G widened; row-wise dequantized; column-wise */
+  size_t gcap[9];
+  fp8_valhist vh;   /* a BF16/F16 tensor's value histogram */
+  pair_key *keys;   /* [nconfigs]: the distinct (scale, format) pairs of a tensor */
+  size_t *uniq, *map;    /* [nconfigs] */
+  fp8_stats *ust;        /* [nconfigs] */
+} sim_scratch;
+
+/* A queued quantize_stats or gemm. */
+typedef struct {
+  int is_gemm;
+  size_t t;                       /* quantize: the tensor */
+  fp8_tensor_result *out;         /* quantize: where the results go */
+  fp8_engine_layer layer;         /* gemm */
+  const unsigned char *want;      /* gemm: [nconfigs] (a copy owned by the queue) */
+  double *rel;                    /* gemm: [3 * nconfigs] */
+  int rc;                         /* FP8_OK or the failure of this op */
+  char err[640];
+} sim_task;
+
+typedef struct {
+  fp8_engine_plan plan;           /* arrays borrowed from the caller */
+  const fp8_tensor_view **view;   /* [ntensors]: loaded at this step (NULL: not loaded) */
+  fp8_delayed_state *dl;          /* [ntensors * nconfigs]: active delayed configurations */
+  float *red;                     /* [nred]: the reduced amaxes of the last end_phase */
+  sim_task *tasks;
+  size_t ntasks, cap;
+  size_t next;                    /* the next task a worker takes */
+  int threads;
+  sim_scratch *scratch;           /* [threads] */
+} sim_priv;
+
+/* The scale active per-tensor configuration c of tensor t uses at this step: the delayed state,
+ * or current scaling of the tensor's own amax. */
+float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax);
+
+/* The work of one task on a worker's scratch (sets task->rc and task->err): a tensor's
+ * quantize_stats (engine_sim_work.c), a layer's GEMM errors (engine_sim_gemm.c). */
+void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task);
+void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task);
+/* A task's failure: "<what>: out of memory" with status rc. */
+void sim_task_fail(sim_task *task, int rc, const char *what);
+
+/* Grows a float buffer to hold n elements (contents not kept); 0, or -1 when out of memory. */
+int sim_reserve(float **buf, size_t *cap, size_t n);
+
+#endif /* FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H */

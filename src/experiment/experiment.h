@@ -1,0 +1,119 @@
+/* experiment.h: experiment files (INI, parsed with libinih) and their expansion into the
+ * configurations a run sweeps.
+ *
+ *   [trace]   path (dir, multi-rank dir of rank_<r>/ traces, or synth:<preset>), steps (a-b
+ *             or a-b:stride), tensors (comma globs), synth_steps, synth_seed (for synth: paths),
+ *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces)
+ *   [recipe.<name>]  kind = delayed | current, format, and the kind's keys; every value may
+ *             be a comma list (a sweep axis); a configuration is one point of the product.
+ *             tensors (comma globs, [trace] tensors' rules): the section's configurations
+ *             apply to (have rows for) the matching tensors only; label: the recipe label its
+ *             rows carry (default <name>). Sections with one label form one recipe: each of
+ *             them one configuration, each tensor taking the first (file order) that matches.
+ *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
+ *             gemm_max_tokens (default 1024, 0 = all), step_budget (fraction of stream steps,
+ *             default 0.01), warmup_steps (default: each tensor's own warm-up)
+ *   [output]  dir
+ * Errors: FP8_EINVAL with "file:line: message" in err.
+ */
+#ifndef FP8LAB_EXPERIMENT_EXPERIMENT_H
+#define FP8LAB_EXPERIMENT_EXPERIMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp8.h"
+#include "recipe.h" /* fp8_recipe_kind, fp8_config */
+
+/** Most configurations one experiment file may expand to (all recipe sections together). */
+#define FP8_EXPERIMENT_MAX_CONFIGS 4096
+
+/** One [recipe.<name>] section: its label, its tensor subset and its configurations. */
+typedef struct {
+  char name[64];       /**< the text after "recipe." in the header */
+  char label[64];      /**< the recipe label of its rows: the label key, else name */
+  int line;            /**< line of the header */
+  int label_line;      /**< line of the label key, 0 when not given */
+  int list_line;       /**< line of its first key with more than one value, 0 when none */
+  size_t nglobs;
+  char **globs;        /**< the tensors key: empty = every tensor of the replay */
+  int tensors_line;    /**< line of the tensors key, 0 when not given */
+  size_t first_config, nconfigs; /**< its configurations: configs[first_config ..] */
+  size_t label_first;  /**< index of the first section with the same label (itself if none) */
+  size_t label_count;  /**< sections with this label (> 1: a shared label) */
+} fp8_recipe_section;
+
+typedef struct {
+  char *file;          /**< the experiment file as given */
+  char *base_dir;      /**< its directory: relative paths are relative to it */
+  char *name;          /**< file name without directory and .ini */
+  char *trace_path;    /**< resolved path, or "synth:<preset>" as written */
+  int trace_is_synth;
+  char *synth_preset;  /**< for synth: paths */
+  int64_t synth_steps; /**< default 200 */
+  uint64_t synth_seed; /**< default 1 */
+  int has_steps;       /**< steps key given */
+  int64_t step_first, step_last, step_stride;
+  int steps_line;      /**< line of the steps key, 0 when not given */
+  size_t ntensor_globs;
+  char **tensor_globs; /**< empty = all tensors */
+  int tensors_line;    /**< line of the tensors key, 0 when not given */
+  int reduce_amax;     /**< [trace] reduce_amax (default 0): delayed scaling's amax is the max
+                            over the ranks of a group (multi-rank traces) */
+  int64_t reduce_group;/**< [trace] reduce_group: ranks per group; 0 (default) = all ranks */
+  int reduce_amax_line;  /**< line of the reduce_amax key, 0 when not given */
+  int reduce_group_line; /**< line of the reduce_group key, 0 when not given */
+  char *out_dir;       /**< resolved; NULL when not given */
+  double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
+  int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
+  int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
+  double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
+  int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
+                               every tensor; -1 (default): each tensor's own (docs/semantics.md) */
+  size_t nconfigs;
+  fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
+  int *format_lines;   /**< [nconfigs]: line of the format key of the configuration's section,
+                            or of its [recipe.*] header when format is not given (hybrid): for
+                            errors found in the trace, such as a tensor hybrid cannot resolve */
+  size_t nsections;
+  fp8_recipe_section *sections; /**< the [recipe.*] sections, file order */
+  size_t *config_section;       /**< [nconfigs]: the section of each configuration */
+} fp8_experiment;
+
+/** Parses and validates an experiment file; expands the sweep. */
+int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t errlen);
+void fp8_experiment_free(fp8_experiment *ex);
+
+/** True when step is selected by the [trace] steps key (always true without it). */
+int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step);
+/** True when a tensor name matches one of the globs (always true without globs). */
+int fp8_experiment_tensor_selected(const fp8_experiment *ex, const char *name);
+/** The same for a tensor of a multi-rank trace, named full = `rank_<r>/<local>`: a glob that
+ *  contains '/' is matched against full, any other against local (the name within the rank), so
+ *  that `*.fc1.*` means the same as for a single rank and `rank_0/<glob>` picks one rank. */
+int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *full,
+                                        const char *local);
+
+/** True when section s's tensors key matches a tensor of the replay (always without the key);
+ *  full is its name, local the name within its rank (local = full for a single-rank trace):
+ *  the rules of fp8_experiment_rank_tensor_selected. */
+int fp8_experiment_section_matches(const fp8_recipe_section *s, const char *full,
+                                   const char *local);
+
+/** Checks the [trace] reduce_amax / reduce_group keys against the trace they are run on, once
+ *  it is open: nranks is 0 for a single-rank trace (a direct trace or synth:), else the number
+ *  of rank_<r>/ folders. reduce_amax = true and reduce_group need a multi-rank trace, and
+ *  reduce_group must divide nranks. Returns FP8_OK or FP8_EINVAL with "file:line: message"
+ *  in err (the first offending key in the file); trace names the trace in the message. */
+int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const char *trace,
+                               char *err, size_t errlen);
+/** Checks the [trace] steps selection against the trace's snapshot steps (steps[0..n),
+ *  ascending): a selection that holds none of them would give outputs without a row, so it is
+ *  FP8_EINVAL with "file:line: message" in err (trace names the trace in the message). Without
+ *  a steps key: FP8_OK. */
+int fp8_experiment_check_steps(const fp8_experiment *ex, const int64_t *steps, size_t n,
+                               const char *trace, char *err, size_t errlen);
+/** Ranks per amax-reduction group for a trace of nranks ranks (>= 1): reduce_group, or all. */
+size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks);
+
+#endif /* FP8LAB_EXPERIMENT_EXPERIMENT_H */

@@ -1,0 +1,284 @@
+/* plot.h: a small, generic chart library: line charts, heatmaps, histograms, grouped bar
+ * charts and Gantt charts, drawn with PLplot into memory (the extcairo device) and written as
+ * PNG with the caller's text chunks (png_io.h). It knows nothing of fp8lab's data: callers
+ * pass arrays.
+ *
+ * Conventions shared by every chart:
+ * - Size defaults to 1200x800 px; white background; text in DejaVu Sans ("sans"), scaled with
+ *   the image; the legend sits outside the plot box, to the right, so it never hides data
+ *   (at most 64 entries; labels beyond about a third of the width are shortened with an
+ *   ellipsis). Values outside the range (given or automatic) are clipped at the plot box.
+ * - Colours are the Okabe-Ito palette (fp8_plot_color), safe for colour-blind readers.
+ * - A log axis (logx/logy) shows decades; values that cannot be drawn on it (NaN, +-inf,
+ *   <= 0) are skipped, as NaN and +-inf are on a linear axis. A line is broken (a gap) at a
+ *   skipped point rather than joined across it.
+ * - Text strings are UTF-8 and drawn literally (PLplot's '#' escapes are neutralised).
+ * - Every function returns an fp8 status (FP8_OK, FP8_EINVAL for bad arguments, FP8_EIO when
+ *   the PNG cannot be written, FP8_ENOMEM) with a one-line message in err, and leaves no
+ *   file behind on failure (written to a temporary name and renamed).
+ * - Each chart uses its own PLplot stream, ended before returning: charts are independent.
+ *   Calls are serialised by a mutex (PLplot's stream table is process-wide), so calling from
+ *   several threads is safe but not parallel. PLplot prints nothing on normal use.
+ */
+#ifndef FP8LAB_PLOT_PLOT_H
+#define FP8LAB_PLOT_PLOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "png_io.h"
+
+/** Okabe-Ito colours. FP8_COLOR_AUTO (0, what a zeroed struct holds) picks the next colour
+ *  in the order orange, sky blue, bluish green, blue, vermillion, reddish purple, black,
+ *  yellow (yellow last: it is faint on white). */
+typedef enum {
+  FP8_COLOR_AUTO = 0,
+  FP8_COLOR_BLACK,     /**< #000000 */
+  FP8_COLOR_ORANGE,    /**< #E69F00 */
+  FP8_COLOR_SKYBLUE,   /**< #56B4E9 */
+  FP8_COLOR_GREEN,     /**< #009E73 bluish green */
+  FP8_COLOR_YELLOW,    /**< #F0E442 */
+  FP8_COLOR_BLUE,      /**< #0072B2 */
+  FP8_COLOR_VERMILLION,/**< #D55E00 */
+  FP8_COLOR_PURPLE,    /**< #CC79A7 reddish purple */
+  FP8_COLOR_COUNT
+} fp8_color;
+
+/** The RGB value of a colour (FP8_COLOR_AUTO gives the first automatic one, orange);
+ *  FP8_EINVAL for a value outside the enum. */
+int fp8_plot_color_rgb(fp8_color c, uint8_t rgb[3]);
+
+/** Point-marker glyphs (drawn as Unicode symbols). */
+typedef enum {
+  FP8_MARKER_NONE = 0,
+  FP8_MARKER_CIRCLE,   /**< filled circle */
+  FP8_MARKER_SQUARE,   /**< filled square */
+  FP8_MARKER_TRIANGLE, /**< filled triangle, pointing up */
+  FP8_MARKER_DIAMOND,  /**< filled diamond */
+  FP8_MARKER_CROSS,    /**< heavy x */
+  FP8_MARKER_COUNT
+} fp8_marker;
+
+/** What every chart needs. Zero-initialise and fill what you use. */
+typedef struct {
+  const char *title;  /**< drawn above the plot (NULL: none) */
+  const char *xlabel; /**< x axis label with its unit, e.g. "training step" */
+  const char *ylabel; /**< y axis label with its unit, e.g. "amax (|x|)" */
+  int width, height;  /**< pixels; 0 each: 1200 x 800. At least 300 x 200, at most 8000 each */
+  int logx, logy;     /**< 1: log10 axis (ignored where a chart says so) */
+  double xmin, xmax;  /**< x range when xmin < xmax (and > 0 on a log axis); else automatic */
+  double ymin, ymax;  /**< y range, likewise */
+  int grid;           /**< 1: light grey grid lines at the major ticks */
+  const fp8_png_text *text; /**< text chunks written into the PNG (see png_io.h) */
+  size_t ntext;
+  /** Bar charts: a dashed horizontal reference line at ref_y with a legend entry, e.g. a
+   *  budget (ref_label NULL: none; on a log axis ref_y must be > 0). Other charts ignore it. */
+  double ref_y;
+  const char *ref_label;
+  /** Bar charts: printf format of one double printed above each bar (e.g. "%.3g"), for bars
+   *  too close to read off the axis (NULL: none). Other charts ignore it. */
+  const char *bar_format;
+} fp8_chart;
+
+/** How a series joins its points. */
+typedef enum {
+  FP8_STYLE_LINE = 0, /**< straight segments */
+  FP8_STYLE_STEP,     /**< steps: y[i] holds from x[i] to x[i+1] (a "post" step) */
+  FP8_STYLE_POINTS    /**< markers only (marker NONE means circles) */
+} fp8_style;
+
+/** One line-chart series: n points (x[i], y[i]), x ascending for LINE and STEP. */
+typedef struct {
+  const double *x, *y;
+  size_t n;
+  const char *label;  /**< legend text (NULL or "": no legend entry) */
+  fp8_color color;
+  fp8_style style;
+  fp8_marker marker;  /**< a marker at every point (NONE: none) */
+  int dashed;         /**< 1: dashed line */
+  double width;       /**< line width in pixels at 1200x800, scaled with the image (0: 2.5);
+                           draw wide series first so that a narrower one on top of an equal
+                           one stays visible (the legend sample has the same width) */
+} fp8_series;
+
+/** Annotations on a line chart: with y == NULL, vertical lines at x[0..n) (dashed); else
+ *  marker symbols at (x[i], y[i]), e.g. the steps where a tensor overflowed. */
+typedef struct {
+  const double *x, *y;
+  size_t n;
+  const char *label;  /**< one legend entry for all of them (NULL: none) */
+  fp8_color color;    /**< AUTO: vermillion */
+  fp8_marker marker;  /**< for points; NONE: cross */
+} fp8_markers;
+
+/**
+ * Loads PLplot's cairo driver and the libraries behind it (a tenth of a report's plotting
+ * time) by drawing lines into memory and discarding them, so that a caller can do it on
+ * another thread while it reads its data. Draws no text, so it starts no thread of its own
+ * (pango's font map does, at the first text). Safe with other charts (the same mutex).
+ * FP8_OK, or the chart's error.
+ */
+int fp8_plot_warm_up(char *err, size_t errlen);
+
+/**
+ * Line chart of ns series (ns >= 1, each n >= 1) plus nm annotation sets (m may be NULL when
+ * nm is 0), written as a PNG at path.
+ */
+int fp8_plot_lines(const char *path, const fp8_chart *chart, const fp8_series *series,
+                   size_t ns, const fp8_markers *marks, size_t nm, char *err, size_t errlen);
+
+/** A heatmap: ny rows by nx columns of values, with categorical labels. */
+typedef struct {
+  size_t nx, ny;
+  const char *const *xlabels; /**< nx column labels, left to right */
+  const char *const *ylabels; /**< ny row labels, bottom to top */
+  const double *values;       /**< ny*nx values, row-major: values[iy*nx + ix], row 0 at the
+                                   bottom. NaN: a grey "n/a" cell */
+  const char *cell_format;    /**< printf format of one double for the value printed in each
+                                   cell, e.g. "%.2g" (NULL: no values printed) */
+  const char *colorbar_label; /**< label of the colour bar, with its unit */
+  int logscale;               /**< 1: log10 colour scale (values <= 0 take the lowest colour
+                                   and are printed as they are) */
+  double vmin, vmax;          /**< colour range when vmin < vmax (values beyond take the end
+                                   colours); else the data range (whole decades when log) */
+  int reverse;                /**< 1: reversed viridis (dark = low becomes dark = high) */
+} fp8_heatmap;
+
+/**
+ * Heatmap with a viridis colour scale (perceptually uniform, colour-blind safe), the value
+ * printed in each cell (white on dark cells, black on light ones) and a colour bar on the
+ * right. Uses chart's title, xlabel, ylabel, size and text; logx/logy and ranges are ignored.
+ */
+int fp8_plot_heatmap(const char *path, const fp8_chart *chart, const fp8_heatmap *heat,
+                     char *err, size_t errlen);
+
+/** A heatmap over a numeric x axis (e.g. every training step): ny labelled rows by nx columns,
+ *  too many to print values in, coloured on a threshold scale: values <= threshold are
+ *  "quiet" (a light blue-grey, lighter towards the threshold), values above it "loud" (orange
+ *  just above it, through vermillion to dark red at vmax), so that any value past the
+ *  threshold stands out, however little. */
+typedef struct {
+  size_t nx, ny;
+  const double *x;            /**< nx column positions, strictly ascending: column ix spans
+                                   [x[ix], x[ix+1]), the last one as wide as the one before
+                                   (1 when nx is 1) */
+  const char *const *ylabels; /**< ny row labels, bottom to top */
+  const double *values;       /**< ny*nx, row-major (values[iy*nx + ix], row 0 at the bottom);
+                                   NaN: a grey cell (no value); -inf: vmin, +inf: vmax */
+  double threshold;           /**< the boundary between quiet and loud values */
+  double vmin, vmax;          /**< colour range, vmin <= threshold < vmax (values beyond take
+                                   the end colours); vmin >= vmax: the data's, widened to
+                                   contain threshold and threshold + 1 */
+  const char *colorbar_label; /**< with its unit */
+} fp8_step_heatmap;
+
+/**
+ * Heatmap over a numeric x axis (fp8_step_heatmap): cells without printed values, x ticks of
+ * the numeric axis, row labels on the left (smaller when rows are thin), the colour bar on the
+ * right with a line at the threshold. Uses chart's title, xlabel, ylabel, size and text;
+ * logx/logy and ranges are ignored. At most 20000 columns and 1000 rows.
+ */
+int fp8_plot_step_heatmap(const char *path, const fp8_chart *chart, const fp8_step_heatmap *heat,
+                          char *err, size_t errlen);
+
+/** A shaded vertical band [lo, hi) drawn behind a histogram's bars. */
+typedef struct {
+  double lo, hi;
+  const char *label; /**< legend text, e.g. "E4M3 range at scale 2^-3" */
+  fp8_color color;   /**< drawn translucent, edges dashed (AUTO: sky blue, orange, green,
+                          purple, yellow, vermillion by position) */
+  double y0, y1;     /**< the shaded part as fractions of the plot height from the bottom,
+                          0 <= y0 < y1 <= 1 (0, 0: the full height): windows that nearly
+                          coincide drawn as bands at different heights stay apart. The edges
+                          are drawn over the full height either way */
+  int solid;         /**< 1: solid edge lines (else dashed), to tell two windows' edges apart */
+} fp8_window;
+
+/** Histogram: nbins bars, bin i covering [edges[i], edges[i+1]) (edges ascending). */
+typedef struct {
+  size_t nbins;
+  const double *edges;  /**< nbins + 1 edges */
+  const double *counts; /**< nbins counts (>= 0; NaN: no bar) */
+  const char *label;    /**< legend text for the bars (NULL: none) */
+  fp8_color color;      /**< AUTO: blue */
+} fp8_hist;
+
+/**
+ * Histogram with nw shaded windows (w may be NULL when nw is 0) behind the bars. With logy,
+ * empty bins draw nothing and bars rise from the bottom of the axis. logx is refused
+ * (FP8_EINVAL): take the log of the bin edges instead (e.g. bins of log2|x|).
+ */
+int fp8_plot_histogram(const char *path, const fp8_chart *chart, const fp8_hist *hist,
+                       const fp8_window *w, size_t nw, char *err, size_t errlen);
+
+/** One series of a grouped bar chart: values[ncat], one per category (NaN: no bar). */
+typedef struct {
+  const double *values;
+  const char *label;
+  fp8_color color;
+} fp8_bar_series;
+
+/**
+ * Grouped bar chart: ncat categories along x, ns bars in each (side by side, in series
+ * order). Long category labels are drawn slanted at 45 degrees and shortened with an ellipsis
+ * beyond 40 characters. With logy, values <= 0 draw no bar. logx is refused (FP8_EINVAL).
+ * A legend is drawn only for two or more series (one series: say what it is in ylabel).
+ */
+int fp8_plot_bars(const char *path, const fp8_chart *chart, const char *const *categories,
+                  size_t ncat, const fp8_bar_series *series, size_t ns, char *err,
+                  size_t errlen);
+
+/** One bar of a Gantt chart: [start, end) on lane `lane`, coloured by its kind. */
+typedef struct {
+  double start, end; /**< x units (e.g. microseconds); finite, end >= start */
+  size_t lane;       /**< < nlanes */
+  size_t kind;       /**< < nkinds */
+} fp8_gantt_bar;
+
+/** A Gantt chart: nbars intervals on nlanes horizontal lanes (e.g. a GPU's streams), each bar
+ *  coloured by its kind. */
+typedef struct {
+  size_t nlanes;                  /**< 1..64 */
+  const char *const *lane_labels; /**< nlanes, drawn left of the lanes, lane 0 at the TOP
+                                       (NULL entries: unlabelled); shortened with an ellipsis
+                                       beyond 40 characters or a quarter of the width */
+  const char *const *lane_notes;  /**< nlanes or NULL (NULL entries: none): text drawn right of
+                                       each lane's last drawn bar where it fits, else at the
+                                       right edge inside the box on a translucent white plate
+                                       (e.g. "step 455.2 ms, exposed 0.05 ms") */
+  size_t nkinds;                  /**< 0..64 (0 only without bars) */
+  const char *const *kind_labels; /**< nkinds legend entries (NULL or "": none); the legend
+                                       lists only kinds among the drawn bars */
+  const fp8_color *kind_colors;   /**< nkinds, or NULL: automatic in kind order (an AUTO entry
+                                       takes the next automatic colour); colours repeat beyond 8 */
+  size_t nbars;                   /**< 0..1000000 */
+  const fp8_gantt_bar *bars;      /**< drawn in this order (later over earlier) ... */
+  double min_bar_px;              /**< bars narrower than this many pixels (at 1200 px width,
+                                       scaled with it) are drawn this wide, centred on their
+                                       middle, so that microsecond ops stay visible in a step
+                                       of hundreds of milliseconds (0: 2 px; at most 100) */
+  const size_t *top_kinds;        /**< ... except bars of these kinds, drawn last, in this
+                                       order (e.g. the rare tiny ones); NULL: none */
+  size_t ntop;
+  size_t ngroups;                 /**< lanes come in groups of this many (0 or 1: no groups): a
+                                       thin grey line between groups, e.g. 2 lanes (compute,
+                                       side) per mode */
+  int widen_top_only;             /**< 1: only bars of top_kinds are widened to min_bar_px; the
+                                       others keep their width, edges snapped to the nearest
+                                       pixel (a sliver narrower than half a pixel may vanish,
+                                       so that many of them sum to their true share) */
+} fp8_gantt;
+
+/**
+ * Gantt chart: the lanes top to bottom over a linear x axis, bars 70% of a lane high, those
+ * wide enough (4 px) inset by a 1 px gap at each end so that back-to-back ops of one lane
+ * stay apart. Uses chart's title, xlabel, ylabel (beside the lane labels), size, text, grid
+ * (vertical lines only) and xmin/xmax: when xmin < xmax a zoomed window (bars outside it are
+ * not drawn, bars across its edges are clipped at the box); else the bars' range. logx is
+ * refused (FP8_EINVAL: durations would not compare); logy, ymin/ymax, ref_* and bar_format
+ * are ignored.
+ */
+int fp8_plot_gantt(const char *path, const fp8_chart *chart, const fp8_gantt *g, char *err,
+                   size_t errlen);
+
+#endif

@@ -1,0 +1,41 @@
+/* outputs.h: the files of a run folder that fp8lab wrote, as run.json's "outputs" lists them:
+ * paths relative to the folder (steps.csv, plots/snr.png, notebooks_export/<experiment>.ipynb).
+ * The runner lists its own files, the report adds its own (report.c); a run with --force and a
+ * report written again remove the files of the previous list that they did not write again, so
+ * that a folder never holds a plot, a notebook or a CSV of another run. Only names fp8lab can
+ * have written are ever removed (fp8_output_name_ok): never a user's other files.
+ */
+#ifndef FP8LAB_RESULTS_OUTPUTS_H
+#define FP8LAB_RESULTS_OUTPUTS_H
+
+#include <stddef.h>
+
+/** A list of output names (each a copy; in the order added). */
+typedef struct {
+  char **names;
+  size_t n, cap;
+} fp8_outputs;
+
+/** Appends a copy of name unless it is there already: FP8_OK or FP8_ENOMEM. */
+int fp8_outputs_add(fp8_outputs *o, const char *name);
+/** 1 when the list holds name. */
+int fp8_outputs_has(const fp8_outputs *o, const char *name);
+void fp8_outputs_free(fp8_outputs *o);
+
+/** 1 for a name fp8lab writes into a run folder: a top-level file of its own (the CSVs, run.json,
+ *  report.md), plots/<name>.png or notebooks_export/<name>.ipynb, with no further '/' and no
+ *  leading '.'; anything else (a path with "..", an absolute path, another extension) is 0. */
+int fp8_output_name_ok(const char *name);
+/** 1 for the files of the report (analysis.csv, recommendations.csv, report.md, plots/, the
+ *  notebook), 0 for the runner's. */
+int fp8_output_of_report(const char *name);
+
+/** Removes <dir>/<name> for every name of old that passes fp8_output_name_ok and that keep does
+ *  not hold (a file or a link, never a directory), then plots/ and notebooks_export/ when that
+ *  left them empty: the earlier run's files that the new one did not write again. */
+void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8_outputs *keep);
+/** Appends the outputs listed in <dir>/run.json that pass fp8_output_name_ok to o (a missing or
+ *  unreadable run.json, or one without the key, adds nothing). FP8_OK or FP8_ENOMEM. */
+int fp8_outputs_read(const char *dir, fp8_outputs *o);
+
+#endif

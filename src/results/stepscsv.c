@@ -1,0 +1,482 @@
+/* stepscsv.c: reads a run's steps.csv into memory (fp8_steps_load, tables.h), validating
+ * every field against the README's schema; the columns are results.h's fp8_schema_steps, the
+ * one table the runner writes too. Parsed rows go to stepscsv_groups.c, which interns the
+ * names and groups the rows by configuration key (tensor, recipe, format, history_len,
+ * margin, amax_compute), each group in step order.
+ * A bad line is reported as "<path>:<line>: <what>" with FP8_EFORMAT; nothing here exits. */
+#include "stepscsv_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h> /* FLT_EVAL_METHOD */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outfile.h" /* fp8_read_stream */
+#include "results.h" /* fp8_schema_steps, FP8_STEPS_COL_* */
+#include "trace.h"   /* fp8_tensor_name_check */
+
+/* A field as a one-line message quotes it: escaped (fp8_escape), at most 40 bytes of it. */
+static const char *show(steps_ctx *c, const char *s) { return fp8_esc(s, c->shown, 44); }
+
+/* Digits only (after a '-' where allowed), within int64: strtoll's value for those. */
+int steps_parse_i64(const char *s, int allow_neg, int64_t *out) {
+  const char *p = s;
+  int neg = *p == '-' && allow_neg;
+  p += neg;
+  if (!*p) return 0;
+  uint64_t v = 0;
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9') return 0;
+    unsigned d = (unsigned)(*p - '0');
+    if (v > (UINT64_MAX - d) / 10) return 0;
+    v = v * 10 + d;
+  }
+  if (v > (uint64_t)INT64_MAX + (uint64_t)neg) return 0;
+  *out = neg && v ? -(int64_t)(v - 1) - 1 : (int64_t)v;
+  return 1;
+}
+
+/* Clinger's fast path for [+-]digits[.digits][(e|E)[+-]digits]: with at most 19 significant
+ * digits forming w <= 2^53 and a decimal exponent e, |e| <= 22, both w and 10^|e| are exact
+ * doubles and the one multiplication or division rounds correctly: strtod's value. 0 (and
+ * *out untouched) for anything else, which strtod then decides. */
+static int parse_f64_fast(const char *s, double *out) {
+#if FLT_EVAL_METHOD == 0
+  static const double p10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const char *p = s;
+  int neg = *p == '-', any = 0, nd = 0, e = 0;
+  if (*p == '-' || *p == '+') p++;
+  uint64_t w = 0;
+  for (int frac = 0;; p++) {
+    if (*p == '.' && !frac) {
+      frac = 1;
+      continue;
+    }
+    if (*p < '0' || *p > '9') break;
+    any = 1;
+    e -= frac;
+    if (w == 0 && *p == '0') continue; /* leading zeros are not significant */
+    if (++nd > 19) return 0;
+    w = w * 10 + (uint64_t)(*p - '0');
+  }
+  if (!any) return 0;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    int eneg = *p == '-', x = 0;
+    if (*p == '-' || *p == '+') p++;
+    if (*p < '0' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+      if ((x = x * 10 + (*p - '0')) > 9999) return 0;
+    e += eneg ? -x : x;
+  }
+  if (*p || w > (uint64_t)1 << 53 || e < -22 || e > 22) return 0;
+  double v = e < 0 ? (double)w / p10[-e] : (double)w * p10[e];
+  *out = neg ? -v : v;
+  return 1;
+#else
+  (void)s;
+  (void)out;
+  return 0;
+#endif
+}
+
+/* A decimal float as printf("%.9g") writes it, or inf, -inf, nan. No hex, no spaces. */
+int steps_parse_f64(const char *s, double *out) {
+  if (parse_f64_fast(s, out)) return 1;
+  if (strcmp(s, "inf") == 0) return *out = INFINITY, 1;
+  if (strcmp(s, "-inf") == 0) return *out = -INFINITY, 1;
+  if (strcmp(s, "nan") == 0) return *out = NAN, 1;
+  int digit = 0;
+  for (const char *q = s; *q; q++) {
+    if (*q >= '0' && *q <= '9') digit = 1;
+    else if (!strchr(".eE+-", *q)) return 0;
+  }
+  if (!digit) return 0;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || (errno == ERANGE && isinf(v))) return 0;
+  *out = v;
+  return 1;
+}
+
+/* The name of steps.csv column col. */
+static const char *col_name(int col) { return fp8_schema_steps.columns[col]; }
+
+/* Splits line (modified in place) at commas; returns the number of fields (up to max + 1). */
+static int split(char *line, char **f, int max) {
+  int n = 0;
+  f[n++] = line;
+  for (char *p = line; *p; p++)
+    if (*p == ',') {
+      *p = 0;
+      if (n > max) return n + 1;
+      f[n++] = p + 1;
+    }
+  return n;
+}
+
+/* Line 1: the first k columns of fp8_schema_steps, k one of its versions (28; 24 before the
+ * saturation columns, 19 for fp8lab 0.1 runs before the block columns); sets c->ncols to k. */
+static int check_header(steps_ctx *c, char *line) {
+  const fp8_schema *s = &fp8_schema_steps;
+  char *f[FP8_STEPS_COL_COUNT + 2];
+  /* the caller has taken one '\r' off already; fp8_schema_match_header would accept a second */
+  size_t len = strlen(line);
+  int k = len && line[len - 1] == '\r' ? 0 : fp8_schema_match_header(s, line);
+  if (k) {
+    c->ncols = k;
+    return FP8_OK;
+  }
+  int n = split(line, f, s->ncols);
+  for (int i = 0; i < n && i < s->ncols; i++)
+    if (strcmp(f[i], s->columns[i]) != 0)
+      return steps_fail_at(c, 1, "not a %s header: column %d is '%s', expected '%s'", s->file,
+                           i + 1, show(c, f[i]), s->columns[i]);
+  return steps_fail_at(c, 1, "not a %s header: %s%d columns, expected %d", s->file,
+                       n > s->ncols ? "more than " : "", n > s->ncols ? s->ncols : n, s->ncols);
+}
+
+static int is_label_char(char ch) {
+  return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-';
+}
+
+/* ------------------------------------------------------------------ one data line */
+
+/* "column <name>: expected <what>, found '<field>'" at the current line. */
+static int bad(steps_ctx *c, char **f, int col, const char *what) {
+  return steps_fail_at(c, c->line, "column %s: expected %s, found '%s'", col_name(col), what,
+                       show(c, f[col]));
+}
+
+/* tensor, role: a tensor keeps one role over the file. */
+static int parse_tensor(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
+  const char *name = f[FP8_STEPS_COL_TENSOR];
+  if (!*name) return bad(c, f, FP8_STEPS_COL_TENSOR, "a tensor name");
+  char why[FP8_ESC_LEN + 64]; /* the trace readers' rules, a rank_<r>/ prefix on top */
+  if (fp8_tensor_name_check(name, strlen(name), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why,
+                            sizeof why) != 0)
+    return steps_fail_at(c, c->line, "column tensor: %s: %s", show(c, name), why);
+  r->role = FP8_ROLE_UNKNOWN;
+  if (*f[FP8_STEPS_COL_ROLE]) {
+    int found = 0;
+    for (int k = FP8_ROLE_INPUT; k < FP8_ROLE_UNKNOWN; k++)
+      if (strcmp(f[FP8_STEPS_COL_ROLE], fp8_role_name((fp8_role)k)) == 0) {
+        r->role = (fp8_role)k;
+        found = 1;
+      }
+    if (!found)
+      return bad(c, f, FP8_STEPS_COL_ROLE, "input, weight, output, grad_output, grad_input or empty");
+  }
+  int created;
+  steps_istr *t = steps_itab_get(&pv->tensors, f[FP8_STEPS_COL_TENSOR], (int)r->role, c->line,
+                                 &created);
+  if (!t) return FP8_ENOMEM;
+  if (!created && t->attr != (int)r->role)
+    return steps_fail_at(c, c->line, "tensor %s has role '%s' here but '%s' at line %lld",
+                         show(c, f[FP8_STEPS_COL_TENSOR]), fp8_role_name(r->role),
+                         fp8_role_name((fp8_role)t->attr), (long long)t->line);
+  r->tensor = t->s;
+  return FP8_OK;
+}
+
+/* recipe, kind (a tensor keeps one kind per recipe label: checked with its group, in
+ * fp8_steps_parse; sections that share a label give its tensors different kinds), format and
+ * the delayed-scaling parameters (present exactly for delayed rows). */
+static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
+  const char *recipe = f[FP8_STEPS_COL_RECIPE], *kind = f[FP8_STEPS_COL_KIND];
+  if (!*recipe || strlen(recipe) > 63) return bad(c, f, FP8_STEPS_COL_RECIPE, "a recipe label");
+  for (const char *p = recipe; *p; p++)
+    if (!is_label_char(*p))
+      return bad(c, f, FP8_STEPS_COL_RECIPE, "a recipe label (A-Z a-z 0-9 _ . -)");
+  if (strcmp(kind, "delayed") == 0) r->kind = FP8_KIND_DELAYED;
+  else if (strcmp(kind, "current") == 0) r->kind = FP8_KIND_CURRENT;
+  else if (strcmp(kind, "mxfp8") == 0) r->kind = FP8_KIND_MXFP8;
+  else if (strcmp(kind, "block") == 0) r->kind = FP8_KIND_BLOCK;
+  else if (strcmp(kind, "rowwise") == 0) r->kind = FP8_KIND_ROWWISE;
+  else return bad(c, f, FP8_STEPS_COL_KIND, "delayed, current, mxfp8, block or rowwise");
+  int created;
+  steps_istr *rc = steps_itab_get(&pv->recipes, recipe, (int)r->kind, c->line, &created);
+  if (!rc) return FP8_ENOMEM;
+  r->recipe = rc->s;
+
+  if (strcmp(f[FP8_STEPS_COL_FORMAT], "e4m3") == 0) r->format = FP8_E4M3;
+  else if (strcmp(f[FP8_STEPS_COL_FORMAT], "e5m2") == 0) r->format = FP8_E5M2;
+  else return bad(c, f, FP8_STEPS_COL_FORMAT, "e4m3 or e5m2");
+
+  r->amax_compute = FP8_AMAX_MAX;
+  if (r->kind != FP8_KIND_DELAYED) {
+    for (int col = FP8_STEPS_COL_HISTORY_LEN; col <= FP8_STEPS_COL_AMAX_COMPUTE; col++)
+      if (*f[col]) return bad(c, f, col, "an empty field for non-delayed kinds");
+    return FP8_OK;
+  }
+  int64_t v;
+  if (!steps_parse_i64(f[FP8_STEPS_COL_HISTORY_LEN], 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
+    return bad(c, f, FP8_STEPS_COL_HISTORY_LEN, "an integer in 1..1048576 for delayed scaling");
+  r->history_len = (int32_t)v;
+  if (!steps_parse_i64(f[FP8_STEPS_COL_MARGIN], 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
+    return bad(c, f, FP8_STEPS_COL_MARGIN, "an integer in -64..64 for delayed scaling");
+  r->margin = (int32_t)v;
+  const char *ac = f[FP8_STEPS_COL_AMAX_COMPUTE];
+  if (strcmp(ac, "max") == 0) r->amax_compute = FP8_AMAX_MAX;
+  else if (strcmp(ac, "most_recent") == 0) r->amax_compute = FP8_AMAX_MOST_RECENT;
+  else return bad(c, f, FP8_STEPS_COL_AMAX_COMPUTE, "max or most_recent for delayed scaling");
+  return FP8_OK;
+}
+
+/* amax, scale (empty for block kinds), the counts (each <= n, the class counts <= the finite
+ * elements), mse and snr_db. */
+static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
+  if (!steps_parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
+    return bad(c, f, FP8_STEPS_COL_AMAX, "a number >= 0 or inf");
+  int blk = fp8_recipe_kind_is_block(r->kind);
+  if (blk) {
+    if (*f[FP8_STEPS_COL_SCALE])
+      return bad(c, f, FP8_STEPS_COL_SCALE,
+                 "an empty field for block kinds (their scales are per block)");
+    r->scale = NAN;
+  } else if (!steps_parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
+             isinf(r->scale)) {
+    return bad(c, f, FP8_STEPS_COL_SCALE, "a finite number > 0");
+  }
+
+  /* n, nonfinite, zeros, overflow, underflow, subnormal: adjacent columns */
+  int64_t *cnt[6] = {&r->n, &r->nonfinite, &r->zeros, &r->overflow, &r->underflow, &r->subnormal};
+  for (int k = 0; k < 6; k++)
+    if (!steps_parse_i64(f[FP8_STEPS_COL_N + k], 0, cnt[k]))
+      return bad(c, f, FP8_STEPS_COL_N + k, "a count (integer >= 0)");
+  for (int k = 1; k < 6; k++)
+    if (*cnt[k] > r->n)
+      return steps_fail_at(c, c->line, "column %s: %lld exceeds n = %lld",
+                           col_name(FP8_STEPS_COL_N + k), (long long)*cnt[k], (long long)r->n);
+  int64_t finite = r->n - r->nonfinite;
+  for (int k = 2; k < 6; k++)
+    if (*cnt[k] > finite)
+      return steps_fail_at(c, c->line, "column %s: %lld exceeds the %lld finite elements",
+                           col_name(FP8_STEPS_COL_N + k), (long long)*cnt[k], (long long)finite);
+
+  /* an MXFP8 block near FLT_MAX can dequantize to inf: mse inf, snr -inf (docs/semantics.md) */
+  if (!steps_parse_f64(f[FP8_STEPS_COL_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
+    return bad(c, f, FP8_STEPS_COL_MSE, "a finite number >= 0 or nan");
+  if (isnan(r->mse) != (finite == 0))
+    return steps_fail_at(c, c->line, "column %s: '%s' but the row has %lld finite elements (nan "
+                         "exactly when there is none)", col_name(FP8_STEPS_COL_MSE),
+                         show(c, f[FP8_STEPS_COL_MSE]), (long long)finite);
+  if (!steps_parse_f64(f[FP8_STEPS_COL_SNR_DB], &r->snr_db) || isnan(r->snr_db) ||
+      (r->snr_db == -INFINITY && !blk))
+    return bad(c, f, FP8_STEPS_COL_SNR_DB, "a number or inf");
+  return FP8_OK;
+}
+
+/* The block statistics: empty for per-tensor kinds; a file without them (the 19-column
+ * version) has no block rows. */
+static int parse_block_stats(steps_ctx *c, char **f, fp8_step_row *r) {
+  int blk = fp8_recipe_kind_is_block(r->kind);
+  r->nblocks = r->blocks_with_overflow = -1;
+  r->log2_scale_min = r->log2_scale_max = r->log2_scale_std = NAN;
+  if (c->ncols <= FP8_STEPS_COL_NBLOCKS) {
+    if (blk)
+      return bad(c, f, FP8_STEPS_COL_KIND, "a per-tensor kind in a steps.csv without block columns");
+    return FP8_OK;
+  }
+  if (!blk) {
+    for (int col = FP8_STEPS_COL_NBLOCKS; col <= FP8_STEPS_COL_LOG2_SCALE_STD; col++)
+      if (*f[col]) return bad(c, f, col, "an empty field for per-tensor kinds");
+    return FP8_OK;
+  }
+  if (!steps_parse_i64(f[FP8_STEPS_COL_NBLOCKS], 0, &r->nblocks))
+    return bad(c, f, FP8_STEPS_COL_NBLOCKS, "a count (integer >= 0)");
+  if (!steps_parse_i64(f[FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW], 0, &r->blocks_with_overflow) ||
+      r->blocks_with_overflow > r->nblocks)
+    return bad(c, f, FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW, "a count <= nblocks");
+  /* log2_scale_min, _max, _std: adjacent columns */
+  double *l2[3] = {&r->log2_scale_min, &r->log2_scale_max, &r->log2_scale_std};
+  for (int k = 0; k < 3; k++)
+    if (!steps_parse_f64(f[FP8_STEPS_COL_LOG2_SCALE_MIN + k], l2[k]))
+      return bad(c, f, FP8_STEPS_COL_LOG2_SCALE_MIN + k, "a number or nan");
+  return FP8_OK;
+}
+
+/* clipped, overshoot, cos_sim, warmup (issue 13). A file written before them has none: clipped
+ * is taken as overflow (what such a file can say; the table's has_clipped is 0), overshoot and
+ * cos_sim NaN, no warm-up. */
+static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
+  r->clipped = r->overflow;
+  r->overshoot = r->cos_sim = NAN;
+  r->warmup = 0;
+  if (c->ncols <= FP8_STEPS_COL_CLIPPED) return FP8_OK;
+  if (!steps_parse_i64(f[FP8_STEPS_COL_CLIPPED], 0, &r->clipped) || r->clipped > r->overflow)
+    return bad(c, f, FP8_STEPS_COL_CLIPPED, "a count <= overflow");
+  if (!steps_parse_f64(f[FP8_STEPS_COL_OVERSHOOT], &r->overshoot) || isnan(r->overshoot))
+    return bad(c, f, FP8_STEPS_COL_OVERSHOOT, "a number, -inf or inf");
+  if (!steps_parse_f64(f[FP8_STEPS_COL_COS_SIM], &r->cos_sim) ||
+      !(isnan(r->cos_sim) || (r->cos_sim >= -1.0 && r->cos_sim <= 1.0)))
+    return bad(c, f, FP8_STEPS_COL_COS_SIM, "a number in -1..1 or nan");
+  const char *w = f[FP8_STEPS_COL_WARMUP];
+  if (strcmp(w, "0") && strcmp(w, "1")) return bad(c, f, FP8_STEPS_COL_WARMUP, "0 or 1");
+  r->warmup = w[0] == '1';
+  return FP8_OK;
+}
+
+static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) {
+  char *f[FP8_STEPS_COL_COUNT + 2];
+  int nf = split(line, f, c->ncols);
+  if (nf != c->ncols)
+    return steps_fail_at(c, c->line, "expected %d fields, found %s%d", c->ncols,
+                         nf > c->ncols ? "more than " : "", nf > c->ncols ? c->ncols : nf);
+  memset(r, 0, sizeof *r);
+  r->line = c->line;
+  int rc = parse_tensor(c, f, r, pv);
+  if (rc) return rc;
+  if (!steps_parse_i64(f[FP8_STEPS_COL_STEP], 0, &r->step))
+    return bad(c, f, FP8_STEPS_COL_STEP, "a step number >= 0");
+  if ((rc = parse_config(c, f, r, pv)) != FP8_OK) return rc;
+  if ((rc = parse_values(c, f, r)) != FP8_OK) return rc;
+  if ((rc = parse_block_stats(c, f, r)) != FP8_OK) return rc;
+  return parse_saturation(c, f, r);
+}
+
+/* A tensor keeps one kind per recipe label (the rows of a (tensor, recipe) pair come from one
+ * [recipe.*] section). Checked against the row's group, and for a group seen first against
+ * the (tensor, recipe) pair's first group (pv->pairs, keyed "tensor,recipe": no field holds a
+ * comma), so that a file costs one pair lookup per group, not per row. */
+static int check_kind(steps_ctx *c, steps_priv *pv, const steps_gmap *gm, size_t g, int created,
+                      const fp8_step_row *r) {
+  const fp8_steps_group *grp = &gm->g[g];
+  int64_t line = gm->first_line[g];
+  fp8_recipe_kind kind = grp->kind;
+  if (created) {
+    size_t nt = strlen(r->tensor), nr = strlen(r->recipe);
+    char stack[256], *key = nt + nr + 2 <= sizeof stack ? stack : malloc(nt + nr + 2);
+    if (!key) return FP8_ENOMEM;
+    memcpy(key, r->tensor, nt);
+    key[nt] = ',';
+    memcpy(key + nt + 1, r->recipe, nr + 1);
+    int made;
+    steps_istr *p = steps_itab_get(&pv->pairs, key, (int)r->kind, c->line, &made);
+    if (key != stack) free(key);
+    if (!p) return FP8_ENOMEM;
+    kind = (fp8_recipe_kind)p->attr;
+    line = p->line;
+  }
+  if (kind == r->kind) return FP8_OK;
+  return steps_fail_at(c, c->line, "tensor %s: recipe %s is %s here but %s at line %lld",
+                       show(c, r->tensor), r->recipe, fp8_recipe_kind_name(r->kind),
+                       fp8_recipe_kind_name(kind), (long long)line);
+}
+
+/* ------------------------------------------------------------------ public */
+
+int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_table *t,
+                    char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  if (err && errlen) err[0] = 0;
+  steps_ctx c = {.name = name ? name : "steps.csv", .err = err, .errlen = errlen};
+  int rc = FP8_OK;
+  char *line = NULL;
+  size_t linecap = 0, cap = 0, gcap = 0;
+  size_t *row_group = NULL;
+  steps_gmap gm = {0};
+  steps_priv *pv = calloc(1, sizeof *pv);
+  t->path = strdup(c.name);
+  if (!pv || !t->path || (!text && len)) {
+    free(pv);
+    rc = text || !len ? FP8_ENOMEM : FP8_EINVAL;
+    if (rc == FP8_ENOMEM) snprintf(err, errlen, "%s: out of memory", c.name);
+    else snprintf(err, errlen, "%s: no text", c.name);
+    goto done;
+  }
+  t->priv_ = pv;
+  if (len == 0) {
+    rc = steps_fail_at(&c, 1, "empty file (expected the %s header)", fp8_schema_steps.file);
+    goto done;
+  }
+  size_t pos = 0;
+  while (pos < len) {
+    const char *p = text + pos;
+    const char *nl = memchr(p, '\n', len - pos);
+    size_t n = nl ? (size_t)(nl - p) : len - pos;
+    pos += n + (nl != NULL);
+    c.line++;
+    if (n && p[n - 1] == '\r') n--;
+    if (memchr(p, 0, n)) {
+      rc = steps_fail_at(&c, c.line, "NUL byte in the line");
+      goto done;
+    }
+    if (n + 1 > linecap) {
+      size_t nc = (n + 1) * 2;
+      char *l = realloc(line, nc);
+      if (!l) {
+        rc = FP8_ENOMEM;
+        goto done;
+      }
+      line = l;
+      linecap = nc;
+    }
+    memcpy(line, p, n);
+    line[n] = 0;
+    if (c.line == 1) {
+      rc = check_header(&c, line);
+      if (rc) goto done;
+      t->has_clipped = c.ncols > FP8_STEPS_COL_CLIPPED;
+      continue;
+    }
+    if (n == 0) {
+      rc = steps_fail_at(&c, c.line, "empty line");
+      goto done;
+    }
+    fp8_step_row *rows = fp8_grow(t->rows, t->nrows, &cap, sizeof *rows, 1024);
+    size_t *rg = rows ? fp8_grow(row_group, t->nrows, &gcap, sizeof *rg, 1024) : NULL;
+    if (rows) t->rows = rows;
+    if (rg) row_group = rg;
+    if (!rows || !rg) {
+      rc = FP8_ENOMEM;
+      goto done;
+    }
+    fp8_step_row *r = &t->rows[t->nrows];
+    rc = parse_row(&c, line, r, pv);
+    if (rc) goto done;
+    size_t ngroups = gm.n;
+    size_t g = steps_gmap_get(&gm, r);
+    if (g == (size_t)-1) {
+      rc = FP8_ENOMEM;
+      goto done;
+    }
+    if ((rc = check_kind(&c, pv, &gm, g, gm.n > ngroups, r)) != FP8_OK) goto done;
+    row_group[t->nrows++] = g;
+  }
+  rc = steps_build_groups(&c, t, pv, &gm, row_group);
+done:
+  if (rc == FP8_ENOMEM && err && errlen) snprintf(err, errlen, "%s: out of memory", c.name);
+  free(line);
+  free(row_group);
+  steps_gmap_free(&gm);
+  if (rc) fp8_steps_free(t);
+  return rc;
+}
+
+int fp8_steps_load(const char *path, fp8_steps_table *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return FP8_EIO;
+  }
+  size_t n = 0;
+  char *buf = NULL;
+  int rc = fp8_read_stream(fp, &buf, &n);
+  if (rc == FP8_ENOMEM) snprintf(err, errlen, "%s: out of memory", path);
+  else if (rc == FP8_EIO) snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+  fclose(fp);
+  if (rc == FP8_OK) rc = fp8_steps_parse(path, buf, n, t, err, errlen);
+  free(buf);
+  return rc;
+}
+

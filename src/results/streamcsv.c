@@ -1,0 +1,275 @@
+/* streamcsv.c: reads a run's stream.csv (fp8_stream_load, tables.h): every step of the replay
+ * for every tensor under every delayed configuration, with the scale that step used. The
+ * runner writes, at each step, the same series in the same order (tensor names by strcmp, then
+ * the configurations in experiment order), so the first step's rows define the series and
+ * every later step must repeat them: row k of a step belongs to series k. A step of several
+ * micro-batches repeats them once per micro-batch: the unit is (step, micro). A file of the
+ * 13 columns before issue 17 (no micro, te_scale) is read as micro 0 without TE's scale. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tables.h"
+#include "outfile.h"
+#include "results.h"
+#include "stepscsv_internal.h"
+#include "trace.h" /* fp8_tensor_name_check */
+
+typedef struct {
+  char *text;       /* the whole file, split in place; names point into it */
+  size_t *cap;      /* [nseries]: capacity of each series' arrays */
+} stream_priv;
+
+static int fail(const char *path, int64_t line, char *err, size_t errlen, const char *what) {
+  return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: %s", path, (long long)line, what);
+}
+
+static int split_fields(char *line, char **f, int max) {
+  int n = 0;
+  f[n++] = line;
+  for (char *p = line; *p; p++)
+    if (*p == ',') {
+      *p = 0;
+      if (n >= max) return max + 1;
+      f[n++] = p + 1;
+    }
+  return n;
+}
+
+static int grow_series(fp8_stream_series *s, size_t *cap) {
+  if (s->n < *cap) return 1;
+  size_t nc = *cap ? 2 * *cap : 64;
+  int64_t *st = realloc(s->step, nc * sizeof *st);
+  if (st) s->step = st;
+  float *a = realloc(s->amax, nc * sizeof *a);
+  if (a) s->amax = a;
+  float *sc = realloc(s->scale, nc * sizeof *sc);
+  if (sc) s->scale = sc;
+  unsigned char *sn = realloc(s->snapshot, nc), *w = sn ? realloc(s->warmup, nc) : NULL;
+  if (sn) s->snapshot = sn;
+  if (w) s->warmup = w;
+  int64_t *mi = realloc(s->micro, nc * sizeof *mi);
+  if (mi) s->micro = mi;
+  float *te = realloc(s->te_scale, nc * sizeof *te);
+  if (te) s->te_scale = te;
+  if (!st || !a || !sc || !sn || !w || !mi || !te) return 0;
+  *cap = nc;
+  return 1;
+}
+
+/* The key columns of a row against series s (1: the same), compared as the runner writes
+ * them: the text, not what atoi makes of it ("1x" is not history 1). */
+static int same_key(const fp8_stream_series *s, char **f) {
+  char h[16], m[16];
+  snprintf(h, sizeof h, "%d", (int)s->history_len);
+  snprintf(m, sizeof m, "%d", (int)s->margin);
+  return strcmp(s->tensor, f[FP8_STREAM_COL_TENSOR]) == 0 &&
+         strcmp(fp8_role_name(s->role), f[FP8_STREAM_COL_ROLE]) == 0 /* "" for no role */ &&
+         strcmp(s->recipe, f[FP8_STREAM_COL_RECIPE]) == 0 &&
+         strcmp(fp8_format_name(s->format), f[FP8_STREAM_COL_FORMAT]) == 0 &&
+         strcmp(h, f[FP8_STREAM_COL_HISTORY_LEN]) == 0 && strcmp(m, f[FP8_STREAM_COL_MARGIN]) == 0 &&
+         strcmp(fp8_amax_compute_name(s->amax_compute), f[FP8_STREAM_COL_AMAX_COMPUTE]) == 0;
+}
+
+/* A new series from a row of the first step. */
+static int new_series(fp8_stream_series *s, char **f) {
+  memset(s, 0, sizeof *s);
+  s->tensor = f[FP8_STREAM_COL_TENSOR];
+  s->recipe = f[FP8_STREAM_COL_RECIPE];
+  char why[FP8_ESC_LEN + 64];
+  if (fp8_tensor_name_check(s->tensor, strlen(s->tensor), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX,
+                            why, sizeof why) != 0)
+    return 0;
+  s->role = FP8_ROLE_UNKNOWN;
+  int role_ok = !*f[FP8_STREAM_COL_ROLE]; /* empty: a tensor without a role */
+  for (int k = 0; k < FP8_ROLE_UNKNOWN; k++)
+    if (strcmp(f[FP8_STREAM_COL_ROLE], fp8_role_name((fp8_role)k)) == 0) s->role = (fp8_role)k, role_ok = 1;
+  if (!role_ok || !*s->recipe) return 0;
+  if (strcmp(f[FP8_STREAM_COL_FORMAT], "e4m3") == 0) s->format = FP8_E4M3;
+  else if (strcmp(f[FP8_STREAM_COL_FORMAT], "e5m2") == 0) s->format = FP8_E5M2;
+  else return 0;
+  int64_t h, m;
+  if (!steps_parse_i64(f[FP8_STREAM_COL_HISTORY_LEN], 0, &h) || h < 1 || h > FP8_HISTORY_LIMIT)
+    return 0;
+  if (!steps_parse_i64(f[FP8_STREAM_COL_MARGIN], 1, &m) || m < -FP8_MARGIN_LIMIT ||
+      m > FP8_MARGIN_LIMIT)
+    return 0;
+  s->history_len = (int32_t)h;
+  s->margin = (int32_t)m;
+  const char *ac = f[FP8_STREAM_COL_AMAX_COMPUTE];
+  if (strcmp(ac, "max") == 0) s->amax_compute = FP8_AMAX_MAX;
+  else if (strcmp(ac, "most_recent") == 0) s->amax_compute = FP8_AMAX_MOST_RECENT;
+  else return 0;
+  return 1;
+}
+
+/* One data row into series s (ncols: the file's columns); a message for err, or NULL. */
+static const char *add_row(fp8_stream_series *s, size_t *cap, char **f, int ncols, int64_t step,
+                           int64_t micro) {
+  double a, sc, te = 0;
+  if (!steps_parse_f64(f[FP8_STREAM_COL_AMAX], &a) || !(a >= 0)) return "amax: expected a number >= 0";
+  if (!steps_parse_f64(f[FP8_STREAM_COL_SCALE], &sc) || !(sc > 0)) return "scale: expected a number > 0";
+  const char *sn = f[FP8_STREAM_COL_SNAPSHOT], *w = f[FP8_STREAM_COL_WARMUP];
+  if ((strcmp(sn, "0") && strcmp(sn, "1")) || (strcmp(w, "0") && strcmp(w, "1")))
+    return "snapshot, warmup: expected 0 or 1";
+  if (ncols > FP8_STREAM_COL_TE_SCALE && *f[FP8_STREAM_COL_TE_SCALE] &&
+      (!steps_parse_f64(f[FP8_STREAM_COL_TE_SCALE], &te) || !(te > 0) || isinf(te)))
+    return "te_scale: expected empty or a finite number > 0";
+  if (!grow_series(s, cap)) return NULL;
+  s->step[s->n] = step;
+  s->amax[s->n] = (float)a; /* "%.9g" of a float32 reads back exactly */
+  s->scale[s->n] = (float)sc;
+  s->snapshot[s->n] = sn[0] == '1';
+  s->warmup[s->n] = w[0] == '1';
+  s->micro[s->n] = micro;
+  s->te_scale[s->n] = (float)te;
+  s->n++;
+  return "";
+}
+
+static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t errlen) {
+  stream_priv *pv = t->priv_;
+  char *p = text, *end = text + len;
+  int64_t line = 0, step = -1, micro = -1;
+  size_t k = 0, cap = 0; /* k: index of the row within its (step, micro) */
+  int first = 1, ncols = 0;
+  while (p < end) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    char *ln = p;
+    if (nl) *nl = 0;
+    p = nl ? nl + 1 : end;
+    line++;
+    size_t l = strlen(ln);
+    if (l && ln[l - 1] == '\r') ln[--l] = 0;
+    if (line == 1) {
+      if ((ncols = fp8_schema_match_header(&fp8_schema_stream, ln)) == 0)
+        return fail(t->path, 1, err, errlen, "not a stream.csv header");
+      continue;
+    }
+    if (!l && p >= end) break;
+    char *f[FP8_STREAM_COL_COUNT + 1];
+    if (split_fields(ln, f, ncols) != ncols) {
+      char what[32];
+      snprintf(what, sizeof what, "expected %d fields", ncols);
+      return fail(t->path, line, err, errlen, what);
+    }
+    int64_t st, mi = 0;
+    if (!steps_parse_i64(f[FP8_STREAM_COL_STEP], 0, &st))
+      return fail(t->path, line, err, errlen, "step: expected an integer >= 0");
+    if (ncols > FP8_STREAM_COL_MICRO && !steps_parse_i64(f[FP8_STREAM_COL_MICRO], 0, &mi))
+      return fail(t->path, line, err, errlen, "micro: expected an integer >= 0");
+    if (st != step || mi != micro) { /* a new step or micro-batch */
+      if (step >= 0 && (st < step || (st == step && mi < micro)))
+        return fail(t->path, line, err, errlen, "steps (and a step's micro-batches) must ascend");
+      if (step >= 0 && k != t->nseries)
+        return fail(t->path, line, err, errlen, "the previous step has a different set of rows");
+      if (step >= 0) first = 0;
+      if (st != step) t->nsteps++;
+      step = st;
+      micro = mi;
+      k = 0;
+    }
+    if (first) {
+      if (t->nseries == cap) {
+        size_t nc = cap ? 2 * cap : 16;
+        fp8_stream_series *ns = realloc(t->series, nc * sizeof *ns);
+        size_t *ncap = realloc(pv->cap, nc * sizeof *ncap);
+        if (ns) t->series = ns;
+        if (ncap) pv->cap = ncap;
+        if (!ns || !ncap) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+        cap = nc;
+      }
+      if (!new_series(&t->series[t->nseries], f))
+        return fail(t->path, line, err, errlen, "bad configuration columns");
+      pv->cap[t->nseries] = 0;
+      t->nseries++;
+    } else if (k >= t->nseries || !same_key(&t->series[k], f)) {
+      return fail(t->path, line, err, errlen, "this step's rows differ from the first step's");
+    }
+    const char *m = add_row(&t->series[k], &pv->cap[k], f, ncols, step, micro);
+    if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+    if (*m) return fail(t->path, line, err, errlen, m);
+    k++;
+  }
+  if (line == 0) return fail(t->path, 1, err, errlen, "empty file");
+  if (step >= 0 && k != t->nseries)
+    return fail(t->path, line, err, errlen, "the last step has a different set of rows");
+  return FP8_OK;
+}
+
+int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open", path);
+  char *text = NULL;
+  size_t len = 0;
+  int rc = fp8_read_stream(fp, &text, &len);
+  fclose(fp);
+  if (rc) return fp8_errorf(rc, err, errlen, "%s: cannot read", path);
+  stream_priv *pv = calloc(1, sizeof *pv);
+  t->path = strdup(path);
+  if (!pv || !t->path) {
+    free(pv);
+    free(text);
+    free(t->path);
+    t->path = NULL;
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
+  }
+  pv->text = text;
+  t->priv_ = pv;
+  rc = parse(t, text, len, err, errlen);
+  if (rc) fp8_stream_free(t);
+  return rc;
+}
+
+void fp8_stream_free(fp8_stream_table *t) {
+  if (!t) return;
+  for (size_t i = 0; i < t->nseries; i++) {
+    fp8_stream_series *s = &t->series[i];
+    free(s->step);
+    free(s->amax);
+    free(s->scale);
+    free(s->snapshot);
+    free(s->warmup);
+    free(s->micro);
+    free(s->te_scale);
+  }
+  free(t->series);
+  stream_priv *pv = t->priv_;
+  if (pv) {
+    free(pv->text);
+    free(pv->cap);
+    free(pv);
+  }
+  free(t->path);
+  memset(t, 0, sizeof *t);
+}
+
+const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
+                                         const char *recipe, fp8_format format,
+                                         int32_t history_len, int32_t margin,
+                                         fp8_amax_compute amax_compute) {
+  for (size_t i = 0; t && i < t->nseries; i++) {
+    const fp8_stream_series *s = &t->series[i];
+    if (s->format == format && s->history_len == history_len && s->margin == margin &&
+        s->amax_compute == amax_compute && strcmp(s->tensor, tensor) == 0 &&
+        strcmp(s->recipe, recipe) == 0)
+      return s;
+  }
+  return NULL;
+}
+
+int fp8_stream_overflowed(float amax, float scale, fp8_format f) {
+  volatile float y = amax * scale; /* RN32, never a wider intermediate */
+  return fabsf(y) > fp8_format_max(f);
+}
+
+int fp8_stream_clipped(float amax, float scale, fp8_format f) {
+  volatile float y = amax * scale;
+  float ay = fabsf(y);
+  uint32_t u;
+  memcpy(&u, &ay, sizeof u);
+  return u > fp8_clip_bits(f);
+}

@@ -1,0 +1,261 @@
+/* run_json.c: the files a run writes once, at its end: summary.csv (the totals the step loop
+ * accumulated) and run.json (what ran, on which engine, with what inputs); and the progress bar
+ * the step loop draws on a terminal. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "runner_internal.h"
+#include "timeline.h"
+
+#ifndef FP8LAB_GIT_REV
+#define FP8LAB_GIT_REV "unknown"
+#endif
+
+void run_write_summary(FILE *fp, const run_t *r) {
+  fp8_schema_put_header(fp, &fp8_schema_summary);
+  for (size_t i = 0; i < r->ntensors; i++) {
+    const run_tensor *t = &r->t[i];
+    for (size_t c = 0; c < r->nconfigs; c++)
+      if (t->acc[c].steps)
+        fp8_results_put_summary_row(fp, t->name, r->roles[i], &r->ex->configs[c],
+                                    r->formats[i * r->nconfigs + c], &t->acc[c]);
+  }
+}
+
+double run_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void run_progress(size_t done, size_t total, double t0, double *last, int final) {
+  double t = run_now_s();
+  if (!final && t - *last < 0.1) return;
+  *last = t;
+  double el = t - t0, rate = el > 0 ? (double)done / el : 0;
+  double eta = rate > 0 ? (double)(total - done) / rate : 0;
+  int width = 30, fill = total ? (int)((double)width * (double)done / (double)total) : width;
+  fprintf(stderr, "\r[%.*s%*s] %zu/%zu steps  %.1f steps/s  ETA %.0fs ", fill,
+          "##############################", width - fill, "", done, total, rate, eta);
+  if (final) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static json_t *configs_json(const fp8_experiment *ex) {
+  json_t *arr = json_array();
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    const fp8_config *cf = &ex->configs[c];
+    const char *fmt = cf->format == FP8_SEL_HYBRID ? "hybrid"
+                    : cf->format == FP8_SEL_E4M3 ? "e4m3" : "e5m2";
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "recipe", cf->label, "kind",
+                          fp8_recipe_kind_name(cf->kind), "format", fmt, "margin", (int)cf->margin);
+    if (cf->kind == FP8_KIND_DELAYED) {
+      json_object_set_new(o, "history_len", json_integer(cf->history_len));
+      json_object_set_new(o, "amax_compute", json_string(fp8_amax_compute_name(cf->amax_compute)));
+    } else {
+      json_object_set_new(o, "amax_epsilon", json_real(cf->amax_epsilon));
+      json_object_set_new(o, "pow2", json_boolean(cf->pow2));
+    }
+    /* the section's tensor subset (absent: every tensor) and, when it differs from the label,
+     * the section's name (sections that share a label) */
+    const fp8_recipe_section *s = ex->config_section ? &ex->sections[ex->config_section[c]] : NULL;
+    if (s && strcmp(s->name, s->label) != 0)
+      json_object_set_new(o, "section", json_string(s->name));
+    if (s && s->nglobs) {
+      json_t *g = json_array();
+      for (size_t j = 0; j < s->nglobs; j++) json_array_append_new(g, json_string(s->globs[j]));
+      json_object_set_new(o, "tensors", g);
+    }
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *file_json(const char *path) {
+  struct stat sb;
+  json_t *o = json_pack("{s:s}", "path", path);
+  if (stat(path, &sb) == 0) json_object_set_new(o, "bytes", json_integer((json_int_t)sb.st_size));
+  return o;
+}
+
+static json_t *experiment_json(const fp8_experiment *ex) {
+  size_t len = 0;
+  char *text = NULL;
+  FILE *fp = fopen(ex->file, "rb");
+  if (fp) {
+    text = malloc(1 << 20);
+    if (text) {
+      len = fread(text, 1, (1 << 20) - 1, fp);
+      text[len] = 0;
+    }
+    fclose(fp);
+  }
+  json_t *exo = json_pack("{s:s, s:s}", "file", ex->file, "name", ex->name);
+  if (text) json_object_set_new(exo, "text", json_stringn_nocheck(text, len));
+  free(text);
+  json_object_set_new(exo, "configurations", configs_json(ex));
+  json_object_set_new(exo, "overflow_budget", json_real(ex->overflow_budget));
+  json_object_set_new(exo, "step_budget", json_real(ex->step_budget));
+  if (ex->warmup_steps >= 0)
+    json_object_set_new(exo, "warmup_steps", json_integer((json_int_t)ex->warmup_steps));
+  return exo;
+}
+
+static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
+  json_t *tro = json_pack("{s:s, s:I, s:I}", "path", trace_dir, "snapshot_steps",
+                          (json_int_t)tr->nsteps, "amax_rows", (json_int_t)tr->namax);
+  if (ex->trace_is_synth) {
+    json_object_set_new(tro, "synth_preset", json_string(ex->synth_preset));
+    json_object_set_new(tro, "synth_steps", json_integer(ex->synth_steps));
+    json_object_set_new(tro, "synth_seed", json_integer((json_int_t)ex->synth_seed));
+  }
+  if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
+    json_object_set_new(tro, "ranks", json_integer((json_int_t)tr->nranks));
+    json_object_set_new(tro, "reduce_amax", json_boolean(ex->reduce_amax));
+    json_object_set_new(tro, "reduce_group",
+                        json_integer((json_int_t)fp8_experiment_reduce_group(ex, tr->nranks)));
+  }
+  return tro;
+}
+
+static json_t *inputs_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
+  json_t *inputs = json_array();
+  json_array_append_new(inputs, file_json(ex->file));
+  for (size_t i = 0; i < tr->nsteps && !tr->nranks; i++)
+    json_array_append_new(inputs, file_json(tr->step_paths[i]));
+  if (tr->namax && !tr->nranks) {
+    char p[4096 + 16];
+    snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
+    json_array_append_new(inputs, file_json(p));
+  }
+  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, then amax.csv */
+    const fp8_trace *t = &tr->ranks[rk];
+    for (size_t i = 0; i < t->nsteps; i++) json_array_append_new(inputs, file_json(t->step_paths[i]));
+    char p[4096 + 48];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/amax.csv", t->dir);
+    if (stat(p, &sb) == 0) json_array_append_new(inputs, file_json(p));
+  }
+  return inputs;
+}
+
+/* Which engine ran what: the primary, the configurations the CPU ran instead, the self-check. */
+static json_t *engine_json(const run_t *r) {
+  const fp8_engine_choice *ch = r->opt->choice;
+  json_t *o = json_pack("{s:s, s:s}", "name", r->engine->name, "device",
+                        ch && ch->device ? ch->device : "cpu");
+  if (ch && ch->module) json_object_set_new(o, "module", json_string(ch->module));
+  json_t *sc = json_object();
+  json_object_set_new(sc, "ran", json_boolean(ch && ch->self_check_ran));
+  if (ch && ch->self_check_ran) {
+    json_object_set_new(sc, "passed", json_boolean(ch->self_check_passed));
+    json_object_set_new(sc, "values_compared", json_integer(ch->self_check_values));
+  }
+  if (ch && ch->self_check_note && *ch->self_check_note)
+    json_object_set_new(sc, "note", json_string(ch->self_check_note));
+  json_object_set_new(o, "self_check", sc);
+  json_t *q = json_array(), *g = json_array();
+  for (size_t c = 0; c < r->nconfigs && r->cpu; c++) {
+    char label[160];
+    snprintf(label, sizeof label, "%s #%zu", r->ex->configs[c].label, c);
+    if (r->cpu_active[c]) json_array_append_new(q, json_string(label));
+    if (r->want_gemm[1][c]) json_array_append_new(g, json_string(label));
+  }
+  json_object_set_new(o, "cpu_quantize_configurations", q);
+  json_object_set_new(o, "cpu_gemm_configurations", g);
+  return o;
+}
+
+/* The traced model's Linear layers for the report's cost table (fp8_tl_shape_views of the first
+ * snapshot step, rank 0's; docs/overlap.md): {"layers", "world" (the amax reduction group:
+ * reduce_amax's group, else 1), "linears": [{name, tokens, in, out, dtypes: [input, weight,
+ * grad_output]}]}; NULL when the trace has none. */
+static json_t *model_shape_json(const fp8_experiment *ex, const fp8_trace *tr) {
+  const fp8_trace *t0 = tr->nranks ? &tr->ranks[0] : tr;
+  fp8_step st;
+  fp8_tl_shape s;
+  char err[FP8_ERRLEN];
+  if (t0->nsteps == 0 || fp8_trace_load_step(t0, 0, &st, err, sizeof err) != FP8_OK) return NULL;
+  int rc = fp8_tl_shape_views(st.tensors, st.ntensors, &s, err, sizeof err);
+  fp8_step_free(&st);
+  if (rc != FP8_OK) return NULL;
+  if (s.nlinears == 0) {
+    fp8_tl_shape_free(&s);
+    return NULL;
+  }
+  int64_t world = tr->nranks && ex->reduce_amax
+                      ? (int64_t)fp8_experiment_reduce_group(ex, tr->nranks) : 1;
+  json_t *o = json_pack("{s:I, s:I}", "layers", (json_int_t)s.layers, "world", (json_int_t)world);
+  json_t *a = json_array();
+  for (size_t i = 0; i < s.nlinears; i++) {
+    const fp8_tl_linear *l = &s.linears[i];
+    json_array_append_new(
+        a, json_pack("{s:s, s:I, s:I, s:I, s:[s,s,s]}", "name", l->name, "tokens",
+                     (json_int_t)l->tokens, "in", (json_int_t)l->in, "out", (json_int_t)l->out,
+                     "dtypes", fp8_dtype_name(l->dtype[0]), fp8_dtype_name(l->dtype[1]),
+                     fp8_dtype_name(l->dtype[2])));
+  }
+  json_object_set_new(o, "linears", a);
+  fp8_tl_shape_free(&s);
+  return o;
+}
+
+int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
+                   const fp8_run_summary *sum, const char *started, int threads,
+                   const fp8_outputs *outputs, char *err, size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  json_t *root = json_object();
+  json_object_set_new(root, "fp8lab_version", json_string(FP8LAB_VERSION));
+  json_object_set_new(root, "git_revision", json_string(FP8LAB_GIT_REV));
+  json_object_set_new(root, "started_utc", json_string(started));
+  json_object_set_new(root, "experiment", experiment_json(ex));
+  json_object_set_new(root, "trace", trace_json(ex, tr, trace_dir));
+  json_object_set_new(root, "inputs", inputs_json(ex, tr, trace_dir));
+  json_t *outs = json_array();
+  for (size_t i = 0; i < outputs->n; i++) json_array_append_new(outs, json_string(outputs->names[i]));
+  json_object_set_new(root, "outputs", outs);
+  json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
+  json_object_set_new(root, "tensors", json_integer(sum->tensors));
+  /* the tensors without rows, by reason, each list complete (the summary line names a few) */
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    json_t *names = json_array();
+    for (size_t i = 0; r->left && i < r->ntensors; i++)
+      if (r->left[i] == why) json_array_append_new(names, json_string(r->t[i].name));
+    json_object_set_new(root, fp8_left_keys[why], names);
+  }
+  json_object_set_new(root, "configurations", json_integer(sum->configs));
+  size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    size_t k = 0;
+    while (k < c && !fp8_config_identical(&ex->configs[k], &ex->configs[c])) k++;
+    distinct += k == c;
+  }
+  json_object_set_new(root, "distinct_configurations", json_integer((json_int_t)distinct));
+  json_object_set_new(root, "rows", json_integer(sum->rows));
+  json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
+  json_object_set_new(root, "threads", json_integer(threads));
+  json_object_set_new(root, "engine", json_string(r->engine->name));
+  json_object_set_new(root, "engine_details", engine_json(r));
+  json_object_set_new(root, "amax_csv_mismatches", json_integer(r->mismatches));
+  json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
+  json_t *ms = model_shape_json(ex, tr);
+  if (ms) json_object_set_new(root, "model_shape", ms);
+
+  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "run.json", err, errlen);
+  if (rc == FP8_OK) {
+    fputs(dump, of.fp);
+    fputc('\n', of.fp);
+    rc = fp8_outfile_commit(&of, err, errlen);
+  }
+  free(dump);
+  return rc;
+}

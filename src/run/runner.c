@@ -1,0 +1,498 @@
+/* runner.c: trace replay through an experiment's configurations (see runner.h): the output
+ * directory, the trace, then the step loop that feeds the engines and writes their rows.
+ *
+ * Order of work and of the rows of steps.csv: steps ascending, then tensor names (strcmp),
+ * then configurations in experiment order. A multi-rank trace is one replay whose tensors are
+ * `rank_<r>/<name>`; a step is worked through one rank at a time (only that rank's snapshot is
+ * mapped), ranks in the strcmp order of their prefix, which keeps the rows in tensor-name
+ * order. The step's two end_phase calls come after every rank of the step, when all of its
+ * amaxes are known (reduce_amax reduces over the ranks of each group there); a step of several
+ * micro-batches (amax.csv's micro column) has the two calls once per micro-batch.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "run_folder.h"
+#include "runner_internal.h"
+
+/* ------------------------------------------------------------------ one part of a step */
+
+/* Loads the part's tensors into the engines and queues their casts; then waits for them. */
+static int quantize_part(run_t *r, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  int cpu_quantizes = 0;
+  for (size_t c = 0; c < r->nconfigs && r->cpu; c++) cpu_quantizes |= r->cpu_active[c];
+  for (size_t w = 0; w < r->nwork && rc == FP8_OK; w++) {
+    size_t i = r->work[w];
+    run_tensor *t = &r->t[i];
+    rc = r->engine->ops->load(r->engine, i, t->view, err, errlen);
+    if (!rc) rc = r->engine->ops->quantize_stats(r->engine, i, &t->res, err, errlen);
+    if (!rc && r->cpu) rc = r->cpu->ops->load(r->cpu, i, t->view, err, errlen);
+    if (!rc && cpu_quantizes) rc = r->cpu->ops->quantize_stats(r->cpu, i, &t->res_cpu, err, errlen);
+  }
+  if (!rc) rc = r->engine->ops->sync(r->engine, err, errlen);
+  if (!rc && r->cpu) rc = r->cpu->ops->sync(r->cpu, err, errlen);
+  return rc;
+}
+
+/* steps.csv and histograms.csv rows of the part's tensors, in tensor order (work[] is ascending
+ * because both lists are sorted); the summary totals. */
+static void write_part_rows(run_t *r, int64_t step) {
+  for (size_t w = 0; w < r->nwork; w++) {
+    size_t i = r->work[w];
+    run_tensor *t = &r->t[i];
+    float amax = t->res.amax;
+    /* the snapshot's data wins over amax.csv, but not over several micro-batches' amaxes: it
+     * holds all of them concatenated, while each micro-batch's update sees its own */
+    if (!r->multi_micro) r->amax[i] = amax;
+    if (t->csv_has && t->csv_amax != amax) r->mismatches++;
+    fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
+    int warm = run_is_warmup(r, i);
+    t->snap = 1;
+    for (size_t c = 0; c < r->nconfigs; c++) {
+      if (!r->covers[i * r->nconfigs + c]) continue; /* its section's tensors leave it out */
+      fp8_steps_row row = {.tensor = t->name, .role = r->roles[i], .step = step,
+                           .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
+                           .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
+                           .block = &t->res.block[c], .warmup = warm};
+      fp8_results_put_steps_row(r->steps_fp, &row);
+      fp8_summary_acc_add(&t->acc[c], &row);
+      r->rows++;
+    }
+  }
+}
+
+/* One rank's snapshot of the step (a single-rank trace is one part). */
+static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
+                    char *err, size_t errlen) {
+  fp8_step s;
+  int rc = fp8_trace_load_step_rank(tr, snap, rank, &s, err, errlen);
+  if (rc) return rc;
+  r->nwork = 0;
+  for (size_t k = 0; k < s.ntensors; k++) {
+    ssize_t idx = run_find_tensor(r, s.tensors[k].name);
+    if (idx < 0) continue; /* not selected */
+    r->t[idx].view = &s.tensors[k];
+    r->work[r->nwork++] = (size_t)idx;
+  }
+  rc = quantize_part(r, err, errlen);
+  if (!rc) write_part_rows(r, step);
+  if (!rc && r->ex->gemm) rc = run_gemm_part(r, &s, step, err, errlen);
+  for (size_t w = 0; w < r->nwork; w++) r->t[r->work[w]].view = NULL; /* unmapped with s */
+  fp8_step_free(&s);
+  return rc;
+}
+
+/* stream.csv rows of the step's micro-batch: every tensor under every delayed configuration,
+ * with the scale it used (the engines' states before this micro-batch's updates), the tensor's
+ * own amax (its snapshot's when it has one and the step one micro-batch, as the update uses;
+ * else amax.csv's; else 0) and TE's scale from amax.csv. */
+static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
+  if (!r->stream_fp) return FP8_OK;
+  for (size_t i = 0; i < r->ntensors; i++) {
+    int rc = r->engine->ops->state(r->engine, i, r->scales, err, errlen);
+    if (!rc && r->cpu) rc = r->cpu->ops->state(r->cpu, i, r->scales, err, errlen);
+    if (rc) return rc;
+    int warm = run_is_warmup(r, i);
+    for (size_t c = 0; c < r->nconfigs; c++) {
+      const fp8_config *cf = &r->ex->configs[c];
+      if (cf->kind != FP8_KIND_DELAYED || !r->covers[i * r->nconfigs + c]) continue;
+      fp8_stream_row row = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
+                            .config = cf, .format = r->formats[i * r->nconfigs + c],
+                            .snapshot = r->t[i].snap, .amax = r->amax[i], .scale = r->scales[c],
+                            .warmup = warm, .micro = micro, .te_scale = r->t[i].te_scale};
+      fp8_results_put_stream_row(r->stream_fp, &row);
+      r->stream_rows++;
+    }
+  }
+  return FP8_OK;
+}
+
+/* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
+ * file, rather than at the commit after the last step. */
+static int check_writes(const run_t *r, char *err, size_t errlen) {
+  FILE *fps[4] = {r->steps_fp, r->hist_fp, r->gemm_fp, r->stream_fp};
+  const char *names[4] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file,
+                          fp8_schema_stream.file};
+  for (int i = 0; i < 4; i++) {
+    if (!fps[i] || !ferror(fps[i])) continue;
+    /* the failed write's errno is long gone (the engines ran since): a flush of what is still
+     * buffered fails the same way and says why */
+    errno = 0;
+    fflush(fps[i]);
+    return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s",
+                      r->opt->out_dir ? r->opt->out_dir : r->ex->out_dir, names[i],
+                      strerror(errno ? errno : EIO));
+  }
+  return FP8_OK;
+}
+
+/* The step's amax.csv rows [b, e) before its snapshot: which tensors have one, and their
+ * amax (several micro-batches: the max over them, which the snapshot's is compared with). With
+ * one micro-batch its amaxes and TE's scales are those the update and stream.csv take. */
+static void take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                          const int32_t *amax_map) {
+  for (size_t i = 0; i < r->ntensors; i++) {
+    r->amax[i] = 0.0f; /* the module did not run: the state is kept */
+    r->t[i].csv_has = 0;
+    r->t[i].snap = 0;
+    r->t[i].te_scale = 0.0f;
+  }
+  for (size_t k = b; k < e; k++) {
+    int32_t idx = amax_map[tr->amax[k].tensor];
+    if (idx < 0) continue;
+    run_tensor *t = &r->t[idx];
+    float a = tr->amax[k].amax;
+    t->csv_amax = t->csv_has ? fmaxf(t->csv_amax, a) : a;
+    t->csv_has = 1;
+    if (!r->multi_micro) {
+      r->amax[idx] = a;
+      t->te_scale = tr->amax[k].te_scale;
+    }
+  }
+}
+
+/* One micro-batch's amaxes and TE's scales: rows [b, e) of tr->amax (one micro value). */
+static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                            const int32_t *amax_map) {
+  for (size_t i = 0; i < r->ntensors; i++) {
+    r->amax[i] = 0.0f; /* not run in this micro-batch: the state is kept */
+    r->t[i].te_scale = 0.0f;
+  }
+  for (size_t k = b; k < e; k++) {
+    int32_t idx = amax_map[tr->amax[k].tensor];
+    if (idx < 0) continue;
+    r->amax[idx] = tr->amax[k].amax;
+    r->t[idx].te_scale = tr->amax[k].te_scale;
+  }
+}
+
+/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream.csv rows with
+ * the scales in force, then TE's two reductions and updates with its amaxes (every rank's is
+ * known by now), and its amaxes into the checkpoint's log. */
+static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
+                             const int32_t *amax_map, char *err, size_t errlen) {
+  fp8_engine *eng[2] = {r->engine, r->cpu};
+  size_t k = b;
+  int rc = FP8_OK;
+  do {
+    int64_t micro = k < e ? tr->amax[k].micro : 0;
+    size_t ke = k;
+    while (ke < e && tr->amax[ke].micro == micro) ke++;
+    if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
+    k = ke;
+    if ((rc = write_stream_rows(r, step, micro, err, errlen)) != FP8_OK) return rc;
+    for (int j = 0; j < 2 && rc == FP8_OK; j++)
+      if (eng[j]) {
+        rc = eng[j]->ops->end_phase(eng[j], FP8_FWD, r->amax, err, errlen);
+        if (!rc) rc = eng[j]->ops->end_phase(eng[j], FP8_BWD, r->amax, err, errlen);
+      }
+    if (rc) return rc;
+    run_note_warm(r);
+    if ((rc = run_ckpt_micro(r, err, errlen)) != FP8_OK) return rc;
+  } while (k < e);
+  return FP8_OK;
+}
+
+/* The steps: for each, the amax.csv rows, the snapshot rank by rank (cast with the scales of
+ * the step's first micro-batch), then the micro-batches' phases. */
+static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
+                     const int32_t *amax_map, const size_t *rank_order, char *err, size_t errlen) {
+  const size_t nparts = tr->nranks ? tr->nranks : 1;
+  size_t snap = 0, arow = 0;
+  double t0 = run_now_s(), last_draw = 0;
+  int draw = r->opt->progress && !r->opt->quiet, rc = FP8_OK;
+  /* FP8LAB_TEST_STEP_DELAY_MS: a pause after each step, for the kill test only (README) */
+  const char *delay = getenv("FP8LAB_TEST_STEP_DELAY_MS");
+  long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+  for (size_t si = r->steps_done; si < nsteps; si++) {
+    int64_t step = steps[si];
+    r->step_index = si;
+    fp8_engine *eng[2] = {r->engine, r->cpu};
+    for (int k = 0; k < 2 && rc == FP8_OK; k++)
+      if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], step, err, errlen);
+    if (rc) return rc;
+    size_t a_end = 0;
+    run_step_rows(tr, step, &arow, &a_end);
+    r->multi_micro = r->nmicro[si] > 1;
+    take_csv_rows(r, tr, arow, a_end, amax_map);
+    while (snap < tr->nsteps && tr->steps[snap] < step) snap++;
+    int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
+    for (size_t part = 0; have_snap && part < nparts; part++)
+      if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
+    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, err, errlen);
+    if (rc) return rc;
+    arow = a_end;
+    if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
+    r->steps_done = si + 1;
+    if ((rc = run_ckpt_step(r, err, errlen)) != FP8_OK) return rc;
+    if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
+    if (delay_ms > 0) nanosleep(&(struct timespec){delay_ms / 1000, delay_ms % 1000 * 1000000L}, NULL);
+  }
+  return FP8_OK;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+/* No tensor to replay: the [trace] tensors selection matches none (at its line), or the trace
+ * has none at all. */
+static int no_tensor_error(const fp8_experiment *ex, const char *trace_dir, char *err,
+                           size_t errlen) {
+  if (!ex->ntensor_globs)
+    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: the trace %s holds no tensor", ex->file,
+                      trace_dir);
+  char sel[1024];
+  size_t o = 0;
+  for (size_t i = 0; i < ex->ntensor_globs && o < sizeof sel; i++)
+    o += (size_t)snprintf(sel + o, sizeof sel - o, "%s%s", i ? ", " : "", ex->tensor_globs[i]);
+  return fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s:%d: tensors = %s selects none of the tensors of the trace %s", ex->file,
+                    ex->tensors_line, sel, trace_dir);
+}
+
+/* Everything between the open trace and the step loop: tensors, reduction, engines, steps. */
+static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_t **steps,
+                    size_t *nsteps, int32_t **amax_map, char *err, size_t errlen) {
+  const fp8_experiment *ex = r->ex;
+  char **names = NULL;
+  size_t nnames = 0;
+  int rc = fp8_experiment_check_ranks(ex, tr->nranks, trace_dir, err, errlen);
+  if (!rc) rc = fp8_experiment_check_steps(ex, tr->steps, tr->nsteps, trace_dir, err, errlen);
+  if (!rc) rc = run_collect_names(ex, tr, &names, &nnames, err, errlen);
+  if (!rc && nnames == 0) rc = no_tensor_error(ex, trace_dir, err, errlen);
+  if (!rc) rc = run_tensors_init(r, names, nnames, err, errlen);
+  if (!rc && tr->nranks && ex->reduce_amax)
+    rc = run_reduction_init(r, fp8_experiment_reduce_group(ex, tr->nranks), err, errlen);
+  if (!rc && run_union_steps(ex, tr, steps, nsteps) != FP8_OK)
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!rc && !(*amax_map = malloc((tr->namax_names + 1) * sizeof **amax_map)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t k = 0; !rc && k < tr->namax_names; k++)
+    (*amax_map)[k] = run_tensor_selected(ex, tr, tr->amax_names[k])
+                         ? (int32_t)run_find_tensor(r, tr->amax_names[k]) : -1;
+  if (!rc && run_count_micro(r, tr, *steps, *nsteps) != FP8_OK)
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!rc) rc = run_engines_init(r, err, errlen);
+  for (size_t k = 0; names && k < nnames; k++) free(names[k]);
+  free(names);
+  return rc;
+}
+
+/* summary.csv and the renames of the partial files: steps.csv last, so a complete steps.csv
+ * always comes with its summary; no gemm.csv without a layer triplet. A partial file a resumed
+ * commit finds in place already (part[k].fp NULL) was renamed before the kill. *wrote is set
+ * once a file is in place. */
+static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
+  fp8_outfile so, *of = r->part;
+  int rc = fp8_outfile_open(&so, r->out, fp8_schema_summary.file, err, errlen);
+  if (rc) return rc;
+  run_write_summary(so.fp, r);
+  if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
+  *wrote = 1;
+  if (of[1].fp && (rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
+  if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK)
+    return rc;
+  fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
+  if (of[3].fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
+  return of[0].fp ? fp8_outfile_commit(&of[0], err, errlen) : FP8_OK;
+}
+
+/* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed
+ * names, which a run.json of an older fp8lab did not list; the report's among them. */
+static int earlier_outputs(const char *out, fp8_outputs *o) {
+  static const char *const fixed[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv",
+                                      "stream.csv", "run.json", "analysis.csv",
+                                      "recommendations.csv", "report.md"};
+  int rc = fp8_outputs_read(out, o);
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = fp8_outputs_add(o, fixed[i]);
+  return rc;
+}
+
+/* The files this run writes, for run.json's outputs (the report adds its own). */
+static int run_outputs(const run_t *r, fp8_outputs *o) {
+  int rc = fp8_outputs_add(o, fp8_schema_steps.file);
+  if (!rc && r->has_stream) rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
+  if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
+  if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
+  if (!rc) rc = fp8_outputs_add(o, "run.json");
+  return rc;
+}
+
+/* The rows' files: new ones in the checkpoint folder with the first checkpoint, or those of
+ * the interrupted run cut back to its checkpoint (resume). */
+static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char *err,
+                        size_t errlen) {
+  int rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
+  /* after a kill in a report, its files are listed nowhere: they are fp8lab's all the same */
+  if (!rc && !resume &&
+      (earlier_outputs(r->out, &r->earlier) != FP8_OK ||
+       (u->interrupted && fp8_rundir_add_report_leftovers(r->out, &r->earlier) != FP8_OK)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!rc) rc = run_ckpt_open(r, resume, err, errlen);
+  if (!rc && !resume) rc = run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen);
+  r->steps_fp = r->part[0].fp;
+  r->hist_fp = r->part[1].fp;
+  r->gemm_fp = r->part[2].fp;
+  r->stream_fp = r->part[3].fp;
+  return rc;
+}
+
+/* What the run did, for run.json and the caller's message. */
+static void fill_summary(const run_t *r, fp8_run_summary *sum) {
+  sum->rows = r->rows;
+  sum->steps = (long long)r->nsteps;
+  sum->tensors = (long long)r->ntensors;
+  sum->configs = (long long)r->ex->nconfigs;
+  sum->gemm_rows = r->gemm_rows;
+  sum->stream_rows = r->has_stream ? r->stream_rows : 0;
+  sum->mismatches = r->mismatches; /* the caller warns: library code does not print */
+  for (int k = 0; k < FP8_LEFT_COUNT; k++) sum->left_out[k] = 0;
+  for (size_t i = 0; r->left && i < r->ntensors; i++) sum->left_out[r->left[i]]++;
+  run_left_out_text(r, sum->left_note, sizeof sum->left_note);
+  sum->wall_s = r->wall_base + (run_now_s() - r->t0);
+}
+
+/* The end of the replay: the commit (recorded first, so that a kill in the middle of it is
+ * resumed by doing the rest), run.json, the earlier run's files that this one did not write
+ * again; then the folder is complete, or waits for its report (report_follows). */
+static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_run_summary *sum,
+                      run_undo *u, int *wrote, char *err, size_t errlen) {
+  fp8_outputs outputs = {0};
+  int rc = run_left_out(r, tr, err, errlen); /* for run.json and the summary line */
+  if (rc) return rc;
+  fill_summary(r, sum);
+  rc = run_ckpt_write(r, RUN_CKPT_COMMIT, err, errlen);
+  if (!rc) rc = commit_outputs(r, wrote, err, errlen);
+  if (!rc && run_outputs(r, &outputs) != FP8_OK)
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  sum->wall_s = r->wall_base + (run_now_s() - r->t0);
+  if (!rc)
+    rc = run_write_json(r->out, r, tr, trace_dir, sum, r->started,
+                        r->opt->threads > 0 ? r->opt->threads : 1, &outputs, err, errlen);
+  /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
+   * report; the report of this run follows */
+  if (!rc) fp8_outputs_remove_stale(r->out, &r->earlier, &outputs);
+  fp8_outputs_free(&outputs);
+  if (rc) return rc;
+  if (!r->opt->report_follows) {
+    fp8_run_summary done = {.lock_fd = u->lock_fd};
+    snprintf(done.out_dir, sizeof done.out_dir, "%s", r->out);
+    fp8_run_finish(&done);
+    u->lock_fd = -1;
+    return FP8_OK;
+  }
+  rc = run_ckpt_write(r, RUN_CKPT_COMMITTED, err, errlen);
+  if (!rc) rc = fp8_rundir_marker_write(r->out, "report", r->ex->file, err, errlen);
+  return rc;
+}
+
+void fp8_run_finish(const fp8_run_summary *sum) {
+  char ck[4096 + 64];
+  snprintf(ck, sizeof ck, "%s/%s", sum->out_dir, FP8_RUN_CHECKPOINT_DIR);
+  fp8_rmtree(ck);
+  fp8_rundir_marker_remove(sum->out_dir); /* last: until it goes the folder is unfinished */
+  fp8_rundir_unlock(sum->lock_fd);
+}
+
+/* A fresh run's start time, or (resume) the interrupted run's and its checkpoint. */
+static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const int64_t *steps,
+                     run_ckpt_info *info, char *err, size_t errlen) {
+  int rc = run_ckpt_fingerprint(r, tr, trace_dir, err, errlen);
+  if (rc || !r->opt->resume) {
+    time_t wall = time(NULL);
+    struct tm tmv;
+    gmtime_r(&wall, &tmv);
+    strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    return rc;
+  }
+  return run_ckpt_restore(r, steps, r->ex->file, info, err, errlen);
+}
+
+int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
+                       char *err, size_t errlen) {
+  fp8_outfile part[4] = {{0}, {0}, {0}, {0}};
+  run_t r = {.ex = ex, .opt = opt, .part = part, .t0 = run_now_s()};
+  fp8_trace tr;
+  int trace_open = 0, rc = FP8_OK;
+  int64_t *steps = NULL;
+  size_t nsteps = 0, *rank_order = NULL;
+  int32_t *amax_map = NULL;
+  run_undo undo = {.lock_fd = -1};
+  run_ckpt_info info = {0};
+  int wrote = 0;
+  char trace_dir[4096] = "";
+  memset(&tr, 0, sizeof tr);
+  memset(sum, 0, sizeof *sum);
+  sum->lock_fd = -1;
+  sum->resumed_at = -1;
+
+  const char *out = opt->out_dir ? opt->out_dir : ex->out_dir;
+  if (!out) {
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: no output directory: give [output] dir or --out DIR",
+                    ex->file);
+    goto done;
+  }
+  r.out = out;
+  r.ckpt_every = opt->checkpoint_s > 0 ? opt->checkpoint_s : 0;
+  snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
+  if ((rc = run_dir_enter(opt, out, &undo, err, errlen)) != FP8_OK) goto done;
+  /* every check of the trace comes before the output directory is made (but a synth: trace
+   * is generated into it: run_dir_undo takes it away again) */
+  rc = run_dir_prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen);
+  if (rc) goto done;
+  if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
+  trace_open = 1;
+  r.multirank = tr.nranks > 0;
+  size_t nparts = tr.nranks ? tr.nranks : 1;
+  if (!(rank_order = malloc(nparts * sizeof *rank_order))) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  run_rank_order(rank_order, nparts);
+  if ((rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen)) != FP8_OK) goto done;
+  r.nsteps = nsteps;
+  for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
+  if ((rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen)) != FP8_OK) goto done;
+  if (opt->resume) sum->resumed_at = (long long)r.steps_done;
+  snprintf(sum->engine, sizeof sum->engine, "%s", r.engine->name);
+  if (!opt->resume || info.phase != RUN_CKPT_COMMITTED) {
+    rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
+    if (!rc) rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen);
+    if (!rc) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
+    if (rc) goto done;
+  } else if (!opt->report_follows) { /* resumed after the commit: only the report was left */
+    fp8_run_summary done = {.lock_fd = undo.lock_fd};
+    snprintf(done.out_dir, sizeof done.out_dir, "%s", out);
+    fp8_run_finish(&done);
+    undo.lock_fd = -1;
+  }
+  /* resumed after the commit: run.json lists them already, the summary line names them again
+   * (out of memory here costs only that note: the results are in place) */
+  if (!r.left) (void)run_left_out(&r, &tr, err, errlen);
+  fill_summary(&r, sum);
+  sum->lock_fd = undo.lock_fd; /* the report follows: held until fp8_run_finish */
+  undo.lock_fd = -1;
+
+done:
+  run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
+                        when nothing is in place, else they are what a resume continues */
+  run_free(&r);
+  free(rank_order);
+  free(steps);
+  free(amax_map);
+  if (trace_open) fp8_trace_close(&tr);
+  /* a run that put no result in place leaves the directory as it found it; once one is in
+   * place the generated trace belongs with it, and the one it replaced goes */
+  if (rc && !wrote) run_dir_undo(&undo, out, trace_dir, opt->resume);
+  if (*undo.trace_old) fp8_rmtree(undo.trace_old);
+  free(undo.created);
+  fp8_rundir_unlock(undo.lock_fd);
+  return rc;
+}

@@ -1,0 +1,82 @@
+/* runner.h: replays a trace through every configuration of an experiment and writes the
+ * results (steps.csv, summary.csv, histograms.csv, gemm.csv, run.json) into the output directory.
+ *
+ * One pass over the steps of the trace (the union of snapshot steps and amax.csv steps, in
+ * ascending order). At each step the runner feeds the engine (engine.h) the step's tensors, one
+ * rank at a time (only that rank's snapshot is mapped, so memory stays bounded by one rank's
+ * step), writes the engine's results as rows (results.h), then ends the step's two phases, in
+ * which the engine reduces the amaxes (reduce_amax: over the ranks of each group) and updates
+ * its delayed-scaling state. Configurations the engine does not support for an op go to the CPU
+ * engine for that op.
+ */
+#ifndef FP8LAB_RUN_RUNNER_H
+#define FP8LAB_RUN_RUNNER_H
+
+#include <stddef.h>
+
+#include "engine.h"
+#include "engine_load.h" /* fp8_engine_choice */
+#include "experiment.h"
+#include "trace.h"
+
+typedef struct {
+  const char *out_dir; /**< overrides [output] dir when not NULL */
+  int force;           /**< allow writing into a non-empty output directory */
+  int threads;         /**< worker threads (>= 1) */
+  int quiet;           /**< no progress bar */
+  int progress;        /**< draw a progress bar on stderr (caller decides: a terminal) */
+  const char *argv0;   /**< for run.json */
+  int resume;          /**< continue the interrupted run of the output directory from its
+                            checkpoint (docs/design.md, "Crash consistency and resume") */
+  double checkpoint_s; /**< seconds between checkpoints (0: after every step) */
+  int report_follows;  /**< the caller writes the report next: the folder stays marked in
+                            progress (and locked) until fp8_run_finish */
+  fp8_engine_factory engine;        /**< NULL: the CPU engine */
+  const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
+} fp8_run_options;
+
+/** Why a tensor of the replay has no row in steps.csv or summary.csv (docs/semantics.md,
+ *  "Tensors that never ran"). */
+typedef enum {
+  FP8_LEFT_KEPT = 0,     /**< it has rows */
+  FP8_LEFT_NEVER_RAN,    /**< no snapshot at a selected step, amax 0 at every step of the replay */
+  FP8_LEFT_NO_SNAPSHOT,  /**< a non-zero amax in amax.csv, but no snapshot at a selected step */
+  FP8_LEFT_NO_RECIPE,    /**< no configuration applies to it (the sections' tensors keys) */
+  FP8_LEFT_COUNT
+} fp8_left_reason;
+/** run.json's key for the list of each reason's tensors ([FP8_LEFT_KEPT] is NULL). */
+extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
+
+/** What a run produced, for the caller's final message. */
+typedef struct {
+  char out_dir[4096];
+  long long rows;
+  long long gemm_rows; /**< rows of gemm.csv (0: no layer triplet, no gemm.csv) */
+  long long stream_rows; /**< rows of stream.csv (0: no delayed configuration, no stream.csv) */
+  long long steps;
+  long long tensors;
+  long long configs;
+  long long mismatches; /**< snapshot amaxes that amax.csv disagrees with (the data was used) */
+  long long left_out[FP8_LEFT_COUNT]; /**< tensors without rows, per reason */
+  char left_note[4096]; /**< "8 never ran: a, b, c and 5 more; left out of statistics" ("": none) */
+  double wall_s;
+  char engine[256];    /**< the engine's name */
+  long long resumed_at; /**< --resume: the steps the interrupted run had done (-1: none) */
+  int lock_fd;         /**< with report_follows: the folder's lock, for fp8_run_finish */
+} fp8_run_summary;
+
+/** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.
+ *  Bad input (trace, experiment, output dir) gives FP8_EINVAL / FP8_EFORMAT / FP8_EIO before
+ *  anything is written: the output directory is created only after the trace's checks, and a
+ *  run that fails before its first result is in place removes what it created; outputs are
+ *  written to temporary names (the rows: partial files of the checkpoint, run_resume.c) and
+ *  renamed at the end. While it writes the folder it holds its lock and in-progress marker
+ *  (run_folder.h); with opt->resume it continues the interrupted run found there. */
+int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
+                       char *err, size_t errlen);
+
+/** After the report of a run with report_follows: the folder is complete; its checkpoint and
+ *  in-progress marker go, and the lock is released. */
+void fp8_run_finish(const fp8_run_summary *sum);
+
+#endif /* FP8LAB_RUN_RUNNER_H */

@@ -1,0 +1,178 @@
+/* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
+ * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
+ * run_gemm.c (the layers of a step and their GEMMs, dispatched per configuration to the engine
+ * that supports them) and run_json.c (run.json, summary.csv, the progress bar).
+ * The runner holds no recipe math and no recipe state: it feeds the engines (engine.h) and hands
+ * their results to the row writers (results.h). */
+#ifndef FP8LAB_RUN_RUNNER_INTERNAL_H
+#define FP8LAB_RUN_RUNNER_INTERNAL_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "engine.h"
+#include "outfile.h"
+#include "outputs.h"
+#include "results.h"
+#include "runner.h"
+
+/* One tensor of the replay (all ranks: `rank_<r>/<name>` in a multi-rank trace). */
+typedef struct {
+  char *name;
+  const char *local;          /* the name within its rank (multi-rank traces), else name */
+  size_t rank;                /* its rank (0 for a single-rank trace) */
+  fp8_summary_acc *acc;       /* [nconfigs]: totals for summary.csv */
+  fp8_tensor_result res;      /* this step's results (stats, scale, block: [nconfigs]) */
+  fp8_tensor_result res_cpu;  /* the CPU fallback's: the same arrays, its own amax */
+  const fp8_tensor_view *view;/* this step's snapshot data (NULL: none in this part) */
+  int csv_has;                /* amax.csv has a row for this step */
+  int snap;                   /* this step's snapshot has the tensor */
+  float csv_amax;             /* amax.csv's amax at this step (several micro-batches: the max) */
+  float te_scale;             /* TE's scale at the current micro-batch (0: not given) */
+} run_tensor;
+
+typedef struct {
+  const fp8_experiment *ex;
+  const fp8_run_options *opt;
+  int multirank;
+  size_t ntensors, nconfigs;
+  run_tensor *t;              /* strcmp order of names */
+  /* the engine plan's arrays */
+  const char **names;         /* [ntensors] */
+  fp8_role *roles;            /* [ntensors] */
+  fp8_format *formats;        /* [ntensors * nconfigs] */
+  unsigned char *covers;      /* [ntensors * nconfigs]: the configuration applies to the tensor
+                                 (its section's tensors; the first section of a shared label):
+                                 rows exist only there */
+  size_t *red_slot;           /* [ntensors] with reduce_amax, else NULL */
+  size_t nred;
+  unsigned char *cpu_active;  /* [nconfigs]: quantized by the CPU fallback */
+  unsigned char *want_gemm[2];/* [nconfigs]: GEMMs run by the primary [0] / the fallback [1] */
+  fp8_engine_plan plan, cpu_plan;
+  fp8_engine *engine;         /* the primary engine */
+  fp8_engine *cpu;            /* the CPU fallback (NULL: the primary runs everything) */
+  float *amax;                /* [ntensors]: this step's (micro-batch's) amaxes, for end_phase */
+  int multi_micro;            /* the current step has several micro-batches: the snapshot's
+                                 amax does not replace theirs */
+  size_t *nmicro;             /* [nsteps]: micro-batches (end_phase pairs) of each replay step */
+  unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
+  float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
+  float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
+  size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
+  size_t step_index;          /* index of the current step in the replay's steps */
+  unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
+  size_t *work;               /* the tensors of the current part */
+  size_t nwork;
+  /* outputs */
+  FILE *steps_fp, *hist_fp, *gemm_fp, *stream_fp;
+  long long rows, gemm_rows, mismatches, stream_rows;
+  double *rel;                /* [layers * 3 * nconfigs] of one part */
+  size_t rel_cap;
+  /* crash consistency and resume (run_folder.h, run_resume.c) */
+  const char *out;            /* the output directory */
+  int has_stream;             /* stream.csv is written (the experiment has delayed configs) */
+  fp8_outfile *part;          /* [4]: steps, histograms, gemm, stream rows: partial files in
+                                 the checkpoint folder until the commit renames them */
+  FILE *amax_fp;              /* the checkpoint's amax log: ntensors floats per step done */
+  size_t steps_done;          /* steps of the replay completed (rows written, state updated) */
+  size_t nsteps;
+  fp8_outputs earlier;        /* the earlier run's files (--force): taken when the run starts */
+  char started[64];           /* run.json's started_utc: the first process's start */
+  double t0, wall_base;       /* this process's start; wall seconds of the processes before */
+  double ckpt_every, ckpt_last, ckpt_cost; /* seconds: interval, last one, its cost */
+  uint64_t fp_exp, fp_trace;  /* fingerprints of the experiment and of the trace's files */
+  char fp_engine[64];         /* the engine, without its thread count */
+} run_t;
+
+/* run_plan.c */
+ssize_t run_find_tensor(const run_t *r, const char *name);
+int run_tensor_selected(const fp8_experiment *ex, const fp8_trace *tr, const char *name);
+int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***names_out,
+                      size_t *n_out, char *err, size_t errlen);
+int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen);
+int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen);
+int run_engines_init(run_t *r, char *err, size_t errlen);
+void run_free(run_t *r);
+/* 1 when the current step is a warm-up step of tensor i (docs/semantics.md "Warm-up") */
+int run_is_warmup(const run_t *r, size_t i);
+/* after a step's updates: which tensors' histories now hold a finite non-zero amax */
+void run_note_warm(run_t *r);
+int run_union_steps(const fp8_experiment *ex, const fp8_trace *tr, int64_t **out, size_t *nout);
+/* The micro-batches of every replay step (r->nmicro): the distinct micro values of its
+ * amax.csv rows (all of them, selected tensors or not), at least 1. */
+int run_count_micro(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps);
+/* The amax.csv rows of a step: [*b, *e) of tr->amax, from *b on (rows sorted by step). */
+void run_step_rows(const fp8_trace *tr, int64_t step, size_t *b, size_t *e);
+void run_rank_order(size_t *order, size_t n);
+
+#define RUN_LEFT_NAMED 3    /* names per reason in the summary line */
+/* r->left from the trace's amax.csv and the summary totals, after the last step. */
+int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
+/* The summary line's note on them ("8 never ran: a, b, c and 5 more; left out of statistics"),
+ * "" when none. */
+void run_left_out_text(const run_t *r, char *buf, size_t len);
+
+/* run_gemm.c: gemm.csv rows of one part of a snapshot step */
+int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);
+
+/* run_json.c */
+void run_write_summary(FILE *fp, const run_t *r);
+/* run.json, its "outputs" the files the run wrote (the report adds its own later) */
+int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
+                   const fp8_run_summary *sum, const char *started, int threads,
+                   const fp8_outputs *outputs, char *err, size_t errlen);
+double run_now_s(void);
+
+/* run_claim.c: the output directory. What a run that fails before writing its first result has
+ * to undo, so that an error leaves the output directory as it found it: the directories it
+ * created, its marker and checkpoint, and for a synth: trace the generated trace with the one
+ * it replaced (--force), moved aside until the run commits. */
+typedef struct {
+  char *created;          /* the outermost directory this run created (NULL: none) */
+  int trace_new;          /* a generated trace was swapped into <out>/synth_trace */
+  char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
+  int lock_fd;            /* the folder's lock (run_folder.h; -1: none) */
+  int locked;             /* the lock was taken (or the file system has none) */
+  int claimed;            /* this run wrote the in-progress marker */
+  int interrupted;        /* the folder held an interrupted run (its marker) */
+} run_undo;
+/* The folder as the run finds it: refused, cleaned of fp8lab's debris, locked (run_folder.h). */
+int run_dir_enter(const fp8_run_options *opt, const char *out, run_undo *u, char *err,
+                  size_t errlen);
+/* Once the run is to write the folder: created, locked, marked in progress. */
+int run_dir_claim(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
+                  run_undo *u, char *err, size_t errlen);
+int run_dir_prepare_trace(const fp8_experiment *ex, const fp8_run_options *opt, const char *out,
+                          run_undo *u, char *trace_dir, size_t len, char *err, size_t errlen);
+/* Puts the folder back as it was (a fresh run that failed before any result was in place). */
+void run_dir_undo(run_undo *u, const char *out, const char *trace_dir, int resume);
+
+/* run_resume.c: the checkpoint (docs/design.md, "Crash consistency and resume") */
+typedef enum { RUN_CKPT_REPLAY = 1, RUN_CKPT_COMMIT = 2, RUN_CKPT_COMMITTED = 3 } run_ckpt_phase;
+/* what a checkpoint holds besides the state it restores into run_t */
+typedef struct {
+  run_ckpt_phase phase;
+  int64_t len[4];             /* bytes of each partial file (-1: not written) */
+} run_ckpt_info;
+/* The partial files and the amax log in <out>/.fp8lab-checkpoint/: new ones with their
+ * headers, or (resume) the checkpoint's, cut back to the lengths it recorded. */
+int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errlen);
+/* After each micro-batch's end_phase pair: its amaxes into the amax log. */
+int run_ckpt_micro(run_t *r, char *err, size_t errlen);
+/* After step r->steps_done: a checkpoint when the interval has passed. */
+int run_ckpt_step(run_t *r, char *err, size_t errlen);
+/* A checkpoint now (temporary + rename of <out>/.fp8lab-checkpoint/state). */
+int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen);
+/* The fingerprints of the experiment, the trace's files and the engine (r->fp_*). */
+int run_ckpt_fingerprint(run_t *r, const fp8_trace *tr, const char *trace_dir, char *err,
+                         size_t errlen);
+/* Reads the checkpoint of r->out into r (counters, totals, the earlier outputs, the start),
+ * after checking it is one of this replay (r's tensors, configurations, steps and
+ * fingerprints); then replays the amax log through the engines and checks their scales. */
+int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
+                     run_ckpt_info *info, char *err, size_t errlen);
+/* Closes the amax log (and the partials, keeping their files). */
+void run_ckpt_close(run_t *r);
+void run_progress(size_t done, size_t total, double t0, double *last, int final);
+
+#endif /* FP8LAB_RUN_RUNNER_INTERNAL_H */

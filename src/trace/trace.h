@@ -1,0 +1,152 @@
+/* trace.h: reading captured traces (safetensors or npy snapshots plus an optional amax.csv).
+ *
+ * A trace directory holds `step_<N>.safetensors` files, or `step_<N>/` folders of
+ * `<tensor>.npy` files, and optionally `amax.csv` (`step,tensor,amax`). Data is mapped, never
+ * copied: memory stays bounded by one step's tensors however long the trace is.
+ *
+ * A multi-rank trace (what the capture tool writes under torch.distributed) is a folder of
+ * `rank_0/` .. `rank_<R-1>/` sub-folders, each a single-rank trace as above. It reads as one
+ * trace whose tensors are named `rank_<r>/<tensor name>`: the snapshot steps are the union of
+ * the ranks' steps, amax.csv rows are those of all ranks (renamed), and a step loads the
+ * tensors of every rank that has a snapshot then. fp8_trace_load_step_rank loads one rank at a
+ * time, so that a replay maps no more than one rank's step at once.
+ * Errors are returned as fp8_status codes with a one-line message in `err` naming the file and
+ * the tensor, line or byte offset.
+ */
+#ifndef FP8LAB_TRACE_TRACE_H
+#define FP8LAB_TRACE_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp8.h"
+
+#include "util.h" /* FP8_ERRLEN */
+
+/* fp8_tensor_view, a tensor of a step: fp8.h (the engines take views, not traces). */
+
+/** The tensors of one snapshot step, sorted by name. Owns its mappings. */
+typedef struct fp8_step fp8_step;
+struct fp8_step {
+  int64_t step;
+  size_t ntensors;
+  fp8_tensor_view *tensors;
+  void *priv; /* mappings */
+};
+
+/** One row of amax.csv (docs/semantics.md, "Micro-batches and TE's scale (issue 17)"). */
+typedef struct {
+  int64_t step;
+  int64_t micro;  /**< the micro-batch within the step (0 without the `micro` column) */
+  int32_t tensor; /**< index into fp8_trace.amax_names */
+  float amax;
+  float te_scale; /**< the scale TE cast with at (step, micro); 0: not given (a given one is
+                       positive and finite) */
+} fp8_amax_row;
+
+/** Most ranks a multi-rank trace may have (rank_0/ .. rank_<FP8_RANK_LIMIT-1>/). */
+#define FP8_RANK_LIMIT 65536
+
+/** An opened trace: its snapshot steps (ascending) and its amax stream (sorted by step, then
+ *  micro-batch, then tensor index; may be empty). For a multi-rank trace every field but step_paths describes
+ *  all ranks together, with tensor names `rank_<r>/<name>`. */
+typedef struct fp8_trace fp8_trace;
+struct fp8_trace {
+  char *dir;
+  int is_npy;            /**< 1 when the snapshots are step_<N>/ folders of .npy files (multi-rank:
+                              of every rank) */
+  size_t nsteps;
+  int64_t *steps;        /**< snapshot steps, ascending, unique (multi-rank: of any rank) */
+  char **step_paths;     /**< file (safetensors) or folder (npy) of each snapshot step; NULL for
+                              a multi-rank trace (see ranks[r].step_paths) */
+  size_t namax;
+  fp8_amax_row *amax;    /**< amax.csv rows (multi-rank: of every rank) */
+  size_t namax_names;
+  char **amax_names;     /**< distinct tensor names of amax.csv, sorted (strcmp) */
+  size_t nranks;         /**< 0: a single-rank trace; R >= 1: dir holds rank_0/ .. rank_<R-1>/ */
+  fp8_trace *ranks;      /**< the R single-rank traces, ranks[r] from dir/rank_<r> */
+};
+
+/** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely;
+ *  for a folder of rank_<r>/ sub-folders, opens every rank. A directory with neither
+ *  snapshots, amax.csv nor rank folders is an error, and so are rank folders that are not
+ *  rank_0 .. rank_<R-1> without gaps, and a directory holding both rank folders and a
+ *  single-rank trace (snapshots or amax.csv). */
+int fp8_trace_open(const char *dir, fp8_trace *tr, char *err, size_t errlen);
+void fp8_trace_close(fp8_trace *tr);
+
+/** Maps snapshot i (0 <= i < nsteps) and validates every header against the file size.
+ *  For a multi-rank trace: the tensors of every rank with a snapshot at step steps[i]. */
+int fp8_trace_load_step(const fp8_trace *tr, size_t i, fp8_step *out, char *err, size_t errlen);
+/** The part of snapshot i that rank r holds. Multi-rank trace (r < nranks): rank r's tensors
+ *  at step steps[i], named `rank_<r>/<name>` and sorted by name; no tensor (ntensors 0, FP8_OK)
+ *  when rank r has no snapshot at that step. Single-rank trace: r must be 0, and this is
+ *  fp8_trace_load_step. */
+int fp8_trace_load_step_rank(const fp8_trace *tr, size_t i, size_t r, fp8_step *out, char *err,
+                             size_t errlen);
+void fp8_step_free(fp8_step *s);
+
+/** For a tensor name of a multi-rank trace (`rank_<r>/<name>`, r written as the trace writes
+ *  it): stores r in *rank and returns the name within the rank (a pointer into name); NULL
+ *  when name has no such prefix. */
+const char *fp8_trace_split_rank(const char *name, size_t *rank);
+
+/** What a directory entry of a single-rank trace is by its name: 1 for step_<N>.safetensors (a
+ *  snapshot when it is a regular file), 2 for step_<N> (a snapshot when it is a folder of .npy
+ *  files), 0 for any other name (amax.csv included). */
+int fp8_trace_snapshot_name(const char *name);
+
+/** Reads one safetensors file (used by fp8_trace_load_step; exposed for tests and tools).
+ *  Sets out->step to -1 (fp8_trace_load_step sets the step number). */
+int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errlen);
+
+/** Reads one npy snapshot folder: every `<tensor>.npy` file in it (other files, hidden files
+ *  and sub-folders are ignored); each file is mapped and validated. Sets out->step to -1
+ *  (fp8_trace_load_step sets the step number). */
+int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen);
+
+/** Reads an amax.csv file completely into tr's amax, namax, amax_names and namax_names (which
+ *  must be empty). On error they are left empty and err names the file and line. */
+int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ tensor names */
+
+/** Longest tensor name a trace file may hold, in bytes. With the `rank_<r>/` prefix of a
+ *  multi-rank trace (at most FP8_RANK_PREFIX_MAX bytes more) the plot file
+ *  `amax_<name>.png` stays within the 255 bytes a file name may have. */
+#define FP8_NAME_MAX 200
+#define FP8_RANK_PREFIX_MAX 11 /* "rank_65535/" */
+
+/** Checks len bytes of name against the name rules (docs/semantics.md, "Strict inputs"):
+ *  non-empty, at most max bytes, well-formed UTF-8 without control characters (NUL, C0, DEL,
+ *  C1), no leading '/', no ".." path segment ('/' inside a name, as in rank_0/..., is legal).
+ *  Returns 0 when it passes; else -1 with what is wrong in why ("name is empty", "name holds
+ *  the control character \n at byte 3"). Every trace reader calls it on every name. */
+int fp8_tensor_name_check(const char *name, size_t len, size_t max, char *why, size_t whylen);
+
+/** The file-name form of a tensor name (the `<stem>` of plots/amax_<stem>.png): A-Z a-z 0-9
+ *  '-' '.' kept, every other byte '_'. out holds at least FP8_NAME_MAX + FP8_RANK_PREFIX_MAX
+ *  + 1 bytes for a name that passed the rules. */
+void fp8_tensor_file_stem(const char *name, char *out, size_t n);
+
+/** Distinct tensors must get distinct plot files: FP8_OK when no two of names[0..n) have the
+ *  same file stem, else FP8_EFORMAT with "<where>: tensors A and B would both be drawn as
+ *  plots/amax_<stem>.png; rename one" (the first such pair in strcmp order). */
+int fp8_tensor_files_distinct(const char *const *names, size_t n, const char *where, char *err,
+                              size_t errlen);
+
+/** A tensor to write: host data in the given dtype. */
+typedef struct {
+  const char *name;
+  fp8_dtype dtype;
+  int ndim;
+  int64_t shape[FP8_MAX_DIMS];
+  const void *data;
+} fp8_tensor_out;
+
+/** Writes a safetensors file (JSON header via jansson, 8-byte aligned data), to a temporary
+ *  name renamed into place. `metadata` may be NULL (string pairs: k0, v0, k1, v1, ..., NULL). */
+int fp8_safetensors_write(const char *path, const fp8_tensor_out *tensors, size_t n,
+                          const char *const *metadata, char *err, size_t errlen);
+
+#endif /* FP8LAB_TRACE_TRACE_H */
