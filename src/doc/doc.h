@@ -1,4 +1,4 @@
-/* doc.h: a generic document writer for the analysis layer. A document is a list of blocks
+/* doc.h: a generic document writer, for the report (src/report). A document is a list of blocks
  * (headings, Markdown paragraphs, tables, PNG images, Python code) built in memory and written
  * twice: as Markdown (report.md) and as a Jupyter notebook (nbformat 4.5, JSON via jansson).
  * It knows nothing of fp8lab's statistics: the report code decides what goes in.

@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trace.h" /* FP8_ERRLEN */
-#include "util.h"  /* fp8_errorf */
+#include "util.h" /* fp8_errorf, FP8_ERRLEN */
 
 int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step) {
   if (!ex->has_steps) return 1;

@@ -2,8 +2,8 @@
  * overlaps (`fp8lab timeline`, docs/overlap.md). Pure C: the plan of one step's ops per mode,
  * the model that estimates their times from device parameters, and the types the GPU module
  * (src/gpu/timeline_gpu.c) fills when it runs the same plan on a device. No files, no CUDA:
- * the GPU module and its tests use this header and timeline_plan.c / timeline_model.c as they
- * are (timeline_io.h has the parts that read and write files).
+ * the GPU module and its tests link this library (fp8lab_timeline) as it is; what the command
+ * reads from files (a trace's shape, a device file) is src/cli/timeline_inputs.h.
  *
  * A step is TransformerEngine's (TE >= 1.6, Hopper): for every Linear in forward order, the
  * fused cast (+ transpose, amax as a by-product) of its input and weight, then the FP8 fprop

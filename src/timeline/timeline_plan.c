@@ -1,5 +1,5 @@
 /* timeline_plan.c: the ops of one training step per mode (timeline.h), and the shape of TE's
- * transformer layer from flags. Pure C: the GPU module's tests compile it as it is. */
+ * transformer layer from flags. Pure C over src/sim: the GPU module links it (fp8lab_timeline). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
