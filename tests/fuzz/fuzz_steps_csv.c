@@ -6,6 +6,7 @@
  * exactly one group's list, by step ascending. */
 #include "fuzz_common.h"
 
+#include "analysis.h"
 #include "tables.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

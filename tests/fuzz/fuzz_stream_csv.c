@@ -4,6 +4,7 @@
  * (fp8_analysis_stream_series). */
 #include "fuzz_common.h"
 
+#include "analysis.h"
 #include "tables.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
