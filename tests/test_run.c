@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "engine.h"
+#include "engine_impl.h"
 #include "outfile.h"
 #include "results.h"
 #include "experiment.h"
