@@ -9,7 +9,9 @@ Failures (exit 1, one line each):
     folder's library defines (from nm): "call: sim -> report: fp8.c.o calls fp8_report_write
     (defined in report.c.o)";
   - a call cycle between object files: file A calls B when A has an undefined symbol that B
-    defines, and the graph of those edges must be acyclic.
+    defines, and the graph of those edges must be acyclic;
+  - an implementer's header included by a caller: src/engine/engine_impl.h (the engines' op
+    table) only by the engines (IMPLEMENTERS); callers use engine.h.
 Printed, not failures: files over 600 lines and functions over 120 (a split follows concerns,
 not a number: docs/design.md).
 
@@ -49,6 +51,11 @@ SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cc", ".cpp")
 MAX_FILE = 600
 MAX_FUNC = 120
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Headers for implementers only (as ggml-backend-impl.h), and the files that may include them.
+IMPLEMENTERS = {
+    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_(sim|composite)\w*"
+                                r"|src/gpu/engine_gpu\w*)\.(c|h)$"),
+}
 # a definition: starts at column 0 with an identifier, has a '(' and no ';' on its first line
 DEF_START = re.compile(r"^[A-Za-z_][\w \*]*\b([A-Za-z_]\w*)\s*\(")
 
@@ -107,6 +114,9 @@ def include_rules(files):
                 continue
             header = m.group(1)
             base = os.path.basename(header)
+            if base in IMPLEMENTERS and not IMPLEMENTERS[base].match(path):
+                problems.append("%s:%d: includes %s, the implementer's header: only the engines "
+                                "may (callers use engine.h)" % (path, i + 1, header))
             # a header next to the file is the folder's own, whatever its name
             if os.path.exists(os.path.join(ROOT_DIR, here, header)):
                 continue

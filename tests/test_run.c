@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "engine.h"
+#include "engine_impl.h"
 #include "outfile.h"
 #include "results.h"
 #include "experiment.h"
@@ -337,9 +337,9 @@ END_TEST
 
 /* A primary engine that declines what the GPU engine declines (the block kinds, and the GEMMs
  * of format = e5m2, which have no cuBLASLt kernel): the CPU engine made with only the
- * per-tensor configurations active, behind a supports() that says so. The runner must then
- * send the rest to its CPU fallback, with the scales of the primary's casts for the GEMMs; the
- * files must not change. The mask is static: plans borrow their arrays. */
+ * per-tensor configurations active, behind a supports() that says so. The runner's composite
+ * engine must then send the rest to its CPU engine, with the scales of the primary's casts for
+ * the GEMMs; the files must not change. The mask is static: plans borrow their arrays. */
 static unsigned char g_active[FP8_EXPERIMENT_MAX_CONFIGS];
 static const fp8_config *g_configs;
 static fp8_engine_ops g_declining_ops;
@@ -486,7 +486,7 @@ START_TEST(test_results_rows_by_printf) {
 END_TEST
 
 /* The fallback path (the one a GPU run takes): an engine that declines the block kinds leaves
- * them to the runner's CPU fallback; the files are those of a plain CPU run. */
+ * them to the composite's CPU engine; the files are those of a plain CPU run. */
 START_TEST(test_engine_path_same_output) {
   write_tiny_trace();
   write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
@@ -514,8 +514,9 @@ END_TEST
 
 /* GEMM errors through the fallback: the declining engine runs the GEMMs of the per-tensor
  * configurations and, like the GPU (no cuBLASLt E5M2 x E5M2 kernel), declines those of
- * format = e5m2 and of the block kinds, which the runner's CPU fallback computes with the
- * scales of the primary's casts: gemm.csv is byte-identical to a plain CPU run's. */
+ * format = e5m2 and of the block kinds, which the composite's CPU engine computes with the
+ * scales of the primary's casts: gemm.csv is byte-identical to a plain CPU run's, and run.json
+ * lists those configurations. */
 START_TEST(test_engine_gemm_same_output) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
@@ -539,6 +540,39 @@ START_TEST(test_engine_gemm_same_output) {
   ck_assert_msg(strcmp(ca, cb) == 0, "gemm.csv differs through the fallback");
   free(ca);
   free(cb);
+  /* run.json names what the composite ran on its CPU engine: the casts of the block kinds, the
+   * GEMMs of those and of format = e5m2 (the declining engine's rules, worked out here from the
+   * experiment), as "<label> #<index>" */
+  char *ini = path_in("exp.ini"), err[FP8_ERRLEN];
+  fp8_experiment ex;
+  ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
+  free(ini);
+  snprintf(b, sizeof b, "%s/run.json", od);
+  json_error_t jerr;
+  json_t *j = json_load_file(b, 0, &jerr);
+  ck_assert_ptr_nonnull(j);
+  json_t *det = json_object_get(j, "engine_details");
+  json_t *lists[2] = {json_object_get(det, "cpu_quantize_configurations"),
+                      json_object_get(det, "cpu_gemm_configurations")};
+  size_t n[2] = {0, 0};
+  for (size_t c = 0; c < ex.nconfigs; c++) {
+    int blk = fp8_recipe_kind_is_block(ex.configs[c].kind);
+    int want[2] = {blk, blk || ex.configs[c].format == FP8_SEL_E5M2};
+    char label[160];
+    snprintf(label, sizeof label, "%s #%zu", ex.configs[c].label, c);
+    for (int k = 0; k < 2; k++) {
+      if (!want[k]) continue;
+      const char *got = json_string_value(json_array_get(lists[k], n[k]++));
+      ck_assert_msg(got && strcmp(got, label) == 0, "run.json list %d entry %zu: %s, expected %s",
+                    k, n[k] - 1, got ? got : "(none)", label);
+    }
+  }
+  ck_assert_uint_eq(json_array_size(lists[0]), n[0]);
+  ck_assert_uint_eq(json_array_size(lists[1]), n[1]);
+  ck_assert_msg(n[0] == 1 && n[1] == 4, "%zu casts and %zu GEMMs on the CPU engine, expected 1 "
+                "and 4", n[0], n[1]);
+  json_decref(j);
+  fp8_experiment_free(&ex);
   free(od);
 }
 END_TEST

@@ -1,8 +1,10 @@
-/* engine.h: the one interface between the runner and whatever does a replay's recipe work: the
- * CPU simulator (engine_sim.c, threaded) or the GPU (src/gpu/engine_gpu.c, a module loaded at run
- * time: engine_load.c). Modelled on ggml's backend table: the runner drives a step through the
- * same calls whichever engine it holds, asks supports() before each op, and sends the
- * configurations an engine declines to the CPU engine instead (fallback per op, not per engine).
+/* engine.h: the caller's interface to whatever does a replay's recipe work (as ggml-backend.h;
+ * the implementer's side, the op table, is engine_impl.h): the CPU simulator (engine_sim.c,
+ * threaded), the GPU (src/gpu/engine_gpu.c, a module loaded at run time: engine_load.c), and the
+ * composite (engine_composite.c: ggml's scheduler in small), which runs each (op,
+ * configuration) on a primary engine where it supports it and on a CPU engine of its own for
+ * the rest (fallback per op, not per engine). The runner holds one engine, a composite, and
+ * drives a step through the calls below; it never asks which engine runs what.
  *
  * An engine is made for one run (fp8_engine_plan: every tensor x configuration of the replay)
  * and owns the recipe state of every (tensor, configuration) it is active for, for the whole run:
@@ -25,7 +27,7 @@
  * and state() see every earlier call completed. One thread drives an engine; the CPU engine
  * spreads the queued work over its own worker threads inside sync().
  *
- * Exactness (the conformance test, tests/test_engine_conformance.c, holds every engine to it):
+ * Exactness (the conformance test, tests/gpu/test_engine_conformance.c, holds every engine to it):
  * codes, counts, amax, histogram and scales bit-identical to the simulator (src/sim) on the same
  * inputs; the three double sums of fp8_stats (sum_sq_err, sum_sq, sum_sq_hat) within 1e-6
  * relative (a GPU adds them in another order);
@@ -46,7 +48,8 @@
 extern "C" {
 #endif
 
-/** Bumped whenever this header changes in a way a separately built module would notice. */
+/** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
+ *  way a separately built module would notice. */
 #define FP8_ENGINE_ABI 1
 
 /** The ops an engine may decline for a configuration (supports()). */
@@ -108,46 +111,46 @@ typedef struct {
                                     operand's scale_inv from its cast */
 } fp8_engine_layer;
 
+/** An engine: opaque to callers (its op table is engine_impl.h's). */
 typedef struct fp8_engine fp8_engine;
 
-/** The op table (ggml's backend interface, in small). Every int-returning op gives FP8_OK or a
- *  status with a one-line message in err. */
-typedef struct {
-  /** 1 when the engine runs op for configuration c, 0 when the runner must use the CPU. */
-  int (*supports)(const fp8_engine *e, fp8_engine_op op, size_t c);
-  int (*begin_step)(fp8_engine *e, int64_t step, char *err, size_t errlen);
-  /** Takes tensor t of this step (one read; the view stays valid until sync). */
-  int (*load)(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen);
-  /** amax (and histogram) of loaded tensor t, and every active configuration's statistics with
-   *  the scale the engine's state gives (delayed) or the tensor's own amax (current), or the
-   *  block recipe's per-block scales. */
-  int (*quantize_stats)(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
-                        size_t errlen);
-  /** The FP8 codes of loaded tensor t under per-tensor configuration c (active), with the
-   *  scale quantize_stats uses: codes[numel]. For checks (the self-check, conformance). */
-  int (*cast)(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
-  /** rel_error of the layer's fprop, dgrad and wgrad under every configuration c with
-   *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). The three
-   *  tensors must have been loaded at this step. */
-  int (*gemm)(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
-              char *err, size_t errlen);
-  /** Waits for every queued op; outputs are valid after it. */
-  int (*sync)(fp8_engine *e, char *err, size_t errlen);
-  /** End of a phase: amax[t] is tensor t's amax of this step (0: it did not run; the state is
-   *  kept). Reduces over the reduction slots (and plan->comm), then updates the delayed state of
-   *  every active (tensor, configuration) whose role belongs to a phase in `phases`. */
-  int (*end_phase)(fp8_engine *e, unsigned phases, const float *amax, char *err, size_t errlen);
-  /** The scale each active delayed configuration of tensor t will use at the next step
-   *  (scale[c]; other entries untouched). */
-  int (*state)(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen);
-  void (*free)(fp8_engine *e);
-} fp8_engine_ops;
+/* ---------------------------------------------------------------- the calls
+ * Each dispatches to the engine's op (engine_impl.h). Every int-returning call gives FP8_OK or
+ * a status with a one-line message in err. */
 
-struct fp8_engine {
-  const fp8_engine_ops *ops;
-  char name[256]; /**< "cpu (2 threads)", "gpu: NVIDIA H200" */
-  void *priv;
-};
+/** 1 when the engine runs op for configuration c itself, 0 when it declines it (a composite
+ *  runs every op of every active configuration, on one of its two engines). */
+int fp8_engine_supports(const fp8_engine *e, fp8_engine_op op, size_t c);
+int fp8_engine_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen);
+/** Takes tensor t of this step (one read; the view stays valid until sync). */
+int fp8_engine_load(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen);
+/** amax (and histogram) of loaded tensor t, and every active configuration's statistics with
+ *  the scale the engine's state gives (delayed) or the tensor's own amax (current), or the
+ *  block recipe's per-block scales. */
+int fp8_engine_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+                              size_t errlen);
+/** The FP8 codes of loaded tensor t under per-tensor configuration c (active), with the
+ *  scale quantize_stats uses: codes[numel]. For checks (the self-check, conformance). */
+int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
+/** rel_error of the layer's fprop, dgrad and wgrad under every configuration c with
+ *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). The three
+ *  tensors must have been loaded at this step. */
+int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
+                    double *rel, char *err, size_t errlen);
+/** Waits for every queued op; outputs are valid after it. */
+int fp8_engine_sync(fp8_engine *e, char *err, size_t errlen);
+/** End of a phase: amax[t] is tensor t's amax of this step (0: it did not run; the state is
+ *  kept). Reduces over the reduction slots (and plan->comm), then updates the delayed state of
+ *  every active (tensor, configuration) whose role belongs to a phase in `phases`. */
+int fp8_engine_end_phase(fp8_engine *e, unsigned phases, const float *amax, char *err,
+                         size_t errlen);
+/** The scale each active delayed configuration of tensor t will use at the next step
+ *  (scale[c]; other entries untouched). */
+int fp8_engine_state(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen);
+/** "cpu", "gpu: NVIDIA H200"; a composite has its primary's name. */
+const char *fp8_engine_name(const fp8_engine *e);
+/** Frees the engine (NULL: nothing). */
+void fp8_engine_free(fp8_engine *e);
 
 /** Makes an engine for a plan, or FP8_EDEVICE with the reason (no device, driver too old). */
 typedef int (*fp8_engine_factory)(const fp8_engine_plan *plan, fp8_engine **out, char *err,
@@ -165,6 +168,21 @@ int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *e
 int fp8_engine_gpu_abi(void);
 int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                           size_t errlen);
+
+/** The composite (engine_composite.c): the engine `primary` makes (NULL: the CPU engine) for
+ *  the plan, and a CPU engine (fp8_engine_sim_create) for what the primary declines: the
+ *  quantize_stats, cast and state of the active configurations whose FP8_OP_QUANTIZE_STATS it
+ *  declines (without histograms: amax and histogram are always the primary's), and the GEMMs
+ *  of every active configuration the primary does not both quantize and multiply (with the
+ *  scales the layer carries, the primary's casts'). No CPU engine when the primary declines
+ *  nothing. Each call goes to the engine that runs it, both engines writing the caller's one
+ *  result; the composite's name is the primary's. */
+int fp8_engine_composite_create(fp8_engine_factory primary, const fp8_engine_plan *plan,
+                                fp8_engine **out, char *err, size_t errlen);
+/** 1 when composite e runs op for configuration c on its CPU engine instead of its primary
+ *  (run.json's cpu_quantize_configurations and cpu_gemm_configurations); 0 for any other
+ *  engine. */
+int fp8_engine_falls_back(const fp8_engine *e, fp8_engine_op op, size_t c);
 
 /** Helpers for engines and the runner. */
 static inline fp8_format fp8_plan_format(const fp8_engine_plan *p, size_t t, size_t c) {

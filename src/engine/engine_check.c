@@ -95,7 +95,7 @@ static void same_block(chk_run *k, size_t t, size_t c, const fp8_block_stats *g,
 }
 
 static int supports(const chk_run *k, fp8_engine_op op, size_t c) {
-  return k->e->ops->supports(k->e, op, c);
+  return fp8_engine_supports(k->e, op, c);
 }
 
 /* ---------------------------------------------------------------- the oracle */
@@ -202,7 +202,7 @@ static int compare_casts(chk_run *k, size_t t, char *err, size_t errlen) {
   int rc = got && want ? FP8_OK : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t c = 0; c < f->nconfigs && rc == FP8_OK; c++) {
     if (fp8_recipe_kind_is_block(f->configs[c].kind) || !supports(k, FP8_OP_QUANTIZE_STATS, c)) continue;
-    rc = k->e->ops->cast(k->e, t, c, got, err, errlen);
+    rc = fp8_engine_cast(k->e, t, c, got, err, errlen);
     if (rc) break;
     fp8_quantize_f32(k->x[t], n, k->want[t].scale[c], f->formats[t * f->nconfigs + c], want, NULL, NULL);
     for (size_t i = 0; i < n; i++) {
@@ -271,8 +271,8 @@ static int compare_gemm(chk_run *k, char *err, size_t errlen) {
     nwant += want[c];
     k->rep->declined += !want[c];
   }
-  if (!rc && nwant) rc = k->e->ops->gemm(k->e, &l, want, rel, err, errlen);
-  if (!rc && nwant) rc = k->e->ops->sync(k->e, err, errlen);
+  if (!rc && nwant) rc = fp8_engine_gemm(k->e, &l, want, rel, err, errlen);
+  if (!rc && nwant) rc = fp8_engine_sync(k->e, err, errlen);
   if (!rc && nwant)
     rc = fp8_gemm_ref_init(&ref, k->x[ti[0]], k->x[ti[1]], k->x[ti[2]], l.tokens, l.in, l.out,
                            f->gemm_max_tokens);
@@ -307,7 +307,7 @@ static int compare_state(chk_run *k, char *err, size_t errlen) {
   const chk_fixture *f = k->f;
   float scale[128]; /* chk_fixture_init makes at most 128 configurations */
   for (size_t t = 0; t < f->ntensors; t++) {
-    int rc = k->e->ops->state(k->e, t, scale, err, errlen);
+    int rc = fp8_engine_state(k->e, t, scale, err, errlen);
     if (rc) return rc;
     for (size_t c = 0; c < f->nconfigs; c++)
       if (f->configs[c].kind == FP8_KIND_DELAYED && supports(k, FP8_OP_QUANTIZE_STATS, c))
@@ -318,15 +318,14 @@ static int compare_state(chk_run *k, char *err, size_t errlen) {
 
 static int check_step(chk_run *k, char *err, size_t errlen) {
   const chk_fixture *f = k->f;
-  const fp8_engine_ops *o = k->e->ops;
   int rc = load_step(k, err, errlen);
-  if (!rc) rc = o->begin_step(k->e, k->step, err, errlen);
+  if (!rc) rc = fp8_engine_begin_step(k->e, k->step, err, errlen);
   for (size_t t = 0; t < f->ntensors && !rc; t++) {
     if (!k->data[t]) continue;
-    rc = o->load(k->e, t, &k->view[t], err, errlen);
-    if (!rc) rc = o->quantize_stats(k->e, t, &k->got[t], err, errlen);
+    rc = fp8_engine_load(k->e, t, &k->view[t], err, errlen);
+    if (!rc) rc = fp8_engine_quantize_stats(k->e, t, &k->got[t], err, errlen);
   }
-  if (!rc) rc = o->sync(k->e, err, errlen);
+  if (!rc) rc = fp8_engine_sync(k->e, err, errlen);
   for (size_t t = 0; t < f->ntensors && !rc; t++) {
     if (!k->data[t]) continue;
     if (oracle_tensor(k, t)) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -338,7 +337,7 @@ static int check_step(chk_run *k, char *err, size_t errlen) {
     rc = compare_gemm(k, err, errlen);
   static const unsigned phase[2] = {FP8_FWD, FP8_BWD};
   for (int p = 0; p < 2 && !rc; p++) {
-    rc = o->end_phase(k->e, phase[p], k->amax, err, errlen);
+    rc = fp8_engine_end_phase(k->e, phase[p], k->amax, err, errlen);
     oracle_end_phase(k, phase[p]);
     if (!rc) rc = compare_state(k, err, errlen);
   }
@@ -371,7 +370,7 @@ static int alloc_results(chk_run *k) {
 }
 
 static void free_run(chk_run *k) {
-  if (k->e) k->e->ops->free(k->e);
+  fp8_engine_free(k->e);
   for (size_t t = 0; t < CHK_TENSORS; t++) {
     free(k->data[t]);
     free(k->x[t]);

@@ -5,7 +5,7 @@
 #ifndef FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
 #define FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
 
-#include "engine.h"
+#include "engine_impl.h"
 #include "valhist.h"
 
 /* A per-tensor configuration's (scale bits, format), for finding the distinct ones. */

@@ -11,8 +11,8 @@
  * reduced over the reduction slots on the host (the replay's ranks are in this process), handed
  * to plan->comm on the device (NCCL all-reduce MAX between processes), and one launch of the
  * fused update kernel (kernels/delayed.cu) updates every slot of the phase. Block recipes are
- * declined (the runner sends them to the CPU engine); so are GEMMs cuBLASLt has no kernel for
- * (engine_gpu_gemm.c). Every op is synchronous: sync has nothing left to wait for.
+ * declined (the composite engine, engine_composite.c, runs them on the CPU engine); so are GEMMs
+ * cuBLASLt has no kernel for (engine_gpu_gemm.c). Every op is synchronous: sync has nothing left to wait for.
  */
 #include <cuda_runtime.h>
 #include <math.h>

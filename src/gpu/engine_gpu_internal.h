@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "engine_impl.h"
 #include "fp8k.h"
 #include "gemm_lt.h"
 

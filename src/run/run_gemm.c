@@ -1,8 +1,8 @@
 /* run_gemm.c: the GEMM errors of one part (rank) of a snapshot step, for gemm.csv. A layer is
  * `<layer>.input`, `<layer>.weight` and `<layer>.grad_output`, all three selected and present at
- * the step with matching shapes (gemm.h). Each configuration's GEMMs go to the primary engine
- * when it supports them, else to the CPU engine, with the scales the three casts used at this
- * step; rows come out in layer (strcmp), GEMM, configuration order, for the configurations
+ * the step with matching shapes (gemm.h). The engine runs each configuration's GEMMs (its
+ * primary or its CPU engine: engine.h's composite) with the scales the three casts used at
+ * this step; rows come out in layer (strcmp), GEMM, configuration order, for the configurations
  * that apply to all three operands (their sections' tensors). */
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +55,7 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
   const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
   size_t nl = 0;
   int rc = FP8_OK;
-  unsigned char *applies = NULL, *want = NULL;
+  unsigned char *applies = NULL;
   char **layers = calloc(s->ntensors + 1, sizeof *layers);
   fp8_engine_layer *ls = calloc(s->ntensors + 1, sizeof *ls);
   if (!layers || !ls) {
@@ -86,7 +86,7 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
     r->rel_cap = nv * per;
   }
   /* a layer's GEMMs under a configuration need it to apply to all three operands */
-  if (!(applies = malloc(nv * nc + 1)) || !(want = malloc(nc + 1))) {
+  if (!(applies = malloc(nv * nc + 1))) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
@@ -95,17 +95,11 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
       applies[i * nc + c] = r->covers[ls[i].tensor[0] * nc + c] &&
                             r->covers[ls[i].tensor[1] * nc + c] &&
                             r->covers[ls[i].tensor[2] * nc + c];
-  fp8_engine *eng[2] = {r->engine, r->cpu};
-  for (int k = 0; k < 2; k++) {
-    if (!eng[k] || !any(r->want_gemm[k], nc)) continue;
-    for (size_t i = 0; i < nv && rc == FP8_OK; i++) {
-      for (size_t c = 0; c < nc; c++) want[c] = r->want_gemm[k][c] && applies[i * nc + c];
-      if (any(want, nc))
-        rc = eng[k]->ops->gemm(eng[k], &ls[i], want, r->rel + i * per, err, errlen);
-    }
-    if (rc == FP8_OK) rc = eng[k]->ops->sync(eng[k], err, errlen);
-    if (rc) goto done;
-  }
+  for (size_t i = 0; i < nv && rc == FP8_OK; i++)
+    if (any(applies + i * nc, nc))
+      rc = fp8_engine_gemm(r->engine, &ls[i], applies + i * nc, r->rel + i * per, err, errlen);
+  if (rc == FP8_OK) rc = fp8_engine_sync(r->engine, err, errlen);
+  if (rc) goto done;
   for (size_t i = 0; i < nv; i++)
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       for (size_t c = 0; c < nc; c++) {
@@ -120,6 +114,5 @@ done:
   free(layers);
   free(ls);
   free(applies);
-  free(want);
   return rc;
 }

@@ -144,10 +144,11 @@ static json_t *inputs_json(const fp8_experiment *ex, const fp8_trace *tr, const 
   return inputs;
 }
 
-/* Which engine ran what: the primary, the configurations the CPU ran instead, the self-check. */
+/* Which engine ran what: the primary, the configurations its CPU engine ran instead (the
+ * composite's fallback), the self-check. */
 static json_t *engine_json(const run_t *r) {
   const fp8_engine_choice *ch = r->opt->choice;
-  json_t *o = json_pack("{s:s, s:s}", "name", r->engine->name, "device",
+  json_t *o = json_pack("{s:s, s:s}", "name", fp8_engine_name(r->engine), "device",
                         ch && ch->device ? ch->device : "cpu");
   if (ch && ch->module) json_object_set_new(o, "module", json_string(ch->module));
   json_t *sc = json_object();
@@ -160,11 +161,13 @@ static json_t *engine_json(const run_t *r) {
     json_object_set_new(sc, "note", json_string(ch->self_check_note));
   json_object_set_new(o, "self_check", sc);
   json_t *q = json_array(), *g = json_array();
-  for (size_t c = 0; c < r->nconfigs && r->cpu; c++) {
+  for (size_t c = 0; c < r->nconfigs; c++) {
     char label[160];
     snprintf(label, sizeof label, "%s #%zu", r->ex->configs[c].label, c);
-    if (r->cpu_active[c]) json_array_append_new(q, json_string(label));
-    if (r->want_gemm[1][c]) json_array_append_new(g, json_string(label));
+    if (fp8_engine_falls_back(r->engine, FP8_OP_QUANTIZE_STATS, c))
+      json_array_append_new(q, json_string(label));
+    if (fp8_engine_falls_back(r->engine, FP8_OP_GEMM, c))
+      json_array_append_new(g, json_string(label));
   }
   json_object_set_new(o, "cpu_quantize_configurations", q);
   json_object_set_new(o, "cpu_gemm_configurations", g);
@@ -239,7 +242,7 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, "rows", json_integer(sum->rows));
   json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
   json_object_set_new(root, "threads", json_integer(threads));
-  json_object_set_new(root, "engine", json_string(r->engine->name));
+  json_object_set_new(root, "engine", json_string(fp8_engine_name(r->engine)));
   json_object_set_new(root, "engine_details", engine_json(r));
   json_object_set_new(root, "amax_csv_mismatches", json_integer(r->mismatches));
   json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));

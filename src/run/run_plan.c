@@ -236,7 +236,6 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
     t->res.block = calloc(nc + 1, sizeof *t->res.block);
     if (!t->acc || !t->res.stats || !t->res.scale || !t->res.block)
       return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    t->res_cpu = t->res;
   }
   int rc = run_coverage_init(r, err, errlen);
   if (rc) return rc;
@@ -301,9 +300,8 @@ int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* The primary engine from the caller's factory (the CPU engine without one), then the CPU
- * engine for what the primary declines: the quantize_stats of its unsupported configurations,
- * and the GEMMs it does not run (with the scales its casts used). */
+/* The one engine: the composite of the caller's factory (the CPU engine without one) and the
+ * CPU engine for what that primary declines (engine.h, fp8_engine_composite_create). */
 int run_engines_init(run_t *r, char *err, size_t errlen) {
   const fp8_run_options *opt = r->opt;
   const size_t nc = r->nconfigs;
@@ -312,27 +310,7 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
                               .red_slot = r->red_slot, .nred = r->nred, .histograms = 1,
                               .gemm_max_tokens = r->ex->gemm_max_tokens,
                               .threads = opt->threads > 0 ? opt->threads : 1};
-  fp8_engine_factory make = opt->engine ? opt->engine : fp8_engine_sim_create;
-  int rc = make(&r->plan, &r->engine, err, errlen);
-  if (rc) return rc;
-  r->cpu_active = calloc(nc + 1, 1);
-  r->want_gemm[0] = calloc(nc + 1, 1);
-  r->want_gemm[1] = calloc(nc + 1, 1);
-  if (!r->cpu_active || !r->want_gemm[0] || !r->want_gemm[1])
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  int need_cpu = 0;
-  for (size_t c = 0; c < nc; c++) {
-    const fp8_engine_ops *o = r->engine->ops;
-    r->cpu_active[c] = !o->supports(r->engine, FP8_OP_QUANTIZE_STATS, c);
-    r->want_gemm[0][c] = !r->cpu_active[c] && o->supports(r->engine, FP8_OP_GEMM, c);
-    r->want_gemm[1][c] = !r->want_gemm[0][c];
-    need_cpu |= r->want_gemm[1][c];
-  }
-  if (!need_cpu) return FP8_OK;
-  r->cpu_plan = r->plan;
-  r->cpu_plan.active = r->cpu_active;
-  r->cpu_plan.histograms = 0;
-  return fp8_engine_sim_create(&r->cpu_plan, &r->cpu, err, errlen);
+  return fp8_engine_composite_create(opt->engine, &r->plan, &r->engine, err, errlen);
 }
 
 /* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one
@@ -350,8 +328,7 @@ void run_note_warm(run_t *r) {
 }
 
 void run_free(run_t *r) {
-  if (r->cpu) r->cpu->ops->free(r->cpu);
-  if (r->engine) r->engine->ops->free(r->engine);
+  fp8_engine_free(r->engine);
   for (size_t i = 0; i < r->ntensors; i++) {
     run_tensor *t = &r->t[i];
     free(t->name);
@@ -366,9 +343,6 @@ void run_free(run_t *r) {
   free(r->formats);
   free(r->covers);
   free(r->red_slot);
-  free(r->cpu_active);
-  free(r->want_gemm[0]);
-  free(r->want_gemm[1]);
   free(r->amax);
   free(r->nmicro);
   free(r->warm_done);

@@ -179,8 +179,7 @@ static float *engine_scales(run_t *r, char *err, size_t errlen) {
     return NULL;
   }
   for (size_t t = 0; t < r->ntensors; t++) {
-    int rc = r->engine->ops->state(r->engine, t, sc + t * nc, err, errlen);
-    if (!rc && r->cpu) rc = r->cpu->ops->state(r->cpu, t, sc + t * nc, err, errlen);
+    int rc = fp8_engine_state(r->engine, t, sc + t * nc, err, errlen);
     if (rc) {
       free(sc);
       return NULL;
@@ -299,9 +298,10 @@ int run_ckpt_fingerprint(run_t *r, const fp8_trace *tr, const char *trace_dir, c
   }
   r->fp_trace = h;
   /* the engine without its thread count ("cpu (4 threads)"): the threads change no byte */
-  size_t en = strlen(r->engine->name);
+  const char *name = fp8_engine_name(r->engine);
+  size_t en = strlen(name);
   if (en >= sizeof r->fp_engine) en = sizeof r->fp_engine - 1;
-  memcpy(r->fp_engine, r->engine->name, en);
+  memcpy(r->fp_engine, name, en);
   r->fp_engine[en] = '\0';
   char *paren = strstr(r->fp_engine, " (");
   if (strncmp(r->fp_engine, "cpu", 3) == 0 && paren) *paren = '\0';
@@ -321,21 +321,16 @@ static int replay_amax(run_t *r, const int64_t *steps, const float *want, char *
     return fp8_errorf(FP8_EINVAL, err, errlen, "%s: missing: the checkpoint cannot be resumed "
                       "(start over with --force)", path);
   int rc = FP8_OK;
-  fp8_engine *eng[2] = {r->engine, r->cpu};
   for (size_t si = 0; si < r->steps_done && !rc; si++) {
-    for (int k = 0; k < 2 && !rc; k++)
-      if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], steps[si], err, errlen);
+    rc = fp8_engine_begin_step(r->engine, steps[si], err, errlen);
     for (size_t m = 0; m < r->nmicro[si] && !rc; m++) { /* one pair per micro-batch */
       if (fread(r->amax, sizeof *r->amax, r->ntensors, fp) != r->ntensors) {
         rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: shorter than the checkpoint records: it "
                         "cannot be resumed (start over with --force)", path);
         break;
       }
-      for (int k = 0; k < 2 && !rc; k++) {
-        if (!eng[k]) continue;
-        rc = eng[k]->ops->end_phase(eng[k], FP8_FWD, r->amax, err, errlen);
-        if (!rc) rc = eng[k]->ops->end_phase(eng[k], FP8_BWD, r->amax, err, errlen);
-      }
+      rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
+      if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
       if (!rc) run_note_warm(r);
     }
   }

@@ -23,21 +23,16 @@
 
 /* ------------------------------------------------------------------ one part of a step */
 
-/* Loads the part's tensors into the engines and queues their casts; then waits for them. */
+/* Loads the part's tensors into the engine and queues their casts; then waits for them. */
 static int quantize_part(run_t *r, char *err, size_t errlen) {
   int rc = FP8_OK;
-  int cpu_quantizes = 0;
-  for (size_t c = 0; c < r->nconfigs && r->cpu; c++) cpu_quantizes |= r->cpu_active[c];
   for (size_t w = 0; w < r->nwork && rc == FP8_OK; w++) {
     size_t i = r->work[w];
     run_tensor *t = &r->t[i];
-    rc = r->engine->ops->load(r->engine, i, t->view, err, errlen);
-    if (!rc) rc = r->engine->ops->quantize_stats(r->engine, i, &t->res, err, errlen);
-    if (!rc && r->cpu) rc = r->cpu->ops->load(r->cpu, i, t->view, err, errlen);
-    if (!rc && cpu_quantizes) rc = r->cpu->ops->quantize_stats(r->cpu, i, &t->res_cpu, err, errlen);
+    rc = fp8_engine_load(r->engine, i, t->view, err, errlen);
+    if (!rc) rc = fp8_engine_quantize_stats(r->engine, i, &t->res, err, errlen);
   }
-  if (!rc) rc = r->engine->ops->sync(r->engine, err, errlen);
-  if (!rc && r->cpu) rc = r->cpu->ops->sync(r->cpu, err, errlen);
+  if (!rc) rc = fp8_engine_sync(r->engine, err, errlen);
   return rc;
 }
 
@@ -96,8 +91,7 @@ static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
 static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
   if (!r->stream_fp) return FP8_OK;
   for (size_t i = 0; i < r->ntensors; i++) {
-    int rc = r->engine->ops->state(r->engine, i, r->scales, err, errlen);
-    if (!rc && r->cpu) rc = r->cpu->ops->state(r->cpu, i, r->scales, err, errlen);
+    int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
     if (rc) return rc;
     int warm = run_is_warmup(r, i);
     for (size_t c = 0; c < r->nconfigs; c++) {
@@ -178,7 +172,6 @@ static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
  * known by now), and its amaxes into the checkpoint's log. */
 static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
                              const int32_t *amax_map, char *err, size_t errlen) {
-  fp8_engine *eng[2] = {r->engine, r->cpu};
   size_t k = b;
   int rc = FP8_OK;
   do {
@@ -188,11 +181,8 @@ static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t
     if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
     k = ke;
     if ((rc = write_stream_rows(r, step, micro, err, errlen)) != FP8_OK) return rc;
-    for (int j = 0; j < 2 && rc == FP8_OK; j++)
-      if (eng[j]) {
-        rc = eng[j]->ops->end_phase(eng[j], FP8_FWD, r->amax, err, errlen);
-        if (!rc) rc = eng[j]->ops->end_phase(eng[j], FP8_BWD, r->amax, err, errlen);
-      }
+    rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
+    if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
     if (rc) return rc;
     run_note_warm(r);
     if ((rc = run_ckpt_micro(r, err, errlen)) != FP8_OK) return rc;
@@ -214,10 +204,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   for (size_t si = r->steps_done; si < nsteps; si++) {
     int64_t step = steps[si];
     r->step_index = si;
-    fp8_engine *eng[2] = {r->engine, r->cpu};
-    for (int k = 0; k < 2 && rc == FP8_OK; k++)
-      if (eng[k]) rc = eng[k]->ops->begin_step(eng[k], step, err, errlen);
-    if (rc) return rc;
+    if ((rc = fp8_engine_begin_step(r->engine, step, err, errlen)) != FP8_OK) return rc;
     size_t a_end = 0;
     run_step_rows(tr, step, &arow, &a_end);
     r->multi_micro = r->nmicro[si] > 1;
@@ -461,7 +448,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
   if ((rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen)) != FP8_OK) goto done;
   if (opt->resume) sum->resumed_at = (long long)r.steps_done;
-  snprintf(sum->engine, sizeof sum->engine, "%s", r.engine->name);
+  snprintf(sum->engine, sizeof sum->engine, "%s", fp8_engine_name(r.engine));
   if (!opt->resume || info.phase != RUN_CKPT_COMMITTED) {
     rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
     if (!rc) rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen);

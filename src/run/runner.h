@@ -6,8 +6,8 @@
  * rank at a time (only that rank's snapshot is mapped, so memory stays bounded by one rank's
  * step), writes the engine's results as rows (results.h), then ends the step's two phases, in
  * which the engine reduces the amaxes (reduce_amax: over the ranks of each group) and updates
- * its delayed-scaling state. Configurations the engine does not support for an op go to the CPU
- * engine for that op.
+ * its delayed-scaling state. The engine is a composite (engine.h): the configurations the
+ * primary engine (options' factory) does not support for an op go to its CPU engine for that op.
  */
 #ifndef FP8LAB_RUN_RUNNER_H
 #define FP8LAB_RUN_RUNNER_H

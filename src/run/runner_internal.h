@@ -1,9 +1,9 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_gemm.c (the layers of a step and their GEMMs, dispatched per configuration to the engine
- * that supports them) and run_json.c (run.json, summary.csv, the progress bar).
- * The runner holds no recipe math and no recipe state: it feeds the engines (engine.h) and hands
- * their results to the row writers (results.h). */
+ * run_gemm.c (the layers of a step and their GEMMs) and run_json.c (run.json, summary.csv, the
+ * progress bar). The runner holds no recipe math and no recipe state: it feeds its one engine
+ * (engine.h: a composite, which sends what its primary declines to the CPU engine) and hands
+ * the results to the row writers (results.h). */
 #ifndef FP8LAB_RUN_RUNNER_INTERNAL_H
 #define FP8LAB_RUN_RUNNER_INTERNAL_H
 
@@ -23,7 +23,6 @@ typedef struct {
   size_t rank;                /* its rank (0 for a single-rank trace) */
   fp8_summary_acc *acc;       /* [nconfigs]: totals for summary.csv */
   fp8_tensor_result res;      /* this step's results (stats, scale, block: [nconfigs]) */
-  fp8_tensor_result res_cpu;  /* the CPU fallback's: the same arrays, its own amax */
   const fp8_tensor_view *view;/* this step's snapshot data (NULL: none in this part) */
   int csv_has;                /* amax.csv has a row for this step */
   int snap;                   /* this step's snapshot has the tensor */
@@ -46,11 +45,8 @@ typedef struct {
                                  rows exist only there */
   size_t *red_slot;           /* [ntensors] with reduce_amax, else NULL */
   size_t nred;
-  unsigned char *cpu_active;  /* [nconfigs]: quantized by the CPU fallback */
-  unsigned char *want_gemm[2];/* [nconfigs]: GEMMs run by the primary [0] / the fallback [1] */
-  fp8_engine_plan plan, cpu_plan;
-  fp8_engine *engine;         /* the primary engine */
-  fp8_engine *cpu;            /* the CPU fallback (NULL: the primary runs everything) */
+  fp8_engine_plan plan;
+  fp8_engine *engine;         /* the composite: the primary, and the CPU engine for the rest */
   float *amax;                /* [ntensors]: this step's (micro-batch's) amaxes, for end_phase */
   int multi_micro;            /* the current step has several micro-batches: the snapshot's
                                  amax does not replace theirs */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine_impl.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
