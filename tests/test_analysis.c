@@ -198,9 +198,12 @@ START_TEST(load_and_group) {
   for (size_t i = 0; i < t.nrows; i++) ck_assert(&t.groups[t.rows[i].group] != NULL);
   ck_assert_uint_eq(t.rows[3].group, 0);
   ck_assert_uint_eq(t.rows[2].group, 2);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "d", FP8_E4M3, 16, 0, FP8_AMAX_MAX), 1);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "c", FP8_E4M3, 0, 0, FP8_AMAX_MAX), 2);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "d", FP8_E4M3, 16, 1, FP8_AMAX_MAX), -1);
+  fp8_config_key d16 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 0, FP8_AMAX_MAX};
+  fp8_config_key c0 = {"c", FP8_KIND_CURRENT, FP8_E4M3, 0, 0, FP8_AMAX_MAX};
+  fp8_config_key d16m1 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 1, FP8_AMAX_MAX};
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16), 1);
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &c0), 2);
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16m1), -1);
   fp8_steps_free(&t);
   fp8_steps_free(&t); /* twice is fine */
 

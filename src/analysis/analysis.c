@@ -208,8 +208,8 @@ int fp8_analysis_add_stream(fp8_analysis *a, const fp8_stream_table *st, char *e
   for (size_t i = 0; st && i < a->nstats; i++) {
     const fp8_steps_group *g = a->stats[i].group;
     if (g->kind != FP8_KIND_DELAYED) continue;
-    const fp8_stream_series *s = fp8_stream_find(st, g->tensor, g->recipe, g->format,
-                                                 g->history_len, g->margin, g->amax_compute);
+    fp8_config_key k = fp8_steps_group_key(g);
+    const fp8_stream_series *s = fp8_stream_find(st, g->tensor, &k);
     if (s && fp8_analysis_stream_series(s, &a->stats[i]) != FP8_OK)
       return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: analysis: out of memory", st->path);
   }
@@ -256,10 +256,8 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
     const fp8_steps_group *g = s->group;
     fprintf(fp, "%s,%s,%s,%s,%s,", g->tensor, fp8_role_name(g->role), g->recipe,
             fp8_recipe_kind_name(g->kind), fp8_format_name(g->format));
-    if (g->kind == FP8_KIND_DELAYED)
-      fprintf(fp, "%d,%d,%s,", (int)g->history_len, (int)g->margin,
-              fp8_amax_compute_name(g->amax_compute));
-    else fputs(",,,", fp);
+    fp8_config_key k = fp8_steps_group_key(g);
+    fp8_config_key_put_delayed_csv(fp, &k, 1);
     fprintf(fp, "%lld,", (long long)s->steps);
     const double rates[3] = {s->overflow_rate, s->underflow_rate, s->subnormal_rate};
     for (int k = 0; k < 3; k++) {

@@ -6,8 +6,6 @@
  * from the CSVs. */
 #include "report_internal.h"
 
-#include <jansson.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +143,7 @@ static void answer_mixed(rep_t *r, fp8_doc *d) {
     }
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
                       "**%lld of %lld tensors** within the budgets (current scaling counts as "
-                      "within: the budgets do not apply to it)%s.", m->recipe, (long long)fit,
+                      "within: the budgets do not apply to it)%s.", m->key.recipe, (long long)fit,
                       (long long)n, fit == n ? ": the advice holds on this replay" : "");
   }
 }
@@ -215,20 +213,13 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
 
 /* The [trace] section of the run (from run.json): the same trace, synth or a folder. */
 static void put_trace(FILE *fp, const rep_t *r) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/run.json", r->outdir);
-  json_error_t jerr;
-  json_t *j = json_load_file(path, 0, &jerr), *tr = json_object_get(j, "trace");
-  const char *preset = json_string_value(json_object_get(tr, "synth_preset"));
-  const char *tp = json_string_value(json_object_get(tr, "path"));
+  const fp8_run_record *run = &r->run;
   fputs("[trace]\n", fp);
-  if (preset)
-    fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", preset,
-            (long long)json_integer_value(json_object_get(tr, "synth_steps")),
-            (long long)json_integer_value(json_object_get(tr, "synth_seed")));
+  if (run->synth_preset)
+    fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", run->synth_preset,
+            (long long)run->synth_steps, (long long)run->synth_seed);
   else
-    fprintf(fp, "path = %s\n", tp ? tp : "(the trace of this run)");
-  json_decref(j);
+    fprintf(fp, "path = %s\n", run->trace_path ? run->trace_path : "(the trace of this run)");
 }
 
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,

@@ -44,7 +44,7 @@ static void worst_add(ref_totals *t, double ov, size_t g, int64_t step) {
 static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
   const fp8_steps_group *gr = &r->tab.groups[g];
   const fp8_group_stats *s = &r->an.stats[g];
-  const fp8_stream_series *ser = rep_series_of(r, g);
+  const fp8_stream_series *ser = r->series[g];
   int64_t ovf = 0, clip = 0;
   if (ser) {
     for (size_t i = 0; i < ser->n; i++) {
@@ -140,9 +140,9 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
     n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", k ? ", " : "", (long long)steps[k]);
   if (nsteps > 5) snprintf(list + n, sizeof list - n, ", ...");
   char who[300];
-  if (r->warmup_override >= 0)
+  if (r->run.warmup_steps >= 0)
     snprintf(who, sizeof who, "the first %lld steps of the replay (`[analysis] warmup_steps = "
-             "%lld`)", (long long)r->warmup_override, (long long)r->warmup_override);
+             "%lld`)", (long long)r->run.warmup_steps, (long long)r->run.warmup_steps);
   else
     snprintf(who, sizeof who, "each tensor's steps before a non-zero amax entered its history "
              "(here step%s %s), where delayed scaling's scale is still 1 (the same steps for every "
@@ -168,7 +168,7 @@ static void findings_rounding(rep_t *r, fp8_doc *d) {
                     "clipped: the tensor's amax times RN32(max/amax) rounds a hair above the max, and "
                     "the cast saturates it with an error under half an FP8 ulp. Such rounding "
                     "overflows are not counted as clipped anywhere in this report.",
-                    r->cfgs[r->cur].recipe, (long long)hair, (long long)rows);
+                    r->cfgs[r->cur].key.recipe, (long long)hair, (long long)rows);
 }
 
 /* ------------------------------------------------------------------ the worst event */
@@ -364,12 +364,8 @@ void rep_add_findings(rep_t *r, fp8_doc *d) {
     findings_spike(r, d);
     findings_after_spike(r, d);
   }
-  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
-  if (!ov) return;
-  size_t nov = rep_overflowing(r, ov);
-  findings_roles(r, d, ov, nov);
-  if (nov) findings_table(r, d, ov, nov);
+  findings_roles(r, d, r->ov, r->nov);
+  if (r->nov) findings_table(r, d, r->ov, r->nov);
   findings_overshoot(r, d, &t);
   findings_lag(r, d);
-  free(ov);
 }

@@ -244,6 +244,6 @@ void rep_add_notebook(rep_t *r, fp8_doc *d, const char *csv_prefix) {
    * the prefix a few) fit: no allocation, so nothing to fail here but the appends */
   char code[16384];
   for (size_t i = 0; i < sizeof CELLS / sizeof *CELLS; i++)
-    if (fill(code, sizeof code, CELLS[i], r->name, csv_prefix)) fp8_doc_code(d, code);
+    if (fill(code, sizeof code, CELLS[i], r->run.name, csv_prefix)) fp8_doc_code(d, code);
   fp8_doc_set_target(d, FP8_DOC_BOTH);
 }

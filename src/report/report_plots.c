@@ -92,7 +92,7 @@ static void spawn_children(rep_t *r) {
 
 /* The charts in a fixed order, the same in every process (with one timeline,
  * dynamic_range.png is the second: tests/test_report.c relies on which process draws it). */
-static int draw_all(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen) {
+static int draw_all(rep_t *r, int max_timelines, char *err, size_t errlen) {
   int rc = rep_plot_timelines(r, max_timelines, err, errlen);
   if (rc) return rc;
   if ((rc = rep_plot_dynamic_range(r, err, errlen)) != FP8_OK) return rc;
@@ -100,7 +100,7 @@ static int draw_all(rep_t *r, int max_timelines, int have_gemm, char *err, size_
   if ((rc = rep_plot_overshoot_maps(r, err, errlen)) != FP8_OK) return rc;
   if ((rc = rep_plot_config_maps(r, err, errlen)) != FP8_OK) return rc;
   if ((rc = rep_plot_bars(r, err, errlen)) != FP8_OK) return rc;
-  if (have_gemm) rc = rep_plot_gemm(r, err, errlen);
+  if (r->have_gemm) rc = rep_plot_gemm(r, err, errlen);
   return rc;
 }
 
@@ -110,7 +110,7 @@ typedef struct {
   char err[1024];
 } child_msg;
 
-int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen) {
+int rep_draw_plots(rep_t *r, int max_timelines, int procs, char *err, size_t errlen) {
   if (procs <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     procs = n < 1 ? 1 : n > 4 ? 4 : (int)n;
@@ -126,7 +126,7 @@ int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *
    * child waiting for such a thread's work would wait forever. So: only from a process that
    * is known to run one thread. */
   if (procs > 1 && single_threaded()) spawn_children(r);
-  int rc = draw_all(r, max_timelines, have_gemm, err, errlen);
+  int rc = draw_all(r, max_timelines, err, errlen);
   if (r->rank > 0) { /* a child: its status to the pipe, no exit handlers, no stdio flush */
     child_msg m;
     memset(&m, 0, sizeof m);

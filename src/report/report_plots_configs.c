@@ -35,8 +35,8 @@ static void sort_i32(int32_t *v, size_t n) {
 
 /* Whether configuration x is a sibling of the reference (same recipe and amax_compute). */
 static int sibling(const cfg_t *x, const cfg_t *b) {
-  return x->kind == FP8_KIND_DELAYED && !x->mixed && x->ac == b->ac &&
-         strcmp(x->recipe, b->recipe) == 0;
+  return x->key.kind == FP8_KIND_DELAYED && !x->mixed && x->key.amax_compute == b->key.amax_compute &&
+         strcmp(x->key.recipe, b->key.recipe) == 0;
 }
 
 /* The history lengths and margins swept with the reference's recipe; 0 when fewer than 2 cells. */
@@ -47,11 +47,11 @@ static int hm_collect(const rep_t *r, hm_axes *A) {
     const cfg_t *x = &r->cfgs[c];
     if (!sibling(x, b)) continue;
     size_t i = 0;
-    while (i < A->nh && A->hs[i] != x->h) i++;
-    if (i == A->nh && A->nh < 64) A->hs[A->nh++] = x->h;
+    while (i < A->nh && A->hs[i] != x->key.history_len) i++;
+    if (i == A->nh && A->nh < 64) A->hs[A->nh++] = x->key.history_len;
     i = 0;
-    while (i < A->nm && A->ms[i] != x->m) i++;
-    if (i == A->nm && A->nm < 64) A->ms[A->nm++] = x->m;
+    while (i < A->nm && A->ms[i] != x->key.margin) i++;
+    if (i == A->nm && A->nm < 64) A->ms[A->nm++] = x->key.margin;
   }
   if (A->nh * A->nm < 2) return 0;
   sort_i32(A->hs, A->nh);
@@ -78,7 +78,7 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
       double worst = NAN;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
         const cfg_t *c = &r->cfgs[r->gcfg[g]];
-        if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->h != A->hs[ix] || c->m != A->ms[iy])
+        if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->key.history_len != A->hs[ix] || c->key.margin != A->ms[iy])
           continue;
         const fp8_group_stats *s = &r->an.stats[g];
         cl += s->clipped;
@@ -97,14 +97,14 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
   const cfg_t *b = &r->cfgs[r->ref];
   const char *rname = rp_role_name(role);
   char title[512], file[200], path[4600];
-  snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->recipe,
-           b->ac == FP8_AMAX_MAX ? "max" : "most_recent",
+  snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->key.recipe,
+           b->key.amax_compute == FP8_AMAX_MAX ? "max" : "most_recent",
            metric == 0 ? "clipped rate (clipped / finite values, all tensors)"
                        : "steps whose largest element clipped (worst tensor)");
   snprintf(file, sizeof file, "heatmap_%s_%s.png", metric == 0 ? "clipped" : "clipsteps", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
-                         {"configuration", b->recipe},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"role", rname},
+                         {"configuration", b->key.recipe},
                          {"plot", metric == 0 ? "clipped rate heatmap" : "clipped steps heatmap"}};
   fp8_chart ch = {.title = title, .xlabel = "history_len (steps)", .ylabel = "margin (binades)", .text = text,
                   .ntext = 5};
@@ -253,7 +253,7 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
     if (!differs(v1, n, tol) && !differs(v2, n, tol)) continue;
     char path[4600];
     rp_plot_path(r, b->file, path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", b->plot}};
+    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", b->plot}};
     fp8_chart ch = {.title = b->title, .xlabel = "configuration", .ylabel = b->ylabel, .logy = b->logy,
                     .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
     char refl[96];
@@ -296,7 +296,7 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
                           {v + 2 * r->ncfg, "wgrad (grad_output^T x input)", FP8_COLOR_GREEN}};
   char path[4600];
   rp_plot_path(r, "gemm_error.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,

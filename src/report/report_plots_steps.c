@@ -19,7 +19,7 @@ int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
   const fp8_step_row *row = &r->tab.rows[r->spike_row];
   double counts[FP8_LOG2_HIST_BINS];
   int lo, nb;
-  if (rep_load_histogram(r, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
+  if (fp8_hist_get(&r->hist, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
   double edges[FP8_LOG2_HIST_BINS + 1];
   for (int i = 0; i <= nb; i++) edges[i] = lo + i;
   fp8_format f = row->format;
@@ -47,7 +47,7 @@ int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
            gr->tensor, (long long)row->step, fp8_format_name(f));
   snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)row->step);
   rp_plot_path(r, "dynamic_range.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", gr->tensor},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", gr->tensor},
                          {"step", stepbuf}, {"configuration", r->cfgs[r->ref].label}};
   /* the bars in the lower 70% of the height (from 0.1 up): room for the bands above them */
   double cmax = 1;
@@ -99,7 +99,7 @@ int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
       y[i] = isfinite(row->snr_db) && !row->warmup ? row->snr_db : NAN;
       nwarm += row->warmup && k == 0;
     }
-    int is_cur = r->cfgs[cfgs[k]].kind == FP8_KIND_CURRENT;
+    int is_cur = r->cfgs[cfgs[k]].key.kind == FP8_KIND_CURRENT;
     fp8_color col = FP8_COLOR_BLACK;
     int dashed = 1;
     double width = 2.5;
@@ -112,7 +112,7 @@ int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
     char title[512], path[4600];
     snprintf(title, sizeof title, "%s: SNR of the FP8 cast per snapshot step", tensor);
     rp_plot_path(r, "snr.png", path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
+    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", tensor},
                            {"plot", "snr over steps"}};
     fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "SNR (dB)", .grid = 1, .text = text,
                     .ntext = 4};

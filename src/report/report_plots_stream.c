@@ -52,8 +52,10 @@ static int timeline_alloc(timeline *t, size_t n) {
 static const fp8_stream_series *series_of(const rep_t *r, const char *tensor, size_t c, fp8_format f) {
   if (!r->have_stream) return NULL;
   const cfg_t *x = &r->cfgs[c];
-  if (x->kind != FP8_KIND_DELAYED || x->mixed) return NULL;
-  return fp8_stream_find(&r->stream, tensor, x->recipe, f, x->h, x->m, x->ac);
+  if (x->key.kind != FP8_KIND_DELAYED || x->mixed) return NULL;
+  fp8_config_key k = x->key;
+  k.format = f;
+  return fp8_stream_find(&r->stream, tensor, &k);
 }
 
 /* The x position of stream entry i: its step, and for a step of M micro-batches (issue 17)
@@ -167,7 +169,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   rp_sanitize(tensor, safe, sizeof safe);
   snprintf(file, sizeof file, "amax_%s.png", safe);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", tensor},
                          {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
   /* a log axis when the curves span a decade or more, else linear: small overshoots show */
   double lo = INFINITY, hi = 0;
@@ -216,9 +218,8 @@ static int64_t event_step(const rep_t *r, size_t g) {
 int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   int rc = FP8_OK;
-  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
-  if (!ov) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  size_t nov = rep_overflowing(r, ov);
+  const ov_t *ov = r->ov;
+  size_t nov = r->nov;
   size_t drawn = 0;
   int64_t events[64];
   if (r->spike_group >= 0) {
@@ -238,7 +239,6 @@ int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
     events[drawn++] = ev;
   }
 done:
-  free(ov);
   return rc;
 }
 
@@ -332,7 +332,7 @@ static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, si
            rname, r->cfgs[r->ref].label);
   snprintf(file, sizeof file, "heatmap_overshoot_%s.png", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"role", rname},
                          {"configuration", r->cfgs[r->ref].label}, {"plot", "overshoot heatmap"}};
   int height = (int)(260 + 30 * o->ny);
   fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "tensor", .text = text, .ntext = 5,
@@ -361,7 +361,7 @@ static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, si
 /* Per role: the overshoot of each tensor at each step under the reference configuration
  * (plots/heatmap_overshoot_<role>.png). */
 int rep_plot_overshoot_maps(rep_t *r, char *err, size_t errlen) {
-  if (r->ref < 0 || r->cfgs[r->ref].kind != FP8_KIND_DELAYED) return FP8_OK;
+  if (r->ref < 0 || r->cfgs[r->ref].key.kind != FP8_KIND_DELAYED) return FP8_OK;
   size_t *g = calloc(r->tab.ngroups + 1, sizeof *g);
   if (!g) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   int rc = FP8_OK;

@@ -88,7 +88,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     double ov = x->finite ? (double)x->clipped / (double)x->finite : NAN;
     if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
     if (m < bv) { bv = m; best = c; }
-    if (x->kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
+    if (x->key.kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
   }
   if (best != (size_t)-1) {
     fp8_doc_markdownf(d,
@@ -284,21 +284,21 @@ static void add_left_out(const rep_t *r, fp8_doc *d) {
       [FP8_LEFT_NO_RECIPE] = "Taken by no recipe section (the sections' tensors keys)",
   };
   size_t total = 0;
-  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) total += r->nleft[why];
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) total += r->run.nleft[why];
   if (!total) return;
   char buf[8192];
   size_t o = (size_t)snprintf(buf, sizeof buf, "**Left out of these numbers: %zu tensor%s** "
                               "of the replay, without rows in steps.csv and summary.csv.", total,
                               total == 1 ? "" : "s");
   for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
-    size_t n = r->nleft[why];
+    size_t n = r->run.nleft[why];
     if (!n) continue;
     o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " %s, %zu: ", what[why], n);
     for (size_t k = 0; k < n && k < LEFT_NAMED; k++) {
       /* a code span, unless the name holds a backtick (names are printable: the name rules) */
-      const char *q = strchr(r->left[why][k], '`') ? "" : "`";
+      const char *q = strchr(r->run.left[why][k], '`') ? "" : "`";
       o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, "%s%s%s%s", k ? ", " : "",
-                            q, r->left[why][k], q);
+                            q, r->run.left[why][k], q);
     }
     if (n > LEFT_NAMED)
       o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " and %zu more",
@@ -313,7 +313,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
   char title[400];
-  snprintf(title, sizeof title, "fp8lab report: %s", r->name);
+  snprintf(title, sizeof title, "fp8lab report: %s", r->run.name);
   fp8_doc_heading(d, 1, title);
   size_t nsteps = 0;
   {
@@ -344,7 +344,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   unsigned char *shown = calloc(r->nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm, r->have_tl);
+  add_contents(d, have_gemm, r->run.has_model_shape);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);

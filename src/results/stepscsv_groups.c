@@ -88,10 +88,11 @@ static uint64_t key_hash(const char *tensor, const char *recipe, fp8_format f, i
   return hash_u64(h, (uint64_t)ac);
 }
 
-static int key_eq(const fp8_steps_group *g, const char *tensor, const char *recipe, fp8_format f,
-                  int32_t hl, int32_t m, fp8_amax_compute ac) {
-  return g->tensor == tensor && g->recipe == recipe && g->format == f && g->history_len == hl &&
-         g->margin == m && g->amax_compute == ac;
+/* A group's key against a row's: the same tensor (interned: by pointer) and configuration, its
+ * kind aside (a recipe label's kind is checked per tensor, steps_build_groups). */
+static int key_eq(const fp8_steps_group *g, const fp8_step_row *r) {
+  fp8_config_key a = fp8_steps_group_key(g), b = fp8_step_row_key(r);
+  return g->tensor == r->tensor && fp8_config_key_equal(&a, &b, FP8_KEY_IGNORE_KIND);
 }
 
 static int gmap_rehash(steps_gmap *gm, size_t nslots) {
@@ -117,8 +118,7 @@ size_t steps_gmap_get(steps_gmap *gm, const fp8_step_row *r) {
                       r->amax_compute) & (gm->nslots - 1);
   while (gm->slots[j]) {
     size_t i = gm->slots[j] - 1;
-    if (key_eq(&gm->g[i], r->tensor, r->recipe, r->format, r->history_len, r->margin,
-               r->amax_compute))
+    if (key_eq(&gm->g[i], r))
       return i;
     j = (j + 1) & (gm->nslots - 1);
   }
@@ -200,11 +200,8 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static const char *config_text(const fp8_steps_group *g, char *buf, size_t len) {
-  if (g->kind == FP8_KIND_DELAYED)
-    snprintf(buf, len, "%s %s history_len %d margin %d %s", g->recipe, fp8_format_name(g->format),
-             (int)g->history_len, (int)g->margin, fp8_amax_compute_name(g->amax_compute));
-  else snprintf(buf, len, "%s %s", g->recipe, fp8_format_name(g->format));
-  return buf;
+  fp8_config_key k = fp8_steps_group_key(g);
+  return fp8_config_key_label(&k, FP8_KEY_LABEL_TEXT, buf, len);
 }
 
 int steps_build_groups(steps_ctx *c, fp8_steps_table *t, steps_priv *pv, steps_gmap *gm,
@@ -312,14 +309,13 @@ const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *t, const fp8_step
   return &t->rows[g->rows[i]];
 }
 
-ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor, const char *recipe,
-                               fp8_format format, int32_t history_len, int32_t margin,
-                               fp8_amax_compute amax_compute) {
-  if (!t || !tensor || !recipe) return -1;
+ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor,
+                               const fp8_config_key *key) {
+  if (!t || !tensor || !key || !key->recipe) return -1;
   for (size_t i = 0; i < t->ngroups; i++) {
     const fp8_steps_group *g = &t->groups[i];
-    if (strcmp(g->tensor, tensor) == 0 && strcmp(g->recipe, recipe) == 0 && g->format == format &&
-        g->history_len == history_len && g->margin == margin && g->amax_compute == amax_compute)
+    fp8_config_key gk = fp8_steps_group_key(g);
+    if (strcmp(g->tensor, tensor) == 0 && fp8_config_key_equal(&gk, key, FP8_KEY_IGNORE_KIND))
       return (ptrdiff_t)i;
   }
   return -1;

@@ -248,14 +248,11 @@ void fp8_stream_free(fp8_stream_table *t) {
 }
 
 const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
-                                         const char *recipe, fp8_format format,
-                                         int32_t history_len, int32_t margin,
-                                         fp8_amax_compute amax_compute) {
+                                         const fp8_config_key *key) {
   for (size_t i = 0; t && i < t->nseries; i++) {
     const fp8_stream_series *s = &t->series[i];
-    if (s->format == format && s->history_len == history_len && s->margin == margin &&
-        s->amax_compute == amax_compute && strcmp(s->tensor, tensor) == 0 &&
-        strcmp(s->recipe, recipe) == 0)
+    fp8_config_key sk = fp8_stream_series_key(s);
+    if (fp8_config_key_equal(&sk, key, FP8_KEY_IGNORE_KIND) && strcmp(s->tensor, tensor) == 0)
       return s;
   }
   return NULL;
