@@ -704,8 +704,8 @@ START_TEST(recommendations_rules) {
   ck_assert_str_eq(r.recs[8].name, "output");
 
   const fp8_recommendation *x = rec_named(&r, FP8_REC_TENSOR, "a.input");
-  ck_assert(x->in_run && x->meets_budget && x->kind == FP8_KIND_DELAYED);
-  ck_assert_int_eq(x->history_len, 1); /* tie at 30 dB: the smaller history */
+  ck_assert(x->in_run && x->meets_budget && x->key.kind == FP8_KIND_DELAYED);
+  ck_assert_int_eq(x->key.history_len, 1); /* tie at 30 dB: the smaller history */
   ck_assert_str_eq(x->decided_by, "parameters");
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 3);
@@ -715,15 +715,15 @@ START_TEST(recommendations_rules) {
   /* b.input: H16 margin 0 fits, so margin 1 (28.5 dB) is not a candidate at history 16: the
    * smallest margin that fits is the only candidate */
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0);
+  ck_assert(x->meets_budget && x->key.history_len == 16 && x->key.margin == 0);
   ck_assert_int_eq(x->covers, 2);
   ck_assert_double_eq(x->snr_median, 28.0);
   ck_assert_double_eq(x->snr_p5, 28.0);
   ck_assert_str_eq(x->decided_by, "only fit");
 
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
-  ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
-  ck_assert_str_eq(x->recipe, "c");
+  ck_assert(!x->meets_budget && x->in_run && x->key.kind == FP8_KIND_CURRENT);
+  ck_assert_str_eq(x->key.recipe, "c");
   ck_assert_int_eq(x->covers, 0);
   ck_assert_double_eq(x->best_delayed_overflow, 4.0 / 1000.0);
   ck_assert_str_eq(x->note, "no delayed configuration fits the budgets 1e-05 of the values and "
@@ -732,21 +732,21 @@ START_TEST(recommendations_rules) {
   ck_assert_str_eq(x->decided_by, "fallback");
 
   x = rec_named(&r, FP8_REC_TENSOR, "d.output");
-  ck_assert(!x->meets_budget && !x->in_run && x->kind == FP8_KIND_CURRENT);
-  ck_assert_ptr_null(x->recipe);
+  ck_assert(!x->meets_budget && !x->in_run && x->key.kind == FP8_KIND_CURRENT);
+  ck_assert_ptr_null(x->key.recipe);
   ck_assert(strstr(x->note, "current scaling (not in this run)") != NULL);
   ck_assert(strstr(x->note, "no delayed configuration fits the budgets") != NULL);
 
   x = rec_named(&r, FP8_REC_TENSOR, "w.weight");
-  ck_assert(x->meets_budget && x->amax_compute == FP8_AMAX_MAX);
+  ck_assert(x->meets_budget && x->key.amax_compute == FP8_AMAX_MAX);
   ck_assert_str_eq(x->decided_by, "parameters");
 
   /* role input: H16 and H16M1 both fit a and b (2 of 3), H1 only a: at history 16 margin 0
    * is the smallest with the most; it fits more tensors than H1 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
-  ck_assert(x->meets_budget && x->kind == FP8_KIND_DELAYED);
-  ck_assert_int_eq(x->history_len, 16);
-  ck_assert_int_eq(x->margin, 0);
+  ck_assert(x->meets_budget && x->key.kind == FP8_KIND_DELAYED);
+  ck_assert_int_eq(x->key.history_len, 16);
+  ck_assert_int_eq(x->key.margin, 0);
   ck_assert_int_eq(x->covers, 2);
   ck_assert_int_eq(x->of, 3);
   ck_assert_str_eq(x->decided_by, "fits");
@@ -762,8 +762,8 @@ START_TEST(recommendations_rules) {
   ck_assert_int_eq(r.recs[9].scope, FP8_REC_MODEL);
   x = &r.recs[9];
   ck_assert_str_eq(x->name, "all tensors");
-  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0 &&
-            x->amax_compute == FP8_AMAX_MAX);
+  ck_assert(x->meets_budget && x->key.history_len == 16 && x->key.margin == 0 &&
+            x->key.amax_compute == FP8_AMAX_MAX);
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 6);
   ck_assert_str_eq(x->decided_by, "only fit");
@@ -774,7 +774,7 @@ START_TEST(recommendations_rules) {
 
   /* role output: nothing fits -> current, run by 1 of 2 tensors */
   x = rec_named(&r, FP8_REC_ROLE, "output");
-  ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
+  ck_assert(!x->meets_budget && x->in_run && x->key.kind == FP8_KIND_CURRENT);
   ck_assert_int_eq(x->covers, 1);
   ck_assert_int_eq(x->of, 2);
   ck_assert(strstr(x->note, "no delayed configuration fits the budgets for any output tensor") !=
@@ -786,14 +786,14 @@ START_TEST(recommendations_rules) {
   bud = (fp8_budgets){0.01, 1.0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 1);
+  ck_assert(x->meets_budget && x->key.history_len == 1);
   ck_assert_str_eq(x->decided_by, "p5 SNR");
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
-  ck_assert(x->meets_budget && x->history_len == 16); /* 21 dB beats 20 */
+  ck_assert(x->meets_budget && x->key.history_len == 16); /* 21 dB beats 20 */
   /* role input: H1 and H16 m0 fit all three; mean p5 (30+35+20)/3 beats (30+28+20)/3 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
   ck_assert_int_eq(x->covers, 3);
-  ck_assert_int_eq(x->history_len, 1);
+  ck_assert_int_eq(x->key.history_len, 1);
   ck_assert_str_eq(x->decided_by, "p5 SNR");
   ck_assert_uint_eq(x->nmisfits, 0);
   fp8_recommendations_free(&r);
@@ -801,7 +801,7 @@ START_TEST(recommendations_rules) {
   bud = (fp8_budgets){0.01, 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 16);
+  ck_assert(x->meets_budget && x->key.history_len == 16);
   fp8_recommendations_free(&r);
 
   bud = (fp8_budgets){NAN, 0.01};

@@ -65,8 +65,9 @@ static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_bud
  * nofmt: the format is not compared (the model scope: one hybrid section's configuration spans
  * E4M3 and E5M2 tensors). */
 static int same_line_f(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
-  return a->recipe == b->recipe && (nofmt || a->format == b->format) &&
-         a->history_len == b->history_len && a->amax_compute == b->amax_compute;
+  fp8_config_key x = fp8_steps_group_key(a), y = fp8_steps_group_key(b);
+  return fp8_config_key_equal(&x, &y, FP8_KEY_IGNORE_KIND | FP8_KEY_IGNORE_MARGIN |
+                                          (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
 }
 
 static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
@@ -75,12 +76,7 @@ static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
 
 static void set_config(fp8_recommendation *r, const fp8_steps_group *g) {
   r->in_run = 1;
-  r->recipe = g->recipe;
-  r->kind = g->kind;
-  r->format = g->format;
-  r->history_len = g->history_len;
-  r->margin = g->margin;
-  r->amax_compute = g->amax_compute;
+  r->key = fp8_steps_group_key(g);
 }
 
 static void set_values(fp8_recommendation *r, const fp8_group_stats *s) {
@@ -94,12 +90,8 @@ static void set_values(fp8_recommendation *r, const fp8_group_stats *s) {
 }
 
 static const char *config_words(const fp8_steps_group *g, char *buf, size_t len) {
-  if (g->kind == FP8_KIND_DELAYED)
-    snprintf(buf, len, "delayed scaling (recipe %s; %s; history_len %d; margin %d; %s)", g->recipe,
-             fp8_format_name(g->format), (int)g->history_len, (int)g->margin,
-             fp8_amax_compute_name(g->amax_compute));
-  else snprintf(buf, len, "current scaling (recipe %s; %s)", g->recipe, fp8_format_name(g->format));
-  return buf;
+  fp8_config_key k = fp8_steps_group_key(g);
+  return fp8_config_key_label(&k, FP8_KEY_LABEL_WORDS, buf, len);
 }
 
 /* ------------------------------------------------------------------ tensor scope */
@@ -187,7 +179,7 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
   else
     snprintf(why, sizeof why, "no delayed configuration fits the budgets %g of the values and %g "
              "of the steps (the lowest delayed clipped rate is %.3g)", b->value, b->step, min_clip);
-  r->kind = FP8_KIND_CURRENT;
+  r->key.kind = FP8_KIND_CURRENT;
   if (cur) {
     set_config(r, cur->group);
     set_values(r, cur);
@@ -208,18 +200,17 @@ typedef struct {
 } gref;
 
 static int same_setting(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
-  return same_line_f(a, b, nofmt) && a->margin == b->margin;
+  fp8_config_key x = fp8_steps_group_key(a), y = fp8_steps_group_key(b);
+  return fp8_config_key_equal(&x, &y, FP8_KEY_IGNORE_KIND | (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
 }
 
+/* By key (recipe, format, history_len, amax_compute, then margin: a line's margins adjacent and
+ * ascending, best_setting), then first appearance. */
 static int cmp_gref_key(const void *x, const void *y, int nofmt) {
   const fp8_steps_group *a = ((const gref *)x)->s->group, *b = ((const gref *)y)->s->group;
-  int c = strcmp(a->recipe, b->recipe);
+  fp8_config_key ka = fp8_steps_group_key(a), kb = fp8_steps_group_key(b);
+  int c = fp8_config_key_cmp(&ka, &kb, FP8_KEY_IGNORE_KIND | (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
   if (c) return c;
-  if (!nofmt && a->format != b->format) return a->format < b->format ? -1 : 1;
-  /* a line's margins adjacent and ascending (best_setting) */
-  if (a->history_len != b->history_len) return a->history_len < b->history_len ? -1 : 1;
-  if (a->amax_compute != b->amax_compute) return a->amax_compute == FP8_AMAX_MAX ? -1 : 1;
-  if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
   size_t i = ((const gref *)x)->gi, j = ((const gref *)y)->gi;
   return i < j ? -1 : i > j;
 }
@@ -434,7 +425,7 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
   if (nd == 0) snprintf(why, sizeof why, "no delayed configuration in this run for %stensors", rn);
   else
     snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %stensor", rn);
-  r->kind = FP8_KIND_CURRENT;
+  r->key.kind = FP8_KIND_CURRENT;
   const char *unused;
   setting c = best_setting(cl, nc, b, 0, nofmt, 0, &found, &unused);
   r->decided_by = "fallback";
@@ -527,13 +518,10 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
     fputs(c->scope == FP8_REC_TENSOR ? "tensor," : c->scope == FP8_REC_ROLE ? "role," : "model,", fp);
     ana_put_text(fp, c->name);
     fputc(',', fp);
-    if (c->in_run) ana_put_text(fp, c->recipe);
-    fprintf(fp, ",%s,%s,", fp8_recipe_kind_name(c->kind),
-            c->in_run ? fp8_format_name(c->format) : "");
-    if (c->in_run && c->kind == FP8_KIND_DELAYED)
-      fprintf(fp, "%d,%d,%s,", (int)c->history_len, (int)c->margin,
-              fp8_amax_compute_name(c->amax_compute));
-    else fputs(",,,", fp);
+    if (c->in_run) ana_put_text(fp, c->key.recipe);
+    fprintf(fp, ",%s,%s,", fp8_recipe_kind_name(c->key.kind),
+            c->in_run ? fp8_format_name(c->key.format) : "");
+    fp8_config_key_put_delayed_csv(fp, &c->key, c->in_run);
     if (c->in_run) {
       fp8_csv_put_num(fp, c->overflow_rate);
       fputc(',', fp);

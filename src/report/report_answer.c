@@ -39,9 +39,9 @@ static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const 
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &r->an.stats[i];
     const fp8_steps_group *g = s->group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
-        g->history_len != x->history_len || g->amax_compute != x->amax_compute ||
-        g->margin <= x->margin || !fits(s, &r->rec.budgets))
+    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->key.recipe) != 0 ||
+        g->history_len != x->key.history_len || g->amax_compute != x->key.amax_compute ||
+        g->margin <= x->key.margin || !fits(s, &r->rec.budgets))
       continue;
     if (best < 0 || g->margin < best) best = g->margin;
   }
@@ -50,11 +50,11 @@ static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const 
 
 /* The largest margin the sweep tried on x's line. */
 static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
-  int32_t m = x->margin;
+  int32_t m = x->key.margin;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind == FP8_KIND_DELAYED && strcmp(g->recipe, x->recipe) == 0 &&
-        g->history_len == x->history_len && g->amax_compute == x->amax_compute && g->margin > m)
+    if (g->kind == FP8_KIND_DELAYED && strcmp(g->recipe, x->key.recipe) == 0 &&
+        g->history_len == x->key.history_len && g->amax_compute == x->key.amax_compute && g->margin > m)
       m = g->margin;
   }
   return m;
@@ -65,9 +65,9 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
-        g->history_len != x->history_len || g->margin != x->margin ||
-        g->amax_compute != x->amax_compute)
+    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->key.recipe) != 0 ||
+        g->history_len != x->key.history_len || g->margin != x->key.margin ||
+        g->amax_compute != x->key.amax_compute)
       continue;
     e4 |= g->format == FP8_E4M3;
     e5 |= g->format == FP8_E5M2;
@@ -112,11 +112,11 @@ static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
   char c[4][96];
   snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
   if (f == 1.0) strcat(c[0], "** (this report)");
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
     snprintf(c[1], sizeof c[1], "none: current scaling");
   else
-    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->history_len, (int)x->margin,
-             fp8_amax_compute_name(x->amax_compute));
+    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len, (int)x->key.margin,
+             fp8_amax_compute_name(x->key.amax_compute));
   snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
   size_t ncur = 0;
   for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
@@ -152,7 +152,7 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
   const fp8_recommendation *x = model_rec(&r->rec);
   fp8_doc_heading(d, 2, "The answer");
   answer_mixed(r, d);
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget) {
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget) {
     fp8_doc_markdownf(d, "No delayed-scaling setting of this sweep fits the budgets (%.3g of the "
                       "values clipped at the snapshot steps, the largest element clipped at %.3g of "
                       "the steps) for any tensor: use current scaling (Float8CurrentScaling), or "
@@ -163,8 +163,8 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
                     "takes one history length and one margin for every tensor):");
   fp8_doc_markdownf(d, "```python\nrecipe = DelayedScaling(fp8_format=Format.%s, amax_history_len=%d, "
                     "margin=%d, amax_compute_algo=\"%s\")\n```",
-                    te_format(r, x), (int)x->history_len, (int)x->margin,
-                    fp8_amax_compute_name(x->amax_compute));
+                    te_format(r, x), (int)x->key.history_len, (int)x->key.margin,
+                    fp8_amax_compute_name(x->key.amax_compute));
   const char *why = x->decided_by ? x->decided_by : "";
   const char *words = strcmp(why, "fits") == 0 ? "no other setting fits as many"
                     : strcmp(why, "p5 SNR") == 0
@@ -198,12 +198,12 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
   if (binding)
     fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
                       "tried was binding); the %d tensor%s above that need current scaling might fit "
-                      "margin %d: add it to the sweep to find out.", (int)mmax, (int)x->history_len,
+                      "margin %d: add it to the sweep to find out.", (int)mmax, (int)x->key.history_len,
                       binding, binding == 1 ? "" : "s", (int)mmax + 1);
-  else if (x->margin == mmax)
+  else if (x->key.margin == mmax)
     fp8_doc_markdownf(d, "Not tried: the recommended margin %d is the largest this sweep tried at "
                       "history_len %d; a larger one would only add headroom.", (int)mmax,
-                      (int)x->history_len);
+                      (int)x->key.history_len);
   fp8_doc_markdown(d, "Per-role and per-tensor detail: [Recommendations per role and per "
                       "tensor](#recommendations-per-role-and-per-tensor) (a per-role setting cannot be "
                       "expressed in one DelayedScaling recipe).");
@@ -225,13 +225,13 @@ static void put_trace(FILE *fp, const rep_t *r) {
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
                         const char *fmt) {
   fprintf(fp, "\n[recipe.%s]\nlabel = advice\nkind = delayed\nformat = %s\nhistory_len = %d\n"
-          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->history_len, (int)margin,
-          fp8_amax_compute_name(x->amax_compute));
+          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->key.history_len, (int)margin,
+          fp8_amax_compute_name(x->key.amax_compute));
 }
 
 int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   const fp8_recommendation *x = model_rec(&r->rec);
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
     return FP8_OK;
   int32_t *rem = malloc(x->nmisfits * sizeof *rem);
   if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -273,11 +273,11 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
       if (rem[i] == rem[k]) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
     fputc('\n', fp);
   }
-  put_delayed(fp, "advice_rest", x, x->margin, fmt);
+  put_delayed(fp, "advice_rest", x, x->key.margin, fmt);
   fputs("; no tensors key: every tensor the sections above leave\n", fp);
   fprintf(fp, "\n[recipe.one_recipe]\nkind = delayed\nformat = %s\nhistory_len = %d\nmargin = %d\n"
-          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->history_len,
-          (int)x->margin, fp8_amax_compute_name(x->amax_compute));
+          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->key.history_len,
+          (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
   free(rem);
   rc = fp8_outfile_commit(&of, err, errlen);
   if (!rc) r->wrote_advice = 1;

@@ -43,10 +43,10 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     const fp8_recommendation *x = &r->rec.recs[i];
     char setting[256], fits[64];
     if (!x->in_run) snprintf(setting, sizeof setting, "current scaling (not in this run)");
-    else if (x->kind == FP8_KIND_DELAYED)
-      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->recipe, (int)x->history_len,
-               (int)x->margin, fp8_amax_compute_name(x->amax_compute));
-    else snprintf(setting, sizeof setting, "%s (current scaling)", x->recipe);
+    else if (x->key.kind == FP8_KIND_DELAYED)
+      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->key.recipe, (int)x->key.history_len,
+               (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
+    else snprintf(setting, sizeof setting, "%s (current scaling)", x->key.recipe);
     snprintf(fits, sizeof fits, "%lld of %lld", (long long)x->covers, (long long)x->of);
     char b4[64], misfit[512] = "";
     size_t nm = 0;
@@ -70,7 +70,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
       const fp8_recommendation *x = &r->rec.recs[i];
       if (x->meets_budget) continue;
       const char *cells[] = {x->name, fmt_rate(x->best_delayed_overflow, b3, sizeof b3),
-                             x->in_run ? x->recipe : "current scaling (not in this run)"};
+                             x->in_run ? x->key.recipe : "current scaling (not in this run)"};
       fp8_doc_table_row(d, cells);
     }
   } else {
