@@ -67,9 +67,9 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   else (void)warm_up_plots(&warm_rc);
   warming = 0;
   int maxt = opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
-  rc = rep_draw_plots(&r, maxt, opt ? opt->procs : 0, err, errlen);
+  rc = rep_draw_plots(&r, &r.charts, maxt, opt ? opt->procs : 0, err, errlen);
   if (rc) goto done;
-  sum->nplots = r.nplots;
+  sum->nplots = r.charts.nplots;
 
   /* report.md in the output dir, the notebook in <outdir>/notebooks_export/ */
   rc = rep_write_advice(&r, err, errlen);

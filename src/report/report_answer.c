@@ -75,7 +75,7 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
 }
 
-static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
+static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
   fp8_doc_markdownf(d, "It is not enough for %zu tensor%s. For each, what fits it: the smallest "
                     "larger margin at the same history length that this sweep tried, else current "
                     "scaling (Float8CurrentScaling) for that module:", x->nmisfits,
@@ -101,7 +101,7 @@ static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, in
 }
 
 /* The model setting under budgets scaled by f (both). */
-static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
+static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f};
   if (b.step > 1.0) b.step = 1.0;
   if (b.value > 1.0) b.value = 1.0;
@@ -130,7 +130,7 @@ static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
 /* A mixed recipe (one label, sections by tensor: e.g. advice.ini's) confirmed or not: the
  * tensors whose own section fits the budgets (current scaling always does: the budgets do not
  * apply to it). */
-static void answer_mixed(rep_t *r, fp8_doc *d) {
+static void answer_mixed(const rep_t *r, fp8_doc *d) {
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *m = &r->cfgs[c];
     if (!m->mixed) continue;
@@ -148,7 +148,7 @@ static void answer_mixed(rep_t *r, fp8_doc *d) {
   }
 }
 
-void rep_add_answer(rep_t *r, fp8_doc *d) {
+void rep_add_answer(const rep_t *r, fp8_doc *d) {
   const fp8_recommendation *x = model_rec(&r->rec);
   fp8_doc_heading(d, 2, "The answer");
   answer_mixed(r, d);

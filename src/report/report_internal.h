@@ -12,8 +12,10 @@
 #ifndef FP8LAB_REPORT_REPORT_INTERNAL_H
 #define FP8LAB_REPORT_REPORT_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "analysis.h"
 #include "config_key.h"
@@ -51,6 +53,20 @@ typedef struct {
   char caption[1024];
 } plot_t;
 
+/* The charts a report drew and who draws which (rep_draw_plots): chart number i is drawn here
+ * when mine[i % nprocs]; rank 0 is the calling process, which forks the others (pid, fd: their
+ * pids and the read ends of their status pipes; status_fd: a child's write end). The only
+ * state the drawing changes: the loaded run is const to it. */
+typedef struct {
+  plot_t plots[MAX_PLOTS];
+  size_t nplots;
+  int nprocs, rank, status_fd;
+  unsigned char mine[MAX_PLOT_PROCS];
+  size_t chart_i;
+  int pid[MAX_PLOT_PROCS], fd[MAX_PLOT_PROCS];
+  char pngtext_version[64];
+} rep_charts;
+
 typedef struct {
   const char *outdir;
   /* ---- loaded (rep_load): the inputs and what is computed from them, read-only afterwards */
@@ -87,16 +103,7 @@ typedef struct {
   size_t spike_row;
   /* ---- written while the report is put out */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
-  plot_t plots[MAX_PLOTS];
-  size_t nplots;
-  /* who draws which chart (rep_draw_plots): chart number i is drawn here when mine[i % nprocs];
-   * rank 0 is the calling process, which forks the others (pid, fd: their pids and the read
-   * ends of their status pipes; status_fd: a child's write end) */
-  int nprocs, rank, status_fd;
-  unsigned char mine[MAX_PLOT_PROCS];
-  size_t chart_i;
-  int pid[MAX_PLOT_PROCS], fd[MAX_PLOT_PROCS];
-  char pngtext_version[64];
+  rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
 /* A group of the reference configuration whose largest element overflowed at some step (of
@@ -146,14 +153,15 @@ void rep_find_spike(rep_t *r);
 /* Draws every plot under <outdir>/plots (which exists): up to max_timelines amax timelines
  * (the spike tensor's, then the worst overflowing ones), the dynamic range at the spike, the
  * SNR over steps, the heatmaps, the per-configuration bars and, with gemm.csv, the GEMM
- * errors. Each drawn plot is listed in r->plots. procs processes draw them (PLplot has one
+ * errors. Each drawn plot is listed in drawn->plots. procs processes draw them (PLplot has one
  * current stream per process, so a second core needs a second process): procs - 1 forked
  * children draw every procs-th chart each (chart i by process i % procs) and this process the
  * rest; every process computes the same charts and list (only the drawing is shared), and this
  * one collects the children's status. It forks only while this process runs one thread (no
  * text drawn yet: pango's threads would not survive a fork), else draws every chart itself.
  * procs 1: no fork; <= 0: the online CPUs, at most 4. The files are the same whatever procs. */
-int rep_draw_plots(rep_t *r, int max_timelines, int procs, char *err, size_t errlen);
+int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int procs, char *err,
+                   size_t errlen);
 
 /* ------------------------------------------------------------------ report_findings.c */
 
@@ -161,10 +169,10 @@ int rep_draw_plots(rep_t *r, int max_timelines, int procs, char *err, size_t err
  * warm-up, current scaling's rounding case, the worst event, the tensors and roles hit, the
  * distribution of overshoot, the scale lag. Every number it quotes is recomputed from the CSV
  * files by tests/python/test_findings.py. */
-void rep_add_findings(rep_t *r, fp8_doc *d);
+void rep_add_findings(const rep_t *r, fp8_doc *d);
 /* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
-void rep_add_te_check(rep_t *r, fp8_doc *d);
+void rep_add_te_check(const rep_t *r, fp8_doc *d);
 /* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
  * model_shape, every mode on an H200; nothing without a model_shape. */
 void rep_add_cost(const rep_t *r, fp8_doc *d);
@@ -181,7 +189,7 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
 
 /* The first section: the one TE recipe line (the model-scope recommendation), the tensors it
  * does not fit and what to do for them, its sensitivity to the budgets, what was not tried. */
-void rep_add_answer(rep_t *r, fp8_doc *d);
+void rep_add_answer(const rep_t *r, fp8_doc *d);
 /* <outdir>/advice.ini: the answer as one experiment (the whole-model setting, current scaling
  * or the fitting margin for the tensors it does not fit, as one recipe label; the whole-model
  * setting alone beside it), to replay and confirm the advice. Nothing when there is no answer
@@ -191,15 +199,26 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen);
 /* ------------------------------------------------------------------ report_text.c */
 
 /* A rate as the tables show it: n/a, 0 or 3 significant digits; an SNR in dB: n/a, "exact" at
- * the cap, else one decimal. */
-const char *rep_fmt_rate(double v, char *buf, size_t n);
-const char *rep_fmt_db(double v, char *buf, size_t n);
+ * the cap, else one decimal. Inline here: report_text.c and report_findings.c both print them,
+ * and the text calls the findings. */
+static inline const char *rep_fmt_rate(double v, char *buf, size_t n) {
+  if (isnan(v)) snprintf(buf, n, "n/a");
+  else if (v == 0) snprintf(buf, n, "0");
+  else snprintf(buf, n, "%.3g", v);
+  return buf;
+}
+static inline const char *rep_fmt_db(double v, char *buf, size_t n) {
+  if (isnan(v)) snprintf(buf, n, "n/a");
+  else if (v >= FP8_ANALYSIS_SNR_CAP_DB) snprintf(buf, n, "exact");
+  else snprintf(buf, n, "%.1f", v);
+  return buf;
+}
 
 /* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.
  * NULL when out of memory. */
-fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix);
+fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_prefix);
 /* report_notebook.c: the notebook's "Explore the data" cells (notebook only), appended to d;
  * csv_prefix is the run folder as seen from the notebook's folder. */
-void rep_add_notebook(rep_t *r, fp8_doc *d, const char *csv_prefix);
+void rep_add_notebook(const rep_t *r, fp8_doc *d, const char *csv_prefix);
 
 #endif

@@ -15,8 +15,8 @@ static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {
   char name[512];
   int rc = fp8_outputs_add(o, "analysis.csv");
   if (!rc) rc = fp8_outputs_add(o, "recommendations.csv");
-  for (size_t i = 0; i < r->nplots && !rc; i++) {
-    snprintf(name, sizeof name, "plots/%s", r->plots[i].file);
+  for (size_t i = 0; i < r->charts.nplots && !rc; i++) {
+    snprintf(name, sizeof name, "plots/%s", r->charts.plots[i].file);
     rc = fp8_outputs_add(o, name);
   }
   if (!rc) rc = fp8_outputs_add(o, "report.md");

@@ -92,7 +92,7 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
   return any;
 }
 
-static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const double *v, char *err,
+static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role, int metric, const double *v, char *err,
                    size_t errlen) {
   const cfg_t *b = &r->cfgs[r->ref];
   const char *rname = rp_role_name(role);
@@ -112,9 +112,9 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
                     .cell_format = "%.2g", .logscale = 1, .reverse = 1,
                     .colorbar_label = metric == 0 ? "clipped rate (fraction of values, log scale)"
                                                   : "fraction of steps clipped (log scale)"};
-  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
+  int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
-  plot_t *p = rp_plot_add(r, file);
+  plot_t *p = rp_plot_add(drawn, file);
   if (!p) return FP8_OK;
   snprintf(p->alt, sizeof p->alt, "%s heatmap for %s tensors", metric == 0 ? "clipped rate" : "clipped steps",
            rname);
@@ -129,7 +129,7 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
              "%s tensor (the step budget's quantity, which each tensor must meet), for each amax history "
              "length and margin; 0 takes the lightest colour.",
              r->have_stream ? "every step of stream.csv" : "snapshot steps", rname);
-  r->nplots++;
+  drawn->nplots++;
   return FP8_OK;
 }
 
@@ -138,7 +138,7 @@ static int differs(const double *v, size_t n, double tol);
 /* Per role: heatmaps over history_len x margin of the clipped rate and of the clipped steps,
  * each only when its cells differ (a map of one value, e.g. weights that never clip, says
  * nothing). */
-int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
+int rep_plot_config_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   hm_axes A;
   if (!hm_collect(r, &A)) return FP8_OK;
@@ -146,8 +146,8 @@ int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
     double clip[64 * 64], steps[64 * 64];
     if (!hm_cells(r, &A, role, clip, steps)) continue;
     size_t n = A.nh * A.nm;
-    int rc = differs(clip, n, 1e-12) ? hm_draw(r, &A, role, 0, clip, err, errlen) : FP8_OK;
-    if (rc == FP8_OK && differs(steps, n, 1e-12)) rc = hm_draw(r, &A, role, 1, steps, err, errlen);
+    int rc = differs(clip, n, 1e-12) ? hm_draw(r, drawn, &A, role, 0, clip, err, errlen) : FP8_OK;
+    if (rc == FP8_OK && differs(steps, n, 1e-12)) rc = hm_draw(r, drawn, &A, role, 1, steps, err, errlen);
     if (rc) return rc;
   }
   return FP8_OK;
@@ -232,7 +232,7 @@ static const bar_chart bar_charts[3] = {
 
 /* The per-configuration bar charts, each only when its values differ between configurations
  * (a chart of equal bars says nothing). */
-int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
+int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->ndistinct < 2) return FP8_OK;
   size_t n = 0;
   const char **cat = calloc(r->ncfg, sizeof *cat);
@@ -263,12 +263,12 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
       ch.ref_label = refl;
     }
     fp8_bar_series bs[2] = {{v1, b->l1, b->c1}, {v2, b->l2, b->c2}};
-    rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
-    plot_t *p = rc ? NULL : rp_plot_add(r, b->file);
+    rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
+    plot_t *p = rc ? NULL : rp_plot_add(drawn, b->file);
     if (p) {
       snprintf(p->alt, sizeof p->alt, "%s", b->alt);
       snprintf(p->caption, sizeof p->caption, "%s", b->caption);
-      r->nplots++;
+      drawn->nplots++;
     }
   }
 done:
@@ -279,7 +279,7 @@ done:
 }
 
 /* GEMM error per configuration: median rel_error of fprop, dgrad and wgrad. */
-int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
+int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   const char **cat = calloc(r->ncfg + 1, sizeof *cat);
   double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
   int rc = FP8_OK;
@@ -301,15 +301,15 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,
                   .bar_format = "%.3g"}; /* the medians differ by a few percent: print them */
-  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
+  rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
   if (rc) goto done;
-  plot_t *p = rp_plot_add(r, "gemm_error.png");
+  plot_t *p = rp_plot_add(drawn, "gemm_error.png");
   if (p) {
     snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
     snprintf(p->caption, sizeof p->caption,
              "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
              "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot steps.");
-    r->nplots++;
+    drawn->nplots++;
   }
 done:
   free(cat);

@@ -72,7 +72,7 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
   return cs;
 }
 
-void rep_add_te_check(rep_t *r, fp8_doc *d) {
+void rep_add_te_check(const rep_t *r, fp8_doc *d) {
   size_t n = 0;
   te_cfg *cs = r->have_stream ? te_totals(&r->stream, &n) : NULL;
   if (!cs) return;

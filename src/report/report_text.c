@@ -18,7 +18,7 @@
 
 /* ------------------------------------------------------------------ the other sections */
 
-static void add_recommendations(rep_t *r, fp8_doc *d) {
+static void add_recommendations(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
   fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
   fp8_doc_markdownf(d,
@@ -107,7 +107,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
   }
 }
 
-static void add_gemm(rep_t *r, fp8_doc *d) {
+static void add_gemm(const rep_t *r, fp8_doc *d) {
   size_t best = (size_t)-1;
   double bestv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
@@ -144,7 +144,7 @@ static void add_gemm(rep_t *r, fp8_doc *d) {
 
 /* Every recipe kind per role: overflow, underflow and SNR of each configuration over the
  * tensors of that role. */
-static void add_roles_table(rep_t *r, fp8_doc *d) {
+static void add_roles_table(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Recipes by role");
   fp8_doc_markdown(d, "Each configuration over the tensors of one role (warm-up steps left out): clipped "
                       "and flushed-to-zero values over all finite values of those tensors, the median "
@@ -197,7 +197,7 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
   free(cosv);
 }
 
-static void add_config_table(rep_t *r, fp8_doc *d) {
+static void add_config_table(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   fp8_doc_heading(d, 2, "All configurations");
   if (r->ndistinct < r->ncfg)
@@ -220,17 +220,17 @@ static void add_config_table(rep_t *r, fp8_doc *d) {
 
 /* The plots whose file names start with one of prefixes (and were not placed yet), in drawing
  * order: each plot in the section it supports. */
-static void add_plots(rep_t *r, fp8_doc *d, const char *img_prefix, const char *const *prefixes,
+static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix, const char *const *prefixes,
                       unsigned char *shown) {
-  for (size_t i = 0; shown && i < r->nplots; i++) {
+  for (size_t i = 0; shown && i < r->charts.nplots; i++) {
     int match = 0;
     for (size_t k = 0; prefixes[k] && !match; k++)
-      match = strncmp(r->plots[i].file, prefixes[k], strlen(prefixes[k])) == 0;
+      match = strncmp(r->charts.plots[i].file, prefixes[k], strlen(prefixes[k])) == 0;
     if (!match || shown[i]) continue;
     shown[i] = 1;
     char path[600];
-    snprintf(path, sizeof path, "%s%s", img_prefix, r->plots[i].file);
-    fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
+    snprintf(path, sizeof path, "%s%s", img_prefix, r->charts.plots[i].file);
+    fp8_doc_image(d, path, r->charts.plots[i].alt, r->charts.plots[i].caption);
   }
 }
 
@@ -245,7 +245,7 @@ static void add_contents(fp8_doc *d, int have_gemm, int have_cost) {
 }
 
 /* The definitions every section uses, in a few lines (the whole text: docs/semantics.md). */
-static void add_definitions(rep_t *r, fp8_doc *d) {
+static void add_definitions(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Definitions");
   fp8_doc_markdownf(d,
                     "- **overflow**: a finite value whose scaled value RN32(x·scale) is above the "
@@ -309,7 +309,7 @@ static void add_left_out(const rep_t *r, fp8_doc *d) {
   fp8_doc_markdown(d, buf);
 }
 
-fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix) {
+fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_prefix) {
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
   char title[400];
@@ -341,7 +341,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
                       "stream.csv); warm-up steps left out. Definitions: the last section, and "
                       "docs/semantics.md in fp8lab's source.", nsteps);
   add_left_out(r, d);
-  unsigned char *shown = calloc(r->nplots + 1, 1);
+  unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
   add_contents(d, have_gemm, r->run.has_model_shape);
@@ -361,7 +361,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   rep_add_cost(r, d);
   static const char *const any[] = {"", NULL};
   size_t left = 0;
-  for (size_t i = 0; shown && i < r->nplots; i++) left += !shown[i];
+  for (size_t i = 0; shown && i < r->charts.nplots; i++) left += !shown[i];
   if (left) {
     fp8_doc_heading(d, 2, "More plots");
     add_plots(r, d, img_prefix, any, shown);
