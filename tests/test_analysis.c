@@ -188,8 +188,8 @@ START_TEST(load_and_group) {
   ck_assert_str_eq(t.tensors[0], "a.weight");
   ck_assert_str_eq(t.tensors[1], "t.input");
   ck_assert_str_eq(t.groups[0].tensor, "a.weight");
-  ck_assert_str_eq(t.groups[1].recipe, "d");
-  ck_assert_str_eq(t.groups[2].recipe, "c");
+  ck_assert_str_eq(t.groups[1].key.recipe, "d");
+  ck_assert_str_eq(t.groups[2].key.recipe, "c");
   const fp8_steps_group *g = &t.groups[1];
   ck_assert_uint_eq(g->nrows, 3);
   ck_assert_int_eq(fp8_steps_group_row(&t, g, 0)->step, 0);
@@ -356,8 +356,8 @@ START_TEST(malformed_consistency) {
   add_row(&b, "y.input", "input", 0, "d,current,e4m3,,,", "1,1,100,0,0,0,0,0,0,1");
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.ngroups, 2);
-  ck_assert_int_eq(t.groups[0].kind, FP8_KIND_DELAYED);
-  ck_assert_int_eq(t.groups[1].kind, FP8_KIND_CURRENT);
+  ck_assert_int_eq(t.groups[0].key.kind, FP8_KIND_DELAYED);
+  ck_assert_int_eq(t.groups[1].key.kind, FP8_KIND_CURRENT);
   fp8_steps_free(&t);
   free(b.s);
   b = with_header();
@@ -609,9 +609,9 @@ START_TEST(stream_series_by_hand) {
   float amax[6] = {1000.0f, 2.0f, 2.0625f, 3.0f, 0.0f, 1.0f};
   float scale[6] = {1.0f, 224.0f, 224.0f, 224.0f, 224.0f, 224.0f};
   unsigned char snap[6] = {1, 0, 0, 1, 0, 0}, warm[6] = {1, 0, 0, 0, 0, 0};
-  fp8_stream_series ser = {.tensor = "t.input", .role = FP8_ROLE_INPUT, .recipe = "d",
-                           .format = FP8_E4M3, .history_len = 4, .margin = 0,
-                           .amax_compute = FP8_AMAX_MAX, .n = 6, .step = step, .amax = amax,
+  fp8_stream_series ser = {.tensor = "t.input", .role = FP8_ROLE_INPUT, .key.recipe = "d",
+                           .key.format = FP8_E4M3, .key.history_len = 4, .key.margin = 0,
+                           .key.amax_compute = FP8_AMAX_MAX, .n = 6, .step = step, .amax = amax,
                            .scale = scale, .snapshot = snap, .warmup = warm};
   fp8_group_stats o;
   memset(&o, 0, sizeof o);
@@ -924,7 +924,7 @@ START_TEST(pipeline_on_a_run) {
     }
     const fp8_group_stats *s = &a.stats[i];
     ck_assert_str_eq(f[0], s->group->tensor);
-    ck_assert_str_eq(f[2], s->group->recipe);
+    ck_assert_str_eq(f[2], s->group->key.recipe);
     ck_assert_int_eq(atoll(f[8]), s->steps);
     ck_assert_double_eq_tol(atof(f[15]), s->overflow_rate, 1e-8 * s->overflow_rate + 1e-300);
     ck_assert_double_eq_tol(atof(f[16]), s->underflow_rate, 1e-8 * s->underflow_rate + 1e-300);
@@ -932,7 +932,7 @@ START_TEST(pipeline_on_a_run) {
     double snr_min = atof(f[21]);
     ck_assert_double_eq_tol(s->snr_min, snr_min > 200 ? 200 : snr_min, 1e-6);
     ck_assert(s->snr_min <= s->snr_p5 && s->snr_p5 <= s->snr_median);
-    if (s->group->kind == FP8_KIND_CURRENT) ck_assert_double_eq(s->lag_worst, 0.0);
+    if (s->group->key.kind == FP8_KIND_CURRENT) ck_assert_double_eq(s->lag_worst, 0.0);
     line = end + 1;
   }
   free(sum);

@@ -39,11 +39,11 @@ static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const 
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &r->an.stats[i];
     const fp8_steps_group *g = s->group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->key.recipe) != 0 ||
-        g->history_len != x->key.history_len || g->amax_compute != x->key.amax_compute ||
-        g->margin <= x->key.margin || !fits(s, &r->rec.budgets))
+    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
+        g->key.history_len != x->key.history_len || g->key.amax_compute != x->key.amax_compute ||
+        g->key.margin <= x->key.margin || !fits(s, &r->rec.budgets))
       continue;
-    if (best < 0 || g->margin < best) best = g->margin;
+    if (best < 0 || g->key.margin < best) best = g->key.margin;
   }
   return best;
 }
@@ -53,9 +53,10 @@ static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
   int32_t m = x->key.margin;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind == FP8_KIND_DELAYED && strcmp(g->recipe, x->key.recipe) == 0 &&
-        g->history_len == x->key.history_len && g->amax_compute == x->key.amax_compute && g->margin > m)
-      m = g->margin;
+    if (g->key.kind == FP8_KIND_DELAYED && strcmp(g->key.recipe, x->key.recipe) == 0 &&
+        g->key.history_len == x->key.history_len && g->key.amax_compute == x->key.amax_compute &&
+        g->key.margin > m)
+      m = g->key.margin;
   }
   return m;
 }
@@ -65,12 +66,12 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->key.recipe) != 0 ||
-        g->history_len != x->key.history_len || g->margin != x->key.margin ||
-        g->amax_compute != x->key.amax_compute)
+    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
+        g->key.history_len != x->key.history_len || g->key.margin != x->key.margin ||
+        g->key.amax_compute != x->key.amax_compute)
       continue;
-    e4 |= g->format == FP8_E4M3;
-    e5 |= g->format == FP8_E5M2;
+    e4 |= g->key.format == FP8_E4M3;
+    e5 |= g->key.format == FP8_E5M2;
   }
   return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
 }
@@ -115,8 +116,8 @@ static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
     snprintf(c[1], sizeof c[1], "none: current scaling");
   else
-    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len, (int)x->key.margin,
-             fp8_amax_compute_name(x->key.amax_compute));
+    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len,
+             (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
   snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
   size_t ncur = 0;
   for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
@@ -139,7 +140,7 @@ static void answer_mixed(const rep_t *r, fp8_doc *d) {
       if (r->gcfg[g] != c) continue;
       const fp8_group_stats *s = &r->an.stats[g];
       n++;
-      fit += s->group->kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
+      fit += s->group->key.kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
     }
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
                       "**%lld of %lld tensors** within the budgets (current scaling counts as "
@@ -196,10 +197,12 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                         "advice.ini` replays it to confirm.");
   int32_t mmax = largest_margin(r, x);
   if (binding)
-    fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
-                      "tried was binding); the %d tensor%s above that need current scaling might fit "
-                      "margin %d: add it to the sweep to find out.", (int)mmax, (int)x->key.history_len,
-                      binding, binding == 1 ? "" : "s", (int)mmax + 1);
+    fp8_doc_markdownf(
+        d,
+        "Not tried: margins above %d at history_len %d (the largest this sweep "
+        "tried was binding); the %d tensor%s above that need current scaling might fit "
+        "margin %d: add it to the sweep to find out.",
+        (int)mmax, (int)x->key.history_len, binding, binding == 1 ? "" : "s", (int)mmax + 1);
   else if (x->key.margin == mmax)
     fp8_doc_markdownf(d, "Not tried: the recommended margin %d is the largest this sweep tried at "
                       "history_len %d; a larger one would only add headroom.", (int)mmax,

@@ -49,9 +49,9 @@ static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
   if (ser) {
     for (size_t i = 0; i < ser->n; i++) {
       if (ser->warmup[i] || !(ser->amax[i] > 0.0f)) continue;
-      double ov = fp8_overshoot(ser->amax[i], ser->scale[i], ser->format);
-      int o = fp8_stream_overflowed(ser->amax[i], ser->scale[i], ser->format);
-      int c = fp8_stream_clipped(ser->amax[i], ser->scale[i], ser->format);
+      double ov = fp8_overshoot(ser->amax[i], ser->scale[i], ser->key.format);
+      int o = fp8_stream_overflowed(ser->amax[i], ser->scale[i], ser->key.format);
+      int c = fp8_stream_clipped(ser->amax[i], ser->scale[i], ser->key.format);
       ovf += o;
       clip += c;
       if (o) bin_add(t, c, ov);
@@ -89,7 +89,8 @@ static ref_totals ref_totals_of(const rep_t *r) {
   return t;
 }
 
-static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t, int64_t snap_steps) {
+static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
+                               int64_t snap_steps) {
   const cfg_t *ref = &r->cfgs[r->ref];
   char over[256];
   if (r->have_stream)

@@ -93,7 +93,8 @@ static void spawn_children(rep_charts *drawn) {
 
 /* The charts in a fixed order, the same in every process (with one timeline,
  * dynamic_range.png is the second: tests/test_report.c relies on which process draws it). */
-static int draw_all(const rep_t *r, rep_charts *drawn, int max_timelines, char *err, size_t errlen) {
+static int draw_all(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
+                    size_t errlen) {
   int rc = rep_plot_timelines(r, drawn, max_timelines, err, errlen);
   if (rc) return rc;
   if ((rc = rep_plot_dynamic_range(r, drawn, err, errlen)) != FP8_OK) return rc;
@@ -111,7 +112,8 @@ typedef struct {
   char err[1024];
 } child_msg;
 
-int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int procs, char *err, size_t errlen) {
+int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int procs, char *err,
+                   size_t errlen) {
   if (procs <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     procs = n < 1 ? 1 : n > 4 ? 4 : (int)n;

@@ -35,8 +35,8 @@ static void sort_i32(int32_t *v, size_t n) {
 
 /* Whether configuration x is a sibling of the reference (same recipe and amax_compute). */
 static int sibling(const cfg_t *x, const cfg_t *b) {
-  return x->key.kind == FP8_KIND_DELAYED && !x->mixed && x->key.amax_compute == b->key.amax_compute &&
-         strcmp(x->key.recipe, b->key.recipe) == 0;
+  return x->key.kind == FP8_KIND_DELAYED && !x->mixed &&
+         x->key.amax_compute == b->key.amax_compute && strcmp(x->key.recipe, b->key.recipe) == 0;
 }
 
 /* The history lengths and margins swept with the reference's recipe; 0 when fewer than 2 cells. */
@@ -78,7 +78,8 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
       double worst = NAN;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
         const cfg_t *c = &r->cfgs[r->gcfg[g]];
-        if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->key.history_len != A->hs[ix] || c->key.margin != A->ms[iy])
+        if ((int)r->tab.groups[g].role != role || !sibling(c, b) ||
+            c->key.history_len != A->hs[ix] || c->key.margin != A->ms[iy])
           continue;
         const fp8_group_stats *s = &r->an.stats[g];
         cl += s->clipped;
@@ -92,8 +93,8 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
   return any;
 }
 
-static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role, int metric, const double *v, char *err,
-                   size_t errlen) {
+static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role, int metric,
+                   const double *v, char *err, size_t errlen) {
   const cfg_t *b = &r->cfgs[r->ref];
   const char *rname = rp_role_name(role);
   char title[512], file[200], path[4600];
@@ -103,7 +104,9 @@ static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role
                        : "steps whose largest element clipped (worst tensor)");
   snprintf(file, sizeof file, "heatmap_%s_%s.png", metric == 0 ? "clipped" : "clipsteps", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"role", rname},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"role", rname},
                          {"configuration", b->key.recipe},
                          {"plot", metric == 0 ? "clipped rate heatmap" : "clipped steps heatmap"}};
   fp8_chart ch = {.title = title, .xlabel = "history_len (steps)", .ylabel = "margin (binades)", .text = text,
@@ -147,7 +150,8 @@ int rep_plot_config_maps(const rep_t *r, rep_charts *drawn, char *err, size_t er
     if (!hm_cells(r, &A, role, clip, steps)) continue;
     size_t n = A.nh * A.nm;
     int rc = differs(clip, n, 1e-12) ? hm_draw(r, drawn, &A, role, 0, clip, err, errlen) : FP8_OK;
-    if (rc == FP8_OK && differs(steps, n, 1e-12)) rc = hm_draw(r, drawn, &A, role, 1, steps, err, errlen);
+    if (rc == FP8_OK && differs(steps, n, 1e-12))
+      rc = hm_draw(r, drawn, &A, role, 1, steps, err, errlen);
     if (rc) return rc;
   }
   return FP8_OK;
@@ -253,7 +257,8 @@ int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     if (!differs(v1, n, tol) && !differs(v2, n, tol)) continue;
     char path[4600];
     rp_plot_path(r, b->file, path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", b->plot}};
+    fp8_png_text text[] = {
+        {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", b->plot}};
     fp8_chart ch = {.title = b->title, .xlabel = "configuration", .ylabel = b->ylabel, .logy = b->logy,
                     .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
     char refl[96];
@@ -296,7 +301,8 @@ int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
                           {v + 2 * r->ncfg, "wgrad (grad_output^T x input)", FP8_COLOR_GREEN}};
   char path[4600];
   rp_plot_path(r, "gemm_error.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
+  fp8_png_text text[] = {
+      {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,

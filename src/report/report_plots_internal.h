@@ -19,7 +19,9 @@
  * calls the chart files, so a file of their own or report_plots.c would be a call cycle). */
 
 /* Whether this process draws the report's next chart (every chart asks once, in order). */
-static inline int rp_my_chart(rep_charts *drawn) { return drawn->mine[drawn->chart_i++ % (size_t)drawn->nprocs]; }
+static inline int rp_my_chart(rep_charts *drawn) {
+  return drawn->mine[drawn->chart_i++ % (size_t)drawn->nprocs];
+}
 
 /* The next entry of drawn->plots for file (counted by the caller: drawn->nplots++), NULL when full. */
 static inline plot_t *rp_plot_add(rep_charts *drawn, const char *file) {
@@ -58,7 +60,8 @@ static inline void rp_shown_style(size_t k, fp8_color *color, int *dashed, doubl
 }
 
 /* report_plots_stream.c */
-int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err, size_t errlen);
+int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
+                       size_t errlen);
 int rep_plot_overshoot_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 /* report_plots_steps.c */
 int rep_plot_dynamic_range(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);

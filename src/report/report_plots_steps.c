@@ -47,8 +47,11 @@ int rep_plot_dynamic_range(const rep_t *r, rep_charts *drawn, char *err, size_t 
            gr->tensor, (long long)row->step, fp8_format_name(f));
   snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)row->step);
   rp_plot_path(r, "dynamic_range.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", gr->tensor},
-                         {"step", stepbuf}, {"configuration", r->cfgs[r->ref].label}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"tensor", gr->tensor},
+                         {"step", stepbuf},
+                         {"configuration", r->cfgs[r->ref].label}};
   /* the bars in the lower 70% of the height (from 0.1 up): room for the bands above them */
   double cmax = 1;
   for (int i = 0; i < nb; i++) cmax = fmax(cmax, counts[i]);
@@ -112,7 +115,9 @@ int rep_plot_snr(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     char title[512], path[4600];
     snprintf(title, sizeof title, "%s: SNR of the FP8 cast per snapshot step", tensor);
     rp_plot_path(r, "snr.png", path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", tensor},
+    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                           {"experiment", r->run.name},
+                           {"tensor", tensor},
                            {"plot", "snr over steps"}};
     fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "SNR (dB)", .grid = 1, .text = text,
                     .ntext = 4};

@@ -74,16 +74,16 @@ static int timeline_stream(const rep_t *r, const char *tensor, const fp8_stream_
   for (size_t i = 0; i < ref->n; i++) {
     t->x[i] = stream_x(ref, i);
     t->amax[i] = ref->amax[i];
-    if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->format)) {
+    if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->key.format)) {
       t->cx[t->nc] = t->x[i];
       t->cy[t->nc++] = ref->amax[i];
     }
   }
   for (size_t k = 0; k < r->nshown; k++) {
-    const fp8_stream_series *s = series_of(r, tensor, r->shown[k], ref->format);
+    const fp8_stream_series *s = series_of(r, tensor, r->shown[k], ref->key.format);
     for (size_t i = 0; i < ref->n; i++) {
       int ok = s && s->n == ref->n && s->step[i] == ref->step[i] && !s->warmup[i];
-      t->fit[k][i] = ok ? fp8_format_max(s->format) / (double)s->scale[i] : NAN;
+      t->fit[k][i] = ok ? fp8_format_max(s->key.format) / (double)s->scale[i] : NAN;
     }
   }
   return FP8_OK;
@@ -147,10 +147,12 @@ static size_t timeline_series(const rep_t *r, const timeline *t, fp8_series *s, 
 }
 
 /* The amax timeline of one tensor (plots/amax_<tensor>.png). */
-static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, char *err, size_t errlen) {
+static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, char *err,
+                         size_t errlen) {
   ptrdiff_t gref = rep_group_of(r, tensor, (size_t)r->ref);
   if (gref < 0) return FP8_OK;
-  const fp8_stream_series *sref = series_of(r, tensor, (size_t)r->ref, r->tab.groups[gref].format);
+  const fp8_stream_series *sref =
+      series_of(r, tensor, (size_t)r->ref, r->tab.groups[gref].key.format);
   timeline t;
   int rc = sref ? timeline_stream(r, tensor, sref, &t) : timeline_rows(r, tensor, gref, &t);
   if (rc != FP8_OK) {
@@ -169,8 +171,11 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   rp_sanitize(tensor, safe, sizeof safe);
   snprintf(file, sizeof file, "amax_%s.png", safe);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"tensor", tensor},
-                         {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"tensor", tensor},
+                         {"configuration", r->cfgs[r->ref].label},
+                         {"plot", "amax timeline"}};
   /* a log axis when the curves span a decade or more, else linear: small overshoots show */
   double lo = INFINITY, hi = 0;
   for (size_t i = 0; i < ns; i++)
@@ -180,7 +185,9 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   fp8_chart ch = {.title = title, .xlabel = "training step",
                   .ylabel = logy ? "magnitude |x| (tensor units, log scale)" : "magnitude |x| (tensor units)",
                   .logy = logy, .grid = 1, .text = text, .ntext = 5};
-  rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
+  rc = !rp_my_chart(drawn)
+           ? FP8_OK
+           : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
   plot_t *p = rc ? NULL : rp_plot_add(drawn, file);
   if (p) {
     snprintf(p->alt, sizeof p->alt, "amax timeline of %s", tensor);
@@ -215,7 +222,8 @@ static int64_t event_step(const rep_t *r, size_t g) {
 /* Amax timelines: the spike tensor first, then the worst overflowing ones, max_timelines in
  * all, each for a distinct event: a tensor whose largest overshoot falls on the step of one
  * already drawn (the same spike seen through the next layer) is skipped. */
-int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err, size_t errlen) {
+int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
+                       size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   int rc = FP8_OK;
   const ov_t *ov = r->ov;
@@ -270,7 +278,7 @@ static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t
   if (s) {
     *warm = i < s->n && s->warmup[i];
     return i < s->n && s->step[i] == step && !*warm && s->amax[i] > 0.0f
-               ? fp8_overshoot(s->amax[i], s->scale[i], s->format) : NAN;
+               ? fp8_overshoot(s->amax[i], s->scale[i], s->key.format) : NAN;
   }
   const fp8_step_row *row = rep_row_at(r, (ptrdiff_t)g, step);
   *warm = row && row->warmup;
@@ -279,7 +287,7 @@ static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t
 
 static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   const fp8_steps_group *g0 = &r->tab.groups[g[0]];
-  const fp8_stream_series *s0 = series_of(r, g0->tensor, (size_t)r->ref, g0->format);
+  const fp8_stream_series *s0 = series_of(r, g0->tensor, (size_t)r->ref, g0->key.format);
   size_t n = s0 ? s0->n : g0->nrows;
   o->source = s0 ? "every step (stream.csv)" : "the snapshot steps";
   o->x = calloc(n + 1, sizeof *o->x);
@@ -294,7 +302,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   o->vmax = NAN;
   for (size_t k = 0; k < ng; k++) {
     const fp8_steps_group *gr = &r->tab.groups[g[k]];
-    ss[k] = s0 ? series_of(r, gr->tensor, (size_t)r->ref, gr->format) : NULL;
+    ss[k] = s0 ? series_of(r, gr->tensor, (size_t)r->ref, gr->key.format) : NULL;
     o->names[ng - 1 - k] = gr->tensor;
   }
   for (size_t i = 0; i < n; i++) {
@@ -320,7 +328,8 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   return FP8_OK;
 }
 
-static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, const ograd *o, char *err, size_t errlen) {
+static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, const ograd *o,
+                               char *err, size_t errlen) {
   const char *rname = rp_role_name(role);
   double lo = 0, hi = 1;
   for (size_t i = 0; i < o->nx * o->ny; i++)
@@ -332,8 +341,11 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
            rname, r->cfgs[r->ref].label);
   snprintf(file, sizeof file, "heatmap_overshoot_%s.png", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"role", rname},
-                         {"configuration", r->cfgs[r->ref].label}, {"plot", "overshoot heatmap"}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"role", rname},
+                         {"configuration", r->cfgs[r->ref].label},
+                         {"plot", "overshoot heatmap"}};
   int height = (int)(260 + 30 * o->ny);
   fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "tensor", .text = text, .ntext = 5,
                   .width = 1400, .height = height < 800 ? 800 : height > 2400 ? 2400 : height};

@@ -20,14 +20,12 @@ int rep_cfg_matches(const cfg_t *c, const fp8_config_key *key) {
 }
 
 static int cfg_same(const cfg_t *c, const fp8_steps_group *g) {
-  fp8_config_key k = fp8_steps_group_key(g);
-  return rep_cfg_matches(c, &k);
+  return rep_cfg_matches(c, &g->key);
 }
 
 /* The same setting (kind and the delayed parameters), whatever the recipe and format. */
 static int group_same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
-  fp8_config_key x = fp8_steps_group_key(a), y = fp8_steps_group_key(b);
-  return fp8_config_key_equal(&x, &y, FP8_KEY_IGNORE_RECIPE | FP8_KEY_IGNORE_FORMAT);
+  return fp8_config_key_equal(&a->key, &b->key, FP8_KEY_IGNORE_RECIPE | FP8_KEY_IGNORE_FORMAT);
 }
 
 /* Whether recipe label `recipe` is a mixed recipe: one group per tensor (groups are in tensor
@@ -38,7 +36,7 @@ static int label_is_mixed(const fp8_steps_table *t, const char *recipe) {
   int differ = 0;
   for (size_t g = 0; g < t->ngroups; g++) {
     const fp8_steps_group *gr = &t->groups[g];
-    if (gr->recipe != recipe) continue; /* interned */
+    if (gr->key.recipe != recipe) continue; /* interned */
     if (prev == gr->tensor) return 0;  /* a sweep: more than one group of a tensor */
     prev = gr->tensor;
     if (!first) first = gr;
@@ -63,8 +61,8 @@ static void assign_configs(rep_t *r) {
     while (c < r->ncfg && !cfg_same(&r->cfgs[c], gr)) c++;
     if (c == r->ncfg) {
       cfg_t *n = &r->cfgs[r->ncfg++];
-      n->key = fp8_steps_group_key(gr);
-      n->mixed = label_is_mixed(t, gr->recipe);
+      n->key = gr->key;
+      n->mixed = label_is_mixed(t, gr->key.recipe);
       if (n->mixed) mixed_label(n);
       else fp8_config_key_label(&n->key, FP8_KEY_LABEL_SHORT, n->label, sizeof n->label);
     }
@@ -112,8 +110,10 @@ static void choose_reference(rep_t *r) {
       continue;
     }
     const cfg_t *b = &r->cfgs[r->ref];
-    int xd = x->key.history_len == 1024 && x->key.margin == 0 && x->key.amax_compute == FP8_AMAX_MAX;
-    int bd = b->key.history_len == 1024 && b->key.margin == 0 && b->key.amax_compute == FP8_AMAX_MAX;
+    int xd =
+        x->key.history_len == 1024 && x->key.margin == 0 && x->key.amax_compute == FP8_AMAX_MAX;
+    int bd =
+        b->key.history_len == 1024 && b->key.margin == 0 && b->key.amax_compute == FP8_AMAX_MAX;
     if (xd != bd) {
       if (xd) r->ref = (ptrdiff_t)c;
       continue;
@@ -145,7 +145,8 @@ static void choose_shown(rep_t *r) {
   }
   /* ascending history_len */
   for (size_t i = 1; i < nc; i++)
-    for (size_t j = i; j > 0 && r->cfgs[cand[j]].key.history_len < r->cfgs[cand[j - 1]].key.history_len; j--) {
+    for (size_t j = i;
+         j > 0 && r->cfgs[cand[j]].key.history_len < r->cfgs[cand[j - 1]].key.history_len; j--) {
       size_t tmp = cand[j];
       cand[j] = cand[j - 1];
       cand[j - 1] = tmp;
@@ -161,7 +162,8 @@ static void choose_shown(rep_t *r) {
 /* Delayed scaling whose scale is the last amax: most_recent at any history_len, or history 1
  * with max (the window's max is the last amax). */
 static int recent_class(const cfg_t *x) {
-  return x->key.kind == FP8_KIND_DELAYED && (x->key.amax_compute == FP8_AMAX_MOST_RECENT || x->key.history_len == 1);
+  return x->key.kind == FP8_KIND_DELAYED &&
+         (x->key.amax_compute == FP8_AMAX_MOST_RECENT || x->key.history_len == 1);
 }
 
 /* Classes of provably identical configurations: the same section (so the same formats and
@@ -221,8 +223,8 @@ int rep_build_configs(rep_t *r) {
   if (!r->series || !r->ov) return FP8_ENOMEM;
   for (size_t g = 0; g < t->ngroups && r->have_stream; g++) {
     const fp8_steps_group *gr = &t->groups[g];
-    fp8_config_key k = fp8_steps_group_key(gr);
-    if (gr->kind == FP8_KIND_DELAYED) r->series[g] = fp8_stream_find(&r->stream, gr->tensor, &k);
+    if (gr->key.kind == FP8_KIND_DELAYED)
+      r->series[g] = fp8_stream_find(&r->stream, gr->tensor, &gr->key);
   }
   r->nov = overflowing(r, r->ov);
   return FP8_OK;

@@ -44,8 +44,9 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
     char setting[256], fits[64];
     if (!x->in_run) snprintf(setting, sizeof setting, "current scaling (not in this run)");
     else if (x->key.kind == FP8_KIND_DELAYED)
-      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->key.recipe, (int)x->key.history_len,
-               (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
+      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->key.recipe,
+               (int)x->key.history_len, (int)x->key.margin,
+               fp8_amax_compute_name(x->key.amax_compute));
     else snprintf(setting, sizeof setting, "%s (current scaling)", x->key.recipe);
     snprintf(fits, sizeof fits, "%lld of %lld", (long long)x->covers, (long long)x->of);
     char b4[64], misfit[512] = "";
@@ -220,8 +221,8 @@ static void add_config_table(const rep_t *r, fp8_doc *d) {
 
 /* The plots whose file names start with one of prefixes (and were not placed yet), in drawing
  * order: each plot in the section it supports. */
-static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix, const char *const *prefixes,
-                      unsigned char *shown) {
+static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix,
+                      const char *const *prefixes, unsigned char *shown) {
   for (size_t i = 0; shown && i < r->charts.nplots; i++) {
     int match = 0;
     for (size_t k = 0; prefixes[k] && !match; k++)

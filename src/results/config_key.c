@@ -77,9 +77,8 @@ const char *fp8_config_key_label(const fp8_config_key *k, fp8_config_key_style s
   switch (style) {
   case FP8_KEY_LABEL_TEXT:
     if (delayed)
-      snprintf(buf, len, "%s %s history_len %d margin %d %s", k->recipe,
-               fp8_format_name(k->format), (int)k->history_len, (int)k->margin,
-               fp8_amax_compute_name(k->amax_compute));
+      snprintf(buf, len, "%s %s history_len %d margin %d %s", k->recipe, fp8_format_name(k->format),
+               (int)k->history_len, (int)k->margin, fp8_amax_compute_name(k->amax_compute));
     else snprintf(buf, len, "%s %s", k->recipe, fp8_format_name(k->format));
     break;
   case FP8_KEY_LABEL_WORDS:

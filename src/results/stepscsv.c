@@ -245,7 +245,7 @@ static int check_kind(steps_ctx *c, steps_priv *pv, const steps_gmap *gm, size_t
                       const fp8_step_row *r) {
   const fp8_steps_group *grp = &gm->g[g];
   int64_t line = gm->first_line[g];
-  fp8_recipe_kind kind = grp->kind;
+  fp8_recipe_kind kind = grp->key.kind;
   if (created) {
     size_t nt = strlen(r->tensor), nr = strlen(r->recipe);
     char stack[256], *key = nt + nr + 2 <= sizeof stack ? stack : malloc(nt + nr + 2);

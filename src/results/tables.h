@@ -55,22 +55,14 @@ typedef struct {
 typedef struct {
   const char *tensor;
   fp8_role role;
-  const char *recipe;
-  fp8_recipe_kind kind;
-  fp8_format format;
-  int32_t history_len, margin;   /**< 0 for current scaling */
-  fp8_amax_compute amax_compute;
+  fp8_config_key key;            /**< recipe interned; history_len, margin 0 for current */
   size_t nrows;
   size_t *rows;                  /**< nrows indices into fp8_steps_table.rows, by step ascending */
 } fp8_steps_group;
 
-/** The configuration key of a row, of a group. */
+/** The configuration key of a row (a group holds its own: fp8_steps_group.key). */
 static inline fp8_config_key fp8_step_row_key(const fp8_step_row *r) {
   fp8_config_key k = {r->recipe, r->kind, r->format, r->history_len, r->margin, r->amax_compute};
-  return k;
-}
-static inline fp8_config_key fp8_steps_group_key(const fp8_steps_group *g) {
-  fp8_config_key k = {g->recipe, g->kind, g->format, g->history_len, g->margin, g->amax_compute};
   return k;
 }
 
@@ -123,10 +115,7 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
 typedef struct {
   const char *tensor;            /**< owned by the stream table */
   fp8_role role;
-  const char *recipe;
-  fp8_format format;
-  int32_t history_len, margin;
-  fp8_amax_compute amax_compute;
+  fp8_config_key key;            /**< kind delayed; recipe owned by the stream table */
   size_t n;
   int64_t *step;
   float *amax, *scale;           /**< float32, as the replay held them */
@@ -134,13 +123,6 @@ typedef struct {
   int64_t *micro;                /**< 0 in a stream.csv without the column */
   float *te_scale;               /**< TE's scale; 0: none given (empty, or no column) */
 } fp8_stream_series;
-
-/** The configuration key of a series (kind: delayed). */
-static inline fp8_config_key fp8_stream_series_key(const fp8_stream_series *s) {
-  fp8_config_key k = {s->recipe, FP8_KIND_DELAYED, s->format, s->history_len, s->margin,
-                      s->amax_compute};
-  return k;
-}
 
 /** A loaded stream.csv (results.h fp8_schema_stream): every replay step x tensor x delayed
  *  configuration, as the runner writes it: at each step the same series in the same order. */

@@ -82,7 +82,8 @@ static json_t *configs_json(const fp8_experiment *ex) {
 static json_t *file_json(const char *path) {
   struct stat sb;
   json_t *o = json_pack("{s:s}", FP8_RUNJSON_IN_PATH, path);
-  if (stat(path, &sb) == 0) json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
+  if (stat(path, &sb) == 0)
+    json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
   return o;
 }
 
@@ -106,7 +107,8 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   json_object_set_new(exo, FP8_RUNJSON_EX_OVERFLOW_BUDGET, json_real(ex->overflow_budget));
   json_object_set_new(exo, FP8_RUNJSON_EX_STEP_BUDGET, json_real(ex->step_budget));
   if (ex->warmup_steps >= 0)
-    json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS, json_integer((json_int_t)ex->warmup_steps));
+    json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
+                        json_integer((json_int_t)ex->warmup_steps));
   return exo;
 }
 
@@ -230,7 +232,8 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
     while (k < c && !fp8_config_identical(&ex->configs[k], &ex->configs[c])) k++;
     distinct += k == c;
   }
-  json_object_set_new(root, FP8_RUNJSON_DISTINCT_CONFIGURATIONS, json_integer((json_int_t)distinct));
+  json_object_set_new(root, FP8_RUNJSON_DISTINCT_CONFIGURATIONS,
+                      json_integer((json_int_t)distinct));
   json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(sum->rows));
   json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(sum->gemm_rows));
   json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(threads));

@@ -24,8 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fp8_group_stats o;
       memset(&o, 0, sizeof o);
       if (fp8_analysis_stream_series(s, &o) != FP8_OK) abort();
-      fp8_config_key k = fp8_stream_series_key(s);
-      (void)fp8_stream_find(&t, s->tensor, &k);
+      (void)fp8_stream_find(&t, s->tensor, &s->key);
     }
     fp8_stream_free(&t);
   }
