@@ -188,8 +188,8 @@ START_TEST(load_and_group) {
   ck_assert_str_eq(t.tensors[0], "a.weight");
   ck_assert_str_eq(t.tensors[1], "t.input");
   ck_assert_str_eq(t.groups[0].tensor, "a.weight");
-  ck_assert_str_eq(t.groups[1].recipe, "d");
-  ck_assert_str_eq(t.groups[2].recipe, "c");
+  ck_assert_str_eq(t.groups[1].key.recipe, "d");
+  ck_assert_str_eq(t.groups[2].key.recipe, "c");
   const fp8_steps_group *g = &t.groups[1];
   ck_assert_uint_eq(g->nrows, 3);
   ck_assert_int_eq(fp8_steps_group_row(&t, g, 0)->step, 0);
@@ -198,9 +198,12 @@ START_TEST(load_and_group) {
   for (size_t i = 0; i < t.nrows; i++) ck_assert(&t.groups[t.rows[i].group] != NULL);
   ck_assert_uint_eq(t.rows[3].group, 0);
   ck_assert_uint_eq(t.rows[2].group, 2);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "d", FP8_E4M3, 16, 0, FP8_AMAX_MAX), 1);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "c", FP8_E4M3, 0, 0, FP8_AMAX_MAX), 2);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", "d", FP8_E4M3, 16, 1, FP8_AMAX_MAX), -1);
+  fp8_config_key d16 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 0, FP8_AMAX_MAX};
+  fp8_config_key c0 = {"c", FP8_KIND_CURRENT, FP8_E4M3, 0, 0, FP8_AMAX_MAX};
+  fp8_config_key d16m1 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 1, FP8_AMAX_MAX};
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16), 1);
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &c0), 2);
+  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16m1), -1);
   fp8_steps_free(&t);
   fp8_steps_free(&t); /* twice is fine */
 
@@ -353,8 +356,8 @@ START_TEST(malformed_consistency) {
   add_row(&b, "y.input", "input", 0, "d,current,e4m3,,,", "1,1,100,0,0,0,0,0,0,1");
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.ngroups, 2);
-  ck_assert_int_eq(t.groups[0].kind, FP8_KIND_DELAYED);
-  ck_assert_int_eq(t.groups[1].kind, FP8_KIND_CURRENT);
+  ck_assert_int_eq(t.groups[0].key.kind, FP8_KIND_DELAYED);
+  ck_assert_int_eq(t.groups[1].key.kind, FP8_KIND_CURRENT);
   fp8_steps_free(&t);
   free(b.s);
   b = with_header();
@@ -606,9 +609,9 @@ START_TEST(stream_series_by_hand) {
   float amax[6] = {1000.0f, 2.0f, 2.0625f, 3.0f, 0.0f, 1.0f};
   float scale[6] = {1.0f, 224.0f, 224.0f, 224.0f, 224.0f, 224.0f};
   unsigned char snap[6] = {1, 0, 0, 1, 0, 0}, warm[6] = {1, 0, 0, 0, 0, 0};
-  fp8_stream_series ser = {.tensor = "t.input", .role = FP8_ROLE_INPUT, .recipe = "d",
-                           .format = FP8_E4M3, .history_len = 4, .margin = 0,
-                           .amax_compute = FP8_AMAX_MAX, .n = 6, .step = step, .amax = amax,
+  fp8_stream_series ser = {.tensor = "t.input", .role = FP8_ROLE_INPUT, .key.recipe = "d",
+                           .key.format = FP8_E4M3, .key.history_len = 4, .key.margin = 0,
+                           .key.amax_compute = FP8_AMAX_MAX, .n = 6, .step = step, .amax = amax,
                            .scale = scale, .snapshot = snap, .warmup = warm};
   fp8_group_stats o;
   memset(&o, 0, sizeof o);
@@ -701,8 +704,8 @@ START_TEST(recommendations_rules) {
   ck_assert_str_eq(r.recs[8].name, "output");
 
   const fp8_recommendation *x = rec_named(&r, FP8_REC_TENSOR, "a.input");
-  ck_assert(x->in_run && x->meets_budget && x->kind == FP8_KIND_DELAYED);
-  ck_assert_int_eq(x->history_len, 1); /* tie at 30 dB: the smaller history */
+  ck_assert(x->in_run && x->meets_budget && x->key.kind == FP8_KIND_DELAYED);
+  ck_assert_int_eq(x->key.history_len, 1); /* tie at 30 dB: the smaller history */
   ck_assert_str_eq(x->decided_by, "parameters");
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 3);
@@ -712,15 +715,15 @@ START_TEST(recommendations_rules) {
   /* b.input: H16 margin 0 fits, so margin 1 (28.5 dB) is not a candidate at history 16: the
    * smallest margin that fits is the only candidate */
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0);
+  ck_assert(x->meets_budget && x->key.history_len == 16 && x->key.margin == 0);
   ck_assert_int_eq(x->covers, 2);
   ck_assert_double_eq(x->snr_median, 28.0);
   ck_assert_double_eq(x->snr_p5, 28.0);
   ck_assert_str_eq(x->decided_by, "only fit");
 
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
-  ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
-  ck_assert_str_eq(x->recipe, "c");
+  ck_assert(!x->meets_budget && x->in_run && x->key.kind == FP8_KIND_CURRENT);
+  ck_assert_str_eq(x->key.recipe, "c");
   ck_assert_int_eq(x->covers, 0);
   ck_assert_double_eq(x->best_delayed_overflow, 4.0 / 1000.0);
   ck_assert_str_eq(x->note, "no delayed configuration fits the budgets 1e-05 of the values and "
@@ -729,21 +732,21 @@ START_TEST(recommendations_rules) {
   ck_assert_str_eq(x->decided_by, "fallback");
 
   x = rec_named(&r, FP8_REC_TENSOR, "d.output");
-  ck_assert(!x->meets_budget && !x->in_run && x->kind == FP8_KIND_CURRENT);
-  ck_assert_ptr_null(x->recipe);
+  ck_assert(!x->meets_budget && !x->in_run && x->key.kind == FP8_KIND_CURRENT);
+  ck_assert_ptr_null(x->key.recipe);
   ck_assert(strstr(x->note, "current scaling (not in this run)") != NULL);
   ck_assert(strstr(x->note, "no delayed configuration fits the budgets") != NULL);
 
   x = rec_named(&r, FP8_REC_TENSOR, "w.weight");
-  ck_assert(x->meets_budget && x->amax_compute == FP8_AMAX_MAX);
+  ck_assert(x->meets_budget && x->key.amax_compute == FP8_AMAX_MAX);
   ck_assert_str_eq(x->decided_by, "parameters");
 
   /* role input: H16 and H16M1 both fit a and b (2 of 3), H1 only a: at history 16 margin 0
    * is the smallest with the most; it fits more tensors than H1 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
-  ck_assert(x->meets_budget && x->kind == FP8_KIND_DELAYED);
-  ck_assert_int_eq(x->history_len, 16);
-  ck_assert_int_eq(x->margin, 0);
+  ck_assert(x->meets_budget && x->key.kind == FP8_KIND_DELAYED);
+  ck_assert_int_eq(x->key.history_len, 16);
+  ck_assert_int_eq(x->key.margin, 0);
   ck_assert_int_eq(x->covers, 2);
   ck_assert_int_eq(x->of, 3);
   ck_assert_str_eq(x->decided_by, "fits");
@@ -759,8 +762,8 @@ START_TEST(recommendations_rules) {
   ck_assert_int_eq(r.recs[9].scope, FP8_REC_MODEL);
   x = &r.recs[9];
   ck_assert_str_eq(x->name, "all tensors");
-  ck_assert(x->meets_budget && x->history_len == 16 && x->margin == 0 &&
-            x->amax_compute == FP8_AMAX_MAX);
+  ck_assert(x->meets_budget && x->key.history_len == 16 && x->key.margin == 0 &&
+            x->key.amax_compute == FP8_AMAX_MAX);
   ck_assert_int_eq(x->covers, 3);
   ck_assert_int_eq(x->of, 6);
   ck_assert_str_eq(x->decided_by, "only fit");
@@ -771,7 +774,7 @@ START_TEST(recommendations_rules) {
 
   /* role output: nothing fits -> current, run by 1 of 2 tensors */
   x = rec_named(&r, FP8_REC_ROLE, "output");
-  ck_assert(!x->meets_budget && x->in_run && x->kind == FP8_KIND_CURRENT);
+  ck_assert(!x->meets_budget && x->in_run && x->key.kind == FP8_KIND_CURRENT);
   ck_assert_int_eq(x->covers, 1);
   ck_assert_int_eq(x->of, 2);
   ck_assert(strstr(x->note, "no delayed configuration fits the budgets for any output tensor") !=
@@ -783,14 +786,14 @@ START_TEST(recommendations_rules) {
   bud = (fp8_budgets){0.01, 1.0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 1);
+  ck_assert(x->meets_budget && x->key.history_len == 1);
   ck_assert_str_eq(x->decided_by, "p5 SNR");
   x = rec_named(&r, FP8_REC_TENSOR, "c.output");
-  ck_assert(x->meets_budget && x->history_len == 16); /* 21 dB beats 20 */
+  ck_assert(x->meets_budget && x->key.history_len == 16); /* 21 dB beats 20 */
   /* role input: H1 and H16 m0 fit all three; mean p5 (30+35+20)/3 beats (30+28+20)/3 */
   x = rec_named(&r, FP8_REC_ROLE, "input");
   ck_assert_int_eq(x->covers, 3);
-  ck_assert_int_eq(x->history_len, 1);
+  ck_assert_int_eq(x->key.history_len, 1);
   ck_assert_str_eq(x->decided_by, "p5 SNR");
   ck_assert_uint_eq(x->nmisfits, 0);
   fp8_recommendations_free(&r);
@@ -798,7 +801,7 @@ START_TEST(recommendations_rules) {
   bud = (fp8_budgets){0.01, 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
-  ck_assert(x->meets_budget && x->history_len == 16);
+  ck_assert(x->meets_budget && x->key.history_len == 16);
   fp8_recommendations_free(&r);
 
   bud = (fp8_budgets){NAN, 0.01};
@@ -921,7 +924,7 @@ START_TEST(pipeline_on_a_run) {
     }
     const fp8_group_stats *s = &a.stats[i];
     ck_assert_str_eq(f[0], s->group->tensor);
-    ck_assert_str_eq(f[2], s->group->recipe);
+    ck_assert_str_eq(f[2], s->group->key.recipe);
     ck_assert_int_eq(atoll(f[8]), s->steps);
     ck_assert_double_eq_tol(atof(f[15]), s->overflow_rate, 1e-8 * s->overflow_rate + 1e-300);
     ck_assert_double_eq_tol(atof(f[16]), s->underflow_rate, 1e-8 * s->underflow_rate + 1e-300);
@@ -929,7 +932,7 @@ START_TEST(pipeline_on_a_run) {
     double snr_min = atof(f[21]);
     ck_assert_double_eq_tol(s->snr_min, snr_min > 200 ? 200 : snr_min, 1e-6);
     ck_assert(s->snr_min <= s->snr_p5 && s->snr_p5 <= s->snr_median);
-    if (s->group->kind == FP8_KIND_CURRENT) ck_assert_double_eq(s->lag_worst, 0.0);
+    if (s->group->key.kind == FP8_KIND_CURRENT) ck_assert_double_eq(s->lag_worst, 0.0);
     line = end + 1;
   }
   free(sum);

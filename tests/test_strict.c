@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "analysis.h"
-#include "report_internal.h" /* the report's readers, called directly */
+#include "report_internal.h" /* rep_add_gemm, called directly */
+#include "run_json.h"        /* the readers of the run's files, called directly */
+#include "tables.h"
 #include "experiment.h"
 #include "testutil.h"
 #include "trace.h"
@@ -676,35 +678,81 @@ static int open_fds(void) {
   return n - 1;
 }
 
-/* The report's readers close what they open, on success and on every error (gemm.csv's
- * reader never closed its file: libFuzzer's fuzz_gemm_csv ran out of descriptors after about
- * a thousand inputs). Called in this process, 50 times each, so that one lost descriptor per
- * call shows. */
+/* The report's readers (src/results: tables.h, run_json.h) close what they open, on success
+ * and on every error (gemm.csv's reader never closed its file: libFuzzer's fuzz_gemm_csv ran
+ * out of descriptors after about a thousand inputs). Called in this process, 50 times each, so
+ * that one lost descriptor per call shows. */
 START_TEST(report_readers_close_files) {
   run_two();
   put_text("out/gemm.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,"
                            "rel_error\na.fc,fprop,0,d,delayed,1,0,max,0.01\n");
   rep_t *r = calloc(1, sizeof *r);
   ck_assert_ptr_nonnull(r);
-  char outdir[4096];
+  char outdir[4096], gemm[4200], hist[4200];
   snprintf(outdir, sizeof outdir, "%s", in_dir("out"));
+  snprintf(gemm, sizeof gemm, "%s/gemm.csv", outdir);
+  snprintf(hist, sizeof hist, "%s/histograms.csv", outdir);
   r->outdir = outdir;
   char err[1024];
   int before = open_fds(), have = 0;
-  double budget, step_budget;
   for (int i = 0; i < 50; i++) {
     err[0] = 0;
-    /* no configurations loaded: the row names none, an error after the file was read */
-    ck_assert_int_eq(rep_load_gemm(r, &have, err, sizeof err), FP8_EFORMAT);
-    ck_assert_int_eq(rep_check_histograms(r, err, sizeof err), FP8_OK);
-    ck_assert_int_eq(rep_read_run_json(r, &budget, &step_budget, err, sizeof err), FP8_OK);
+    fp8_gemm_table g;
+    ck_assert_int_eq(fp8_gemmcsv_load(gemm, &g, err, sizeof err), FP8_OK);
+    ck_assert_int_eq(g.n, 1);
+    ck_assert_str_eq(g.rows[0].key.recipe, "d");
+    /* no configurations loaded: the row names none */
+    ck_assert_int_eq(rep_add_gemm(r, &g, "gemm.csv", &have, err, sizeof err), FP8_EFORMAT);
+    ck_assert_str_eq(err, "gemm.csv:2: recipe d (delayed) is not a configuration of steps.csv");
+    fp8_gemmcsv_free(&g);
+    fp8_hist_table h;
+    ck_assert_int_eq(fp8_hist_load(hist, &h, err, sizeof err), FP8_OK);
+    fp8_hist_free(&h);
+    fp8_run_record rec;
+    ck_assert_int_eq(fp8_runjson_read(outdir, &rec, err, sizeof err), FP8_OK);
+    fp8_run_record_free(&rec);
   }
   ck_assert_int_eq(open_fds(), before);
   put_text("out/gemm.csv", "layer,gemm\n");
-  for (int i = 0; i < 50; i++) rep_load_gemm(r, &have, err, sizeof err);
+  for (int i = 0; i < 50; i++) {
+    fp8_gemm_table g;
+    ck_assert_int_eq(fp8_gemmcsv_load(gemm, &g, err, sizeof err), FP8_EFORMAT);
+  }
   ck_assert_int_eq(open_fds(), before);
-  rep_free_run_json(r); /* the lists of tensors left out that run.json gave */
   free(r);
+}
+END_TEST
+
+/* The readers of histograms.csv and gemm.csv called directly: a bad line is one message naming
+ * the file and the line, and the table stays empty (safe to free). */
+START_TEST(result_readers_bad_line) {
+  char path[4200], err[1024];
+  snprintf(path, sizeof path, "%s", in_dir("h.csv"));
+  put_text("h.csv", "tensor,step,log2_bin,count\na.fc.input,0,3,7\na.fc.input,0,3\n");
+  fp8_hist_table h;
+  ck_assert_int_eq(fp8_hist_load(path, &h, err, sizeof err), FP8_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "h.csv:3: expected 4 fields, found 3"));
+  ck_assert_int_eq(h.n, 0);
+  fp8_hist_free(&h);
+  put_text("h.csv", "tensor,step,log2_bin,count\na.fc.input,0,3,7\na.fc.input,0,3,2\n");
+  ck_assert_int_eq(fp8_hist_load(path, &h, err, sizeof err), FP8_OK);
+  double counts[FP8_LOG2_HIST_BINS];
+  int lo = 0, n = 0;
+  ck_assert_int_eq(fp8_hist_get(&h, "a.fc.input", 0, counts, &lo, &n), FP8_OK);
+  ck_assert_int_eq(lo, 3);
+  ck_assert_int_eq(n, 1);
+  ck_assert(counts[0] == 2.0); /* a bin listed twice: its last count */
+  ck_assert_int_eq(fp8_hist_get(&h, "a.fc.input", 1, counts, &lo, &n), FP8_EFORMAT);
+  fp8_hist_free(&h);
+  snprintf(path, sizeof path, "%s", in_dir("g.csv"));
+  put_text("g.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
+                    "a.fc,fprop,0,c,current,,,,0.5\na.fc,fprop,0,c,current,1,,,0.5\n");
+  fp8_gemm_table g;
+  ck_assert_int_eq(fp8_gemmcsv_load(path, &g, err, sizeof err), FP8_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "g.csv:3: column history_len: expected an empty field for "
+                                    "non-delayed kinds, found '1'"));
+  ck_assert_int_eq(g.n, 0);
+  fp8_gemmcsv_free(&g);
 }
 END_TEST
 
@@ -918,6 +966,7 @@ static Suite *strict_suite(void) {
   tcase_add_test(tc, report_stream_strict);
   tcase_add_test(tc, report_gemm_strict);
   tcase_add_test(tc, report_readers_close_files);
+  tcase_add_test(tc, result_readers_bad_line);
   tcase_add_test(tc, plot_file_collision);
   tcase_add_test(tc, amax_name_via_run);
   tcase_add_test(tc, escape_rules);

@@ -119,8 +119,8 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
       snr[ns++] = r->snr_db < FP8_ANALYSIS_SNR_CAP_DB ? r->snr_db : FP8_ANALYSIS_SNR_CAP_DB;
     }
     double l = fp8_analysis_scale_lag(r->scale, r->amax, r->format,
-                                      g->kind == FP8_KIND_DELAYED ? r->margin : 0);
-    if (!isnan(l)) lag[nl++] = g->kind == FP8_KIND_DELAYED ? l : 0.0;
+                                      g->key.kind == FP8_KIND_DELAYED ? r->margin : 0);
+    if (!isnan(l)) lag[nl++] = g->key.kind == FP8_KIND_DELAYED ? l : 0.0;
   }
   o->steps = (int64_t)nrow;
   double fin = (double)o->finite;
@@ -184,9 +184,9 @@ int fp8_analysis_stream_series(const fp8_stream_series *s, fp8_group_stats *o) {
     /* steps of this tensor: a step where it did not run (amax 0) is none of its steps */
     if (s->warmup[i] || !(s->amax[i] > 0.0f)) continue;
     o->stream_steps++;
-    o->stream_overflow_steps += fp8_stream_overflowed(s->amax[i], s->scale[i], s->format);
-    o->stream_clipped_steps += fp8_stream_clipped(s->amax[i], s->scale[i], s->format);
-    ov[k] = fp8_overshoot(s->amax[i], s->scale[i], s->format);
+    o->stream_overflow_steps += fp8_stream_overflowed(s->amax[i], s->scale[i], s->key.format);
+    o->stream_clipped_steps += fp8_stream_clipped(s->amax[i], s->scale[i], s->key.format);
+    ov[k] = fp8_overshoot(s->amax[i], s->scale[i], s->key.format);
     if (ov[k] > top) top = ov[k], o->stream_overshoot_step = s->step[i];
     k++;
   }
@@ -207,9 +207,8 @@ int fp8_analysis_add_stream(fp8_analysis *a, const fp8_stream_table *st, char *e
                             size_t errlen) {
   for (size_t i = 0; st && i < a->nstats; i++) {
     const fp8_steps_group *g = a->stats[i].group;
-    if (g->kind != FP8_KIND_DELAYED) continue;
-    const fp8_stream_series *s = fp8_stream_find(st, g->tensor, g->recipe, g->format,
-                                                 g->history_len, g->margin, g->amax_compute);
+    if (g->key.kind != FP8_KIND_DELAYED) continue;
+    const fp8_stream_series *s = fp8_stream_find(st, g->tensor, &g->key);
     if (s && fp8_analysis_stream_series(s, &a->stats[i]) != FP8_OK)
       return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: analysis: out of memory", st->path);
   }
@@ -254,12 +253,9 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
   for (size_t i = 0; i < a->nstats; i++) {
     const fp8_group_stats *s = &a->stats[i];
     const fp8_steps_group *g = s->group;
-    fprintf(fp, "%s,%s,%s,%s,%s,", g->tensor, fp8_role_name(g->role), g->recipe,
-            fp8_recipe_kind_name(g->kind), fp8_format_name(g->format));
-    if (g->kind == FP8_KIND_DELAYED)
-      fprintf(fp, "%d,%d,%s,", (int)g->history_len, (int)g->margin,
-              fp8_amax_compute_name(g->amax_compute));
-    else fputs(",,,", fp);
+    fprintf(fp, "%s,%s,%s,%s,%s,", g->tensor, fp8_role_name(g->role), g->key.recipe,
+            fp8_recipe_kind_name(g->key.kind), fp8_format_name(g->key.format));
+    fp8_config_key_put_delayed_csv(fp, &g->key, 1);
     fprintf(fp, "%lld,", (long long)s->steps);
     const double rates[3] = {s->overflow_rate, s->underflow_rate, s->subnormal_rate};
     for (int k = 0; k < 3; k++) {

@@ -125,6 +125,7 @@
 
 #include "recipe.h" /* fp8_recipe_kind */
 #include "fp8.h"
+#include "config_key.h"
 #include "tables.h" /* fp8_steps_table, fp8_stream_table */
 
 #ifdef __cplusplus
@@ -241,11 +242,8 @@ typedef struct {
   int in_run;                    /**< 0: "current scaling (not in this run)", no configuration */
   int meets_budget;              /**< 1: a delayed configuration within the budget (for role
                                       scope: for at least one tensor) */
-  const char *recipe;            /**< NULL when !in_run */
-  fp8_recipe_kind kind;
-  fp8_format format;             /**< valid when in_run */
-  int32_t history_len, margin;   /**< 0 for current */
-  fp8_amax_compute amax_compute;
+  fp8_config_key key;            /**< the configuration (config_key.h): recipe NULL and format
+                                      unset when !in_run; kind current then */
   const fp8_group_stats *stats;  /**< tensor scope: the chosen group's statistics; else NULL */
   double overflow_rate, snr_median; /**< nan when !in_run */
   /* issue 13: the budgets' quantities and the deciding criterion (role scope: the worst

@@ -49,9 +49,11 @@ static int cmp_smaller(double a, double b) {
 
 /* The delayed tie-breaks: smaller history_len, smaller margin, max before most_recent. */
 static int cmp_delayed_params(const fp8_steps_group *a, const fp8_steps_group *b) {
-  if (a->history_len != b->history_len) return a->history_len < b->history_len ? -1 : 1;
-  if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
-  if (a->amax_compute != b->amax_compute) return a->amax_compute == FP8_AMAX_MAX ? -1 : 1;
+  if (a->key.history_len != b->key.history_len)
+    return a->key.history_len < b->key.history_len ? -1 : 1;
+  if (a->key.margin != b->key.margin) return a->key.margin < b->key.margin ? -1 : 1;
+  if (a->key.amax_compute != b->key.amax_compute)
+    return a->key.amax_compute == FP8_AMAX_MAX ? -1 : 1;
   return 0;
 }
 
@@ -65,8 +67,8 @@ static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_bud
  * nofmt: the format is not compared (the model scope: one hybrid section's configuration spans
  * E4M3 and E5M2 tensors). */
 static int same_line_f(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
-  return a->recipe == b->recipe && (nofmt || a->format == b->format) &&
-         a->history_len == b->history_len && a->amax_compute == b->amax_compute;
+  return fp8_config_key_equal(&a->key, &b->key, FP8_KEY_IGNORE_KIND | FP8_KEY_IGNORE_MARGIN |
+                                          (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
 }
 
 static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
@@ -75,12 +77,7 @@ static int same_line(const fp8_steps_group *a, const fp8_steps_group *b) {
 
 static void set_config(fp8_recommendation *r, const fp8_steps_group *g) {
   r->in_run = 1;
-  r->recipe = g->recipe;
-  r->kind = g->kind;
-  r->format = g->format;
-  r->history_len = g->history_len;
-  r->margin = g->margin;
-  r->amax_compute = g->amax_compute;
+  r->key = g->key;
 }
 
 static void set_values(fp8_recommendation *r, const fp8_group_stats *s) {
@@ -94,12 +91,7 @@ static void set_values(fp8_recommendation *r, const fp8_group_stats *s) {
 }
 
 static const char *config_words(const fp8_steps_group *g, char *buf, size_t len) {
-  if (g->kind == FP8_KIND_DELAYED)
-    snprintf(buf, len, "delayed scaling (recipe %s; %s; history_len %d; margin %d; %s)", g->recipe,
-             fp8_format_name(g->format), (int)g->history_len, (int)g->margin,
-             fp8_amax_compute_name(g->amax_compute));
-  else snprintf(buf, len, "current scaling (recipe %s; %s)", g->recipe, fp8_format_name(g->format));
-  return buf;
+  return fp8_config_key_label(&g->key, FP8_KEY_LABEL_WORDS, buf, len);
 }
 
 /* ------------------------------------------------------------------ tensor scope */
@@ -120,11 +112,11 @@ static int cmp_candidate(const fp8_group_stats *a, const fp8_group_stats *b, con
 static int smallest_fitting(const fp8_group_stats *st, size_t lo, size_t hi, size_t i,
                             const fp8_budgets *b) {
   const fp8_steps_group *g = st[i].group;
-  if (g->kind != FP8_KIND_DELAYED || !fits(&st[i], b)) return 0;
+  if (g->key.kind != FP8_KIND_DELAYED || !fits(&st[i], b)) return 0;
   for (size_t k = lo; k < hi; k++) {
     const fp8_steps_group *h = st[k].group;
-    if (k != i && h->kind == FP8_KIND_DELAYED && same_line(g, h) && h->margin < g->margin &&
-        fits(&st[k], b))
+    if (k != i && h->key.kind == FP8_KIND_DELAYED && same_line(g, h) &&
+        h->key.margin < g->key.margin && fits(&st[k], b))
       return 0;
   }
   return 1;
@@ -138,11 +130,11 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &st[i];
     const fp8_steps_group *g = s->group;
-    if (g->kind == FP8_KIND_CURRENT) {
+    if (g->key.kind == FP8_KIND_CURRENT) {
       if (!cur || cmp_larger(s->snr_p5, cur->snr_p5) < 0) cur = s;
       continue;
     }
-    if (g->kind != FP8_KIND_DELAYED) continue;
+    if (g->key.kind != FP8_KIND_DELAYED) continue;
     ndelayed++;
     if (!isnan(s->clipped_rate) && !(s->clipped_rate >= min_clip)) min_clip = s->clipped_rate;
     nfit += fits(s, b);
@@ -187,7 +179,7 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
   else
     snprintf(why, sizeof why, "no delayed configuration fits the budgets %g of the values and %g "
              "of the steps (the lowest delayed clipped rate is %.3g)", b->value, b->step, min_clip);
-  r->kind = FP8_KIND_CURRENT;
+  r->key.kind = FP8_KIND_CURRENT;
   if (cur) {
     set_config(r, cur->group);
     set_values(r, cur);
@@ -208,18 +200,17 @@ typedef struct {
 } gref;
 
 static int same_setting(const fp8_steps_group *a, const fp8_steps_group *b, int nofmt) {
-  return same_line_f(a, b, nofmt) && a->margin == b->margin;
+  return fp8_config_key_equal(&a->key, &b->key,
+                              FP8_KEY_IGNORE_KIND | (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
 }
 
+/* By key (recipe, format, history_len, amax_compute, then margin: a line's margins adjacent and
+ * ascending, best_setting), then first appearance. */
 static int cmp_gref_key(const void *x, const void *y, int nofmt) {
   const fp8_steps_group *a = ((const gref *)x)->s->group, *b = ((const gref *)y)->s->group;
-  int c = strcmp(a->recipe, b->recipe);
+  int c = fp8_config_key_cmp(&a->key, &b->key,
+                             FP8_KEY_IGNORE_KIND | (nofmt ? FP8_KEY_IGNORE_FORMAT : 0));
   if (c) return c;
-  if (!nofmt && a->format != b->format) return a->format < b->format ? -1 : 1;
-  /* a line's margins adjacent and ascending (best_setting) */
-  if (a->history_len != b->history_len) return a->history_len < b->history_len ? -1 : 1;
-  if (a->amax_compute != b->amax_compute) return a->amax_compute == FP8_AMAX_MAX ? -1 : 1;
-  if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
   size_t i = ((const gref *)x)->gi, j = ((const gref *)y)->gi;
   return i < j ? -1 : i > j;
 }
@@ -275,7 +266,7 @@ static int cmp_setting(const setting *a, const setting *b, int by_covers, const 
   c = cmp_smaller(a->mean_under, b->mean_under);
   if (c) return *why = "underflow rate", c;
   *why = "parameters";
-  if (a->g->kind == FP8_KIND_DELAYED) {
+  if (a->g->key.kind == FP8_KIND_DELAYED) {
     c = cmp_delayed_params(a->g, b->g);
     if (c) return c;
   }
@@ -338,7 +329,8 @@ static char *misfit_list(const fp8_analysis *a, int role, const setting *d, cons
     int fit = 0;
     for (; hi < a->nstats && a->stats[hi].group->tensor == name; hi++) {
       const fp8_group_stats *s = &a->stats[hi];
-      if (s->group->kind == FP8_KIND_DELAYED && same_setting(s->group, d->g, nofmt) && fits(s, b))
+      if (s->group->key.kind == FP8_KIND_DELAYED && same_setting(s->group, d->g, nofmt) &&
+          fits(s, b))
         fit = 1;
     }
     if ((role < 0 || (int)a->stats[lo].group->role == role) && !fit) {
@@ -372,7 +364,8 @@ static int format_lists(const fp8_analysis *a) {
   for (size_t i = 0; i < a->nstats; i++)
     for (size_t k = i + 1; k < a->nstats && a->stats[k].group->tensor == a->stats[i].group->tensor; k++) {
       const fp8_steps_group *g = a->stats[i].group, *h = a->stats[k].group;
-      if (g->kind == FP8_KIND_DELAYED && h->kind == FP8_KIND_DELAYED && same_setting(g, h, 1))
+      if (g->key.kind == FP8_KIND_DELAYED && h->key.kind == FP8_KIND_DELAYED &&
+          same_setting(g, h, 1))
         return 1;
     }
   return 0;
@@ -391,8 +384,8 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
     if (role >= 0 && (int)g->role != role) continue;
     if (g->tensor != last) ntensors++; /* groups are sorted by tensor */
     last = g->tensor;
-    if (g->kind == FP8_KIND_DELAYED) dl[nd++] = (gref){&a->stats[i], i};
-    else if (g->kind == FP8_KIND_CURRENT) cl[nc++] = (gref){&a->stats[i], i};
+    if (g->key.kind == FP8_KIND_DELAYED) dl[nd++] = (gref){&a->stats[i], i};
+    else if (g->key.kind == FP8_KIND_CURRENT) cl[nc++] = (gref){&a->stats[i], i};
   }
   *any = ntensors > 0;
   if (!ntensors) return FP8_OK;
@@ -434,7 +427,7 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
   if (nd == 0) snprintf(why, sizeof why, "no delayed configuration in this run for %stensors", rn);
   else
     snprintf(why, sizeof why, "no delayed configuration fits the budgets for any %stensor", rn);
-  r->kind = FP8_KIND_CURRENT;
+  r->key.kind = FP8_KIND_CURRENT;
   const char *unused;
   setting c = best_setting(cl, nc, b, 0, nofmt, 0, &found, &unused);
   r->decided_by = "fallback";
@@ -527,13 +520,10 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
     fputs(c->scope == FP8_REC_TENSOR ? "tensor," : c->scope == FP8_REC_ROLE ? "role," : "model,", fp);
     ana_put_text(fp, c->name);
     fputc(',', fp);
-    if (c->in_run) ana_put_text(fp, c->recipe);
-    fprintf(fp, ",%s,%s,", fp8_recipe_kind_name(c->kind),
-            c->in_run ? fp8_format_name(c->format) : "");
-    if (c->in_run && c->kind == FP8_KIND_DELAYED)
-      fprintf(fp, "%d,%d,%s,", (int)c->history_len, (int)c->margin,
-              fp8_amax_compute_name(c->amax_compute));
-    else fputs(",,,", fp);
+    if (c->in_run) ana_put_text(fp, c->key.recipe);
+    fprintf(fp, ",%s,%s,", fp8_recipe_kind_name(c->key.kind),
+            c->in_run ? fp8_format_name(c->key.format) : "");
+    fp8_config_key_put_delayed_csv(fp, &c->key, c->in_run);
     if (c->in_run) {
       fp8_csv_put_num(fp, c->overflow_rate);
       fputc(',', fp);

@@ -3,10 +3,11 @@
  * together around the questions users ask: which tensors overflow under delayed scaling, when
  * and for how long, how stale the delayed scale is after a spike, and which setting to use.
  *
- * This file runs the steps in order, over the state of report_internal.h: the result files
- * are read (steps.csv by stepscsv.c, the others by report_read.c), the story is chosen
- * (report_select.c), the plots drawn (report_plots.c) and the text written (report_text.c);
- * run.json's list of outputs then names the report's files too (report_outputs.c).
+ * This file runs the steps in order, over the state of report_internal.h: the load step
+ * (report_load.c: every result file read and checked by src/results' readers, the statistics
+ * and the story chosen, report_select.c), then the analysis CSVs, the plots (report_plots.c)
+ * and the text (report_text.c), all from what was loaded; run.json's list of outputs then names
+ * the report's files too (report_outputs.c).
  */
 #include "report.h"
 
@@ -14,16 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h> /* access */
 
 #include "analysis.h"
 #include "plot.h"
 #include "doc.h"
 #include "outfile.h"
 #include "report_internal.h"
-#include "results.h" /* fp8_schema_steps */
 #include "run_folder.h"  /* the in-progress marker */
-#include "trace.h"   /* fp8_tensor_files_distinct */
 
 /* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
  * own thread, while the results are read and analysed: nothing else draws until it is joined,
@@ -51,59 +49,13 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
     return rc;
   pthread_t warm;
   int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
-  double budget_json, step_json;
-  rc = rep_read_run_json(&r, &budget_json, &step_json, err, errlen);
+  /* every input read and checked, the statistics and the story computed: the rest only puts
+   * out what this loaded */
+  rc = rep_load(&r, opt, err, errlen);
   if (rc) goto done;
-  r.budget = opt && opt->overflow_budget >= 0 ? opt->overflow_budget
-           : budget_json >= 0                 ? budget_json
-                                              : FP8_ANALYSIS_OVERFLOW_BUDGET;
-  r.budgets.value = r.budget;
-  r.budgets.step = opt && opt->step_budget >= 0 ? opt->step_budget
-                 : step_json >= 0               ? step_json
-                                                : FP8_ANALYSIS_STEP_BUDGET;
-
-  snprintf(path, sizeof path, "%s/%s", outdir, fp8_schema_steps.file);
-  rc = fp8_steps_load(path, &r.tab, err, errlen);
-  if (rc) goto done;
-  r.have_tab = 1;
-  if (r.tab.nrows == 0) {
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
-    goto done;
-  }
-  /* distinct tensors, distinct plot files (fp8lab run checks it too; a steps.csv by hand) */
-  rc = fp8_tensor_files_distinct(r.tab.tensors, r.tab.ntensors, path, err, errlen);
-  if (rc) goto done;
-  rc = rep_check_histograms(&r, err, errlen);
-  if (rc) goto done;
-  rc = fp8_analysis_compute(&r.tab, &r.an, err, errlen);
-  if (rc) goto done;
-  r.have_an = 1;
-  /* stream.csv: every step of the delayed configurations (absent: a run without delayed
-   * configurations, or one written before it existed; the step budget then uses the
-   * snapshot rows) */
-  snprintf(path, sizeof path, "%s/%s", outdir, fp8_schema_stream.file);
-  if (access(path, F_OK) == 0) {
-    rc = fp8_stream_load(path, &r.stream, err, errlen);
-    if (rc) goto done;
-    r.have_stream = 1;
-    rc = fp8_analysis_add_stream(&r.an, &r.stream, err, errlen);
-    if (rc) goto done;
-  }
   rc = fp8_analysis_write(&r.an, outdir, err, errlen);
   if (rc) goto done;
-  rc = fp8_analysis_recommend(&r.an, &r.budgets, &r.rec, err, errlen);
-  if (rc) goto done;
-  r.have_rec = 1;
   rc = fp8_recommend_write(&r.rec, outdir, err, errlen);
-  if (rc) goto done;
-  rc = rep_build_configs(&r);
-  if (rc) {
-    fp8_errorf(rc, err, errlen, "out of memory");
-    goto done;
-  }
-  rep_find_spike(&r);
-  int have_gemm = 0;
-  rc = rep_load_gemm(&r, &have_gemm, err, errlen);
   if (rc) goto done;
 
   /* plots */
@@ -115,9 +67,9 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   else (void)warm_up_plots(&warm_rc);
   warming = 0;
   int maxt = opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
-  rc = rep_draw_plots(&r, maxt, have_gemm, opt ? opt->procs : 0, err, errlen);
+  rc = rep_draw_plots(&r, &r.charts, maxt, opt ? opt->procs : 0, err, errlen);
   if (rc) goto done;
-  sum->nplots = r.nplots;
+  sum->nplots = r.charts.nplots;
 
   /* report.md in the output dir, the notebook in <outdir>/notebooks_export/ */
   rc = rep_write_advice(&r, err, errlen);
@@ -131,7 +83,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   rc = fp8_mkdir_p(path, err, errlen);
   if (rc) goto done;
   char nbname[300];
-  snprintf(nbname, sizeof nbname, "%s.ipynb", r.name);
+  snprintf(nbname, sizeof nbname, "%s.ipynb", r.run.name);
   rc = fp8_doc_write_notebook(nb, path, nbname, err, errlen);
   if (rc) goto done;
   snprintf(sum->report_md, sizeof sum->report_md, "%s/report.md", outdir);
@@ -142,15 +94,7 @@ done:
   if (warming) pthread_join(warm, NULL);
   fp8_doc_free(md);
   fp8_doc_free(nb);
-  for (size_t c = 0; r.cfgs && c < r.ncfg; c++)
-    for (int g = 0; g < 3; g++) free(r.cfgs[c].gemm[g]);
-  free(r.cfgs);
-  free(r.gcfg);
-  if (r.have_rec) fp8_recommendations_free(&r.rec);
-  if (r.have_an) fp8_analysis_free(&r.an);
-  if (r.have_tab) fp8_steps_free(&r.tab);
-  if (r.have_stream) fp8_stream_free(&r.stream);
-  rep_free_run_json(&r);
+  rep_free(&r);
   fp8_rundir_unlock(lock_fd);
   return rc;
 }

@@ -6,8 +6,6 @@
  * from the CSVs. */
 #include "report_internal.h"
 
-#include <jansson.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,23 +39,24 @@ static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const 
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &r->an.stats[i];
     const fp8_steps_group *g = s->group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
-        g->history_len != x->history_len || g->amax_compute != x->amax_compute ||
-        g->margin <= x->margin || !fits(s, &r->rec.budgets))
+    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
+        g->key.history_len != x->key.history_len || g->key.amax_compute != x->key.amax_compute ||
+        g->key.margin <= x->key.margin || !fits(s, &r->rec.budgets))
       continue;
-    if (best < 0 || g->margin < best) best = g->margin;
+    if (best < 0 || g->key.margin < best) best = g->key.margin;
   }
   return best;
 }
 
 /* The largest margin the sweep tried on x's line. */
 static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
-  int32_t m = x->margin;
+  int32_t m = x->key.margin;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind == FP8_KIND_DELAYED && strcmp(g->recipe, x->recipe) == 0 &&
-        g->history_len == x->history_len && g->amax_compute == x->amax_compute && g->margin > m)
-      m = g->margin;
+    if (g->key.kind == FP8_KIND_DELAYED && strcmp(g->key.recipe, x->key.recipe) == 0 &&
+        g->key.history_len == x->key.history_len && g->key.amax_compute == x->key.amax_compute &&
+        g->key.margin > m)
+      m = g->key.margin;
   }
   return m;
 }
@@ -67,17 +66,17 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->kind != FP8_KIND_DELAYED || strcmp(g->recipe, x->recipe) != 0 ||
-        g->history_len != x->history_len || g->margin != x->margin ||
-        g->amax_compute != x->amax_compute)
+    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
+        g->key.history_len != x->key.history_len || g->key.margin != x->key.margin ||
+        g->key.amax_compute != x->key.amax_compute)
       continue;
-    e4 |= g->format == FP8_E4M3;
-    e5 |= g->format == FP8_E5M2;
+    e4 |= g->key.format == FP8_E4M3;
+    e5 |= g->key.format == FP8_E5M2;
   }
   return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
 }
 
-static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
+static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
   fp8_doc_markdownf(d, "It is not enough for %zu tensor%s. For each, what fits it: the smallest "
                     "larger margin at the same history length that this sweep tried, else current "
                     "scaling (Float8CurrentScaling) for that module:", x->nmisfits,
@@ -103,7 +102,7 @@ static void answer_misfits(rep_t *r, fp8_doc *d, const fp8_recommendation *x, in
 }
 
 /* The model setting under budgets scaled by f (both). */
-static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
+static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f};
   if (b.step > 1.0) b.step = 1.0;
   if (b.value > 1.0) b.value = 1.0;
@@ -114,11 +113,11 @@ static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
   char c[4][96];
   snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
   if (f == 1.0) strcat(c[0], "** (this report)");
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
     snprintf(c[1], sizeof c[1], "none: current scaling");
   else
-    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->history_len, (int)x->margin,
-             fp8_amax_compute_name(x->amax_compute));
+    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len,
+             (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
   snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
   size_t ncur = 0;
   for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
@@ -132,7 +131,7 @@ static int sensitivity_row(rep_t *r, fp8_doc *d, double f) {
 /* A mixed recipe (one label, sections by tensor: e.g. advice.ini's) confirmed or not: the
  * tensors whose own section fits the budgets (current scaling always does: the budgets do not
  * apply to it). */
-static void answer_mixed(rep_t *r, fp8_doc *d) {
+static void answer_mixed(const rep_t *r, fp8_doc *d) {
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *m = &r->cfgs[c];
     if (!m->mixed) continue;
@@ -141,20 +140,20 @@ static void answer_mixed(rep_t *r, fp8_doc *d) {
       if (r->gcfg[g] != c) continue;
       const fp8_group_stats *s = &r->an.stats[g];
       n++;
-      fit += s->group->kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
+      fit += s->group->key.kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
     }
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
                       "**%lld of %lld tensors** within the budgets (current scaling counts as "
-                      "within: the budgets do not apply to it)%s.", m->recipe, (long long)fit,
+                      "within: the budgets do not apply to it)%s.", m->key.recipe, (long long)fit,
                       (long long)n, fit == n ? ": the advice holds on this replay" : "");
   }
 }
 
-void rep_add_answer(rep_t *r, fp8_doc *d) {
+void rep_add_answer(const rep_t *r, fp8_doc *d) {
   const fp8_recommendation *x = model_rec(&r->rec);
   fp8_doc_heading(d, 2, "The answer");
   answer_mixed(r, d);
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget) {
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget) {
     fp8_doc_markdownf(d, "No delayed-scaling setting of this sweep fits the budgets (%.3g of the "
                       "values clipped at the snapshot steps, the largest element clipped at %.3g of "
                       "the steps) for any tensor: use current scaling (Float8CurrentScaling), or "
@@ -165,8 +164,8 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
                     "takes one history length and one margin for every tensor):");
   fp8_doc_markdownf(d, "```python\nrecipe = DelayedScaling(fp8_format=Format.%s, amax_history_len=%d, "
                     "margin=%d, amax_compute_algo=\"%s\")\n```",
-                    te_format(r, x), (int)x->history_len, (int)x->margin,
-                    fp8_amax_compute_name(x->amax_compute));
+                    te_format(r, x), (int)x->key.history_len, (int)x->key.margin,
+                    fp8_amax_compute_name(x->key.amax_compute));
   const char *why = x->decided_by ? x->decided_by : "";
   const char *words = strcmp(why, "fits") == 0 ? "no other setting fits as many"
                     : strcmp(why, "p5 SNR") == 0
@@ -198,14 +197,16 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
                         "advice.ini` replays it to confirm.");
   int32_t mmax = largest_margin(r, x);
   if (binding)
-    fp8_doc_markdownf(d, "Not tried: margins above %d at history_len %d (the largest this sweep "
-                      "tried was binding); the %d tensor%s above that need current scaling might fit "
-                      "margin %d: add it to the sweep to find out.", (int)mmax, (int)x->history_len,
-                      binding, binding == 1 ? "" : "s", (int)mmax + 1);
-  else if (x->margin == mmax)
+    fp8_doc_markdownf(
+        d,
+        "Not tried: margins above %d at history_len %d (the largest this sweep "
+        "tried was binding); the %d tensor%s above that need current scaling might fit "
+        "margin %d: add it to the sweep to find out.",
+        (int)mmax, (int)x->key.history_len, binding, binding == 1 ? "" : "s", (int)mmax + 1);
+  else if (x->key.margin == mmax)
     fp8_doc_markdownf(d, "Not tried: the recommended margin %d is the largest this sweep tried at "
                       "history_len %d; a larger one would only add headroom.", (int)mmax,
-                      (int)x->history_len);
+                      (int)x->key.history_len);
   fp8_doc_markdown(d, "Per-role and per-tensor detail: [Recommendations per role and per "
                       "tensor](#recommendations-per-role-and-per-tensor) (a per-role setting cannot be "
                       "expressed in one DelayedScaling recipe).");
@@ -215,32 +216,25 @@ void rep_add_answer(rep_t *r, fp8_doc *d) {
 
 /* The [trace] section of the run (from run.json): the same trace, synth or a folder. */
 static void put_trace(FILE *fp, const rep_t *r) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/run.json", r->outdir);
-  json_error_t jerr;
-  json_t *j = json_load_file(path, 0, &jerr), *tr = json_object_get(j, "trace");
-  const char *preset = json_string_value(json_object_get(tr, "synth_preset"));
-  const char *tp = json_string_value(json_object_get(tr, "path"));
+  const fp8_run_record *run = &r->run;
   fputs("[trace]\n", fp);
-  if (preset)
-    fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", preset,
-            (long long)json_integer_value(json_object_get(tr, "synth_steps")),
-            (long long)json_integer_value(json_object_get(tr, "synth_seed")));
+  if (run->synth_preset)
+    fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", run->synth_preset,
+            (long long)run->synth_steps, (long long)run->synth_seed);
   else
-    fprintf(fp, "path = %s\n", tp ? tp : "(the trace of this run)");
-  json_decref(j);
+    fprintf(fp, "path = %s\n", run->trace_path ? run->trace_path : "(the trace of this run)");
 }
 
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
                         const char *fmt) {
   fprintf(fp, "\n[recipe.%s]\nlabel = advice\nkind = delayed\nformat = %s\nhistory_len = %d\n"
-          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->history_len, (int)margin,
-          fp8_amax_compute_name(x->amax_compute));
+          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->key.history_len, (int)margin,
+          fp8_amax_compute_name(x->key.amax_compute));
 }
 
 int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   const fp8_recommendation *x = model_rec(&r->rec);
-  if (!x || !x->in_run || x->kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
     return FP8_OK;
   int32_t *rem = malloc(x->nmisfits * sizeof *rem);
   if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -282,11 +276,11 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
       if (rem[i] == rem[k]) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
     fputc('\n', fp);
   }
-  put_delayed(fp, "advice_rest", x, x->margin, fmt);
+  put_delayed(fp, "advice_rest", x, x->key.margin, fmt);
   fputs("; no tensors key: every tensor the sections above leave\n", fp);
   fprintf(fp, "\n[recipe.one_recipe]\nkind = delayed\nformat = %s\nhistory_len = %d\nmargin = %d\n"
-          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->history_len,
-          (int)x->margin, fp8_amax_compute_name(x->amax_compute));
+          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->key.history_len,
+          (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
   free(rem);
   rc = fp8_outfile_commit(&of, err, errlen);
   if (!rc) r->wrote_advice = 1;

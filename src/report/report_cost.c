@@ -7,7 +7,7 @@
 #include "report_internal.h"
 
 void rep_add_cost(const rep_t *r, fp8_doc *d) {
-  if (!r->have_tl) return;
+  if (!r->run.has_model_shape) return;
   fp8_tl_device dev;
   fp8_tl_device_builtin("h200", &dev);
   fp8_doc_heading(d, 2, "Cost per step (model)");
@@ -20,8 +20,9 @@ void rep_add_cost(const rep_t *r, fp8_doc *d) {
                     "update, or waiting for them, or (current) in the extra amax pass and scale "
                     "before every cast. `fp8lab timeline <trace>` measures it on a GPU; "
                     "docs/overlap.md explains the modes.",
-                    r->tl.nlinears, (long long)r->tl.layers, r->tl.layers == 1 ? "" : "s",
-                    (long long)r->tl.world, r->tl.world == 1 ? "" : "s", (int)r->tl.history_len);
+                    r->run.model_shape.nlinears, (long long)r->run.model_shape.layers,
+                    r->run.model_shape.layers == 1 ? "" : "s", (long long)r->run.model_shape.world,
+                    r->run.model_shape.world == 1 ? "" : "s", (int)r->run.model_shape.history_len);
   static const char *const hdr[] = {"mode", "step (ms)", "bookkeeping exposed (us)", "share",
                                     "memory traffic (GB)", "kernel launches", "all-reduces"};
   fp8_doc_table_begin(d, 7, hdr, "lrrrrrr");
@@ -29,8 +30,9 @@ void rep_add_cost(const rep_t *r, fp8_doc *d) {
     fp8_tl_plan p;
     fp8_tl_totals t;
     char err[256], c[6][48];
-    if (fp8_tl_plan_build(&r->tl, (fp8_tl_mode)m, &p, err, sizeof err) != FP8_OK) return;
-    int rc = fp8_tl_model_run(&p, &r->tl, &dev, NULL, &t, err, sizeof err);
+    if (fp8_tl_plan_build(&r->run.model_shape, (fp8_tl_mode)m, &p, err, sizeof err) != FP8_OK)
+      return;
+    int rc = fp8_tl_model_run(&p, &r->run.model_shape, &dev, NULL, &t, err, sizeof err);
     fp8_tl_plan_free(&p);
     if (rc) return;
     snprintf(c[0], sizeof c[0], "%.3f", t.step_us / 1e3);

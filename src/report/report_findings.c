@@ -44,14 +44,14 @@ static void worst_add(ref_totals *t, double ov, size_t g, int64_t step) {
 static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
   const fp8_steps_group *gr = &r->tab.groups[g];
   const fp8_group_stats *s = &r->an.stats[g];
-  const fp8_stream_series *ser = rep_series_of(r, g);
+  const fp8_stream_series *ser = r->series[g];
   int64_t ovf = 0, clip = 0;
   if (ser) {
     for (size_t i = 0; i < ser->n; i++) {
       if (ser->warmup[i] || !(ser->amax[i] > 0.0f)) continue;
-      double ov = fp8_overshoot(ser->amax[i], ser->scale[i], ser->format);
-      int o = fp8_stream_overflowed(ser->amax[i], ser->scale[i], ser->format);
-      int c = fp8_stream_clipped(ser->amax[i], ser->scale[i], ser->format);
+      double ov = fp8_overshoot(ser->amax[i], ser->scale[i], ser->key.format);
+      int o = fp8_stream_overflowed(ser->amax[i], ser->scale[i], ser->key.format);
+      int c = fp8_stream_clipped(ser->amax[i], ser->scale[i], ser->key.format);
       ovf += o;
       clip += c;
       if (o) bin_add(t, c, ov);
@@ -89,7 +89,8 @@ static ref_totals ref_totals_of(const rep_t *r) {
   return t;
 }
 
-static void findings_reference(rep_t *r, fp8_doc *d, const ref_totals *t, int64_t snap_steps) {
+static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
+                               int64_t snap_steps) {
   const cfg_t *ref = &r->cfgs[r->ref];
   char over[256];
   if (r->have_stream)
@@ -120,7 +121,7 @@ static void findings_reference(rep_t *r, fp8_doc *d, const ref_totals *t, int64_
 
 /* ------------------------------------------------------------------ warm-up, rounding */
 
-static void findings_warmup(rep_t *r, fp8_doc *d) {
+static void findings_warmup(const rep_t *r, fp8_doc *d) {
   int64_t rows = 0, under = 0, clip = 0, steps[6];
   size_t nsteps = 0;
   for (size_t i = 0; i < r->tab.nrows; i++) {
@@ -140,9 +141,9 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
     n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", k ? ", " : "", (long long)steps[k]);
   if (nsteps > 5) snprintf(list + n, sizeof list - n, ", ...");
   char who[300];
-  if (r->warmup_override >= 0)
+  if (r->run.warmup_steps >= 0)
     snprintf(who, sizeof who, "the first %lld steps of the replay (`[analysis] warmup_steps = "
-             "%lld`)", (long long)r->warmup_override, (long long)r->warmup_override);
+             "%lld`)", (long long)r->run.warmup_steps, (long long)r->run.warmup_steps);
   else
     snprintf(who, sizeof who, "each tensor's steps before a non-zero amax entered its history "
              "(here step%s %s), where delayed scaling's scale is still 1 (the same steps for every "
@@ -154,7 +155,7 @@ static void findings_warmup(rep_t *r, fp8_doc *d) {
 }
 
 /* Current scaling's one "overflow" per step: amax * RN32(max / amax) a hair above the max. */
-static void findings_rounding(rep_t *r, fp8_doc *d) {
+static void findings_rounding(const rep_t *r, fp8_doc *d) {
   if (r->cur < 0 || !r->tab.has_clipped) return; /* without the column nothing tells them apart */
   int64_t rows = 0, hair = 0;
   for (size_t i = 0; i < r->tab.nrows; i++) {
@@ -168,12 +169,12 @@ static void findings_rounding(rep_t *r, fp8_doc *d) {
                     "clipped: the tensor's amax times RN32(max/amax) rounds a hair above the max, and "
                     "the cast saturates it with an error under half an FP8 ulp. Such rounding "
                     "overflows are not counted as clipped anywhere in this report.",
-                    r->cfgs[r->cur].recipe, (long long)hair, (long long)rows);
+                    r->cfgs[r->cur].key.recipe, (long long)hair, (long long)rows);
 }
 
 /* ------------------------------------------------------------------ the worst event */
 
-static void findings_spike(rep_t *r, fp8_doc *d) {
+static void findings_spike(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   const fp8_step_row *row = &r->tab.rows[r->spike_row];
   const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
@@ -205,7 +206,7 @@ static void findings_spike(rep_t *r, fp8_doc *d) {
 }
 
 /* How long the spike tensor's scale stayed stale (snapshot rows after the spike). */
-static void findings_after_spike(rep_t *r, fp8_doc *d) {
+static void findings_after_spike(const rep_t *r, fp8_doc *d) {
   const fp8_step_row *srow = &r->tab.rows[r->spike_row];
   const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
   int64_t stale = 0, until = -1, n_after = 0, uf_after = 0, fin_after = 0, uf_before = 0,
@@ -244,7 +245,7 @@ static void findings_after_spike(rep_t *r, fp8_doc *d) {
 
 /* ------------------------------------------------------------------ tables */
 
-static void findings_roles(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
+static void findings_roles(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   fp8_doc_markdownf(d, "By role, under %s (%s):", r->cfgs[r->ref].label,
                     r->have_stream ? "every step of the replay" : "the snapshot steps");
   const char *hdr[] = {"role", "tensors", "with an overflowed step", "with a clipped step",
@@ -290,7 +291,7 @@ static int64_t steps_ran(const rep_t *r, size_t g) {
   return n;
 }
 
-static void findings_table(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
+static void findings_table(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   fp8_doc_markdownf(d, "Tensors whose largest element overflowed under %s, most clipped steps first:",
                     r->cfgs[r->ref].label);
   const char *hdr[] = {"tensor", "role", "steps overflowed", "steps clipped",
@@ -315,7 +316,7 @@ static void findings_table(rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   if (nov > MAX_TABLE) fp8_doc_markdownf(d, "... and %zu more (see analysis.csv).", nov - MAX_TABLE);
 }
 
-static void findings_overshoot(rep_t *r, fp8_doc *d, const ref_totals *t) {
+static void findings_overshoot(const rep_t *r, fp8_doc *d, const ref_totals *t) {
   (void)r;
   if (!t->ovf_steps) return;
   fp8_doc_markdownf(d, "How far past the max the %lld overflowed tensor-steps went: %lld only by "
@@ -326,7 +327,7 @@ static void findings_overshoot(rep_t *r, fp8_doc *d, const ref_totals *t) {
 }
 
 /* Staleness: the worst scale lag of the reference configuration. */
-static void findings_lag(rep_t *r, fp8_doc *d) {
+static void findings_lag(const rep_t *r, fp8_doc *d) {
   double worst = 0;
   ptrdiff_t wg = -1;
   for (size_t g = 0; g < r->tab.ngroups; g++)
@@ -344,7 +345,7 @@ static void findings_lag(rep_t *r, fp8_doc *d) {
                       worst, r->tab.groups[wg].tensor, r->an.stats[wg].lag_median);
 }
 
-void rep_add_findings(rep_t *r, fp8_doc *d) {
+void rep_add_findings(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Findings");
   if (r->ref < 0) {
     fp8_doc_markdown(d, "This run has no delayed-scaling configuration: there is nothing to compare.");
@@ -364,12 +365,8 @@ void rep_add_findings(rep_t *r, fp8_doc *d) {
     findings_spike(r, d);
     findings_after_spike(r, d);
   }
-  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
-  if (!ov) return;
-  size_t nov = rep_overflowing(r, ov);
-  findings_roles(r, d, ov, nov);
-  if (nov) findings_table(r, d, ov, nov);
+  findings_roles(r, d, r->ov, r->nov);
+  if (r->nov) findings_table(r, d, r->ov, r->nov);
   findings_overshoot(r, d, &t);
   findings_lag(r, d);
-  free(ov);
 }

@@ -229,7 +229,7 @@ static int fill(char *out, size_t n, const char *src, const char *name, const ch
   return 1;
 }
 
-void rep_add_notebook(rep_t *r, fp8_doc *d, const char *csv_prefix) {
+void rep_add_notebook(const rep_t *r, fp8_doc *d, const char *csv_prefix) {
   fp8_doc_set_target(d, FP8_DOC_NOTEBOOK);
   fp8_doc_heading(d, 2, "Explore the data");
   fp8_doc_markdown(d, "The cells below load the run's CSV files with pandas and answer a few questions: "
@@ -244,6 +244,6 @@ void rep_add_notebook(rep_t *r, fp8_doc *d, const char *csv_prefix) {
    * the prefix a few) fit: no allocation, so nothing to fail here but the appends */
   char code[16384];
   for (size_t i = 0; i < sizeof CELLS / sizeof *CELLS; i++)
-    if (fill(code, sizeof code, CELLS[i], r->name, csv_prefix)) fp8_doc_code(d, code);
+    if (fill(code, sizeof code, CELLS[i], r->run.name, csv_prefix)) fp8_doc_code(d, code);
   fp8_doc_set_target(d, FP8_DOC_BOTH);
 }

@@ -3,7 +3,8 @@
  * among forked processes (rep_draw_plots). The charts are in report_plots_stream.c (amax
  * timelines, overshoot heatmaps), report_plots_steps.c (dynamic range, SNR over steps) and
  * report_plots_configs.c (history x margin heatmaps, per-configuration bars, GEMM error), their
- * helpers in report_plots_util.c. What they show was chosen by report_select.c. */
+ * helpers inline in report_plots_internal.h. What they show was chosen by report_load.c and
+ * report_select.c; nothing here reads a file of the run. */
 #include "report_plots_internal.h"
 
 #include <dirent.h>
@@ -50,10 +51,10 @@ static int single_threaded(void) {
 /* Forks the children that share the drawing (rep_draw_plots). In a child: its rank, its
  * charts only, the write end of its pipe. A child that cannot be forked leaves its charts to
  * this process. */
-static void spawn_children(rep_t *r) {
+static void spawn_children(rep_charts *drawn) {
   fflush(NULL); /* nothing buffered is written twice */
   pid_t parent = getpid();
-  for (int k = 1; k < r->nprocs; k++) {
+  for (int k = 1; k < drawn->nprocs; k++) {
     int p[2];
     if (pipe(p) != 0) continue;
     pid_t pid = fork();
@@ -73,18 +74,18 @@ static void spawn_children(rep_t *r) {
 #endif
       close(p[0]);
       for (int j = 1; j < k; j++)
-        if (r->pid[j] > 0) close(r->fd[j]);
-      memset(r->pid, 0, sizeof r->pid);
-      memset(r->mine, 0, sizeof r->mine);
-      r->mine[k] = 1;
-      r->rank = k;
-      r->status_fd = p[1];
+        if (drawn->pid[j] > 0) close(drawn->fd[j]);
+      memset(drawn->pid, 0, sizeof drawn->pid);
+      memset(drawn->mine, 0, sizeof drawn->mine);
+      drawn->mine[k] = 1;
+      drawn->rank = k;
+      drawn->status_fd = p[1];
       return;
     }
     close(p[1]);
-    r->pid[k] = (int)pid;
-    r->fd[k] = p[0];
-    r->mine[k] = 0;
+    drawn->pid[k] = (int)pid;
+    drawn->fd[k] = p[0];
+    drawn->mine[k] = 0;
   }
 }
 
@@ -92,15 +93,16 @@ static void spawn_children(rep_t *r) {
 
 /* The charts in a fixed order, the same in every process (with one timeline,
  * dynamic_range.png is the second: tests/test_report.c relies on which process draws it). */
-static int draw_all(rep_t *r, int max_timelines, int have_gemm, char *err, size_t errlen) {
-  int rc = rep_plot_timelines(r, max_timelines, err, errlen);
+static int draw_all(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
+                    size_t errlen) {
+  int rc = rep_plot_timelines(r, drawn, max_timelines, err, errlen);
   if (rc) return rc;
-  if ((rc = rep_plot_dynamic_range(r, err, errlen)) != FP8_OK) return rc;
-  if ((rc = rep_plot_snr(r, err, errlen)) != FP8_OK) return rc;
-  if ((rc = rep_plot_overshoot_maps(r, err, errlen)) != FP8_OK) return rc;
-  if ((rc = rep_plot_config_maps(r, err, errlen)) != FP8_OK) return rc;
-  if ((rc = rep_plot_bars(r, err, errlen)) != FP8_OK) return rc;
-  if (have_gemm) rc = rep_plot_gemm(r, err, errlen);
+  if ((rc = rep_plot_dynamic_range(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if ((rc = rep_plot_snr(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if ((rc = rep_plot_overshoot_maps(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if ((rc = rep_plot_config_maps(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if ((rc = rep_plot_bars(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if (r->have_gemm) rc = rep_plot_gemm(r, drawn, err, errlen);
   return rc;
 }
 
@@ -110,46 +112,47 @@ typedef struct {
   char err[1024];
 } child_msg;
 
-int rep_draw_plots(rep_t *r, int max_timelines, int have_gemm, int procs, char *err, size_t errlen) {
+int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int procs, char *err,
+                   size_t errlen) {
   if (procs <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     procs = n < 1 ? 1 : n > 4 ? 4 : (int)n;
   }
   if (procs > MAX_PLOT_PROCS) procs = MAX_PLOT_PROCS;
-  r->nprocs = procs;
-  r->rank = 0;
-  r->chart_i = 0;
-  memset(r->pid, 0, sizeof r->pid);
-  memset(r->mine, 1, sizeof r->mine); /* the charts of children that cannot be forked */
+  drawn->nprocs = procs;
+  drawn->rank = 0;
+  drawn->chart_i = 0;
+  memset(drawn->pid, 0, sizeof drawn->pid);
+  memset(drawn->mine, 1, sizeof drawn->mine); /* the charts of children that cannot be forked */
   /* fork() copies the calling thread only: a lock another thread held (pango's fontconfig
    * threads, once any text was drawn in this process) would stay locked in the child, and a
    * child waiting for such a thread's work would wait forever. So: only from a process that
    * is known to run one thread. */
-  if (procs > 1 && single_threaded()) spawn_children(r);
-  int rc = draw_all(r, max_timelines, have_gemm, err, errlen);
-  if (r->rank > 0) { /* a child: its status to the pipe, no exit handlers, no stdio flush */
+  if (procs > 1 && single_threaded()) spawn_children(drawn);
+  int rc = draw_all(r, drawn, max_timelines, err, errlen);
+  if (drawn->rank > 0) { /* a child: its status to the pipe, no exit handlers, no stdio flush */
     child_msg m;
     memset(&m, 0, sizeof m);
     m.rc = rc;
     if (rc) snprintf(m.err, sizeof m.err, "%s", err);
-    ssize_t w = write(r->status_fd, &m, sizeof m);
+    ssize_t w = write(drawn->status_fd, &m, sizeof m);
     _exit(w == (ssize_t)sizeof m ? 0 : 1);
   }
   for (int k = 1; k < procs; k++) {
-    if (r->pid[k] <= 0) continue;
+    if (drawn->pid[k] <= 0) continue;
     child_msg m;
     size_t got = 0;
     while (got < sizeof m) {
-      ssize_t n = read(r->fd[k], (char *)&m + got, sizeof m - got);
+      ssize_t n = read(drawn->fd[k], (char *)&m + got, sizeof m - got);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       got += (size_t)n;
     }
-    close(r->fd[k]);
+    close(drawn->fd[k]);
     int status = 0;
-    while (waitpid((pid_t)r->pid[k], &status, 0) < 0 && errno == EINTR) {
+    while (waitpid((pid_t)drawn->pid[k], &status, 0) < 0 && errno == EINTR) {
     }
-    r->pid[k] = 0;
+    drawn->pid[k] = 0;
     if (rc != FP8_OK) continue;
     if (got == sizeof m && m.rc != FP8_OK) {
       m.err[sizeof m.err - 1] = 0;

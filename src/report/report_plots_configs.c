@@ -35,8 +35,8 @@ static void sort_i32(int32_t *v, size_t n) {
 
 /* Whether configuration x is a sibling of the reference (same recipe and amax_compute). */
 static int sibling(const cfg_t *x, const cfg_t *b) {
-  return x->kind == FP8_KIND_DELAYED && !x->mixed && x->ac == b->ac &&
-         strcmp(x->recipe, b->recipe) == 0;
+  return x->key.kind == FP8_KIND_DELAYED && !x->mixed &&
+         x->key.amax_compute == b->key.amax_compute && strcmp(x->key.recipe, b->key.recipe) == 0;
 }
 
 /* The history lengths and margins swept with the reference's recipe; 0 when fewer than 2 cells. */
@@ -47,11 +47,11 @@ static int hm_collect(const rep_t *r, hm_axes *A) {
     const cfg_t *x = &r->cfgs[c];
     if (!sibling(x, b)) continue;
     size_t i = 0;
-    while (i < A->nh && A->hs[i] != x->h) i++;
-    if (i == A->nh && A->nh < 64) A->hs[A->nh++] = x->h;
+    while (i < A->nh && A->hs[i] != x->key.history_len) i++;
+    if (i == A->nh && A->nh < 64) A->hs[A->nh++] = x->key.history_len;
     i = 0;
-    while (i < A->nm && A->ms[i] != x->m) i++;
-    if (i == A->nm && A->nm < 64) A->ms[A->nm++] = x->m;
+    while (i < A->nm && A->ms[i] != x->key.margin) i++;
+    if (i == A->nm && A->nm < 64) A->ms[A->nm++] = x->key.margin;
   }
   if (A->nh * A->nm < 2) return 0;
   sort_i32(A->hs, A->nh);
@@ -78,7 +78,8 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
       double worst = NAN;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
         const cfg_t *c = &r->cfgs[r->gcfg[g]];
-        if ((int)r->tab.groups[g].role != role || !sibling(c, b) || c->h != A->hs[ix] || c->m != A->ms[iy])
+        if ((int)r->tab.groups[g].role != role || !sibling(c, b) ||
+            c->key.history_len != A->hs[ix] || c->key.margin != A->ms[iy])
           continue;
         const fp8_group_stats *s = &r->an.stats[g];
         cl += s->clipped;
@@ -92,19 +93,21 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
   return any;
 }
 
-static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const double *v, char *err,
-                   size_t errlen) {
+static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role, int metric,
+                   const double *v, char *err, size_t errlen) {
   const cfg_t *b = &r->cfgs[r->ref];
   const char *rname = rp_role_name(role);
   char title[512], file[200], path[4600];
-  snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->recipe,
-           b->ac == FP8_AMAX_MAX ? "max" : "most_recent",
+  snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->key.recipe,
+           b->key.amax_compute == FP8_AMAX_MAX ? "max" : "most_recent",
            metric == 0 ? "clipped rate (clipped / finite values, all tensors)"
                        : "steps whose largest element clipped (worst tensor)");
   snprintf(file, sizeof file, "heatmap_%s_%s.png", metric == 0 ? "clipped" : "clipsteps", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
-                         {"configuration", b->recipe},
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"role", rname},
+                         {"configuration", b->key.recipe},
                          {"plot", metric == 0 ? "clipped rate heatmap" : "clipped steps heatmap"}};
   fp8_chart ch = {.title = title, .xlabel = "history_len (steps)", .ylabel = "margin (binades)", .text = text,
                   .ntext = 5};
@@ -112,9 +115,9 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
                     .cell_format = "%.2g", .logscale = 1, .reverse = 1,
                     .colorbar_label = metric == 0 ? "clipped rate (fraction of values, log scale)"
                                                   : "fraction of steps clipped (log scale)"};
-  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
+  int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
-  plot_t *p = rp_plot_add(r, file);
+  plot_t *p = rp_plot_add(drawn, file);
   if (!p) return FP8_OK;
   snprintf(p->alt, sizeof p->alt, "%s heatmap for %s tensors", metric == 0 ? "clipped rate" : "clipped steps",
            rname);
@@ -129,7 +132,7 @@ static int hm_draw(rep_t *r, const hm_axes *A, int role, int metric, const doubl
              "%s tensor (the step budget's quantity, which each tensor must meet), for each amax history "
              "length and margin; 0 takes the lightest colour.",
              r->have_stream ? "every step of stream.csv" : "snapshot steps", rname);
-  r->nplots++;
+  drawn->nplots++;
   return FP8_OK;
 }
 
@@ -138,7 +141,7 @@ static int differs(const double *v, size_t n, double tol);
 /* Per role: heatmaps over history_len x margin of the clipped rate and of the clipped steps,
  * each only when its cells differ (a map of one value, e.g. weights that never clip, says
  * nothing). */
-int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
+int rep_plot_config_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   hm_axes A;
   if (!hm_collect(r, &A)) return FP8_OK;
@@ -146,8 +149,9 @@ int rep_plot_config_maps(rep_t *r, char *err, size_t errlen) {
     double clip[64 * 64], steps[64 * 64];
     if (!hm_cells(r, &A, role, clip, steps)) continue;
     size_t n = A.nh * A.nm;
-    int rc = differs(clip, n, 1e-12) ? hm_draw(r, &A, role, 0, clip, err, errlen) : FP8_OK;
-    if (rc == FP8_OK && differs(steps, n, 1e-12)) rc = hm_draw(r, &A, role, 1, steps, err, errlen);
+    int rc = differs(clip, n, 1e-12) ? hm_draw(r, drawn, &A, role, 0, clip, err, errlen) : FP8_OK;
+    if (rc == FP8_OK && differs(steps, n, 1e-12))
+      rc = hm_draw(r, drawn, &A, role, 1, steps, err, errlen);
     if (rc) return rc;
   }
   return FP8_OK;
@@ -232,7 +236,7 @@ static const bar_chart bar_charts[3] = {
 
 /* The per-configuration bar charts, each only when its values differ between configurations
  * (a chart of equal bars says nothing). */
-int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
+int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->ndistinct < 2) return FP8_OK;
   size_t n = 0;
   const char **cat = calloc(r->ncfg, sizeof *cat);
@@ -253,7 +257,8 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
     if (!differs(v1, n, tol) && !differs(v2, n, tol)) continue;
     char path[4600];
     rp_plot_path(r, b->file, path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", b->plot}};
+    fp8_png_text text[] = {
+        {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", b->plot}};
     fp8_chart ch = {.title = b->title, .xlabel = "configuration", .ylabel = b->ylabel, .logy = b->logy,
                     .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900};
     char refl[96];
@@ -263,12 +268,12 @@ int rep_plot_bars(rep_t *r, char *err, size_t errlen) {
       ch.ref_label = refl;
     }
     fp8_bar_series bs[2] = {{v1, b->l1, b->c1}, {v2, b->l2, b->c2}};
-    rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
-    plot_t *p = rc ? NULL : rp_plot_add(r, b->file);
+    rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 2, err, errlen);
+    plot_t *p = rc ? NULL : rp_plot_add(drawn, b->file);
     if (p) {
       snprintf(p->alt, sizeof p->alt, "%s", b->alt);
       snprintf(p->caption, sizeof p->caption, "%s", b->caption);
-      r->nplots++;
+      drawn->nplots++;
     }
   }
 done:
@@ -279,7 +284,7 @@ done:
 }
 
 /* GEMM error per configuration: median rel_error of fprop, dgrad and wgrad. */
-int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
+int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   const char **cat = calloc(r->ncfg + 1, sizeof *cat);
   double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
   int rc = FP8_OK;
@@ -296,20 +301,21 @@ int rep_plot_gemm(rep_t *r, char *err, size_t errlen) {
                           {v + 2 * r->ncfg, "wgrad (grad_output^T x input)", FP8_COLOR_GREEN}};
   char path[4600];
   rp_plot_path(r, "gemm_error.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"plot", "gemm error"}};
+  fp8_png_text text[] = {
+      {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
   fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,
                   .bar_format = "%.3g"}; /* the medians differ by a few percent: print them */
-  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
+  rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_bars(path, &ch, cat, n, bs, 3, err, errlen);
   if (rc) goto done;
-  plot_t *p = rp_plot_add(r, "gemm_error.png");
+  plot_t *p = rp_plot_add(drawn, "gemm_error.png");
   if (p) {
     snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
     snprintf(p->caption, sizeof p->caption,
              "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
              "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot steps.");
-    r->nplots++;
+    drawn->nplots++;
   }
 done:
   free(cat);

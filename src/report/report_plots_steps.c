@@ -13,13 +13,13 @@
 /* The dynamic range at the spike: log2|x| histogram against the windows each scale covers,
  * drawn as bands at two heights (and solid against dashed edges) so that they stay apart when
  * they nearly coincide. */
-int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
+int rep_plot_dynamic_range(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->spike_group < 0) return FP8_OK;
   const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
   const fp8_step_row *row = &r->tab.rows[r->spike_row];
   double counts[FP8_LOG2_HIST_BINS];
   int lo, nb;
-  if (rep_load_histogram(r, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
+  if (fp8_hist_get(&r->hist, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
   double edges[FP8_LOG2_HIST_BINS + 1];
   for (int i = 0; i <= nb; i++) edges[i] = lo + i;
   fp8_format f = row->format;
@@ -47,17 +47,20 @@ int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
            gr->tensor, (long long)row->step, fp8_format_name(f));
   snprintf(stepbuf, sizeof stepbuf, "%lld", (long long)row->step);
   rp_plot_path(r, "dynamic_range.png", path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", gr->tensor},
-                         {"step", stepbuf}, {"configuration", r->cfgs[r->ref].label}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"tensor", gr->tensor},
+                         {"step", stepbuf},
+                         {"configuration", r->cfgs[r->ref].label}};
   /* the bars in the lower 70% of the height (from 0.1 up): room for the bands above them */
   double cmax = 1;
   for (int i = 0; i < nb; i++) cmax = fmax(cmax, counts[i]);
   double decades = ceil((log10(cmax) + 1) / 0.7);
   fp8_chart ch = {.title = title, .xlabel = "log2 |x| (binade)", .ylabel = "elements (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 5, .ymin = 0.1, .ymax = pow(10, decades - 1)};
-  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_histogram(path, &ch, &h, w, 2, err, errlen);
+  int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_histogram(path, &ch, &h, w, 2, err, errlen);
   if (rc) return rc;
-  plot_t *p = rp_plot_add(r, "dynamic_range.png");
+  plot_t *p = rp_plot_add(drawn, "dynamic_range.png");
   if (p) {
     snprintf(p->alt, sizeof p->alt, "dynamic range of %s at step %lld", gr->tensor, (long long)row->step);
     snprintf(p->caption, sizeof p->caption,
@@ -66,14 +69,14 @@ int rep_plot_dynamic_range(rep_t *r, char *err, size_t errlen) {
              "band, dashed edges) and under the just-in-time scale (lower blue band, solid edges); the "
              "edges run the full height. Values right of a window saturate, values left of it flush to zero.",
              gr->tensor, (long long)row->step, fp8_format_name(f), r->cfgs[r->ref].label);
-    r->nplots++;
+    drawn->nplots++;
   }
   return FP8_OK;
 }
 
 /* The SNR over the snapshot steps of the spike tensor: shown delayed configurations against
  * current scaling, warm-up rows left out. */
-int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
+int rep_plot_snr(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   if (r->spike_group < 0) return FP8_OK;
   const char *tensor = r->tab.groups[r->spike_group].tensor;
   size_t cfgs[MAX_SHOWN + 1], nc = 0;
@@ -99,7 +102,7 @@ int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
       y[i] = isfinite(row->snr_db) && !row->warmup ? row->snr_db : NAN;
       nwarm += row->warmup && k == 0;
     }
-    int is_cur = r->cfgs[cfgs[k]].kind == FP8_KIND_CURRENT;
+    int is_cur = r->cfgs[cfgs[k]].key.kind == FP8_KIND_CURRENT;
     fp8_color col = FP8_COLOR_BLACK;
     int dashed = 1;
     double width = 2.5;
@@ -112,13 +115,15 @@ int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
     char title[512], path[4600];
     snprintf(title, sizeof title, "%s: SNR of the FP8 cast per snapshot step", tensor);
     rp_plot_path(r, "snr.png", path, sizeof path);
-    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
+    fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                           {"experiment", r->run.name},
+                           {"tensor", tensor},
                            {"plot", "snr over steps"}};
     fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "SNR (dB)", .grid = 1, .text = text,
                     .ntext = 4};
-    rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, s, ns, NULL, 0, err, errlen);
+    rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_lines(path, &ch, s, ns, NULL, 0, err, errlen);
     if (rc) goto done;
-    plot_t *p = rp_plot_add(r, "snr.png");
+    plot_t *p = rp_plot_add(drawn, "snr.png");
     if (p) {
       snprintf(p->alt, sizeof p->alt, "SNR over steps of %s", tensor);
       snprintf(p->caption, sizeof p->caption,
@@ -126,7 +131,7 @@ int rep_plot_snr(rep_t *r, char *err, size_t errlen) {
                "delayed configurations (coloured, wider for shorter histories) against current scaling "
                "(black, dashed); the %lld warm-up step%s (scale 1) left out.",
                tensor, (long long)nwarm, nwarm == 1 ? "" : "s");
-      r->nplots++;
+      drawn->nplots++;
     }
   }
 done:

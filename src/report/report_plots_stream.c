@@ -52,8 +52,10 @@ static int timeline_alloc(timeline *t, size_t n) {
 static const fp8_stream_series *series_of(const rep_t *r, const char *tensor, size_t c, fp8_format f) {
   if (!r->have_stream) return NULL;
   const cfg_t *x = &r->cfgs[c];
-  if (x->kind != FP8_KIND_DELAYED || x->mixed) return NULL;
-  return fp8_stream_find(&r->stream, tensor, x->recipe, f, x->h, x->m, x->ac);
+  if (x->key.kind != FP8_KIND_DELAYED || x->mixed) return NULL;
+  fp8_config_key k = x->key;
+  k.format = f;
+  return fp8_stream_find(&r->stream, tensor, &k);
 }
 
 /* The x position of stream entry i: its step, and for a step of M micro-batches (issue 17)
@@ -72,16 +74,16 @@ static int timeline_stream(const rep_t *r, const char *tensor, const fp8_stream_
   for (size_t i = 0; i < ref->n; i++) {
     t->x[i] = stream_x(ref, i);
     t->amax[i] = ref->amax[i];
-    if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->format)) {
+    if (!ref->warmup[i] && fp8_stream_clipped(ref->amax[i], ref->scale[i], ref->key.format)) {
       t->cx[t->nc] = t->x[i];
       t->cy[t->nc++] = ref->amax[i];
     }
   }
   for (size_t k = 0; k < r->nshown; k++) {
-    const fp8_stream_series *s = series_of(r, tensor, r->shown[k], ref->format);
+    const fp8_stream_series *s = series_of(r, tensor, r->shown[k], ref->key.format);
     for (size_t i = 0; i < ref->n; i++) {
       int ok = s && s->n == ref->n && s->step[i] == ref->step[i] && !s->warmup[i];
-      t->fit[k][i] = ok ? fp8_format_max(s->format) / (double)s->scale[i] : NAN;
+      t->fit[k][i] = ok ? fp8_format_max(s->key.format) / (double)s->scale[i] : NAN;
     }
   }
   return FP8_OK;
@@ -145,10 +147,12 @@ static size_t timeline_series(const rep_t *r, const timeline *t, fp8_series *s, 
 }
 
 /* The amax timeline of one tensor (plots/amax_<tensor>.png). */
-static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen) {
+static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, char *err,
+                         size_t errlen) {
   ptrdiff_t gref = rep_group_of(r, tensor, (size_t)r->ref);
   if (gref < 0) return FP8_OK;
-  const fp8_stream_series *sref = series_of(r, tensor, (size_t)r->ref, r->tab.groups[gref].format);
+  const fp8_stream_series *sref =
+      series_of(r, tensor, (size_t)r->ref, r->tab.groups[gref].key.format);
   timeline t;
   int rc = sref ? timeline_stream(r, tensor, sref, &t) : timeline_rows(r, tensor, gref, &t);
   if (rc != FP8_OK) {
@@ -167,8 +171,11 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   rp_sanitize(tensor, safe, sizeof safe);
   snprintf(file, sizeof file, "amax_%s.png", safe);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"tensor", tensor},
-                         {"configuration", r->cfgs[r->ref].label}, {"plot", "amax timeline"}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"tensor", tensor},
+                         {"configuration", r->cfgs[r->ref].label},
+                         {"plot", "amax timeline"}};
   /* a log axis when the curves span a decade or more, else linear: small overshoots show */
   double lo = INFINITY, hi = 0;
   for (size_t i = 0; i < ns; i++)
@@ -178,8 +185,10 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
   fp8_chart ch = {.title = title, .xlabel = "training step",
                   .ylabel = logy ? "magnitude |x| (tensor units, log scale)" : "magnitude |x| (tensor units)",
                   .logy = logy, .grid = 1, .text = text, .ntext = 5};
-  rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
-  plot_t *p = rc ? NULL : rp_plot_add(r, file);
+  rc = !rp_my_chart(drawn)
+           ? FP8_OK
+           : fp8_plot_lines(path, &ch, series, ns, t.nc ? &marks : NULL, t.nc ? 1 : 0, err, errlen);
+  plot_t *p = rc ? NULL : rp_plot_add(drawn, file);
   if (p) {
     snprintf(p->alt, sizeof p->alt, "amax timeline of %s", tensor);
     snprintf(p->caption, sizeof p->caption,
@@ -189,7 +198,7 @@ static int plot_timeline(rep_t *r, const char *tensor, char *err, size_t errlen)
              "\"same as\" naming a curve equal to another); warm-up steps (scale 1) are left out of "
              "them. Crosses mark the %zu steps where the largest element clipped under %s.",
              tensor, t.source, t.nc, r->cfgs[r->ref].label);
-    r->nplots++;
+    drawn->nplots++;
   }
   timeline_free(&t);
   return rc;
@@ -213,32 +222,31 @@ static int64_t event_step(const rep_t *r, size_t g) {
 /* Amax timelines: the spike tensor first, then the worst overflowing ones, max_timelines in
  * all, each for a distinct event: a tensor whose largest overshoot falls on the step of one
  * already drawn (the same spike seen through the next layer) is skipped. */
-int rep_plot_timelines(rep_t *r, int max_timelines, char *err, size_t errlen) {
+int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
+                       size_t errlen) {
   if (r->ref < 0) return FP8_OK;
   int rc = FP8_OK;
-  ov_t *ov = calloc(r->tab.ngroups + 1, sizeof *ov);
-  if (!ov) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  size_t nov = rep_overflowing(r, ov);
-  size_t drawn = 0;
+  const ov_t *ov = r->ov;
+  size_t nov = r->nov;
+  size_t ndrawn = 0;
   int64_t events[64];
   if (r->spike_group >= 0) {
-    rc = plot_timeline(r, r->tab.groups[r->spike_group].tensor, err, errlen);
+    rc = plot_timeline(r, drawn, r->tab.groups[r->spike_group].tensor, err, errlen);
     if (rc) goto done;
-    events[drawn++] = event_step(r, (size_t)r->spike_group);
+    events[ndrawn++] = event_step(r, (size_t)r->spike_group);
   }
-  for (size_t i = 0; i < nov && drawn < (size_t)max_timelines && drawn < 64; i++) {
+  for (size_t i = 0; i < nov && ndrawn < (size_t)max_timelines && ndrawn < 64; i++) {
     const char *t = r->tab.groups[ov[i].g].tensor;
     if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
     int64_t ev = event_step(r, ov[i].g);
     int seen = 0;
-    for (size_t k = 0; k < drawn; k++) seen |= events[k] == ev;
+    for (size_t k = 0; k < ndrawn; k++) seen |= events[k] == ev;
     if (seen) continue;
-    rc = plot_timeline(r, t, err, errlen);
+    rc = plot_timeline(r, drawn, t, err, errlen);
     if (rc) goto done;
-    events[drawn++] = ev;
+    events[ndrawn++] = ev;
   }
 done:
-  free(ov);
   return rc;
 }
 
@@ -270,7 +278,7 @@ static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t
   if (s) {
     *warm = i < s->n && s->warmup[i];
     return i < s->n && s->step[i] == step && !*warm && s->amax[i] > 0.0f
-               ? fp8_overshoot(s->amax[i], s->scale[i], s->format) : NAN;
+               ? fp8_overshoot(s->amax[i], s->scale[i], s->key.format) : NAN;
   }
   const fp8_step_row *row = rep_row_at(r, (ptrdiff_t)g, step);
   *warm = row && row->warmup;
@@ -279,7 +287,7 @@ static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t
 
 static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   const fp8_steps_group *g0 = &r->tab.groups[g[0]];
-  const fp8_stream_series *s0 = series_of(r, g0->tensor, (size_t)r->ref, g0->format);
+  const fp8_stream_series *s0 = series_of(r, g0->tensor, (size_t)r->ref, g0->key.format);
   size_t n = s0 ? s0->n : g0->nrows;
   o->source = s0 ? "every step (stream.csv)" : "the snapshot steps";
   o->x = calloc(n + 1, sizeof *o->x);
@@ -294,7 +302,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   o->vmax = NAN;
   for (size_t k = 0; k < ng; k++) {
     const fp8_steps_group *gr = &r->tab.groups[g[k]];
-    ss[k] = s0 ? series_of(r, gr->tensor, (size_t)r->ref, gr->format) : NULL;
+    ss[k] = s0 ? series_of(r, gr->tensor, (size_t)r->ref, gr->key.format) : NULL;
     o->names[ng - 1 - k] = gr->tensor;
   }
   for (size_t i = 0; i < n; i++) {
@@ -320,7 +328,8 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   return FP8_OK;
 }
 
-static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, size_t errlen) {
+static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, const ograd *o,
+                               char *err, size_t errlen) {
   const char *rname = rp_role_name(role);
   double lo = 0, hi = 1;
   for (size_t i = 0; i < o->nx * o->ny; i++)
@@ -332,17 +341,20 @@ static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, si
            rname, r->cfgs[r->ref].label);
   snprintf(file, sizeof file, "heatmap_overshoot_%s.png", rname);
   rp_plot_path(r, file, path, sizeof path);
-  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->name}, {"role", rname},
-                         {"configuration", r->cfgs[r->ref].label}, {"plot", "overshoot heatmap"}};
+  fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
+                         {"experiment", r->run.name},
+                         {"role", rname},
+                         {"configuration", r->cfgs[r->ref].label},
+                         {"plot", "overshoot heatmap"}};
   int height = (int)(260 + 30 * o->ny);
   fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "tensor", .text = text, .ntext = 5,
                   .width = 1400, .height = height < 800 ? 800 : height > 2400 ? 2400 : height};
   fp8_step_heatmap hm = {.nx = o->nx, .ny = o->ny, .x = o->x, .ylabels = o->names, .values = o->v,
                          .threshold = 0, .vmin = lo, .vmax = hi,
                          .colorbar_label = "overshoot log2(amax x scale / fp8_max) (binades)"};
-  int rc = !rp_my_chart(r) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
+  int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
-  plot_t *p = rp_plot_add(r, file);
+  plot_t *p = rp_plot_add(drawn, file);
   if (p) {
     char mx[64] = "none";
     if (isfinite(o->vmax)) snprintf(mx, sizeof mx, "%.3g binades", o->vmax);
@@ -353,15 +365,15 @@ static int plot_overshoot_role(rep_t *r, int role, const ograd *o, char *err, si
              "saturated by that many binades (%zu of %zu cells; largest %s). Grey: warm-up steps and "
              "steps where the tensor did not run (steps where every tensor warms up are not drawn).",
              rname, o->source, r->cfgs[r->ref].label, o->loud, o->nx * o->ny, mx);
-    r->nplots++;
+    drawn->nplots++;
   }
   return FP8_OK;
 }
 
 /* Per role: the overshoot of each tensor at each step under the reference configuration
  * (plots/heatmap_overshoot_<role>.png). */
-int rep_plot_overshoot_maps(rep_t *r, char *err, size_t errlen) {
-  if (r->ref < 0 || r->cfgs[r->ref].kind != FP8_KIND_DELAYED) return FP8_OK;
+int rep_plot_overshoot_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
+  if (r->ref < 0 || r->cfgs[r->ref].key.kind != FP8_KIND_DELAYED) return FP8_OK;
   size_t *g = calloc(r->tab.ngroups + 1, sizeof *g);
   if (!g) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   int rc = FP8_OK;
@@ -371,7 +383,7 @@ int rep_plot_overshoot_maps(rep_t *r, char *err, size_t errlen) {
     ograd o;
     memset(&o, 0, sizeof o);
     if (ograd_fill(r, g, ng, &o) != FP8_OK) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    else if (o.nx > 0) rc = plot_overshoot_role(r, role, &o, err, errlen);
+    else if (o.nx > 0) rc = plot_overshoot_role(r, drawn, role, &o, err, errlen);
     free(o.x);
     free(o.v);
     free(o.names);

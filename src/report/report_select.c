@@ -14,27 +14,18 @@
 
 /* ------------------------------------------------------------------ configurations */
 
+int rep_cfg_matches(const cfg_t *c, const fp8_config_key *key) {
+  if (c->mixed) return strcmp(c->key.recipe, key->recipe) == 0;
+  return fp8_config_key_equal(&c->key, key, FP8_KEY_IGNORE_FORMAT);
+}
+
 static int cfg_same(const cfg_t *c, const fp8_steps_group *g) {
-  if (c->mixed) return strcmp(c->recipe, g->recipe) == 0;
-  return c->kind == g->kind && c->h == g->history_len && c->m == g->margin &&
-         (g->kind != FP8_KIND_DELAYED || c->ac == g->amax_compute) && strcmp(c->recipe, g->recipe) == 0;
+  return rep_cfg_matches(c, &g->key);
 }
 
-static void cfg_label(cfg_t *c) {
-  if (c->kind == FP8_KIND_DELAYED)
-    snprintf(c->label, sizeof c->label, "%s L=%d m=%d %s", c->recipe, (int)c->h, (int)c->m,
-             c->ac == FP8_AMAX_MAX ? "max" : "recent");
-  else if (c->kind == FP8_KIND_CURRENT && strcmp(c->recipe, "current") == 0)
-    snprintf(c->label, sizeof c->label, "current scaling"); /* not "current (current)" */
-  else if (c->kind == FP8_KIND_CURRENT)
-    snprintf(c->label, sizeof c->label, "%s (current scaling)", c->recipe);
-  else
-    snprintf(c->label, sizeof c->label, "%s (%s)", c->recipe, fp8_recipe_kind_name(c->kind));
-}
-
+/* The same setting (kind and the delayed parameters), whatever the recipe and format. */
 static int group_same_setting(const fp8_steps_group *a, const fp8_steps_group *b) {
-  return a->kind == b->kind && a->history_len == b->history_len && a->margin == b->margin &&
-         a->amax_compute == b->amax_compute;
+  return fp8_config_key_equal(&a->key, &b->key, FP8_KEY_IGNORE_RECIPE | FP8_KEY_IGNORE_FORMAT);
 }
 
 /* Whether recipe label `recipe` is a mixed recipe: one group per tensor (groups are in tensor
@@ -45,7 +36,7 @@ static int label_is_mixed(const fp8_steps_table *t, const char *recipe) {
   int differ = 0;
   for (size_t g = 0; g < t->ngroups; g++) {
     const fp8_steps_group *gr = &t->groups[g];
-    if (gr->recipe != recipe) continue; /* interned */
+    if (gr->key.recipe != recipe) continue; /* interned */
     if (prev == gr->tensor) return 0;  /* a sweep: more than one group of a tensor */
     prev = gr->tensor;
     if (!first) first = gr;
@@ -57,7 +48,7 @@ static int label_is_mixed(const fp8_steps_table *t, const char *recipe) {
 /* "mixed (per tensor)": short enough for the bar charts' axis (the settings are in
  * steps.csv's rows; docs/semantics.md). */
 static void mixed_label(cfg_t *c) {
-  snprintf(c->label, sizeof c->label, "%s (per tensor)", c->recipe);
+  snprintf(c->label, sizeof c->label, "%s (per tensor)", c->key.recipe);
 }
 
 /* The configurations in experiment order (a tensor's groups are in file order, and the first
@@ -70,14 +61,10 @@ static void assign_configs(rep_t *r) {
     while (c < r->ncfg && !cfg_same(&r->cfgs[c], gr)) c++;
     if (c == r->ncfg) {
       cfg_t *n = &r->cfgs[r->ncfg++];
-      n->recipe = gr->recipe;
-      n->kind = gr->kind;
-      n->h = gr->history_len;
-      n->m = gr->margin;
-      n->ac = gr->amax_compute;
-      n->mixed = label_is_mixed(t, gr->recipe);
+      n->key = gr->key;
+      n->mixed = label_is_mixed(t, gr->key.recipe);
       if (n->mixed) mixed_label(n);
-      else cfg_label(n);
+      else fp8_config_key_label(&n->key, FP8_KEY_LABEL_SHORT, n->label, sizeof n->label);
     }
     r->gcfg[g] = c;
   }
@@ -114,7 +101,7 @@ static void choose_reference(rep_t *r) {
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
     if (x->mixed) continue;
-    if (x->kind == FP8_KIND_CURRENT) {
+    if (x->key.kind == FP8_KIND_CURRENT) {
       if (r->cur < 0) r->cur = (ptrdiff_t)c;
       continue;
     }
@@ -123,21 +110,23 @@ static void choose_reference(rep_t *r) {
       continue;
     }
     const cfg_t *b = &r->cfgs[r->ref];
-    int xd = x->h == 1024 && x->m == 0 && x->ac == FP8_AMAX_MAX;
-    int bd = b->h == 1024 && b->m == 0 && b->ac == FP8_AMAX_MAX;
+    int xd =
+        x->key.history_len == 1024 && x->key.margin == 0 && x->key.amax_compute == FP8_AMAX_MAX;
+    int bd =
+        b->key.history_len == 1024 && b->key.margin == 0 && b->key.amax_compute == FP8_AMAX_MAX;
     if (xd != bd) {
       if (xd) r->ref = (ptrdiff_t)c;
       continue;
     }
-    if ((x->ac == FP8_AMAX_MAX) != (b->ac == FP8_AMAX_MAX)) {
-      if (x->ac == FP8_AMAX_MAX) r->ref = (ptrdiff_t)c;
+    if ((x->key.amax_compute == FP8_AMAX_MAX) != (b->key.amax_compute == FP8_AMAX_MAX)) {
+      if (x->key.amax_compute == FP8_AMAX_MAX) r->ref = (ptrdiff_t)c;
       continue;
     }
-    if (abs(x->m) != abs(b->m)) {
-      if (abs(x->m) < abs(b->m)) r->ref = (ptrdiff_t)c;
+    if (abs(x->key.margin) != abs(b->key.margin)) {
+      if (abs(x->key.margin) < abs(b->key.margin)) r->ref = (ptrdiff_t)c;
       continue;
     }
-    if (x->h > b->h) r->ref = (ptrdiff_t)c;
+    if (x->key.history_len > b->key.history_len) r->ref = (ptrdiff_t)c;
   }
 }
 
@@ -149,13 +138,15 @@ static void choose_shown(rep_t *r) {
   size_t cand[256], nc = 0;
   for (size_t c = 0; c < r->ncfg && nc < 256; c++) {
     const cfg_t *x = &r->cfgs[c];
-    if (x->kind == FP8_KIND_DELAYED && !x->mixed && x->m == b->m && x->ac == b->ac &&
-        strcmp(x->recipe, b->recipe) == 0)
+    if (x->key.kind == FP8_KIND_DELAYED && !x->mixed &&
+        fp8_config_key_equal(&x->key, &b->key,
+                             FP8_KEY_IGNORE_FORMAT | FP8_KEY_IGNORE_KIND | FP8_KEY_IGNORE_HISTORY))
       cand[nc++] = c;
   }
   /* ascending history_len */
   for (size_t i = 1; i < nc; i++)
-    for (size_t j = i; j > 0 && r->cfgs[cand[j]].h < r->cfgs[cand[j - 1]].h; j--) {
+    for (size_t j = i;
+         j > 0 && r->cfgs[cand[j]].key.history_len < r->cfgs[cand[j - 1]].key.history_len; j--) {
       size_t tmp = cand[j];
       cand[j] = cand[j - 1];
       cand[j - 1] = tmp;
@@ -171,7 +162,8 @@ static void choose_shown(rep_t *r) {
 /* Delayed scaling whose scale is the last amax: most_recent at any history_len, or history 1
  * with max (the window's max is the last amax). */
 static int recent_class(const cfg_t *x) {
-  return x->kind == FP8_KIND_DELAYED && (x->ac == FP8_AMAX_MOST_RECENT || x->h == 1);
+  return x->key.kind == FP8_KIND_DELAYED &&
+         (x->key.amax_compute == FP8_AMAX_MOST_RECENT || x->key.history_len == 1);
 }
 
 /* Classes of provably identical configurations: the same section (so the same formats and
@@ -183,7 +175,8 @@ static void find_identical(rep_t *r) {
     x->same_as = c;
     for (size_t k = 0; k < c && recent_class(x); k++) {
       const cfg_t *y = &r->cfgs[k];
-      if (y->same_as == k && recent_class(y) && y->m == x->m && strcmp(y->recipe, x->recipe) == 0) {
+      if (y->same_as == k && recent_class(y) && y->key.margin == x->key.margin &&
+          strcmp(y->key.recipe, x->key.recipe) == 0) {
         x->same_as = k;
         break;
       }
@@ -200,15 +193,18 @@ static void find_identical(rep_t *r) {
       const cfg_t *y = &r->cfgs[k];
       if (y->same_as != c) continue;
       members++;
-      if (y->ac == FP8_AMAX_MAX) l1max = 1;
+      if (y->key.amax_compute == FP8_AMAX_MAX) l1max = 1;
     }
     /* most_recent ignores history_len: the class stands for every one ("any L"); the lengths
      * swept are in the table's text (the labels stay short enough for a chart's axis) */
     if (members > 1)
-      snprintf(x->dlabel, sizeof x->dlabel, "%s m=%d recent, any L%s", x->recipe, (int)x->m,
+      snprintf(x->dlabel, sizeof x->dlabel, "%s m=%d recent, any L%s", x->key.recipe,
+               (int)x->key.margin,
                l1max ? " = L=1 max" : "");
   }
 }
+
+static size_t overflowing(const rep_t *r, ov_t *out);
 
 int rep_build_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
@@ -221,14 +217,17 @@ int rep_build_configs(rep_t *r) {
   find_identical(r);
   choose_reference(r);
   choose_shown(r);
+  /* each group's stream series (its tensor under its delayed configuration) */
+  r->series = calloc(t->ngroups + 1, sizeof *r->series);
+  r->ov = calloc(t->ngroups + 1, sizeof *r->ov);
+  if (!r->series || !r->ov) return FP8_ENOMEM;
+  for (size_t g = 0; g < t->ngroups && r->have_stream; g++) {
+    const fp8_steps_group *gr = &t->groups[g];
+    if (gr->key.kind == FP8_KIND_DELAYED)
+      r->series[g] = fp8_stream_find(&r->stream, gr->tensor, &gr->key);
+  }
+  r->nov = overflowing(r, r->ov);
   return FP8_OK;
-}
-
-const fp8_stream_series *rep_series_of(const rep_t *r, size_t g) {
-  const fp8_steps_group *gr = &r->tab.groups[g];
-  if (!r->have_stream || gr->kind != FP8_KIND_DELAYED) return NULL;
-  return fp8_stream_find(&r->stream, gr->tensor, gr->recipe, gr->format, gr->history_len,
-                         gr->margin, gr->amax_compute);
 }
 
 ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c) {
@@ -257,7 +256,10 @@ static int cmp_ov(const void *a, const void *b) {
   return x->g < y->g ? -1 : x->g > y->g;
 }
 
-size_t rep_overflowing(const rep_t *r, ov_t *out) {
+/* Groups of the reference configuration whose largest element overflowed at some step, worst
+ * first (clipped steps, overflowed steps, overshoot), into out (room for every group); returns
+ * their number. */
+static size_t overflowing(const rep_t *r, ov_t *out) {
   size_t n = 0;
   if (r->ref < 0) return 0;
   for (size_t g = 0; g < r->tab.ngroups; g++) {

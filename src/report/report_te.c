@@ -21,8 +21,8 @@ typedef struct {
 } te_cfg;
 
 static int same_cfg(const fp8_stream_series *a, const fp8_stream_series *b) {
-  return strcmp(a->recipe, b->recipe) == 0 && a->history_len == b->history_len &&
-         a->margin == b->margin && a->amax_compute == b->amax_compute;
+  return strcmp(a->key.recipe, b->key.recipe) == 0 && a->key.history_len == b->key.history_len &&
+         a->key.margin == b->key.margin && a->key.amax_compute == b->key.amax_compute;
 }
 
 /* 1 when entry i of s comes before entry j of t in stream.csv's order: (step, micro), then the
@@ -72,7 +72,7 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
   return cs;
 }
 
-void rep_add_te_check(rep_t *r, fp8_doc *d) {
+void rep_add_te_check(const rep_t *r, fp8_doc *d) {
   size_t n = 0;
   te_cfg *cs = r->have_stream ? te_totals(&r->stream, &n) : NULL;
   if (!cs) return;
@@ -90,8 +90,9 @@ void rep_add_te_check(rep_t *r, fp8_doc *d) {
   for (size_t c = 0; c < n; c++) {
     const te_cfg *x = &cs[c];
     char label[200], rows[32], mis[32], rel[32], first[400];
-    snprintf(label, sizeof label, "%s L=%d m=%d %s", x->key->recipe, (int)x->key->history_len,
-             (int)x->key->margin, fp8_amax_compute_name(x->key->amax_compute));
+    snprintf(label, sizeof label, "%s L=%d m=%d %s", x->key->key.recipe,
+             (int)x->key->key.history_len, (int)x->key->key.margin,
+             fp8_amax_compute_name(x->key->key.amax_compute));
     snprintf(rows, sizeof rows, "%lld", (long long)x->rows);
     snprintf(mis, sizeof mis, "%lld", (long long)x->mismatches);
     snprintf(rel, sizeof rel, "%.3g", x->max_rel);

@@ -18,7 +18,7 @@
 
 /* ------------------------------------------------------------------ the other sections */
 
-static void add_recommendations(rep_t *r, fp8_doc *d) {
+static void add_recommendations(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
   fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
   fp8_doc_markdownf(d,
@@ -43,10 +43,11 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     const fp8_recommendation *x = &r->rec.recs[i];
     char setting[256], fits[64];
     if (!x->in_run) snprintf(setting, sizeof setting, "current scaling (not in this run)");
-    else if (x->kind == FP8_KIND_DELAYED)
-      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->recipe, (int)x->history_len,
-               (int)x->margin, fp8_amax_compute_name(x->amax_compute));
-    else snprintf(setting, sizeof setting, "%s (current scaling)", x->recipe);
+    else if (x->key.kind == FP8_KIND_DELAYED)
+      snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->key.recipe,
+               (int)x->key.history_len, (int)x->key.margin,
+               fp8_amax_compute_name(x->key.amax_compute));
+    else snprintf(setting, sizeof setting, "%s (current scaling)", x->key.recipe);
     snprintf(fits, sizeof fits, "%lld of %lld", (long long)x->covers, (long long)x->of);
     char b4[64], misfit[512] = "";
     size_t nm = 0;
@@ -70,7 +71,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
       const fp8_recommendation *x = &r->rec.recs[i];
       if (x->meets_budget) continue;
       const char *cells[] = {x->name, fmt_rate(x->best_delayed_overflow, b3, sizeof b3),
-                             x->in_run ? x->recipe : "current scaling (not in this run)"};
+                             x->in_run ? x->key.recipe : "current scaling (not in this run)"};
       fp8_doc_table_row(d, cells);
     }
   } else {
@@ -88,7 +89,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
     double ov = x->finite ? (double)x->clipped / (double)x->finite : NAN;
     if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
     if (m < bv) { bv = m; best = c; }
-    if (x->kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
+    if (x->key.kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
   }
   if (best != (size_t)-1) {
     fp8_doc_markdownf(d,
@@ -107,7 +108,7 @@ static void add_recommendations(rep_t *r, fp8_doc *d) {
   }
 }
 
-static void add_gemm(rep_t *r, fp8_doc *d) {
+static void add_gemm(const rep_t *r, fp8_doc *d) {
   size_t best = (size_t)-1;
   double bestv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
@@ -144,7 +145,7 @@ static void add_gemm(rep_t *r, fp8_doc *d) {
 
 /* Every recipe kind per role: overflow, underflow and SNR of each configuration over the
  * tensors of that role. */
-static void add_roles_table(rep_t *r, fp8_doc *d) {
+static void add_roles_table(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Recipes by role");
   fp8_doc_markdown(d, "Each configuration over the tensors of one role (warm-up steps left out): clipped "
                       "and flushed-to-zero values over all finite values of those tensors, the median "
@@ -197,7 +198,7 @@ static void add_roles_table(rep_t *r, fp8_doc *d) {
   free(cosv);
 }
 
-static void add_config_table(rep_t *r, fp8_doc *d) {
+static void add_config_table(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64];
   fp8_doc_heading(d, 2, "All configurations");
   if (r->ndistinct < r->ncfg)
@@ -220,17 +221,17 @@ static void add_config_table(rep_t *r, fp8_doc *d) {
 
 /* The plots whose file names start with one of prefixes (and were not placed yet), in drawing
  * order: each plot in the section it supports. */
-static void add_plots(rep_t *r, fp8_doc *d, const char *img_prefix, const char *const *prefixes,
-                      unsigned char *shown) {
-  for (size_t i = 0; shown && i < r->nplots; i++) {
+static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix,
+                      const char *const *prefixes, unsigned char *shown) {
+  for (size_t i = 0; shown && i < r->charts.nplots; i++) {
     int match = 0;
     for (size_t k = 0; prefixes[k] && !match; k++)
-      match = strncmp(r->plots[i].file, prefixes[k], strlen(prefixes[k])) == 0;
+      match = strncmp(r->charts.plots[i].file, prefixes[k], strlen(prefixes[k])) == 0;
     if (!match || shown[i]) continue;
     shown[i] = 1;
     char path[600];
-    snprintf(path, sizeof path, "%s%s", img_prefix, r->plots[i].file);
-    fp8_doc_image(d, path, r->plots[i].alt, r->plots[i].caption);
+    snprintf(path, sizeof path, "%s%s", img_prefix, r->charts.plots[i].file);
+    fp8_doc_image(d, path, r->charts.plots[i].alt, r->charts.plots[i].caption);
   }
 }
 
@@ -245,7 +246,7 @@ static void add_contents(fp8_doc *d, int have_gemm, int have_cost) {
 }
 
 /* The definitions every section uses, in a few lines (the whole text: docs/semantics.md). */
-static void add_definitions(rep_t *r, fp8_doc *d) {
+static void add_definitions(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 2, "Definitions");
   fp8_doc_markdownf(d,
                     "- **overflow**: a finite value whose scaled value RN32(x·scale) is above the "
@@ -284,21 +285,21 @@ static void add_left_out(const rep_t *r, fp8_doc *d) {
       [FP8_LEFT_NO_RECIPE] = "Taken by no recipe section (the sections' tensors keys)",
   };
   size_t total = 0;
-  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) total += r->nleft[why];
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) total += r->run.nleft[why];
   if (!total) return;
   char buf[8192];
   size_t o = (size_t)snprintf(buf, sizeof buf, "**Left out of these numbers: %zu tensor%s** "
                               "of the replay, without rows in steps.csv and summary.csv.", total,
                               total == 1 ? "" : "s");
   for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
-    size_t n = r->nleft[why];
+    size_t n = r->run.nleft[why];
     if (!n) continue;
     o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " %s, %zu: ", what[why], n);
     for (size_t k = 0; k < n && k < LEFT_NAMED; k++) {
       /* a code span, unless the name holds a backtick (names are printable: the name rules) */
-      const char *q = strchr(r->left[why][k], '`') ? "" : "`";
+      const char *q = strchr(r->run.left[why][k], '`') ? "" : "`";
       o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, "%s%s%s%s", k ? ", " : "",
-                            q, r->left[why][k], q);
+                            q, r->run.left[why][k], q);
     }
     if (n > LEFT_NAMED)
       o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, " and %zu more",
@@ -309,11 +310,11 @@ static void add_left_out(const rep_t *r, fp8_doc *d) {
   fp8_doc_markdown(d, buf);
 }
 
-fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix) {
+fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_prefix) {
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
   char title[400];
-  snprintf(title, sizeof title, "fp8lab report: %s", r->name);
+  snprintf(title, sizeof title, "fp8lab report: %s", r->run.name);
   fp8_doc_heading(d, 1, title);
   size_t nsteps = 0;
   {
@@ -341,10 +342,10 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
                       "stream.csv); warm-up steps left out. Definitions: the last section, and "
                       "docs/semantics.md in fp8lab's source.", nsteps);
   add_left_out(r, d);
-  unsigned char *shown = calloc(r->nplots + 1, 1);
+  unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm, r->have_tl);
+  add_contents(d, have_gemm, r->run.has_model_shape);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
@@ -361,7 +362,7 @@ fp8_doc *rep_build_doc(rep_t *r, const char *img_prefix, const char *csv_prefix)
   rep_add_cost(r, d);
   static const char *const any[] = {"", NULL};
   size_t left = 0;
-  for (size_t i = 0; shown && i < r->nplots; i++) left += !shown[i];
+  for (size_t i = 0; shown && i < r->charts.nplots; i++) left += !shown[i];
   if (left) {
     fp8_doc_heading(d, 2, "More plots");
     add_plots(r, d, img_prefix, any, shown);

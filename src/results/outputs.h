@@ -37,5 +37,11 @@ void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8
 /** Appends the outputs listed in <dir>/run.json that pass fp8_output_name_ok to o (a missing or
  *  unreadable run.json, or one without the key, adds nothing). FP8_OK or FP8_ENOMEM. */
 int fp8_outputs_read(const char *dir, fp8_outputs *o);
+/** Puts mine (the files a report wrote) into <dir>/run.json's outputs in place of an earlier
+ *  report's entries (fp8_output_of_report), keeping the runner's in their order, and removes
+ *  the earlier report's files that mine does not hold. Without a run.json jansson can read
+ *  back: nothing (FP8_OK). Else FP8_OK or a status with a message in err. */
+int fp8_outputs_replace_report(const char *dir, const fp8_outputs *mine, char *err,
+                               size_t errlen);
 
 #endif

@@ -6,9 +6,7 @@
  * A bad line is reported as "<path>:<line>: <what>" with FP8_EFORMAT; nothing here exits. */
 #include "stepscsv_internal.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <float.h> /* FLT_EVAL_METHOD */
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,90 +20,6 @@
 
 /* A field as a one-line message quotes it: escaped (fp8_escape), at most 40 bytes of it. */
 static const char *show(steps_ctx *c, const char *s) { return fp8_esc(s, c->shown, 44); }
-
-/* Digits only (after a '-' where allowed), within int64: strtoll's value for those. */
-int steps_parse_i64(const char *s, int allow_neg, int64_t *out) {
-  const char *p = s;
-  int neg = *p == '-' && allow_neg;
-  p += neg;
-  if (!*p) return 0;
-  uint64_t v = 0;
-  for (; *p; p++) {
-    if (*p < '0' || *p > '9') return 0;
-    unsigned d = (unsigned)(*p - '0');
-    if (v > (UINT64_MAX - d) / 10) return 0;
-    v = v * 10 + d;
-  }
-  if (v > (uint64_t)INT64_MAX + (uint64_t)neg) return 0;
-  *out = neg && v ? -(int64_t)(v - 1) - 1 : (int64_t)v;
-  return 1;
-}
-
-/* Clinger's fast path for [+-]digits[.digits][(e|E)[+-]digits]: with at most 19 significant
- * digits forming w <= 2^53 and a decimal exponent e, |e| <= 22, both w and 10^|e| are exact
- * doubles and the one multiplication or division rounds correctly: strtod's value. 0 (and
- * *out untouched) for anything else, which strtod then decides. */
-static int parse_f64_fast(const char *s, double *out) {
-#if FLT_EVAL_METHOD == 0
-  static const double p10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-  const char *p = s;
-  int neg = *p == '-', any = 0, nd = 0, e = 0;
-  if (*p == '-' || *p == '+') p++;
-  uint64_t w = 0;
-  for (int frac = 0;; p++) {
-    if (*p == '.' && !frac) {
-      frac = 1;
-      continue;
-    }
-    if (*p < '0' || *p > '9') break;
-    any = 1;
-    e -= frac;
-    if (w == 0 && *p == '0') continue; /* leading zeros are not significant */
-    if (++nd > 19) return 0;
-    w = w * 10 + (uint64_t)(*p - '0');
-  }
-  if (!any) return 0;
-  if (*p == 'e' || *p == 'E') {
-    p++;
-    int eneg = *p == '-', x = 0;
-    if (*p == '-' || *p == '+') p++;
-    if (*p < '0' || *p > '9') return 0;
-    for (; *p >= '0' && *p <= '9'; p++)
-      if ((x = x * 10 + (*p - '0')) > 9999) return 0;
-    e += eneg ? -x : x;
-  }
-  if (*p || w > (uint64_t)1 << 53 || e < -22 || e > 22) return 0;
-  double v = e < 0 ? (double)w / p10[-e] : (double)w * p10[e];
-  *out = neg ? -v : v;
-  return 1;
-#else
-  (void)s;
-  (void)out;
-  return 0;
-#endif
-}
-
-/* A decimal float as printf("%.9g") writes it, or inf, -inf, nan. No hex, no spaces. */
-int steps_parse_f64(const char *s, double *out) {
-  if (parse_f64_fast(s, out)) return 1;
-  if (strcmp(s, "inf") == 0) return *out = INFINITY, 1;
-  if (strcmp(s, "-inf") == 0) return *out = -INFINITY, 1;
-  if (strcmp(s, "nan") == 0) return *out = NAN, 1;
-  int digit = 0;
-  for (const char *q = s; *q; q++) {
-    if (*q >= '0' && *q <= '9') digit = 1;
-    else if (!strchr(".eE+-", *q)) return 0;
-  }
-  if (!digit) return 0;
-  errno = 0;
-  char *end;
-  double v = strtod(s, &end);
-  if (*end || (errno == ERANGE && isinf(v))) return 0;
-  *out = v;
-  return 1;
-}
 
 /* The name of steps.csv column col. */
 static const char *col_name(int col) { return fp8_schema_steps.columns[col]; }
@@ -142,10 +56,6 @@ static int check_header(steps_ctx *c, char *line) {
                            i + 1, show(c, f[i]), s->columns[i]);
   return steps_fail_at(c, 1, "not a %s header: %s%d columns, expected %d", s->file,
                        n > s->ncols ? "more than " : "", n > s->ncols ? s->ncols : n, s->ncols);
-}
-
-static int is_label_char(char ch) {
-  return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-';
 }
 
 /* ------------------------------------------------------------------ one data line */
@@ -187,47 +97,31 @@ static int parse_tensor(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
   return FP8_OK;
 }
 
+_Static_assert(FP8_STEPS_COL_KIND == FP8_STEPS_COL_RECIPE + 1 &&
+                   FP8_STEPS_COL_FORMAT == FP8_STEPS_COL_RECIPE + 2 &&
+                   FP8_STEPS_COL_AMAX_COMPUTE == FP8_STEPS_COL_RECIPE + 5,
+               "fp8_config_key_parse's field numbers are steps.csv's columns from recipe on");
+
 /* recipe, kind (a tensor keeps one kind per recipe label: checked with its group, in
  * fp8_steps_parse; sections that share a label give its tensors different kinds), format and
- * the delayed-scaling parameters (present exactly for delayed rows). */
+ * the delayed-scaling parameters (present exactly for delayed rows), by fp8_config_key_parse. */
 static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
-  const char *recipe = f[FP8_STEPS_COL_RECIPE], *kind = f[FP8_STEPS_COL_KIND];
-  if (!*recipe || strlen(recipe) > 63) return bad(c, f, FP8_STEPS_COL_RECIPE, "a recipe label");
-  for (const char *p = recipe; *p; p++)
-    if (!is_label_char(*p))
-      return bad(c, f, FP8_STEPS_COL_RECIPE, "a recipe label (A-Z a-z 0-9 _ . -)");
-  if (strcmp(kind, "delayed") == 0) r->kind = FP8_KIND_DELAYED;
-  else if (strcmp(kind, "current") == 0) r->kind = FP8_KIND_CURRENT;
-  else if (strcmp(kind, "mxfp8") == 0) r->kind = FP8_KIND_MXFP8;
-  else if (strcmp(kind, "block") == 0) r->kind = FP8_KIND_BLOCK;
-  else if (strcmp(kind, "rowwise") == 0) r->kind = FP8_KIND_ROWWISE;
-  else return bad(c, f, FP8_STEPS_COL_KIND, "delayed, current, mxfp8, block or rowwise");
+  fp8_config_key k;
+  const char *what;
+  int bad_col = fp8_config_key_parse(f[FP8_STEPS_COL_RECIPE], f[FP8_STEPS_COL_KIND],
+                                     f[FP8_STEPS_COL_FORMAT], f[FP8_STEPS_COL_HISTORY_LEN],
+                                     f[FP8_STEPS_COL_MARGIN], f[FP8_STEPS_COL_AMAX_COMPUTE], &k,
+                                     &what);
+  if (bad_col >= 0) return bad(c, f, FP8_STEPS_COL_RECIPE + bad_col, what);
   int created;
-  steps_istr *rc = steps_itab_get(&pv->recipes, recipe, (int)r->kind, c->line, &created);
+  steps_istr *rc = steps_itab_get(&pv->recipes, k.recipe, (int)k.kind, c->line, &created);
   if (!rc) return FP8_ENOMEM;
   r->recipe = rc->s;
-
-  if (strcmp(f[FP8_STEPS_COL_FORMAT], "e4m3") == 0) r->format = FP8_E4M3;
-  else if (strcmp(f[FP8_STEPS_COL_FORMAT], "e5m2") == 0) r->format = FP8_E5M2;
-  else return bad(c, f, FP8_STEPS_COL_FORMAT, "e4m3 or e5m2");
-
-  r->amax_compute = FP8_AMAX_MAX;
-  if (r->kind != FP8_KIND_DELAYED) {
-    for (int col = FP8_STEPS_COL_HISTORY_LEN; col <= FP8_STEPS_COL_AMAX_COMPUTE; col++)
-      if (*f[col]) return bad(c, f, col, "an empty field for non-delayed kinds");
-    return FP8_OK;
-  }
-  int64_t v;
-  if (!steps_parse_i64(f[FP8_STEPS_COL_HISTORY_LEN], 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
-    return bad(c, f, FP8_STEPS_COL_HISTORY_LEN, "an integer in 1..1048576 for delayed scaling");
-  r->history_len = (int32_t)v;
-  if (!steps_parse_i64(f[FP8_STEPS_COL_MARGIN], 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
-    return bad(c, f, FP8_STEPS_COL_MARGIN, "an integer in -64..64 for delayed scaling");
-  r->margin = (int32_t)v;
-  const char *ac = f[FP8_STEPS_COL_AMAX_COMPUTE];
-  if (strcmp(ac, "max") == 0) r->amax_compute = FP8_AMAX_MAX;
-  else if (strcmp(ac, "most_recent") == 0) r->amax_compute = FP8_AMAX_MOST_RECENT;
-  else return bad(c, f, FP8_STEPS_COL_AMAX_COMPUTE, "max or most_recent for delayed scaling");
+  r->kind = k.kind;
+  r->format = k.format;
+  r->history_len = k.history_len;
+  r->margin = k.margin;
+  r->amax_compute = k.amax_compute;
   return FP8_OK;
 }
 
@@ -351,7 +245,7 @@ static int check_kind(steps_ctx *c, steps_priv *pv, const steps_gmap *gm, size_t
                       const fp8_step_row *r) {
   const fp8_steps_group *grp = &gm->g[g];
   int64_t line = gm->first_line[g];
-  fp8_recipe_kind kind = grp->kind;
+  fp8_recipe_kind kind = grp->key.kind;
   if (created) {
     size_t nt = strlen(r->tensor), nr = strlen(r->recipe);
     char stack[256], *key = nt + nr + 2 <= sizeof stack ? stack : malloc(nt + nr + 2);

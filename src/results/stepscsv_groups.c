@@ -77,21 +77,21 @@ steps_istr *steps_itab_get(steps_itab *t, const char *s, int attr, int64_t line,
 
 /* ------------------------------------------------------------------ group map */
 
-static uint64_t key_hash(const char *tensor, const char *recipe, fp8_format f, int32_t hl,
-                         int32_t m, fp8_amax_compute ac) {
+/* The hash of a (tensor, key) with interned names (by pointer), its kind aside. */
+static uint64_t key_hash(const char *tensor, const fp8_config_key *k) {
   uint64_t h = 1469598103934665603ULL;
   h = hash_u64(h, (uint64_t)(uintptr_t)tensor);
-  h = hash_u64(h, (uint64_t)(uintptr_t)recipe);
-  h = hash_u64(h, (uint64_t)f);
-  h = hash_u64(h, (uint64_t)(uint32_t)hl);
-  h = hash_u64(h, (uint64_t)(uint32_t)m);
-  return hash_u64(h, (uint64_t)ac);
+  h = hash_u64(h, (uint64_t)(uintptr_t)k->recipe);
+  h = hash_u64(h, (uint64_t)k->format);
+  h = hash_u64(h, (uint64_t)(uint32_t)k->history_len);
+  h = hash_u64(h, (uint64_t)(uint32_t)k->margin);
+  return hash_u64(h, (uint64_t)k->amax_compute);
 }
 
-static int key_eq(const fp8_steps_group *g, const char *tensor, const char *recipe, fp8_format f,
-                  int32_t hl, int32_t m, fp8_amax_compute ac) {
-  return g->tensor == tensor && g->recipe == recipe && g->format == f && g->history_len == hl &&
-         g->margin == m && g->amax_compute == ac;
+/* A group's key against a row's: the same tensor (interned: by pointer) and configuration, its
+ * kind aside (a recipe label's kind is checked per tensor, steps_build_groups). */
+static int key_eq(const fp8_steps_group *g, const char *tensor, const fp8_config_key *k) {
+  return g->tensor == tensor && fp8_config_key_equal(&g->key, k, FP8_KEY_IGNORE_KIND);
 }
 
 static int gmap_rehash(steps_gmap *gm, size_t nslots) {
@@ -99,8 +99,7 @@ static int gmap_rehash(steps_gmap *gm, size_t nslots) {
   if (!s) return FP8_ENOMEM;
   for (size_t i = 0; i < gm->n; i++) {
     const fp8_steps_group *g = &gm->g[i];
-    size_t j = key_hash(g->tensor, g->recipe, g->format, g->history_len, g->margin,
-                        g->amax_compute) & (nslots - 1);
+    size_t j = key_hash(g->tensor, &g->key) & (nslots - 1);
     while (s[j]) j = (j + 1) & (nslots - 1);
     s[j] = i + 1;
   }
@@ -113,12 +112,11 @@ static int gmap_rehash(steps_gmap *gm, size_t nslots) {
 size_t steps_gmap_get(steps_gmap *gm, const fp8_step_row *r) {
   if (2 * (gm->n + 1) > gm->nslots && gmap_rehash(gm, gm->nslots ? 2 * gm->nslots : 256))
     return (size_t)-1;
-  size_t j = key_hash(r->tensor, r->recipe, r->format, r->history_len, r->margin,
-                      r->amax_compute) & (gm->nslots - 1);
+  fp8_config_key rk = fp8_step_row_key(r);
+  size_t j = key_hash(r->tensor, &rk) & (gm->nslots - 1);
   while (gm->slots[j]) {
     size_t i = gm->slots[j] - 1;
-    if (key_eq(&gm->g[i], r->tensor, r->recipe, r->format, r->history_len, r->margin,
-               r->amax_compute))
+    if (key_eq(&gm->g[i], r->tensor, &rk))
       return i;
     j = (j + 1) & (gm->nslots - 1);
   }
@@ -136,12 +134,7 @@ size_t steps_gmap_get(steps_gmap *gm, const fp8_step_row *r) {
   memset(g, 0, sizeof *g);
   g->tensor = r->tensor;
   g->role = r->role;
-  g->recipe = r->recipe;
-  g->kind = r->kind;
-  g->format = r->format;
-  g->history_len = r->history_len;
-  g->margin = r->margin;
-  g->amax_compute = r->amax_compute;
+  g->key = fp8_step_row_key(r);
   gm->first_line[gm->n] = r->line;
   gm->slots[j] = gm->n + 1;
   return gm->n++;
@@ -200,11 +193,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static const char *config_text(const fp8_steps_group *g, char *buf, size_t len) {
-  if (g->kind == FP8_KIND_DELAYED)
-    snprintf(buf, len, "%s %s history_len %d margin %d %s", g->recipe, fp8_format_name(g->format),
-             (int)g->history_len, (int)g->margin, fp8_amax_compute_name(g->amax_compute));
-  else snprintf(buf, len, "%s %s", g->recipe, fp8_format_name(g->format));
-  return buf;
+  return fp8_config_key_label(&g->key, FP8_KEY_LABEL_TEXT, buf, len);
 }
 
 int steps_build_groups(steps_ctx *c, fp8_steps_table *t, steps_priv *pv, steps_gmap *gm,
@@ -312,14 +301,12 @@ const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *t, const fp8_step
   return &t->rows[g->rows[i]];
 }
 
-ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor, const char *recipe,
-                               fp8_format format, int32_t history_len, int32_t margin,
-                               fp8_amax_compute amax_compute) {
-  if (!t || !tensor || !recipe) return -1;
+ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor,
+                               const fp8_config_key *key) {
+  if (!t || !tensor || !key || !key->recipe) return -1;
   for (size_t i = 0; i < t->ngroups; i++) {
     const fp8_steps_group *g = &t->groups[i];
-    if (strcmp(g->tensor, tensor) == 0 && strcmp(g->recipe, recipe) == 0 && g->format == format &&
-        g->history_len == history_len && g->margin == margin && g->amax_compute == amax_compute)
+    if (strcmp(g->tensor, tensor) == 0 && fp8_config_key_equal(&g->key, key, FP8_KEY_IGNORE_KIND))
       return (ptrdiff_t)i;
   }
   return -1;

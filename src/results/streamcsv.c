@@ -63,21 +63,22 @@ static int grow_series(fp8_stream_series *s, size_t *cap) {
  * them: the text, not what atoi makes of it ("1x" is not history 1). */
 static int same_key(const fp8_stream_series *s, char **f) {
   char h[16], m[16];
-  snprintf(h, sizeof h, "%d", (int)s->history_len);
-  snprintf(m, sizeof m, "%d", (int)s->margin);
+  snprintf(h, sizeof h, "%d", (int)s->key.history_len);
+  snprintf(m, sizeof m, "%d", (int)s->key.margin);
   return strcmp(s->tensor, f[FP8_STREAM_COL_TENSOR]) == 0 &&
          strcmp(fp8_role_name(s->role), f[FP8_STREAM_COL_ROLE]) == 0 /* "" for no role */ &&
-         strcmp(s->recipe, f[FP8_STREAM_COL_RECIPE]) == 0 &&
-         strcmp(fp8_format_name(s->format), f[FP8_STREAM_COL_FORMAT]) == 0 &&
+         strcmp(s->key.recipe, f[FP8_STREAM_COL_RECIPE]) == 0 &&
+         strcmp(fp8_format_name(s->key.format), f[FP8_STREAM_COL_FORMAT]) == 0 &&
          strcmp(h, f[FP8_STREAM_COL_HISTORY_LEN]) == 0 && strcmp(m, f[FP8_STREAM_COL_MARGIN]) == 0 &&
-         strcmp(fp8_amax_compute_name(s->amax_compute), f[FP8_STREAM_COL_AMAX_COMPUTE]) == 0;
+         strcmp(fp8_amax_compute_name(s->key.amax_compute), f[FP8_STREAM_COL_AMAX_COMPUTE]) == 0;
 }
 
 /* A new series from a row of the first step. */
 static int new_series(fp8_stream_series *s, char **f) {
   memset(s, 0, sizeof *s);
   s->tensor = f[FP8_STREAM_COL_TENSOR];
-  s->recipe = f[FP8_STREAM_COL_RECIPE];
+  s->key.recipe = f[FP8_STREAM_COL_RECIPE];
+  s->key.kind = FP8_KIND_DELAYED; /* stream.csv holds the delayed configurations only */
   char why[FP8_ESC_LEN + 64];
   if (fp8_tensor_name_check(s->tensor, strlen(s->tensor), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX,
                             why, sizeof why) != 0)
@@ -86,9 +87,9 @@ static int new_series(fp8_stream_series *s, char **f) {
   int role_ok = !*f[FP8_STREAM_COL_ROLE]; /* empty: a tensor without a role */
   for (int k = 0; k < FP8_ROLE_UNKNOWN; k++)
     if (strcmp(f[FP8_STREAM_COL_ROLE], fp8_role_name((fp8_role)k)) == 0) s->role = (fp8_role)k, role_ok = 1;
-  if (!role_ok || !*s->recipe) return 0;
-  if (strcmp(f[FP8_STREAM_COL_FORMAT], "e4m3") == 0) s->format = FP8_E4M3;
-  else if (strcmp(f[FP8_STREAM_COL_FORMAT], "e5m2") == 0) s->format = FP8_E5M2;
+  if (!role_ok || !*s->key.recipe) return 0;
+  if (strcmp(f[FP8_STREAM_COL_FORMAT], "e4m3") == 0) s->key.format = FP8_E4M3;
+  else if (strcmp(f[FP8_STREAM_COL_FORMAT], "e5m2") == 0) s->key.format = FP8_E5M2;
   else return 0;
   int64_t h, m;
   if (!steps_parse_i64(f[FP8_STREAM_COL_HISTORY_LEN], 0, &h) || h < 1 || h > FP8_HISTORY_LIMIT)
@@ -96,11 +97,11 @@ static int new_series(fp8_stream_series *s, char **f) {
   if (!steps_parse_i64(f[FP8_STREAM_COL_MARGIN], 1, &m) || m < -FP8_MARGIN_LIMIT ||
       m > FP8_MARGIN_LIMIT)
     return 0;
-  s->history_len = (int32_t)h;
-  s->margin = (int32_t)m;
+  s->key.history_len = (int32_t)h;
+  s->key.margin = (int32_t)m;
   const char *ac = f[FP8_STREAM_COL_AMAX_COMPUTE];
-  if (strcmp(ac, "max") == 0) s->amax_compute = FP8_AMAX_MAX;
-  else if (strcmp(ac, "most_recent") == 0) s->amax_compute = FP8_AMAX_MOST_RECENT;
+  if (strcmp(ac, "max") == 0) s->key.amax_compute = FP8_AMAX_MAX;
+  else if (strcmp(ac, "most_recent") == 0) s->key.amax_compute = FP8_AMAX_MOST_RECENT;
   else return 0;
   return 1;
 }
@@ -248,14 +249,10 @@ void fp8_stream_free(fp8_stream_table *t) {
 }
 
 const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
-                                         const char *recipe, fp8_format format,
-                                         int32_t history_len, int32_t margin,
-                                         fp8_amax_compute amax_compute) {
+                                         const fp8_config_key *key) {
   for (size_t i = 0; t && i < t->nseries; i++) {
     const fp8_stream_series *s = &t->series[i];
-    if (s->format == format && s->history_len == history_len && s->margin == margin &&
-        s->amax_compute == amax_compute && strcmp(s->tensor, tensor) == 0 &&
-        strcmp(s->recipe, recipe) == 0)
+    if (fp8_config_key_equal(&s->key, key, FP8_KEY_IGNORE_KIND) && strcmp(s->tensor, tensor) == 0)
       return s;
   }
   return NULL;

@@ -1,9 +1,10 @@
 /* tables.h: the replay's result files read back into memory, for the analysis and the report:
  * steps.csv (fp8_steps_load: every field validated, rows in file order, grouped by
- * configuration) and stream.csv (fp8_stream_load: one series per tensor and delayed
- * configuration). Their columns are the schemas of results.h, which the runner writes them
- * with: a file and its reader have one owner, this folder. stepscsv.c, stepscsv_groups.c and
- * streamcsv.c implement it.
+ * configuration), stream.csv (fp8_stream_load: one series per tensor and delayed
+ * configuration), histograms.csv (fp8_hist_load) and gemm.csv (fp8_gemmcsv_load). Their
+ * columns are the schemas of results.h, which the runner writes them with: a file and its
+ * reader have one owner, this folder. stepscsv.c, stepscsv_groups.c, streamcsv.c and
+ * resultcsv.c implement it. run.json's reader is run_json.h's.
  */
 #ifndef FP8LAB_RESULTS_TABLES_H
 #define FP8LAB_RESULTS_TABLES_H
@@ -11,7 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config_key.h"
 #include "fp8.h"
+#include "gemm.h"   /* fp8_gemm_kind */
 #include "recipe.h" /* fp8_recipe_kind, fp8_amax_compute */
 
 #ifdef __cplusplus
@@ -52,14 +55,16 @@ typedef struct {
 typedef struct {
   const char *tensor;
   fp8_role role;
-  const char *recipe;
-  fp8_recipe_kind kind;
-  fp8_format format;
-  int32_t history_len, margin;   /**< 0 for current scaling */
-  fp8_amax_compute amax_compute;
+  fp8_config_key key;            /**< recipe interned; history_len, margin 0 for current */
   size_t nrows;
   size_t *rows;                  /**< nrows indices into fp8_steps_table.rows, by step ascending */
 } fp8_steps_group;
+
+/** The configuration key of a row (a group holds its own: fp8_steps_group.key). */
+static inline fp8_config_key fp8_step_row_key(const fp8_step_row *r) {
+  fp8_config_key k = {r->recipe, r->kind, r->format, r->history_len, r->margin, r->amax_compute};
+  return k;
+}
 
 /** A loaded steps.csv. */
 typedef struct {
@@ -98,11 +103,10 @@ void fp8_steps_free(fp8_steps_table *table);
 const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *table, const fp8_steps_group *g,
                                         size_t i);
 
-/** Index of the group with this key, or -1. For current scaling pass history_len = margin = 0
- *  and FP8_AMAX_MAX. */
+/** Index of the group of this tensor and key (its kind not compared), or -1. For current
+ *  scaling the key holds history_len = margin = 0 and FP8_AMAX_MAX. */
 ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
-                               const char *recipe, fp8_format format, int32_t history_len,
-                               int32_t margin, fp8_amax_compute amax_compute);
+                               const fp8_config_key *key);
 
 /* ------------------------------------------------------------------ stream.csv in memory */
 
@@ -111,10 +115,7 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
 typedef struct {
   const char *tensor;            /**< owned by the stream table */
   fp8_role role;
-  const char *recipe;
-  fp8_format format;
-  int32_t history_len, margin;
-  fp8_amax_compute amax_compute;
+  fp8_config_key key;            /**< kind delayed; recipe owned by the stream table */
   size_t n;
   int64_t *step;
   float *amax, *scale;           /**< float32, as the replay held them */
@@ -136,15 +137,69 @@ typedef struct {
  *  FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty. */
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen);
 void fp8_stream_free(fp8_stream_table *t);
-/** The series of a delayed steps.csv group (same tensor and configuration key), or NULL. */
+/** The series of a tensor under a delayed configuration key (its kind not compared), or NULL. */
 const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
-                                         const char *recipe, fp8_format format,
-                                         int32_t history_len, int32_t margin,
-                                         fp8_amax_compute amax_compute);
+                                         const fp8_config_key *key);
 /** 1 when the step's largest element overflowed: RN32(amax * scale) > fp8_max (float32). */
 int fp8_stream_overflowed(float amax, float scale, fp8_format f);
 /** 1 when it clipped: RN32(amax * scale) past the rounding midpoint (fp8_clip_bits). */
 int fp8_stream_clipped(float amax, float scale, fp8_format f);
+
+/* ------------------------------------------------------------------ histograms.csv in memory */
+
+/** One row of histograms.csv: a (tensor, step)'s count of elements with floor(log2|x|) = bin. */
+typedef struct {
+  const char *tensor;            /**< points into the table's text */
+  int64_t step;
+  int32_t bin;                   /**< FP8_LOG2_HIST_MIN .. FP8_LOG2_HIST_MIN + BINS - 1 */
+  int64_t count;
+} fp8_hist_row;
+
+/** A loaded histograms.csv (results.h fp8_schema_histograms). */
+typedef struct {
+  size_t n;
+  fp8_hist_row *rows;            /**< file order */
+  char *text_;                   /**< the file, cut into the rows' strings */
+} fp8_hist_table;
+
+/** Reads and validates a histograms.csv: the header, then lines of 4 fields (a tensor name, a
+ *  step >= 0, a log2 bin in range, a count >= 0); no blank line but a last one. FP8_OK; FP8_EIO
+ *  ("<path>: cannot open: ..."); FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure
+ *  the table is empty. */
+int fp8_hist_load(const char *path, fp8_hist_table *t, char *err, size_t errlen);
+void fp8_hist_free(fp8_hist_table *t);
+/** The histogram of (tensor, step): counts[0..*nbins) for the bins from *lo_bin on (a bin
+ *  listed twice: its last count). FP8_EFORMAT when the table has no such rows. */
+int fp8_hist_get(const fp8_hist_table *t, const char *tensor, int64_t step, double *counts,
+                 int *lo_bin, int *nbins);
+
+/* ------------------------------------------------------------------ gemm.csv in memory */
+
+/** One row of gemm.csv: a layer's GEMM at a step under a configuration, and its error. */
+typedef struct {
+  const char *layer;             /**< points into the table's text */
+  fp8_gemm_kind gemm;
+  int64_t step;
+  fp8_config_key key;            /**< recipe points into the table's text; format: none (the
+                                      file has no format column: compare with
+                                      FP8_KEY_IGNORE_FORMAT) */
+  double rel_error;              /**< >= 0, inf (a zero reference) or nan */
+  int64_t line;                  /**< line number in the file (header = 1) */
+} fp8_gemm_row;
+
+/** A loaded gemm.csv (results.h fp8_schema_gemm). */
+typedef struct {
+  size_t n;
+  fp8_gemm_row *rows;            /**< file order */
+  char *text_;
+} fp8_gemm_table;
+
+/** Reads and validates a gemm.csv: the header, then lines of 9 fields as steps.csv's are
+ *  checked (history_len, margin, amax_compute present for delayed rows and empty otherwise).
+ *  FP8_OK; FP8_EIO; FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is
+ *  empty. */
+int fp8_gemmcsv_load(const char *path, fp8_gemm_table *t, char *err, size_t errlen);
+void fp8_gemmcsv_free(fp8_gemm_table *t);
 
 #ifdef __cplusplus
 }

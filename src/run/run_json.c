@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "run_json.h" /* the keys, fp8_runjson_model_shape, fp8_runjson_write */
 #include "runner_internal.h"
 #include "timeline.h"
 
@@ -52,24 +53,26 @@ static json_t *configs_json(const fp8_experiment *ex) {
     const fp8_config *cf = &ex->configs[c];
     const char *fmt = cf->format == FP8_SEL_HYBRID ? "hybrid"
                     : cf->format == FP8_SEL_E4M3 ? "e4m3" : "e5m2";
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "recipe", cf->label, "kind",
-                          fp8_recipe_kind_name(cf->kind), "format", fmt, "margin", (int)cf->margin);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", FP8_RUNJSON_CFG_RECIPE, cf->label,
+                          FP8_RUNJSON_CFG_KIND, fp8_recipe_kind_name(cf->kind),
+                          FP8_RUNJSON_CFG_FORMAT, fmt, FP8_RUNJSON_CFG_MARGIN, (int)cf->margin);
     if (cf->kind == FP8_KIND_DELAYED) {
-      json_object_set_new(o, "history_len", json_integer(cf->history_len));
-      json_object_set_new(o, "amax_compute", json_string(fp8_amax_compute_name(cf->amax_compute)));
+      json_object_set_new(o, FP8_RUNJSON_CFG_HISTORY_LEN, json_integer(cf->history_len));
+      json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_COMPUTE,
+                          json_string(fp8_amax_compute_name(cf->amax_compute)));
     } else {
-      json_object_set_new(o, "amax_epsilon", json_real(cf->amax_epsilon));
-      json_object_set_new(o, "pow2", json_boolean(cf->pow2));
+      json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_EPSILON, json_real(cf->amax_epsilon));
+      json_object_set_new(o, FP8_RUNJSON_CFG_POW2, json_boolean(cf->pow2));
     }
     /* the section's tensor subset (absent: every tensor) and, when it differs from the label,
      * the section's name (sections that share a label) */
     const fp8_recipe_section *s = ex->config_section ? &ex->sections[ex->config_section[c]] : NULL;
     if (s && strcmp(s->name, s->label) != 0)
-      json_object_set_new(o, "section", json_string(s->name));
+      json_object_set_new(o, FP8_RUNJSON_CFG_SECTION, json_string(s->name));
     if (s && s->nglobs) {
       json_t *g = json_array();
       for (size_t j = 0; j < s->nglobs; j++) json_array_append_new(g, json_string(s->globs[j]));
-      json_object_set_new(o, "tensors", g);
+      json_object_set_new(o, FP8_RUNJSON_CFG_TENSORS, g);
     }
     json_array_append_new(arr, o);
   }
@@ -78,8 +81,9 @@ static json_t *configs_json(const fp8_experiment *ex) {
 
 static json_t *file_json(const char *path) {
   struct stat sb;
-  json_t *o = json_pack("{s:s}", "path", path);
-  if (stat(path, &sb) == 0) json_object_set_new(o, "bytes", json_integer((json_int_t)sb.st_size));
+  json_t *o = json_pack("{s:s}", FP8_RUNJSON_IN_PATH, path);
+  if (stat(path, &sb) == 0)
+    json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
   return o;
 }
 
@@ -95,29 +99,32 @@ static json_t *experiment_json(const fp8_experiment *ex) {
     }
     fclose(fp);
   }
-  json_t *exo = json_pack("{s:s, s:s}", "file", ex->file, "name", ex->name);
-  if (text) json_object_set_new(exo, "text", json_stringn_nocheck(text, len));
+  json_t *exo = json_pack("{s:s, s:s}", FP8_RUNJSON_EX_FILE, ex->file, FP8_RUNJSON_EX_NAME,
+                          ex->name);
+  if (text) json_object_set_new(exo, FP8_RUNJSON_EX_TEXT, json_stringn_nocheck(text, len));
   free(text);
-  json_object_set_new(exo, "configurations", configs_json(ex));
-  json_object_set_new(exo, "overflow_budget", json_real(ex->overflow_budget));
-  json_object_set_new(exo, "step_budget", json_real(ex->step_budget));
+  json_object_set_new(exo, FP8_RUNJSON_EX_CONFIGURATIONS, configs_json(ex));
+  json_object_set_new(exo, FP8_RUNJSON_EX_OVERFLOW_BUDGET, json_real(ex->overflow_budget));
+  json_object_set_new(exo, FP8_RUNJSON_EX_STEP_BUDGET, json_real(ex->step_budget));
   if (ex->warmup_steps >= 0)
-    json_object_set_new(exo, "warmup_steps", json_integer((json_int_t)ex->warmup_steps));
+    json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
+                        json_integer((json_int_t)ex->warmup_steps));
   return exo;
 }
 
 static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
-  json_t *tro = json_pack("{s:s, s:I, s:I}", "path", trace_dir, "snapshot_steps",
-                          (json_int_t)tr->nsteps, "amax_rows", (json_int_t)tr->namax);
+  json_t *tro = json_pack("{s:s, s:I, s:I}", FP8_RUNJSON_TR_PATH, trace_dir,
+                          FP8_RUNJSON_TR_SNAPSHOT_STEPS, (json_int_t)tr->nsteps,
+                          FP8_RUNJSON_TR_AMAX_ROWS, (json_int_t)tr->namax);
   if (ex->trace_is_synth) {
-    json_object_set_new(tro, "synth_preset", json_string(ex->synth_preset));
-    json_object_set_new(tro, "synth_steps", json_integer(ex->synth_steps));
-    json_object_set_new(tro, "synth_seed", json_integer((json_int_t)ex->synth_seed));
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_PRESET, json_string(ex->synth_preset));
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_STEPS, json_integer(ex->synth_steps));
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_SEED, json_integer((json_int_t)ex->synth_seed));
   }
   if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
-    json_object_set_new(tro, "ranks", json_integer((json_int_t)tr->nranks));
-    json_object_set_new(tro, "reduce_amax", json_boolean(ex->reduce_amax));
-    json_object_set_new(tro, "reduce_group",
+    json_object_set_new(tro, FP8_RUNJSON_TR_RANKS, json_integer((json_int_t)tr->nranks));
+    json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_AMAX, json_boolean(ex->reduce_amax));
+    json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_GROUP,
                         json_integer((json_int_t)fp8_experiment_reduce_group(ex, tr->nranks)));
   }
   return tro;
@@ -193,17 +200,7 @@ static json_t *model_shape_json(const fp8_experiment *ex, const fp8_trace *tr) {
   }
   int64_t world = tr->nranks && ex->reduce_amax
                       ? (int64_t)fp8_experiment_reduce_group(ex, tr->nranks) : 1;
-  json_t *o = json_pack("{s:I, s:I}", "layers", (json_int_t)s.layers, "world", (json_int_t)world);
-  json_t *a = json_array();
-  for (size_t i = 0; i < s.nlinears; i++) {
-    const fp8_tl_linear *l = &s.linears[i];
-    json_array_append_new(
-        a, json_pack("{s:s, s:I, s:I, s:I, s:[s,s,s]}", "name", l->name, "tokens",
-                     (json_int_t)l->tokens, "in", (json_int_t)l->in, "out", (json_int_t)l->out,
-                     "dtypes", fp8_dtype_name(l->dtype[0]), fp8_dtype_name(l->dtype[1]),
-                     fp8_dtype_name(l->dtype[2])));
-  }
-  json_object_set_new(o, "linears", a);
+  json_t *o = fp8_runjson_model_shape(&s, world);
   fp8_tl_shape_free(&s);
   return o;
 }
@@ -213,17 +210,17 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
                    const fp8_outputs *outputs, char *err, size_t errlen) {
   const fp8_experiment *ex = r->ex;
   json_t *root = json_object();
-  json_object_set_new(root, "fp8lab_version", json_string(FP8LAB_VERSION));
-  json_object_set_new(root, "git_revision", json_string(FP8LAB_GIT_REV));
-  json_object_set_new(root, "started_utc", json_string(started));
-  json_object_set_new(root, "experiment", experiment_json(ex));
-  json_object_set_new(root, "trace", trace_json(ex, tr, trace_dir));
-  json_object_set_new(root, "inputs", inputs_json(ex, tr, trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_VERSION, json_string(FP8LAB_VERSION));
+  json_object_set_new(root, FP8_RUNJSON_GIT_REVISION, json_string(FP8LAB_GIT_REV));
+  json_object_set_new(root, FP8_RUNJSON_STARTED_UTC, json_string(started));
+  json_object_set_new(root, FP8_RUNJSON_EXPERIMENT, experiment_json(ex));
+  json_object_set_new(root, FP8_RUNJSON_TRACE, trace_json(ex, tr, trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_INPUTS, inputs_json(ex, tr, trace_dir));
   json_t *outs = json_array();
   for (size_t i = 0; i < outputs->n; i++) json_array_append_new(outs, json_string(outputs->names[i]));
-  json_object_set_new(root, "outputs", outs);
-  json_object_set_new(root, "steps_replayed", json_integer(sum->steps));
-  json_object_set_new(root, "tensors", json_integer(sum->tensors));
+  json_object_set_new(root, FP8_RUNJSON_OUTPUTS, outs);
+  json_object_set_new(root, FP8_RUNJSON_STEPS_REPLAYED, json_integer(sum->steps));
+  json_object_set_new(root, FP8_RUNJSON_TENSORS, json_integer(sum->tensors));
   /* the tensors without rows, by reason, each list complete (the summary line names a few) */
   for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
     json_t *names = json_array();
@@ -231,34 +228,26 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
       if (r->left[i] == why) json_array_append_new(names, json_string(r->t[i].name));
     json_object_set_new(root, fp8_left_keys[why], names);
   }
-  json_object_set_new(root, "configurations", json_integer(sum->configs));
+  json_object_set_new(root, FP8_RUNJSON_CONFIGURATIONS, json_integer(sum->configs));
   size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
   for (size_t c = 0; c < ex->nconfigs; c++) {
     size_t k = 0;
     while (k < c && !fp8_config_identical(&ex->configs[k], &ex->configs[c])) k++;
     distinct += k == c;
   }
-  json_object_set_new(root, "distinct_configurations", json_integer((json_int_t)distinct));
-  json_object_set_new(root, "rows", json_integer(sum->rows));
-  json_object_set_new(root, "gemm_rows", json_integer(sum->gemm_rows));
-  json_object_set_new(root, "threads", json_integer(threads));
-  json_object_set_new(root, "engine", json_string(fp8_engine_name(r->engine)));
-  json_object_set_new(root, "engine_details", engine_json(r));
-  json_object_set_new(root, "amax_csv_mismatches", json_integer(r->mismatches));
-  json_object_set_new(root, "wall_time_s", json_real(sum->wall_s));
+  json_object_set_new(root, FP8_RUNJSON_DISTINCT_CONFIGURATIONS,
+                      json_integer((json_int_t)distinct));
+  json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(sum->rows));
+  json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(sum->gemm_rows));
+  json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(threads));
+  json_object_set_new(root, FP8_RUNJSON_ENGINE, json_string(fp8_engine_name(r->engine)));
+  json_object_set_new(root, FP8_RUNJSON_ENGINE_DETAILS, engine_json(r));
+  json_object_set_new(root, FP8_RUNJSON_AMAX_CSV_MISMATCHES, json_integer(r->mismatches));
+  json_object_set_new(root, FP8_RUNJSON_WALL_TIME_S, json_real(sum->wall_s));
   json_t *ms = model_shape_json(ex, tr);
-  if (ms) json_object_set_new(root, "model_shape", ms);
+  if (ms) json_object_set_new(root, FP8_RUNJSON_MODEL_SHAPE, ms);
 
-  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  int rc = fp8_runjson_write(dir, root, err, errlen);
   json_decref(root);
-  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "run.json", err, errlen);
-  if (rc == FP8_OK) {
-    fputs(dump, of.fp);
-    fputc('\n', of.fp);
-    rc = fp8_outfile_commit(&of, err, errlen);
-  }
-  free(dump);
   return rc;
 }

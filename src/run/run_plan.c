@@ -416,12 +416,6 @@ int run_is_warmup(const run_t *r, size_t i) {
 
 /* ------------------------------------------------------------------ tensors left out */
 
-const char *const fp8_left_keys[FP8_LEFT_COUNT] = {
-    [FP8_LEFT_NEVER_RAN] = "tensors_never_ran",
-    [FP8_LEFT_NO_SNAPSHOT] = "tensors_without_snapshot",
-    [FP8_LEFT_NO_RECIPE] = "tensors_without_recipe",
-};
-
 /* Why a tensor of the replay has no row in steps.csv (docs/semantics.md, "Tensors that never
  * ran"): no configuration applies to it (the sections' tensors keys take it nowhere); or no
  * selected snapshot step holds it, and then it never ran when amax.csv gives it no non-zero

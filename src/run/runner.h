@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "engine_load.h" /* fp8_engine_choice */
 #include "experiment.h"
+#include "run_json.h" /* fp8_left_reason, fp8_left_keys */
 #include "trace.h"
 
 typedef struct {
@@ -35,17 +36,7 @@ typedef struct {
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
 } fp8_run_options;
 
-/** Why a tensor of the replay has no row in steps.csv or summary.csv (docs/semantics.md,
- *  "Tensors that never ran"). */
-typedef enum {
-  FP8_LEFT_KEPT = 0,     /**< it has rows */
-  FP8_LEFT_NEVER_RAN,    /**< no snapshot at a selected step, amax 0 at every step of the replay */
-  FP8_LEFT_NO_SNAPSHOT,  /**< a non-zero amax in amax.csv, but no snapshot at a selected step */
-  FP8_LEFT_NO_RECIPE,    /**< no configuration applies to it (the sections' tensors keys) */
-  FP8_LEFT_COUNT
-} fp8_left_reason;
-/** run.json's key for the list of each reason's tensors ([FP8_LEFT_KEPT] is NULL). */
-extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
+/* fp8_left_reason and fp8_left_keys (run.json's lists of the tensors without rows): run_json.h */
 
 /** What a run produced, for the caller's final message. */
 typedef struct {

@@ -1,12 +1,13 @@
-/* fuzz_run_json.c: libFuzzer target of the readers of a run's run.json: the report's
- * (rep_read_run_json, src/report/report_read.c: the experiment's name and budgets, the
- * trace) and the list of outputs that --force and the report remove stale files by
- * (fp8_outputs_read, src/results/outputs.c), whose every name must pass fp8_output_name_ok: a
- * run.json must never make fp8lab remove a file outside the run's own names. */
+/* fuzz_run_json.c: libFuzzer target of the readers of a run's run.json: the strict one the
+ * report loads (fp8_runjson_read, src/results/run_json.c: the experiment's name and budgets,
+ * the tensors left out, the model shape, the trace) and the list of outputs that --force and
+ * the report remove stale files by (fp8_outputs_read, src/results/outputs.c), whose every name
+ * must pass fp8_output_name_ok: a run.json must never make fp8lab remove a file outside the
+ * run's own names. */
 #include "fuzz_common.h"
 
 #include "outputs.h"
-#include "report_internal.h"
+#include "run_json.h"
 
 /* 1 when name could point outside the run folder: absolute, or with a ".." segment. */
 static int escapes(const char *name) {
@@ -21,15 +22,15 @@ static int escapes(const char *name) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_put("run.json", data, size);
-  rep_t *r = calloc(1, sizeof *r);
+  fp8_run_record *r = calloc(1, sizeof *r);
   if (!r) abort();
-  r->outdir = fz_scratch();
-  double budget = 0, step_budget = 0;
   char err[FZ_ERRLEN] = "";
-  int rc = rep_read_run_json(r, &budget, &step_budget, err, sizeof err);
-  fz_check_status("rep_read_run_json", rc, err);
-  if (!memchr(r->name, 0, sizeof r->name) || !memchr(r->trace, 0, sizeof r->trace)) abort();
-  rep_free_run_json(r);
+  int rc = fp8_runjson_read(fz_scratch(), r, err, sizeof err);
+  fz_check_status("fp8_runjson_read", rc, err);
+  if (!memchr(r->name, 0, sizeof r->name)) abort();
+  if (rc == FP8_OK && (!r->trace_path || !(r->overflow_budget >= 0 && r->overflow_budget <= 1)))
+    abort();
+  fp8_run_record_free(r);
   free(r);
   fp8_outputs o = {0};
   if (fp8_outputs_read(fz_scratch(), &o) != FP8_OK) abort();

@@ -24,8 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fp8_group_stats o;
       memset(&o, 0, sizeof o);
       if (fp8_analysis_stream_series(s, &o) != FP8_OK) abort();
-      (void)fp8_stream_find(&t, s->tensor, s->recipe, s->format, s->history_len, s->margin,
-                            s->amax_compute);
+      (void)fp8_stream_find(&t, s->tensor, &s->key);
     }
     fp8_stream_free(&t);
   }

@@ -1,0 +1,159 @@
+/* report_load.c: the report's load step (report_internal.h): every input of the run read and
+ * validated into memory first (run.json, steps.csv, histograms.csv, stream.csv, gemm.csv, by
+ * their readers in src/results), then the statistics, the recommendations and the choices of
+ * the story (report_select.c) computed once. The plots and the text are functions of what this
+ * step loaded: none of them opens a file of the run. */
+#include "report_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h> /* access */
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "outfile.h" /* fp8_errorf */
+#include "results.h" /* the schemas' file names */
+#include "trace.h"   /* fp8_tensor_files_distinct */
+
+/* cfg_t's gemm arrays are indexed by fp8_gemm_kind. */
+_Static_assert(FP8_GEMM_COUNT == 3, "cfg_t holds the errors of fprop, dgrad and wgrad");
+
+/* The trace as the report's header names it: a synthetic trace's preset, steps and seed, else
+ * its folder. */
+static void describe_trace(rep_t *r) {
+  const fp8_run_record *run = &r->run;
+  if (run->synth_preset)
+    snprintf(r->trace, sizeof r->trace, "synthetic '%s' trace (%lld steps, seed %lld)",
+             run->synth_preset, (long long)run->synth_steps, (long long)run->synth_seed);
+  else
+    snprintf(r->trace, sizeof r->trace, "%s", run->trace_path);
+}
+
+/* Adds gemm.csv's rows to the configurations they belong to (each configuration's rel_error
+ * per GEMM, sorted, and their medians); *have = 1 when a row was added. A row of no
+ * configuration of steps.csv is an error (the two files come from one run). */
+int rep_add_gemm(rep_t *r, const fp8_gemm_table *t, const char *path, int *have, char *err,
+                 size_t errlen) {
+  int rc = FP8_OK;
+  for (size_t i = 0; i < t->n && !rc; i++) {
+    const fp8_gemm_row *row = &t->rows[i];
+    int g = (int)row->gemm;
+    size_t c = 0;
+    while (c < r->ncfg && !rep_cfg_matches(&r->cfgs[c], &row->key)) c++;
+    if (c == r->ncfg) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%lld: recipe %s (%s) is not a configuration of steps.csv", path,
+                      (long long)row->line, row->key.recipe, fp8_recipe_kind_name(row->key.kind));
+      break;
+    }
+    cfg_t *x = &r->cfgs[c];
+    if (x->ngemm[g] == x->capgemm[g]) {
+      size_t nc = x->capgemm[g] ? 2 * x->capgemm[g] : 64;
+      double *nb = realloc(x->gemm[g], nc * sizeof *nb);
+      if (!nb) {
+        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+        break;
+      }
+      x->gemm[g] = nb;
+      x->capgemm[g] = nc;
+    }
+    if (!isnan(row->rel_error)) x->gemm[g][x->ngemm[g]++] = row->rel_error;
+    *have = 1;
+  }
+  for (size_t c = 0; c < r->ncfg; c++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+      cfg_t *x = &r->cfgs[c];
+      gsl_sort(x->gemm[g], 1, x->ngemm[g]);
+      x->gemm_median[g] =
+          x->ngemm[g] ? gsl_stats_median_from_sorted_data(x->gemm[g], 1, x->ngemm[g]) : NAN;
+    }
+  return rc;
+}
+
+/* The files of the run, each read whole and checked: run.json, steps.csv (with rows, distinct
+ * plot files), histograms.csv, stream.csv and gemm.csv when the run has them. */
+static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char *err,
+                       size_t errlen) {
+  char path[4200];
+  int rc = fp8_runjson_read(r->outdir, &r->run, err, errlen);
+  if (rc) return rc;
+  describe_trace(r);
+  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_steps.file);
+  if ((rc = fp8_steps_load(path, &r->tab, err, errlen))) return rc;
+  r->have_tab = 1;
+  if (r->tab.nrows == 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
+  /* distinct tensors, distinct plot files (fp8lab run checks it too; a steps.csv by hand) */
+  rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen);
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_histograms.file);
+  if ((rc = fp8_hist_load(path, &r->hist, err, errlen))) return rc;
+  /* stream.csv: every step of the delayed configurations (absent: a run without delayed
+   * configurations, or one written before it existed; the step budget then uses the
+   * snapshot rows) */
+  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_stream.file);
+  if (access(path, F_OK) == 0) {
+    if ((rc = fp8_stream_load(path, &r->stream, err, errlen))) return rc;
+    r->have_stream = 1;
+  }
+  /* gemm.csv: absent for a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
+  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
+  *have_gemm_file = access(path, F_OK) == 0;
+  if (*have_gemm_file && (rc = fp8_gemmcsv_load(path, gemm, err, errlen))) return rc;
+  return FP8_OK;
+}
+
+int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) {
+  fp8_gemm_table gemm = {0};
+  int have_gemm_file = 0;
+  int rc = read_inputs(r, &gemm, &have_gemm_file, err, errlen);
+  if (rc) goto done;
+  r->budget = opt && opt->overflow_budget >= 0 ? opt->overflow_budget
+            : r->run.overflow_budget >= 0      ? r->run.overflow_budget
+                                               : FP8_ANALYSIS_OVERFLOW_BUDGET;
+  r->budgets.value = r->budget;
+  r->budgets.step = opt && opt->step_budget >= 0 ? opt->step_budget
+                  : r->run.step_budget >= 0      ? r->run.step_budget
+                                                 : FP8_ANALYSIS_STEP_BUDGET;
+  if ((rc = fp8_analysis_compute(&r->tab, &r->an, err, errlen))) goto done;
+  r->have_an = 1;
+  if (r->have_stream && (rc = fp8_analysis_add_stream(&r->an, &r->stream, err, errlen))) goto done;
+  if ((rc = fp8_analysis_recommend(&r->an, &r->budgets, &r->rec, err, errlen))) goto done;
+  r->have_rec = 1;
+  if ((rc = rep_build_configs(r))) {
+    fp8_errorf(rc, err, errlen, "out of memory");
+    goto done;
+  }
+  rep_find_spike(r);
+  if (have_gemm_file) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
+    rc = rep_add_gemm(r, &gemm, path, &r->have_gemm, err, errlen);
+  }
+done:
+  fp8_gemmcsv_free(&gemm);
+  return rc;
+}
+
+void rep_free(rep_t *r) {
+  for (size_t c = 0; r->cfgs && c < r->ncfg; c++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) free(r->cfgs[c].gemm[g]);
+  free(r->cfgs);
+  free(r->gcfg);
+  free(r->series);
+  free(r->ov);
+  if (r->have_rec) fp8_recommendations_free(&r->rec);
+  if (r->have_an) fp8_analysis_free(&r->an);
+  if (r->have_tab) fp8_steps_free(&r->tab);
+  if (r->have_stream) fp8_stream_free(&r->stream);
+  fp8_hist_free(&r->hist);
+  fp8_run_record_free(&r->run);
+  r->cfgs = NULL;
+  r->gcfg = NULL;
+  r->series = NULL;
+  r->ov = NULL;
+  r->have_rec = r->have_an = r->have_tab = r->have_stream = 0;
+}

@@ -1,0 +1,272 @@
+/* run_json.c: run.json's shared writer parts and its strict reader (run_json.h). The runner
+ * builds the document (src/run/run_json.c), the report reads what it needs back here. */
+#include "run_json.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp8.h"
+#include "outfile.h" /* fp8_outfile, fp8_errorf */
+#include "trace.h"   /* fp8_tensor_name_check */
+
+const char *const fp8_left_keys[FP8_LEFT_COUNT] = {
+    [FP8_LEFT_NEVER_RAN] = "tensors_never_ran",
+    [FP8_LEFT_NO_SNAPSHOT] = "tensors_without_snapshot",
+    [FP8_LEFT_NO_RECIPE] = "tensors_without_recipe",
+};
+
+/* ------------------------------------------------------------------ writer */
+
+json_t *fp8_runjson_model_shape(const fp8_tl_shape *s, int64_t world) {
+  json_t *o = json_pack("{s:I, s:I}", FP8_RUNJSON_MS_LAYERS, (json_int_t)s->layers,
+                        FP8_RUNJSON_MS_WORLD, (json_int_t)world);
+  json_t *a = json_array();
+  for (size_t i = 0; i < s->nlinears; i++) {
+    const fp8_tl_linear *l = &s->linears[i];
+    json_array_append_new(
+        a, json_pack("{s:s, s:I, s:I, s:I, s:[s,s,s]}", FP8_RUNJSON_LIN_NAME, l->name,
+                     FP8_RUNJSON_LIN_TOKENS, (json_int_t)l->tokens, FP8_RUNJSON_LIN_IN,
+                     (json_int_t)l->in, FP8_RUNJSON_LIN_OUT, (json_int_t)l->out,
+                     FP8_RUNJSON_LIN_DTYPES, fp8_dtype_name(l->dtype[0]),
+                     fp8_dtype_name(l->dtype[1]), fp8_dtype_name(l->dtype[2])));
+  }
+  json_object_set_new(o, FP8_RUNJSON_MS_LINEARS, a);
+  return o;
+}
+
+int fp8_runjson_write(const char *dir, const json_t *root, char *err, size_t errlen) {
+  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, FP8_RUNJSON_FILE, err, errlen);
+  if (rc == FP8_OK) {
+    fputs(dump, of.fp);
+    fputc('\n', of.fp);
+    rc = fp8_outfile_commit(&of, err, errlen);
+  }
+  free(dump);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+/* experiment.name becomes the notebook's file name (notebooks_export/<name>.ipynb): a name
+ * without '/', not "." or "..", under the tensor-name rules otherwise. */
+static int is_file_name(const char *s) {
+  char why[FP8_ESC_LEN + 64];
+  return fp8_tensor_name_check(s, strlen(s), FP8_NAME_MAX, why, sizeof why) == 0 &&
+         !strchr(s, '/') && strcmp(s, ".") != 0;
+}
+
+/* A number in 0..1 at key of object o ("<what>: expected a number in 0..1"). */
+static int budget_of(const char *path, json_t *o, const char *key, double *out, char *err,
+                     size_t errlen) {
+  json_t *b = json_object_get(o, key);
+  if (!json_is_number(b) || !(json_number_value(b) >= 0 && json_number_value(b) <= 1))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 0..1", path,
+                      FP8_RUNJSON_EXPERIMENT, key);
+  *out = json_number_value(b);
+  return FP8_OK;
+}
+
+/* The lists of tensors without rows (fp8_left_keys: absent in a run.json written before them),
+ * each an array of tensor names: the report names them, so each one passes the name rules as
+ * steps.csv's names do. */
+static int read_left_out(fp8_run_record *r, json_t *j, const char *path, char *err,
+                         size_t errlen) {
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    const char *key = fp8_left_keys[why];
+    json_t *a = json_object_get(j, key);
+    if (!a) continue;
+    if (!json_is_array(a))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array of tensor names",
+                        path, key);
+    size_t n = json_array_size(a);
+    if (!(r->left[why] = calloc(n + 1, sizeof *r->left[why])))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+      json_t *v = json_array_get(a, k);
+      char why_bad[FP8_ESC_LEN + 64] = "not a string";
+      if (!json_is_string(v) ||
+          fp8_tensor_name_check(json_string_value(v), json_string_length(v),
+                                FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why_bad, sizeof why_bad) != 0)
+        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a tensor name: %s",
+                          path, key, k, why_bad);
+      if (!(r->left[why][k] = strdup(json_string_value(v))))
+        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      r->nleft[why] = k + 1;
+    }
+  }
+  return FP8_OK;
+}
+
+/* One Linear of model_shape.linears, checked as the rest. */
+static int read_linear(fp8_tl_linear *l, json_t *o, size_t k, const char *path, char *err,
+                       size_t errlen) {
+  json_t *v[3], *nm = json_object_get(o, FP8_RUNJSON_LIN_NAME);
+  json_t *dt = json_object_get(o, FP8_RUNJSON_LIN_DTYPES);
+  static const char *const keys[3] = {FP8_RUNJSON_LIN_TOKENS, FP8_RUNJSON_LIN_IN,
+                                      FP8_RUNJSON_LIN_OUT};
+  char why[FP8_ESC_LEN + 64] = "not a string";
+  if (!json_is_string(nm) || fp8_tensor_name_check(json_string_value(nm), json_string_length(nm),
+                                                   FP8_NAME_MAX, why, sizeof why) != 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: model_shape.linears[%zu].name: %s", path,
+                      k, why);
+  for (int i = 0; i < 3; i++) {
+    v[i] = json_object_get(o, keys[i]);
+    if (!json_is_integer(v[i]) || json_integer_value(v[i]) < 1 ||
+        json_integer_value(v[i]) > ((json_int_t)1 << 40))
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: model_shape.linears[%zu].%s: expected an integer from 1 to 2^40",
+                        path, k, keys[i]);
+  }
+  l->tokens = (int64_t)json_integer_value(v[0]);
+  l->in = (int64_t)json_integer_value(v[1]);
+  l->out = (int64_t)json_integer_value(v[2]);
+  if (!json_is_array(dt) || json_array_size(dt) != 3)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: model_shape.linears[%zu].dtypes: expected 3 dtype names", path, k);
+  for (int i = 0; i < 3; i++) {
+    const char *d = json_string_value(json_array_get(dt, (size_t)i));
+    int found = 0;
+    for (int t = FP8_DTYPE_F32; t <= FP8_DTYPE_F16 && d; t++)
+      if (strcmp(d, fp8_dtype_name((fp8_dtype)t)) == 0) l->dtype[i] = (fp8_dtype)t, found = 1;
+    if (!found)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: model_shape.linears[%zu].dtypes[%d]: expected F32, BF16 or F16",
+                        path, k, i);
+  }
+  if (!(l->name = strdup(json_string_value(nm))))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  return FP8_OK;
+}
+
+/* run.json's model_shape (absent in a run.json written before it, or for a trace without
+ * Linear layers): each Linear's name, sizes and dtypes, checked as the rest. */
+static int read_model_shape(fp8_run_record *r, json_t *j, const char *path, char *err,
+                            size_t errlen) {
+  json_t *ms = json_object_get(j, FP8_RUNJSON_MODEL_SHAPE);
+  if (!ms) return FP8_OK;
+  json_t *ly = json_object_get(ms, FP8_RUNJSON_MS_LAYERS), *w = json_object_get(ms, FP8_RUNJSON_MS_WORLD);
+  json_t *a = json_object_get(ms, FP8_RUNJSON_MS_LINEARS);
+  if (!json_is_object(ms) || !json_is_integer(ly) || json_integer_value(ly) < 1 ||
+      !json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > (1 << 24) ||
+      !json_is_array(a) || json_array_size(a) == 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: model_shape: expected an object with layers and world (integers >= 1) "
+                      "and linears (a non-empty array)", path);
+  fp8_tl_shape *s = &r->model_shape;
+  memset(s, 0, sizeof *s);
+  if (!(s->linears = calloc(json_array_size(a), sizeof *s->linears)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  s->layers = (int64_t)json_integer_value(ly);
+  s->world = (int64_t)json_integer_value(w);
+  s->history_len = 1024;
+  r->has_model_shape = 1; /* freed by fp8_run_record_free whatever follows */
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    int rc = read_linear(&s->linears[k], json_array_get(a, k), k, path, err, errlen);
+    if (rc) return rc;
+    s->nlinears = k + 1;
+  }
+  return FP8_OK;
+}
+
+/* The trace object: its path, and a synthetic trace's preset, steps and seed together. */
+static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
+  json_t *tr = json_object_get(j, FP8_RUNJSON_TRACE);
+  if (!json_is_object(tr))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected an object", path);
+  json_t *tp = json_object_get(tr, FP8_RUNJSON_TR_PATH);
+  json_t *preset = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_PRESET);
+  if (!json_is_string(tp))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.path: expected a string", path);
+  if (!(r->trace_path = strdup(json_string_value(tp))))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (!preset) return FP8_OK;
+  json_t *st = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_STEPS);
+  json_t *sd = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_SEED);
+  if (!json_is_string(preset) || !json_is_integer(st) || !json_is_integer(sd))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: trace: expected synth_preset (a string), synth_steps and synth_seed "
+                      "(integers) together", path);
+  if (!(r->synth_preset = strdup(json_string_value(preset))))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  r->synth_steps = (int64_t)json_integer_value(st);
+  r->synth_seed = (int64_t)json_integer_value(sd);
+  return FP8_OK;
+}
+
+/* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
+ * corrupted one would give a report of another experiment (or a notebook written outside the
+ * folder). */
+static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
+  char shown[FP8_ESC_LEN];
+  if (!json_is_object(j))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: expected a JSON object", path);
+  json_t *ex = json_object_get(j, FP8_RUNJSON_EXPERIMENT);
+  if (!json_is_object(ex))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected an object", path);
+  json_t *nm = json_object_get(ex, FP8_RUNJSON_EX_NAME);
+  if (!json_is_string(nm))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.name: expected a string", path);
+  if (!is_file_name(json_string_value(nm)) || strlen(json_string_value(nm)) != json_string_length(nm))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: experiment.name '%s' is not a file name (a name without '/', not . or "
+                      ".., printable UTF-8 of 1 to %d bytes)",
+                      path, fp8_escape(json_string_value(nm), json_string_length(nm), shown,
+                                       sizeof shown), FP8_NAME_MAX);
+  snprintf(r->name, sizeof r->name, "%s", json_string_value(nm));
+  int rc = budget_of(path, ex, FP8_RUNJSON_EX_OVERFLOW_BUDGET, &r->overflow_budget, err, errlen);
+  if (!rc) rc = budget_of(path, ex, FP8_RUNJSON_EX_STEP_BUDGET, &r->step_budget, err, errlen);
+  if (rc) return rc;
+  json_t *wu = json_object_get(ex, FP8_RUNJSON_EX_WARMUP_STEPS);
+  if (wu && (!json_is_integer(wu) || json_integer_value(wu) < 0))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: experiment.warmup_steps: expected an integer >= 0", path);
+  if (wu) r->warmup_steps = (int64_t)json_integer_value(wu);
+  if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
+  if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
+  return read_trace(r, j, path, err, errlen);
+}
+
+void fp8_run_record_free(fp8_run_record *r) {
+  if (r->has_model_shape) fp8_tl_shape_free(&r->model_shape);
+  r->has_model_shape = 0;
+  for (int why = 0; why < FP8_LEFT_COUNT; why++) {
+    for (size_t k = 0; k < r->nleft[why]; k++) free(r->left[why][k]);
+    free(r->left[why]);
+    r->left[why] = NULL;
+    r->nleft[why] = 0;
+  }
+  free(r->trace_path);
+  free(r->synth_preset);
+  r->trace_path = r->synth_preset = NULL;
+}
+
+int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, FP8_RUNJSON_FILE);
+  memset(rec, 0, sizeof *rec);
+  rec->overflow_budget = rec->step_budget = -1;
+  rec->warmup_steps = -1;
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return fp8_errorf(FP8_EIO, err, errlen,
+                      "%s: cannot open: %s (fp8lab report reads a folder that fp8lab run wrote)",
+                      path, strerror(errno));
+  json_error_t jerr;
+  json_t *j = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+  fclose(fp);
+  int rc;
+  if (!j) {
+    char text[FP8_ESC_LEN];
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%d: not JSON: %s", path, jerr.line,
+                    fp8_esc(jerr.text, text, sizeof text));
+  } else {
+    rc = read_record(rec, j, path, err, errlen);
+  }
+  json_decref(j);
+  return rc;
+}

@@ -1,0 +1,134 @@
+/* run_json.h: run.json, the record of what a run did (what ran, on which engine, with what
+ * inputs, which files it wrote): its keys, the writer's shared parts and the strict reader.
+ *
+ * The runner (src/run/run_json.c) builds the document with these keys and writes it through
+ * fp8_runjson_write; the report reads it back through fp8_runjson_read (every key it uses
+ * checked) and replaces its own entries of the outputs list (outputs.h,
+ * fp8_outputs_replace_report). A key is spelled here only: FP8_RUNJSON_<OBJECT>_<KEY>.
+ */
+#ifndef FP8LAB_RESULTS_RUN_JSON_H
+#define FP8LAB_RESULTS_RUN_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "timeline.h" /* fp8_tl_shape */
+
+#define FP8_RUNJSON_FILE "run.json"
+
+/* top level */
+#define FP8_RUNJSON_VERSION "fp8lab_version"
+#define FP8_RUNJSON_GIT_REVISION "git_revision"
+#define FP8_RUNJSON_STARTED_UTC "started_utc"
+#define FP8_RUNJSON_EXPERIMENT "experiment"
+#define FP8_RUNJSON_TRACE "trace"
+#define FP8_RUNJSON_INPUTS "inputs"
+#define FP8_RUNJSON_OUTPUTS "outputs"
+#define FP8_RUNJSON_STEPS_REPLAYED "steps_replayed"
+#define FP8_RUNJSON_TENSORS "tensors"
+#define FP8_RUNJSON_CONFIGURATIONS "configurations"
+#define FP8_RUNJSON_DISTINCT_CONFIGURATIONS "distinct_configurations"
+#define FP8_RUNJSON_ROWS "rows"
+#define FP8_RUNJSON_GEMM_ROWS "gemm_rows"
+#define FP8_RUNJSON_THREADS "threads"
+#define FP8_RUNJSON_ENGINE "engine"
+#define FP8_RUNJSON_ENGINE_DETAILS "engine_details"
+#define FP8_RUNJSON_AMAX_CSV_MISMATCHES "amax_csv_mismatches"
+#define FP8_RUNJSON_WALL_TIME_S "wall_time_s"
+#define FP8_RUNJSON_MODEL_SHAPE "model_shape"
+
+/* experiment */
+#define FP8_RUNJSON_EX_FILE "file"
+#define FP8_RUNJSON_EX_NAME "name"
+#define FP8_RUNJSON_EX_TEXT "text"
+#define FP8_RUNJSON_EX_CONFIGURATIONS "configurations"
+#define FP8_RUNJSON_EX_OVERFLOW_BUDGET "overflow_budget"
+#define FP8_RUNJSON_EX_STEP_BUDGET "step_budget"
+#define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
+
+/* experiment.configurations[] */
+#define FP8_RUNJSON_CFG_RECIPE "recipe"
+#define FP8_RUNJSON_CFG_KIND "kind"
+#define FP8_RUNJSON_CFG_FORMAT "format"
+#define FP8_RUNJSON_CFG_MARGIN "margin"
+#define FP8_RUNJSON_CFG_HISTORY_LEN "history_len"
+#define FP8_RUNJSON_CFG_AMAX_COMPUTE "amax_compute"
+#define FP8_RUNJSON_CFG_AMAX_EPSILON "amax_epsilon"
+#define FP8_RUNJSON_CFG_POW2 "pow2"
+#define FP8_RUNJSON_CFG_SECTION "section"
+#define FP8_RUNJSON_CFG_TENSORS "tensors"
+
+/* trace */
+#define FP8_RUNJSON_TR_PATH "path"
+#define FP8_RUNJSON_TR_SNAPSHOT_STEPS "snapshot_steps"
+#define FP8_RUNJSON_TR_AMAX_ROWS "amax_rows"
+#define FP8_RUNJSON_TR_SYNTH_PRESET "synth_preset"
+#define FP8_RUNJSON_TR_SYNTH_STEPS "synth_steps"
+#define FP8_RUNJSON_TR_SYNTH_SEED "synth_seed"
+#define FP8_RUNJSON_TR_RANKS "ranks"
+#define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
+#define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
+
+/* inputs[] */
+#define FP8_RUNJSON_IN_PATH "path"
+#define FP8_RUNJSON_IN_BYTES "bytes"
+
+/* model_shape and model_shape.linears[] */
+#define FP8_RUNJSON_MS_LAYERS "layers"
+#define FP8_RUNJSON_MS_WORLD "world"
+#define FP8_RUNJSON_MS_LINEARS "linears"
+#define FP8_RUNJSON_LIN_NAME "name"
+#define FP8_RUNJSON_LIN_TOKENS "tokens"
+#define FP8_RUNJSON_LIN_IN "in"
+#define FP8_RUNJSON_LIN_OUT "out"
+#define FP8_RUNJSON_LIN_DTYPES "dtypes"
+
+/** Why a tensor of the replay has no row in steps.csv or summary.csv (docs/semantics.md,
+ *  "Tensors that never ran"). */
+typedef enum {
+  FP8_LEFT_KEPT = 0,     /**< it has rows */
+  FP8_LEFT_NEVER_RAN,    /**< no snapshot at a selected step, amax 0 at every step of the replay */
+  FP8_LEFT_NO_SNAPSHOT,  /**< a non-zero amax in amax.csv, but no snapshot at a selected step */
+  FP8_LEFT_NO_RECIPE,    /**< no configuration applies to it (the sections' tensors keys) */
+  FP8_LEFT_COUNT
+} fp8_left_reason;
+/** run.json's key for the list of each reason's tensors ([FP8_LEFT_KEPT] is NULL):
+ *  tensors_never_ran, tensors_without_snapshot, tensors_without_recipe. */
+extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
+
+/** The model_shape object of a traced model's Linears: {"layers", "world", "linears": [{name,
+ *  tokens, in, out, dtypes: [input, weight, grad_output]}]}; NULL when out of memory. */
+json_t *fp8_runjson_model_shape(const fp8_tl_shape *s, int64_t world);
+
+/** Writes root as <dir>/run.json (2-space indent, keys in insertion order, a final newline),
+ *  atomically (outfile.h). FP8_OK or a status with "run.json: ..." in err. */
+int fp8_runjson_write(const char *dir, const json_t *root, char *err, size_t errlen);
+
+/** What the report takes from run.json, each key checked (fp8_runjson_read). */
+typedef struct {
+  char name[256];          /**< experiment.name: a file name (no '/', not . or ..) */
+  double overflow_budget;  /**< experiment.overflow_budget, in 0..1 */
+  double step_budget;      /**< experiment.step_budget, in 0..1 */
+  int64_t warmup_steps;    /**< experiment.warmup_steps; -1: absent (each tensor's own) */
+  /** the tensors without rows per fp8_left_reason ([0] unused; none from a run.json written
+   *  before the lists) */
+  char **left[FP8_LEFT_COUNT];
+  size_t nleft[FP8_LEFT_COUNT];
+  fp8_tl_shape model_shape; /**< history_len 1024 */
+  int has_model_shape;      /**< 0: none (no Linear layers, or a run.json written before it) */
+  char *trace_path;         /**< trace.path */
+  char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
+  int64_t synth_steps, synth_seed; /**< with synth_preset */
+} fp8_run_record;
+
+/** Reads <dir>/run.json into rec (zeroed first), every key it holds checked: FP8_OK; FP8_EIO
+ *  when it cannot be opened ("<path>: cannot open: ..."); FP8_EFORMAT ("<path>:<line>: not
+ *  JSON: ...", or "<path>: <key>: <what was expected>"); FP8_ENOMEM. On failure rec holds what
+ *  was read so far: free it with fp8_run_record_free either way. */
+int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen);
+/** Frees what fp8_runjson_read allocated (safe on a zeroed record, and twice). */
+void fp8_run_record_free(fp8_run_record *rec);
+
+#endif
