@@ -115,6 +115,7 @@ def normal_log(path):
     with open(path) as f:
         s = f.read()
     s = re.sub(r"(test_replay\.py) \S+", r"\1 <FP8LAB>", s)       # which binary ran it
+    s = re.sub(r"\S*(tests/python/test_replay\.py)", r"<TREE>/\1", s)  # from which checkout
     s = re.sub(r"\b\d+(\.\d+)? ?(s|ms|us)\b", "<T>", s)          # durations
     s = re.sub(r"\bin \d+(\.\d+)?s\b", "in <T>", s)
     s = re.sub(r"\(\d+ threads?\)", "(N threads)", s)
