@@ -30,6 +30,11 @@ static void tensor_groups(const rep_t *r, const char *name, size_t *lo, size_t *
 
 static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_budgets_fit(b, s); }
 
+/* a and b on one line of the sweep: the same setting but for format and margin */
+static int same_line(const fp8_config_key *a, const fp8_config_key *b) {
+  return fp8_config_key_equal(a, b, FP8_KEY_IGNORE_FORMAT | FP8_KEY_IGNORE_MARGIN);
+}
+
 /* What to do for a tensor the model setting x does not fit: the smallest larger margin on x's
  * line that fits it (> 0: that margin), else -1 (current scaling). */
 static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const char *name) {
@@ -39,8 +44,7 @@ static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const 
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &r->an.stats[i];
     const fp8_steps_group *g = s->group;
-    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
-        g->key.history_len != x->key.history_len || g->key.amax_compute != x->key.amax_compute ||
+    if (g->key.kind != FP8_KIND_DELAYED || !same_line(&g->key, &x->key) ||
         g->key.margin <= x->key.margin || !fits(s, &r->rec.budgets))
       continue;
     if (best < 0 || g->key.margin < best) best = g->key.margin;
@@ -53,9 +57,7 @@ static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
   int32_t m = x->key.margin;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->key.kind == FP8_KIND_DELAYED && strcmp(g->key.recipe, x->key.recipe) == 0 &&
-        g->key.history_len == x->key.history_len && g->key.amax_compute == x->key.amax_compute &&
-        g->key.margin > m)
+    if (g->key.kind == FP8_KIND_DELAYED && same_line(&g->key, &x->key) && g->key.margin > m)
       m = g->key.margin;
   }
   return m;
@@ -66,9 +68,8 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->key.kind != FP8_KIND_DELAYED || strcmp(g->key.recipe, x->key.recipe) != 0 ||
-        g->key.history_len != x->key.history_len || g->key.margin != x->key.margin ||
-        g->key.amax_compute != x->key.amax_compute)
+    if (g->key.kind != FP8_KIND_DELAYED ||
+        !fp8_config_key_equal(&g->key, &x->key, FP8_KEY_IGNORE_FORMAT))
       continue;
     e4 |= g->key.format == FP8_E4M3;
     e5 |= g->key.format == FP8_E5M2;

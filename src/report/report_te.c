@@ -21,8 +21,7 @@ typedef struct {
 } te_cfg;
 
 static int same_cfg(const fp8_stream_series *a, const fp8_stream_series *b) {
-  return strcmp(a->key.recipe, b->key.recipe) == 0 && a->key.history_len == b->key.history_len &&
-         a->key.margin == b->key.margin && a->key.amax_compute == b->key.amax_compute;
+  return fp8_config_key_equal(&a->key, &b->key, FP8_KEY_IGNORE_FORMAT);
 }
 
 /* 1 when entry i of s comes before entry j of t in stream.csv's order: (step, micro), then the
