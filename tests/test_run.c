@@ -977,6 +977,47 @@ static void expect_inspect_line(const char *out, const char *name, const char *r
   free(l);
 }
 
+/* inspect's columns line up under their headers whatever the names' length (issue 25: a Llama
+ * name of 61 characters pushed its row's columns 21 to the right of the header's). */
+START_TEST(test_inspect_long_names) {
+  const char *longname = "model.layers.0.self_attn.q_proj_with_a_very_long_suffix.input";
+  char text[256];
+  snprintf(text, sizeof text, "step,tensor,amax\n0,%s,2\n0,l.input,3\n1,l.input,5\n", longname);
+  char *tdir = path_in("ln");
+  mkdir(tdir, 0777);
+  free(tdir);
+  write_text("ln/amax.csv", text);
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "inspect ln"), 0);
+  const char *head = strstr(out, "\ntensor ");
+  ck_assert_msg(head != NULL, "%s", out);
+  head++;
+  const char *hend = strchr(head, '\n');
+  /* every column's header offset, from the header line */
+  const char *cols[] = {"role", "dtype", "shape", "steps", "amax range"};
+  size_t at[5];
+  for (int k = 0; k < 5; k++) {
+    const char *p = strstr(head, cols[k]);
+    ck_assert_msg(p && p < hend, "no %s header in %s", cols[k], out);
+    at[k] = (size_t)(p - head);
+  }
+  /* the fields of each row (role input, dtype -, shape -, snapshots 0, steps -, the range)
+   * start at those offsets */
+  const char *names[2] = {"l.input", longname}, *range[2] = {"3 .. 5", "2 .. 2"};
+  for (int i = 0; i < 2; i++) {
+    char *l = line_of_tensor(out, names[i]);
+    ck_assert_msg(strlen(l) > at[4], "short line '%s'", l);
+    const char *want[5] = {"input ", "- ", "- ", "- ", range[i]};
+    for (int k = 0; k < 5; k++)
+      ck_assert_msg(strncmp(l + at[k], want[k], strlen(want[k])) == 0 && l[at[k] - 1] == ' ',
+                    "column %s of '%s' is not at offset %zu, under its header:\n%s", cols[k],
+                    names[i], at[k], out);
+    free(l);
+  }
+  free(out);
+}
+END_TEST
+
 /* inspect tells a tensor that never ran (no snapshot, amax 0 on every amax.csv row) from one
  * skipped at some steps, and counts the steps exactly: a snapshot and an amax.csv row of the
  * same step are one step, the snapshot's amax deciding (was: "(some steps 0: skipped)" for
@@ -1908,6 +1949,7 @@ int main(void) {
   tcase_add_test(tc, test_write_failure_exit_1);
   tcase_add_test(tc, test_help_version_synth_inspect);
   tcase_add_test(tc, test_inspect_never_ran);
+  tcase_add_test(tc, test_inspect_long_names);
   tcase_add_test(tc, test_run_names_left_out);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);

@@ -145,29 +145,54 @@ static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *row
   printf(", %zu tensors", n);
   if (never) printf(" (%zu never ran)", never);
   printf("\n");
-  printf("%-40s %-12s %-5s %-18s %9s %-13s %-31s\n", "tensor", "role", "dtype", "shape", "snapshots",
-         "steps", "amax range (non-zero)");
+  /* each row's cells first, then the columns as wide as their widest cell (at least the
+   * header's width of before), so that long names (Llama's, 40+ characters) stay aligned */
+  typedef struct {
+    char shape[128], steps[64], range[64], note[96];
+    const char *role;
+  } cells;
+  cells *cl = calloc(n ? n : 1, sizeof *cl);
+  if (!cl) {
+    fprintf(stderr, "fp8lab: inspect: out of memory\n");
+    return;
+  }
+  int wname = 40, wshape = 18, wsteps = 13;
   for (size_t i = 0; i < n; i++) {
     inspect_row *r = &rows[i];
-    char shape[128] = "-", steps[64] = "-", range[64] = "-";
+    cells *c = &cl[i];
+    snprintf(c->shape, sizeof c->shape, "-");
+    snprintf(c->steps, sizeof c->steps, "-");
+    snprintf(c->range, sizeof c->range, "-");
     if (r->snapshots) {
-      int o = snprintf(shape, sizeof shape, "[");
-      for (int d = 0; d < r->ndim && o < (int)sizeof shape - 24; d++)
-        o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%lld", d ? "," : "", (long long)r->shape[d]);
-      snprintf(shape + o, sizeof shape - (size_t)o, "]");
-      snprintf(steps, sizeof steps, "%lld..%lld", (long long)r->first, (long long)r->last);
+      int o = snprintf(c->shape, sizeof c->shape, "[");
+      for (int d = 0; d < r->ndim && o < (int)sizeof c->shape - 24; d++)
+        o += snprintf(c->shape + o, sizeof c->shape - (size_t)o, "%s%lld", d ? "," : "",
+                      (long long)r->shape[d]);
+      snprintf(c->shape + o, sizeof c->shape - (size_t)o, "]");
+      snprintf(c->steps, sizeof c->steps, "%lld..%lld", (long long)r->first, (long long)r->last);
     }
-    if (r->amax >= r->amin) snprintf(range, sizeof range, "%.4g .. %.4g", r->amin, r->amax);
+    if (r->amax >= r->amin) snprintf(c->range, sizeof c->range, "%.4g .. %.4g", r->amin, r->amax);
     size_t rank;
     const char *within = tr->nranks > 0 ? fp8_trace_split_rank(r->name, &rank) : NULL;
     /* as the runner: a multi-rank tensor's role comes from its name within the rank */
-    const char *role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
-    char note[96];
-    inspect_zero_note(r, note, sizeof note);
-    printf("%-40s %-12s %-5s %-18s %9lld %-13s %s%s%s\n", r->name, *role ? role : "(unknown)",
-           r->snapshots ? fp8_dtype_name(r->dtype) : "-", shape, r->snapshots, steps, range,
-           *note ? " " : "", note);
+    c->role = fp8_role_name(fp8_role_of_tensor(within ? within : r->name));
+    inspect_zero_note(r, c->note, sizeof c->note);
+    int l = (int)strlen(r->name);
+    if (l > wname) wname = l;
+    if ((l = (int)strlen(c->shape)) > wshape) wshape = l;
+    if ((l = (int)strlen(c->steps)) > wsteps) wsteps = l;
   }
+  printf("%-*s %-12s %-5s %-*s %9s %-*s %-31s\n", wname, "tensor", "role", "dtype", wshape,
+         "shape", "snapshots", wsteps, "steps", "amax range (non-zero)");
+  for (size_t i = 0; i < n; i++) {
+    const inspect_row *r = &rows[i];
+    const cells *c = &cl[i];
+    printf("%-*s %-12s %-5s %-*s %9lld %-*s %s%s%s\n", wname, r->name,
+           *c->role ? c->role : "(unknown)", r->snapshots ? fp8_dtype_name(r->dtype) : "-",
+           wshape, c->shape, r->snapshots, wsteps, c->steps, c->range, *c->note ? " " : "",
+           c->note);
+  }
+  free(cl);
 }
 
 int fp8lab_inspect(const char *dir, char *err, size_t errlen) {
