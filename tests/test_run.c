@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -976,6 +977,57 @@ static void expect_inspect_line(const char *out, const char *name, const char *r
   ck_assert_msg(ll >= lt && strcmp(l + ll - lt, tail) == 0, "line '%s' does not end with '%s'", l, tail);
   free(l);
 }
+
+/* advice.ini replays from any working folder (issue 25, points 1-2): its [trace] names the
+ * trace by its absolute path (run.json's path is relative to where the run was started, an
+ * experiment's paths to the experiment's folder: `fp8lab run advice.ini` exited 2) and carries
+ * the run's steps and tensors, and its [analysis] the budgets the advice was derived under, with
+ * warm-up and GEMM sampling; the replay's report judges the advice under those budgets and names
+ * them. */
+START_TEST(test_advice_replays_elsewhere) {
+  write_tiny_trace();
+  write_text("adv.ini", "[trace]\npath = trace\nsteps = 0-2:1\ntensors = m.*\n"
+                        "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                        "[recipe.c]\nkind = current\n"
+                        "[analysis]\noverflow_budget = 1e-6\nstep_budget = 0.001\n"
+                        "warmup_steps = 1\ngemm_max_tokens = 64\n"
+                        "[output]\ndir = advout\n");
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run adv.ini --force --quiet"), 0);
+  free(out);
+  char *p = path_in("advout/advice.ini");
+  char *adv = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_msg(adv != NULL, "the run wrote no advice.ini");
+  char *t = path_in("trace"), abs[PATH_MAX], want[PATH_MAX + 128];
+  ck_assert_ptr_nonnull(realpath(t, abs));
+  free(t);
+  snprintf(want, sizeof want, "[trace]\npath = %s\nsteps = 0-2:1\ntensors = m.*\n\n", abs);
+  ck_assert_msg(strstr(adv, want) != NULL, "no '%s' in advice.ini:\n%s", want, adv);
+  ck_assert_msg(strstr(adv, "\n[analysis]\noverflow_budget = 1e-06\nstep_budget = 0.001\n"
+                            "warmup_steps = 1\ngemm = true\ngemm_max_tokens = 64\n") != NULL,
+                "advice.ini's [analysis] is not the run's:\n%s", adv);
+  free(adv);
+  /* from another folder, by a relative path */
+  char *d1 = path_in("elsewhere"), *d2 = path_in("elsewhere/deeper");
+  mkdir(d1, 0777);
+  mkdir(d2, 0777);
+  int rc = tu_cli(d2, &out, "run ../../advout/advice.ini --force --quiet");
+  ck_assert_msg(rc == 0, "fp8lab run advice.ini from elsewhere/deeper: exit %d:\n%s", rc, out);
+  free(out);
+  free(d1);
+  free(d2);
+  p = path_in("advout/advice/report.md");
+  char *rep = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_msg(rep != NULL, "the replay of advice.ini wrote no report");
+  ck_assert_msg(strstr(rep, "The mixed recipe **advice**") &&
+                    strstr(rep, "within the budgets of this run's [analysis] (overflow_budget "
+                                "1e-06 of the values clipped, step_budget 0.001 of the steps"),
+                "the confirmation does not name the advice's budgets:\n%s", rep);
+  free(rep);
+}
+END_TEST
 
 /* inspect's columns line up under their headers whatever the names' length (issue 25: a Llama
  * name of 61 characters pushed its row's columns 21 to the right of the header's). */
@@ -1950,6 +2002,7 @@ int main(void) {
   tcase_add_test(tc, test_help_version_synth_inspect);
   tcase_add_test(tc, test_inspect_never_ran);
   tcase_add_test(tc, test_inspect_long_names);
+  tcase_add_test(tc, test_advice_replays_elsewhere);
   tcase_add_test(tc, test_run_names_left_out);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);

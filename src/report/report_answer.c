@@ -144,9 +144,12 @@ static void answer_mixed(const rep_t *r, fp8_doc *d) {
       fit += s->group->key.kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
     }
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
-                      "**%lld of %lld tensors** within the budgets (current scaling counts as "
-                      "within: the budgets do not apply to it)%s.", m->key.recipe, (long long)fit,
-                      (long long)n, fit == n ? ": the advice holds on this replay" : "");
+                      "**%lld of %lld tensors** within the budgets of this run's [analysis] "
+                      "(overflow_budget %.3g of the values clipped, step_budget %.3g of the steps; "
+                      "an advice.ini carries those it was derived under; current scaling counts "
+                      "as within: the budgets do not apply to it)%s.", m->key.recipe,
+                      (long long)fit, (long long)n, r->budgets.value, r->budgets.step,
+                      fit == n ? ": the advice holds on this replay" : "");
   }
 }
 
@@ -215,7 +218,9 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
 
 /* ------------------------------------------------------------------ advice.ini */
 
-/* The [trace] section of the run (from run.json): the same trace, synth or a folder. */
+/* The [trace] section of the run (from run.json): the same trace, synth or a folder by its
+ * absolute path (an experiment's paths resolve against its own folder, and run.json's path is
+ * relative to where the run was started), and the run's steps, tensors and amax reduction. */
 static void put_trace(FILE *fp, const rep_t *r) {
   const fp8_run_record *run = &r->run;
   fputs("[trace]\n", fp);
@@ -223,7 +228,43 @@ static void put_trace(FILE *fp, const rep_t *r) {
     fprintf(fp, "path = synth:%s\nsynth_steps = %lld\nsynth_seed = %lld\n", run->synth_preset,
             (long long)run->synth_steps, (long long)run->synth_seed);
   else
-    fprintf(fp, "path = %s\n", run->trace_path ? run->trace_path : "(the trace of this run)");
+    fprintf(fp, "path = %s\n", run->trace_abs_path ? run->trace_abs_path
+                               : run->trace_path ? run->trace_path : "(the trace of this run)");
+  if (run->trace_steps) fprintf(fp, "steps = %s\n", run->trace_steps);
+  if (run->ntrace_tensors) {
+    fputs("tensors = ", fp);
+    for (size_t i = 0; i < run->ntrace_tensors; i++)
+      fprintf(fp, "%s%s", i ? ", " : "", run->trace_tensors[i]);
+    fputc('\n', fp);
+  }
+  if (run->reduce_amax)
+    fprintf(fp, "reduce_amax = true\nreduce_group = %lld\n", (long long)run->reduce_group);
+}
+
+/* v in the fewest digits that read back as v (a budget of 1e-6 stays 1e-06, not
+ * 9.9999999999999995e-07). */
+static void put_double(FILE *fp, double v) {
+  char b[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(b, sizeof b, "%.*g", prec, v);
+    if (strtod(b, NULL) == v) break;
+  }
+  fputs(b, fp);
+}
+
+/* The run's [analysis] section, so that the advice is judged by the budgets it was derived
+ * under, with the same warm-up and GEMM sampling. */
+static void put_analysis(FILE *fp, const rep_t *r) {
+  const fp8_run_record *run = &r->run;
+  fputs("\n[analysis]\noverflow_budget = ", fp);
+  put_double(fp, r->budgets.value);
+  fputs("\nstep_budget = ", fp);
+  put_double(fp, r->budgets.step);
+  fputc('\n', fp);
+  if (run->warmup_steps >= 0) fprintf(fp, "warmup_steps = %lld\n", (long long)run->warmup_steps);
+  if (run->gemm >= 0) fprintf(fp, "gemm = %s\n", run->gemm ? "true" : "false");
+  if (run->gemm_max_tokens >= 0)
+    fprintf(fp, "gemm_max_tokens = %lld\n", (long long)run->gemm_max_tokens);
 }
 
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
@@ -254,6 +295,7 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
           "; beside it the whole-model setting alone. Replay it to confirm the advice:\n"
           ";   fp8lab run advice.ini\n");
   put_trace(fp, r);
+  put_analysis(fp, r);
   int any_cur = 0;
   for (size_t k = 0; k < x->nmisfits; k++) any_cur |= rem[k] < 0;
   if (any_cur) {

@@ -173,6 +173,56 @@ static int read_model_shape(fp8_run_record *r, json_t *j, const char *path, char
   return FP8_OK;
 }
 
+/* An optional string key of object o into *out (NULL when absent). */
+static int opt_string(json_t *o, const char *key, const char *what, char **out, const char *path,
+                      char *err, size_t errlen) {
+  json_t *v = json_object_get(o, key);
+  if (!v) return FP8_OK;
+  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected a string", path, what);
+  if (!(*out = strdup(json_string_value(v))))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  return FP8_OK;
+}
+
+/* What of the trace advice.ini carries on: its absolute path, [trace] steps and tensors, the
+ * amax reduction (each absent in a run.json written before it). */
+static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path, char *err,
+                                size_t errlen) {
+  int rc = opt_string(tr, FP8_RUNJSON_TR_ABS_PATH, "trace.abs_path", &r->trace_abs_path, path,
+                      err, errlen);
+  if (!rc) rc = opt_string(tr, FP8_RUNJSON_TR_STEPS, "trace.steps", &r->trace_steps, path, err,
+                           errlen);
+  if (rc) return rc;
+  json_t *g = json_object_get(tr, FP8_RUNJSON_TR_TENSORS);
+  if (g) {
+    if (!json_is_array(g))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors: expected an array of "
+                        "strings", path);
+    if (!(r->trace_tensors = calloc(json_array_size(g) + 1, sizeof *r->trace_tensors)))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    for (size_t i = 0; i < json_array_size(g); i++) {
+      json_t *v = json_array_get(g, i);
+      if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors[%zu]: expected a string",
+                          path, i);
+      if (!(r->trace_tensors[i] = strdup(json_string_value(v))))
+        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      r->ntrace_tensors = i + 1;
+    }
+  }
+  json_t *ra = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_AMAX);
+  json_t *rg = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_GROUP);
+  if (ra && (!json_is_boolean(ra) || !json_is_integer(rg) || json_integer_value(rg) < 1))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected reduce_amax (true or false) "
+                      "and reduce_group (an integer >= 1) together", path);
+  if (ra) {
+    r->reduce_amax = json_is_true(ra);
+    r->reduce_group = (int64_t)json_integer_value(rg);
+  }
+  return FP8_OK;
+}
+
 /* The trace object: its path, and a synthetic trace's preset, steps and seed together. */
 static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
   json_t *tr = json_object_get(j, FP8_RUNJSON_TRACE);
@@ -184,7 +234,8 @@ static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err,
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.path: expected a string", path);
   if (!(r->trace_path = strdup(json_string_value(tp))))
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  if (!preset) return FP8_OK;
+  int rc = read_trace_selection(r, tr, path, err, errlen);
+  if (rc || !preset) return rc;
   json_t *st = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_STEPS);
   json_t *sd = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_SEED);
   if (!json_is_string(preset) || !json_is_integer(st) || !json_is_integer(sd))
@@ -226,6 +277,15 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s: experiment.warmup_steps: expected an integer >= 0", path);
   if (wu) r->warmup_steps = (int64_t)json_integer_value(wu);
+  json_t *gm = json_object_get(ex, FP8_RUNJSON_EX_GEMM);
+  json_t *gt = json_object_get(ex, FP8_RUNJSON_EX_GEMM_MAX_TOKENS);
+  if ((gm && !json_is_boolean(gm)) ||
+      (gt && (!json_is_integer(gt) || json_integer_value(gt) < 0 ||
+              json_integer_value(gt) > ((json_int_t)1 << 31))))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected gemm (true or false) "
+                      "and gemm_max_tokens (an integer in 0..2^31)", path);
+  if (gm) r->gemm = json_is_true(gm);
+  if (gt) r->gemm_max_tokens = (int64_t)json_integer_value(gt);
   if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
   if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
   return read_trace(r, j, path, err, errlen);
@@ -242,7 +302,13 @@ void fp8_run_record_free(fp8_run_record *r) {
   }
   free(r->trace_path);
   free(r->synth_preset);
-  r->trace_path = r->synth_preset = NULL;
+  free(r->trace_abs_path);
+  free(r->trace_steps);
+  for (size_t i = 0; i < r->ntrace_tensors; i++) free(r->trace_tensors[i]);
+  free(r->trace_tensors);
+  r->trace_path = r->synth_preset = r->trace_abs_path = r->trace_steps = NULL;
+  r->trace_tensors = NULL;
+  r->ntrace_tensors = 0;
 }
 
 int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen) {
@@ -251,6 +317,8 @@ int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t err
   memset(rec, 0, sizeof *rec);
   rec->overflow_budget = rec->step_budget = -1;
   rec->warmup_steps = -1;
+  rec->gemm = -1;
+  rec->gemm_max_tokens = -1;
   FILE *fp = fopen(path, "rb");
   if (!fp)
     return fp8_errorf(FP8_EIO, err, errlen,

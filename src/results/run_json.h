@@ -47,6 +47,8 @@
 #define FP8_RUNJSON_EX_OVERFLOW_BUDGET "overflow_budget"
 #define FP8_RUNJSON_EX_STEP_BUDGET "step_budget"
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
+#define FP8_RUNJSON_EX_GEMM "gemm"
+#define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
 
 /* experiment.configurations[] */
 #define FP8_RUNJSON_CFG_RECIPE "recipe"
@@ -62,6 +64,9 @@
 
 /* trace */
 #define FP8_RUNJSON_TR_PATH "path"
+#define FP8_RUNJSON_TR_ABS_PATH "abs_path"
+#define FP8_RUNJSON_TR_STEPS "steps"
+#define FP8_RUNJSON_TR_TENSORS "tensors"
 #define FP8_RUNJSON_TR_SNAPSHOT_STEPS "snapshot_steps"
 #define FP8_RUNJSON_TR_AMAX_ROWS "amax_rows"
 #define FP8_RUNJSON_TR_SYNTH_PRESET "synth_preset"
@@ -118,7 +123,17 @@ typedef struct {
   size_t nleft[FP8_LEFT_COUNT];
   fp8_tl_shape model_shape; /**< history_len 1024 */
   int has_model_shape;      /**< 0: none (no Linear layers, or a run.json written before it) */
-  char *trace_path;         /**< trace.path */
+  char *trace_path;         /**< trace.path: as the experiment resolved it (relative to the
+                                 folder the run was started in, when the file's path was) */
+  char *trace_abs_path;     /**< trace.abs_path: the trace folder's absolute path at run time
+                                 (NULL: synth, or a run.json written before it) */
+  char *trace_steps;        /**< trace.steps: [trace] steps as a-b:stride (NULL: every step) */
+  char **trace_tensors;     /**< trace.tensors: [trace] tensors' globs (none: every tensor) */
+  size_t ntrace_tensors;
+  int reduce_amax;          /**< trace.reduce_amax (multi-rank traces only; 0 otherwise) */
+  int64_t reduce_group;     /**< trace.reduce_group, with reduce_amax */
+  int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
+  int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
   char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
   int64_t synth_steps, synth_seed; /**< with synth_preset */
 } fp8_run_record;

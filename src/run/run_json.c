@@ -1,6 +1,7 @@
 /* run_json.c: the files a run writes once, at its end: summary.csv (the totals the step loop
  * accumulated) and run.json (what ran, on which engine, with what inputs); and the progress bar
  * the step loop draws on a terminal. */
+#include <limits.h> /* PATH_MAX */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,9 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   if (ex->warmup_steps >= 0)
     json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
                         json_integer((json_int_t)ex->warmup_steps));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM, json_boolean(ex->gemm));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_MAX_TOKENS,
+                      json_integer((json_int_t)ex->gemm_max_tokens));
   return exo;
 }
 
@@ -116,6 +120,21 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
   json_t *tro = json_pack("{s:s, s:I, s:I}", FP8_RUNJSON_TR_PATH, trace_dir,
                           FP8_RUNJSON_TR_SNAPSHOT_STEPS, (json_int_t)tr->nsteps,
                           FP8_RUNJSON_TR_AMAX_ROWS, (json_int_t)tr->namax);
+  char abs[PATH_MAX];
+  if (!ex->trace_is_synth && realpath(trace_dir, abs)) /* advice.ini replays from anywhere */
+    json_object_set_new(tro, FP8_RUNJSON_TR_ABS_PATH, json_string(abs));
+  if (ex->has_steps) {
+    char st[96];
+    snprintf(st, sizeof st, "%lld-%lld:%lld", (long long)ex->step_first,
+             (long long)ex->step_last, (long long)ex->step_stride);
+    json_object_set_new(tro, FP8_RUNJSON_TR_STEPS, json_string(st));
+  }
+  if (ex->ntensor_globs) {
+    json_t *g = json_array();
+    for (size_t i = 0; i < ex->ntensor_globs; i++)
+      json_array_append_new(g, json_string(ex->tensor_globs[i]));
+    json_object_set_new(tro, FP8_RUNJSON_TR_TENSORS, g);
+  }
   if (ex->trace_is_synth) {
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_PRESET, json_string(ex->synth_preset));
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_STEPS, json_integer(ex->synth_steps));
