@@ -90,15 +90,76 @@ static int read_whole(const char *path, char **text, size_t *len, char *err, siz
   return FP8_OK;
 }
 
+/* The most columns of the files read here (split_all's array) */
+enum { RESULT_MAX_COLS = (int)FP8_GEMM_COL_COUNT > (int)FP8_HIST_COL_COUNT
+                             ? (int)FP8_GEMM_COL_COUNT : (int)FP8_HIST_COL_COUNT };
+
+/* One data line's fields (ncols of them, split) into the row at row. */
+typedef int (*row_parser)(const char *path, int64_t line, char **f, void *row, char *err,
+                          size_t errlen);
+
+/* A result file read whole into *text and parsed into *rows (*n of row_size bytes each): the
+ * header must be the schema's, every later line non-empty with s->ncols fields, each parsed by
+ * parse (fields point into *text). On failure *rows and *text are freed. */
+static int load_csv(const char *path, const fp8_schema *s, size_t row_size, row_parser parse,
+                    char **text, void **rows, size_t *n, char *err, size_t errlen) {
+  size_t len = 0, cap = 0;
+  *rows = NULL;
+  *n = 0;
+  int rc = read_whole(path, text, &len, err, errlen);
+  if (rc) return rc;
+  int64_t line = 0;
+  lines_t it = {*text, *text + len};
+  char *ln, *f[RESULT_MAX_COLS + 1];
+  size_t l;
+  while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
+    if (line == 1) {
+      if (fp8_schema_match_header(s, ln) != s->ncols) {
+        char want[256];
+        size_t o = 0;
+        for (int k = 0; k < s->ncols && o < sizeof want; k++)
+          o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", k ? "," : "", s->columns[k]);
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header (expected '%s')", path,
+                        s->file, want);
+      }
+      continue;
+    }
+    if (l == 0) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
+      break;
+    }
+    int nf = split_all(ln, f, s->ncols);
+    if (nf != s->ncols) {
+      rc = bad_count(path, line, s->ncols, nf, err, errlen);
+      break;
+    }
+    char *nr = fp8_grow(*rows, *n, &cap, row_size, 1024);
+    if (!nr) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      break;
+    }
+    *rows = nr;
+    rc = parse(path, line, f, nr + *n * row_size, err, errlen);
+    if (!rc) ++*n;
+  }
+  if (!rc && line == 0) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: empty file", path);
+  if (rc) {
+    free(*rows);
+    free(*text);
+    *rows = NULL;
+    *text = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
 /* ------------------------------------------------------------------ histograms.csv */
 
-/* One data line of histograms.csv (NUL-terminated, its '\r' removed) into *row. */
-static int parse_histogram_line(const char *path, int64_t line, char *ln, fp8_hist_row *row,
-                                char *err, size_t errlen) {
+/* The fields of one data line of histograms.csv into *row (a row_parser). */
+static int parse_histogram_fields(const char *path, int64_t line, char **f, void *out,
+                                  char *err, size_t errlen) {
   const fp8_schema *s = &fp8_schema_histograms;
-  char *f[FP8_HIST_COL_COUNT + 1];
-  int n = split_all(ln, f, FP8_HIST_COL_COUNT);
-  if (n != FP8_HIST_COL_COUNT) return bad_count(path, line, FP8_HIST_COL_COUNT, n, err, errlen);
+  fp8_hist_row *row = out;
   int64_t v;
   int rc = check_tensor_field(path, line, s, FP8_HIST_COL_TENSOR, f[FP8_HIST_COL_TENSOR], err, errlen);
   if (rc) return rc;
@@ -128,38 +189,11 @@ void fp8_hist_free(fp8_hist_table *t) {
 }
 
 int fp8_hist_load(const char *path, fp8_hist_table *t, char *err, size_t errlen) {
-  const fp8_schema *s = &fp8_schema_histograms;
   memset(t, 0, sizeof *t);
-  size_t len = 0, cap = 0;
-  int rc = read_whole(path, &t->text_, &len, err, errlen);
-  if (rc) return rc;
-  int64_t line = 0;
-  lines_t it = {t->text_, t->text_ + len};
-  char *ln;
-  size_t l;
-  while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
-    if (line == 1 && fp8_schema_match_header(s, ln) != FP8_HIST_COL_COUNT) {
-      char want[128];
-      size_t o = 0;
-      for (int k = 0; k < s->ncols; k++)
-        o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", k ? "," : "", s->columns[k]);
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header (expected '%s')", path,
-                      s->file, want);
-    } else if (line > 1 && l == 0) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
-    } else if (line > 1) {
-      fp8_hist_row *nr = fp8_grow(t->rows, t->n, &cap, sizeof *t->rows, 1024);
-      if (!nr) {
-        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-        break;
-      }
-      t->rows = nr;
-      rc = parse_histogram_line(path, line, ln, &t->rows[t->n], err, errlen);
-      if (!rc) t->n++;
-    }
-  }
-  if (!rc && line == 0) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: empty file", path);
-  if (rc) fp8_hist_free(t);
+  void *rows;
+  int rc = load_csv(path, &fp8_schema_histograms, sizeof *t->rows, parse_histogram_fields,
+                    &t->text_, &rows, &t->n, err, errlen);
+  t->rows = rows;
   return rc;
 }
 
@@ -185,9 +219,10 @@ int fp8_hist_get(const fp8_hist_table *t, const char *tensor, int64_t step, doub
 
 /* The fields of one gemm.csv row (its layer, gemm, step, configuration and rel_error), as
  * steps.csv's are checked, into *row. */
-static int parse_gemm_fields(const char *path, int64_t line, char **f, fp8_gemm_row *row,
-                             char *err, size_t errlen) {
+static int parse_gemm_fields(const char *path, int64_t line, char **f, void *out, char *err,
+                             size_t errlen) {
   const fp8_schema *s = &fp8_schema_gemm;
+  fp8_gemm_row *row = out;
   int rc = check_tensor_field(path, line, s, FP8_GEMM_COL_LAYER, f[FP8_GEMM_COL_LAYER], err,
                               errlen);
   if (rc) return rc;
@@ -225,41 +260,10 @@ void fp8_gemmcsv_free(fp8_gemm_table *t) {
 }
 
 int fp8_gemmcsv_load(const char *path, fp8_gemm_table *t, char *err, size_t errlen) {
-  const fp8_schema *s = &fp8_schema_gemm;
   memset(t, 0, sizeof *t);
-  size_t len = 0, cap = 0;
-  int rc = read_whole(path, &t->text_, &len, err, errlen);
-  if (rc) return rc;
-  int64_t line = 0;
-  lines_t it = {t->text_, t->text_ + len};
-  char *ln;
-  size_t l;
-  while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
-    if (line == 1) {
-      if (fp8_schema_match_header(s, ln) != FP8_GEMM_COL_COUNT)
-        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: not a %s header", path, s->file);
-      continue;
-    }
-    if (l == 0) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
-      break;
-    }
-    char *f[FP8_GEMM_COL_COUNT + 1];
-    int nf = split_all(ln, f, FP8_GEMM_COL_COUNT);
-    if (nf != FP8_GEMM_COL_COUNT) {
-      rc = bad_count(path, line, FP8_GEMM_COL_COUNT, nf, err, errlen);
-      break;
-    }
-    fp8_gemm_row *nr = fp8_grow(t->rows, t->n, &cap, sizeof *t->rows, 1024);
-    if (!nr) {
-      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      break;
-    }
-    t->rows = nr;
-    rc = parse_gemm_fields(path, line, f, &t->rows[t->n], err, errlen);
-    if (!rc) t->n++;
-  }
-  if (!rc && line == 0) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: empty file", path);
-  if (rc) fp8_gemmcsv_free(t);
+  void *rows;
+  int rc = load_csv(path, &fp8_schema_gemm, sizeof *t->rows, parse_gemm_fields, &t->text_,
+                    &rows, &t->n, err, errlen);
+  t->rows = rows;
   return rc;
 }
