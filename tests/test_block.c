@@ -376,7 +376,7 @@ START_TEST(test_params_names_shapes) {
   ck_assert_int_eq(fp8_block_params_check(&p), FP8_EINVAL);
   p.amax_epsilon = 0; p.square = true;
   ck_assert_int_eq(fp8_block_params_check(&p), FP8_EINVAL);
-  p = fp8_block_params_tile(FP8_E5M2, true, true);
+  p = fp8_block_params_tile(FP8_E5M2, true, true, FP8_DTYPE_F32);
   ck_assert(p.block_len == 128 && p.square && p.pow2);
   p.margin = 65;
   ck_assert_int_eq(fp8_block_params_check(&p), FP8_EINVAL);
@@ -423,8 +423,8 @@ START_TEST(test_params_names_shapes) {
   /* grids: partial blocks are blocks of their own */
   int64_t gr, gc;
   fp8_block_params mx = fp8_block_params_mxfp8(FP8_E4M3, FP8_MX_ROUND_CEIL);
-  fp8_block_params t1 = fp8_block_params_tile(FP8_E4M3, false, true);
-  fp8_block_params t2 = fp8_block_params_tile(FP8_E4M3, true, true);
+  fp8_block_params t1 = fp8_block_params_tile(FP8_E4M3, false, true, FP8_DTYPE_F32);
+  fp8_block_params t2 = fp8_block_params_tile(FP8_E4M3, true, true, FP8_DTYPE_F32);
   fp8_block_params rw = fp8_block_params_rowwise(FP8_E4M3, true);
   ck_assert(fp8_block_grid(&mx, FP8_BLOCK_DIR_ROW, 3, 70, &gr, &gc) == 0 && gr == 3 && gc == 3);
   ck_assert(fp8_block_grid(&mx, FP8_BLOCK_DIR_COL, 70, 3, &gr, &gc) == 0 && gr == 3 && gc == 3);
@@ -518,7 +518,7 @@ END_TEST
 
 START_TEST(test_block_pow2_truncation) {
   /* 1x4 tiles (block_len 4), E4M3: amaxes 3, 100, 0 and a partial tile {inf, 1} */
-  fp8_block_params p = fp8_block_params_tile(FP8_E4M3, false, true);
+  fp8_block_params p = fp8_block_params_tile(FP8_E4M3, false, true, FP8_DTYPE_F32);
   p.block_len = 4;
   float x[14] = {3, 1, -2, 0.5f,  100, -50, 25, 1,  0, 0, 0, 0,  INFINITY, 1};
   float sc[4];
@@ -619,9 +619,9 @@ START_TEST(test_random_vs_reference) {
         fp8_block_params ps[7] = {
             fp8_block_params_mxfp8((fp8_format)f, FP8_MX_ROUND_CEIL),
             fp8_block_params_mxfp8((fp8_format)f, FP8_MX_ROUND_FLOOR),
-            fp8_block_params_tile((fp8_format)f, false, true),
-            fp8_block_params_tile((fp8_format)f, true, true),
-            fp8_block_params_tile((fp8_format)f, false, false),
+            fp8_block_params_tile((fp8_format)f, false, true, FP8_DTYPE_F32),
+            fp8_block_params_tile((fp8_format)f, true, true, FP8_DTYPE_F32),
+            fp8_block_params_tile((fp8_format)f, false, false, FP8_DTYPE_F32),
             fp8_block_params_rowwise((fp8_format)f, true),
             fp8_block_params_rowwise((fp8_format)f, false),
         };
@@ -646,7 +646,7 @@ START_TEST(test_square_same_both_directions) {
   /* a 128x128 block is the same block in both directions: identical results, bit for bit */
   int64_t rows = 200, cols = 300;
   float *x = make_tensor(rows, cols, 1);
-  fp8_block_params p = fp8_block_params_tile(FP8_E4M3, true, true);
+  fp8_block_params p = fp8_block_params_tile(FP8_E4M3, true, true, FP8_DTYPE_F32);
   float *h1 = malloc((size_t)(rows * cols) * sizeof *h1), *h2 = malloc((size_t)(rows * cols) * sizeof *h2);
   float s1[6], s2[6];
   fp8_stats a, b;
@@ -673,7 +673,7 @@ START_TEST(test_colwise_equals_rowwise_of_transpose) {
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) xt[j * rows + i] = x[i * cols + j];
   fp8_block_params ps[3] = {fp8_block_params_mxfp8(FP8_E4M3, FP8_MX_ROUND_CEIL),
-                            fp8_block_params_tile(FP8_E5M2, false, true),
+                            fp8_block_params_tile(FP8_E5M2, false, true, FP8_DTYPE_F32),
                             fp8_block_params_rowwise(FP8_E4M3, false)};
   float *h = malloc((size_t)(rows * cols) * sizeof *h), *ht = malloc((size_t)(rows * cols) * sizeof *ht);
   float *s = malloc((size_t)(rows * cols) * sizeof *s), *st_ = malloc((size_t)(rows * cols) * sizeof *st_);
@@ -705,7 +705,7 @@ START_TEST(test_mx_matches_current_equivalent_on_uniform_blocks) {
   /* Sanity across recipes: per-element scale = its block's scale. With every block's amax a
    * power of two times 448, MX ceil and block-pow2 scaling give the same scales. */
   fp8_block_params mx = fp8_block_params_mxfp8(FP8_E4M3, FP8_MX_ROUND_CEIL);
-  fp8_block_params bl = fp8_block_params_tile(FP8_E4M3, false, true);
+  fp8_block_params bl = fp8_block_params_tile(FP8_E4M3, false, true, FP8_DTYPE_F32);
   bl.block_len = 32;
   float x[128], s1[4], s2[4];
   for (int i = 0; i < 128; i++) x[i] = (i % 32 == 0) ? ldexpf(448.0f, i / 32 - 2) : (float)(i % 7) - 3;

@@ -196,6 +196,27 @@ START_TEST(test_defaults) {
   }
   fp8_experiment_free(&ex);
 
+  /* the block kinds default to E4M3 for every tensor, as TE's MXFP8BlockScaling and
+   * Float8BlockScaling (recipe __init__.py: fp8_format = Format.E4M3), torchao's row-wise
+   * recipe and DeepSeek-V3 do; and block and rowwise take amax_epsilon (DeepSeek-V3's 1e-4,
+   * torchao's 1e-12) */
+  path = write_ini("k.ini", "[trace]\npath = synth:small\n"
+                            "[recipe.m]\nkind = mxfp8\n[recipe.b]\nkind = block\n"
+                            "[recipe.r]\nkind = rowwise\n"
+                            "[recipe.be]\nkind = block\namax_epsilon = 1e-4\n"
+                            "[recipe.re]\nkind = rowwise\namax_epsilon = 1e-12\nformat = hybrid\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_uint_eq(ex.nconfigs, 5);
+  static const fp8_recipe_kind kinds[5] = {FP8_KIND_MXFP8, FP8_KIND_BLOCK, FP8_KIND_ROWWISE,
+                                           FP8_KIND_BLOCK, FP8_KIND_ROWWISE};
+  static const float eps[5] = {0.0f, 0.0f, 0.0f, 1e-4f, 1e-12f};
+  for (int i = 0; i < 5; i++) {
+    ck_assert_int_eq(ex.configs[i].kind, kinds[i]);
+    ck_assert_int_eq(ex.configs[i].format, i < 4 ? FP8_SEL_E4M3 : FP8_SEL_HYBRID);
+    ck_assert_float_eq(ex.configs[i].amax_epsilon, eps[i]);
+  }
+  fp8_experiment_free(&ex);
+
   /* synth_steps / synth_seed with a synth: path */
   path = write_ini("s.ini", "[trace]\npath = synth:x\nsynth_steps = 7\n"
                             "synth_seed = 18446744073709551615\n[recipe.r]\nkind=current\n");
@@ -542,6 +563,12 @@ static const bad_case bad_cases[] = {
     {T "[output]\npath = x\n" D, 4, "unknown key"},
     {T D "margin = 1\nmargin = 2\n", 6, "given twice"},
     {T "[recipe.r]\nhistory_len = 4\nkind = current\n", 4, "not a key of kind current"},
+    /* amax_epsilon: current, block and rowwise (TE's Float8BlockScaling, torchao); MXFP8's
+     * E8M0 scale has no epsilon in TE, delayed scaling none either */
+    {T "[recipe.r]\nkind = mxfp8\namax_epsilon = 1e-4\n", 5, "not a key of kind mxfp8"},
+    {T "[recipe.r]\nkind = delayed\namax_epsilon = 1e-4\n", 5, "not a key of kind delayed"},
+    {T "[recipe.r]\nkind = block\namax_epsilon = -1\n", 5, "amax_epsilon"},
+    {T "[recipe.r]\nkind = rowwise\namax_epsilon = 1e-12, 0\n", 5, "single value"},
     {T "[recipe.r]\npow2 = true\nformat = e4m3\nkind = delayed\n", 4,
      "not a key of kind delayed"},
     {T "[recipe.r]\nkind = delayed, current\n", 4, "kind"},

@@ -984,6 +984,114 @@ static void expect_inspect_line(const char *out, const char *name, const char *r
  * the run's steps and tensors, and its [analysis] the budgets the advice was derived under, with
  * warm-up and GEMM sampling; the replay's report judges the advice under those budgets and names
  * them. */
+/* Field k (0-based) of a CSV row without quoting, copied into buf. */
+static const char *csv_field(const char *row, int k, char *buf, size_t n) {
+  const char *p = row;
+  for (int i = 0; i < k && p; i++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  ck_assert_ptr_nonnull(p);
+  size_t len = strcspn(p, ",\n");
+  ck_assert_uint_lt(len, n);
+  memcpy(buf, p, len);
+  buf[len] = 0;
+  return buf;
+}
+
+static void expect_num(const char *row, int k, const char *what, double want) {
+  char b[64];
+  double got = strtod(csv_field(row, k, b, sizeof b), NULL);
+  ck_assert_msg(got == want || fabs(got - want) <= 1e-8 * fabs(want), "%s: %s, want %.12g in %s",
+                what, b, want, row);
+}
+
+/* Issue 25 points 10 and 12 by hand. One 1x128 tile of 2^-121 (below 448/FLT_MAX, about
+ * 1.3166e-36, so 448/amax overflows float32), once as BF16 (m.grad_output) and once as F32
+ * (m.input), E4M3. TE's Float8BlockScaling then scales with the input dtype's largest finite
+ * value (recipe_common.cuh compute_scale_from_types):
+ *  - BF16, pow2 off: s = 0x1.fep127 = 255 * 2^120. x*s = 255/2 = 127.5, between E4M3's 120 and
+ *    128, nearer 128: code 128, nothing saturates (overshoot log2(127.5/448)). 1/s =
+ *    2^-128 * (1 + 1/255) is a float32 subnormal (steps of 2^-149): 2^21 + 2^21/255 =
+ *    2105376.13 steps rounds to 2^21 + 2^13 + 2^5, i.e. 2^-128 (1 + 2^-8 + 2^-16). xhat = 128
+ *    of that = 2^-121 (1 + 2^-8 + 2^-16), error 2^-129 (1 + 2^-8) per element: mse =
+ *    2^-258 (1 + 2^-8)^2, SNR 10 log10(2^16 / (1 + 2^-8)^2), log2 scale 120 + log2 255.
+ *    (FLT_MAX, the rule before, gives 1/s = 2^-128 exactly and an error of 0.)
+ *  - F32, pow2 off: FLT_MAX, x*s = 128 - 2^-17, code 128, 1/s rounds to 2^-128: xhat = x,
+ *    mse 0, log2 scale log2(FLT_MAX).
+ *  - pow2 on, either dtype: 2^127 (both values truncate to it), x*s = 64 exactly, mse 0.
+ *  - amax_epsilon = 1 (block and rowwise; refused for them before): a = 1, s = 448, x*s =
+ *    448 * 2^-121 is far below E4M3's smallest subnormal half (2^-10): all 128 codes are 0
+ *    (underflow 128), error x: mse 2^-242, overshoot log2(2^-121) = -121. */
+START_TEST(test_block_bf16_inf_and_epsilon) {
+  char *tdir = path_in("btrace");
+  mkdir(tdir, 0777);
+  float xf[128];
+  uint16_t xb[128];
+  for (int i = 0; i < 128; i++) {
+    xf[i] = 0x1p-121f;
+    xb[i] = 0x0300; /* bf16 2^-121: biased exponent 6, mantissa 0 */
+  }
+  char err[FP8_ERRLEN];
+  fp8_tensor_out t0[2] = {{"m.input", FP8_DTYPE_F32, 2, {1, 128}, xf},
+                          {"m.grad_output", FP8_DTYPE_BF16, 2, {1, 128}, xb}};
+  char *p0 = path_in("btrace/step_0.safetensors");
+  ck_assert_int_eq(fp8_safetensors_write(p0, t0, 2, NULL, err, sizeof err), FP8_OK);
+  free(p0);
+  free(tdir);
+  write_text("b.ini", "[trace]\npath = btrace\n"
+                      "[recipe.b]\nkind = block\nformat = e4m3\npow2 = false\n"
+                      "[recipe.p]\nkind = block\nformat = e4m3\n"
+                      "[recipe.e]\nkind = block\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
+                      "[recipe.r]\nkind = rowwise\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
+                      "[output]\ndir = bout\n");
+  char *out;
+  int rc = run_cli(&out, "run b.ini --quiet");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  free(out);
+  char *p = path_in("bout/steps.csv");
+  char *csv = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_ptr_nonnull(csv);
+  /* columns: n 11, overflow 14, underflow 15, subnormal 16, mse 17, snr_db 18, nblocks 19,
+   * blocks_with_overflow 20, log2_scale_min 21, max 22, std 23, clipped 24, overshoot 25 */
+  const double bf16_max = 0x1.fep127, mse_b = ldexp((1 + 0x1p-8) * (1 + 0x1p-8), -258);
+  struct {
+    const char *prefix;
+    double underflow, mse, log2s, overshoot;
+  } want[] = {
+      {"m.grad_output,grad_output,0,b,", 0, mse_b, log2(bf16_max), log2(127.5 / 448)},
+      {"m.input,input,0,b,", 0, 0, log2((double)FLT_MAX), log2(0x1p-121 * (double)FLT_MAX / 448)},
+      {"m.grad_output,grad_output,0,p,", 0, 0, 127, log2(64.0 / 448)},
+      {"m.input,input,0,p,", 0, 0, 127, log2(64.0 / 448)},
+      {"m.grad_output,grad_output,0,e,", 128, 0x1p-242, log2(448.0), -121},
+      {"m.input,input,0,e,", 128, 0x1p-242, log2(448.0), -121},
+      {"m.grad_output,grad_output,0,r,", 128, 0x1p-242, log2(448.0), -121},
+      {"m.input,input,0,r,", 128, 0x1p-242, log2(448.0), -121},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char *row = find_row(csv, want[i].prefix);
+    ck_assert_msg(row != NULL, "no row %s in\n%s", want[i].prefix, csv);
+    expect_num(row, 11, "n", 128);
+    expect_num(row, 14, "overflow", 0);
+    expect_num(row, 15, "underflow", want[i].underflow);
+    expect_num(row, 16, "subnormal", 0);
+    expect_num(row, 17, "mse", want[i].mse);
+    expect_num(row, 19, "nblocks", 1);
+    expect_num(row, 20, "blocks_with_overflow", 0);
+    expect_num(row, 21, "log2_scale_min", want[i].log2s);
+    expect_num(row, 22, "log2_scale_max", want[i].log2s);
+    expect_num(row, 23, "log2_scale_std", 0);
+    expect_num(row, 24, "clipped", 0);
+    expect_num(row, 25, "overshoot", want[i].overshoot);
+    if (want[i].mse > 0 && want[i].underflow == 0)
+      expect_num(row, 18, "snr_db", 10 * log10(0x1p16 / ((1 + 0x1p-8) * (1 + 0x1p-8))));
+    free(row);
+  }
+  free(csv);
+}
+END_TEST
+
 START_TEST(test_advice_replays_elsewhere) {
   write_tiny_trace();
   write_text("adv.ini", "[trace]\npath = trace\nsteps = 0-2:1\ntensors = m.*\n"
@@ -2003,6 +2111,7 @@ int main(void) {
   tcase_add_test(tc, test_inspect_never_ran);
   tcase_add_test(tc, test_inspect_long_names);
   tcase_add_test(tc, test_advice_replays_elsewhere);
+  tcase_add_test(tc, test_block_bf16_inf_and_epsilon);
   tcase_add_test(tc, test_run_names_left_out);
   tcase_add_test(tc, test_ranks_by_hand);
   tcase_add_test(tc, test_ranks_engine_threads);

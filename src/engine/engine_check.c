@@ -122,7 +122,7 @@ static int oracle_tensor(chk_run *k, size_t t) {
     fp8_format fm = f->formats[t * f->nconfigs + c];
     fp8_stats_init(&w->stats[c]);
     if (fp8_recipe_kind_is_block(cf->kind)) {
-      fp8_block_params bp = fp8_config_block_params(cf, f->roles[t], fm);
+      fp8_block_params bp = fp8_config_block_params(cf, f->roles[t], fm, f->dtype[t]);
       w->scale[c] = NAN;
       if (fp8_block_quantize_f32(k->x[t], rows, cols, &bp, FP8_BLOCK_DIR_ROW, NULL, NULL,
                                  &w->stats[c], &w->block[c]))
@@ -230,7 +230,8 @@ static int oracle_block_gemm(const chk_run *k, const fp8_gemm_ref *ref, const fp
   int rc = FP8_OK;
   for (int i = 0; i < 3 && !rc; i++) {
     size_t t = l->tensor[i], n = (size_t)(rows[i] * cols[i]);
-    fp8_block_params bp = fp8_config_block_params(&f->configs[c], f->roles[t], f->formats[t * f->nconfigs + c]);
+    fp8_block_params bp = fp8_config_block_params(&f->configs[c], f->roles[t],
+                                                  f->formats[t * f->nconfigs + c], f->dtype[t]);
     rw[i] = malloc((n + 1) * sizeof(float));
     cw[i] = malloc((n + 1) * sizeof(float));
     if (!rw[i] || !cw[i]) rc = FP8_ENOMEM;

@@ -27,7 +27,7 @@ static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer 
   for (int i = 0; i < 3; i++) {
     size_t t = l->tensor[i];
     fp8_block_params bp = fp8_config_block_params(&pl->configs[c], pl->roles[t],
-                                                  fp8_plan_format(pl, t, c));
+                                                  fp8_plan_format(pl, t, c), p->view[t]->dtype);
     int r1 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, w->g[3 + i],
                                     NULL, NULL, NULL);
     int r2 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, w->g[6 + i],

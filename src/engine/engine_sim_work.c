@@ -90,7 +90,8 @@ static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out
 static int same_block_params(const fp8_block_params *a, const fp8_block_params *b) {
   return a->kind == b->kind && a->format == b->format && a->block_len == b->block_len &&
          a->square == b->square && a->rounding == b->rounding && a->pow2 == b->pow2 &&
-         a->margin == b->margin && a->amax_epsilon == b->amax_epsilon;
+         a->margin == b->margin && a->amax_epsilon == b->amax_epsilon &&
+         a->inf_scale == b->inf_scale;
 }
 
 /* Block kinds over the [rows, cols] view (blocks along the last dimension), each distinct
@@ -104,12 +105,14 @@ static int block_stats(const sim_priv *p, size_t t, const fp8_tensor_view *v, co
   for (size_t c = 0; c < pl->nconfigs; c++) {
     const fp8_config *cf = &pl->configs[c];
     if (!fp8_plan_active(pl, c) || !fp8_recipe_kind_is_block(cf->kind)) continue;
-    fp8_block_params bp = fp8_config_block_params(cf, pl->roles[t], fp8_plan_format(pl, t, c));
+    fp8_block_params bp = fp8_config_block_params(cf, pl->roles[t], fp8_plan_format(pl, t, c),
+                                                  v->dtype);
     size_t same = (size_t)-1;
     for (size_t d = first; d != (size_t)-1 && d < c && same == (size_t)-1; d++) {
       const fp8_config *cd = &pl->configs[d];
       if (!fp8_plan_active(pl, d) || !fp8_recipe_kind_is_block(cd->kind)) continue;
-      fp8_block_params bd = fp8_config_block_params(cd, pl->roles[t], fp8_plan_format(pl, t, d));
+      fp8_block_params bd = fp8_config_block_params(cd, pl->roles[t], fp8_plan_format(pl, t, d),
+                                                    v->dtype);
       if (same_block_params(&bp, &bd)) same = d;
     }
     if (first == (size_t)-1) first = c;

@@ -28,7 +28,7 @@ static const unsigned exp_recipe_key_kinds[K_COUNT] = {
     KIND_BIT(FP8_KIND_DELAYED),                              /* history_len */
     KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* margin */
     KIND_BIT(FP8_KIND_DELAYED),                              /* amax_compute */
-    KIND_BIT(FP8_KIND_CURRENT),                              /* amax_epsilon */
+    KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* amax_epsilon */
     KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* pow2 */
     KIND_BIT(FP8_KIND_MXFP8),                                /* scale_rounding */
     KIND_BIT(FP8_KIND_BLOCK),                                /* block */
@@ -225,9 +225,13 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
 
 /* Absent keys: their default, as a one-value axis. -1 when out of memory (c->nomem set). */
 static int recipe_defaults(exp_ctx *c, fp8_recipe_kind kind, recipe_axes *ax) {
-  /* pow2 defaults to true for block and rowwise (DeepSeek-V3, torchao), false for current */
+  /* TE's recipe classes: DelayedScaling and Float8CurrentScaling default to Format.HYBRID,
+   * MXFP8BlockScaling and Float8BlockScaling to Format.E4M3 for every tensor, as do torchao's
+   * row-wise recipe and DeepSeek-V3; pow2 defaults to true for block and rowwise (DeepSeek-V3,
+   * torchao), false for current */
   int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0, FP8_MX_ROUND_CEIL,
                                FP8_BLOCK_SHAPE_AUTO};
+  if (fp8_recipe_kind_is_block(kind)) defaults[K_FORMAT] = FP8_SEL_E4M3;
   defaults[K_POW2] = kind == FP8_KIND_BLOCK || kind == FP8_KIND_ROWWISE;
   for (int k = K_FORMAT; k < K_COUNT; k++) {
     if (ax->vals[k]) continue;
@@ -277,6 +281,7 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
     return fp8_current_params_check(&p);
   }
   cf->pow2 = (int)ax->vals[K_POW2][0];
+  if (kind != FP8_KIND_MXFP8) cf->amax_epsilon = (float)ax->eps;
   cf->mx_rounding = (int)ax->vals[K_ROUNDING][0];
   cf->block_shape = (int)ax->vals[K_BLOCK][0];
   return 0;

@@ -8,6 +8,7 @@
  */
 #include "block.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,10 +114,10 @@ fp8_block_params fp8_block_params_mxfp8(fp8_format f, fp8_mx_rounding r) {
   return p;
 }
 
-fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2) {
+fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2, fp8_dtype d) {
   fp8_block_params p = {.kind = FP8_BLOCK_KIND_BLOCK, .format = f, .block_len = FP8_BLOCK_TILE,
                         .square = square, .rounding = FP8_MX_ROUND_CEIL, .pow2 = pow2,
-                        .margin = 0, .amax_epsilon = 0.0f};
+                        .margin = 0, .amax_epsilon = 0.0f, .inf_scale = fp8_dtype_max(d)};
   return p;
 }
 
@@ -132,6 +133,7 @@ int fp8_block_params_check(const fp8_block_params *p) {
   if (p->format != FP8_E4M3 && p->format != FP8_E5M2) return FP8_EINVAL;
   if (p->margin < -FP8_MARGIN_LIMIT || p->margin > FP8_MARGIN_LIMIT) return FP8_EINVAL;
   if (!(p->amax_epsilon >= 0.0f) || isinf(p->amax_epsilon)) return FP8_EINVAL;
+  if (!(p->inf_scale >= 0.0f) || isinf(p->inf_scale)) return FP8_EINVAL;
   switch (p->kind) {
   case FP8_BLOCK_KIND_MXFP8:
     if (p->rounding != FP8_MX_ROUND_CEIL && p->rounding != FP8_MX_ROUND_FLOOR) return FP8_EINVAL;
@@ -150,7 +152,8 @@ float fp8_block_scale(const fp8_block_params *p, float amax) {
     return fp8_e8m0_scale(fp8_mx_scale_exponent(amax, p->format, p->rounding));
   fp8_current_params cp = {.amax_epsilon = p->amax_epsilon, .pow2 = p->pow2,
                            .margin = p->margin, .format = p->format};
-  return fp8_current_scale(&cp, amax);
+  float inf = p->kind == FP8_BLOCK_KIND_BLOCK && p->inf_scale > 0.0f ? p->inf_scale : FLT_MAX;
+  return fp8_current_scale_inf(&cp, amax, inf);
 }
 
 /* ---------------------------------------------------------------- shapes */

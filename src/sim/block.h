@@ -101,12 +101,18 @@ typedef struct {
   bool pow2;
   int32_t margin;
   float amax_epsilon;
+  /** Block kind only: the scale when fp8_max / amax overflows float32 (an amax below about
+   *  1.3e-36 for E4M3), TE's value_for_inf: Float8BlockScaling's kernels take the input
+   *  dtype's largest finite value (fp8_dtype_max: 3.3895e38 for BF16), before pow2's
+   *  truncation. 0 stands for FLT_MAX (float32 input), as do rowwise and current scaling. */
+  float inf_scale;
 } fp8_block_params;
 
 /** MXFP8: 1x32 blocks, the given rounding (FP8_MX_ROUND_CEIL is the default). */
 fp8_block_params fp8_block_params_mxfp8(fp8_format f, fp8_mx_rounding r);
-/** Block FP8: 1x128 tiles, or 128x128 blocks when `square`; pow2 (default true). */
-fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2);
+/** Block FP8: 1x128 tiles, or 128x128 blocks when `square`; pow2 (default true); the input
+ *  dtype d gives inf_scale. */
+fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2, fp8_dtype d);
 /** Per row: one current scale per row (per column when quantized column-wise); pow2 (default
  *  true). */
 fp8_block_params fp8_block_params_rowwise(fp8_format f, bool pow2);
@@ -117,8 +123,8 @@ fp8_block_params fp8_block_params_rowwise(fp8_format f, bool pow2);
 int fp8_block_params_check(const fp8_block_params *p);
 
 /** The scale of one block whose amax is `amax` (fmaxf semantics: NaN elements ignored, inf
- *  counts): fp8_e8m0_scale(fp8_mx_scale_exponent(...)) for MXFP8, fp8_current_scale() with
- *  p's format, margin, amax_epsilon and pow2 otherwise. */
+ *  counts): fp8_e8m0_scale(fp8_mx_scale_exponent(...)) for MXFP8, fp8_current_scale_inf() with
+ *  p's format, margin, amax_epsilon, pow2 and inf_scale otherwise. */
 float fp8_block_scale(const fp8_block_params *p, float amax);
 
 /* ---------------------------------------------------------------- tensors */

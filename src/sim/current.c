@@ -16,10 +16,14 @@ int fp8_current_params_check(const fp8_current_params *p) {
 }
 
 float fp8_current_scale(const fp8_current_params *p, float amax) {
+  return fp8_current_scale_inf(p, amax, FLT_MAX);
+}
+
+float fp8_current_scale_inf(const fp8_current_params *p, float amax, float value_for_inf) {
   float a = amax < p->amax_epsilon ? p->amax_epsilon : amax;
   if (isinf(a) || isnan(a) || a == 0.0f) return 1.0f;
   float s = fp8_scaled_max(p->format, p->margin) / a;
-  if (isinf(s)) s = FLT_MAX;
+  if (isinf(s)) s = value_for_inf;
   if (p->pow2) {
     uint32_t u;
     memcpy(&u, &s, sizeof u);

@@ -1,6 +1,7 @@
 /* dtype.c: exact widening of the trace dtypes (F32, BF16, F16; little-endian) to float32. */
 #include "fp8.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -13,6 +14,15 @@ const char *fp8_dtype_name(fp8_dtype d) {
   case FP8_DTYPE_F16: return "F16";
   }
   return "?";
+}
+
+float fp8_dtype_max(fp8_dtype d) {
+  switch (d) {
+  case FP8_DTYPE_BF16: return fp8_bf16_to_f32(0x7F7Fu);
+  case FP8_DTYPE_F16: return 65504.0f;
+  case FP8_DTYPE_F32: break;
+  }
+  return FLT_MAX;
 }
 
 float fp8_bf16_to_f32(uint16_t h) {

@@ -76,6 +76,9 @@ const char *fp8_dtype_name(fp8_dtype d);
 void fp8_dtype_to_f32(fp8_dtype d, const void *src, size_t n, float *dst);
 float fp8_bf16_to_f32(uint16_t h);
 float fp8_f16_to_f32(uint16_t h);
+/** The largest finite value of a source dtype, as a float: FLT_MAX, 0x1.fep127 (BF16,
+ *  3.3895e38), 65504 (F16). TE's block kernels scale with it when fp8_max / amax overflows. */
+float fp8_dtype_max(fp8_dtype d);
 
 #define FP8_MAX_DIMS 8
 
@@ -268,6 +271,10 @@ typedef struct {
 int fp8_current_params_check(const fp8_current_params *p);
 /** The scale for a tensor whose own amax is a (RECIPES.md "Current scaling"). */
 float fp8_current_scale(const fp8_current_params *p, float amax);
+/** fp8_current_scale() with `value_for_inf` (> 0) in place of FLT_MAX when fp8_max / amax
+ *  overflows float32 (TE's compute_scale_from_amax: FLT_MAX for current scaling, the input
+ *  dtype's largest finite value for Float8BlockScaling's tiles), before pow2's truncation. */
+float fp8_current_scale_inf(const fp8_current_params *p, float amax, float value_for_inf);
 
 #ifdef __cplusplus
 }

@@ -28,14 +28,19 @@ fp8_current_params fp8_config_current_params(const fp8_config *cf, fp8_format f)
                               .margin = cf->margin, .format = f};
 }
 
-fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f) {
+fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f,
+                                         fp8_dtype d) {
+  fp8_block_params p;
   switch (cf->kind) {
   case FP8_KIND_MXFP8: return fp8_block_params_mxfp8(f, (fp8_mx_rounding)cf->mx_rounding);
   case FP8_KIND_BLOCK:
-    return fp8_block_params_tile(
-        f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r), cf->pow2 != 0);
-  default: return fp8_block_params_rowwise(f, cf->pow2 != 0);
+    p = fp8_block_params_tile(f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r),
+                              cf->pow2 != 0, d);
+    break;
+  default: p = fp8_block_params_rowwise(f, cf->pow2 != 0); break;
   }
+  p.amax_epsilon = cf->amax_epsilon;
+  return p;
 }
 
 int fp8_config_identical(const fp8_config *a, const fp8_config *b) {

@@ -54,9 +54,11 @@ int fp8_config_identical(const fp8_config *a, const fp8_config *b);
 fp8_delayed_params fp8_config_delayed_params(const fp8_config *cf, fp8_format f);
 /** Current-scaling parameters of configuration cf (FP8_KIND_CURRENT) for a tensor of format f. */
 fp8_current_params fp8_config_current_params(const fp8_config *cf, fp8_format f);
-/** The block recipe of configuration cf (a block kind) for a tensor of role r and format f
- *  (block = auto gives 128x128 blocks to weights, 1x128 tiles to the other roles). */
-fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f);
+/** The block recipe of configuration cf (a block kind) for a tensor of role r, format f and
+ *  input dtype d (block = auto gives 128x128 blocks to weights, 1x128 tiles to the other
+ *  roles; d gives the block kind's inf_scale; block and rowwise take cf's amax_epsilon). */
+fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_format f,
+                                         fp8_dtype d);
 
 #ifdef __cplusplus
 }

@@ -504,12 +504,17 @@ def e8m0_scale(e):
     return np.ldexp(1.0, 127 - np.asarray(e, dtype=np.int64)).astype(np.float32)
 
 
-def current_scales(amax, fmt, amax_epsilon=0.0, pow2=False, margin=0):
-    """current_scale() over an array of amaxes."""
+# The largest finite value of each trace dtype: TE's Float8BlockScaling scales with the input
+# dtype's (TypeInfo<IType>::max_finite_value) when fp8_max / amax overflows float32.
+DTYPE_MAX = {"F32": FLT_MAX, "BF16": F32(float.fromhex("0x1.fep127")), "F16": F32(65504.0)}
+
+
+def current_scales(amax, fmt, amax_epsilon=0.0, pow2=False, margin=0, value_for_inf=FLT_MAX):
+    """current_scale() over an array of amaxes; value_for_inf replaces an infinite quotient."""
     a = np.fmax(np.asarray(amax, dtype=np.float32), F32(amax_epsilon))
     with np.errstate(all="ignore"):
         s = (scaled_max(fmt, margin) / a).astype(np.float32)
-    s = np.where(np.isinf(s), FLT_MAX, s)
+    s = np.where(np.isinf(s), F32(value_for_inf), s)
     s = np.where(np.isfinite(a) & (a != 0), s, F32(1)).astype(np.float32)
     if pow2:
         s = (s.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
@@ -521,10 +526,13 @@ class BlockRecipe:
 
     mxfp8: rounding ceil | floor; block: block = 1x128 | 128x128 | auto; block and rowwise:
     pow2 (default true), margin, amax_epsilon as current scaling. block_len overrides the
-    block length (32 / 128) for tests."""
+    block length (32 / 128) for tests. dtypes: {role: "F32" | "BF16" | "F16"}, the input
+    dtype of each role (default F32): kind block scales with DTYPE_MAX of it where
+    fp8_max / amax overflows float32 (TE's value_for_inf), the other kinds with FLT_MAX."""
 
     def __init__(self, kind, fmt="hybrid", rounding="ceil", block="auto", pow2=True, margin=0,
-                 amax_epsilon=0.0, block_len=None):
+                 amax_epsilon=0.0, block_len=None, dtypes=None):
+        self.dtypes = dict(dtypes or {})
         if kind not in ("mxfp8", "block", "rowwise"):
             raise ValueError("unknown block recipe kind %r" % kind)
         if block not in ("1x128", "128x128", "auto"):
@@ -540,10 +548,11 @@ class BlockRecipe:
         return self.kind == "block" and (
             self.block == "128x128" or (self.block == "auto" and role == "weight"))
 
-    def scales_for(self, amax, fmt):
+    def scales_for(self, amax, fmt, role="input"):
         if self.kind == "mxfp8":
             return e8m0_scale(mx_exponent(amax, fmt, self.rounding))
-        return current_scales(amax, fmt, self.amax_epsilon, self.pow2, self.margin)
+        inf = DTYPE_MAX[self.dtypes.get(role, "F32")] if self.kind == "block" else FLT_MAX
+        return current_scales(amax, fmt, self.amax_epsilon, self.pow2, self.margin, inf)
 
     def quantize(self, x, role="input", colwise=False):
         """-> dict: stats (quantize_stats fields), nblocks, blocks_with_overflow,
@@ -553,17 +562,17 @@ class BlockRecipe:
         x2 = as_matrix(x)
         sq = self.square(role)
         if colwise and not sq:
-            r = self._quantize_rows(x2.T, fmt, False)
+            r = self._quantize_rows(x2.T, fmt, False, role)
             r["xhat"] = r["xhat"].T
             r["scales"] = r["scales"].T
             r["elem_scale"] = r["elem_scale"].T
         else:
-            r = self._quantize_rows(x2, fmt, sq)
+            r = self._quantize_rows(x2, fmt, sq, role)
         st = quantize_stats(x2.ravel(), r.pop("elem_scale").ravel(), fmt)
         st.update(r)
         return st
 
-    def _quantize_rows(self, x, fmt, square):
+    def _quantize_rows(self, x, fmt, square, role="input"):
         rows, cols = x.shape
         if self.kind == "rowwise":
             bh, bl = 1, max(cols, 1)
@@ -575,7 +584,7 @@ class BlockRecipe:
         tiles = np.abs(pad).reshape(gr, bh, gc, bl)
         amax = np.fmax.reduce(np.fmax.reduce(tiles, axis=3, initial=F32(0)), axis=1,
                               initial=F32(0))
-        scales = self.scales_for(amax, fmt).reshape(gr, gc)
+        scales = self.scales_for(amax, fmt, role).reshape(gr, gc)
         elem = np.repeat(np.repeat(scales, bh, axis=0), bl, axis=1)[:rows, :cols]
         with np.errstate(all="ignore"):
             y = x * elem
@@ -705,7 +714,7 @@ _STEP_FILE = re.compile(r"^step_([0-9]+)\.safetensors$")
 _STEP_DIR = re.compile(r"^step_([0-9]+)$")
 
 
-def read_safetensors(path):
+def read_safetensors(path, dtypes=None):
     """-> {name: float32 ndarray (with shape)}. F32, BF16, F16, little endian."""
     with open(path, "rb") as f:
         blob = f.read()
@@ -721,6 +730,8 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         dt = info["dtype"]
+        if dtypes is not None:
+            dtypes[name] = dt
         shape = tuple(int(d) for d in info["shape"])
         b0, b1 = (int(v) for v in info["data_offsets"])
         cnt = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -740,7 +751,7 @@ def read_safetensors(path):
     return out
 
 
-def read_npy_dir(path):
+def read_npy_dir(path, dtypes=None):
     out = {}
     for root, _dirs, files in os.walk(path):
         for fn in files:
@@ -752,6 +763,8 @@ def read_npy_dir(path):
             if arr.dtype not in (np.dtype("<f4"), np.dtype("<f2")):
                 raise ValueError("%s: unsupported npy dtype %s" % (full, arr.dtype))
             out[name] = arr.astype(np.float32)
+            if dtypes is not None:
+                dtypes[name] = "F32" if arr.dtype == np.dtype("<f4") else "F16"
     return out
 
 
@@ -799,6 +812,7 @@ class TensorSel:
 class Trace:
     def __init__(self):
         self.snapshots = {}   # step -> {name: float32 array}
+        self.dtypes = {}      # (step, name) -> the snapshot's dtype: "F32" | "BF16" | "F16"
         self.csv = {}         # (step, name) -> float32 (several micro-batches: their max)
         # amax.csv's micro column (issue 17): the micro-batches of each step, over all its rows
         # (selected tensors or not); a file without the column has micro 0 on every row
@@ -843,6 +857,7 @@ def load_trace(path, step_sel=None, tensor_sel=None):
             merged = tr.snapshots.setdefault(t, {})
             for name, arr in snap.items():
                 merged[prefix + name] = arr
+                tr.dtypes[(t, prefix + name)] = one.dtypes[(t, name)]
         for (t, name), a in one.csv.items():
             tr.csv[(t, prefix + name)] = a
         for t, ms in one.micros.items():
@@ -871,13 +886,15 @@ def _load_one(path, step_sel=None, tensor_sel=None, rank_prefix=None):
         m = _STEP_FILE.match(fn)
         if m and os.path.isfile(full):
             t = int(m.group(1))
-            tensors = read_safetensors(full)
+            dts = {}
+            tensors = read_safetensors(full, dts)
         else:
             m = _STEP_DIR.match(fn)
             if not (m and os.path.isdir(full)):
                 continue
             t = int(m.group(1))
-            tensors = read_npy_dir(full)
+            dts = {}
+            tensors = read_npy_dir(full, dts)
         if not step_sel(t):
             continue
         snap = tr.snapshots.setdefault(t, {})
@@ -887,6 +904,7 @@ def _load_one(path, step_sel=None, tensor_sel=None, rank_prefix=None):
             if name in snap:
                 raise ValueError("step %d: tensor %s given twice" % (t, name))
             snap[name] = arr
+            tr.dtypes[(t, name)] = dts[name]
     amax_path = os.path.join(path, "amax.csv")
     if os.path.isfile(amax_path):
         with open(amax_path, newline="") as f:
@@ -987,10 +1005,11 @@ class Config:
         self.section = label          # the [recipe.<section>] it comes from (label: its rows')
         self.tensors = TensorSel()    # the tensors it applies to
 
-    def block_recipe(self):
-        """The BlockRecipe of a block-kind configuration (mxfp8, block, rowwise)."""
+    def block_recipe(self, dtypes=None):
+        """The BlockRecipe of a block-kind configuration (mxfp8, block, rowwise); dtypes:
+        {role: input dtype} (BlockRecipe)."""
         return BlockRecipe(self.kind, self.fmt, rounding=self.rounding, block=self.block,
-                           pow2=self.pow2)
+                           pow2=self.pow2, amax_epsilon=self.amax_epsilon, dtypes=dtypes)
 
     def __repr__(self):
         return "Config(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
@@ -1021,8 +1040,10 @@ def _single(sec, kv, key, default):
     return _list(v)[0]
 
 
-def _formats(sec, kv):
-    fmts = _list(kv.get("format", "hybrid"))
+def _formats(sec, kv, default="hybrid"):
+    """The format list; its default is TE's recipe class's: hybrid for delayed and current,
+    e4m3 for the block kinds (MXFP8BlockScaling, Float8BlockScaling; torchao's row-wise)."""
+    fmts = _list(kv.get("format", default))
     for f in fmts:
         if f not in _FORMAT_NAMES:
             raise ValueError("[%s] bad format %r" % (sec, f))
@@ -1112,9 +1133,9 @@ def parse_experiment(path, warn=sys.stderr):
                     exp.configs.append(Config(label, "current", f, margin=m,
                                               amax_epsilon=eps, pow2=pow2))
             elif kind in BLOCK_KINDS:
-                # no margin / amax_epsilon for these kinds: 0 and 0
-                fmts = _formats(sec, kv)
-                rounding, block, pow2 = "ceil", "auto", True
+                # no margin for these kinds; amax_epsilon for block and rowwise
+                fmts = _formats(sec, kv, "e4m3")
+                rounding, block, pow2, eps = "ceil", "auto", True, F32(0)
                 if kind == "mxfp8":
                     known = {"kind", "format", "scale_rounding"}
                     rounding = _single(sec, kv, "scale_rounding", "ceil")
@@ -1122,8 +1143,9 @@ def parse_experiment(path, warn=sys.stderr):
                         raise ValueError("[%s] scale_rounding must be ceil or floor, not %r"
                                          % (sec, rounding))
                 else:
-                    known = {"kind", "format", "pow2"}
+                    known = {"kind", "format", "pow2", "amax_epsilon"}
                     pow2 = _bool(_single(sec, kv, "pow2", "true"))
+                    eps = parse_f32(_single(sec, kv, "amax_epsilon", "0"))
                     if kind == "block":
                         known.add("block")
                         block = _single(sec, kv, "block", "auto")
@@ -1132,7 +1154,7 @@ def parse_experiment(path, warn=sys.stderr):
                                              % (sec, block))
                 for f in fmts:
                     exp.configs.append(Config(label, kind, f, pow2=pow2, rounding=rounding,
-                                              block=block))
+                                              block=block, amax_epsilon=eps))
             else:
                 print("fp8ref: [%s] kind %r is not modelled by the reference; skipped"
                       % (sec, kind), file=warn)
@@ -1348,13 +1370,15 @@ def replay_full(exp, trace):
                 if (name, ci) not in covers:
                     continue
                 if blk:
-                    rec = cfg.block_recipe()
-                    ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2)
+                    rec = cfg.block_recipe({role: trace.dtypes[(t, name)]})
+                    ck = (name, t, fmt, cfg.kind, cfg.rounding, rec.square(role), cfg.pow2,
+                          f32_bits(cfg.amax_epsilon))
                     stt = stats_cache.get(ck)
                     if stt is None:
                         q = BlockRecipe(cfg.kind, fmt, rounding=cfg.rounding,
-                                        block=cfg.block, pow2=cfg.pow2).quantize(
-                                            x, role, colwise=False)
+                                        block=cfg.block, pow2=cfg.pow2,
+                                        amax_epsilon=cfg.amax_epsilon,
+                                        dtypes=rec.dtypes).quantize(x, role, colwise=False)
                         stt = {c: q[c] for c in STAT_FIELDS + AUX_FIELDS + BLOCK_COLUMNS
                                + ("overshoot",)}
                         stats_cache[ck] = stt
@@ -1556,9 +1580,11 @@ def gemm_replay(exp, trace, used, covers=None):
             for ci, cfg in enumerate(exp.configs):
                 fmts = tuple(resolve_format(cfg.fmt, r) for r in TRIPLET_ROLES)
                 if cfg.kind in BLOCK_KINDS:
-                    rec = cfg.block_recipe()
-                    key = (cfg.kind, fmts, cfg.rounding, cfg.pow2,
-                           tuple(rec.square(r) for r in TRIPLET_ROLES))
+                    rec = cfg.block_recipe({r: trace.dtypes[(t, "%s.%s" % (L, r))]
+                                            for r in TRIPLET_ROLES})
+                    key = (cfg.kind, fmts, cfg.rounding, cfg.pow2, f32_bits(cfg.amax_epsilon),
+                           tuple(rec.square(r) for r in TRIPLET_ROLES),
+                           tuple(rec.dtypes[r] for r in TRIPLET_ROLES))
                 else:
                     scales = {}
                     for r, fmt in zip(TRIPLET_ROLES, fmts):

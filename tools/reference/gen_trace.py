@@ -18,9 +18,10 @@ F32, grad_output [70, 130] BF16, more tokens than gemm_max_tokens = 48; gemm1: i
 [2, 20, 72], weight [40, 72], grad_output [2, 20, 40]; gemm_bad, whose shapes do not agree and
 which is always skipped), with realistic magnitudes (activations ~1 with outlier channels,
 weights ~0.02, gradients ~1e-4), one member missing at one snapshot step per layer, an
-activation outlier at one step, amax.csv rows between snapshots; and to the INI the block
-recipes (mxfp8 ceil, mxfp8 floor e4m3, block auto, block 1x128 without pow2, rowwise) and an
-[analysis] section (gemm = true, gemm_max_tokens = 48). With --select, the tensors selection
+activation outlier at one step, amax.csv rows between snapshots, a BF16 bftiny.grad_output
+whose tiles' amaxes lie below 448 / FLT_MAX (bf16_tiny); and to the INI the block recipes
+(mxfp8 ceil, mxfp8 floor e4m3, block auto, block 1x128 without pow2, block hybrid without pow2
+with amax_epsilon 1e-30, rowwise, rowwise with amax_epsilon 1e-12) and an [analysis] section (gemm = true, gemm_max_tokens = 48). With --select, the tensors selection
 keeps gemm0 whole and only gemm1.grad_output (so gemm1 has no triplet).
 Without --blocks the output is exactly what it was before the option existed.
 
@@ -296,6 +297,20 @@ GEMM_DTYPES = {"input": "BF16", "weight": "F32", "grad_output": "BF16"}
 GEMM_MAX_TOKENS = 48
 
 
+def bf16_tiny(t):
+    """A BF16 [3, 200] tensor whose first row's 1x128 tiles have amaxes below 448 / FLT_MAX
+    (2^-133 .. 2^-119: fp8_max / amax overflows float32, so TE's Float8BlockScaling scales
+    with BF16's largest finite value), a second row of ordinary values and a third of zeros
+    and tiny values (amax_epsilon's floor). Its own generator: the rest of the trace does not
+    depend on it."""
+    rng = np.random.default_rng([t, 424242])
+    x = np.zeros((3, 200))
+    x[0] = np.exp2(rng.uniform(-133, -119, 200)) * rng.choice([-1.0, 1.0], 200)
+    x[1] = rng.normal(0, 1, 200)
+    x[2, ::7] = np.exp2(rng.uniform(-60, -20, 29))
+    return representable(x, "BF16")
+
+
 class GemmModel:
     """Realistic operands of the GEMM layers, drawn from their own generator (brng) so that the
     rest of the trace does not depend on it: activations ~N(0,1) with a few outlier channels
@@ -346,6 +361,7 @@ class GemmModel:
                 if self.layers[name]["miss"] == (t, role):
                     continue
                 out.append(("%s.%s" % (name, role), GEMM_DTYPES[role], self.value(name, role, t)))
+        out.append(("bftiny.grad_output", "BF16", bf16_tiny(t)))
         return out
 
     def amax_rows(self, snap_steps):
@@ -528,8 +544,18 @@ kind = block
 block = 1x128
 pow2 = false
 
+[recipe.blk_eps]
+kind = block
+pow2 = false
+format = hybrid
+amax_epsilon = 1e-30
+
 [recipe.row]
 kind = rowwise
+
+[recipe.row_eps]
+kind = rowwise
+amax_epsilon = 1e-12
 
 [analysis]
 gemm = true
