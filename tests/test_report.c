@@ -532,6 +532,50 @@ START_TEST(test_report_block_reference) {
 }
 END_TEST
 
+/* Issue 25 point 4: a worst event whose cast is more accurate than current scaling's. 256
+ * values of 13/14 (x * 448 = 416, an E4M3 value) and one of 1.0 at steps 0-5; at step 6 that one
+ * is 1.04. Delayed scaling keeps the scale 448 / 1 = 448: 1.04 * 448 = 465.9 clips (> 464) to
+ * 448, an error of 0.04, and the other values are exact: SNR 10 log10((255 (13/14)^2 + 1.04^2) /
+ * 0.04^2) = 51.4 dB. Current scaling's 448 / 1.04 puts 13/14 at 400, the midpoint of 384 and
+ * 416: an error of 16 / 430.8 = 0.037 on 255 values, SNR 28.0 dB. So the sentence may not say
+ * that the SNR "fell to" 51.4 dB. */
+START_TEST(test_report_worst_event_not_better) {
+  char p[4096], err[FP8_ERRLEN];
+  snprintf(p, sizeof p, "%s/wtrace", g_dir);
+  mkdir(p, 0777);
+  float x[256];
+  for (int s = 0; s < 7; s++) {
+    for (int i = 0; i < 256; i++) x[i] = 13.0f / 14.0f;
+    x[0] = s == 6 ? 1.04f : 1.0f;
+    fp8_tensor_out t[1] = {{"a.fc.input", FP8_DTYPE_F32, 2, {16, 16}, x}};
+    snprintf(p, sizeof p, "%s/wtrace/step_%d.safetensors", g_dir, s);
+    ck_assert_int_eq(fp8_safetensors_write(p, t, 1, NULL, err, sizeof err), FP8_OK);
+  }
+  const char *ini = "[trace]\npath = wtrace\n"
+                    "[recipe.delayed]\nkind = delayed\nhistory_len = 1024\n"
+                    "[recipe.jit]\nkind = current\n[output]\ndir = wout\n";
+  snprintf(p, sizeof p, "%s/w.ini", g_dir);
+  ck_assert_int_eq(tu_write_file(p, ini, strlen(ini)), 0);
+  char *out;
+  int rc = run_cli(&out, "run w.ini --quiet");
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+  free(out);
+  snprintf(p, sizeof p, "%s/wout/report.md", g_dir);
+  char *rep = tu_read_file(p, NULL);
+  ck_assert_ptr_nonnull(rep);
+  double sig = 255.0 * (13.0 / 14.0) * (13.0 / 14.0) + 1.04 * 1.04;
+  char want[256];
+  snprintf(want, sizeof want, "**a.fc.input at step 6** reached amax 1.04 while the delayed "
+           "scale, taken from earlier steps, could represent only 1 (0.06 binades too small a "
+           "range): 1 of 256 values clipped yet the SNR of the cast did not suffer: %.1f dB, "
+           "current scaling %.1f dB", 10 * log10(sig / (0.04 * 0.04)),
+           10 * log10(sig / (255.0 * (16.0 / (448.0 / 1.04)) * (16.0 / (448.0 / 1.04)))));
+  ck_assert_msg(strstr(rep, want) != NULL, "want \"%s\" in\n%s", want, strstr(rep, "The worst"));
+  ck_assert_ptr_null(strstr(rep, "fell to"));
+  free(rep);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -544,6 +588,7 @@ int main(void) {
   tcase_add_test(tc, test_outputs_listed);
   tcase_add_test(tc, test_force_removes_stale_outputs);
   tcase_add_test(tc, test_report_block_reference);
+  tcase_add_test(tc, test_report_worst_event_not_better);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

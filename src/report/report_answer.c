@@ -145,11 +145,11 @@ static void answer_mixed(const rep_t *r, fp8_doc *d) {
     }
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
                       "**%lld of %lld tensors** within the budgets of this run's [analysis] "
-                      "(overflow_budget %.3g of the values clipped, step_budget %.3g of the steps; "
+                      "(overflow_budget %.3g of the values clipped, step_budget %.3g of the %s; "
                       "an advice.ini carries those it was derived under; current scaling counts "
                       "as within: the budgets do not apply to it)%s.", m->key.recipe,
                       (long long)fit, (long long)n, r->budgets.value, r->budgets.step,
-                      fit == n ? ": the advice holds on this replay" : "");
+                      rep_unit(r, 1), fit == n ? ": the advice holds on this replay" : "");
   }
 }
 
@@ -182,9 +182,9 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                           "with the shortest history and smallest margin"
                         : "it is the only setting that fits this many";
   fp8_doc_markdownf(d, "It fits the budgets (at most %.3g of a tensor's values clipped at the "
-                    "snapshot steps, its largest element clipped at no more than %.3g of the steps "
+                    "snapshot steps, its largest element clipped at no more than %.3g of the %s "
                     "it ran; warm-up left out) for **%lld of %lld tensors**; %s.",
-                    r->rec.budgets.value, r->rec.budgets.step, (long long)x->covers,
+                    r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1), (long long)x->covers,
                     (long long)x->of, words);
   int binding = 0;
   if (x->nmisfits) answer_misfits(r, d, x, &binding);

@@ -92,22 +92,30 @@ static ref_totals ref_totals_of(const rep_t *r) {
 static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
                                int64_t snap_steps) {
   const cfg_t *ref = &r->cfgs[r->ref];
-  char over[256];
-  if (r->have_stream)
+  char over[320];
+  if (rep_micro(r))
+    snprintf(over, sizeof over, "Over the %zu micro-batches of the replay (%lld steps; every "
+             "micro-batch of stream.csv, snapshot or amax.csv, each a cast; each tensor's warm-up "
+             "micro-batches and those it did not run left out)", r->stream.nmicro,
+             (long long)t->nsteps);
+  else if (r->have_stream)
     snprintf(over, sizeof over, "Over the %lld steps of the replay (every step of stream.csv, "
              "snapshot or amax.csv; each tensor's warm-up steps and the steps it did not run left "
              "out)", (long long)t->nsteps);
   else
     snprintf(over, sizeof over, "Over the %lld snapshot steps (this run has no stream.csv; "
              "warm-up left out)", (long long)snap_steps);
+  /* clipping first (issue 25 point 6): an overflow by rounding only costs under half an ulp */
   fp8_doc_markdownf(d,
                     "Reference configuration: **%s** (TransformerEngine's default is history_len "
                     "1024, margin 0, amax_compute max). %s, under it the largest element of **%zu "
-                    "of %zu tensors** overflowed at some step (%lld tensor-steps in all), and for "
-                    "**%zu** of them it clipped, i.e. saturated past the rounding of the max (%lld "
-                    "tensor-steps).",
-                    ref->label, over, t->ovf_tensors, t->tensors, (long long)t->ovf_steps,
-                    t->clip_tensors, (long long)t->clip_steps);
+                    "of %zu tensors** clipped, i.e. saturated past the rounding of the max, at some "
+                    "%s (%lld tensor-%s in all). Counting also the overflows by rounding only (a "
+                    "hair above the max, saturated with an error under half an FP8 ulp), %zu "
+                    "tensors overflowed (%lld tensor-%s).",
+                    ref->label, over, t->clip_tensors, t->tensors, rep_unit(r, 0),
+                    (long long)t->clip_steps, rep_unit(r, 1), t->ovf_tensors,
+                    (long long)t->ovf_steps, rep_unit(r, 1));
   if (t->worst_g >= 0 && t->worst > 0)
     fp8_doc_markdownf(d, "The largest overshoot: **%s at step %lld**, %.2f binades (%.2fx) past the "
                       "max.", r->tab.groups[t->worst_g].tensor, (long long)t->worst_step, t->worst,
@@ -181,14 +189,25 @@ static void findings_spike(const rep_t *r, fp8_doc *d) {
   double fits = fp8_format_max(row->format) / row->scale;
   const fp8_step_row *cr =
       r->cur >= 0 ? rep_row_at(r, rep_group_of(r, gr->tensor, (size_t)r->cur), row->step) : NULL;
+  /* "fell to" only below current scaling's SNR (issue 25 point 4): with few values clipped,
+   * the delayed scale (larger than current scaling's) gives the other values finer steps */
+  char snr[400];
+  rep_fmt_db(row->snr_db, b1, sizeof b1);
+  if (cr && cr->snr_db > row->snr_db)
+    snprintf(snr, sizeof snr, "and the SNR of the cast fell to %s dB (current scaling: %s dB)", b1,
+             rep_fmt_db(cr->snr_db, b2, sizeof b2));
+  else if (cr)
+    snprintf(snr, sizeof snr, "yet the SNR of the cast did not suffer: %s dB, current scaling %s "
+             "dB (the larger delayed scale gave the other values finer steps than the clipped "
+             "ones cost)", b1, rep_fmt_db(cr->snr_db, b2, sizeof b2));
+  else
+    snprintf(snr, sizeof snr, "and the SNR of the cast was %s dB", b1);
   fp8_doc_markdownf(d,
                     "The worst event: **%s at step %lld** reached amax %.4g while the delayed scale, "
                     "taken from earlier steps, could represent only %.4g (%.2f binades too small a "
-                    "range): %lld of %lld values clipped and the SNR of the cast fell to %s dB%s%s%s.",
+                    "range): %lld of %lld values clipped %s.",
                     gr->tensor, (long long)row->step, row->amax, fits, log2(row->amax / fits),
-                    (long long)row->clipped, (long long)row->n, rep_fmt_db(row->snr_db, b1, sizeof b1),
-                    cr ? " (current scaling: " : "", cr ? rep_fmt_db(cr->snr_db, b2, sizeof b2) : "",
-                    cr ? " dB)" : "");
+                    (long long)row->clipped, (long long)row->n, snr);
   char list[2048] = "";
   size_t nl = 0, nhit = 0;
   for (size_t g = 0; g < r->tab.ngroups; g++) {
@@ -247,9 +266,13 @@ static void findings_after_spike(const rep_t *r, fp8_doc *d) {
 
 static void findings_roles(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
   fp8_doc_markdownf(d, "By role, under %s (%s):", r->cfgs[r->ref].label,
-                    r->have_stream ? "every step of the replay" : "the snapshot steps");
-  const char *hdr[] = {"role", "tensors", "with an overflowed step", "with a clipped step",
-                       "clipped steps", "worst overshoot (binades)"};
+                    rep_micro(r) ? "every micro-batch of the replay"
+                    : r->have_stream ? "every step of the replay" : "the snapshot steps");
+  char h2[64], h3[64], h4[64];
+  snprintf(h2, sizeof h2, "with an overflowed %s", rep_unit(r, 0));
+  snprintf(h3, sizeof h3, "with a clipped %s", rep_unit(r, 0));
+  snprintf(h4, sizeof h4, "clipped %s", rep_unit(r, 1));
+  const char *hdr[] = {"role", "tensors", h2, h3, h4, "worst overshoot (binades)"};
   fp8_doc_table_begin(d, 6, hdr, "lrrrrr");
   for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
     int64_t nt = 0, no = 0, nc = 0, steps = 0;
@@ -292,9 +315,14 @@ static int64_t steps_ran(const rep_t *r, size_t g) {
 }
 
 static void findings_table(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t nov) {
-  fp8_doc_markdownf(d, "Tensors whose largest element overflowed under %s, most clipped steps first:",
-                    r->cfgs[r->ref].label);
-  const char *hdr[] = {"tensor", "role", "steps overflowed", "steps clipped",
+  fp8_doc_markdownf(d, "Tensors whose largest element overflowed under %s, most clipped %s first%s:",
+                    r->cfgs[r->ref].label, rep_unit(r, 1),
+                    rep_micro(r) ? " (counts of micro-batches: \"N of M\" is N of the M "
+                                   "micro-batches the tensor ran, warm-up left out)" : "");
+  char h2[64], h3[64];
+  snprintf(h2, sizeof h2, "%s overflowed", rep_micro(r) ? "micro-batches" : "steps");
+  snprintf(h3, sizeof h3, "%s clipped", rep_micro(r) ? "micro-batches" : "steps");
+  const char *hdr[] = {"tensor", "role", h2, h3,
                        "worst overshoot (binades)", "clipped rate (values)", "p5 SNR (dB)",
                        "p5 SNR, current (dB)"};
   fp8_doc_table_begin(d, 8, hdr, "llrrrrrr");
@@ -317,12 +345,12 @@ static void findings_table(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t no
 }
 
 static void findings_overshoot(const rep_t *r, fp8_doc *d, const ref_totals *t) {
-  (void)r;
   if (!t->ovf_steps) return;
-  fp8_doc_markdownf(d, "How far past the max the %lld overflowed tensor-steps went: %lld only by "
+  fp8_doc_markdownf(d, "How far past the max the %lld overflowed tensor-%s went: %lld only by "
                     "rounding (not clipped), %lld by less than 0.5 binade, %lld by 0.5 to 1, %lld "
                     "by 1 to 2, %lld by 2 binades or more.",
-                    (long long)t->ovf_steps, (long long)t->bins[0], (long long)t->bins[1],
+                    (long long)t->ovf_steps, rep_unit(r, 1), (long long)t->bins[0],
+                    (long long)t->bins[1],
                     (long long)t->bins[2], (long long)t->bins[3], (long long)t->bins[4]);
 }
 
@@ -340,9 +368,10 @@ static void findings_lag(const rep_t *r, fp8_doc *d) {
     fp8_doc_markdownf(d,
                       "Scale lag (log2 of the just-in-time scale over the delayed scale, at the "
                       "snapshot steps; negative: the delayed scale was too large, values saturate "
-                      "once it is below -margin): the worst is %.2f binades for %s; its median is "
-                      "%.2f.",
-                      worst, r->tab.groups[wg].tensor, r->an.stats[wg].lag_median);
+                      "once it is below -margin): the worst is %.2f binades for %s, whose median "
+                      "scale lag over its %lld snapshot steps is %.2f binades.",
+                      worst, r->tab.groups[wg].tensor, (long long)r->an.stats[wg].lag_rows,
+                      r->an.stats[wg].lag_median);
 }
 
 void rep_add_findings(const rep_t *r, fp8_doc *d) {

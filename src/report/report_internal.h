@@ -214,6 +214,17 @@ static inline const char *rep_fmt_db(double v, char *buf, size_t n) {
   return buf;
 }
 
+/* Micro-batches (issue 25 point 3): under gradient accumulation a step of stream.csv has several
+ * micro-batches, each a cast and an update of TE's delayed history; the stream's counts (steps
+ * that overflowed or clipped, the step budget's fraction, amax_history_len) are then over
+ * micro-batches, and the text says so. rep_unit: "step(s)" or "micro-batch(es)". */
+static inline int rep_micro(const rep_t *r) {
+  return r->have_stream && r->stream.nmicro > r->stream.nsteps;
+}
+static inline const char *rep_unit(const rep_t *r, int plural) {
+  return rep_micro(r) ? (plural ? "micro-batches" : "micro-batch") : (plural ? "steps" : "step");
+}
+
 /* The document; images are referenced as <img_prefix><file>, CSVs as <csv_prefix><file>.
  * NULL when out of memory. */
 fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_prefix);

@@ -22,14 +22,18 @@
 _Static_assert(FP8_GEMM_COUNT == 3, "cfg_t holds the errors of fprop, dgrad and wgrad");
 
 /* The trace as the report's header names it: a synthetic trace's preset, steps and seed, else
- * its folder. */
+ * "trace <folder>" with its absolute path (run.json's trace.abs_path; the path as the
+ * experiment resolved it, e.g. exp/../traces/llama, for a run.json from before that key). */
 static void describe_trace(rep_t *r) {
   const fp8_run_record *run = &r->run;
   if (run->synth_preset)
     snprintf(r->trace, sizeof r->trace, "synthetic '%s' trace (%lld steps, seed %lld)",
              run->synth_preset, (long long)run->synth_steps, (long long)run->synth_seed);
-  else
-    snprintf(r->trace, sizeof r->trace, "%s", run->trace_path);
+  else {
+    const char *path = run->trace_abs_path ? run->trace_abs_path : run->trace_path;
+    const char *q = strchr(path, '`') ? "" : "`"; /* a code span: _ and * stay literal */
+    snprintf(r->trace, sizeof r->trace, "trace %s%s%s", q, path, q);
+  }
 }
 
 /* Adds gemm.csv's rows to the configurations they belong to (each configuration's rel_error

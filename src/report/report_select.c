@@ -281,17 +281,41 @@ static size_t overflowing(const rep_t *r, ov_t *out) {
   return n;
 }
 
+/* The SNR (dB) that clipping row `row` of the reference lost against current scaling at the
+ * same tensor and step: > 0 when current scaling's cast was more accurate; NaN without a
+ * current-scaling row. */
+static double snr_loss(const rep_t *r, const fp8_step_row *row) {
+  if (r->cur < 0) return NAN;
+  ptrdiff_t gc = rep_group_of(r, r->tab.groups[row->group].tensor, (size_t)r->cur);
+  const fp8_step_row *cr = gc >= 0 ? rep_row_at(r, gc, row->step) : NULL;
+  return cr ? cr->snr_db - row->snr_db : NAN;
+}
+
 void rep_find_spike(rep_t *r) {
   r->spike_group = -1;
   if (r->ref < 0) return;
   int64_t best = -1;
   int by_overflow = 0;
-  /* the most clipped values in a row (overflow for a file without clipped), warm-up rows left
-   * out; the most underflow when nothing clipped */
+  /* the clipping row (non-warm-up) whose cast lost the most SNR against current scaling, ties
+   * to the most clipped values, then the first: so that the worst event never reads better
+   * than current scaling (issue 25 point 4). When no clipping row lost SNR (or there is no
+   * current scaling), the most clipped values in a row (overflow for a file without clipped);
+   * the most underflow when nothing clipped. */
+  double best_loss = 0.0;
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
-    if (r->gcfg[row->group] == (size_t)r->ref && !row->warmup && row->clipped > 0) by_overflow = 1;
+    if (r->gcfg[row->group] != (size_t)r->ref || row->warmup || row->clipped <= 0) continue;
+    by_overflow = 1;
+    double loss = snr_loss(r, row);
+    if (loss > best_loss || (loss == best_loss && best >= 0 && row->clipped > best)) {
+      best_loss = loss;
+      best = row->clipped;
+      r->spike_group = (ptrdiff_t)row->group;
+      r->spike_step = row->step;
+      r->spike_row = i;
+    }
   }
+  if (r->spike_group >= 0) return;
   for (size_t i = 0; i < r->tab.nrows; i++) {
     const fp8_step_row *row = &r->tab.rows[i];
     if (r->gcfg[row->group] != (size_t)r->ref || row->warmup) continue;

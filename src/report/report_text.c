@@ -24,16 +24,17 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
   fp8_doc_markdownf(d,
                     "Budgets: a delayed configuration fits a tensor when at most %.3g of its values "
                     "clip at the snapshot steps (value budget, `overflow_budget`) and the largest "
-                    "element clips at no more than %.3g of its steps (step budget, `step_budget`, "
-                    "counted over %s); warm-up steps do not count. Per tensor: at each history "
+                    "element clips at no more than %.3g of its %s (step budget, `step_budget`, "
+                    "counted over %s); warm-up does not count. Per tensor: at each history "
                     "length the smallest margin that fits, and of those the best 5th-percentile SNR "
                     "over steps (differences under %.2f dB are ties, broken by the lower underflow "
                     "rate, then the shorter history); when none fits, current scaling. Per role: one "
                     "delayed setting for all tensors of the role, the one that fits the most of them "
                     "(then the same criteria). The column \"decided by\" says which criterion chose "
                     "each row over the runner-up.",
-                    r->rec.budgets.value, r->rec.budgets.step,
-                    r->have_stream ? "every step of the replay (stream.csv)" : "the snapshot steps",
+                    r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1),
+                    rep_micro(r) ? "every micro-batch of the replay (stream.csv)"
+                    : r->have_stream ? "every step of the replay (stream.csv)" : "the snapshot steps",
                     FP8_ANALYSIS_SNR_TIE_DB);
   const char *hdr[] = {"role", "setting", "fits", "clipped rate (worst tensor)",
                        "clipped steps (worst tensor)", "p5 SNR (dB, mean)", "decided by",
@@ -256,20 +257,27 @@ static void add_definitions(const rep_t *r, fp8_doc *d) {
                     "RN32(max/amax) can land a hair above the max: an overflow, never clipped.\n"
                     "- **overshoot**: log2(amax·scale / max) of a step: > 0 means the largest element "
                     "saturated, by that many binades (1 binade: a factor of 2).\n"
-                    "- **warm-up**: a tensor's steps before a finite non-zero amax entered its delayed "
+                    "- **warm-up**: a tensor's %s before a finite non-zero amax entered its delayed "
                     "history (step 0 of a fresh run, where TransformerEngine's scale is 1); the same "
-                    "steps for every configuration; left out of rates and recommendations.\n"
+                    "%s for every configuration; left out of rates and recommendations.\n"
                     "- **budgets**: a delayed configuration fits a tensor when at most %.3g of its "
                     "values clip at the snapshot steps and its largest element clips at no more than "
-                    "%.3g of the steps it ran.\n"
+                    "%.3g of the %s it ran.\n%s"
                     "- **SNR**: 10·log10(Σx² / Σ(x − x̂)²) of a cast, x̂ the dequantized value; **p5 "
                     "SNR**: the 5th percentile over a tensor's snapshot steps.\n"
                     "- **history_len, margin, amax_compute**: TransformerEngine's DelayedScaling "
                     "parameters; the scale is RN32(max·2^-margin / amax), amax the max over the last "
-                    "history_len steps (max) or the last one (most_recent).\n"
+                    "history_len %s (max) or the last one (most_recent).\n"
                     "- **hybrid**: E4M3 for the forward tensors (input, weight, output), E5M2 for the "
                     "backward ones (grad_output, grad_input).",
-                    r->rec.budgets.value, r->rec.budgets.step);
+                    rep_unit(r, 1), rep_unit(r, 1), r->rec.budgets.value, r->rec.budgets.step,
+                    rep_unit(r, 1),
+                    rep_micro(r) ? "- **micro-batch**: under gradient accumulation, one forward "
+                                   "and backward pass of a step; TransformerEngine casts and "
+                                   "updates the delayed history at each, so history_len counts "
+                                   "micro-batches; steps.csv's rows are per step (the snapshot "
+                                   "holds all its micro-batches).\n" : "",
+                    rep_unit(r, 1));
 }
 
 /* The tensors of the replay that have no rows (run.json's lists): named, with the reason, so
@@ -331,7 +339,17 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
                     "configurations with the same scale at every step are shown once): %zu tensors at "
                     "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.",
                     r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
-  if (r->have_stream)
+  if (rep_micro(r))
+    fp8_doc_markdownf(d, "What these numbers cover: this trace has micro-batches (gradient "
+                      "accumulation: %zu micro-batches in %zu steps). TransformerEngine casts and "
+                      "updates delayed scaling's amax history at every micro-batch, so "
+                      "amax_history_len counts micro-batches, and so do the counts of overflowed or "
+                      "clipped largest elements, over every micro-batch of the replay (stream.csv: "
+                      "delayed configurations); the value rates and SNRs are over the %zu snapshot "
+                      "steps (the tensors' data); warm-up is left out of both. Definitions: the last "
+                      "section, and docs/semantics.md in fp8lab's source.", r->stream.nmicro,
+                      r->stream.nsteps, nsteps);
+  else if (r->have_stream)
     fp8_doc_markdownf(d, "What these numbers cover: the steps whose largest element overflowed or "
                       "clipped are counted over every step of the replay (%zu steps, stream.csv: "
                       "delayed configurations); the value rates and SNRs over the %zu snapshot steps "

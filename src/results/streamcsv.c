@@ -168,6 +168,7 @@ static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t 
         return fail(t->path, line, err, errlen, "the previous step has a different set of rows");
       if (step >= 0) first = 0;
       if (st != step) t->nsteps++;
+      t->nmicro++;
       step = st;
       micro = mi;
       k = 0;

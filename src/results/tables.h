@@ -129,6 +129,9 @@ typedef struct {
 typedef struct {
   char *path;
   size_t nseries, nsteps;
+  /** (step, micro-batch) pairs: nsteps when no step has several micro-batches; more when some
+   *  has (the stream's counts are then over micro-batches, as TE's delayed history is) */
+  size_t nmicro;
   fp8_stream_series *series;     /**< the order of the rows within a step */
   void *priv_;
 } fp8_stream_table;

@@ -328,15 +328,27 @@ def template(t):
     return re.compile("".join(out))
 
 
-T = {
+def make_templates(micro):
+    """The sentences of the Findings section; `micro`: the trace has steps of several
+    micro-batches (the stream's counts are then over micro-batches, and say so)."""
+    u, us = ("micro-batch", "micro-batches") if micro else ("step", "steps")
+    over = ("Over the {nmicro:int} micro-batches of the replay ({nsteps:int} steps; every "
+            "micro-batch of stream.csv, snapshot or amax.csv, each a cast; each tensor's warm-up "
+            "micro-batches and those it did not run left out)" if micro else
+            "Over the {nsteps:int} steps of the replay (every step of stream.csv, snapshot or "
+            "amax.csv; each tensor's warm-up steps and the steps it did not run left out)")
+    head = ("The worst event: **{tensor:name} at step {step:int}** reached amax {amax:num} while "
+            "the delayed scale, taken from earlier steps, could represent only {fits:num} "
+            "({binades:num} binades too small a range): {clipped:int} of {n:int} values clipped ")
+    return {
     "reference": template(
         "Reference configuration: **{label:text}** (TransformerEngine's default is history_len "
-        "1024, margin 0, amax_compute max). Over the {nsteps:int} steps of the replay (every step "
-        "of stream.csv, snapshot or amax.csv; each tensor's warm-up steps and the steps it did not "
-        "run left out), under it the largest element of "
-        "**{ovf_tensors:int} of {tensors:int} tensors** overflowed at some step ({ovf_steps:int} "
-        "tensor-steps in all), and for **{clip_tensors:int}** of them it clipped, i.e. saturated "
-        "past the rounding of the max ({clip_steps:int} tensor-steps)."),
+        "1024, margin 0, amax_compute max). " + over + ", under it the largest element of "
+        "**{clip_tensors:int} of {tensors:int} tensors** clipped, i.e. saturated past the "
+        "rounding of the max, at some " + u + " ({clip_steps:int} tensor-" + us + " in all). "
+        "Counting also the overflows by rounding only (a hair above the max, saturated with an "
+        "error under half an FP8 ulp), {ovf_tensors:int} tensors overflowed ({ovf_steps:int} "
+        "tensor-" + us + ")."),
     "largest": template(
         "The largest overshoot: **{tensor:name} at step {step:int}**, {ov:num} binades "
         "({factor:num}x) past the max."),
@@ -354,11 +366,14 @@ T = {
         "overflow that is not clipped: the tensor's amax times RN32(max/amax) rounds a hair above "
         "the max, and the cast saturates it with an error under half an FP8 ulp. Such rounding "
         "overflows are not counted as clipped anywhere in this report."),
-    "spike": template(
-        "The worst event: **{tensor:name} at step {step:int}** reached amax {amax:num} while the "
-        "delayed scale, taken from earlier steps, could represent only {fits:num} ({binades:num} "
-        "binades too small a range): {clipped:int} of {n:int} values clipped and the SNR of the "
-        "cast fell to {snr:num} dB[[ (current scaling: {snr_cur:num} dB)]]."),
+    "spike_fell": template(
+        head + "and the SNR of the cast fell to {snr:num} dB (current scaling: {snr_cur:num} "
+        "dB)."),
+    "spike_held": template(
+        head + "yet the SNR of the cast did not suffer: {snr:num} dB, current scaling "
+        "{snr_cur:num} dB (the larger delayed scale gave the other values finer steps than the "
+        "clipped ones cost)."),
+    "spike_nocur": template(head + "and the SNR of the cast was {snr:num} dB."),
     "spike_list": template(
         "At step {step:int}, {count:int} tensor{plural:s} clipped more than one value: "
         "{list:text}.\n"),
@@ -368,25 +383,34 @@ T = {
         "step {until:int}{end:opt}): the history still holds the spike's amax. Its underflow "
         "rate (values flushed to zero) went from {before_rate:num} before the spike to "
         "{after_rate:num} in those steps."),
-    "roles": template("By role, under {label:text} (every step of the replay):"),
+    "roles": template("By role, under {label:text} (every " + u + " of the replay):"),
     "tensors": template("Tensors whose largest element overflowed under {label:text}, most "
-                        "clipped steps first:"),
+                        "clipped " + us + " first" + (
+                            " (counts of micro-batches: \"N of M\" is N of the M micro-batches "
+                            "the tensor ran, warm-up left out)" if micro else "") + ":"),
     "more": template("... and {more:int} more (see analysis.csv)."),
     "bins": template(
-        "How far past the max the {ovf_steps:int} overflowed tensor-steps went: {b0:int} only by "
+        "How far past the max the {ovf_steps:int} overflowed tensor-" + us + " went: {b0:int} only by "
         "rounding (not clipped), {b1:int} by less than 0.5 binade, {b2:int} by 0.5 to 1, "
         "{b3:int} by 1 to 2, {b4:int} by 2 binades or more."),
     "lag": template(
         "Scale lag (log2 of the just-in-time scale over the delayed scale, at the snapshot steps; "
         "negative: the delayed scale was too large, values saturate once it is below -margin): "
-        "the worst is {worst:num} binades for {tensor:name}; its median is {median:num}."),
-}
+        "the worst is {worst:num} binades for {tensor:name}, whose median scale lag over its "
+        "{lag_rows:int} snapshot steps is {median:num} binades."),
+    }
 
-ROLE_HEADER = ["role", "tensors", "with an overflowed step", "with a clipped step",
-               "clipped steps", "worst overshoot (binades)"]
-TENSOR_HEADER = ["tensor", "role", "steps overflowed", "steps clipped",
-                 "worst overshoot (binades)", "clipped rate (values)", "p5 SNR (dB)",
-                 "p5 SNR, current (dB)"]
+
+def make_headers(micro):
+    u, us = ("micro-batch", "micro-batches") if micro else ("step", "steps")
+    return (["role", "tensors", "with an overflowed " + u, "with a clipped " + u, "clipped " + us,
+             "worst overshoot (binades)"],
+            ["tensor", "role", us + " overflowed", us + " clipped", "worst overshoot (binades)",
+             "clipped rate (values)", "p5 SNR (dB)", "p5 SNR, current (dB)"])
+
+
+T = make_templates(False)
+ROLE_HEADER, TENSOR_HEADER = make_headers(False)
 
 
 def find_one(ck, name, present):
@@ -478,6 +502,7 @@ class Run:
         self.stream_keys = collections.Counter()
         self.stream_rows = 0
         self.stream_steps = set()
+        self.stream_micros = set()  # (step, micro): the casts of the replay
         self.stream_step0_not_warmup = 0
         self.ref_series = collections.defaultdict(list)  # tensor -> [(step, amax, scale, fmt, warmup)]
         # (tensor, cfg) -> [steps it ran (non-warm-up, amax > 0), of them with a clipped largest
@@ -489,18 +514,22 @@ class Run:
             for d in csv.DictReader(f):
                 self.stream_rows += 1
                 step = int(d["step"])
+                micro = int(d.get("micro") or 0)
                 h, m, ac = int(d["history_len"]), int(d["margin"]), d["amax_compute"]
-                key = (step, d["tensor"], d["recipe"], d["format"], h, m, ac)
+                key = (step, micro, d["tensor"], d["recipe"], d["format"], h, m, ac)
                 self.stream_keys[key] += 1
                 self.stream_steps.add(step)
+                self.stream_micros.add((step, micro))
                 w = int(d["warmup"])
-                if step == 0 and not w:
+                if step == 0 and micro == 0 and not w:  # a later micro-batch of step 0
+                    # is past warm-up once an earlier one fed the history (docs/semantics.md)
                     self.stream_step0_not_warmup += 1
                 cfg = (d["recipe"], "delayed", h, m, ac)
                 if d["snapshot"] == "1":
-                    self.stream_snapshot.append((d["tensor"], step, cfg, d["amax"], d["scale"]))
+                    self.stream_snapshot.append((d["tensor"], step, cfg, d["amax"], d["scale"],
+                                                 micro))
                 elif cfg == self.ref:
-                    self.stream_other.append((d["tensor"], step, d["amax"]))
+                    self.stream_other.append((d["tensor"], step, d["amax"], micro))
                 if cfg == self.ref:
                     self.ref_series[d["tensor"]].append(
                         (step, f32(d["amax"]), f32(d["scale"]), d["format"], w))
@@ -511,6 +540,7 @@ class Run:
                     cs[1] += clipped(a, f32(d["scale"]), d["format"])
         for s in self.ref_series.values():
             s.sort()
+        self.micro = len(self.stream_micros) > len(self.stream_steps)
 
 
 def stream_stats(run):
@@ -578,6 +608,8 @@ def check_findings(run, section, ck):
         w = "reference paragraph"
         ck.text(w, m, "label", ref_label)
         ck.int_(w, m, "nsteps", len(run.stream_steps))
+        if run.micro:
+            ck.int_(w, m, "nmicro", len(run.stream_micros))
         ck.int_(w, m, "tensors", ntensors)
         ck.int_(w, m, "ovf_tensors", sum(1 for t in run.ref_groups if per[t]["ovf"] > 0))
         ck.int_(w, m, "ovf_steps", sum(p["ovf"] for p in per.values()))
@@ -632,6 +664,7 @@ def check_findings(run, section, ck):
             ck.num(w, m, "worst", low, "%.2f" % low)
             med = snap[t]["lag_median"]
             ck.num(w, m, "median", med, "%.2f" % med)
+            ck.int_(w, m, "lag_rows", snap[t]["lag_rows"])
             a = analysis_row(run, t, run.ref)
             if a:  # analysis.csv defines them: it must agree
                 ck.expect("%.2f" % float(a["lag_worst"]) == "%.2f" % low and
@@ -694,16 +727,42 @@ def row_at(rows, step):
     return None
 
 
+def snr_loss(run, r):
+    """The SNR (dB) a reference row lost against current scaling at its tensor and step (None
+    without a current-scaling row)."""
+    cur = row_at(run.cur_groups.get(r["tensor"], []), r["step"])
+    return cur["snr"] - r["snr"] if cur else None
+
+
 def check_spike(run, ck):
+    """The worst event: of the non-warm-up reference rows that clipped, the one whose cast lost
+    the most SNR against current scaling (ties: the most clipped values); when none lost SNR,
+    the most clipped values. "fell to" only when current scaling's SNR is higher."""
     live = [r for t in run.tensors for r in run.ref_groups.get(t, []) if not r["warmup"]]
-    most = max((r["clipped"] for r in live), default=0)
-    m = find_one(ck, "spike", most > 0)
-    if not m:
+    clipping = [r for r in live if r["clipped"] > 0]
+    lost = [(snr_loss(run, r), r) for r in clipping]
+    lost = [(l, r) for l, r in lost if l is not None and l > 0]
+    if lost:
+        top = max(l for l, _ in lost)
+        most = max(r["clipped"] for l, r in lost if l == top)
+        pool = [r for l, r in lost if l == top and r["clipped"] == most]
+    else:
+        most = max((r["clipped"] for r in clipping), default=0)
+        pool = [r for r in clipping if r["clipped"] == most]
+    ms = {name: find_one(ck, name, False) if not pool else None
+          for name in ("spike_fell", "spike_held", "spike_nocur")}
+    if not pool:
         find_one(ck, "after", False)
         return
+    found = [(name, mo) for name in ("spike_fell", "spike_held", "spike_nocur")
+             for mo in T[name].finditer(ck.section)]
+    if not ck.expect(len(found) == 1, "worst event: expected one sentence, found %s" %
+                     [n for n, _ in found]):
+        return
+    name, m = found[0]
     w = "worst event"
-    ck.text(w, m, "tensor", {r["tensor"] for r in live if r["clipped"] == most})
-    cands = [r for r in live if r["clipped"] == most and r["tensor"] == m.group("tensor")]
+    ck.text(w, m, "tensor", {r["tensor"] for r in pool})
+    cands = [r for r in pool if r["tensor"] == m.group("tensor")]
     ck.text(w, m, "step", {str(r["step"]) for r in cands})
     row = [r for r in cands if str(r["step"]) == m.group("step")]
     if not row:
@@ -718,11 +777,11 @@ def check_spike(run, ck):
     ck.int_(w, m, "n", row["n"])
     ck.num(w, m, "snr", row["snr"], fmt_db(row["snr"]))
     cur = row_at(run.cur_groups.get(row["tensor"], []), row["step"])
-    if cur:
-        if ck.expect(m.group("snr_cur") is not None, "worst event: no current-scaling SNR"):
-            ck.num(w, m, "snr_cur", cur["snr"], fmt_db(cur["snr"]))
-    else:
-        ck.expect(m.group("snr_cur") is None, "worst event: a current-scaling SNR with no row")
+    want = "spike_nocur" if not cur else "spike_fell" if cur["snr"] > row["snr"] else "spike_held"
+    ck.expect(name == want, "worst event: the sentence is %s, the SNRs (%r, current %r) give %s"
+              % (name, row["snr"], cur["snr"] if cur else None, want))
+    if cur and name != "spike_nocur":
+        ck.num(w, m, "snr_cur", cur["snr"], fmt_db(cur["snr"]))
 
     # the tensors that clipped more than one value at the spike step
     hit = []
@@ -891,23 +950,30 @@ def check_tables(run, ck, per, snap, ref_label):
 
 
 def check_stream_rows(run, ck):
-    """One stream.csv row per (step of the trace, tensor, delayed configuration)."""
-    trace = os.path.join(run.outdir, "synth_trace")
+    """One stream.csv row per (step of the trace, micro-batch, tensor, delayed configuration)."""
+    with open(os.path.join(run.outdir, "run.json")) as f:
+        trace = json.load(f)["trace"].get("abs_path") or os.path.join(run.outdir, "synth_trace")
     snaps = set()
     for f in os.listdir(trace):
         mo = re.fullmatch(r"step_(\d+)\..+", f)
         if mo:
             snaps.add(int(mo.group(1)))
     amax_rows = load_csv(os.path.join(trace, "amax.csv"))
-    amax_of = {(int(d["step"]), d["tensor"]): d["amax"] for d in amax_rows}
-    steps = snaps | {s for s, _ in amax_of}
+    amax_of = {(int(d["step"]), int(d.get("micro") or 0), d["tensor"]): d["amax"]
+               for d in amax_rows}
+    micros = collections.defaultdict(set)
+    for s, mi, _t in amax_of:
+        micros[s].add(mi)
+    steps = snaps | set(micros)
+    for s in steps:
+        micros[s] = micros[s] or {0}
     ck.expect(snaps and amax_of, "the trace has no snapshot or no amax.csv row")
-    ck.expect({t for _, t in amax_of} == set(run.tensors),
+    ck.expect({t for _, _, t in amax_of} == set(run.tensors),
               "amax.csv's tensors differ from steps.csv's")
     fmt = {(r["tensor"], r["recipe"]): r["format"] for r in run.rows if r["kind"] == "delayed"}
     delayed = [c for c in run.configs if c[1] == "delayed"]
-    expected = {(s, t, c[0], fmt[(t, c[0])], c[2], c[3], c[4])
-                for s in steps for t in run.tensors for c in delayed}
+    expected = {(s, mi, t, c[0], fmt[(t, c[0])], c[2], c[3], c[4])
+                for s in steps for mi in micros[s] for t in run.tensors for c in delayed}
     got = set(run.stream_keys)
     dup = [k for k, n in run.stream_keys.items() if n > 1]
     ck.expect(not dup, "stream.csv: %d keys repeated, e.g. %s" % (len(dup), dup[:3]))
@@ -915,21 +981,29 @@ def check_stream_rows(run, ck):
               "stream.csv: %d (step, tensor, configuration) rows missing (e.g. %s), %d extra "
               "(e.g. %s)" % (len(expected - got), sorted(expected - got)[:3], len(got - expected),
                              sorted(got - expected)[:3]))
-    ck.expect(run.stream_rows == len(steps) * len(run.tensors) * len(delayed),
-              "stream.csv: %d rows, expected %d steps x %d tensors x %d delayed configurations" %
-              (run.stream_rows, len(steps), len(run.tensors), len(delayed)))
-    # its snapshot rows are steps.csv's rows (amax, scale), its other rows carry amax.csv's amax
+    ncasts = sum(len(micros[s]) for s in steps)
+    ck.expect(run.stream_rows == ncasts * len(run.tensors) * len(delayed),
+              "stream.csv: %d rows, expected %d (step, micro-batch) x %d tensors x %d delayed "
+              "configurations" % (run.stream_rows, ncasts, len(run.tensors), len(delayed)))
+    # its snapshot rows are steps.csv's rows (amax, scale); at a step of several micro-batches
+    # (docs/semantics.md, issue 17) every micro-batch row is marked, carries the micro-batch's
+    # own amax (amax.csv's, 0 without a row), and the first one the scale steps.csv's row used
     srow = {(r["tensor"], r["step"], cfg_of(r)): r for r in run.rows if r["kind"] == "delayed"}
+    multi = {s for s in steps if len(micros[s]) > 1}
     bad = [k for k in run.stream_snapshot
-           if k[:3] not in srow or f32(k[3]) != srow[k[:3]]["amax"] or
-           f32(k[4]) != srow[k[:3]]["scale"]]
+           if k[:3] not in srow or
+           (f32(k[3]) != srow[k[:3]]["amax"] if k[1] not in multi else
+            f32(k[3]) != f32(amax_of.get((k[1], k[5], k[0]), "0"))) or
+           (k[5] == min(micros[k[1]]) and f32(k[4]) != srow[k[:3]]["scale"])]
     ck.expect(not bad, "stream.csv: %d snapshot rows differ from steps.csv, e.g. %s" %
               (len(bad), bad[:3]))
-    ck.expect(len(run.stream_snapshot) == len(srow),
-              "stream.csv: %d snapshot rows, steps.csv has %d delayed rows" %
-              (len(run.stream_snapshot), len(srow)))
+    nsnap = sum(len(micros[k[1]]) for k in srow)
+    ck.expect(len(run.stream_snapshot) == nsnap,
+              "stream.csv: %d snapshot rows, expected %d (steps.csv's delayed rows, each once "
+              "per micro-batch of its step)" % (len(run.stream_snapshot), nsnap))
     bad = [k for k in run.stream_other
-           if (k[1], k[0]) not in amax_of or f32(k[2]) != f32(amax_of[(k[1], k[0])])]
+           if f32(k[2]) != f32(amax_of.get((k[1], k[3], k[0]),
+                                           "0" if k[1] in multi else "nan"))]
     ck.expect(not bad, "stream.csv: %d non-snapshot rows whose amax is not amax.csv's, e.g. %s" %
               (len(bad), bad[:3]))
 
@@ -1150,6 +1224,40 @@ format = hybrid
 """
 
 
+MICRO_INI = """; the dense trace under gradient accumulation: two micro-batches at every step
+[trace]
+path = {path}
+[recipe.delayed]
+kind = delayed
+format = hybrid
+history_len = 1, 16, 1024
+margin = 0, 1
+amax_compute = max
+[recipe.current]
+kind = current
+format = hybrid
+"""
+
+
+def make_micro_trace(src, dst):
+    """A copy of trace `src` whose amax.csv has two micro-batches at every step: micro 0 the
+    original amax, micro 1 the amax times a factor in [1/4, 4] drawn per row (a fixed
+    generator), so that some micro-batches jump past the history and clip."""
+    os.makedirs(dst)
+    for f in os.listdir(src):
+        if f != "amax.csv":
+            shutil.copy(os.path.join(src, f), os.path.join(dst, f))
+    rng = np.random.default_rng(17)
+    with open(os.path.join(src, "amax.csv"), newline="") as fi, \
+            open(os.path.join(dst, "amax.csv"), "w") as fo:
+        fo.write("step,tensor,amax,micro\n")
+        for d in csv.DictReader(fi):
+            a = np.float32(d["amax"])
+            b = np.float32(a * np.float32(2.0 ** rng.uniform(-2, 2)))
+            fo.write("%s,%s,%s,0\n%s,%s,%.9g,1\n" % (d["step"], d["tensor"], d["amax"],
+                                                     d["step"], d["tensor"], float(b)))
+
+
 def run_fp8lab(binary, ini, outdir):
     cmd = [binary, "run", ini, "--out", outdir, "--force", "--quiet"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -1167,6 +1275,9 @@ def check_run(outdir):
     if section is None:
         return ["report.md has no '## Findings' section"], 0, 0
     run = Run(outdir)
+    global T, ROLE_HEADER, TENSOR_HEADER
+    T = make_templates(run.micro)
+    ROLE_HEADER, TENSOR_HEADER = make_headers(run.micro)
     ack = Checker(report)
     check_answer(run, report, ack)
     ndistinct = check_distinct(run, report, ack)
@@ -1211,6 +1322,16 @@ def main():
         if not run_fp8lab(args[0], os.path.join(ROOT, "experiments", "quickstart.ini"), outdirs[0]):
             return 1
         if not run_fp8lab(args[0], dense_ini, outdirs[1]):
+            return 1
+        # micro-batches (issue 25 point 3): the report counts them as such
+        micro_trace = os.path.join(base, "micro_trace")
+        shutil.rmtree(micro_trace, ignore_errors=True)
+        make_micro_trace(os.path.join(outdirs[1], "synth_trace"), micro_trace)
+        micro_ini = os.path.join(base, "micro.ini")
+        with open(micro_ini, "w") as f:
+            f.write(MICRO_INI.format(path=micro_trace))
+        outdirs.append(os.path.join(base, "micro"))
+        if not run_fp8lab(args[0], micro_ini, outdirs[2]):
             return 1
     try:
         failed = 0
