@@ -566,6 +566,8 @@ static const bad_case bad_cases[] = {
     /* amax_epsilon: current, block and rowwise (TE's Float8BlockScaling, torchao); MXFP8's
      * E8M0 scale has no epsilon in TE, delayed scaling none either */
     {T "[recipe.r]\nkind = mxfp8\namax_epsilon = 1e-4\n", 5, "not a key of kind mxfp8"},
+    {T D "[analysis]\ncost_tokens = -1\n", 6, "bad cost_tokens"},
+    {T D "[analysis]\ncost_tokens = 1e6\n", 6, "bad cost_tokens"},
     {T "[recipe.r]\nkind = delayed\namax_epsilon = 1e-4\n", 5, "not a key of kind delayed"},
     {T "[recipe.r]\nkind = block\namax_epsilon = -1\n", 5, "amax_epsilon"},
     {T "[recipe.r]\nkind = rowwise\namax_epsilon = 1e-12, 0\n", 5, "single value"},

@@ -576,6 +576,67 @@ START_TEST(test_report_worst_event_not_better) {
 }
 END_TEST
 
+/* Issue 25 point 5: the cost section states the shape it models, takes the production tokens
+ * per step from [analysis] cost_tokens (scaling the captured batch's 64), shows no all-reduce
+ * at one rank, and says when the step is launch-bound. synth:llm has 16 Linears in 4 layers. */
+START_TEST(test_report_cost_shape) {
+  const char *ini = "[trace]\npath = synth:llm\nsynth_steps = 3\n"
+                    "[recipe.d]\nkind = delayed\nhistory_len = 16\n[recipe.c]\nkind = current\n"
+                    "[analysis]\ncost_tokens = 4096\n[output]\ndir = cout\n";
+  for (int k = 0; k < 2; k++) {
+    char p[4096], *out;
+    snprintf(p, sizeof p, "%s/c.ini", g_dir);
+    /* k = 0: with cost_tokens; k = 1: without (the captured batch, and the hint to set it) */
+    size_t len = strlen(ini);
+    char text[1024];
+    snprintf(text, sizeof text, "%s", ini);
+    if (k == 1) {
+      char *a = strstr(text, "[analysis]");
+      memmove(a, a + strlen("[analysis]\ncost_tokens = 4096\n"),
+              strlen(a + strlen("[analysis]\ncost_tokens = 4096\n")) + 1);
+      len = strlen(text);
+    }
+    ck_assert_int_eq(tu_write_file(p, text, len), 0);
+    int rc = run_cli(&out, "run c.ini --quiet --force");
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+    free(out);
+    snprintf(p, sizeof p, "%s/cout/report.md", g_dir);
+    char *rep = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(rep);
+    const char *want = k == 0 ? "The shape it models: 16 Linears (4 transformer layers), 4096 "
+                                "tokens per step (`[analysis] cost_tokens`; the trace captured "
+                                "64), one rank (no all-reduce: TransformerEngine skips it at world "
+                                "size 1), history 1024."
+                              : "The shape it models: 16 Linears (4 transformer layers), 64 "
+                                "tokens per step (the captured batch), one rank (no all-reduce: "
+                                "TransformerEngine skips it at world size 1), history 1024.";
+    ck_assert_msg(strstr(rep, want) != NULL, "want \"%s\" in\n%s", want,
+                  strstr(rep, "## Cost per step"));
+    /* every mode's all-reduce count (the table's last column) is 0 */
+    const char *modes[] = {"| delayed-inline |", "| delayed-overlap |", "| delayed-none |",
+                           "| current |"};
+    for (int m = 0; m < 4; m++) {
+      const char *row = strstr(rep, modes[m]);
+      ck_assert_ptr_nonnull(row);
+      const char *eol = strchr(row, '\n');
+      ck_assert_ptr_nonnull(eol);
+      ck_assert_msg(eol - row > 5 && strncmp(eol - 5, "| 0 |", 5) == 0, "row %.*s",
+                    (int)(eol - row), row);
+    }
+    /* 64 tokens: every GEMM of these Linears (128 x 512 and back) is at the launch latency */
+    ck_assert_ptr_nonnull(strstr(rep, "**These shares are those of a launch-bound step**: at "));
+    ck_assert_int_eq(strstr(rep, "Set `[analysis] cost_tokens` to the production run's") != NULL,
+                     k == 1);
+    free(rep);
+    snprintf(p, sizeof p, "%s/cout/advice.ini", g_dir);
+    char *adv = tu_read_file(p, NULL);
+    ck_assert_ptr_nonnull(adv);
+    ck_assert_int_eq(strstr(adv, "\ncost_tokens = 4096\n") != NULL, k == 0);
+    free(adv);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -589,6 +650,7 @@ int main(void) {
   tcase_add_test(tc, test_force_removes_stale_outputs);
   tcase_add_test(tc, test_report_block_reference);
   tcase_add_test(tc, test_report_worst_event_not_better);
+  tcase_add_test(tc, test_report_cost_shape);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }

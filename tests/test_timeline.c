@@ -49,9 +49,9 @@ static void model(fp8_tl_mode m, int64_t world, int sp, fp8_tl_plan *p, fp8_tl_s
  *   cast W  2048 el: 8200 B                      -> 8.2
  *   cast dY 1024 el: 4104 B                      -> 4.104
  *   fprop, dgrad, wgrad: 2*16*32*64 = 65536 FLOP -> 65.536 each (bytes 4608, 4096, 5632: less)
- *   gather 2 us (floor), update 2 us (64 and 32 bytes), all-reduce at world 1: one kernel, 2 us
+ *   gather 2 us (floor), update 2 us (64 and 32 bytes); no all-reduce at world 1 (TE skips it)
  * delayed-none   = 2.056 + 8.2 + 65.536 + 4.104 + 2 * 65.536          = 210.968
- * delayed-inline = 210.968 + 2 * (2 + 2 + 2)                           = 222.968, exposed 12 */
+ * delayed-inline = 210.968 + 2 * (2 + 2)                               = 218.968, exposed 8 */
 START_TEST(model_by_hand_world1) {
   fp8_tl_plan p;
   fp8_tl_span sp[64];
@@ -63,27 +63,29 @@ START_TEST(model_by_hand_world1) {
   fp8_tl_plan_free(&p);
 
   model(FP8_TL_DELAYED_INLINE, 1, 0, &p, sp, &t);
-  NEAR(t.step_us, 222.968);
-  NEAR(t.exposed_us, 12.0);
+  NEAR(t.step_us, 218.968);
+  NEAR(t.exposed_us, 8.0);
   NEAR(t.update_us[0], 2.0);
   NEAR(t.update_us[1], 2.0);
-  NEAR(t.allreduce_us, 4.0);
+  NEAR(t.allreduce_us, 0.0);
   NEAR(t.gemm_us, 3 * 65.536);
   NEAR(t.cast_us, 2.056 + 8.2 + 4.104);
   /* bytes: casts 2056 + 8200 + 4104; GEMMs 4608 + 4096 + 5632; gathers 12 per tensor (24 + 12);
-   * all-reduces 4 per float (8 + 4); updates 4 n L + 16 n (64 + 32) */
-  NEAR(t.bytes, 14360 + 14336 + 36 + 12 + 96);
+   * updates 4 n L + 16 n (64 + 32) */
+  NEAR(t.bytes, 14360 + 14336 + 36 + 96);
   NEAR(t.flops, 3 * 65536.0);
-  ck_assert_int_eq(t.launches, 12);
-  ck_assert_int_eq(t.allreduces, 2);
-  NEAR(t.allreduce_bytes, 12.0);
+  ck_assert_int_eq(t.launches, 10);
+  ck_assert_int_eq(t.allreduces, 0);
+  NEAR(t.allreduce_bytes, 0.0);
+  for (size_t i = 0; i < p.nops; i++) ck_assert_int_ne(p.ops[i].kind, FP8_TL_ALLREDUCE);
   /* the spans: forward bookkeeping right after fprop (75.792), on the compute stream */
   ck_assert_int_eq(p.ops[3].kind, FP8_TL_GATHER);
+  ck_assert_int_eq(p.ops[4].kind, FP8_TL_UPDATE);
   NEAR(sp[3].start_us, 75.792);
-  NEAR(sp[5].end_us, 81.792);
+  NEAR(sp[4].end_us, 79.792);
   fp8_tl_plan_free(&p);
 
-  /* overlap at world 1: the side stream's 6 us hide behind the backward (and the next
+  /* overlap at world 1: the side stream's 4 us hide behind the backward (and the next
    * forward): the step is delayed-none's and nothing is exposed */
   model(FP8_TL_DELAYED_OVERLAP, 1, 0, &p, sp, &t);
   NEAR(t.step_us, 210.968);
@@ -143,9 +145,9 @@ START_TEST(model_by_hand_world4) {
 }
 END_TEST
 
-/* The schedule: which op waits for which, per mode. */
+/* The schedule: which op waits for which, per mode (world 2: with the amax all-reduce). */
 START_TEST(plan_schedule) {
-  fp8_tl_shape s = one_linear(1, 0);
+  fp8_tl_shape s = one_linear(2, 0);
   fp8_tl_plan p;
   char err[256];
   static const fp8_tl_kind overlap[] = {
@@ -191,6 +193,15 @@ START_TEST(plan_schedule) {
   ck_assert_int_eq(p.nops, 14);
   for (size_t i = 0; i < 14; i++) ck_assert_int_eq(p.ops[i].kind, cur[i]);
   fp8_tl_plan_free(&p);
+  /* world 1: no all-reduce in any mode (TE skips the call), even with sequence parallelism */
+  s.world = 1;
+  for (int m = 0; m < FP8_TL_NMODES; m++) {
+    ck_assert_int_eq(fp8_tl_plan_build(&s, (fp8_tl_mode)m, &p, err, sizeof err), FP8_OK);
+    ck_assert_uint_eq(p.nops, m == FP8_TL_DELAYED_OVERLAP ? 12 : m == FP8_TL_DELAYED_INLINE ? 10
+                              : m == FP8_TL_DELAYED_NONE ? 6 : 12);
+    for (size_t i = 0; i < p.nops; i++) ck_assert_int_ne(p.ops[i].kind, FP8_TL_ALLREDUCE);
+    fp8_tl_plan_free(&p);
+  }
   s.nlinears = 0;
   ck_assert_int_eq(fp8_tl_plan_build(&s, FP8_TL_CURRENT, &p, err, sizeof err), FP8_EINVAL);
 }
@@ -245,6 +256,21 @@ START_TEST(shape_from_views) {
   ck_assert_int_eq(s.linears[2].dtype[FP8_TL_WEIGHT], FP8_DTYPE_F32);
   ck_assert_int_eq(s.linears[2].dtype[FP8_TL_GRAD_OUTPUT], FP8_DTYPE_BF16);
   ck_assert_int_eq(s.layers, 2);
+  fp8_tl_shape_free(&s);
+
+  /* a Linear outside the numbered layers (an LM head) is not a layer (issue 25 point 5: a
+   * 4-layer model with its head was counted as 5) */
+  fp8_tensor_view w[] = {
+      view("model.layers.0.fc.input", 8, 4, FP8_DTYPE_BF16),
+      view("model.layers.0.fc.weight", 6, 4, FP8_DTYPE_BF16),
+      view("model.layers.1.fc.input", 8, 4, FP8_DTYPE_BF16),
+      view("model.layers.1.fc.weight", 6, 4, FP8_DTYPE_BF16),
+      view("lm_head.input", 8, 4, FP8_DTYPE_BF16), view("lm_head.weight", 50, 4, FP8_DTYPE_BF16)};
+  ck_assert_int_eq(fp8_tl_shape_views(w, 6, &s, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(s.nlinears, 3);
+  ck_assert_int_eq(s.layers, 2);
+  ck_assert_uint_eq(fp8_tl_layer_prefix("lm_head"), 0);
+  ck_assert_uint_eq(fp8_tl_layer_prefix("model.layers.1.fc"), strlen("model.layers.1"));
   fp8_tl_shape_free(&s);
 }
 END_TEST
@@ -335,7 +361,7 @@ static void add_step(fp8_tl_measurement *m, int32_t plan, int32_t step, size_t n
 }
 
 START_TEST(measured_statistics) {
-  fp8_tl_shape s = one_linear(1, 0);
+  fp8_tl_shape s = one_linear(2, 0);
   fp8_tl_plan p[2];
   char err[256];
   ck_assert_int_eq(fp8_tl_plan_build(&s, FP8_TL_DELAYED_INLINE, &p[0], err, sizeof err), FP8_OK);
@@ -399,12 +425,13 @@ START_TEST(cli_estimate) {
   ck_assert_ptr_nonnull(strstr(md, "| 32 (forward) | 16 |"));
   ck_assert_ptr_nonnull(strstr(md, "| 1000 | 1024 | not measured |"));
   free(md);
-  /* 16 Linears: delayed-inline 16 * 6 + 6 ops, overlap + 2 waits, none 96, current 16 * 12 */
+  /* 16 Linears: delayed-inline 16 * 6 + 4 ops (world 1: no all-reduce), overlap + 2 waits,
+   * none 96, current 16 * 12 */
   snprintf(path, sizeof path, "%s/tl/timeline.csv", dir);
   char *csv = tu_read_file(path, NULL);
   ck_assert_ptr_nonnull(csv);
   ck_assert_int_eq(strncmp(csv, "mode,step,stream,op,tensor,start_us,end_us,source\n", 50), 0);
-  ck_assert_int_eq(count_lines(csv), 1 + 102 + 104 + 96 + 192);
+  ck_assert_int_eq(count_lines(csv), 1 + 100 + 102 + 96 + 192);
   ck_assert_ptr_nonnull(strstr(csv, "\ndelayed-overlap,0,side,update,backward,"));
   ck_assert_ptr_nonnull(strstr(csv, "\ncurrent,0,compute,amax,layers.0.fc1.input,"));
   ck_assert_ptr_null(strstr(csv, ",measured\n"));

@@ -67,6 +67,9 @@ typedef struct {
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
   int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
+  /** [analysis] cost_tokens: the tokens per step the report's cost section models (the
+   *  production run's batch x sequence); 0 (default): the captured batch's */
+  int64_t cost_tokens;
   double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
   int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
                                every tensor; -1 (default): each tensor's own (docs/semantics.md) */

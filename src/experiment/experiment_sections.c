@@ -173,9 +173,17 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                      "tokens)",
                      e->value);
       else c->ex->gemm_max_tokens = v;
+    } else if (strcmp(e->key, "cost_tokens") == 0) {
+      int64_t v;
+      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > (int64_t)1 << 31)
+        fp8_exp_fail(c, e->line,
+                     "bad cost_tokens \"%s\" (expected an integer in 0..2^31: the tokens per "
+                     "step of the production run, 0 = the captured batch's)",
+                     e->value);
+      else c->ex->cost_tokens = v;
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, warmup_steps, gemm or gemm_max_tokens)",
+                   "step_budget, warmup_steps, gemm, gemm_max_tokens or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

@@ -265,6 +265,7 @@ static void put_analysis(FILE *fp, const rep_t *r) {
   if (run->gemm >= 0) fprintf(fp, "gemm = %s\n", run->gemm ? "true" : "false");
   if (run->gemm_max_tokens >= 0)
     fprintf(fp, "gemm_max_tokens = %lld\n", (long long)run->gemm_max_tokens);
+  if (run->cost_tokens > 0) fprintf(fp, "cost_tokens = %lld\n", (long long)run->cost_tokens);
 }
 
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,

@@ -286,6 +286,12 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
                       "and gemm_max_tokens (an integer in 0..2^31)", path);
   if (gm) r->gemm = json_is_true(gm);
   if (gt) r->gemm_max_tokens = (int64_t)json_integer_value(gt);
+  json_t *ct = json_object_get(ex, FP8_RUNJSON_EX_COST_TOKENS);
+  if (ct && (!json_is_integer(ct) || json_integer_value(ct) < 1 ||
+             json_integer_value(ct) > ((json_int_t)1 << 31)))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.cost_tokens: expected an "
+                      "integer in 1..2^31", path);
+  if (ct) r->cost_tokens = (int64_t)json_integer_value(ct);
   if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
   if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
   return read_trace(r, j, path, err, errlen);

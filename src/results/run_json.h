@@ -49,6 +49,7 @@
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
+#define FP8_RUNJSON_EX_COST_TOKENS "cost_tokens"
 
 /* experiment.configurations[] */
 #define FP8_RUNJSON_CFG_RECIPE "recipe"
@@ -134,6 +135,7 @@ typedef struct {
   int64_t reduce_group;     /**< trace.reduce_group, with reduce_amax */
   int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
   int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
+  int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */
   char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
   int64_t synth_steps, synth_seed; /**< with synth_preset */
 } fp8_run_record;

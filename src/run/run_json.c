@@ -113,6 +113,8 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   json_object_set_new(exo, FP8_RUNJSON_EX_GEMM, json_boolean(ex->gemm));
   json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_MAX_TOKENS,
                       json_integer((json_int_t)ex->gemm_max_tokens));
+  if (ex->cost_tokens > 0)
+    json_object_set_new(exo, FP8_RUNJSON_EX_COST_TOKENS, json_integer((json_int_t)ex->cost_tokens));
   return exo;
 }
 

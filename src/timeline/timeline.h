@@ -120,11 +120,16 @@ int fp8_tl_shape_flags(int64_t layers, int64_t hidden, int64_t ffn, int64_t toke
 /** The Linears of one step's tensors (timeline_shape.c): every `<L>.weight`, 2-D view
  *  [out, in], with `<L>.input` [tokens, in] or else `<L>.grad_output` [tokens, out] giving the
  *  tokens; in natural name order (numbers by value: layers.2 before layers.10). layers: the
- *  distinct prefixes up to the first all-digit name component (1 when no name has one); world
+ *  distinct prefixes up to the first all-digit name component, Linears without one (lm_head)
+ *  left out (1 when no name has one); world
  *  1, history_len 1024; s->nlinears may be 0. Used by `fp8lab timeline TRACE` and by the run
  *  (run.json's model_shape). */
 int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char *err,
                        size_t errlen);
+/** The length of a Linear's layer prefix: its name up to the end of the first all-digit
+ *  component ("layers.3" of "layers.3.mlp.fc1"); 0 for a Linear outside the numbered layers
+ *  (lm_head), which `layers` does not count. */
+size_t fp8_tl_layer_prefix(const char *name);
 
 #define FP8_TL_MAX_DEPS 2
 
@@ -177,8 +182,8 @@ typedef struct {
                                 written per second / 1e9 */
   double fp8_tflops;       /**< dense FP8 GEMM rate cuBLASLt reaches on large GEMMs */
   double kernel_us;        /**< the shortest kernel on a stream, launch gap included */
-  double allreduce_us;     /**< a few-byte all-reduce between 2 ranks (world 1: kernel_us,
-                                NCCL's call on one rank) */
+  double allreduce_us;     /**< a few-byte all-reduce between 2 ranks (a plan has none at
+                                world 1: TE skips the call) */
   double allreduce_hop_us; /**< added per doubling of the world (log2 W steps) */
   double allreduce_gbps;   /**< bus bandwidth of the size term, GB/s */
 } fp8_tl_device;
@@ -208,7 +213,7 @@ typedef struct {
 
 /** The model's duration of one op (microseconds): memory-bound ops max(launches * kernel_us,
  *  bytes / bandwidth); GEMMs max(kernel_us, flops / rate, bytes / bandwidth); all-reduces at
- *  world 1 kernel_us, else allreduce_us + hop_us * ceil(log2 W) + 2 (W-1)/W * bytes /
+ *  world 1 kernel_us (plans hold none there), else allreduce_us + hop_us * ceil(log2 W) + 2 (W-1)/W * bytes /
  *  allreduce bandwidth; waits 0. */
 double fp8_tl_model_op_us(const fp8_tl_op *op, int64_t world, const fp8_tl_device *d);
 /** The update kernel alone for n tensors at history L (fp8lab's ring kernel: reads the n * L

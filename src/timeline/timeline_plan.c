@@ -128,7 +128,7 @@ static int quantize(builder *b, int32_t i, fp8_tl_operand o, int32_t phase) {
   if (b->p->mode == FP8_TL_CURRENT) {
     if (!(op = push(b, FP8_TL_AMAX, FP8_TL_COMPUTE, phase, i, o))) return FP8_ENOMEM;
     op->bytes = n * sz + 4, op->launches = 2;
-    if (b->s->sequence_parallel && o != FP8_TL_WEIGHT) {
+    if (b->s->sequence_parallel && b->s->world > 1 && o != FP8_TL_WEIGHT) {
       if (!(op = push(b, FP8_TL_ALLREDUCE, FP8_TL_COMPUTE, phase, i, o))) return FP8_ENOMEM;
       op->bytes = 4, op->count = 1;
     }
@@ -155,7 +155,8 @@ static int gemm(builder *b, fp8_tl_kind k, int32_t i, int32_t phase) {
 }
 
 /* Gather, all-reduce and update of phase ph after op `last` (the phase's last op): on the
- * compute stream (inline), or on the side stream, started by last's event (overlap). */
+ * compute stream (inline), or on the side stream, started by last's event (overlap). No
+ * all-reduce at world 1: TE calls it only when the group has more than one rank. */
 static int bookkeeping(builder *b, int32_t ph, int32_t last) {
   const int overlap = b->p->mode == FP8_TL_DELAYED_OVERLAP;
   const fp8_tl_stream st = overlap ? FP8_TL_SIDE : FP8_TL_COMPUTE;
@@ -165,8 +166,10 @@ static int bookkeeping(builder *b, int32_t ph, int32_t last) {
   if (!(op = push(b, FP8_TL_GATHER, st, ph, -1, -1))) return FP8_ENOMEM;
   op->bytes = 12.0 * (double)n, op->count = n;
   if (overlap) dep(op, last, 0);
-  if (!(op = push(b, FP8_TL_ALLREDUCE, st, ph, -1, -1))) return FP8_ENOMEM;
-  op->bytes = 4.0 * (double)n, op->count = n;
+  if (b->s->world > 1) {
+    if (!(op = push(b, FP8_TL_ALLREDUCE, st, ph, -1, -1))) return FP8_ENOMEM;
+    op->bytes = 4.0 * (double)n, op->count = n;
+  }
   if (!(op = push(b, FP8_TL_UPDATE, st, ph, -1, -1))) return FP8_ENOMEM;
   op->bytes = 4.0 * (double)n * (double)L + 16.0 * (double)n, op->count = n;
   return FP8_OK;

@@ -45,8 +45,8 @@ static const fp8_tensor_view *find_view(const fp8_tensor_view *v, size_t n, cons
 }
 
 /* The layer a Linear belongs to: its name up to the end of the first all-digit component
- * ("layers.3" of "layers.3.mlp.fc1"), or "" when there is none. */
-static size_t layer_prefix(const char *name) {
+ * ("layers.3" of "layers.3.mlp.fc1"), or "" when there is none (lm_head, an embedding). */
+size_t fp8_tl_layer_prefix(const char *name) {
   const char *p = name;
   while (*p) {
     const char *e = strchr(p, '.');
@@ -60,14 +60,17 @@ static size_t layer_prefix(const char *name) {
   return 0;
 }
 
+/* The distinct layer prefixes; Linears outside every layer (lm_head) are not a layer (issue 25:
+ * a 4-layer model with its LM head counted 5). 1 when no Linear is in a numbered layer. */
 static int64_t count_layers(const fp8_tl_shape *s) {
   int64_t n = 0;
   for (size_t i = 0; i < s->nlinears; i++) {
     const char *a = s->linears[i].name;
-    size_t la = layer_prefix(a), j = 0;
+    size_t la = fp8_tl_layer_prefix(a), j = 0;
+    if (la == 0) continue;
     for (; j < i; j++) {
       const char *b = s->linears[j].name;
-      if (layer_prefix(b) == la && strncmp(a, b, la) == 0) break;
+      if (fp8_tl_layer_prefix(b) == la && strncmp(a, b, la) == 0) break;
     }
     n += j == i;
   }

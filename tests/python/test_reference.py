@@ -1172,8 +1172,8 @@ def experiment_parse_block_kinds():
         e = R.parse_experiment(ini)
         assert [(c.label, c.kind, c.fmt) for c in e.configs] == [
             ("d", "delayed", "hybrid"), ("c", "current", "hybrid"), ("mx", "mxfp8", "e4m3"),
-            ("mx", "mxfp8", "hybrid"), ("mxf", "mxfp8", "e4m3"), ("b", "block", "hybrid"),
-            ("b2", "block", "hybrid"), ("r", "rowwise", "hybrid")]
+            ("mx", "mxfp8", "hybrid"), ("mxf", "mxfp8", "e4m3"), ("b", "block", "e4m3"),
+            ("b2", "block", "e4m3"), ("r", "rowwise", "e4m3")]  # block kinds: TE's E4M3 default
         c = {cf.label: cf for cf in e.configs}
         assert c["mx"].rounding == "ceil" and c["mxf"].rounding == "floor"
         assert (c["b"].block, c["b"].pow2, c["b2"].block, c["b2"].pow2, c["r"].pow2) == (
@@ -1444,8 +1444,10 @@ def generated_blocks_trace_end_to_end():
             G.main([tdir, "--seed", str(seed), "--ini", ini, "--blocks"] + extra)
             exp, tr = R.load_for(ini)
             kinds = [c.kind for c in exp.configs]
-            assert kinds.count("mxfp8") == 2 and kinds.count("block") == 2
-            assert kinds.count("rowwise") == 1 and exp.gemm_max_tokens == 48
+            assert kinds.count("mxfp8") == 2 and kinds.count("block") == 3
+            assert kinds.count("rowwise") == 2 and exp.gemm_max_tokens == 48
+            eps = [float(c.amax_epsilon) for c in exp.configs if c.kind in ("block", "rowwise")]
+            assert eps == [0.0, 0.0, float(R.F32(1e-30)), 0.0, float(R.F32(1e-12))], eps
             rows, grows = R.replay_all(exp, tr)
             assert grows, "no gemm rows"
             layers = {g["layer"] for g in grows}
