@@ -798,6 +798,45 @@ def sequential_names_are_readable(tmp):
 
 
 @test
+def tied_lm_head_named_by_its_gemm(tmp):
+    """GPT-2's LM head shares the token embedding's parameter (registered first, as
+    transformer.wte.weight): its GEMM is named lm_head, after the module that runs it, and the
+    snapshots' metadata name the owner (tied.lm_head.weight = transformer.wte.weight). Before,
+    the GEMM was recorded as transformer.wte."""
+    torch.manual_seed(3)
+
+    class Body(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(11, 6)
+            self.fc = nn.Linear(6, 6)
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = Body()
+            self.lm_head = nn.Linear(6, 11, bias=False)
+            self.lm_head.weight = self.transformer.wte.weight
+
+        def forward(self, ids):
+            return self.lm_head(torch.relu(self.transformer.fc(self.transformer.wte(ids))))
+
+    model = LM()
+    ids = torch.randint(0, 11, (2, 5))
+    trace = os.path.join(tmp, "t")
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        model(ids).float().pow(2).mean().backward()
+        rec.step(0)
+    gemms = sorted({n.rsplit(".", 1)[0] for n in rec.names})
+    assert gemms == ["lm_head", "transformer.fc"], gemms
+    tensors, meta = read_safetensors(os.path.join(trace, "step_0.safetensors"))
+    assert meta.get("tied.lm_head.weight") == "transformer.wte.weight", meta
+    assert "tied.transformer.fc.weight" not in meta, meta
+    assert torch.equal(tensors["lm_head.weight"][1], model.transformer.wte.weight.detach())
+    inspect_ok(trace, ["lm_head.input", "lm_head.weight", "lm_head.grad_output"])
+
+
+@test
 def matmul_with_parameters(tmp):
     """GEMMs written as torch.addmm(b, x, W) with W stored (in, out) (Hugging Face's Conv1D)
     and x @ W.t() are recorded through the TorchFunctionMode, the weight as (out, in); a matmul

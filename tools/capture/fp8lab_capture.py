@@ -30,7 +30,10 @@ What is seen (docs/capture.md has the table):
   the call begins and as its gradient arrives) goes into amax.csv's te_scale column.
 GEMM names: the owning module's path (`blocks.0.attn.qkv`), `.<param>` minus `_weight` for a
 parameter not called `weight` (`in_proj`); an nn.Sequential's index reads `<index>_<class>`
-(`2_linear`); the root is `root`. `modules` globs select GEMM names.
+(`2_linear`); the root is `root`. `modules` globs select GEMM names. A parameter shared by
+several modules (GPT-2's LM head tied to the token embedding) is named by the module whose GEMM
+uses it (`lm_head`, a Linear before any other module), and each snapshot's metadata names its
+owner: `tied.lm_head.weight = transformer.wte.weight` (its name in model.named_parameters()).
 
 Roles, per GEMM call: `input` (the activation operand), `weight` (at the GEMM's first call of each
 micro-batch: the weight before the optimizer updates it), `grad_output` (the gradient w.r.t.
@@ -457,6 +460,7 @@ class Recorder:
         self._known = set()
         self._sites = {}          # GEMM name -> _Site
         self._op_params = {}      # id(parameter) -> GEMM name, for F.linear / matmul calls
+        self.tied = {}            # "<GEMM>.weight" -> its owner's parameter name, when tied
         self._mod_sites = []      # (module path, module, kind)
         self._find_sites(model, tuple(t for t in types if t is not torch.nn.Linear))
         if not self._sites and not self._op_params:
@@ -539,9 +543,20 @@ class Recorder:
                     sites.append(None)
             if any(sites):
                 self._mod_sites.append((path, mod, kind, sites))
-        for path, mod in model.named_modules():
+        # A parameter used by several modules (GPT-2's LM head tied to the token embedding) is
+        # named by the module whose GEMM uses it: the Linears and attentions first, then the
+        # others; the owner (the parameter's name in model.named_parameters(), where it was
+        # registered first) goes into the snapshots' metadata as tied.<GEMM>.weight.
+        canon = {}
+        for pn, p in model.named_parameters():
+            canon.setdefault(id(p), pn)
+        gemm_types = (torch.nn.Linear, torch.nn.MultiheadAttention)
+        mods = list(model.named_modules())
+        mods = [m for m in mods if isinstance(m[1], gemm_types)] + \
+            [m for m in mods if not isinstance(m[1], gemm_types)]
+        for path, mod in mods:
             name = _readable(model, path)
-            expected_mod = isinstance(mod, (torch.nn.Linear, torch.nn.MultiheadAttention))
+            expected_mod = isinstance(mod, gemm_types)
             for pname, p in mod.named_parameters(recurse=False):
                 if p.dim() != 2 or id(p) in owned or id(p) in self._op_params:
                     continue
@@ -554,6 +569,9 @@ class Recorder:
                 if not self._wanted(g):
                     continue
                 self._op_params[id(p)] = g
+                here = "%s.%s" % (path, pname) if path else pname
+                if canon.get(id(p), here) != here:
+                    self.tied[g + ".weight"] = canon[id(p)]
                 if expected_mod:  # registered now: rows from the first step on
                     self._add_site(g, True)
 
@@ -906,7 +924,8 @@ class Recorder:
         if snap_step and captured:
             write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step),
                               self._snapshot_tensors(step),
-                              metadata={"producer": "fp8lab_capture", "step": step})
+                              metadata=dict({"producer": "fp8lab_capture", "step": step},
+                                            **{"tied." + k: v for k, v in self.tied.items()}))
             self.snapshots.append(step)
         self._reset_step()
         self._saved = {}
