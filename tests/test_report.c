@@ -123,6 +123,11 @@ START_TEST(test_run_writes_report) {
   ck_assert_msg(strstr(md, "16 of 256 values clipped") != NULL, "%s", md);
   ck_assert_msg(strstr(md, "for 5 of the 5 following snapshot steps") != NULL, "%s", md);
   ck_assert(strstr(md, "![amax timeline of a.fc.input](plots/amax_a.fc.input.png)") != NULL);
+  /* its caption says which delayed curves it draws: the reference's margin and amax_compute,
+   * one per history length (issue 25 point 8: "each delayed configuration", with margin 1's
+   * configurations not drawn) */
+  ck_assert_msg(strstr(md, "delayed scaling at margin 0 and amax_compute max could represent at "
+                           "that step, one curve per history length") != NULL, "%s", md);
   free(md);
 
   /* the notebook validates (Debian's python3-nbformat) */

@@ -142,6 +142,11 @@ typedef struct {
   double vmin, vmax;          /**< colour range when vmin < vmax (values beyond take the end
                                    colours); else the data range (whole decades when log) */
   int reverse;                /**< 1: reversed viridis (dark = low becomes dark = high) */
+  /** > 0: a budget. Cells whose value is <= budget (0 included) are outlined, and the colour
+   *  bar has a line at the budget; budget_label (e.g. "value budget 1e-05") names it in the
+   *  colour bar's label, so that the plot reads without its caption. 0: none. */
+  double budget;
+  const char *budget_label;
 } fp8_heatmap;
 
 /**

@@ -171,7 +171,10 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
     size_t fitc = (size_t)(c.H * 0.3 / M_SQRT1_2 / (TEXT_CHAR_W * xcap));
     if (fitc < maxc) maxc = fitc;
     if (longest < maxc) maxc = longest;
-    extra = maxc * TEXT_CHAR_W * xcap * M_SQRT1_2 + 1.0 * xcap;
+    /* as plot_fit_first_slanted: 0.85 cap per character (capitals, digits, '='), the label's
+     * start 0.9 cap below the frame and its half height past the corner, so that the x title
+     * stays clear of the longest label (issue 25 point 8) */
+    extra = maxc * 0.85 * xcap * M_SQRT1_2 + 1.5 * xcap;
   } else {
     extra = 2.2 * cap;
   }
@@ -223,8 +226,11 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
     if (slant) plot_text_user(&c, x, p.b + 0.9 * xcap, 45, 1.0, xcap, CI_FG, categories[i], maxc);
     else plot_text_user(&c, x, p.b + 1.4 * cap, 0, 0.5, cap, CI_FG, categories[i], maxc);
   }
-  if (ch->bar_format) { /* each bar's value, upright above it */
-    double vcap = fmin(c.fs * 0.7, 0.9 * (p.r - p.l) / ((double)ncat * (double)ns));
+  /* each bar's value, upright above it, no wider than 0.8 of its bar (the bars are gw / ns of a
+   * slot: a label as wide as 0.9 of the slot's share overlapped its neighbours' on close
+   * bars); left out when that is too small to read */
+  double vcap = fmin(c.fs * 0.7, 0.8 * bw * (p.r - p.l) / (double)ncat);
+  if (ch->bar_format && vcap >= 0.45 * c.fs) {
     for (size_t j = 0; j < ns; j++)
       for (size_t i = 0; i < ncat; i++) {
         double v = plot_ax_map(&ay, series[j].values[i]);

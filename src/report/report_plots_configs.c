@@ -114,7 +114,12 @@ static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role
   fp8_heatmap hm = {.nx = A->nh, .ny = A->nm, .xlabels = A->xp, .ylabels = A->yp, .values = v,
                     .cell_format = "%.2g", .logscale = 1, .reverse = 1,
                     .colorbar_label = metric == 0 ? "clipped rate (fraction of values, log scale)"
-                                                  : "fraction of steps clipped (log scale)"};
+                                                  : "fraction of steps clipped (log scale)",
+                    .budget = metric == 0 ? r->rec.budgets.value : r->rec.budgets.step};
+  char blabel[96];
+  snprintf(blabel, sizeof blabel, "%s budget %.3g", metric == 0 ? "value" : "step",
+           hm.budget);
+  hm.budget_label = blabel;
   int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
   plot_t *p = rp_plot_add(drawn, file);
@@ -125,13 +130,16 @@ static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role
     snprintf(p->caption, sizeof p->caption,
              "Clipped rate of all %s tensors (values saturated past the rounding midpoint over finite "
              "values, snapshot steps without warm-up: the value budget's quantity) for each amax history "
-             "length and margin; 0 takes the lightest colour.", rname);
+             "length and margin; 0 takes the lightest colour; outlined cells are within the value "
+             "budget (%.3g), the line on the colour bar.", rname, r->rec.budgets.value);
   else
     snprintf(p->caption, sizeof p->caption,
              "Fraction of the steps (%s, warm-up left out) whose largest element clipped, for the worst "
              "%s tensor (the step budget's quantity, which each tensor must meet), for each amax history "
-             "length and margin; 0 takes the lightest colour.",
-             r->have_stream ? "every step of stream.csv" : "snapshot steps", rname);
+             "length and margin; 0 takes the lightest colour; outlined cells are within the step "
+             "budget (%.3g), the line on the colour bar.",
+             r->have_stream ? "every step of stream.csv" : "snapshot steps", rname,
+             r->rec.budgets.step);
   drawn->nplots++;
   return FP8_OK;
 }

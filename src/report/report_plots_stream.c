@@ -166,8 +166,12 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   fp8_markers marks = {.x = t.cx, .y = t.cy, .n = t.nc, .label = clabel, .color = FP8_COLOR_VERMILLION,
                        .marker = FP8_MARKER_CROSS};
   char title[512], file[300], path[4600], safe[FP8_NAME_MAX + FP8_RANK_PREFIX_MAX + 1];
-  snprintf(title, sizeof title, "%s: amax per step against the largest |x| each delayed configuration represents",
-           tensor);
+  /* the curves are the reference's margin and amax_compute at each history length (choose_shown):
+   * the title says so (issue 25 point 8: it said "each delayed configuration") */
+  const cfg_t *rc0 = &r->cfgs[r->ref];
+  snprintf(title, sizeof title, "%s: amax per step against the largest |x| delayed scaling "
+           "represents, per history length (margin %d, %s)", tensor, (int)rc0->key.margin,
+           fp8_amax_compute_name(rc0->key.amax_compute));
   rp_sanitize(tensor, safe, sizeof safe);
   snprintf(file, sizeof file, "amax_%s.png", safe);
   rp_plot_path(r, file, path, sizeof path);
@@ -192,12 +196,14 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   if (p) {
     snprintf(p->alt, sizeof p->alt, "amax timeline of %s", tensor);
     snprintf(p->caption, sizeof p->caption,
-             "%s at %s: the tensor's amax (black) against the largest |x| each delayed configuration "
-             "could represent at that step (fp8_max / scale, the scale from the amax history of earlier "
+             "%s at %s: the tensor's amax (black) against the largest |x| delayed scaling at margin %d "
+             "and amax_compute %s could represent at that step, one curve per history length "
+             "(fp8_max / scale, the scale from the amax history of earlier "
              "steps; coloured steps, wider for shorter histories so that equal curves stay visible, "
              "\"same as\" naming a curve equal to another); warm-up steps (scale 1) are left out of "
              "them. Crosses mark the %zu steps where the largest element clipped under %s.",
-             tensor, t.source, t.nc, r->cfgs[r->ref].label);
+             tensor, t.source, (int)rc0->key.margin, fp8_amax_compute_name(rc0->key.amax_compute),
+             t.nc, r->cfgs[r->ref].label);
     drawn->nplots++;
   }
   timeline_free(&t);
