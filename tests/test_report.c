@@ -537,6 +537,21 @@ START_TEST(test_report_block_reference) {
 }
 END_TEST
 
+/* Writes the experiment `ini` as <g_dir>/<name>, runs it (exit 0 required) and returns the
+ * file `rel` of its outputs (malloc'ed). */
+static char *run_and_read(const char *name, const char *ini, const char *rel) {
+  char p[4096], *out;
+  snprintf(p, sizeof p, "%s/%s", g_dir, name);
+  ck_assert_int_eq(tu_write_file(p, ini, strlen(ini)), 0);
+  int rc = run_cli(&out, "run %s --quiet --force", name);
+  ck_assert_msg(rc == 0, "%s: rc %d: %s", name, rc, out);
+  free(out);
+  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+  char *text = tu_read_file(p, NULL);
+  ck_assert_msg(text != NULL, "%s: no %s", name, rel);
+  return text;
+}
+
 /* Issue 25 point 4: a worst event whose cast is more accurate than current scaling's. 256
  * values of 13/14 (x * 448 = 416, an E4M3 value) and one of 1.0 at steps 0-5; at step 6 that one
  * is 1.04. Delayed scaling keeps the scale 448 / 1 = 448: 1.04 * 448 = 465.9 clips (> 464) to
@@ -559,15 +574,7 @@ START_TEST(test_report_worst_event_not_better) {
   const char *ini = "[trace]\npath = wtrace\n"
                     "[recipe.delayed]\nkind = delayed\nhistory_len = 1024\n"
                     "[recipe.jit]\nkind = current\n[output]\ndir = wout\n";
-  snprintf(p, sizeof p, "%s/w.ini", g_dir);
-  ck_assert_int_eq(tu_write_file(p, ini, strlen(ini)), 0);
-  char *out;
-  int rc = run_cli(&out, "run w.ini --quiet");
-  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
-  free(out);
-  snprintf(p, sizeof p, "%s/wout/report.md", g_dir);
-  char *rep = tu_read_file(p, NULL);
-  ck_assert_ptr_nonnull(rep);
+  char *rep = run_and_read("w.ini", ini, "wout/report.md");
   double sig = 255.0 * (13.0 / 14.0) * (13.0 / 14.0) + 1.04 * 1.04;
   char want[256];
   snprintf(want, sizeof want, "**a.fc.input at step 6** reached amax 1.04 while the delayed "
@@ -589,25 +596,15 @@ START_TEST(test_report_cost_shape) {
                     "[recipe.d]\nkind = delayed\nhistory_len = 16\n[recipe.c]\nkind = current\n"
                     "[analysis]\ncost_tokens = 4096\n[output]\ndir = cout\n";
   for (int k = 0; k < 2; k++) {
-    char p[4096], *out;
-    snprintf(p, sizeof p, "%s/c.ini", g_dir);
     /* k = 0: with cost_tokens; k = 1: without (the captured batch, and the hint to set it) */
-    size_t len = strlen(ini);
     char text[1024];
     snprintf(text, sizeof text, "%s", ini);
     if (k == 1) {
       char *a = strstr(text, "[analysis]");
-      memmove(a, a + strlen("[analysis]\ncost_tokens = 4096\n"),
-              strlen(a + strlen("[analysis]\ncost_tokens = 4096\n")) + 1);
-      len = strlen(text);
+      const size_t cut = strlen("[analysis]\ncost_tokens = 4096\n");
+      memmove(a, a + cut, strlen(a + cut) + 1);
     }
-    ck_assert_int_eq(tu_write_file(p, text, len), 0);
-    int rc = run_cli(&out, "run c.ini --quiet --force");
-    ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
-    free(out);
-    snprintf(p, sizeof p, "%s/cout/report.md", g_dir);
-    char *rep = tu_read_file(p, NULL);
-    ck_assert_ptr_nonnull(rep);
+    char *rep = run_and_read("c.ini", text, "cout/report.md");
     const char *want = k == 0 ? "The shape it models: 16 Linears (4 transformer layers), 4096 "
                                 "tokens per step (`[analysis] cost_tokens`; the trace captured "
                                 "64), one rank (no all-reduce: TransformerEngine skips it at world "
@@ -633,6 +630,7 @@ START_TEST(test_report_cost_shape) {
     ck_assert_int_eq(strstr(rep, "Set `[analysis] cost_tokens` to the production run's") != NULL,
                      k == 1);
     free(rep);
+    char p[4096];
     snprintf(p, sizeof p, "%s/cout/advice.ini", g_dir);
     char *adv = tu_read_file(p, NULL);
     ck_assert_ptr_nonnull(adv);

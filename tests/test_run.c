@@ -127,17 +127,23 @@ static int count_lines(const char *s) {
   return n;
 }
 
+/* Runs `fp8lab <cmd>` (exit 0 required) and returns the output file rel (malloc'ed). */
+static char *run_read(const char *cmd, const char *rel) {
+  char *out;
+  int rc = run_cli(&out, "%s", cmd);
+  ck_assert_msg(rc == 0, "%s: rc %d: %s", cmd, rc, out);
+  free(out);
+  char *p = path_in(rel);
+  char *text = tu_read_file(p, NULL);
+  free(p);
+  ck_assert_msg(text != NULL, "%s: no %s", cmd, rel);
+  return text;
+}
+
 START_TEST(test_tiny_rows_by_hand) {
   write_tiny_trace();
   write_text("exp.ini", TINY_INI);
-  char *out;
-  int rc = run_cli(&out, "run exp.ini --quiet");
-  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
-  free(out);
-  char *p = path_in("out/steps.csv");
-  char *csv = tu_read_file(p, NULL);
-  free(p);
-  ck_assert_ptr_nonnull(csv);
+  char *csv = run_read("run exp.ini --quiet", "out/steps.csv");
   /* header, then 2 snapshot steps x 2 tensors x 3 configurations */
   ck_assert_int_eq(count_lines(csv), 1 + 2 * 2 * 3);
   static const char header[] =
@@ -205,7 +211,7 @@ START_TEST(test_tiny_rows_by_hand) {
   free(csv);
 
   /* summary.csv: one row per tensor and configuration with totals over the 2 steps */
-  p = path_in("out/summary.csv");
+  char *p = path_in("out/summary.csv");
   char *sum = tu_read_file(p, NULL);
   free(p);
   ck_assert_int_eq(count_lines(sum), 1 + 2 * 3);
@@ -1045,14 +1051,7 @@ START_TEST(test_block_bf16_inf_and_epsilon) {
                       "[recipe.e]\nkind = block\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
                       "[recipe.r]\nkind = rowwise\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
                       "[output]\ndir = bout\n");
-  char *out;
-  int rc = run_cli(&out, "run b.ini --quiet");
-  ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
-  free(out);
-  char *p = path_in("bout/steps.csv");
-  char *csv = tu_read_file(p, NULL);
-  free(p);
-  ck_assert_ptr_nonnull(csv);
+  char *csv = run_read("run b.ini --quiet", "bout/steps.csv");
   /* columns: n 11, overflow 14, underflow 15, subnormal 16, mse 17, snr_db 18, nblocks 19,
    * blocks_with_overflow 20, log2_scale_min 21, max 22, std 23, clipped 24, overshoot 25 */
   const double bf16_max = 0x1.fep127, mse_b = ldexp((1 + 0x1p-8) * (1 + 0x1p-8), -258);

@@ -129,58 +129,50 @@ void fp8_exp_output_end(exp_ctx *c) {
   }
 }
 
+/* [analysis] values: a fraction in 0..1, or an integer in 0..max; else "bad <key> "<value>"
+ * (expected <expect>)" at the entry's line. */
+static void parse_fraction(exp_ctx *c, const exp_entry *e, double *dst, const char *expect) {
+  char *end;
+  errno = 0;
+  double v = strtod(e->value, &end);
+  if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
+  else *dst = v;
+}
+
+static void parse_count(exp_ctx *c, const exp_entry *e, int64_t max, int64_t *dst,
+                        const char *expect) {
+  int64_t v;
+  if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > max)
+    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
+  else *dst = v;
+}
+
 void fp8_exp_analysis_end(exp_ctx *c) {
   char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
     if (strcmp(e->key, "overflow_budget") == 0) {
-      char *end;
-      errno = 0;
-      double v = strtod(e->value, &end);
-      if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
-        fp8_exp_fail(c, e->line,
-                     "bad overflow_budget \"%s\" (expected a fraction of elements in 0..1, "
-                     "e.g. 1e-5)",
-                     e->value);
-      else c->ex->overflow_budget = v;
+      parse_fraction(c, e, &c->ex->overflow_budget,
+                     "a fraction of elements in 0..1, e.g. 1e-5");
     } else if (strcmp(e->key, "step_budget") == 0) {
-      char *end;
-      errno = 0;
-      double v = strtod(e->value, &end);
-      if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
-        fp8_exp_fail(c, e->line,
-                     "bad step_budget \"%s\" (expected a fraction of steps in 0..1, e.g. 0.01)",
-                     e->value);
-      else c->ex->step_budget = v;
+      parse_fraction(c, e, &c->ex->step_budget, "a fraction of steps in 0..1, e.g. 0.01");
     } else if (strcmp(e->key, "warmup_steps") == 0) {
-      int64_t v;
-      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > ((int64_t)1 << 40))
-        fp8_exp_fail(c, e->line,
-                     "bad warmup_steps \"%s\" (expected an integer >= 0: the first N steps of the "
-                     "replay are warm-up for every tensor)",
-                     e->value);
-      else c->ex->warmup_steps = v;
+      parse_count(c, e, (int64_t)1 << 40, &c->ex->warmup_steps,
+                  "an integer >= 0: the first N steps of the replay are warm-up for every "
+                  "tensor");
     } else if (strcmp(e->key, "gemm") == 0) {
       int b;
       if (fp8_exp_parse_bool(e->value, &b))
         fp8_exp_fail(c, e->line, "bad gemm \"%s\" (expected true or false)", e->value);
       else c->ex->gemm = b;
     } else if (strcmp(e->key, "gemm_max_tokens") == 0) {
-      int64_t v;
-      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > (int64_t)1 << 31)
-        fp8_exp_fail(c, e->line,
-                     "bad gemm_max_tokens \"%s\" (expected an integer in 0..2^31, 0 = all "
-                     "tokens)",
-                     e->value);
-      else c->ex->gemm_max_tokens = v;
+      parse_count(c, e, (int64_t)1 << 31, &c->ex->gemm_max_tokens,
+                  "an integer in 0..2^31, 0 = all tokens");
     } else if (strcmp(e->key, "cost_tokens") == 0) {
-      int64_t v;
-      if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > (int64_t)1 << 31)
-        fp8_exp_fail(c, e->line,
-                     "bad cost_tokens \"%s\" (expected an integer in 0..2^31: the tokens per "
-                     "step of the production run, 0 = the captured batch's)",
-                     e->value);
-      else c->ex->cost_tokens = v;
+      parse_count(c, e, (int64_t)1 << 31, &c->ex->cost_tokens,
+                  "an integer in 0..2^31: the tokens per step of the production run, 0 = the "
+                  "captured batch's");
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
                    "step_budget, warmup_steps, gemm, gemm_max_tokens or cost_tokens)",
