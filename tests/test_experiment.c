@@ -405,8 +405,22 @@ START_TEST(test_reduce_keys) {
   path = write_ini("r6.ini", "[trace]\npath = t\nreduce = true\n[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
   snprintf(want, sizeof want, "%s:3: unknown key reduce in [trace] (expected path, steps, tensors, "
-           "synth_steps, synth_seed, reduce_amax or reduce_group)", path);
+           "synth_steps, synth_seed, reduce_amax, reduce_group or reduce_stride)", path);
   ck_assert_str_eq(err, want);
+  path = write_ini("r7.ini", "[trace]\npath = t\nreduce_stride = 0\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:3: bad reduce_stride \"0\" (expected an integer in 1..65536: "
+           "the distance between the ranks of an amax reduction group)", path);
+  ck_assert_str_eq(err, want);
+  /* strided groups of 2 ranks 2 apart in 8 ranks: {0, 2}, {1, 3}, {4, 6}, {5, 7} */
+  path = write_ini("r8.ini", "[trace]\npath = t\nreduce_amax = true\nreduce_group = 2\n"
+                             "reduce_stride = 2\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.reduce_stride, 2);
+  ck_assert_int_eq(ex.reduce_stride_line, 5);
+  static const size_t group[8] = {0, 1, 0, 1, 2, 3, 2, 3};
+  for (size_t r = 0; r < 8; r++) ck_assert_uint_eq(fp8_experiment_group_of(&ex, 8, r), group[r]);
+  fp8_experiment_free(&ex);
 }
 END_TEST
 

@@ -1802,6 +1802,91 @@ START_TEST(test_no_folder_on_input_error) {
 END_TEST
 
 /* Multi-rank errors through the CLI: exit 2, one line with file:line or the trace folder. */
+/* Strided amax-reduction groups (issue 26): 4 ranks, m.input's step-0 amax 1, 2, 4, 8 on
+ * ranks 0..3. reduce_group = 2, reduce_stride = 2 form the groups {0, 2} and {1, 3}: at step 1
+ * delayed scaling (history 2) scales ranks 0 and 2 by 448 / max(1, 4) = 112 and ranks 1 and 3
+ * by 448 / max(2, 8) = 56; the contiguous groups {0, 1} and {2, 3} give 224 and 56 (at step 2
+ * rank 0 clips, so that the report writes advice.ini). Errors: a
+ * stride without reduce_group, G x S not dividing the ranks. advice.ini and run.json carry
+ * it. */
+START_TEST(test_ranks_strided_groups) {
+  static const float amax0[4] = {1.0f, 2.0f, 4.0f, 8.0f};
+  char *top = path_in("run4");
+  mkdir(top, 0777);
+  free(top);
+  for (int r = 0; r < 4; r++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "run4/rank_%d", r);
+    char *d = path_in(rel);
+    mkdir(d, 0777);
+    free(d);
+    const float x0[2] = {amax0[r], 0.5f}, x1[2] = {1.0f, 0.25f};
+    /* step 2: rank 0's m.input jumps to 1000 and clips (so the report advises current scaling
+     * for it, and writes advice.ini) */
+    const float x2[2] = {r == 0 ? 1000.0f : 1.0f, 0.25f};
+    const float *xs[3] = {x0, x1, x2};
+    for (int t = 0; t < 3; t++) {
+      snprintf(rel, sizeof rel, "run4/rank_%d/step_%d.safetensors", r, t);
+      write_f32_step(rel, "m.input", xs[t], 2);
+    }
+  }
+  static const char *const head = "[recipe.d]\nkind = delayed\nhistory_len = 2\n"
+                                  "[recipe.c]\nkind = current\n";
+  char ini[512];
+  snprintf(ini, sizeof ini, "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
+           "reduce_stride = 2\n%s[output]\ndir = st\n", head);
+  write_text("st.ini", ini);
+  snprintf(ini, sizeof ini, "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
+           "%s[output]\ndir = ct\n", head);
+  write_text("ct.ini", ini);
+  char *out;
+  ck_assert_int_eq(run_cli(&out, "run st.ini --quiet"), 0);
+  free(out);
+  ck_assert_int_eq(run_cli(&out, "run ct.ini --quiet"), 0);
+  free(out);
+  char *st = read_out("st/steps.csv"), *ct = read_out("ct/steps.csv");
+  static const char *const strided[4] = {"112", "56", "112", "56"},
+                           *contiguous[4] = {"224", "224", "56", "56"};
+  for (int r = 0; r < 4; r++) {
+    char want[128];
+    snprintf(want, sizeof want, "rank_%d/m.input,input,1,d,delayed,e4m3,2,0,max,1,%s,", r,
+             strided[r]);
+    expect_row(st, want);
+    snprintf(want, sizeof want, "rank_%d/m.input,input,1,d,delayed,e4m3,2,0,max,1,%s,", r,
+             contiguous[r]);
+    expect_row(ct, want);
+  }
+  free(st);
+  free(ct);
+  char *adv = read_out("st/advice.ini"), *js = read_out("st/run.json");
+  ck_assert_msg(strstr(adv, "reduce_amax = true\nreduce_group = 2\nreduce_stride = 2\n") != NULL,
+                "%s", adv);
+  ck_assert_msg(strstr(js, "\"reduce_stride\": 2") != NULL, "%s", js);
+  free(adv);
+  free(js);
+  /* errors, at the key's line, nothing run */
+  write_text("s1.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_stride = 2\n"
+                       "[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s1.ini --out s1"), 2);
+  ck_assert_str_eq(out, "fp8lab: s1.ini:4: reduce_stride needs reduce_group (the ranks per group; "
+                        "a group is ranks r, r+S, ..., r+(G-1)S)\n");
+  free(out);
+  write_text("s2.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
+                       "reduce_stride = 3\n[recipe.d]\nkind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s2.ini --out s2"), 2);
+  ck_assert_str_eq(out, "fp8lab: s2.ini:5: reduce_group = 2 x reduce_stride = 3 does not divide "
+                        "the 4 ranks of run4 (strided groups tile blocks of G x S ranks)\n");
+  free(out);
+  write_text("s3.ini", "[trace]\npath = run4/rank_0\nreduce_stride = 2\n[recipe.d]\n"
+                       "kind = delayed\n");
+  ck_assert_int_eq(run_cli(&out, "run s3.ini --out s3"), 2);
+  ck_assert_str_eq(out, "fp8lab: s3.ini:3: reduce_stride needs a multi-rank trace, but "
+                        "run4/rank_0 is a single-rank trace (point path at the folder that holds "
+                        "rank_0/, rank_1/, ...)\n");
+  free(out);
+}
+END_TEST
+
 START_TEST(test_ranks_errors) {
   char *out;
   write_tiny_trace();
@@ -2116,6 +2201,7 @@ int main(void) {
   tcase_add_test(tc, test_ranks_engine_threads);
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
+  tcase_add_test(tc, test_ranks_strided_groups);
   tcase_add_test(tc, test_mixed_recipes);
   tcase_add_test(tc, test_mixed_recipes_errors);
   tcase_add_test(tc, test_no_folder_on_input_error);

@@ -61,8 +61,13 @@ typedef struct {
   int reduce_amax;     /**< [trace] reduce_amax (default 0): delayed scaling's amax is the max
                             over the ranks of a group (multi-rank traces) */
   int64_t reduce_group;/**< [trace] reduce_group: ranks per group; 0 (default) = all ranks */
+  /** [trace] reduce_stride: the distance between a group's ranks (default 1: contiguous
+   *  groups [0..G-1], [G..2G-1], ...). With S, a group is ranks r, r+S, ..., r+(G-1)S: the
+   *  data-parallel groups of a TP x DP layout whose TP ranks are adjacent (S = TP size). */
+  int64_t reduce_stride;
   int reduce_amax_line;  /**< line of the reduce_amax key, 0 when not given */
   int reduce_group_line; /**< line of the reduce_group key, 0 when not given */
+  int reduce_stride_line; /**< line of the reduce_stride key, 0 when not given */
   char *out_dir;       /**< resolved; NULL when not given */
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
@@ -118,5 +123,9 @@ int fp8_experiment_check_steps(const fp8_experiment *ex, const int64_t *steps, s
                                const char *trace, char *err, size_t errlen);
 /** Ranks per amax-reduction group for a trace of nranks ranks (>= 1): reduce_group, or all. */
 size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks);
+/** The amax-reduction group of rank r (0-based, groups numbered by their lowest rank's order):
+ *  with G ranks per group and stride S, r / (G S) * S + r % S; contiguous groups (S = 1):
+ *  r / G. */
+size_t fp8_experiment_group_of(const fp8_experiment *ex, size_t nranks, size_t r);
 
 #endif /* FP8LAB_EXPERIMENT_EXPERIMENT_H */

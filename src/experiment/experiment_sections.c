@@ -105,10 +105,21 @@ void fp8_exp_trace_end(exp_ctx *c) {
         ex->reduce_group = n;
         ex->reduce_group_line = e->line;
       }
+    } else if (strcmp(e->key, "reduce_stride") == 0) {
+      int64_t n;
+      if (fp8_exp_parse_i64(v, &n) || n < 1 || n > FP8_RANK_LIMIT) {
+        fp8_exp_fail(c, e->line,
+                     "bad reduce_stride \"%s\" (expected an integer in 1..%d: the distance "
+                     "between the ranks of an amax reduction group)",
+                     v, FP8_RANK_LIMIT);
+      } else {
+        ex->reduce_stride = n;
+        ex->reduce_stride_line = e->line;
+      }
     } else {
       fp8_exp_fail(c, e->line,
                    "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
-                   "synth_seed, reduce_amax or reduce_group)",
+                   "synth_seed, reduce_amax, reduce_group or reduce_stride)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

@@ -32,6 +32,7 @@ int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const ch
      * would silently do nothing on one rank, which is most likely a path pointing at one
      * rank_<r>/ folder instead of the run folder */
     int al = ex->reduce_amax ? ex->reduce_amax_line : 0, gl = ex->reduce_group_line;
+    if (!gl || (ex->reduce_stride_line && ex->reduce_stride_line < gl)) gl = ex->reduce_stride_line;
     if (al && (!gl || al < gl)) {
       line = al;
       snprintf(msg, sizeof msg,
@@ -41,10 +42,22 @@ int fp8_experiment_check_ranks(const fp8_experiment *ex, size_t nranks, const ch
     } else if (gl) {
       line = gl;
       snprintf(msg, sizeof msg,
-               "reduce_group needs a multi-rank trace, but %s is a single-rank trace (point "
+               "%s needs a multi-rank trace, but %s is a single-rank trace (point "
                "path at the folder that holds rank_0/, rank_1/, ...)",
-               trace);
+               gl == ex->reduce_group_line ? "reduce_group" : "reduce_stride", trace);
     }
+  } else if (ex->reduce_stride_line && !ex->reduce_group_line) {
+    line = ex->reduce_stride_line;
+    snprintf(msg, sizeof msg,
+             "reduce_stride needs reduce_group (the ranks per group; a group is ranks r, r+S, "
+             "..., r+(G-1)S)");
+  } else if (ex->reduce_stride_line &&
+             nranks % ((size_t)ex->reduce_group * (size_t)ex->reduce_stride) != 0) {
+    line = ex->reduce_stride_line;
+    snprintf(msg, sizeof msg,
+             "reduce_group = %lld x reduce_stride = %lld does not divide the %zu ranks of %s "
+             "(strided groups tile blocks of G x S ranks)",
+             (long long)ex->reduce_group, (long long)ex->reduce_stride, nranks, trace);
   } else if (ex->reduce_group_line && nranks % (size_t)ex->reduce_group != 0) {
     line = ex->reduce_group_line;
     int o = snprintf(msg, sizeof msg,
@@ -84,6 +97,13 @@ int fp8_experiment_check_steps(const fp8_experiment *ex, const int64_t *steps, s
 
 size_t fp8_experiment_reduce_group(const fp8_experiment *ex, size_t nranks) {
   return ex->reduce_group > 0 ? (size_t)ex->reduce_group : nranks;
+}
+
+size_t fp8_experiment_group_of(const fp8_experiment *ex, size_t nranks, size_t r) {
+  size_t g = fp8_experiment_reduce_group(ex, nranks), s = ex->reduce_stride > 1
+                                                             ? (size_t)ex->reduce_stride : 1;
+  if (g == 0) return 0;
+  return r / (g * s) * s + r % s;
 }
 
 int fp8_experiment_rank_tensor_selected(const fp8_experiment *ex, const char *full,

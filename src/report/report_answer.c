@@ -239,6 +239,8 @@ static void put_trace(FILE *fp, const rep_t *r) {
   }
   if (run->reduce_amax)
     fprintf(fp, "reduce_amax = true\nreduce_group = %lld\n", (long long)run->reduce_group);
+  if (run->reduce_amax && run->reduce_stride > 1)
+    fprintf(fp, "reduce_stride = %lld\n", (long long)run->reduce_stride);
 }
 
 /* v in the fewest digits that read back as v (a budget of 1e-6 stays 1e-06, not

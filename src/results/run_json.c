@@ -220,6 +220,11 @@ static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path,
     r->reduce_amax = json_is_true(ra);
     r->reduce_group = (int64_t)json_integer_value(rg);
   }
+  json_t *rs = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_STRIDE);
+  if (rs && (!ra || !json_is_integer(rs) || json_integer_value(rs) < 1))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.reduce_stride: expected an integer "
+                      ">= 1, with reduce_amax and reduce_group", path);
+  if (rs) r->reduce_stride = (int64_t)json_integer_value(rs);
   return FP8_OK;
 }
 

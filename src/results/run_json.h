@@ -76,6 +76,7 @@
 #define FP8_RUNJSON_TR_RANKS "ranks"
 #define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
 #define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
+#define FP8_RUNJSON_TR_REDUCE_STRIDE "reduce_stride"
 
 /* inputs[] */
 #define FP8_RUNJSON_IN_PATH "path"
@@ -133,6 +134,7 @@ typedef struct {
   size_t ntrace_tensors;
   int reduce_amax;          /**< trace.reduce_amax (multi-rank traces only; 0 otherwise) */
   int64_t reduce_group;     /**< trace.reduce_group, with reduce_amax */
+  int64_t reduce_stride;    /**< trace.reduce_stride (strided groups); 0: absent (contiguous) */
   int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
   int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
   int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */

@@ -147,6 +147,9 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
     json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_AMAX, json_boolean(ex->reduce_amax));
     json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_GROUP,
                         json_integer((json_int_t)fp8_experiment_reduce_group(ex, tr->nranks)));
+    if (ex->reduce_stride > 1) /* strided groups only: contiguous ones read as before */
+      json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_STRIDE,
+                          json_integer((json_int_t)ex->reduce_stride));
   }
   return tro;
 }

@@ -280,7 +280,7 @@ static int cmp_red_key(const void *a, const void *b) {
   return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen) {
+int run_reduction_init(run_t *r, size_t nranks, char *err, size_t errlen) {
   red_key *k = malloc((r->ntensors + 1) * sizeof *k);
   r->red_slot = malloc((r->ntensors + 1) * sizeof *r->red_slot);
   if (!k || !r->red_slot) {
@@ -288,7 +288,7 @@ int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen) {
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
   for (size_t i = 0; i < r->ntensors; i++)
-    k[i] = (red_key){r->t[i].local, r->t[i].rank / group_size, i};
+    k[i] = (red_key){r->t[i].local, fp8_experiment_group_of(r->ex, nranks, r->t[i].rank), i};
   qsort(k, r->ntensors, sizeof *k, cmp_red_key);
   r->nred = 0;
   for (size_t i = 0; i < r->ntensors; i++) {

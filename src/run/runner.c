@@ -255,7 +255,7 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   if (!rc && nnames == 0) rc = no_tensor_error(ex, trace_dir, err, errlen);
   if (!rc) rc = run_tensors_init(r, names, nnames, err, errlen);
   if (!rc && tr->nranks && ex->reduce_amax)
-    rc = run_reduction_init(r, fp8_experiment_reduce_group(ex, tr->nranks), err, errlen);
+    rc = run_reduction_init(r, tr->nranks, err, errlen);
   if (!rc && run_union_steps(ex, tr, steps, nsteps) != FP8_OK)
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc && !(*amax_map = malloc((tr->namax_names + 1) * sizeof **amax_map)))

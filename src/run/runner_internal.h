@@ -86,7 +86,7 @@ int run_tensor_selected(const fp8_experiment *ex, const fp8_trace *tr, const cha
 int run_collect_names(const fp8_experiment *ex, const fp8_trace *tr, char ***names_out,
                       size_t *n_out, char *err, size_t errlen);
 int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen);
-int run_reduction_init(run_t *r, size_t group_size, char *err, size_t errlen);
+int run_reduction_init(run_t *r, size_t nranks, char *err, size_t errlen);
 int run_engines_init(run_t *r, char *err, size_t errlen);
 void run_free(run_t *r);
 /* 1 when the current step is a warm-up step of tensor i (docs/semantics.md "Warm-up") */

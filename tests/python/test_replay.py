@@ -16,7 +16,8 @@ recipe of three kinds over the tensors) to a blocks case.
 
 The "ranks" cases replay multi-rank traces (gen_trace.py --ranks R: rank_<r>/ folders whose
 amaxes differ per rank) as one trace with tensors rank_<r>/<name>, with [trace] reduce_amax off
-and on (all ranks in one group, or reduce_group = 2 of 4), against the reference's own
+and on (all ranks in one group, reduce_group = 2 of 4, or strided: reduce_stride = 2, groups
+{0, 2} and {1, 3}), against the reference's own
 multi-rank replay. Without reduce_amax every rank must be replayed independently: the
 "independent" case replays each rank_<r>/ folder on its own and requires steps.csv,
 summary.csv, histograms.csv (and gemm.csv) of the multi-rank run to be byte for byte those
@@ -342,6 +343,10 @@ def main():
          lambda: case_ranks(binary, tmp, 53, 4, ["--reduce-amax"])),
         ("ranks 4 seed 54 reduce_amax reduce_group = 2",
          lambda: case_ranks(binary, tmp, 54, 4, ["--reduce-amax", "--reduce-group", "2"])),
+        # strided groups (issue 26): with 4 ranks, groups {0, 2} and {1, 3}
+        ("ranks 4 seed 58 reduce_amax reduce_group = 2 reduce_stride = 2",
+         lambda: case_ranks(binary, tmp, 58, 4, ["--reduce-amax", "--reduce-group", "2",
+                                                 "--reduce-stride", "2"])),
         ("ranks 4 seed 55 independent ranks",
          lambda: case_ranks(binary, tmp, 55, 4, [], independent=True)),
         ("ranks 3 seed 56 npy selections reduce_amax",

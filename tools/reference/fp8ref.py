@@ -1029,6 +1029,7 @@ class Experiment:
         self.gemm_max_tokens = 1024   # [analysis] gemm_max_tokens (0 = all tokens)
         self.reduce_amax = False      # [trace] reduce_amax
         self.reduce_group = None      # [trace] reduce_group (None: all ranks form one group)
+        self.reduce_stride = 1        # [trace] reduce_stride: a group is r, r+S, ..., r+(G-1)S
         self.warmup_steps = None      # [analysis] warmup_steps (None: warm-up until a tensor's
                                       # delayed update was first fed a finite non-zero amax)
 
@@ -1069,6 +1070,13 @@ def parse_experiment(path, warn=sys.stderr):
                 if not re.fullmatch(r"[0-9]+", g) or int(g) < 1:
                     raise ValueError("[trace] reduce_group must be an integer >= 1, not %r" % g)
                 exp.reduce_group = int(g)
+            if "reduce_stride" in kv:
+                g = kv["reduce_stride"].strip()
+                if not re.fullmatch(r"[0-9]+", g) or int(g) < 1:
+                    raise ValueError("[trace] reduce_stride must be an integer >= 1, not %r" % g)
+                if exp.reduce_group is None:
+                    raise ValueError("[trace] reduce_stride needs reduce_group")
+                exp.reduce_stride = int(g)
         elif sec == "output":
             if "dir" in kv:
                 exp.output_dir = os.path.normpath(os.path.join(base, kv["dir"]))
@@ -1492,20 +1500,30 @@ def summary_rows(exp, rows):
 
 def reduction_groups(exp, trace, names):
     """-> {tensor: group key} when amaxes are reduced (tensors with one key share the reduced
-    amax), or None. Groups are contiguous blocks of reduce_group ranks."""
+    amax), or None. Groups are reduce_group ranks each: contiguous blocks, or with reduce_stride
+    S the ranks r, r+S, ..., r+(G-1)S (blocks of G x S ranks holding S groups)."""
     if not exp.reduce_amax and exp.reduce_group is None:
         return None
     if trace.nranks == 0:
         raise ValueError("reduce_amax = true / reduce_group need a multi-rank trace")
     size = exp.reduce_group or trace.nranks
-    if trace.nranks % size:
-        raise ValueError("reduce_group = %d does not divide %d ranks" % (size, trace.nranks))
+    stride = exp.reduce_stride
+    if trace.nranks % (size * stride):
+        raise ValueError("reduce_group = %d x reduce_stride = %d does not divide %d ranks"
+                         % (size, stride, trace.nranks))
     if not exp.reduce_amax:
         return None
+    # the groups listed rank by rank: block b of G x S ranks holds the S groups
+    # {b G S + o + j S : j < G}, o < S
+    group_of = {}
+    for b in range(trace.nranks // (size * stride)):
+        for o in range(stride):
+            for j in range(size):
+                group_of[b * size * stride + o + j * stride] = (b, o)
     out = {}
     for name in names:
         r, local = split_rank(name)
-        out[name] = (local, r // size)
+        out[name] = (local, group_of[r])
     return out
 
 

@@ -3,7 +3,7 @@
 against the Python reference (fp8ref.py).
 
   gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select] [--blocks]
-               [--ranks R] [--reduce-amax] [--reduce-group N]
+               [--ranks R] [--reduce-amax] [--reduce-group N] [--reduce-stride S]
 
 DIR gets step_<N>.safetensors snapshots (own writer: 8-byte LE header length, JSON header
 padded with a random number of spaces so that the data does not always start 4-aligned, then
@@ -34,7 +34,8 @@ one tensor is missing on rank 1 at one snapshot step (neither in the snapshot no
 the last rank has a snapshot step no other rank has, each rank's amax.csv covers its own random
 set of steps between the snapshots (steps that only some ranks record), and each rank has an
 amax.csv-only tensor of its own (ghost_r<r>.input) besides the shared ones. --reduce-amax and
---reduce-group N add [trace] reduce_amax = true and reduce_group = N to the INI; with --select,
+--reduce-group N (--reduce-stride S) add [trace] reduce_amax = true and reduce_group = N
+(reduce_stride = S) to the INI; with --select,
 the tensors selection also keeps rank_0/*.input (a glob with '/', matched against the
 rank-prefixed name).
 
@@ -593,6 +594,7 @@ def main(argv=None):
     ap.add_argument("--reduce-amax", action="store_true",
                     help="[trace] reduce_amax = true in the INI")
     ap.add_argument("--reduce-group", type=int, help="[trace] reduce_group = N in the INI")
+    ap.add_argument("--reduce-stride", type=int, help="[trace] reduce_stride = S in the INI")
     args = ap.parse_args(argv)
     if args.ranks:
         snap_steps, specs, _ = generate_ranks(args.dir, args.seed, args.ranks, args.npy,
@@ -612,6 +614,8 @@ def main(argv=None):
             reduce += "reduce_amax = true\n"
         if args.reduce_group is not None:
             reduce += "reduce_group = %d\n" % args.reduce_group
+        if args.reduce_stride is not None:
+            reduce += "reduce_stride = %d\n" % args.reduce_stride
         write_ini(args.ini, args.dir, args.seed, args.out, select, args.blocks, reduce)
     print("gen_trace: %d snapshots at steps %s, %d tensors%s%s -> %s" % (
         len(snap_steps), " ".join(map(str, snap_steps)), len(specs),
