@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine.h"
 #include "png_io.h"
 #include "testutil.h"
 #include "timeline.h"
+#include "trace.h"
 #include "timeline_inputs.h"
 #include "timeline_report.h"
 
@@ -455,6 +457,29 @@ START_TEST(cli_estimate) {
   md = tu_read_file(path, NULL);
   ck_assert_ptr_nonnull(strstr(md, "8 Linear layers in 2 transformer layers"));
   ck_assert_ptr_null(strstr(md, "| delayed-overlap |"));
+  free(md);
+  /* a trace with an LM head: two layers, and the head counted apart (issue 25 point 5) */
+  snprintf(path, sizeof path, "%s/lm", dir);
+  mkdir(path, 0777);
+  float x[32], w[400];
+  for (int i = 0; i < 32; i++) x[i] = 1.0f;
+  for (int i = 0; i < 400; i++) w[i] = 0.5f;
+  fp8_tensor_out t[6] = {{"layers.0.fc.input", FP8_DTYPE_F32, 2, {8, 4}, x},
+                         {"layers.0.fc.weight", FP8_DTYPE_F32, 2, {6, 4}, w},
+                         {"layers.1.fc.input", FP8_DTYPE_F32, 2, {8, 4}, x},
+                         {"layers.1.fc.weight", FP8_DTYPE_F32, 2, {6, 4}, w},
+                         {"lm_head.input", FP8_DTYPE_F32, 2, {8, 4}, x},
+                         {"lm_head.weight", FP8_DTYPE_F32, 2, {100, 4}, w}};
+  char err2[FP8_ERRLEN];
+  snprintf(path, sizeof path, "%s/lm/step_0.safetensors", dir);
+  ck_assert_int_eq(fp8_safetensors_write(path, t, 6, NULL, err2, sizeof err2), FP8_OK);
+  st = tu_cli(dir, &out, "timeline lm --device cpu --out tl3 --quiet");
+  ck_assert_msg(st == 0 && out[0] == 0, "exit %d: %s", st, out);
+  free(out);
+  snprintf(path, sizeof path, "%s/tl3/timeline.md", dir);
+  md = tu_read_file(path, NULL);
+  ck_assert_msg(strstr(md, "Shape: 3 Linear layers in 2 transformer layers and 1 outside them "
+                           "(an LM head)") != NULL, "%.400s", md);
   free(md);
   tu_rmtree(dir);
   free(dir);
