@@ -454,7 +454,7 @@ END_TEST
 START_TEST(test_heatmap_single_high_cell) {
   const char *xl[] = {"1", "16", "128"}, *yl[] = {"0", "1", "2"};
   double v[9] = {0, 0, 0, 0, 1, 0, 0, 0, 0};
-  fp8_heatmap h = {3, 3, xl, yl, v, NULL, "rate (fraction)", 0, 0, 0, 0, 0, NULL};
+  fp8_heatmap h = {3, 3, xl, yl, v, NULL, "rate (fraction)", 0, 0, 0, 0, 0, NULL, NULL};
   fp8_chart c = base_chart("one high cell");
   c.xlabel = "history length (steps)";
   c.ylabel = "margin";
@@ -476,7 +476,7 @@ END_TEST
 START_TEST(test_heatmap_log_nan_text) {
   const char *xl[] = {"1", "16", "128", "1024"}, *yl[] = {"0", "1", "2"};
   double v[12] = {1e-5, 3e-5, 2e-4, 1e-3, 0, 1e-6, 5e-6, NAN, 2e-7, 0.5, 1e-6, 2e-6};
-  fp8_heatmap h = {4, 3, xl, yl, v, "%.2g", "overflow rate", 1, 0, 0, 1, 0, NULL};
+  fp8_heatmap h = {4, 3, xl, yl, v, "%.2g", "overflow rate", 1, 0, 0, 1, 0, NULL, NULL};
   fp8_chart c = base_chart("log colour scale");
   c.width = 1400;
   c.height = 900;
@@ -751,7 +751,7 @@ END_TEST
 START_TEST(test_heatmap_budget_outline) {
   const char *xl[] = {"1", "1024"}, *yl[] = {"0"};
   double v[2] = {1e-2, 0};
-  fp8_heatmap h = {2, 1, xl, yl, v, NULL, "clipped rate", 1, 0, 0, 1, 0, NULL};
+  fp8_heatmap h = {2, 1, xl, yl, v, NULL, "clipped rate", 1, 0, 0, 1, 0, NULL, NULL};
   fp8_chart c = base_chart("budget");
   c.xlabel = "history";
   c.ylabel = "margin";
@@ -783,6 +783,37 @@ START_TEST(test_heatmap_budget_outline) {
     }
   ck_assert_msg(right > 1000 && left == 0, "new dark pixels: %ld left of x %d, %ld right", left,
                 mid, right);
+  /* judged by other values (budget_values): now the left cell is within, the right not; and
+   * a budget of 0 outlines a cell whose value is 0 */
+  double bv[2] = {1e-4, 1.0};
+  h.budget_values = bv;
+  ck_assert_msg(fp8_plot_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  image d = load(p);
+  long dl = 0, dr = 0;
+  for (int y = 0; y < d.h; y++)
+    for (int x = 0; x < d.w * 8 / 10; x++) {
+      const uint8_t *qa = px(&a, x, y), *qd = px(&d, x, y);
+      int da = qa[0] < 60 && qa[1] < 60 && qa[2] < 60, dd = qd[0] < 60 && qd[1] < 60 && qd[2] < 60;
+      if (dd && !da) {
+        if (x < mid) dl++;
+        else dr++;
+      }
+    }
+  ck_assert_msg(dl > 1000 && dr == 0, "budget_values: new dark pixels %ld left, %ld right", dl, dr);
+  free(d.rgb);
+  h.budget_values = NULL;
+  h.budget = 0;
+  h.budget_label = "value budget 0";
+  ck_assert_msg(fp8_plot_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  image z = load(p);
+  long zr = 0;
+  for (int y = 0; y < z.h; y++)
+    for (int x = mid; x < z.w * 8 / 10; x++) {
+      const uint8_t *qa = px(&a, x, y), *qz = px(&z, x, y);
+      zr += (qz[0] < 60 && qz[1] < 60 && qz[2] < 60) && !(qa[0] < 60 && qa[1] < 60 && qa[2] < 60);
+    }
+  ck_assert_msg(zr > 1000, "budget 0: %ld new dark pixels in the zero cell", zr);
+  free(z.rgb);
   free(a.rgb);
   free(b.rgb);
 }
@@ -796,7 +827,7 @@ START_TEST(test_charts_independent_and_quiet) {
   fp8_chart c = base_chart("same chart twice");
   const char *xl[] = {"a", "b"}, *yl[] = {"c"};
   double v[2] = {1, 2};
-  fp8_heatmap h = {2, 1, xl, yl, v, "%.1f", "z", 0, 0, 0, 0, 0, NULL};
+  fp8_heatmap h = {2, 1, xl, yl, v, "%.1f", "z", 0, 0, 0, 0, 0, NULL, NULL};
 
   /* stdout and stderr go to a file while drawing: PLplot must print nothing. */
   char *log = strdup(path_in("out.log"));
@@ -1138,7 +1169,7 @@ START_TEST(test_unwritable_path) {
   ck_assert_int_eq(tu_write_file(path_in("file"), "x", 1), 0);
   const char *xl[] = {"a"}, *yl[] = {"b"};
   double v[1] = {1};
-  fp8_heatmap h = {1, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0, 0, NULL};
+  fp8_heatmap h = {1, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL};
   ck_assert_int_eq(fp8_plot_heatmap(path_in("file/h.png"), &c, &h, err, sizeof err), FP8_EIO);
   ck_assert_int_eq(count_entries(tmpdir), 2);
 }
@@ -1177,7 +1208,7 @@ START_TEST(test_invalid_args) {
   /* Heatmap: zero size, missing labels, a format that is not one double. */
   const char *xl[] = {"a", "b"}, *yl[] = {"c"};
   double v[2] = {1, 2};
-  fp8_heatmap h = {0, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0, 0, NULL};
+  fp8_heatmap h = {0, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL};
   ck_assert_int_eq(fp8_plot_heatmap(p, &c, &h, err, sizeof err), FP8_EINVAL);
   h.nx = 2;
   h.ylabels = NULL;

@@ -128,6 +128,11 @@ START_TEST(test_run_writes_report) {
    * configurations not drawn) */
   ck_assert_msg(strstr(md, "delayed scaling at margin 0 and amax_compute max could represent at "
                            "that step, one curve per history length") != NULL, "%s", md);
+  /* the value budget's heatmap outlines a cell when every tensor of the role is within the
+   * budget on its own (the cell shows the role's pooled rate) */
+  ck_assert_msg(strstr(md, "outlined cells are those where every input tensor is within the "
+                           "value budget (0.001, the line on the colour bar) on its own") != NULL,
+                "%s", md);
   free(md);
 
   /* the notebook validates (Debian's python3-nbformat) */

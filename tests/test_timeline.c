@@ -272,6 +272,15 @@ START_TEST(shape_from_views) {
   ck_assert_int_eq(s.nlinears, 3);
   ck_assert_int_eq(s.layers, 2);
   ck_assert_uint_eq(fp8_tl_layer_prefix("lm_head"), 0);
+  ck_assert_uint_eq(fp8_tl_outside_layers(&s), 1);
+  fp8_tl_shape_free(&s);
+  /* no numbered layer at all: the whole model is one layer, nothing "outside" it */
+  fp8_tensor_view u[] = {view("fc1.input", 8, 4, FP8_DTYPE_BF16), view("fc1.weight", 6, 4, FP8_DTYPE_BF16),
+                         view("fc2.input", 8, 6, FP8_DTYPE_BF16), view("fc2.weight", 4, 6, FP8_DTYPE_BF16)};
+  ck_assert_int_eq(fp8_tl_shape_views(u, 4, &s, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(s.nlinears, 2);
+  ck_assert_int_eq(s.layers, 1);
+  ck_assert_uint_eq(fp8_tl_outside_layers(&s), 0);
   ck_assert_uint_eq(fp8_tl_layer_prefix("model.layers.1.fc"), strlen("model.layers.1"));
   fp8_tl_shape_free(&s);
 }
@@ -479,7 +488,7 @@ START_TEST(cli_estimate) {
   snprintf(path, sizeof path, "%s/tl3/timeline.md", dir);
   md = tu_read_file(path, NULL);
   ck_assert_msg(strstr(md, "Shape: 3 Linear layers in 2 transformer layers and 1 outside them "
-                           "(an LM head)") != NULL, "%.400s", md);
+                           "(such as an LM head)") != NULL, "%.400s", md);
   free(md);
   tu_rmtree(dir);
   free(dir);

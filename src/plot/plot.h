@@ -142,11 +142,15 @@ typedef struct {
   double vmin, vmax;          /**< colour range when vmin < vmax (values beyond take the end
                                    colours); else the data range (whole decades when log) */
   int reverse;                /**< 1: reversed viridis (dark = low becomes dark = high) */
-  /** > 0: a budget. Cells whose value is <= budget (0 included) are outlined, and the colour
-   *  bar has a line at the budget; budget_label (e.g. "value budget 1e-05") names it in the
-   *  colour bar's label, so that the plot reads without its caption. 0: none. */
+  /** A budget, when budget_label is not NULL (e.g. "value budget 1e-05": it names the budget
+   *  in the colour bar's label, so that the plot reads without its caption): the cells whose
+   *  budget value is <= budget are outlined, and the colour bar has a line at the budget (when
+   *  it lies in the bar's range). The budget value of cell i is budget_values[i], or values[i]
+   *  when budget_values is NULL (a cell may show one quantity and be judged by another: a
+   *  role's pooled rate, outlined when its worst tensor is within the budget). */
   double budget;
   const char *budget_label;
+  const double *budget_values;
 } fp8_heatmap;
 
 /**

@@ -163,11 +163,12 @@ static void heatmap_cells(const canvas *c, const box *p, const fp8_heatmap *hm, 
   }
   for (size_t iy = 1; iy < hm->ny; iy++) pljoin(0, (double)iy, (double)hm->nx, (double)iy);
   plcol0(CI_FG);
-  if (hm->budget > 0) { /* the cells within the budget: a thick outline inside the cell */
+  if (hm->budget_label) { /* the cells within the budget: a thick outline inside the cell */
+    const double *bv = hm->budget_values ? hm->budget_values : hm->values;
     plwidth(3.0 * c->s);
     for (size_t iy = 0; iy < hm->ny; iy++)
       for (size_t ix = 0; ix < hm->nx; ix++) {
-        double v = hm->values[iy * hm->nx + ix];
+        double v = bv[iy * hm->nx + ix];
         if (!(v <= hm->budget)) continue;
         const double d = 0.07, x0 = ix + d, x1 = ix + 1.0 - d, y0 = iy + d, y1 = iy + 1.0 - d;
         pljoin(x0, y0, x1, y0);
@@ -297,11 +298,10 @@ int fp8_plot_heatmap(const char *path, const fp8_chart *ch, const fp8_heatmap *h
   box cb = {H.p.r + H.bar_gap, H.p.r + H.bar_gap + H.bar_w, H.p.t, H.p.b};
   char bar_label[512];
   snprintf(bar_label, sizeof bar_label, "%s%s%s%s", hm->colorbar_label ? hm->colorbar_label : "",
-           hm->budget > 0 ? "; outlined: within the " : "",
-           hm->budget > 0 && hm->budget_label ? hm->budget_label : hm->budget > 0 ? "budget" : "",
-           hm->budget > 0 ? " (line)" : "");
+           hm->budget_label ? "; outlined: within the " : "",
+           hm->budget_label ? hm->budget_label : "", hm->budget_label ? " (line)" : "");
   plot_colorbar(&c, &cb, &av, H.cap, H.bar_lab, H.bar_title ? bar_label : NULL);
-  if (hm->budget > 0) { /* the budget on the colour bar */
+  if (hm->budget_label) { /* the budget on the colour bar */
     double y = plot_ax_map(&av, hm->budget);
     if (isfinite(y) && y >= av.lo && y <= av.hi) {
       plot_mode(&c, &cb, 0, 1, av.lo, av.hi);

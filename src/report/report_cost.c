@@ -36,12 +36,13 @@ void rep_add_cost(const rep_t *r, fp8_doc *d) {
   fp8_tl_linear *lin = malloc((cap->nlinears ? cap->nlinears : 1) * sizeof *lin);
   if (!lin) return;
   int64_t tcap = 0;
-  size_t outside = 0;
   for (size_t i = 0; i < cap->nlinears; i++) {
     lin[i] = cap->linears[i];
     if (cap->linears[i].tokens > tcap) tcap = cap->linears[i].tokens;
-    outside += fp8_tl_layer_prefix(cap->linears[i].name) == 0;
   }
+  /* the layers recounted from the names: a run.json of before counted an LM head as a layer */
+  s.layers = fp8_tl_count_layers(cap);
+  const size_t outside = fp8_tl_outside_layers(cap);
   const int scaled = r->run.cost_tokens > 0 && tcap > 0;
   if (scaled)
     for (size_t i = 0; i < cap->nlinears; i++) {

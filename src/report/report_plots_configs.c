@@ -67,15 +67,17 @@ static int hm_collect(const rep_t *r, hm_axes *A) {
   return 1;
 }
 
-/* One role's cells: the clipped rate (clipped over finite values of all its tensors) and the
- * worst tensor's clip_step_rate. Returns whether any cell has data. */
-static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, double *steps) {
+/* One role's cells: the clipped rate (clipped over finite values of all its tensors), the worst
+ * tensor's clipped rate (what the value budget judges: each tensor on its own) and the worst
+ * tensor's clip_step_rate. Returns whether any cell has data. */
+static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, double *wclip,
+                    double *steps) {
   const cfg_t *b = &r->cfgs[r->ref];
   int any = 0;
   for (size_t iy = 0; iy < A->nm; iy++)
     for (size_t ix = 0; ix < A->nh; ix++) {
       int64_t cl = 0, f = 0;
-      double worst = NAN;
+      double worst = NAN, wc = NAN;
       for (size_t g = 0; g < r->tab.ngroups; g++) {
         const cfg_t *c = &r->cfgs[r->gcfg[g]];
         if ((int)r->tab.groups[g].role != role || !sibling(c, b) ||
@@ -85,23 +87,27 @@ static int hm_cells(const rep_t *r, const hm_axes *A, int role, double *clip, do
         cl += s->clipped;
         f += s->finite;
         if (isfinite(s->clip_step_rate) && !(s->clip_step_rate <= worst)) worst = s->clip_step_rate;
+        if (isfinite(s->clipped_rate) && !(s->clipped_rate <= wc)) wc = s->clipped_rate;
       }
       clip[iy * A->nh + ix] = f > 0 ? (double)cl / (double)f : NAN;
+      wclip[iy * A->nh + ix] = wc;
       steps[iy * A->nh + ix] = worst;
       any |= f > 0;
     }
   return any;
 }
 
+/* judge: the values the budget outlines go by (NULL: v). */
 static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role, int metric,
-                   const double *v, char *err, size_t errlen) {
+                   const double *v, const double *judge, char *err, size_t errlen) {
   const cfg_t *b = &r->cfgs[r->ref];
   const char *rname = rp_role_name(role);
   char title[512], file[200], path[4600];
   snprintf(title, sizeof title, "%s tensors, %s, amax_compute = %s: %s", rname, b->key.recipe,
            b->key.amax_compute == FP8_AMAX_MAX ? "max" : "most_recent",
            metric == 0 ? "clipped rate (clipped / finite values, all tensors)"
-                       : "steps whose largest element clipped (worst tensor)");
+           : rep_micro(r) ? "micro-batches whose largest element clipped (worst tensor)"
+                          : "steps whose largest element clipped (worst tensor)");
   snprintf(file, sizeof file, "heatmap_%s_%s.png", metric == 0 ? "clipped" : "clipsteps", rname);
   rp_plot_path(r, file, path, sizeof path);
   fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
@@ -109,16 +115,19 @@ static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role
                          {"role", rname},
                          {"configuration", b->key.recipe},
                          {"plot", metric == 0 ? "clipped rate heatmap" : "clipped steps heatmap"}};
-  fp8_chart ch = {.title = title, .xlabel = "history_len (steps)", .ylabel = "margin (binades)", .text = text,
-                  .ntext = 5};
+  fp8_chart ch = {.title = title,
+                  .xlabel = rep_micro(r) ? "history_len (micro-batches)" : "history_len (steps)",
+                  .ylabel = "margin (binades)", .text = text, .ntext = 5};
   fp8_heatmap hm = {.nx = A->nh, .ny = A->nm, .xlabels = A->xp, .ylabels = A->yp, .values = v,
                     .cell_format = "%.2g", .logscale = 1, .reverse = 1,
                     .colorbar_label = metric == 0 ? "clipped rate (fraction of values, log scale)"
-                                                  : "fraction of steps clipped (log scale)",
-                    .budget = metric == 0 ? r->rec.budgets.value : r->rec.budgets.step};
+                                      : rep_micro(r) ? "fraction of micro-batches clipped (log scale)"
+                                                     : "fraction of steps clipped (log scale)",
+                    .budget = metric == 0 ? r->rec.budgets.value : r->rec.budgets.step,
+                    .budget_values = judge};
   char blabel[96];
-  snprintf(blabel, sizeof blabel, "%s budget %.3g", metric == 0 ? "value" : "step",
-           hm.budget);
+  snprintf(blabel, sizeof blabel, "%s budget %.3g%s", metric == 0 ? "value" : "step",
+           hm.budget, metric == 0 ? " (every tensor)" : "");
   hm.budget_label = blabel;
   int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
@@ -130,15 +139,17 @@ static int hm_draw(const rep_t *r, rep_charts *drawn, const hm_axes *A, int role
     snprintf(p->caption, sizeof p->caption,
              "Clipped rate of all %s tensors (values saturated past the rounding midpoint over finite "
              "values, snapshot steps without warm-up: the value budget's quantity) for each amax history "
-             "length and margin; 0 takes the lightest colour; outlined cells are within the value "
-             "budget (%.3g), the line on the colour bar.", rname, r->rec.budgets.value);
+             "length and margin; 0 takes the lightest colour; outlined cells are those where every "
+             "%s tensor is within the value budget (%.3g, the line on the colour bar) on its own.",
+             rname, rname, r->rec.budgets.value);
   else
     snprintf(p->caption, sizeof p->caption,
              "Fraction of the steps (%s, warm-up left out) whose largest element clipped, for the worst "
              "%s tensor (the step budget's quantity, which each tensor must meet), for each amax history "
              "length and margin; 0 takes the lightest colour; outlined cells are within the step "
              "budget (%.3g), the line on the colour bar.",
-             r->have_stream ? "every step of stream.csv" : "snapshot steps", rname,
+             rep_micro(r) ? "every micro-batch of stream.csv"
+             : r->have_stream ? "every step of stream.csv" : "snapshot steps", rname,
              r->rec.budgets.step);
   drawn->nplots++;
   return FP8_OK;
@@ -154,12 +165,13 @@ int rep_plot_config_maps(const rep_t *r, rep_charts *drawn, char *err, size_t er
   hm_axes A;
   if (!hm_collect(r, &A)) return FP8_OK;
   for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_UNKNOWN; role++) {
-    double clip[64 * 64], steps[64 * 64];
-    if (!hm_cells(r, &A, role, clip, steps)) continue;
+    double clip[64 * 64], wclip[64 * 64], steps[64 * 64];
+    if (!hm_cells(r, &A, role, clip, wclip, steps)) continue;
     size_t n = A.nh * A.nm;
-    int rc = differs(clip, n, 1e-12) ? hm_draw(r, drawn, &A, role, 0, clip, err, errlen) : FP8_OK;
+    int rc = differs(clip, n, 1e-12) ? hm_draw(r, drawn, &A, role, 0, clip, wclip, err, errlen)
+                                     : FP8_OK;
     if (rc == FP8_OK && differs(steps, n, 1e-12))
-      rc = hm_draw(r, drawn, &A, role, 1, steps, err, errlen);
+      rc = hm_draw(r, drawn, &A, role, 1, steps, NULL, err, errlen);
     if (rc) return rc;
   }
   return FP8_OK;

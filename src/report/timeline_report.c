@@ -155,19 +155,13 @@ static double median_of(double *v, size_t n) {
   return med;
 }
 
-/* Linears outside the numbered transformer layers (an LM head): not counted as a layer. */
-static size_t outside_layers(const fp8_tl_shape *s) {
-  size_t n = 0;
-  for (size_t i = 0; i < s->nlinears; i++) n += fp8_tl_layer_prefix(s->linears[i].name) == 0;
-  return n;
-}
-
 static void md_intro(FILE *fp, const fp8_tl_report *r) {
   const fp8_tl_shape *s = r->shape;
   const fp8_tl_device *d = r->dev;
   char outside[96] = "";
-  if (outside_layers(s))
-    snprintf(outside, sizeof outside, " and %zu outside them (an LM head)", outside_layers(s));
+  if (fp8_tl_outside_layers(s))
+    snprintf(outside, sizeof outside, " and %zu outside them (such as an LM head)",
+             fp8_tl_outside_layers(s));
   fprintf(fp, "# fp8lab timeline: what delayed scaling's bookkeeping costs per step\n\n");
   fprintf(fp, "%s, fp8lab %s. Shape: %zu Linear layers in %lld transformer layer%s%s (%s). Every "
           "Linear's input, weight and grad_output is cast to FP8 once per step (HYBRID: E4M3 "
@@ -378,8 +372,8 @@ int fp8_tl_write_md(const char *dir, const fp8_tl_report *r, char *err, size_t e
 
 void fp8_tl_print(FILE *fp, const fp8_tl_report *r) {
   char outside[64] = "";
-  if (outside_layers(r->shape))
-    snprintf(outside, sizeof outside, " + %zu outside them", outside_layers(r->shape));
+  if (fp8_tl_outside_layers(r->shape))
+    snprintf(outside, sizeof outside, " + %zu outside them", fp8_tl_outside_layers(r->shape));
   fprintf(fp, "%zu Linear layers in %lld layers%s (%s), history %d, world %lld\n",
           r->shape->nlinears, (long long)r->shape->layers, outside, r->shape->source,
           (int)r->shape->history_len, (long long)r->shape->world);

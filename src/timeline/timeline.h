@@ -130,6 +130,12 @@ int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char
  *  component ("layers.3" of "layers.3.mlp.fc1"); 0 for a Linear outside the numbered layers
  *  (lm_head), which `layers` does not count. */
 size_t fp8_tl_layer_prefix(const char *name);
+/** The transformer layers of a shape: the distinct layer prefixes of its Linears' names
+ *  (fp8_tl_layer_prefix), 1 when none has one. */
+int64_t fp8_tl_count_layers(const fp8_tl_shape *s);
+/** The Linears outside the numbered layers (an LM head); 0 when no Linear is in one (then the
+ *  whole model counts as one layer). */
+size_t fp8_tl_outside_layers(const fp8_tl_shape *s);
 
 #define FP8_TL_MAX_DEPS 2
 

@@ -62,7 +62,7 @@ size_t fp8_tl_layer_prefix(const char *name) {
 
 /* The distinct layer prefixes; Linears outside every layer (lm_head) are not a layer (issue 25:
  * a 4-layer model with its LM head counted 5). 1 when no Linear is in a numbered layer. */
-static int64_t count_layers(const fp8_tl_shape *s) {
+int64_t fp8_tl_count_layers(const fp8_tl_shape *s) {
   int64_t n = 0;
   for (size_t i = 0; i < s->nlinears; i++) {
     const char *a = s->linears[i].name;
@@ -75,6 +75,15 @@ static int64_t count_layers(const fp8_tl_shape *s) {
     n += j == i;
   }
   return n ? n : 1;
+}
+
+size_t fp8_tl_outside_layers(const fp8_tl_shape *s) {
+  size_t in = 0, out = 0;
+  for (size_t i = 0; i < s->nlinears; i++) {
+    if (fp8_tl_layer_prefix(s->linears[i].name)) in++;
+    else out++;
+  }
+  return in ? out : 0; /* no numbered layer at all: the whole model is the one layer */
 }
 
 int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char *err,
@@ -111,6 +120,6 @@ int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char
     s->linears[s->nlinears++] = l;
   }
   qsort(s->linears, s->nlinears, sizeof *s->linears, cmp_linear);
-  s->layers = count_layers(s);
+  s->layers = fp8_tl_count_layers(s);
   return FP8_OK;
 }

@@ -834,6 +834,13 @@ def tied_lm_head_named_by_its_gemm(tmp):
     assert "tied.transformer.fc.weight" not in meta, meta
     assert torch.equal(tensors["lm_head.weight"][1], model.transformer.wte.weight.detach())
     inspect_ok(trace, ["lm_head.input", "lm_head.weight", "lm_head.grad_output"])
+    # with lm_head left out by `modules`, its GEMM is not recorded under the embedding's name
+    trace2 = os.path.join(tmp, "t2")
+    with fp8lab_capture.Recorder(model, trace2, modules="transformer.*", every=1) as rec:
+        model(ids).float().pow(2).mean().backward()
+        rec.step(0)
+    gemms = sorted({n.rsplit(".", 1)[0] for n in rec.names})
+    assert gemms == ["transformer.fc"], gemms
 
 
 @test

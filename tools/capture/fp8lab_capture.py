@@ -554,11 +554,12 @@ class Recorder:
         mods = list(model.named_modules())
         mods = [m for m in mods if isinstance(m[1], gemm_types)] + \
             [m for m in mods if not isinstance(m[1], gemm_types)]
+        claimed = set()  # parameters of a GEMM that `modules` leaves out: no other name takes them
         for path, mod in mods:
             name = _readable(model, path)
             expected_mod = isinstance(mod, gemm_types)
             for pname, p in mod.named_parameters(recurse=False):
-                if p.dim() != 2 or id(p) in owned or id(p) in self._op_params:
+                if p.dim() != 2 or id(p) in owned or id(p) in self._op_params or id(p) in claimed:
                     continue
                 if pname == "weight":
                     g = name
@@ -567,6 +568,7 @@ class Recorder:
                 else:
                     g = "%s.%s" % (name, pname)
                 if not self._wanted(g):
+                    claimed.add(id(p))
                     continue
                 self._op_params[id(p)] = g
                 here = "%s.%s" % (path, pname) if path else pname

@@ -300,13 +300,13 @@ GEMM_MAX_TOKENS = 48
 
 def bf16_tiny(t):
     """A BF16 [3, 200] tensor whose first row's 1x128 tiles have amaxes below 448 / FLT_MAX
-    (2^-133 .. 2^-119: fp8_max / amax overflows float32, so TE's Float8BlockScaling scales
-    with BF16's largest finite value), a second row of ordinary values and a third of zeros
-    and tiny values (amax_epsilon's floor). Its own generator: the rest of the trace does not
-    depend on it."""
+    (values 2^-133 .. 2^-120; 448 / FLT_MAX = 2^-119.19: fp8_max / amax overflows float32, so
+    TE's Float8BlockScaling scales with BF16's largest finite value), a second row of ordinary
+    values and a third of zeros and tiny values (amax_epsilon's floor). Its own generator: the
+    rest of the trace does not depend on it."""
     rng = np.random.default_rng([t, 424242])
     x = np.zeros((3, 200))
-    x[0] = np.exp2(rng.uniform(-133, -119, 200)) * rng.choice([-1.0, 1.0], 200)
+    x[0] = np.exp2(rng.uniform(-133, -120, 200)) * rng.choice([-1.0, 1.0], 200)
     x[1] = rng.normal(0, 1, 200)
     x[2, ::7] = np.exp2(rng.uniform(-60, -20, 29))
     return representable(x, "BF16")
