@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs fp8lab's build and test dependencies from Debian packages, only those missing.
+# Open MPI (libopenmpi-dev, openmpi-bin): the MPI replay and its test (optional for the build).
 # Idempotent: a second run installs nothing and touches no package list.
 set -euo pipefail
 
 pkgs=(cmake make gcc g++ pkg-config libgsl-dev libpng-dev check libsubunit-dev libinih-dev
       libjansson-dev libplplot-dev plplot-driver-cairo libcairo2-dev fonts-dejavu-core libopenblas-dev libopenblas-pthread-dev
-      python3-nbformat)
+      python3-nbformat libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${pkgs[@]}"; do

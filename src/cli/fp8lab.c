@@ -27,6 +27,7 @@
 #include "report.h"
 #include "fp8.h"
 #include "runner.h"
+#include "run_mpi.h"
 #include "run_folder.h"
 #include "synth.h"
 #include "trace.h"
@@ -310,7 +311,7 @@ static int cmd_run(int argc, char **argv) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     opt.threads = n > 0 ? (n > 64 ? 64 : (int)n) : 1;
   }
-  opt.progress = isatty(STDERR_FILENO);
+  opt.progress = isatty(STDERR_FILENO) && fp8_mpi_rank() == 0;
 
   char err[FP8_ERRLEN * 2] = "";
   fp8_experiment ex;
@@ -354,6 +355,7 @@ static int cmd_run(int argc, char **argv) {
     errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
+  if (fp8_mpi_rank() != 0) return 0; /* process 0 writes the summary and the report */
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
   print_run_summary(&sum, dir, opt.quiet);
@@ -477,7 +479,14 @@ int main(int argc, char **argv) {
     printf("fp8lab %s\n", FP8LAB_VERSION);
     return 0;
   }
-  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "run") == 0) { /* under mpirun / srun: one process of an MPI replay */
+    fp8_mpi_init(&argc, &argv);
+    /* the processes other than 0 are silent: process 0 says what every one agreed on */
+    if (fp8_mpi_rank() != 0 && !freopen("/dev/null", "w", stderr)) return EXIT_RUNTIME;
+    int ret = cmd_run(argc - 2, argv + 2);
+    fp8_mpi_finalize();
+    return ret;
+  }
   if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
   if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);

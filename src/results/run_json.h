@@ -33,6 +33,7 @@
 #define FP8_RUNJSON_ROWS "rows"
 #define FP8_RUNJSON_GEMM_ROWS "gemm_rows"
 #define FP8_RUNJSON_THREADS "threads"
+#define FP8_RUNJSON_PROCESSES "processes"
 #define FP8_RUNJSON_ENGINE "engine"
 #define FP8_RUNJSON_ENGINE_DETAILS "engine_details"
 #define FP8_RUNJSON_AMAX_CSV_MISMATCHES "amax_csv_mismatches"

@@ -264,6 +264,8 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(sum->rows));
   json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(sum->gemm_rows));
   json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(threads));
+  if (r->np > 1) /* MPI: the processes of the replay (one process: no key, as before) */
+    json_object_set_new(root, FP8_RUNJSON_PROCESSES, json_integer(r->np));
   json_object_set_new(root, FP8_RUNJSON_ENGINE, json_string(fp8_engine_name(r->engine)));
   json_object_set_new(root, FP8_RUNJSON_ENGINE_DETAILS, engine_json(r));
   json_object_set_new(root, FP8_RUNJSON_AMAX_CSV_MISMATCHES, json_integer(r->mismatches));

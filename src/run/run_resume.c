@@ -152,6 +152,8 @@ void run_ckpt_close(run_t *r) {
 }
 
 int run_ckpt_micro(run_t *r, char *err, size_t errlen) {
+  /* MPI: no checkpoint past the first (a resume starts over; process 0 alone holds files) */
+  if (r->split) return FP8_OK;
   if (fwrite(r->amax, sizeof *r->amax, r->ntensors, r->amax_fp) != r->ntensors)
     return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s/amax.bin: write failed: %s", r->out,
                       FP8_RUN_CHECKPOINT_DIR, strerror(errno ? errno : EIO));
@@ -161,6 +163,7 @@ int run_ckpt_micro(run_t *r, char *err, size_t errlen) {
 int run_ckpt_step(run_t *r, char *err, size_t errlen) {
   /* at most every ckpt_every seconds, and never more than a tenth of the time: a checkpoint's
    * cost grows with tensors x configurations (the summary totals and the scales) */
+  if (r->split) return FP8_OK; /* MPI: see run_ckpt_micro */
   double now = run_now_s(), every = r->ckpt_every;
   if (every < 10.0 * r->ckpt_cost) every = 10.0 * r->ckpt_cost;
   /* (after the last step the commit's checkpoint follows at once) */

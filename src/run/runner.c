@@ -19,70 +19,8 @@
 #include <unistd.h>
 
 #include "run_folder.h"
+#include "run_mpi.h"
 #include "runner_internal.h"
-
-/* ------------------------------------------------------------------ one part of a step */
-
-/* Loads the part's tensors into the engine and queues their casts; then waits for them. */
-static int quantize_part(run_t *r, char *err, size_t errlen) {
-  int rc = FP8_OK;
-  for (size_t w = 0; w < r->nwork && rc == FP8_OK; w++) {
-    size_t i = r->work[w];
-    run_tensor *t = &r->t[i];
-    rc = fp8_engine_load(r->engine, i, t->view, err, errlen);
-    if (!rc) rc = fp8_engine_quantize_stats(r->engine, i, &t->res, err, errlen);
-  }
-  if (!rc) rc = fp8_engine_sync(r->engine, err, errlen);
-  return rc;
-}
-
-/* steps.csv and histograms.csv rows of the part's tensors, in tensor order (work[] is ascending
- * because both lists are sorted); the summary totals. */
-static void write_part_rows(run_t *r, int64_t step) {
-  for (size_t w = 0; w < r->nwork; w++) {
-    size_t i = r->work[w];
-    run_tensor *t = &r->t[i];
-    float amax = t->res.amax;
-    /* the snapshot's data wins over amax.csv, but not over several micro-batches' amaxes: it
-     * holds all of them concatenated, while each micro-batch's update sees its own */
-    if (!r->multi_micro) r->amax[i] = amax;
-    if (t->csv_has && t->csv_amax != amax) r->mismatches++;
-    fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
-    int warm = run_is_warmup(r, i);
-    t->snap = 1;
-    for (size_t c = 0; c < r->nconfigs; c++) {
-      if (!r->covers[i * r->nconfigs + c]) continue; /* its section's tensors leave it out */
-      fp8_steps_row row = {.tensor = t->name, .role = r->roles[i], .step = step,
-                           .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
-                           .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
-                           .block = &t->res.block[c], .warmup = warm};
-      fp8_results_put_steps_row(r->steps_fp, &row);
-      fp8_summary_acc_add(&t->acc[c], &row);
-      r->rows++;
-    }
-  }
-}
-
-/* One rank's snapshot of the step (a single-rank trace is one part). */
-static int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
-                    char *err, size_t errlen) {
-  fp8_step s;
-  int rc = fp8_trace_load_step_rank(tr, snap, rank, &s, err, errlen);
-  if (rc) return rc;
-  r->nwork = 0;
-  for (size_t k = 0; k < s.ntensors; k++) {
-    ssize_t idx = run_find_tensor(r, s.tensors[k].name);
-    if (idx < 0) continue; /* not selected */
-    r->t[idx].view = &s.tensors[k];
-    r->work[r->nwork++] = (size_t)idx;
-  }
-  rc = quantize_part(r, err, errlen);
-  if (!rc) write_part_rows(r, step);
-  if (!rc && r->ex->gemm) rc = run_gemm_part(r, &s, step, err, errlen);
-  for (size_t w = 0; w < r->nwork; w++) r->t[r->work[w]].view = NULL; /* unmapped with s */
-  fp8_step_free(&s);
-  return rc;
-}
 
 /* stream.csv rows of the step's micro-batch: every tensor under every delayed configuration,
  * with the scale it used (the engines' states before this micro-batch's updates), the tensor's
@@ -211,14 +149,22 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
     take_csv_rows(r, tr, arow, a_end, amax_map);
     while (snap < tr->nsteps && tr->steps[snap] < step) snap++;
     int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
-    for (size_t part = 0; have_snap && part < nparts; part++)
-      if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
+    if (r->split) { /* MPI: each process its ranks, process 0 the rows (run_split.c) */
+      int prc = FP8_OK;
+      for (size_t part = 0; have_snap && part < nparts; part++)
+        run_split_part(r, tr, snap, rank_order[part], step, &prc, err, errlen);
+      if ((rc = run_split_sync(r, have_snap, prc, err, errlen)) != FP8_OK) return rc;
+    } else {
+      for (size_t part = 0; have_snap && part < nparts; part++)
+        if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
+    }
     rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, err, errlen);
-    if (rc) return rc;
     arow = a_end;
-    if ((rc = check_writes(r, err, errlen)) != FP8_OK) return rc;
+    if (!rc) rc = check_writes(r, err, errlen);
     r->steps_done = si + 1;
-    if ((rc = run_ckpt_step(r, err, errlen)) != FP8_OK) return rc;
+    if (!rc) rc = run_ckpt_step(r, err, errlen);
+    if (r->split) rc = fp8_mpi_agree(rc, err, errlen); /* every process stops, or none */
+    if (rc) return rc;
     if (draw) run_progress(si + 1, nsteps, t0, &last_draw, si + 1 == nsteps);
     if (delay_ms > 0) nanosleep(&(struct timespec){delay_ms / 1000, delay_ms % 1000 * 1000000L}, NULL);
   }
@@ -405,7 +351,8 @@ static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen) {
   fp8_outfile part[4] = {{0}, {0}, {0}, {0}};
-  run_t r = {.ex = ex, .opt = opt, .part = part, .t0 = run_now_s()};
+  run_t r = {.ex = ex, .opt = opt, .part = part, .t0 = run_now_s(), .np = fp8_mpi_size(),
+             .me = fp8_mpi_rank()};
   fp8_trace tr;
   int trace_open = 0, rc = FP8_OK;
   int64_t *steps = NULL;
@@ -429,30 +376,50 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   r.out = out;
   r.ckpt_every = opt->checkpoint_s > 0 ? opt->checkpoint_s : 0;
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
-  if ((rc = run_dir_enter(opt, out, &undo, err, errlen)) != FP8_OK) goto done;
-  /* every check of the trace comes before the output directory is made (but a synth: trace
-   * is generated into it: run_dir_undo takes it away again) */
-  rc = run_dir_prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen);
-  if (rc) goto done;
-  if ((rc = fp8_trace_open(trace_dir, &tr, err, errlen)) != FP8_OK) goto done;
-  trace_open = 1;
-  r.multirank = tr.nranks > 0;
-  size_t nparts = tr.nranks ? tr.nranks : 1;
-  if (!(rank_order = malloc(nparts * sizeof *rank_order))) {
-    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  if (r.np > 1 && opt->resume) { /* the same answer on every process */
+    rc = fp8_errorf(FP8_EINVAL, err, errlen, "--resume is not supported under MPI yet: resume "
+                    "with one process (fp8lab run --resume), which starts the replay over");
     goto done;
   }
-  run_rank_order(rank_order, nparts);
-  if ((rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen)) != FP8_OK) goto done;
+  /* the output folder and the trace: process 0's (the others open the trace it names) */
+  if (r.me == 0) {
+    rc = run_dir_enter(opt, out, &undo, err, errlen);
+    /* every check of the trace comes before the output directory is made (but a synth: trace
+     * is generated into it: run_dir_undo takes it away again) */
+    if (!rc) rc = run_dir_prepare_trace(ex, opt, out, &undo, trace_dir, sizeof trace_dir, err, errlen);
+    if (!rc) trace_open = (rc = fp8_trace_open(trace_dir, &tr, err, errlen)) == FP8_OK;
+  }
+  if (r.np > 1 && (rc = fp8_mpi_agree(rc, err, errlen)) == FP8_OK) {
+    fp8_mpi_bcast(trace_dir, sizeof trace_dir, 0);
+    if (r.me != 0) trace_open = (rc = fp8_trace_open(trace_dir, &tr, err, errlen)) == FP8_OK;
+    rc = fp8_mpi_agree(rc, err, errlen);
+  }
+  if (rc) goto done;
+  r.multirank = tr.nranks > 0;
+  /* MPI: a multi-rank trace's ranks are spread over the processes; a single-rank trace is
+   * replayed by process 0 alone */
+  r.split = r.np > 1 && r.multirank;
+  if (r.np > 1 && !r.split && r.me != 0) goto done;
+  size_t nparts = tr.nranks ? tr.nranks : 1;
+  /* from here on, under MPI, a failure goes to the next agreement (no process may leave the
+   * others waiting in a collective) */
+  if (!(rank_order = malloc(nparts * sizeof *rank_order)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  else run_rank_order(rank_order, nparts);
+  if (!rc) rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen);
   r.nsteps = nsteps;
   for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
-  if ((rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen)) != FP8_OK) goto done;
+  if (!rc) rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen);
+  if (r.split) rc = fp8_mpi_agree(rc, err, errlen);
+  if (rc) goto done;
   if (opt->resume) sum->resumed_at = (long long)r.steps_done;
   snprintf(sum->engine, sizeof sum->engine, "%s", fp8_engine_name(r.engine));
   if (!opt->resume || info.phase != RUN_CKPT_COMMITTED) {
-    rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
+    if (r.me == 0) rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
+    if (r.split) rc = fp8_mpi_agree(rc, err, errlen);
     if (!rc) rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen);
-    if (!rc) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
+    if (!rc && r.split) rc = run_split_gather(&r, err, errlen);
+    if (!rc && r.me == 0) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
     if (rc) goto done;
   } else if (!opt->report_follows) { /* resumed after the commit: only the report was left */
     fp8_run_summary done = {.lock_fd = undo.lock_fd};
@@ -468,6 +435,8 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   undo.lock_fd = -1;
 
 done:
+  /* MPI: every process ends with process 0's status, or the first failing one's */
+  if (r.np > 1) rc = fp8_mpi_agree(rc, err, errlen);
   run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
                         when nothing is in place, else they are what a resume continues */
   run_free(&r);
@@ -477,7 +446,7 @@ done:
   if (trace_open) fp8_trace_close(&tr);
   /* a run that put no result in place leaves the directory as it found it; once one is in
    * place the generated trace belongs with it, and the one it replaced goes */
-  if (rc && !wrote) run_dir_undo(&undo, out, trace_dir, opt->resume);
+  if (rc && !wrote && r.me == 0) run_dir_undo(&undo, out, trace_dir, opt->resume);
   if (*undo.trace_old) fp8_rmtree(undo.trace_old);
   free(undo.created);
   fp8_rundir_unlock(undo.lock_fd);

@@ -78,7 +78,28 @@ typedef struct {
   double ckpt_every, ckpt_last, ckpt_cost; /* seconds: interval, last one, its cost */
   uint64_t fp_exp, fp_trace;  /* fingerprints of the experiment and of the trace's files */
   char fp_engine[64];         /* the engine, without its thread count */
+  /* MPI (run_split.c): np processes, this one `me`; split: a multi-rank trace's ranks are
+   * spread over them (rank k on process k % np), process 0 writing every file */
+  int np, me, split;
 } run_t;
+
+/* run_part.c: one rank's snapshot of the step: cast, its rows written to the files in use */
+int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step, char *err,
+             size_t errlen);
+
+/* run_split.c: the MPI replay's parts of a step and its end (run_mpi.h) */
+/* The process that replays rank k of a multi-rank trace. */
+static inline int run_owner(const run_t *r, size_t rank) { return (int)(rank % (size_t)r->np); }
+/* One rank's part of a step under the split: its owner replays it; process 0 writes its rows
+ * (its own directly, the others' received in part order). *prc: the first failure so far on
+ * this process (the protocol goes on after one, so that no process waits for ever). */
+void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
+                    int *prc, char *err, size_t errlen);
+/* After a step's parts: every process's failure agreed on, then the amaxes and snapshot flags
+ * of every tensor (each from its owner) on every process. */
+int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen);
+/* The end: the row counts summed, and the summary totals of every tensor on process 0. */
+int run_split_gather(run_t *r, char *err, size_t errlen);
 
 /* run_plan.c */
 ssize_t run_find_tensor(const run_t *r, const char *name);

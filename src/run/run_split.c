@@ -1,0 +1,216 @@
+/* run_split.c: the MPI replay (issue 26; run_mpi.h). A multi-rank trace's rank k is replayed
+ * by process k % np; process 0 owns the output folder and writes every file.
+ *
+ * A step: each process replays the parts (ranks) it owns, in part order; a process other than
+ * 0 writes their steps.csv, histograms.csv and gemm.csv rows into memory and sends them to
+ * process 0, which writes every part's rows in part order, its own directly: the files are
+ * byte for byte those of one process. Then one all-reduce (MAX) over the tensors' amaxes and
+ * snapshot flags, each process having zeroed those of the ranks it does not own, gives every
+ * process every tensor's amax: all run the same updates and hold the same states, and process
+ * 0 writes stream.csv. A failure on one process is carried through the protocol (its parts'
+ * messages say so) and agreed on after the step: every process returns the first failing
+ * process's status and message. At the end the row counts are summed and the summary totals
+ * of the tensors each process owns go to process 0. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_mpi.h"
+#include "runner_internal.h"
+
+enum { TAG_PART = 1, TAG_ACC = 2 };
+
+/* A growing byte buffer (one message). */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  int oom;
+} msgbuf;
+
+static void put(msgbuf *b, const void *src, size_t n) {
+  if (b->oom) return;
+  if (b->n + n > b->cap) {
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < b->n + n) nc *= 2;
+    char *q = realloc(b->p, nc);
+    if (!q) {
+      b->oom = 1;
+      return;
+    }
+    b->p = q;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, src, n);
+  b->n += n;
+}
+
+static void put_u64(msgbuf *b, uint64_t v) { put(b, &v, sizeof v); }
+
+/* Reads n bytes at *pos of a received message; NULL past its end. */
+static const char *take(const char *p, size_t len, size_t *pos, size_t n) {
+  if (*pos + n > len) return NULL;
+  const char *q = p + *pos;
+  *pos += n;
+  return q;
+}
+
+
+void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
+                    int *prc, char *err, size_t errlen) {
+  const int owner = run_owner(r, rank);
+  if (owner == r->me && r->me == 0) { /* process 0's own part: straight into the files */
+    if (*prc == FP8_OK) *prc = run_part(r, tr, snap, rank, step, err, errlen);
+    return;
+  }
+  if (owner == r->me) { /* replayed here, its rows to process 0 */
+    char *txt[3];
+    size_t len[3];
+    FILE *fp[3];
+    for (int k = 0; k < 3; k++) {
+      txt[k] = NULL;
+      len[k] = 0;
+      fp[k] = open_memstream(&txt[k], &len[k]);
+    }
+    int rc = *prc;
+    if (!fp[0] || !fp[1] || !fp[2]) rc = rc ? rc : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    if (rc == FP8_OK) {
+      r->steps_fp = fp[0];
+      r->hist_fp = fp[1];
+      r->gemm_fp = fp[2];
+      rc = run_part(r, tr, snap, rank, step, err, errlen);
+      r->steps_fp = r->hist_fp = r->gemm_fp = NULL;
+    }
+    for (int k = 0; k < 3; k++)
+      if (fp[k] && fclose(fp[k]) != 0 && rc == FP8_OK)
+        rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    msgbuf b = {0};
+    int32_t code = rc;
+    put(&b, &code, sizeof code);
+    if (rc != FP8_OK) {
+      size_t n = strlen(err);
+      put_u64(&b, n);
+      put(&b, err, n);
+    } else {
+      for (int k = 0; k < 3; k++) {
+        put_u64(&b, len[k]);
+        put(&b, txt[k], len[k]);
+      }
+    }
+    for (int k = 0; k < 3; k++) free(txt[k]);
+    if (b.oom) { /* say so in the smallest message: the protocol must go on */
+      int32_t oom = FP8_ENOMEM;
+      const char *m = "out of memory";
+      b.n = 0;
+      b.oom = 0;
+      put(&b, &oom, sizeof oom);
+      put_u64(&b, strlen(m));
+      put(&b, m, strlen(m));
+      if (b.oom) { /* not even that: a message of its code alone */
+        fp8_mpi_send(0, TAG_PART, &oom, sizeof oom);
+        *prc = FP8_ENOMEM;
+        return;
+      }
+      rc = FP8_ENOMEM;
+    }
+    fp8_mpi_send(0, TAG_PART, b.p, b.n);
+    free(b.p);
+    if (*prc == FP8_OK && rc != FP8_OK) *prc = rc;
+    return;
+  }
+  if (r->me != 0) return; /* neither its owner nor the writer */
+  /* process 0: another process's part, written at its turn */
+  void *msg;
+  size_t len;
+  if (fp8_mpi_recv(owner, TAG_PART, &msg, &len) != FP8_OK) {
+    if (*prc == FP8_OK) *prc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    return;
+  }
+  size_t pos = 0;
+  const char *q = take(msg, len, &pos, sizeof(int32_t));
+  int32_t code = FP8_EIO;
+  if (q) memcpy(&code, q, sizeof code);
+  if (code != FP8_OK) {
+    uint64_t n = 0;
+    const char *nq = take(msg, len, &pos, sizeof n);
+    if (nq) memcpy(&n, nq, sizeof n);
+    const char *m = nq ? take(msg, len, &pos, (size_t)n) : NULL;
+    if (*prc == FP8_OK) {
+      *prc = code;
+      snprintf(err, errlen, "%.*s", m ? (int)n : 0, m ? m : "");
+    }
+  } else if (*prc == FP8_OK) {
+    FILE *dst[3] = {r->steps_fp, r->hist_fp, r->gemm_fp};
+    for (int k = 0; k < 3; k++) {
+      uint64_t n = 0;
+      const char *nq = take(msg, len, &pos, sizeof n);
+      if (nq) memcpy(&n, nq, sizeof n);
+      const char *t = nq ? take(msg, len, &pos, (size_t)n) : NULL;
+      if (!t) {
+        *prc = fp8_errorf(FP8_EIO, err, errlen, "process %d: a malformed message", owner);
+        break;
+      }
+      if (n && dst[k]) fwrite(t, 1, (size_t)n, dst[k]); /* a failed write: check_writes */
+    }
+  }
+  free(msg);
+}
+
+int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen) {
+  int rc = fp8_mpi_agree(prc, err, errlen);
+  if (rc || !have_snap) return rc;
+  unsigned char *snapf = malloc(r->ntensors + 1);
+  int oom = !snapf;
+  /* every process must take part in the all-reduces: an allocation failure is agreed on
+   * first */
+  if ((rc = fp8_mpi_agree(oom ? fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory") : FP8_OK,
+                          err, errlen)) != FP8_OK) {
+    free(snapf);
+    return rc;
+  }
+  for (size_t i = 0; i < r->ntensors; i++) {
+    int mine = run_owner(r, r->t[i].rank) == r->me;
+    snapf[i] = mine ? (unsigned char)r->t[i].snap : 0;
+    if (!mine && !r->multi_micro) r->amax[i] = 0.0f; /* several micro-batches: amax.csv's, known
+                                                       to every process */
+  }
+  if (!r->multi_micro) fp8_mpi_max_f32(r->amax, r->ntensors);
+  fp8_mpi_max_u8(snapf, r->ntensors);
+  for (size_t i = 0; i < r->ntensors; i++) r->t[i].snap = snapf[i];
+  free(snapf);
+  return FP8_OK;
+}
+
+int run_split_gather(run_t *r, char *err, size_t errlen) {
+  int64_t counts[3] = {r->rows, r->gemm_rows, r->mismatches};
+  fp8_mpi_sum_i64(counts, 3);
+  r->rows = counts[0];
+  r->gemm_rows = counts[1];
+  r->mismatches = counts[2];
+  const size_t nc = r->nconfigs, one = nc * sizeof(fp8_summary_acc);
+  int rc = FP8_OK;
+  if (r->me != 0) { /* the totals of the tensors this process owns, in tensor order */
+    msgbuf b = {0};
+    for (size_t i = 0; i < r->ntensors; i++)
+      if (run_owner(r, r->t[i].rank) == r->me) put(&b, r->t[i].acc, one);
+    if (b.oom) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    fp8_mpi_send(0, TAG_ACC, b.oom ? NULL : b.p, b.oom ? 0 : b.n);
+    free(b.p);
+    return fp8_mpi_agree(rc, err, errlen);
+  }
+  for (int p = 1; p < r->np; p++) {
+    void *msg;
+    size_t len, pos = 0;
+    if (fp8_mpi_recv(p, TAG_ACC, &msg, &len) != FP8_OK) {
+      if (!rc) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      continue;
+    }
+    for (size_t i = 0; i < r->ntensors && !rc; i++) {
+      if (run_owner(r, r->t[i].rank) != p) continue;
+      const char *q = take(msg, len, &pos, one);
+      if (!q) rc = fp8_errorf(FP8_EIO, err, errlen, "process %d: its summary totals are short", p);
+      else memcpy(r->t[i].acc, q, one);
+    }
+    free(msg);
+  }
+  return fp8_mpi_agree(rc, err, errlen);
+}
