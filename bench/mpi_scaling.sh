@@ -11,7 +11,7 @@
 # interleaved (A then B in every round), REPS rounds, medians; N = 4 is oversubscribed on a
 # machine of fewer cores ("(over)" in the table). The outputs of the two are compared byte for byte
 # (the CSVs) before anything is timed. It prints, per N, the medians, their ratio, the bytes each
-# process reads (the snapshot bytes of the ranks it owns: rank k on process k mod N) and the
+# process reads (the snapshot bytes of the ranks it owns: equal ranks go round robin) and the
 # bytes the processes exchange per snapshot step (the all-reduce of one float and one flag per
 # tensor, and the rows sent to process 0).
 set -euo pipefail

@@ -21,6 +21,7 @@
 #include "results.h"
 #include "experiment.h"
 #include "runner.h"
+#include "run_mpi.h"
 #include "trace.h"
 
 static char *g_dir;
@@ -1809,6 +1810,24 @@ END_TEST
  * rank 0 clips, so that the report writes advice.ini). Errors: a
  * stride without reduce_group, G x S not dividing the ranks. advice.ini and run.json carry
  * it. */
+/* The MPI replay's assignment of ranks to processes (issue 26), by hand: the largest rank
+ * first, each to the least loaded process (ties: the lower rank, the lower process). */
+START_TEST(test_mpi_assign_by_bytes) {
+  const uint64_t b1[4] = {10, 40, 30, 20}, eq[4] = {5, 5, 5, 5};
+  int o[4];
+  fp8_mpi_assign(b1, 4, 2, o); /* 40 -> p0, 30 -> p1, 20 -> p1 (30 < 40), 10 -> p0 (40 < 50) */
+  ck_assert(o[0] == 0 && o[1] == 0 && o[2] == 1 && o[3] == 1);
+  fp8_mpi_assign(b1, 4, 3, o); /* 40 -> p0, 30 -> p1, 20 -> p2, 10 -> p2 (20 < 30) */
+  ck_assert(o[0] == 2 && o[1] == 0 && o[2] == 1 && o[3] == 2);
+  fp8_mpi_assign(eq, 4, 2, o); /* equal sizes: round robin */
+  ck_assert(o[0] == 0 && o[1] == 1 && o[2] == 0 && o[3] == 1);
+  fp8_mpi_assign(eq, 4, 1, o);
+  ck_assert(o[0] == 0 && o[1] == 0 && o[2] == 0 && o[3] == 0);
+  fp8_mpi_assign(b1, 2, 4, o); /* more processes than ranks: 10 -> p1 (40 went to p0) */
+  ck_assert(o[0] == 1 && o[1] == 0);
+}
+END_TEST
+
 START_TEST(test_ranks_strided_groups) {
   static const float amax0[4] = {1.0f, 2.0f, 4.0f, 8.0f};
   char *top = path_in("run4");
@@ -2202,6 +2221,7 @@ int main(void) {
   tcase_add_test(tc, test_ranks_report);
   tcase_add_test(tc, test_ranks_errors);
   tcase_add_test(tc, test_ranks_strided_groups);
+  tcase_add_test(tc, test_mpi_assign_by_bytes);
   tcase_add_test(tc, test_mixed_recipes);
   tcase_add_test(tc, test_mixed_recipes_errors);
   tcase_add_test(tc, test_no_folder_on_input_error);

@@ -7,6 +7,41 @@
 
 #include "fp8.h" /* FP8_OK, FP8_ENOMEM */
 
+/* ------------------------------------------------------------------ the assignment */
+
+typedef struct {
+  uint64_t bytes;
+  size_t rank;
+} rank_size;
+
+static int cmp_size(const void *a, const void *b) {
+  const rank_size *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+void fp8_mpi_assign(const uint64_t *bytes, size_t nranks, int np, int *owner) {
+  rank_size *s = malloc((nranks + 1) * sizeof *s);
+  uint64_t *load = calloc((size_t)np + 1, sizeof *load);
+  if (!s || !load) { /* round robin needs no memory */
+    for (size_t k = 0; k < nranks; k++) owner[k] = (int)(k % (size_t)np);
+    free(s);
+    free(load);
+    return;
+  }
+  for (size_t k = 0; k < nranks; k++) s[k] = (rank_size){bytes[k], k};
+  qsort(s, nranks, sizeof *s, cmp_size);
+  for (size_t k = 0; k < nranks; k++) {
+    int best = 0;
+    for (int p = 1; p < np; p++)
+      if (load[p] < load[best]) best = p;
+    owner[s[k].rank] = best;
+    load[best] += s[k].bytes;
+  }
+  free(s);
+  free(load);
+}
+
 #ifdef FP8LAB_MPI
 #include <mpi.h>
 

@@ -37,4 +37,9 @@ void fp8_mpi_bcast(void *buf, size_t n, int root);
 void fp8_mpi_send(int dst, int tag, const void *buf, size_t n);
 int fp8_mpi_recv(int src, int tag, void **buf, size_t *n);
 
+/** The process of each of nranks ranks (owner[k]), balanced by bytes: the largest rank first
+ *  (ties: the lower rank), each to the process with the fewest bytes so far (ties: the lower
+ *  process); a pure function, the same on every process given the same sizes. np >= 1. */
+void fp8_mpi_assign(const uint64_t *bytes, size_t nranks, int np, int *owner);
+
 #endif

@@ -329,6 +329,7 @@ void run_note_warm(run_t *r) {
 
 void run_free(run_t *r) {
   fp8_engine_free(r->engine);
+  free(r->owner);
   for (size_t i = 0; i < r->ntensors; i++) {
     run_tensor *t = &r->t[i];
     free(t->name);

@@ -1,5 +1,6 @@
-/* run_split.c: the MPI replay (issue 26; run_mpi.h). A multi-rank trace's rank k is replayed
- * by process k % np; process 0 owns the output folder and writes every file.
+/* run_split.c: the MPI replay (issue 26; run_mpi.h). A multi-rank trace's ranks go to the
+ * processes balanced by their snapshot bytes (fp8_mpi_assign, decided by process 0); process 0
+ * owns the output folder and writes every file.
  *
  * A step: each process replays the parts (ranks) it owns, in part order; a process other than
  * 0 writes their steps.csv, histograms.csv and gemm.csv rows into memory and sends them to
@@ -11,14 +12,55 @@
  * messages say so) and agreed on after the step: every process returns the first failing
  * process's status and message. At the end the row counts are summed and the summary totals
  * of the tensors each process owns go to process 0. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "run_mpi.h"
 #include "runner_internal.h"
 
 enum { TAG_PART = 1, TAG_ACC = 2 };
+
+/* The bytes of a snapshot: a safetensors file's size, or the sum of an npy folder's files. */
+static uint64_t snapshot_bytes(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return 0;
+  if (!S_ISDIR(sb.st_mode)) return (uint64_t)sb.st_size;
+  uint64_t n = 0;
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+    if (e->d_name[0] != '.' && stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) n += (uint64_t)sb.st_size;
+  }
+  closedir(d);
+  return n;
+}
+
+int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
+  /* process 0 sizes the ranks and decides; the others take its answer (a file system may show
+   * another process a size a moment late: the assignment must be one) */
+  uint64_t *bytes = r->me == 0 ? calloc(tr->nranks + 1, sizeof *bytes) : NULL;
+  r->owner = malloc((tr->nranks + 1) * sizeof *r->owner);
+  int rc = !r->owner || (r->me == 0 && !bytes) ? fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory")
+                                               : FP8_OK;
+  if ((rc = fp8_mpi_agree(rc, err, errlen)) != FP8_OK) {
+    free(bytes);
+    return rc;
+  }
+  if (r->me == 0) {
+    for (size_t k = 0; k < tr->nranks; k++)
+      for (size_t i = 0; i < tr->ranks[k].nsteps; i++)
+        bytes[k] += snapshot_bytes(tr->ranks[k].step_paths[i]);
+    fp8_mpi_assign(bytes, tr->nranks, r->np, r->owner);
+  }
+  fp8_mpi_bcast(r->owner, tr->nranks * sizeof *r->owner, 0);
+  free(bytes);
+  return FP8_OK;
+}
 
 /* A growing byte buffer (one message). */
 typedef struct {

@@ -406,6 +406,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   if (!(rank_order = malloc(nparts * sizeof *rank_order)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   else run_rank_order(rank_order, nparts);
+  if (!rc && r.split) rc = run_split_assign(&r, &tr, err, errlen);
   if (!rc) rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen);
   r.nsteps = nsteps;
   for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;

@@ -79,8 +79,9 @@ typedef struct {
   uint64_t fp_exp, fp_trace;  /* fingerprints of the experiment and of the trace's files */
   char fp_engine[64];         /* the engine, without its thread count */
   /* MPI (run_split.c): np processes, this one `me`; split: a multi-rank trace's ranks are
-   * spread over them (rank k on process k % np), process 0 writing every file */
+   * spread over them (balanced by bytes: owner), process 0 writing every file */
   int np, me, split;
+  int *owner;                 /* [ranks] under the split: the process of each rank */
 } run_t;
 
 /* run_part.c: one rank's snapshot of the step: cast, its rows written to the files in use */
@@ -88,8 +89,10 @@ int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t st
              size_t errlen);
 
 /* run_split.c: the MPI replay's parts of a step and its end (run_mpi.h) */
-/* The process that replays rank k of a multi-rank trace. */
-static inline int run_owner(const run_t *r, size_t rank) { return (int)(rank % (size_t)r->np); }
+/* The process that replays rank k of a multi-rank trace (fp8_mpi_assign, by bytes). */
+static inline int run_owner(const run_t *r, size_t rank) { return r->owner[rank]; }
+/* The split's assignment of the trace's ranks to processes: their snapshot bytes balanced. */
+int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
 /* One rank's part of a step under the split: its owner replays it; process 0 writes its rows
  * (its own directly, the others' received in part order). *prc: the first failure so far on
  * this process (the protocol goes on after one, so that no process waits for ever). */
