@@ -44,6 +44,31 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
   c->ex->tensors_line = e->line;
 }
 
+/* Section values: a fraction in 0..1, or an integer in min..max; else "bad <key> "<value>"
+ * (expected <expect>)" at the entry's line. */
+static void parse_fraction(exp_ctx *c, const exp_entry *e, double *dst, const char *expect) {
+  char *end;
+  errno = 0;
+  double v = strtod(e->value, &end);
+  if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
+  else *dst = v;
+}
+
+/* An integer in min..max into *dst; returns 1 when it was one. */
+static int parse_count(exp_ctx *c, const exp_entry *e, int64_t min, int64_t max, int64_t *dst,
+                       const char *expect) {
+  int64_t v;
+  if (fp8_exp_parse_i64(e->value, &v) || v < min || v > max) {
+    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
+    return 0;
+  }
+  *dst = v;
+  return 1;
+}
+
+_Static_assert(FP8_RANK_LIMIT == 65536, "the reduce_group / reduce_stride messages say 65536");
+
 void fp8_exp_trace_end(exp_ctx *c) {
   char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   fp8_experiment *ex = c->ex;
@@ -95,27 +120,14 @@ void fp8_exp_trace_end(exp_ctx *c) {
         ex->reduce_amax_line = e->line;
       }
     } else if (strcmp(e->key, "reduce_group") == 0) {
-      int64_t n;
-      if (fp8_exp_parse_i64(v, &n) || n < 1 || n > FP8_RANK_LIMIT) {
-        fp8_exp_fail(c, e->line,
-                     "bad reduce_group \"%s\" (expected an integer in 1..%d: ranks per amax "
-                     "reduction group)",
-                     v, FP8_RANK_LIMIT);
-      } else {
-        ex->reduce_group = n;
+      if (parse_count(c, e, 1, FP8_RANK_LIMIT, &ex->reduce_group,
+                      "an integer in 1..65536: ranks per amax reduction group"))
         ex->reduce_group_line = e->line;
-      }
     } else if (strcmp(e->key, "reduce_stride") == 0) {
-      int64_t n;
-      if (fp8_exp_parse_i64(v, &n) || n < 1 || n > FP8_RANK_LIMIT) {
-        fp8_exp_fail(c, e->line,
-                     "bad reduce_stride \"%s\" (expected an integer in 1..%d: the distance "
-                     "between the ranks of an amax reduction group)",
-                     v, FP8_RANK_LIMIT);
-      } else {
-        ex->reduce_stride = n;
+      if (parse_count(c, e, 1, FP8_RANK_LIMIT, &ex->reduce_stride,
+                      "an integer in 1..65536: the distance between the ranks of an amax "
+                      "reduction group"))
         ex->reduce_stride_line = e->line;
-      }
     } else {
       fp8_exp_fail(c, e->line,
                    "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
@@ -140,25 +152,6 @@ void fp8_exp_output_end(exp_ctx *c) {
   }
 }
 
-/* [analysis] values: a fraction in 0..1, or an integer in 0..max; else "bad <key> "<value>"
- * (expected <expect>)" at the entry's line. */
-static void parse_fraction(exp_ctx *c, const exp_entry *e, double *dst, const char *expect) {
-  char *end;
-  errno = 0;
-  double v = strtod(e->value, &end);
-  if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
-    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
-  else *dst = v;
-}
-
-static void parse_count(exp_ctx *c, const exp_entry *e, int64_t max, int64_t *dst,
-                        const char *expect) {
-  int64_t v;
-  if (fp8_exp_parse_i64(e->value, &v) || v < 0 || v > max)
-    fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
-  else *dst = v;
-}
-
 void fp8_exp_analysis_end(exp_ctx *c) {
   char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
@@ -169,7 +162,7 @@ void fp8_exp_analysis_end(exp_ctx *c) {
     } else if (strcmp(e->key, "step_budget") == 0) {
       parse_fraction(c, e, &c->ex->step_budget, "a fraction of steps in 0..1, e.g. 0.01");
     } else if (strcmp(e->key, "warmup_steps") == 0) {
-      parse_count(c, e, (int64_t)1 << 40, &c->ex->warmup_steps,
+      parse_count(c, e, 0, (int64_t)1 << 40, &c->ex->warmup_steps,
                   "an integer >= 0: the first N steps of the replay are warm-up for every "
                   "tensor");
     } else if (strcmp(e->key, "gemm") == 0) {
@@ -178,10 +171,10 @@ void fp8_exp_analysis_end(exp_ctx *c) {
         fp8_exp_fail(c, e->line, "bad gemm \"%s\" (expected true or false)", e->value);
       else c->ex->gemm = b;
     } else if (strcmp(e->key, "gemm_max_tokens") == 0) {
-      parse_count(c, e, (int64_t)1 << 31, &c->ex->gemm_max_tokens,
+      parse_count(c, e, 0, (int64_t)1 << 31, &c->ex->gemm_max_tokens,
                   "an integer in 0..2^31, 0 = all tokens");
     } else if (strcmp(e->key, "cost_tokens") == 0) {
-      parse_count(c, e, (int64_t)1 << 31, &c->ex->cost_tokens,
+      parse_count(c, e, 0, (int64_t)1 << 31, &c->ex->cost_tokens,
                   "an integer in 0..2^31: the tokens per step of the production run, 0 = the "
                   "captured batch's");
     } else {

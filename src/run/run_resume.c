@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "run_folder.h"
+#include "run_bytes.h"
 #include "runner_internal.h"
 
 #define CKPT_MAGIC "FP8CKPT\x01"
@@ -55,51 +56,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 #define FNV_START 0xcbf29ce484222325ULL
-
-typedef struct {
-  unsigned char *b;
-  size_t n, cap;
-  int oom;
-} buf_t;
-
-static void put(buf_t *w, const void *p, size_t n) {
-  if (w->oom) return;
-  if (w->n + n > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->n + n) cap *= 2;
-    unsigned char *nb = realloc(w->b, cap);
-    if (!nb) {
-      w->oom = 1;
-      return;
-    }
-    w->b = nb;
-    w->cap = cap;
-  }
-  memcpy(w->b + w->n, p, n);
-  w->n += n;
-}
-static void put_u64(buf_t *w, uint64_t v) { put(w, &v, sizeof v); }
-
-typedef struct {
-  const unsigned char *b;
-  size_t n, at;
-  int bad;
-} rd_t;
-
-static void get(rd_t *r, void *p, size_t n) {
-  if (r->bad || r->n - r->at < n) {
-    r->bad = 1;
-    memset(p, 0, n);
-    return;
-  }
-  memcpy(p, r->b + r->at, n);
-  r->at += n;
-}
-static uint64_t get_u64(rd_t *r) {
-  uint64_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
 
 /* ------------------------------------------------------------------ the partial files */
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "run_bytes.h"
 #include "run_mpi.h"
 #include "runner_internal.h"
 
@@ -62,41 +63,6 @@ int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* A growing byte buffer (one message). */
-typedef struct {
-  char *p;
-  size_t n, cap;
-  int oom;
-} msgbuf;
-
-static void put(msgbuf *b, const void *src, size_t n) {
-  if (b->oom) return;
-  if (b->n + n > b->cap) {
-    size_t nc = b->cap ? b->cap : 4096;
-    while (nc < b->n + n) nc *= 2;
-    char *q = realloc(b->p, nc);
-    if (!q) {
-      b->oom = 1;
-      return;
-    }
-    b->p = q;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->n, src, n);
-  b->n += n;
-}
-
-static void put_u64(msgbuf *b, uint64_t v) { put(b, &v, sizeof v); }
-
-/* Reads n bytes at *pos of a received message; NULL past its end. */
-static const char *take(const char *p, size_t len, size_t *pos, size_t n) {
-  if (*pos + n > len) return NULL;
-  const char *q = p + *pos;
-  *pos += n;
-  return q;
-}
-
-
 void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
                     int *prc, char *err, size_t errlen) {
   const int owner = run_owner(r, rank);
@@ -125,7 +91,7 @@ void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
     for (int k = 0; k < 3; k++)
       if (fp[k] && fclose(fp[k]) != 0 && rc == FP8_OK)
         rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    msgbuf b = {0};
+    buf_t b = {0};
     int32_t code = rc;
     put(&b, &code, sizeof code);
     if (rc != FP8_OK) {
@@ -139,23 +105,13 @@ void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
       }
     }
     for (int k = 0; k < 3; k++) free(txt[k]);
-    if (b.oom) { /* say so in the smallest message: the protocol must go on */
-      int32_t oom = FP8_ENOMEM;
-      const char *m = "out of memory";
-      b.n = 0;
-      b.oom = 0;
-      put(&b, &oom, sizeof oom);
-      put_u64(&b, strlen(m));
-      put(&b, m, strlen(m));
-      if (b.oom) { /* not even that: a message of its code alone */
-        fp8_mpi_send(0, TAG_PART, &oom, sizeof oom);
-        *prc = FP8_ENOMEM;
-        return;
-      }
-      rc = FP8_ENOMEM;
+    if (b.oom) { /* the status alone (process 0 names the process): the protocol must go on */
+      rc = code = FP8_ENOMEM;
+      fp8_mpi_send(0, TAG_PART, &code, sizeof code);
+    } else {
+      fp8_mpi_send(0, TAG_PART, b.b, b.n);
     }
-    fp8_mpi_send(0, TAG_PART, b.p, b.n);
-    free(b.p);
+    free(b.b);
     if (*prc == FP8_OK && rc != FP8_OK) *prc = rc;
     return;
   }
@@ -167,26 +123,22 @@ void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
     if (*prc == FP8_OK) *prc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     return;
   }
-  size_t pos = 0;
-  const char *q = take(msg, len, &pos, sizeof(int32_t));
+  rd_t in = {msg, len, 0, 0};
   int32_t code = FP8_EIO;
-  if (q) memcpy(&code, q, sizeof code);
+  get(&in, &code, sizeof code);
   if (code != FP8_OK) {
-    uint64_t n = 0;
-    const char *nq = take(msg, len, &pos, sizeof n);
-    if (nq) memcpy(&n, nq, sizeof n);
-    const char *m = nq ? take(msg, len, &pos, (size_t)n) : NULL;
+    uint64_t n = get_u64(&in);
+    const char *m = get_view(&in, (size_t)n);
     if (*prc == FP8_OK) {
       *prc = code;
-      snprintf(err, errlen, "%.*s", m ? (int)n : 0, m ? m : "");
+      if (m) snprintf(err, errlen, "%.*s", (int)n, m);
+      else snprintf(err, errlen, "process %d: out of memory", owner);
     }
   } else if (*prc == FP8_OK) {
     FILE *dst[3] = {r->steps_fp, r->hist_fp, r->gemm_fp};
     for (int k = 0; k < 3; k++) {
-      uint64_t n = 0;
-      const char *nq = take(msg, len, &pos, sizeof n);
-      if (nq) memcpy(&n, nq, sizeof n);
-      const char *t = nq ? take(msg, len, &pos, (size_t)n) : NULL;
+      uint64_t n = get_u64(&in);
+      const char *t = get_view(&in, (size_t)n);
       if (!t) {
         *prc = fp8_errorf(FP8_EIO, err, errlen, "process %d: a malformed message", owner);
         break;
@@ -231,24 +183,25 @@ int run_split_gather(run_t *r, char *err, size_t errlen) {
   const size_t nc = r->nconfigs, one = nc * sizeof(fp8_summary_acc);
   int rc = FP8_OK;
   if (r->me != 0) { /* the totals of the tensors this process owns, in tensor order */
-    msgbuf b = {0};
+    buf_t b = {0};
     for (size_t i = 0; i < r->ntensors; i++)
       if (run_owner(r, r->t[i].rank) == r->me) put(&b, r->t[i].acc, one);
     if (b.oom) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    fp8_mpi_send(0, TAG_ACC, b.oom ? NULL : b.p, b.oom ? 0 : b.n);
-    free(b.p);
+    fp8_mpi_send(0, TAG_ACC, b.oom ? NULL : b.b, b.oom ? 0 : b.n);
+    free(b.b);
     return fp8_mpi_agree(rc, err, errlen);
   }
   for (int p = 1; p < r->np; p++) {
     void *msg;
-    size_t len, pos = 0;
+    size_t len;
     if (fp8_mpi_recv(p, TAG_ACC, &msg, &len) != FP8_OK) {
       if (!rc) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
       continue;
     }
+    rd_t in = {msg, len, 0, 0};
     for (size_t i = 0; i < r->ntensors && !rc; i++) {
       if (run_owner(r, r->t[i].rank) != p) continue;
-      const char *q = take(msg, len, &pos, one);
+      const void *q = get_view(&in, one);
       if (!q) rc = fp8_errorf(FP8_EIO, err, errlen, "process %d: its summary totals are short", p);
       else memcpy(r->t[i].acc, q, one);
     }
