@@ -74,3 +74,26 @@ int fp8_gpu_require_fp8(int device, fp8_gpu_info *info, char *err, size_t errlen
 done:
   return rc;
 }
+
+int fp8_gpu_local_device(void) {
+  /* the launchers' node-local rank: Open MPI, MPICH's Hydra, Slurm's srun, torchrun */
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID", "LOCAL_RANK"};
+  long local = 0;
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    if (!v || !*v) continue;
+    long x = strtol(v, &end, 10);
+    if (*end == '\0' && x >= 0) {
+      local = x;
+      break;
+    }
+  }
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return (int)(local % n);
+}

@@ -33,6 +33,11 @@ int fp8_gpu_probe(int device, fp8_gpu_info *info, char *err, size_t errlen);
  *  (compute capability below 8.9): "FP8 GEMMs need sm_89 or newer; device 0 (...) is sm_80". */
 int fp8_gpu_require_fp8(int device, fp8_gpu_info *info, char *err, size_t errlen);
 
+/** The device of this process: its node-local rank under a launcher (OMPI_COMM_WORLD_LOCAL_RANK,
+ *  MPI_LOCALRANKID, SLURM_LOCALID or LOCAL_RANK, the first set) modulo the visible devices; 0
+ *  without a launcher or a device. One GPU per process, as MPI jobs place them. */
+int fp8_gpu_local_device(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -319,7 +319,9 @@ GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **o
   e->priv = p;
   p->plan = *plan;
   p->resident = -1;
-  int rc = fp8k_ctx_create(&p->ctx, 0, err, errlen);
+  /* one GPU per process: under a launcher, the node-local rank's */
+  const int dev = fp8_gpu_local_device();
+  int rc = fp8k_ctx_create(&p->ctx, dev, err, errlen);
   if (!rc && !(p->view = calloc(plan->ntensors + 1, sizeof *p->view)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = split_configs(p, err, errlen);
@@ -330,11 +332,11 @@ GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **o
   }
   fp8_gpu_info info;
   char lt_why[512] = "";
-  if (fp8_gpu_probe(0, &info, NULL, 0) == FP8_OK) snprintf(e->name, sizeof e->name, "gpu: %.240s", info.name);
+  if (fp8_gpu_probe(dev, &info, NULL, 0) == FP8_OK) snprintf(e->name, sizeof e->name, "gpu: %.240s", info.name);
   else snprintf(e->name, sizeof e->name, "gpu");
   /* cuBLASLt's FP8 GEMMs (sm_89+); without them every GEMM goes to the CPU engine */
-  if (fp8_gpu_require_fp8(0, NULL, lt_why, sizeof lt_why) != FP8_OK ||
-      fp8_gemm_lt_create(&p->lt, 0, lt_why, sizeof lt_why) != FP8_OK) {
+  if (fp8_gpu_require_fp8(dev, NULL, lt_why, sizeof lt_why) != FP8_OK ||
+      fp8_gemm_lt_create(&p->lt, dev, lt_why, sizeof lt_why) != FP8_OK) {
     p->lt = NULL;
     (void)cudaGetLastError(); /* the runtime keeps a failed call's error: not the kernels' */
     fprintf(stderr, "fp8lab: FP8 GEMMs on the CPU: %s\n", lt_why);

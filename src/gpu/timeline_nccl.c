@@ -30,6 +30,16 @@ int tl_nccl_allreduce_max(tl_nccl *n, float *buf, size_t count, void *stream, ch
   return fp8_errorf(FP8_EDEVICE, err, errlen, "no NCCL");
 }
 void tl_nccl_close(tl_nccl *n) { (void)n; }
+int tl_nccl_unique_id(const char *path, void *id, char *why, size_t whylen) {
+  (void)path, (void)id;
+  return fp8_errorf(FP8_EDEVICE, why, whylen, "this GPU module was built without NCCL's header");
+}
+tl_nccl *tl_nccl_open_rank(const char *path, const void *id, int nranks, int rank, int device,
+                           char *why, size_t whylen) {
+  (void)path, (void)id, (void)nranks, (void)rank, (void)device;
+  fp8_errorf(FP8_EDEVICE, why, whylen, "this GPU module was built without NCCL's header");
+  return NULL;
+}
 #else
 #include <nccl.h>
 
@@ -39,6 +49,8 @@ typedef ncclResult_t (*allreduce_fn)(const void *, void *, size_t, ncclDataType_
 typedef ncclResult_t (*destroy_fn)(ncclComm_t);
 typedef const char *(*errstr_fn)(ncclResult_t);
 typedef ncclResult_t (*version_fn)(int *);
+typedef ncclResult_t (*unique_id_fn)(ncclUniqueId *);
+typedef ncclResult_t (*init_rank_fn)(ncclComm_t *, int, ncclUniqueId, int);
 
 struct tl_nccl {
   void *lib;
@@ -48,6 +60,8 @@ struct tl_nccl {
   destroy_fn destroy;
   errstr_fn errstr;
   version_fn version;
+  unique_id_fn unique_id;
+  init_rank_fn init_rank;
   char desc[128];
 };
 
@@ -60,6 +74,8 @@ static int resolve(tl_nccl *n, const char *path, char *why, size_t whylen) {
   n->destroy = ncclCommDestroy;
   n->errstr = ncclGetErrorString;
   n->version = NULL;
+  n->unique_id = ncclGetUniqueId;
+  n->init_rank = ncclCommInitRank;
   return 0;
 }
 #else
@@ -82,6 +98,11 @@ static int resolve(tl_nccl *n, const char *path, char *why, size_t whylen) {
   n->destroy = (destroy_fn)dlsym(n->lib, "ncclCommDestroy");
   n->errstr = (errstr_fn)dlsym(n->lib, "ncclGetErrorString");
   n->version = (version_fn)dlsym(n->lib, "ncclGetVersion");
+  n->unique_id = (unique_id_fn)dlsym(n->lib, "ncclGetUniqueId");
+  n->init_rank = (init_rank_fn)dlsym(n->lib, "ncclCommInitRank");
+  if (!n->unique_id || !n->init_rank)
+    return fp8_errorf(FP8_EDEVICE, why, whylen, "the NCCL library lacks ncclGetUniqueId or "
+                      "ncclCommInitRank");
   if (!n->init_all || !n->allreduce || !n->destroy || !n->errstr)
     return fp8_errorf(FP8_EDEVICE, why, whylen, "the NCCL library lacks ncclCommInitAll, "
                       "ncclAllReduce, ncclCommDestroy or ncclGetErrorString");
@@ -89,7 +110,7 @@ static int resolve(tl_nccl *n, const char *path, char *why, size_t whylen) {
 }
 #endif
 
-tl_nccl *tl_nccl_open(const char *path, char *why, size_t whylen) {
+static tl_nccl *nccl_load(const char *path, char *why, size_t whylen) {
   tl_nccl *n = calloc(1, sizeof *n);
   if (!n) {
     fp8_errorf(FP8_ENOMEM, why, whylen, "out of memory");
@@ -99,6 +120,21 @@ tl_nccl *tl_nccl_open(const char *path, char *why, size_t whylen) {
     tl_nccl_close(n);
     return NULL;
   }
+  return n;
+}
+
+static void describe(tl_nccl *n, int world) {
+  int v = 0;
+  if (n->version && n->version(&v) == ncclSuccess && v > 0)
+    snprintf(n->desc, sizeof n->desc, "NCCL %d.%d.%d, world %d", v / 10000, v / 100 % 100,
+             v % 100, world);
+  else
+    snprintf(n->desc, sizeof n->desc, "NCCL, world %d", world);
+}
+
+tl_nccl *tl_nccl_open(const char *path, char *why, size_t whylen) {
+  tl_nccl *n = nccl_load(path, why, whylen);
+  if (!n) return NULL;
   const int dev = 0;
   ncclResult_t r = n->init_all(&n->comm, 1, &dev);
   if (r != ncclSuccess) {
@@ -107,12 +143,38 @@ tl_nccl *tl_nccl_open(const char *path, char *why, size_t whylen) {
     tl_nccl_close(n);
     return NULL;
   }
-  int v = 0;
-  if (n->version && n->version(&v) == ncclSuccess && v > 0)
-    snprintf(n->desc, sizeof n->desc, "NCCL %d.%d.%d, world 1", v / 10000, v / 100 % 100,
-             v % 100);
-  else
-    snprintf(n->desc, sizeof n->desc, "NCCL, world 1");
+  describe(n, 1);
+  return n;
+}
+
+int tl_nccl_unique_id(const char *path, void *id, char *why, size_t whylen) {
+  _Static_assert(sizeof(ncclUniqueId) == 128, "NCCL's unique id is 128 bytes");
+  tl_nccl *n = nccl_load(path, why, whylen);
+  if (!n) return FP8_EDEVICE;
+  ncclUniqueId u;
+  ncclResult_t r = n->unique_id(&u);
+  if (r == ncclSuccess) memcpy(id, &u, sizeof u);
+  else fp8_errorf(FP8_EDEVICE, why, whylen, "ncclGetUniqueId failed: %s", n->errstr(r));
+  tl_nccl_close(n);
+  return r == ncclSuccess ? FP8_OK : FP8_EDEVICE;
+}
+
+tl_nccl *tl_nccl_open_rank(const char *path, const void *id, int nranks, int rank, int device,
+                           char *why, size_t whylen) {
+  tl_nccl *n = nccl_load(path, why, whylen);
+  if (!n) return NULL;
+  ncclUniqueId u;
+  memcpy(&u, id, sizeof u);
+  cudaError_t ce = cudaSetDevice(device);
+  ncclResult_t r = ce == cudaSuccess ? n->init_rank(&n->comm, nranks, u, rank) : ncclUnhandledCudaError;
+  if (r != ncclSuccess) {
+    fp8_errorf(FP8_EDEVICE, why, whylen, "ncclCommInitRank (rank %d of %d, device %d) failed: %s",
+               rank, nranks, device, ce != cudaSuccess ? cudaGetErrorString(ce) : n->errstr(r));
+    n->comm = NULL;
+    tl_nccl_close(n);
+    return NULL;
+  }
+  describe(n, nranks);
   return n;
 }
 

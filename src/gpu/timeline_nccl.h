@@ -13,6 +13,13 @@ typedef struct tl_nccl tl_nccl;
 /** Opens NCCL (path, else $FP8LAB_NCCL_LIB, else libnccl.so.2 where the loader and the CUDA
  *  toolkit's folders find it) and makes the world of one. NULL with the reason in why. */
 tl_nccl *tl_nccl_open(const char *path, char *why, size_t whylen);
+/** One process's member of a world of `nranks` processes (one GPU each, `device` this one's):
+ *  tl_nccl_unique_id on process 0 gives the id (128 bytes), which the caller hands to every
+ *  process (an MPI broadcast); then each calls tl_nccl_open_rank with it, its rank and the
+ *  world's size (ncclCommInitRank: it blocks until all have). NULL/nonzero with the reason. */
+int tl_nccl_unique_id(const char *path, void *id, char *why, size_t whylen);
+tl_nccl *tl_nccl_open_rank(const char *path, const void *id, int nranks, int rank, int device,
+                           char *why, size_t whylen);
 /** "NCCL 2.28.9, world 1". */
 const char *tl_nccl_describe(const tl_nccl *n);
 /** In place: buf[0..count) (device floats) all-reduced with MAX on `stream` (asynchronous). */
