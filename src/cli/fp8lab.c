@@ -241,6 +241,7 @@ static void print_run_summary(const fp8_run_summary *sum, const char *dir, int q
       printf("  stream.csv      every step's amax, scale and overshoot per delayed configuration\n");
     if (sum->gemm_rows > 0) printf("  gemm.csv        GEMM errors per layer, step and configuration\n");
     printf("  run.json        what ran, and every file written\n");
+    if (*sum->split_note) printf("fp8lab: %s\n", sum->split_note);
   }
 }
 
@@ -344,6 +345,7 @@ static int cmd_run(int argc, char **argv) {
   if (*warn) errf("fp8lab: %s\n", warn);
   opt.engine = sel.factory;
   opt.choice = &sel.choice;
+  opt.gpu_module = sel.factory ? sel.handle : NULL;
   if (sel.factory && !opt.quiet)
     errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
             sel.module, sel.check.values, sel.check.seconds);

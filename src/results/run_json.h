@@ -34,6 +34,8 @@
 #define FP8_RUNJSON_GEMM_ROWS "gemm_rows"
 #define FP8_RUNJSON_THREADS "threads"
 #define FP8_RUNJSON_PROCESSES "processes"
+#define FP8_RUNJSON_PROCESS_BYTES "process_snapshot_bytes"
+#define FP8_RUNJSON_AMAX_EXCHANGE "amax_exchange"
 #define FP8_RUNJSON_ENGINE "engine"
 #define FP8_RUNJSON_ENGINE_DETAILS "engine_details"
 #define FP8_RUNJSON_AMAX_CSV_MISMATCHES "amax_csv_mismatches"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "run_segs.h"
 #include "runner_internal.h"
 
 static int cmp_cstr(const void *a, const void *b) {
@@ -100,7 +101,7 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
       rc = fp8_engine_gemm(r->engine, &ls[i], applies + i * nc, r->rel + i * per, err, errlen);
   if (rc == FP8_OK) rc = fp8_engine_sync(r->engine, err, errlen);
   if (rc) goto done;
-  for (size_t i = 0; i < nv; i++)
+  for (size_t i = 0; i < nv; i++) {
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       for (size_t c = 0; c < nc; c++) {
         if (!applies[i * nc + c]) continue;
@@ -108,6 +109,8 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
                                  r->rel[i * per + (size_t)g * nc + c]);
         r->gemm_rows++;
       }
+    if (any(applies + i * nc, nc)) run_segs_layer(r, ls[i].name);
+  }
 done:
   if (layers)
     for (size_t i = 0; i < nl; i++) free(layers[i]);

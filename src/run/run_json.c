@@ -264,8 +264,15 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
   json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(sum->rows));
   json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(sum->gemm_rows));
   json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(threads));
-  if (r->np > 1) /* MPI: the processes of the replay (one process: no key, as before) */
+  if (r->np > 1) { /* MPI: the processes of the replay (one process: no key, as before) */
     json_object_set_new(root, FP8_RUNJSON_PROCESSES, json_integer(r->np));
+    json_t *pb = json_array();
+    for (int p = 0; pb && r->proc_bytes && p < r->np; p++)
+      json_array_append_new(pb, json_integer((json_int_t)r->proc_bytes[p]));
+    if (pb) json_object_set_new(root, FP8_RUNJSON_PROCESS_BYTES, pb);
+  }
+  if (r->split) /* MPI: MPI_Allreduce, or NCCL's all-reduce between the GPUs */
+    json_object_set_new(root, FP8_RUNJSON_AMAX_EXCHANGE, json_string(r->exchange));
   json_object_set_new(root, FP8_RUNJSON_ENGINE, json_string(fp8_engine_name(r->engine)));
   json_object_set_new(root, FP8_RUNJSON_ENGINE_DETAILS, engine_json(r));
   json_object_set_new(root, FP8_RUNJSON_AMAX_CSV_MISMATCHES, json_integer(r->mismatches));

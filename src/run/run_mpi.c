@@ -71,6 +71,7 @@ void fp8_mpi_finalize(void) {
   g_on = 0;
 }
 
+int fp8_mpi_on(void) { return g_on; }
 int fp8_mpi_rank(void) { return g_rank; }
 int fp8_mpi_size(void) { return g_size; }
 
@@ -97,10 +98,6 @@ void fp8_mpi_max_f32(float *v, size_t n) {
   if (g_size > 1 && n) MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
 }
 
-void fp8_mpi_max_u8(unsigned char *v, size_t n) {
-  if (g_size > 1 && n)
-    MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_UNSIGNED_CHAR, MPI_MAX, MPI_COMM_WORLD);
-}
 
 void fp8_mpi_sum_i64(int64_t *v, size_t n) {
   if (g_size > 1 && n) MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -139,6 +136,7 @@ void fp8_mpi_init(int *argc, char ***argv) {
   (void)argv;
 }
 void fp8_mpi_finalize(void) {}
+int fp8_mpi_on(void) { return 0; }
 int fp8_mpi_rank(void) { return 0; }
 int fp8_mpi_size(void) { return 1; }
 int fp8_mpi_agree(int rc, char *err, size_t errlen) {
@@ -147,10 +145,6 @@ int fp8_mpi_agree(int rc, char *err, size_t errlen) {
   return rc;
 }
 void fp8_mpi_max_f32(float *v, size_t n) {
-  (void)v;
-  (void)n;
-}
-void fp8_mpi_max_u8(unsigned char *v, size_t n) {
   (void)v;
   (void)n;
 }

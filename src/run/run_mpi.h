@@ -1,9 +1,9 @@
 /* run_mpi.h: the processes of an MPI replay (`mpirun -np N fp8lab run EXP.ini`, issue 26).
  *
  * One process (MPI rank 0, the root) owns the output folder and writes every file; the others
- * replay their share of a multi-rank trace's ranks and send the root their rows. Every process
- * holds the same delayed-scaling state: after a step's snapshot, one all-reduce (MAX) of the
- * tensors' amaxes (each process fills those of the ranks it holds, 0 elsewhere) gives all of
+ * replay their share of the tensors (a multi-rank trace's ranks, a single-rank trace's layers)
+ * and send the root their rows (run_split.c). Every process holds the same delayed-scaling state: after a step's snapshot, one all-reduce (MAX) of the
+ * tensors' amaxes (each process fills those of the tensors it holds, 0 elsewhere) gives all of
  * them every amax, and each runs the same updates. Built without MPI, or not started by a
  * launcher, fp8lab is one process and these calls are no-ops (size 1, rank 0).
  */
@@ -18,6 +18,8 @@
 void fp8_mpi_init(int *argc, char ***argv);
 /** Ends MPI (when started). */
 void fp8_mpi_finalize(void);
+/** 1 when MPI was started (a launcher started this process, even as the only one). */
+int fp8_mpi_on(void);
 /** This process's rank (0 without MPI) and the process count (1 without MPI). */
 int fp8_mpi_rank(void);
 int fp8_mpi_size(void);
@@ -28,7 +30,6 @@ int fp8_mpi_size(void);
 int fp8_mpi_agree(int rc, char *err, size_t errlen);
 /** Collective element-wise maximum / sum, in place. */
 void fp8_mpi_max_f32(float *v, size_t n);
-void fp8_mpi_max_u8(unsigned char *v, size_t n);
 void fp8_mpi_sum_i64(int64_t *v, size_t n);
 /** Collective: n bytes of process root's buf to every process's buf. */
 void fp8_mpi_bcast(void *buf, size_t n, int root);
@@ -37,9 +38,10 @@ void fp8_mpi_bcast(void *buf, size_t n, int root);
 void fp8_mpi_send(int dst, int tag, const void *buf, size_t n);
 int fp8_mpi_recv(int src, int tag, void **buf, size_t *n);
 
-/** The process of each of nranks ranks (owner[k]), balanced by bytes: the largest rank first
- *  (ties: the lower rank), each to the process with the fewest bytes so far (ties: the lower
- *  process); a pure function, the same on every process given the same sizes. np >= 1. */
+/** The process of each of nranks units of work, ranks or layers (owner[k]), balanced by bytes:
+ *  the largest unit first (ties: the lower index), each to the process with the fewest bytes
+ *  so far (ties: the lower process); a pure function, the same on every process given the same
+ *  sizes. np >= 1. */
 void fp8_mpi_assign(const uint64_t *bytes, size_t nranks, int np, int *owner);
 
 #endif

@@ -1,6 +1,8 @@
 /* run_part.c: one part of a step: one rank's snapshot (a single-rank trace is one part) cast
  * by the engine, its steps.csv and histograms.csv rows, its layers' GEMM errors, written to the
- * files in use (runner.c's, or run_split.c's memory files under MPI). */
+ * files in use (runner.c's, or run_split.c's memory files under MPI, where a process replays
+ * only the part's tensors it owns). */
+#include "run_segs.h"
 #include "runner_internal.h"
 
 /* Loads the part's tensors into the engine and queues their casts; then waits for them. */
@@ -40,6 +42,7 @@ static void write_part_rows(run_t *r, int64_t step) {
       fp8_summary_acc_add(&t->acc[c], &row);
       r->rows++;
     }
+    run_segs_tensor(r, i);
   }
 }
 
@@ -53,6 +56,7 @@ int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t st
   for (size_t k = 0; k < s.ntensors; k++) {
     ssize_t idx = run_find_tensor(r, s.tensors[k].name);
     if (idx < 0) continue; /* not selected */
+    if (r->split && r->owner[idx] != r->me) continue; /* another process's (MPI) */
     r->t[idx].view = &s.tensors[k];
     r->work[r->nwork++] = (size_t)idx;
   }

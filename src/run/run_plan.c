@@ -330,6 +330,8 @@ void run_note_warm(run_t *r) {
 void run_free(run_t *r) {
   fp8_engine_free(r->engine);
   free(r->owner);
+  free(r->rank_owner);
+  free(r->proc_bytes);
   for (size_t i = 0; i < r->ntensors; i++) {
     run_tensor *t = &r->t[i];
     free(t->name);

@@ -33,6 +33,7 @@
 
 #include "run_folder.h"
 #include "run_bytes.h"
+#include "run_mpi.h"
 #include "runner_internal.h"
 
 #define CKPT_MAGIC "FP8CKPT\x01"
@@ -108,8 +109,8 @@ void run_ckpt_close(run_t *r) {
 }
 
 int run_ckpt_micro(run_t *r, char *err, size_t errlen) {
-  /* MPI: no checkpoint past the first (a resume starts over; process 0 alone holds files) */
-  if (r->split) return FP8_OK;
+  /* MPI: process 0 holds the files (every process knows every amax after the step's sync) */
+  if (r->me != 0) return FP8_OK;
   if (fwrite(r->amax, sizeof *r->amax, r->ntensors, r->amax_fp) != r->ntensors)
     return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s/amax.bin: write failed: %s", r->out,
                       FP8_RUN_CHECKPOINT_DIR, strerror(errno ? errno : EIO));
@@ -119,12 +120,18 @@ int run_ckpt_micro(run_t *r, char *err, size_t errlen) {
 int run_ckpt_step(run_t *r, char *err, size_t errlen) {
   /* at most every ckpt_every seconds, and never more than a tenth of the time: a checkpoint's
    * cost grows with tensors x configurations (the summary totals and the scales) */
-  if (r->split) return FP8_OK; /* MPI: see run_ckpt_micro */
   double now = run_now_s(), every = r->ckpt_every;
   if (every < 10.0 * r->ckpt_cost) every = 10.0 * r->ckpt_cost;
   /* (after the last step the commit's checkpoint follows at once) */
-  if (r->steps_done == r->nsteps || now - r->ckpt_last < every) return FP8_OK;
-  return run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen);
+  int due = r->steps_done < r->nsteps && now - r->ckpt_last >= every;
+  if (!r->split) return due ? run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen) : FP8_OK;
+  /* MPI: process 0's clock decides; the others' counts and totals come to it first */
+  int32_t d = due;
+  fp8_mpi_bcast(&d, sizeof d, 0);
+  if (!d) return FP8_OK;
+  int rc = run_split_collect(r, err, errlen);
+  if (!rc && r->me == 0) rc = run_ckpt_write(r, RUN_CKPT_REPLAY, err, errlen);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ writing a checkpoint */
@@ -178,7 +185,9 @@ int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen) {
   put(&w, engine, sizeof engine);
   uint64_t dims[4] = {r->nsteps, r->ntensors, r->nconfigs, r->steps_done};
   put(&w, dims, sizeof dims);
-  long long counts[4] = {r->rows, r->gemm_rows, r->stream_rows, r->mismatches};
+  /* (MPI: with the other processes' counts as of run_split_collect) */
+  long long counts[4] = {r->rows + r->peer_counts[0], r->gemm_rows + r->peer_counts[1],
+                         r->stream_rows, r->mismatches + r->peer_counts[2]};
   put(&w, counts, sizeof counts);
   put(&w, len, sizeof len);
   double wall = r->wall_base + (t - r->t0);
@@ -275,15 +284,22 @@ static int replay_amax(run_t *r, const int64_t *steps, const float *want, char *
                        size_t errlen) {
   char path[4096 + 64];
   ckpt_path(r, "amax.bin", path, sizeof path);
-  FILE *fp = fopen(path, "rb");
-  if (!fp)
-    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: missing: the checkpoint cannot be resumed "
-                      "(start over with --force)", path);
-  int rc = FP8_OK;
+  FILE *fp = r->me == 0 ? fopen(path, "rb") : NULL;
+  int rc = r->me != 0 || fp ? FP8_OK
+                            : fp8_errorf(FP8_EINVAL, err, errlen, "%s: missing: the checkpoint "
+                                         "cannot be resumed (start over with --force)", path);
+  if (r->split && (rc = fp8_mpi_agree(rc, err, errlen)) != FP8_OK) return rc;
+  if (rc) return rc;
   for (size_t si = 0; si < r->steps_done && !rc; si++) {
     rc = fp8_engine_begin_step(r->engine, steps[si], err, errlen);
     for (size_t m = 0; m < r->nmicro[si] && !rc; m++) { /* one pair per micro-batch */
-      if (fread(r->amax, sizeof *r->amax, r->ntensors, fp) != r->ntensors) {
+      /* MPI: process 0 reads, every process replays (their states must be the same) */
+      int32_t got = r->me != 0 || fread(r->amax, sizeof *r->amax, r->ntensors, fp) == r->ntensors;
+      if (r->split) {
+        fp8_mpi_bcast(&got, sizeof got, 0);
+        if (got) fp8_mpi_bcast(r->amax, r->ntensors * sizeof *r->amax, 0);
+      }
+      if (!got) {
         rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: shorter than the checkpoint records: it "
                         "cannot be resumed (start over with --force)", path);
         break;
@@ -291,10 +307,11 @@ static int replay_amax(run_t *r, const int64_t *steps, const float *want, char *
       rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
       if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
       if (!rc) run_note_warm(r);
+      if (r->split) rc = fp8_mpi_agree(rc, err, errlen); /* all go on, or none */
     }
   }
-  fclose(fp);
-  if (rc) return rc;
+  if (fp) fclose(fp);
+  if (rc || r->me != 0) return rc;
   float *got = engine_scales(r, err, errlen);
   if (!got) return FP8_ENOMEM;
   for (size_t i = 0; i < r->ntensors * r->nconfigs && !rc; i++)
@@ -379,8 +396,8 @@ static int parse_ckpt(run_t *r, rd_t *in, const char *exp_given, run_ckpt_info *
   return FP8_OK;
 }
 
-int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
-                     run_ckpt_info *info, char *err, size_t errlen) {
+static int restore_file(run_t *r, const char *exp_given, run_ckpt_info *info, float **scales,
+                        char *err, size_t errlen) {
   char path[4096 + 64];
   ckpt_path(r, "state", path, sizeof path);
   FILE *fp = fopen(path, "rb");
@@ -395,15 +412,34 @@ int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
   /* the checksum first: a damaged file is refused before any of it is believed */
   uint64_t sum = 0;
   if (n >= 8) memcpy(&sum, b + n - 8, 8);
-  float *scales = NULL;
   if (n < 8 || fnv(FNV_START, b, n - 8) != sum) {
     rc = fp8_errorf(FP8_EINVAL, err, errlen, "%s: truncated or damaged (checksum): start over "
                     "with --force", path);
   } else {
     rd_t in = {.b = (const unsigned char *)b, .n = n - 8};
-    rc = parse_ckpt(r, &in, exp_given, info, &scales, path, err, errlen);
+    rc = parse_ckpt(r, &in, exp_given, info, scales, path, err, errlen);
   }
   free(b);
+  return rc;
+}
+
+int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
+                     run_ckpt_info *info, char *err, size_t errlen) {
+  float *scales = NULL;
+  /* MPI: the checkpoint is process 0's (the others need not see the folder); it tells the
+   * others where the replay stands and hands each its tensors' totals */
+  int rc = r->me == 0 ? restore_file(r, exp_given, info, &scales, err, errlen) : FP8_OK;
+  if (r->split) {
+    if ((rc = fp8_mpi_agree(rc, err, errlen)) != FP8_OK) {
+      free(scales);
+      return rc;
+    }
+    uint64_t at[2] = {r->steps_done, (uint64_t)info->phase};
+    fp8_mpi_bcast(at, sizeof at, 0);
+    r->steps_done = (size_t)at[0];
+    info->phase = (run_ckpt_phase)at[1];
+    rc = run_split_scatter(r, err, errlen);
+  }
   if (!rc && info->phase == RUN_CKPT_REPLAY) rc = replay_amax(r, steps, scales, err, errlen);
   free(scales);
   return rc;

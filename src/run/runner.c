@@ -162,6 +162,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
     arow = a_end;
     if (!rc) rc = check_writes(r, err, errlen);
     r->steps_done = si + 1;
+    if (r->split) rc = fp8_mpi_agree(rc, err, errlen); /* a checkpoint is collective */
     if (!rc) rc = run_ckpt_step(r, err, errlen);
     if (r->split) rc = fp8_mpi_agree(rc, err, errlen); /* every process stops, or none */
     if (rc) return rc;
@@ -290,6 +291,18 @@ static void fill_summary(const run_t *r, fp8_run_summary *sum) {
   for (size_t i = 0; r->left && i < r->ntensors; i++) sum->left_out[r->left[i]]++;
   run_left_out_text(r, sum->left_note, sizeof sum->left_note);
   sum->wall_s = r->wall_base + (run_now_s() - r->t0);
+  sum->split_note[0] = '\0';
+  if (r->split) { /* MPI: the processes' shares, and the amax exchange (MPI, or NCCL) */
+    uint64_t lo = 0, hi = 0;
+    for (int p = 0; r->proc_bytes && p < r->np; p++) {
+      if (p == 0 || r->proc_bytes[p] < lo) lo = r->proc_bytes[p];
+      if (p == 0 || r->proc_bytes[p] > hi) hi = r->proc_bytes[p];
+    }
+    snprintf(sum->split_note, sizeof sum->split_note, "MPI: %d process%s (the trace's %s, "
+             "balanced by their bytes), %.3g to %.3g MB of snapshot data each; amaxes "
+             "exchanged by %s", r->np, r->np > 1 ? "es" : "", r->multirank ? "ranks" : "layers",
+             (double)lo / 1e6, (double)hi / 1e6, r->exchange);
+  }
 }
 
 /* The end of the replay: the commit (recorded first, so that a kill in the middle of it is
@@ -338,6 +351,7 @@ void fp8_run_finish(const fp8_run_summary *sum) {
 static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const int64_t *steps,
                      run_ckpt_info *info, char *err, size_t errlen) {
   int rc = run_ckpt_fingerprint(r, tr, trace_dir, err, errlen);
+  if (r->split) rc = fp8_mpi_agree(rc, err, errlen); /* the restore is collective */
   if (rc || !r->opt->resume) {
     time_t wall = time(NULL);
     struct tm tmv;
@@ -376,11 +390,6 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   r.out = out;
   r.ckpt_every = opt->checkpoint_s > 0 ? opt->checkpoint_s : 0;
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
-  if (r.np > 1 && opt->resume) { /* the same answer on every process */
-    rc = fp8_errorf(FP8_EINVAL, err, errlen, "--resume is not supported under MPI yet: resume "
-                    "with one process (fp8lab run --resume), which starts the replay over");
-    goto done;
-  }
   /* the output folder and the trace: process 0's (the others open the trace it names) */
   if (r.me == 0) {
     rc = run_dir_enter(opt, out, &undo, err, errlen);
@@ -396,18 +405,20 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   }
   if (rc) goto done;
   r.multirank = tr.nranks > 0;
-  /* MPI: a multi-rank trace's ranks are spread over the processes; a single-rank trace is
-   * replayed by process 0 alone */
-  r.split = r.np > 1 && r.multirank;
-  if (r.np > 1 && !r.split && r.me != 0) goto done;
+  /* MPI: a multi-rank trace's ranks, or a single-rank trace's layers, are spread over the
+   * processes; with the GPU engine under a launcher, even one process exchanges its amaxes
+   * (through NCCL: a world of one) */
+  r.split = r.np > 1 || (fp8_mpi_on() && opt->gpu_module);
   size_t nparts = tr.nranks ? tr.nranks : 1;
   /* from here on, under MPI, a failure goes to the next agreement (no process may leave the
    * others waiting in a collective) */
   if (!(rank_order = malloc(nparts * sizeof *rank_order)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   else run_rank_order(rank_order, nparts);
-  if (!rc && r.split) rc = run_split_assign(&r, &tr, err, errlen);
   if (!rc) rc = plan_run(&r, &tr, trace_dir, &steps, &nsteps, &amax_map, err, errlen);
+  if (r.split) rc = fp8_mpi_agree(rc, err, errlen);
+  if (!rc && r.split) rc = run_split_assign(&r, &tr, err, errlen);
+  if (!rc && r.split) run_split_comm(&r);
   r.nsteps = nsteps;
   for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
   if (!rc) rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen);
@@ -438,6 +449,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
 done:
   /* MPI: every process ends with process 0's status, or the first failing one's */
   if (r.np > 1) rc = fp8_mpi_agree(rc, err, errlen);
+  run_split_comm_close(&r);
   run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
                         when nothing is in place, else they are what a resume continues */
   run_free(&r);

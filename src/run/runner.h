@@ -34,6 +34,8 @@ typedef struct {
                             progress (and locked) until fp8_run_finish */
   fp8_engine_factory engine;        /**< NULL: the CPU engine */
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
+  void *gpu_module;    /**< the GPU module's handle when its engine runs (engine_load.h): under
+                            MPI the amaxes are exchanged through its NCCL (run_split.c) */
 } fp8_run_options;
 
 /* fp8_left_reason and fp8_left_keys (run.json's lists of the tensors without rows): run_json.h */
@@ -53,6 +55,9 @@ typedef struct {
   double wall_s;
   char engine[256];    /**< the engine's name */
   long long resumed_at; /**< --resume: the steps the interrupted run had done (-1: none) */
+  char split_note[512]; /**< MPI: "MPI: 4 processes (the trace's layers, balanced by their
+                             bytes), 2.9 to 3.1 MB of snapshot data each; amaxes exchanged by
+                             MPI_Allreduce" ("": no MPI) */
   int lock_fd;         /**< with report_follows: the folder's lock, for fp8_run_finish */
 } fp8_run_summary;
 

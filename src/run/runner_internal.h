@@ -78,10 +78,21 @@ typedef struct {
   double ckpt_every, ckpt_last, ckpt_cost; /* seconds: interval, last one, its cost */
   uint64_t fp_exp, fp_trace;  /* fingerprints of the experiment and of the trace's files */
   char fp_engine[64];         /* the engine, without its thread count */
-  /* MPI (run_split.c): np processes, this one `me`; split: a multi-rank trace's ranks are
-   * spread over them (balanced by bytes: owner), process 0 writing every file */
+  /* MPI (run_split.c): np processes, this one `me`; split (np > 1): a multi-rank trace's
+   * ranks, or a single-rank trace's layers, are spread over them (balanced by bytes), process
+   * 0 writing every file */
   int np, me, split;
-  int *owner;                 /* [ranks] under the split: the process of each rank */
+  int *owner;                 /* [ntensors] under the split: the process that replays each */
+  int *rank_owner;            /* [ranks] of a multi-rank trace under the split: each rank's */
+  uint64_t *proc_bytes;       /* [np] on process 0: the snapshot bytes each process replays */
+  void *comm;                 /* the GPU module's NCCL communicator (NULL: MPI_Allreduce) */
+  int (*comm_max)(void *comm, float *host, size_t n, char *err, size_t errlen);
+  void (*comm_close)(void *comm);
+  char exchange[192];         /* how the amaxes are exchanged, for run.json */
+  struct run_segs *segs;      /* a part several processes share: where each tensor's and
+                                 layer's rows end in the part's memory files (run_split.c) */
+  long long peer_counts[3];   /* process 0: rows, gemm_rows, mismatches of the other processes
+                                 at the last checkpoint (a checkpoint records the sums) */
 } run_t;
 
 /* run_part.c: one rank's snapshot of the step: cast, its rows written to the files in use */
@@ -89,20 +100,32 @@ int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t st
              size_t errlen);
 
 /* run_split.c: the MPI replay's parts of a step and its end (run_mpi.h) */
-/* The process that replays rank k of a multi-rank trace (fp8_mpi_assign, by bytes). */
-static inline int run_owner(const run_t *r, size_t rank) { return r->owner[rank]; }
-/* The split's assignment of the trace's ranks to processes: their snapshot bytes balanced. */
+/* The split's assignment of the tensors to processes (r->owner): a multi-rank trace's ranks,
+ * or a single-rank trace's layers (a layer's input, weight and grad_output together), their
+ * snapshot bytes balanced. After the tensors are known (run_tensors_init). */
 int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
-/* One rank's part of a step under the split: its owner replays it; process 0 writes its rows
- * (its own directly, the others' received in part order). *prc: the first failure so far on
- * this process (the protocol goes on after one, so that no process waits for ever). */
+/* One part (rank) of a step under the split: the processes that own some of its tensors
+ * replay them; process 0 writes the part's rows in one process's order (its own directly when
+ * it alone owns the part; else every owner's merged by tensor and by layer). *prc: the first
+ * failure so far on this process (the protocol goes on after one, so that no process waits
+ * for ever). */
 void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step,
                     int *prc, char *err, size_t errlen);
 /* After a step's parts: every process's failure agreed on, then the amaxes and snapshot flags
  * of every tensor (each from its owner) on every process. */
 int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen);
+/* The amax exchange: NCCL between the processes' GPUs when the GPU engine runs (its
+ * communicator bootstrapped over MPI: process 0's unique id broadcast), else MPI_Allreduce;
+ * NCCL failing anywhere (no library, no device) leaves every process on MPI, the reason in
+ * r->exchange. Collective. */
+void run_split_comm(run_t *r);
+void run_split_comm_close(run_t *r);
+/* At a checkpoint: the other processes' row counts and summary totals to process 0. */
+int run_split_collect(run_t *r, char *err, size_t errlen);
 /* The end: the row counts summed, and the summary totals of every tensor on process 0. */
 int run_split_gather(run_t *r, char *err, size_t errlen);
+/* A resume: process 0's checkpoint totals of each process's tensors to that process. */
+int run_split_scatter(run_t *r, char *err, size_t errlen);
 
 /* run_plan.c */
 ssize_t run_find_tensor(const run_t *r, const char *name);

@@ -6,7 +6,11 @@ Traces from tools/reference/gen_trace.py, 4 ranks:
     (gemm.csv) and the report;
   - strided groups (reduce_group = 2, reduce_stride = 2: {0, 2}, {1, 3}) with two micro-batches
     at every amax.csv step of every rank (stream.csv per micro-batch);
-  - a single-rank trace (process 0 replays it alone; the others wait).
+  - a single-rank trace with GEMM layers and the report (its layers spread over the
+    processes: a layer's input, weight and grad_output in one process);
+  - a single-rank trace whose names interleave (layers `a.fc`, `a.fc-2` and `a.fc.h`, whose
+    tensors do not sort next to each other, and lone tensors between them), so that process 0
+    must merge the processes' rows by tensor and by layer.
 For N = 1, 2, 3, 4 (more processes than ranks included, and oversubscribed on a 2-core
 machine: --oversubscribe) every output file equals the one-process run's: steps.csv,
 summary.csv, histograms.csv, stream.csv, gemm.csv, analysis.csv, recommendations.csv,
@@ -14,9 +18,18 @@ advice.ini, report.md; run.json too, but for its times and the process count (wh
 as `processes` when N > 1). Then the failures:
   - a truncated snapshot in rank_1/: every process exits 2, one `fp8lab:` line naming the file,
     no output folder left;
-  - a process killed mid-run (SIGKILL to MPI rank 1): the job ends (mpirun stops the others),
-    and `fp8lab run --resume` with one process completes it to the same bytes;
-  - `--resume` under MPI: exit 2, saying to resume with one process.
+  - a process killed mid-run (SIGKILL to MPI rank 1 of 2, checkpoints after every step): the
+    job ends (mpirun stops the others), and `--resume` continues it from its last checkpoint
+    (after step > 0) to the same bytes: with the same process count (mpirun -np 2), with
+    another (-np 3) and with one process, each on a copy of the killed folder.
+
+With the GPU module over the CUDA emulator (fp8lab-gpu-emu.so next to the binary: CUDA's headers
+were found), the GPU engine under MPI: `mpirun -np 1 fp8lab run --device gpu` bootstraps an
+NCCL communicator over MPI (process 0's unique id broadcast; the mock NCCL: a world of one) and
+exchanges the amaxes through it (run.json's amax_exchange "NCCL..., world 1"); -np 2, where the
+mock NCCL refuses a world of two, falls back to MPI_Allreduce on every process and says why. Both
+write the one-process GPU run's files byte for byte, and that run agrees with the CPU engine's
+by the GPU engine's parity rule (scripts/compare_runs.py).
 
 Usage: test_mpi.py FP8LAB_BIN   (exit 77 = skipped: mpirun, numpy or ml_dtypes missing). As
 root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), which this script sets.
@@ -60,7 +73,8 @@ if _probe.returncode != 0:
     sys.exit(77)
 FILES = ["steps.csv", "summary.csv", "histograms.csv", "stream.csv", "gemm.csv", "analysis.csv",
          "recommendations.csv", "advice.ini", "report.md"]
-VOLATILE = {"started_utc", "wall_time_s", "processes"}
+VOLATILE = {"started_utc", "wall_time_s", "processes", "process_snapshot_bytes",
+            "amax_exchange"}
 FAILS = []
 
 
@@ -142,6 +156,105 @@ def case_identical(binary, tmp, name, seed, ranks, extra, micro=False, report=Tr
     print("  %s: -np 1..4 identical to one process (%.1f s)" % (name, time.time() - t))
 
 
+def write_safetensors(path, tensors):
+    """F32 tensors {name: numpy array} as a safetensors file (names sorted, data in order)."""
+    import numpy as np
+    header, blobs, at = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
+        blobs.append(a.tobytes())
+        at += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def case_interleaved(binary, tmp):
+    """Names whose tensors and layers sort apart: `a.fc-2.*` < `a.fc.grad_output` < `a.fc.h`
+    (a lone tensor) < `a.fc.h.*` (a layer) < `a.fc.input`; gemm.csv's layers in strcmp order
+    (a.fc < a.fc-2 < a.fc.h) differ from their tensors' order."""
+    import numpy as np
+    d = os.path.join(tmp, "interleaved")
+    os.makedirs(os.path.join(d, "tr"))
+    rng = np.random.default_rng(84)
+    layers = {"a.fc": (24, 32, 16), "a.fc-2": (24, 16, 40), "a.fc.h": (24, 8, 8),
+              "b": (12, 64, 32)}
+    for step in (0, 5, 10):
+        t = {}
+        for name, (tok, n_in, n_out) in layers.items():
+            t[name + ".input"] = rng.standard_normal((tok, n_in)) * (1 + step)
+            t[name + ".weight"] = rng.standard_normal((n_out, n_in)) * 0.02
+            t[name + ".grad_output"] = rng.standard_normal((tok, n_out)) * 1e-4
+        t["a.fc.h"] = rng.standard_normal((7, 5)) * 3
+        t["a.fc.output"] = rng.standard_normal((24, 16))
+        t["a"] = rng.standard_normal((9,)) * 100
+        write_safetensors(os.path.join(d, "tr", "step_%d.safetensors" % step), t)
+    with open(os.path.join(d, "exp.ini"), "w") as f:
+        f.write("[trace]\npath = tr\n[recipe.delayed]\nkind = delayed\nformat = e4m3\n"
+                "history_len = 1, 4\nmargin = 0\n[recipe.current]\nkind = current\n"
+                "format = e4m3\n"
+                "[analysis]\ngemm = true\n")
+    base = [binary, "run", "exp.ini", "--quiet", "--threads", "1", "--no-report"]
+    rc, out = run(base + ["--out", "one"], d)
+    if not check(rc == 0, "interleaved: one process: exit %d: %s" % (rc, out)):
+        return
+    with open(os.path.join(d, "one", "gemm.csv")) as f:
+        layer_order = list(dict.fromkeys(row["layer"] for row in csv.DictReader(f)))
+    check(layer_order == ["a.fc", "a.fc-2", "a.fc.h", "b"],
+          "interleaved: gemm.csv's layers %s" % layer_order)
+    for n in (2, 3, 4):
+        rc, out = run(mpirun(n, base + ["--out", "mp%d" % n]), d)
+        if check(rc == 0, "interleaved: -np %d: exit %d: %s" % (n, rc, out[-2000:])):
+            same_outputs(os.path.join(d, "one"), os.path.join(d, "mp%d" % n), n)
+            with open(os.path.join(d, "mp%d" % n, "run.json")) as f:
+                pb = json.load(f).get("process_snapshot_bytes", [])
+            # six units (the layers a.fc, a.fc-2, a.fc.h with its lone namesake, b; the lone
+            # a and a.fc.output) for at most 4 processes: every process has a share
+            check(len(pb) == n and all(b > 0 for b in pb),
+                  "interleaved: -np %d: process_snapshot_bytes %s" % (n, pb))
+    print("  interleaved names: -np 2..4 identical to one process")
+
+
+def case_gpu_emu(binary, tmp):
+    module = os.path.join(os.path.dirname(binary), "fp8lab-gpu-emu.so")
+    if not os.path.exists(module):
+        print("  the GPU engine under MPI: not checked (no fp8lab-gpu-emu.so: built without "
+              "CUDA's headers)")
+        return
+    d = os.path.join(tmp, "gpu_emu")
+    os.makedirs(d)
+    ini = make(d, 85, 0, ["--blocks"])
+    env = dict(ENV, FP8LAB_GPU_MODULE=module)
+    base = [binary, "run", ini, "--quiet", "--threads", "1", "--no-report"]
+    rc, out = run(base + ["--out", "cpu", "--device", "cpu"], d)
+    check(rc == 0, "gpu_emu: CPU run: %s" % out)
+    rc, out = run(base + ["--out", "gpu", "--device", "gpu"], d, env=env)
+    if not check(rc == 0, "gpu_emu: GPU run: %s" % out):
+        return
+    rc, out = run([sys.executable, os.path.join(ROOT, "scripts", "compare_runs.py"),
+                   os.path.join(d, "cpu"), os.path.join(d, "gpu"), "--quiet"], d)
+    check(rc == 0, "gpu_emu: the GPU run disagrees with the CPU run: %s" % out[-1500:])
+    seen = []
+    for n in (1, 2):
+        o = "gpu_mp%d" % n
+        rc, out = run(mpirun(n, base + ["--out", o, "--device", "gpu"]), d, env=env)
+        if not check(rc == 0, "gpu_emu: -np %d: exit %d: %s" % (n, rc, out[-2000:])):
+            continue
+        same_outputs(os.path.join(d, "gpu"), os.path.join(d, o), n)
+        with open(os.path.join(d, o, "run.json")) as f:
+            ex = json.load(f).get("amax_exchange", "")
+        if n == 1:
+            check(ex.startswith("NCCL") and ex.endswith(", world 1"),
+                  "gpu_emu: -np 1: amax_exchange %r, expected NCCL's world of one" % ex)
+        else:
+            check(ex.startswith("MPI_Allreduce (NCCL: ncclCommInitRank (rank 0 of 2"),
+                  "gpu_emu: -np 2: amax_exchange %r, expected MPI with NCCL's reason" % ex)
+        seen.append("-np %d: %s" % (n, ex))
+    print("  the GPU engine (emulated) under MPI, identical to one process: " + "; ".join(seen))
+
+
 def case_bad_file(binary, tmp):
     d = os.path.join(tmp, "bad")
     os.makedirs(d)
@@ -179,13 +292,13 @@ def ranks_of(out_dir):
 def case_killed(binary, tmp):
     d = os.path.join(tmp, "killed")
     os.makedirs(d)
-    ini = make(d, 72, 4, ["--reduce-amax", "--reduce-group", "2"])
+    ini = make(d, 72, 4, ["--reduce-amax", "--reduce-group", "2", "--blocks"])
     base = [binary, "run", ini, "--quiet", "--threads", "1"]
     rc, out = run(base + ["--out", "one"], d)
     check(rc == 0, "killed: one process: %s" % out)
     env = dict(ENV, FP8LAB_TEST_STEP_DELAY_MS="300")  # ~90 steps: about 27 s in all
-    p = subprocess.Popen(mpirun(2, base + ["--out", "k"]), cwd=d, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(mpirun(2, base + ["--out", "k", "--checkpoint-interval", "0"]), cwd=d,
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     victim = None
     for _ in range(600):  # until rank 1 runs (at most 30 s), then a few steps more
         time.sleep(0.05)
@@ -193,23 +306,31 @@ def case_killed(binary, tmp):
         if 1 in pids:
             victim = pids[1]
             break
-    time.sleep(1.0)
+    time.sleep(2.0)
     if check(victim is not None, "killed: MPI rank 1 not found"):
         os.kill(victim, signal.SIGKILL)
     out, _ = p.communicate(timeout=120)
     check(p.returncode != 0, "killed: mpirun exit %d after a SIGKILL" % p.returncode)
     check(os.path.exists(os.path.join(d, "k", ".fp8lab-run-in-progress")),
           "killed: the folder is not marked as interrupted")
-    rc, out = run(base + ["--out", "k", "--resume"], d)
-    if check(rc == 0, "killed: --resume with one process: exit %d: %s" % (rc, out)):
-        same_outputs(os.path.join(d, "one"), os.path.join(d, "k"), 1)
-    print("  MPI rank 1 killed: mpirun exit %d; --resume (one process) completes it, identical"
-          % p.returncode)
-    # --resume under MPI: refused, every process the same
-    rc, out = run(mpirun(2, base + ["--out", "k", "--resume"]), d)
-    lines = [l for l in out.splitlines() if l.startswith("fp8lab:")]
-    check(rc == 2 and len(lines) == 1 and "--resume is not supported under MPI" in lines[0],
-          "resume under MPI: exit %d, %s" % (rc, lines))
+    resumed = []
+    for n in (2, 3, 1):
+        k = "k%d" % n
+        shutil.copytree(os.path.join(d, "k"), os.path.join(d, k), symlinks=True)
+        cmd = [binary, "run", ini, "--threads", "1", "--no-report", "--out", k, "--resume"]
+        rc, out = run(mpirun(n, cmd) if n > 1 else cmd, d)
+        at = [l for l in out.splitlines() if l.startswith("fp8lab: resumed ")]
+        if check(rc == 0 and len(at) == 1, "killed: --resume with %d processes: exit %d: %s"
+                 % (n, rc, out[-2000:])):
+            # "fp8lab: resumed <dir> after step S of T": a checkpoint past the first
+            step = int(at[0].split(" after step ")[1].split()[0])
+            check(step > 0, "killed: resumed from step 0: no checkpoint past the first")
+            resumed.append("-np %d after step %d" % (n, step))
+            rc, out = run([binary, "report", k, "--quiet"], d)
+            check(rc == 0, "killed: report after the resume: %s" % out)
+            same_outputs(os.path.join(d, "one"), os.path.join(d, k), n)
+    print("  MPI rank 1 of 2 killed: mpirun exit %d; --resume completes it, identical: %s"
+          % (p.returncode, ", ".join(resumed)))
 
 
 def main():
@@ -223,7 +344,9 @@ def main():
         case_identical(binary, tmp, "strided_micro", 82, 4,
                        ["--reduce-amax", "--reduce-group", "2", "--reduce-stride", "2"],
                        micro=True, report=False)
-        case_identical(binary, tmp, "single_rank", 83, 0, [], report=False)
+        case_identical(binary, tmp, "single_rank", 83, 0, ["--blocks"])
+        case_interleaved(binary, tmp)
+        case_gpu_emu(binary, tmp)
         case_bad_file(binary, tmp)
         case_killed(binary, tmp)
     finally:
