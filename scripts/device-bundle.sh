@@ -81,8 +81,9 @@ case "$BUILD" in build-bundle*) ;; *) die "BUNDLE_BUILD must be named build-bund
 T0=$(date +%s)
 mkdir -p "$BUILD" || die "cannot create $BUILD"
 say "configuring $BUILD (Release, CUDA, FP8LAB_CBLAS=gslcblas, static libstdc++/libgcc)"
+# Without MPI: the device image has no Open MPI (libmpi and its plugins would not be found there)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFP8LAB_CUDA=ON -DFP8LAB_GPU_ONLY=OFF \
-  -DFP8LAB_CBLAS=gslcblas \
+  -DFP8LAB_CBLAS=gslcblas -DFP8LAB_MPI=OFF \
   "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" \
   "-DCMAKE_MODULE_LINKER_FLAGS=-static-libstdc++ -static-libgcc" >"$BUILD/bundle-configure.log" 2>&1 ||
   { tail -20 "$BUILD/bundle-configure.log"; die "configure failed ($BUILD/bundle-configure.log)"; }
