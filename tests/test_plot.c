@@ -538,6 +538,60 @@ START_TEST(test_step_heatmap) {
 }
 END_TEST
 
+/* 10,000 steps on a plot about 1,000 pixels wide: about ten steps share a pixel column. Row 0
+ * quiet (-2) everywhere; row 1 quiet but for one loud step (+3 at step 5,123, not the last of
+ * its pixel's steps); row 2 missing (NaN) but for that one step, also +3. Each pixel column
+ * must show the largest of its steps: the loud step appears in rows 1 and 2, at its x, one or
+ * two pixels wide, and nowhere else; a plot drawn step by step would leave the pixel the
+ * colour of its last step (quiet), and the event would vanish. */
+START_TEST(test_step_heatmap_many_steps) {
+  enum { NX = 10000, NY = 3, EV = 5123 };
+  double *x = malloc(NX * sizeof *x), *v = malloc(NY * NX * sizeof *v);
+  ck_assert(x && v);
+  for (int i = 0; i < NX; i++) {
+    x[i] = i;
+    v[i] = -2;
+    v[NX + i] = i == EV ? 3 : -2;
+    v[2 * NX + i] = i == EV ? 3 : NAN;
+  }
+  const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input"};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)"};
+  fp8_chart c = base_chart("one loud step among 10,000");
+  const char *p = path_in("stepheat_many.png");
+  ck_assert_msg(fp8_plot_step_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  image im = load(p);
+  /* the quiet colour of -2 (as in test_step_heatmap) along row 0 (the bottom row) gives the
+   * cells' x extent; rows are thirds of the cells' height */
+  const uint8_t quiet[3] = {200, 213, 227};
+  int qx0 = -1, qx1 = -1, y0 = -1, y1 = -1;
+  for (int y = im.h - 1; y >= 0 && y1 < 0; y--) /* the bottom row's lowest line of cells */
+    if (longest_run(&im, y, quiet, 3, &qx0, &qx1) > im.w / 2) y1 = y;
+  ck_assert_msg(y1 > 0, "no row of quiet cells found");
+  for (int y = y1; y >= 0 && near(px(&im, (qx0 + qx1) / 2, y), 200, 213, 227, 3); y--) y0 = y;
+  int rowh = y1 - y0 + 1; /* row 0's height (the white lines between rows: a pixel or two) */
+  ck_assert_int_ge(rowh, 50);
+  double ex = qx0 + (EV + 0.5) / NX * (qx1 - qx0 + 1);
+  /* loud pixels (orange to dark red: much more red than blue) inside the cells */
+  int nloud[NY] = {0, 0, 0};
+  for (int y = y0 - 3 * rowh; y <= y1; y++) {
+    if (y < 0) continue;
+    for (int xx = qx0; xx <= qx1; xx++) {
+      const uint8_t *q = px(&im, xx, y);
+      if (!(q[0] > 90 && q[0] > q[2] + 60 && q[1] < 180)) continue;
+      int row = (y1 - y) / (rowh + 2);
+      ck_assert_msg(fabs(xx - ex) <= 2.5, "a loud pixel at x %d (row %d), the event is at x %.1f",
+                    xx, row, ex);
+      if (row >= 0 && row < NY) nloud[row]++;
+    }
+  }
+  ck_assert_msg(nloud[0] == 0 && nloud[1] >= rowh / 2 && nloud[2] >= rowh / 2,
+                "loud pixels per row: %d, %d, %d (row height %d)", nloud[0], nloud[1], nloud[2], rowh);
+  free(im.rgb);
+  free(x);
+  free(v);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ histogram */
 
 START_TEST(test_histogram) {
@@ -1267,6 +1321,7 @@ static Suite *plot_suite(void) {
   tcase_add_test(tc, test_heatmap_single_high_cell);
   tcase_add_test(tc, test_heatmap_log_nan_text);
   tcase_add_test(tc, test_step_heatmap);
+  tcase_add_test(tc, test_step_heatmap_many_steps);
   tcase_add_test(tc, test_histogram);
   tcase_add_test(tc, test_bars);
   tcase_add_test(tc, test_bars_xlabel_clear_of_slanted_labels);

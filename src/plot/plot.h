@@ -185,7 +185,9 @@ typedef struct {
  * Heatmap over a numeric x axis (fp8_step_heatmap): cells without printed values, x ticks of
  * the numeric axis, row labels on the left (smaller when rows are thin), the colour bar on the
  * right with a line at the threshold. Uses chart's title, xlabel, ylabel, size and text;
- * logx/logy and ranges are ignored. At most 20000 columns and 1000 rows.
+ * logx/logy and ranges are ignored. With more columns than the plot is pixels wide, each
+ * pixel column shows the largest value of the columns it covers (NaN only when all are), so
+ * that no loud value is hidden by its neighbours. At most 10^7 columns and 1000 rows.
  */
 int fp8_plot_step_heatmap(const char *path, const fp8_chart *chart, const fp8_step_heatmap *heat,
                           char *err, size_t errlen);

@@ -54,8 +54,8 @@ static int stepheat_check(const char *path, const fp8_chart *ch, const fp8_step_
   int rc = plot_check_common(path, ch, err, errlen);
   if (rc != FP8_OK) return rc;
   if (!h) FAIL(FP8_EINVAL, "%s: step heatmap: expected a description, got NULL", path);
-  if (h->nx == 0 || h->ny == 0 || h->nx > 20000 || h->ny > 1000 || !h->values || !h->x)
-    FAIL(FP8_EINVAL, "%s: step heatmap: expected 1..20000 x 1..1000 values with x, got %zu x %zu%s",
+  if (h->nx == 0 || h->ny == 0 || h->nx > 10000000 || h->ny > 1000 || !h->values || !h->x)
+    FAIL(FP8_EINVAL, "%s: step heatmap: expected 1..10^7 x 1..1000 values with x, got %zu x %zu%s",
          path, h->nx, h->ny, h->values && h->x ? "" : " (values or x NULL)");
   if (!h->ylabels) FAIL(FP8_EINVAL, "%s: step heatmap: expected %zu row labels, got NULL", path, h->ny);
   if (!isfinite(h->threshold)) FAIL(FP8_EINVAL, "%s: step heatmap: threshold must be finite", path);
@@ -127,19 +127,44 @@ static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const f
   return L;
 }
 
-/* The cells, white lines between rows (when they are tall enough), the frame and x ticks. */
+/* One cell of row iy over [x0, x1) in value v. */
+static void fill_cell(const fp8_step_heatmap *h, double lo, double hi, size_t iy, double x0,
+                      double x1, double v) {
+  PLFLT cx[4] = {x0, x1, x1, x0};
+  PLFLT cy[4] = {(double)iy, (double)iy, iy + 1.0, iy + 1.0};
+  if (isnan(v)) plcol0(CI_NA);
+  else plcol1((entry_of(h, lo, hi, v) + 0.5) / NCOL1);
+  plfill(4, cx, cy);
+}
+
+/* The cells, white lines between rows (when they are tall enough), the frame and x ticks.
+ * With more columns than the plot has pixels across, a cell drawn per column would leave each
+ * pixel the colour of whichever column came last: a loud step among quiet ones vanishes. There
+ * the cells are the pixel columns, each in the largest value of the columns that overlap it
+ * (NaN only when all of them are): the loud end of the scale is what must not be hidden. */
 static void stepheat_cells(const canvas *c, const step_layout *L, const fp8_step_heatmap *h,
                            const axis *ax, double lo, double hi) {
   plot_mode(c, &L->p, ax->lo, ax->hi, 0, (double)h->ny);
-  for (size_t iy = 0; iy < h->ny; iy++)
-    for (size_t ix = 0; ix < h->nx; ix++) {
-      double v = h->values[iy * h->nx + ix];
-      PLFLT cx[4] = {h->x[ix], col_end(h, ix), col_end(h, ix), h->x[ix]};
-      PLFLT cy[4] = {(double)iy, (double)iy, iy + 1.0, iy + 1.0};
-      if (isnan(v)) plcol0(CI_NA);
-      else plcol1((entry_of(h, lo, hi, v) + 0.5) / NCOL1);
-      plfill(4, cx, cy);
+  size_t npx = (size_t)floor(L->p.r - L->p.l);
+  if (npx < 1) npx = 1;
+  if (h->nx <= npx) {
+    for (size_t iy = 0; iy < h->ny; iy++)
+      for (size_t ix = 0; ix < h->nx; ix++)
+        fill_cell(h, lo, hi, iy, h->x[ix], col_end(h, ix), h->values[iy * h->nx + ix]);
+  } else {
+    const double w = (ax->hi - ax->lo) / (double)npx;
+    for (size_t iy = 0; iy < h->ny; iy++) {
+      const double *row = h->values + iy * h->nx;
+      size_t ix = 0;
+      for (size_t b = 0; b < npx; b++) {
+        double b0 = ax->lo + (double)b * w, b1 = b + 1 == npx ? ax->hi : b0 + w, v = NAN;
+        while (ix + 1 < h->nx && col_end(h, ix) <= b0) ix++; /* the first column reaching b0 */
+        for (size_t k = ix; k < h->nx && h->x[k] < b1; k++)
+          if (!isnan(row[k]) && (isnan(v) || row[k] > v)) v = row[k];
+        fill_cell(h, lo, hi, iy, b0, b1, v);
+      }
     }
+  }
   if ((L->p.b - L->p.t) / (double)h->ny >= 8 * c->s) {
     plcol0(CI_WHITE);
     plwidth(1.5 * c->s);

@@ -269,11 +269,25 @@ typedef struct {
   double vmax;   /* the largest overshoot (NaN: none) */
 } ograd;
 
-/* The role's groups under the reference configuration into g (room for every group). */
+/* The role's groups under the reference configuration into g (room for every group), in the
+ * natural order of their tensors' names (layers.2 before layers.10: the model's order). */
+typedef struct {
+  const char *name;
+  size_t g;
+} named_group;
+static int cmp_group_name(const void *x, const void *y) {
+  return fp8_natural_cmp(((const named_group *)x)->name, ((const named_group *)y)->name);
+}
 static size_t role_groups(const rep_t *r, int role, size_t *g) {
   size_t n = 0;
   for (size_t i = 0; i < r->tab.ngroups; i++)
     if (r->gcfg[i] == (size_t)r->ref && (int)r->tab.groups[i].role == role) g[n++] = i;
+  named_group *ng = malloc((n + 1) * sizeof *ng);
+  if (!ng) return n; /* out of memory: the name order as it is */
+  for (size_t k = 0; k < n; k++) ng[k] = (named_group){r->tab.groups[g[k]].tensor, g[k]};
+  qsort(ng, n, sizeof *ng, cmp_group_name);
+  for (size_t k = 0; k < n; k++) g[k] = ng[k].g;
+  free(ng);
   return n;
 }
 

@@ -1,6 +1,7 @@
 /* util.c: see util.h. */
 #include "util.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -102,4 +103,26 @@ const char *fp8_esc(const char *s, char *out, size_t outlen) {
 
 const char *fp8_escape_line(const char *s, char *out, size_t outlen) {
   return escape(s, s ? strlen(s) : 0, out, outlen, 1, 0);
+}
+
+int fp8_natural_cmp(const char *a, const char *b) {
+  const char *a0 = a, *b0 = b;
+  while (*a && *b) {
+    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+      while (*a == '0') a++;
+      while (*b == '0') b++;
+      size_t na = 0, nb = 0;
+      while (isdigit((unsigned char)a[na])) na++;
+      while (isdigit((unsigned char)b[nb])) nb++;
+      if (na != nb) return na < nb ? -1 : 1;
+      int c = strncmp(a, b, na);
+      if (c) return c;
+      a += na, b += nb;
+      continue;
+    }
+    if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+    a++, b++;
+  }
+  if (*a || *b) return *a ? 1 : -1;
+  return strcmp(a0, b0); /* equal by value: leading zeros decide */
 }

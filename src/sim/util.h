@@ -58,6 +58,10 @@ const char *fp8_esc(const char *s, char *out, size_t outlen);
  *  still cannot break the line. No "..." cut: out should hold 4 * len + 1 bytes. */
 const char *fp8_escape_line(const char *s, char *out, size_t outlen);
 
+/** strcmp, except that runs of digits compare by value ("layers.2" < "layers.10"); names equal
+ *  so (leading zeros: "l01" and "l1") by strcmp, so that the order is total. */
+int fp8_natural_cmp(const char *a, const char *b);
+
 /** Room for one more element in a growing array of n elements of elem bytes: returns arr when
  *  n < *cap, else arr reallocated to twice *cap (`first` when *cap is 0) with *cap updated, or
  *  NULL when out of memory (arr and *cap unchanged, arr still the caller's to free). */

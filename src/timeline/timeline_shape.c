@@ -9,28 +9,8 @@
 #include "timeline.h"
 #include "util.h"
 
-/* strcmp, except that runs of digits compare by value ("layers.2" < "layers.10"). */
-static int natural_cmp(const char *a, const char *b) {
-  while (*a && *b) {
-    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-      while (*a == '0') a++;
-      while (*b == '0') b++;
-      size_t na = 0, nb = 0;
-      while (isdigit((unsigned char)a[na])) na++;
-      while (isdigit((unsigned char)b[nb])) nb++;
-      if (na != nb) return na < nb ? -1 : 1;
-      int c = strncmp(a, b, na);
-      if (c) return c;
-      a += na, b += nb;
-      continue;
-    }
-    if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-    a++, b++;
-  }
-  return *a ? 1 : *b ? -1 : 0;
-}
 static int cmp_linear(const void *x, const void *y) {
-  return natural_cmp(((const fp8_tl_linear *)x)->name, ((const fp8_tl_linear *)y)->name);
+  return fp8_natural_cmp(((const fp8_tl_linear *)x)->name, ((const fp8_tl_linear *)y)->name);
 }
 
 /* The view named <prefix>.<role> among v[0..n) (sorted by name: bsearch would do; n is small
