@@ -637,6 +637,33 @@ END_TEST
 
 /* ------------------------------------------------------------------ amax.csv */
 
+/* A file in step order whose tensors come in module order, not name order, the same at every
+ * step (as captures write it): rows sorted by step, then name; the names seen at every step. */
+START_TEST(amax_step_order) {
+  char *dir = tu_mkdtemp();
+  const char *csv = "step,tensor,amax\n0,z.w,1\n0,b.x,2\n0,m.y,3\n1,z.w,4\n1,b.x,5\n1,m.y,6\n"
+                    "2,z.w,7\n2,m.y,8\n2,b.x,9\n";
+  write_in(dir, "amax.csv", csv, strlen(csv));
+  fp8_trace tr;
+  char err[FP8_ERRLEN] = "";
+  ck_assert_msg(fp8_trace_open(dir, &tr, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(tr.namax_names, 3);
+  ck_assert_str_eq(tr.amax_names[0], "b.x");
+  ck_assert_str_eq(tr.amax_names[1], "m.y");
+  ck_assert_str_eq(tr.amax_names[2], "z.w");
+  static const float want[9] = {2, 3, 1, 5, 6, 4, 9, 8, 7}; /* (step, name) order */
+  ck_assert_uint_eq(tr.namax, 9);
+  for (int i = 0; i < 9; i++) {
+    ck_assert_int_eq(tr.amax[i].step, i / 3);
+    ck_assert_int_eq(tr.amax[i].tensor, i % 3);
+    ck_assert(tr.amax[i].amax == want[i]);
+  }
+  fp8_trace_close(&tr);
+  tu_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
 START_TEST(amax_good) {
   char *dir = tu_mkdtemp();
   char v[32];
@@ -804,6 +831,11 @@ static const csv_bad CSV_BAD[] = {
     {"0,a\n", "2: expected 3 fields, found 2"},
     {"0,a,1\n\n1,a,2\n", "3: blank line"},
     {"0,a,1\n0,b,1\n5,a,2\n0,a,3\n", "5: duplicate row for step 0, tensor a (first at line 2)"},
+    /* files in step order (sorted one step at a time): the duplicate with the smallest line */
+    {"0,a,1\n0,b,1\n0,a,3\n1,a,1\n", "4: duplicate row for step 0, tensor a (first at line 2)"},
+    {"0,b,1\n0,a,1\n0,b,2\n0,a,2\n", "4: duplicate row for step 0, tensor b (first at line 2)"},
+    /* a name is checked where it first appears, after names seen before */
+    {"0,a,1\n0,b,1\n1,a,1\n1,b,1\n1,c\x01,1\n", "6: tensor c\\x01: "},
 };
 
 START_TEST(amax_bad) {
@@ -1192,6 +1224,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("amax");
   tcase_add_test(tc, amax_good);
+  tcase_add_test(tc, amax_step_order);
   tcase_add_loop_test(tc, amax_bad, 0, (int)(sizeof CSV_BAD / sizeof CSV_BAD[0]));
   tcase_add_test(tc, amax_bad_header);
   tcase_add_test(tc, amax_micro_te_scale);

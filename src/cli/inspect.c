@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,15 +33,23 @@ static int cmp_row(const void *a, const void *b) {
   return strcmp(((const inspect_row *)a)->name, ((const inspect_row *)b)->name);
 }
 
-static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const char *name) {
-  for (size_t i = 0; i < *n; i++)
-    if (strcmp((*rows)[i].name, name) == 0) return &(*rows)[i];
+/* The row of a name (new when the name is): the set maps the rows' own copies of the names to
+ * their indices (a name looked up per amax.csv row: millions of them). */
+static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, fp8_strset *set,
+                            const char *name) {
+  size_t len = strlen(name), k = fp8_strset_get(set, name, len);
+  if (k != SIZE_MAX) return &(*rows)[k];
   inspect_row *nr = fp8_grow(*rows, *n, cap, sizeof *nr, 64);
   if (!nr) return NULL;
   *rows = nr;
-  inspect_row *r = &(*rows)[(*n)++];
+  inspect_row *r = &(*rows)[*n];
   memset(r, 0, sizeof *r);
-  r->name = strdup(name);
+  int added;
+  if (!(r->name = strdup(name)) || fp8_strset_put(set, r->name, len, &added) != *n) {
+    free(r->name);
+    return NULL;
+  }
+  (*n)++;
   r->amin = INFINITY;
   r->amax = -INFINITY;
   r->first = -1;
@@ -50,10 +59,13 @@ static inspect_row *row_get(inspect_row **rows, size_t *n, size_t *cap, const ch
 
 /* One amax.csv row: a step of the tensor unless its snapshot of the same step counted it
  * already (the data wins there, as in the replay); its amax joins the range either way. */
-static int inspect_amax_row(inspect_row **rows, size_t *n, size_t *cap, const fp8_trace *tr,
-                            size_t i) {
-  inspect_row *r = row_get(rows, n, cap, tr->amax_names[tr->amax[i].tensor]);
+static int inspect_amax_row(inspect_row **rows, size_t *n, size_t *cap, fp8_strset *set,
+                            size_t *row_of, const fp8_trace *tr, size_t i) {
+  size_t t = (size_t)tr->amax[i].tensor; /* row_of[t]: the row of amax name t, once known */
+  inspect_row *r = row_of[t] != SIZE_MAX ? &(*rows)[row_of[t]]
+                                         : row_get(rows, n, cap, set, tr->amax_names[t]);
   if (!r) return FP8_ENOMEM;
+  row_of[t] = (size_t)(r - *rows);
   float a = tr->amax[i].amax;
   if (r->snap_step != tr->amax[i].step) {
     r->steps++;
@@ -84,20 +96,23 @@ static int inspect_collect(const fp8_trace *tr, inspect_row **rows_out, size_t *
                            size_t errlen) {
   inspect_row *rows = NULL;
   size_t n = 0, cap = 0;
-  int rc = FP8_OK;
+  fp8_strset set = {0};
+  size_t *row_of = malloc((tr->namax_names + 1) * sizeof *row_of);
+  int rc = row_of ? FP8_OK : FP8_ENOMEM;
+  for (size_t k = 0; row_of && k < tr->namax_names; k++) row_of[k] = SIZE_MAX;
   float *buf = NULL;
   size_t bufcap = 0;
   size_t arow = 0;
   for (size_t i = 0; i < tr->nsteps && rc == FP8_OK; i++) {
     for (; arow < tr->namax && tr->amax[arow].step < tr->steps[i] && rc == FP8_OK; arow++)
-      rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+      rc = inspect_amax_row(&rows, &n, &cap, &set, row_of, tr, arow);
     if (rc) break;
     fp8_step s;
     rc = fp8_trace_load_step(tr, i, &s, err, errlen);
     if (rc) break;
     for (size_t k = 0; k < s.ntensors; k++) {
       const fp8_tensor_view *v = &s.tensors[k];
-      inspect_row *r = row_get(&rows, &n, &cap, v->name);
+      inspect_row *r = row_get(&rows, &n, &cap, &set, v->name);
       if (!r) { rc = FP8_ENOMEM; break; }
       if (r->snapshots == 0) {
         r->dtype = v->dtype;
@@ -123,10 +138,12 @@ static int inspect_collect(const fp8_trace *tr, inspect_row **rows_out, size_t *
     }
     fp8_step_free(&s);
     for (; arow < tr->namax && tr->amax[arow].step == tr->steps[i] && rc == FP8_OK; arow++)
-      rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+      rc = inspect_amax_row(&rows, &n, &cap, &set, row_of, tr, arow);
   }
-  for (; arow < tr->namax && rc == FP8_OK; arow++) rc = inspect_amax_row(&rows, &n, &cap, tr, arow);
+  for (; arow < tr->namax && rc == FP8_OK; arow++) rc = inspect_amax_row(&rows, &n, &cap, &set, row_of, tr, arow);
   free(buf);
+  fp8_strset_free(&set);
+  free(row_of);
   *rows_out = rows;
   *n_out = n;
   if (rc == FP8_ENOMEM) snprintf(err, errlen, "out of memory");

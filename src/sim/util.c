@@ -126,3 +126,60 @@ int fp8_natural_cmp(const char *a, const char *b) {
   if (*a || *b) return *a ? 1 : -1;
   return strcmp(a0, b0); /* equal by value: leading zeros decide */
 }
+
+/* ------------------------------------------------------------------ a set of strings */
+
+static uint64_t strset_hash(const char *k, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)k[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+/* The slot of key in s (its own, or the empty one where it would go). cap is a power of 2. */
+static size_t strset_slot(const fp8_strset *s, const char *key, size_t len) {
+  size_t m = s->cap - 1, i = (size_t)strset_hash(key, len) & m;
+  while (s->key[i] && !(s->len[i] == len && memcmp(s->key[i], key, len) == 0)) i = (i + 1) & m;
+  return i;
+}
+
+size_t fp8_strset_get(const fp8_strset *s, const char *key, size_t len) {
+  if (!s->cap) return SIZE_MAX;
+  size_t i = strset_slot(s, key, len);
+  return s->key[i] ? s->idx[i] : SIZE_MAX;
+}
+
+size_t fp8_strset_put(fp8_strset *s, const char *key, size_t len, int *added) {
+  *added = 0;
+  if (2 * (s->n + 1) > s->cap) { /* at most half full: rehash into twice the room */
+    size_t nc = s->cap ? 2 * s->cap : 64;
+    fp8_strset t = {calloc(nc, sizeof *t.key), malloc(nc * sizeof *t.len),
+                    malloc(nc * sizeof *t.idx), nc, s->n};
+    if (!t.key || !t.len || !t.idx) {
+      fp8_strset_free(&t);
+      return SIZE_MAX;
+    }
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->key[i]) {
+        size_t j = strset_slot(&t, s->key[i], s->len[i]);
+        t.key[j] = s->key[i];
+        t.len[j] = s->len[i];
+        t.idx[j] = s->idx[i];
+      }
+    fp8_strset_free(s);
+    *s = t;
+  }
+  size_t i = strset_slot(s, key, len);
+  if (s->key[i]) return s->idx[i];
+  s->key[i] = key;
+  s->len[i] = len;
+  s->idx[i] = s->n++;
+  *added = 1;
+  return s->idx[i];
+}
+
+void fp8_strset_free(fp8_strset *s) {
+  free(s->key);
+  free(s->len);
+  free(s->idx);
+  memset(s, 0, sizeof *s);
+}

@@ -62,6 +62,21 @@ const char *fp8_escape_line(const char *s, char *out, size_t outlen);
  *  so (leading zeros: "l01" and "l1") by strcmp, so that the order is total. */
 int fp8_natural_cmp(const char *a, const char *b);
 
+/** A set of strings, each with the index it was added as (0, 1, 2, ...): open addressing on
+ *  FNV-1a, for turning many repeated names into indices without a sort of all of them. The
+ *  keys are borrowed (they must outlive the map and not move). Zero-initialise it. */
+typedef struct {
+  const char **key; /**< [cap] (NULL: empty slot) */
+  size_t *len, *idx;
+  size_t cap, n;
+} fp8_strset;
+/** The index of key[0..len) (n bytes, no NUL needed), adding it as the next index when new
+ *  (*added set). SIZE_MAX when out of memory. */
+size_t fp8_strset_put(fp8_strset *s, const char *key, size_t len, int *added);
+/** The index of key[0..len), or SIZE_MAX when absent. */
+size_t fp8_strset_get(const fp8_strset *s, const char *key, size_t len);
+void fp8_strset_free(fp8_strset *s);
+
 /** Room for one more element in a growing array of n elements of elem bytes: returns arr when
  *  n < *cap, else arr reallocated to twice *cap (`first` when *cap is 0) with *cap updated, or
  *  NULL when out of memory (arr and *cap unchanged, arr still the caller's to free). */

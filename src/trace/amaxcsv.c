@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,6 @@ typedef struct {
 #define AMAX_HEADERS                                                                          \
   "'step,tensor,amax', optionally followed by ',micro', ',te_scale' or ',micro,te_scale'"
 
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
 
 static int cmp_row(const void *a, const void *b) {
   const raw_row *x = a, *y = b;
@@ -73,11 +70,14 @@ static int parse_step(const char *s, int64_t *out) {
  * output round-trips exactly. Returns 0 with *out, or fp8_errorf's status naming col. */
 static int parse_float(const char *path, size_t line, const char *col, const char *f,
                        float *out, char *err, size_t errlen) {
-  char shown[FP8_ESC_LEN];
-  fp8_esc(f, shown, sizeof shown);
+  char shown[FP8_ESC_LEN]; /* the field as messages show it: escaped only for one */
   char *end = NULL;
   errno = 0;
   float a = *f && *f != ' ' && *f != '\t' ? strtof(f, &end) : 0.0f;
+  int e = errno;
+  if (!end || end == f || *end || isnan(a) || a < 0 || (isinf(a) && e == ERANGE))
+    fp8_esc(f, shown, sizeof shown);
+  errno = e; /* strtof's, for the caller's underflow check */
   if (!end || end == f || *end)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: %s '%s' is not a number", path, line,
                       col, shown);
@@ -87,7 +87,7 @@ static int parse_float(const char *path, size_t line, const char *col, const cha
   if (a < 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: %s '%s' is negative", path, line, col,
                       shown);
-  if (isinf(a) && errno == ERANGE)
+  if (isinf(a) && e == ERANGE)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s:%zu: %s '%s' overflows float (write inf for infinity)", path, line,
                       col, shown);
@@ -105,7 +105,7 @@ static int parse_te_scale(const char *path, size_t line, const char *f, float *o
   int rc = parse_float(path, line, "te_scale", f, out, err, errlen);
   if (rc != FP8_OK) return rc;
   int under = errno == ERANGE; /* strtof's, before anything else can set errno */
-  fp8_esc(f, shown, sizeof shown);
+  if (isinf(*out) || *out == 0.0f) fp8_esc(f, shown, sizeof shown);
   if (isinf(*out))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: te_scale '%s' is infinite", path,
                       line, shown);
@@ -117,9 +117,23 @@ static int parse_te_scale(const char *path, size_t line, const char *f, float *o
   return FP8_OK;
 }
 
-/* Parses one data line (cur, NUL-terminated, CR removed) into *r; cols are the header's. */
-static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, raw_row *r,
-                     char *err, size_t errlen) {
+/* The distinct tensor names met so far: their set (index: order of first appearance) and
+ * the names by that index. */
+typedef struct {
+  fp8_strset set;
+  const char **name;
+  size_t *len;  /* [id]: the name's length */
+  size_t *next; /* [id]: the id of the row that followed a row of this name last (SIZE_MAX:
+                   none yet): a capture writes its tensors in the same order at every step,
+                   so this guess spares the hash of almost every row */
+  size_t cap, prev; /* prev: the last row's id (SIZE_MAX: none) */
+} name_index;
+
+/* Parses one data line (cur, NUL-terminated, CR removed) into *r (idx: the name's index in
+ * ni); cols are the header's. A name is checked the first time it appears: the same bytes
+ * pass or fail the same way at every line, and the first is where its error belongs. */
+static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, name_index *ni,
+                     raw_row *r, char *err, size_t errlen) {
   size_t want = 3 + (size_t)cols.micro + (size_t)cols.te_scale, nf = 1;
   for (const char *q = cur; *q; q++) nf += *q == ',';
   if (nf != want)
@@ -142,10 +156,39 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, r
                                : "%s:%zu: step '%s' is not a non-negative integer",
                       path, line, fp8_esc(fs, shown, sizeof shown));
   if (!*ft) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty tensor name", path, line);
-  /* the name rules here, so that a bad name is reported at its line of this file */
-  if (fp8_tensor_name_check(ft, strlen(ft), FP8_NAME_MAX, why, sizeof why) != 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", path, line,
-                      fp8_esc(ft, shown, sizeof shown), why);
+  size_t fl = strlen(ft), id = SIZE_MAX;
+  size_t guess = ni->prev != SIZE_MAX ? ni->next[ni->prev] : SIZE_MAX;
+  if (guess != SIZE_MAX && ni->len[guess] == fl && memcmp(ni->name[guess], ft, fl) == 0)
+    id = guess;
+  else
+    id = fp8_strset_get(&ni->set, ft, fl);
+  if (id == SIZE_MAX) {
+    /* the name rules here, so that a bad name is reported at its line of this file */
+    if (fp8_tensor_name_check(ft, fl, FP8_NAME_MAX, why, sizeof why) != 0)
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", path, line,
+                        fp8_esc(ft, shown, sizeof shown), why);
+    int added;
+    if (ni->set.n >= ni->cap) { /* the three arrays grow together */
+      size_t nc = ni->cap ? 2 * ni->cap : 256;
+      const char **nn = realloc(ni->name, nc * sizeof *nn);
+      if (nn) ni->name = nn;
+      size_t *nl = nn ? realloc(ni->len, nc * sizeof *nl) : NULL;
+      if (nl) ni->len = nl;
+      size_t *nx = nl ? realloc(ni->next, nc * sizeof *nx) : NULL;
+      if (!nx) return FP8_ENOMEM;
+      ni->next = nx;
+      ni->cap = nc;
+    }
+    if ((id = fp8_strset_put(&ni->set, ft, fl, &added)) == SIZE_MAX) return FP8_ENOMEM;
+    ni->name[id] = ft;
+    ni->len[id] = fl;
+    ni->next[id] = SIZE_MAX;
+  }
+  if (ni->prev != SIZE_MAX) ni->next[ni->prev] = id;
+  ni->prev = id;
+  if (id > (size_t)INT32_MAX)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
+  r->idx = (int32_t)id;
   int rc = parse_float(path, line, "amax", fa, &r->amax, err, errlen);
   if (rc != FP8_OK) return rc;
   if (cols.micro) {
@@ -179,7 +222,7 @@ static int parse_header(const char *h, amax_cols *cols) {
 /* Splits buf (the whole file, no NUL inside) into lines: the header, then rows (names point
  * into buf); blank lines only at the end. */
 static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrows,
-                       amax_cols *cols, char *err, size_t errlen) {
+                       amax_cols *cols, name_index *ni, char *err, size_t errlen) {
   size_t cap = 0;
   char *p = buf;
   size_t line = 0, blank_line = 0;
@@ -187,7 +230,7 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
     char *nl = strchr(p, '\n');
     char *next = nl ? nl + 1 : p + strlen(p);
     if (nl) *nl = '\0';
-    size_t ll = strlen(p);
+    size_t ll = nl ? (size_t)(nl - p) : strlen(p);
     if (ll > 0 && p[ll - 1] == '\r') p[--ll] = '\0'; /* CRLF files */
     line++;
     char *cur = p;
@@ -208,7 +251,7 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
                         "%s:%zu: blank line (only trailing blank lines are allowed)", path,
                         blank_line);
     raw_row r;
-    int rc = parse_row(path, line, cur, *cols, &r, err, errlen);
+    int rc = parse_row(path, line, cur, *cols, ni, &r, err, errlen);
     if (rc != FP8_OK) return rc;
     raw_row *nr = fp8_grow(*rows, *nrows, &cap, sizeof **rows, 256);
     if (!nr) return FP8_ENOMEM;
@@ -221,24 +264,57 @@ static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrow
   return FP8_OK;
 }
 
-/* Distinct names, sorted (into names, which holds nrows entries), each row's index into them;
+static int cmp_idx_line(const void *a, const void *b) {
+  const raw_row *x = a, *y = b;
+  if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+  return x->line < y->line ? -1 : x->line > y->line;
+}
+
+typedef struct {
+  const char *name;
+  size_t id;
+} named_id;
+static int cmp_named(const void *a, const void *b) {
+  return strcmp(((const named_id *)a)->name, ((const named_id *)b)->name);
+}
+
+/* The distinct names, sorted (into names: ni's count of them), each row's index into them;
  * rows sorted by step, then micro, then index, then line; a repeated (step, micro, tensor) is
- * an error (the message names the micro-batch when the file has the column). */
+ * an error (the message names the micro-batch when the file has the column). A file in step
+ * (and micro) order, as captures write it, is sorted one step at a time. */
 static int index_rows(const char *path, raw_row *rows, size_t nrows, amax_cols cols,
-                      const char **names, size_t *nnames, char *err, size_t errlen) {
-  for (size_t i = 0; i < nrows; i++) names[i] = rows[i].name;
-  qsort(names, nrows, sizeof *names, cmp_str);
-  size_t nn = 0;
-  for (size_t i = 0; i < nrows; i++)
-    if (nn == 0 || strcmp(names[nn - 1], names[i]) != 0) names[nn++] = names[i];
-  *nnames = nn;
-  if (nn > (size_t)INT32_MAX)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
-  for (size_t i = 0; i < nrows; i++) {
-    const char **hit = bsearch(&rows[i].name, names, nn, sizeof *names, cmp_str);
-    rows[i].idx = (int32_t)(hit - names);
+                      const name_index *ni, const char **names, char *err, size_t errlen) {
+  size_t nn = ni->set.n;
+  named_id *ord = malloc((nn + 1) * sizeof *ord);
+  int32_t *rank = malloc((nn + 1) * sizeof *rank);
+  if (!ord || !rank) {
+    free(ord);
+    free(rank);
+    return FP8_ENOMEM;
   }
-  qsort(rows, nrows, sizeof *rows, cmp_row);
+  for (size_t i = 0; i < nn; i++) ord[i] = (named_id){ni->name[i], i};
+  qsort(ord, nn, sizeof *ord, cmp_named);
+  for (size_t k = 0; k < nn; k++) {
+    names[k] = ord[k].name;
+    rank[ord[k].id] = (int32_t)k;
+  }
+  int in_order = 1;
+  for (size_t i = 0; i < nrows; i++) {
+    rows[i].idx = rank[rows[i].idx];
+    if (i && (rows[i].step < rows[i - 1].step ||
+              (rows[i].step == rows[i - 1].step && rows[i].micro < rows[i - 1].micro)))
+      in_order = 0;
+  }
+  free(ord);
+  free(rank);
+  if (!in_order) {
+    qsort(rows, nrows, sizeof *rows, cmp_row);
+  } else { /* each (step, micro) run by tensor, then line: the same order as cmp_row's */
+    for (size_t b = 0, e; b < nrows; b = e) {
+      for (e = b + 1; e < nrows && rows[e].step == rows[b].step && rows[e].micro == rows[b].micro; e++) {}
+      qsort(rows + b, e - b, sizeof *rows, cmp_idx_line);
+    }
+  }
   size_t dup = 0; /* index of the duplicate row with the smallest line */
   for (size_t i = 1; i < nrows; i++)
     if (rows[i].step == rows[i - 1].step && rows[i].micro == rows[i - 1].micro &&
@@ -267,6 +343,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   const char **names = NULL;
   char **owned = NULL;
   fp8_amax_row *outrows = NULL;
+  name_index ni = {{0}, NULL, NULL, NULL, 0, SIZE_MAX};
   if (err && errlen) err[0] = '\0';
 
   rc = read_all(path, &buf, &len, err, errlen);
@@ -278,15 +355,16 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     goto done;
   }
   amax_cols cols = {0, 0};
-  rc = parse_lines(path, buf, &rows, &nrows, &cols, err, errlen);
+  rc = parse_lines(path, buf, &rows, &nrows, &cols, &ni, err, errlen);
   if (rc != FP8_OK) goto done;
   if (nrows > 0) {
-    names = malloc(nrows * sizeof *names);
+    nnames = ni.set.n;
+    names = malloc((nnames + 1) * sizeof *names);
     if (!names) {
       rc = FP8_ENOMEM;
       goto done;
     }
-    rc = index_rows(path, rows, nrows, cols, names, &nnames, err, errlen);
+    rc = index_rows(path, rows, nrows, cols, &ni, names, err, errlen);
     if (rc != FP8_OK) goto done;
     owned = calloc(nnames, sizeof *owned);
     outrows = malloc(nrows * sizeof *outrows);
@@ -325,5 +403,9 @@ done:
   free(names);
   free(rows);
   free(buf);
+  fp8_strset_free(&ni.set);
+  free(ni.name);
+  free(ni.len);
+  free(ni.next);
   return rc;
 }
