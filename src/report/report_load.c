@@ -15,6 +15,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "outfile.h" /* fp8_errorf */
+#include "outputs.h" /* run.json's list of the run's files */
 #include "results.h" /* the schemas' file names */
 #include "trace.h"   /* fp8_tensor_files_distinct */
 
@@ -95,8 +96,23 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   if (rc) return rc;
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_histograms.file);
   if ((rc = fp8_hist_load(path, &r->hist, err, errlen))) return rc;
+  /* what the run says it wrote: stream.csv and gemm.csv are then required (without them the
+   * report would quietly answer from the snapshot steps alone, or leave the GEMMs out) */
+  fp8_outputs listed = {0};
+  if (fp8_outputs_read(r->outdir, &listed) != FP8_OK)
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  const char *need[2] = {fp8_schema_stream.file, fp8_schema_gemm.file};
+  for (int k = 0; k < 2 && !rc; k++) {
+    snprintf(path, sizeof path, "%s/%s", r->outdir, need[k]);
+    if (fp8_outputs_has(&listed, need[k]) && access(path, F_OK) != 0)
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: missing, but run.json lists it among the run's "
+                      "files: restore it, or run the experiment again (the report needs it)",
+                      path);
+  }
+  fp8_outputs_free(&listed);
+  if (rc) return rc;
   /* stream.csv: every step of the delayed configurations (absent: a run without delayed
-   * configurations, or one written before it existed; the step budget then uses the
+   * configurations, or one of an fp8lab before it existed; the step budget then uses the
    * snapshot rows) */
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_stream.file);
   if (access(path, F_OK) == 0) {
