@@ -493,6 +493,69 @@ START_TEST(test_results_rows_by_printf) {
 }
 END_TEST
 
+/* stream.csv's rows of one tensor at once (fp8_results_put_stream_rows) against each row
+ * written by hand with fprintf and fp8_csv_put_num: 20 configurations (more distinct scales
+ * than the writer remembers, two sharing a scale, three left out, both formats, the longest
+ * label), names short and too long for the fast path, te_scale given and not, amax 0, inf and
+ * finite. */
+START_TEST(test_stream_rows_by_printf) {
+  enum { NC = 20 };
+  static char name[3001];
+  memset(name, 'n', 3000);
+  name[3000] = 0;
+  static fp8_config cf[NC];
+  fp8_format fmt[NC];
+  float sc[NC];
+  unsigned char want[NC];
+  for (int c = 0; c < NC; c++) {
+    cf[c] = (fp8_config){.kind = FP8_KIND_DELAYED, .format = FP8_SEL_HYBRID,
+                         .history_len = 1 << (c % 11), .margin = c % 3 - 1,
+                         .amax_compute = c % 2 ? FP8_AMAX_MOST_RECENT : FP8_AMAX_MAX};
+    if (c == 7) { /* the longest label */
+      memset(cf[c].label, 'L', sizeof cf[c].label - 1);
+      cf[c].label[sizeof cf[c].label - 1] = 0;
+    } else {
+      snprintf(cf[c].label, sizeof cf[c].label, "cfg%d", c);
+    }
+    fmt[c] = c % 4 == 3 ? FP8_E5M2 : FP8_E4M3;
+    sc[c] = c == 12 || c == 15 ? sc[4] : ldexpf(1.0f + c / 32.0f, c - 8); /* 15: e5m2 */
+    want[c] = c % 9 != 5;
+  }
+  const float amaxes[3] = {3.25f, 0.0f, INFINITY};
+  for (int k = 0; k < 6; k++) {
+    fp8_stream_row base = {.tensor = k == 5 ? name : "layers.0.fc1.input", .role = FP8_ROLE_INPUT,
+                           .step = 70000 + k, .snapshot = k % 2, .amax = amaxes[k % 3],
+                           .warmup = k == 1, .micro = k == 4 ? 3 : 0,
+                           .te_scale = k % 2 ? 0.0f : 0.125f * (k + 1)};
+    char *got = NULL, *exp = NULL;
+    size_t gl = 0, el = 0;
+    FILE *g = open_memstream(&got, &gl), *w = open_memstream(&exp, &el);
+    fp8_results_put_stream_rows(g, &base, cf, fmt, sc, want, NC);
+    for (int c = 0; c < NC; c++) {
+      if (!want[c]) continue;
+      fprintf(w, "%s,input,%lld,%s,%s,%lld,%d,%s,%d,", base.tensor, (long long)base.step,
+              cf[c].label, fmt[c] == FP8_E5M2 ? "e5m2" : "e4m3", (long long)cf[c].history_len,
+              cf[c].margin, c % 2 ? "most_recent" : "max", base.snapshot);
+      fp8_csv_put_num(w, base.amax);
+      fputc(',', w);
+      fp8_csv_put_num(w, sc[c]);
+      fputc(',', w);
+      double mx = fmt[c] == FP8_E5M2 ? 57344.0 : 448.0;
+      fp8_csv_put_num(w, base.amax > 0 ? log2((double)base.amax * (double)sc[c] / mx) : -INFINITY);
+      fprintf(w, ",%d,%lld,", base.warmup, (long long)base.micro);
+      if (base.te_scale > 0) fp8_csv_put_num(w, base.te_scale);
+      fputc('\n', w);
+    }
+    fclose(g);
+    fclose(w);
+    ck_assert_msg(gl == el && memcmp(got, exp, gl) == 0, "case %d (%zu vs %zu bytes):\n got  %.300s\n want %.300s",
+                  k, gl, el, got, exp);
+    free(got);
+    free(exp);
+  }
+}
+END_TEST
+
 /* The fallback path (the one a GPU run takes): an engine that declines the block kinds leaves
  * them to the composite's CPU engine; the files are those of a plain CPU run. */
 START_TEST(test_engine_path_same_output) {
@@ -2198,6 +2261,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_tiny_rows_by_hand);
+  tcase_add_test(tc, test_stream_rows_by_printf);
   tcase_add_test(tc, test_micro_batches_by_hand);
   tcase_add_test(tc, test_micro_absent_is_old_replay);
   tcase_add_test(tc, test_gemm_by_hand);

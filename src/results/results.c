@@ -2,6 +2,7 @@
 #include "results.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,6 +268,125 @@ void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
   if (r->te_scale > 0.0f) line_num(&l, r->te_scale);
   line_chr(&l, '\n');
   line_flush(&l);
+}
+
+/* A block of rows, written when full and at the end. */
+typedef struct {
+  FILE *fp;
+  size_t n;
+  char buf[32768];
+} block_t;
+
+static void block_put(block_t *b, const char *s, size_t k) {
+  if (b->n + k > sizeof b->buf) {
+    if (b->n) fwrite(b->buf, 1, b->n, b->fp);
+    b->n = 0;
+    if (k > sizeof b->buf) {
+      fwrite(s, 1, k, b->fp);
+      return;
+    }
+  }
+  memcpy(b->buf + b->n, s, k);
+  b->n += k;
+}
+
+/* The text of v as line_num writes it (fp8_num_text), into s (FP8_NUM_TEXT_MAX); its length. */
+static size_t num_into(double v, char *s) {
+  line_t l;
+  l.fp = NULL;
+  l.n = 0;
+  line_num(&l, v);
+  memcpy(s, l.buf, l.n);
+  return l.n;
+}
+
+void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
+                                 const fp8_format *formats, const float *scales,
+                                 const unsigned char *want, size_t nconfigs) {
+  /* the key "tensor,role,step," and the parts around the scale: ",snap,amax," before it and
+   * ",warmup,micro,te_scale\n" after the overshoot; a name too long for the key's room goes
+   * row by row */
+  line_t key, mid, tail;
+  line_init(&key, NULL);
+  size_t tl = strlen(base->tensor);
+  if (tl + 64 > sizeof key.buf) {
+    for (size_t c = 0; c < nconfigs; c++) {
+      if (!want[c]) continue;
+      fp8_stream_row r = *base;
+      r.config = &configs[c];
+      r.format = formats[c];
+      r.scale = scales[c];
+      fp8_results_put_stream_row(fp, &r);
+    }
+    return;
+  }
+  put_row_key(&key, base->tensor, base->role, base->step);
+  line_init(&mid, NULL);
+  line_str(&mid, base->snapshot ? ",1," : ",0,");
+  line_num(&mid, base->amax);
+  line_chr(&mid, ',');
+  line_init(&tail, NULL);
+  line_str(&tail, base->warmup ? ",1," : ",0,");
+  line_i64(&tail, base->micro);
+  line_chr(&tail, ',');
+  if (base->te_scale > 0.0f) line_num(&tail, base->te_scale);
+  line_chr(&tail, '\n');
+  /* the distinct (scale, format) pairs of this call: their texts and overshoots */
+  enum { NSEEN = 16 };
+  struct {
+    uint32_t bits;
+    fp8_format f;
+    uint8_t sl, ol;
+    char s[FP8_NUM_TEXT_MAX], o[FP8_NUM_TEXT_MAX];
+  } seen[NSEEN];
+  size_t nseen = 0, next = 0;
+  block_t blk, *b = &blk; /* the rows of the call, written at once (32 KiB at a time) */
+  b->fp = fp;
+  b->n = 0;
+  for (size_t c = 0; c < nconfigs; c++) {
+    if (!want[c]) continue;
+    const fp8_config *cf = &configs[c];
+    if (strlen(cf->label) > 512) { /* a label too long for the row's room: this row alone */
+      fp8_stream_row r = *base;
+      r.config = cf;
+      r.format = formats[c];
+      r.scale = scales[c];
+      if (b->n) fwrite(b->buf, 1, b->n, fp);
+      b->n = 0;
+      fp8_results_put_stream_row(fp, &r);
+      continue;
+    }
+    uint32_t bits;
+    memcpy(&bits, &scales[c], sizeof bits);
+    size_t k = 0;
+    while (k < nseen && !(seen[k].bits == bits && seen[k].f == formats[c])) k++;
+    if (k == nseen) { /* a new one (the table full: the oldest goes) */
+      k = nseen < NSEEN ? nseen++ : next++ % NSEEN;
+      seen[k].bits = bits;
+      seen[k].f = formats[c];
+      seen[k].sl = (uint8_t)num_into(scales[c], seen[k].s);
+      seen[k].ol = (uint8_t)num_into(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
+    }
+    line_t row;
+    line_init(&row, NULL);
+    line_str(&row, cf->label);
+    line_chr(&row, ',');
+    line_str(&row, fp8_format_name(formats[c]));
+    line_chr(&row, ',');
+    line_i64(&row, cf->history_len);
+    line_chr(&row, ',');
+    line_i64(&row, cf->margin);
+    line_chr(&row, ',');
+    line_str(&row, fp8_amax_compute_name(cf->amax_compute));
+    block_put(b, key.buf, key.n);
+    block_put(b, row.buf, row.n);
+    block_put(b, mid.buf, mid.n);
+    block_put(b, seen[k].s, seen[k].sl);
+    block_put(b, ",", 1);
+    block_put(b, seen[k].o, seen[k].ol);
+    block_put(b, tail.buf, tail.n);
+  }
+  if (b->n) fwrite(b->buf, 1, b->n, fp);
 }
 
 void fp8_summary_acc_init(fp8_summary_acc *a) {

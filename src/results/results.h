@@ -161,6 +161,15 @@ typedef struct {
 } fp8_stream_row;
 
 void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r);
+/** The stream.csv rows of one tensor at one (step, micro-batch), in configuration order: one
+ *  for each c < nconfigs with want[c], configuration configs[c] in format formats[c] with
+ *  scale scales[c] (base's config, format and scale are not read). Byte for byte the rows
+ *  fp8_results_put_stream_row writes, faster: what they share (the key, the amax, the tail)
+ *  and each distinct scale's text and overshoot are formatted once, and the rows are written
+ *  at once. */
+void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
+                                 const fp8_format *formats, const float *scales,
+                                 const unsigned char *want, size_t nconfigs);
 
 void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                               const fp8_config *cf, double rel_error);

@@ -213,8 +213,9 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
   r->warm_done = calloc(n + 1, sizeof *r->warm_done);
   r->fed = calloc(n + 1, sizeof *r->fed); /* at most one slot per tensor */
   r->scales = calloc(nc + 1, sizeof *r->scales);
+  r->stream_want = calloc(nc + 1, 1);
   if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work || !r->warm_done ||
-      !r->fed || !r->scales)
+      !r->fed || !r->scales || !r->stream_want)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   r->ndelayed = 0;
   for (size_t c = 0; c < nc; c++) r->ndelayed += ex->configs[c].kind == FP8_KIND_DELAYED;
@@ -351,6 +352,7 @@ void run_free(run_t *r) {
   free(r->warm_done);
   free(r->fed);
   free(r->scales);
+  free(r->stream_want);
   free(r->work);
   free(r->rel);
   free(r->left);

@@ -28,20 +28,25 @@
  * else amax.csv's; else 0) and TE's scale from amax.csv. */
 static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
   if (!r->stream_fp) return FP8_OK;
+  const size_t nc = r->nconfigs;
   for (size_t i = 0; i < r->ntensors; i++) {
     int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
     if (rc) return rc;
-    int warm = run_is_warmup(r, i);
-    for (size_t c = 0; c < r->nconfigs; c++) {
-      const fp8_config *cf = &r->ex->configs[c];
-      if (cf->kind != FP8_KIND_DELAYED || !r->covers[i * r->nconfigs + c]) continue;
-      fp8_stream_row row = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
-                            .config = cf, .format = r->formats[i * r->nconfigs + c],
-                            .snapshot = r->t[i].snap, .amax = r->amax[i], .scale = r->scales[c],
-                            .warmup = warm, .micro = micro, .te_scale = r->t[i].te_scale};
-      fp8_results_put_stream_row(r->stream_fp, &row);
-      r->stream_rows++;
+    /* the rows: the delayed configurations that apply to the tensor */
+    unsigned char *want = r->stream_want;
+    size_t nrows = 0;
+    for (size_t c = 0; c < nc; c++) {
+      want[c] = r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
+      nrows += want[c];
     }
+    if (!nrows) continue;
+    fp8_stream_row base = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
+                           .snapshot = r->t[i].snap, .amax = r->amax[i],
+                           .warmup = run_is_warmup(r, i), .micro = micro,
+                           .te_scale = r->t[i].te_scale};
+    fp8_results_put_stream_rows(r->stream_fp, &base, r->ex->configs, r->formats + i * nc,
+                                r->scales, want, nc);
+    r->stream_rows += (long long)nrows;
   }
   return FP8_OK;
 }
