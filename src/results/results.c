@@ -102,17 +102,24 @@ static void line_init(line_t *l, FILE *fp) {
   l->n = 0;
 }
 
-static void line_put(line_t *l, const char *s, size_t k) {
-  if (l->n + k > sizeof l->buf) { /* a long tensor name: write what there is, then go on */
-    if (l->n) fwrite(l->buf, 1, l->n, l->fp);
-    l->n = 0;
-    if (k > sizeof l->buf) {
-      fwrite(s, 1, k, l->fp);
+/* k bytes into buf (n of cap used): when they do not fit, what there is goes to fp first, and
+ * what cannot fit at all goes straight to fp. */
+static void buf_put(FILE *fp, char *buf, size_t cap, size_t *n, const char *s, size_t k) {
+  if (*n + k > cap) {
+    if (*n) fwrite(buf, 1, *n, fp);
+    *n = 0;
+    if (k > cap) {
+      fwrite(s, 1, k, fp);
       return;
     }
   }
-  memcpy(l->buf + l->n, s, k);
-  l->n += k;
+  memcpy(buf + *n, s, k);
+  *n += k;
+}
+
+/* (a long tensor name: what there is is written, then it goes on) */
+static void line_put(line_t *l, const char *s, size_t k) {
+  buf_put(l->fp, l->buf, sizeof l->buf, &l->n, s, k);
 }
 
 static void line_str(line_t *l, const char *s) { line_put(l, s, strlen(s)); }
@@ -278,16 +285,7 @@ typedef struct {
 } block_t;
 
 static void block_put(block_t *b, const char *s, size_t k) {
-  if (b->n + k > sizeof b->buf) {
-    if (b->n) fwrite(b->buf, 1, b->n, b->fp);
-    b->n = 0;
-    if (k > sizeof b->buf) {
-      fwrite(s, 1, k, b->fp);
-      return;
-    }
-  }
-  memcpy(b->buf + b->n, s, k);
-  b->n += k;
+  buf_put(b->fp, b->buf, sizeof b->buf, &b->n, s, k);
 }
 
 /* The text of v as line_num writes it (fp8_num_text), into s (FP8_NUM_TEXT_MAX); its length. */
