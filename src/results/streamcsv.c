@@ -4,7 +4,9 @@
  * the configurations in experiment order), so the first step's rows define the series and
  * every later step must repeat them: row k of a step belongs to series k. A step of several
  * micro-batches repeats them once per micro-batch: the unit is (step, micro). A file of the
- * 13 columns before issue 17 (no micro, te_scale) is read as micro 0 without TE's scale. */
+ * 13 columns before issue 17 (no micro, te_scale) is read as micro 0 without TE's scale.
+ * The file is read a line at a time: the memory is the series' columns (30 bytes a row), not
+ * the file's text (about 100 bytes a row) as well. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +20,6 @@
 #include "trace.h" /* fp8_tensor_name_check */
 
 typedef struct {
-  char *text;       /* the whole file, split in place; names point into it */
   size_t *cap;      /* [nseries]: capacity of each series' arrays */
 } stream_priv;
 
@@ -73,12 +74,14 @@ static int same_key(const fp8_stream_series *s, char **f) {
          strcmp(fp8_amax_compute_name(s->key.amax_compute), f[FP8_STREAM_COL_AMAX_COMPUTE]) == 0;
 }
 
-/* A new series from a row of the first step. */
+/* A new series from a row of the first step (its tensor and recipe copied in: the line goes):
+ * 1, 0 for bad columns, -1 out of memory. */
 static int new_series(fp8_stream_series *s, char **f) {
   memset(s, 0, sizeof *s);
-  s->tensor = f[FP8_STREAM_COL_TENSOR];
-  s->key.recipe = f[FP8_STREAM_COL_RECIPE];
   s->key.kind = FP8_KIND_DELAYED; /* stream.csv holds the delayed configurations only */
+  if (!(s->tensor = strdup(f[FP8_STREAM_COL_TENSOR])) ||
+      !(s->key.recipe = strdup(f[FP8_STREAM_COL_RECIPE])))
+    return -1;
   char why[FP8_ESC_LEN + 64];
   if (fp8_tensor_name_check(s->tensor, strlen(s->tensor), FP8_NAME_MAX + FP8_RANK_PREFIX_MAX,
                             why, sizeof why) != 0)
@@ -130,42 +133,56 @@ static const char *add_row(fp8_stream_series *s, size_t *cap, char **f, int ncol
   return "";
 }
 
-static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t errlen) {
+static int parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
   stream_priv *pv = t->priv_;
-  char *p = text, *end = text + len;
-  int64_t line = 0, step = -1, micro = -1;
+  int64_t line = 0, step = -1, micro = -1, empty = 0; /* empty: a blank line, fine only last */
   size_t k = 0, cap = 0; /* k: index of the row within its (step, micro) */
-  int first = 1, ncols = 0;
-  while (p < end) {
-    char *nl = memchr(p, '\n', (size_t)(end - p));
-    char *ln = p;
-    if (nl) *nl = 0;
-    p = nl ? nl + 1 : end;
-    line++;
-    size_t l = strlen(ln);
+  int first = 1, ncols = 0, rc = FP8_OK;
+  char *ln = NULL;
+  size_t lncap = 0;
+  for (ssize_t got; rc == FP8_OK && (got = getline(&ln, &lncap, fp)) >= 0;) {
+    size_t l = strlen(ln); /* (a NUL byte ends the line's text, as it always has) */
+    if (l && ln[l - 1] == '\n') ln[--l] = 0;
     if (l && ln[l - 1] == '\r') ln[--l] = 0;
+    line++;
     if (line == 1) {
       if ((ncols = fp8_schema_match_header(&fp8_schema_stream, ln)) == 0)
-        return fail(t->path, 1, err, errlen, "not a stream.csv header");
+        rc = fail(t->path, 1, err, errlen, "not a stream.csv header");
       continue;
     }
-    if (!l && p >= end) break;
+    char what[32];
+    snprintf(what, sizeof what, "expected %d fields", ncols);
+    if (empty) { /* a blank line with more after it */
+      rc = fail(t->path, empty, err, errlen, what);
+      break;
+    }
+    if (!l) {
+      empty = line;
+      continue;
+    }
     char *f[FP8_STREAM_COL_COUNT + 1];
     if (split_fields(ln, f, ncols) != ncols) {
-      char what[32];
-      snprintf(what, sizeof what, "expected %d fields", ncols);
-      return fail(t->path, line, err, errlen, what);
+      rc = fail(t->path, line, err, errlen, what);
+      break;
     }
     int64_t st, mi = 0;
-    if (!steps_parse_i64(f[FP8_STREAM_COL_STEP], 0, &st))
-      return fail(t->path, line, err, errlen, "step: expected an integer >= 0");
-    if (ncols > FP8_STREAM_COL_MICRO && !steps_parse_i64(f[FP8_STREAM_COL_MICRO], 0, &mi))
-      return fail(t->path, line, err, errlen, "micro: expected an integer >= 0");
+    if (!steps_parse_i64(f[FP8_STREAM_COL_STEP], 0, &st)) {
+      rc = fail(t->path, line, err, errlen, "step: expected an integer >= 0");
+      break;
+    }
+    if (ncols > FP8_STREAM_COL_MICRO && !steps_parse_i64(f[FP8_STREAM_COL_MICRO], 0, &mi)) {
+      rc = fail(t->path, line, err, errlen, "micro: expected an integer >= 0");
+      break;
+    }
     if (st != step || mi != micro) { /* a new step or micro-batch */
-      if (step >= 0 && (st < step || (st == step && mi < micro)))
-        return fail(t->path, line, err, errlen, "steps (and a step's micro-batches) must ascend");
-      if (step >= 0 && k != t->nseries)
-        return fail(t->path, line, err, errlen, "the previous step has a different set of rows");
+      if (step >= 0 && (st < step || (st == step && mi < micro))) {
+        rc = fail(t->path, line, err, errlen, "steps (and a step's micro-batches) must ascend");
+        break;
+      }
+      if (step >= 0 && k != t->nseries) {
+        rc = fail(t->path, line, err, errlen, "the previous step has a different set of rows");
+        break;
+      }
       if (step >= 0) first = 0;
       if (st != step) t->nsteps++;
       t->nmicro++;
@@ -180,21 +197,33 @@ static int parse(fp8_stream_table *t, char *text, size_t len, char *err, size_t 
         size_t *ncap = realloc(pv->cap, nc * sizeof *ncap);
         if (ns) t->series = ns;
         if (ncap) pv->cap = ncap;
-        if (!ns || !ncap) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+        if (!ns || !ncap) {
+          rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+          break;
+        }
         cap = nc;
       }
-      if (!new_series(&t->series[t->nseries], f))
-        return fail(t->path, line, err, errlen, "bad configuration columns");
+      int ok = new_series(&t->series[t->nseries], f);
       pv->cap[t->nseries] = 0;
-      t->nseries++;
+      t->nseries++; /* counted either way: its strings are freed with the table */
+      if (ok <= 0) {
+        rc = ok < 0 ? fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path)
+                    : fail(t->path, line, err, errlen, "bad configuration columns");
+        break;
+      }
     } else if (k >= t->nseries || !same_key(&t->series[k], f)) {
-      return fail(t->path, line, err, errlen, "this step's rows differ from the first step's");
+      rc = fail(t->path, line, err, errlen, "this step's rows differ from the first step's");
+      break;
     }
     const char *m = add_row(&t->series[k], &pv->cap[k], f, ncols, step, micro);
-    if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
-    if (*m) return fail(t->path, line, err, errlen, m);
+    if (!m) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+    else if (*m) rc = fail(t->path, line, err, errlen, m);
     k++;
   }
+  int read_failed = ferror(fp);
+  free(ln);
+  if (rc) return rc;
+  if (read_failed) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot read", t->path);
   if (line == 0) return fail(t->path, 1, err, errlen, "empty file");
   if (step >= 0 && k != t->nseries)
     return fail(t->path, line, err, errlen, "the last step has a different set of rows");
@@ -205,23 +234,19 @@ int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t err
   memset(t, 0, sizeof *t);
   FILE *fp = fopen(path, "rb");
   if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open", path);
-  char *text = NULL;
-  size_t len = 0;
-  int rc = fp8_read_stream(fp, &text, &len);
-  fclose(fp);
-  if (rc) return fp8_errorf(rc, err, errlen, "%s: cannot read", path);
+  setvbuf(fp, NULL, _IOFBF, 1 << 16);
   stream_priv *pv = calloc(1, sizeof *pv);
   t->path = strdup(path);
   if (!pv || !t->path) {
+    fclose(fp);
     free(pv);
-    free(text);
     free(t->path);
     t->path = NULL;
     return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
   }
-  pv->text = text;
   t->priv_ = pv;
-  rc = parse(t, text, len, err, errlen);
+  int rc = parse(t, fp, err, errlen);
+  fclose(fp);
   if (rc) fp8_stream_free(t);
   return rc;
 }
@@ -237,11 +262,12 @@ void fp8_stream_free(fp8_stream_table *t) {
     free(s->warmup);
     free(s->micro);
     free(s->te_scale);
+    free((char *)s->tensor);
+    free((char *)s->key.recipe);
   }
   free(t->series);
   stream_priv *pv = t->priv_;
   if (pv) {
-    free(pv->text);
     free(pv->cap);
     free(pv);
   }
