@@ -21,6 +21,7 @@
 
 typedef struct {
   size_t *cap;      /* [nseries]: capacity of each series' arrays */
+  char (*num)[2][16]; /* [nseries]: history_len and margin as the runner writes them ("%d") */
 } stream_priv;
 
 static int fail(const char *path, int64_t line, char *err, size_t errlen, const char *what) {
@@ -61,11 +62,10 @@ static int grow_series(fp8_stream_series *s, size_t *cap) {
 }
 
 /* The key columns of a row against series s (1: the same), compared as the runner writes
- * them: the text, not what atoi makes of it ("1x" is not history 1). */
-static int same_key(const fp8_stream_series *s, char **f) {
-  char h[16], m[16];
-  snprintf(h, sizeof h, "%d", (int)s->key.history_len);
-  snprintf(m, sizeof m, "%d", (int)s->key.margin);
+ * them: the text, not what atoi makes of it ("1x" is not history 1); num: s's history_len and
+ * margin in that text. */
+static int same_key(const fp8_stream_series *s, const char (*num)[16], char **f) {
+  const char *h = num[0], *m = num[1];
   return strcmp(s->tensor, f[FP8_STREAM_COL_TENSOR]) == 0 &&
          strcmp(fp8_role_name(s->role), f[FP8_STREAM_COL_ROLE]) == 0 /* "" for no role */ &&
          strcmp(s->key.recipe, f[FP8_STREAM_COL_RECIPE]) == 0 &&
@@ -195,9 +195,11 @@ static int parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
         size_t nc = cap ? 2 * cap : 16;
         fp8_stream_series *ns = realloc(t->series, nc * sizeof *ns);
         size_t *ncap = realloc(pv->cap, nc * sizeof *ncap);
+        char(*nnum)[2][16] = realloc(pv->num, nc * sizeof *nnum);
         if (ns) t->series = ns;
         if (ncap) pv->cap = ncap;
-        if (!ns || !ncap) {
+        if (nnum) pv->num = nnum;
+        if (!ns || !ncap || !nnum) {
           rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
           break;
         }
@@ -205,13 +207,15 @@ static int parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
       }
       int ok = new_series(&t->series[t->nseries], f);
       pv->cap[t->nseries] = 0;
+      snprintf(pv->num[t->nseries][0], 16, "%d", (int)t->series[t->nseries].key.history_len);
+      snprintf(pv->num[t->nseries][1], 16, "%d", (int)t->series[t->nseries].key.margin);
       t->nseries++; /* counted either way: its strings are freed with the table */
       if (ok <= 0) {
         rc = ok < 0 ? fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path)
                     : fail(t->path, line, err, errlen, "bad configuration columns");
         break;
       }
-    } else if (k >= t->nseries || !same_key(&t->series[k], f)) {
+    } else if (k >= t->nseries || !same_key(&t->series[k], (const char(*)[16])pv->num[k], f)) {
       rc = fail(t->path, line, err, errlen, "this step's rows differ from the first step's");
       break;
     }
@@ -269,6 +273,7 @@ void fp8_stream_free(fp8_stream_table *t) {
   stream_priv *pv = t->priv_;
   if (pv) {
     free(pv->cap);
+    free(pv->num);
     free(pv);
   }
   free(t->path);
