@@ -349,12 +349,17 @@ void plot_draw_titles(const canvas *c, const box *p, const fp8_chart *ch, double
                       double ytitle_x) {
   plot_page_mode(c);
   if (ch->title && *ch->title) {
-    /* Centred over the plot when it fits there, else over the page (bold text: 10% wider). */
-    double cap = plot_fit_cap(ch->title, 1.35 * c->fs, (c->W - 40 * c->s) / 1.1);
-    double half = 1.1 * plot_text_w(ch->title, cap) / 2, x = (p->l + p->r) / 2;
+    /* Centred over the plot when it fits there, else over the page (bold text: 10% wider).
+     * A title too long for the page at 0.6 of its size (a tall chart's larger text) goes
+     * smaller still, to 0.45, and past that is cut with "..." rather than off both edges. */
+    double room = (c->W - 40 * c->s) / 1.1, cap = plot_fit_cap(ch->title, 1.35 * c->fs, room);
+    double tw = plot_text_w(ch->title, cap);
+    if (tw > room) cap = fmax(cap * room / tw, 0.45 * 1.35 * c->fs);
+    size_t maxc = (size_t)(room / (TEXT_CHAR_W * cap));
+    double half = fmin(1.1 * plot_text_w(ch->title, cap), c->W - 40 * c->s) / 2, x = (p->l + p->r) / 2;
     if (x - half < 20 * c->s || x + half > c->W - 20 * c->s) x = c->W / 2.0;
     plsfont(PL_FCI_SANS, PL_FCI_UPRIGHT, PL_FCI_BOLD);
-    plot_text_user(c, x, 0.45 * p->t, 0, 0.5, cap, CI_FG, ch->title, 0);
+    plot_text_user(c, x, 0.45 * p->t, 0, 0.5, cap, CI_FG, ch->title, maxc);
     plsfont(PL_FCI_SANS, PL_FCI_UPRIGHT, PL_FCI_MEDIUM);
   }
   if (ch->xlabel && *ch->xlabel)

@@ -9,6 +9,7 @@
  * the file's text (about 100 bytes a row) as well. */
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,42 @@
 #include "results.h"
 #include "stepscsv_internal.h"
 #include "trace.h" /* fp8_tensor_name_check */
+#include "util.h"  /* fp8_strset */
 
 typedef struct {
   size_t *cap;      /* [nseries]: capacity of each series' arrays */
   char (*num)[2][16]; /* [nseries]: history_len and margin as the runner writes them ("%d") */
+  /* the series of each tensor, for fp8_stream_find: the set of the names (an id each), the
+   * first series of each id, and each series' next of the same tensor (SIZE_MAX: the last) */
+  fp8_strset byname;
+  size_t *head, *next;
 } stream_priv;
+
+/* The index of the series by tensor (after a successful parse). */
+static int index_series(fp8_stream_table *t) {
+  stream_priv *pv = t->priv_;
+  size_t n = t->nseries;
+  pv->head = malloc((n + 1) * sizeof *pv->head);
+  pv->next = malloc((n + 1) * sizeof *pv->next);
+  if (!pv->head || !pv->next) return 0;
+  size_t *tail = malloc((n + 1) * sizeof *tail); /* [id]: the last series of the tensor so far */
+  if (!tail) return 0;
+  for (size_t i = 0; i < n; i++) {
+    int added;
+    const char *nm = t->series[i].tensor;
+    size_t id = fp8_strset_put(&pv->byname, nm, strlen(nm), &added);
+    if (id == SIZE_MAX) {
+      free(tail);
+      return 0;
+    }
+    pv->next[i] = SIZE_MAX;
+    if (added) pv->head[id] = i;
+    else pv->next[tail[id]] = i;
+    tail[id] = i;
+  }
+  free(tail);
+  return 1;
+}
 
 static int fail(const char *path, int64_t line, char *err, size_t errlen, const char *what) {
   return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: %s", path, (long long)line, what);
@@ -251,6 +283,7 @@ int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t err
   t->priv_ = pv;
   int rc = parse(t, fp, err, errlen);
   fclose(fp);
+  if (!rc && !index_series(t)) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
   if (rc) fp8_stream_free(t);
   return rc;
 }
@@ -274,6 +307,9 @@ void fp8_stream_free(fp8_stream_table *t) {
   if (pv) {
     free(pv->cap);
     free(pv->num);
+    fp8_strset_free(&pv->byname);
+    free(pv->head);
+    free(pv->next);
     free(pv);
   }
   free(t->path);
@@ -282,11 +318,11 @@ void fp8_stream_free(fp8_stream_table *t) {
 
 const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
                                          const fp8_config_key *key) {
-  for (size_t i = 0; t && i < t->nseries; i++) {
-    const fp8_stream_series *s = &t->series[i];
-    if (fp8_config_key_equal(&s->key, key, FP8_KEY_IGNORE_KIND) && strcmp(s->tensor, tensor) == 0)
-      return s;
-  }
+  const stream_priv *pv = t ? t->priv_ : NULL;
+  if (!pv || !pv->head) return NULL;
+  size_t id = fp8_strset_get(&pv->byname, tensor, strlen(tensor));
+  for (size_t i = id == SIZE_MAX ? SIZE_MAX : pv->head[id]; i != SIZE_MAX; i = pv->next[i])
+    if (fp8_config_key_equal(&t->series[i].key, key, FP8_KEY_IGNORE_KIND)) return &t->series[i];
   return NULL;
 }
 
