@@ -592,6 +592,35 @@ START_TEST(test_step_heatmap_many_steps) {
 }
 END_TEST
 
+/* A title far too long for a tall, narrow chart (its text scales with the height): shrunk and,
+ * past that, cut, it stays off the page's left and right 12 pixels, where it used to run. */
+START_TEST(test_long_title_fits) {
+  enum { NX = 10, NY = 2 };
+  double x[NX], v[NY * NX];
+  for (int i = 0; i < NX; i++) x[i] = i, v[i] = v[NX + i] = -1;
+  const char *yl[NY] = {"a", "b"};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, NULL};
+  fp8_chart c = base_chart("input tensors under delayed L=1024 m=0 max: overshoot per step (> 0: "
+                           "the largest element saturated) and then a good deal more words");
+  c.width = 1400;
+  c.height = 2400;
+  const char *p = path_in("longtitle.png");
+  ck_assert_msg(fp8_plot_step_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
+  image im = load(p);
+  long dark = 0, edge = 0;
+  for (int y = 0; y < 120; y++)
+    for (int xx = 0; xx < im.w; xx++) {
+      const uint8_t *q = px(&im, xx, y);
+      int ink = q[0] < 128 && q[1] < 128 && q[2] < 128;
+      dark += ink;
+      edge += ink && (xx < 12 || xx >= im.w - 12);
+    }
+  ck_assert_msg(dark > 500, "no title drawn (%ld dark pixels)", dark);
+  ck_assert_msg(edge == 0, "%ld title pixels within 12 px of the page's sides", edge);
+  free(im.rgb);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ histogram */
 
 START_TEST(test_histogram) {
@@ -1322,6 +1351,7 @@ static Suite *plot_suite(void) {
   tcase_add_test(tc, test_heatmap_log_nan_text);
   tcase_add_test(tc, test_step_heatmap);
   tcase_add_test(tc, test_step_heatmap_many_steps);
+  tcase_add_test(tc, test_long_title_fits);
   tcase_add_test(tc, test_histogram);
   tcase_add_test(tc, test_bars);
   tcase_add_test(tc, test_bars_xlabel_clear_of_slanted_labels);
