@@ -1,10 +1,9 @@
 /* amaxcsv.c: reading a trace's amax.csv (`step,tensor,amax`, one row per step and tensor,
  * optionally followed by `micro`, `te_scale` or both: one row per micro-batch, and the scale
  * TransformerEngine cast with), the per-step amax stream that lets delayed scaling be replayed on
- * every step (and micro-batch), not only on the snapshot steps. Read completely at
- * fp8_trace_open; every error names the file and line.
+ * every step (and micro-batch), not only on the snapshot steps. Read at fp8_trace_open, a
+ * line at a time (the rows are kept, the text is not); every error names the file and line.
  */
-#include "outfile.h" /* fp8_read_stream */
 #include "trace_internal.h"
 
 #include <errno.h>
@@ -14,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A parsed row before tensor names are turned into indices. */
+/* A parsed row: idx is its name's index in the order of first appearance, then (index_rows)
+ * in the sorted names. */
 typedef struct {
   int64_t step, micro;
-  const char *name; /* points into the file buffer */
+  size_t line;
   int32_t idx;
   float amax, te_scale; /* te_scale 0: not given */
-  size_t line;
 } raw_row;
 
 /* The optional columns the header announced (appended after amax, in this order). */
@@ -38,18 +37,6 @@ static int cmp_row(const void *a, const void *b) {
   if (x->micro != y->micro) return x->micro < y->micro ? -1 : 1;
   if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
   return x->line < y->line ? -1 : x->line > y->line;
-}
-
-/* Reads a whole file into a NUL-terminated buffer. */
-static int read_all(const char *path, char **buf, size_t *len, char *err, size_t errlen) {
-  *buf = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
-  int rc = fp8_read_stream(f, buf, len);
-  if (rc == FP8_EIO) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
-  fclose(f);
-  return rc;
 }
 
 /* Parses a non-negative decimal integer that must fill s. */
@@ -121,7 +108,7 @@ static int parse_te_scale(const char *path, size_t line, const char *f, float *o
  * the names by that index. */
 typedef struct {
   fp8_strset set;
-  const char **name;
+  char **name;  /* [id]: the name (owned: the line it came from is gone) */
   size_t *len;  /* [id]: the name's length */
   size_t *next; /* [id]: the id of the row that followed a row of this name last (SIZE_MAX:
                    none yet): a capture writes its tensors in the same order at every step,
@@ -148,7 +135,7 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, n
   }
   const char *fs = f[0], *ft = f[1], *fa = f[2];
   char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
-  *r = (raw_row){0, 0, ft, 0, 0.0f, 0.0f, line};
+  *r = (raw_row){0, 0, line, 0, 0.0f, 0.0f};
   int sr = parse_step(fs, &r->step);
   if (sr != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
@@ -170,7 +157,7 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, n
     int added;
     if (ni->set.n >= ni->cap) { /* the three arrays grow together */
       size_t nc = ni->cap ? 2 * ni->cap : 256;
-      const char **nn = realloc(ni->name, nc * sizeof *nn);
+      char **nn = realloc(ni->name, nc * sizeof *nn);
       if (nn) ni->name = nn;
       size_t *nl = nn ? realloc(ni->len, nc * sizeof *nl) : NULL;
       if (nl) ni->len = nl;
@@ -179,8 +166,13 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, n
       ni->next = nx;
       ni->cap = nc;
     }
-    if ((id = fp8_strset_put(&ni->set, ft, fl, &added)) == SIZE_MAX) return FP8_ENOMEM;
-    ni->name[id] = ft;
+    char *own = strdup(ft);
+    if (!own) return FP8_ENOMEM;
+    if ((id = fp8_strset_put(&ni->set, own, fl, &added)) == SIZE_MAX) {
+      free(own);
+      return FP8_ENOMEM;
+    }
+    ni->name[id] = own;
     ni->len[id] = fl;
     ni->next[id] = SIZE_MAX;
   }
@@ -219,48 +211,69 @@ static int parse_header(const char *h, amax_cols *cols) {
   return -1;
 }
 
-/* Splits buf (the whole file, no NUL inside) into lines: the header, then rows (names point
- * into buf); blank lines only at the end. */
-static int parse_lines(const char *path, char *buf, raw_row **rows, size_t *nrows,
+/* Reads the file a line at a time (the rows are kept, not its text): the header, then rows;
+ * blank lines only at the end. */
+static int parse_lines(const char *path, FILE *fp, raw_row **rows, size_t *nrows,
                        amax_cols *cols, name_index *ni, char *err, size_t errlen) {
-  size_t cap = 0;
-  char *p = buf;
-  size_t line = 0, blank_line = 0;
-  while (*p) {
-    char *nl = strchr(p, '\n');
-    char *next = nl ? nl + 1 : p + strlen(p);
-    if (nl) *nl = '\0';
-    size_t ll = nl ? (size_t)(nl - p) : strlen(p);
-    if (ll > 0 && p[ll - 1] == '\r') p[--ll] = '\0'; /* CRLF files */
+  size_t cap = 0, line = 0, blank_line = 0, lncap = 0;
+  char *cur = NULL;
+  int rc = FP8_OK;
+  for (ssize_t got; rc == FP8_OK && (got = getline(&cur, &lncap, fp)) >= 0;) {
+    size_t ll = (size_t)got; /* (no NUL inside: checked before) */
+    if (ll > 0 && cur[ll - 1] == '\n') cur[--ll] = '\0';
+    if (ll > 0 && cur[ll - 1] == '\r') cur[--ll] = '\0'; /* CRLF files */
     line++;
-    char *cur = p;
-    p = next;
     if (line == 1) {
       char shown[FP8_ESC_LEN];
       if (parse_header(cur, cols) != 0)
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: expected header " AMAX_HEADERS
-                          ", found '%s'", path, fp8_esc(cur, shown, sizeof shown));
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: expected header " AMAX_HEADERS
+                        ", found '%s'", path, fp8_esc(cur, shown, sizeof shown));
       continue;
     }
     if (ll == 0) {
       if (!blank_line) blank_line = line;
       continue;
     }
-    if (blank_line)
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s:%zu: blank line (only trailing blank lines are allowed)", path,
-                        blank_line);
+    if (blank_line) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%zu: blank line (only trailing blank lines are allowed)", path,
+                      blank_line);
+      break;
+    }
     raw_row r;
-    int rc = parse_row(path, line, cur, *cols, ni, &r, err, errlen);
-    if (rc != FP8_OK) return rc;
+    if ((rc = parse_row(path, line, cur, *cols, ni, &r, err, errlen)) != FP8_OK) break;
     raw_row *nr = fp8_grow(*rows, *nrows, &cap, sizeof **rows, 256);
-    if (!nr) return FP8_ENOMEM;
+    if (!nr) {
+      rc = FP8_ENOMEM;
+      break;
+    }
     *rows = nr;
     (*rows)[(*nrows)++] = r;
   }
+  int read_failed = ferror(fp);
+  free(cur);
+  if (rc) return rc;
+  if (read_failed)
+    return fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
   if (line == 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s:1: expected header " AMAX_HEADERS ", found an empty file", path);
+  return FP8_OK;
+}
+
+/* A NUL byte anywhere is an error at its line, before anything else is read into rows (as
+ * when the file was read whole): one pass over the file in blocks, nothing kept. */
+static int check_nul(const char *path, FILE *fp, char *err, size_t errlen) {
+  char b[1 << 16];
+  size_t line = 1, n;
+  while ((n = fread(b, 1, sizeof b, fp)) > 0) {
+    const char *z = memchr(b, '\0', n);
+    for (const char *q = b; q < (z ? z : b + n); q++) line += *q == '\n';
+    if (z) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, line);
+  }
+  if (ferror(fp))
+    return fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
+  rewind(fp);
   return FP8_OK;
 }
 
@@ -330,15 +343,14 @@ static int index_rows(const char *path, raw_row *rows, size_t nrows, amax_cols c
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s:%zu: duplicate row for step %lld%s, tensor %s (first at line %zu)",
                       path, rows[dup].line, (long long)rows[dup].step, micro,
-                      fp8_esc(rows[dup].name, shown, sizeof shown), rows[first].line);
+                      fp8_esc(names[rows[dup].idx], shown, sizeof shown), rows[first].line);
   }
   return FP8_OK;
 }
 
 int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen) {
   int rc = FP8_OK;
-  char *buf = NULL;
-  size_t len = 0, nrows = 0, nnames = 0;
+  size_t nrows = 0, nnames = 0;
   raw_row *rows = NULL;
   const char **names = NULL;
   char **owned = NULL;
@@ -346,46 +358,43 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   name_index ni = {{0}, NULL, NULL, NULL, 0, SIZE_MAX};
   if (err && errlen) err[0] = '\0';
 
-  rc = read_all(path, &buf, &len, err, errlen);
-  if (rc != FP8_OK) goto done;
-  if (memchr(buf, '\0', len)) {
-    size_t ln = 1;
-    for (const char *q = buf; *q; q++) ln += *q == '\n';
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, ln);
-    goto done;
-  }
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  setvbuf(fp, NULL, _IOFBF, 1 << 16);
+  rc = check_nul(path, fp, err, errlen);
   amax_cols cols = {0, 0};
-  rc = parse_lines(path, buf, &rows, &nrows, &cols, &ni, err, errlen);
+  if (!rc) rc = parse_lines(path, fp, &rows, &nrows, &cols, &ni, err, errlen);
+  fclose(fp);
   if (rc != FP8_OK) goto done;
   if (nrows > 0) {
     nnames = ni.set.n;
     names = malloc((nnames + 1) * sizeof *names);
-    if (!names) {
+    owned = malloc((nnames + 1) * sizeof *owned);
+    if (!names || !owned) {
       rc = FP8_ENOMEM;
       goto done;
     }
     rc = index_rows(path, rows, nrows, cols, &ni, names, err, errlen);
     if (rc != FP8_OK) goto done;
-    owned = calloc(nnames, sizeof *owned);
-    outrows = malloc(nrows * sizeof *outrows);
-    if (!owned || !outrows) {
-      rc = FP8_ENOMEM;
-      goto done;
-    }
-    for (size_t i = 0; i < nnames; i++) {
-      owned[i] = strdup(names[i]);
-      if (!owned[i]) {
-        rc = FP8_ENOMEM;
-        goto done;
-      }
-    }
+    /* the rows in place, then the block shrunk: row i's bytes are read before any write
+     * reaches them (fp8_amax_row is the smaller), so memcpy through a copy is enough */
+    _Static_assert(sizeof(fp8_amax_row) <= sizeof(raw_row), "rows converted in place");
+    unsigned char *bytes = (unsigned char *)rows;
     for (size_t i = 0; i < nrows; i++) {
-      outrows[i].step = rows[i].step;
-      outrows[i].micro = rows[i].micro;
-      outrows[i].tensor = rows[i].idx;
-      outrows[i].amax = rows[i].amax;
-      outrows[i].te_scale = rows[i].te_scale;
+      raw_row r;
+      memcpy(&r, bytes + i * sizeof r, sizeof r);
+      fp8_amax_row o = {.step = r.step, .micro = r.micro, .tensor = r.idx, .amax = r.amax,
+                        .te_scale = r.te_scale};
+      memcpy(bytes + i * sizeof o, &o, sizeof o);
     }
+    outrows = (fp8_amax_row *)(void *)bytes;
+    rows = NULL;
+    fp8_amax_row *shrunk = realloc(outrows, nrows * sizeof *outrows);
+    if (shrunk) outrows = shrunk;
+    /* the names, sorted, handed over (the set's copies) */
+    for (size_t i = 0; i < nnames; i++) owned[i] = (char *)names[i];
+    ni.set.n = 0; /* not the map's to free any more */
+    for (size_t i = 0; i < nnames; i++) ni.name[i] = NULL;
   }
   tr->amax = outrows;
   tr->namax = nrows;
@@ -396,13 +405,11 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
     fp8_errorf(rc, err, errlen, "%s: out of memory", path);
-  if (owned)
-    for (size_t i = 0; i < nnames; i++) free(owned[i]);
   free(owned);
   free(outrows);
   free(names);
   free(rows);
-  free(buf);
+  for (size_t i = 0; ni.name && i < ni.set.n; i++) free(ni.name[i]);
   fp8_strset_free(&ni.set);
   free(ni.name);
   free(ni.len);
