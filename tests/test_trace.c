@@ -859,6 +859,33 @@ START_TEST(amax_bad) {
 }
 END_TEST
 
+/* A NUL byte is the file's error wherever it is, before any other error (the file is read a
+ * line at a time: an earlier error must not hide it). */
+START_TEST(amax_nul) {
+  static const struct {
+    const char *text;
+    size_t len;
+    const char *want;
+  } cases[] = {
+      {"step,tensor,amax\n0,a,1\n0,b\0,1\n", 30, "3: NUL byte in the file"},
+      {"step,tensor,amax\n0,a,x\n0,b,1\n1,\0a,1\n", 36, "4: NUL byte in the file"},
+      {"step,tensor\n0,a,1\n\n\n0,a\0", 24, "5: NUL byte in the file"},
+      {"step,tensor,amax\n0,a,1\n\0", 24, "3: NUL byte in the file"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *dir = tu_mkdtemp();
+    write_in(dir, "amax.csv", cases[i].text, cases[i].len);
+    fp8_trace tr;
+    char err[FP8_ERRLEN] = "", want[256];
+    ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_EFORMAT);
+    snprintf(want, sizeof want, "%s/amax.csv:%s", dir, cases[i].want);
+    ck_assert_msg(strcmp(err, want) == 0, "case %zu: '%s', want '%s'", i, err, want);
+    tu_rmtree(dir);
+    free(dir);
+  }
+}
+END_TEST
+
 START_TEST(amax_bad_header) {
   char *dir = tu_mkdtemp();
   fp8_trace tr;
@@ -1225,6 +1252,7 @@ int main(void) {
   tc = tcase_create("amax");
   tcase_add_test(tc, amax_good);
   tcase_add_test(tc, amax_step_order);
+  tcase_add_test(tc, amax_nul);
   tcase_add_loop_test(tc, amax_bad, 0, (int)(sizeof CSV_BAD / sizeof CSV_BAD[0]));
   tcase_add_test(tc, amax_bad_header);
   tcase_add_test(tc, amax_micro_te_scale);

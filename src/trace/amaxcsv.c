@@ -211,18 +211,37 @@ static int parse_header(const char *h, amax_cols *cols) {
   return -1;
 }
 
+/* A NUL byte anywhere is the file's error, before any other (as when the file was read
+ * whole): after another error at line `line`, the rest of the file is searched for one, in
+ * blocks, nothing kept. 0, or the NUL's line. */
+static size_t nul_after(FILE *fp, size_t line) {
+  char b[1 << 16];
+  size_t n;
+  line++; /* the rest starts on the next line */
+  while ((n = fread(b, 1, sizeof b, fp)) > 0) {
+    const char *z = memchr(b, '\0', n);
+    for (const char *q = b; q < (z ? z : b + n); q++) line += *q == '\n';
+    if (z) return line;
+  }
+  return 0;
+}
+
 /* Reads the file a line at a time (the rows are kept, not its text): the header, then rows;
  * blank lines only at the end. */
 static int parse_lines(const char *path, FILE *fp, raw_row **rows, size_t *nrows,
                        amax_cols *cols, name_index *ni, char *err, size_t errlen) {
   size_t cap = 0, line = 0, blank_line = 0, lncap = 0;
   char *cur = NULL;
-  int rc = FP8_OK;
+  int rc = FP8_OK, nul_here = 0;
   for (ssize_t got; rc == FP8_OK && (got = getline(&cur, &lncap, fp)) >= 0;) {
-    size_t ll = (size_t)got; /* (no NUL inside: checked before) */
+    size_t ll = (size_t)got;
+    line++;
+    if ((nul_here = memchr(cur, '\0', ll) != NULL)) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, line);
+      break;
+    }
     if (ll > 0 && cur[ll - 1] == '\n') cur[--ll] = '\0';
     if (ll > 0 && cur[ll - 1] == '\r') cur[--ll] = '\0'; /* CRLF files */
-    line++;
     if (line == 1) {
       char shown[FP8_ESC_LEN];
       if (parse_header(cur, cols) != 0)
@@ -252,28 +271,14 @@ static int parse_lines(const char *path, FILE *fp, raw_row **rows, size_t *nrows
   }
   int read_failed = ferror(fp);
   free(cur);
+  size_t nul = rc == FP8_EFORMAT && !nul_here ? nul_after(fp, line) : 0;
+  if (nul) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, nul);
   if (rc) return rc;
   if (read_failed)
     return fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
   if (line == 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s:1: expected header " AMAX_HEADERS ", found an empty file", path);
-  return FP8_OK;
-}
-
-/* A NUL byte anywhere is an error at its line, before anything else is read into rows (as
- * when the file was read whole): one pass over the file in blocks, nothing kept. */
-static int check_nul(const char *path, FILE *fp, char *err, size_t errlen) {
-  char b[1 << 16];
-  size_t line = 1, n;
-  while ((n = fread(b, 1, sizeof b, fp)) > 0) {
-    const char *z = memchr(b, '\0', n);
-    for (const char *q = b; q < (z ? z : b + n); q++) line += *q == '\n';
-    if (z) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: NUL byte in the file", path, line);
-  }
-  if (ferror(fp))
-    return fp8_errorf(FP8_EIO, err, errlen, "%s: read failed: %s", path, strerror(errno));
-  rewind(fp);
   return FP8_OK;
 }
 
@@ -361,9 +366,8 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   FILE *fp = fopen(path, "rb");
   if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
   setvbuf(fp, NULL, _IOFBF, 1 << 16);
-  rc = check_nul(path, fp, err, errlen);
   amax_cols cols = {0, 0};
-  if (!rc) rc = parse_lines(path, fp, &rows, &nrows, &cols, &ni, err, errlen);
+  rc = parse_lines(path, fp, &rows, &nrows, &cols, &ni, err, errlen);
   fclose(fp);
   if (rc != FP8_OK) goto done;
   if (nrows > 0) {
