@@ -333,6 +333,7 @@ void run_free(run_t *r) {
   free(r->owner);
   free(r->rank_owner);
   free(r->proc_bytes);
+  free(r->exch);
   for (size_t i = 0; i < r->ntensors; i++) {
     run_tensor *t = &r->t[i];
     free(t->name);

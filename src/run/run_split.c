@@ -134,7 +134,8 @@ int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
   size_t *unit = NULL, nunits = 0;
   int *uowner = NULL;
   r->owner = malloc((r->ntensors + 1) * sizeof *r->owner);
-  int rc = r->owner ? FP8_OK : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  r->exch = malloc((2 * r->ntensors + 1) * sizeof *r->exch); /* run_split_sync's */
+  int rc = r->owner && r->exch ? FP8_OK : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc && r->me == 0) rc = unit_bytes(r, tr, &bytes, &unit, &nunits, err, errlen);
   if (!rc && r->me == 0 && !(uowner = malloc((nunits + 1) * sizeof *uowner)))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -425,13 +426,7 @@ int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen) {
   int rc = fp8_mpi_agree(prc, err, errlen);
   if (rc || !have_snap) return rc;
   const size_t n = r->ntensors;
-  float *x = malloc((2 * n + 1) * sizeof *x);
-  /* every process must take part in the all-reduce: an allocation failure is agreed on first */
-  if ((rc = fp8_mpi_agree(x ? FP8_OK : fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"), err,
-                          errlen)) != FP8_OK) {
-    free(x);
-    return rc;
-  }
+  float *x = r->exch; /* (allocated with the assignment: no failure mid-protocol) */
   /* [amaxes, snapshot flags]: each process's own tensors, 0 elsewhere (neutral for MAX) */
   for (size_t i = 0; i < n; i++) {
     int mine = r->owner[i] == r->me;
@@ -446,7 +441,6 @@ int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen) {
     r->amax[i] = x[i];
     r->t[i].snap = x[n + i] != 0.0f;
   }
-  free(x);
   return rc;
 }
 

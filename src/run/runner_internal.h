@@ -86,6 +86,7 @@ typedef struct {
   int *owner;                 /* [ntensors] under the split: the process that replays each */
   int *rank_owner;            /* [ranks] of a multi-rank trace under the split: each rank's */
   uint64_t *proc_bytes;       /* [np] on process 0: the snapshot bytes each process replays */
+  float *exch;                /* [2 * ntensors]: a step's amaxes and snapshot flags, exchanged */
   void *comm;                 /* the GPU module's NCCL communicator (NULL: MPI_Allreduce) */
   int (*comm_max)(void *comm, float *host, size_t n, char *err, size_t errlen);
   void (*comm_close)(void *comm);
