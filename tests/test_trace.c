@@ -768,6 +768,13 @@ static const csv_bad_cols CSV_BAD_COLS[] = {
     {"step,tensor,amax,micro", "0,a,1,1.0\n", "2: micro '1.0' is not a non-negative integer"},
     {"step,tensor,amax,micro", "0,a,1,99999999999999999999\n",
      "2: micro '99999999999999999999' too large"},
+    /* a row keeps its micro-batch in 32 bits (issue 27: 24 bytes a row) */
+    {"step,tensor,amax,micro", "0,a,1,2147483648\n",
+     "2: micro '2147483648' too large (at most 2147483647)"},
+    /* duplicates found by sorting, their lines by reading again: the smallest duplicate line,
+     * its key's first line, also when the file is out of step order */
+    {"step,tensor,amax,micro", "3,a,1,2147483647\n0,b,1,0\n3,a,1,2147483647\n0,b,1,0\n",
+     "4: duplicate row for step 3, micro 2147483647, tensor a (first at line 2)"},
     {"step,tensor,amax,micro", "0,a,1\n", "2: expected 4 fields, found 3"},
     {"step,tensor,amax,micro,te_scale", "0,a,1,0\n", "2: expected 5 fields, found 4"},
     {"step,tensor,amax,micro,te_scale", "0,a,1,0,1,2\n", "2: expected 5 fields, found 6"},

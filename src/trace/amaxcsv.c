@@ -2,7 +2,9 @@
  * optionally followed by `micro`, `te_scale` or both: one row per micro-batch, and the scale
  * TransformerEngine cast with), the per-step amax stream that lets delayed scaling be replayed on
  * every step (and micro-batch), not only on the snapshot steps. Read at fp8_trace_open, a
- * line at a time (the rows are kept, the text is not); every error names the file and line.
+ * line at a time (the rows are kept, 24 bytes each, the text is not); every error names the
+ * file and line. The rows do not keep their line: the rare duplicate row is found by sorting,
+ * and its line (and its first occurrence's) by reading the file once more.
  */
 #include "trace_internal.h"
 
@@ -13,14 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A parsed row: idx is its name's index in the order of first appearance, then (index_rows)
- * in the sorted names. */
-typedef struct {
-  int64_t step, micro;
-  size_t line;
-  int32_t idx;
-  float amax, te_scale; /* te_scale 0: not given */
-} raw_row;
+/* A parsed row, the kept row itself: its tensor is the name's index in the order of first
+ * appearance, then (index_rows) in the sorted names. */
+typedef fp8_amax_row raw_row;
 
 /* The optional columns the header announced (appended after amax, in this order). */
 typedef struct {
@@ -35,8 +32,7 @@ static int cmp_row(const void *a, const void *b) {
   const raw_row *x = a, *y = b;
   if (x->step != y->step) return x->step < y->step ? -1 : 1;
   if (x->micro != y->micro) return x->micro < y->micro ? -1 : 1;
-  if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
-  return x->line < y->line ? -1 : x->line > y->line;
+  return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
 }
 
 /* Parses a non-negative decimal integer that must fill s. */
@@ -135,7 +131,7 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, n
   }
   const char *fs = f[0], *ft = f[1], *fa = f[2];
   char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
-  *r = (raw_row){0, 0, line, 0, 0.0f, 0.0f};
+  *r = (raw_row){0, 0, 0, 0.0f, 0.0f};
   int sr = parse_step(fs, &r->step);
   if (sr != 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen,
@@ -180,16 +176,19 @@ static int parse_row(const char *path, size_t line, char *cur, amax_cols cols, n
   ni->prev = id;
   if (id > (size_t)INT32_MAX)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: too many distinct tensor names", path);
-  r->idx = (int32_t)id;
+  r->tensor = (int32_t)id;
   int rc = parse_float(path, line, "amax", fa, &r->amax, err, errlen);
   if (rc != FP8_OK) return rc;
   if (cols.micro) {
     const char *fm = f[3];
     if (!*fm) return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty micro", path, line);
-    int mr = parse_step(fm, &r->micro);
+    int64_t micro = 0;
+    int mr = parse_step(fm, &micro);
+    if (mr == 0 && micro > INT32_MAX) mr = -2;
+    r->micro = (int32_t)micro;
     if (mr != 0)
       return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        mr == -2 ? "%s:%zu: micro '%s' too large"
+                        mr == -2 ? "%s:%zu: micro '%s' too large (at most 2147483647)"
                                  : "%s:%zu: micro '%s' is not a non-negative integer",
                         path, line, fp8_esc(fm, shown, sizeof shown));
   }
@@ -282,10 +281,9 @@ static int parse_lines(const char *path, FILE *fp, raw_row **rows, size_t *nrows
   return FP8_OK;
 }
 
-static int cmp_idx_line(const void *a, const void *b) {
+static int cmp_tensor(const void *a, const void *b) {
   const raw_row *x = a, *y = b;
-  if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
-  return x->line < y->line ? -1 : x->line > y->line;
+  return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
 }
 
 typedef struct {
@@ -296,12 +294,57 @@ static int cmp_named(const void *a, const void *b) {
   return strcmp(((const named_id *)a)->name, ((const named_id *)b)->name);
 }
 
+/* The error of the duplicate rows found by sorting: the file read once more, the first row
+ * whose (step, micro, tensor) is among the duplicated keys dk (sorted by cmp_row) and was seen
+ * before names itself and the line of the key's first row. rank: first-appearance name index ->
+ * sorted index. */
+static int duplicate_error(const char *path, amax_cols cols, name_index *ni, const int32_t *rank,
+                           const raw_row *dk, size_t nd, const char **names, char *err,
+                           size_t errlen) {
+  size_t *first = calloc(nd + 1, sizeof *first);
+  FILE *fp = first ? fopen(path, "rb") : NULL;
+  if (!fp) {
+    free(first);
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: duplicate rows for step %lld, tensor %s",
+                      path, (long long)dk[0].step, names[dk[0].tensor]);
+  }
+  char *cur = NULL, e2[8];
+  size_t lncap = 0, line = 0;
+  int rc = FP8_OK;
+  for (ssize_t got; rc == FP8_OK && (got = getline(&cur, &lncap, fp)) > 0;) {
+    size_t ll = (size_t)got;
+    if (++line == 1) continue;
+    if (ll > 0 && cur[ll - 1] == '\n') cur[--ll] = '\0';
+    if (ll > 0 && cur[ll - 1] == '\r') cur[--ll] = '\0';
+    raw_row r;
+    if (!ll || parse_row(path, line, cur, cols, ni, &r, e2, sizeof e2) != FP8_OK) continue;
+    r.tensor = rank[r.tensor];
+    const raw_row *k = bsearch(&r, dk, nd, sizeof *dk, cmp_row);
+    if (!k) continue;
+    size_t d = (size_t)(k - dk);
+    if (!first[d]) {
+      first[d] = line;
+      continue;
+    }
+    char shown[FP8_ESC_LEN], micro[48] = "";
+    if (cols.micro) snprintf(micro, sizeof micro, ", micro %lld", (long long)r.micro);
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s:%zu: duplicate row for step %lld%s, tensor %s (first at line %zu)", path,
+                    line, (long long)r.step, micro, fp8_esc(names[r.tensor], shown, sizeof shown),
+                    first[d]);
+  }
+  free(cur);
+  fclose(fp);
+  free(first);
+  return rc ? rc : fp8_errorf(FP8_EFORMAT, err, errlen, "%s: duplicate rows", path);
+}
+
 /* The distinct names, sorted (into names: ni's count of them), each row's index into them;
- * rows sorted by step, then micro, then index, then line; a repeated (step, micro, tensor) is
- * an error (the message names the micro-batch when the file has the column). A file in step
- * (and micro) order, as captures write it, is sorted one step at a time. */
+ * rows sorted by step, then micro, then index; a repeated (step, micro, tensor) is an error
+ * (the message names the micro-batch when the file has the column). A file in step (and
+ * micro) order, as captures write it, is sorted one step at a time. */
 static int index_rows(const char *path, raw_row *rows, size_t nrows, amax_cols cols,
-                      const name_index *ni, const char **names, char *err, size_t errlen) {
+                      name_index *ni, const char **names, char *err, size_t errlen) {
   size_t nn = ni->set.n;
   named_id *ord = malloc((nn + 1) * sizeof *ord);
   int32_t *rank = malloc((nn + 1) * sizeof *rank);
@@ -316,41 +359,40 @@ static int index_rows(const char *path, raw_row *rows, size_t nrows, amax_cols c
     names[k] = ord[k].name;
     rank[ord[k].id] = (int32_t)k;
   }
+  free(ord);
   int in_order = 1;
   for (size_t i = 0; i < nrows; i++) {
-    rows[i].idx = rank[rows[i].idx];
+    rows[i].tensor = rank[rows[i].tensor];
     if (i && (rows[i].step < rows[i - 1].step ||
               (rows[i].step == rows[i - 1].step && rows[i].micro < rows[i - 1].micro)))
       in_order = 0;
   }
-  free(ord);
-  free(rank);
   if (!in_order) {
     qsort(rows, nrows, sizeof *rows, cmp_row);
-  } else { /* each (step, micro) run by tensor, then line: the same order as cmp_row's */
+  } else { /* each (step, micro) run by tensor: the same order as cmp_row's */
     for (size_t b = 0, e; b < nrows; b = e) {
       for (e = b + 1; e < nrows && rows[e].step == rows[b].step && rows[e].micro == rows[b].micro; e++) {}
-      qsort(rows + b, e - b, sizeof *rows, cmp_idx_line);
+      qsort(rows + b, e - b, sizeof *rows, cmp_tensor);
     }
   }
-  size_t dup = 0; /* index of the duplicate row with the smallest line */
+  /* duplicated keys: sorted next to each other */
+  size_t nd = 0;
+  raw_row *dk = NULL;
   for (size_t i = 1; i < nrows; i++)
-    if (rows[i].step == rows[i - 1].step && rows[i].micro == rows[i - 1].micro &&
-        rows[i].idx == rows[i - 1].idx && (!dup || rows[i].line < rows[dup].line))
-      dup = i;
-  if (dup) {
-    size_t first = dup; /* the earliest row of the same key */
-    while (first > 0 && rows[first - 1].step == rows[dup].step &&
-           rows[first - 1].micro == rows[dup].micro && rows[first - 1].idx == rows[dup].idx)
-      first--;
-    char shown[FP8_ESC_LEN], micro[48] = "";
-    if (cols.micro) snprintf(micro, sizeof micro, ", micro %lld", (long long)rows[dup].micro);
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s:%zu: duplicate row for step %lld%s, tensor %s (first at line %zu)",
-                      path, rows[dup].line, (long long)rows[dup].step, micro,
-                      fp8_esc(names[rows[dup].idx], shown, sizeof shown), rows[first].line);
-  }
-  return FP8_OK;
+    if (cmp_row(&rows[i], &rows[i - 1]) == 0 && (nd == 0 || cmp_row(&dk[nd - 1], &rows[i]) != 0)) {
+      raw_row *g = realloc(dk, (nd + 1) * sizeof *dk);
+      if (!g) {
+        free(dk);
+        free(rank);
+        return FP8_ENOMEM;
+      }
+      dk = g;
+      dk[nd++] = rows[i];
+    }
+  int rc = nd ? duplicate_error(path, cols, ni, rank, dk, nd, names, err, errlen) : FP8_OK;
+  free(dk);
+  free(rank);
+  return rc;
 }
 
 int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen) {
@@ -380,18 +422,7 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
     }
     rc = index_rows(path, rows, nrows, cols, &ni, names, err, errlen);
     if (rc != FP8_OK) goto done;
-    /* the rows in place, then the block shrunk: row i's bytes are read before any write
-     * reaches them (fp8_amax_row is the smaller), so memcpy through a copy is enough */
-    _Static_assert(sizeof(fp8_amax_row) <= sizeof(raw_row), "rows converted in place");
-    unsigned char *bytes = (unsigned char *)rows;
-    for (size_t i = 0; i < nrows; i++) {
-      raw_row r;
-      memcpy(&r, bytes + i * sizeof r, sizeof r);
-      fp8_amax_row o = {.step = r.step, .micro = r.micro, .tensor = r.idx, .amax = r.amax,
-                        .te_scale = r.te_scale};
-      memcpy(bytes + i * sizeof o, &o, sizeof o);
-    }
-    outrows = (fp8_amax_row *)(void *)bytes;
+    outrows = rows; /* the kept rows, the block shrunk to them */
     rows = NULL;
     fp8_amax_row *shrunk = realloc(outrows, nrows * sizeof *outrows);
     if (shrunk) outrows = shrunk;
