@@ -768,6 +768,28 @@ START_TEST(test_valhist_matches_elements) {
     int64_t total = 0;
     for (size_t k = 0; k < vh.m; k++) total += vh.w[k];
     ck_assert_int_eq(total, N);
+    /* every count, on both paths of the build: N (a large tensor: two halves of the counts, no
+     * bitmap in the loop) and a 1,001-element prefix (the bitmap path), against a plain count
+     * of the patterns, ascending */
+    for (int pass = 0; pass < 2; pass++) {
+      size_t n = pass ? 1001 : N;
+      static uint32_t want[32768];
+      memset(want, 0, sizeof want);
+      for (size_t i = 0; i < n; i++) want[h[i] & 0x7FFF]++;
+      fp8_valhist v2 = {0};
+      ck_assert_int_eq(fp8_valhist_build(&v2, dt, h, n), FP8_OK);
+      size_t k = 0;
+      for (unsigned b = 0; b < 32768; b++) {
+        if (!want[b]) continue;
+        ck_assert_msg(k < v2.m && v2.w[k] == want[b], "n %zu pattern %u: %u, want %u", n, b,
+                      k < v2.m ? v2.w[k] : 0, want[b]);
+        float fb = d ? fp8_f16_to_f32((uint16_t)b) : fp8_bf16_to_f32((uint16_t)b);
+        ck_assert(f2u(v2.v[k]) == f2u(fb) || (isnan(fb) && isnan(v2.v[k])));
+        k++;
+      }
+      ck_assert_uint_eq(k, v2.m);
+      fp8_valhist_free(&v2);
+    }
     ck_assert(f2u(fp8_valhist_amax(&vh)) == f2u(fp8_amax_f32(x, N)));
     int64_t ha[FP8_LOG2_HIST_BINS] = {0}, hb[FP8_LOG2_HIST_BINS] = {0};
     fp8_valhist_log2_histogram(&vh, ha);

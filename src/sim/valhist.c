@@ -20,7 +20,7 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
   if (d != FP8_DTYPE_BF16 && d != FP8_DTYPE_F16) return FP8_EINVAL;
   if (n >= (size_t)UINT32_MAX) return FP8_EINVAL;
   if (!h->count) {
-    h->count = calloc(NPAT, sizeof *h->count);
+    h->count = calloc(2 * NPAT, sizeof *h->count); /* two halves: see below */
     h->seen = calloc(NPAT / 64, sizeof *h->seen);
     h->v = malloc(NPAT * sizeof *h->v);
     h->w = malloc(NPAT * sizeof *h->w);
@@ -35,12 +35,31 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
    * ascending order (a fixed order) from the 512 words of the bitmap: one pass over the data
    * plus the occupied magnitudes, not the 32,768 bins */
   const unsigned char *p = data;
-  uint32_t *count = h->count;
+  uint32_t *count = h->count, *count2 = h->count + NPAT;
   uint64_t *seen = h->seen;
-  for (size_t i = 0; i < n; i++) {
-    unsigned b = (p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu;
-    seen[b >> 6] |= (uint64_t)1 << (b & 63);
-    count[b]++;
+  if (n >= 4 * (size_t)NPAT) {
+    /* a large tensor: no bitmap in the loop, and even and odd elements in two halves of the
+     * counts (a run of equal values does not wait on its own increment); the occupied
+     * magnitudes from one scan of the 32,768 bins, the same ones in the same order */
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      unsigned b0 = (p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu;
+      unsigned b1 = (p[2 * i + 2] | ((unsigned)p[2 * i + 3] << 8)) & 0x7FFFu;
+      count[b0]++;
+      count2[b1]++;
+    }
+    if (i < n) count[(p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu]++;
+    for (unsigned b = 0; b < NPAT; b++) {
+      count[b] += count2[b];
+      count2[b] = 0;
+      if (count[b]) seen[b >> 6] |= (uint64_t)1 << (b & 63);
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      unsigned b = (p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu;
+      seen[b >> 6] |= (uint64_t)1 << (b & 63);
+      count[b]++;
+    }
   }
   size_t m = 0;
   for (unsigned wi = 0; wi < NPAT / 64; wi++) {
