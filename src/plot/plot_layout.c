@@ -355,7 +355,11 @@ void plot_draw_titles(const canvas *c, const box *p, const fp8_chart *ch, double
     double room = (c->W - 40 * c->s) / 1.1, cap = plot_fit_cap(ch->title, 1.35 * c->fs, room);
     double tw = plot_text_w(ch->title, cap);
     if (tw > room) cap = fmax(cap * room / tw, 0.45 * 1.35 * c->fs);
-    size_t maxc = (size_t)(room / (TEXT_CHAR_W * cap));
+    /* cut only what does not fit at the final size (a title scaled to fit exactly must not
+     * lose its last character to the rounding of room / width) */
+    size_t maxc = plot_text_w(ch->title, cap) <= room * (1 + 1e-9)
+                      ? 0
+                      : (size_t)(room / (TEXT_CHAR_W * cap));
     double half = fmin(1.1 * plot_text_w(ch->title, cap), c->W - 40 * c->s) / 2, x = (p->l + p->r) / 2;
     if (x - half < 20 * c->s || x + half > c->W - 20 * c->s) x = c->W / 2.0;
     plsfont(PL_FCI_SANS, PL_FCI_UPRIGHT, PL_FCI_BOLD);
