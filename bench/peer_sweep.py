@@ -30,7 +30,7 @@ The experiment file is read with configparser: [trace] path (relative to the fil
 trace directory, not synth: or a multi-rank run folder), steps, tensors (comma list of
 fnmatch globs); [recipe.*] sections of kind delayed (format, history_len, margin,
 amax_compute, each a comma list: Cartesian product, format slowest, amax_compute fastest);
-[analysis] gemm, gemm_max_tokens. Anything else it does not model is an error (exit 2).
+[analysis] gemm, gemm_max_tokens, gemm_error = exact. Anything else it does not model is an error (exit 2).
 """
 import os
 
@@ -119,6 +119,10 @@ def read_experiment(path):
                     exp["gemm"] = cp.getboolean(sec, k)
                 elif k == "gemm_max_tokens":
                     exp["gemm_max_tokens"] = int(kv[k])
+                elif k == "gemm_error":  # the peer computes every entry: exact only
+                    if kv[k].strip() != "exact":
+                        raise Error("[analysis] gemm_error = %s: the peer models exact only"
+                                    % kv[k].strip())
                 elif k != "overflow_budget":   # a report setting: no effect on the replay
                     raise Error("[analysis] %s: not modelled by the peer" % k)
         elif sec.startswith("recipe."):

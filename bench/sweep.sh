@@ -19,7 +19,8 @@
 #   tensors  mixed: all 64 tensors; bf16: `tensors = *.input, *.output, *.grad_output`, the
 #            trace's BF16 roles (the weights, F32, are left out; so with gemm = true there is no
 #            layer triplet and no GEMM: those rows measure gemm = true's overhead alone)
-#   gemm     [analysis] gemm = false / true (gemm_max_tokens = 1024, the default)
+#   gemm     [analysis] gemm = false / true (gemm_error = exact, the peer's; gemm_max_tokens =
+#            1024, the default)
 #   threads  `--threads T` for T in THREADS
 # each timed as `fp8lab run EXP.ini --no-report --quiet --force --out DIR --threads T`
 # (plus `--device DEVICE` when DEVICE is set), under /usr/bin/time -v for the peak RSS.
@@ -127,6 +128,9 @@ write_ini() { # file K tensors(mixed|bf16) gemm(0|1)
     echo "[analysis]"
     echo "gemm = $([ "$g" = 1 ] && echo true || echo false)"
     echo "gemm_max_tokens = 1024"
+    # the exact GEMM errors: what the peer computes and checks row for row (the default is
+    # the sampled estimate since issue 27; bench/scale.sh measures that one)
+    echo "gemm_error = exact"
   } >"$f"
 }
 

@@ -133,7 +133,7 @@ mkdir -p "$WORK" || summary_and_exit 1 "FAIL: cannot create $WORK" "not run"
 # picked; run.json records the engine and the self-check.
 AUTO_FAIL=""
 "$RUN" synth llm "$WORK/auto.trace" --steps 2 --seed 5 >"$WORK/auto.log" 2>&1
-printf '[trace]\npath = %s\n[recipe.d]\nkind = delayed\nhistory_len = 1, 16\n[recipe.c]\nkind = current\n[analysis]\ngemm = true\ngemm_max_tokens = 64\n' \
+printf '[trace]\npath = %s\n[recipe.d]\nkind = delayed\nhistory_len = 1, 16\n[recipe.c]\nkind = current\n[analysis]\ngemm = true\ngemm_error = exact\ngemm_max_tokens = 64\n' \
   "$WORK/auto.trace" >"$WORK/auto.ini"
 timeout -k 5 90 "$RUN" run "$WORK/auto.ini" --no-report --force --out "$WORK/auto.out" >>"$WORK/auto.log" 2>&1
 auto_rc=$?
@@ -427,6 +427,8 @@ format = e4m3
 kind = mxfp8
 [analysis]
 gemm = true
+; exact: the GEMMs on cuBLASLt (the sampled estimate, the default, runs on the CPU engine)
+gemm_error = exact
 gemm_max_tokens = 64
 EOF
 }

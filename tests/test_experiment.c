@@ -223,7 +223,36 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
   ck_assert_int_eq(ex.synth_steps, 7);
   ck_assert_uint_eq(ex.synth_seed, UINT64_MAX);
+  /* the GEMM error's defaults (issue 27): sampled, 64 rows and columns, seed 0 */
+  ck_assert_int_eq(ex.gemm, 1);
+  ck_assert_int_eq(ex.gemm_sampled, 1);
+  ck_assert_int_eq(ex.gemm_sample, 64);
+  ck_assert_uint_eq(ex.gemm_seed, 0);
+  ck_assert_int_eq(ex.gemm_max_tokens, 1024);
   fp8_experiment_free(&ex);
+
+  path = write_ini("g.ini", "[trace]\npath = t\n[recipe.r]\nkind=current\n[analysis]\n"
+                            "gemm_error = exact\ngemm_sample = 2\ngemm_seed = 77\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.gemm_sampled, 0);
+  ck_assert_int_eq(ex.gemm_sample, 2);
+  ck_assert_uint_eq(ex.gemm_seed, 77);
+  fp8_experiment_free(&ex);
+  static const char *const bad[][2] = {
+      {"gemm_error = Sampled", "g2.ini:6: bad gemm_error \"Sampled\" (expected sampled or exact)"},
+      {"gemm_sample = 1", "g2.ini:6: bad gemm_sample \"1\" (expected an integer in 2..65536: the "
+                          "output rows and columns sampled per GEMM)"},
+      {"gemm_sample = 65537", "g2.ini:6: bad gemm_sample \"65537\""},
+      {"gemm_seed = -1", "g2.ini:6: bad gemm_seed \"-1\" (expected an integer >= 0)"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "[trace]\npath = t\n[recipe.r]\nkind=current\n[analysis]\n%s\n",
+             bad[i][0]);
+    path = write_ini("g2.ini", text);
+    ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+    ck_assert_msg(strstr(err, bad[i][1]) != NULL, "%s: %s", bad[i][0], err);
+    fp8_experiment_free(&ex);
+  }
 }
 END_TEST
 

@@ -50,7 +50,7 @@ extern "C" {
 
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
  *  way a separately built module would notice. */
-#define FP8_ENGINE_ABI 1
+#define FP8_ENGINE_ABI 2
 
 /** The ops an engine may decline for a configuration (supports()). */
 typedef enum {
@@ -86,7 +86,10 @@ typedef struct {
   size_t nred;
   const fp8_engine_comm *comm; /**< NULL: no reduction across processes */
   int histograms;              /**< compute each tensor's log2|x| histogram */
-  int64_t gemm_max_tokens;     /**< gemm.h's token sampling (0 = all tokens) */
+  int64_t gemm_max_tokens;     /**< gemm.h's token sampling (0 = all tokens; exact mode) */
+  int64_t gemm_sample;         /**< > 0: gemm_error = sampled, this many output rows and
+                                    columns per GEMM (gemm.h's sampled GEMM error); 0: exact */
+  uint64_t gemm_seed;          /**< the sampled mode's seed (fp8_gemm_sample_seed) */
   int threads;                 /**< worker threads for engines that use host threads (>= 1) */
 } fp8_engine_plan;
 
@@ -133,8 +136,12 @@ int fp8_engine_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, c
  *  scale quantize_stats uses: codes[numel]. For checks (the self-check, conformance). */
 int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
 /** rel_error of the layer's fprop, dgrad and wgrad under every configuration c with
- *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). The three
- *  tensors must have been loaded at this step. */
+ *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). With
+ *  plan->gemm_sample > 0 the errors are sampled estimates and the engine also writes their 95%
+ *  interval, lo at rel[FP8_GEMM_COUNT * nconfigs + g * nconfigs + c] and hi at
+ *  rel[2 * FP8_GEMM_COUNT * nconfigs + g * nconfigs + c]: rel holds 3 * FP8_GEMM_COUNT *
+ *  nconfigs entries. The three tensors must have been loaded at this step (at the step given
+ *  to begin_step, which seeds the sample). */
 int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
                     double *rel, char *err, size_t errlen);
 /** Waits for every queued op; outputs are valid after it. */

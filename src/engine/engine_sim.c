@@ -28,10 +28,10 @@ static int sim_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
 }
 
 static int sim_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen) {
-  (void)step;
   (void)err;
   (void)errlen;
   sim_priv *p = e->priv;
+  p->step = step;
   memset(p->view, 0, p->plan.ntensors * sizeof *p->view);
   return FP8_OK;
 }
@@ -213,6 +213,8 @@ static void sim_free(fp8_engine *e) {
         sim_scratch *w = &p->scratch[i];
         free(w->x);
         for (int j = 0; j < 9; j++) free(w->g[j]);
+        for (int j = 0; j < 3; j++) fp8_gemm_sample_free(&w->smp[j]);
+        free(w->norm);
         fp8_valhist_free(&w->vh);
         free(w->keys);
         free(w->uniq);

@@ -9,7 +9,12 @@
  * same errors: each distinct triple is computed once, in an order in which consecutive triples
  * share operands, so that an operand is quantized again only when its pair changes. Block
  * recipes need the whole tensors (blocks run along the tokens for wgrad): a layer with block
- * configurations to compute is worked on in full, as gemm.h describes. */
+ * configurations to compute is worked on in full, as gemm.h describes.
+ *
+ * The sampled mode (plan->gemm_sample > 0, gemm.h's fp8_gemm_sample) takes each GEMM's sampled
+ * rows and columns from the views (the operands' norms first: the draw's sizes) and never
+ * widens a whole tensor for per-tensor configurations: a configuration casts its few gathered
+ * rows and runs three small FP32 GEMMs. Block configurations still cast whole tensors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +22,11 @@
 #include "engine_sim_internal.h"
 #include "gemm.h"
 
-/* A block configuration's three GEMM errors: each operand quantized row-wise and column-wise
- * into g[3..8] (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad
- * column-wise dY and X, blocks along each GEMM's reduction dimension). Full-size operands. */
-static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l,
-                      const fp8_gemm_ref *ref, size_t c, double e[FP8_GEMM_COUNT]) {
+/* A block configuration's operands: each quantized row-wise and column-wise into g[3..8]
+ * (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad column-wise dY
+ * and X, blocks along each GEMM's reduction dimension). Full-size operands. */
+static int block_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l, size_t c,
+                          fp8_gemm_operands *ops) {
   const fp8_engine_plan *pl = &p->plan;
   const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
   for (int i = 0; i < 3; i++) {
@@ -34,8 +39,40 @@ static int block_gemm(const sim_priv *p, sim_scratch *w, const fp8_engine_layer 
                                     NULL, NULL, NULL);
     if (r1 || r2) return r1 ? r1 : r2;
   }
-  fp8_gemm_operands ops = {w->g[3], w->g[4], w->g[5], w->g[7], w->g[8], w->g[6]};
-  return fp8_gemm_errors(ref, &ops, e);
+  *ops = (fp8_gemm_operands){w->g[3], w->g[4], w->g[5], w->g[7], w->g[8], w->g[6]};
+  return FP8_OK;
+}
+
+/* The sampled errors of one configuration from its full dequantized operands (a block
+ * configuration's): each GEMM's two operands gathered from them. */
+static void sampled_from_full(fp8_gemm_sample *s, const fp8_gemm_operands *ops,
+                              double e[3][FP8_GEMM_COUNT]) {
+  const float *a[FP8_GEMM_COUNT] = {ops->fprop_input, ops->dgrad_grad_output,
+                                    ops->wgrad_grad_output};
+  const float *b[FP8_GEMM_COUNT] = {ops->fprop_weight, ops->dgrad_weight, ops->wgrad_input};
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    fp8_gemm_sample_gather(&s[g], 0, a[g], FP8_DTYPE_F32, s[g].qa);
+    fp8_gemm_sample_gather(&s[g], 1, b[g], FP8_DTYPE_F32, s[g].qb);
+    fp8_gemm_sample_error(&s[g], s[g].qa, s[g].qb, &e[0][g], &e[1][g], &e[2][g]);
+  }
+}
+
+/* The sampled errors of a per-tensor configuration: each GEMM's gathered original operands
+ * cast with their tensors' (scale, format) (the cast is elementwise: gathering commutes).
+ * changed[i]: tensor i's (scale, format) differs from the previous call's (all on the first):
+ * a GEMM neither of whose operands changed keeps its errors (e holds them). */
+static void sampled_per_tensor(fp8_gemm_sample *s, const float scale[3], const fp8_format fmt[3],
+                               const int changed[3], double e[3][FP8_GEMM_COUNT]) {
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    int ta = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0);
+    int tb = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1);
+    if (!changed[ta] && !changed[tb]) continue;
+    if (changed[ta])
+      fp8_quantize_f32(s[g].a, (size_t)(s[g].p * s[g].k), scale[ta], fmt[ta], NULL, s[g].qa, NULL);
+    if (changed[tb])
+      fp8_quantize_f32(s[g].b, (size_t)(s[g].q * s[g].k), scale[tb], fmt[tb], NULL, s[g].qb, NULL);
+    fp8_gemm_sample_error(&s[g], s[g].qa, s[g].qb, &e[0][g], &e[1][g], &e[2][g]);
+  }
 }
 
 /* The three operands' (scale bits, format) of a per-tensor configuration, for ordering: the
@@ -65,8 +102,8 @@ static int same_operand(const triple_key *a, const triple_key *b, int i) {
 /* The per-tensor configurations: one computation per distinct triple. x[i] are the operands
  * (sampled or full, as ref was made), count[i] their elements, q[i] scratch of that size. */
 static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const unsigned char *want,
-                            const fp8_gemm_ref *ref, float *const x[3], float *const q[3],
-                            const size_t count[3], double *rel) {
+                            const fp8_gemm_ref *ref, fp8_gemm_sample *smp, float *const x[3],
+                            float *const q[3], const size_t count[3], double *rel) {
   const fp8_engine_plan *pl = &p->plan;
   const size_t nc = pl->nconfigs;
   triple_key *k = malloc((nc + 1) * sizeof *k);
@@ -92,20 +129,32 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
   }
   if (nk > 1) qsort(k, nk, sizeof *k, cmp_triple);
   int rc = FP8_OK;
-  double e[FP8_GEMM_COUNT];
+  const size_t per = (size_t)FP8_GEMM_COUNT * nc;
+  double e[3][FP8_GEMM_COUNT]; /* estimate, lo, hi */
   for (size_t j = 0; j < nk && rc == FP8_OK; j++) {
     int fresh = j == 0 || !same_operand(&k[j], &k[j - 1], 0) || !same_operand(&k[j], &k[j - 1], 1) ||
                 !same_operand(&k[j], &k[j - 1], 2);
-    if (fresh) { /* a new triple: quantize the operands whose pair changed, then the GEMMs */
+    if (fresh && smp) { /* a new triple, sampled: the gathered operands whose pair changed */
+      float sc[3];
+      fp8_format fm[3];
+      int changed[3];
+      for (int i = 0; i < 3; i++) {
+        sc[i] = l->scale[i][k[j].c];
+        fm[i] = (fp8_format)k[j].fmt[i];
+        changed[i] = j == 0 || !same_operand(&k[j], &k[j - 1], i);
+      }
+      sampled_per_tensor(smp, sc, fm, changed, e);
+    } else if (fresh) { /* a new triple: quantize the operands whose pair changed, then the GEMMs */
       for (int i = 0; i < 3; i++)
         if (j == 0 || !same_operand(&k[j], &k[j - 1], i)) {
           size_t c = k[j].c;
           fp8_quantize_f32(x[i], count[i], l->scale[i][c], (fp8_format)k[j].fmt[i], NULL, q[i], NULL);
         }
       fp8_gemm_operands ops = {q[0], q[1], q[2], q[1], q[2], q[0]};
-      rc = fp8_gemm_errors(ref, &ops, e);
+      rc = fp8_gemm_errors(ref, &ops, e[0]);
     }
-    for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + k[j].c] = e[g];
+    for (int g = 0; g < FP8_GEMM_COUNT; g++)
+      for (int v = 0; v < (smp ? 3 : 1); v++) rel[(size_t)v * per + (size_t)g * nc + k[j].c] = e[v][g];
   }
   free(k);
   return rc;
@@ -132,17 +181,99 @@ static void widen_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_l
   }
 }
 
+/* The sampled mode (plan->gemm_sample > 0): each GEMM's sample, its operands gathered from the
+ * loaded views and its reference; per-tensor configurations from the gathered operands alone,
+ * block configurations from their full dequantized operands (all tokens). */
+static int sampled_task(sim_priv *p, sim_scratch *w, sim_task *task, int blocks, const char *what) {
+  const fp8_engine_plan *pl = &p->plan;
+  const fp8_engine_layer *l = &task->layer;
+  const size_t nc = pl->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
+  fp8_gemm_sample *s = w->smp; /* the worker's, buffers reused */
+  int rc = FP8_OK;
+  /* the squared norms of each tensor's rows and columns: the sizes the sample is drawn by */
+  const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
+  size_t nn = (size_t)(2 * (l->tokens + l->in + l->out) + 1);
+  if (nn > w->normcap) {
+    free(w->norm);
+    w->normcap = (w->norm = malloc(nn * sizeof *w->norm)) ? nn : 0;
+  }
+  double *norm = w->norm, *rowsq[3], *colsq[3];
+  if (!norm) {
+    rc = FP8_ENOMEM;
+    snprintf(task->err, sizeof task->err, "%s: out of memory", what);
+    return rc;
+  }
+  for (int i = 0, off = 0; i < 3; i++) {
+    rowsq[i] = norm + off;
+    colsq[i] = rowsq[i] + rows[i];
+    off += (int)(rows[i] + cols[i]);
+    const fp8_tensor_view *v = p->view[l->tensor[i]];
+    fp8_gemm_norms(v->data, v->dtype, rows[i], cols[i], rowsq[i], colsq[i]);
+  }
+  for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) {
+    uint64_t seed = fp8_gemm_sample_seed(pl->gemm_seed, l->name, p->step, (fp8_gemm_kind)g);
+    const double *size[2];
+    for (int o = 0; o < 2; o++) {
+      int t = fp8_gemm_operand_tensor((fp8_gemm_kind)g, o);
+      size[o] = fp8_gemm_operand_colwise((fp8_gemm_kind)g, o) ? colsq[t] : rowsq[t];
+    }
+    rc = fp8_gemm_sample_init(&s[g], (fp8_gemm_kind)g, l->tokens, l->in, l->out, pl->gemm_sample,
+                              seed, size[0], size[1]);
+    for (int o = 0; o < 2 && rc == FP8_OK; o++) {
+      const fp8_tensor_view *v = p->view[l->tensor[fp8_gemm_operand_tensor((fp8_gemm_kind)g, o)]];
+      fp8_gemm_sample_gather(&s[g], o, v->data, v->dtype, o ? s[g].b : s[g].a);
+    }
+    if (rc == FP8_OK) fp8_gemm_sample_reference(&s[g]);
+  }
+  if (rc) {
+    snprintf(task->err, sizeof task->err, "%s: GEMM sample: %s", what, fp8_strerror(rc));
+    goto done;
+  }
+  rc = per_tensor_gemms(p, l, task->want, NULL, s, NULL, NULL, (const size_t[3]){1, 1, 1},
+                        task->rel);
+  if (blocks && rc == FP8_OK) {
+    const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
+                             (size_t)(l->tokens * l->out)};
+    for (int i = 0; i < 9; i++)
+      if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
+        sim_task_fail(task, FP8_ENOMEM, what);
+        rc = FP8_ENOMEM;
+        goto done;
+      }
+    for (int i = 0; i < 3; i++) {
+      const fp8_tensor_view *v = p->view[l->tensor[i]];
+      fp8_dtype_to_f32(v->dtype, v->data, count[i], w->g[i]);
+    }
+    for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
+      if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+      fp8_gemm_operands ops;
+      double e[3][FP8_GEMM_COUNT];
+      if ((rc = block_operands(p, w, l, c, &ops))) break;
+      sampled_from_full(s, &ops, e);
+      for (int g = 0; g < FP8_GEMM_COUNT; g++)
+        for (int v = 0; v < 3; v++) task->rel[(size_t)v * per + (size_t)g * nc + c] = e[v][g];
+    }
+  }
+  if (rc) snprintf(task->err, sizeof task->err, "%s: GEMM: %s", what, fp8_strerror(rc));
+done:
+  return rc;
+}
+
 void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const fp8_engine_layer *l = &task->layer;
   const size_t nc = pl->nconfigs;
   int blocks = 0;
   for (size_t c = 0; c < nc; c++) blocks |= task->want[c] && fp8_recipe_kind_is_block(pl->configs[c].kind);
+  char what[300];
+  snprintf(what, sizeof what, "layer %s", l->name);
+  if (pl->gemm_sample > 0) {
+    task->rc = sampled_task(p, w, task, blocks, what);
+    return;
+  }
   const int64_t ntok = fp8_gemm_ntok(l->tokens, pl->gemm_max_tokens);
   const int64_t T = blocks ? l->tokens : ntok; /* the token rows kept */
   const size_t count[3] = {(size_t)(T * l->in), (size_t)(l->out * l->in), (size_t)(T * l->out)};
-  char what[300];
-  snprintf(what, sizeof what, "layer %s", l->name);
   for (int i = 0; i < (blocks ? 9 : 6); i++)
     if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
       sim_task_fail(task, FP8_ENOMEM, what);
@@ -158,11 +289,13 @@ void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
     return;
   }
   float *x[3] = {w->g[0], w->g[1], w->g[2]}, *q[3] = {w->g[3], w->g[4], w->g[5]};
-  rc = per_tensor_gemms(p, l, task->want, &ref, x, q, count, task->rel);
+  rc = per_tensor_gemms(p, l, task->want, &ref, NULL, x, q, count, task->rel);
   for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
     if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+    fp8_gemm_operands ops;
     double e[FP8_GEMM_COUNT];
-    rc = block_gemm(p, w, l, &ref, c, e);
+    rc = block_operands(p, w, l, c, &ops);
+    if (rc == FP8_OK) rc = fp8_gemm_errors(&ref, &ops, e);
     for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) task->rel[(size_t)g * nc + c] = e[g];
   }
   if (rc) {

@@ -6,6 +6,7 @@
 #define FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
 
 #include "engine_impl.h"
+#include "gemm.h"
 #include "valhist.h"
 
 /* A per-tensor configuration's (scale bits, format), for finding the distinct ones. */
@@ -25,6 +26,9 @@ typedef struct {
   pair_key *keys;   /* [nconfigs]: the distinct (scale, format) pairs of a tensor */
   size_t *uniq, *map;    /* [nconfigs] */
   fp8_stats *ust;        /* [nconfigs] */
+  fp8_gemm_sample smp[3];/* the sampled GEMM error's fprop, dgrad, wgrad samples (reused) */
+  double *norm;          /* their sizes: a layer's rows' and columns' squared norms */
+  size_t normcap;
 } sim_scratch;
 
 /* A queued quantize_stats or gemm. */
@@ -34,7 +38,8 @@ typedef struct {
   fp8_tensor_result *out;         /* quantize: where the results go */
   fp8_engine_layer layer;         /* gemm */
   const unsigned char *want;      /* gemm: [nconfigs] (a copy owned by the queue) */
-  double *rel;                    /* gemm: [3 * nconfigs] */
+  double *rel;                    /* gemm: [3 * nconfigs], or [9 * nconfigs] when sampled
+                                     (estimates, lo, hi: engine.h) */
   int rc;                         /* FP8_OK or the failure of this op */
   char err[640];
 } sim_task;
@@ -49,6 +54,7 @@ typedef struct {
   size_t next;                    /* the next task a worker takes */
   int threads;
   sim_scratch *scratch;           /* [threads] */
+  int64_t step;                   /* of begin_step: seeds the sampled GEMM error */
 } sim_priv;
 
 /* The scale active per-tensor configuration c of tensor t uses at this step: the delayed state,

@@ -20,7 +20,10 @@
  * A 128x128 weight block is the same block in both directions. Per-tensor recipes (delayed,
  * current) use their one scale for every GEMM, so the same dequantized tensor serves all three.
  *
- * Token sampling (max_tokens > 0 and < tokens): the GEMMs use only tokens
+ * The exact mode (gemm_error = exact) is fp8_gemm_ref / fp8_gemm_error below; the sampled mode
+ * (the default) is fp8_gemm_sample at the end of this file.
+ *
+ * Token sampling (exact mode; max_tokens > 0 and < tokens): the GEMMs use only tokens
  * t_i = floor(i * tokens / max_tokens), i = 0 .. max_tokens-1 (evenly spread, token 0 always
  * in, deterministic). Operands are quantized in full (their scales are those of the whole
  * tensor, blocks along tokens included) and the sampled rows are taken afterwards, so fprop
@@ -152,6 +155,99 @@ typedef struct {
  *  unavailable ones). Returns the first error status, after trying all three. */
 int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,
                     double rel_error[FP8_GEMM_COUNT]);
+
+/* ---------------------------------------------------------------- sampled GEMM error
+ *
+ * gemm_error = sampled (docs/semantics.md, "GEMM errors"): each GEMM's output Y [m, n] is
+ * estimated from a p x q block of entries: p output rows and q output columns (p = min(sample,
+ * m), q = min(sample, n); all rows when sample >= m, likewise columns), each entry one dot
+ * product over the whole reduction length k. Every GEMM is written C = A · B^T with its two
+ * operands gathered reduction-major: A [p, k], B [q, k]:
+ *   fprop  A = X rows (tokens),         B = W rows (out)        k = in
+ *   dgrad  A = dY rows (tokens),        B = W columns (in)      k = out
+ *   wgrad  A = dY columns (out),        B = X columns (in)      k = tokens
+ * Rows and columns are drawn independently, with replacement, with probability proportional to
+ * size (PPS): pi_i = (|A_i|^2 / sum |A|^2 + 1 / m) / 2 for row i (A_i the operand vector of
+ * output row i, from the original operand), likewise for columns with B_j; so a few outlier
+ * channels, which carry most of ||Y|| and of its error, are in nearly every sample, weighted by
+ * 1 / (m pi_i). The reference block is computed once in double (the gathered original operands
+ * widened); each configuration quantizes its gathered operands (a per-tensor cast is
+ * elementwise, so gathering and casting commute; block recipes gather from their full
+ * dequantized operands) and runs one FP32 GEMM of the block. The estimate of rel_error^2 is
+ * the weighted ratio sum(w d) / sum(w r) over the block (d = (y - y_ref)^2, r = y_ref^2,
+ * w = u_i v_j the two weights); its variance is the crossed (rows x columns) random-effects
+ * variance of the linearized residual z = w (d - R^2 r); the interval is 95% on the log
+ * scale (gemm_sample.c). */
+
+/** A GEMM's sample at one layer and step: its gathered original operands and reference. */
+typedef struct {
+  fp8_gemm_kind g;
+  int64_t m, n, k;   /**< the full output [m, n] and reduction length */
+  int64_t p, q;      /**< sampled rows and columns (= m, n: all of them, each once) */
+  int64_t *rows;     /**< [p] output rows drawn (sorted; repeats possible) */
+  int64_t *cols;     /**< [q] output columns drawn */
+  double *u, *v;     /**< [p], [q]: their weights 1 / (m pi) (1 when all are taken) */
+  float *a, *b;      /**< gathered original operands A [p, k], B [q, k] */
+  double *yref;      /**< [p * q] reference block (double) */
+  float *qa, *qb;    /**< scratch [p, k], [q, k]: a configuration's gathered operands */
+  float *y;          /**< scratch [p * q]: its FP32 block */
+  double *wide;      /**< scratch: the reference's widened operands, the draw's CDF */
+  size_t cap[11];    /**< capacities of rows, u, cols, v, a, qa, b, qb, yref, y, wide (reuse) */
+} fp8_gemm_sample;
+
+/** The squared L2 norms of the rows (rowsq [rows]) and columns (colsq [cols]) of a stored
+ *  [rows, cols] matrix of dtype d: the sizes of fp8_gemm_sample_init. Each square is x * x in
+ *  float, added in double: a column's over the rows in order, a row's in four lanes by
+ *  column index mod 4, (l0 + l1) + (l2 + l3) (so it vectorizes; the reference sums alike). */
+void fp8_gemm_norms(const void *x, fp8_dtype d, int64_t rows, int64_t cols, double *rowsq,
+                    double *colsq);
+
+/** The seed of GEMM g of a layer at a step: gemm_seed mixed with the layer name (without a
+ *  multi-rank trace's leading rank_<r>/), the step and g (splitmix64 over FNV-1a), so that a
+ *  sample depends on nothing else (threads, processes, other layers, the rank's trace being
+ *  replayed alone or within its multi-rank trace). */
+uint64_t fp8_gemm_sample_seed(uint64_t gemm_seed, const char *layer, int64_t step,
+                              fp8_gemm_kind g);
+
+/** Draws the sample of GEMM g (output [m, n], reduction k) and allocates its buffers; the
+ *  operands are then given with fp8_gemm_sample_gather and the reference with
+ *  fp8_gemm_sample_reference. size_a [m] and size_b [n]: the squared norms of the operand
+ *  vectors of each output row and column (NULL, or a non-finite or zero total: uniform).
+ *  sample >= 1. *s is zeroed or a sample made before, whose buffers are reused (a worker keeps
+ *  one per GEMM: no allocation per layer and step once they are large enough).
+ *  @return FP8_OK, FP8_EINVAL, FP8_ERANGE (a dimension over CBLAS's int), FP8_ENOMEM (then *s
+ *  is empty, safe to free). */
+int fp8_gemm_sample_init(fp8_gemm_sample *s, fp8_gemm_kind g, int64_t tokens, int64_t in,
+                         int64_t out, int64_t sample, uint64_t seed, const double *size_a,
+                         const double *size_b);
+void fp8_gemm_sample_free(fp8_gemm_sample *s);
+
+/** Gathers operand `operand` (0 = A, 1 = B) of the sample from the stored matrix x of dtype d
+ *  (the operand's tensor as stored, fp8_gemm_operand_tensor: input [tokens, in], weight [out,
+ *  in], grad_output [tokens, out]), widened, into dst ([p, k] or [q, k]): its rows, or its
+ *  columns where the operand is column-wise (fp8_gemm_operand_colwise: the reduction runs
+ *  along the stored matrix's first dimension). */
+void fp8_gemm_sample_gather(const fp8_gemm_sample *s, int operand, const void *x, fp8_dtype d,
+                            float *dst);
+
+/** The reference block from s->a and s->b (gathered original operands), in double. */
+void fp8_gemm_sample_reference(fp8_gemm_sample *s);
+
+/** The estimate and its 95% interval for a configuration's gathered operands qa [p, k] and
+ *  qb [q, k] (s->qa / s->qb, or others): rel_error, lo <= rel_error <= hi. When the sample is
+ *  the whole output (p = m, q = n) lo = hi = rel_error. With sum(r) = 0 over the sample:
+ *  rel_error 0 when every d is 0, else +inf, and (unless whole) lo = 0, hi = +inf. Non-finite
+ *  values give NaN or inf for all three. */
+void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
+                           double *rel_error, double *lo, double *hi);
+
+/** The estimator alone (tested on its own): the block's reference yref and values y
+ *  ([p * q], row-major), row weights u [p] and column weights v [q] (NULL: 1), all_rows /
+ *  all_cols when every row / column of the output is in the block once (no sampling
+ *  variance from that side). */
+void fp8_gemm_sample_estimate(const double *yref, const float *y, const double *u,
+                              const double *v, int64_t p, int64_t q, bool all_rows,
+                              bool all_cols, double *rel_error, double *lo, double *hi);
 
 #ifdef __cplusplus
 }

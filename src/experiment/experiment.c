@@ -303,6 +303,8 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->warmup_steps = -1;
   ex->gemm = 1;
   ex->gemm_max_tokens = 1024;
+  ex->gemm_sampled = 1;
+  ex->gemm_sample = 64;
   ex->step_stride = 1;
   ex->file = strdup(path);
   if (!ex->file || exp_names(ex) != FP8_OK) {

@@ -11,9 +11,12 @@
  *             rows carry (default <name>). Sections with one label form one recipe: each of
  *             them one configuration, each tensor taking the first (file order) that matches.
  *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
- *             gemm_max_tokens (default 1024, 0 = all), step_budget (fraction of stream steps,
+ *             gemm_error (sampled | exact, default sampled), gemm_sample (output rows and
+ *             columns per GEMM, default 64), gemm_seed (default 0),
+ *             gemm_max_tokens (exact mode; default 1024, 0 = all), step_budget (fraction of stream steps,
  *             default 0.01), warmup_steps (default: each tensor's own warm-up)
- *   [output]  dir
+ *   [output]  dir, stream (auto | csv | npy: the stream's format; auto: npy above
+ *             FP8_STREAM_NPY_ROWS rows)
  * Errors: FP8_EINVAL with "file:line: message" in err.
  */
 #ifndef FP8LAB_EXPERIMENT_EXPERIMENT_H
@@ -24,6 +27,11 @@
 
 #include "fp8.h"
 #include "recipe.h" /* fp8_recipe_kind, fp8_config */
+
+/** [output] stream: the stream's format (docs/design.md "The stream at scale"). auto: stream.csv
+ *  up to FP8_STREAM_NPY_ROWS rows (about 0.6 GB of CSV), stream.npy + stream.json above. */
+enum { FP8_STREAM_AUTO, FP8_STREAM_CSV, FP8_STREAM_NPY };
+#define FP8_STREAM_NPY_ROWS 5000000
 
 /** Most configurations one experiment file may expand to (all recipe sections together). */
 #define FP8_EXPERIMENT_MAX_CONFIGS 4096
@@ -69,9 +77,14 @@ typedef struct {
   int reduce_group_line; /**< line of the reduce_group key, 0 when not given */
   int reduce_stride_line; /**< line of the reduce_stride key, 0 when not given */
   char *out_dir;       /**< resolved; NULL when not given */
+  int stream_format;   /**< [output] stream: FP8_STREAM_AUTO (default), _CSV or _NPY */
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */
   int gemm;               /**< [analysis] gemm (default 1): write gemm.csv for layer triplets */
   int64_t gemm_max_tokens;/**< [analysis] gemm_max_tokens (default 1024; 0: all tokens) */
+  int gemm_sampled;       /**< [analysis] gemm_error: 1 sampled (default), 0 exact */
+  int64_t gemm_sample;    /**< [analysis] gemm_sample (default 64): sampled output rows and
+                               columns per GEMM (gemm.h) */
+  uint64_t gemm_seed;     /**< [analysis] gemm_seed (default 0) */
   /** [analysis] cost_tokens: the tokens per step the report's cost section models (the
    *  production run's batch x sequence); 0 (default): the captured batch's */
   int64_t cost_tokens;

@@ -147,8 +147,16 @@ void fp8_exp_output_end(exp_ctx *c) {
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
     if (strcmp(e->key, "dir") == 0) c->ex->out_dir = fp8_exp_resolve(c, e->value);
-    else fp8_exp_fail(c, e->line, "unknown key %s in [output] (expected dir)",
-                      fp8_esc(e->key, shown, sizeof shown));
+    else if (strcmp(e->key, "stream") == 0) {
+      if (strcmp(e->value, "auto") == 0) c->ex->stream_format = FP8_STREAM_AUTO;
+      else if (strcmp(e->value, "csv") == 0) c->ex->stream_format = FP8_STREAM_CSV;
+      else if (strcmp(e->value, "npy") == 0) c->ex->stream_format = FP8_STREAM_NPY;
+      else
+        fp8_exp_fail(c, e->line, "bad stream \"%s\" (expected auto, csv or npy)",
+                     fp8_esc(e->value, shown, sizeof shown));
+    } else
+      fp8_exp_fail(c, e->line, "unknown key %s in [output] (expected dir or stream)",
+                   fp8_esc(e->key, shown, sizeof shown));
   }
 }
 
@@ -173,13 +181,27 @@ void fp8_exp_analysis_end(exp_ctx *c) {
     } else if (strcmp(e->key, "gemm_max_tokens") == 0) {
       parse_count(c, e, 0, (int64_t)1 << 31, &c->ex->gemm_max_tokens,
                   "an integer in 0..2^31, 0 = all tokens");
+    } else if (strcmp(e->key, "gemm_error") == 0) {
+      if (strcmp(e->value, "sampled") == 0) c->ex->gemm_sampled = 1;
+      else if (strcmp(e->value, "exact") == 0) c->ex->gemm_sampled = 0;
+      else
+        fp8_exp_fail(c, e->line, "bad gemm_error \"%s\" (expected sampled or exact)",
+                     fp8_esc(e->value, shown, sizeof shown));
+    } else if (strcmp(e->key, "gemm_sample") == 0) {
+      parse_count(c, e, 2, 65536, &c->ex->gemm_sample,
+                  "an integer in 2..65536: the output rows and columns sampled per GEMM");
+    } else if (strcmp(e->key, "gemm_seed") == 0) {
+      int64_t seed = 0;
+      if (parse_count(c, e, 0, INT64_MAX, &seed, "an integer >= 0"))
+        c->ex->gemm_seed = (uint64_t)seed;
     } else if (strcmp(e->key, "cost_tokens") == 0) {
       parse_count(c, e, 0, (int64_t)1 << 31, &c->ex->cost_tokens,
                   "an integer in 0..2^31: the tokens per step of the production run, 0 = the "
                   "captured batch's");
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, warmup_steps, gemm, gemm_max_tokens or cost_tokens)",
+                   "step_budget, warmup_steps, gemm, gemm_error, gemm_sample, gemm_seed, "
+                   "gemm_max_tokens or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

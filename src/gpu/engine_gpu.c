@@ -32,7 +32,9 @@ static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   const fp8_config *cf = &p->plan.configs[c];
   if (fp8_recipe_kind_is_block(cf->kind) || !fp8_plan_active(&p->plan, c)) return 0;
   if (op == FP8_OP_QUANTIZE_STATS) return 1;
-  if (!p->lt) return 0;
+  /* the sampled GEMM error is a few small GEMMs per layer: the composite's CPU engine runs it
+   * from this engine's scales (gemm.h) */
+  if (!p->lt || p->plan.gemm_sample > 0) return 0;
   /* cuBLASLt needs a kernel for the operand formats of all three GEMMs (roles resolve the
    * configuration's format the same way for every layer) */
   static const fp8_role roles[3] = {FP8_ROLE_INPUT, FP8_ROLE_WEIGHT, FP8_ROLE_GRAD_OUTPUT};

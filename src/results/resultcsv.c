@@ -3,6 +3,7 @@
  * with): the header must match, fields are found by their FP8_*_COL_* position, and a bad
  * line is "<path>:<line>: <what>". */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,9 +113,10 @@ static int load_csv(const char *path, const fp8_schema *s, size_t row_size, row_
   lines_t it = {*text, *text + len};
   char *ln, *f[RESULT_MAX_COLS + 1];
   size_t l;
+  int ncols = s->ncols; /* the header's version: the fields past it are NULL */
   while (!rc && (rc = next_line(&it, &ln, &l, &line, path, err, errlen)) == FP8_OK && ln) {
     if (line == 1) {
-      if (fp8_schema_match_header(s, ln) != s->ncols) {
+      if ((ncols = fp8_schema_match_header(s, ln)) == 0) {
         char want[256];
         size_t o = 0;
         for (int k = 0; k < s->ncols && o < sizeof want; k++)
@@ -128,11 +130,12 @@ static int load_csv(const char *path, const fp8_schema *s, size_t row_size, row_
       rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
       break;
     }
-    int nf = split_all(ln, f, s->ncols);
-    if (nf != s->ncols) {
-      rc = bad_count(path, line, s->ncols, nf, err, errlen);
+    int nf = split_all(ln, f, ncols);
+    if (nf != ncols) {
+      rc = bad_count(path, line, ncols, nf, err, errlen);
       break;
     }
+    for (int k = ncols; k < s->ncols; k++) f[k] = NULL;
     char *nr = fp8_grow(*rows, *n, &cap, row_size, 1024);
     if (!nr) {
       rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -248,6 +251,15 @@ static int parse_gemm_fields(const char *path, int64_t line, char **f, void *out
   }
   if (!steps_parse_f64(f[FP8_GEMM_COL_REL_ERROR], &row->rel_error) || row->rel_error < 0)
     return BAD(FP8_GEMM_COL_REL_ERROR, "a number >= 0, inf or nan"); /* inf: a zero reference */
+  row->rel_lo = row->rel_hi = NAN; /* exact errors: no interval */
+  if (f[FP8_GEMM_COL_REL_ERROR_LO]) {
+    if (!steps_parse_f64(f[FP8_GEMM_COL_REL_ERROR_LO], &row->rel_lo) || row->rel_lo < 0 ||
+        row->rel_lo > row->rel_error)
+      return BAD(FP8_GEMM_COL_REL_ERROR_LO, "a number >= 0 and <= rel_error, inf or nan");
+    if (!steps_parse_f64(f[FP8_GEMM_COL_REL_ERROR_HI], &row->rel_hi) ||
+        row->rel_hi < row->rel_error)
+      return BAD(FP8_GEMM_COL_REL_ERROR_HI, "a number >= rel_error, inf or nan");
+  }
 #undef BAD
   row->line = line;
   return FP8_OK;

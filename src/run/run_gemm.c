@@ -53,7 +53,8 @@ static int any(const unsigned char *m, size_t n) {
 }
 
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen) {
-  const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
+  /* per layer: estimates, then (sampled) the intervals' lo and hi: engine.h */
+  const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc, lay = 3 * per;
   size_t nl = 0;
   int rc = FP8_OK;
   unsigned char *applies = NULL;
@@ -77,14 +78,14 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
   qsort(layers, nl, sizeof *layers, cmp_cstr);
   size_t nv = 0; /* the complete layers, in name order */
   for (size_t i = 0; i < nl; i++) nv += layer_of(r, layers[i], &ls[nv]);
-  if (nv * per > r->rel_cap) {
+  if (nv * lay > r->rel_cap) {
     free(r->rel);
     r->rel_cap = 0;
-    if (!(r->rel = malloc(nv * per * sizeof *r->rel))) {
+    if (!(r->rel = malloc(nv * lay * sizeof *r->rel))) {
       rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
       goto done;
     }
-    r->rel_cap = nv * per;
+    r->rel_cap = nv * lay;
   }
   /* a layer's GEMMs under a configuration need it to apply to all three operands */
   if (!(applies = malloc(nv * nc + 1))) {
@@ -98,15 +99,17 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
                             r->covers[ls[i].tensor[2] * nc + c];
   for (size_t i = 0; i < nv && rc == FP8_OK; i++)
     if (any(applies + i * nc, nc))
-      rc = fp8_engine_gemm(r->engine, &ls[i], applies + i * nc, r->rel + i * per, err, errlen);
+      rc = fp8_engine_gemm(r->engine, &ls[i], applies + i * nc, r->rel + i * lay, err, errlen);
   if (rc == FP8_OK) rc = fp8_engine_sync(r->engine, err, errlen);
   if (rc) goto done;
   for (size_t i = 0; i < nv; i++) {
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       for (size_t c = 0; c < nc; c++) {
         if (!applies[i * nc + c]) continue;
-        fp8_results_put_gemm_row(r->gemm_fp, ls[i].name, g, step, &r->ex->configs[c],
-                                 r->rel[i * per + (size_t)g * nc + c]);
+        const double *rel = r->rel + i * lay + (size_t)g * nc + c;
+        const double interval[2] = {rel[per], rel[2 * per]};
+        fp8_results_put_gemm_row(r->gemm_fp, ls[i].name, g, step, &r->ex->configs[c], rel[0],
+                                 r->ex->gemm_sampled ? interval : NULL);
         r->gemm_rows++;
       }
     if (any(applies + i * nc, nc)) run_segs_layer(r, ls[i].name);

@@ -19,7 +19,8 @@ GPU).
 Cases (small: the emulator runs a block's 256 threads as fibers, ~1000x slower than the CPU
 engine):
   - gemm: `synth llm` 2 steps, delayed hybrid and e5m2 (whose GEMMs cuBLASLt declines: the CPU
-    computes them), current, mxfp8 (CPU), gemm = true with token sampling;
+    computes them), current, mxfp8 (CPU), gemm = true, gemm_error = exact (the cuBLASLt path:
+    the sampled default runs on the CPU engine) with token sampling;
   - many: 1 step, 70 per-tensor configurations (two launches of the fused kernel: 64 + 6);
   - ranks: a two-rank run folder with reduce_amax (the engine reduces over each tensor's
     ranks in end_phase);
@@ -62,6 +63,7 @@ pow2 = true
 kind = mxfp8
 [analysis]
 gemm = true
+gemm_error = exact
 gemm_max_tokens = 24
 """
 

@@ -1311,11 +1311,52 @@ def replay_block_rows_by_hand():
 
 
 @test
+def sampled_gemm_reference():
+    """The reference's sampled GEMM error (docs/semantics.md) against the definitions: the
+    block's entries are the full output's, the whole output gives the exact error with a
+    zero-width interval, the weighted (Hansen-Hurwitz) sums are unbiased over seeds, an outlier
+    channel is drawn far more often than uniformly, and the seed ignores rank_<r>/."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 24)).astype(np.float32)
+    x[:, 3] *= 20                          # an outlier input channel: a heavy wgrad column
+    w = (0.1 * rng.standard_normal((16, 24))).astype(np.float32)
+    dy = rng.standard_normal((40, 16)).astype(np.float32)
+    ops = {"input": x, "weight": w, "grad_output": dy}
+    rec = R.TensorRecipe("e4m3", {r: R.F32(448) / R.F32(np.abs(ops[r]).max())
+                                  for r in R.TRIPLET_ROLES})
+    exact = R.gemm_errors(x, w, dy, rec)
+    q = {r: rec.quantize(ops[r], r)["xhat"] for r in R.TRIPLET_ROLES}
+    for g in R.GEMMS:
+        (ra, _), (rb, _) = R.GEMM_OPERANDS[g]
+        full = R._gemm(g, ops[ra], ops[rb], np.float64)
+        s = R.GemmSample(g, ops, 6, 123)
+        assert s.yref.shape == (6, 6)
+        assert np.allclose(s.yref, full[np.ix_(s.rows, s.cols)], rtol=1e-12, atol=0)
+        rel, lo, hi = s.error(q[ra], q[rb])
+        assert 0 < lo < rel < hi, (g, lo, rel, hi)
+        whole = R.GemmSample(g, ops, 1000, 1)
+        rel, lo, hi = whole.error(q[ra], q[rb])
+        assert lo == rel == hi and abs(rel - exact[g]) <= 1e-5 * exact[g], (g, rel, exact[g])
+    # wgrad: output [16 (out), 24 (in)]; column 3 (the outlier channel) carries most of ||Y||
+    full = R._gemm("wgrad", dy, x, np.float64)
+    tot, hits, n = 0.0, 0, 2000
+    for seed in range(n):
+        s = R.GemmSample("wgrad", ops, 4, seed)
+        tot += float(np.sum(np.outer(s.u, s.v) * s.yref ** 2)) / 16 * full.size
+        hits += int(3 in s.cols)
+    assert abs(tot / n - float(np.sum(full ** 2))) < 0.05 * float(np.sum(full ** 2))
+    assert hits > 0.9 * n, hits            # uniformly: 1 - (23/24)^4 = 16% of the draws
+    assert R.sample_seed(0, "rank_3/a.fc", 5, "fprop") == R.sample_seed(0, "a.fc", 5, "fprop")
+    assert R.sample_seed(0, "a.fc", 5, "fprop") != R.sample_seed(0, "a.fc", 6, "fprop")
+
+
+@test
 def gemm_rows_by_hand():
     d = tempfile.mkdtemp()
     try:
         ini = _block_setup(d)
         exp, tr = R.load_for(ini)
+        exp.gemm_error = "exact"     # the exact mode by hand (the sampled one: sampled_gemm_*)
         rows, grows = R.replay_all(exp, tr)
         keys = [(g["layer"], g["gemm"], g["step"], g["recipe"]) for g in grows]
         # steps, layers m and n (a: shapes disagree, z: no grad_output), gemms, configs
@@ -1466,8 +1507,9 @@ def generated_blocks_trace_end_to_end():
             assert mxf and all(r["nblocks"] == 130 * 5 for r in mxf)
             assert any(r["blocks_with_overflow"] > 0 for r in rows if r["recipe"] == "mxf")
             if not extra:     # text round trip in memory (each replay takes seconds)
+                gcols = R.GEMM_SAMPLED_COLUMNS if "rel_error_lo" in grows[0] else R.GEMM_COLUMNS
                 for rr, cols, cmp in ((rows, R.COLUMNS, R.compare_rows),
-                                      (grows, R.GEMM_COLUMNS, R.compare_gemm_rows)):
+                                      (grows, gcols, R.compare_gemm_rows)):
                     buf = io.StringIO()
                     R.write_csv(rr, buf, cols)
                     data = list(csv.reader(io.StringIO(buf.getvalue())))

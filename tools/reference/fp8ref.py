@@ -706,6 +706,153 @@ def gemm_errors(x, w, dy, recipe, max_tokens=0, ref=None):
     return out
 
 # --------------------------------------------------------------------------------------------
+# the sampled GEMM error (docs/semantics.md, "Sampled GEMM error"), written from that text
+# --------------------------------------------------------------------------------------------
+
+_M64 = (1 << 64) - 1
+
+
+class _SplitMix:
+    def __init__(self, x):
+        self.x = x & _M64
+
+    def next(self):
+        self.x = (self.x + 0x9E3779B97F4A7C15) & _M64
+        z = self.x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        return z ^ (z >> 31)
+
+
+def sample_seed(gemm_seed, layer, step, g):
+    """gemm_seed, the layer name (FNV-1a), the step and the GEMM (0 fprop, 1 dgrad, 2 wgrad),
+    each mixed in by one splitmix64 step."""
+    m = re.match(r"rank_[0-9]+/", layer)   # a multi-rank trace's prefix is left out
+    if m:
+        layer = layer[m.end():]
+    h = 0xCBF29CE484222325
+    for c in layer.encode():
+        h = ((h ^ c) * 0x100000001B3) & _M64
+    s = _SplitMix(gemm_seed).next() ^ h
+    s = _SplitMix(s).next() ^ (step & _M64)
+    s = _SplitMix(s).next() ^ GEMMS.index(g)
+    return _SplitMix(s).next()
+
+
+def _draw(k, n, size, sm):
+    """k draws of 0..n-1, with replacement, pi_i = (size_i / total + 1/n) / 2 (sequential double
+    sums, as the text's CDF), sorted, with weights 1 / (n pi_i); all (weight 1) when k >= n."""
+    if k >= n:
+        return np.arange(n), np.ones(n)
+    total = 0.0
+    for v in size:
+        total += float(v)
+    pps = math.isfinite(total) and total > 0.0
+    cdf = np.empty(n)
+    acc = 0.0
+    for i in range(n):
+        acc += 0.5 * (float(size[i]) / total + 1.0 / n) if pps else 1.0 / n
+        cdf[i] = acc
+    idx = []
+    for _ in range(k):
+        x = (sm.next() >> 11) * 2.0 ** -53 * acc
+        idx.append(min(int(np.searchsorted(cdf, x, side="right")), n - 1))
+    idx = np.array(sorted(idx), dtype=np.int64)
+    pi = (cdf[idx] - np.where(idx > 0, cdf[np.maximum(idx - 1, 0)], 0.0)) / acc
+    return idx, 1.0 / (n * pi)
+
+
+def _sq_sums(m):
+    """Squared norms of the rows and the columns of m as the text sums them: x * x in float32;
+    a column's over the rows in order (float32); a row's in eight float32 lanes by column
+    index mod 8, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))."""
+    sq = np.asarray(m, np.float32) ** 2
+    r, c = sq.shape
+    cols = np.cumsum(sq, axis=0, dtype=np.float32)[-1] if r else np.zeros(c, np.float32)
+    pad = np.zeros((r, -c % 8), np.float32)
+    lanes = np.concatenate([sq, pad], axis=1).reshape(r, -1, 8)
+    lanes = np.cumsum(lanes, axis=1, dtype=np.float32)[:, -1, :] if lanes.shape[1] else \
+        np.zeros((r, 8), np.float32)
+    l = [lanes[:, k] for k in range(8)]
+    rows = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    return rows.astype(np.float64), cols.astype(np.float64)
+
+
+class GemmSample:
+    """One GEMM's sample at a layer and step: rows and columns of its output drawn by their
+    operand vectors' squared norms, the gathered originals and the reference block."""
+
+    def __init__(self, g, ops, sample, seed):
+        self.g = g
+        # a column-wise operand (its blocks along its first dimension) is gathered by columns
+        (ra, ca), (rb, cb) = self.spec = GEMM_OPERANDS[g]
+        A, B = ops[ra], ops[rb]
+        self.m = A.shape[1] if ca else A.shape[0]
+        self.n = B.shape[1] if cb else B.shape[0]
+        sa = _sq_sums(A)[1 if ca else 0]
+        sb = _sq_sums(B)[1 if cb else 0]
+        sm = _SplitMix(seed)
+        self.rows, self.u = _draw(sample, self.m, sa, sm)
+        self.cols, self.v = _draw(sample, self.n, sb, sm)
+        a = self.gather(0, A)
+        b = self.gather(1, B)
+        self.yref = a.astype(np.float64) @ b.astype(np.float64).T
+
+    def gather(self, operand, mat):
+        col = self.spec[operand][1]
+        idx = self.rows if operand == 0 else self.cols
+        return (mat[:, idx].T if col else mat[idx, :]).astype(np.float32)
+
+    def error(self, qa_full, qb_full):
+        """(rel_error, lo, hi) for a configuration's whole dequantized operands."""
+        with np.errstate(all="ignore"):
+            y = (self.gather(0, qa_full) @ self.gather(1, qb_full).T).astype(np.float32)
+        return sample_estimate(self.yref, y, self.u, self.v, len(self.rows) == self.m,
+                               len(self.cols) == self.n)
+
+
+def sample_estimate(yref, y, u, v, all_rows, all_cols):
+    p, q = yref.shape
+    w = np.outer(u, v)
+    with np.errstate(all="ignore"):
+        e = y.astype(np.float64) - yref
+        d = e * e
+        r = yref * yref
+        sd = float(np.sum(w * d))
+        sr = float(np.sum(w * r))
+    if p * q == 0:
+        return math.nan, math.nan, math.nan
+    if not (math.isfinite(sd) and math.isfinite(sr)):
+        v_ = (math.nan if math.isnan(sd) else math.inf) if sr == 0 else math.sqrt(sd / sr)
+        return v_, v_, v_
+    whole = all_rows and all_cols
+    if sr == 0:
+        rel = 0.0 if sd == 0 else math.inf
+        return (rel, rel, rel) if whole else (rel, 0.0, math.inf)
+    R2 = sd / sr
+    rel = math.sqrt(R2)
+    if whole or R2 == 0:
+        return rel, rel, rel
+    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
+        return rel, 0.0, math.inf
+    z = w * (d - R2 * r)
+    rm, cm, gm = z.mean(axis=1), z.mean(axis=0), z.mean()
+    SR = float(np.sum((rm - gm) ** 2)) / (p - 1) if p > 1 else 0.0
+    SC = float(np.sum((cm - gm) ** 2)) / (q - 1) if q > 1 else 0.0
+    if all_rows:
+        var = SC / q
+    elif all_cols:
+        var = SR / p
+    else:
+        res = z - rm[:, None] - cm[None, :] + gm
+        SE = float(np.sum(res * res)) / ((p - 1) * (q - 1))
+        var = max(0.0, SR - SE / q) / p + max(0.0, SC - SE / p) / q + SE / (p * q)
+    se = math.sqrt(var) / (sr / (p * q))
+    wd = 1.959963984540054 * se / R2
+    return rel, math.sqrt(R2 * math.exp(-wd)), math.sqrt(R2 * math.exp(wd))
+
+
+# --------------------------------------------------------------------------------------------
 # trace reading
 # --------------------------------------------------------------------------------------------
 
@@ -1027,6 +1174,9 @@ class Experiment:
         self.overflow_budget = 1e-5   # [analysis]: not used by the replay
         self.gemm = True              # [analysis] gemm
         self.gemm_max_tokens = 1024   # [analysis] gemm_max_tokens (0 = all tokens)
+        self.gemm_error = "sampled"   # [analysis] gemm_error: sampled | exact
+        self.gemm_sample = 64         # [analysis] gemm_sample
+        self.gemm_seed = 0            # [analysis] gemm_seed
         self.reduce_amax = False      # [trace] reduce_amax
         self.reduce_group = None      # [trace] reduce_group (None: all ranks form one group)
         self.reduce_stride = 1        # [trace] reduce_stride: a group is r, r+S, ..., r+(G-1)S
@@ -1089,6 +1239,12 @@ def parse_experiment(path, warn=sys.stderr):
                 raise ValueError("[analysis] gemm_max_tokens must be an integer >= 0, not %r"
                                  % mt)
             exp.gemm_max_tokens = int(mt)
+            exp.gemm_error = _single(sec, kv, "gemm_error", "sampled")
+            if exp.gemm_error not in ("sampled", "exact"):
+                raise ValueError("[analysis] gemm_error must be sampled or exact, not %r"
+                                 % exp.gemm_error)
+            exp.gemm_sample = int(_single(sec, kv, "gemm_sample", "64"))
+            exp.gemm_seed = int(_single(sec, kv, "gemm_seed", "0"))
             if "warmup_steps" in kv:
                 ws = _single(sec, kv, "warmup_steps", "0")
                 if not re.fullmatch(r"\+?[0-9]+", ws):
@@ -1098,7 +1254,7 @@ def parse_experiment(path, warn=sys.stderr):
             # step_budget: a budget of the analysis layer, no effect on the replay
             for k in kv:
                 if k not in ("overflow_budget", "gemm", "gemm_max_tokens", "warmup_steps",
-                             "step_budget"):
+                             "step_budget", "gemm_error", "gemm_sample", "gemm_seed"):
                     print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
         elif sec.startswith("recipe."):
             section = sec[len("recipe."):]
@@ -1293,6 +1449,7 @@ SUMMARY_KEY_COLUMNS = ("tensor", "recipe", "format", "history_len", "margin", "a
 GEMM_COLUMNS = ("layer", "gemm", "step", "recipe", "kind", "history_len", "margin",
                 "amax_compute", "rel_error")
 GEMM_KEY_COLUMNS = GEMM_COLUMNS[:-1]
+GEMM_SAMPLED_COLUMNS = GEMM_COLUMNS + ("rel_error_lo", "rel_error_hi")  # gemm_error = sampled
 TRIPLET_ROLES = ("input", "weight", "grad_output")
 
 
@@ -1591,8 +1748,14 @@ def gemm_replay(exp, trace, used, covers=None):
     for t in sorted(trace.snapshots):
         for L, x, w, dy in layer_triplets(trace.snapshots[t]):
             any_triplet = True
-            ref = gemm_reference(x, w, dy, exp.gemm_max_tokens)
             for_role = {"input": x, "weight": w, "grad_output": dy}
+            sampled = exp.gemm_error == "sampled"
+            if sampled:
+                smp = {g: GemmSample(g, for_role, exp.gemm_sample,
+                                     sample_seed(exp.gemm_seed, L, t, g)) for g in GEMMS}
+                ref = gemm_reference(x, w, dy, 0)    # the exact errors, for the coverage check
+            else:
+                ref = gemm_reference(x, w, dy, exp.gemm_max_tokens)
             errs = []
             done = {}    # configurations that quantize every operand alike share the errors
             for ci, cfg in enumerate(exp.configs):
@@ -1614,8 +1777,17 @@ def gemm_replay(exp, trace, used, covers=None):
                     rec = TensorRecipe(cfg.fmt, scales)
                     key = ("tensor", fmts, tuple(f32_bits(scales[r]) for r in TRIPLET_ROLES))
                 if key not in done:
-                    done[key] = gemm_errors(x, w, dy, _CachedRecipe(rec.quantize),
-                                            exp.gemm_max_tokens, ref)
+                    cq = _CachedRecipe(rec.quantize)
+                    if sampled:
+                        est = {}
+                        for g in GEMMS:
+                            (ra, ca), (rb, cb) = GEMM_OPERANDS[g]
+                            est[g] = smp[g].error(cq.quantize(for_role[ra], ra, ca)["xhat"],
+                                                  cq.quantize(for_role[rb], rb, cb)["xhat"])
+                        ex = gemm_errors(x, w, dy, cq, 0, ref)
+                        done[key] = {g: est[g] + (ex[g],) for g in GEMMS}
+                    else:
+                        done[key] = gemm_errors(x, w, dy, cq, exp.gemm_max_tokens, ref)
                 errs.append(done[key])
             applies = [covers is None or all(("%s.%s" % (L, r), ci) in covers
                                              for r in TRIPLET_ROLES)
@@ -1625,16 +1797,22 @@ def gemm_replay(exp, trace, used, covers=None):
                     if not ok:
                         continue
                     dl = cfg.kind == "delayed"
-                    rows.append(dict(layer=L, gemm=g, step=t, recipe=cfg.label, kind=cfg.kind,
-                                     history_len=cfg.history_len if dl else "",
-                                     margin=cfg.margin if dl else "",
-                                     amax_compute=cfg.amax_compute if dl else "",
-                                     rel_error=e[g]))
+                    row = dict(layer=L, gemm=g, step=t, recipe=cfg.label, kind=cfg.kind,
+                               history_len=cfg.history_len if dl else "",
+                               margin=cfg.margin if dl else "",
+                               amax_compute=cfg.amax_compute if dl else "")
+                    if sampled:  # the estimate, its interval, and (not a column) the exact error
+                        row.update(rel_error=e[g][0], rel_error_lo=e[g][1],
+                                   rel_error_hi=e[g][2], exact=e[g][3])
+                    else:
+                        row.update(rel_error=e[g])
+                    rows.append(row)
     return rows if any_triplet else None
 
 
 _FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scale_max",
-                  "log2_scale_std", "rel_error", "overshoot", "cos_sim", "overflow_rate",
+                  "log2_scale_std", "rel_error", "rel_error_lo", "rel_error_hi", "overshoot",
+                  "cos_sim", "overflow_rate",
                   "underflow_rate", "subnormal_rate", "snr_db_min", "amax_max", "clipped_rate",
                   "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min", "te_scale")
 
@@ -1967,24 +2145,36 @@ def _close_rel_error(e, g):
     return _close(e, g, rel=1e-3, floor=1e-7)
 
 
-def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20):
+def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20,
+                      coverage=None):
     """gemm.csv: rows key for key in order, rel_error to 1e-3 relative (absolute floor 1e-7,
-    inf == inf, nan == nan). -> list of mismatch messages."""
-    msgs, got = _keyed_rows("gemm.csv", header, GEMM_COLUMNS, GEMM_KEY_COLUMNS, exp_rows,
+    inf == inf, nan == nan); with the sampled mode (expected rows with rel_error_lo) the 11
+    columns, the interval's ends to the same tolerance, and `coverage` (a dict) counts the rows
+    whose exact error (computed here) lies in the written interval (to 1e-6 relative: a whole
+    sample's zero-width interval differs from the exact FP32 GEMM in the last bits).
+    -> list of mismatch messages."""
+    sampled = bool(exp_rows) and "rel_error_lo" in exp_rows[0]
+    cols = GEMM_SAMPLED_COLUMNS if sampled else GEMM_COLUMNS
+    msgs, got = _keyed_rows("gemm.csv", header, cols, GEMM_KEY_COLUMNS, exp_rows,
                             got_text_rows, skipped_labels, max_report)
     if got is None:
         return msgs
+    values = ("rel_error", "rel_error_lo", "rel_error_hi") if sampled else ("rel_error",)
     for i, (e, g) in enumerate(zip(exp_rows, got)):
         where = "row %d (%s %s step %s %s %s %s/%s/%s)" % (
             i + 1, e["layer"], e["gemm"], e["step"], e["recipe"], e["kind"], e["history_len"],
             e["margin"], e["amax_compute"])
-        if not _spelled_ok(g["rel_error"]):
-            msgs.append("%s: rel_error written as %r (expected %%.9g or inf/-inf/nan)"
-                        % (where, g["rel_error"]))
-            continue
-        if not _close_rel_error(float(e["rel_error"]), float(g["rel_error"])):
-            msgs.append("%s: rel_error expected %s, got %s" % (where, fmt_g(e["rel_error"]),
-                                                              g["rel_error"]))
+        for c in values:
+            if not _spelled_ok(g[c]):
+                msgs.append("%s: %s written as %r (expected %%.9g or inf/-inf/nan)"
+                            % (where, c, g[c]))
+            elif not _close_rel_error(float(e[c]), float(g[c])):
+                msgs.append("%s: %s expected %s, got %s" % (where, c, fmt_g(e[c]), g[c]))
+        if sampled and coverage is not None and math.isfinite(e["exact"]):
+            lo, hi, ex = float(g["rel_error_lo"]), float(g["rel_error_hi"]), e["exact"]
+            coverage["rows"] = coverage.get("rows", 0) + 1
+            coverage["inside"] = coverage.get("inside", 0) + (
+                lo * (1 - 1e-6) <= ex <= hi * (1 + 1e-6))
         if len(msgs) >= max_report:
             break
     return msgs
@@ -2012,6 +2202,7 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=N
     else:
         smsgs = compare_rows(rows, data[1:], data[0], exp.skipped_labels)
     gmsgs = None
+    coverage = {}
     if gemm_csv is not None:
         exists = os.path.exists(gemm_csv)
         if grows is None:
@@ -2026,7 +2217,8 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=N
             if not gdata:
                 gmsgs = ["%s is empty" % gemm_csv]
             else:
-                gmsgs = compare_gemm_rows(grows, gdata[1:], gdata[0], exp.skipped_labels)
+                gmsgs = compare_gemm_rows(grows, gdata[1:], gdata[0], exp.skipped_labels,
+                                          coverage=coverage)
     stmsgs = None
     if stream_csv is not None:
         exists = os.path.exists(stream_csv)
@@ -2050,6 +2242,7 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=N
     rjmsgs = None if run_json is None else compare_run_json(exp, tr, run_json)
     return dict(run_json_msgs=rjmsgs, steps_rows=len(rows), steps_msgs=smsgs,
                 gemm_rows=None if grows is None else len(grows), gemm_msgs=gmsgs,
+                gemm_coverage=coverage,
                 stream_rows=None if srows is None else len(srows), stream_msgs=stmsgs,
                 summary_rows=len(full["summary"]), summary_msgs=summsgs)
 
@@ -2094,7 +2287,10 @@ def main(argv=None):
             exp, tr = load_for(args.ini, args.trace)
             full = replay_full(exp, tr)
             for path, rows, cols, what in ((args.out, full["steps"], COLUMNS, "steps.csv"),
-                                           (args.gemm, full["gemm"], GEMM_COLUMNS, "gemm.csv"),
+                                           (args.gemm, full["gemm"],
+                                            GEMM_SAMPLED_COLUMNS if full["gemm"] and
+                                            "rel_error_lo" in full["gemm"][0] else GEMM_COLUMNS,
+                                            "gemm.csv"),
                                            (args.stream, full["stream"], STREAM_COLUMNS,
                                             "stream.csv"),
                                            (args.summary, full["summary"], SUMMARY_COLUMNS,
@@ -2155,6 +2351,10 @@ def main(argv=None):
     if r["gemm_msgs"] is not None:
         line += ("; gemm.csv absent, as expected" if r["gemm_rows"] is None else
                  "; gemm.csv matches: %d rows" % r["gemm_rows"])
+        cov = r["gemm_coverage"]
+        if cov.get("rows"):
+            line += " (sampled: the exact error in the interval in %d of %d)" % (
+                cov["inside"], cov["rows"])
     if r["stream_msgs"] is not None:
         line += ("; stream.csv absent, as expected" if r["stream_rows"] is None else
                  "; stream.csv matches: %d rows" % r["stream_rows"])
