@@ -297,6 +297,27 @@ START_TEST(test_gemm_by_hand) {
   ck_assert_ptr_nonnull(csv);
   double f = 0.0625 / 1.0625, wg = 0.0625 / sqrt(1.0625 * 1.0625 + 4.0);
   char expect[1024];
+  /* gemm_error = sampled (the default): a 1 x 1, 1 x 2, 1 x 2 output is all taken (the whole
+   * output: the exact error, an interval of width 0) */
+  snprintf(expect, sizeof expect,
+           "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error,rel_error_lo,"
+           "rel_error_hi\n"
+           "l,fprop,0,d,delayed,4,0,max,%.9g,%.9g,%.9g\nl,fprop,0,row,rowwise,,,,%.9g,%.9g,%.9g\n"
+           "l,dgrad,0,d,delayed,4,0,max,0,0,0\nl,dgrad,0,row,rowwise,,,,0,0,0\n"
+           "l,wgrad,0,d,delayed,4,0,max,%.9g,%.9g,%.9g\nl,wgrad,0,row,rowwise,,,,%.9g,%.9g,%.9g\n",
+           f, f, f, f, f, f, wg, wg, wg, wg, wg, wg);
+  ck_assert_str_eq(csv, expect);
+  free(csv);
+  /* gemm_error = exact: the same errors, 9 columns */
+  write_text("ge.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
+                       "[recipe.row]\nkind = rowwise\n[analysis]\ngemm_error = exact\n"
+                       "[output]\ndir = out_exact\n");
+  rc = run_cli(&out, "run ge.ini --no-report");
+  ck_assert_msg(rc == 0, "%s", out);
+  free(out);
+  p = path_in("out_exact/gemm.csv");
+  csv = tu_read_file(p, NULL);
+  free(p);
   snprintf(expect, sizeof expect,
            "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
            "l,fprop,0,d,delayed,4,0,max,%.9g\nl,fprop,0,row,rowwise,,,,%.9g\n"

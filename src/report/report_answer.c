@@ -267,6 +267,10 @@ static void put_analysis(FILE *fp, const rep_t *r) {
   if (run->gemm >= 0) fprintf(fp, "gemm = %s\n", run->gemm ? "true" : "false");
   if (run->gemm_max_tokens >= 0)
     fprintf(fp, "gemm_max_tokens = %lld\n", (long long)run->gemm_max_tokens);
+  if (run->gemm >= 0) fprintf(fp, "gemm_error = %s\n", run->gemm_sampled ? "sampled" : "exact");
+  if (run->gemm_sampled)
+    fprintf(fp, "gemm_sample = %lld\ngemm_seed = %lld\n", (long long)run->gemm_sample,
+            (long long)run->gemm_seed);
   if (run->cost_tokens > 0) fprintf(fp, "cost_tokens = %lld\n", (long long)run->cost_tokens);
 }
 

@@ -80,6 +80,8 @@ typedef struct {
   fp8_stream_table stream; /* stream.csv (have_stream 0: the run has none) */
   fp8_hist_table hist;  /* histograms.csv */
   int have_gemm;        /* gemm.csv gave the configurations GEMM errors */
+  double gemm_halfwidth;/* sampled GEMM errors: the median of their intervals' half-width
+                           relative to the estimate; NaN: exact errors */
   int have_stream;
   fp8_analysis an;
   fp8_recommendations rec;

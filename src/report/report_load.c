@@ -43,9 +43,15 @@ static void describe_trace(rep_t *r) {
 int rep_add_gemm(rep_t *r, const fp8_gemm_table *t, const char *path, int *have, char *err,
                  size_t errlen) {
   int rc = FP8_OK;
+  double *hw = malloc((t->n + 1) * sizeof *hw); /* the sampled rows' relative half-widths */
+  size_t nhw = 0;
+  if (!hw) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t i = 0; i < t->n && !rc; i++) {
     const fp8_gemm_row *row = &t->rows[i];
     int g = (int)row->gemm;
+    if (row->rel_error > 0 && isfinite(row->rel_lo) && isfinite(row->rel_hi) &&
+        isfinite(row->rel_error))
+      hw[nhw++] = (row->rel_hi - row->rel_lo) / 2.0 / row->rel_error;
     size_t c = 0;
     while (c < r->ncfg && !rep_cfg_matches(&r->cfgs[c], &row->key)) c++;
     if (c == r->ncfg) {
@@ -75,6 +81,9 @@ int rep_add_gemm(rep_t *r, const fp8_gemm_table *t, const char *path, int *have,
       x->gemm_median[g] =
           x->ngemm[g] ? gsl_stats_median_from_sorted_data(x->gemm[g], 1, x->ngemm[g]) : NAN;
     }
+  gsl_sort(hw, 1, nhw);
+  r->gemm_halfwidth = nhw ? gsl_stats_median_from_sorted_data(hw, 1, nhw) : NAN;
+  free(hw);
   return rc;
 }
 
@@ -101,8 +110,10 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   fp8_outputs listed = {0};
   if (fp8_outputs_read(r->outdir, &listed) != FP8_OK)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  const char *need[2] = {fp8_schema_stream.file, fp8_schema_gemm.file};
-  for (int k = 0; k < 2 && !rc; k++) {
+  const char *need[4] = {fp8_schema_stream.file, fp8_schema_gemm.file, FP8_STREAMNPY_FILE,
+                         FP8_STREAMNPY_INDEX};
+  int npy = fp8_outputs_has(&listed, FP8_STREAMNPY_FILE); /* the compact stream */
+  for (int k = 0; k < 4 && !rc; k++) {
     snprintf(path, sizeof path, "%s/%s", r->outdir, need[k]);
     if (fp8_outputs_has(&listed, need[k]) && access(path, F_OK) != 0)
       rc = fp8_errorf(FP8_EIO, err, errlen, "%s: missing, but run.json lists it among the run's "
@@ -111,10 +122,10 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   }
   fp8_outputs_free(&listed);
   if (rc) return rc;
-  /* stream.csv: every step of the delayed configurations (absent: a run without delayed
-   * configurations, or one of an fp8lab before it existed; the step budget then uses the
-   * snapshot rows) */
-  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_stream.file);
+  /* stream.csv (or stream.npy): every step of the delayed configurations (absent: a run
+   * without delayed configurations, or one of an fp8lab before it existed; the step budget
+   * then uses the snapshot rows) */
+  snprintf(path, sizeof path, "%s/%s", r->outdir, npy ? FP8_STREAMNPY_FILE : fp8_schema_stream.file);
   if (access(path, F_OK) == 0) {
     if ((rc = fp8_stream_load(path, &r->stream, err, errlen))) return rc;
     r->have_stream = 1;

@@ -323,7 +323,15 @@ int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   rp_plot_path(r, "gemm_error.png", path, sizeof path);
   fp8_png_text text[] = {
       {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
-  fp8_chart ch = {.title = "GEMM output error per configuration (median over layers and steps)",
+  char title[160];
+  if (r->run.gemm_sampled) /* estimates (gemm.h): say so, and from how many entries */
+    snprintf(title, sizeof title, "GEMM output error per configuration (median over layers and "
+             "steps; each estimated from %lldx%lld entries)", (long long)r->run.gemm_sample,
+             (long long)r->run.gemm_sample);
+  else
+    snprintf(title, sizeof title, "GEMM output error per configuration (median over layers and "
+             "steps)");
+  fp8_chart ch = {.title = title,
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,
                   .bar_format = "%.3g"}; /* the medians differ by a few percent: print them */

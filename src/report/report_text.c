@@ -130,6 +130,13 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
                     "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
                     "operands (double). Lowest mean of the three medians: **%s** (%.3g).",
                     r->cfgs[best].dlabel, bestv);
+  if (r->run.gemm_sampled && !isnan(r->gemm_halfwidth))
+    fp8_doc_markdownf(d, "Each error is estimated from up to %lld x %lld output entries per GEMM "
+                      "(`gemm_error = sampled`, rows and columns drawn by their operands' norms); "
+                      "gemm.csv gives its 95%% interval, whose half-width is %.0f%% of the "
+                      "estimate in the median row. `gemm_error = exact` computes every entry.",
+                      (long long)r->run.gemm_sample, (long long)r->run.gemm_sample,
+                      100.0 * r->gemm_halfwidth);
   if (r->ref >= 0 && !isnan(r->cfgs[r->ref].gemm_median[0]))
     fp8_doc_markdownf(d, "For comparison, %s: fprop %.3g, dgrad %.3g, wgrad %.3g.", r->cfgs[r->ref].label,
                       r->cfgs[r->ref].gemm_median[0], r->cfgs[r->ref].gemm_median[1], r->cfgs[r->ref].gemm_median[2]);

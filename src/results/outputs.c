@@ -52,7 +52,8 @@ int fp8_output_name_ok(const char *name) {
     return plain_name(name + 17) && ends_with(name, ".ipynb");
   return plain_name(name) &&
          (ends_with(name, ".csv") || strcmp(name, "run.json") == 0 || strcmp(name, "report.md") == 0 ||
-          strcmp(name, "advice.ini") == 0);
+          strcmp(name, "advice.ini") == 0 || strcmp(name, "stream.npy") == 0 ||
+          strcmp(name, "stream.json") == 0);
 }
 
 int fp8_output_of_report(const char *name) {

@@ -24,7 +24,7 @@ static const char *const SUMMARY_COLS[FP8_SUMMARY_COL_COUNT] = {
 
 static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
     "layer", "gemm", "step", "recipe", "kind", "history_len", "margin", "amax_compute",
-    "rel_error"};
+    "rel_error", "rel_error_lo", "rel_error_hi"};
 
 static const char *const STREAM_COLS[FP8_STREAM_COL_COUNT] = {
     "tensor", "role", "step", "recipe", "format", "history_len", "margin", "amax_compute",
@@ -42,13 +42,18 @@ const fp8_schema fp8_schema_summary = {"summary.csv", SUMMARY_COLS, FP8_SUMMARY_
 /* stream.csv had 13 columns before issue 17 appended micro and te_scale */
 const fp8_schema fp8_schema_stream = {"stream.csv", STREAM_COLS, FP8_STREAM_COL_COUNT,
                                       {FP8_STREAM_COL_MICRO, FP8_STREAM_COL_COUNT, 0, 0}};
+/* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27) */
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
-                                    {FP8_GEMM_COL_COUNT, 0, 0, 0}};
+                                    {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_COUNT, 0, 0}};
 const fp8_schema fp8_schema_histograms = {"histograms.csv", HIST_COLS, FP8_HIST_COL_COUNT,
                                           {FP8_HIST_COL_COUNT, 0, 0, 0}};
 
 void fp8_schema_put_header(FILE *fp, const fp8_schema *s) {
-  for (int i = 0; i < s->ncols; i++) {
+  fp8_schema_put_header_n(fp, s, s->ncols);
+}
+
+void fp8_schema_put_header_n(FILE *fp, const fp8_schema *s, int ncols) {
+  for (int i = 0; i < ncols && i < s->ncols; i++) {
     if (i) fputc(',', fp);
     fputs(s->columns[i], fp);
   }
@@ -453,7 +458,7 @@ void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
 }
 
 void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
-                              const fp8_config *cf, double rel_error) {
+                              const fp8_config *cf, double rel_error, const double *interval) {
   line_t l;
   line_init(&l, fp);
   line_str(&l, layer);
@@ -477,6 +482,12 @@ void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_
     line_str(&l, ",,,");
   }
   line_num(&l, rel_error);
+  if (interval) {
+    line_chr(&l, ',');
+    line_num(&l, interval[0]);
+    line_chr(&l, ',');
+    line_num(&l, interval[1]);
+  }
   line_chr(&l, '\n');
   line_flush(&l);
 }

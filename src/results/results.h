@@ -68,6 +68,7 @@ typedef enum {
   FP8_GEMM_COL_LAYER, FP8_GEMM_COL_GEMM, FP8_GEMM_COL_STEP, FP8_GEMM_COL_RECIPE,
   FP8_GEMM_COL_KIND, FP8_GEMM_COL_HISTORY_LEN, FP8_GEMM_COL_MARGIN, FP8_GEMM_COL_AMAX_COMPUTE,
   FP8_GEMM_COL_REL_ERROR,
+  FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_REL_ERROR_HI, /* issue 27: gemm_error = sampled only */
   FP8_GEMM_COL_COUNT
 } fp8_gemm_col;
 
@@ -97,6 +98,8 @@ extern const fp8_schema fp8_schema_stream;
 
 /** Writes the header line ("col,col,...\n"). */
 void fp8_schema_put_header(FILE *fp, const fp8_schema *s);
+/** The header of a file with the first ncols columns of s (a version of s->versions). */
+void fp8_schema_put_header_n(FILE *fp, const fp8_schema *s, int ncols);
 /** Checks a header line (without its newline; a trailing '\r' is accepted): it must name the
  *  first k columns of s in order, k one of s->versions. Returns k, or 0 when it matches no
  *  version. */
@@ -171,8 +174,41 @@ void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8
                                  const fp8_format *formats, const float *scales,
                                  const unsigned char *want, size_t nconfigs);
 
+/* ------------------------------------------------------------------ the compact stream
+ * stream.npy + stream.json (streamnpy.c; docs/semantics.md "The compact stream"): one NumPy
+ * record per replay (step, micro-batch), fields step <i8, micro <i8, amax <f4 [T],
+ * te_scale <f4 [T] (NaN: none), snapshot |u1 [T], warmup |u1 [T], scale <f4 [T, C] (NaN where
+ * configuration c does not apply to tensor t), T the stream's tensors and C the delayed
+ * configurations, as stream.json names them. */
+
+/** The names of stream.npy's positions, for stream.json. */
+typedef struct {
+  size_t nrec, ntensors, nconfigs;
+  const char *const *names;      /**< [ntensors] */
+  const fp8_role *roles;         /**< [ntensors] */
+  const fp8_config *const *configs; /**< [nconfigs] */
+  const unsigned char *applies;  /**< [ntensors * nconfigs] */
+  const fp8_format *formats;     /**< [ntensors * nconfigs] (where applies) */
+} fp8_streamnpy_index;
+
+#define FP8_STREAMNPY_FILE "stream.npy"
+#define FP8_STREAMNPY_INDEX "stream.json"
+#define FP8_STREAMNPY_HEADER_MAX 640
+/** The .npy header (version 1.0) of nrec records into buf: its length (a multiple of 64), or
+ *  -1 when it does not fit. */
+int fp8_streamnpy_header(size_t nrec, size_t ntensors, size_t nconfigs, char *buf, size_t len);
+size_t fp8_streamnpy_record_size(size_t ntensors, size_t nconfigs);
+void fp8_streamnpy_put_record(FILE *fp, int64_t step, int64_t micro, const float *amax,
+                              const float *te_scale, const unsigned char *snapshot,
+                              const unsigned char *warmup, const float *scale, size_t ntensors,
+                              size_t nconfigs);
+/** stream.json's text; 0, or -1 (out of memory, or the write failed). */
+int fp8_streamnpy_put_index(FILE *fp, const fp8_streamnpy_index *ix);
+
+/** A gemm.csv row; with interval (gemm_error = sampled: lo and hi of rel_error's 95% interval,
+ *  the two appended columns) or without (exact: 9 columns, the file as before). */
 void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
-                              const fp8_config *cf, double rel_error);
+                              const fp8_config *cf, double rel_error, const double *interval);
 
 /** The rows of one tensor's log2 histogram at one step (occupied bins only). */
 void fp8_results_put_histogram(FILE *fp, const char *tensor, int64_t step,

@@ -291,6 +291,23 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
                       "and gemm_max_tokens (an integer in 0..2^31)", path);
   if (gm) r->gemm = json_is_true(gm);
   if (gt) r->gemm_max_tokens = (int64_t)json_integer_value(gt);
+  json_t *ge = json_object_get(ex, FP8_RUNJSON_EX_GEMM_ERROR);
+  json_t *gs = json_object_get(ex, FP8_RUNJSON_EX_GEMM_SAMPLE);
+  json_t *gd = json_object_get(ex, FP8_RUNJSON_EX_GEMM_SEED);
+  const char *ges = ge && json_is_string(ge) ? json_string_value(ge) : NULL;
+  int sampled = ges && strcmp(ges, "sampled") == 0;
+  if ((ge && (!ges || (!sampled && strcmp(ges, "exact") != 0))) ||
+      (sampled && (!gs || !json_is_integer(gs) || json_integer_value(gs) < 2 ||
+                   json_integer_value(gs) > 65536 || !gd || !json_is_integer(gd) ||
+                   json_integer_value(gd) < 0)))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected gemm_error (sampled "
+                      "or exact), and with sampled gemm_sample (an integer in 2..65536) and "
+                      "gemm_seed (an integer >= 0)", path);
+  r->gemm_sampled = sampled;
+  if (sampled) {
+    r->gemm_sample = (int64_t)json_integer_value(gs);
+    r->gemm_seed = (int64_t)json_integer_value(gd);
+  }
   json_t *ct = json_object_get(ex, FP8_RUNJSON_EX_COST_TOKENS);
   if (ct && (!json_is_integer(ct) || json_integer_value(ct) < 1 ||
              json_integer_value(ct) > ((json_int_t)1 << 31)))

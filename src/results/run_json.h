@@ -32,6 +32,7 @@
 #define FP8_RUNJSON_DISTINCT_CONFIGURATIONS "distinct_configurations"
 #define FP8_RUNJSON_ROWS "rows"
 #define FP8_RUNJSON_GEMM_ROWS "gemm_rows"
+#define FP8_RUNJSON_STREAM_ROWS "stream_rows"  /* issue 27: 0 without delayed configurations */
 #define FP8_RUNJSON_THREADS "threads"
 #define FP8_RUNJSON_PROCESSES "processes"
 #define FP8_RUNJSON_PROCESS_BYTES "process_snapshot_bytes"
@@ -52,6 +53,9 @@
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
+#define FP8_RUNJSON_EX_GEMM_ERROR "gemm_error"   /* "sampled" | "exact"; absent: exact */
+#define FP8_RUNJSON_EX_GEMM_SAMPLE "gemm_sample"
+#define FP8_RUNJSON_EX_GEMM_SEED "gemm_seed"
 #define FP8_RUNJSON_EX_COST_TOKENS "cost_tokens"
 
 /* experiment.configurations[] */
@@ -140,6 +144,10 @@ typedef struct {
   int64_t reduce_stride;    /**< trace.reduce_stride (strided groups); 0: absent (contiguous) */
   int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
   int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
+  int gemm_sampled;         /**< experiment.gemm_error: 1 sampled, 0 exact (also when absent:
+                                 a run.json before it computed exact errors) */
+  int64_t gemm_sample;      /**< experiment.gemm_sample (sampled); 0: absent */
+  int64_t gemm_seed;        /**< experiment.gemm_seed (sampled) */
   int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */
   char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
   int64_t synth_steps, synth_seed; /**< with synth_preset */

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "tables.h"
 #include "outfile.h"
@@ -266,6 +269,188 @@ static int parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
   return FP8_OK;
 }
 
+/* ------------------------------------------------------------------ stream.npy */
+
+/* stream.json (next to stream.npy) into the table's series: every (tensor, configuration) whose
+ * format is not null, tensor by tensor, configurations in order; *T and *C the record's
+ * dimensions; map[s] the position t * C + c of series s. */
+static int npy_index(fp8_stream_table *t, const char *jpath, size_t *T, size_t *C, size_t *nrec,
+                     size_t **map, char *err, size_t errlen) {
+  stream_priv *pv = t->priv_;
+  json_error_t je;
+  json_t *root = json_load_file(jpath, JSON_REJECT_DUPLICATES, &je);
+  char shown[FP8_ESC_LEN]; /* names and jansson's text, escaped for the one-line message */
+  if (!root)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%d: not JSON: %s (fp8lab writes it with "
+                      "stream.npy)", jpath, je.line, fp8_esc(je.text, shown, sizeof shown));
+  json_t *tens = json_object_get(root, "tensors"), *cfgs = json_object_get(root, "configs");
+  json_t *rec = json_object_get(root, "records");
+  int rc = FP8_OK;
+  if (!json_is_array(tens) || !json_is_array(cfgs) || !json_is_integer(rec) ||
+      json_integer_value(rec) < 0) {
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: expected records, tensors and configs", jpath);
+    goto done;
+  }
+  *T = json_array_size(tens);
+  *C = json_array_size(cfgs);
+  *nrec = (size_t)json_integer_value(rec);
+  size_t most = *T * *C + 1;
+  t->series = calloc(most, sizeof *t->series);
+  pv->cap = calloc(most, sizeof *pv->cap);
+  pv->num = calloc(most, sizeof *pv->num);
+  *map = malloc(most * sizeof **map);
+  if (!t->series || !pv->cap || !pv->num || !*map) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", jpath);
+    goto done;
+  }
+  for (size_t i = 0; i < *T && !rc; i++) {
+    json_t *o = json_array_get(tens, i), *fm = json_object_get(o, "formats");
+    const char *name = json_string_value(json_object_get(o, "name"));
+    const char *role = json_string_value(json_object_get(o, "role"));
+    if (!name || !role || !json_is_array(fm) || json_array_size(fm) != *C) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensors[%zu]: expected name, role and %zu "
+                      "formats", jpath, i, *C);
+      break;
+    }
+    for (size_t c = 0; c < *C && !rc; c++) {
+      json_t *f = json_array_get(fm, c), *cf = json_array_get(cfgs, c);
+      if (json_is_null(f)) continue;
+      const char *fs = json_string_value(f);
+      const char *recipe = json_string_value(json_object_get(cf, "recipe"));
+      const char *ac = json_string_value(json_object_get(cf, "amax_compute"));
+      json_t *h = json_object_get(cf, "history_len"), *m = json_object_get(cf, "margin");
+      /* a row of stream.csv in text, checked by the CSV reader's rules */
+      char hb[24], mb[24], fsb[16], acb[16];
+      char *f8[FP8_STREAM_COL_COUNT] = {0};
+      snprintf(hb, sizeof hb, "%lld", json_is_integer(h) ? (long long)json_integer_value(h) : 0LL);
+      snprintf(mb, sizeof mb, "%lld", json_is_integer(m) ? (long long)json_integer_value(m) : 0LL);
+      snprintf(fsb, sizeof fsb, "%s", fs ? fs : "");
+      snprintf(acb, sizeof acb, "%s", ac ? ac : "");
+      f8[FP8_STREAM_COL_TENSOR] = (char *)name;
+      f8[FP8_STREAM_COL_ROLE] = (char *)role;
+      f8[FP8_STREAM_COL_RECIPE] = (char *)(recipe ? recipe : "");
+      f8[FP8_STREAM_COL_FORMAT] = fsb;
+      f8[FP8_STREAM_COL_HISTORY_LEN] = hb;
+      f8[FP8_STREAM_COL_MARGIN] = mb;
+      f8[FP8_STREAM_COL_AMAX_COMPUTE] = acb;
+      size_t s = t->nseries;
+      int ok = (fs && recipe && ac && json_is_integer(h) && json_is_integer(m))
+                   ? new_series(&t->series[s], f8) : 0;
+      t->nseries++;
+      if (ok <= 0) {
+        rc = ok < 0 ? fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", jpath)
+                    : fp8_errorf(FP8_EFORMAT, err, errlen, "%s: tensors[%zu] (%s) under "
+                                 "configs[%zu]: bad configuration", jpath, i,
+                                 fp8_esc(name, shown, sizeof shown), c);
+        break;
+      }
+      (*map)[s] = i * *C + c;
+    }
+  }
+done:
+  json_decref(root);
+  return rc;
+}
+
+/* stream.npy's records into the series: checked as stream.csv's rows are. */
+static int load_npy(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
+  stream_priv *pv = t->priv_;
+  char jpath[4200];
+  size_t L = strlen(t->path);
+  snprintf(jpath, sizeof jpath, "%.*s.json", (int)(L - 4), t->path);
+  size_t T = 0, C = 0, nrec = 0, *map = NULL;
+  int rc = npy_index(t, jpath, &T, &C, &nrec, &map, err, errlen);
+  char want[FP8_STREAMNPY_HEADER_MAX], got[FP8_STREAMNPY_HEADER_MAX];
+  int hn = rc ? 0 : fp8_streamnpy_header(nrec, T, C, want, sizeof want);
+  if (!rc && (hn < 0 || fread(got, 1, (size_t)hn, fp) != (size_t)hn || memcmp(got, want, (size_t)hn)))
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: not the .npy header stream.json describes "
+                    "(%zu records of %zu tensors x %zu configurations)", t->path, nrec, T, C);
+  const size_t rs = fp8_streamnpy_record_size(T, C);
+  /* the file's size before any allocation: a record count the file cannot hold is bad input
+   * (exit 2), not an out-of-memory; a file cut short is named at its first missing record */
+  struct stat sb;
+  if (!rc && fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
+    unsigned long long have = (unsigned long long)sb.st_size;
+    if (nrec > have / (rs ? rs : 1) + 1)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %llu bytes, too short for the %zu records "
+                      "stream.json describes", t->path, have, nrec);
+    else if (have > (unsigned long long)hn + (unsigned long long)nrec * rs)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: bytes after the %zu records stream.json "
+                      "describes", t->path, nrec);
+  }
+  unsigned char *buf = rc ? NULL : malloc(rs);
+  for (size_t s = 0; !rc && s < t->nseries; s++) {
+    fp8_stream_series *x = &t->series[s];
+    size_t n = nrec + 1;
+    x->step = malloc(n * sizeof *x->step);
+    x->amax = malloc(n * sizeof *x->amax);
+    x->scale = malloc(n * sizeof *x->scale);
+    x->snapshot = malloc(n);
+    x->warmup = malloc(n);
+    x->micro = malloc(n * sizeof *x->micro);
+    x->te_scale = malloc(n * sizeof *x->te_scale);
+    pv->cap[s] = n;
+    if (!x->step || !x->amax || !x->scale || !x->snapshot || !x->warmup || !x->micro || !x->te_scale)
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+  }
+  if (!rc && !buf) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
+  int64_t pstep = -1, pmicro = -1;
+  for (size_t r = 0; !rc && r < nrec; r++) {
+    long long off = (long long)hn + (long long)(r * rs);
+    if (fread(buf, 1, rs, fp) != rs) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: record %zu (byte %lld): the file ends "
+                      "(%zu records expected)", t->path, r, off, nrec);
+      break;
+    }
+    int64_t step, micro;
+    memcpy(&step, buf, 8);
+    memcpy(&micro, buf + 8, 8);
+    const unsigned char *am = buf + 16, *te = am + 4 * T, *sn = te + 4 * T, *wu = sn + T,
+                        *sc = wu + T;
+    const char *bad = NULL;
+    if (step < 0 || micro < 0) bad = "step and micro must be >= 0";
+    else if (pstep >= 0 && (step < pstep || (step == pstep && micro <= pmicro)))
+      bad = "steps (and a step's micro-batches) must ascend";
+    for (size_t s = 0; !bad && s < t->nseries; s++) {
+      size_t ti = map[s] / C;
+      float a, v, e;
+      memcpy(&a, am + 4 * ti, 4);
+      memcpy(&v, sc + 4 * map[s], 4);
+      memcpy(&e, te + 4 * ti, 4);
+      if (!(a >= 0)) bad = "amax: expected a number >= 0"; /* inf: as stream.csv's */
+      else if (!(v > 0) || isinf(v)) bad = "scale: expected a finite number > 0";
+      else if (sn[ti] > 1 || wu[ti] > 1) bad = "snapshot, warmup: expected 0 or 1";
+      else if (!isnan(e) && (!(e > 0) || isinf(e)))
+        bad = "te_scale: expected NaN (none) or a finite number > 0";
+      if (bad) break;
+      fp8_stream_series *x = &t->series[s];
+      x->step[x->n] = step;
+      x->amax[x->n] = a;
+      x->scale[x->n] = v;
+      x->snapshot[x->n] = sn[ti];
+      x->warmup[x->n] = wu[ti];
+      x->micro[x->n] = micro;
+      x->te_scale[x->n] = isnan(e) ? 0.0f : e;
+      x->n++;
+    }
+    if (bad) {
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: record %zu (byte %lld): %s", t->path, r, off,
+                      bad);
+      break;
+    }
+    if (step != pstep) t->nsteps++;
+    t->nmicro++;
+    pstep = step;
+    pmicro = micro;
+  }
+  if (!rc && fgetc(fp) != EOF)
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: bytes after the %zu records stream.json "
+                    "describes", t->path, nrec);
+  free(buf);
+  free(map);
+  return rc;
+}
+
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   FILE *fp = fopen(path, "rb");
@@ -281,7 +466,9 @@ int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t err
     return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
   }
   t->priv_ = pv;
-  int rc = parse(t, fp, err, errlen);
+  size_t L = strlen(path);
+  int rc = L > 4 && strcmp(path + L - 4, ".npy") == 0 ? load_npy(t, fp, err, errlen)
+                                                      : parse(t, fp, err, errlen);
   fclose(fp);
   if (!rc && !index_series(t)) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
   if (rc) fp8_stream_free(t);

@@ -136,7 +136,9 @@ typedef struct {
   void *priv_;
 } fp8_stream_table;
 
-/** Reads and validates a stream.csv. @return FP8_OK; FP8_EIO (cannot open: "<path>: ...");
+/** Reads and validates a stream.csv, or a stream.npy (path ending in .npy) with the stream.json
+ *  next to it (results.h, the compact stream: the same series, the same checks; errors name
+ *  the record and its byte offset). @return FP8_OK; FP8_EIO (cannot open: "<path>: ...");
  *  FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty. */
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen);
 void fp8_stream_free(fp8_stream_table *t);
@@ -187,6 +189,7 @@ typedef struct {
                                       file has no format column: compare with
                                       FP8_KEY_IGNORE_FORMAT) */
   double rel_error;              /**< >= 0, inf (a zero reference) or nan */
+  double rel_lo, rel_hi;         /**< its 95% interval (gemm_error = sampled); NaN: exact */
   int64_t line;                  /**< line number in the file (header = 1) */
 } fp8_gemm_row;
 
@@ -197,7 +200,8 @@ typedef struct {
   char *text_;
 } fp8_gemm_table;
 
-/** Reads and validates a gemm.csv: the header, then lines of 9 fields as steps.csv's are
+/** Reads and validates a gemm.csv: the header, then lines of 9 fields (11 with the sampled
+ *  mode's interval) as steps.csv's are
  *  checked (history_len, margin, amax_compute present for delayed rows and empty otherwise).
  *  FP8_OK; FP8_EIO; FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is
  *  empty. */

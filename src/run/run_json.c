@@ -113,6 +113,12 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   json_object_set_new(exo, FP8_RUNJSON_EX_GEMM, json_boolean(ex->gemm));
   json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_MAX_TOKENS,
                       json_integer((json_int_t)ex->gemm_max_tokens));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_ERROR,
+                      json_string(ex->gemm_sampled ? "sampled" : "exact"));
+  if (ex->gemm_sampled) {
+    json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SAMPLE, json_integer((json_int_t)ex->gemm_sample));
+    json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SEED, json_integer((json_int_t)ex->gemm_seed));
+  }
   if (ex->cost_tokens > 0)
     json_object_set_new(exo, FP8_RUNJSON_EX_COST_TOKENS, json_integer((json_int_t)ex->cost_tokens));
   return exo;
@@ -263,6 +269,7 @@ int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const c
                       json_integer((json_int_t)distinct));
   json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(sum->rows));
   json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(sum->gemm_rows));
+  json_object_set_new(root, FP8_RUNJSON_STREAM_ROWS, json_integer(sum->stream_rows));
   json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(threads));
   if (r->np > 1) { /* MPI: the processes of the replay (one process: no key, as before) */
     json_object_set_new(root, FP8_RUNJSON_PROCESSES, json_integer(r->np));

@@ -39,10 +39,10 @@
 #define CKPT_MAGIC "FP8CKPT\x01"
 #define CKPT_VERSION 1u
 
-static const char *part_file(int k) {
+static const char *part_file(const run_t *r, int k) {
   const fp8_schema *s[4] = {&fp8_schema_steps, &fp8_schema_histograms, &fp8_schema_gemm,
                             &fp8_schema_stream};
-  return s[k]->file;
+  return k == 3 && r->stream_npy ? FP8_STREAMNPY_FILE : s[k]->file;
 }
 
 static void ckpt_path(const run_t *r, const char *name, char *buf, size_t len) {
@@ -72,8 +72,8 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
   int want[4] = {1, 1, r->ex->gemm, r->has_stream};
   for (int k = 0; k < 4 && !rc; k++) {
     if (!want[k]) continue;
-    ckpt_path(r, part_file(k), tmp, sizeof tmp);
-    snprintf(fin, sizeof fin, "%s/%s", r->out, part_file(k));
+    ckpt_path(r, part_file(r, k), tmp, sizeof tmp);
+    snprintf(fin, sizeof fin, "%s/%s", r->out, part_file(r, k));
     long long keep = resume ? resume->len[k] : -1;
     struct stat sb;
     if (resume && keep < 0) continue; /* the interrupted run had none */
@@ -87,7 +87,15 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
       continue;
     }
     rc = fp8_outfile_open_path(&r->part[k], tmp, fin, keep, err, errlen);
-    if (!rc && !resume) fp8_schema_put_header(r->part[k].fp, schema[k]);
+    if (!rc && !resume && k == 3 && r->stream_npy) { /* stream.npy: its .npy header */
+      char h[FP8_STREAMNPY_HEADER_MAX];
+      int n = fp8_streamnpy_header(r->snp_nrec, r->snp_T, r->snp_C, h, sizeof h);
+      if (n < 0) rc = fp8_errorf(FP8_EINVAL, err, errlen, "stream.npy: header too long");
+      else fwrite(h, 1, (size_t)n, r->part[k].fp);
+    } else if (!rc && !resume) /* gemm.csv: the interval columns with the sampled mode only */
+      fp8_schema_put_header_n(r->part[k].fp, schema[k],
+                              k == 2 && !r->ex->gemm_sampled ? FP8_GEMM_COL_REL_ERROR_LO
+                                                             : schema[k]->ncols);
   }
   if (rc || (resume && resume->phase != RUN_CKPT_REPLAY)) return rc;
   ckpt_path(r, "amax.bin", tmp, sizeof tmp);
@@ -161,7 +169,7 @@ int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen) {
     FILE *fp = r->part[k].fp;
     if (!fp) continue;
     if (fflush(fp) != 0 || ferror(fp))
-      return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s", r->out, part_file(k),
+      return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: write failed: %s", r->out, part_file(r, k),
                         strerror(errno ? errno : EIO));
     len[k] = (int64_t)ftello(fp);
   }

@@ -29,6 +29,27 @@
 static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
   if (!r->stream_fp) return FP8_OK;
   const size_t nc = r->nconfigs;
+  if (r->stream_npy) { /* one record: every stream tensor, every delayed configuration */
+    const size_t C = r->snp_C;
+    for (size_t k = 0; k < r->snp_T; k++) {
+      size_t i = r->snp_tensor[k];
+      int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
+      if (rc) return rc;
+      r->snp_amax[k] = r->amax[i];
+      r->snp_te[k] = r->t[i].te_scale > 0 ? r->t[i].te_scale : NAN;
+      r->snp_snap[k] = (unsigned char)r->t[i].snap;
+      r->snp_warm[k] = (unsigned char)run_is_warmup(r, i);
+      for (size_t j = 0; j < C; j++) {
+        size_t c = r->snp_config[j];
+        int on = r->covers[i * nc + c];
+        r->snp_scale[k * C + j] = on ? r->scales[c] : NAN;
+        r->stream_rows += on;
+      }
+    }
+    fp8_streamnpy_put_record(r->stream_fp, step, micro, r->snp_amax, r->snp_te, r->snp_snap,
+                             r->snp_warm, r->snp_scale, r->snp_T, C);
+    return FP8_OK;
+  }
   for (size_t i = 0; i < r->ntensors; i++) {
     int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
     if (rc) return rc;
@@ -56,7 +77,7 @@ static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, s
 static int check_writes(const run_t *r, char *err, size_t errlen) {
   FILE *fps[4] = {r->steps_fp, r->hist_fp, r->gemm_fp, r->stream_fp};
   const char *names[4] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file,
-                          fp8_schema_stream.file};
+                          r->stream_npy ? FP8_STREAMNPY_FILE : fp8_schema_stream.file};
   for (int i = 0; i < 4; i++) {
     if (!fps[i] || !ferror(fps[i])) continue;
     /* the failed write's errno is long gone (the engines ran since): a flush of what is still
@@ -223,6 +244,47 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   return rc;
 }
 
+/* stream.json: the names of stream.npy's tensors and configurations (results.h). */
+static int write_stream_index(const run_t *r, char *err, size_t errlen) {
+  const size_t T = r->snp_T, C = r->snp_C, nc = r->nconfigs;
+  const char **names = malloc((T + 1) * sizeof *names);
+  fp8_role *roles = malloc((T + 1) * sizeof *roles);
+  const fp8_config **cfgs = malloc((C + 1) * sizeof *cfgs);
+  unsigned char *applies = malloc(T * C + 1);
+  fp8_format *formats = malloc((T * C + 1) * sizeof *formats);
+  int rc = FP8_OK;
+  if (!names || !roles || !cfgs || !applies || !formats) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    goto done;
+  }
+  for (size_t k = 0; k < T; k++) {
+    size_t i = r->snp_tensor[k];
+    names[k] = r->t[i].name;
+    roles[k] = r->roles[i];
+    for (size_t j = 0; j < C; j++) {
+      applies[k * C + j] = r->covers[i * nc + r->snp_config[j]];
+      formats[k * C + j] = r->formats[i * nc + r->snp_config[j]];
+    }
+  }
+  for (size_t j = 0; j < C; j++) cfgs[j] = &r->ex->configs[r->snp_config[j]];
+  fp8_streamnpy_index ix = {r->snp_nrec, T, C, names, roles, cfgs, applies, formats};
+  fp8_outfile of;
+  if ((rc = fp8_outfile_open(&of, r->out, FP8_STREAMNPY_INDEX, err, errlen)) != FP8_OK) goto done;
+  if (fp8_streamnpy_put_index(of.fp, &ix) != 0) {
+    fp8_outfile_abort(&of);
+    rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: cannot write", r->out, FP8_STREAMNPY_INDEX);
+    goto done;
+  }
+  rc = fp8_outfile_commit(&of, err, errlen);
+done:
+  free(names);
+  free(roles);
+  free(cfgs);
+  free(applies);
+  free(formats);
+  return rc;
+}
+
 /* summary.csv and the renames of the partial files: steps.csv last, so a complete steps.csv
  * always comes with its summary; no gemm.csv without a layer triplet. A partial file a resumed
  * commit finds in place already (part[k].fp NULL) was renamed before the kill. *wrote is set
@@ -238,6 +300,7 @@ static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
   if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK)
     return rc;
   fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
+  if (r->stream_npy && (rc = write_stream_index(r, err, errlen)) != FP8_OK) return rc;
   if (of[3].fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
   return of[0].fp ? fp8_outfile_commit(&of[0], err, errlen) : FP8_OK;
 }
@@ -246,7 +309,8 @@ static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
  * names, which a run.json of an older fp8lab did not list; the report's among them. */
 static int earlier_outputs(const char *out, fp8_outputs *o) {
   static const char *const fixed[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv",
-                                      "stream.csv", "run.json", "analysis.csv",
+                                      "stream.csv", FP8_STREAMNPY_FILE, FP8_STREAMNPY_INDEX,
+                                      "run.json", "analysis.csv",
                                       "recommendations.csv", "report.md"};
   int rc = fp8_outputs_read(out, o);
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = fp8_outputs_add(o, fixed[i]);
@@ -256,7 +320,10 @@ static int earlier_outputs(const char *out, fp8_outputs *o) {
 /* The files this run writes, for run.json's outputs (the report adds its own). */
 static int run_outputs(const run_t *r, fp8_outputs *o) {
   int rc = fp8_outputs_add(o, fp8_schema_steps.file);
-  if (!rc && r->has_stream) rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
+  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAMNPY_FILE);
+  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAMNPY_INDEX);
+  if (!rc && r->has_stream && !r->stream_npy)
+    rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
   if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
@@ -264,11 +331,54 @@ static int run_outputs(const run_t *r, fp8_outputs *o) {
   return rc;
 }
 
+/* The stream's format ([output] stream; auto: stream.npy above FP8_STREAM_NPY_ROWS rows) and,
+ * for stream.npy, its tensors (those with a delayed configuration), its configurations (the
+ * delayed ones) and one record's buffers. */
+static int stream_plan(run_t *r, char *err, size_t errlen) {
+  if (!r->has_stream) return FP8_OK;
+  const size_t nc = r->nconfigs;
+  size_t nrec = 0, per = 0, T = 0, C = 0;
+  for (size_t si = 0; si < r->nsteps; si++) nrec += r->nmicro[si];
+  for (size_t c = 0; c < nc; c++) C += r->ex->configs[c].kind == FP8_KIND_DELAYED;
+  for (size_t i = 0; i < r->ntensors; i++) {
+    size_t n = 0;
+    for (size_t c = 0; c < nc; c++) n += r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
+    per += n;
+    T += n > 0;
+  }
+  int fmt = r->ex->stream_format;
+  r->stream_npy = fmt == FP8_STREAM_NPY ||
+                  (fmt == FP8_STREAM_AUTO && (double)nrec * (double)per > FP8_STREAM_NPY_ROWS);
+  if (!r->stream_npy) return FP8_OK;
+  r->snp_nrec = nrec;
+  r->snp_T = T;
+  r->snp_C = C;
+  r->snp_tensor = malloc((T + 1) * sizeof *r->snp_tensor);
+  r->snp_config = malloc((C + 1) * sizeof *r->snp_config);
+  r->snp_amax = malloc((T + 1) * sizeof *r->snp_amax);
+  r->snp_te = malloc((T + 1) * sizeof *r->snp_te);
+  r->snp_scale = malloc((T * C + 1) * sizeof *r->snp_scale);
+  r->snp_snap = malloc(T + 1);
+  r->snp_warm = malloc(T + 1);
+  if (!r->snp_tensor || !r->snp_config || !r->snp_amax || !r->snp_te || !r->snp_scale ||
+      !r->snp_snap || !r->snp_warm)
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t c = 0, j = 0; c < nc; c++)
+    if (r->ex->configs[c].kind == FP8_KIND_DELAYED) r->snp_config[j++] = c;
+  for (size_t i = 0, k = 0; i < r->ntensors; i++) {
+    int any = 0;
+    for (size_t c = 0; c < nc; c++) any |= r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
+    if (any) r->snp_tensor[k++] = i;
+  }
+  return FP8_OK;
+}
+
 /* The rows' files: new ones in the checkpoint folder with the first checkpoint, or those of
  * the interrupted run cut back to its checkpoint (resume). */
 static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char *err,
                         size_t errlen) {
-  int rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
+  int rc = stream_plan(r, err, errlen);
+  if (!rc) rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
   /* after a kill in a report, its files are listed nowhere: they are fp8lab's all the same */
   if (!rc && !resume &&
       (earlier_outputs(r->out, &r->earlier) != FP8_OK ||

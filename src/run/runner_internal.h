@@ -68,6 +68,12 @@ typedef struct {
   /* crash consistency and resume (run_folder.h, run_resume.c) */
   const char *out;            /* the output directory */
   int has_stream;             /* stream.csv is written (the experiment has delayed configs) */
+  /* the compact stream (stream.npy + stream.json, results.h): chosen by [output] stream */
+  int stream_npy;
+  size_t snp_nrec, snp_T, snp_C; /* records, stream tensors, delayed configurations */
+  size_t *snp_tensor, *snp_config; /* [snp_T], [snp_C]: their plan indices */
+  float *snp_amax, *snp_te, *snp_scale; /* one record: [snp_T], [snp_T], [snp_T * snp_C] */
+  unsigned char *snp_snap, *snp_warm;   /* [snp_T] */
   fp8_outfile *part;          /* [4]: steps, histograms, gemm, stream rows: partial files in
                                  the checkpoint folder until the commit renames them */
   FILE *amax_fp;              /* the checkpoint's amax log: ntensors floats per step done */

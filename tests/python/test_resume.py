@@ -546,6 +546,33 @@ def test_ranks_resume(d, rng):
           % (" and ".join(s for s, _ in done), done[0][1]))
 
 
+def test_npy_resume(d, rng):
+    """The compact stream ([output] stream = npy, issue 27): killed twice mid-replay and
+    resumed, stream.npy (cut back to the checkpoint's records) and stream.json byte-identical
+    to a clean run's, and every other file."""
+    nd = os.path.join(d, "npy")
+    write(os.path.join(nd, "n.ini"), EXP.replace("dir = out", "dir = o\nstream = npy"))
+    run(["run", "n.ini", "--quiet", "--no-report", "--threads", "2"], nd, check=0)
+    ref = snapshot(os.path.join(nd, "o"))
+    assert "stream.npy" in ref and "stream.json" in ref and "stream.csv" not in ref, sorted(ref)
+    done = []
+    for _ in range(2):
+        shutil.rmtree(os.path.join(nd, "o"))
+        env = dict(os.environ, FP8LAB_TEST_STEP_DELAY_MS="40")
+        p = subprocess.Popen([BIN, "run", "n.ini", "--quiet", "--no-report", "--threads", "2",
+                              "--checkpoint-interval", "0"], cwd=nd, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        ok = wait_for(lambda: os.path.exists(os.path.join(nd, "o", CKPT, "state")), p)
+        time.sleep(rng.uniform(0.1, 0.5))
+        assert kill(p) and ok, "the run ended before the kill"
+        r = run(["run", "n.ini", "--no-report", "--threads", "2", "--resume"], nd, check=0)
+        done.append(re.search(r"resumed o after step (\d+) of (\d+)", r.stderr).group(1, 2))
+        problems = diff(ref, snapshot(os.path.join(nd, "o")))
+        assert not problems, "stream = npy: %s" % problems
+    print("  stream = npy: resumed after steps %s of %s: byte-identical"
+          % (" and ".join(s for s, _ in done), done[0][1]))
+
+
 def main():
     global BIN
     BIN = os.path.abspath(sys.argv[1])
@@ -560,6 +587,7 @@ def main():
         rng = random.Random(16)
         kill_test(d, rng)
         test_ranks_resume(d, rng)
+        test_npy_resume(d, rng)
     print("test_resume: ok (%.1f s)" % (time.time() - t))
 
 

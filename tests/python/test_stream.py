@@ -557,6 +557,60 @@ def run_case(binary, d, name, analysis, warm):
     return ini, out
 
 
+def npy_rows(out):
+    """stream.npy + stream.json (the compact stream, issue 27) as stream.csv's rows: the
+    (record, tensor, configuration) positions whose format is not null, in that order, each a
+    dict of the CSV's key columns and the raw float32 amax, scale and te_scale."""
+    a = np.load(os.path.join(out, "stream.npy"))
+    import json
+    ix = json.load(open(os.path.join(out, "stream.json")))
+    assert ix["records"] == len(a), (ix["records"], len(a))
+    rows = []
+    for r in range(len(a)):
+        for t, ten in enumerate(ix["tensors"]):
+            for c, cf in enumerate(ix["configs"]):
+                fm = ten["formats"][c]
+                if fm is None:
+                    assert np.isnan(a["scale"][r, t, c])
+                    continue
+                rows.append(dict(tensor=ten["name"], role=ten["role"], step=int(a["step"][r]),
+                                 recipe=cf["recipe"], format=fm, history_len=cf["history_len"],
+                                 margin=cf["margin"], amax_compute=cf["amax_compute"],
+                                 snapshot=int(a["snapshot"][r, t]), warmup=int(a["warmup"][r, t]),
+                                 micro=int(a["micro"][r]), amax=a["amax"][r, t],
+                                 scale=a["scale"][r, t, c], te_scale=a["te_scale"][r, t]))
+    return rows
+
+
+def check_npy_against_csv(npy_out, csv_out):
+    """Every row of the compact stream equals stream.csv's: keys as text, amax and scale to the
+    float32 bit, te_scale NaN where the CSV's is empty. -> (rows, bytes per row)."""
+    got = npy_rows(npy_out)
+    want = read_csv(os.path.join(csv_out, "stream.csv"))
+    assert len(got) == len(want), (len(got), len(want))
+    for g, w in zip(got, want):
+        for k in ("tensor", "role", "step", "recipe", "format", "history_len", "margin",
+                  "amax_compute", "snapshot", "warmup", "micro"):
+            assert str(g[k]) == w[k], (k, g, w)
+        for k in ("amax", "scale"):
+            assert g[k].tobytes() == f32_text(w[k]).tobytes(), (k, g, w)
+        assert (np.isnan(g["te_scale"]) and w["te_scale"] == "") or \
+            g["te_scale"].tobytes() == f32_text(w["te_scale"]).tobytes(), (g, w)
+    size = os.path.getsize(os.path.join(npy_out, "stream.npy"))
+    return len(got), size / len(got)
+
+
+def same_report(a, b):
+    """report.md, analysis.csv, recommendations.csv, advice.ini and every plot byte for byte."""
+    names = ["report.md", "analysis.csv", "recommendations.csv", "advice.ini"]
+    names += ["plots/" + p for p in sorted(os.listdir(os.path.join(a, "plots")))]
+    assert names[4:] == ["plots/" + p for p in sorted(os.listdir(os.path.join(b, "plots")))]
+    for n in names:
+        with open(os.path.join(a, n), "rb") as f, open(os.path.join(b, n), "rb") as g:
+            assert f.read() == g.read(), n
+    return len(names)
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("FP8LAB_BIN", "fp8lab")
     keep = os.environ.get("FP8LAB_KEEP_TMP")
@@ -604,6 +658,74 @@ def main():
             return "no delayed configuration: no stream.csv"
         cases.append(("current scaling only", no_delayed_case))
 
+        def npy_case():
+            # the same experiment with [output] stream = npy, in its own folder under the same
+            # experiment name (the report's titles name it)
+            sub = os.path.join(d, "npy")
+            os.makedirs(sub, exist_ok=True)
+            os.symlink(os.path.join(d, "trace"), os.path.join(sub, "trace"))
+            for fmt in ("npy", "csv"):
+                with open(os.path.join(sub, "default.ini"), "w") as f:
+                    f.write(EXPERIMENT.format(out="out_" + fmt, analysis="")
+                            .replace("[output]", "[output]\nstream = %s" % fmt))
+                rc, text = run([binary, "run", os.path.join(sub, "default.ini"), "--quiet",
+                                "--threads", "2"])
+                assert rc == 0, text
+            npy_out, csv_out = os.path.join(sub, "out_npy"), os.path.join(sub, "out_csv")
+            assert not os.path.exists(os.path.join(npy_out, "stream.csv"))
+            rows, bpr = check_npy_against_csv(npy_out, csv_out)
+            assert bpr <= 8, bpr
+            n = same_report(npy_out, csv_out)
+            # damaged: cut short, a scale of 0, bytes added: one line naming the record
+            data = open(os.path.join(npy_out, "stream.npy"), "rb").read()
+            hlen = 10 + int.from_bytes(data[8:10], "little")
+            rec = 16 + 3 * 10 + 3 * 7 * 4
+            bad = {"short": data[:-5], "long": data + b"\0",
+                   "zero scale": data[:hlen + 5 * rec + 16 + 30 + 4] + b"\0\0\0\0" +
+                   data[hlen + 5 * rec + 16 + 30 + 8:]}
+            want = {"short": "stream.npy: record 299 (byte %d): the file ends" % (hlen + 299 * rec),
+                    "long": "stream.npy: bytes after the 300 records",
+                    "zero scale": "stream.npy: record 5 (byte %d): scale: expected a finite "
+                                  "number > 0" % (hlen + 5 * rec)}
+            for what, blob in bad.items():
+                with open(os.path.join(npy_out, "stream.npy"), "wb") as f:
+                    f.write(blob)
+                rc, text = run([binary, "report", npy_out, "--quiet"])
+                assert rc == 2 and want[what] in text and len(text.strip().splitlines()) == 1, \
+                    (what, rc, text)
+            return ("%d rows equal stream.csv's, %.2f bytes a row; the report and its %d files "
+                    "byte-identical; a damaged stream.npy: exit 2" % (rows, bpr, n))
+        cases.append(("[output] stream = npy", npy_case))
+
+        def auto_case():
+            # above FP8LAB's threshold (5,000,000 rows) stream = auto writes stream.npy: an
+            # amax stream of 2,000 tensors x 500 steps under 6 configurations is 6 M rows
+            at = os.path.join(d, "auto")
+            os.makedirs(os.path.join(at, "trace"), exist_ok=True)
+            with open(os.path.join(at, "trace", "amax.csv"), "w") as f:
+                f.write("step,tensor,amax\n")
+                for s in range(500):
+                    f.write("".join("%d,l%d.fc.input,%g\n" % (s, k, 1 + (s * k) % 7)
+                                    for k in range(2000)))
+            with open(os.path.join(at, "auto.ini"), "w") as f:
+                f.write("[trace]\npath = trace\n[recipe.d]\nkind = delayed\n"
+                        "history_len = 1, 16, 1024\nmargin = 0, 1\n[output]\ndir = o\n")
+            rc, text = run([binary, "run", os.path.join(at, "auto.ini"), "--quiet", "--no-report"])
+            assert rc == 0, text
+            o = os.path.join(at, "o")
+            assert os.path.exists(os.path.join(o, "stream.npy")) and \
+                not os.path.exists(os.path.join(o, "stream.csv")), os.listdir(o)
+            import json
+            run_json = json.load(open(os.path.join(o, "run.json")))
+            assert run_json["stream_rows"] == 6000000, run_json["stream_rows"]
+            assert "stream.npy" in run_json["outputs"] and "stream.json" in run_json["outputs"]
+            a = np.load(os.path.join(o, "stream.npy"), mmap_mode="r")
+            assert a.shape == (500,) and a["scale"].shape == (500, 2000, 6), a["scale"].shape
+            bpr = os.path.getsize(os.path.join(o, "stream.npy")) / 6e6
+            assert bpr <= 8, bpr
+            return "6 M rows: stream.npy, %.2f bytes a row" % bpr
+        cases.append(("[output] stream = auto above the threshold", auto_case))
+
         for name, fn in cases:
             try:
                 line = fn()
@@ -614,7 +736,7 @@ def main():
     finally:
         if not keep:
             shutil.rmtree(d, ignore_errors=True)
-    print("%d passed, %d failed" % (3 - failed, failed))
+    print("%d passed, %d failed" % (5 - failed, failed))
     return 1 if failed else 0
 
 
