@@ -139,6 +139,10 @@ void rep_free(rep_t *r);
  * configurations, the ones shown on timelines, each group's stream series and the overflowing
  * groups (r->series, r->ov). FP8_OK or FP8_ENOMEM (no message). */
 int rep_build_configs(rep_t *r);
+/* A stream.npy's scales of the series read entry by entry (the reference configuration's and
+ * those on the timelines) read into the table (fp8_stream_keep); the others stay in the file.
+ * FP8_OK, FP8_EIO, FP8_ENOMEM (with a message). */
+int rep_keep_series(rep_t *r, char *err, size_t errlen);
 /* 1 when configuration c is the one of key (a mixed recipe: by its label alone; else every
  * field but the format). */
 int rep_cfg_matches(const cfg_t *c, const fp8_config_key *key);

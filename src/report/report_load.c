@@ -158,6 +158,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     fp8_errorf(rc, err, errlen, "out of memory");
     goto done;
   }
+  if (r->have_stream && (rc = rep_keep_series(r, err, errlen))) goto done;
   rep_find_spike(r);
   if (have_gemm_file) {
     char path[4200];

@@ -12,6 +12,8 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
+#include "util.h" /* fp8_errorf */
+
 /* ------------------------------------------------------------------ configurations */
 
 int rep_cfg_matches(const cfg_t *c, const fp8_config_key *key) {
@@ -228,6 +230,32 @@ int rep_build_configs(rep_t *r) {
   }
   r->nov = overflowing(r, r->ov);
   return FP8_OK;
+}
+
+/* A stream.npy's scales stay in the file (tables.h): the series the report reads entry by
+ * entry are read in, those of the reference configuration (the findings, the heatmaps, the
+ * timelines) and of the configurations on the timelines; the statistics of every series came
+ * from fp8_analysis_add_stream's one pass. */
+int rep_keep_series(rep_t *r, char *err, size_t errlen) {
+  const fp8_stream_table *st = &r->stream;
+  unsigned char *want = calloc(st->nseries + 1, 1);
+  if (!want) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  size_t cs[MAX_SHOWN + 1], nc = 0;
+  if (r->ref >= 0) cs[nc++] = (size_t)r->ref;
+  for (size_t k = 0; k < r->nshown; k++) cs[nc++] = r->shown[k];
+  for (size_t k = 0; k < st->nseries; k++)
+    for (size_t j = 0; j < nc && !want[k]; j++) {
+      const cfg_t *x = &r->cfgs[cs[j]]; /* as the plots find them (report_plots_stream.c) */
+      want[k] = x->key.kind == FP8_KIND_DELAYED && !x->mixed &&
+                fp8_config_key_equal(&x->key, &st->series[k].key,
+                                     FP8_KEY_IGNORE_KIND | FP8_KEY_IGNORE_FORMAT);
+    }
+  for (size_t g = 0; g < r->tab.ngroups; g++) /* the reference's groups (a mixed one too) */
+    if (r->series[g] && r->ref >= 0 && r->gcfg[g] == (size_t)r->ref)
+      want[r->series[g] - st->series] = 1;
+  int rc = fp8_stream_keep(&r->stream, want, err, errlen);
+  free(want);
+  return rc;
 }
 
 ptrdiff_t rep_group_of(const rep_t *r, const char *tensor, size_t c) {

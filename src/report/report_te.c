@@ -32,8 +32,9 @@ static int earlier(const fp8_stream_series *s, size_t i, const fp8_stream_series
   return s < t;
 }
 
-/* Adds series s to its configuration's totals. */
-static void te_add(te_cfg *c, const fp8_stream_series *s) {
+/* Adds series s to its configuration's totals; at is the table's series (s may be a copy
+ * that fp8_stream_visit made with the scales read from stream.npy). */
+static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at) {
   for (size_t i = 0; i < s->n; i++) {
     float te = s->te_scale[i], sc = s->scale[i];
     if (!(te > 0.0f)) continue; /* not given */
@@ -42,32 +43,59 @@ static void te_add(te_cfg *c, const fp8_stream_series *s) {
     c->mismatches++;
     double rel = fabs((double)te - (double)sc) / (double)sc;
     if (rel > c->max_rel) c->max_rel = rel;
-    if (!c->first || earlier(s, i, c->first, c->first_i)) {
-      c->first = s;
+    if (!c->first || earlier(at, i, c->first, c->first_i)) {
+      c->first = at;
       c->first_i = i;
     }
   }
 }
 
-/* The configurations in stream.csv order (first appearance), with their totals; *n of them.
- * NULL when stream.csv has no te_scale at all (or out of memory: the section is left out). */
+typedef struct {
+  const fp8_stream_table *t;
+  te_cfg *cs;
+  size_t n;
+} te_ctx;
+
+static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
+  te_ctx *x = ctx;
+  const fp8_stream_series *at = &x->t->series[k];
+  size_t c = 0;
+  while (c < x->n && !same_cfg(x->cs[c].key, at)) c++; /* listed by te_totals */
+  te_add(&x->cs[c], s, at);
+  return 0;
+}
+
+/* The configurations in stream.csv order (first appearance), with their totals over the
+ * series that carry TE's scale; *n of them. NULL when stream.csv has no te_scale at all (or out of
+ * memory, or stream.npy cannot be read again: the section is left out). */
 static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
   te_cfg *cs = calloc(t->nseries + 1, sizeof *cs);
+  unsigned char *want = calloc(t->nseries + 1, 1);
   *n = 0;
-  if (!cs) return NULL;
-  int64_t any = 0;
-  for (size_t k = 0; k < t->nseries; k++) {
+  int any = 0;
+  const float *prev = NULL; /* a stream.npy's series of one tensor share its te_scale */
+  for (size_t k = 0; cs && want && k < t->nseries; k++) {
     const fp8_stream_series *s = &t->series[k];
-    size_t c = 0;
+    size_t c = 0; /* every configuration listed, in order, with TE's scale or without */
     while (c < *n && !same_cfg(cs[c].key, s)) c++;
     if (c == *n) cs[(*n)++].key = s;
-    te_add(&cs[c], s);
-    any += cs[c].rows;
+    if (s->te_scale == prev && k) {
+      want[k] = want[k - 1];
+      continue;
+    }
+    prev = s->te_scale;
+    for (size_t i = 0; i < s->n && !want[k]; i++) want[k] = s->te_scale[i] > 0.0f;
+    any |= want[k];
   }
-  if (!any) {
+  te_ctx x = {t, cs, *n};
+  char err[256];
+  if (!cs || !want || !any || fp8_stream_visit(t, want, te_one, &x, err, sizeof err) != 0) {
     free(cs);
+    free(want);
+    *n = 0;
     return NULL;
   }
+  free(want);
   return cs;
 }
 

@@ -13,25 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <jansson.h>
 
 #include "tables.h"
 #include "outfile.h"
+#include "stream_internal.h"
 #include "results.h"
 #include "stepscsv_internal.h"
 #include "trace.h" /* fp8_tensor_name_check */
 #include "util.h"  /* fp8_strset */
 
-typedef struct {
-  size_t *cap;      /* [nseries]: capacity of each series' arrays */
-  char (*num)[2][16]; /* [nseries]: history_len and margin as the runner writes them ("%d") */
-  /* the series of each tensor, for fp8_stream_find: the set of the names (an id each), the
-   * first series of each id, and each series' next of the same tensor (SIZE_MAX: the last) */
-  fp8_strset byname;
-  size_t *head, *next;
-} stream_priv;
 
 /* The index of the series by tensor (after a successful parse). */
 static int index_series(fp8_stream_table *t) {
@@ -274,9 +266,9 @@ static int parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
 /* stream.json (next to stream.npy) into the table's series: every (tensor, configuration) whose
  * format is not null, tensor by tensor, configurations in order; *T and *C the record's
  * dimensions; map[s] the position t * C + c of series s. */
-static int npy_index(fp8_stream_table *t, const char *jpath, size_t *T, size_t *C, size_t *nrec,
-                     size_t **map, char *err, size_t errlen) {
+static int npy_index(fp8_stream_table *t, const char *jpath, char *err, size_t errlen) {
   stream_priv *pv = t->priv_;
+  size_t *T = &pv->T, *C = &pv->C, *nrec = &pv->nrec, **map = &pv->map;
   json_error_t je;
   json_t *root = json_load_file(jpath, JSON_REJECT_DUPLICATES, &je);
   char shown[FP8_ESC_LEN]; /* names and jansson's text, escaped for the one-line message */
@@ -352,105 +344,6 @@ done:
   return rc;
 }
 
-/* stream.npy's records into the series: checked as stream.csv's rows are. */
-static int load_npy(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
-  stream_priv *pv = t->priv_;
-  char jpath[4200];
-  size_t L = strlen(t->path);
-  snprintf(jpath, sizeof jpath, "%.*s.json", (int)(L - 4), t->path);
-  size_t T = 0, C = 0, nrec = 0, *map = NULL;
-  int rc = npy_index(t, jpath, &T, &C, &nrec, &map, err, errlen);
-  char want[FP8_STREAMNPY_HEADER_MAX], got[FP8_STREAMNPY_HEADER_MAX];
-  int hn = rc ? 0 : fp8_streamnpy_header(nrec, T, C, want, sizeof want);
-  if (!rc && (hn < 0 || fread(got, 1, (size_t)hn, fp) != (size_t)hn || memcmp(got, want, (size_t)hn)))
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: not the .npy header stream.json describes "
-                    "(%zu records of %zu tensors x %zu configurations)", t->path, nrec, T, C);
-  const size_t rs = fp8_streamnpy_record_size(T, C);
-  /* the file's size before any allocation: a record count the file cannot hold is bad input
-   * (exit 2), not an out-of-memory; a file cut short is named at its first missing record */
-  struct stat sb;
-  if (!rc && fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
-    unsigned long long have = (unsigned long long)sb.st_size;
-    if (nrec > have / (rs ? rs : 1) + 1)
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %llu bytes, too short for the %zu records "
-                      "stream.json describes", t->path, have, nrec);
-    else if (have > (unsigned long long)hn + (unsigned long long)nrec * rs)
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: bytes after the %zu records stream.json "
-                      "describes", t->path, nrec);
-  }
-  unsigned char *buf = rc ? NULL : malloc(rs);
-  for (size_t s = 0; !rc && s < t->nseries; s++) {
-    fp8_stream_series *x = &t->series[s];
-    size_t n = nrec + 1;
-    x->step = malloc(n * sizeof *x->step);
-    x->amax = malloc(n * sizeof *x->amax);
-    x->scale = malloc(n * sizeof *x->scale);
-    x->snapshot = malloc(n);
-    x->warmup = malloc(n);
-    x->micro = malloc(n * sizeof *x->micro);
-    x->te_scale = malloc(n * sizeof *x->te_scale);
-    pv->cap[s] = n;
-    if (!x->step || !x->amax || !x->scale || !x->snapshot || !x->warmup || !x->micro || !x->te_scale)
-      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
-  }
-  if (!rc && !buf) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
-  int64_t pstep = -1, pmicro = -1;
-  for (size_t r = 0; !rc && r < nrec; r++) {
-    long long off = (long long)hn + (long long)(r * rs);
-    if (fread(buf, 1, rs, fp) != rs) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: record %zu (byte %lld): the file ends "
-                      "(%zu records expected)", t->path, r, off, nrec);
-      break;
-    }
-    int64_t step, micro;
-    memcpy(&step, buf, 8);
-    memcpy(&micro, buf + 8, 8);
-    const unsigned char *am = buf + 16, *te = am + 4 * T, *sn = te + 4 * T, *wu = sn + T,
-                        *sc = wu + T;
-    const char *bad = NULL;
-    if (step < 0 || micro < 0) bad = "step and micro must be >= 0";
-    else if (pstep >= 0 && (step < pstep || (step == pstep && micro <= pmicro)))
-      bad = "steps (and a step's micro-batches) must ascend";
-    for (size_t s = 0; !bad && s < t->nseries; s++) {
-      size_t ti = map[s] / C;
-      float a, v, e;
-      memcpy(&a, am + 4 * ti, 4);
-      memcpy(&v, sc + 4 * map[s], 4);
-      memcpy(&e, te + 4 * ti, 4);
-      if (!(a >= 0)) bad = "amax: expected a number >= 0"; /* inf: as stream.csv's */
-      else if (!(v > 0) || isinf(v)) bad = "scale: expected a finite number > 0";
-      else if (sn[ti] > 1 || wu[ti] > 1) bad = "snapshot, warmup: expected 0 or 1";
-      else if (!isnan(e) && (!(e > 0) || isinf(e)))
-        bad = "te_scale: expected NaN (none) or a finite number > 0";
-      if (bad) break;
-      fp8_stream_series *x = &t->series[s];
-      x->step[x->n] = step;
-      x->amax[x->n] = a;
-      x->scale[x->n] = v;
-      x->snapshot[x->n] = sn[ti];
-      x->warmup[x->n] = wu[ti];
-      x->micro[x->n] = micro;
-      x->te_scale[x->n] = isnan(e) ? 0.0f : e;
-      x->n++;
-    }
-    if (bad) {
-      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: record %zu (byte %lld): %s", t->path, r, off,
-                      bad);
-      break;
-    }
-    if (step != pstep) t->nsteps++;
-    t->nmicro++;
-    pstep = step;
-    pmicro = micro;
-  }
-  if (!rc && fgetc(fp) != EOF)
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: bytes after the %zu records stream.json "
-                    "describes", t->path, nrec);
-  free(buf);
-  free(map);
-  return rc;
-}
-
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   FILE *fp = fopen(path, "rb");
@@ -467,8 +360,16 @@ int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t err
   }
   t->priv_ = pv;
   size_t L = strlen(path);
-  int rc = L > 4 && strcmp(path + L - 4, ".npy") == 0 ? load_npy(t, fp, err, errlen)
-                                                      : parse(t, fp, err, errlen);
+  int rc;
+  if (L > 4 && strcmp(path + L - 4, ".npy") == 0) { /* the compact stream (streamread.c) */
+    char jpath[4200];
+    snprintf(jpath, sizeof jpath, "%.*s.json", (int)(L - 4), path);
+    pv->npy = 1;
+    rc = npy_index(t, jpath, err, errlen);
+    if (!rc) rc = stream_npy_records(t, fp, err, errlen);
+  } else {
+    rc = parse(t, fp, err, errlen);
+  }
   fclose(fp);
   if (!rc && !index_series(t)) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
   if (rc) fp8_stream_free(t);
@@ -477,21 +378,29 @@ int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t err
 
 void fp8_stream_free(fp8_stream_table *t) {
   if (!t) return;
+  stream_priv *pv = t->priv_;
   for (size_t i = 0; i < t->nseries; i++) {
     fp8_stream_series *s = &t->series[i];
+    free(s->scale);
+    free((char *)s->tensor);
+    free((char *)s->key.recipe);
+    if (pv && pv->npy) continue; /* the other columns are the table's (stream_internal.h) */
     free(s->step);
     free(s->amax);
-    free(s->scale);
     free(s->snapshot);
     free(s->warmup);
     free(s->micro);
     free(s->te_scale);
-    free((char *)s->tensor);
-    free((char *)s->key.recipe);
   }
   free(t->series);
-  stream_priv *pv = t->priv_;
   if (pv) {
+    free(pv->map);
+    free(pv->step);
+    free(pv->micro);
+    free(pv->amax);
+    free(pv->te);
+    free(pv->snap);
+    free(pv->warm);
     free(pv->cap);
     free(pv->num);
     fp8_strset_free(&pv->byname);

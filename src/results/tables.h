@@ -118,7 +118,9 @@ typedef struct {
   fp8_config_key key;            /**< kind delayed; recipe owned by the stream table */
   size_t n;
   int64_t *step;
-  float *amax, *scale;           /**< float32, as the replay held them */
+  float *amax;                   /**< float32, as the replay held it */
+  float *scale;                  /**< float32, as the replay held it; NULL for a stream.npy
+                                      series until fp8_stream_keep (fp8_stream_visit reads it) */
   unsigned char *snapshot, *warmup;
   int64_t *micro;                /**< 0 in a stream.csv without the column */
   float *te_scale;               /**< TE's scale; 0: none given (empty, or no column) */
@@ -142,6 +144,17 @@ typedef struct {
  *  FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty. */
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen);
 void fp8_stream_free(fp8_stream_table *t);
+/** Calls fn on each series (want: [nseries], 0 to skip; NULL: all) with its scales: a series
+ *  of stream.csv or a kept one as it is, the others of stream.npy as a copy whose scale is read
+ *  from the file by blocks of tensors (bounded memory; valid during the call). Series in
+ *  table order; k is the series' index. Stops at fn's first non-zero return and returns it.
+ *  FP8_EIO: the file cannot be read again ("<path>: ..."); FP8_ENOMEM. */
+int fp8_stream_visit(const fp8_stream_table *t, const unsigned char *want,
+                     int (*fn)(const fp8_stream_series *s, size_t k, void *ctx), void *ctx,
+                     char *err, size_t errlen);
+/** Reads the scales of the wanted series of a stream.npy into the table (their scale no longer
+ *  NULL); nothing to do for stream.csv. FP8_OK, FP8_EIO, FP8_ENOMEM. */
+int fp8_stream_keep(fp8_stream_table *t, const unsigned char *want, char *err, size_t errlen);
 /** The series of a tensor under a delayed configuration key (its kind not compared), or NULL. */
 const fp8_stream_series *fp8_stream_find(const fp8_stream_table *t, const char *tensor,
                                          const fp8_config_key *key);

@@ -676,6 +676,16 @@ def main():
             rows, bpr = check_npy_against_csv(npy_out, csv_out)
             assert bpr <= 8, bpr
             n = same_report(npy_out, csv_out)
+            # the scales read back from the file a tensor at a time (FP8LAB_TEST_VISIT_BYTES:
+            # the blocks a 70B stream is read in, made small): the same report again
+            one = os.path.join(sub, "out_npy_blocks")
+            shutil.copytree(npy_out, one)
+            shutil.rmtree(os.path.join(one, "plots"))
+            p = subprocess.run([binary, "report", one, "--quiet"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True,
+                               env=dict(os.environ, FP8LAB_TEST_VISIT_BYTES="1"))
+            assert p.returncode == 0, p.stdout
+            same_report(one, csv_out)
             # damaged: cut short, a scale of 0, bytes added: one line naming the record
             data = open(os.path.join(npy_out, "stream.npy"), "rb").read()
             hlen = 10 + int.from_bytes(data[8:10], "little")
