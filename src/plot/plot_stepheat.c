@@ -129,6 +129,18 @@ static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const f
   return L;
 }
 
+/* The pixel of value v: its colour entry; a value at or below the threshold whose entry lies
+ * above it (vmin at the threshold: entry 0 is above it) the quiet scale's own colour, a
+ * value that fits exactly must not look saturated. */
+static uint32_t cell_rgb(const fp8_step_heatmap *h, double lo, double hi, double v,
+                         const uint32_t *cmap) {
+  int i = entry_of(h, lo, hi, v);
+  if (v > h->threshold || entry_value(lo, hi, i) <= h->threshold) return cmap[i];
+  double rgb[3];
+  scale_rgb(h, lo, hi, v, rgb);
+  return (uint32_t)lrint(rgb[0]) << 16 | (uint32_t)lrint(rgb[1]) << 8 | (uint32_t)lrint(rgb[2]);
+}
+
 /* The cells, white lines between rows (when they are tall enough), the frame and x ticks.
  * The cells are drawn as pixels straight into the canvas's image (a polygon per cell through
  * PLplot cost seconds a chart at 560 rows x 1,200 columns: issue 27): each pixel column takes
@@ -165,7 +177,7 @@ static void stepheat_cells(const canvas *c, const step_layout *L, const fp8_step
       while (ix + 1 < h->nx && col_end(h, ix) <= u0) ix++; /* the first column reaching u0 */
       for (size_t k = ix; k < h->nx && h->x[k] < u1; k++)
         if (!isnan(row[k]) && (isnan(v) || row[k] > v)) v = row[k];
-      line[x] = isnan(v) ? na : cmap[entry_of(h, lo, hi, v)];
+      line[x] = isnan(v) ? na : cell_rgb(h, lo, hi, v, cmap);
     }
     for (int y = ya + 1; y < yb; y++)
       memcpy(data + (size_t)y * (size_t)stride + 4 * (size_t)x0, line + x0, 4 * (size_t)(x1 - x0));

@@ -600,6 +600,52 @@ def check_npy_against_csv(npy_out, csv_out):
     return len(got), size / len(got)
 
 
+def png_rgb(path):
+    """The pixels of an 8-bit RGB or RGBA PNG (what fp8lab writes): (w, h, rows of (r, g, b))."""
+    import struct
+    import zlib
+    data = open(path, "rb").read()
+    pos, idat = 8, b""
+    while pos < len(data):
+        n = struct.unpack(">I", data[pos:pos + 4])[0]
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and ctype in (2, 6), (depth, ctype)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8)
+    bpp = 3 if ctype == 2 else 4
+    stride = w * bpp
+    out = np.zeros((h, stride), dtype=np.int32)
+    prev = np.zeros(stride, dtype=np.int32)
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)].astype(np.int32)
+        if f == 0:
+            cur = line
+        elif f == 2:
+            cur = (line + prev) & 255
+        else:  # sub, average, paeth: byte by byte
+            cur = np.zeros(stride, dtype=np.int32)
+            for x in range(stride):
+                a = cur[x - bpp] if x >= bpp else 0
+                b, c = prev[x], (prev[x - bpp] if x >= bpp else 0)
+                if f == 1:
+                    pr = a
+                elif f == 3:
+                    pr = (a + b) // 2
+                else:
+                    pp = a + b - c
+                    pa, pb, pc = abs(pp - a), abs(pp - b), abs(pp - c)
+                    pr = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                cur[x] = (line[x] + pr) & 255
+        out[y] = cur
+        prev = cur
+    return w, h, out.reshape(h, w, bpp)[:, :, :3]
+
+
 def same_report(a, b):
     """report.md, analysis.csv, recommendations.csv, advice.ini and every plot byte for byte."""
     names = ["report.md", "analysis.csv", "recommendations.csv", "advice.ini"]
@@ -736,6 +782,77 @@ def main():
             return "6 M rows: stream.npy, %.2f bytes a row" % bpr
         cases.append(("[output] stream = auto above the threshold", auto_case))
 
+        def many_case():
+            # 80 input tensors in 40 layers (model.layers.N.fc1/fc2), 400 steps, one event:
+            # layers.23.fc2's amax 64x at step 250 under L=16 m=0. Past 64 rows the heatmap is
+            # by layer (a row the largest of its tensors) plus the worst 32 tensors; the event
+            # must show in layer 23's row at its step, and nowhere else (issue 27)
+            md = os.path.join(d, "many")
+            os.makedirs(os.path.join(md, "trace"), exist_ok=True)
+            names = ["model.layers.%d.fc%d.input" % (i, j) for i in range(40) for j in (1, 2)]
+            ev_t, ev_s, nst = "model.layers.23.fc2.input", 250, 400
+            gen_trace.write_safetensors(os.path.join(md, "trace", "step_0.safetensors"),
+                                        [(n, "F32", snapshot_tensor(F32(1.0))) for n in names],
+                                        np.random.default_rng(7))
+            with open(os.path.join(md, "trace", "amax.csv"), "w") as f:
+                f.write("step,tensor,amax\n")
+                for t in range(nst):
+                    for n in names:
+                        f.write("%d,%s,%g\n" % (t, n, 64.0 if (n, t) == (ev_t, ev_s) else 1.0))
+            with open(os.path.join(md, "many.ini"), "w") as f:
+                f.write("[trace]\npath = trace\n[recipe.d]\nkind = delayed\nformat = e4m3\n"
+                        "history_len = 16\nmargin = 0\n[output]\ndir = o\n")
+            rc, text = run([binary, "run", os.path.join(md, "many.ini"), "--quiet"])
+            assert rc == 0, text
+            o = os.path.join(md, "o")
+            plots = sorted(os.listdir(os.path.join(o, "plots")))
+            assert "heatmap_overshoot_input.png" in plots and \
+                "heatmap_overshoot_input_worst.png" in plots, plots
+            rep = open(os.path.join(o, "report.md")).read()
+            assert "the 80 input tensors by layer (40 layers; a row: the largest of its " \
+                "tensors)" in rep, rep
+            assert "the 32 input tensors of 80 with the largest overshoot" in rep, rep
+            w, h, px = png_rgb(os.path.join(o, "plots", "heatmap_overshoot_input.png"))
+            r, g, b = px[:, :, 0], px[:, :, 1], px[:, :, 2]
+            loud = (r > 90) & (r > b + 60) & (g < 180)
+            loud[:, w - 145:] = False                     # the colour bar
+            ys, xs = np.nonzero(loud)
+            assert len(xs) > 0, "no loud pixel in the layer heatmap"
+            assert xs.max() - xs.min() <= 3, (xs.min(), xs.max())
+            # the rows: runs of cell pixels (not white) down a column left of the event,
+            # split by the white lines between rows; the event's pixels in run 23 of 40
+            col = px[:, xs.min() - 30, :]
+            cell = ~np.all(col >= 250, axis=1)
+            runs, y0 = [], None
+            for y in range(h):
+                if cell[y] and y0 is None:
+                    y0 = y
+                if not cell[y] and y0 is not None:
+                    runs.append((y0, y - 1))
+                    y0 = None
+            runs = [ru for ru in runs if ru[1] - ru[0] >= 10]  # rows, not tick marks or text
+            assert len(runs) == 40, runs
+            k = [i for i, (a, z) in enumerate(runs) if a <= ys.min() and ys.max() <= z]
+            assert k == [23], (k, ys.min(), ys.max(), runs[22:25])
+            # x: the cells span steps 0..399 (a column a step): the event's pixels at step 250
+            # (the cells of layer 20, clear of the ticks: amax x scale exactly the max,
+            # overshoot 0, the quiet scale's top (240, 240, 240), not orange: a value that
+            # fits is not saturated)
+            row = px[(runs[20][0] + runs[20][1]) // 2, :w - 145, :]
+            q = np.all(np.abs(row - 240) <= 3, axis=1)
+            x0 = x1 = best = 0
+            for x in range(len(q)):              # the longest run of them
+                if q[x]:
+                    a = x if x == 0 or not q[x - 1] else a
+                    if x - a + 1 > best:
+                        best, x0, x1 = x - a + 1, a, x
+            assert best > w / 2, (x0, x1, best)
+            ex = x0 + (ev_s + 0.5) / nst * (x1 - x0 + 1)
+            assert abs((xs.min() + xs.max()) / 2 - ex) <= 3, (xs.min(), xs.max(), ex)
+            return "80 tensors: a layer heatmap of 40 rows and the worst 32; the event at " \
+                "layer 23, step 250"
+        cases.append(("many tensors: heatmaps by layer and the worst", many_case))
+
         for name, fn in cases:
             try:
                 line = fn()
@@ -746,7 +863,7 @@ def main():
     finally:
         if not keep:
             shutil.rmtree(d, ignore_errors=True)
-    print("%d passed, %d failed" % (5 - failed, failed))
+    print("%d passed, %d failed" % (len(cases) - failed, failed))
     return 1 if failed else 0
 
 
