@@ -201,17 +201,22 @@ static inline float elem_f32(fp8_dtype d, const unsigned char *p) {
  * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) is the row's. No reassociation anywhere,
  * so the plain and the AVX2 builds of the loop give the same bits. */
 #define NORM_ROW(NAME, ATTR, T, CONV)                                                           \
-  ATTR static float NAME(const T *row, int64_t cols, float *colsq) {                            \
+  ATTR static float NAME(const void *row_, int64_t cols, float *colsq) {                        \
+    const unsigned char *rowb = row_; /* a trace's data need not be aligned (npy offsets) */   \
     float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                      \
     int64_t j = 0;                                                                              \
     for (; j + 8 <= cols; j += 8)                                                               \
       for (int k = 0; k < 8; k++) {                                                             \
-        float x = CONV(row[j + k]);                                                             \
+        T v;                                                                                    \
+        memcpy(&v, rowb + (size_t)(j + k) * sizeof v, sizeof v);                                \
+        float x = CONV(v);                                                                      \
         l[k] += x * x;                                                                          \
         colsq[j + k] += x * x;                                                                  \
       }                                                                                         \
     for (int k = 0; j < cols; j++, k++) {                                                       \
-      float x = CONV(row[j]);                                                                   \
+      T v;                                                                                      \
+      memcpy(&v, rowb + (size_t)j * sizeof v, sizeof v);                                        \
+      float x = CONV(v);                                                                        \
       l[k] += x * x;                                                                            \
       colsq[j] += x * x;                                                                        \
     }                                                                                           \
