@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "timeline.h" /* fp8_tl_shape_views: model_shape from a snapshot */
 #include "trace.h"
 
 /* ------------------------------------------------------------------ byte builders */
@@ -427,6 +428,56 @@ START_TEST(st_write_roundtrip) {
   ck_assert_uint_eq(n, 16);
   ck_assert_int_eq(memcmp(raw, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
   free(raw);
+  free(p);
+  tu_rmtree(dir);
+  free(dir);
+}
+END_TEST
+
+/* The capture's row subsets (issue 27): metadata fp8lab.rows.<tensor> gives the whole
+ * tensor's rows (view.full_rows), which model_shape's tokens take; 0 for tensors without it;
+ * bad values (not a whole number, fewer than the rows kept, past 2^40) name file and key. */
+START_TEST(st_full_rows) {
+  char *dir = tu_mkdtemp();
+  char *p = path_in(dir, "r.safetensors");
+  float x[4 * 3 * 2] = {0}, w[2 * 3] = {0}, g[4 * 2 * 2] = {0};
+  fp8_tensor_out t[3] = {{"l.input", FP8_DTYPE_F32, 3, {4, 3, 2}, x}, /* 12 rows of 2 */
+                         {"l.weight", FP8_DTYPE_F32, 2, {2, 2}, w},
+                         {"l.grad_output", FP8_DTYPE_F32, 2, {8, 2}, g}};
+  char err[FP8_ERRLEN] = "";
+  const char *good[] = {"fp8lab.rows.l.input", "4096", "fp8lab.rows.l.grad_output", "12",
+                        "fp8lab.rows.gone.input", "x", NULL}; /* a key of no tensor: ignored */
+  ck_assert_int_eq(fp8_safetensors_write(p, t, 3, good, err, sizeof err), FP8_OK);
+  fp8_step s;
+  ck_assert_msg(fp8_safetensors_open(p, &s, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_str_eq(s.tensors[0].name, "l.grad_output");
+  ck_assert_int_eq(s.tensors[0].full_rows, 12);
+  ck_assert_int_eq(s.tensors[1].full_rows, 4096);
+  ck_assert_int_eq(s.tensors[2].full_rows, 0); /* the weight: whole */
+  /* model_shape: the Linear l (2 x 2) with the whole's 4096 tokens, not the 12 kept */
+  fp8_tl_shape sh;
+  ck_assert_int_eq(fp8_tl_shape_views(s.tensors, s.ntensors, &sh, err, sizeof err), FP8_OK);
+  ck_assert_uint_eq(sh.nlinears, 1);
+  ck_assert_int_eq(sh.linears[0].tokens, 4096);
+  fp8_tl_shape_free(&sh);
+  fp8_step_free(&s);
+  const char *bad[][2] = {{"0", "\"0\""}, {"11", "\"11\""}, {"12a", "\"12a\""},
+                          {"1099511627777", "\"1099511627777\""}, {"-5", "\"-5\""}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    const char *m[] = {"fp8lab.rows.l.input", bad[k][0], NULL};
+    ck_assert_int_eq(fp8_safetensors_write(p, t, 3, m, err, sizeof err), FP8_OK);
+    ck_assert_int_eq(fp8_safetensors_open(p, &s, err, sizeof err), FP8_EFORMAT);
+    ck_assert_msg(strstr(err, "r.safetensors: __metadata__ fp8lab.rows.l.input = ") &&
+                      strstr(err, bad[k][1]) && strstr(err, "from its 12 rows to 2^40"),
+                  "%s", err);
+  }
+  /* exactly the rows kept, and 2^40: accepted */
+  const char *edge[] = {"fp8lab.rows.l.input", "12", "fp8lab.rows.l.grad_output", "1099511627776",
+                        NULL};
+  ck_assert_int_eq(fp8_safetensors_write(p, t, 3, edge, err, sizeof err), FP8_OK);
+  ck_assert_msg(fp8_safetensors_open(p, &s, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_int_eq(s.tensors[0].full_rows, 1099511627776LL);
+  fp8_step_free(&s);
   free(p);
   tu_rmtree(dir);
   free(dir);
@@ -1250,6 +1301,7 @@ int main(void) {
   tcase_add_test(tc, st_sizes);
   tcase_add_test(tc, st_truncated);
   tcase_add_test(tc, st_write_roundtrip);
+  tcase_add_test(tc, st_full_rows);
   tcase_add_test(tc, st_write_errors);
   suite_add_tcase(s, tc);
   tc = tcase_create("npy");

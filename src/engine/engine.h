@@ -50,7 +50,7 @@ extern "C" {
 
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
  *  way a separately built module would notice. */
-#define FP8_ENGINE_ABI 2
+#define FP8_ENGINE_ABI 3
 
 /** The ops an engine may decline for a configuration (supports()). */
 typedef enum {

@@ -26,9 +26,11 @@ static void write_part_rows(run_t *r, int64_t step) {
     run_tensor *t = &r->t[i];
     float amax = t->res.amax;
     /* the snapshot's data wins over amax.csv, but not over several micro-batches' amaxes: it
-     * holds all of them concatenated, while each micro-batch's update sees its own */
-    if (!r->multi_micro) r->amax[i] = amax;
-    if (t->csv_has && t->csv_amax != amax) r->mismatches++;
+     * holds all of them concatenated, while each micro-batch's update sees its own; nor when
+     * it holds a subset of the rows (the capture's rows: amax.csv has the whole's amax) */
+    int subset = t->view->full_rows > 0 && t->csv_has;
+    if (!r->multi_micro && !subset) r->amax[i] = amax;
+    if (t->csv_has && t->csv_amax != amax && !subset) r->mismatches++;
     fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
     int warm = run_is_warmup(r, i);
     t->snap = 1;

@@ -91,6 +91,9 @@ typedef struct {
   int64_t shape[FP8_MAX_DIMS];
   int64_t numel;
   const void *data;      /**< numel * fp8_dtype_size(dtype) bytes */
+  int64_t full_rows;     /**< the rows (tokens) of the whole tensor when the snapshot holds a
+                              subset of them (safetensors metadata fp8lab.rows.<name>: the
+                              capture's `rows`, issue 27); 0: the tensor is whole */
 } fp8_tensor_view;
 
 /* ---------------------------------------------------------------- roles and HYBRID */

@@ -89,6 +89,9 @@ int fp8_tl_shape_views(const fp8_tensor_view *v, size_t n, fp8_tl_shape *s, char
       l.tokens = r;
     else
       x = dy = NULL;
+    /* a snapshot of a subset of the tokens (the capture's rows): the model's are the whole's */
+    const fp8_tensor_view *tv = x ? x : dy;
+    if (tv && tv->full_rows > l.tokens) l.tokens = tv->full_rows;
     if (l.tokens < 1 || in < 1 || out < 1) continue;
     l.dtype[FP8_TL_WEIGHT] = v[i].dtype;
     l.dtype[FP8_TL_INPUT] = x ? x->dtype : dy->dtype;

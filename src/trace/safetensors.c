@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block.h"   /* fp8_block_view_2d */
 #include "outfile.h" /* fp8_write_errno_status */
 
 /* The JSON type of j with its article, for messages ("an array"). */
@@ -207,6 +208,38 @@ static int check_tiling(const char *path, const fp8_step *s, const unsigned char
   return rc;
 }
 
+/* The capture's row subsets (issue 27): metadata "fp8lab.rows.<tensor>" = the rows of the
+ * whole tensor, when the snapshot kept a subset of them (tools/capture, Recorder(rows=N)). A
+ * key for a tensor the file lacks is ignored; a value that is not a whole number at least the
+ * kept rows (and at most 2^40) is bad input. */
+#define ROWS_KEY "fp8lab.rows."
+static int read_full_rows(const char *path, json_t *meta, fp8_step *out, char *err,
+                          size_t errlen) {
+  char key[FP8_NAME_MAX + sizeof ROWS_KEY + 1];
+  for (size_t i = 0; i < out->ntensors; i++) {
+    fp8_tensor_view *v = &out->tensors[i];
+    snprintf(key, sizeof key, "%s%s", ROWS_KEY, v->name);
+    const char *val = json_string_value(json_object_get(meta, key));
+    if (!val) continue;
+    int64_t rows = 0, cols = 0, full = 0;
+    int ok = *val >= '1' && *val <= '9';
+    for (const char *p = val; ok && *p; p++) {
+      ok = *p >= '0' && *p <= '9' && full <= ((int64_t)1 << 40) / 10;
+      full = full * 10 + (*p - '0');
+    }
+    if (v->ndim >= 2) fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
+    if (!ok || v->ndim < 2 || full < rows || full > ((int64_t)1 << 40)) {
+      char shown[FP8_ESC_LEN], vs[64];
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: __metadata__ %s%s = \"%s\": expected the "
+                        "rows of the whole tensor, a whole number from its %lld rows to 2^40",
+                        path, ROWS_KEY, fp8_esc(v->name, shown, sizeof shown),
+                        fp8_esc(val, vs, sizeof vs), (long long)rows);
+    }
+    v->full_rows = full;
+  }
+  return FP8_OK;
+}
+
 int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errlen) {
   int rc = FP8_OK;
   fp8_map m = {NULL, 0};
@@ -300,6 +333,7 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
   }
   rc = check_tiling(path, out, data_base, data_size, 8 + hlen, err, errlen);
   if (rc != FP8_OK) goto done;
+  if (meta && (rc = read_full_rows(path, meta, out, err, errlen)) != FP8_OK) goto done;
   fp8_step_sort(out); /* names are unique: JSON_REJECT_DUPLICATES */
   rc = fp8_step_add_map(out, &m);
   if (rc != FP8_OK) goto done;

@@ -727,6 +727,58 @@ def module_called_twice_pairs_rows(tmp):
 
 
 @test
+def rows_subset_same_rows_and_whole_shape(tmp):
+    """Recorder(rows=5): each snapshot keeps 5 of the 12 rows of a GEMM's input, output and
+    grad_output, the same 5 for all three (found in a whole capture of the same run), with the
+    whole's 12 in the metadata; weights whole; amax.csv the same as the whole capture's; the
+    same rows again with the same rows_seed, others with another. fp8lab replays it without an
+    amax.csv mismatch, and run.json's model_shape has the whole's 12 tokens."""
+    def capture(name, **kw):
+        torch.manual_seed(5)
+        model = Net()
+        trace = os.path.join(tmp, name)
+        with fp8lab_capture.Recorder(model, trace, modules="blocks.0.fc1", every=2,
+                                     roles=FOUR, **kw) as rec:
+            train_steps(model, rec, 3, seed=4)
+        return trace
+    whole, cut = capture("whole"), capture("cut", rows=5, rows_seed=3)
+    again, other = capture("again", rows=5, rows_seed=3), capture("other", rows=5, rows_seed=4)
+    for step in (0, 2):
+        w, _ = read_safetensors(os.path.join(whole, "step_%d.safetensors" % step))
+        c, meta = read_safetensors(os.path.join(cut, "step_%d.safetensors" % step))
+        idx = None
+        for role in ("input", "output", "grad_output"):
+            n = "blocks.0.fc1." + role
+            full = w[n][1].reshape(-1, w[n][1].shape[-1])
+            kept = c[n][1]
+            assert tuple(kept.shape) == (5, full.shape[1]), (n, kept.shape)
+            assert meta["fp8lab.rows." + n] == "12", meta
+            rows = [next(i for i in range(12) if torch.equal(full[i], kept[k])) for k in range(5)]
+            assert rows == sorted(rows) and len(set(rows)) == 5, rows
+            idx = idx or rows
+            assert rows == idx, (role, rows, idx)  # the same rows for the GEMM's three roles
+        assert torch.equal(c["blocks.0.fc1.weight"][1], w["blocks.0.fc1.weight"][1])
+        assert "fp8lab.rows.blocks.0.fc1.weight" not in meta
+        a, _ = read_safetensors(os.path.join(again, "step_%d.safetensors" % step))
+        o, _ = read_safetensors(os.path.join(other, "step_%d.safetensors" % step))
+        assert torch.equal(a["blocks.0.fc1.input"][1], c["blocks.0.fc1.input"][1])
+        assert not torch.equal(o["blocks.0.fc1.input"][1], c["blocks.0.fc1.input"][1])
+    with open(os.path.join(whole, "amax.csv")) as f, open(os.path.join(cut, "amax.csv")) as g:
+        assert f.read() == g.read()
+    replay_ok(cut, tmp)
+    with open(os.path.join(tmp, "replay_out", "run.json")) as f:
+        shape = json.load(f)["model_shape"]
+    assert [(x["name"], x["tokens"]) for x in shape["linears"]] == [("blocks.0.fc1", 12)], shape
+    for bad in (0, -1, 2.5, True):
+        try:
+            fp8lab_capture.Recorder(Net(), os.path.join(tmp, "bad"), rows=bad)
+        except ValueError as e:
+            assert "rows" in str(e)
+        else:
+            raise AssertionError("rows=%r accepted" % (bad,))
+
+
+@test
 def inplace_op_after_a_gemm(tmp):
     """nn.ReLU(inplace=True) right after a Linear (which register_full_backward_hook refused):
     recorded output and grad_output are those of the GEMM, before the in-place op."""

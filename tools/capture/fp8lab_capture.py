@@ -72,7 +72,9 @@ CPU as the calls run (a synchronisation, at snapshot steps only) and written as
 step_<N>.safetensors: BF16, F16 and F32 as they are, other dtypes as F32. The Recorder decides
 whether to copy before it knows the step number, so it predicts the next step as the previous one
 + 1 (the first as `start_step`); `rec.step(n)` with another n still records amaxes, but an
-unpredicted snapshot step is skipped with a warning. Steps must increase.
+unpredicted snapshot step is skipped with a warning. Steps must increase. rows=N keeps N rows
+(tokens) of each activation and gradient, the same for a GEMM's roles, with the whole's row
+count in the metadata (`fp8lab.rows.<tensor>`; docs/capture.md, "Sizing a capture").
 
 Files: every file is written to a temporary name and renamed. amax.csv is appended (flushed each
 step) as `amax.csv.partial` and renamed when the Recorder closes, also when the `with` block ends
@@ -91,12 +93,14 @@ import os
 import struct
 import sys
 import warnings
+import zlib
 
 import torch
 
 __all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES", "DTYPES"]
 
 ALL_ROLES = ("input", "weight", "output", "grad_output", "grad_input")
+_ROW_ROLES = ("input", "output", "grad_output", "grad_input")  # a row per token: rows=N cuts
 DEFAULT_ROLES = ("input", "weight", "grad_output")
 DTYPES = ("operand", "bf16", "f16", "f32")
 _DTYPE_OF = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
@@ -429,10 +433,20 @@ class Recorder:
     default True).
     types: extra module classes recorded with module hooks as `<module path>` (first positional
     argument = input, module.weight = weight); nn.Linear needs none. start_step: the first step
-    number expected. overwrite: remove an existing trace's files instead of refusing."""
+    number expected. overwrite: remove an existing trace's files instead of refusing.
+    rows: None (default: whole tensors) or N: each snapshot keeps N rows (tokens) of a GEMM's
+    input, output, grad_output and grad_input, the same rows for all of them (drawn without
+    replacement, in order, seeded by rows_seed, the GEMM's name and the step), with the whole's
+    row count in the snapshot's metadata (`fp8lab.rows.<tensor>`); weights stay whole and
+    amax.csv is the whole tensors' (docs/capture.md, "Sizing a capture")."""
 
     def __init__(self, model, path, modules="*", every=100, roles=DEFAULT_ROLES, types=(),
-                 start_step=0, overwrite=False, dtype="operand", micro="auto", matmul=True):
+                 start_step=0, overwrite=False, dtype="operand", micro="auto", matmul=True,
+                 rows=None, rows_seed=0):
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+            raise ValueError("rows %r: expected None (whole tensors) or an integer >= 1" % (rows,))
+        self.rows = rows
+        self.rows_seed = int(rows_seed)
         if isinstance(modules, str):
             modules = [m.strip() for m in modules.split(",") if m.strip()]
         self._globs = list(modules)
@@ -891,7 +905,32 @@ class Recorder:
                                                                   len(calls), want, g))
                 continue
             tensors[n] = _concat_calls([calls[k] for k in range(want)])
-        return tensors
+        return tensors, self._subset_rows(tensors, step)
+
+    def _subset_rows(self, tensors, step):
+        """Recorder(rows=N): the row roles' tensors cut to N rows in place, the same rows for
+        a GEMM's input, output, grad_output and grad_input; the metadata naming each cut
+        tensor's whole row count."""
+        meta = {}
+        if not self.rows:
+            return meta
+        picks = {}
+        for n in sorted(tensors):
+            g, role = n.rsplit(".", 1)
+            t = tensors[n]
+            if role not in _ROW_ROLES or t.dim() < 2:
+                continue
+            m = t.numel() // t.shape[-1] if t.shape[-1] else 0
+            if m <= self.rows:
+                continue
+            key = (g, m)
+            if key not in picks:
+                seed = (self.rows_seed * 1000003 + zlib.crc32(g.encode()) * 8191 + step) % (1 << 62)
+                gen = torch.Generator().manual_seed(seed)
+                picks[key] = torch.sort(torch.randperm(m, generator=gen)[:self.rows]).values
+            tensors[n] = t.reshape(m, t.shape[-1])[picks[key]].contiguous()
+            meta["fp8lab.rows." + n] = str(m)
+        return meta
 
     def step(self, step):
         """Ends training step `step`: appends its amax rows (one set per micro-batch), writes
@@ -924,10 +963,11 @@ class Recorder:
         self._csv.write("".join(lines))
         self._csv.flush()
         if snap_step and captured:
-            write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step),
-                              self._snapshot_tensors(step),
+            tensors, rows_meta = self._snapshot_tensors(step)
+            write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step), tensors,
                               metadata=dict({"producer": "fp8lab_capture", "step": step},
-                                            **{"tied." + k: v for k, v in self.tied.items()}))
+                                            **{"tied." + k: v for k, v in self.tied.items()},
+                                            **rows_meta))
             self.snapshots.append(step)
         self._reset_step()
         self._saved = {}
