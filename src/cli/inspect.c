@@ -19,6 +19,7 @@ typedef struct {
   fp8_dtype dtype;
   int ndim;
   int64_t shape[FP8_MAX_DIMS];
+  int64_t full_rows; /* the whole's rows when the snapshot holds a subset (capture's rows), else 0 */
   long long snapshots;
   int64_t first, last;
   float amin, amax; /* over snapshots and amax.csv */
@@ -118,6 +119,7 @@ static int inspect_collect(const fp8_trace *tr, inspect_row **rows_out, size_t *
         r->dtype = v->dtype;
         r->ndim = v->ndim;
         memcpy(r->shape, v->shape, sizeof r->shape);
+        r->full_rows = v->full_rows;
         r->first = tr->steps[i];
       }
       r->snapshots++;
@@ -185,7 +187,10 @@ static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *row
       for (int d = 0; d < r->ndim && o < (int)sizeof c->shape - 24; d++)
         o += snprintf(c->shape + o, sizeof c->shape - (size_t)o, "%s%lld", d ? "," : "",
                       (long long)r->shape[d]);
-      snprintf(c->shape + o, sizeof c->shape - (size_t)o, "]");
+      o += snprintf(c->shape + o, sizeof c->shape - (size_t)o, "]");
+      if (r->full_rows > 0 && o < (int)sizeof c->shape - 40) /* a subset of the rows */
+        snprintf(c->shape + o, sizeof c->shape - (size_t)o, " of %lld rows",
+                 (long long)r->full_rows);
       snprintf(c->steps, sizeof c->steps, "%lld..%lld", (long long)r->first, (long long)r->last);
     }
     if (r->amax >= r->amin) snprintf(c->range, sizeof c->range, "%.4g .. %.4g", r->amin, r->amax);

@@ -765,6 +765,11 @@ def rows_subset_same_rows_and_whole_shape(tmp):
         assert not torch.equal(o["blocks.0.fc1.input"][1], c["blocks.0.fc1.input"][1])
     with open(os.path.join(whole, "amax.csv")) as f, open(os.path.join(cut, "amax.csv")) as g:
         assert f.read() == g.read()
+    out = inspect_ok(cut, ["blocks.0.fc1.input"])  # the subset shown with the whole's rows
+    line = next(x for x in out.splitlines() if x.startswith("blocks.0.fc1.input "))
+    assert "[5,8] of 12 rows" in line, line
+    line = next(x for x in out.splitlines() if x.startswith("blocks.0.fc1.weight "))
+    assert "[16,8]" in line and "rows" not in line, line
     replay_ok(cut, tmp)
     with open(os.path.join(tmp, "replay_out", "run.json")) as f:
         shape = json.load(f)["model_shape"]
