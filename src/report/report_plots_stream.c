@@ -353,6 +353,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
 enum { VIEW_ALL, VIEW_LAYERS, VIEW_WORST };
 #define HEAT_ROWS 64
 #define HEAT_WORST 32
+#define HEAT_ROWS_MAX 1000 /* fp8_plot_step_heatmap's most rows */
 
 static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, const ograd *o,
                                int view, size_t ntensors, char *err, size_t errlen) {
@@ -589,8 +590,10 @@ int rep_plot_overshoot_maps(const rep_t *r, rep_charts *drawn, char *err, size_t
     else if (o.nx > 0) { /* too many rows to read: by layer, and the worst tensors */
       if (ograd_layers(&o, &l, &ltext) != FP8_OK || ograd_worst(&o, rp_role_name(role), &w, &wtext) != FP8_OK)
         rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      if (!rc) rc = plot_overshoot_role(r, drawn, role, l.ny < ng ? &l : &o,
-                                        l.ny < ng ? VIEW_LAYERS : VIEW_ALL, ng, err, errlen);
+      const ograd *by = l.ny < ng ? &l : &o; /* no layer shared by two tensors: all of them */
+      if (!rc && by->ny <= HEAT_ROWS_MAX) /* the chart's limit: else the worst alone */
+        rc = plot_overshoot_role(r, drawn, role, by, l.ny < ng ? VIEW_LAYERS : VIEW_ALL, ng,
+                                 err, errlen);
       if (!rc) rc = plot_overshoot_role(r, drawn, role, &w, VIEW_WORST, ng, err, errlen);
     }
     ograd_free(&o);
