@@ -768,7 +768,7 @@ START_TEST(test_valhist_matches_elements) {
     int64_t total = 0;
     for (size_t k = 0; k < vh.m; k++) total += vh.w[k];
     ck_assert_int_eq(total, N);
-    /* every count, on both paths of the build: N (a large tensor: two halves of the counts, no
+    /* every count, on both paths of the build: N (a large tensor: eight parts of the counts, no
      * bitmap in the loop) and a 1,001-element prefix (the bitmap path), against a plain count
      * of the patterns, ascending */
     for (int pass = 0; pass < 2; pass++) {
