@@ -1,7 +1,7 @@
 /* report_plots.c: the plots of `fp8lab report`, drawn with the chart library (plot.h) under
  * <outdir>/plots, each with its alt text and caption for the document: the drawing shared
  * among forked processes (rep_draw_plots). The charts are in report_plots_stream.c (amax
- * timelines, overshoot heatmaps), report_plots_steps.c (dynamic range, SNR over steps) and
+ * timelines), report_plots_heat.c (overshoot heatmaps), report_plots_steps.c (dynamic range, SNR over steps) and
  * report_plots_configs.c (history x margin heatmaps, per-configuration bars, GEMM error), their
  * helpers inline in report_plots_internal.h. What they show was chosen by report_load.c and
  * report_select.c; nothing here reads a file of the run. */

@@ -1,7 +1,7 @@
 /* report_plots_internal.h: what the files of the report's plots share (not public).
  * report_plots.c draws them in turn (rep_draw_plots, forked processes), with the helpers
- * below; report_plots_stream.c the amax timelines and the overshoot heatmaps (from stream.csv
- * when the run has one), report_plots_steps.c the dynamic range and the SNR over steps,
+ * below; report_plots_stream.c the amax timelines and report_plots_heat.c the overshoot
+ * heatmaps (from stream.csv when the run has one), report_plots_steps.c the dynamic range and the SNR over steps,
  * report_plots_configs.c the history x margin heatmaps and the per-configuration bars. Every
  * rep_plot_* function computes its charts in every process and draws those rp_my_chart gives it,
  * listing each in drawn->plots. */
@@ -62,6 +62,12 @@ static inline void rp_shown_style(size_t k, fp8_color *color, int *dashed, doubl
 /* report_plots_stream.c */
 int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
                        size_t errlen);
+/* The stream series of tensor under configuration c (format f), or NULL (no stream, or c not
+ * a plain delayed configuration). */
+const fp8_stream_series *rp_series_of(const rep_t *r, const char *tensor, size_t c, fp8_format f);
+/* The x position of stream entry i: its step (micro-batches spread within it). */
+double rp_stream_x(const fp8_stream_series *s, size_t i);
+/* report_plots_heat.c */
 int rep_plot_overshoot_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 /* report_plots_steps.c */
 int rep_plot_dynamic_range(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
