@@ -83,6 +83,8 @@ typedef struct {
   double gemm_halfwidth;/* sampled GEMM errors: the median of their intervals' half-width
                            relative to the estimate; NaN: exact errors */
   int have_stream;
+  struct rep_te *te; /* the TE section's totals per configuration (report_te.c; NULL: none) */
+  size_t nte;
   fp8_analysis an;
   fp8_recommendations rec;
   int have_tab, have_an, have_rec;
@@ -178,6 +180,9 @@ int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int pro
 void rep_add_findings(const rep_t *r, fp8_doc *d);
 /* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
+/* The TE section's totals, once (a stream.npy's scales are read back from the file for them;
+ * the report and the notebook both show them): r->te, r->nte. */
+void rep_te_totals(rep_t *r);
 void rep_add_te_check(const rep_t *r, fp8_doc *d);
 /* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
  * model_shape, every mode on an H200; nothing without a model_shape. */

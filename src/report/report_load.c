@@ -159,6 +159,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     goto done;
   }
   if (r->have_stream && (rc = rep_keep_series(r, err, errlen))) goto done;
+  rep_te_totals(r);
   rep_find_spike(r);
   if (have_gemm_file) {
     char path[4200];
@@ -177,6 +178,9 @@ void rep_free(rep_t *r) {
   free(r->gcfg);
   free(r->series);
   free(r->ov);
+  free(r->te);
+  r->te = NULL;
+  r->nte = 0;
   if (r->have_rec) fp8_recommendations_free(&r->rec);
   if (r->have_an) fp8_analysis_free(&r->an);
   if (r->have_tab) fp8_steps_free(&r->tab);

@@ -12,7 +12,7 @@
 
 /* One delayed configuration's totals (the series' key without tensor and format: a hybrid
  * configuration spans E4M3 and E5M2 tensors, as elsewhere in the report). */
-typedef struct {
+typedef struct rep_te {
   const fp8_stream_series *key; /* its first series */
   int64_t rows, mismatches;
   double max_rel;                /* largest |te - replay| / replay over the rows with te */
@@ -99,9 +99,14 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
   return cs;
 }
 
+void rep_te_totals(rep_t *r) {
+  r->nte = 0;
+  r->te = r->have_stream ? te_totals(&r->stream, &r->nte) : NULL;
+}
+
 void rep_add_te_check(const rep_t *r, fp8_doc *d) {
-  size_t n = 0;
-  te_cfg *cs = r->have_stream ? te_totals(&r->stream, &n) : NULL;
+  size_t n = r->nte;
+  const te_cfg *cs = r->te;
   if (!cs) return;
   fp8_doc_heading(d, 2, "Held against TransformerEngine");
   fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
@@ -131,5 +136,4 @@ void rep_add_te_check(const rep_t *r, fp8_doc *d) {
     const char *cells[] = {label, rows, mis, rel, first};
     fp8_doc_table_row(d, cells);
   }
-  free(cs);
 }
