@@ -4,6 +4,10 @@
  * streaming loop can reach), amax, encode only, and quantize+statistics for each format, then
  * quantize+statistics the way the runner sweeps (one 16 KiB chunk read once, 24 configurations
  * applied while it sits in L1). Prints elements/s and the ratio to the memcpy ceiling.
+ * Then the BF16 path a replay takes for 16-bit tensors: the exact value histogram
+ * (fp8_valhist_build) of the same values rounded to BF16, against reading their 2-byte
+ * elements once (one pass that sums them: the cost of streaming the bytes through the core),
+ * for values in random order and for runs of 8 equal values (activations have such runs).
  * Usage: bench_quant [n_elements]   (not a test: timings vary with the machine)
  */
 #include <math.h>
@@ -13,6 +17,7 @@
 #include <time.h>
 
 #include "fp8.h"
+#include "valhist.h"
 
 static double now(void) {
   struct timespec ts;
@@ -107,6 +112,45 @@ int main(int argc, char **argv) {
   }
   printf("sweep 24 configs  %8.1f Melem-configs/s (%.1f Melem/s of tensor data)\n",
          (double)n * CONFIGS / best / 1e6, (double)n / best / 1e6);
+
+  /* BF16: the exact value histogram against one read of the same bytes */
+  uint16_t *hb = malloc(n * sizeof *hb), *hr = malloc(n * sizeof *hr);
+  if (!hb || !hr) return 1;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    hb[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); /* RNE to BF16 (finite) */
+    hr[i] = hb[i & ~(size_t)7];                                  /* runs of 8 equal values */
+  }
+  best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t = now();
+    uint64_t acc = 0;
+    const uint64_t *w = (const uint64_t *)(const void *)hb;
+    for (size_t i = 0; i < n / 4; i++) acc += w[i];
+    sink = (float)acc;
+    t = now() - t;
+    best = t < best ? t : best;
+  }
+  double read16 = (double)n / best;
+  printf("bf16 read pass    %8.1f Melem/s  %6.2f GB/s read   (ceiling of the rows below)\n",
+         read16 / 1e6, (double)n * 2 / best / 1e9);
+  fp8_valhist h;
+  memset(&h, 0, sizeof h);
+  for (int v = 0; v < 2; v++) {
+    best = 1e30;
+    for (int r = 0; r < reps; r++) {
+      double t = now();
+      if (fp8_valhist_build(&h, FP8_DTYPE_BF16, v ? hr : hb, n) != FP8_OK) return 1;
+      t = now() - t;
+      best = t < best ? t : best;
+    }
+    printf("valhist bf16 %s %8.1f Melem/s  %5.2fx of the read pass  (%zu magnitudes)\n",
+           v ? "runs" : "rand", n / best / 1e6, n / best / read16, h.m);
+  }
+  fp8_valhist_free(&h);
+  free(hb);
+  free(hr);
   free(x);
   free(y);
   free(q);

@@ -9,6 +9,12 @@
 #include <string.h>
 
 #define NPAT 32768 /* magnitudes: the 16-bit patterns with the sign bit cleared */
+/* the distance between the eight parts of the counts (below): 64 bytes more than a part, so
+ * that a magnitude's eight counters sit in eight different cache sets and 4 KiB apart by no
+ * multiple (at exactly 128 KiB apart, runs of equal magnitudes made the eight increments of a
+ * group collide in one L1 set and alias each other's stores: 0.75 G elements/s in bench_quant
+ * against 1.14 G padded, on an AMD EPYC) */
+#define PSTRIDE (NPAT + 16)
 
 static inline uint32_t f2u(float x) {
   uint32_t u;
@@ -20,7 +26,7 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
   if (d != FP8_DTYPE_BF16 && d != FP8_DTYPE_F16) return FP8_EINVAL;
   if (n >= (size_t)UINT32_MAX) return FP8_EINVAL;
   if (!h->count) {
-    h->count = calloc(8 * NPAT, sizeof *h->count); /* eight parts: see below */
+    h->count = calloc(7 * PSTRIDE + NPAT, sizeof *h->count); /* eight parts: see below */
     h->seen = calloc(NPAT / 64, sizeof *h->seen);
     h->v = malloc(NPAT * sizeof *h->v);
     h->w = malloc(NPAT * sizeof *h->w);
@@ -53,19 +59,19 @@ int fp8_valhist_build(fp8_valhist *h, fp8_dtype d, const void *data, size_t n) {
       r = __builtin_bswap64(r);
 #endif
       count[q & 0x7FFFu]++;
-      count[NPAT + ((q >> 16) & 0x7FFFu)]++;
-      count[2 * NPAT + ((q >> 32) & 0x7FFFu)]++;
-      count[3 * NPAT + ((q >> 48) & 0x7FFFu)]++;
-      count[4 * NPAT + (r & 0x7FFFu)]++;
-      count[5 * NPAT + ((r >> 16) & 0x7FFFu)]++;
-      count[6 * NPAT + ((r >> 32) & 0x7FFFu)]++;
-      count[7 * NPAT + ((r >> 48) & 0x7FFFu)]++;
+      count[PSTRIDE + ((q >> 16) & 0x7FFFu)]++;
+      count[2 * PSTRIDE + ((q >> 32) & 0x7FFFu)]++;
+      count[3 * PSTRIDE + ((q >> 48) & 0x7FFFu)]++;
+      count[4 * PSTRIDE + (r & 0x7FFFu)]++;
+      count[5 * PSTRIDE + ((r >> 16) & 0x7FFFu)]++;
+      count[6 * PSTRIDE + ((r >> 32) & 0x7FFFu)]++;
+      count[7 * PSTRIDE + ((r >> 48) & 0x7FFFu)]++;
     }
     for (; i < n; i++) count[(p[2 * i] | ((unsigned)p[2 * i + 1] << 8)) & 0x7FFFu]++;
     for (unsigned b = 0; b < NPAT; b++) {
       for (int k = 1; k < 8; k++) {
-        count[b] += count[k * NPAT + b];
-        count[k * NPAT + b] = 0;
+        count[b] += count[k * PSTRIDE + b];
+        count[k * PSTRIDE + b] = 0;
       }
       if (count[b]) seen[b >> 6] |= (uint64_t)1 << (b & 63);
     }

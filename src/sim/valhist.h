@@ -46,7 +46,7 @@ typedef struct {
   double sum_sq;    /**< the squared-signal sum over the finite elements (as at the top) */
   uint64_t *cum;    /**< [m + 1] cum[i] = w[0] + ... + w[i - 1] */
   double *wd;       /**< [m] w as doubles */
-  uint32_t *count;  /**< [8 * 32768] scratch, all zero between calls */
+  uint32_t *count;  /**< [7 * (32768 + 16) + 32768] scratch, all zero between calls */
   uint64_t *seen;   /**< [512] scratch: a bit per occupied magnitude, zero between calls */
 } fp8_valhist;
 
