@@ -93,8 +93,8 @@ int fp8_schema_column(const fp8_schema *s, const char *name) {
  * fp8_csv_put_num writes them ("%.9g", inf/-inf/nan) through a small memo of the last numbers
  * formatted (an amax repeats for every configuration of a tensor, a scale and its statistics
  * for every configuration that shares them), which is what makes a sweep's many rows cheap.
- * The text is byte for byte fp8_csv_put_num's. The memo is the writers' own: one thread
- * writes a run's rows. */
+ * The text is byte for byte fp8_csv_put_num's. The memo is each thread's own (stream.csv's
+ * rows have a thread of their own: run_streamw.c). */
 
 typedef struct {
   FILE *fp;
@@ -147,7 +147,7 @@ typedef struct {
   uint8_t len;
   char s[FP8_NUM_TEXT_MAX];
 } num_memo;
-static num_memo g_memo[512];
+static _Thread_local num_memo g_memo[512]; /* each thread its own (stream.csv has one) */
 
 static void line_num(line_t *l, double v) {
   uint64_t bits;
@@ -289,10 +289,6 @@ typedef struct {
   char buf[32768];
 } block_t;
 
-static void block_put(block_t *b, const char *s, size_t k) {
-  buf_put(b->fp, b->buf, sizeof b->buf, &b->n, s, k);
-}
-
 /* The text of v as line_num writes it (fp8_num_text), into s (FP8_NUM_TEXT_MAX); its length. */
 static size_t num_into(double v, char *s) {
   line_t l;
@@ -301,6 +297,47 @@ static size_t num_into(double v, char *s) {
   line_num(&l, v);
   memcpy(s, l.buf, l.n);
   return l.n;
+}
+
+/* A configuration's columns of a stream row, "recipe,format,history_len,margin,amax_compute",
+ * the same for every tensor and step of a run: made once per (configuration, format) for the
+ * first CFG_CACHE configurations of the array the rows were last written for, by each thread
+ * (a new array starts the table again; a configuration past them is made for each row). */
+enum { CFG_CACHE = 128 };
+typedef struct {
+  uint8_t ready, n;
+  char s[126]; /* a label is under 64 bytes, the rest under 48 */
+} cfg_text;
+
+static _Thread_local struct {
+  const fp8_config *configs;
+  cfg_text t[CFG_CACHE * 2]; /* [c * 2 + format] */
+} g_cfg;
+
+static const cfg_text *config_text(const fp8_config *configs, size_t c, fp8_format f,
+                                   cfg_text *spare) {
+  if (g_cfg.configs != configs) {
+    for (size_t k = 0; k < CFG_CACHE * 2; k++) g_cfg.t[k].ready = 0;
+    g_cfg.configs = configs;
+  }
+  cfg_text *ct = c < CFG_CACHE && (unsigned)f < 2 ? &g_cfg.t[c * 2 + (size_t)f] : spare;
+  if (ct->ready) return ct;
+  const fp8_config *cf = &configs[c];
+  line_t l;
+  line_init(&l, NULL);
+  line_str(&l, cf->label);
+  line_chr(&l, ',');
+  line_str(&l, fp8_format_name(f));
+  line_chr(&l, ',');
+  line_i64(&l, cf->history_len);
+  line_chr(&l, ',');
+  line_i64(&l, cf->margin);
+  line_chr(&l, ',');
+  line_str(&l, fp8_amax_compute_name(cf->amax_compute));
+  memcpy(ct->s, l.buf, l.n);
+  ct->n = (uint8_t)l.n;
+  ct->ready = ct != spare;
+  return ct;
 }
 
 void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
@@ -348,7 +385,6 @@ void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8
   b->n = 0;
   for (size_t c = 0; c < nconfigs; c++) {
     if (!want[c]) continue;
-    const fp8_config *cf = &configs[c]; /* (a label is under 64 bytes: the row fits its line) */
     uint32_t bits;
     memcpy(&bits, &scales[c], sizeof bits);
     size_t k = 0;
@@ -360,24 +396,29 @@ void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8
       seen[k].sl = (uint8_t)num_into(scales[c], seen[k].s);
       seen[k].ol = (uint8_t)num_into(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
     }
-    line_t row;
-    line_init(&row, NULL);
-    line_str(&row, cf->label);
-    line_chr(&row, ',');
-    line_str(&row, fp8_format_name(formats[c]));
-    line_chr(&row, ',');
-    line_i64(&row, cf->history_len);
-    line_chr(&row, ',');
-    line_i64(&row, cf->margin);
-    line_chr(&row, ',');
-    line_str(&row, fp8_amax_compute_name(cf->amax_compute));
-    block_put(b, key.buf, key.n);
-    block_put(b, row.buf, row.n);
-    block_put(b, mid.buf, mid.n);
-    block_put(b, seen[k].s, seen[k].sl);
-    block_put(b, ",", 1);
-    block_put(b, seen[k].o, seen[k].ol);
-    block_put(b, tail.buf, tail.n);
+    cfg_text spare;
+    const cfg_text *ct = config_text(configs, c, formats[c], &spare);
+    /* the row's pieces straight into the block (a row is under its 1 KiB: the key's room was
+     * checked above, a label is under 64 bytes) */
+    size_t len = key.n + ct->n + mid.n + seen[k].sl + 1 + seen[k].ol + tail.n;
+    if (b->n + len > sizeof b->buf) {
+      fwrite(b->buf, 1, b->n, fp);
+      b->n = 0;
+    }
+    char *o = b->buf + b->n;
+    memcpy(o, key.buf, key.n);
+    o += key.n;
+    memcpy(o, ct->s, ct->n);
+    o += ct->n;
+    memcpy(o, mid.buf, mid.n);
+    o += mid.n;
+    memcpy(o, seen[k].s, seen[k].sl);
+    o += seen[k].sl;
+    *o++ = ',';
+    memcpy(o, seen[k].o, seen[k].ol);
+    o += seen[k].ol;
+    memcpy(o, tail.buf, tail.n);
+    b->n += len;
   }
   if (b->n) fwrite(b->buf, 1, b->n, fp);
 }
