@@ -172,7 +172,7 @@ int fp8_write_errno_status(int e) {
   return e == ENOSPC || e == EDQUOT || e == EIO || e == EFBIG ? FP8_EWRITE : FP8_EIO;
 }
 
-int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
+static int commit(fp8_outfile *of, int unlink_first, char *err, size_t errlen) {
   if (!of->fp) return FP8_EIO;
   /* a write or close of an open file fails only for the disk or the device: the run's
    * failure, whatever errno says; a rename by its errno (e.g. a directory in the way) */
@@ -183,6 +183,10 @@ int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
     saved = errno;
   }
   of->fp = NULL;
+  if (!rc && unlink_first && unlink(of->final) != 0 && errno != ENOENT) {
+    saved = errno;
+    rc = fp8_write_errno_status(saved);
+  }
   if (!rc && rename(of->tmp, of->final) != 0) {
     saved = errno;
     rc = fp8_write_errno_status(saved);
@@ -195,6 +199,14 @@ int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
   free(of->final);
   of->tmp = of->final = NULL;
   return rc;
+}
+
+int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
+  return commit(of, 0, err, errlen);
+}
+
+int fp8_outfile_commit_over(fp8_outfile *of, char *err, size_t errlen) {
+  return commit(of, 1, err, errlen);
 }
 
 void fp8_outfile_abort(fp8_outfile *of) {

@@ -296,13 +296,15 @@ static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
   run_write_summary(so.fp, r);
   if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
   *wrote = 1;
-  if (of[1].fp && (rc = fp8_outfile_commit(&of[1], err, errlen)) != FP8_OK) return rc;
-  if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit(&of[2], err, errlen)) != FP8_OK)
+  /* (the folder is marked unfinished until fp8_run_finish: a file taken away just before its
+   * rename is put back by the resume's commit) */
+  if (of[1].fp && (rc = fp8_outfile_commit_over(&of[1], err, errlen)) != FP8_OK) return rc;
+  if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit_over(&of[2], err, errlen)) != FP8_OK)
     return rc;
   fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
   if (r->stream_npy && (rc = write_stream_index(r, err, errlen)) != FP8_OK) return rc;
-  if (of[3].fp && (rc = fp8_outfile_commit(&of[3], err, errlen)) != FP8_OK) return rc;
-  return of[0].fp ? fp8_outfile_commit(&of[0], err, errlen) : FP8_OK;
+  if (of[3].fp && (rc = fp8_outfile_commit_over(&of[3], err, errlen)) != FP8_OK) return rc;
+  return of[0].fp ? fp8_outfile_commit_over(&of[0], err, errlen) : FP8_OK;
 }
 
 /* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed

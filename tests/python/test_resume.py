@@ -457,6 +457,23 @@ int rename(const char *a, const char *b) {
     raise(SIGKILL);
   return rc;
 }
+/* unlink() that kills the process after the Nth removal of an earlier run's row file (the
+ * commit takes it away just before renaming the new one over its name) */
+int unlink(const char *a) {
+  static int (*real)(const char *);
+  static int count;
+  if (!real) real = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
+  int rc = real(a);
+  const char *n = getenv("FP8LAB_TEST_KILL_AFTER_UNLINKS");
+  const char *base = strrchr(a, '/');
+  base = base ? base + 1 : a;
+  if (n && rc == 0 && !strstr(a, "/.fp8lab-checkpoint/") &&
+      (!strcmp(base, "histograms.csv") || !strcmp(base, "gemm.csv") ||
+       !strcmp(base, "stream.csv") || !strcmp(base, "steps.csv")) &&
+      ++count == atoi(n))
+    raise(SIGKILL);
+  return rc;
+}
 """
 
 
@@ -485,6 +502,20 @@ def commit_kills(d, ref):
         assert "resumed kout after step 30 of 30" in r.stderr, r.stderr
         problems = diff(ref, snapshot(out))
         assert not problems, "killed after %d renames of the commit: %s" % (n, problems)
+    # between the removal of the earlier run's file and the rename of the new one over its
+    # name (the commit over an earlier run, --force): the 1st (histograms.csv) and the 4th
+    # (steps.csv, the last)
+    for n in (1, 4):
+        env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_UNLINKS=str(n),
+                   ASAN_OPTIONS=asan)
+        p = subprocess.run([BIN, "run", "kt.ini", "--threads", "2", "--quiet", "--force"], cwd=d,
+                           env=env, capture_output=True, text=True)
+        assert p.returncode == -signal.SIGKILL, "exit %d: %s" % (p.returncode, p.stderr)
+        assert ckpt_phase(out) == 2, "not killed in the commit"
+        r = run(["run", "kt.ini", "--threads", "2", "--resume"], d, check=0)
+        assert "resumed kout after step 30 of 30" in r.stderr, r.stderr
+        problems = diff(ref, snapshot(out))
+        assert not problems, "killed after %d removals in the commit: %s" % (n, problems)
     # no layer triplet: the commit drops gemm.csv (no rows) after histograms.csv's rename
     write(os.path.join(d, "ng.ini"), EXP.replace("synth:llm", "trace").replace(
         "dir = out", "dir = ngout").replace("[recipe.delayed]", "tensors = *.input, *.output\n"
@@ -500,8 +531,9 @@ def commit_kills(d, ref):
     run(["run", "ng.ini", "--threads", "2", "--no-report", "--resume"], d, check=0)
     problems = diff(ref_ng, snapshot(ng))
     assert not problems, "killed in a commit without gemm.csv: %s" % problems
-    print("  commit kills: after the 1st and the 4th rename of the partial files, and in a "
-          "commit without gemm.csv; resumed: byte-identical")
+    print("  commit kills: after the 1st and the 4th rename of the partial files, after the "
+          "1st and the 4th removal of an earlier run's file, and in a commit without gemm.csv; "
+          "resumed: byte-identical")
 
 
 def test_ranks_resume(d, rng):
