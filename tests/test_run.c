@@ -887,7 +887,8 @@ static int run_disk_full(char **out, const char *dir, const char *name, const ch
   char cmd[8192];
   /* the rows of the step loop are written into the checkpoint folder (.fp8lab-checkpoint/
    * steps.csv, histograms.csv: renamed at the commit), the other files to .<name>.tmp.<pid> */
-  int part = strcmp(name, "steps.csv") == 0 || strcmp(name, "histograms.csv") == 0;
+  int part = strcmp(name, "steps.csv") == 0 || strcmp(name, "histograms.csv") == 0 ||
+             strcmp(name, "stream.csv") == 0;
   if (part)
     snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s/.fp8lab-checkpoint && ln -s /dev/full "
              "%s/.fp8lab-checkpoint/%s && exec \"%s\" %s", g_dir, dir, dir, name, tu_bin(), args);
@@ -909,8 +910,8 @@ START_TEST(test_write_failure_exit_1) {
   write_tiny_trace();
   write_text("exp.ini", TINY_INI);
   char *out;
-  const char *files[] = {"steps.csv", "summary.csv", "histograms.csv", "run.json"};
-  for (int i = 0; i < 4; i++) {
+  const char *files[] = {"steps.csv", "summary.csv", "histograms.csv", "run.json", "stream.csv"};
+  for (int i = 0; i < 5; i++) {
     char dir[32];
     snprintf(dir, sizeof dir, "full%d", i);
     char args[128];
@@ -937,6 +938,16 @@ START_TEST(test_write_failure_exit_1) {
   ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
   ck_assert_str_eq(out, "fp8lab: fullbig/steps.csv: write failed: No space left on device\n");
   free(out);
+  /* mid-run in stream.csv's writer thread (its rows outgrow the stdio buffer at the first
+   * step): the step loop's check, or the drain before a checkpoint, says so */
+  rc = run_disk_full(&out, "fullbig2", "stream.csv",
+                     "run big.ini --quiet --force --no-report --checkpoint-interval 0 --out fullbig2");
+  ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
+  ck_assert_str_eq(out, "fp8lab: fullbig2/stream.csv: write failed: No space left on device\n");
+  free(out);
+  char *left = path_in("fullbig2/stream.csv");
+  ck_assert_msg(access(left, F_OK) != 0, "fullbig2/stream.csv left behind");
+  free(left);
   /* the report's files */
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out rep"), 0);
   free(out);

@@ -94,7 +94,7 @@ int fp8_schema_column(const fp8_schema *s, const char *name) {
  * formatted (an amax repeats for every configuration of a tensor, a scale and its statistics
  * for every configuration that shares them), which is what makes a sweep's many rows cheap.
  * The text is byte for byte fp8_csv_put_num's. The memo is each thread's own (stream.csv's
- * rows have a thread of their own: run_streamw.c). */
+ * rows have a thread of their own: run_writer.c). */
 
 typedef struct {
   FILE *fp;

@@ -21,6 +21,8 @@ static int quantize_part(run_t *r, char *err, size_t errlen) {
 /* steps.csv and histograms.csv rows of the part's tensors, in tensor order (work[] is ascending
  * because both lists are sorted); the summary totals. */
 static void write_part_rows(run_t *r, int64_t step) {
+  /* steps.csv's text by the row writer thread when there is one */
+  run_writer_rows *job = run_writer_steps_begin(r, r->nwork * r->nconfigs);
   for (size_t w = 0; w < r->nwork; w++) {
     size_t i = r->work[w];
     run_tensor *t = &r->t[i];
@@ -40,12 +42,14 @@ static void write_part_rows(run_t *r, int64_t step) {
                            .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
                            .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
                            .block = &t->res.block[c], .warmup = warm};
-      fp8_results_put_steps_row(r->steps_fp, &row);
+      if (job) run_writer_steps_row(job, &row);
+      else fp8_results_put_steps_row(r->steps_fp, &row);
       fp8_summary_acc_add(&t->acc[c], &row);
       r->rows++;
     }
     run_segs_tensor(r, i);
   }
+  if (job) run_writer_steps_end(r, job);
 }
 
 /* One rank's snapshot of the step (a single-rank trace is one part). */

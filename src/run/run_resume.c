@@ -111,6 +111,7 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
 }
 
 void run_ckpt_close(run_t *r) {
+  run_writer_stop(r); /* first: the thread writes to part[0] and part[3] */
   if (r->amax_fp) fclose(r->amax_fp);
   r->amax_fp = NULL;
   for (int k = 0; r->part && k < 4; k++) fp8_outfile_close_keep(&r->part[k]);
@@ -165,6 +166,8 @@ static float *engine_scales(run_t *r, char *err, size_t errlen) {
 int run_ckpt_write(run_t *r, run_ckpt_phase phase, char *err, size_t errlen) {
   double t = run_now_s();
   int64_t len[4] = {-1, -1, -1, -1};
+  int rc0 = run_writer_drain(r, err, errlen); /* the rows whole up to this step */
+  if (rc0) return rc0;
   for (int k = 0; k < 4; k++) {
     FILE *fp = r->part[k].fp;
     if (!fp) continue;

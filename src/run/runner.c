@@ -50,6 +50,7 @@ static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, s
                              r->snp_warm, r->snp_scale, r->snp_T, C);
     return FP8_OK;
   }
+  if (run_writer_owns(r, r->stream_fp)) return run_writer_stream(r, step, micro, err, errlen);
   for (size_t i = 0; i < r->ntensors; i++) {
     int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
     if (rc) return rc;
@@ -74,12 +75,14 @@ static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, s
 
 /* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
  * file, rather than at the commit after the last step. */
-static int check_writes(const run_t *r, char *err, size_t errlen) {
+static int check_writes(run_t *r, char *err, size_t errlen) {
+  /* (the row writer thread's files are its own while it runs: it keeps their errors) */
   FILE *fps[4] = {r->steps_fp, r->hist_fp, r->gemm_fp, r->stream_fp};
+  if (run_writer_error(r, err, errlen) != FP8_OK) return FP8_EWRITE;
   const char *names[4] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file,
                           r->stream_npy ? FP8_STREAMNPY_FILE : fp8_schema_stream.file};
   for (int i = 0; i < 4; i++) {
-    if (!fps[i] || !ferror(fps[i])) continue;
+    if (!fps[i] || run_writer_owns(r, fps[i]) || !ferror(fps[i])) continue;
     /* the failed write's errno is long gone (the engines ran since): a flush of what is still
      * buffered fails the same way and says why */
     errno = 0;
@@ -392,6 +395,7 @@ static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char
   r->hist_fp = r->part[1].fp;
   r->gemm_fp = r->part[2].fp;
   r->stream_fp = r->part[3].fp;
+  if (!rc) run_writer_start(r);
   return rc;
 }
 

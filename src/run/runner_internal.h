@@ -74,6 +74,7 @@ typedef struct {
   size_t *snp_tensor, *snp_config; /* [snp_T], [snp_C]: their plan indices */
   float *snp_amax, *snp_te, *snp_scale; /* one record: [snp_T], [snp_T], [snp_T * snp_C] */
   unsigned char *snp_snap, *snp_warm;   /* [snp_T] */
+  struct run_writer *sw;      /* the row writer thread (run_writer.c), NULL: none */
   fp8_outfile *part;          /* [4]: steps, histograms, gemm, stream rows: partial files in
                                  the checkpoint folder until the commit renames them */
   FILE *amax_fp;              /* the checkpoint's amax log: ntensors floats per step done */
@@ -162,6 +163,26 @@ int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
 /* The summary line's note on them ("8 never ran: a, b, c and 5 more; left out of statistics"),
  * "" when none. */
 void run_left_out_text(const run_t *r, char *buf, size_t len);
+
+/* run_writer.c: the row writer thread, which writes steps.csv and stream.csv (a CSV one) from
+ * jobs the step loop queues, in order (start: after the files are open; not under MPI; without
+ * it, sw stays NULL and the loop writes the rows itself). owns: fp is one of the thread's files
+ * (the loop leaves it alone). stream: the record of a (step, micro-batch), the engines' scales
+ * before its updates, its rows counted in stream_rows. steps_begin: a job of at most maxrows
+ * steps.csv rows (NULL: write them yourself), _row copies one (its statistics too), _end
+ * queues it. drain: waits until every job is written (before anything else touches the
+ * files). error: a failed write, without waiting. stop: drains and ends the thread. */
+typedef struct run_writer run_writer;
+typedef struct run_writer_rows run_writer_rows;
+void run_writer_start(run_t *r);
+int run_writer_owns(const run_t *r, const FILE *fp);
+int run_writer_stream(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen);
+run_writer_rows *run_writer_steps_begin(run_t *r, size_t maxrows);
+void run_writer_steps_row(run_writer_rows *b, const fp8_steps_row *row);
+void run_writer_steps_end(run_t *r, run_writer_rows *b);
+int run_writer_drain(run_t *r, char *err, size_t errlen);
+int run_writer_error(run_t *r, char *err, size_t errlen);
+void run_writer_stop(run_t *r);
 
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);
