@@ -93,8 +93,8 @@ int fp8_schema_column(const fp8_schema *s, const char *name) {
  * fp8_csv_put_num writes them ("%.9g", inf/-inf/nan) through a small memo of the last numbers
  * formatted (an amax repeats for every configuration of a tensor, a scale and its statistics
  * for every configuration that shares them), which is what makes a sweep's many rows cheap.
- * The text is byte for byte fp8_csv_put_num's. The memo is each thread's own (stream.csv's
- * rows have a thread of their own: run_writer.c). */
+ * The text is byte for byte fp8_csv_put_num's. The memo is each thread's own (a run's
+ * steps.csv and stream.csv rows are written by a thread of their own: run_writer.c). */
 
 typedef struct {
   FILE *fp;
@@ -147,7 +147,7 @@ typedef struct {
   uint8_t len;
   char s[FP8_NUM_TEXT_MAX];
 } num_memo;
-static _Thread_local num_memo g_memo[512]; /* each thread its own (stream.csv has one) */
+static _Thread_local num_memo g_memo[512]; /* each thread its own (above) */
 
 static void line_num(line_t *l, double v) {
   uint64_t bits;
@@ -299,6 +299,13 @@ static size_t num_into(double v, char *s) {
   return l.n;
 }
 
+/* n bytes from s to d in 16-byte pieces: reads and writes up to 15 bytes past n, which the
+ * callers' arrays have room for (a row's few short pieces: memcpy of a variable length was a
+ * call or a `rep movs` each, a quarter of the stream's text) */
+static inline void copy16(char *d, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i += 16) memcpy(d + i, s + i, 16);
+}
+
 /* A configuration's columns of a stream row, "recipe,format,history_len,margin,amax_compute",
  * the same for every tensor and step of a run: made once per (configuration, format) for the
  * first CFG_CACHE configurations of the array the rows were last written for, by each thread
@@ -306,7 +313,7 @@ static size_t num_into(double v, char *s) {
 enum { CFG_CACHE = 128 };
 typedef struct {
   uint8_t ready, n;
-  char s[126]; /* a label is under 64 bytes, the rest under 48 */
+  char s[126 + 16]; /* a label is under 64 bytes, the rest under 48; room for copy16 */
 } cfg_text;
 
 static _Thread_local struct {
@@ -394,30 +401,31 @@ void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8
       seen[k].bits = bits;
       seen[k].f = formats[c];
       seen[k].sl = (uint8_t)num_into(scales[c], seen[k].s);
-      seen[k].ol = (uint8_t)num_into(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
+      /* (an overshoot is new at each step: not through the memo) */
+      seen[k].ol = (uint8_t)fp8_num_text(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
     }
     cfg_text spare;
     const cfg_text *ct = config_text(configs, c, formats[c], &spare);
     /* the row's pieces straight into the block (a row is under its 1 KiB: the key's room was
      * checked above, a label is under 64 bytes) */
     size_t len = key.n + ct->n + mid.n + seen[k].sl + 1 + seen[k].ol + tail.n;
-    if (b->n + len > sizeof b->buf) {
+    if (b->n + len + 16 > sizeof b->buf) {
       fwrite(b->buf, 1, b->n, fp);
       b->n = 0;
     }
     char *o = b->buf + b->n;
-    memcpy(o, key.buf, key.n);
+    copy16(o, key.buf, key.n);
     o += key.n;
-    memcpy(o, ct->s, ct->n);
+    copy16(o, ct->s, ct->n);
     o += ct->n;
-    memcpy(o, mid.buf, mid.n);
+    copy16(o, mid.buf, mid.n);
     o += mid.n;
-    memcpy(o, seen[k].s, seen[k].sl);
+    copy16(o, seen[k].s, seen[k].sl);
     o += seen[k].sl;
     *o++ = ',';
-    memcpy(o, seen[k].o, seen[k].ol);
+    copy16(o, seen[k].o, seen[k].ol);
     o += seen[k].ol;
-    memcpy(o, tail.buf, tail.n);
+    copy16(o, tail.buf, tail.n);
     b->n += len;
   }
   if (b->n) fwrite(b->buf, 1, b->n, fp);
