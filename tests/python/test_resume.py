@@ -491,31 +491,22 @@ def commit_kills(d, ref):
     out = os.path.join(d, "kout")
     # a sanitizer build's runtime wants to come first among the libraries: let the shim precede
     asan = (os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
-    for n in (1, 4):
-        env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_RENAMES=str(n),
-                   ASAN_OPTIONS=asan)
-        p = subprocess.run([BIN, "run", "kt.ini", "--threads", "2", "--quiet", "--force"], cwd=d,
-                           env=env, capture_output=True, text=True)
-        assert p.returncode == -signal.SIGKILL, "exit %d: %s" % (p.returncode, p.stderr)
-        assert ckpt_phase(out) == 2, "not killed in the commit"
-        r = run(["run", "kt.ini", "--threads", "2", "--resume"], d, check=0)
-        assert "resumed kout after step 30 of 30" in r.stderr, r.stderr
-        problems = diff(ref, snapshot(out))
-        assert not problems, "killed after %d renames of the commit: %s" % (n, problems)
-    # between the removal of the earlier run's file and the rename of the new one over its
-    # name (the commit over an earlier run, --force): the 1st (histograms.csv) and the 4th
-    # (steps.csv, the last)
-    for n in (1, 4):
-        env = dict(os.environ, LD_PRELOAD=so, FP8LAB_TEST_KILL_AFTER_UNLINKS=str(n),
-                   ASAN_OPTIONS=asan)
-        p = subprocess.run([BIN, "run", "kt.ini", "--threads", "2", "--quiet", "--force"], cwd=d,
-                           env=env, capture_output=True, text=True)
-        assert p.returncode == -signal.SIGKILL, "exit %d: %s" % (p.returncode, p.stderr)
-        assert ckpt_phase(out) == 2, "not killed in the commit"
-        r = run(["run", "kt.ini", "--threads", "2", "--resume"], d, check=0)
-        assert "resumed kout after step 30 of 30" in r.stderr, r.stderr
-        problems = diff(ref, snapshot(out))
-        assert not problems, "killed after %d removals in the commit: %s" % (n, problems)
+    # after the 1st and the 4th (last) rename of a partial file into place; then between the
+    # removal of the earlier run's file and the rename of the new one over its name (the
+    # commit over an earlier run, --force): the 1st (histograms.csv) and the 4th (steps.csv)
+    for var, what in (("FP8LAB_TEST_KILL_AFTER_RENAMES", "renames"),
+                      ("FP8LAB_TEST_KILL_AFTER_UNLINKS", "removals")):
+        for n in (1, 4):
+            env = dict(os.environ, LD_PRELOAD=so, ASAN_OPTIONS=asan)
+            env[var] = str(n)
+            p = subprocess.run([BIN, "run", "kt.ini", "--threads", "2", "--quiet", "--force"],
+                               cwd=d, env=env, capture_output=True, text=True)
+            assert p.returncode == -signal.SIGKILL, "exit %d: %s" % (p.returncode, p.stderr)
+            assert ckpt_phase(out) == 2, "not killed in the commit"
+            r = run(["run", "kt.ini", "--threads", "2", "--resume"], d, check=0)
+            assert "resumed kout after step 30 of 30" in r.stderr, r.stderr
+            problems = diff(ref, snapshot(out))
+            assert not problems, "killed after %d %s in the commit: %s" % (n, what, problems)
     # no layer triplet: the commit drops gemm.csv (no rows) after histograms.csv's rename
     write(os.path.join(d, "ng.ini"), EXP.replace("synth:llm", "trace").replace(
         "dir = out", "dir = ngout").replace("[recipe.delayed]", "tensors = *.input, *.output\n"
