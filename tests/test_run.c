@@ -543,6 +543,8 @@ START_TEST(test_stream_rows_by_printf) {
     want[c] = c % 9 != 5;
   }
   const float amaxes[3] = {3.25f, 0.0f, INFINITY};
+  fp8_stream_texts *texts = fp8_stream_texts_new();
+  ck_assert_ptr_nonnull(texts);
   for (int k = 0; k < 6; k++) {
     fp8_stream_row base = {.tensor = k == 5 ? name : "layers.0.fc1.input", .role = FP8_ROLE_INPUT,
                            .step = 70000 + k, .snapshot = k % 2, .amax = amaxes[k % 3],
@@ -551,7 +553,8 @@ START_TEST(test_stream_rows_by_printf) {
     char *got = NULL, *exp = NULL;
     size_t gl = 0, el = 0;
     FILE *g = open_memstream(&got, &gl), *w = open_memstream(&exp, &el);
-    fp8_results_put_stream_rows(g, &base, cf, fmt, sc, want, NC);
+    /* with a table of the configurations' columns (filled by the first case), and without */
+    fp8_results_put_stream_rows(g, &base, cf, fmt, sc, want, NC, k % 2 ? NULL : texts);
     for (int c = 0; c < NC; c++) {
       if (!want[c]) continue;
       fprintf(w, "%s,input,%lld,%s,%s,%lld,%d,%s,%d,", base.tensor, (long long)base.step,
@@ -574,6 +577,7 @@ START_TEST(test_stream_rows_by_printf) {
     free(got);
     free(exp);
   }
+  fp8_stream_texts_free(texts);
 }
 END_TEST
 

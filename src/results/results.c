@@ -255,33 +255,6 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   line_flush(&l);
 }
 
-void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
-  line_t l;
-  line_init(&l, fp);
-  put_row_key(&l, r->tensor, r->role, r->step);
-  line_str(&l, r->config->label);
-  line_chr(&l, ',');
-  line_str(&l, fp8_format_name(r->format));
-  line_chr(&l, ',');
-  line_i64(&l, r->config->history_len);
-  line_chr(&l, ',');
-  line_i64(&l, r->config->margin);
-  line_chr(&l, ',');
-  line_str(&l, fp8_amax_compute_name(r->config->amax_compute));
-  line_str(&l, r->snapshot ? ",1," : ",0,");
-  line_num(&l, r->amax);
-  line_chr(&l, ',');
-  line_num(&l, r->scale);
-  line_chr(&l, ',');
-  line_num(&l, fp8_overshoot(r->amax, r->scale, r->format));
-  line_str(&l, r->warmup ? ",1," : ",0,");
-  line_i64(&l, r->micro);
-  line_chr(&l, ',');
-  if (r->te_scale > 0.0f) line_num(&l, r->te_scale);
-  line_chr(&l, '\n');
-  line_flush(&l);
-}
-
 /* A block of rows, written when full and at the end. */
 typedef struct {
   FILE *fp;
@@ -306,30 +279,27 @@ static inline void copy16(char *d, const char *s, size_t n) {
   for (size_t i = 0; i < n; i += 16) memcpy(d + i, s + i, 16);
 }
 
-/* A configuration's columns of a stream row, "recipe,format,history_len,margin,amax_compute",
- * the same for every tensor and step of a run: made once per (configuration, format) for the
- * first CFG_CACHE configurations of the array the rows were last written for, by each thread
- * (a new array starts the table again; a configuration past them is made for each row). */
+/* A configuration's columns of a stream row, "recipe,format,history_len,margin,amax_compute":
+ * the same for every tensor and step of a run, so made once per (configuration, format) into
+ * the run's fp8_stream_texts for its first CFG_CACHE configurations (one past them, or without
+ * a table, is made into the caller's spare each time). */
 enum { CFG_CACHE = 128 };
 typedef struct {
   uint8_t ready, n;
   char s[126 + 16]; /* a label is under 64 bytes, the rest under 48; room for copy16 */
 } cfg_text;
 
-static _Thread_local struct {
-  const fp8_config *configs;
+struct fp8_stream_texts {
   cfg_text t[CFG_CACHE * 2]; /* [c * 2 + format] */
-} g_cfg;
+};
 
-static const cfg_text *config_text(const fp8_config *configs, size_t c, fp8_format f,
-                                   cfg_text *spare) {
-  if (g_cfg.configs != configs) {
-    for (size_t k = 0; k < CFG_CACHE * 2; k++) g_cfg.t[k].ready = 0;
-    g_cfg.configs = configs;
-  }
-  cfg_text *ct = c < CFG_CACHE && (unsigned)f < 2 ? &g_cfg.t[c * 2 + (size_t)f] : spare;
-  if (ct->ready) return ct;
-  const fp8_config *cf = &configs[c];
+fp8_stream_texts *fp8_stream_texts_new(void) { return calloc(1, sizeof(fp8_stream_texts)); }
+void fp8_stream_texts_free(fp8_stream_texts *t) { free(t); }
+
+static const cfg_text *config_text(fp8_stream_texts *texts, const fp8_config *cf, size_t c,
+                                   fp8_format f, cfg_text *spare) {
+  cfg_text *ct = texts && c < CFG_CACHE && (unsigned)f < 2 ? &texts->t[c * 2 + (size_t)f] : spare;
+  if (ct != spare && ct->ready) return ct;
   line_t l;
   line_init(&l, NULL);
   line_str(&l, cf->label);
@@ -343,13 +313,35 @@ static const cfg_text *config_text(const fp8_config *configs, size_t c, fp8_form
   line_str(&l, fp8_amax_compute_name(cf->amax_compute));
   memcpy(ct->s, l.buf, l.n);
   ct->n = (uint8_t)l.n;
-  ct->ready = ct != spare;
+  ct->ready = 1;
   return ct;
+}
+
+void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r) {
+  line_t l;
+  cfg_text spare;
+  const cfg_text *ct = config_text(NULL, r->config, 0, r->format, &spare);
+  line_init(&l, fp);
+  put_row_key(&l, r->tensor, r->role, r->step);
+  line_put(&l, ct->s, ct->n);
+  line_str(&l, r->snapshot ? ",1," : ",0,");
+  line_num(&l, r->amax);
+  line_chr(&l, ',');
+  line_num(&l, r->scale);
+  line_chr(&l, ',');
+  line_num(&l, fp8_overshoot(r->amax, r->scale, r->format));
+  line_str(&l, r->warmup ? ",1," : ",0,");
+  line_i64(&l, r->micro);
+  line_chr(&l, ',');
+  if (r->te_scale > 0.0f) line_num(&l, r->te_scale);
+  line_chr(&l, '\n');
+  line_flush(&l);
 }
 
 void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
                                  const fp8_format *formats, const float *scales,
-                                 const unsigned char *want, size_t nconfigs) {
+                                 const unsigned char *want, size_t nconfigs,
+                                 fp8_stream_texts *texts) {
   /* the key "tensor,role,step," and the parts around the scale: ",snap,amax," before it and
    * ",warmup,micro,te_scale\n" after the overshoot; a name too long for the key's room goes
    * row by row */
@@ -405,7 +397,7 @@ void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8
       seen[k].ol = (uint8_t)fp8_num_text(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
     }
     cfg_text spare;
-    const cfg_text *ct = config_text(configs, c, formats[c], &spare);
+    const cfg_text *ct = config_text(texts, &configs[c], c, formats[c], &spare);
     /* the row's pieces straight into the block (a row is under its 1 KiB: the key's room was
      * checked above, a label is under 64 bytes) */
     size_t len = key.n + ct->n + mid.n + seen[k].sl + 1 + seen[k].ol + tail.n;

@@ -164,15 +164,23 @@ typedef struct {
 } fp8_stream_row;
 
 void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r);
+/** A run's table of the stream rows' configuration columns (recipe, format, history_len,
+ *  margin, amax_compute), made on first use: one per run and writing thread, for one
+ *  configurations array that does not change meanwhile. new: NULL when out of memory (the
+ *  columns are then made for each row). */
+typedef struct fp8_stream_texts fp8_stream_texts;
+fp8_stream_texts *fp8_stream_texts_new(void);
+void fp8_stream_texts_free(fp8_stream_texts *t);
 /** The stream.csv rows of one tensor at one (step, micro-batch), in configuration order: one
  *  for each c < nconfigs with want[c], configuration configs[c] in format formats[c] with
  *  scale scales[c] (base's config, format and scale are not read). Byte for byte the rows
  *  fp8_results_put_stream_row writes, faster: what they share (the key, the amax, the tail)
- *  and each distinct scale's text and overshoot are formatted once, and the rows are written
- *  at once. */
+ *  and each distinct scale's text and overshoot are formatted once, each configuration's
+ *  columns once per run (texts, which may be NULL), and the rows are written at once. */
 void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
                                  const fp8_format *formats, const float *scales,
-                                 const unsigned char *want, size_t nconfigs);
+                                 const unsigned char *want, size_t nconfigs,
+                                 fp8_stream_texts *texts);
 
 /* ------------------------------------------------------------------ the compact stream
  * stream.npy + stream.json (streamnpy.c; docs/semantics.md "The compact stream"): one NumPy

@@ -356,6 +356,7 @@ void run_free(run_t *r) {
   free(r->fed);
   free(r->scales);
   free(r->stream_want);
+  fp8_stream_texts_free(r->stream_texts);
   free(r->snp_tensor);
   free(r->snp_config);
   free(r->snp_amax);

@@ -71,6 +71,7 @@ struct run_writer {
   const fp8_format *formats;
   const char *const *names;
   const fp8_role *roles;
+  fp8_stream_texts *texts;      /* the stream rows' configuration columns (NULL: per row) */
 };
 
 static void free_job(job *j) {
@@ -98,7 +99,7 @@ static int write_job(const run_writer *w, const job *j) {
                            .snapshot = j->snap[i], .amax = j->amax[i], .warmup = j->warm[i],
                            .micro = j->micro, .te_scale = j->te[i]};
     fp8_results_put_stream_rows(w->stream_fp, &base, w->configs, w->formats + i * nc,
-                                j->scales + i * nc, w->want + i * nc, nc);
+                                j->scales + i * nc, w->want + i * nc, nc, w->texts);
   }
   return ferror(w->stream_fp) ? (errno ? errno : EIO) : 0;
 }
@@ -164,6 +165,7 @@ void run_writer_start(run_t *r) {
   w->formats = r->formats;
   w->names = r->names;
   w->roles = r->roles;
+  w->texts = stream_fp ? fp8_stream_texts_new() : NULL;
   int ok = pthread_mutex_init(&w->lock, NULL) == 0;
   int ok1 = ok && pthread_cond_init(&w->filled, NULL) == 0;
   int ok2 = ok1 && pthread_cond_init(&w->freed, NULL) == 0;
@@ -174,6 +176,7 @@ void run_writer_start(run_t *r) {
   if (ok2) pthread_cond_destroy(&w->freed);
   if (ok1) pthread_cond_destroy(&w->filled);
   if (ok) pthread_mutex_destroy(&w->lock);
+  fp8_stream_texts_free(w->texts);
   free(w->want);
   free(w->any);
   free(w);
@@ -331,6 +334,7 @@ void run_writer_stop(run_t *r) {
     w->spare = j->next;
     free_job(j);
   }
+  fp8_stream_texts_free(w->texts);
   free(w->want);
   free(w->any);
   free(w);

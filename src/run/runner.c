@@ -66,8 +66,9 @@ static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, s
                            .snapshot = r->t[i].snap, .amax = r->amax[i],
                            .warmup = run_is_warmup(r, i), .micro = micro,
                            .te_scale = r->t[i].te_scale};
+    if (!r->stream_texts) r->stream_texts = fp8_stream_texts_new(); /* (NULL: made per row) */
     fp8_results_put_stream_rows(r->stream_fp, &base, r->ex->configs, r->formats + i * nc,
-                                r->scales, want, nc);
+                                r->scales, want, nc, r->stream_texts);
     r->stream_rows += (long long)nrows;
   }
   return FP8_OK;

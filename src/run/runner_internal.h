@@ -55,6 +55,7 @@ typedef struct {
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
   unsigned char *stream_want; /* [nconfigs]: scratch, the stream.csv rows of one tensor */
+  fp8_stream_texts *stream_texts; /* the rows' configuration columns, when the loop writes them */
   size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
   size_t step_index;          /* index of the current step in the replay's steps */
   unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
