@@ -701,6 +701,57 @@ START_TEST(test_quantize_stats_fused) {
 }
 END_TEST
 
+START_TEST(test_quantize_values_only) {
+  /* The values-only form (no codes, no statistics: a GEMM operand's cast, rounded in the float
+   * domain) against the brute-force encoder's value times 1/s, and bit for bit against the
+   * coded form (table lookups), on every instruction set the CPU runs:
+   * ties, subnormal steps, saturation bounds, NaN, inf, +-0, scales that are not finite. */
+  enum { N = 3000 };
+  static float x[N], xv[N], xc[N];
+  static uint8_t q[N];
+  for (size_t i = 0; i < N; i++) {
+    uint64_t k = rnd() % 16;
+    float sg = rnd() % 2 ? 1.0f : -1.0f;
+    x[i] = k == 0 ? NAN : k == 1 ? sg * INFINITY : k == 2 ? -0.0f : k == 3 ? sg * 0x1p-140f
+         : k == 4 ? sg * 464.0f : k == 5 ? sg * 0x1.d0002p8f /* just above 464 */
+         : k == 6 ? sg * 61440.0f : k == 7 ? sg * 0x1.dfffep15f : k == 8 ? sg * 0x1p-10f
+         : k == 9 ? sg * 0x1.1p0f : k == 10 ? sg * 0x1p-17f /* an E5M2 tie to 0 */
+         : (float)(pow(2.0, -40.0 + 80.0 * rnd_unit()) * sg);
+  }
+  const float scales[] = {1.0f, 0.375f, 3.5f, 1234.5f, 3e-5f, 0.0f, -2.0f, INFINITY, NAN};
+  int variants = 0;
+  for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
+    if (!fp8_isa_available((fp8_isa)isa)) continue;
+    variants++;
+    ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
+    for (int f = 0; f < 2; f++)
+      for (size_t si = 0; si < sizeof scales / sizeof *scales; si++) {
+        float s = scales[si], sinv = 1.0f / s;
+        fp8_quantize_f32(x, N, s, (fp8_format)f, NULL, xv, NULL);
+        fp8_quantize_f32(x, N, s, (fp8_format)f, q, xc, NULL);
+        for (size_t i = 0; i < N; i++) {
+          /* NaN's payload is the compiler's choice of operand order in the product with 1/s */
+          ck_assert_msg(f2u(xv[i]) == f2u(xc[i]) || (isnan(xv[i]) && isnan(xc[i])),
+                        "%s %s s %g x %a: values-only %a, coded %a", fp8_isa_name((fp8_isa)isa),
+                        fp8_format_name((fp8_format)f), (double)s, (double)x[i], (double)xv[i],
+                        (double)xc[i]);
+          float y = x[i] * s;
+          if (isnan(y)) {
+            ck_assert(isnan(xv[i]));
+            continue;
+          }
+          float xr = (float)ref_fp8_value(ref_fp8_encode(y, (fp8_format)f), (fp8_format)f) * sinv;
+          ck_assert_msg(f2u(xv[i]) == f2u(xr) || (isnan(xv[i]) && isnan(xr)),
+                        "%s x %a s %g: %a vs %a", fp8_format_name((fp8_format)f), (double)x[i],
+                        (double)s, (double)xv[i], (double)xr);
+        }
+      }
+  }
+  fp8_isa_set(FP8_ISA_AUTO);
+  ck_assert_int_ge(variants, 1);
+}
+END_TEST
+
 START_TEST(test_weighted_decodes_every_code) {
   /* The weighted loop decodes codes arithmetically, not through the table: every finite code
    * of each format, both signs, as an input that the scale maps exactly onto the code. The
@@ -918,6 +969,7 @@ int main(void) {
   tcase_add_test(tc, test_quantize_isa_variants_identical);
   tcase_add_test(tc, test_valhist_matches_elements);
   tcase_add_test(tc, test_quantize_stats_fused);
+  tcase_add_test(tc, test_quantize_values_only);
   tcase_add_test(tc, test_weighted_decodes_every_code);
   tcase_add_test(tc, test_current_scale);
   suite_add_tcase(s, tc);

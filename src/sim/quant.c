@@ -190,11 +190,43 @@ QUANT_INLINE void chunk_error(const float *restrict x, size_t n,
   st->sum_sq_hat += (h[0] + h[1]) + (h[2] + h[3]);
 }
 
+/* Only the dequantized values (a GEMM operand: no codes, no counts): table[code(x * s)] *
+ * scale_inv computed in the float domain, the same bits. The encoder's rounding (encode_bits)
+ * applied to the float's own bits: the mantissa rounded to the format's bits (ties to even; a
+ * carry into the exponent is right), below the smallest normal |y| + magic - magic (a multiple
+ * of the smallest subnormal, exact), from the saturation bound on the largest finite value, the
+ * sign put back; NaN is the table's NaN (code 0x7F), so the product with scale_inv is too. */
+#define FAKEQ(NAME, MS, MINN, SAT, MAGIC)                                                        \
+  QUANT_INLINE void NAME(const float *restrict x, size_t n, float s, float scale_inv,          \
+                         uint32_t maxbits, float nan, float *restrict xhat) {                  \
+    for (size_t i = 0; i < n; i++) {                                                            \
+      uint32_t u = enc_f2u(x[i] * s), a = u & 0x7FFFFFFFu;                                      \
+      uint32_t lsb = (a >> (MS)) & 1u;                                                          \
+      uint32_t normal = (a + ((1u << ((MS)-1)) - 1u) + lsb) & ~((1u << (MS)) - 1u);             \
+      uint32_t sub = enc_f2u((enc_u2f(a) + (MAGIC)) - (MAGIC));                                  \
+      uint32_t r = a < (MINN) ? sub : normal;                                                   \
+      r = a >= (SAT) ? maxbits : r;                                                             \
+      float v = enc_u2f(r | (u & 0x80000000u));                                                 \
+      v = a > 0x7F800000u ? nan : v;                                                            \
+      xhat[i] = v * scale_inv;                                                                  \
+    }                                                                                           \
+  }
+FAKEQ(fakequant_e4m3, 20, 0x3C800000u, 0x43E80001u, 16384.0f)
+FAKEQ(fakequant_e5m2, 21, 0x38800000u, 0x47700000u, 128.0f)
+#undef FAKEQ
+
 /* The whole loop over a tensor, once per instruction set. */
 QUANT_INLINE void quant_body(const float *x, size_t n, float s, fp8_format f,
                              uint8_t *codes, float *xhat, fp8_stats *st) {
   const float *table = fp8_decode_table(f);
   float scale_inv = 1.0f / s;
+  if (!codes && !st) {
+    if (!xhat) return;
+    uint32_t maxbits = enc_f2u(fp8_format_max(f));
+    if (f == FP8_E5M2) fakequant_e5m2(x, n, s, scale_inv, maxbits, table[0x7F], xhat);
+    else fakequant_e4m3(x, n, s, scale_inv, maxbits, table[0x7F], xhat);
+    return;
+  }
   fp8_stats local;
   fp8_stats_init(&local);
   uint8_t qbuf[CHUNK];
