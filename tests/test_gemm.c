@@ -452,6 +452,107 @@ static double exact_rel(fp8_gemm_kind g, const float *const orig[3], const float
   return sqrt(d / r);
 }
 
+/* The sizes of a large operand: a column's norm over every row_step-th row, a row's over the
+ * columns of every group_step-th group of 32, by literal loops of the rule (gemm.h), bit for
+ * bit, in F32 and BF16 (exact squares), with a tail group and a tail row; and the steps. */
+START_TEST(test_norms_subsampled) {
+  int64_t rs, gs;
+  fp8_gemm_norm_steps(4096, 2048, &rs, &gs);
+  ck_assert(rs == 16 && gs == 4);
+  fp8_gemm_norm_steps(511, 1023, &rs, &gs);
+  ck_assert(rs == 1 && gs == 1);
+  fp8_gemm_norm_steps(767, 1537, &rs, &gs);
+  ck_assert(rs == 2 && gs == 3);
+  enum { R = 767, C = 1537 };
+  float *x = rand_matrix(R, C, 3.0);
+  uint16_t *h = malloc((size_t)R * C * sizeof *h);
+  for (int64_t i = 0; i < (int64_t)R * C; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    h[i] = (uint16_t)(u >> 16); /* truncation: any BF16 values do */
+  }
+  double *rowsq = malloc(R * sizeof *rowsq), *colsq = malloc(C * sizeof *colsq);
+  for (int d = 0; d < 2; d++) {
+    fp8_gemm_norms(d ? (const void *)h : (const void *)x, d ? FP8_DTYPE_BF16 : FP8_DTYPE_F32, R,
+                   C, rowsq, colsq);
+    float cs[C];
+    memset(cs, 0, sizeof cs);
+    for (int64_t i = 0; i < R; i++) {
+      float l[8] = {0};
+      for (int64_t j = 0; j < C; j++) {
+        float v = x[i * C + j];
+        if (d) {
+          uint32_t u = (uint32_t)h[i * C + j] << 16;
+          memcpy(&v, &u, sizeof v);
+        }
+        if (i % 2 == 0) cs[j] += v * v;
+        if ((j / 32) % 3 == 0) l[j % 8] += v * v;
+      }
+      float r = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+      ck_assert_msg(rowsq[i] == (double)r, "dtype %d row %lld", d, (long long)i);
+    }
+    for (int64_t j = 0; j < C; j++) ck_assert_msg(colsq[j] == (double)cs[j], "col %lld", (long long)j);
+  }
+  free(x), free(h), free(rowsq), free(colsq);
+}
+END_TEST
+
+/* The sampled mode's block products: one fused multiply-add chain per entry in reduction
+ * order. A hand case that only that order gives (2^24, then + 1 rounds back to 2^24 (ties to
+ * even), then - 2^24: 0, where a pairwise or blocked sum gives 1), then the AVX2 kernels against
+ * the plain chains and a literal loop of fmaf / fma, bit for bit, over shapes around the tiles
+ * (6 rows, 16 / 8 columns, 256 reduction steps). */
+START_TEST(test_block_fma_chains) {
+  const float ha[3] = {0x1p24f, 1.0f, -0x1p24f}, hb[3] = {1.0f, 1.0f, 1.0f};
+  float hy = -1.0f;
+  fp8_gemm_block_f32(1, 1, 3, ha, hb, &hy);
+  ck_assert(hy == 0.0f);
+  const double da[3] = {0x1p53, 1.0, -0x1p53}, db[3] = {1.0, 1.0, 1.0};
+  double dy = -1.0;
+  fp8_gemm_block_f64(1, 1, 3, da, db, &dy);
+  ck_assert(dy == 0.0);
+  const int64_t ps[] = {1, 5, 6, 7, 13, 64}, qs[] = {1, 8, 15, 16, 17, 64};
+  const int64_t ks[] = {0, 1, 255, 256, 257, 700};
+  int shapes = 0;
+  for (size_t pi = 0; pi < 6; pi++)
+    for (size_t qi = 0; qi < 6; qi++)
+      for (size_t ki = 0; ki < 6; ki++) {
+        int64_t p = ps[pi], q = qs[qi], k = ks[ki];
+        float *a = rand_matrix(p, k + 1, 1.0), *b = rand_matrix(q, k + 1, 1e-3);
+        float *y = malloc((size_t)(p * q) * sizeof *y), *y0 = malloc((size_t)(p * q) * sizeof *y0);
+        double *ad = malloc((size_t)(p * k + 1) * sizeof *ad), *bd = malloc((size_t)(q * k + 1) * sizeof *bd);
+        double *z = malloc((size_t)(p * q) * sizeof *z), *z0 = malloc((size_t)(p * q) * sizeof *z0);
+        for (int64_t i = 0; i < p * k; i++) ad[i] = (double)a[i] * 3.0;
+        for (int64_t i = 0; i < q * k; i++) bd[i] = (double)b[i] / 7.0;
+        fp8_gemm_block_f32(p, q, k, a, b, y);
+        fp8_gemm_block_f32_plain(p, q, k, a, b, y0);
+        fp8_gemm_block_f64(p, q, k, ad, bd, z);
+        fp8_gemm_block_f64_plain(p, q, k, ad, bd, z0);
+        for (int64_t i = 0; i < p; i++)
+          for (int64_t j = 0; j < q; j++) {
+            float acc = 0.0f;
+            double dacc = 0.0;
+            for (int64_t t = 0; t < k; t++) {
+              acc = fmaf(a[i * k + t], b[j * k + t], acc);
+              dacc = fma(ad[i * k + t], bd[j * k + t], dacc);
+            }
+            ck_assert_msg(memcmp(&y[i * q + j], &acc, sizeof acc) == 0 &&
+                              memcmp(&y0[i * q + j], &acc, sizeof acc) == 0,
+                          "f32 %lld x %lld x %lld: (%lld, %lld) %a %a vs %a", (long long)p,
+                          (long long)q, (long long)k, (long long)i, (long long)j,
+                          (double)y[i * q + j], (double)y0[i * q + j], (double)acc);
+            ck_assert_msg(memcmp(&z[i * q + j], &dacc, sizeof dacc) == 0 &&
+                              memcmp(&z0[i * q + j], &dacc, sizeof dacc) == 0,
+                          "f64 %lld x %lld x %lld: (%lld, %lld)", (long long)p, (long long)q,
+                          (long long)k, (long long)i, (long long)j);
+          }
+        shapes++;
+        free(a), free(b), free(y), free(y0), free(ad), free(bd), free(z), free(z0);
+      }
+  ck_assert_int_eq(shapes, 216);
+}
+END_TEST
+
 /* The gathered block is the full output's entries at the drawn rows and columns (each GEMM's
  * orientation), and a sample as large as the output is the exact error, interval of width 0. */
 START_TEST(test_sample_block_and_whole) {
@@ -560,6 +661,8 @@ int main(void) {
   tcase_add_test(tc, test_missing_operands_and_degenerate);
   tcase_add_test(tc, test_block_recipe_orientations);
   tcase_add_test(tc, test_concurrent_callers);
+  tcase_add_test(tc, test_norms_subsampled);
+  tcase_add_test(tc, test_block_fma_chains);
   tcase_add_test(tc, test_sample_block_and_whole);
   tcase_add_test(tc, test_sample_estimate_hand);
   tcase_add_test(tc, test_sample_coverage);

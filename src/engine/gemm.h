@@ -195,12 +195,22 @@ typedef struct {
   size_t cap[11];    /**< capacities of rows, u, cols, v, a, qa, b, qb, yref, y, wide (reuse) */
 } fp8_gemm_sample;
 
-/** The squared L2 norms of the rows (rowsq [rows]) and columns (colsq [cols]) of a stored
- *  [rows, cols] matrix of dtype d: the sizes of fp8_gemm_sample_init. Each square is x * x in
- *  float, added in double: a column's over the rows in order, a row's in four lanes by
- *  column index mod 4, (l0 + l1) + (l2 + l3) (so it vectorizes; the reference sums alike). */
+/** The sizes the sample is drawn by (fp8_gemm_sample_init): the squared L2 norms of the rows
+ *  (rowsq [rows]) and columns (colsq [cols]) of a stored [rows, cols] matrix of dtype d, each
+ *  over a subsample of the other dimension once that is large (fp8_gemm_norm_steps): a
+ *  column's over every row_step-th row (from row 0), a row's over the columns of every
+ *  group_step-th group of 32 (from column 0); all of them below FP8_GEMM_NORM_ROWS and
+ *  FP8_GEMM_NORM_COLS. So the sizes cost 1/8 to 1/4 of a pass over a large tensor, not a whole
+ *  one; the draw's probabilities are still the ones its weights use. Each square is x * x in
+ *  float; a column's added in float in row order, a row's in eight float lanes by column index
+ *  mod 8, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). */
+#define FP8_GEMM_NORM_ROWS 256 /* at least this many rows in a column's norm */
+#define FP8_GEMM_NORM_COLS 512 /* at least this many columns (16 groups of 32) in a row's */
 void fp8_gemm_norms(const void *x, fp8_dtype d, int64_t rows, int64_t cols, double *rowsq,
                     double *colsq);
+/** fp8_gemm_norms' steps: row_step = max(1, rows / FP8_GEMM_NORM_ROWS), group_step = max(1,
+ *  cols / FP8_GEMM_NORM_COLS) (integer division). */
+void fp8_gemm_norm_steps(int64_t rows, int64_t cols, int64_t *row_step, int64_t *group_step);
 
 /** The seed of GEMM g of a layer at a step: gemm_seed mixed with the layer name (without a
  *  multi-rank trace's leading rank_<r>/), the step and g (splitmix64 over FNV-1a), so that a
@@ -240,6 +250,20 @@ void fp8_gemm_sample_reference(fp8_gemm_sample *s);
  *  values give NaN or inf for all three. */
 void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
                            double *rel_error, double *lo, double *hi);
+
+/** The block Y = A B^T, y [p * q] row-major, of a [p, k] and b [q, k] (row-major): each entry
+ *  one chain of fused multiply-adds in reduction order, acc = fma(a[i][t], b[j][t], acc) from
+ *  acc = 0, t = 0 .. k-1 (gemm_block.c): the same bits on every CPU, whatever p and q. The
+ *  sampled mode's products (its FP32 block and its double reference); the _plain forms are the
+ *  definition, for tests (the others take the AVX2 + FMA kernels where the CPU has them). */
+void fp8_gemm_block_f32(int64_t p, int64_t q, int64_t k, const float *a, const float *b,
+                        float *y);
+void fp8_gemm_block_f64(int64_t p, int64_t q, int64_t k, const double *a, const double *b,
+                        double *y);
+void fp8_gemm_block_f32_plain(int64_t p, int64_t q, int64_t k, const float *a, const float *b,
+                              float *y);
+void fp8_gemm_block_f64_plain(int64_t p, int64_t q, int64_t k, const double *a,
+                              const double *b, double *y);
 
 /** The estimator alone (tested on its own): the block's reference yref and values y
  *  ([p * q], row-major), row weights u [p] and column weights v [q] (NULL: 1), all_rows /

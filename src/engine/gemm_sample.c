@@ -5,8 +5,9 @@
  * mixed half and half with uniform: a "defensive" mixture, so that no row has a tiny
  * probability), from a splitmix64 stream; all rows when the sample reaches m (likewise
  * columns). The block's entries are dot products over the whole reduction, so the
- * configuration's block is one small FP32 GEMM of the gathered operands, and the reference one
- * small double GEMM, once per layer and step.
+ * configuration's block is one small FP32 product of the gathered operands, and the reference
+ * one small double product, once per layer and step (fp8_gemm_block_f32 / _f64: fixed-order
+ * FMA chains, gemm_block.c).
  *
  * With weights u_i = 1 / (m pi_i) and v_j = 1 / (n rho_j) (1 for a side taken whole), the
  * block sums sum(u v d) and sum(u v r) estimate the output's sums (Hansen-Hurwitz, up to m n /
@@ -26,8 +27,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <gsl/gsl_cblas.h>
 
 #include "fp8.h"
 
@@ -196,29 +195,38 @@ static inline float elem_f32(fp8_dtype d, const unsigned char *p) {
   return f;
 }
 
-/* The squares of a row's elements (x * x in float: exact for BF16 and F16, rounded for F32)
- * added into colsq[j] (float, in row order) and into eight float lanes by j % 8, whose sum
- * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) is the row's. No reassociation anywhere,
- * so the plain and the AVX2 builds of the loop give the same bits. */
+/* A row's contribution to the sizes (fp8_gemm_norms): its squares (x * x in float: exact for
+ * BF16 and F16, rounded for F32) over the columns of every gstep-th group of NORM_GROUP, in
+ * eight float lanes by column index mod 8, returned as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
+ * (l6 + l7)); and, when colsq is not NULL, every square added into colsq[j] (float, in row
+ * order). No reassociation anywhere, so the plain and the AVX2 builds give the same bits. */
+#define NORM_GROUP 32
 #define NORM_ROW(NAME, ATTR, T, CONV)                                                           \
-  ATTR static float NAME(const void *row_, int64_t cols, float *colsq) {                        \
+  ATTR static float NAME(const void *row_, int64_t cols, int64_t gstep, float *colsq) {         \
     const unsigned char *rowb = row_; /* a trace's data need not be aligned (npy offsets) */   \
-    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                      \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= cols; j += 8)                                                               \
-      for (int k = 0; k < 8; k++) {                                                             \
+    if (colsq)                                                                                  \
+      for (int64_t j = 0; j < cols; j++) {                                                      \
         T v;                                                                                    \
-        memcpy(&v, rowb + (size_t)(j + k) * sizeof v, sizeof v);                                \
+        memcpy(&v, rowb + (size_t)j * sizeof v, sizeof v);                                      \
+        float x = CONV(v);                                                                      \
+        colsq[j] += x * x;                                                                      \
+      }                                                                                         \
+    float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                      \
+    for (int64_t g = 0; g < cols; g += NORM_GROUP * gstep) {                                    \
+      int64_t end = cols - g < NORM_GROUP ? cols : g + NORM_GROUP, j = g;                       \
+      for (; j + 8 <= end; j += 8)                                                              \
+        for (int k = 0; k < 8; k++) {                                                           \
+          T v;                                                                                  \
+          memcpy(&v, rowb + (size_t)(j + k) * sizeof v, sizeof v);                              \
+          float x = CONV(v);                                                                    \
+          l[k] += x * x;                                                                        \
+        }                                                                                       \
+      for (int k = 0; j < end; j++, k++) {                                                      \
+        T v;                                                                                    \
+        memcpy(&v, rowb + (size_t)j * sizeof v, sizeof v);                                      \
         float x = CONV(v);                                                                      \
         l[k] += x * x;                                                                          \
-        colsq[j + k] += x * x;                                                                  \
       }                                                                                         \
-    for (int k = 0; j < cols; j++, k++) {                                                       \
-      T v;                                                                                      \
-      memcpy(&v, rowb + (size_t)j * sizeof v, sizeof v);                                        \
-      float x = CONV(v);                                                                        \
-      l[k] += x * x;                                                                            \
-      colsq[j] += x * x;                                                                        \
     }                                                                                           \
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));                   \
   }
@@ -236,9 +244,16 @@ NORM_ROW(norm_row_f32, , float, same_f32)
 NORM_ROW(norm_row_f32_avx2, __attribute__((target("avx2"))), float, same_f32)
 #undef NORM_ROW
 
+void fp8_gemm_norm_steps(int64_t rows, int64_t cols, int64_t *row_step, int64_t *group_step) {
+  *row_step = rows / FP8_GEMM_NORM_ROWS > 1 ? rows / FP8_GEMM_NORM_ROWS : 1;
+  *group_step = cols / FP8_GEMM_NORM_COLS > 1 ? cols / FP8_GEMM_NORM_COLS : 1;
+}
+
 void fp8_gemm_norms(const void *x, fp8_dtype d, int64_t rows, int64_t cols, double *rowsq,
                     double *colsq) {
   const size_t es = fp8_dtype_size(d);
+  int64_t rstep, gstep;
+  fp8_gemm_norm_steps(rows, cols, &rstep, &gstep);
   /* asked every call (a read of libgcc's CPU model, filled at start-up): a cached static
    * written by concurrent workers would be a data race */
   const int avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
@@ -249,11 +264,12 @@ void fp8_gemm_norms(const void *x, fp8_dtype d, int64_t rows, int64_t cols, doub
       continue;
     }
     const void *row = (const unsigned char *)x + (size_t)(i * cols) * es;
-    float r = d == FP8_DTYPE_BF16 ? (avx2 ? norm_row_bf16_avx2(row, cols, cs)
-                                          : norm_row_bf16(row, cols, cs))
-            : d == FP8_DTYPE_F16  ? norm_row_f16(row, cols, cs)
-            : avx2                ? norm_row_f32_avx2(row, cols, cs)
-                                  : norm_row_f32(row, cols, cs);
+    float *c = i % rstep == 0 ? cs : NULL;
+    float r = d == FP8_DTYPE_BF16 ? (avx2 ? norm_row_bf16_avx2(row, cols, gstep, c)
+                                          : norm_row_bf16(row, cols, gstep, c))
+            : d == FP8_DTYPE_F16  ? norm_row_f16(row, cols, gstep, c)
+            : avx2                ? norm_row_f32_avx2(row, cols, gstep, c)
+                                  : norm_row_f32(row, cols, gstep, c);
     rowsq[i] = (double)r;
   }
   for (int64_t j = 0; j < cols; j++) colsq[j] = cs ? (double)cs[j] : 0.0;
@@ -289,8 +305,7 @@ void fp8_gemm_sample_reference(fp8_gemm_sample *s) {
   double *ad = s->wide, *bd = s->wide + p * k; /* the widened operands */
   for (int64_t i = 0; i < p * k; i++) ad[i] = (double)s->a[i];
   for (int64_t i = 0; i < q * k; i++) bd[i] = (double)s->b[i];
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p, (int)q, (int)k, 1.0, ad, (int)k,
-              bd, (int)k, 0.0, s->yref, (int)q);
+  fp8_gemm_block_f64(p, q, k, ad, bd, s->yref);
 }
 
 void fp8_gemm_sample_estimate(const double *yref, const float *y, const double *u,
@@ -387,10 +402,7 @@ void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
                            double *rel_error, double *lo, double *hi) {
   const int64_t p = s->p, q = s->q, k = s->k;
   if (p > 0 && q > 0) {
-    if (k == 0) memset(s->y, 0, (size_t)(p * q) * sizeof *s->y);
-    else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p, (int)q, (int)k, 1.0f, qa,
-                  (int)k, qb, (int)k, 0.0f, s->y, (int)q);
+    fp8_gemm_block_f32(p, q, k, qa, qb, s->y); /* k = 0: zeros */
   }
   fp8_gemm_sample_estimate(s->yref, s->y, s->u, s->v, p, q, p == s->m, q == s->n, rel_error,
                            lo, hi);

@@ -1346,6 +1346,20 @@ def sampled_gemm_reference():
         hits += int(3 in s.cols)
     assert abs(tot / n - float(np.sum(full ** 2))) < 0.05 * float(np.sum(full ** 2))
     assert hits > 0.9 * n, hits            # uniformly: 1 - (23/24)^4 = 16% of the draws
+    # a large operand's sizes: columns over every 2nd row, rows over every 3rd group of 32
+    m = rng.standard_normal((767, 1537)).astype(np.float32)
+    rows, cols = R._sq_sums(m)
+    cs = np.zeros(1537, np.float32)
+    lanes = np.zeros((767, 8), np.float32)
+    for i in range(0, 767, 2):
+        cs += m[i] * m[i]
+    for j in range(1537):
+        if (j // 32) % 3 == 0:
+            lanes[:, j % 8] += m[:, j] * m[:, j]
+    l_ = [lanes[:, k] for k in range(8)]
+    assert np.array_equal(cols, cs.astype(np.float64))
+    assert np.array_equal(rows, (((l_[0] + l_[1]) + (l_[2] + l_[3])) +
+                                 ((l_[4] + l_[5]) + (l_[6] + l_[7]))).astype(np.float64))
     assert R.sample_seed(0, "rank_3/a.fc", 5, "fprop") == R.sample_seed(0, "a.fc", 5, "fprop")
     assert R.sample_seed(0, "a.fc", 5, "fprop") != R.sample_seed(0, "a.fc", 6, "fprop")
 

@@ -762,15 +762,26 @@ def _draw(k, n, size, sm):
     return idx, 1.0 / (n * pi)
 
 
+NORM_ROWS, NORM_COLS, NORM_GROUP = 256, 512, 32
+
+
 def _sq_sums(m):
-    """Squared norms of the rows and the columns of m as the text sums them: x * x in float32;
-    a column's over the rows in order (float32); a row's in eight float32 lanes by column
-    index mod 8, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))."""
+    """Squared norms of the rows and the columns of m as the text sums them, over a subsample
+    of the other dimension once it is large: a column's over every rstep-th row, rstep =
+    max(1, rows // 256); a row's over the columns of every gstep-th group of 32, gstep =
+    max(1, cols // 512). x * x in float32; a column's over its rows in order (float32); a row's
+    in eight float32 lanes by column index mod 8, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
+    (l6 + l7)). (Left-out elements enter as +0: the same float sums.)"""
     sq = np.asarray(m, np.float32) ** 2
     r, c = sq.shape
-    cols = np.cumsum(sq, axis=0, dtype=np.float32)[-1] if r else np.zeros(c, np.float32)
+    rstep, gstep = max(1, r // NORM_ROWS), max(1, c // NORM_COLS)
+    keep_r = (np.arange(r) % rstep == 0)[:, None]
+    keep_c = ((np.arange(c) // NORM_GROUP) % gstep == 0)[None, :]
+    sq_c = np.where(keep_r, sq, np.float32(0))
+    sq_r = np.where(keep_c, sq, np.float32(0))
+    cols = np.cumsum(sq_c, axis=0, dtype=np.float32)[-1] if r else np.zeros(c, np.float32)
     pad = np.zeros((r, -c % 8), np.float32)
-    lanes = np.concatenate([sq, pad], axis=1).reshape(r, -1, 8)
+    lanes = np.concatenate([sq_r, pad], axis=1).reshape(r, -1, 8)
     lanes = np.cumsum(lanes, axis=1, dtype=np.float32)[:, -1, :] if lanes.shape[1] else \
         np.zeros((r, 8), np.float32)
     l = [lanes[:, k] for k in range(8)]
