@@ -3,6 +3,7 @@
  *   fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--quiet]
  *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
+ *   fp8lab import-te LOGDIR TRACEDIR [--force]
  *   fp8lab report OUTDIR [--budget F]
  *   fp8lab timeline (TRACE | --layers N --hidden H --ffn F --tokens T) [options]
  *   fp8lab --help | --version | CMD --help
@@ -30,6 +31,7 @@
 #include "run_mpi.h"
 #include "run_folder.h"
 #include "synth.h"
+#include "te_log.h"
 #include "trace.h"
 #include "util.h"
 
@@ -46,6 +48,7 @@ static const char USAGE[] =
     "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
     "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow)\n"
     "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
+    "  import-te LOGDIR TRACEDIR  TransformerEngine's debug statistics logs as a trace\n"
     "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
     "\n"
     "options:\n"
@@ -117,6 +120,19 @@ static const char USAGE_INSPECT[] =
     "its non-zero amax range over snapshots and amax.csv, and its steps with amax 0: 'never ran\n"
     "(amax 0 on all N steps)' (no snapshot, every amax.csv row 0) or '(0 on K of N steps:\n"
     "skipped there)', N counting the steps at which the trace records the tensor.\n";
+
+static const char USAGE_IMPORT_TE[] =
+    "usage: fp8lab import-te LOGDIR TRACEDIR [--force]\n"
+    "\n"
+    "Reads TransformerEngine's debug statistics logs (LogTensorStats, TE >= 2.4): the files\n"
+    "nvdlfw_inspect[_<time>]_globalrank-<R>.log in LOGDIR/nvdlfw_inspect_statistics_logs/ (or\n"
+    "in LOGDIR itself), one per process, and writes their cur_amax values as a trace in\n"
+    "TRACEDIR: amax.csv (rank_<r>/amax.csv for several processes), step = TE's iteration,\n"
+    "tensor = <layer>.<role> (activation: input, weight, output, gradient: grad_output, dgrad:\n"
+    "grad_input; wgrad has none), and te_log.json (the files, the logging interval, the values\n"
+    "the four printed decimals lost: a 0.0000 is left out; docs/capture.md).\n"
+    "\n"
+    "  --force   replace the amax.csv, rank_<r>/amax.csv and te_log.json of an earlier import\n";
 
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the
@@ -437,6 +453,54 @@ static int cmd_inspect(int argc, char **argv) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ import-te */
+
+static int cmd_import_te(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(USAGE_IMPORT_TE, stdout);
+    return 0;
+  }
+  const char *pos[2] = {NULL, NULL};
+  int npos = 0, force = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--force") == 0) {
+      force = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      errf("fp8lab import-te: unknown option '%s' (see fp8lab import-te --help)\n", arg(argv[i]));
+      return EXIT_USAGE;
+    } else if (npos < 2) {
+      pos[npos++] = argv[i];
+    } else {
+      errf("fp8lab import-te: too many arguments ('%s')\n", arg(argv[i]));
+      return EXIT_USAGE;
+    }
+  }
+  if (npos != 2) {
+    fputs(USAGE_IMPORT_TE, stderr);
+    return EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN] = "";
+  fp8_te_import_summary sum;
+  int rc = fp8_te_import(pos[0], pos[1], force, &sum, err, sizeof err);
+  if (rc) {
+    errf("fp8lab import-te: %s\n", err);
+    return exit_of(rc);
+  }
+  printf("fp8lab: wrote %zu amax rows of %zu tensors from %zu rank log%s (iterations %lld-%lld",
+         sum.amax_rows, sum.tensors, sum.ranks, sum.ranks == 1 ? "" : "s", (long long)sum.first,
+         (long long)sum.last);
+  if (sum.interval > 1) printf(", logged every %lld", (long long)sum.interval);
+  printf(") to %s\n", pos[1]);
+  if (sum.zero_values)
+    errf("fp8lab import-te: %zu cur_amax values read 0.0000 (below 5e-5 in TE's four decimals, "
+         "or a zero tensor): left out, as steps those tensors did not run (te_log.json counts "
+         "them per tensor)\n", sum.zero_values);
+  if (sum.coarse_values)
+    errf("fp8lab import-te: %zu cur_amax values have fewer than 3 significant digits in TE's "
+         "four decimals (te_log.json counts them per tensor)\n", sum.coarse_values);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ timeline */
 
 static int cmd_timeline(int argc, char **argv) {
@@ -493,7 +557,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
   if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
   if (strcmp(cmd, "timeline") == 0) return cmd_timeline(argc - 2, argv + 2);
-  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline; see fp8lab --help)\n",
+  if (strcmp(cmd, "import-te") == 0) return cmd_import_te(argc - 2, argv + 2);
+  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline, import-te; see "
+       "fp8lab --help)\n",
        arg(cmd));
   return EXIT_USAGE;
 }

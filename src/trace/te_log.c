@@ -1,0 +1,620 @@
+/* te_log.c: `fp8lab import-te`, TransformerEngine's debug statistics logs into a trace
+ * (te_log.h; the format: nvidia-dlfw-inspect's nvdlfw_inspect/logging.py, TE's
+ * transformer_engine/debug/features/utils/stats_buffer.py; docs/semantics.md).
+ *
+ * Why a converter and not a trace reader of the log folder: the logs are text with every
+ * statistic TE was asked for (often ten per tensor), rewritten by TE at each run (overwrite is
+ * its default); one pass turns their cur_amax lines into amax.csv, which every part of fp8lab
+ * (inspect, run, MPI, timeline) already reads and a user can open, and te_log.json keeps what
+ * the conversion knew (the files, the logging interval, the values the four decimals lost). */
+#include "te_log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fp8.h"
+#include "outfile.h"
+#include "trace.h"
+#include "util.h"
+
+#define STATS_DIR "nvdlfw_inspect_statistics_logs"
+
+/* TE's tensor names (the DebugQuantizer labels) and fp8lab's role for each (NULL: none). */
+static const char *const TE_TENSORS[] = {"activation", "weight", "output", "gradient", "dgrad",
+                                         "wgrad"};
+static const char *const TE_ROLES[] = {"input", "weight", "output", "grad_output", "grad_input",
+                                       NULL};
+#define NTE (sizeof TE_TENSORS / sizeof *TE_TENSORS)
+
+const char *fp8_te_role_of(const char *t, size_t len) {
+  for (size_t k = 0; k < NTE; k++)
+    if (strlen(TE_TENSORS[k]) == len && memcmp(t, TE_TENSORS[k], len) == 0) return TE_ROLES[k];
+  return NULL;
+}
+
+/* One log file: its rank and path. */
+typedef struct {
+  long rank;
+  char *path;
+} te_file;
+
+/* A cur_amax value kept for amax.csv. */
+typedef struct {
+  int64_t iter;
+  uint32_t tensor, rank;
+  uint32_t ord; /* the tensor's position by name (set before the writing sort) */
+  size_t line;
+  float v;
+} te_row;
+
+/* Per tensor (<layer>.<role>): what te_log.json says of it. */
+typedef struct {
+  char *name, *layer;
+  size_t te_tensor; /* index into TE_TENSORS */
+  size_t logged, zero, coarse;
+} te_tensor;
+
+typedef struct {
+  te_file *files;
+  size_t nfiles;
+  te_row *rows;
+  size_t nrows, caprows;
+  fp8_strset tset; /* tensor names -> index into tens */
+  te_tensor *tens;
+  size_t ntens, captens;
+  fp8_strset sset; /* other statistics' names -> index into scount */
+  char **sname;
+  size_t *scount;
+  size_t nstat, capstat;
+  size_t left_wgrad;
+  fp8_te_import_summary sum;
+} te_import;
+
+/* nvdlfw_inspect[_<YYYYmmdd>_<HHMMSS>]_globalrank-<R>.log: R, or -1 for another name. */
+static long log_file_rank(const char *n) {
+  const char *p = "nvdlfw_inspect";
+  if (strncmp(n, p, strlen(p)) != 0) return -1;
+  n += strlen(p);
+  if (n[0] == '_' && strncmp(n, "_globalrank-", 12) != 0) { /* the optional timestamp */
+    n++;
+    for (int k = 0; k < 15; k++, n++)
+      if (k == 8 ? *n != '_' : (*n < '0' || *n > '9')) return -1;
+  }
+  if (strncmp(n, "_globalrank-", 12) != 0) return -1;
+  n += 12;
+  if (*n < '0' || *n > '9') return -1;
+  char *end;
+  errno = 0;
+  long r = strtol(n, &end, 10);
+  if (errno || r < 0 || r > 1000000 || strcmp(end, ".log") != 0) return -1;
+  return r;
+}
+
+static int cmp_file(const void *a, const void *b) {
+  const te_file *x = a, *y = b;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The statistics folder's log files, sorted by rank: 0 .. R-1, one each. */
+static int find_files(te_import *im, const char *logdir, char *err, size_t errlen) {
+  char *dir = NULL;
+  struct stat st;
+  size_t n = strlen(logdir) + sizeof STATS_DIR + 2;
+  if (!(dir = malloc(n))) return FP8_ENOMEM;
+  snprintf(dir, n, "%s/%s", logdir, STATS_DIR);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(dir, n, "%s", logdir);
+  DIR *d = opendir(dir);
+  if (!d) {
+    int rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: cannot read directory: %s", dir,
+                        strerror(errno));
+    free(dir);
+    return rc;
+  }
+  int rc = FP8_OK;
+  struct dirent *e;
+  while (rc == FP8_OK && (e = readdir(d))) {
+    long r = log_file_rank(e->d_name);
+    if (r < 0) continue;
+    te_file *nf = realloc(im->files, (im->nfiles + 1) * sizeof *nf);
+    size_t pl = strlen(dir) + strlen(e->d_name) + 2;
+    char *path = nf ? malloc(pl) : NULL;
+    if (nf) im->files = nf;
+    if (!path) {
+      rc = FP8_ENOMEM;
+      break;
+    }
+    snprintf(path, pl, "%s/%s", dir, e->d_name);
+    im->files[im->nfiles++] = (te_file){r, path};
+  }
+  closedir(d);
+  if (rc == FP8_OK && im->nfiles == 0)
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s: no TransformerEngine statistics logs "
+                    "(nvdlfw_inspect_globalrank-<R>.log, in it or in its " STATS_DIR "/)",
+                    dir);
+  free(dir);
+  if (rc) return rc;
+  qsort(im->files, im->nfiles, sizeof *im->files, cmp_file);
+  for (size_t k = 0; k < im->nfiles; k++) {
+    if (k && im->files[k].rank == im->files[k - 1].rank)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s and %s: two logs of global rank %ld (timestamped logs of two "
+                        "runs? keep one run's files)",
+                        im->files[k - 1].path, im->files[k].path, im->files[k].rank);
+    if (im->files[k].rank != (long)k)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: global rank %zu has no log (found ranks up to %ld; expected "
+                        "0 .. R-1 without gaps)",
+                        im->files[k].path, k, im->files[im->nfiles - 1].rank);
+  }
+  return FP8_OK;
+}
+
+/* Splits name[0..len) as <layer>_<tensor>_<stat> at the last _<tensor>_ of TE's names. */
+static int split_name(const char *name, size_t len, size_t *layer_len, size_t *tensor,
+                      const char **stat) {
+  size_t best = SIZE_MAX, bt = 0;
+  for (size_t k = 0; k < NTE; k++) {
+    size_t tl = strlen(TE_TENSORS[k]);
+    for (size_t i = 1; i + tl + 2 <= len; i++) /* i: the '_' before the tensor */
+      if (name[i] == '_' && name[i + tl + 1] == '_' && memcmp(name + i + 1, TE_TENSORS[k], tl) == 0 &&
+          (best == SIZE_MAX || i > best)) {
+        best = i;
+        bt = k;
+      }
+  }
+  if (best == SIZE_MAX || best + strlen(TE_TENSORS[bt]) + 2 >= len) return -1;
+  *layer_len = best;
+  *tensor = bt;
+  *stat = name + best + strlen(TE_TENSORS[bt]) + 2;
+  return 0;
+}
+
+/* TE's value text: nan, inf, -inf or a decimal number; its significant digits in *digits
+ * (-1 for the non-finite). */
+static int parse_value(const char *s, double *v, int *digits) {
+  if (strcmp(s, "nan") == 0 || strcmp(s, "inf") == 0 || strcmp(s, "-inf") == 0) {
+    *v = s[0] == 'n' ? NAN : s[0] == '-' ? -INFINITY : INFINITY;
+    *digits = -1;
+    return 0;
+  }
+  const char *p = s + (*s == '-');
+  int nd = 0, sig = 0, dot = 0;
+  for (; *p; p++) {
+    if (*p == '.' && !dot) {
+      dot = 1;
+      continue;
+    }
+    if (*p < '0' || *p > '9') return -1;
+    nd++;
+    if (*p != '0' || sig) sig++;
+  }
+  if (!nd || p[-1] == '.') return -1;
+  char *end;
+  *v = strtod(s, &end);
+  *digits = sig;
+  return *end ? -1 : 0;
+}
+
+/* The tensor's index (added when new). */
+static int tensor_index(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out) {
+  size_t nl = ll + 1 + strlen(TE_ROLES[t]) + 1;
+  char *name = malloc(nl);
+  if (!name) return FP8_ENOMEM;
+  snprintf(name, nl, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
+  size_t id = fp8_strset_get(&im->tset, name, nl - 1);
+  if (id != SIZE_MAX) {
+    free(name);
+    *out = (uint32_t)id;
+    return FP8_OK;
+  }
+  te_tensor *nt = fp8_grow(im->tens, im->ntens, &im->captens, sizeof *nt, 64);
+  char *lay = nt ? malloc(ll + 1) : NULL;
+  if (!lay) {
+    free(name);
+    return FP8_ENOMEM;
+  }
+  im->tens = nt;
+  memcpy(lay, layer, ll);
+  lay[ll] = '\0';
+  im->tens[im->ntens] = (te_tensor){name, lay, t, 0, 0, 0};
+  int added;
+  if (fp8_strset_put(&im->tset, name, nl - 1, &added) == SIZE_MAX) {
+    free(name);
+    free(lay);
+    return FP8_ENOMEM;
+  }
+  *out = (uint32_t)im->ntens++;
+  return FP8_OK;
+}
+
+static int count_stat(te_import *im, const char *stat) {
+  size_t sl = strlen(stat), id = fp8_strset_get(&im->sset, stat, sl);
+  if (id == SIZE_MAX) {
+    char **nn = fp8_grow(im->sname, im->nstat, &im->capstat, sizeof *nn, 16);
+    if (!nn) return FP8_ENOMEM;
+    im->sname = nn;
+    size_t *nc = realloc(im->scount, im->capstat * sizeof *nc);
+    char *own = nc ? strdup(stat) : NULL;
+    if (nc) im->scount = nc;
+    int added;
+    if (!own || fp8_strset_put(&im->sset, own, sl, &added) == SIZE_MAX) {
+      free(own);
+      return FP8_ENOMEM;
+    }
+    im->sname[im->nstat] = own;
+    im->scount[im->nstat] = 0;
+    id = im->nstat++;
+  }
+  im->scount[id]++;
+  return FP8_OK;
+}
+
+#define LINE_FORMAT "'<time> - INFO - <layer>_<tensor>_<stat> iteration=<N> value=<V>'"
+
+/* One line of a statistics log (NUL-terminated, newline removed). */
+static int parse_line(te_import *im, const te_file *f, size_t line, char *s, char *err,
+                      size_t errlen) {
+  char shown[FP8_ESC_LEN], why[FP8_ESC_LEN + 64];
+  const char *body = strstr(s, " - INFO - ");
+  if (body) body += 10;
+  else if (strncmp(s, "INFO - ", 7) == 0) body = s + 7;
+  else
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: not a statistics line (expected "
+                      LINE_FORMAT "): '%s'", f->path, line, fp8_esc(s, shown, sizeof shown));
+  const char *it = NULL;
+  for (const char *q = body; (q = strstr(q, "iteration=")); q++) it = q;
+  if (!it || it == body || (it[-1] != ' ' && it[-1] != '\t'))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: no ' iteration=' (expected "
+                      LINE_FORMAT ")", f->path, line);
+  size_t nlen = (size_t)(it - body);
+  while (nlen && (body[nlen - 1] == ' ' || body[nlen - 1] == '\t')) nlen--;
+  const char *p = it + 10;
+  int64_t iter = 0;
+  if (*p < '0' || *p > '9')
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: iteration is not a non-negative "
+                      "integer", f->path, line);
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (iter > (INT64_MAX - 9) / 10)
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: iteration too large", f->path, line);
+    iter = iter * 10 + (*p - '0');
+  }
+  const char *ws = p;
+  while (*p == ' ' || *p == '\t') p++;
+  if (p == ws || strncmp(p, "value=", 6) != 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: no ' value=' after the iteration "
+                      "(expected " LINE_FORMAT ")", f->path, line);
+  const char *vs = p + 6;
+  double v;
+  int digits;
+  if (parse_value(vs, &v, &digits))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: value '%s' is not a number", f->path,
+                      line, fp8_esc(vs, shown, sizeof shown));
+  size_t ll, t;
+  const char *stat;
+  if (!nlen || split_name(body, nlen, &ll, &t, &stat))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s:%zu: '%s' is not <layer>_<tensor>_<stat> with a tensor of "
+                      "activation, weight, output, gradient, dgrad, wgrad",
+                      f->path, line, fp8_escape(body, nlen, shown, sizeof shown));
+  size_t stat_len = nlen - (size_t)(stat - body);
+  char statbuf[256];
+  snprintf(statbuf, sizeof statbuf, "%.*s", (int)stat_len, stat);
+  im->sum.lines++;
+  if (strcmp(statbuf, "cur_amax") != 0 || !TE_ROLES[t]) {
+    if (strcmp(statbuf, "cur_amax") == 0) im->left_wgrad++;
+    im->sum.other_lines++;
+    return count_stat(im, statbuf);
+  }
+  if (isnan(v) || v < 0)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: cur_amax '%s' is %s: an amax "
+                      "fp8lab can replay is a non-negative number (inf included)", f->path, line,
+                      fp8_esc(vs, shown, sizeof shown), isnan(v) ? "NaN" : "negative");
+  /* the tensor name: <layer>.<role>, under fp8lab's rules and amax.csv's (no comma) */
+  char tname[FP8_NAME_MAX + 64];
+  int tl = snprintf(tname, sizeof tname, "%.*s.%s", (int)ll, body, TE_ROLES[t]);
+  if (tl >= (int)sizeof tname ||
+      fp8_tensor_name_check(tname, (size_t)tl, FP8_NAME_MAX, why, sizeof why) != 0 ||
+      (memchr(tname, ',', (size_t)tl) && snprintf(why, sizeof why, "name holds a comma "
+                                                  "(amax.csv cannot)")))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", f->path, line,
+                      fp8_escape(tname, (size_t)(tl < 0 ? 0 : tl), shown, sizeof shown),
+                      tl >= (int)sizeof tname ? "name too long" : why);
+  uint32_t id;
+  int rc = tensor_index(im, body, ll, t, &id);
+  if (rc) return rc;
+  te_tensor *tt = &im->tens[id];
+  float fv = isinf(v) ? (float)v : strtof(vs, NULL); /* as amax.csv reads the same text */
+  if (f->rank == 0) tt->logged++;
+  if (isfinite(fv) && fv == 0.0f) { /* 0.0000: below 5e-5, or a zero tensor: left out */
+    im->sum.zero_values++;
+    if (f->rank == 0) tt->zero++;
+  } else if (digits >= 0 && digits < 3) {
+    im->sum.coarse_values++;
+    if (f->rank == 0) tt->coarse++;
+  }
+  te_row *nr = fp8_grow(im->rows, im->nrows, &im->caprows, sizeof *nr, 4096);
+  if (!nr) return FP8_ENOMEM;
+  im->rows = nr;
+  /* the zero rows are kept for the interval and the duplicate check, not written */
+  im->rows[im->nrows++] = (te_row){iter, id, (uint32_t)f->rank, 0, line, fv};
+  return FP8_OK;
+}
+
+static int read_file(te_import *im, const te_file *f, char *err, size_t errlen) {
+  FILE *fp = fopen(f->path, "r");
+  if (!fp)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0, line = 0;
+  ssize_t n;
+  int rc = FP8_OK;
+  while (rc == FP8_OK && (n = getline(&buf, &cap, fp)) >= 0) {
+    line++;
+    if (n && buf[n - 1] == '\n') buf[--n] = '\0';
+    if (n && buf[n - 1] == '\r') buf[--n] = '\0';
+    if ((size_t)n != strlen(buf))
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: a NUL byte in the line", f->path, line);
+    else if (n == 0)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: empty line", f->path, line);
+    else
+      rc = parse_line(im, f, line, buf, err, errlen);
+  }
+  if (rc == FP8_OK && ferror(fp))
+    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read error: %s", f->path, strerror(errno));
+  free(buf);
+  fclose(fp);
+  return rc;
+}
+
+/* the rows by rank, tensor, iteration (the duplicate check and the comparison of ranks) */
+static int cmp_rank_tensor_iter(const void *a, const void *b) {
+  const te_row *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return (x->line > y->line) - (x->line < y->line);
+}
+
+static int cmp_rank_iter_name(const void *a, const void *b) {
+  const te_row *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return (x->ord > y->ord) - (x->ord < y->ord);
+}
+
+/* A tensor's name and index, for ordering tensors by name. */
+typedef struct {
+  const char *name;
+  uint32_t id;
+} name_id;
+
+static int cmp_name_id(const void *a, const void *b) {
+  return strcmp(((const name_id *)a)->name, ((const name_id *)b)->name);
+}
+
+/* The tensors' indices in name order (new array; NULL when out of memory). */
+static name_id *by_name(const te_import *im) {
+  name_id *v = malloc((im->ntens + 1) * sizeof *v);
+  if (!v) return NULL;
+  for (size_t k = 0; k < im->ntens; k++) v[k] = (name_id){im->tens[k].name, (uint32_t)k};
+  qsort(v, im->ntens, sizeof *v, cmp_name_id);
+  return v;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Duplicates, the interval, whether the ranks agree. */
+static int check_rows(te_import *im, char *err, size_t errlen) {
+  qsort(im->rows, im->nrows, sizeof *im->rows, cmp_rank_tensor_iter);
+  int64_t g = 0;
+  im->sum.first = im->nrows ? INT64_MAX : 0;
+  im->sum.last = 0;
+  for (size_t k = 0; k < im->nrows; k++) {
+    const te_row *r = &im->rows[k];
+    if (k && r->rank == r[-1].rank && r->tensor == r[-1].tensor && r->iter == r[-1].iter) {
+      const te_tensor *t = &im->tens[r->tensor];
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s:%zu: %s_%s_cur_amax at iteration %" PRId64 " a second time "
+                        "(first at line %zu; a log appended to by two runs? keep one run's "
+                        "lines)",
+                        im->files[r->rank].path, r->line, t->layer, TE_TENSORS[t->te_tensor],
+                        r->iter, r[-1].line);
+    }
+    g = gcd64(g, r->iter);
+    if (r->iter < im->sum.first) im->sum.first = r->iter;
+    if (r->iter > im->sum.last) im->sum.last = r->iter;
+  }
+  /* iterations are multiples of freq counted from 0 (TE: iteration % freq == 0) */
+  im->sum.interval = im->sum.first == im->sum.last ? 0 : g;
+  /* the ranks agree when each holds rank 0's rows, value for value */
+  size_t per = 0;
+  while (per < im->nrows && im->rows[per].rank == 0) per++;
+  int same = im->nrows == per * im->nfiles;
+  for (size_t k = per; same && k < im->nrows; k++) {
+    const te_row *a = &im->rows[k % per], *b = &im->rows[k];
+    same = a->tensor == b->tensor && a->iter == b->iter && memcmp(&a->v, &b->v, sizeof a->v) == 0;
+  }
+  im->sum.ranks_identical = same;
+  return FP8_OK;
+}
+
+/* One rank's amax.csv: step,tensor,amax, by step and name, the 0.0000 rows left out. */
+static int write_amax(te_import *im, const char *dir, uint32_t rank, size_t *k, char *err,
+                      size_t errlen) {
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "amax.csv", err, errlen);
+  if (rc) return rc;
+  fputs("step,tensor,amax\n", of.fp);
+  for (; *k < im->nrows && im->rows[*k].rank == rank; (*k)++) {
+    const te_row *r = &im->rows[*k];
+    if (r->v == 0.0f) continue;
+    fprintf(of.fp, "%" PRId64 ",%s,", r->iter, im->tens[r->tensor].name);
+    fp8_csv_put_num(of.fp, (double)r->v);
+    fputc('\n', of.fp);
+    im->sum.amax_rows++;
+  }
+  return fp8_outfile_commit(&of, err, errlen);
+}
+
+static int write_json(te_import *im, const char *logdir, const char *dir, char *err,
+                      size_t errlen) {
+  json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
+  int bad = !o || !files || !tens || !other;
+  for (size_t k = 0; !bad && k < im->nfiles; k++) {
+    const char *slash = strrchr(im->files[k].path, '/');
+    bad |= json_array_append_new(files, json_pack("{s:i, s:s}", "rank", (json_int_t)k, "file",
+                                                  slash ? slash + 1 : im->files[k].path)) != 0;
+  }
+  name_id *ord = bad ? NULL : by_name(im);
+  bad |= !ord;
+  for (size_t k = 0; !bad && k < im->ntens; k++) {
+    const te_tensor *t = &im->tens[ord[k].id];
+    bad |= json_array_append_new(
+               tens, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "tensor", t->name,
+                               "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
+                               "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
+                               "zero_values", (json_int_t)t->zero, "coarse_values",
+                               (json_int_t)t->coarse)) != 0;
+  }
+  free(ord);
+  for (size_t k = 0; !bad && k < im->nstat; k++)
+    bad |= json_object_set_new(other, im->sname[k], json_integer((json_int_t)im->scount[k])) != 0;
+  if (!bad) {
+    bad |= json_object_set_new(o, "source", json_string("TransformerEngine debug statistics "
+                                                        "logs (nvdlfw_inspect, cur_amax)")) != 0;
+    bad |= json_object_set_new(o, "log_dir", json_string(logdir)) != 0;
+    bad |= json_object_set_new(o, "files", files) != 0;
+    files = NULL;
+    bad |= json_object_set_new(o, "interval", json_integer(im->sum.interval)) != 0;
+    bad |= json_object_set_new(o, "first_iteration", json_integer(im->sum.first)) != 0;
+    bad |= json_object_set_new(o, "last_iteration", json_integer(im->sum.last)) != 0;
+    bad |= json_object_set_new(o, "ranks_identical", json_boolean(im->sum.ranks_identical)) != 0;
+    bad |= json_object_set_new(o, "amax_rows", json_integer((json_int_t)im->sum.amax_rows)) != 0;
+    bad |= json_object_set_new(o, "zero_values", json_integer((json_int_t)im->sum.zero_values)) != 0;
+    bad |= json_object_set_new(o, "coarse_values",
+                               json_integer((json_int_t)im->sum.coarse_values)) != 0;
+    bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
+                               json_integer((json_int_t)im->left_wgrad)) != 0;
+    bad |= json_object_set_new(o, "tensors", tens) != 0;
+    tens = NULL;
+    bad |= json_object_set_new(o, "other_statistics", other) != 0;
+    other = NULL;
+  }
+  char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+  json_decref(o);
+  json_decref(files);
+  json_decref(tens);
+  json_decref(other);
+  if (!text) return FP8_ENOMEM;
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "te_log.json", err, errlen);
+  if (rc == FP8_OK) {
+    fputs(text, of.fp);
+    fputc('\n', of.fp);
+    rc = fp8_outfile_commit(&of, err, errlen);
+  }
+  free(text);
+  return rc;
+}
+
+/* The trace folder: new, or (force) an earlier import's files removed. */
+static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
+  if (fp8_dir_nonempty(dir)) {
+    if (!force)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv and "
+                        "te_log.json)",
+                        dir);
+    size_t n = strlen(dir) + 64;
+    char *p = malloc(n);
+    if (!p) return FP8_ENOMEM;
+    snprintf(p, n, "%s/amax.csv", dir);
+    remove(p);
+    snprintf(p, n, "%s/te_log.json", dir);
+    remove(p);
+    for (size_t r = 0;; r++) { /* an earlier import's ranks, while they are there */
+      snprintf(p, n, "%s/rank_%zu/amax.csv", dir, r);
+      if (remove(p) != 0) break;
+      snprintf(p, n, "%s/rank_%zu", dir, r);
+      rmdir(p);
+    }
+    free(p);
+  }
+  return fp8_mkdir_p(dir, err, errlen);
+}
+
+int fp8_te_import(const char *logdir, const char *tracedir, int force,
+                  fp8_te_import_summary *sum, char *err, size_t errlen) {
+  te_import im;
+  memset(&im, 0, sizeof im);
+  int rc = find_files(&im, logdir, err, errlen);
+  for (size_t k = 0; rc == FP8_OK && k < im.nfiles; k++) rc = read_file(&im, &im.files[k], err, errlen);
+  if (rc == FP8_OK && im.nrows == 0)
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s: no cur_amax of activation, weight, output, gradient or dgrad in %zu "
+                    "statistics lines (log LogTensorStats' cur_amax: docs/capture.md)",
+                    im.files[0].path, im.sum.lines);
+  if (rc == FP8_OK) rc = check_rows(&im, err, errlen);
+  if (rc == FP8_OK) rc = prepare_dir(tracedir, force, err, errlen);
+  name_id *byname = rc == FP8_OK ? by_name(&im) : NULL;
+  uint32_t *order = byname ? malloc((im.ntens + 1) * sizeof *order) : NULL;
+  if (rc == FP8_OK && !order) rc = FP8_ENOMEM;
+  if (rc == FP8_OK) {
+    for (size_t k = 0; k < im.ntens; k++) order[byname[k].id] = (uint32_t)k;
+    for (size_t k = 0; k < im.nrows; k++) im.rows[k].ord = order[im.rows[k].tensor];
+    qsort(im.rows, im.nrows, sizeof *im.rows, cmp_rank_iter_name);
+    size_t k = 0;
+    for (uint32_t r = 0; rc == FP8_OK && r < im.nfiles; r++) {
+      char sub[64];
+      snprintf(sub, sizeof sub, "rank_%u", r);
+      size_t n = strlen(tracedir) + sizeof sub + 2;
+      char *d = malloc(n);
+      if (!d) {
+        rc = FP8_ENOMEM;
+        break;
+      }
+      snprintf(d, n, "%s/%s", tracedir, sub);
+      if (im.nfiles == 1) snprintf(d, n, "%s", tracedir);
+      else rc = fp8_mkdir_p(d, err, errlen);
+      if (rc == FP8_OK) rc = write_amax(&im, d, r, &k, err, errlen);
+      free(d);
+    }
+  }
+  free(order);
+  free(byname);
+  im.sum.ranks = im.nfiles;
+  for (size_t t = 0; t < im.ntens; t++) im.sum.tensors += im.tens[t].logged > 0;
+  if (rc == FP8_OK) rc = write_json(&im, logdir, tracedir, err, errlen);
+  if (sum) *sum = im.sum;
+  for (size_t k = 0; k < im.nfiles; k++) free(im.files[k].path);
+  free(im.files);
+  free(im.rows);
+  for (size_t k = 0; k < im.ntens; k++) {
+    free(im.tens[k].name);
+    free(im.tens[k].layer);
+  }
+  free(im.tens);
+  for (size_t k = 0; k < im.nstat; k++) free(im.sname[k]);
+  free(im.sname);
+  free(im.scount);
+  fp8_strset_free(&im.tset);
+  fp8_strset_free(&im.sset);
+  return rc;
+}

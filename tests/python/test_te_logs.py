@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""`fp8lab import-te` (issue 28): TransformerEngine's debug statistics logs as a trace.
+
+The logs are written here in TE's exact format (nvidia-dlfw-inspect's logging.py: the logging
+module's default asctime, " - INFO - ", then "{name} \\t\\t\\t\\t iteration={:06d} \\t\\t\\t\\t
+value={:.4f}"; the name <layer>_<tensor>_<stat>, TE's stats_buffer.py), independently of
+fp8lab, with the equivalent multi-rank amax.csv trace written from the same numbers:
+
+  - two ranks, logged every 5 iterations from 0, several stats per tensor, a layer that logs
+    only some (no gradient, no cur_amax for its weight), wgrad's cur_amax (no role), a
+    GroupedLinear gemm_<i> and an unnamed Layer_<n>, a layer name holding "_weight_": the
+    imported trace replays to the same stream.csv, steps.csv and summary.csv as the amax.csv
+    trace, byte for byte; amax.csv and te_log.json (interval, ranks, counts) by hand;
+  - the 0.0000 rule: such values are left out of amax.csv and counted per tensor; values with
+    fewer than 3 significant digits are counted; stderr says both;
+  - the interval from iterations 3, 6, 9 (start_step 1, freq 3); a timestamped file name; the
+    statistics folder given itself, relative paths from another working folder;
+  - bad input, each one line naming the file and line, exit 2, nothing written: a malformed
+    line, a name that is not <layer>_<tensor>_<stat>, a value that is not a number, a NaN
+    cur_amax, a repeated iteration, a missing rank, two logs of one rank, no logs, no
+    cur_amax; a non-empty trace folder without --force.
+
+Usage: test_te_logs.py FP8LAB_BIN. Standard library only.
+"""
+import csv
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.abspath(sys.argv[1])
+TABS = " \t\t\t\t "
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+
+
+def te_line(name, it, value, stamp="2025-06-03 12:34:56,789"):
+    """One line as nvdlfw_inspect writes it (value already a float)."""
+    return "%s - INFO - %s%siteration=%06d%svalue=%.4f\n" % (stamp, name, TABS, it, TABS, value)
+
+
+def f32(text):
+    """The float32 nearest the decimal text (as strtof reads it)."""
+    return struct.unpack("<f", struct.pack("<f", float(text)))[0]
+
+
+def run(args, cwd=None):
+    p = subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+LAYERS = ["decoder.1.self_attention.layernorm_linear_qkv", "decoder.1.layernorm_mlp.fc1",
+          "moe.experts.gemm_0", "Layer_3", "odd_weight_name.proj"]
+ROLE = {"activation": "input", "weight": "weight", "gradient": "grad_output"}
+
+
+def make_logs(root, ranks=2, iters=range(0, 100, 5), zero=None, coarse=None, seed=1):
+    """TE logs in root/nvdlfw_inspect_statistics_logs/ and the same cur_amax numbers as a dict
+    {rank: [(step, tensor, text)]} (what the equivalent amax.csv holds)."""
+    rng = random.Random(seed)
+    d = os.path.join(root, "nvdlfw_inspect_statistics_logs")
+    os.makedirs(d)
+    rows = {}
+    for r in range(ranks):
+        out, rows[r] = [], []
+        for it in iters:
+            for L in LAYERS:
+                for t in ("activation", "weight", "gradient", "wgrad"):
+                    if L == "Layer_3" and t == "gradient":
+                        continue  # this layer logs no gradient
+                    for st in ("cur_amax", "dynamic_range", "underflows%"):
+                        if L == "Layer_3" and t == "weight" and st == "cur_amax":
+                            continue  # nor its weight's cur_amax
+                        v = rng.uniform(0.05, 30.0) if t != "gradient" else rng.uniform(0.002, 0.4)
+                        if st == "cur_amax" and zero and (r, it, L, t) in zero:
+                            v = 0.00004
+                        if st == "cur_amax" and coarse and (r, it, L, t) in coarse:
+                            v = 0.0012
+                        out.append(te_line("%s_%s_%s" % (L, t, st), it, v))
+                        if st == "cur_amax" and t != "wgrad" and "%.4f" % v != "0.0000":
+                            rows[r].append((it, "%s.%s" % (L, ROLE[t]), "%.4f" % v))
+        with open(os.path.join(d, "nvdlfw_inspect_globalrank-%d.log" % r), "w") as f:
+            f.writelines(out)
+    return rows
+
+
+def write_amax_trace(root, rows):
+    for r, rr in rows.items():
+        d = os.path.join(root, "rank_%d" % r) if len(rows) > 1 else root
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "amax.csv"), "w") as f:
+            f.write("step,tensor,amax\n")
+            for it, name, text in rr:
+                f.write("%d,%s,%s\n" % (it, name, text))
+
+
+EXP = """[trace]
+path = %s
+[recipe.delayed]
+kind = delayed
+format = hybrid
+history_len = 1, 4
+margin = 0, 1
+amax_compute = max
+"""
+
+
+def replay(tmp, trace, name):
+    ini = os.path.join(tmp, name + ".ini")
+    with open(ini, "w") as f:
+        f.write(EXP % trace)
+    out = os.path.join(tmp, "out_" + name)
+    rc, so, se = run(["run", ini, "--out", out, "--no-report", "--quiet", "--threads", "2"])
+    check(rc == 0, "run %s: exit %d: %s" % (name, rc, se.strip()))
+    return out
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def case_equivalent(tmp):
+    logs = os.path.join(tmp, "te")
+    rows = make_logs(logs)
+    amax_trace = os.path.join(tmp, "amax_trace")
+    write_amax_trace(amax_trace, rows)
+    # from another working folder, relative paths
+    rc, so, se = run(["import-te", "te", "imported"], cwd=tmp)
+    check(rc == 0, "import-te: exit %d: %s" % (rc, se.strip()))
+    check("logged every 5" in so, "the summary names the interval: %r" % so)
+    imp = os.path.join(tmp, "imported")
+    # amax.csv by hand: the rows in (step, name) order
+    for r, rr in rows.items():
+        with open(os.path.join(imp, "rank_%d" % r, "amax.csv")) as f:
+            got = list(csv.reader(f))
+        want = [["step", "tensor", "amax"]] + sorted(
+            ([str(it), n, t] for it, n, t in rr), key=lambda x: (int(x[0]), x[1]))
+        check(len(got) == len(want), "rank %d: %d amax.csv rows, want %d" % (r, len(got), len(want)))
+        for g, w in zip(got[1:], want[1:]):
+            if g[:2] != w[:2] or "%.9g" % f32(w[2]) != g[2]:
+                check(False, "rank %d row %s, want %s" % (r, g, w))
+                break
+    meta = json.load(open(os.path.join(imp, "te_log.json")))
+    check(meta["interval"] == 5 and meta["first_iteration"] == 0 and
+          meta["last_iteration"] == 95, "te_log.json interval/first/last: %s" % meta)
+    check([f["file"] for f in meta["files"]] == ["nvdlfw_inspect_globalrank-0.log",
+                                                  "nvdlfw_inspect_globalrank-1.log"], meta["files"])
+    check(meta["ranks_identical"] is False, "ranks differ here")
+    n_amax = sum(len(rr) for rr in rows.values())
+    check(meta["amax_rows"] == n_amax, "amax_rows %d, want %d" % (meta["amax_rows"], n_amax))
+    check(meta["zero_values"] == 0, "no zero values here")
+    check(meta["wgrad_cur_amax_left_out"] == 2 * 20 * len(LAYERS), meta["wgrad_cur_amax_left_out"])
+    # 20 iterations x 2 ranks: dynamic_range and underflows% of 4 tensors x 5 layers (less
+    # Layer_3's gradient), wgrad's 3 stats
+    other = meta["other_statistics"]
+    check(other.get("dynamic_range") == 2 * 20 * (4 * 5 - 1), other)
+    tens = {t["tensor"]: t for t in meta["tensors"]}
+    check(set(tens) == {n for _, n, _ in rows[0]}, sorted(tens))
+    check(tens["odd_weight_name.proj.weight"]["te_layer"] == "odd_weight_name.proj" and
+          tens["odd_weight_name.proj.weight"]["te_tensor"] == "weight", tens.get("odd_weight_name.proj.weight"))
+    check("Layer_3.weight" not in tens and "Layer_3.grad_output" not in tens, "Layer_3 logs less")
+    check(tens["moe.experts.gemm_0.grad_output"]["logged"] == 20, tens["moe.experts.gemm_0.grad_output"])
+    # the replays: byte for byte
+    a = replay(tmp, amax_trace, "amax")
+    b = replay(tmp, imp, "te")
+    for f in ("stream.csv", "steps.csv", "summary.csv"):
+        pa, pb = os.path.join(a, f), os.path.join(b, f)
+        if os.path.exists(pa) or os.path.exists(pb):
+            check(os.path.exists(pa) and os.path.exists(pb) and read(pa) == read(pb),
+                  "%s differs between the TE import and the amax.csv trace" % f)
+    # one stream row per (step, tensor, configuration): 20 steps x 2 ranks x 14 tensors x 4
+    nrows = sum(1 for _ in open(os.path.join(b, "stream.csv"))) - 1
+    check(nrows == 20 * 2 * 13 * 4, "stream.csv rows %d, want %d" % (nrows, 20 * 2 * 13 * 4))
+    print("equivalent: %d amax rows, stream.csv %d rows, byte-identical" % (n_amax, nrows))
+    # --force replaces; without it a non-empty folder is an error
+    rc, so, se = run(["import-te", logs, imp])
+    check(rc == 2 and "not empty" in se and se.count("\n") == 1, "no --force: %d %r" % (rc, se))
+    rc, so, se = run(["import-te", logs, imp, "--force"])
+    check(rc == 0 and read(os.path.join(imp, "te_log.json")) ==
+          read(os.path.join(imp, "te_log.json")), "--force: %d %r" % (rc, se))
+
+
+def case_zero_and_coarse(tmp):
+    logs = os.path.join(tmp, "tz")
+    zero = {(0, 10, LAYERS[0], "gradient"), (0, 15, LAYERS[0], "gradient"),
+            (0, 10, LAYERS[1], "activation")}
+    coarse = {(0, 20, LAYERS[1], "gradient")}
+    rows = make_logs(logs, ranks=1, iters=range(0, 30, 5), zero=zero, coarse=coarse, seed=2)
+    tr = os.path.join(tmp, "tz_trace")
+    # the statistics folder itself
+    rc, so, se = run(["import-te", os.path.join(logs, "nvdlfw_inspect_statistics_logs"), tr])
+    check(rc == 0, "zero: exit %d %r" % (rc, se))
+    check("3 cur_amax values read 0.0000" in se and "left out" in se, "stderr: %r" % se)
+    check("1 cur_amax values have fewer than 3 significant digits" in se, "stderr: %r" % se)
+    meta = json.load(open(os.path.join(tr, "te_log.json")))
+    tens = {t["tensor"]: t for t in meta["tensors"]}
+    check(tens[LAYERS[0] + ".grad_output"]["zero_values"] == 2, tens[LAYERS[0] + ".grad_output"])
+    check(tens[LAYERS[1] + ".input"]["zero_values"] == 1, tens[LAYERS[1] + ".input"])
+    check(tens[LAYERS[1] + ".grad_output"]["coarse_values"] == 1, "coarse")
+    check(meta["zero_values"] == 3 and meta["coarse_values"] == 1, meta)
+    with open(os.path.join(tr, "amax.csv")) as f:
+        got = [r for r in csv.reader(f)][1:]
+    keys = {(int(s), n) for s, n, _ in got}
+    check((10, LAYERS[0] + ".grad_output") not in keys and (15, LAYERS[0] + ".grad_output") not in keys
+          and (10, LAYERS[1] + ".input") not in keys, "0.0000 rows left out")
+    check(len(got) == len(rows[0]), "amax.csv rows %d, want %d" % (len(got), len(rows[0])))
+    check([r[2] for r in got if (int(r[0]), r[1]) == (20, LAYERS[1] + ".grad_output")] ==
+          ["0.00120000006"], "the coarse value kept")
+
+
+def case_interval_and_names(tmp):
+    d = os.path.join(tmp, "ti", "nvdlfw_inspect_statistics_logs")
+    os.makedirs(d)
+    with open(os.path.join(d, "nvdlfw_inspect_20250603_123456_globalrank-0.log"), "w") as f:
+        for it in (3, 6, 9, 12):
+            f.write(te_line("Layer_1_activation_cur_amax", it, 2.5 + it))
+    rc, so, se = run(["import-te", os.path.join(tmp, "ti"), os.path.join(tmp, "ti_trace")])
+    check(rc == 0 and "logged every 3" in so, "interval 3: %d %r %r" % (rc, so, se))
+    meta = json.load(open(os.path.join(tmp, "ti_trace", "te_log.json")))
+    check(meta["interval"] == 3 and meta["first_iteration"] == 3, meta)
+    check(meta["files"][0]["file"] == "nvdlfw_inspect_20250603_123456_globalrank-0.log", meta["files"])
+
+
+def bad(tmp, label, lines=None, files=None, want=None, line=None):
+    """A log folder that must be refused: exit 2, one line naming the file (and line)."""
+    d = os.path.join(tmp, "bad_" + label)
+    s = os.path.join(d, "nvdlfw_inspect_statistics_logs")
+    os.makedirs(s)
+    for name, text in (files or {"nvdlfw_inspect_globalrank-0.log": lines}).items():
+        with open(os.path.join(s, name), "w") as f:
+            f.write(text)
+    out = os.path.join(tmp, "bad_out_" + label)
+    rc, so, se = run(["import-te", d, out])
+    ok = rc == 2 and se.count("\n") == 1 and (want is None or want in se)
+    if line is not None:
+        ok = ok and (":%d:" % line) in se
+    check(ok, "%s: exit %d, %r" % (label, rc, se))
+    check(not os.path.exists(out), "%s: nothing written" % label)
+
+
+def case_bad(tmp):
+    good = te_line("a.fc1_activation_cur_amax", 0, 1.5)
+    bad(tmp, "malformed", good + "this is not a statistics line\n", want="not a statistics line",
+        line=2)
+    bad(tmp, "noiteration", good + "2025-06-03 12:34:56,789 - INFO - a.fc1_activation_cur_amax "
+        "value=1.0\n", want="iteration", line=2)
+    bad(tmp, "split", good + te_line("a.fc1_input_cur_amax", 5, 1.0), want="<layer>_<tensor>_<stat>",
+        line=2)
+    bad(tmp, "value", good + good.replace("1.5000", "x1.5").replace("000000", "000005"),
+        want="not a number", line=2)
+    bad(tmp, "nan", good + te_line("a.fc1_activation_cur_amax", 5, float("nan")), want="NaN", line=2)
+    bad(tmp, "repeat", good + te_line("a.fc1_weight_cur_amax", 0, 2.0) + good.replace("1.5000", "1.7000"),
+        want="first at line 1", line=3)
+    bad(tmp, "gap", files={"nvdlfw_inspect_globalrank-0.log": good,
+                           "nvdlfw_inspect_globalrank-2.log": good}, want="global rank 1")
+    bad(tmp, "tworuns", files={"nvdlfw_inspect_20250101_000000_globalrank-0.log": good,
+                               "nvdlfw_inspect_20250102_000000_globalrank-0.log": good},
+        want="two logs of global rank 0")
+    bad(tmp, "none", files={"notes.txt": "x\n"}, want="no TransformerEngine statistics logs")
+    bad(tmp, "noamax", te_line("a.fc1_activation_dynamic_range", 0, 3.0), want="no cur_amax")
+    bad(tmp, "empty_line", good + "\n" + good, want="empty line", line=2)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="fp8lab-te-")
+    try:
+        case_equivalent(tmp)
+        case_zero_and_coarse(tmp)
+        case_interval_and_names(tmp)
+        case_bad(tmp)
+    finally:
+        if not FAILS:
+            shutil.rmtree(tmp)
+        else:
+            print("kept", tmp)
+    if FAILS:
+        print("%d failures" % len(FAILS))
+        sys.exit(1)
+    print("te logs: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
