@@ -307,8 +307,14 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
                       "activation, weight, output, gradient, dgrad, wgrad",
                       f->path, line, fp8_escape(body, nlen, shown, sizeof shown));
   size_t stat_len = nlen - (size_t)(stat - body);
-  char statbuf[256];
-  snprintf(statbuf, sizeof statbuf, "%.*s", (int)stat_len, stat);
+  char statbuf[FP8_NAME_MAX + 1];
+  /* te_log.json counts statistics by name: printable UTF-8 of a sane length, as names */
+  if (stat_len > FP8_NAME_MAX || fp8_tensor_name_check(stat, stat_len, FP8_NAME_MAX, why, sizeof why))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: statistic %s: %s", f->path, line,
+                      fp8_escape(stat, stat_len, shown, sizeof shown),
+                      stat_len > FP8_NAME_MAX ? "name too long" : why);
+  memcpy(statbuf, stat, stat_len);
+  statbuf[stat_len] = '\0';
   im->sum.lines++;
   if (strcmp(statbuf, "cur_amax") != 0 || !TE_ROLES[t]) {
     if (strcmp(statbuf, "cur_amax") == 0) im->left_wgrad++;
@@ -499,7 +505,10 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
   if (!bad) {
     bad |= json_object_set_new(o, "source", json_string("TransformerEngine debug statistics "
                                                         "logs (nvdlfw_inspect, cur_amax)")) != 0;
-    bad |= json_object_set_new(o, "log_dir", json_string(logdir)) != 0;
+    json_t *ld = json_string(logdir); /* NULL for a path that is not UTF-8: shown escaped */
+    char shown[FP8_ESC_LEN];
+    if (!ld) ld = json_string(fp8_esc(logdir, shown, sizeof shown));
+    bad |= json_object_set_new(o, "log_dir", ld) != 0;
     bad |= json_object_set_new(o, "files", files) != 0;
     files = NULL;
     bad |= json_object_set_new(o, "interval", json_integer(im->sum.interval)) != 0;
