@@ -62,6 +62,16 @@ if command -v python3 >/dev/null 2>&1; then
       pydeps_missing "pandas/nbformat/nbclient/ipykernel still not importable by $(command -v python3) after pip install"
     fi
   fi
+  # tools/te_tb_to_amax.py reads TensorBoard event files with the tensorboard package's reader
+  # (tests/python/test_te_tb.py; issue 28)
+  if ! python3 -c "import tensorboard" >/dev/null 2>&1; then
+    echo "install-deps: pip installing tensorboard" >&2
+    if ! python3 -m pip install --quiet --disable-pip-version-check tensorboard >&2; then
+      pydeps_missing "pip install tensorboard failed for $(command -v python3)"
+    elif ! python3 -c "import tensorboard" >/dev/null 2>&1; then
+      pydeps_missing "tensorboard still not importable by $(command -v python3) after pip install"
+    fi
+  fi
 else
   pydeps_missing "no python3 on PATH"
 fi
