@@ -133,6 +133,12 @@ START_TEST(test_run_writes_report) {
   ck_assert_msg(strstr(md, "outlined cells are those where every input tensor is within the "
                            "value budget (0.001, the line on the colour bar) on its own") != NULL,
                 "%s", md);
+  /* no layer triplet (no weight), so no gemm.csv and no GEMM section (it showed a table of
+   * zero errors, "0% of the estimate", until 2026-12-04) */
+  ck_assert(!exists("out/gemm.csv"));
+  ck_assert_msg(strstr(md, "## GEMM error") == NULL && strstr(md, "(#gemm-error)") == NULL &&
+                    strstr(md, "Taking the GEMM error into account") == NULL,
+                "%s", md);
   free(md);
 
   /* the notebook validates (Debian's python3-nbformat) */

@@ -213,6 +213,10 @@ int rep_build_configs(rep_t *r) {
   r->cfgs = calloc(t->ngroups + 1, sizeof *r->cfgs);
   r->gcfg = calloc(t->ngroups + 1, sizeof *r->gcfg);
   if (!r->cfgs || !r->gcfg) return FP8_ENOMEM;
+  /* no GEMM error until gemm.csv gives one (rep_add_gemm): a run without it has no section */
+  for (size_t c = 0; c <= t->ngroups; c++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) r->cfgs[c].gemm_median[g] = NAN;
+  r->gemm_halfwidth = NAN;
   assign_configs(r);
   int rc = aggregate_configs(r);
   if (rc) return rc;
