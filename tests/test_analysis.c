@@ -694,7 +694,7 @@ START_TEST(recommendations_rules) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {1e-5, 0.01};
+  fp8_budgets bud = {1e-5, 0.01, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, 6);
   ck_assert_uint_eq(r.nrecs, 6 + 3 + 1); /* roles input, weight, output; the model */
@@ -783,7 +783,7 @@ START_TEST(recommendations_rules) {
 
   /* generous budgets (every step of these clips: the step budget must allow all of them):
    * every tensor gets delayed scaling; H1 now wins b.input (35 dB against 28) */
-  bud = (fp8_budgets){0.01, 1.0};
+  bud = (fp8_budgets){0.01, 1.0, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
   ck_assert(x->meets_budget && x->key.history_len == 1);
@@ -798,15 +798,15 @@ START_TEST(recommendations_rules) {
   ck_assert_uint_eq(x->nmisfits, 0);
   fp8_recommendations_free(&r);
   /* the value budget alone is not enough: one clipping step in two is over a 0.01 step budget */
-  bud = (fp8_budgets){0.01, 0.01};
+  bud = (fp8_budgets){0.01, 0.01, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
   ck_assert(x->meets_budget && x->key.history_len == 16);
   fp8_recommendations_free(&r);
 
-  bud = (fp8_budgets){NAN, 0.01};
+  bud = (fp8_budgets){NAN, 0.01, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
-  bud = (fp8_budgets){1e-5, -1};
+  bud = (fp8_budgets){1e-5, -1, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
   fp8_analysis_free(&a);
   fp8_steps_free(&t);
@@ -827,7 +827,7 @@ START_TEST(csv_outputs) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {FP8_ANALYSIS_OVERFLOW_BUDGET, FP8_ANALYSIS_STEP_BUDGET};
+  fp8_budgets bud = {FP8_ANALYSIS_OVERFLOW_BUDGET, FP8_ANALYSIS_STEP_BUDGET, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   char *dir = tu_mkdtemp();
   ck_assert_int_eq(fp8_analysis_write(&a, dir, err, sizeof err), FP8_OK);
@@ -904,7 +904,7 @@ START_TEST(pipeline_on_a_run) {
   ck_assert_msg(fp8_steps_load(path, &t, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_uint_eq(t.ngroups, t.ntensors * 5);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {1e-5, 0.01};
+  fp8_budgets bud = {1e-5, 0.01, 0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, t.ntensors);
   /* summary.csv's rows are in the same order as our groups: compare the rates */

@@ -264,6 +264,9 @@ typedef struct {
 typedef struct {
   double value;                  /**< clipped values over finite values, snapshot steps */
   double step;                   /**< steps whose largest element clipped, over the steps */
+  int stream_only;               /**< 1: a run without snapshots (issue 28): the value budget
+                                      cannot be measured and is not applied; the step budget
+                                      decides, over the stream's steps */
 } fp8_budgets;
 
 /** Default of `[analysis] step_budget`. */
@@ -273,7 +276,7 @@ typedef struct {
 
 /** 1 when configuration s fits its tensor within budgets b (analysis.h "Choice rules"): its
  *  clipped_rate within the value budget and its clip_step_rate within the step budget (nan
- *  never fits). */
+ *  never fits); with b->stream_only, the step budget alone. */
 int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s);
 
 typedef struct {

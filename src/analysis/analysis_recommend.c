@@ -58,7 +58,16 @@ static int cmp_delayed_params(const fp8_steps_group *a, const fp8_steps_group *b
 }
 
 int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s) {
+  if (b->stream_only) return s->clip_step_rate <= b->step; /* no snapshot: no values to count */
   return s->clipped_rate <= b->value && s->clip_step_rate <= b->step; /* false for nan */
+}
+
+/* "; p5 SNR 12.34 dB" (what), or nothing in a run without snapshots (no SNR to quote). */
+static const char *p5_words(const fp8_budgets *b, const char *what, double v, char *buf,
+                            size_t n) {
+  if (b->stream_only) return "";
+  snprintf(buf, n, "; %s %.2f dB", what, v);
+  return buf;
 }
 
 static int fits(const fp8_group_stats *s, const fp8_budgets *b) { return fp8_budgets_fit(b, s); }
@@ -163,16 +172,25 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
     r->meets_budget = 1;
     r->decided_by = "only fit";
     if (second) (void)cmp_candidate(best, second, &r->decided_by);
-    r->note = fmt_alloc("%s: clipped rate %.3g (budget %g); clipped steps %.3g (budget %g); p5 SNR "
-                        "%.2f dB; %lld of %lld delayed configurations fit; decided by %s",
-                        config_words(best->group, cfg, sizeof cfg), best->clipped_rate, b->value,
-                        best->clip_step_rate, b->step, best->snr_p5, (long long)nfit,
-                        (long long)ndelayed, r->decided_by);
+    if (b->stream_only)
+      r->note = fmt_alloc("%s: clipped steps %.3g (budget %g; no snapshots: the step budget "
+                          "alone); %lld of %lld delayed configurations fit; decided by %s",
+                          config_words(best->group, cfg, sizeof cfg), best->clip_step_rate, b->step,
+                          (long long)nfit, (long long)ndelayed, r->decided_by);
+    else
+      r->note = fmt_alloc("%s: clipped rate %.3g (budget %g); clipped steps %.3g (budget %g); p5 SNR "
+                          "%.2f dB; %lld of %lld delayed configurations fit; decided by %s",
+                          config_words(best->group, cfg, sizeof cfg), best->clipped_rate, b->value,
+                          best->clip_step_rate, b->step, best->snr_p5, (long long)nfit,
+                          (long long)ndelayed, r->decided_by);
     return r->note ? FP8_OK : FP8_ENOMEM;
   }
   char why[200];
   r->decided_by = "fallback";
   if (ndelayed == 0) snprintf(why, sizeof why, "no delayed configuration in this run");
+  else if (b->stream_only)
+    snprintf(why, sizeof why, "no delayed configuration fits the step budget %g (no snapshots: "
+             "the step budget alone)", b->step);
   else if (isnan(min_clip))
     snprintf(why, sizeof why, "no delayed configuration fits the budgets (no finite element "
              "outside the warm-up to measure)");
@@ -183,8 +201,9 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
   if (cur) {
     set_config(r, cur->group);
     set_values(r, cur);
-    r->note = fmt_alloc("%s: use %s; p5 SNR %.2f dB", why, config_words(cur->group, cfg, sizeof cfg),
-                        cur->snr_p5);
+    char p5[64];
+    r->note = fmt_alloc("%s: use %s%s", why, config_words(cur->group, cfg, sizeof cfg),
+                        p5_words(b, "p5 SNR", cur->snr_p5, p5, sizeof p5));
   } else {
     r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
   }
@@ -411,15 +430,16 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
     set_setting_values(r, &d);
     char *list = misfit_list(a, role, &d, b, r, ntensors, nofmt);
     if (!list) return FP8_ENOMEM;
+    char p5[64];
+    const char *p5w = p5_words(b, "mean p5 SNR", d.mean_p5, p5, sizeof p5);
     if (r->nmisfits == 0)
-      r->note = fmt_alloc("%s fits the budgets for all %lld %stensors; mean p5 SNR %.2f dB; "
-                          "decided by %s", config_words(d.g, cfg, sizeof cfg),
-                          (long long)ntensors, rn, d.mean_p5, r->decided_by);
+      r->note = fmt_alloc("%s fits the budgets for all %lld %stensors%s; decided by %s",
+                          config_words(d.g, cfg, sizeof cfg), (long long)ntensors, rn, p5w,
+                          r->decided_by);
     else
-      r->note = fmt_alloc("%s fits the budgets for %lld of %lld %stensors; mean p5 SNR %.2f dB; "
-                          "decided by %s; does not fit: %s", config_words(d.g, cfg, sizeof cfg),
-                          (long long)d.covers, (long long)ntensors, rn, d.mean_p5, r->decided_by,
-                          list);
+      r->note = fmt_alloc("%s fits the budgets for %lld of %lld %stensors%s; decided by %s; does "
+                          "not fit: %s", config_words(d.g, cfg, sizeof cfg), (long long)d.covers,
+                          (long long)ntensors, rn, p5w, r->decided_by, list);
     free(list);
     return r->note ? FP8_OK : FP8_ENOMEM;
   }
@@ -435,9 +455,10 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
     set_config(r, c.g);
     r->covers = c.ran;
     set_setting_values(r, &c);
-    r->note = fmt_alloc("%s: use %s (run for %lld of %lld tensors); mean p5 SNR %.2f dB", why,
-                        config_words(c.g, cfg, sizeof cfg), (long long)c.ran,
-                        (long long)ntensors, c.mean_p5);
+    char p5[64];
+    r->note = fmt_alloc("%s: use %s (run for %lld of %lld tensors)%s", why,
+                        config_words(c.g, cfg, sizeof cfg), (long long)c.ran, (long long)ntensors,
+                        p5_words(b, "mean p5 SNR", c.mean_p5, p5, sizeof p5));
   } else {
     r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
   }

@@ -104,7 +104,7 @@ static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation 
 
 /* The model setting under budgets scaled by f (both). */
 static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
-  fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f};
+  fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f, r->rec.budgets.stream_only};
   if (b.step > 1.0) b.step = 1.0;
   if (b.value > 1.0) b.value = 1.0;
   fp8_recommendations rec;
@@ -112,7 +112,10 @@ static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   if (fp8_analysis_recommend(&r->an, &b, &rec, err, sizeof err) != FP8_OK) return FP8_ENOMEM;
   const fp8_recommendation *x = model_rec(&rec);
   char c[4][96];
-  snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
+  if (r->stream_only) /* the step budget alone */
+    snprintf(c[0], sizeof c[0], "%s%g", f == 1.0 ? "**" : "", b.step);
+  else
+    snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
   if (f == 1.0) strcat(c[0], "** (this report)");
   if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
     snprintf(c[1], sizeof c[1], "none: current scaling");
@@ -181,15 +184,24 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                         ? "the settings that fit as many tie on SNR and underflow: it is the one "
                           "with the shortest history and smallest margin"
                         : "it is the only setting that fits this many";
-  fp8_doc_markdownf(d, "It fits the budgets (at most %.3g of a tensor's values clipped at the "
-                    "snapshot steps, its largest element clipped at no more than %.3g of the %s "
-                    "it ran; warm-up left out) for **%lld of %lld tensors**; %s.",
-                    r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1), (long long)x->covers,
-                    (long long)x->of, words);
+  if (r->stream_only)
+    fp8_doc_markdownf(d, "It fits the step budget (its largest element clipped at no more than "
+                      "%.3g of the %s it ran; warm-up left out; no snapshots, so no value budget) "
+                      "for **%lld of %lld tensors**; %s.",
+                      r->rec.budgets.step, rep_unit(r, 1), (long long)x->covers, (long long)x->of,
+                      words);
+  else
+    fp8_doc_markdownf(d, "It fits the budgets (at most %.3g of a tensor's values clipped at the "
+                      "snapshot steps, its largest element clipped at no more than %.3g of the %s "
+                      "it ran; warm-up left out) for **%lld of %lld tensors**; %s.",
+                      r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1),
+                      (long long)x->covers, (long long)x->of, words);
   int binding = 0;
   if (x->nmisfits) answer_misfits(r, d, x, &binding);
-  fp8_doc_markdown(d, "How the answer moves with the budgets (both scaled together):");
-  const char *hdr[] = {"budgets (values, steps)", "setting", "fits", "tensors needing current scaling"};
+  fp8_doc_markdown(d, r->stream_only ? "How the answer moves with the step budget:"
+                                      : "How the answer moves with the budgets (both scaled together):");
+  const char *hdr[] = {r->stream_only ? "step budget" : "budgets (values, steps)", "setting",
+                       "fits", "tensors needing current scaling"};
   fp8_doc_table_begin(d, 4, hdr, "llrr");
   const double f[3] = {0.1, 1.0, 10.0};
   for (int k = 0; k < 3; k++)

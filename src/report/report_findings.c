@@ -14,6 +14,8 @@
 
 #include "results.h" /* fp8_overshoot */
 
+#include <gsl/gsl_sort.h>
+
 #define MAX_TABLE 25
 
 /* ------------------------------------------------------------------ the reference */
@@ -121,6 +123,7 @@ static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
                       "max.", r->tab.groups[t->worst_g].tensor, (long long)t->worst_step, t->worst,
                       exp2(t->worst));
   char b[64];
+  if (r->stream_only) return; /* no snapshot steps */
   fp8_doc_markdownf(d, "At the snapshot steps, %zu of %zu tensors have clipped values (%lld of %lld "
                     "values, rate %s).", t->snap_clip_tensors, t->tensors, (long long)t->clipped,
                     (long long)t->finite,
@@ -325,7 +328,8 @@ static void findings_table(const rep_t *r, fp8_doc *d, const ov_t *ov, size_t no
   const char *hdr[] = {"tensor", "role", h2, h3,
                        "worst overshoot (binades)", "clipped rate (values)", "p5 SNR (dB)",
                        "p5 SNR, current (dB)"};
-  fp8_doc_table_begin(d, 8, hdr, "llrrrrrr");
+  /* without snapshots the last three (values, SNR) do not exist: the first five */
+  fp8_doc_table_begin(d, r->stream_only ? 5 : 8, hdr, r->stream_only ? "llrrr" : "llrrrrrr");
   for (size_t i = 0; i < nov && i < MAX_TABLE; i++) {
     const fp8_steps_group *gr = &r->tab.groups[ov[i].g];
     const fp8_group_stats *s = &r->an.stats[ov[i].g];
@@ -354,8 +358,54 @@ static void findings_overshoot(const rep_t *r, fp8_doc *d, const ref_totals *t) 
                     (long long)t->bins[2], (long long)t->bins[3], (long long)t->bins[4]);
 }
 
+/* Staleness without snapshots: the lag of every non-warm-up step of the reference
+ * configuration's stream series with a finite non-zero amax (fp8_analysis_scale_lag). */
+static void findings_lag_stream(const rep_t *r, fp8_doc *d) {
+  double worst = 0, median = NAN;
+  ptrdiff_t wg = -1;
+  int64_t wstep = -1;
+  size_t wn = 0;
+  for (size_t g = 0; g < r->tab.ngroups; g++) {
+    const fp8_stream_series *s = r->series ? r->series[g] : NULL;
+    if (r->gcfg[g] != (size_t)r->ref || !s || !s->scale) continue;
+    double *lag = malloc((s->n + 1) * sizeof *lag), gw = 0;
+    if (!lag) return;
+    size_t n = 0;
+    int64_t gstep = -1;
+    for (size_t i = 0; i < s->n; i++) {
+      if (s->warmup[i]) continue;
+      double l = fp8_analysis_scale_lag((double)s->scale[i], (double)s->amax[i],
+                                        s->key.format, s->key.margin);
+      if (isnan(l)) continue;
+      lag[n++] = l;
+      if (l < gw) gw = l, gstep = s->step[i];
+    }
+    if (n && gw < worst) {
+      gsl_sort(lag, 1, n);
+      worst = gw;
+      median = fp8_analysis_quantile(lag, n, 0.5);
+      wg = (ptrdiff_t)g;
+      wstep = gstep;
+      wn = n;
+    }
+    free(lag);
+  }
+  if (wg >= 0)
+    fp8_doc_markdownf(d,
+                      "Scale lag (log2 of the just-in-time scale over the delayed scale, at every "
+                      "%s of the stream; negative: the delayed scale was too large, values "
+                      "saturate once it is below -margin): the worst is %.2f binades for %s at "
+                      "step %lld, whose median scale lag over its %zu %s is %.2f binades.",
+                      rep_unit(r, 0), worst, r->tab.groups[wg].tensor, (long long)wstep, wn,
+                      rep_unit(r, 1), median);
+}
+
 /* Staleness: the worst scale lag of the reference configuration. */
 static void findings_lag(const rep_t *r, fp8_doc *d) {
+  if (r->stream_only) {
+    findings_lag_stream(r, d);
+    return;
+  }
   double worst = 0;
   ptrdiff_t wg = -1;
   for (size_t g = 0; g < r->tab.ngroups; g++)

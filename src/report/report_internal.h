@@ -83,6 +83,7 @@ typedef struct {
   double gemm_halfwidth;/* sampled GEMM errors: the median of their intervals' half-width
                            relative to the estimate; NaN: exact errors */
   int have_stream;
+  int stream_only; /* no snapshot rows: groups made from the stream's series (issue 28) */
   struct rep_te *te; /* the TE section's totals per configuration (report_te.c; NULL: none) */
   size_t nte;
   fp8_analysis an;

@@ -98,11 +98,12 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_steps.file);
   if ((rc = fp8_steps_load(path, &r->tab, err, errlen))) return rc;
   r->have_tab = 1;
-  if (r->tab.nrows == 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: no rows: nothing to report", path);
+  char steps_path[4200];
+  snprintf(steps_path, sizeof steps_path, "%s", path);
   /* distinct tensors, distinct plot files (fp8lab run checks it too; a steps.csv by hand) */
-  rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen);
-  if (rc) return rc;
+  if (r->tab.nrows &&
+      (rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen)))
+    return rc;
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_histograms.file);
   if ((rc = fp8_hist_load(path, &r->hist, err, errlen))) return rc;
   /* what the run says it wrote: stream.csv and gemm.csv are then required (without them the
@@ -130,6 +131,24 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
     if ((rc = fp8_stream_load(path, &r->stream, err, errlen))) return rc;
     r->have_stream = 1;
   }
+  /* no snapshot rows: a trace of amaxes alone (amax.csv, TE's logs; issue 28). The report is
+   * the stream's, over groups made from its series; without a stream there is nothing */
+  if (r->tab.nrows == 0) {
+    if (!r->have_stream || r->stream.nseries == 0)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: no rows, and no stream of delayed configurations: nothing to report "
+                        "(a trace without snapshots is reported from its amax stream, which needs "
+                        "a [recipe.*] of kind delayed)",
+                        steps_path);
+    fp8_steps_free(&r->tab);
+    r->have_tab = 0;
+    if (fp8_steps_from_stream(&r->stream, &r->tab) != FP8_OK)
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    r->have_tab = 1;
+    r->stream_only = 1;
+    rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen);
+    if (rc) return rc;
+  }
   /* gemm.csv: absent for a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
   *have_gemm_file = access(path, F_OK) == 0;
@@ -149,6 +168,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
   r->budgets.step = opt && opt->step_budget >= 0 ? opt->step_budget
                   : r->run.step_budget >= 0      ? r->run.step_budget
                                                  : FP8_ANALYSIS_STEP_BUDGET;
+  r->budgets.stream_only = r->stream_only;
   if ((rc = fp8_analysis_compute(&r->tab, &r->an, err, errlen))) goto done;
   r->have_an = 1;
   if (r->have_stream && (rc = fp8_analysis_add_stream(&r->an, &r->stream, err, errlen))) goto done;

@@ -232,6 +232,25 @@ static const char *const CELLS[] = {
     "w",
 };
 
+/* A run without snapshots (issue 28): summary.csv, histograms.csv and steps.csv have no rows,
+ * so the distinct configurations come from stream.csv's scales instead of summary.csv's
+ * statistics (cell 2), and the cells of the budgets' values (4), the histograms (8) and the
+ * snapshot steps (9) are left out. */
+static const char STREAM_DISTINCT[] =
+    "# The distinct configurations: some are provably the same (most_recent ignores history_len; at\n"
+    "# history 1, max is most_recent). This run has no snapshots: configurations whose stream.csv\n"
+    "# scales agree at every step of every tensor are listed together.\n"
+    "sig = (stream.sort_values([\"tensor\", \"step\", \"micro\"])\n"
+    "       .groupby(\"config\", observed=True, sort=False)[\"scale\"]\n"
+    "       .apply(lambda g: hash(g.to_numpy(dtype=\"float64\").tobytes())))\n"
+    "groups = sig.groupby(sig, sort=False).apply(lambda s: list(s.index))\n"
+    "distinct = pd.DataFrame({\"configurations\": [\", \".join(g) for g in groups],\n"
+    "                         \"count\": [len(g) for g in groups]})\n"
+    "# one configuration per group stands for it in the cells below\n"
+    "DISTINCT = [g[0] for g in groups]\n"
+    "print(\"%d distinct configurations of %d\" % (len(distinct), len(sig)))\n"
+    "distinct";
+
 /* src with every @EXPERIMENT@ and @CSV_PREFIX@ replaced by name and prefix, escaped for a
  * Python "..." literal (backslash, quote, control bytes: at most 4 bytes each), into out[n];
  * 0 when it does not fit. */
@@ -274,7 +293,11 @@ void rep_add_notebook(const rep_t *r, fp8_doc *d, const char *csv_prefix) {
   /* the longest cell and its two names escaped (the experiment's name is at most 255 bytes,
    * the prefix a few) fit: no allocation, so nothing to fail here but the appends */
   char code[16384];
-  for (size_t i = 0; i < sizeof CELLS / sizeof *CELLS; i++)
-    if (fill(code, sizeof code, CELLS[i], r->run.name, csv_prefix)) fp8_doc_code(d, code);
+  for (size_t i = 0; i < sizeof CELLS / sizeof *CELLS; i++) {
+    const char *cell = CELLS[i];
+    if (r->stream_only && (i == 4 || i == 8 || i == 9)) continue; /* values, histograms, steps */
+    if (r->stream_only && i == 2) cell = STREAM_DISTINCT;
+    if (fill(code, sizeof code, cell, r->run.name, csv_prefix)) fp8_doc_code(d, code);
+  }
   fp8_doc_set_target(d, FP8_DOC_BOTH);
 }

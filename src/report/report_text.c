@@ -21,6 +21,19 @@
 static void add_recommendations(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
   fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
+  if (r->stream_only)
+    fp8_doc_markdownf(d,
+                      "Budget (no snapshots: the step budget alone): a delayed configuration fits a "
+                      "tensor when its largest element clips at no more than %.3g of its %s "
+                      "(`step_budget`, counted over %s); warm-up does not count. Per tensor: at each "
+                      "history length the smallest margin that fits, then the shorter history; when "
+                      "none fits, current scaling. Per role: one delayed setting for all tensors of "
+                      "the role, the one that fits the most of them. The column \"decided by\" says "
+                      "which criterion chose each row over the runner-up.",
+                      r->rec.budgets.step, rep_unit(r, 1),
+                      rep_micro(r) ? "every micro-batch of the replay (stream.csv)"
+                                   : "every step of the replay (stream.csv)");
+  else
   fp8_doc_markdownf(d,
                     "Budgets: a delayed configuration fits a tensor when at most %.3g of its values "
                     "clip at the snapshot steps (value budget, `overflow_budget`) and the largest "
@@ -64,8 +77,9 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
     if (!r->rec.recs[i].meets_budget) ncur++;
   if (ncur) {
     fp8_doc_markdownf(d, "**%zu tensor%s need%s current scaling**: no delayed configuration of this run fits "
-                      "%s within both budgets.",
-                      ncur, ncur == 1 ? "" : "s", ncur == 1 ? "s" : "", ncur == 1 ? "it" : "them");
+                      "%s within %s.",
+                      ncur, ncur == 1 ? "" : "s", ncur == 1 ? "s" : "", ncur == 1 ? "it" : "them",
+                      r->stream_only ? "the step budget" : "both budgets");
     const char *h2[] = {"tensor", "best delayed clipped rate", "recommended"};
     fp8_doc_table_begin(d, 3, h2, "lrl");
     for (size_t i = 0; i < r->rec.ntensor_recs; i++) {
@@ -76,8 +90,9 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
       fp8_doc_table_row(d, cells);
     }
   } else {
-    fp8_doc_markdown(d, "Every tensor has a delayed configuration within both budgets (recommendations.csv "
-                        "lists the best one per tensor, with the criterion that decided).");
+    fp8_doc_markdownf(d, "Every tensor has a delayed configuration within %s (recommendations.csv "
+                         "lists the best one per tensor, with the criterion that decided).",
+                      r->stream_only ? "the step budget" : "both budgets");
   }
   /* with gemm.csv: the configuration that keeps the overflow budget over all tensors and gives
    * the smallest GEMM error (the error that finally reaches the training) */
@@ -244,12 +259,13 @@ static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix,
 }
 
 /* A table of contents (GitHub-style heading anchors: lower case, spaces to hyphens). */
-static void add_contents(fp8_doc *d, int have_gemm, int have_cost) {
+static void add_contents(fp8_doc *d, int have_gemm, int have_cost, int stream_only) {
   fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · "
                     "[Recommendations per role and per tensor](#recommendations-per-role-and-per-tensor)"
-                    "%s · [Recipes by role](#recipes-by-role) · [All configurations](#all-configurations)"
-                    "%s · [Definitions](#definitions)",
+                    "%s%s%s · [Definitions](#definitions)",
                     have_gemm ? " · [GEMM error](#gemm-error)" : "",
+                    stream_only ? "" : " · [Recipes by role](#recipes-by-role) · [All "
+                                       "configurations](#all-configurations)",
                     have_cost ? " · [Cost per step (model)](#cost-per-step-model)" : "");
 }
 
@@ -269,7 +285,7 @@ static void add_definitions(const rep_t *r, fp8_doc *d) {
                     "%s for every configuration; left out of rates and recommendations.\n"
                     "- **budgets**: a delayed configuration fits a tensor when at most %.3g of its "
                     "values clip at the snapshot steps and its largest element clips at no more than "
-                    "%.3g of the %s it ran.\n%s"
+                    "%.3g of the %s it ran%s.\n%s"
                     "- **SNR**: 10·log10(Σx² / Σ(x − x̂)²) of a cast, x̂ the dequantized value; **p5 "
                     "SNR**: the 5th percentile over a tensor's snapshot steps.\n"
                     "- **history_len, margin, amax_compute**: TransformerEngine's DelayedScaling "
@@ -279,6 +295,7 @@ static void add_definitions(const rep_t *r, fp8_doc *d) {
                     "backward ones (grad_output, grad_input).",
                     rep_unit(r, 1), rep_unit(r, 1), r->rec.budgets.value, r->rec.budgets.step,
                     rep_unit(r, 1),
+                    r->stream_only ? " (a run without snapshots: the second alone)" : "",
                     rep_micro(r) ? "- **micro-batch**: under gradient accumulation, one forward "
                                    "and backward pass of a step; TransformerEngine casts and "
                                    "updates the delayed history at each, so history_len counts "
@@ -341,12 +358,32 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
         nsteps++;
       }
   }
-  fp8_doc_markdownf(d,
-                    "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
-                    "configurations with the same scale at every step are shown once): %zu tensors at "
-                    "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.",
-                    r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
-  if (rep_micro(r))
+  if (r->stream_only)
+    fp8_doc_markdownf(d,
+                      "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
+                      "configurations with the same scale at every step are shown once): %zu "
+                      "tensors over %zu steps of their amax stream. fp8lab %s.",
+                      r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, r->stream.nsteps,
+                      FP8LAB_VERSION);
+  else
+    fp8_doc_markdownf(d,
+                      "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
+                      "configurations with the same scale at every step are shown once): %zu tensors at "
+                      "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.",
+                      r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
+  if (r->stream_only)
+    fp8_doc_markdownf(d, "What these numbers cover: **this trace has no snapshots, only amaxes** "
+                      "(amax.csv, or TransformerEngine's debug logs through `fp8lab import-te`): "
+                      "the %s whose largest element overflowed or clipped, the overshoot and the "
+                      "answer come from every %s of the replay (%zu, stream.csv: delayed "
+                      "configurations), and the advice is decided by the step budget alone; value "
+                      "rates, SNR and the GEMM error need the tensors' data: record snapshots "
+                      "(tools/capture's Recorder, or TransformerEngine's DumpTensors through "
+                      "tools/capture/convert_te_dumps.py; docs/capture.md) and run again. Warm-up "
+                      "is left out. Definitions: the last section, and docs/semantics.md in "
+                      "fp8lab's source.", rep_unit(r, 1), rep_unit(r, 0),
+                      rep_micro(r) ? r->stream.nmicro : r->stream.nsteps);
+  else if (rep_micro(r))
     fp8_doc_markdownf(d, "What these numbers cover: this trace has micro-batches (gradient "
                       "accumulation: %zu micro-batches in %zu steps). TransformerEngine casts and "
                       "updates delayed scaling's amax history at every micro-batch, so "
@@ -366,11 +403,32 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
     fp8_doc_markdownf(d, "What these numbers cover: the %zu snapshot steps (this run has no "
                       "stream.csv); warm-up steps left out. Definitions: the last section, and "
                       "docs/semantics.md in fp8lab's source.", nsteps);
-  add_left_out(r, d);
+  if (r->run.has_te_log) {
+    char every[96] = "at one iteration";
+    if (r->run.te_interval > 1)
+      snprintf(every, sizeof every, "every %lld iterations", (long long)r->run.te_interval);
+    else if (r->run.te_interval == 1)
+      snprintf(every, sizeof every, "every iteration");
+    fp8_doc_markdownf(d, "**The amaxes come from TransformerEngine's debug statistics** (`fp8lab "
+                      "import-te` or tools/te_tb_to_amax.py), logged %s: each step of the replay is a logged iteration, "
+                      "so delayed scaling's history holds one amax per logged iteration (a "
+                      "history_len of L spans L x %lld iterations) and what happened between "
+                      "logged iterations is not seen; each amax is TE's over all micro-batches "
+                      "of its iteration.",
+                      every, (long long)(r->run.te_interval > 0 ? r->run.te_interval : 1));
+    if (r->run.te_zero || r->run.te_coarse)
+      fp8_doc_markdownf(d, "Precision of the log: %lld logged amaxes read 0.0000 (below 5e-5 in "
+                        "TE's four decimals) and were left out (replayed as steps those tensors "
+                        "did not run); %lld kept fewer than 3 significant digits (te_log.json "
+                        "counts both per tensor). TE's TensorBoard output has them in float32 "
+                        "(tools/te_tb_to_amax.py).",
+                        (long long)r->run.te_zero, (long long)r->run.te_coarse);
+  }
+  if (!r->stream_only) add_left_out(r, d); /* every tensor is "without a snapshot" there */
   unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm, r->run.has_model_shape);
+  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
@@ -382,8 +440,10 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   add_plots(r, d, img_prefix, sweep, shown);
   add_gemm(r, d);
   add_plots(r, d, img_prefix, gemm, shown);
-  add_roles_table(r, d);
-  add_config_table(r, d);
+  if (!r->stream_only) { /* value rates and SNRs: none without snapshots */
+    add_roles_table(r, d);
+    add_config_table(r, d);
+  }
   rep_add_cost(r, d);
   static const char *const any[] = {"", NULL};
   size_t left = 0;

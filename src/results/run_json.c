@@ -225,6 +225,19 @@ static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path,
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.reduce_stride: expected an integer "
                       ">= 1, with reduce_amax and reduce_group", path);
   if (rs) r->reduce_stride = (int64_t)json_integer_value(rs);
+  json_t *te = json_object_get(tr, FP8_RUNJSON_TR_TE_LOG);
+  if (te) {
+    json_t *v[3] = {json_object_get(te, "interval"), json_object_get(te, "zero_values"),
+                    json_object_get(te, "coarse_values")};
+    int64_t *dst[3] = {&r->te_interval, &r->te_zero, &r->te_coarse};
+    for (int k = 0; k < 3; k++) {
+      if (!json_is_integer(v[k]) || json_integer_value(v[k]) < 0)
+        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.te_log: expected interval, "
+                          "zero_values and coarse_values (integers >= 0)", path);
+      *dst[k] = (int64_t)json_integer_value(v[k]);
+    }
+    r->has_te_log = 1;
+  }
   return FP8_OK;
 }
 

@@ -84,6 +84,7 @@
 #define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
 #define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
 #define FP8_RUNJSON_TR_REDUCE_STRIDE "reduce_stride"
+#define FP8_RUNJSON_TR_TE_LOG "te_log" /* {interval, zero_values, coarse_values}: te_log.json's */
 
 /* inputs[] */
 #define FP8_RUNJSON_IN_PATH "path"
@@ -142,6 +143,9 @@ typedef struct {
   int reduce_amax;          /**< trace.reduce_amax (multi-rank traces only; 0 otherwise) */
   int64_t reduce_group;     /**< trace.reduce_group, with reduce_amax */
   int64_t reduce_stride;    /**< trace.reduce_stride (strided groups); 0: absent (contiguous) */
+  int has_te_log;           /**< trace.te_log: the trace came from TransformerEngine's debug
+                                 logs (fp8lab import-te; issue 28); then: */
+  int64_t te_interval, te_zero, te_coarse; /**< its interval, zero_values, coarse_values */
   int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
   int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
   int gemm_sampled;         /**< experiment.gemm_error: 1 sampled, 0 exact (also when absent:

@@ -311,3 +311,38 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor,
   }
   return -1;
 }
+
+/* the groups of fp8_steps_from_stream: tensor name, then the stream's order */
+static int cmp_group_tensor(const void *a, const void *b) {
+  const fp8_steps_group *x = a, *y = b;
+  int c = strcmp(x->tensor, y->tensor);
+  if (c) return c;
+  return (x->nrows > y->nrows) - (x->nrows < y->nrows); /* nrows holds the series index here */
+}
+
+int fp8_steps_from_stream(const fp8_stream_table *st, fp8_steps_table *t) {
+  memset(t, 0, sizeof *t);
+  size_t n = st->nseries;
+  t->groups = calloc(n + 1, sizeof *t->groups);
+  t->tensors = calloc(n + 1, sizeof *t->tensors);
+  t->path = strdup(st->path ? st->path : "");
+  if (!t->groups || !t->tensors || !t->path) {
+    fp8_steps_free(t);
+    return FP8_ENOMEM;
+  }
+  for (size_t k = 0; k < n; k++) {
+    const fp8_stream_series *s = &st->series[k];
+    t->groups[k] = (fp8_steps_group){s->tensor, s->role, s->key, k, NULL};
+  }
+  qsort(t->groups, n, sizeof *t->groups, cmp_group_tensor);
+  for (size_t k = 0; k < n; k++) {
+    t->groups[k].nrows = 0;
+    if (!t->ntensors || strcmp(t->tensors[t->ntensors - 1], t->groups[k].tensor) != 0)
+      t->tensors[t->ntensors++] = t->groups[k].tensor;
+    /* one pointer per tensor, as the loader interns them (groups of a tensor compare by it) */
+    t->groups[k].tensor = t->tensors[t->ntensors - 1];
+  }
+  t->ngroups = n;
+  t->has_clipped = 1;
+  return FP8_OK;
+}

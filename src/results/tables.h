@@ -99,6 +99,7 @@ int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_ta
 /** Frees everything the table owns (safe on a zeroed or failed table, and twice). */
 void fp8_steps_free(fp8_steps_table *table);
 
+
 /** The row of a group's i-th step (i < group->nrows). */
 const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *table, const fp8_steps_group *g,
                                         size_t i);
@@ -144,6 +145,11 @@ typedef struct {
  *  FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty. */
 int fp8_stream_load(const char *path, fp8_stream_table *t, char *err, size_t errlen);
 void fp8_stream_free(fp8_stream_table *t);
+/** A steps table without rows for a run without snapshots (issue 28, a stream-only report):
+ *  one group per series of the stream (tensor, role, configuration key), no rows, groups by
+ *  tensor name (strcmp) then the stream's order, the distinct tensors. Its strings are the
+ *  stream's (it must outlive the table). fp8_steps_free frees it. FP8_OK, FP8_ENOMEM. */
+int fp8_steps_from_stream(const fp8_stream_table *stream, fp8_steps_table *table);
 /** Calls fn on each series (want: [nseries], 0 to skip; NULL: all) with its scales: a series
  *  of stream.csv or a kept one as it is, the others of stream.npy as a copy whose scale is read
  *  from the file by blocks of tensors (bounded memory; valid during the call). Series in

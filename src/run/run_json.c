@@ -148,6 +148,11 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_STEPS, json_integer(ex->synth_steps));
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_SEED, json_integer((json_int_t)ex->synth_seed));
   }
+  if (tr->has_te_log) /* the trace is TransformerEngine's debug log (fp8lab import-te) */
+    json_object_set_new(tro, FP8_RUNJSON_TR_TE_LOG,
+                        json_pack("{s:I, s:I, s:I}", "interval", (json_int_t)tr->te_interval,
+                                  "zero_values", (json_int_t)tr->te_zero, "coarse_values",
+                                  (json_int_t)tr->te_coarse));
   if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
     json_object_set_new(tro, FP8_RUNJSON_TR_RANKS, json_integer((json_int_t)tr->nranks));
     json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_AMAX, json_boolean(ex->reduce_amax));

@@ -6,19 +6,57 @@
  */
 #include "trace_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+/* te_log.json (te_log.h), when the trace has one: what the report says of an imported
+ * TransformerEngine log (the interval, the values its four decimals lost). */
+static int read_te_log(const char *dir, fp8_trace *tr, char *err, size_t errlen) {
+  size_t n = strlen(dir) + 16;
+  char *path = malloc(n);
+  if (!path) return FP8_ENOMEM;
+  snprintf(path, n, "%s/te_log.json", dir);
+  int rc = FP8_OK;
+  if (access(path, F_OK) == 0) {
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    const char *keys[3] = {"interval", "zero_values", "coarse_values"};
+    int64_t *dst[3] = {&tr->te_interval, &tr->te_zero, &tr->te_coarse};
+    if (!json_is_object(o)) {
+      char shown[FP8_ESC_LEN];
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s", path,
+                      o ? "expected a JSON object" : fp8_esc(je.text, shown, sizeof shown));
+    }
+    for (int k = 0; k < 3 && rc == FP8_OK; k++) {
+      json_t *v = json_object_get(o, keys[k]);
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an integer >= 0", path,
+                        keys[k]);
+      else *dst[k] = (int64_t)json_integer_value(v);
+    }
+    tr->has_te_log = rc == FP8_OK;
+    json_decref(o);
+  }
+  free(path);
+  return rc;
+}
 
 int fp8_trace_open(const char *dir, fp8_trace *tr, char *err, size_t errlen) {
   size_t *ranks = NULL, nranks = 0;
   int rc = fp8_trace_dir_open(dir, tr, 1, &ranks, &nranks, err, errlen);
-  if (rc != FP8_OK || nranks == 0) return rc;
-  /* a folder of ranks: the listing found them and nothing else; open them */
-  rc = fp8_trace_ranks_open(dir, tr, ranks, nranks, err, errlen);
-  if (rc == FP8_ENOMEM && err && errlen && !err[0])
-    fp8_errorf(rc, err, errlen, "%s: out of memory", dir);
-  if (rc != FP8_OK) fp8_trace_close(tr);
+  if (rc == FP8_OK && nranks) {
+    /* a folder of ranks: the listing found them and nothing else; open them */
+    rc = fp8_trace_ranks_open(dir, tr, ranks, nranks, err, errlen);
+    if (rc == FP8_ENOMEM && err && errlen && !err[0])
+      fp8_errorf(rc, err, errlen, "%s: out of memory", dir);
+    if (rc != FP8_OK) fp8_trace_close(tr);
+  }
   free(ranks);
+  if (rc == FP8_OK && (rc = read_te_log(dir, tr, err, errlen)) != FP8_OK) fp8_trace_close(tr);
   return rc;
 }
 

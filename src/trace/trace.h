@@ -66,9 +66,14 @@ struct fp8_trace {
   char **amax_names;     /**< distinct tensor names of amax.csv, sorted (strcmp) */
   size_t nranks;         /**< 0: a single-rank trace; R >= 1: dir holds rank_0/ .. rank_<R-1>/ */
   fp8_trace *ranks;      /**< the R single-rank traces, ranks[r] from dir/rank_<r> */
+  int has_te_log;        /**< dir/te_log.json (fp8lab import-te, tools/te_tb_to_amax.py) was read: */
+  int64_t te_interval;   /**<   its logging interval (0: one iteration logged), */
+  int64_t te_zero, te_coarse; /**< its values left out as 0.0000, and kept with < 3 digits */
 };
 
-/** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely;
+/** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely,
+ *  and te_log.json when there (interval, zero_values, coarse_values: non-negative integers, or
+ *  an error naming the file and key);
  *  for a folder of rank_<r>/ sub-folders, opens every rank. A directory with neither
  *  snapshots, amax.csv nor rank folders is an error, and so are rank folders that are not
  *  rank_0 .. rank_<R-1> without gaps, and a directory holding both rank folders and a

@@ -190,6 +190,59 @@ def case_equivalent(tmp):
           read(os.path.join(imp, "te_log.json")), "--force: %d %r" % (rc, se))
 
 
+def rn32_clipped(amax, scale, fmt):
+    """The stream's largest element clipped: RN32(float32(amax) * float32(scale)) past the
+    rounding midpoint above the max (E4M3 > 464, E5M2 >= 61440; docs/semantics.md)."""
+    y = f32(f32(amax) * f32(scale))
+    return y > 464.0 if fmt == "e4m3" else y >= 61440.0
+
+
+def case_stream_only_report(tmp):
+    """The imported trace has no snapshots: `fp8lab run` writes its report (exit 0), which says
+    so and names the logging interval; each tensor's recommendation is checked against the
+    choice rules applied here to stream.csv (the step budget alone)."""
+    ini = os.path.join(tmp, "report.ini")
+    with open(ini, "w") as f:
+        f.write(EXP % os.path.join(tmp, "imported"))
+    out = os.path.join(tmp, "out_report")
+    rc, so, se = run(["run", ini, "--out", out, "--quiet", "--threads", "2"])
+    check(rc == 0, "run with the report: exit %d: %s" % (rc, se.strip()))
+    md = open(os.path.join(out, "report.md")).read()
+    check("this trace has no snapshots, only amaxes" in md, "report.md: the no-snapshot line")
+    check("logged every 5 iterations" in md, "report.md: the interval")
+    check("## Recipes by role" not in md and "## GEMM error" not in md, "no value sections")
+    meta = json.load(open(os.path.join(tmp, "imported", "te_log.json")))
+    check(json.load(open(os.path.join(out, "run.json")))["trace"]["te_log"] ==
+          {"interval": 5, "zero_values": 0, "coarse_values": meta["coarse_values"]},
+          "run.json trace.te_log")
+    # the choice rules on stream.csv: per tensor and delayed configuration the clipped-step
+    # rate over the steps outside warm-up; the smallest fitting margin per history length, then
+    # the shortest history (no SNR or underflow to rank by); none fits: current scaling
+    rate = {}
+    with open(os.path.join(out, "stream.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["warmup"] == "1":
+                continue
+            k = (row["tensor"], int(row["history_len"]), int(row["margin"]))
+            n, c = rate.get(k, (0, 0))
+            rate[k] = (n + 1, c + rn32_clipped(row["amax"], row["scale"], row["format"]))
+    want = {}
+    for t in {k[0] for k in rate}:
+        fits = sorted((h, m) for (tt, h, m), (n, c) in rate.items() if tt == t and c / n <= 0.01)
+        want[t] = fits[0] if fits else None  # (history 1 before 4; the smallest margin)
+    got = {}
+    with open(os.path.join(out, "recommendations.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["scope"] == "tensor":
+                got[row["name"]] = None if row["kind"] == "current" else \
+                    (int(row["history_len"]), int(row["margin"]))
+    check(got == want, "recommendations against the rules on stream.csv: %s" %
+          sorted((t, got.get(t), want.get(t)) for t in want if got.get(t) != want.get(t)))
+    check(any(v is None for v in want.values()) and any(v for v in want.values()),
+          "the case has tensors both ways: %s" % want)
+    print("stream-only report: %d tensors' recommendations as the rules give" % len(want))
+
+
 def case_zero_and_coarse(tmp):
     logs = os.path.join(tmp, "tz")
     zero = {(0, 10, LAYERS[0], "gradient"), (0, 15, LAYERS[0], "gradient"),
@@ -275,6 +328,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fp8lab-te-")
     try:
         case_equivalent(tmp)
+        case_stream_only_report(tmp)
         case_zero_and_coarse(tmp)
         case_interval_and_names(tmp)
         case_bad(tmp)
