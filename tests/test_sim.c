@@ -650,6 +650,10 @@ START_TEST(test_quantize_isa_variants_identical) {
 }
 END_TEST
 
+/* Scales for the edge cases of the quantize loops: ordinary, huge, tiny, and the fallback's
+ * (not finite and > 0). */
+static const float EDGE_SCALES[] = {1.0f, 0.375f, 3.5f, 1234.5f, 3e-5f, 0.0f, -2.0f, INFINITY, NAN};
+
 START_TEST(test_quantize_stats_fused) {
   /* fp8_quantize_stats_f32 against fp8_quantize_f32's statistics, bit for bit, on every
    * instruction set the CPU runs: lengths around the 4- and 8-wide steps and the 1024-value
@@ -669,7 +673,6 @@ START_TEST(test_quantize_stats_fused) {
          : (float)(pow(2.0, -40.0 + 80.0 * rnd_unit()) * sg);
   }
   const size_t ns[] = {0, 1, 3, 4, 5, 7, 8, 9, 12, 1023, 1024, 1025, 1028, 1029, 1031, 2051, N};
-  const float scales[] = {1.0f, 0.375f, 3.5f, 1234.5f, 3e-5f, 0.0f, -2.0f, INFINITY, NAN};
   int variants = 0;
   for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
     if (!fp8_isa_available((fp8_isa)isa)) continue;
@@ -677,18 +680,18 @@ START_TEST(test_quantize_stats_fused) {
     ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
       for (int f = 0; f < 2; f++)
-        for (size_t si = 0; si < sizeof scales / sizeof *scales; si++) {
+        for (size_t si = 0; si < sizeof EDGE_SCALES / sizeof *EDGE_SCALES; si++) {
           fp8_stats a, b;
           fp8_stats_init(&a);
           fp8_stats_init(&b);
           a.sum_sq_err = b.sum_sq_err = 0.125; /* accumulates onto what is there */
           a.overflow = b.overflow = 7;
-          fp8_quantize_f32(x, ns[ni], scales[si], (fp8_format)f, NULL, NULL, &a);
-          fp8_quantize_stats_f32(x, ns[ni], scales[si], (fp8_format)f, &b);
+          fp8_quantize_f32(x, ns[ni], EDGE_SCALES[si], (fp8_format)f, NULL, NULL, &a);
+          fp8_quantize_stats_f32(x, ns[ni], EDGE_SCALES[si], (fp8_format)f, &b);
           ck_assert_msg(memcmp(&a, &b, sizeof a) == 0,
                         "%s n %zu %s s %g: n %lld/%lld nf %lld/%lld z %lld/%lld o %lld/%lld u %lld/%lld sub %lld/%lld "
                         "e %.17g/%.17g sq %.17g/%.17g",
-                        fp8_isa_name((fp8_isa)isa), ns[ni], fp8_format_name((fp8_format)f), (double)scales[si],
+                        fp8_isa_name((fp8_isa)isa), ns[ni], fp8_format_name((fp8_format)f), (double)EDGE_SCALES[si],
                         (long long)a.n, (long long)b.n, (long long)a.nonfinite, (long long)b.nonfinite,
                         (long long)a.zeros, (long long)b.zeros, (long long)a.overflow, (long long)b.overflow,
                         (long long)a.underflow, (long long)b.underflow, (long long)a.subnormal,
@@ -718,15 +721,14 @@ START_TEST(test_quantize_values_only) {
          : k == 9 ? sg * 0x1.1p0f : k == 10 ? sg * 0x1p-17f /* an E5M2 tie to 0 */
          : (float)(pow(2.0, -40.0 + 80.0 * rnd_unit()) * sg);
   }
-  const float scales[] = {1.0f, 0.375f, 3.5f, 1234.5f, 3e-5f, 0.0f, -2.0f, INFINITY, NAN};
   int variants = 0;
   for (int isa = FP8_ISA_GENERIC; isa <= FP8_ISA_AVX512; isa++) {
     if (!fp8_isa_available((fp8_isa)isa)) continue;
     variants++;
     ck_assert_int_eq(fp8_isa_set((fp8_isa)isa), FP8_OK);
     for (int f = 0; f < 2; f++)
-      for (size_t si = 0; si < sizeof scales / sizeof *scales; si++) {
-        float s = scales[si], sinv = 1.0f / s;
+      for (size_t si = 0; si < sizeof EDGE_SCALES / sizeof *EDGE_SCALES; si++) {
+        float s = EDGE_SCALES[si], sinv = 1.0f / s;
         fp8_quantize_f32(x, N, s, (fp8_format)f, NULL, xv, NULL);
         fp8_quantize_f32(x, N, s, (fp8_format)f, q, xc, NULL);
         for (size_t i = 0; i < N; i++) {

@@ -12,6 +12,16 @@
 
 /* The cells' Python; in the first, @EXPERIMENT@ and @CSV_PREFIX@ (inside string literals)
  * become the experiment's name and the run folder as seen from the notebook's folder. */
+/* The end of the cell of distinct configurations: sig (a hash per configuration) grouped. */
+#define DISTINCT_TAIL                                                                          \
+  "groups = sig.groupby(sig, sort=False).apply(lambda s: list(s.index))\n"                    \
+  "distinct = pd.DataFrame({\"configurations\": [\", \".join(g) for g in groups],\n"            \
+  "                         \"count\": [len(g) for g in groups]})\n"                         \
+  "# one configuration per group stands for it in the cells below\n"                          \
+  "DISTINCT = [g[0] for g in groups]\n"                                                      \
+  "print(\"%d distinct configurations of %d\" % (len(distinct), len(sig)))\n"                \
+  "distinct"
+
 static const char *const CELLS[] = {
     "# Where the data is. OUT is the run folder (fp8lab run --out ...): set it here, or in the\n"
     "# environment variable FP8LAB_OUT, to skip the search. Otherwise the first folder holding this\n"
@@ -139,13 +149,7 @@ static const char *const CELLS[] = {
     "sig = (summary.sort_values([\"tensor\", \"format\"])\n"
     "       .groupby(\"config\", observed=True, sort=False)[vals]\n"
     "       .apply(lambda g: hash(g.to_numpy(dtype=\"float64\", na_value=float(\"nan\")).tobytes())))\n"
-    "groups = sig.groupby(sig, sort=False).apply(lambda s: list(s.index))\n"
-    "distinct = pd.DataFrame({\"configurations\": [\", \".join(g) for g in groups],\n"
-    "                         \"count\": [len(g) for g in groups]})\n"
-    "# one configuration per group stands for it in the cells below\n"
-    "DISTINCT = [g[0] for g in groups]\n"
-    "print(\"%d distinct configurations of %d\" % (len(distinct), len(sig)))\n"
-    "distinct",
+    DISTINCT_TAIL,
 
     "# The recommendations (recommendations.csv): per role, then how many tensors each setting is\n"
     "# the best for (scope \"tensor\"; current scaling where no delayed configuration fits).\n"
@@ -243,13 +247,7 @@ static const char STREAM_DISTINCT[] =
     "sig = (stream.sort_values([\"tensor\", \"step\", \"micro\"])\n"
     "       .groupby(\"config\", observed=True, sort=False)[\"scale\"]\n"
     "       .apply(lambda g: hash(g.to_numpy(dtype=\"float64\").tobytes())))\n"
-    "groups = sig.groupby(sig, sort=False).apply(lambda s: list(s.index))\n"
-    "distinct = pd.DataFrame({\"configurations\": [\", \".join(g) for g in groups],\n"
-    "                         \"count\": [len(g) for g in groups]})\n"
-    "# one configuration per group stands for it in the cells below\n"
-    "DISTINCT = [g[0] for g in groups]\n"
-    "print(\"%d distinct configurations of %d\" % (len(distinct), len(sig)))\n"
-    "distinct";
+    DISTINCT_TAIL;
 
 /* src with every @EXPERIMENT@ and @CSV_PREFIX@ replaced by name and prefix, escaped for a
  * Python "..." literal (backslash, quote, control bytes: at most 4 bytes each), into out[n];
