@@ -543,6 +543,15 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   if (!rc && r.split) run_split_comm(&r);
   r.nsteps = nsteps;
   for (size_t c = 0; c < ex->nconfigs; c++) r.has_stream |= ex->configs[c].kind == FP8_KIND_DELAYED;
+  /* a trace without snapshots is reported from its delayed configurations' stream: without
+   * one the report would refuse the run after it was written (docs/semantics.md) */
+  if (!rc && opt->report_follows && !r.has_stream && tr.nsteps == 0)
+    rc = fp8_errorf(FP8_EINVAL, err, errlen,
+                    "%s: the trace has no snapshots and the experiment no delayed recipe: nothing "
+                    "to report (a trace of amaxes alone is reported from the stream of its "
+                    "delayed configurations: add a [recipe.*] of kind delayed, or run with "
+                    "--no-report)",
+                    ex->file);
   if (!rc) rc = start_run(&r, &tr, trace_dir, steps, &info, err, errlen);
   if (r.split) rc = fp8_mpi_agree(rc, err, errlen);
   if (rc) goto done;

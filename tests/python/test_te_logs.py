@@ -241,6 +241,14 @@ def case_stream_only_report(tmp):
     check(any(v is None for v in want.values()) and any(v for v in want.values()),
           "the case has tensors both ways: %s" % want)
     print("stream-only report: %d tensors' recommendations as the rules give" % len(want))
+    # without a delayed configuration there is no stream and no report: refused before the run
+    with open(ini, "w") as f:
+        f.write("[trace]\npath = %s\n[recipe.c]\nkind = current\nformat = hybrid\n"
+                % os.path.join(tmp, "imported"))
+    out2 = os.path.join(tmp, "out_current")
+    rc, so, se = run(["run", ini, "--out", out2, "--quiet"])
+    check(rc == 2 and "no delayed recipe: nothing to report" in se and se.count("\n") == 1 and
+          not os.path.exists(out2), "current only: exit %d %r" % (rc, se))
 
 
 def case_zero_and_coarse(tmp):
