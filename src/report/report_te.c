@@ -34,12 +34,16 @@ static int earlier(const fp8_stream_series *s, size_t i, const fp8_stream_series
 
 /* Adds series s to its configuration's totals; at is the table's series (s may be a copy
  * that fp8_stream_visit made with the scales read from stream.npy). */
-static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at) {
+static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at,
+                   int printed) {
   for (size_t i = 0; i < s->n; i++) {
     float te = s->te_scale[i], sc = s->scale[i];
     if (!(te > 0.0f)) continue; /* not given */
     c->rows++;
     if (te == sc) continue;
+    /* TE's debug log printed scale_inv with four decimals (te_scale = 1 / that): the same
+     * when the replay's 1 / scale is within half a unit of the fourth decimal of it */
+    if (printed && fabs(1.0 / (double)sc - 1.0 / (double)te) <= 5e-5 * (1.0 + 1e-6)) continue;
     c->mismatches++;
     double rel = fabs((double)te - (double)sc) / (double)sc;
     if (rel > c->max_rel) c->max_rel = rel;
@@ -54,6 +58,7 @@ typedef struct {
   const fp8_stream_table *t;
   te_cfg *cs;
   size_t n;
+  int printed; /* TE's scales from its debug log's four decimals (run.json trace.te_log) */
 } te_ctx;
 
 static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
@@ -61,14 +66,14 @@ static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
   const fp8_stream_series *at = &x->t->series[k];
   size_t c = 0;
   while (c < x->n && !same_cfg(x->cs[c].key, at)) c++; /* listed by te_totals */
-  te_add(&x->cs[c], s, at);
+  te_add(&x->cs[c], s, at, x->printed);
   return 0;
 }
 
 /* The configurations in stream.csv order (first appearance), with their totals over the
  * series that carry TE's scale; *n of them. NULL when stream.csv has no te_scale at all (or out of
  * memory, or stream.npy cannot be read again: the section is left out). */
-static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
+static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed) {
   te_cfg *cs = calloc(t->nseries + 1, sizeof *cs);
   unsigned char *want = calloc(t->nseries + 1, 1);
   *n = 0;
@@ -87,7 +92,7 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
     for (size_t i = 0; i < s->n && !want[k]; i++) want[k] = s->te_scale[i] > 0.0f;
     any |= want[k];
   }
-  te_ctx x = {t, cs, *n};
+  te_ctx x = {t, cs, *n, printed};
   char err[256];
   if (!cs || !want || !any || fp8_stream_visit(t, want, te_one, &x, err, sizeof err) != 0) {
     free(cs);
@@ -101,7 +106,7 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n) {
 
 void rep_te_totals(rep_t *r) {
   r->nte = 0;
-  r->te = r->have_stream ? te_totals(&r->stream, &r->nte) : NULL;
+  r->te = r->have_stream ? te_totals(&r->stream, &r->nte, r->run.has_te_log) : NULL;
 }
 
 void rep_add_te_check(const rep_t *r, fp8_doc *d) {
@@ -109,6 +114,24 @@ void rep_add_te_check(const rep_t *r, fp8_doc *d) {
   const te_cfg *cs = r->te;
   if (!cs) return;
   fp8_doc_heading(d, 2, "Held against TransformerEngine");
+  char sparse[200] = "";
+  if (r->run.te_interval > 1)
+    snprintf(sparse, sizeof sparse, "; here the log holds one iteration in %lld, so the "
+             "replayed history sees fewer amaxes than TE's did and mismatches are expected",
+             (long long)r->run.te_interval);
+  if (r->run.has_te_log)
+    fp8_doc_markdownf(d, "The trace carries TransformerEngine's own scale from its debug log "
+                      "(`scale_inv_min` / `scale_inv_max` of the recipe trained with, TE's "
+                      "inverse scale printed with four decimals; amax.csv's te_scale = 1 / "
+                      "it). Per delayed configuration: the stream.csv rows that carry it, "
+                      "those where the replayed 1 / scale is not within half a unit of the "
+                      "fourth decimal of TE's scale_inv (%s), the largest relative difference "
+                      "of the scales, and the first mismatch (step, then tensor order). The "
+                      "configuration TE ran should show no mismatch%s.",
+                      "fp8lab's definition: the scale used at the step, from the amaxes of the "
+                      "earlier steps; TE's: the scale_inv of the cast logged at that iteration",
+                      sparse);
+  else
   fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
                       "(amax.csv's te_scale, per step and micro-batch). Per delayed "
                       "configuration: the stream.csv rows that carry it, those where the "

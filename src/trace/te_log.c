@@ -54,7 +54,16 @@ typedef struct {
   uint32_t ord; /* the tensor's position by name (set before the writing sort) */
   size_t line;
   float v;
+  float te_scale; /* 1 / TE's logged scale_inv of the tensor at that iteration; 0: none */
 } te_row;
+
+/* A logged scale_inv_min or scale_inv_max (kind 0, 1) of a tensor at an iteration. */
+typedef struct {
+  int64_t iter;
+  uint32_t tensor, rank;
+  int kind;
+  float v;
+} te_sinv;
 
 /* Per tensor (<layer>.<role>): what te_log.json says of it. */
 typedef struct {
@@ -68,6 +77,9 @@ typedef struct {
   size_t nfiles;
   te_row *rows;
   size_t nrows, caprows;
+  te_sinv *sinv;
+  size_t nsinv, capsinv;
+  size_t scale_rows, scale_lost; /* amax rows given TE's scale; scale_inv not usable */
   fp8_strset tset; /* tensor names -> index into tens */
   te_tensor *tens;
   size_t ntens, captens;
@@ -316,6 +328,24 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   memcpy(statbuf, stat, stat_len);
   statbuf[stat_len] = '\0';
   im->sum.lines++;
+  /* TE's scale of the recipe trained with (per tensor: min = max), unprefixed or of delayed
+   * scaling; kept to go beside the tensor's amax as amax.csv's te_scale */
+  const char *sn = strncmp(statbuf, "fp8_delayed_scaling_", 20) == 0 ? statbuf + 20 : statbuf;
+  int sk = strcmp(sn, "scale_inv_min") == 0 ? 0 : strcmp(sn, "scale_inv_max") == 0 ? 1 : -1;
+  if (sk >= 0 && TE_ROLES[t] && isfinite(v) && v >= 0) {
+    char tn[FP8_NAME_MAX + 64];
+    int tl2 = snprintf(tn, sizeof tn, "%.*s.%s", (int)ll, body, TE_ROLES[t]);
+    uint32_t sid;
+    if (tl2 < (int)sizeof tn && fp8_tensor_name_check(tn, (size_t)tl2, FP8_NAME_MAX, why, sizeof why) == 0 &&
+        !memchr(tn, ',', (size_t)tl2)) {
+      int rc2 = tensor_index(im, body, ll, t, &sid);
+      if (rc2) return rc2;
+      te_sinv *ns = fp8_grow(im->sinv, im->nsinv, &im->capsinv, sizeof *ns, 1024);
+      if (!ns) return FP8_ENOMEM;
+      im->sinv = ns;
+      im->sinv[im->nsinv++] = (te_sinv){iter, sid, (uint32_t)f->rank, sk, strtof(vs, NULL)};
+    }
+  }
   if (strcmp(statbuf, "cur_amax") != 0 || !TE_ROLES[t]) {
     if (strcmp(statbuf, "cur_amax") == 0) im->left_wgrad++;
     im->sum.other_lines++;
@@ -352,7 +382,7 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   if (!nr) return FP8_ENOMEM;
   im->rows = nr;
   /* the zero rows are kept for the interval and the duplicate check, not written */
-  im->rows[im->nrows++] = (te_row){iter, id, (uint32_t)f->rank, 0, line, fv};
+  im->rows[im->nrows++] = (te_row){iter, id, (uint32_t)f->rank, 0, line, fv, 0.0f};
   return FP8_OK;
 }
 
@@ -461,18 +491,58 @@ static int check_rows(te_import *im, char *err, size_t errlen) {
   return FP8_OK;
 }
 
+static int cmp_sinv(const void *a, const void *b) {
+  const te_sinv *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return x->kind - y->kind;
+}
+
+/* Each amax row's te_scale: 1 / scale_inv where the tensor's scale_inv_min and _max agree at
+ * that iteration (or one of them was logged); not when they differ (a block recipe's scales),
+ * or read 0.0000. The rows are sorted by rank, tensor, iteration (check_rows). */
+static void join_scales(te_import *im) {
+  if (!im->nsinv) return;
+  qsort(im->sinv, im->nsinv, sizeof *im->sinv, cmp_sinv);
+  size_t j = 0;
+  for (size_t k = 0; k < im->nrows; k++) {
+    te_row *r = &im->rows[k];
+    while (j < im->nsinv && cmp_sinv(&im->sinv[j], &(te_sinv){r->iter, r->tensor, r->rank, -1, 0}) < 0) j++;
+    float lo = -1, hi = -1;
+    for (size_t q = j; q < im->nsinv && im->sinv[q].rank == r->rank &&
+                       im->sinv[q].tensor == r->tensor && im->sinv[q].iter == r->iter; q++)
+      *(im->sinv[q].kind ? &hi : &lo) = im->sinv[q].v;
+    if (lo < 0 && hi < 0) continue;
+    float si = lo >= 0 ? lo : hi;
+    if ((lo >= 0 && hi >= 0 && lo != hi) || !(si > 0.0f)) {
+      im->scale_lost += r->v != 0.0f;
+      continue;
+    }
+    float sc = 1.0f / si;
+    if (r->v != 0.0f && isfinite(sc) && sc > 0.0f) {
+      r->te_scale = sc;
+      im->scale_rows++;
+    }
+  }
+}
+
 /* One rank's amax.csv: step,tensor,amax, by step and name, the 0.0000 rows left out. */
 static int write_amax(te_import *im, const char *dir, uint32_t rank, size_t *k, char *err,
                       size_t errlen) {
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, dir, "amax.csv", err, errlen);
   if (rc) return rc;
-  fputs("step,tensor,amax\n", of.fp);
+  fputs(im->scale_rows ? "step,tensor,amax,te_scale\n" : "step,tensor,amax\n", of.fp);
   for (; *k < im->nrows && im->rows[*k].rank == rank; (*k)++) {
     const te_row *r = &im->rows[*k];
     if (r->v == 0.0f) continue;
     fprintf(of.fp, "%" PRId64 ",%s,", r->iter, im->tens[r->tensor].name);
     fp8_csv_put_num(of.fp, (double)r->v);
+    if (im->scale_rows) {
+      fputc(',', of.fp);
+      if (r->te_scale > 0.0f) fp8_csv_put_num(of.fp, (double)r->te_scale);
+    }
     fputc('\n', of.fp);
     im->sum.amax_rows++;
   }
@@ -519,6 +589,9 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
     bad |= json_object_set_new(o, "zero_values", json_integer((json_int_t)im->sum.zero_values)) != 0;
     bad |= json_object_set_new(o, "coarse_values",
                                json_integer((json_int_t)im->sum.coarse_values)) != 0;
+    bad |= json_object_set_new(o, "te_scale_rows", json_integer((json_int_t)im->scale_rows)) != 0;
+    bad |= json_object_set_new(o, "te_scale_unusable",
+                               json_integer((json_int_t)im->scale_lost)) != 0;
     bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
                                json_integer((json_int_t)im->left_wgrad)) != 0;
     bad |= json_object_set_new(o, "tensors", tens) != 0;
@@ -581,6 +654,7 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
                     "statistics lines (log LogTensorStats' cur_amax: docs/capture.md)",
                     im.files[0].path, im.sum.lines);
   if (rc == FP8_OK) rc = check_rows(&im, err, errlen);
+  if (rc == FP8_OK) join_scales(&im);
   if (rc == FP8_OK) rc = prepare_dir(tracedir, force, err, errlen);
   name_id *byname = rc == FP8_OK ? by_name(&im) : NULL;
   uint32_t *order = byname ? malloc((im.ntens + 1) * sizeof *order) : NULL;
@@ -615,6 +689,7 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
   for (size_t k = 0; k < im.nfiles; k++) free(im.files[k].path);
   free(im.files);
   free(im.rows);
+  free(im.sinv);
   for (size_t k = 0; k < im.ntens; k++) {
     free(im.tens[k].name);
     free(im.tens[k].layer);

@@ -251,6 +251,57 @@ def case_stream_only_report(tmp):
           not os.path.exists(out2), "current only: exit %d %r" % (rc, se))
 
 
+def case_te_scales(tmp):
+    """TE's scale_inv in the log becomes amax.csv's te_scale; the report's TE section compares
+    it with the replay at the log's four decimals. The log's scale_inv is TE's delayed scaling
+    worked out here (history 4, margin 0, max: the scale used at iteration i is
+    RN32(fmt_max / max of the amaxes of iterations i-4 .. i-1), 1 before any amax), printed
+    "%.4f"; one value is planted off by 0.01: exactly one mismatch, at that tensor and step."""
+    rng = random.Random(7)
+    d = os.path.join(tmp, "ts", "nvdlfw_inspect_statistics_logs")
+    os.makedirs(d)
+    L, lines, planted = 4, [], ("net.fc1", "weight", 17)
+    for t, fmax in (("activation", 448.0), ("weight", 448.0), ("gradient", 57344.0)):
+        hist, scale = [], 1.0
+        for it in range(30):
+            amax = f32(rng.uniform(1.0, 30.0) if t != "gradient" else rng.uniform(1.0, 900.0))
+            sinv = 1.0 / scale
+            if ("net.fc1", t, it) == planted:
+                sinv += 0.01
+            lines.append(te_line("net.fc1_%s_cur_amax" % t, it, amax))
+            lines.append(te_line("net.fc1_%s_scale_inv_min" % t, it, sinv))
+            lines.append(te_line("net.fc1_%s_scale_inv_max" % t, it, sinv))
+            hist = (hist + [f32("%.4f" % amax)])[-L:]   # what the replay reads: the printed value
+            scale = f32(f32(fmax) / max(hist))
+    with open(os.path.join(d, "nvdlfw_inspect_globalrank-0.log"), "w") as f:
+        f.writelines(lines)
+    tr = os.path.join(tmp, "ts_trace")
+    rc, so, se = run(["import-te", os.path.join(tmp, "ts"), tr])
+    check(rc == 0, "scales: import exit %d %r" % (rc, se))
+    head = open(os.path.join(tr, "amax.csv")).readline().strip()
+    check(head == "step,tensor,amax,te_scale", "amax.csv header %r" % head)
+    meta = json.load(open(os.path.join(tr, "te_log.json")))
+    check(meta["te_scale_rows"] == 90 and meta["te_scale_unusable"] == 0, meta)
+    ini = os.path.join(tmp, "ts.ini")
+    with open(ini, "w") as f:
+        f.write("[trace]\npath = %s\n[recipe.delayed]\nkind = delayed\nformat = hybrid\n"
+                "history_len = 4, 1\nmargin = 0\n" % tr)
+    out = os.path.join(tmp, "out_ts")
+    rc, so, se = run(["run", ini, "--out", out, "--quiet", "--threads", "1"])
+    check(rc == 0, "scales: run exit %d %r" % (rc, se))
+    md = open(os.path.join(out, "report.md")).read()
+    check("## Held against TransformerEngine" in md and "printed with four decimals" in md,
+          "the TE section")
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:6]]
+            for ln in md.splitlines() if ln.startswith("| delayed L=")}
+    check(rows.get("delayed L=4 m=0 max", [""])[:2] == ["90", "1"] and
+          rows["delayed L=4 m=0 max"][3] == "net.fc1.weight step 17 micro 0",
+          "TE's recipe: one mismatch, the planted one: %s" % rows)
+    check(int(rows.get("delayed L=1 m=0 max", ["0", "0"])[1]) > 10,
+          "another history: mismatches: %s" % rows)
+    print("te scales: the planted mismatch found, %s" % rows["delayed L=4 m=0 max"])
+
+
 def case_zero_and_coarse(tmp):
     logs = os.path.join(tmp, "tz")
     zero = {(0, 10, LAYERS[0], "gradient"), (0, 15, LAYERS[0], "gradient"),
@@ -337,6 +388,7 @@ def main():
     try:
         case_equivalent(tmp)
         case_stream_only_report(tmp)
+        case_te_scales(tmp)
         case_zero_and_coarse(tmp)
         case_interval_and_names(tmp)
         case_bad(tmp)
