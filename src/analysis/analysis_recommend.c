@@ -205,7 +205,10 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
     r->note = fmt_alloc("%s: use %s%s", why, config_words(cur->group, cfg, sizeof cfg),
                         p5_words(b, "p5 SNR", cur->snr_p5, p5, sizeof p5));
   } else {
-    r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
+    r->note = fmt_alloc("%s: use current scaling (%s)", why,
+                        b->stream_only ? "no stream rows: its scale is each step's own amax, "
+                                         "its largest element never clips"
+                                       : "not in this run");
   }
   return r->note ? FP8_OK : FP8_ENOMEM;
 }
@@ -460,7 +463,10 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
                         config_words(c.g, cfg, sizeof cfg), (long long)c.ran, (long long)ntensors,
                         p5_words(b, "mean p5 SNR", c.mean_p5, p5, sizeof p5));
   } else {
-    r->note = fmt_alloc("%s: use current scaling (not in this run)", why);
+    r->note = fmt_alloc("%s: use current scaling (%s)", why,
+                        b->stream_only ? "no stream rows: its scale is each step's own amax, "
+                                         "its largest element never clips"
+                                       : "not in this run");
   }
   return r->note ? FP8_OK : FP8_ENOMEM;
 }

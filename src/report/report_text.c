@@ -18,6 +18,13 @@
 
 /* ------------------------------------------------------------------ the other sections */
 
+/* Current scaling where the run has no configuration of it: not run, or (no snapshots) run but
+ * without rows of its own: its scale is each step's own amax, its largest element never clips. */
+static const char *current_words(const rep_t *r) {
+  return r->stream_only ? "current scaling (no stream rows: it never clips)"
+                        : "current scaling (not in this run)";
+}
+
 static void add_recommendations(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
   fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
@@ -56,7 +63,7 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
   for (size_t i = r->rec.ntensor_recs; i < r->rec.nrecs; i++) {
     const fp8_recommendation *x = &r->rec.recs[i];
     char setting[256], fits[64];
-    if (!x->in_run) snprintf(setting, sizeof setting, "current scaling (not in this run)");
+    if (!x->in_run) snprintf(setting, sizeof setting, "%s", current_words(r));
     else if (x->key.kind == FP8_KIND_DELAYED)
       snprintf(setting, sizeof setting, "%s: history_len %d, margin %d, %s", x->key.recipe,
                (int)x->key.history_len, (int)x->key.margin,
@@ -86,7 +93,7 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
       const fp8_recommendation *x = &r->rec.recs[i];
       if (x->meets_budget) continue;
       const char *cells[] = {x->name, fmt_rate(x->best_delayed_overflow, b3, sizeof b3),
-                             x->in_run ? x->key.recipe : "current scaling (not in this run)"};
+                             x->in_run ? x->key.recipe : current_words(r)};
       fp8_doc_table_row(d, cells);
     }
   } else {
