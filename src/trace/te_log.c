@@ -7,7 +7,7 @@
  * its default); one pass turns their cur_amax lines into amax.csv, which every part of fp8lab
  * (inspect, run, MPI, timeline) already reads and a user can open, and te_log.json keeps what
  * the conversion knew (the files, the logging interval, the values the four decimals lost). */
-#include "te_log.h"
+#include "te_log_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,69 +27,11 @@
 #include "util.h"
 
 #define STATS_DIR "nvdlfw_inspect_statistics_logs"
-
-/* TE's tensor names (the DebugQuantizer labels) and fp8lab's role for each (NULL: none). */
-static const char *const TE_TENSORS[] = {"activation", "weight", "output", "gradient", "dgrad",
-                                         "wgrad"};
-static const char *const TE_ROLES[] = {"input", "weight", "output", "grad_output", "grad_input",
-                                       NULL};
-#define NTE (sizeof TE_TENSORS / sizeof *TE_TENSORS)
-
 const char *fp8_te_role_of(const char *t, size_t len) {
-  for (size_t k = 0; k < NTE; k++)
+  for (size_t k = 0; k < TE_NTENSORS; k++)
     if (strlen(TE_TENSORS[k]) == len && memcmp(t, TE_TENSORS[k], len) == 0) return TE_ROLES[k];
   return NULL;
 }
-
-/* One log file: its rank and path. */
-typedef struct {
-  long rank;
-  char *path;
-} te_file;
-
-/* A cur_amax value kept for amax.csv. */
-typedef struct {
-  int64_t iter;
-  uint32_t tensor, rank;
-  uint32_t ord; /* the tensor's position by name (set before the writing sort) */
-  size_t line;
-  float v;
-  float te_scale; /* 1 / TE's logged scale_inv of the tensor at that iteration; 0: none */
-} te_row;
-
-/* A logged scale_inv_min or scale_inv_max (kind 0, 1) of a tensor at an iteration. */
-typedef struct {
-  int64_t iter;
-  uint32_t tensor, rank;
-  int kind;
-  float v;
-} te_sinv;
-
-/* Per tensor (<layer>.<role>): what te_log.json says of it. */
-typedef struct {
-  char *name, *layer;
-  size_t te_tensor; /* index into TE_TENSORS */
-  size_t logged, zero, coarse;
-} te_tensor;
-
-typedef struct {
-  te_file *files;
-  size_t nfiles;
-  te_row *rows;
-  size_t nrows, caprows;
-  te_sinv *sinv;
-  size_t nsinv, capsinv;
-  size_t scale_rows, scale_lost; /* amax rows given TE's scale; scale_inv not usable */
-  fp8_strset tset; /* tensor names -> index into tens */
-  te_tensor *tens;
-  size_t ntens, captens;
-  fp8_strset sset; /* other statistics' names -> index into scount */
-  char **sname;
-  size_t *scount;
-  size_t nstat, capstat;
-  size_t left_wgrad;
-  fp8_te_import_summary sum;
-} te_import;
 
 /* nvdlfw_inspect[_<YYYYmmdd>_<HHMMSS>]_globalrank-<R>.log: R, or -1 for another name. */
 static long log_file_rank(const char *n) {
@@ -175,7 +117,7 @@ static int find_files(te_import *im, const char *logdir, char *err, size_t errle
 static int split_name(const char *name, size_t len, size_t *layer_len, size_t *tensor,
                       const char **stat) {
   size_t best = SIZE_MAX, bt = 0;
-  for (size_t k = 0; k < NTE; k++) {
+  for (size_t k = 0; k < TE_NTENSORS; k++) {
     size_t tl = strlen(TE_TENSORS[k]);
     for (size_t i = 1; i + tl + 2 <= len; i++) /* i: the '_' before the tensor */
       if (name[i] == '_' && name[i + tl + 1] == '_' && memcmp(name + i + 1, TE_TENSORS[k], tl) == 0 &&
@@ -218,45 +160,58 @@ static int parse_value(const char *s, double *v, int *digits) {
 }
 
 /* The tensor's index (added when new). */
-static int tensor_index(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out) {
-  size_t nl = ll + 1 + strlen(TE_ROLES[t]) + 1;
-  char *name = malloc(nl);
-  if (!name) return FP8_ENOMEM;
-  snprintf(name, nl, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
-  size_t id = fp8_strset_get(&im->tset, name, nl - 1);
+/* The index of tensor <layer>.<role> in im->tens, added when new. The name is checked only
+ * then (trace name rules, and no comma: amax.csv has no quoting), so a line of a known tensor
+ * costs one hash lookup. FP8_EFORMAT with why for a name fp8lab cannot take; FP8_ENOMEM. */
+static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out,
+                     char *why, size_t whylen) {
+  char name[FP8_NAME_MAX + 64];
+  int nl = snprintf(name, sizeof name, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
+  if (nl < 0 || nl >= (int)sizeof name) {
+    snprintf(why, whylen, "name too long");
+    return FP8_EFORMAT;
+  }
+  size_t id = fp8_strset_get(&im->tset, name, (size_t)nl);
   if (id != SIZE_MAX) {
-    free(name);
     *out = (uint32_t)id;
     return FP8_OK;
   }
-  te_tensor *nt = fp8_grow(im->tens, im->ntens, &im->captens, sizeof *nt, 64);
-  char *lay = nt ? malloc(ll + 1) : NULL;
-  if (!lay) {
-    free(name);
-    return FP8_ENOMEM;
+  if (fp8_tensor_name_check(name, (size_t)nl, FP8_NAME_MAX, why, whylen) != 0) return FP8_EFORMAT;
+  if (memchr(name, ',', (size_t)nl)) {
+    snprintf(why, whylen, "name holds a comma (amax.csv cannot)");
+    return FP8_EFORMAT;
   }
+  te_tensor *nt = fp8_grow(im->tens, im->ntens, &im->captens, sizeof *nt, 64);
+  if (!nt) return FP8_ENOMEM;
   im->tens = nt;
-  memcpy(lay, layer, ll);
-  lay[ll] = '\0';
-  im->tens[im->ntens] = (te_tensor){name, lay, t, 0, 0, 0};
+  char *own = strdup(name), *lay = own ? strndup(layer, ll) : NULL;
   int added;
-  if (fp8_strset_put(&im->tset, name, nl - 1, &added) == SIZE_MAX) {
-    free(name);
+  if (!lay || fp8_strset_put(&im->tset, own, (size_t)nl, &added) == SIZE_MAX) {
+    free(own);
     free(lay);
     return FP8_ENOMEM;
   }
+  im->tens[im->ntens] = (te_tensor){own, lay, t, 0, 0, 0};
   *out = (uint32_t)im->ntens++;
   return FP8_OK;
 }
 
-static int count_stat(te_import *im, const char *stat) {
-  size_t sl = strlen(stat), id = fp8_strset_get(&im->sset, stat, sl);
+/* Counts a statistic other than the amax (te_log.json's other_statistics), by name. A new
+ * name is checked like tensor names (printable UTF-8 of a sane length: a JSON key). */
+static int count_stat(te_import *im, const te_file *f, size_t line, const char *stat, size_t sl,
+                      char *err, size_t errlen) {
+  size_t id = fp8_strset_get(&im->sset, stat, sl);
   if (id == SIZE_MAX) {
+    char why[FP8_ESC_LEN + 64], shown[FP8_ESC_LEN];
+    if (sl > FP8_NAME_MAX || fp8_tensor_name_check(stat, sl, FP8_NAME_MAX, why, sizeof why))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: statistic %s: %s", f->path, line,
+                        fp8_escape(stat, sl, shown, sizeof shown),
+                        sl > FP8_NAME_MAX ? "name too long" : why);
     char **nn = fp8_grow(im->sname, im->nstat, &im->capstat, sizeof *nn, 16);
     if (!nn) return FP8_ENOMEM;
     im->sname = nn;
     size_t *nc = realloc(im->scount, im->capstat * sizeof *nc);
-    char *own = nc ? strdup(stat) : NULL;
+    char *own = nc ? strndup(stat, sl) : NULL;
     if (nc) im->scount = nc;
     int added;
     if (!own || fp8_strset_put(&im->sset, own, sl, &added) == SIZE_MAX) {
@@ -319,55 +274,43 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
                       "activation, weight, output, gradient, dgrad, wgrad",
                       f->path, line, fp8_escape(body, nlen, shown, sizeof shown));
   size_t stat_len = nlen - (size_t)(stat - body);
-  char statbuf[FP8_NAME_MAX + 1];
-  /* te_log.json counts statistics by name: printable UTF-8 of a sane length, as names */
-  if (stat_len > FP8_NAME_MAX || fp8_tensor_name_check(stat, stat_len, FP8_NAME_MAX, why, sizeof why))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: statistic %s: %s", f->path, line,
-                      fp8_escape(stat, stat_len, shown, sizeof shown),
-                      stat_len > FP8_NAME_MAX ? "name too long" : why);
-  memcpy(statbuf, stat, stat_len);
-  statbuf[stat_len] = '\0';
+#define STAT_IS(lit) (stat_len == sizeof(lit) - 1 && memcmp(stat, lit, sizeof(lit) - 1) == 0)
   im->sum.lines++;
   /* TE's scale of the recipe trained with (per tensor: min = max), unprefixed or of delayed
    * scaling; kept to go beside the tensor's amax as amax.csv's te_scale */
-  const char *sn = strncmp(statbuf, "fp8_delayed_scaling_", 20) == 0 ? statbuf + 20 : statbuf;
-  int sk = strcmp(sn, "scale_inv_min") == 0 ? 0 : strcmp(sn, "scale_inv_max") == 0 ? 1 : -1;
+  int sk = STAT_IS("scale_inv_min") || STAT_IS("fp8_delayed_scaling_scale_inv_min") ? 0
+         : STAT_IS("scale_inv_max") || STAT_IS("fp8_delayed_scaling_scale_inv_max") ? 1 : -1;
+  int amax = STAT_IS("cur_amax");
+#undef STAT_IS
+  uint32_t id;
+  int rc;
   if (sk >= 0 && TE_ROLES[t] && isfinite(v) && v >= 0) {
-    char tn[FP8_NAME_MAX + 64];
-    int tl2 = snprintf(tn, sizeof tn, "%.*s.%s", (int)ll, body, TE_ROLES[t]);
-    uint32_t sid;
-    if (tl2 < (int)sizeof tn && fp8_tensor_name_check(tn, (size_t)tl2, FP8_NAME_MAX, why, sizeof why) == 0 &&
-        !memchr(tn, ',', (size_t)tl2)) {
-      int rc2 = tensor_index(im, body, ll, t, &sid);
-      if (rc2) return rc2;
+    rc = tensor_of(im, body, ll, t, &id, why, sizeof why);
+    if (rc == FP8_ENOMEM) return rc;
+    if (rc == FP8_OK) { /* a name amax.csv cannot hold has no amax row to go beside */
       te_sinv *ns = fp8_grow(im->sinv, im->nsinv, &im->capsinv, sizeof *ns, 1024);
       if (!ns) return FP8_ENOMEM;
       im->sinv = ns;
-      im->sinv[im->nsinv++] = (te_sinv){iter, sid, (uint32_t)f->rank, sk, strtof(vs, NULL)};
+      im->sinv[im->nsinv++] = (te_sinv){iter, id, (uint32_t)f->rank, sk, strtof(vs, NULL)};
     }
   }
-  if (strcmp(statbuf, "cur_amax") != 0 || !TE_ROLES[t]) {
-    if (strcmp(statbuf, "cur_amax") == 0) im->left_wgrad++;
+  if (!amax || !TE_ROLES[t]) {
+    if (amax) im->left_wgrad++;
     im->sum.other_lines++;
-    return count_stat(im, statbuf);
+    return count_stat(im, f, line, stat, stat_len, err, errlen);
   }
   if (isnan(v) || v < 0)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: cur_amax '%s' is %s: an amax "
                       "fp8lab can replay is a non-negative number (inf included)", f->path, line,
                       fp8_esc(vs, shown, sizeof shown), isnan(v) ? "NaN" : "negative");
-  /* the tensor name: <layer>.<role>, under fp8lab's rules and amax.csv's (no comma) */
-  char tname[FP8_NAME_MAX + 64];
-  int tl = snprintf(tname, sizeof tname, "%.*s.%s", (int)ll, body, TE_ROLES[t]);
-  if (tl >= (int)sizeof tname ||
-      fp8_tensor_name_check(tname, (size_t)tl, FP8_NAME_MAX, why, sizeof why) != 0 ||
-      (memchr(tname, ',', (size_t)tl) && snprintf(why, sizeof why, "name holds a comma "
-                                                  "(amax.csv cannot)")))
+  if ((rc = tensor_of(im, body, ll, t, &id, why, sizeof why)) != FP8_OK) {
+    if (rc != FP8_EFORMAT) return rc;
+    char tname[FP8_NAME_MAX + 64];
+    int tl = snprintf(tname, sizeof tname, "%.*s.%s", (int)ll, body, TE_ROLES[t]);
+    size_t tn = tl < 0 ? 0 : (size_t)tl < sizeof tname ? (size_t)tl : sizeof tname - 1;
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: tensor %s: %s", f->path, line,
-                      fp8_escape(tname, (size_t)(tl < 0 ? 0 : tl), shown, sizeof shown),
-                      tl >= (int)sizeof tname ? "name too long" : why);
-  uint32_t id;
-  int rc = tensor_index(im, body, ll, t, &id);
-  if (rc) return rc;
+                      fp8_escape(tname, tn, shown, sizeof shown), why);
+  }
   te_tensor *tt = &im->tens[id];
   float fv = isinf(v) ? (float)v : strtof(vs, NULL); /* as amax.csv reads the same text */
   if (f->rank == 0) tt->logged++;
@@ -419,32 +362,6 @@ static int cmp_rank_tensor_iter(const void *a, const void *b) {
   if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
   if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
   return (x->line > y->line) - (x->line < y->line);
-}
-
-static int cmp_rank_iter_name(const void *a, const void *b) {
-  const te_row *x = a, *y = b;
-  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
-  return (x->ord > y->ord) - (x->ord < y->ord);
-}
-
-/* A tensor's name and index, for ordering tensors by name. */
-typedef struct {
-  const char *name;
-  uint32_t id;
-} name_id;
-
-static int cmp_name_id(const void *a, const void *b) {
-  return strcmp(((const name_id *)a)->name, ((const name_id *)b)->name);
-}
-
-/* The tensors' indices in name order (new array; NULL when out of memory). */
-static name_id *by_name(const te_import *im) {
-  name_id *v = malloc((im->ntens + 1) * sizeof *v);
-  if (!v) return NULL;
-  for (size_t k = 0; k < im->ntens; k++) v[k] = (name_id){im->tens[k].name, (uint32_t)k};
-  qsort(v, im->ntens, sizeof *v, cmp_name_id);
-  return v;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -527,121 +444,6 @@ static void join_scales(te_import *im) {
   }
 }
 
-/* One rank's amax.csv: step,tensor,amax, by step and name, the 0.0000 rows left out. */
-static int write_amax(te_import *im, const char *dir, uint32_t rank, size_t *k, char *err,
-                      size_t errlen) {
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "amax.csv", err, errlen);
-  if (rc) return rc;
-  fputs(im->scale_rows ? "step,tensor,amax,te_scale\n" : "step,tensor,amax\n", of.fp);
-  for (; *k < im->nrows && im->rows[*k].rank == rank; (*k)++) {
-    const te_row *r = &im->rows[*k];
-    if (r->v == 0.0f) continue;
-    fprintf(of.fp, "%" PRId64 ",%s,", r->iter, im->tens[r->tensor].name);
-    fp8_csv_put_num(of.fp, (double)r->v);
-    if (im->scale_rows) {
-      fputc(',', of.fp);
-      if (r->te_scale > 0.0f) fp8_csv_put_num(of.fp, (double)r->te_scale);
-    }
-    fputc('\n', of.fp);
-    im->sum.amax_rows++;
-  }
-  return fp8_outfile_commit(&of, err, errlen);
-}
-
-static int write_json(te_import *im, const char *logdir, const char *dir, char *err,
-                      size_t errlen) {
-  json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
-  int bad = !o || !files || !tens || !other;
-  for (size_t k = 0; !bad && k < im->nfiles; k++) {
-    const char *slash = strrchr(im->files[k].path, '/');
-    bad |= json_array_append_new(files, json_pack("{s:i, s:s}", "rank", (json_int_t)k, "file",
-                                                  slash ? slash + 1 : im->files[k].path)) != 0;
-  }
-  name_id *ord = bad ? NULL : by_name(im);
-  bad |= !ord;
-  for (size_t k = 0; !bad && k < im->ntens; k++) {
-    const te_tensor *t = &im->tens[ord[k].id];
-    bad |= json_array_append_new(
-               tens, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "tensor", t->name,
-                               "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
-                               "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
-                               "zero_values", (json_int_t)t->zero, "coarse_values",
-                               (json_int_t)t->coarse)) != 0;
-  }
-  free(ord);
-  for (size_t k = 0; !bad && k < im->nstat; k++)
-    bad |= json_object_set_new(other, im->sname[k], json_integer((json_int_t)im->scount[k])) != 0;
-  if (!bad) {
-    bad |= json_object_set_new(o, "source", json_string("TransformerEngine debug statistics "
-                                                        "logs (nvdlfw_inspect, cur_amax)")) != 0;
-    json_t *ld = json_string(logdir); /* NULL for a path that is not UTF-8: shown escaped */
-    char shown[FP8_ESC_LEN];
-    if (!ld) ld = json_string(fp8_esc(logdir, shown, sizeof shown));
-    bad |= json_object_set_new(o, "log_dir", ld) != 0;
-    bad |= json_object_set_new(o, "files", files) != 0;
-    files = NULL;
-    bad |= json_object_set_new(o, "interval", json_integer(im->sum.interval)) != 0;
-    bad |= json_object_set_new(o, "first_iteration", json_integer(im->sum.first)) != 0;
-    bad |= json_object_set_new(o, "last_iteration", json_integer(im->sum.last)) != 0;
-    bad |= json_object_set_new(o, "ranks_identical", json_boolean(im->sum.ranks_identical)) != 0;
-    bad |= json_object_set_new(o, "amax_rows", json_integer((json_int_t)im->sum.amax_rows)) != 0;
-    bad |= json_object_set_new(o, "zero_values", json_integer((json_int_t)im->sum.zero_values)) != 0;
-    bad |= json_object_set_new(o, "coarse_values",
-                               json_integer((json_int_t)im->sum.coarse_values)) != 0;
-    bad |= json_object_set_new(o, "te_scale_rows", json_integer((json_int_t)im->scale_rows)) != 0;
-    bad |= json_object_set_new(o, "te_scale_unusable",
-                               json_integer((json_int_t)im->scale_lost)) != 0;
-    bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
-                               json_integer((json_int_t)im->left_wgrad)) != 0;
-    bad |= json_object_set_new(o, "tensors", tens) != 0;
-    tens = NULL;
-    bad |= json_object_set_new(o, "other_statistics", other) != 0;
-    other = NULL;
-  }
-  char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-  json_decref(o);
-  json_decref(files);
-  json_decref(tens);
-  json_decref(other);
-  if (!text) return FP8_ENOMEM;
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "te_log.json", err, errlen);
-  if (rc == FP8_OK) {
-    fputs(text, of.fp);
-    fputc('\n', of.fp);
-    rc = fp8_outfile_commit(&of, err, errlen);
-  }
-  free(text);
-  return rc;
-}
-
-/* The trace folder: new, or (force) an earlier import's files removed. */
-static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
-  if (fp8_dir_nonempty(dir)) {
-    if (!force)
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv and "
-                        "te_log.json)",
-                        dir);
-    size_t n = strlen(dir) + 64;
-    char *p = malloc(n);
-    if (!p) return FP8_ENOMEM;
-    snprintf(p, n, "%s/amax.csv", dir);
-    remove(p);
-    snprintf(p, n, "%s/te_log.json", dir);
-    remove(p);
-    for (size_t r = 0;; r++) { /* an earlier import's ranks, while they are there */
-      snprintf(p, n, "%s/rank_%zu/amax.csv", dir, r);
-      if (remove(p) != 0) break;
-      snprintf(p, n, "%s/rank_%zu", dir, r);
-      rmdir(p);
-    }
-    free(p);
-  }
-  return fp8_mkdir_p(dir, err, errlen);
-}
-
 int fp8_te_import(const char *logdir, const char *tracedir, int force,
                   fp8_te_import_summary *sum, char *err, size_t errlen) {
   te_import im;
@@ -655,36 +457,9 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
                     im.files[0].path, im.sum.lines);
   if (rc == FP8_OK) rc = check_rows(&im, err, errlen);
   if (rc == FP8_OK) join_scales(&im);
-  if (rc == FP8_OK) rc = prepare_dir(tracedir, force, err, errlen);
-  name_id *byname = rc == FP8_OK ? by_name(&im) : NULL;
-  uint32_t *order = byname ? malloc((im.ntens + 1) * sizeof *order) : NULL;
-  if (rc == FP8_OK && !order) rc = FP8_ENOMEM;
-  if (rc == FP8_OK) {
-    for (size_t k = 0; k < im.ntens; k++) order[byname[k].id] = (uint32_t)k;
-    for (size_t k = 0; k < im.nrows; k++) im.rows[k].ord = order[im.rows[k].tensor];
-    qsort(im.rows, im.nrows, sizeof *im.rows, cmp_rank_iter_name);
-    size_t k = 0;
-    for (uint32_t r = 0; rc == FP8_OK && r < im.nfiles; r++) {
-      char sub[64];
-      snprintf(sub, sizeof sub, "rank_%u", r);
-      size_t n = strlen(tracedir) + sizeof sub + 2;
-      char *d = malloc(n);
-      if (!d) {
-        rc = FP8_ENOMEM;
-        break;
-      }
-      snprintf(d, n, "%s/%s", tracedir, sub);
-      if (im.nfiles == 1) snprintf(d, n, "%s", tracedir);
-      else rc = fp8_mkdir_p(d, err, errlen);
-      if (rc == FP8_OK) rc = write_amax(&im, d, r, &k, err, errlen);
-      free(d);
-    }
-  }
-  free(order);
-  free(byname);
   im.sum.ranks = im.nfiles;
   for (size_t t = 0; t < im.ntens; t++) im.sum.tensors += im.tens[t].logged > 0;
-  if (rc == FP8_OK) rc = write_json(&im, logdir, tracedir, err, errlen);
+  if (rc == FP8_OK) rc = te_write_trace(&im, logdir, tracedir, force, err, errlen);
   if (sum) *sum = im.sum;
   for (size_t k = 0; k < im.nfiles; k++) free(im.files[k].path);
   free(im.files);

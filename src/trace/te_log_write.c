@@ -1,0 +1,190 @@
+/* te_log_write.c: the writing half of `fp8lab import-te` (te_log_internal.h): a checked
+ * import's rows as each rank's amax.csv, in step then name order, and te_log.json, every file
+ * under a temporary name renamed into place (outfile.h). */
+#include "te_log_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fp8.h"
+#include "outfile.h"
+#include "trace.h"
+
+static int cmp_rank_iter_name(const void *a, const void *b) {
+  const te_row *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return (x->ord > y->ord) - (x->ord < y->ord);
+}
+
+/* A tensor's name and index, for ordering tensors by name. */
+typedef struct {
+  const char *name;
+  uint32_t id;
+} name_id;
+
+static int cmp_name_id(const void *a, const void *b) {
+  return strcmp(((const name_id *)a)->name, ((const name_id *)b)->name);
+}
+
+/* The tensors' indices in name order (new array; NULL when out of memory). */
+static name_id *by_name(const te_import *im) {
+  name_id *v = malloc((im->ntens + 1) * sizeof *v);
+  if (!v) return NULL;
+  for (size_t k = 0; k < im->ntens; k++) v[k] = (name_id){im->tens[k].name, (uint32_t)k};
+  qsort(v, im->ntens, sizeof *v, cmp_name_id);
+  return v;
+}
+
+/* One rank's amax.csv: step,tensor,amax, by step and name, the 0.0000 rows left out. */
+static int write_amax(te_import *im, const char *dir, uint32_t rank, size_t *k, char *err,
+                      size_t errlen) {
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "amax.csv", err, errlen);
+  if (rc) return rc;
+  fputs(im->scale_rows ? "step,tensor,amax,te_scale\n" : "step,tensor,amax\n", of.fp);
+  for (; *k < im->nrows && im->rows[*k].rank == rank; (*k)++) {
+    const te_row *r = &im->rows[*k];
+    if (r->v == 0.0f) continue;
+    fprintf(of.fp, "%" PRId64 ",%s,", r->iter, im->tens[r->tensor].name);
+    fp8_csv_put_num(of.fp, (double)r->v);
+    if (im->scale_rows) {
+      fputc(',', of.fp);
+      if (r->te_scale > 0.0f) fp8_csv_put_num(of.fp, (double)r->te_scale);
+    }
+    fputc('\n', of.fp);
+    im->sum.amax_rows++;
+  }
+  return fp8_outfile_commit(&of, err, errlen);
+}
+
+static int write_json(te_import *im, const char *logdir, const char *dir, char *err,
+                      size_t errlen) {
+  json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
+  int bad = !o || !files || !tens || !other;
+  for (size_t k = 0; !bad && k < im->nfiles; k++) {
+    const char *slash = strrchr(im->files[k].path, '/');
+    bad |= json_array_append_new(files, json_pack("{s:i, s:s}", "rank", (json_int_t)k, "file",
+                                                  slash ? slash + 1 : im->files[k].path)) != 0;
+  }
+  name_id *ord = bad ? NULL : by_name(im);
+  bad |= !ord;
+  for (size_t k = 0; !bad && k < im->ntens; k++) {
+    const te_tensor *t = &im->tens[ord[k].id];
+    bad |= json_array_append_new(
+               tens, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "tensor", t->name,
+                               "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
+                               "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
+                               "zero_values", (json_int_t)t->zero, "coarse_values",
+                               (json_int_t)t->coarse)) != 0;
+  }
+  free(ord);
+  for (size_t k = 0; !bad && k < im->nstat; k++)
+    bad |= json_object_set_new(other, im->sname[k], json_integer((json_int_t)im->scount[k])) != 0;
+  if (!bad) {
+    bad |= json_object_set_new(o, "source", json_string("TransformerEngine debug statistics "
+                                                        "logs (nvdlfw_inspect, cur_amax)")) != 0;
+    json_t *ld = json_string(logdir); /* NULL for a path that is not UTF-8: shown escaped */
+    char shown[FP8_ESC_LEN];
+    if (!ld) ld = json_string(fp8_esc(logdir, shown, sizeof shown));
+    bad |= json_object_set_new(o, "log_dir", ld) != 0;
+    bad |= json_object_set_new(o, "files", files) != 0;
+    files = NULL;
+    bad |= json_object_set_new(o, "interval", json_integer(im->sum.interval)) != 0;
+    bad |= json_object_set_new(o, "first_iteration", json_integer(im->sum.first)) != 0;
+    bad |= json_object_set_new(o, "last_iteration", json_integer(im->sum.last)) != 0;
+    bad |= json_object_set_new(o, "ranks_identical", json_boolean(im->sum.ranks_identical)) != 0;
+    bad |= json_object_set_new(o, "amax_rows", json_integer((json_int_t)im->sum.amax_rows)) != 0;
+    bad |= json_object_set_new(o, "zero_values", json_integer((json_int_t)im->sum.zero_values)) != 0;
+    bad |= json_object_set_new(o, "coarse_values",
+                               json_integer((json_int_t)im->sum.coarse_values)) != 0;
+    bad |= json_object_set_new(o, "te_scale_rows", json_integer((json_int_t)im->scale_rows)) != 0;
+    bad |= json_object_set_new(o, "te_scale_unusable",
+                               json_integer((json_int_t)im->scale_lost)) != 0;
+    bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
+                               json_integer((json_int_t)im->left_wgrad)) != 0;
+    bad |= json_object_set_new(o, "tensors", tens) != 0;
+    tens = NULL;
+    bad |= json_object_set_new(o, "other_statistics", other) != 0;
+    other = NULL;
+  }
+  char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+  json_decref(o);
+  json_decref(files);
+  json_decref(tens);
+  json_decref(other);
+  if (!text) return FP8_ENOMEM;
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "te_log.json", err, errlen);
+  if (rc == FP8_OK) {
+    fputs(text, of.fp);
+    fputc('\n', of.fp);
+    rc = fp8_outfile_commit(&of, err, errlen);
+  }
+  free(text);
+  return rc;
+}
+
+/* The trace folder: new, or (force) an earlier import's files removed. */
+static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
+  if (fp8_dir_nonempty(dir)) {
+    if (!force)
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv and "
+                        "te_log.json)",
+                        dir);
+    size_t n = strlen(dir) + 64;
+    char *p = malloc(n);
+    if (!p) return FP8_ENOMEM;
+    snprintf(p, n, "%s/amax.csv", dir);
+    remove(p);
+    snprintf(p, n, "%s/te_log.json", dir);
+    remove(p);
+    for (size_t r = 0;; r++) { /* an earlier import's ranks, while they are there */
+      snprintf(p, n, "%s/rank_%zu/amax.csv", dir, r);
+      if (remove(p) != 0) break;
+      snprintf(p, n, "%s/rank_%zu", dir, r);
+      rmdir(p);
+    }
+    free(p);
+  }
+  return fp8_mkdir_p(dir, err, errlen);
+}
+
+int te_write_trace(te_import *im, const char *logdir, const char *tracedir, int force, char *err,
+                   size_t errlen) {
+  int rc = prepare_dir(tracedir, force, err, errlen);
+  name_id *byname = rc == FP8_OK ? by_name(im) : NULL;
+  uint32_t *order = byname ? malloc((im->ntens + 1) * sizeof *order) : NULL;
+  if (rc == FP8_OK && !order) rc = FP8_ENOMEM;
+  if (rc == FP8_OK) {
+    for (size_t k = 0; k < im->ntens; k++) order[byname[k].id] = (uint32_t)k;
+    for (size_t k = 0; k < im->nrows; k++) im->rows[k].ord = order[im->rows[k].tensor];
+    qsort(im->rows, im->nrows, sizeof *im->rows, cmp_rank_iter_name);
+    size_t k = 0;
+    for (uint32_t r = 0; rc == FP8_OK && r < im->nfiles; r++) {
+      char sub[64];
+      snprintf(sub, sizeof sub, "rank_%u", r);
+      size_t n = strlen(tracedir) + sizeof sub + 2;
+      char *d = malloc(n);
+      if (!d) {
+        rc = FP8_ENOMEM;
+        break;
+      }
+      snprintf(d, n, "%s/%s", tracedir, sub);
+      if (im->nfiles == 1) snprintf(d, n, "%s", tracedir);
+      else rc = fp8_mkdir_p(d, err, errlen);
+      if (rc == FP8_OK) rc = write_amax(im, d, r, &k, err, errlen);
+      free(d);
+    }
+  }
+  free(order);
+  free(byname);
+  if (rc == FP8_OK) rc = write_json(im, logdir, tracedir, err, errlen);
+  return rc;
+}
