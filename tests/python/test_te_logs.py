@@ -383,15 +383,13 @@ def case_bad(tmp):
     bad(tmp, "empty_line", good + "\n" + good, want="empty line", line=2)
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="fp8lab-te-")
+def run_cases(prefix, cases, label):
+    """Runs cases(tmp) in one temporary folder (kept when a check failed), then exits 1 on any
+    failure (test_te_tb.py runs its cases through this too)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     try:
-        case_equivalent(tmp)
-        case_stream_only_report(tmp)
-        case_te_scales(tmp)
-        case_zero_and_coarse(tmp)
-        case_interval_and_names(tmp)
-        case_bad(tmp)
+        for case in cases:
+            case(tmp)
     finally:
         if not FAILS:
             shutil.rmtree(tmp)
@@ -400,7 +398,12 @@ def main():
     if FAILS:
         print("%d failures" % len(FAILS))
         sys.exit(1)
-    print("te logs: all checks passed")
+    print("%s: all checks passed" % label)
+
+
+def main():
+    run_cases("fp8lab-te-", [case_equivalent, case_stream_only_report, case_te_scales,
+                             case_zero_and_coarse, case_interval_and_names, case_bad], "te logs")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,9 @@ FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
 """
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 BIN = os.path.abspath(sys.argv[1])
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,13 +35,10 @@ except ImportError as e:
     print("skipped: %s (scripts/install-deps.sh installs tensorboard)" % e)
     sys.exit(77)
 
-FAILS = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list of failures)
 
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
+check = TL.check
 
 
 # ---------------------------------------------------------------- the writer, by hand
@@ -243,19 +238,7 @@ def case_bad(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="fp8lab-tb-")
-    try:
-        case_convert(tmp)
-        case_bad(tmp)
-    finally:
-        if not FAILS:
-            shutil.rmtree(tmp)
-        else:
-            print("kept", tmp)
-    if FAILS:
-        print("%d failures" % len(FAILS))
-        sys.exit(1)
-    print("te tensorboard: all checks passed")
+    TL.run_cases("fp8lab-tb-", [case_convert, case_bad], "te tensorboard")
 
 
 if __name__ == "__main__":
