@@ -282,7 +282,7 @@ static const struct {
     {"x.input,input,-1," D_CFG ",1,1,100,0,0,0,0,0,0,1", "t.csv:2: column step: expected a step number >= 0, found '-1'"},
     {"x.input,input,0,d d,delayed,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column recipe: expected a recipe label (A-Z a-z 0-9 _ . -), found 'd d'"},
-    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed, current, mxfp8, block or rowwise, found 'lazy'"},
+    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed, current, mxfp8, block, rowwise or bf16, found 'lazy'"},
     {"x.input,input,0,d,delayed,hybrid,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column format: expected e4m3 or e5m2, found 'hybrid'"},
     {"x.input,input,0,d,delayed,e4m3,0,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column history_len: expected an integer in 1..1048576 for delayed scaling, found '0'"},
@@ -694,7 +694,7 @@ START_TEST(recommendations_rules) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {1e-5, 0.01, 0};
+  fp8_budgets bud = {.value = 1e-5, .step = 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, 6);
   ck_assert_uint_eq(r.nrecs, 6 + 3 + 1); /* roles input, weight, output; the model */
@@ -783,7 +783,7 @@ START_TEST(recommendations_rules) {
 
   /* generous budgets (every step of these clips: the step budget must allow all of them):
    * every tensor gets delayed scaling; H1 now wins b.input (35 dB against 28) */
-  bud = (fp8_budgets){0.01, 1.0, 0};
+  bud = (fp8_budgets){.value = 0.01, .step = 1.0};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
   ck_assert(x->meets_budget && x->key.history_len == 1);
@@ -798,15 +798,15 @@ START_TEST(recommendations_rules) {
   ck_assert_uint_eq(x->nmisfits, 0);
   fp8_recommendations_free(&r);
   /* the value budget alone is not enough: one clipping step in two is over a 0.01 step budget */
-  bud = (fp8_budgets){0.01, 0.01, 0};
+  bud = (fp8_budgets){.value = 0.01, .step = 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   x = rec_named(&r, FP8_REC_TENSOR, "b.input");
   ck_assert(x->meets_budget && x->key.history_len == 16);
   fp8_recommendations_free(&r);
 
-  bud = (fp8_budgets){NAN, 0.01, 0};
+  bud = (fp8_budgets){.value = NAN, .step = 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
-  bud = (fp8_budgets){1e-5, -1, 0};
+  bud = (fp8_budgets){.value = 1e-5, .step = -1};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
   fp8_analysis_free(&a);
   fp8_steps_free(&t);
@@ -827,7 +827,7 @@ START_TEST(csv_outputs) {
   char err[256];
   ck_assert_int_eq(parse(&b, &t, err, sizeof err), FP8_OK);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {FP8_ANALYSIS_OVERFLOW_BUDGET, FP8_ANALYSIS_STEP_BUDGET, 0};
+  fp8_budgets bud = {.value = FP8_ANALYSIS_OVERFLOW_BUDGET, .step = FP8_ANALYSIS_STEP_BUDGET};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   char *dir = tu_mkdtemp();
   ck_assert_int_eq(fp8_analysis_write(&a, dir, err, sizeof err), FP8_OK);
@@ -904,7 +904,7 @@ START_TEST(pipeline_on_a_run) {
   ck_assert_msg(fp8_steps_load(path, &t, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_uint_eq(t.ngroups, t.ntensors * 5);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
-  fp8_budgets bud = {1e-5, 0.01, 0};
+  fp8_budgets bud = {.value = 1e-5, .step = 0.01};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(r.ntensor_recs, t.ntensors);
   /* summary.csv's rows are in the same order as our groups: compare the rates */

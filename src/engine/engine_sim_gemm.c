@@ -61,16 +61,21 @@ static void sampled_from_full(fp8_gemm_sample *s, const fp8_gemm_operands *ops,
  * cast with their tensors' (scale, format) (the cast is elementwise: gathering commutes).
  * changed[i]: tensor i's (scale, format) differs from the previous call's (all on the first):
  * a GEMM neither of whose operands changed keeps its errors (e holds them). */
-static void sampled_per_tensor(fp8_gemm_sample *s, const float scale[3], const fp8_format fmt[3],
+/* An operand as configuration c casts it into q: fmt < 0 for the bf16 kind (not cast: the
+ * values themselves), else the format it is quantized to with scale s. */
+static void cast_operand(const float *x, size_t n, float s, int fmt, float *q) {
+  if (fmt < 0) memcpy(q, x, n * sizeof *q);
+  else fp8_quantize_f32(x, n, s, (fp8_format)fmt, NULL, q, NULL);
+}
+
+static void sampled_per_tensor(fp8_gemm_sample *s, const float scale[3], const int fmt[3],
                                const int changed[3], double e[3][FP8_GEMM_COUNT]) {
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
     int ta = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0);
     int tb = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1);
     if (!changed[ta] && !changed[tb]) continue;
-    if (changed[ta])
-      fp8_quantize_f32(s[g].a, (size_t)(s[g].p * s[g].k), scale[ta], fmt[ta], NULL, s[g].qa, NULL);
-    if (changed[tb])
-      fp8_quantize_f32(s[g].b, (size_t)(s[g].q * s[g].k), scale[tb], fmt[tb], NULL, s[g].qb, NULL);
+    if (changed[ta]) cast_operand(s[g].a, (size_t)(s[g].p * s[g].k), scale[ta], fmt[ta], s[g].qa);
+    if (changed[tb]) cast_operand(s[g].b, (size_t)(s[g].q * s[g].k), scale[tb], fmt[tb], s[g].qb);
     fp8_gemm_sample_error(&s[g], s[g].qa, s[g].qb, &e[0][g], &e[1][g], &e[2][g]);
   }
 }
@@ -123,7 +128,8 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
     k[nk].order = order;
     for (int i = 0; i < 3; i++) {
       memcpy(&k[nk].bits[i], &l->scale[i][c], sizeof(uint32_t));
-      k[nk].fmt[i] = (int)fp8_plan_format(pl, l->tensor[i], c);
+      k[nk].fmt[i] = pl->configs[c].kind == FP8_KIND_BF16 ? -1
+                                                          : (int)fp8_plan_format(pl, l->tensor[i], c);
     }
     nk++;
   }
@@ -136,11 +142,10 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
                 !same_operand(&k[j], &k[j - 1], 2);
     if (fresh && smp) { /* a new triple, sampled: the gathered operands whose pair changed */
       float sc[3];
-      fp8_format fm[3];
-      int changed[3];
+      int fm[3], changed[3];
       for (int i = 0; i < 3; i++) {
         sc[i] = l->scale[i][k[j].c];
-        fm[i] = (fp8_format)k[j].fmt[i];
+        fm[i] = k[j].fmt[i];
         changed[i] = j == 0 || !same_operand(&k[j], &k[j - 1], i);
       }
       sampled_per_tensor(smp, sc, fm, changed, e);
@@ -148,7 +153,7 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
       for (int i = 0; i < 3; i++)
         if (j == 0 || !same_operand(&k[j], &k[j - 1], i)) {
           size_t c = k[j].c;
-          fp8_quantize_f32(x[i], count[i], l->scale[i][c], (fp8_format)k[j].fmt[i], NULL, q[i], NULL);
+          cast_operand(x[i], count[i], l->scale[i][c], k[j].fmt[i], q[i]);
         }
       fp8_gemm_operands ops = {q[0], q[1], q[2], q[1], q[2], q[0]};
       rc = fp8_gemm_errors(ref, &ops, e[0]);

@@ -24,6 +24,7 @@ int sim_reserve(float **buf, size_t *cap, size_t n) {
 float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
   const fp8_config *cf = &p->plan.configs[c];
   if (cf->kind == FP8_KIND_DELAYED) return p->dl[t * p->plan.nconfigs + c].scale;
+  if (cf->kind == FP8_KIND_BF16) return 1.0f; /* not cast: its counts come from scale 1's pass */
   fp8_current_params cp = fp8_config_current_params(cf, fp8_plan_format(&p->plan, t, c));
   return fp8_current_scale(&cp, amax);
 }
@@ -83,8 +84,10 @@ static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out
     }
   }
   for (size_t c = 0; c < pl->nconfigs; c++)
-    if (fp8_plan_active(pl, c) && !fp8_recipe_kind_is_block(pl->configs[c].kind))
+    if (fp8_plan_active(pl, c) && !fp8_recipe_kind_is_block(pl->configs[c].kind)) {
       fp8_stats_merge(&out->stats[c], &w->ust[w->map[c]]);
+      if (pl->configs[c].kind == FP8_KIND_BF16) fp8_stats_uncast(&out->stats[c]);
+    }
 }
 
 static int same_block_params(const fp8_block_params *a, const fp8_block_params *b) {

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -300,6 +301,7 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->synth_seed = 1;
   ex->overflow_budget = 1e-5;
   ex->step_budget = 0.01;
+  ex->flush_budget = NAN;
   ex->warmup_steps = -1;
   ex->gemm = 1;
   ex->gemm_max_tokens = 1024;

@@ -14,7 +14,9 @@
  *             gemm_error (sampled | exact, default sampled), gemm_sample (output rows and
  *             columns per GEMM, default 64), gemm_seed (default 0),
  *             gemm_max_tokens (exact mode; default 1024, 0 = all), step_budget (fraction of stream steps,
- *             default 0.01), warmup_steps (default: each tensor's own warm-up)
+ *             default 0.01), warmup_steps (default: each tensor's own warm-up),
+ *             flush_budget (fraction of a tensor's finite values flushed to zero that a
+ *             configuration may reach and still fit it; default off)
  *   [output]  dir, stream (auto | csv | npy: the stream's format; auto: npy above
  *             FP8_STREAM_NPY_ROWS rows)
  * Errors: FP8_EINVAL with "file:line: message" in err.
@@ -89,6 +91,7 @@ typedef struct {
    *  production run's batch x sequence); 0 (default): the captured batch's */
   int64_t cost_tokens;
   double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
+  double flush_budget;    /**< [analysis] flush_budget, in 0..1; NaN (the default): off */
   int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
                                every tensor; -1 (default): each tensor's own (docs/semantics.md) */
   size_t nconfigs;

@@ -21,10 +21,10 @@ static const char *const exp_recipe_keys[K_COUNT] = {
     "scale_rounding", "block"};
 #define KIND_BIT(k) (1u << (k))
 #define ALL_KINDS (KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_MXFP8) | \
-                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE))
+                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE) | KIND_BIT(FP8_KIND_BF16))
 static const unsigned exp_recipe_key_kinds[K_COUNT] = {
     ALL_KINDS,                                               /* kind */
-    ALL_KINDS,                                               /* format */
+    ALL_KINDS & ~KIND_BIT(FP8_KIND_BF16),                    /* format: bf16 casts nothing */
     KIND_BIT(FP8_KIND_DELAYED),                              /* history_len */
     KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* margin */
     KIND_BIT(FP8_KIND_DELAYED),                              /* amax_compute */
@@ -132,7 +132,8 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   if (!kind_ent) {
     if (!c->has_err)
       fp8_exp_fail(c, c->sec_line,
-                   "[%s] has no kind (expected kind = delayed, current, mxfp8, block or rowwise)",
+                   "[%s] has no kind (expected kind = delayed, current, mxfp8, block, rowwise "
+                   "or bf16)",
                    c->secname);
     return -1;
   }
@@ -141,10 +142,11 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   else if (strcasecmp(kind_ent->value, "mxfp8") == 0) *kind = FP8_KIND_MXFP8;
   else if (strcasecmp(kind_ent->value, "block") == 0) *kind = FP8_KIND_BLOCK;
   else if (strcasecmp(kind_ent->value, "rowwise") == 0) *kind = FP8_KIND_ROWWISE;
+  else if (strcasecmp(kind_ent->value, "bf16") == 0) *kind = FP8_KIND_BF16;
   else {
     fp8_exp_fail(c, kind_ent->line,
-                 "bad kind \"%s\" (expected a single value: delayed, current, mxfp8, block or "
-                 "rowwise)",
+                 "bad kind \"%s\" (expected a single value: delayed, current, mxfp8, block, "
+                 "rowwise or bf16)",
                  kind_ent->value);
     return -1;
   }

@@ -169,6 +169,10 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                      "a fraction of elements in 0..1, e.g. 1e-5");
     } else if (strcmp(e->key, "step_budget") == 0) {
       parse_fraction(c, e, &c->ex->step_budget, "a fraction of steps in 0..1, e.g. 0.01");
+    } else if (strcmp(e->key, "flush_budget") == 0) {
+      parse_fraction(c, e, &c->ex->flush_budget,
+                     "a fraction of a tensor's finite values flushed to zero in 0..1, e.g. "
+                     "0.01: off unless given");
     } else if (strcmp(e->key, "warmup_steps") == 0) {
       parse_count(c, e, 0, (int64_t)1 << 40, &c->ex->warmup_steps,
                   "an integer >= 0: the first N steps of the replay are warm-up for every "
@@ -200,8 +204,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                   "captured batch's");
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, warmup_steps, gemm, gemm_error, gemm_sample, gemm_seed, "
-                   "gemm_max_tokens or cost_tokens)",
+                   "step_budget, flush_budget, warmup_steps, gemm, gemm_error, gemm_sample, "
+                   "gemm_seed, gemm_max_tokens or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

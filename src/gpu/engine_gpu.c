@@ -30,7 +30,8 @@
 static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   const gpu_priv *p = e->priv;
   const fp8_config *cf = &p->plan.configs[c];
-  if (fp8_recipe_kind_is_block(cf->kind) || !fp8_plan_active(&p->plan, c)) return 0;
+  /* block kinds and bf16 (nothing to cast) run on the composite's CPU engine */
+  if (!fp8_recipe_kind_has_scale(cf->kind) || !fp8_plan_active(&p->plan, c)) return 0;
   if (op == FP8_OP_QUANTIZE_STATS) return 1;
   /* the sampled GEMM error is a few small GEMMs per layer: the composite's CPU engine runs it
    * from this engine's scales (gemm.h) */

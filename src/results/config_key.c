@@ -42,9 +42,9 @@ int fp8_config_key_parse(const char *recipe, const char *kind, const char *forma
     if (!is_label_char(*p)) return *what = "a recipe label (A-Z a-z 0-9 _ . -)", 0;
   k->recipe = recipe;
   int known = -1;
-  for (int x = FP8_KIND_DELAYED; x <= FP8_KIND_ROWWISE; x++)
+  for (int x = FP8_KIND_DELAYED; x <= FP8_KIND_LAST; x++)
     if (strcmp(kind, fp8_recipe_kind_name((fp8_recipe_kind)x)) == 0) known = x;
-  if (known < 0) return *what = "delayed, current, mxfp8, block or rowwise", 1;
+  if (known < 0) return *what = "delayed, current, mxfp8, block, rowwise or bf16", 1;
   k->kind = (fp8_recipe_kind)known;
   if (format) {
     if (strcmp(format, "e4m3") == 0) k->format = FP8_E4M3;
@@ -86,7 +86,13 @@ const char *fp8_config_key_label(const fp8_config_key *k, fp8_config_key_style s
       snprintf(buf, len, "delayed scaling (recipe %s; %s; history_len %d; margin %d; %s)",
                k->recipe, fp8_format_name(k->format), (int)k->history_len, (int)k->margin,
                fp8_amax_compute_name(k->amax_compute));
-    else snprintf(buf, len, "current scaling (recipe %s; %s)", k->recipe, fp8_format_name(k->format));
+    else if (k->kind == FP8_KIND_CURRENT)
+      snprintf(buf, len, "current scaling (recipe %s; %s)", k->recipe, fp8_format_name(k->format));
+    else if (k->kind == FP8_KIND_BF16)
+      snprintf(buf, len, "BF16, not cast to FP8 (recipe %s)", k->recipe);
+    else
+      snprintf(buf, len, "%s (recipe %s; %s)", fp8_recipe_kind_name(k->kind), k->recipe,
+               fp8_format_name(k->format));
     break;
   case FP8_KEY_LABEL_SHORT:
     if (delayed)

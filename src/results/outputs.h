@@ -23,7 +23,7 @@ int fp8_outputs_has(const fp8_outputs *o, const char *name);
 void fp8_outputs_free(fp8_outputs *o);
 
 /** 1 for a name fp8lab writes into a run folder: a top-level file of its own (the CSVs, run.json,
- *  report.md, advice.ini, stream.npy and stream.json), plots/<name>.png or
+ *  report.md, advice.ini, te_recipe.py, stream.npy and stream.json), plots/<name>.png or
  *  notebooks_export/<name>.ipynb, with no further '/' and no
  *  leading '.'; anything else (a path with "..", an absolute path, another extension) is 0. */
 int fp8_output_name_ok(const char *name);

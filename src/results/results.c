@@ -212,6 +212,7 @@ double fp8_overshoot(float amax, float scale, fp8_format f) {
 
 double fp8_steps_row_overshoot(const fp8_steps_row *r) {
   if (fp8_recipe_kind_is_block(r->config->kind)) return r->block->overshoot;
+  if (r->config->kind == FP8_KIND_BF16) return -INFINITY; /* nothing is cast */
   return fp8_overshoot(r->amax, r->scale, r->format);
 }
 
@@ -224,7 +225,7 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   put_config_cols(&l, r->config, r->format);
   line_num(&l, r->amax);
   line_chr(&l, ',');
-  if (!blk) line_num(&l, r->scale);
+  if (fp8_recipe_kind_has_scale(r->config->kind)) line_num(&l, r->scale);
   line_chr(&l, ',');
   put_counts(&l, st);
   line_num(&l, fp8_stats_mse(st));
@@ -443,7 +444,7 @@ void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_steps_row *r) {
   if (r->amax > a->amax_max) a->amax_max = r->amax;
   if (ov > a->overshoot_max) a->overshoot_max = ov;
   if (cs < a->cos_min) a->cos_min = cs;
-  if (!fp8_recipe_kind_is_block(r->config->kind)) {
+  if (fp8_recipe_kind_has_scale(r->config->kind)) {
     float si = 1.0f / r->scale; /* RN32(1/s): the scale_inv TE stores and the dequantization uses */
     if (!(si >= a->scale_inv_min)) a->scale_inv_min = si; /* NaN start: the first step sets it */
     if (!(si <= a->scale_inv_max)) a->scale_inv_max = si;
@@ -489,9 +490,9 @@ void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
   line_chr(&l, ',');
   line_num(&l, a->overshoot_max);
   line_chr(&l, ',');
-  if (!fp8_recipe_kind_is_block(cf->kind)) line_num(&l, a->scale_inv_min);
+  if (fp8_recipe_kind_has_scale(cf->kind)) line_num(&l, a->scale_inv_min);
   line_chr(&l, ',');
-  if (!fp8_recipe_kind_is_block(cf->kind)) line_num(&l, a->scale_inv_max);
+  if (fp8_recipe_kind_has_scale(cf->kind)) line_num(&l, a->scale_inv_max);
   line_chr(&l, ',');
   line_num(&l, a->cos_min);
   line_chr(&l, '\n');

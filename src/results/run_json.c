@@ -3,6 +3,7 @@
 #include "run_json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,10 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   int rc = budget_of(path, ex, FP8_RUNJSON_EX_OVERFLOW_BUDGET, &r->overflow_budget, err, errlen);
   if (!rc) rc = budget_of(path, ex, FP8_RUNJSON_EX_STEP_BUDGET, &r->step_budget, err, errlen);
   if (rc) return rc;
+  r->flush_budget = NAN; /* off when absent */
+  if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
+    rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
+  if (rc) return rc;
   json_t *wu = json_object_get(ex, FP8_RUNJSON_EX_WARMUP_STEPS);
   if (wu && (!json_is_integer(wu) || json_integer_value(wu) < 0))
     return fp8_errorf(FP8_EFORMAT, err, errlen,
@@ -357,6 +362,7 @@ int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t err
   snprintf(path, sizeof path, "%s/%s", dir, FP8_RUNJSON_FILE);
   memset(rec, 0, sizeof *rec);
   rec->overflow_budget = rec->step_budget = -1;
+  rec->flush_budget = NAN;
   rec->warmup_steps = -1;
   rec->gemm = -1;
   rec->gemm_max_tokens = -1;

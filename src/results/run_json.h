@@ -50,6 +50,7 @@
 #define FP8_RUNJSON_EX_CONFIGURATIONS "configurations"
 #define FP8_RUNJSON_EX_OVERFLOW_BUDGET "overflow_budget"
 #define FP8_RUNJSON_EX_STEP_BUDGET "step_budget"
+#define FP8_RUNJSON_EX_FLUSH_BUDGET "flush_budget"
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
@@ -126,6 +127,7 @@ typedef struct {
   char name[256];          /**< experiment.name: a file name (no '/', not . or ..) */
   double overflow_budget;  /**< experiment.overflow_budget, in 0..1 */
   double step_budget;      /**< experiment.step_budget, in 0..1 */
+  double flush_budget;     /**< experiment.flush_budget, in 0..1; NaN when absent (off) */
   int64_t warmup_steps;    /**< experiment.warmup_steps; -1: absent (each tensor's own) */
   /** the tensors without rows per fp8_left_reason ([0] unused; none from a run.json written
    *  before the lists) */

@@ -125,16 +125,17 @@ static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
   return FP8_OK;
 }
 
-/* amax, scale (empty for block kinds), the counts (each <= n, the class counts <= the finite
+/* amax, scale (empty for block kinds and bf16), the counts (each <= n, the class counts <= the finite
  * elements), mse and snr_db. */
 static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
   if (!steps_parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
     return bad(c, f, FP8_STEPS_COL_AMAX, "a number >= 0 or inf");
   int blk = fp8_recipe_kind_is_block(r->kind);
-  if (blk) {
+  if (!fp8_recipe_kind_has_scale(r->kind)) {
     if (*f[FP8_STEPS_COL_SCALE])
       return bad(c, f, FP8_STEPS_COL_SCALE,
-                 "an empty field for block kinds (their scales are per block)");
+                 blk ? "an empty field for block kinds (their scales are per block)"
+                     : "an empty field for kind bf16 (nothing is cast)");
     r->scale = NAN;
   } else if (!steps_parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
              isinf(r->scale)) {

@@ -2,6 +2,7 @@
  * accumulated) and run.json (what ran, on which engine, with what inputs); and the progress bar
  * the step loop draws on a terminal. */
 #include <limits.h> /* PATH_MAX */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,8 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   json_object_set_new(exo, FP8_RUNJSON_EX_CONFIGURATIONS, configs_json(ex));
   json_object_set_new(exo, FP8_RUNJSON_EX_OVERFLOW_BUDGET, json_real(ex->overflow_budget));
   json_object_set_new(exo, FP8_RUNJSON_EX_STEP_BUDGET, json_real(ex->step_budget));
+  if (!isnan(ex->flush_budget)) /* only when set: a run.json without it is as before */
+    json_object_set_new(exo, FP8_RUNJSON_EX_FLUSH_BUDGET, json_real(ex->flush_budget));
   if (ex->warmup_steps >= 0)
     json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
                         json_integer((json_int_t)ex->warmup_steps));

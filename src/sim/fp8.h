@@ -166,6 +166,10 @@ typedef struct {
 void fp8_stats_init(fp8_stats *st);
 /** Adds src's counters and sums into dst. */
 void fp8_stats_merge(fp8_stats *dst, const fp8_stats *src);
+/** Turns the statistics of a cast into those of keeping the values as they are (the bf16
+ *  kind): n, nonfinite, zeros and sum_sq stay (they do not depend on the cast); overflow,
+ *  underflow, subnormal, clipped and sum_sq_err become 0 and sum_sq_hat = sum_sq. */
+void fp8_stats_uncast(fp8_stats *st);
 /** Mean squared error over finite elements; NaN when there is no finite element. */
 double fp8_stats_mse(const fp8_stats *st);
 /** 10*log10(sum_sq / sum_sq_err); +inf when the error is 0 (also for an all-zero tensor). */

@@ -54,6 +54,12 @@ void fp8_log2_histogram(const float *x, size_t n, int64_t *hist) {
 
 void fp8_stats_init(fp8_stats *st) { memset(st, 0, sizeof *st); }
 
+void fp8_stats_uncast(fp8_stats *st) {
+  st->overflow = st->underflow = st->subnormal = st->clipped = 0;
+  st->sum_sq_err = 0.0;
+  st->sum_sq_hat = st->sum_sq;
+}
+
 void fp8_stats_merge(fp8_stats *dst, const fp8_stats *src) {
   dst->n += src->n;
   dst->nonfinite += src->nonfinite;

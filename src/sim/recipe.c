@@ -7,6 +7,10 @@ int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
   return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
 }
 
+int fp8_recipe_kind_has_scale(fp8_recipe_kind k) {
+  return k == FP8_KIND_DELAYED || k == FP8_KIND_CURRENT;
+}
+
 const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
   switch (k) {
   case FP8_KIND_DELAYED: return "delayed";
@@ -14,6 +18,7 @@ const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
   case FP8_KIND_MXFP8: return "mxfp8";
   case FP8_KIND_BLOCK: return "block";
   case FP8_KIND_ROWWISE: return "rowwise";
+  case FP8_KIND_BF16: return "bf16";
   }
   return "unknown";
 }

@@ -13,18 +13,26 @@
 extern "C" {
 #endif
 
-/** Recipe kinds: per-tensor (delayed, current) and per-block (mxfp8, block, rowwise). */
+/** Recipe kinds: per-tensor (delayed, current), per-block (mxfp8, block, rowwise), and bf16:
+ *  the tensor kept in the precision it was captured in (not cast to FP8; issue 28). */
 typedef enum {
   FP8_KIND_DELAYED,
   FP8_KIND_CURRENT,
   FP8_KIND_MXFP8,   /**< OCP MX: 1x32 blocks, E8M0 scales (scale_rounding ceil | floor) */
   FP8_KIND_BLOCK,   /**< DeepSeek-V3 / TE Float8BlockScaling: 1x128 / 128x128 (block = auto) */
   FP8_KIND_ROWWISE, /**< one current scale per row (torchao rowwise) */
+  FP8_KIND_BF16,    /**< not cast: the captured values themselves (TE: the module outside FP8
+                         autocast, in BF16). No scale; nothing overflows, clips or flushes;
+                         the error against the captured tensor is 0 */
 } fp8_recipe_kind;
+
+#define FP8_KIND_LAST FP8_KIND_BF16
 
 /** True for the per-block kinds (steps.csv's scale column is empty for them). */
 int fp8_recipe_kind_is_block(fp8_recipe_kind k);
-/** "delayed", "current", "mxfp8", "block", "rowwise". */
+/** True for the kinds with one scale per tensor (delayed, current): steps.csv's scale column. */
+int fp8_recipe_kind_has_scale(fp8_recipe_kind k);
+/** "delayed", "current", "mxfp8", "block", "rowwise", "bf16". */
 const char *fp8_recipe_kind_name(fp8_recipe_kind k);
 
 /** One configuration: a recipe section label, its kind, and one value of every key. */

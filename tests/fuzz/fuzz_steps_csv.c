@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fp8_analysis a;
   rc = fp8_analysis_compute(&t, &a, err, sizeof err);
   if (rc != FP8_OK) abort(); /* FP8_ENOMEM only, and these inputs are small */
-  fp8_budgets b = {FP8_ANALYSIS_OVERFLOW_BUDGET, FP8_ANALYSIS_STEP_BUDGET};
+  fp8_budgets b = {.value = FP8_ANALYSIS_OVERFLOW_BUDGET, .step = FP8_ANALYSIS_STEP_BUDGET};
   fp8_recommendations rec;
   rc = fp8_analysis_recommend(&a, &b, &rec, err, sizeof err);
   if (rc != FP8_OK) abort();
