@@ -281,6 +281,19 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   int sk = STAT_IS("scale_inv_min") || STAT_IS("fp8_delayed_scaling_scale_inv_min") ? 0
          : STAT_IS("scale_inv_max") || STAT_IS("fp8_delayed_scaling_scale_inv_max") ? 1 : -1;
   int amax = STAT_IS("cur_amax");
+  /* TE's overflows% (delayed scaling only): te_overflows.csv, for the report's TE section */
+  if ((STAT_IS("overflows%") || STAT_IS("fp8_delayed_scaling_overflows%")) && TE_ROLES[t] &&
+      isfinite(v) && v >= 0) {
+    uint32_t oid;
+    int orc = tensor_of(im, body, ll, t, &oid, why, sizeof why);
+    if (orc == FP8_ENOMEM) return orc;
+    if (orc == FP8_OK) {
+      te_sinv *no = fp8_grow(im->ovf, im->novf, &im->capovf, sizeof *no, 1024);
+      if (!no) return FP8_ENOMEM;
+      im->ovf = no;
+      im->ovf[im->novf++] = (te_sinv){iter, oid, (uint32_t)f->rank, 2, (float)v};
+    }
+  }
 #undef STAT_IS
   uint32_t id;
   int rc;
@@ -465,6 +478,7 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
   free(im.files);
   free(im.rows);
   free(im.sinv);
+  free(im.ovf);
   for (size_t k = 0; k < im.ntens; k++) {
     free(im.tens[k].name);
     free(im.tens[k].layer);

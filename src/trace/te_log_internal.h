@@ -1,7 +1,7 @@
 /* te_log_internal.h: what the two halves of `fp8lab import-te` share (not public; te_log.h is):
  * te_log.c reads the statistics logs into a te_import (files, lines, the cur_amax rows, the
  * scale_inv values, the tensors, the other statistics' counts) and checks it; te_log_write.c
- * writes the trace from it (amax.csv per rank, te_log.json). */
+ * writes the trace from it (amax.csv per rank, te_overflows.csv, te_log.json). */
 #ifndef FP8LAB_TRACE_TE_LOG_INTERNAL_H
 #define FP8LAB_TRACE_TE_LOG_INTERNAL_H
 
@@ -34,7 +34,8 @@ typedef struct {
   float te_scale; /* 1 / TE's logged scale_inv of the tensor at that iteration; 0: none */
 } te_row;
 
-/* A logged scale_inv_min or scale_inv_max (kind 0, 1) of a tensor at an iteration. */
+/* A logged scale_inv_min or scale_inv_max (kind 0, 1) of a tensor at an iteration; also
+ * (te_import.ovf, kind 2) a logged overflows% of the delayed recipe. */
 typedef struct {
   int64_t iter;
   uint32_t tensor, rank;
@@ -57,6 +58,8 @@ typedef struct {
   te_sinv *sinv;
   size_t nsinv, capsinv;
   size_t scale_rows, scale_lost; /* amax rows given TE's scale; scale_inv not usable */
+  te_sinv *ovf; /* overflows% (unprefixed or fp8_delayed_scaling_): te_overflows.csv */
+  size_t novf, capovf;
   fp8_strset tset; /* tensor names -> index into tens */
   te_tensor *tens;
   size_t ntens, captens;

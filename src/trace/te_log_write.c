@@ -1,5 +1,6 @@
 /* te_log_write.c: the writing half of `fp8lab import-te` (te_log_internal.h): a checked
- * import's rows as each rank's amax.csv, in step then name order, and te_log.json, every file
+ * import's rows as each rank's amax.csv, in step then name order, TE's overflows% as
+ * te_overflows.csv, and te_log.json, every file
  * under a temporary name renamed into place (outfile.h). */
 #include "te_log_internal.h"
 
@@ -63,6 +64,39 @@ static int write_amax(te_import *im, const char *dir, uint32_t rank, size_t *k, 
   return fp8_outfile_commit(&of, err, errlen);
 }
 
+/* te_overflows.csv: TE's logged overflows% per (rank, iteration, tensor), the tensor named as
+ * the trace names it (rank_<r>/ before it in a multi-rank trace), sorted; a later iteration's
+ * repeat of a (rank, tensor, iteration) keeps the first. Only when the log has overflows%. */
+static const uint32_t *g_order; /* cmp_ovf's tensor order (the writing is single-threaded) */
+
+static int cmp_ovf(const void *a, const void *b) {
+  const te_sinv *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  uint32_t i = g_order[x->tensor], j = g_order[y->tensor];
+  return (i > j) - (i < j);
+}
+
+static int write_overflows(te_import *im, const char *dir, const uint32_t *order, char *err,
+                           size_t errlen) {
+  if (!im->novf) return FP8_OK;
+  g_order = order;
+  qsort(im->ovf, im->novf, sizeof *im->ovf, cmp_ovf);
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, "te_overflows.csv", err, errlen);
+  if (rc) return rc;
+  fputs("step,tensor,overflows_pct\n", of.fp);
+  for (size_t k = 0; k < im->novf; k++) {
+    const te_sinv *o = &im->ovf[k];
+    if (k && cmp_ovf(o, &im->ovf[k - 1]) == 0) continue;
+    fprintf(of.fp, "%" PRId64 ",", o->iter);
+    if (im->nfiles > 1) fprintf(of.fp, "rank_%u/", o->rank);
+    fprintf(of.fp, "%s,", im->tens[o->tensor].name);
+    fprintf(of.fp, "%.4f\n", (double)o->v); /* the log's four decimals, as TE printed them */
+  }
+  return fp8_outfile_commit(&of, err, errlen);
+}
+
 static int write_json(te_import *im, const char *logdir, const char *dir, char *err,
                       size_t errlen) {
   json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
@@ -106,6 +140,7 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
     bad |= json_object_set_new(o, "te_scale_rows", json_integer((json_int_t)im->scale_rows)) != 0;
     bad |= json_object_set_new(o, "te_scale_unusable",
                                json_integer((json_int_t)im->scale_lost)) != 0;
+    bad |= json_object_set_new(o, "te_overflow_rows", json_integer((json_int_t)im->novf)) != 0;
     bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
                                json_integer((json_int_t)im->left_wgrad)) != 0;
     bad |= json_object_set_new(o, "tensors", tens) != 0;
@@ -135,8 +170,8 @@ static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
   if (fp8_dir_nonempty(dir)) {
     if (!force)
       return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv and "
-                        "te_log.json)",
+                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv, "
+                        "te_overflows.csv and te_log.json)",
                         dir);
     size_t n = strlen(dir) + 64;
     char *p = malloc(n);
@@ -144,6 +179,8 @@ static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
     snprintf(p, n, "%s/amax.csv", dir);
     remove(p);
     snprintf(p, n, "%s/te_log.json", dir);
+    remove(p);
+    snprintf(p, n, "%s/te_overflows.csv", dir);
     remove(p);
     for (size_t r = 0;; r++) { /* an earlier import's ranks, while they are there */
       snprintf(p, n, "%s/rank_%zu/amax.csv", dir, r);
@@ -183,6 +220,7 @@ int te_write_trace(te_import *im, const char *logdir, const char *tracedir, int 
       free(d);
     }
   }
+  if (rc == FP8_OK) rc = write_overflows(im, tracedir, order, err, errlen);
   free(order);
   free(byname);
   if (rc == FP8_OK) rc = write_json(im, logdir, tracedir, err, errlen);

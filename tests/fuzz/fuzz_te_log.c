@@ -34,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   fz_del("out/amax.csv");
   fz_del("out/te_log.json");
+  fz_del("out/te_overflows.csv");
   rmdir(out);
   fz_del("logs/nvdlfw_inspect_globalrank-0.log");
   return 0;
