@@ -10,6 +10,7 @@ notebooks_export/. Writes, after removing EXPORT_DIR/E/ entirely:
                             as cell attachments; its first cell finds E/data/ on its own)
   EXPORT_DIR/E/report.md    the run's report.md
   EXPORT_DIR/E/advice.ini   the report's advice as an experiment, when it wrote one
+  EXPORT_DIR/E/te_recipe.py the same advice as TransformerEngine code
   EXPORT_DIR/E/plots/       only the PNGs report.md references (a missing one is an error)
   EXPORT_DIR/E/data/        the reduced data the notebook's cells run on, a few hundred kB:
                             run.json; summary, analysis, recommendations, gemm and histograms
@@ -84,8 +85,9 @@ def main(argv):
         md = f.read()
     shutil.copyfile(os.path.join(run, "report.md"), os.path.join(dest, "report.md"))
     # the report's advice as an experiment, which report.md names (when the report wrote one)
-    if os.path.exists(os.path.join(run, "advice.ini")):
-        shutil.copyfile(os.path.join(run, "advice.ini"), os.path.join(dest, "advice.ini"))
+    for f in ("advice.ini", "te_recipe.py"):  # te_recipe.py: the same advice as TE code
+        if os.path.exists(os.path.join(run, f)):
+            shutil.copyfile(os.path.join(run, f), os.path.join(dest, f))
     # ![alt](plots/x.png) or ![alt](<plots/x y.png>)
     pngs = sorted(set(re.findall(r"\]\(<?(plots/[^)<>]+\.png)>?\)", md)))
     for p in pngs:

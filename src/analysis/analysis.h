@@ -102,14 +102,18 @@
  * default 0.01): a delayed configuration FITS a tensor when its clipped_rate (clipped values
  * over finite values of the non-warm-up snapshot rows) is <= the value budget and its
  * clip_step_rate (stream steps, else snapshot rows, whose largest element clipped) <= the step
- * budget. Warm-up rows never count.
+ * budget, and, when [analysis] flush_budget is given (off by default), its underflow_rate
+ * (values flushed to zero over finite values) <= the flush budget. Warm-up rows never count.
  * - tensor: for each (recipe, format, history_len, amax_compute) the smallest margin that fits;
  *   of those candidates the largest snr_p5, differences under FP8_ANALYSIS_SNR_TIE_DB being
  *   ties; then the smaller underflow_rate; then smaller history_len, max before most_recent,
  *   first appearance. None fits (or no delayed configuration): current scaling, its
  *   configuration with the largest snr_p5 (ties: first appearance), or "current scaling (not in
- *   this run)". Budgets do not apply to current scaling, whose one overflow per step is the
- *   rounding of amax * scale a hair above the max (never clipped). nan never fits or wins.
+ *   this run)". The clipping budgets do not apply to current scaling, whose one overflow per
+ *   step is the rounding of amax * scale a hair above the max (never clipped); the flush budget
+ *   does: where that current configuration misses it and the tensor has a bf16 configuration
+ *   (kind bf16: nothing cast, it fits every budget), the tensor is kept in BF16 (its first
+ *   bf16 configuration), else current scaling with a note. nan never fits or wins.
  * - role: a setting (recipe, format, history_len, margin, amax_compute) covers the role's
  *   tensors it fits; for each (recipe, format, history_len, amax_compute) the smallest margin
  *   with the most covers; of those, the most covers, then the larger mean snr_p5 (ties as
@@ -267,6 +271,10 @@ typedef struct {
   int stream_only;               /**< 1: a run without snapshots (issue 28): the value budget
                                       cannot be measured and is not applied; the step budget
                                       decides, over the stream's steps */
+  int has_flush;                 /**< 1: the flush budget is on ([analysis] flush_budget) */
+  double flush;                  /**< a configuration fits only where its underflow_rate (values
+                                      flushed to zero over finite values) <= this: a budget
+                                      current scaling can miss (it never clips) */
 } fp8_budgets;
 
 /** Default of `[analysis] step_budget`. */
@@ -276,7 +284,8 @@ typedef struct {
 
 /** 1 when configuration s fits its tensor within budgets b (analysis.h "Choice rules"): its
  *  clipped_rate within the value budget and its clip_step_rate within the step budget (nan
- *  never fits); with b->stream_only, the step budget alone. */
+ *  never fits), and with has_flush its underflow_rate within b->flush; with b->stream_only,
+ *  the step budget alone (no snapshot: no value to count). */
 int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s);
 
 typedef struct {

@@ -59,7 +59,8 @@ static int cmp_delayed_params(const fp8_steps_group *a, const fp8_steps_group *b
 
 int fp8_budgets_fit(const fp8_budgets *b, const fp8_group_stats *s) {
   if (b->stream_only) return s->clip_step_rate <= b->step; /* no snapshot: no values to count */
-  return s->clipped_rate <= b->value && s->clip_step_rate <= b->step; /* false for nan */
+  return s->clipped_rate <= b->value && s->clip_step_rate <= b->step && /* false for nan */
+         (!b->has_flush || s->underflow_rate <= b->flush);
 }
 
 /* "; p5 SNR 12.34 dB" (what), or nothing in a run without snapshots (no SNR to quote). */
@@ -133,12 +134,13 @@ static int smallest_fitting(const fp8_group_stats *st, size_t lo, size_t hi, siz
 
 static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, const fp8_budgets *b,
                             fp8_recommendation *r) {
-  const fp8_group_stats *best = NULL, *second = NULL, *cur = NULL;
+  const fp8_group_stats *best = NULL, *second = NULL, *cur = NULL, *keep = NULL;
   int64_t ndelayed = 0, nfit = 0;
   double min_clip = NAN;
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &st[i];
     const fp8_steps_group *g = s->group;
+    if (g->key.kind == FP8_KIND_BF16 && !keep) keep = s;
     if (g->key.kind == FP8_KIND_CURRENT) {
       if (!cur || cmp_larger(s->snr_p5, cur->snr_p5) < 0) cur = s;
       continue;
@@ -198,12 +200,29 @@ static int recommend_tensor(const fp8_group_stats *st, size_t lo, size_t hi, con
     snprintf(why, sizeof why, "no delayed configuration fits the budgets %g of the values and %g "
              "of the steps (the lowest delayed clipped rate is %.3g)", b->value, b->step, min_clip);
   r->key.kind = FP8_KIND_CURRENT;
-  if (cur) {
+  /* the flush budget is the one current scaling can miss (it never clips): then the tensor
+   * stays in BF16 where the sweep has a bf16 configuration for it (it fits every budget) */
+  int cur_misses = cur && b->has_flush && !b->stream_only && !fits(cur, b);
+  if (cur_misses && keep) {
+    set_config(r, keep->group);
+    set_values(r, keep);
+    r->note = fmt_alloc("%s; current scaling misses the flush budget too (%s: %.3g of the "
+                        "values flushed to zero, budget %g): keep it in BF16 (%s)", why,
+                        config_words(cur->group, cfg, sizeof cfg), cur->underflow_rate, b->flush,
+                        keep->group->key.recipe);
+  } else if (cur) {
     set_config(r, cur->group);
     set_values(r, cur);
     char p5[64];
-    r->note = fmt_alloc("%s: use %s%s", why, config_words(cur->group, cfg, sizeof cfg),
-                        p5_words(b, "p5 SNR", cur->snr_p5, p5, sizeof p5));
+    r->note = fmt_alloc("%s: use %s%s%s", why, config_words(cur->group, cfg, sizeof cfg),
+                        p5_words(b, "p5 SNR", cur->snr_p5, p5, sizeof p5),
+                        cur_misses ? "; it misses the flush budget too: a bf16 section in the "
+                                     "sweep would let the advice keep it out of FP8" : "");
+  } else if (keep && b->has_flush && !b->stream_only) {
+    set_config(r, keep->group);
+    set_values(r, keep);
+    r->note = fmt_alloc("%s; no current scaling in this run: keep it in BF16 (%s)", why,
+                        keep->group->key.recipe);
   } else {
     r->note = fmt_alloc("%s: use current scaling (%s)", why,
                         b->stream_only ? "no stream rows: its scale is each step's own amax, "

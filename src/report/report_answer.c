@@ -35,21 +35,35 @@ static int same_line(const fp8_config_key *a, const fp8_config_key *b) {
   return fp8_config_key_equal(a, b, FP8_KEY_IGNORE_FORMAT | FP8_KEY_IGNORE_MARGIN);
 }
 
-/* What to do for a tensor the model setting x does not fit: the smallest larger margin on x's
- * line that fits it (> 0: that margin), else -1 (current scaling). */
-static int32_t remedy_margin(const rep_t *r, const fp8_recommendation *x, const char *name) {
+/* What to do for a tensor the model setting x does not fit (rep_remedy, report_internal.h):
+ * the smallest larger margin on x's line that fits it; else current scaling, unless every
+ * current configuration of the tensor misses the budgets (the flush budget: current scaling
+ * never clips) and the sweep kept it in BF16 (kind bf16: fits every budget). */
+int32_t rep_remedy(const rep_t *r, const fp8_recommendation *x, const char *name) {
   size_t lo, hi;
   tensor_groups(r, name, &lo, &hi);
   int32_t best = -1;
+  int cur = 0, cur_fits = 0, keep = 0;
   for (size_t i = lo; i < hi; i++) {
     const fp8_group_stats *s = &r->an.stats[i];
     const fp8_steps_group *g = s->group;
+    if (g->key.kind == FP8_KIND_CURRENT) cur = 1, cur_fits |= fits(s, &r->rec.budgets);
+    keep |= g->key.kind == FP8_KIND_BF16;
     if (g->key.kind != FP8_KIND_DELAYED || !same_line(&g->key, &x->key) ||
         g->key.margin <= x->key.margin || !fits(s, &r->rec.budgets))
       continue;
     if (best < 0 || g->key.margin < best) best = g->key.margin;
   }
-  return best;
+  if (best >= 0) return best;
+  int flush = r->rec.budgets.has_flush && !r->rec.budgets.stream_only;
+  return flush && keep && (!cur || !cur_fits) ? REP_REMEDY_BF16 : REP_REMEDY_CURRENT;
+}
+
+const fp8_recommendation *rep_model_rec(const rep_t *r) { return model_rec(&r->rec); }
+
+size_t rep_module_len(const char *tensor) {
+  const char *dot = strrchr(tensor, '.');
+  return dot ? (size_t)(dot - tensor) : strlen(tensor);
 }
 
 /* The largest margin the sweep tried on x's line. */
@@ -77,21 +91,33 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
   return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
 }
 
+const char *rep_te_format(const rep_t *r, const fp8_recommendation *x) {
+  return te_format(r, x);
+}
+
 static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
   fp8_doc_markdownf(d, "It is not enough for %zu tensor%s. For each, what fits it: the smallest "
                     "larger margin at the same history length that this sweep tried, else current "
-                    "scaling (Float8CurrentScaling) for that module:", x->nmisfits,
-                    x->nmisfits == 1 ? "" : "s");
+                    "scaling (Float8CurrentScaling) for that module%s:", x->nmisfits,
+                    x->nmisfits == 1 ? "" : "s",
+                    r->rec.budgets.has_flush && !r->rec.budgets.stream_only
+                        ? ", else (where current scaling misses the flush budget and the sweep "
+                          "has a bf16 section) the whole module kept in BF16"
+                        : "");
   const char *hdr[] = {"tensor", "role", "what to do"};
   fp8_doc_table_begin(d, 3, hdr, "lll");
   for (size_t k = 0; k < x->nmisfits; k++) {
     const char *name = x->misfits[k];
     size_t lo, hi;
     tensor_groups(r, name, &lo, &hi);
-    int32_t m = remedy_margin(r, x, name);
+    int32_t m = rep_remedy(r, x, name);
     char what[256];
     if (m >= 0) {
       snprintf(what, sizeof what, "margin %d", (int)m);
+    } else if (m == REP_REMEDY_BF16) {
+      snprintf(what, sizeof what, "BF16 for module %.*s (current scaling misses the flush budget)",
+               (int)rep_module_len(name), name);
+      (*binding)++;
     } else {
       snprintf(what, sizeof what, "current scaling");
       (*binding)++;
@@ -104,7 +130,9 @@ static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation 
 
 /* The model setting under budgets scaled by f (both). */
 static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
-  fp8_budgets b = {r->rec.budgets.value * f, r->rec.budgets.step * f, r->rec.budgets.stream_only};
+  fp8_budgets b = r->rec.budgets; /* the flush budget stays: the two clipping budgets scale */
+  b.value *= f;
+  b.step *= f;
   if (b.step > 1.0) b.step = 1.0;
   if (b.value > 1.0) b.value = 1.0;
   fp8_recommendations rec;
@@ -144,15 +172,25 @@ static void answer_mixed(const rep_t *r, fp8_doc *d) {
       if (r->gcfg[g] != c) continue;
       const fp8_group_stats *s = &r->an.stats[g];
       n++;
-      fit += s->group->key.kind != FP8_KIND_DELAYED || fits(s, &r->rec.budgets);
+      const fp8_budgets *b = &r->rec.budgets;
+      fp8_recipe_kind k = s->group->key.kind;
+      fit += k == FP8_KIND_DELAYED ? fits(s, b)
+           : k == FP8_KIND_CURRENT && b->has_flush && !b->stream_only ? s->underflow_rate <= b->flush
+                                                                     : 1;
     }
+    char snr[200] = "";
+    if (r->rec.budgets.has_flush && !r->rec.budgets.stream_only)
+      snprintf(snr, sizeof snr, "; flush_budget %.3g of the values flushed to zero, the one "
+               "budget current scaling can miss; a tensor kept in BF16 (kind bf16) casts nothing "
+               "and fits them all",
+               r->rec.budgets.flush);
     fp8_doc_markdownf(d, "The mixed recipe **%s** (a setting per tensor, its sections' `tensors`): "
                       "**%lld of %lld tensors** within the budgets of this run's [analysis] "
-                      "(overflow_budget %.3g of the values clipped, step_budget %.3g of the %s; "
-                      "an advice.ini carries those it was derived under; current scaling counts "
-                      "as within: the budgets do not apply to it)%s.", m->key.recipe,
+                      "(overflow_budget %.3g of the values clipped, step_budget %.3g of the %s%s; "
+                      "an advice.ini carries those it was derived under; current scaling never "
+                      "clips, so the two rates do not apply to it)%s.", m->key.recipe,
                       (long long)fit, (long long)n, r->budgets.value, r->budgets.step,
-                      rep_unit(r, 1), fit == n ? ": the advice holds on this replay" : "");
+                      rep_unit(r, 1), snr, fit == n ? ": the advice holds on this replay" : "");
   }
 }
 
@@ -190,12 +228,17 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                       "for **%lld of %lld tensors**; %s.",
                       r->rec.budgets.step, rep_unit(r, 1), (long long)x->covers, (long long)x->of,
                       words);
-  else
+  else {
+    char flush[120] = "";
+    if (r->rec.budgets.has_flush)
+      snprintf(flush, sizeof flush, ", at most %.3g of its values flushed to zero (flush_budget)",
+               r->rec.budgets.flush);
     fp8_doc_markdownf(d, "It fits the budgets (at most %.3g of a tensor's values clipped at the "
                       "snapshot steps, its largest element clipped at no more than %.3g of the %s "
-                      "it ran; warm-up left out) for **%lld of %lld tensors**; %s.",
-                      r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1),
+                      "it ran%s; warm-up left out) for **%lld of %lld tensors**; %s.",
+                      r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1), flush,
                       (long long)x->covers, (long long)x->of, words);
+  }
   int binding = 0;
   if (x->nmisfits) answer_misfits(r, d, x, &binding);
   fp8_doc_markdown(d, r->stream_only ? "How the answer moves with the step budget:"
@@ -210,7 +253,12 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
     fp8_doc_markdown(d, "This advice as one experiment: advice.ini next to this report (the "
                         "whole-model setting, the fix above for those tensors under one recipe "
                         "label, and the whole-model setting alone beside it); `fp8lab run "
-                        "advice.ini` replays it to confirm.");
+                        "advice.ini` replays it to confirm. The same advice as TransformerEngine "
+                        "code: te_recipe.py next to this report (`te_recipe.apply(model)` once, "
+                        "then each forward under `te_recipe.region(te_recipe.MODEL_RECIPE)`: "
+                        "each advised module runs in its own nested autocast region, with its "
+                        "recipe or out of FP8; a module takes the strongest fix among its "
+                        "tensors).");
   int32_t mmax = largest_margin(r, x);
   if (binding)
     fp8_doc_markdownf(
@@ -284,6 +332,24 @@ static void put_analysis(FILE *fp, const rep_t *r) {
     fprintf(fp, "gemm_sample = %lld\ngemm_seed = %lld\n", (long long)run->gemm_sample,
             (long long)run->gemm_seed);
   if (run->cost_tokens > 0) fprintf(fp, "cost_tokens = %lld\n", (long long)run->cost_tokens);
+  if (r->budgets.has_flush) {
+    fputs("flush_budget = ", fp);
+    put_double(fp, r->budgets.flush);
+    fputc('\n', fp);
+  }
+}
+
+/* 1 when tensors a and b belong to one module (rep_module_len). */
+static int same_module(const char *a, const char *b) {
+  size_t n = rep_module_len(a);
+  return n == rep_module_len(b) && strncmp(a, b, n) == 0;
+}
+
+/* 1 when tensor t's module is one the advice keeps in BF16 (a misfit k with rem[k] BF16). */
+static int in_bf16_module(const fp8_recommendation *x, const int32_t *rem, const char *t) {
+  for (size_t k = 0; k < x->nmisfits; k++)
+    if (rem[k] == REP_REMEDY_BF16 && same_module(x->misfits[k], t)) return 1;
+  return 0;
 }
 
 static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
@@ -299,7 +365,7 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
     return FP8_OK;
   int32_t *rem = malloc(x->nmisfits * sizeof *rem);
   if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  for (size_t k = 0; k < x->nmisfits; k++) rem[k] = remedy_margin(r, x, x->misfits[k]);
+  for (size_t k = 0; k < x->nmisfits; k++) rem[k] = rep_remedy(r, x, x->misfits[k]);
   const char *fmt = strcmp(te_format(r, x), "HYBRID") == 0 ? "hybrid" : strcmp(te_format(r, x), "E5M2") == 0 ? "e5m2" : "e4m3";
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, r->outdir, "advice.ini", err, errlen);
@@ -310,23 +376,40 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   FILE *fp = of.fp;
   fprintf(fp, "; advice.ini: the report's answer as one experiment (fp8lab report wrote it): the\n"
           "; whole-model setting, and for the tensors it does not fit the fix the report names\n"
-          "; (a larger margin, or current scaling), all under the one recipe label \"advice\";\n"
-          "; beside it the whole-model setting alone. Replay it to confirm the advice:\n"
+          "; (a larger margin, current scaling, or the module kept in BF16), all under the one\n"
+          "; recipe label \"advice\"; beside it the whole-model setting alone. Replay it to\n"
+          "; confirm the advice (te_recipe.py beside it is the same advice as TE code):\n"
           ";   fp8lab run advice.ini\n");
   put_trace(fp, r);
   put_analysis(fp, r);
-  int any_cur = 0;
-  for (size_t k = 0; k < x->nmisfits; k++) any_cur |= rem[k] < 0;
+  int any_cur = 0, any_bf16 = 0;
+  for (size_t k = 0; k < x->nmisfits; k++) {
+    any_bf16 |= rem[k] == REP_REMEDY_BF16;
+    any_cur |= rem[k] == REP_REMEDY_CURRENT && !in_bf16_module(x, rem, x->misfits[k]);
+  }
+  if (any_bf16) { /* a module in BF16 as TransformerEngine can keep it: all of its tensors */
+    fputs("\n[recipe.advice_bf16]\nlabel = advice\nkind = bf16\ntensors = ", fp);
+    const char *last = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < r->an.nstats; i++) {
+      const char *t = r->an.stats[i].group->tensor;
+      if (t == last) continue; /* a tensor's groups are contiguous */
+      last = t;
+      if (in_bf16_module(x, rem, t)) fprintf(fp, "%s%s", n++ ? ", " : "", t);
+    }
+    fputc('\n', fp);
+  }
   if (any_cur) {
     fputs("\n[recipe.advice]\nkind = current\nformat = ", fp);
     fputs(fmt, fp);
     fputs("\ntensors = ", fp);
     for (size_t k = 0, n = 0; k < x->nmisfits; k++)
-      if (rem[k] < 0) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[k]);
+      if (rem[k] == REP_REMEDY_CURRENT && !in_bf16_module(x, rem, x->misfits[k]))
+        fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[k]);
     fputc('\n', fp);
   }
   for (size_t k = 0; k < x->nmisfits; k++) { /* one section per larger margin */
-    if (rem[k] < 0) continue;
+    if (rem[k] < 0 || in_bf16_module(x, rem, x->misfits[k])) continue;
     int first = 1;
     for (size_t i = 0; i < k; i++) first &= rem[i] != rem[k];
     if (!first) continue;
@@ -335,7 +418,8 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
     put_delayed(fp, sec, x, rem[k], fmt);
     fputs("tensors = ", fp);
     for (size_t i = k, n = 0; i < x->nmisfits; i++)
-      if (rem[i] == rem[k]) fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
+      if (rem[i] == rem[k] && !in_bf16_module(x, rem, x->misfits[i]))
+        fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
     fputc('\n', fp);
   }
   put_delayed(fp, "advice_rest", x, x->key.margin, fmt);

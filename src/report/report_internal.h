@@ -86,6 +86,7 @@ typedef struct {
   int stream_only; /* no snapshot rows: groups made from the stream's series (issue 28) */
   struct rep_te *te; /* the TE section's totals per configuration (report_te.c; NULL: none) */
   size_t nte;
+  size_t te_overflow_rows;   /* its rows */
   fp8_analysis an;
   fp8_recommendations rec;
   int have_tab, have_an, have_rec;
@@ -108,6 +109,7 @@ typedef struct {
   size_t spike_row;
   /* ---- written while the report is put out */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
+  int wrote_te_code;    /* te_recipe.py written (rep_write_te_code) */
   rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
@@ -183,7 +185,7 @@ void rep_add_findings(const rep_t *r, fp8_doc *d);
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
 /* The TE section's totals, once (a stream.npy's scales are read back from the file for them;
  * the report and the notebook both show them): r->te, r->nte. */
-void rep_te_totals(rep_t *r);
+int rep_te_totals(rep_t *r, char *err, size_t errlen);
 void rep_add_te_check(const rep_t *r, fp8_doc *d);
 /* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
  * model_shape, every mode on an H200; nothing without a model_shape. */
@@ -207,6 +209,21 @@ void rep_add_answer(const rep_t *r, fp8_doc *d);
  * setting alone beside it), to replay and confirm the advice. Nothing when there is no answer
  * or it fits every tensor. FP8_OK, or the write's status with a message. */
 int rep_write_advice(rep_t *r, char *err, size_t errlen);
+/* What to do for misfit tensor `name` of the model setting x: a margin (>= 0) on x's line,
+ * REP_REMEDY_CURRENT (current scaling for its module) or REP_REMEDY_BF16 (its module kept in
+ * BF16: current scaling misses the flush budget and the sweep has a bf16 configuration). */
+#define REP_REMEDY_CURRENT (-1)
+#define REP_REMEDY_BF16 (-2)
+int32_t rep_remedy(const rep_t *r, const fp8_recommendation *x, const char *name);
+/* The length of tensor's module name: the name without its last ".<role>" part. */
+size_t rep_module_len(const char *tensor);
+/* The model-scope recommendation (NULL when there is none) and TE's Format of its setting
+ * ("HYBRID", "E4M3" or "E5M2"). */
+const fp8_recommendation *rep_model_rec(const rep_t *r);
+const char *rep_te_format(const rep_t *r, const fp8_recommendation *x);
+/* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
+ * module; written exactly when advice.ini is (r->wrote_te_code). */
+int rep_write_te_code(rep_t *r, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ report_text.c */
 

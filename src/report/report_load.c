@@ -169,6 +169,8 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
                   : r->run.step_budget >= 0      ? r->run.step_budget
                                                  : FP8_ANALYSIS_STEP_BUDGET;
   r->budgets.stream_only = r->stream_only;
+  r->budgets.has_flush = !isnan(r->run.flush_budget);
+  r->budgets.flush = r->run.flush_budget;
   if ((rc = fp8_analysis_compute(&r->tab, &r->an, err, errlen))) goto done;
   r->have_an = 1;
   if (r->have_stream && (rc = fp8_analysis_add_stream(&r->an, &r->stream, err, errlen))) goto done;
@@ -179,7 +181,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     goto done;
   }
   if (r->have_stream && (rc = rep_keep_series(r, err, errlen))) goto done;
-  rep_te_totals(r);
+  if ((rc = rep_te_totals(r, err, errlen))) goto done;
   rep_find_spike(r);
   if (have_gemm_file) {
     char path[4200];

@@ -64,7 +64,8 @@ static const char *const CELLS[] = {
     "OUT = Path(OUT).resolve()\n"
     "RUN = json.loads((OUT / \"run.json\").read_text())\n"
     "BUDGET = {\"value\": RUN[\"experiment\"].get(\"overflow_budget\", 1e-5),\n"
-    "          \"step\": RUN[\"experiment\"].get(\"step_budget\", 0.01)}\n"
+    "          \"step\": RUN[\"experiment\"].get(\"step_budget\", 0.01),\n"
+    "          \"flush\": RUN[\"experiment\"].get(\"flush_budget\")}  # None: off\n"
     "print(\"data:\", OUT)\n"
     "if (OUT / \"REDUCED.txt\").exists():  # the shipped copy: what was left out\n"
     "    print((OUT / \"REDUCED.txt\").read_text())",
@@ -171,6 +172,8 @@ static const char *const CELLS[] = {
     "for f in (0.1, 1, 10):\n"
     "    vb, sb = BUDGET[\"value\"] * f, BUDGET[\"step\"] * f\n"
     "    a[\"fits\"] = (a.clipped_rate <= vb) & (a.step_rate <= sb)\n"
+    "    if BUDGET[\"flush\"] is not None:  # the flush budget does not scale\n"
+    "        a[\"fits\"] &= a.underflow_rate <= BUDGET[\"flush\"]\n"
     "    per = a.groupby(\"config\", observed=True).agg(fits=(\"fits\", \"sum\"), snr=(\"snr_p5\", \"median\"))\n"
     "    best = per.sort_values([\"fits\", \"snr\"], ascending=False).index[0]\n"
     "    none = (~a.groupby(\"tensor\", observed=True).fits.any()).sum()\n"

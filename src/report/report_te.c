@@ -1,14 +1,20 @@
 /* report_te.c: the report's "Held against TransformerEngine" section (rep_add_te_check): where
  * the trace gave TE's own scale (amax.csv's te_scale, carried into stream.csv), how often the
  * replayed scale differs from it, per delayed configuration. The replay is bit-exact by design,
- * so the comparison is exact (float32 equality): one differing bit is a mismatch.
- * Without any te_scale in stream.csv the section is absent (docs/semantics.md, issue 17). */
+ * so the comparison is exact (float32 equality): one differing bit is a mismatch. A trace
+ * imported from TE's debug logs may also hold TE's overflows% (te_overflows.csv in the trace
+ * folder, fp8lab import-te): the iterations TE saw an element overflow against those whose
+ * largest element overflowed in the replay. Without either the section is absent
+ * (docs/semantics.md, issues 17 and 28). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h" /* fp8_errorf */
 #include "report_internal.h"
+#include "util.h"    /* fp8_grow */
 
 /* One delayed configuration's totals (the series' key without tensor and format: a hybrid
  * configuration spans E4M3 and E5M2 tensors, as elsewhere in the report). */
@@ -18,7 +24,127 @@ typedef struct rep_te {
   double max_rel;                /* largest |te - replay| / replay over the rows with te */
   const fp8_stream_series *first; /* the first mismatch (step, micro, then tensor order) */
   size_t first_i;
+  /* TE's overflows% (te_overflows.csv): the stream rows it was logged for, those TE saw
+   * overflow (> 0), those whose largest element overflowed in the replay, the rows where the
+   * two disagree and the first of them */
+  int64_t orows, te_over, rp_over, odis;
+  const fp8_stream_series *ofirst;
+  size_t ofirst_i;
 } te_cfg;
+
+/* te_overflows.csv, sorted by (tensor, step). */
+typedef struct {
+  const char *tensor; /* into buf */
+  int64_t step;
+  float pct;
+} te_ovf;
+
+typedef struct {
+  te_ovf *v;
+  size_t n;
+  char *buf;
+  int found; /* the file was there */
+} ovf_table;
+
+static int cmp_ovf(const void *a, const void *b) {
+  const te_ovf *x = a, *y = b;
+  int c = strcmp(x->tensor, y->tensor);
+  if (c) return c;
+  return (x->step > y->step) - (x->step < y->step);
+}
+
+/* <dir>/te_overflows.csv into t (absent: t->found 0). Lines "step,tensor,overflows_pct" after
+ * that header; the tensor is what lies between the first and the last comma. */
+static int read_overflows(const char *dir, ovf_table *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  size_t pn = strlen(dir) + 32;
+  char *path = malloc(pn);
+  if (!path) return FP8_ENOMEM;
+  snprintf(path, pn, "%s/te_overflows.csv", dir);
+  FILE *fp = fopen(path, "rb");
+  int rc = FP8_OK;
+  if (!fp) {
+    if (errno != ENOENT) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: %s", path, strerror(errno));
+    free(path);
+    return rc;
+  }
+  t->found = 1;
+  size_t cap = 0, len = 0, capv = 0;
+  for (int ch; (ch = fgetc(fp)) != EOF;) {
+    if (len + 2 > cap) {
+      char *nb = realloc(t->buf, cap = cap ? 2 * cap : 4096);
+      if (!nb) {
+        rc = FP8_ENOMEM;
+        break;
+      }
+      t->buf = nb;
+    }
+    t->buf[len++] = (char)ch;
+  }
+  if (ferror(fp) && rc == FP8_OK) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read error", path);
+  fclose(fp);
+  if (rc == FP8_OK && !t->buf) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: empty", path);
+  if (rc == FP8_OK) t->buf[len] = 0;
+  char *p = rc == FP8_OK ? t->buf : NULL;
+  for (size_t line = 1; p && *p && rc == FP8_OK; line++) {
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = 0;
+    if (nl > p && nl[-1] == '\r') nl[-1] = 0;
+    if (line == 1) {
+      if (strcmp(p, "step,tensor,overflows_pct") != 0)
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:1: expected the header "
+                        "step,tensor,overflows_pct", path);
+    } else {
+      char *c1 = strchr(p, ','), *c2 = strrchr(p, ','), *end;
+      long long step = 0;
+      float v = 0;
+      int ok = c1 && c2 > c1 + 1;
+      if (ok) {
+        *c1 = *c2 = 0;
+        errno = 0;
+        step = strtoll(p, &end, 10);
+        ok = !errno && end != p && !*end && step >= 0;
+        v = ok ? strtof(c2 + 1, &end) : 0;
+        ok = ok && end != c2 + 1 && !*end && v >= 0.0f && v <= 100.0f;
+      }
+      if (!ok) {
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: expected step,tensor,overflows_pct "
+                        "(an integer >= 0, a name, a percentage in 0..100)", path, line);
+        break;
+      }
+      te_ovf *nv = fp8_grow(t->v, t->n, &capv, sizeof *nv, 1024);
+      if (!nv) {
+        rc = FP8_ENOMEM;
+        break;
+      }
+      t->v = nv;
+      t->v[t->n++] = (te_ovf){c1 + 1, (int64_t)step, v};
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  if (rc == FP8_ENOMEM) fp8_errorf(rc, err, errlen, "%s: out of memory", path);
+  free(path);
+  if (rc == FP8_OK && t->n > 1) qsort(t->v, t->n, sizeof *t->v, cmp_ovf);
+  return rc;
+}
+
+/* TE's overflows% of tensor at step, or NULL. */
+static const te_ovf *ovf_find(const ovf_table *t, const char *tensor, int64_t step) {
+  te_ovf key = {tensor, step, 0};
+  return t && t->n ? bsearch(&key, t->v, t->n, sizeof *t->v, cmp_ovf) : NULL;
+}
+
+/* 1 when te_overflows.csv has a row of tensor (a lower bound by name), for want[]. */
+static int ovf_has_tensor(const ovf_table *t, const char *tensor) {
+  if (!t || !t->n) return 0;
+  size_t lo = 0, hi = t->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(t->v[mid].tensor, tensor) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < t->n && strcmp(t->v[lo].tensor, tensor) == 0;
+}
 
 static int same_cfg(const fp8_stream_series *a, const fp8_stream_series *b) {
   return fp8_config_key_equal(&a->key, &b->key, FP8_KEY_IGNORE_FORMAT);
@@ -34,9 +160,29 @@ static int earlier(const fp8_stream_series *s, size_t i, const fp8_stream_series
 
 /* Adds series s to its configuration's totals; at is the table's series (s may be a copy
  * that fp8_stream_visit made with the scales read from stream.npy). */
+/* TE's overflows% against the replay at entry i of s: TE counts |x| > fp8_max * scale_inv,
+ * the replay |RN32(amax * scale)| > fp8_max for the largest element (the stream's only one). */
+static void ovf_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at, size_t i,
+                    const ovf_table *ot) {
+  const te_ovf *o = ovf_find(ot, s->tensor, s->step[i]);
+  if (!o || s->micro[i] != 0) return; /* TE logs an iteration; an imported trace has micro 0 */
+  float y = s->amax[i] * s->scale[i];
+  int te = o->pct > 0.0f, rp = y > fp8_format_max(s->key.format);
+  c->orows++;
+  c->te_over += te;
+  c->rp_over += rp;
+  if (te == rp) return;
+  c->odis++;
+  if (!c->ofirst || earlier(at, i, c->ofirst, c->ofirst_i)) {
+    c->ofirst = at;
+    c->ofirst_i = i;
+  }
+}
+
 static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at,
-                   int printed) {
+                   int printed, const ovf_table *ot) {
   for (size_t i = 0; i < s->n; i++) {
+    if (ot) ovf_add(c, s, at, i, ot);
     float te = s->te_scale[i], sc = s->scale[i];
     if (!(te > 0.0f)) continue; /* not given */
     c->rows++;
@@ -59,6 +205,7 @@ typedef struct {
   te_cfg *cs;
   size_t n;
   int printed; /* TE's scales from its debug log's four decimals (run.json trace.te_log) */
+  const ovf_table *ot;
 } te_ctx;
 
 static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
@@ -66,14 +213,15 @@ static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
   const fp8_stream_series *at = &x->t->series[k];
   size_t c = 0;
   while (c < x->n && !same_cfg(x->cs[c].key, at)) c++; /* listed by te_totals */
-  te_add(&x->cs[c], s, at, x->printed);
+  te_add(&x->cs[c], s, at, x->printed, x->ot);
   return 0;
 }
 
 /* The configurations in stream.csv order (first appearance), with their totals over the
  * series that carry TE's scale; *n of them. NULL when stream.csv has no te_scale at all (or out of
  * memory, or stream.npy cannot be read again: the section is left out). */
-static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed) {
+static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed,
+                         const ovf_table *ot) {
   te_cfg *cs = calloc(t->nseries + 1, sizeof *cs);
   unsigned char *want = calloc(t->nseries + 1, 1);
   *n = 0;
@@ -84,15 +232,16 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed) {
     size_t c = 0; /* every configuration listed, in order, with TE's scale or without */
     while (c < *n && !same_cfg(cs[c].key, s)) c++;
     if (c == *n) cs[(*n)++].key = s;
-    if (s->te_scale == prev && k) {
+    if (s->te_scale == prev && k && !(ot && ot->n)) {
       want[k] = want[k - 1];
       continue;
     }
     prev = s->te_scale;
     for (size_t i = 0; i < s->n && !want[k]; i++) want[k] = s->te_scale[i] > 0.0f;
+    want[k] |= ovf_has_tensor(ot, s->tensor);
     any |= want[k];
   }
-  te_ctx x = {t, cs, *n, printed};
+  te_ctx x = {t, cs, *n, printed, ot};
   char err[256];
   if (!cs || !want || !any || fp8_stream_visit(t, want, te_one, &x, err, sizeof err) != 0) {
     free(cs);
@@ -104,16 +253,33 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed) {
   return cs;
 }
 
-void rep_te_totals(rep_t *r) {
+int rep_te_totals(rep_t *r, char *err, size_t errlen) {
   r->nte = 0;
-  r->te = r->have_stream ? te_totals(&r->stream, &r->nte, r->run.has_te_log) : NULL;
+  r->te = NULL;
+  if (!r->have_stream) return FP8_OK;
+  ovf_table ot = {0};
+  int rc = FP8_OK;
+  if (r->run.has_te_log && r->run.trace_abs_path &&
+      (rc = read_overflows(r->run.trace_abs_path, &ot, err, errlen)) != FP8_OK)
+    return rc;
+  r->te = te_totals(&r->stream, &r->nte, r->run.has_te_log, ot.n ? &ot : NULL);
+  r->te_overflow_rows = ot.n;
+  free(ot.v);
+  free(ot.buf);
+  return FP8_OK;
 }
 
-void rep_add_te_check(const rep_t *r, fp8_doc *d) {
+static void cfg_label(const te_cfg *x, char *label, size_t n) {
+  snprintf(label, n, "%s L=%d m=%d %s", x->key->key.recipe, (int)x->key->key.history_len,
+           (int)x->key->key.margin, fp8_amax_compute_name(x->key->key.amax_compute));
+}
+
+static void add_scale_table(const rep_t *r, fp8_doc *d) {
   size_t n = r->nte;
   const te_cfg *cs = r->te;
-  if (!cs) return;
-  fp8_doc_heading(d, 2, "Held against TransformerEngine");
+  int64_t rows = 0;
+  for (size_t c = 0; c < n; c++) rows += cs[c].rows;
+  if (!rows) return; /* the log has overflows% but no scale_inv */
   char sparse[200] = "";
   if (r->run.te_interval > 1)
     snprintf(sparse, sizeof sparse, "; here the log holds one iteration in %lld, so the "
@@ -132,23 +298,21 @@ void rep_add_te_check(const rep_t *r, fp8_doc *d) {
                       "earlier steps; TE's: the scale_inv of the cast logged at that iteration",
                       sparse);
   else
-  fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
-                      "(amax.csv's te_scale, per step and micro-batch). Per delayed "
-                      "configuration: the stream.csv rows that carry it, those where the "
-                      "replayed scale differs from it (exact float32 comparison: the replay is "
-                      "bit-exact, so one differing bit counts), the largest relative difference "
-                      "|TE - replay| / replay, and the first mismatch (step, micro-batch, then "
-                      "tensor order). The configuration TE ran should show no mismatch.");
+    fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
+                        "(amax.csv's te_scale, per step and micro-batch). Per delayed "
+                        "configuration: the stream.csv rows that carry it, those where the "
+                        "replayed scale differs from it (exact float32 comparison: the replay is "
+                        "bit-exact, so one differing bit counts), the largest relative difference "
+                        "|TE - replay| / replay, and the first mismatch (step, micro-batch, then "
+                        "tensor order). The configuration TE ran should show no mismatch.");
   const char *hdr[] = {"configuration", "rows with TE's scale", "mismatches",
                        "largest relative difference", "first mismatch"};
   fp8_doc_table_begin(d, 5, hdr, "lrrrl");
   for (size_t c = 0; c < n; c++) {
     const te_cfg *x = &cs[c];
-    char label[200], rows[32], mis[32], rel[32], first[400];
-    snprintf(label, sizeof label, "%s L=%d m=%d %s", x->key->key.recipe,
-             (int)x->key->key.history_len, (int)x->key->key.margin,
-             fp8_amax_compute_name(x->key->key.amax_compute));
-    snprintf(rows, sizeof rows, "%lld", (long long)x->rows);
+    char label[200], nrows[32], mis[32], rel[32], first[400];
+    cfg_label(x, label, sizeof label);
+    snprintf(nrows, sizeof nrows, "%lld", (long long)x->rows);
     snprintf(mis, sizeof mis, "%lld", (long long)x->mismatches);
     snprintf(rel, sizeof rel, "%.3g", x->max_rel);
     if (x->first)
@@ -156,7 +320,53 @@ void rep_add_te_check(const rep_t *r, fp8_doc *d) {
                (long long)x->first->step[x->first_i], (long long)x->first->micro[x->first_i]);
     else
       snprintf(first, sizeof first, "none");
-    const char *cells[] = {label, rows, mis, rel, first};
+    const char *cells[] = {label, nrows, mis, rel, first};
     fp8_doc_table_row(d, cells);
   }
+}
+
+/* TE's overflows% beside the replay's overflowed largest element (te_overflows.csv). */
+static void add_overflow_table(const rep_t *r, fp8_doc *d) {
+  int64_t rows = 0;
+  for (size_t c = 0; c < r->nte; c++) rows += r->te[c].orows;
+  if (!rows) return;
+  fp8_doc_markdownf(d, "TransformerEngine's `overflows%%` (logged for the delayed recipe it "
+                    "trained with, %zu values in the log) beside the replay, per delayed "
+                    "configuration: the stream.csv rows at a logged iteration, those where TE "
+                    "saw an overflow (`overflows%%` > 0), those whose largest element "
+                    "overflowed in the replay, and the rows where the two disagree. TE's "
+                    "definition: 100 x the elements with x > fp8_max x scale_inv or "
+                    "x < -fp8_max x scale_inv, over all elements, summed over the iteration's "
+                    "micro-batches, printed with four decimals (one element in more than "
+                    "2,000,000 reads 0.0000: TE's count can only be lower). fp8lab's: the "
+                    "element's RN32(x x scale) past fp8_max; the stream holds the amax only, "
+                    "so a row overflowed when RN32(amax x scale) > fp8_max, which is when "
+                    "any element did. The configuration TE ran should show no disagreement "
+                    "but the 0.0000 ones. Value rates (TE's `underflows%%`) and `mse` need the "
+                    "tensors themselves: capture snapshots (docs/capture.md) to compare them.",
+                    r->te_overflow_rows);
+  const char *hdr[] = {"configuration", "rows at logged iterations", "TE overflowed",
+                       "replay overflowed", "disagree", "first disagreement"};
+  fp8_doc_table_begin(d, 6, hdr, "lrrrrl");
+  for (size_t c = 0; c < r->nte; c++) {
+    const te_cfg *x = &r->te[c];
+    char label[200], v[4][32], first[400];
+    cfg_label(x, label, sizeof label);
+    const int64_t nums[4] = {x->orows, x->te_over, x->rp_over, x->odis};
+    for (int k = 0; k < 4; k++) snprintf(v[k], sizeof v[k], "%lld", (long long)nums[k]);
+    if (x->ofirst)
+      snprintf(first, sizeof first, "%s step %lld", x->ofirst->tensor,
+               (long long)x->ofirst->step[x->ofirst_i]);
+    else
+      snprintf(first, sizeof first, "none");
+    const char *cells[] = {label, v[0], v[1], v[2], v[3], first};
+    fp8_doc_table_row(d, cells);
+  }
+}
+
+void rep_add_te_check(const rep_t *r, fp8_doc *d) {
+  if (!r->te) return; /* neither TE's scale nor its overflows% in the trace */
+  fp8_doc_heading(d, 2, "Held against TransformerEngine");
+  add_scale_table(r, d);
+  add_overflow_table(r, d);
 }

@@ -107,7 +107,7 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
   double bv = INFINITY, bdv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
-    if (x->same_as != c) continue; /* shown once, as its class */
+    if (x->same_as != c || x->key.kind == FP8_KIND_BF16) continue; /* once; FP8 ones only */
     double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
     double ov = x->finite ? (double)x->clipped / (double)x->finite : NAN;
     if (isnan(m) || !(ov <= r->rec.overflow_budget)) continue;
@@ -132,13 +132,14 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
 }
 
 static void add_gemm(const rep_t *r, fp8_doc *d) {
-  size_t best = (size_t)-1;
+  size_t best = (size_t)-1, floor = (size_t)-1;
   double bestv = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
     if (x->same_as != c) continue;
     double m = (x->gemm_median[0] + x->gemm_median[1] + x->gemm_median[2]) / 3.0;
-    if (!isnan(m) && m < bestv) {
+    if (x->key.kind == FP8_KIND_BF16 && !isnan(m)) floor = c;
+    else if (!isnan(m) && m < bestv) {
       bestv = m;
       best = c;
     }
@@ -152,6 +153,10 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
                     "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
                     "operands (double). Lowest mean of the three medians: **%s** (%.3g).",
                     r->cfgs[best].dlabel, bestv);
+  if (floor != (size_t)-1)
+    fp8_doc_markdownf(d, "**%s** casts nothing (kind bf16: the operands as captured): its error "
+                      "is the FP32 GEMM's own against the double reference, the floor under "
+                      "every FP8 configuration.", r->cfgs[floor].dlabel);
   if (r->run.gemm_sampled && !isnan(r->gemm_halfwidth))
     fp8_doc_markdownf(d, "Each error is estimated from up to %lld x %lld output entries per GEMM "
                       "(`gemm_error = sampled`, rows and columns drawn by their operands' norms); "

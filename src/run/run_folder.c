@@ -341,6 +341,11 @@ int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
   snprintf(path, sizeof path, "%s/advice.ini", dir);
   if (!rc && file_has(path, advice_sig, sizeof advice_sig - 1, sizeof advice_sig - 1))
     rc = fp8_outputs_add(o, "advice.ini");
+  /* te_recipe.py as the report writes it (report_te_code.c's first line) */
+  static const char te_sig[] = "# te_recipe.py: the advice of fp8lab's report";
+  snprintf(path, sizeof path, "%s/te_recipe.py", dir);
+  if (!rc && file_has(path, te_sig, sizeof te_sig - 1, sizeof te_sig - 1))
+    rc = fp8_outputs_add(o, "te_recipe.py");
   /* the notebook of the run's experiment (run.json, written at the run's commit) */
   snprintf(path, sizeof path, "%s/run.json", dir);
   json_error_t jerr;

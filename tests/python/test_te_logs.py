@@ -256,11 +256,17 @@ def case_te_scales(tmp):
     it with the replay at the log's four decimals. The log's scale_inv is TE's delayed scaling
     worked out here (history 4, margin 0, max: the scale used at iteration i is
     RN32(fmt_max / max of the amaxes of iterations i-4 .. i-1), 1 before any amax), printed
-    "%.4f"; one value is planted off by 0.01: exactly one mismatch, at that tensor and step."""
+    "%.4f"; one value is planted off by 0.01: exactly one mismatch, at that tensor and step.
+    TE's overflows% is logged too (unprefixed for the activation and weight, with the
+    fp8_delayed_scaling_ prefix for the gradient): 0.0500 where the iteration's amax times that
+    scale passes the format's max, else 0.0000, and one 0.0100 planted where nothing
+    overflowed: the section's second table counts, for TE's configuration, TE's and the
+    replay's overflowed rows and exactly one disagreement, there."""
     rng = random.Random(7)
     d = os.path.join(tmp, "ts", "nvdlfw_inspect_statistics_logs")
     os.makedirs(d)
     L, lines, planted = 4, [], ("net.fc1", "weight", 17)
+    over, ovf_planted = 0, None
     for t, fmax in (("activation", 448.0), ("weight", 448.0), ("gradient", 57344.0)):
         hist, scale = [], 1.0
         for it in range(30):
@@ -271,6 +277,13 @@ def case_te_scales(tmp):
             lines.append(te_line("net.fc1_%s_cur_amax" % t, it, amax))
             lines.append(te_line("net.fc1_%s_scale_inv_min" % t, it, sinv))
             lines.append(te_line("net.fc1_%s_scale_inv_max" % t, it, sinv))
+            rp = f32(f32("%.4f" % amax) * scale) > fmax   # the replay's largest element
+            over += rp
+            pct = 0.05 if rp else 0.0
+            if not rp and ovf_planted is None and t == "activation" and it > L:
+                pct, ovf_planted = 0.01, it
+            stat = "fp8_delayed_scaling_overflows%" if t == "gradient" else "overflows%"
+            lines.append(te_line("net.fc1_%s_%s" % (t, stat), it, pct))
             hist = (hist + [f32("%.4f" % amax)])[-L:]   # what the replay reads: the printed value
             scale = f32(f32(fmax) / max(hist))
     with open(os.path.join(d, "nvdlfw_inspect_globalrank-0.log"), "w") as f:
@@ -292,14 +305,25 @@ def case_te_scales(tmp):
     md = open(os.path.join(out, "report.md")).read()
     check("## Held against TransformerEngine" in md and "printed with four decimals" in md,
           "the TE section")
+    cut = md.find("TransformerEngine's `overflows%`")
+    check(cut > 0, "the TE section's overflows% table")
     rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:6]]
-            for ln in md.splitlines() if ln.startswith("| delayed L=")}
+            for ln in md[:cut].splitlines() if ln.startswith("| delayed L=")}
+    orows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:7]]
+             for ln in md[cut:].splitlines() if ln.startswith("| delayed L=")}
+    check(orows.get("delayed L=4 m=0 max") ==
+          ["90", str(over + 1), str(over), "1", "net.fc1.input step %d" % ovf_planted],
+          "overflows%%: TE's recipe: %d + 1 TE, %d replay, the planted disagreement at step %s: %s"
+          % (over, over, ovf_planted, orows))
+    with open(os.path.join(tr, "te_overflows.csv")) as f:
+        check(sum(1 for _ in f) == 91, "te_overflows.csv: a header and 90 rows")
     check(rows.get("delayed L=4 m=0 max", [""])[:2] == ["90", "1"] and
           rows["delayed L=4 m=0 max"][3] == "net.fc1.weight step 17 micro 0",
           "TE's recipe: one mismatch, the planted one: %s" % rows)
     check(int(rows.get("delayed L=1 m=0 max", ["0", "0"])[1]) > 10,
           "another history: mismatches: %s" % rows)
-    print("te scales: the planted mismatch found, %s" % rows["delayed L=4 m=0 max"])
+    print("te scales: the planted mismatch found, %s; overflows%%: %s"
+          % (rows["delayed L=4 m=0 max"], orows.get("delayed L=4 m=0 max")))
 
 
 def case_zero_and_coarse(tmp):
