@@ -1,0 +1,134 @@
+/* fp4.c: see fp4.h. Every float operation is one float32 operation in the order TE's kernels
+ * do them (the library builds with -ffp-contract=off: no fused multiply-adds). */
+#include "fp4.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+static const float E2M1_VALUES[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+uint8_t fp8_e2m1_encode(float y) {
+  if (isnan(y)) return 7; /* satfinite: NaN becomes +MAX_NORM */
+  uint32_t bits;
+  memcpy(&bits, &y, sizeof bits);
+  uint8_t s = (uint8_t)((bits >> 31) << 3);
+  float a = fabsf(y);
+  /* the midpoints between neighbours; a tie goes to the even index */
+  uint8_t m = a <= 0.25f  ? 0
+            : a < 0.75f   ? 1
+            : a <= 1.25f  ? 2
+            : a < 1.75f   ? 3
+            : a <= 2.5f   ? 4
+            : a < 3.5f    ? 5
+            : a <= 5.0f   ? 6
+                          : 7; /* above 5 (inf too): 6, saturating */
+  return s | m;
+}
+
+float fp8_e2m1_decode(uint8_t code) {
+  float v = E2M1_VALUES[code & 7];
+  return code & 8 ? -v : v;
+}
+
+int fp8_e2m1_clips(float y) { return fabsf(y) >= 7.0f; }
+
+float fp8_nvfp4_global_scale(float amax, float e4m3_max) {
+  float s = fminf(e4m3_max * FP8_E2M1_MAX / amax, FLT_MAX);
+  if (amax == 0.0f || s == 0.0f) return 1.0f;
+  return s;
+}
+
+uint8_t fp8_nvfp4_block_scale(float block_amax, float s_enc) {
+  const float fp4_max_inv = 1.0f / FP8_E2M1_MAX;
+  return fp8_encode(fminf(block_amax * (s_enc * fp4_max_inv), FLT_MAX), FP8_E4M3);
+}
+
+/* One element cast with multiplier enc and dequantized with dq: its code, value and stats. */
+static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat, fp8_stats *st) {
+  float y = x * enc;
+  uint8_t c = fp8_e2m1_encode(y);
+  float h = fp8_e2m1_decode(c) * dq;
+  if (code) *code = c;
+  if (xhat) *xhat = h;
+  if (!st) return;
+  st->n++;
+  if (!isfinite(x)) {
+    st->nonfinite++;
+    return;
+  }
+  if (x == 0.0f) st->zeros++;
+  if (fabsf(y) > FP8_E2M1_MAX) st->overflow++;
+  if (fp8_e2m1_clips(y)) st->clipped++;
+  if (x != 0.0f && (c & 7) == 0) st->underflow++;
+  if ((c & 7) == 1) st->subnormal++;
+  double e = (double)x - (double)h;
+  st->sum_sq_err += e * e;
+  st->sum_sq += (double)x * (double)x;
+  st->sum_sq_hat += (double)h * (double)h;
+}
+
+/* fmaxf of |x| over rows [r0, r1) and columns [c0, c1) of the [*, cols] matrix x. */
+static float block_amax(const float *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
+                        int64_t c1) {
+  float a = 0.0f;
+  for (int64_t r = r0; r < r1; r++)
+    for (int64_t c = c0; c < c1; c++) a = fmaxf(a, fabsf(x[r * cols + c]));
+  return a;
+}
+
+int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8_nvfp4_params *p,
+                           uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st) {
+  if (!p || rows < 0 || cols < 0 || (rows * cols > 0 && !x)) return FP8_EINVAL;
+  const float e4m3_max = p->e4m3_max > 0.0f ? p->e4m3_max : FP8_E4M3_MAX;
+  const float s_enc = fp8_nvfp4_global_scale(p->global_amax, e4m3_max);
+  const float s_dec = 1.0f / s_enc;
+  /* TE's dequantization: the block scale times the global amax over 6 * 448 */
+  const float dq_unit = 1.0f / (FP8_E2M1_MAX * e4m3_max);
+  const int64_t B = FP8_NVFP4_BLOCK, nrun = (cols + B - 1) / B;
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t k = 0; k < nrun; k++) {
+      int64_t c0 = k * B, c1 = c0 + B < cols ? c0 + B : cols;
+      int64_t r0 = p->square ? r - r % B : r;
+      int64_t r1 = p->square ? (r0 + B < rows ? r0 + B : rows) : r + 1;
+      uint8_t sc = fp8_nvfp4_block_scale(block_amax(x, cols, r0, r1, c0, c1), s_enc);
+      float s = fp8_decode(sc, FP8_E4M3);
+      float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
+      float dq = (s * p->global_amax) * dq_unit;
+      if (scales) scales[r * nrun + k] = sc;
+      for (int64_t c = c0; c < c1; c++)
+        put_element(x[r * cols + c], enc, dq, codes ? &codes[r * cols + c] : NULL,
+                    xhat ? &xhat[r * cols + c] : NULL, st);
+    }
+  }
+  return FP8_OK;
+}
+
+uint8_t fp8_mxfp4_scale_exponent(float block_amax, fp8_mx_rounding r) {
+  float b = fabsf(block_amax);
+  if (isnan(b)) return 0xFF;
+  if (r == FP8_MX_ROUND_CEIL) return fp8_e8m0_ceil(b * (1.0f / FP8_E2M1_MAX));
+  if (isinf(b)) return 0xFE;
+  if (b == 0.0f) return 0;
+  int k;
+  (void)frexpf(b, &k); /* floor(log2 b) = k - 1, subnormals too */
+  int e = (k - 1) - 2 + 127;
+  return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
+}
+
+int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_rounding rnd,
+                           uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st) {
+  if (rows < 0 || cols < 0 || (rows * cols > 0 && !x)) return FP8_EINVAL;
+  const int64_t B = FP8_MXFP4_BLOCK, nrun = (cols + B - 1) / B;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k = 0; k < nrun; k++) {
+      int64_t c0 = k * B, c1 = c0 + B < cols ? c0 + B : cols;
+      uint8_t e = fp8_mxfp4_scale_exponent(block_amax(x, cols, r, r + 1, c0, c1), rnd);
+      float s = fp8_e8m0_scale(e), dq = 1.0f / s; /* exact powers of two for e <= 254 */
+      if (scales) scales[r * nrun + k] = e;
+      for (int64_t c = c0; c < c1; c++)
+        put_element(x[r * cols + c], s, dq, codes ? &codes[r * cols + c] : NULL,
+                    xhat ? &xhat[r * cols + c] : NULL, st);
+    }
+  return FP8_OK;
+}

@@ -1,0 +1,82 @@
+/* fp4.h: the FP4 element format E2M1 and the NVFP4 and MXFP4 block quantizers of the CPU
+ * simulator (libfp8lab_sim; issue 29), as TransformerEngine's CUDA kernels compute them
+ * (docs/semantics.md "FP4": every formula with its source, and where TE's Python reference and
+ * torchao differ). Pure C11 + libm, like fp8.h. Not yet a recipe kind: the engines, the runner
+ * and the report take them up next (issue 29's remaining work).
+ *
+ * E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; no inf
+ * or NaN. A code is 4 bits: sign << 3 | index into that list.
+ */
+#ifndef FP8LAB_SIM_FP4_H
+#define FP8LAB_SIM_FP4_H
+
+#include <stdint.h>
+
+#include "block.h" /* fp8_mx_rounding */
+#include "fp8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FP8_E2M1_MAX 6.0f
+/** E4M3 max times E2M1 max: NVFP4's per-tensor scale is 2688 / amax. */
+#define FP8_NVFP4_RANGE 2688.0f
+#define FP8_NVFP4_BLOCK 16 /**< elements per NVFP4 block (and side of a 2-D weight block) */
+#define FP8_MXFP4_BLOCK 32 /**< elements per MXFP4 block */
+
+/** Encodes float32 y to E2M1 as PTX cvt.rn.satfinite.e2m1x2.f32 does: round to nearest, ties
+ *  to the even code; |y| > 6 (infinities too) saturates to +-6; NaN gives +6 (code 7, TE's
+ *  reading of satfinite); the sign of a zero result is kept (-0 and tiny negatives: code 8). */
+uint8_t fp8_e2m1_encode(float y);
+/** Decodes the low 4 bits of code (exact; code 8 is -0). */
+float fp8_e2m1_decode(uint8_t code);
+/** 1 when |y|'s cast is past the rounding midpoint above 6 (|y| >= 7, whose unbounded rounding
+ *  is 8): the saturation branch, fp8lab's "clipped" for E2M1 (finite y). */
+int fp8_e2m1_clips(float y);
+
+/** NVFP4's per-tensor encode scale from the tensor's amax (TE's
+ *  compute_global_encode_scaling_factor_FP4): fminf(e4m3_max * 6 / amax, FLT_MAX), and 1 when
+ *  amax is 0 or the quotient is 0 (amax inf). e4m3_max is 448 (256 for TE's 4over6 tensors). */
+float fp8_nvfp4_global_scale(float amax, float e4m3_max);
+/** The E4M3 code of a block's scale: RN-saturating E4M3 of block_amax * (S_enc * RN32(1/6)),
+ *  E4M3 subnormals and 0 included (TE's compute_decoding_scaling_factor). */
+uint8_t fp8_nvfp4_block_scale(float block_amax, float s_enc);
+
+/** NVFP4 parameters of one quantization. */
+typedef struct {
+  int square;        /**< 16x16 blocks (TE's 2-D weights) instead of 1x16 */
+  float global_amax; /**< the amax the per-tensor scale comes from (the tensor's: fmaxf, NaN
+                          ignored), given so that a caller can pass a reduced one */
+  float e4m3_max;    /**< 448 (0 means 448) */
+} fp8_nvfp4_params;
+
+/** Quantizes the row-major [rows, cols] matrix x with NVFP4: per 1x16 run of a row (16x16 block
+ *  when square; the last run or block of a row or column may be shorter) the block amax (fmaxf,
+ *  NaN ignored), its E4M3 scale s, the element multiplier fminf(1 / (s * RN32(1/S_enc)),
+ *  FLT_MAX) (FLT_MAX for s = 0), y = RN32(x * that), code = fp8_e2m1_encode(y). Dequantization
+ *  as TE's: xhat = RN32(e2m1(code) * RN32(RN32(s * global_amax) * RN32(1/2688))). Statistics
+ *  as for FP8 (fp8.h) with E2M1's max: overflow |y| > 6, clipped fp8_e2m1_clips(y), underflow a
+ *  non-zero finite x whose code is +-0, subnormal a code +-0.5. Writes codes (rows * cols, one
+ *  per byte) and scales (one E4M3 code per 1x16 row run: rows * ceil(cols / 16)) when not NULL,
+ *  and xhat when not NULL; accumulates into st when not NULL. FP8_OK or FP8_EINVAL. */
+int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8_nvfp4_params *p,
+                           uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st);
+
+/** The E8M0 exponent of an MXFP4 block (1x32, E2M1 elements, emax 2): ceil:
+ *  fp8_e8m0_ceil(RN32(amax * RN32(1/6))) (fp8lab's MXFP8 rule carried to E2M1; torchao's
+ *  RCEIL); floor: floor(log2 amax) - 2 + 127 clamped to [0, 254] (OCP MX v1.0; torchao's
+ *  FLOOR). NaN gives 0xFF, 0 gives 0. */
+uint8_t fp8_mxfp4_scale_exponent(float block_amax, fp8_mx_rounding r);
+
+/** Quantizes the row-major [rows, cols] matrix with MXFP4: 1x32 runs along the rows, the
+ *  scale 2^(127 - e), y = RN32(x * scale), fp8_e2m1_encode(y); xhat = e2m1(code) * 2^(e - 127).
+ *  Outputs and statistics as fp8_nvfp4_quantize_f32 (scales: one E8M0 code per 1x32 run). */
+int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_rounding r,
+                           uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP8LAB_SIM_FP4_H */

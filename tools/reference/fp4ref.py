@@ -1,0 +1,142 @@
+"""fp4ref.py: an independent transcription of NVFP4 and MXFP4 quantization (issue 29), for
+tests/python/test_fp4.py. numpy float32 arithmetic (each operation one IEEE float32 rounding)
+and ml_dtypes' float4_e2m1fn / float8_e4m3fn casts; no code shared with fp8lab's C.
+
+The rules are TransformerEngine's CUDA kernels' (transformer_engine/common/cast/nvfp4/
+core_nvfp4.cuh, quantize_transpose_nvfp4.cuh, dequantize_nvfp4.cuh at v2.18 / main d0067d0d),
+as docs/semantics.md "FP4" states them; the MXFP4 scale rules are torchao's RCEIL (ceil) and
+OCP MX v1.0 / torchao FLOOR (floor).
+"""
+import ml_dtypes
+import numpy as np
+
+F32 = np.float32
+FLT_MAX = F32(np.finfo(np.float32).max)
+
+
+def e2m1_codes(y):
+    """E2M1 codes of float32 array y: ml_dtypes' round-to-nearest-even, saturating at 6 (inf
+    too); NaN -> code 7 (+6), TE's satfinite (ml_dtypes would give -0)."""
+    y = np.asarray(y, dtype=np.float32)
+    c = y.astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 0xF
+    return np.where(np.isnan(y), np.uint8(7), c).astype(np.uint8)
+
+
+def e2m1_values(codes):
+    return (np.asarray(codes, np.uint8) & 0xF).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+
+
+def e4m3_rn_sat(v):
+    """RN-even E4M3 of float32 v, saturating at 448 (ml_dtypes' cast after clamping: values in
+    (448, 464) round to 448 either way); the code and its value."""
+    v = np.clip(np.asarray(v, np.float32), -448, 448)
+    q = v.astype(ml_dtypes.float8_e4m3fn)
+    return q.view(np.uint8), q.astype(np.float32)
+
+
+def nvfp4(x, square, amax_g, e4m3_max=448.0):
+    """TE's NVFP4 of the [rows, cols] float32 matrix x: codes, scale codes per 1x16 run, xhat,
+    and the scaled values y that were cast."""
+    x = np.asarray(x, np.float32)
+    rows, cols = x.shape
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        amax_g = F32(amax_g)
+        m = F32(e4m3_max)
+        s_enc = np.minimum(F32(m * F32(6)) / amax_g, FLT_MAX).astype(np.float32)
+        if amax_g == 0 or s_enc == 0:
+            s_enc = F32(1)
+        s_dec = F32(1) / s_enc
+        k = F32(s_enc * (F32(1) / F32(6)))
+        dq_unit = F32(1) / F32(F32(6) * m)
+        nrun = (cols + 15) // 16
+        codes = np.zeros((rows, cols), np.uint8)
+        scales = np.zeros((rows, nrun), np.uint8)
+        xhat = np.zeros((rows, cols), np.float32)
+        ys = np.zeros((rows, cols), np.float32)
+        ax = np.abs(x)
+        ax = np.where(np.isnan(ax), F32(0), ax)   # fmaxf: NaN ignored
+        for r in range(rows):
+            for j in range(nrun):
+                c0, c1 = 16 * j, min(16 * j + 16, cols)
+                r0, r1 = (r - r % 16, min(r - r % 16 + 16, rows)) if square else (r, r + 1)
+                bamax = F32(ax[r0:r1, c0:c1].max())
+                sc, s = e4m3_rn_sat(np.minimum(F32(bamax * k), FLT_MAX))
+                sc, s = np.uint8(sc), F32(s)
+                enc = np.minimum(F32(1) / F32(s * s_dec), FLT_MAX).astype(np.float32)
+                y = (x[r, c0:c1] * enc).astype(np.float32)
+                q = e2m1_codes(y)
+                dq = F32(F32(s * amax_g) * dq_unit)
+                codes[r, c0:c1] = q
+                scales[r, j] = sc
+                ys[r, c0:c1] = y
+                xhat[r, c0:c1] = (e2m1_values(q) * dq).astype(np.float32)
+    return codes, scales, xhat, ys
+
+
+def e8m0_ceil(v):
+    """The smallest power of two >= float32 v as an E8M0 code (v finite >= 0)."""
+    v = F32(v)
+    if v == 0:
+        return 0
+    b = int(np.array(v, np.float32).view(np.uint32))
+    e, mant = b >> 23, b & 0x7FFFFF
+    if e == 0:
+        return 1 if mant > 0x400000 else 0
+    return min(e + (mant != 0), 254) if e < 0xFE else e
+
+
+def mxfp4_exponent(amax, rounding):
+    amax = F32(abs(amax))
+    if np.isnan(amax):
+        return 0xFF
+    if rounding == "ceil":
+        if np.isinf(amax):
+            return 0xFE
+        return e8m0_ceil(F32(amax * F32(F32(1) / F32(6))))
+    if np.isinf(amax):
+        return 0xFE
+    if amax == 0:
+        return 0
+    fl = int(np.floor(np.log2(np.float64(amax))))   # exact for float32 inputs
+    return max(0, min(254, fl - 2 + 127))
+
+
+def mxfp4(x, rounding):
+    x = np.asarray(x, np.float32)
+    rows, cols = x.shape
+    nrun = (cols + 31) // 32
+    codes = np.zeros((rows, cols), np.uint8)
+    scales = np.zeros((rows, nrun), np.uint8)
+    xhat = np.zeros((rows, cols), np.float32)
+    ys = np.zeros((rows, cols), np.float32)
+    ax = np.where(np.isnan(x), F32(0), np.abs(x))
+    for r in range(rows):
+        for j in range(nrun):
+            c0, c1 = 32 * j, min(32 * j + 32, cols)
+            e = mxfp4_exponent(ax[r, c0:c1].max(), rounding)
+            s = F32(2.0 ** (127 - e))
+            with np.errstate(over="ignore", invalid="ignore"):
+                y = (x[r, c0:c1] * s).astype(np.float32)
+            q = e2m1_codes(y)
+            ys[r, c0:c1] = y
+            codes[r, c0:c1] = q
+            scales[r, j] = e
+            with np.errstate(over="ignore"):  # an inf block: 6 * 2^127
+                xhat[r, c0:c1] = (e2m1_values(q) * F32(2.0 ** (e - 127))).astype(np.float32)
+    return codes, scales, xhat, ys
+
+
+def stats(x, codes, xhat, y):
+    """fp8lab's counts (docs/semantics.md) from the inputs, codes, xhat and scaled values y."""
+    x = np.asarray(x, np.float32).ravel()
+    y = np.asarray(y, np.float32).ravel()
+    c = np.asarray(codes).ravel() & 7
+    h = np.asarray(xhat, np.float32).ravel()
+    fin = np.isfinite(x)
+    xf, hf = x[fin].astype(np.float64), h[fin].astype(np.float64)
+    return {"n": x.size, "nonfinite": int((~fin).sum()), "zeros": int((x == 0).sum()),
+            "overflow": int((fin & (np.abs(y) > 6)).sum()),
+            "underflow": int((fin & (x != 0) & (c == 0)).sum()),
+            "subnormal": int((fin & (c == 1)).sum()),
+            "clipped": int((fin & (np.abs(y) >= 7)).sum()),
+            "sum_sq_err": float(((xf - hf) ** 2).sum()), "sum_sq": float((xf * xf).sum())}
