@@ -4,6 +4,10 @@
  *   fp4_dump e2m1 OUT                      every BF16 bit pattern's E2M1 code, 65536 bytes
  *   fp4_dump nvfp4 ROWS COLS SQUARE AMAX IN OUT
  *   fp4_dump mxfp4 ROWS COLS ceil|floor IN OUT
+ *   fp4_dump rht N IN OUT                  the random Hadamard transform (float32 out)
+ *   fp4_dump sr N IN OUT                   per value: p_up, e_sq, p_zero (ideal, then TE's
+ *                                          8-bit rule) as doubles, then the 256 codes of
+ *                                          fp8_e2m1_encode_sr for r = 0..255
  *
  * IN: ROWS x COLS little-endian float32. OUT: the codes (ROWS x COLS bytes), the scales (one
  * byte per run), the dequantized values (float32), then the statistics n, nonfinite, zeros,
@@ -61,7 +65,48 @@ static int quantize(int argc, char **argv) {
   return 0;
 }
 
+static float *read_floats(const char *path, size_t n) {
+  float *x = malloc((n + 1) * sizeof *x);
+  FILE *in = fopen(path, "rb");
+  if (!x || !in || fread(x, sizeof *x, n, in) != n) {
+    free(x);
+    x = NULL;
+  }
+  if (in) fclose(in);
+  return x;
+}
+
+static int rht_sr(char **argv) {
+  long long nn = atoll(argv[2]);
+  if (nn < 0 || nn > (1LL << 24)) return fail("bad N");
+  size_t n = (size_t)nn;
+  float *x = read_floats(argv[3], n);
+  if (!x) return fail("cannot read IN");
+  FILE *out = fopen(argv[4], "wb");
+  if (!out) return fail("cannot write OUT");
+  int ok = 1;
+  if (strcmp(argv[1], "rht") == 0) {
+    float *y = malloc((n + 1) * sizeof *y);
+    ok = y && fp8_rht16(x, n, y) == FP8_OK && fwrite(y, sizeof *y, n, out) == n;
+    free(y);
+  } else {
+    for (size_t i = 0; i < n && ok; i++) {
+      double v[6];
+      fp8_e2m1_sr_expect(x[i], 0, &v[0], &v[1], &v[2]);
+      fp8_e2m1_sr_expect(x[i], 1, &v[3], &v[4], &v[5]);
+      uint8_t c[256];
+      for (int r = 0; r < 256; r++) c[r] = fp8_e2m1_encode_sr(x[i], (uint8_t)r);
+      ok = fwrite(v, sizeof *v, 6, out) == 6 && fwrite(c, 1, 256, out) == 256;
+    }
+  }
+  free(x);
+  if (fclose(out) != 0 || !ok) return fail("cannot write OUT");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 5 && (strcmp(argv[1], "rht") == 0 || strcmp(argv[1], "sr") == 0))
+    return rht_sr(argv);
   if (argc == 3 && strcmp(argv[1], "e2m1") == 0) {
     static uint8_t codes[65536];
     for (uint32_t b = 0; b < 65536; b++) {

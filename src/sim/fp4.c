@@ -132,3 +132,76 @@ int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_ro
     }
   return FP8_OK;
 }
+
+/* ---------------------------------------------------------------- RHT and stochastic rounding */
+
+/* v (a double) rounded once to BF16, to nearest even: 8 significant bits, quantum 2^-133 below
+ * BF16's smallest normal 2^-126, infinity above its largest finite value. */
+static float round_bf16(double v) {
+  if (v == 0.0 || !isfinite(v)) return (float)v;
+  int e;
+  (void)frexp(v, &e); /* |v| = m 2^e, m in [0.5, 1) */
+  int q = e - 8 < -133 ? -133 : e - 8;
+  double r = nearbyint(ldexp(v, -q)); /* the default rounding mode: to nearest even */
+  return (float)ldexp(r, q);          /* exact in float32, or inf past its range */
+}
+
+static int parity(unsigned v) {
+  int p = 0;
+  for (; v; v &= v - 1) p ^= 1;
+  return p;
+}
+
+int fp8_rht16(const float *x, size_t n, float *y) {
+  if (n % 16) return FP8_EINVAL;
+  for (size_t g = 0; g < n; g += 16) {
+    double in[16], out[16];
+    for (int i = 0; i < 16; i++) in[i] = (FP8_RHT_SIGNS >> i & 1u) ? -(double)x[g + i] : (double)x[g + i];
+    for (int j = 0; j < 16; j++) {
+      double acc = 0.0;
+      for (int i = 0; i < 16; i++) acc += parity((unsigned)(i & j)) ? -in[i] : in[i];
+      out[j] = acc * 0.25;
+    }
+    for (int j = 0; j < 16; j++) y[g + j] = round_bf16(out[j]);
+  }
+  return FP8_OK;
+}
+
+/* The grid neighbours a <= |y| < b (b: the next larger E2M1 magnitude), for |y| < 6. */
+static void neighbours(float ay, float *a, float *b) {
+  int k = 0;
+  while (k < 7 && E2M1_VALUES[k + 1] <= ay) k++;
+  *a = E2M1_VALUES[k];
+  *b = E2M1_VALUES[k + 1];
+}
+
+void fp8_e2m1_sr_expect(float y, int te_bits, double *p_up, double *e_sq, double *p_zero) {
+  float ay = fabsf(y);
+  if (!(ay < FP8_E2M1_MAX)) { /* saturated (or NaN): the nearest rounding, no randomness */
+    double h = isnan(y) ? FP8_E2M1_MAX : fp8_e2m1_decode(fp8_e2m1_encode(y));
+    double d = isnan(y) ? 0.0 : (double)y - h;
+    *p_up = 0.0;
+    *e_sq = d * d;
+    *p_zero = 0.0;
+    return;
+  }
+  float a, b;
+  neighbours(ay, &a, &b);
+  double f = ((double)ay - a) / ((double)b - a);
+  double p = te_bits ? floor(256.0 * f) / 256.0 : f;
+  *p_up = p;
+  *e_sq = p * ((double)b - ay) * ((double)b - ay) + (1.0 - p) * ((double)ay - a) * ((double)ay - a);
+  *p_zero = a == 0.0f ? 1.0 - p : 0.0;
+}
+
+uint8_t fp8_e2m1_encode_sr(float y, uint8_t r) {
+  float ay = fabsf(y);
+  if (!(ay < FP8_E2M1_MAX)) return fp8_e2m1_encode(y);
+  uint32_t bits;
+  memcpy(&bits, &y, sizeof bits);
+  float a, b;
+  neighbours(ay, &a, &b);
+  double f = ((double)ay - a) / ((double)b - a);
+  float q = floor(256.0 * f) > (double)r ? b : a;
+  return fp8_e2m1_encode(bits >> 31 ? -q : q);
+}

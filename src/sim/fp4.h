@@ -75,6 +75,32 @@ uint8_t fp8_mxfp4_scale_exponent(float block_amax, fp8_mx_rounding r);
 int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_rounding r,
                            uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st);
 
+/* ---------------------------------------------------------------- RHT and stochastic rounding */
+
+/** TE's random Hadamard transform sign vector (nvfp4_tensor.py get_wgrad_sign_vector; bit i set:
+ *  sign i is -1): fixed, not seeded. */
+#define FP8_RHT_SIGNS 0xD7E8u
+
+/** TE's random Hadamard transform of every run of 16 consecutive elements of x (n a multiple
+ *  of 16) into y: y[j] = sum_i x[i] * s_i * H[i][j] / 4 with H the 16x16 Sylvester Hadamard
+ *  matrix (H[i][j] = (-1)^popcount(i & j)) and s the fixed signs, summed in double (exact when the
+ *  16 float32 terms lie within 25 binades of each other) and rounded once to BF16 (TE rounds its MMA's
+ *  fp32 result to BF16, cvt.rn.bf16x2.f32; its fp32 accumulation can round first when the 16
+ *  terms span more than 24 bits, which fp8lab does not reproduce). x and y may be the same array. FP8_OK or FP8_EINVAL (n not a multiple of 16). */
+int fp8_rht16(const float *x, size_t n, float *y);
+
+/** Stochastic rounding of y to E2M1, in expectation: with a <= |y| < b its neighbours on the
+ *  grid (b = 6 saturating above) and f = (|y| - a) / (b - a), rounding goes up with probability
+ *  p = f (ideal) or floor(256 f) / 256 (te_bits: TE's 8 random bits per element, its software
+ *  rule; its hardware cvt.rs is documented the same way). Writes p, the expected squared error
+ *  p (b - |y|)^2 + (1 - p) (|y| - a)^2 (ideal: (|y| - a)(b - |y|)) in y's units, and the
+ *  probability that the code is +-0 (flushed). |y| >= 6, NaN: p 0, error as round to nearest. */
+void fp8_e2m1_sr_expect(float y, int te_bits, double *p_up, double *e_sq, double *p_zero);
+
+/** One stochastic rounding of y to E2M1 with the random byte r (0..255): up when r < 256 f
+ *  rounded down, i.e. floor(256 f) > r (TE's software rule; not TE's random stream). */
+uint8_t fp8_e2m1_encode_sr(float y, uint8_t r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,10 @@
   - NVFP4 on random matrices (shapes not multiples of 16, 1x16 and 16x16 blocks, a zero block,
     NaN and inf elements, a block whose E4M3 scale rounds to 0, global amax 0) and MXFP4 with
     both scale rules, the same way; block amaxes where the order of the block scale's products
-    changes its E4M3 rounding; the MXFP4 scale exponent against a hand table.
+    changes its E4M3 rounding; the MXFP4 scale exponent against a hand table;
+  - the random Hadamard transform against a dense matrix product (TE's sign vector) rounded to
+    BF16; stochastic rounding's expectations: TE's 8-bit rule exactly, over all 256 random
+    bytes, and the ideal rule ((y - a)(b - y)) against a Monte Carlo estimate.
 
 Usage: test_fp4.py FP4_DUMP_BIN. Needs numpy and ml_dtypes >= 0.5 (exit 77 without them).
 """
@@ -174,6 +177,73 @@ def random_cases(tmp, rng):
     print("nvfp4 and mxfp4: random matrices, bit for bit; mxfp4 exponents by hand")
 
 
+def hadamard():
+    """TE's RHT matrix, dense: diag(signs) @ H16 / 4 (signs from the bitmask 0xD7E8)."""
+    h = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], np.float64)
+    s = np.array([-1.0 if (0xD7E8 >> i) & 1 else 1.0 for i in range(16)])
+    assert list(s) == [1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1]  # TE's vector
+    return np.diag(s) @ h * 0.25
+
+
+def rht(tmp, rng):
+    """The transform against a dense matrix product in double, rounded to BF16 by ml_dtypes."""
+    x = (rng.standard_normal(16 * 64) * np.exp(rng.uniform(-4, 4, 16 * 64))).astype(np.float32)
+    x = x.astype(ml_dtypes.bfloat16).astype(np.float32)  # TE transforms BF16 inputs
+    fin, fout = os.path.join(tmp, "x.f32"), os.path.join(tmp, "y.f32")
+    x.astype("<f4").tofile(fin)
+    subprocess.run([BIN, "rht", str(x.size), fin, fout], check=True)
+    got = np.fromfile(fout, np.float32)
+    want = (x.astype(np.float64).reshape(-1, 16) @ hadamard()).ravel()
+    want = want.astype(ml_dtypes.bfloat16).astype(np.float32)
+    exact = want.view(np.uint32) == got.view(np.uint32)
+    check(bool(exact.all()), "RHT: %d of %d differ, first at %s: %r vs %r" % (
+        (~exact).sum(), x.size, np.argwhere(~exact)[:2].ravel().tolist(), got[~exact][:2], want[~exact][:2]))
+    # orthogonality: the transform of the transform (in double) gives the input back
+    back = want.astype(np.float64).reshape(-1, 16) @ hadamard().T
+    scale = np.abs(x.reshape(-1, 16)).max(axis=1, keepdims=True)
+    check(bool((np.abs(back - x.reshape(-1, 16)) <= 2.0 ** -7 * scale).all()),
+          "RHT: H is orthogonal (H H^T = I): the transform of the transform is the input, within "
+          "the BF16 rounding")
+    print("rht: %d values, bit for bit with a dense product rounded to BF16" % x.size)
+
+
+def stochastic(tmp, rng):
+    """SR expectations: TE's 8-bit rule exactly by enumerating its 256 random bytes; the ideal
+    rule against a Monte Carlo estimate of its own (numpy's uniform draws) within 4 standard
+    errors."""
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    y = np.concatenate([rng.uniform(-6, 6, 60), [0.1, 0.25, 0.3, 2.5, 5.99, -0.01, 0.0, 7.0, -9.0]]).astype(np.float32)
+    fin, fout = os.path.join(tmp, "y.f32"), os.path.join(tmp, "sr.bin")
+    y.astype("<f4").tofile(fin)
+    subprocess.run([BIN, "sr", str(y.size), fin, fout], check=True)
+    raw = open(fout, "rb").read()
+    rec = 6 * 8 + 256
+    n_mc = 20000
+    for i, v in enumerate(y):
+        e = struct.unpack("<6d", raw[i * rec:i * rec + 48])
+        codes = np.frombuffer(raw[i * rec + 48:(i + 1) * rec], np.uint8)
+        vals = fp4ref.e2m1_values(codes).astype(np.float64)
+        err = ((np.float64(v) - vals) ** 2).mean()
+        zero = ((codes & 7) == 0).mean()
+        up = (np.abs(vals) > np.abs(np.float64(v)) + 0.0).mean() if abs(v) < 6 else 0.0
+        check(abs(e[4] - err) <= 1e-12 and abs(e[5] - zero) <= 1e-12 and abs(e[3] - up) <= 1e-12,
+              "SR TE rule at %r: expectation (%g, %g, %g) vs the 256 bytes (%g, %g, %g)"
+              % (v, e[3], e[4], e[5], up, err, zero))
+        a = abs(float(v))
+        if a >= 6:
+            continue
+        lo = grid[grid <= a].max()
+        hi = grid[grid > a].min()
+        f = (a - lo) / (hi - lo)
+        draws = np.where(rng.random(n_mc) < f, hi, lo)
+        sq = (a - draws) ** 2
+        se = max(sq.std() / np.sqrt(n_mc), 1e-12)
+        check(abs(sq.mean() - e[1]) <= 4 * se, "SR ideal at %r: expected sq err %g, Monte Carlo %g +- %g"
+              % (v, e[1], sq.mean(), se))
+        check(abs(e[1] - (a - lo) * (hi - a)) <= 1e-12, "SR ideal at %r: (y-a)(b-y)" % v)
+    print("sr: TE's 8-bit rule exact over its 256 bytes, the ideal rule within Monte Carlo error")
+
+
 def main():
     rng = np.random.default_rng(29)
     with tempfile.TemporaryDirectory(prefix="fp8lab_fp4_") as tmp:
@@ -181,6 +251,8 @@ def main():
         every_e4m3_scale(tmp, rng)
         scale_order(tmp, rng)
         random_cases(tmp, rng)
+        rht(tmp, rng)
+        stochastic(tmp, rng)
     if FAILS:
         print("%d check(s) failed" % len(FAILS))
         return 1
