@@ -2,7 +2,7 @@
  * to hold against its independent reference (ml_dtypes, tools/reference/fp4ref.py).
  *
  *   fp4_dump e2m1 OUT                      every BF16 bit pattern's E2M1 code, 65536 bytes
- *   fp4_dump nvfp4 ROWS COLS SQUARE AMAX IN OUT
+ *   fp4_dump nvfp4 ROWS COLS SQUARE AMAX max6|mae|mse E4M3_MAX IN OUT
  *   fp4_dump mxfp4 ROWS COLS ceil|floor IN OUT
  *   fp4_dump rht N IN OUT                  the random Hadamard transform (float32 out)
  *   fp4_dump sr N IN OUT                   per value: p_up, e_sq, p_zero (ideal, then TE's
@@ -26,7 +26,7 @@ static int fail(const char *what) {
 
 static int quantize(int argc, char **argv) {
   int nv = strcmp(argv[1], "nvfp4") == 0;
-  if (argc != (nv ? 8 : 7)) return fail("usage: see tests/fp4_dump.c");
+  if (argc != (nv ? 10 : 7)) return fail("usage: see tests/fp4_dump.c");
   long long rows = atoll(argv[2]), cols = atoll(argv[3]);
   if (rows < 0 || cols < 0 || rows * cols > (1LL << 28)) return fail("bad shape");
   size_t n = (size_t)(rows * cols), B = nv ? FP8_NVFP4_BLOCK : FP8_MXFP4_BLOCK;
@@ -34,14 +34,20 @@ static int quantize(int argc, char **argv) {
   float *x = malloc((n + 1) * sizeof *x), *xhat = malloc((n + 1) * sizeof *xhat);
   uint8_t *codes = malloc(n + 1), *scales = malloc(nruns + 1);
   if (!x || !xhat || !codes || !scales) return fail("out of memory");
-  FILE *in = fopen(argv[nv ? 6 : 5], "rb");
+  FILE *in = fopen(argv[nv ? 8 : 5], "rb");
   if (!in || fread(x, sizeof *x, n, in) != n) return fail("cannot read IN");
   fclose(in);
   fp8_stats st;
   fp8_stats_init(&st);
   int rc;
   if (nv) {
-    fp8_nvfp4_params p = {.square = atoi(argv[4]), .global_amax = strtof(argv[5], NULL)};
+    fp8_nvfp4_params p = {.square = atoi(argv[4]), .global_amax = strtof(argv[5], NULL),
+                          .e4m3_max = strtof(argv[7], NULL)};
+    p.rule = strcmp(argv[6], "mae") == 0   ? FP8_NVFP4_4OVER6_MAE
+           : strcmp(argv[6], "mse") == 0   ? FP8_NVFP4_4OVER6_MSE
+           : strcmp(argv[6], "max6") == 0  ? FP8_NVFP4_MAX6
+                                           : (fp8_nvfp4_scale_rule)-1;
+    if ((int)p.rule < 0) return fail("bad rule");
     rc = fp8_nvfp4_quantize_f32(x, rows, cols, &p, codes, scales, xhat, &st);
   } else {
     fp8_mx_rounding r;
@@ -49,7 +55,7 @@ static int quantize(int argc, char **argv) {
     rc = fp8_mxfp4_quantize_f32(x, rows, cols, r, codes, scales, xhat, &st);
   }
   if (rc != FP8_OK) return fail("quantize failed");
-  FILE *out = fopen(argv[nv ? 7 : 6], "wb");
+  FILE *out = fopen(argv[nv ? 9 : 6], "wb");
   if (!out) return fail("cannot write OUT");
   const int64_t cnt[7] = {st.n, st.nonfinite, st.zeros, st.overflow, st.underflow, st.subnormal,
                           st.clipped};

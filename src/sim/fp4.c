@@ -77,6 +77,45 @@ static float block_amax(const float *x, int64_t cols, int64_t r0, int64_t r1, in
   return a;
 }
 
+/* 4over6: one candidate scale code's error over rows [r0, r1) and columns [c0, c1): per row
+ * the float32 sum in column order, then the rows' sums as TE's tree (offsets 8, 4, 2, 1; a
+ * 1x16 run has one row). */
+static float cand_error(const float *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
+                        int64_t c1, uint8_t sc, float s_dec, float amax_g, float range, int mse) {
+  float s = fp8_decode(sc, FP8_E4M3);
+  float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
+  float row[FP8_NVFP4_BLOCK] = {0};
+  for (int64_t r = r0; r < r1; r++) {
+    float acc = 0.0f;
+    for (int64_t c = c0; c < c1; c++) {
+      float xv = x[r * cols + c];
+      float q = fp8_e2m1_decode(fp8_e2m1_encode(xv * enc));
+      float d = ((q * s) * amax_g) / range - xv;
+      acc += mse ? d * d : fabsf(d);
+    }
+    row[r - r0] = acc;
+  }
+  for (int off = FP8_NVFP4_BLOCK / 2; off >= 1; off /= 2)
+    for (int i = 0; i < off; i++) row[i] += row[i + off];
+  return row[0];
+}
+
+/* The block's scale code under p's rule (s_enc and s_dec: the per-tensor scales). */
+static uint8_t choose_scale(const float *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
+                            int64_t c1, const fp8_nvfp4_params *p, float e4m3_max, float s_enc,
+                            float s_dec) {
+  float amax = block_amax(x, cols, r0, r1, c0, c1);
+  if (p->rule == FP8_NVFP4_MAX6) return fp8_nvfp4_block_scale(amax, s_enc);
+  float base = amax / FP8_E2M1_MAX * s_enc;
+  uint8_t s6 = fp8_encode(fminf(base, FP8_E4M3_MAX), FP8_E4M3);
+  uint8_t s4 = fp8_encode(fminf(base * 1.5f, FP8_E4M3_MAX), FP8_E4M3);
+  float range = FP8_E2M1_MAX * e4m3_max;
+  int mse = p->rule == FP8_NVFP4_4OVER6_MSE;
+  float e6 = cand_error(x, cols, r0, r1, c0, c1, s6, s_dec, p->global_amax, range, mse);
+  float e4 = cand_error(x, cols, r0, r1, c0, c1, s4, s_dec, p->global_amax, range, mse);
+  return e4 < e6 ? s4 : s6;
+}
+
 int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8_nvfp4_params *p,
                            uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st) {
   if (!p || rows < 0 || cols < 0 || (rows * cols > 0 && !x)) return FP8_EINVAL;
@@ -91,7 +130,7 @@ int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
       int64_t c0 = k * B, c1 = c0 + B < cols ? c0 + B : cols;
       int64_t r0 = p->square ? r - r % B : r;
       int64_t r1 = p->square ? (r0 + B < rows ? r0 + B : rows) : r + 1;
-      uint8_t sc = fp8_nvfp4_block_scale(block_amax(x, cols, r0, r1, c0, c1), s_enc);
+      uint8_t sc = choose_scale(x, cols, r0, r1, c0, c1, p, e4m3_max, s_enc, s_dec);
       float s = fp8_decode(sc, FP8_E4M3);
       float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
       float dq = (s * p->global_amax) * dq_unit;

@@ -43,12 +43,19 @@ float fp8_nvfp4_global_scale(float amax, float e4m3_max);
  *  E4M3 subnormals and 0 included (TE's compute_decoding_scaling_factor). */
 uint8_t fp8_nvfp4_block_scale(float block_amax, float s_enc);
 
+/** The block scale rule: TE's plain one (max6), or "Four Over Six" (TE v2.17+,
+ *  quantize_4over6_nvfp4.cuh), which tries the block at its scale and at 1.5x it (its amax then
+ *  maps to 4) and keeps the one whose dequantized error is smaller. */
+typedef enum { FP8_NVFP4_MAX6, FP8_NVFP4_4OVER6_MAE, FP8_NVFP4_4OVER6_MSE } fp8_nvfp4_scale_rule;
+
 /** NVFP4 parameters of one quantization. */
 typedef struct {
   int square;        /**< 16x16 blocks (TE's 2-D weights) instead of 1x16 */
   float global_amax; /**< the amax the per-tensor scale comes from (the tensor's: fmaxf, NaN
                           ignored), given so that a caller can pass a reduced one */
-  float e4m3_max;    /**< 448 (0 means 448) */
+  float e4m3_max;    /**< the E4M3 maximum of the per-tensor scale: 448 (0 means 448), or 256
+                          (TE's default for 4over6 tensors: room for the 1.5x scale) */
+  fp8_nvfp4_scale_rule rule;
 } fp8_nvfp4_params;
 
 /** Quantizes the row-major [rows, cols] matrix x with NVFP4: per 1x16 run of a row (16x16 block
@@ -60,6 +67,12 @@ typedef struct {
  *  non-zero finite x whose code is +-0, subnormal a code +-0.5. Writes codes (rows * cols, one
  *  per byte) and scales (one E4M3 code per 1x16 row run: rows * ceil(cols / 16)) when not NULL,
  *  and xhat when not NULL; accumulates into st when not NULL. FP8_OK or FP8_EINVAL. */
+/* With rule 4over6 (TE's quantize_4over6_nvfp4.cuh): base = RN32(RN32(block_amax / 6) * S_enc);
+ *  the map-to-6 scale E4M3(fminf(base, 448)) and the map-to-4 scale E4M3(fminf(base * 1.5,
+ *  448)) (448 even when e4m3_max is 256); each candidate's error is the sum, in element order
+ *  and float32, of |d| (MAE) or d * d (MSE) with d = RN32(RN32(RN32(e2m1 * s) * global_amax) /
+ *  (6 * e4m3_max)) - x; a 16x16 block adds its 16 row sums as a tree (offsets 8, 4, 2, 1). The
+ *  map-to-4 scale is kept only when its error is strictly smaller. */
 int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8_nvfp4_params *p,
                            uint8_t *codes, uint8_t *scales, float *xhat, fp8_stats *st);
 

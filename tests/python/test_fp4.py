@@ -11,7 +11,8 @@
   - NVFP4 on random matrices (shapes not multiples of 16, 1x16 and 16x16 blocks, a zero block,
     NaN and inf elements, a block whose E4M3 scale rounds to 0, global amax 0) and MXFP4 with
     both scale rules, the same way; block amaxes where the order of the block scale's products
-    changes its E4M3 rounding; the MXFP4 scale exponent against a hand table;
+    changes its E4M3 rounding; 4over6 (MAE and MSE, E4M3 maximum 256 and 448, 1x16 and 16x16)
+    against the reference's transcription of TE's rule; the MXFP4 scale exponent by hand;
   - the random Hadamard transform against a dense matrix product (TE's sign vector) rounded to
     BF16; stochastic rounding's expectations: TE's 8-bit rule exactly, over all 256 random
     bytes, and the ideal rule ((y - a)(b - y)) against a Monte Carlo estimate.
@@ -112,7 +113,7 @@ def every_e4m3_scale(tmp, rng):
         row[rng.integers(16)] = amax if rng.random() < 0.5 else -amax
         x[i] = row
     x[-1, 0] = 2688  # the global amax: per-tensor scale 1
-    got = run_quant(tmp, "nvfp4", x, 0, 2688)
+    got = run_quant(tmp, "nvfp4", x, 0, 2688, "max6", 448)
     want = fp4ref.nvfp4(x, False, 2688)
     check(np.array_equal(got[1][:-1, 0], np.arange(0, 0x7F, dtype=np.uint8)),
           "every E4M3 scale: row i's scale code is i")
@@ -142,12 +143,32 @@ def scale_order(tmp, rng):
     check(len(rows) > 20, "scale order: %d cases found" % len(rows))
     rows.append(np.full(16, g, np.float32))  # the global amax
     x = np.array(rows, np.float32)
-    compare("nvfp4 scale order", run_quant(tmp, "nvfp4", x, 0, repr(float(g))),
+    compare("nvfp4 scale order", run_quant(tmp, "nvfp4", x, 0, repr(float(g)), "max6", 448),
             fp4ref.nvfp4(x, False, g), x)
-    print("nvfp4: %d block amaxes where the order of the scale's products matters" % (len(rows) - 1))
+    # 4over6 divides first: RN32(RN32(amax / 6) * S_enc), here against amax * RN32(S_enc / 6)
+    s4 = F(F(256 * 6) / g)
+    rows4 = []
+    for lo, hi in zip(vals[:-1], vals[1:]):
+        a0 = F(F(F((np.float64(lo) + np.float64(hi)) / 2) / s4) * F(6))
+        for d in range(-40, 41):
+            a = (a0.view(np.int32) + np.int32(d)).view(np.float32)
+            te = fp4ref.e4m3_rn_sat(F(F(a / F(6)) * s4))[0]
+            if te != fp4ref.e4m3_rn_sat(F(a * F(s4 / F(6))))[0] and a < g:
+                row = np.full(16, a, np.float32)
+                row[1:] *= rng.uniform(-1, 1, 15).astype(np.float32)
+                rows4.append(row)
+                break
+    check(len(rows4) > 20, "4over6 scale order: %d cases found" % len(rows4))
+    rows4.append(np.full(16, g, np.float32))
+    x4 = np.array(rows4, np.float32)
+    compare("nvfp4 4over6 scale order", run_quant(tmp, "nvfp4", x4, 0, repr(float(g)), "mae", 256),
+            fp4ref.nvfp4(x4, False, g, 256, "mae"), x4)
+    print("nvfp4: %d (max6) and %d (4over6) block amaxes where the order of the scale's products "
+          "matters" % (len(rows) - 1, len(rows4) - 1))
 
 
 def random_cases(tmp, rng):
+    picked4 = 0
     for k, (rows, cols, square) in enumerate(((5, 40, 0), (37, 50, 1), (16, 16, 1), (3, 7, 0),
                                               (33, 64, 1), (1, 1, 0))):
         x = (rng.standard_normal((rows, cols)) * np.exp(rng.uniform(-8, 8, (rows, 1)))).astype(np.float32)
@@ -159,11 +180,19 @@ def random_cases(tmp, rng):
         for g in (amax, amax * np.float32(3e6), np.float32(0)):
             # a global amax far above the block's makes its E4M3 scale round to 0 (codes +-6)
             compare("nvfp4 %dx%d square=%d amax=%g" % (rows, cols, square, g),
-                    run_quant(tmp, "nvfp4", x, square, repr(float(g))),
+                    run_quant(tmp, "nvfp4", x, square, repr(float(g)), "max6", 448),
                     fp4ref.nvfp4(x, bool(square), g), x)
+        fin = np.where(np.isfinite(x), x, 0).astype(np.float32)  # 4over6: finite tensors
+        for rule, m in (("mae", 256), ("mse", 256), ("mae", 448)):
+            got = run_quant(tmp, "nvfp4", fin, square, repr(float(amax)), rule, m)
+            compare("nvfp4 4over6 %s e4m3_max %d %dx%d square=%d" % (rule, m, rows, cols, square),
+                    got, fp4ref.nvfp4(fin, bool(square), amax, m, rule), fin)
+            plain = fp4ref.nvfp4(fin, bool(square), amax, m)[1]
+            picked4 += int((got[1] != plain).sum())
         for r in ("ceil", "floor"):
             compare("mxfp4 %s %dx%d" % (r, rows, cols), run_quant(tmp, "mxfp4", x, r),
                     fp4ref.mxfp4(x, r), x)
+    check(picked4 > 10, "4over6 picked the map-to-4 scale for %d runs (the cases test both)" % picked4)
     # the MXFP4 exponent by hand: ceil rounds amax/6 up to a power of two, floor is OCP's
     hand = {("ceil", 6.0): 127, ("ceil", 6.5): 128, ("ceil", 12.0): 128, ("ceil", 0.0): 0,
             ("floor", 6.0): 127, ("floor", 7.9): 127, ("floor", 8.0): 128, ("floor", 4.0): 127,

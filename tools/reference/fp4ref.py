@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 F32 = np.float32
+F = F32
 FLT_MAX = F32(np.finfo(np.float32).max)
 
 
@@ -34,7 +35,28 @@ def e4m3_rn_sat(v):
     return q.view(np.uint8), q.astype(np.float32)
 
 
-def nvfp4(x, square, amax_g, e4m3_max=448.0):
+def _err_4over6(xb, sc_code, s_dec, amax_g, m, mse):
+    """One candidate's error over a block (rows x <=16): float32 per-row sums in column order,
+    then TE's tree over 16 rows (offsets 8, 4, 2, 1)."""
+    s = F(np.uint8(sc_code).view(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        enc = np.minimum(F(1) / F(s * s_dec), FLT_MAX).astype(np.float32)
+        rng6 = F(F(6) * m)
+        sums = [F(0)] * 16
+        for i, row in enumerate(xb):
+            acc = F(0)
+            for v in row:
+                q = e2m1_values(e2m1_codes(np.array([F(v * enc)], np.float32)))[0]
+                d = F(F(F(F(q * s) * amax_g) / rng6) - v)
+                acc = F(acc + (F(d * d) if mse else F(abs(d))))
+            sums[i] = acc
+        for off in (8, 4, 2, 1):
+            for i in range(off):
+                sums[i] = F(sums[i] + sums[i + off])
+    return sums[0]
+
+
+def nvfp4(x, square, amax_g, e4m3_max=448.0, rule="max6"):
     """TE's NVFP4 of the [rows, cols] float32 matrix x: codes, scale codes per 1x16 run, xhat,
     and the scaled values y that were cast."""
     x = np.asarray(x, np.float32)
@@ -60,7 +82,16 @@ def nvfp4(x, square, amax_g, e4m3_max=448.0):
                 c0, c1 = 16 * j, min(16 * j + 16, cols)
                 r0, r1 = (r - r % 16, min(r - r % 16 + 16, rows)) if square else (r, r + 1)
                 bamax = F32(ax[r0:r1, c0:c1].max())
-                sc, s = e4m3_rn_sat(np.minimum(F32(bamax * k), FLT_MAX))
+                if rule == "max6":
+                    sc, s = e4m3_rn_sat(np.minimum(F32(bamax * k), FLT_MAX))
+                else:  # 4over6 (TE v2.17+): map-to-6 and map-to-4 (1.5x), the smaller error
+                    base = F32(F32(bamax / F32(6)) * s_enc)
+                    s6 = e4m3_rn_sat(np.minimum(base, F32(448)))[0]
+                    s4 = e4m3_rn_sat(np.minimum(F32(base * F32(1.5)), F32(448)))[0]
+                    blk = x[r0:r1, c0:c1]
+                    e6 = _err_4over6(blk, s6, s_dec, amax_g, m, rule == "mse")
+                    e4 = _err_4over6(blk, s4, s_dec, amax_g, m, rule == "mse")
+                    sc, s = e4m3_rn_sat(np.uint8(s4 if e4 < e6 else s6).view(ml_dtypes.float8_e4m3fn).astype(np.float32))
                 sc, s = np.uint8(sc), F32(s)
                 enc = np.minimum(F32(1) / F32(s * s_dec), FLT_MAX).astype(np.float32)
                 y = (x[r, c0:c1] * enc).astype(np.float32)
