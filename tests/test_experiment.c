@@ -609,6 +609,11 @@ static const bad_case bad_cases[] = {
     /* amax_epsilon: current, block and rowwise (TE's Float8BlockScaling, torchao); MXFP8's
      * E8M0 scale has no epsilon in TE, delayed scaling none either */
     {T "[recipe.r]\nkind = mxfp8\namax_epsilon = 1e-4\n", 5, "not a key of kind mxfp8"},
+    /* kind bf16 casts nothing: no key but kind (format has no meaning); flush_budget a fraction */
+    {T "[recipe.r]\nkind = bf16\nformat = e4m3\n", 5, "format is not a key of kind bf16"},
+    {T "[recipe.r]\nkind = bf16\nmargin = 1\n", 5, "margin is not a key of kind bf16"},
+    {T D "[analysis]\nflush_budget = 2\n", 6, "bad flush_budget"},
+    {T D "[analysis]\nflush_budget = -0.1\n", 6, "bad flush_budget"},
     {T D "[analysis]\ncost_tokens = -1\n", 6, "bad cost_tokens"},
     {T D "[analysis]\ncost_tokens = 1e6\n", 6, "bad cost_tokens"},
     {T "[recipe.r]\nkind = delayed\namax_epsilon = 1e-4\n", 5, "not a key of kind delayed"},
