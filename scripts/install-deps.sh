@@ -44,11 +44,13 @@ pydeps_missing() { # message
 # python3-nbclient and python3-ipykernel would go to /usr/bin/python3, which need not be the
 # python3 on PATH that CTest runs the test with (here a pyenv one).
 if command -v python3 >/dev/null 2>&1; then
-  if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
-    echo "install-deps: pip installing numpy ml_dtypes" >&2
-    if ! python3 -m pip install --quiet --disable-pip-version-check numpy ml_dtypes >&2; then
+  # ml_dtypes >= 0.5: float4_e2m1fn, the FP4 tests' reference (tests/python/test_fp4.py)
+  mlcheck="import numpy, ml_dtypes; ml_dtypes.float4_e2m1fn"
+  if ! python3 -c "$mlcheck" >/dev/null 2>&1; then
+    echo "install-deps: pip installing numpy ml_dtypes>=0.5" >&2
+    if ! python3 -m pip install --quiet --disable-pip-version-check numpy "ml_dtypes>=0.5" >&2; then
       pydeps_missing "pip install numpy ml_dtypes failed for $(command -v python3)"
-    elif ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
+    elif ! python3 -c "$mlcheck" >/dev/null 2>&1; then
       pydeps_missing "numpy/ml_dtypes still not importable by $(command -v python3) after pip install"
     fi
   fi
