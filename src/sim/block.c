@@ -56,9 +56,12 @@ uint8_t fp8_mx_scale_exponent(float block_amax, fp8_format f, fp8_mx_rounding r)
   }
   if (isinf(b)) return 0xFE;
   if (b == 0.0f) return 0;
+  return fp8_e8m0_floor(b, f == FP8_E5M2 ? 15 : 8);
+}
+
+uint8_t fp8_e8m0_floor(float b, int emax) {
   int k;
   (void)frexpf(b, &k); /* b = m * 2^k with m in [0.5, 1): floor(log2 b) = k - 1, subnormals too */
-  int emax = f == FP8_E5M2 ? 15 : 8;
   int e = (k - 1) - emax + 127;
   return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
 }

@@ -47,6 +47,10 @@ uint8_t fp8_e8m0_ceil(float v);
  *  The scale applied to the elements is fp8_e8m0_scale(e) = 2^(127-e). */
 uint8_t fp8_mx_scale_exponent(float block_amax, fp8_format f, fp8_mx_rounding r);
 
+/** OCP MX's floor rule for an element format of largest exponent emax: the E8M0 code of
+ *  2^(floor(log2 b) - emax), clamped to [0, 254]; b finite > 0 (MXFP8 and MXFP4 share it). */
+uint8_t fp8_e8m0_floor(float b, int emax);
+
 /** 2^(127-e) as float32, exact (ldexpf), for every code: e = 0 gives 2^127 (RECIPES.md; TE's
  *  exp2f_rcp returns 1 there instead), e = 254 gives 2^-127 and e = 255 (NaN) 2^-128, both
  *  float32 subnormals. Dequantization then uses RN32(1/s) = 2^(e-127) exactly for e <= 254;

@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const float E2M1_VALUES[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -124,22 +125,29 @@ int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
   const float s_dec = 1.0f / s_enc;
   /* TE's dequantization: the block scale times the global amax over 6 * 448 */
   const float dq_unit = 1.0f / (FP8_E2M1_MAX * e4m3_max);
+  uint8_t *row_scales = p->square ? malloc((size_t)((cols + FP8_NVFP4_BLOCK - 1) / FP8_NVFP4_BLOCK) + 1) : NULL;
+  if (p->square && !row_scales) return FP8_ENOMEM;
   const int64_t B = FP8_NVFP4_BLOCK, nrun = (cols + B - 1) / B;
+  uint8_t *prev = NULL; /* 16x16 blocks: the block row's scales, decided once at its first row */
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t k = 0; k < nrun; k++) {
       int64_t c0 = k * B, c1 = c0 + B < cols ? c0 + B : cols;
       int64_t r0 = p->square ? r - r % B : r;
       int64_t r1 = p->square ? (r0 + B < rows ? r0 + B : rows) : r + 1;
-      uint8_t sc = choose_scale(x, cols, r0, r1, c0, c1, p, e4m3_max, s_enc, s_dec);
+      uint8_t sc = prev && r != r0 ? prev[k]
+                                   : choose_scale(x, cols, r0, r1, c0, c1, p, e4m3_max, s_enc, s_dec);
       float s = fp8_decode(sc, FP8_E4M3);
       float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
       float dq = (s * p->global_amax) * dq_unit;
       if (scales) scales[r * nrun + k] = sc;
+      if (p->square) row_scales[k] = sc;
       for (int64_t c = c0; c < c1; c++)
         put_element(x[r * cols + c], enc, dq, codes ? &codes[r * cols + c] : NULL,
                     xhat ? &xhat[r * cols + c] : NULL, st);
     }
+    if (p->square) prev = row_scales;
   }
+  free(row_scales);
   return FP8_OK;
 }
 
@@ -149,10 +157,7 @@ uint8_t fp8_mxfp4_scale_exponent(float block_amax, fp8_mx_rounding r) {
   if (r == FP8_MX_ROUND_CEIL) return fp8_e8m0_ceil(b * (1.0f / FP8_E2M1_MAX));
   if (isinf(b)) return 0xFE;
   if (b == 0.0f) return 0;
-  int k;
-  (void)frexpf(b, &k); /* floor(log2 b) = k - 1, subnormals too */
-  int e = (k - 1) - 2 + 127;
-  return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
+  return fp8_e8m0_floor(b, 2); /* E2M1's emax */
 }
 
 int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_rounding rnd,

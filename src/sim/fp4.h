@@ -64,9 +64,11 @@ typedef struct {
  *  FLT_MAX) (FLT_MAX for s = 0), y = RN32(x * that), code = fp8_e2m1_encode(y). Dequantization
  *  as TE's: xhat = RN32(e2m1(code) * RN32(RN32(s * global_amax) * RN32(1/2688))). Statistics
  *  as for FP8 (fp8.h) with E2M1's max: overflow |y| > 6, clipped fp8_e2m1_clips(y), underflow a
- *  non-zero finite x whose code is +-0, subnormal a code +-0.5. Writes codes (rows * cols, one
+ *  non-zero finite x whose code is +-0, subnormal a code +-0.5 (a 16x16 block's scale is
+ *  decided once, at its first row). Writes codes (rows * cols, one
  *  per byte) and scales (one E4M3 code per 1x16 row run: rows * ceil(cols / 16)) when not NULL,
- *  and xhat when not NULL; accumulates into st when not NULL. FP8_OK or FP8_EINVAL. */
+ *  and xhat when not NULL; accumulates into st when not NULL. FP8_OK, FP8_EINVAL or
+ *  FP8_ENOMEM. */
 /* With rule 4over6 (TE's quantize_4over6_nvfp4.cuh): base = RN32(RN32(block_amax / 6) * S_enc);
  *  the map-to-6 scale E4M3(fminf(base, 448)) and the map-to-4 scale E4M3(fminf(base * 1.5,
  *  448)) (448 even when e4m3_max is 256); each candidate's error is the sum, in element order
