@@ -271,7 +271,7 @@ static const struct {
   const char *msg;
 } BAD[] = {
     {"!", "t.csv:1: empty file (expected the steps.csv header)"},
-    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 28"},
+    {"!tensor,role,step\n", "t.csv:1: not a steps.csv header: 3 columns, expected 30"},
     {"!tensor,role,stp,recipe\n", "t.csv:1: not a steps.csv header: column 3 is 'stp', expected 'step'"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0", "t.csv:2: expected 19 fields, found 18"},
     {"x.input,input,0," D_CFG ",1,1,100,0,0,0,0,0,0,1,2", "t.csv:2: expected 19 fields, found more than 19"},
@@ -282,7 +282,7 @@ static const struct {
     {"x.input,input,-1," D_CFG ",1,1,100,0,0,0,0,0,0,1", "t.csv:2: column step: expected a step number >= 0, found '-1'"},
     {"x.input,input,0,d d,delayed,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column recipe: expected a recipe label (A-Z a-z 0-9 _ . -), found 'd d'"},
-    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed, current, mxfp8, block, rowwise or bf16, found 'lazy'"},
+    {"x.input,input,0,d,lazy,e4m3,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column kind: expected delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4, found 'lazy'"},
     {"x.input,input,0,d,delayed,hybrid,16,0,max,1,1,100,0,0,0,0,0,0,1", "t.csv:2: column format: expected e4m3 or e5m2, found 'hybrid'"},
     {"x.input,input,0,d,delayed,e4m3,0,0,max,1,1,100,0,0,0,0,0,0,1",
      "t.csv:2: column history_len: expected an integer in 1..1048576 for delayed scaling, found '0'"},
@@ -560,7 +560,7 @@ END_TEST
  * out of every rate; clipped, not overflow, is the value budget's count. */
 START_TEST(saturation_columns_and_warmup) {
   sbuf b = {0};
-  add_header(&b, FP8_STEPS_COL_COUNT, "\n");
+  add_header(&b, FP8_STEPS_COL_WARMUP + 1, "\n");
   /* step 0 (warm-up): 500 of 1000 values saturate; steps 10, 20: one overflow that does not
    * clip (rounding), then one that clips */
   addf(&b, "t.input,input,0," D_CFG ",2000,1,1000,0,0,500,0,0,1,10,,,,,,500,2.1,0.99,1\n");
@@ -591,13 +591,50 @@ START_TEST(saturation_columns_and_warmup) {
   fp8_steps_free(&t);
   /* a clipped count above overflow is refused */
   sbuf c = {0};
-  add_header(&c, FP8_STEPS_COL_COUNT, "\n");
+  add_header(&c, FP8_STEPS_COL_WARMUP + 1, "\n");
   addf(&c, "t.input,input,0," D_CFG ",2,1,1000,0,0,1,0,0,1,10,,,,,,2,0,1,0\n");
   ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
   ck_assert_str_eq(err, "t.csv:2: column clipped: expected a count <= overflow, found '2'");
   fp8_steps_free(&t);
   free(b.s);
   free(c.s);
+}
+END_TEST
+
+/* Issue 29's columns: an nvfp4 row carries stochastic rounding's expectation, read as written;
+ * a delayed row leaves them empty (a value there is refused, as is an expected underflow above
+ * the finite elements); a file of the 28-column version reads as NaN. */
+START_TEST(sr_expected_columns) {
+  sbuf b = {0};
+  add_header(&b, FP8_STEPS_COL_COUNT, "\n");
+  addf(&b, "t.grad_output,grad_output,0,nv,nvfp4,e2m1,,,,2,,1000,10,0,3,40,7,1e-06,30,63,2,"
+           "-1,3,0.5,0,0.1,0.99,0,41.25,1.5e-06\n");
+  addf(&b, "t.input,input,0," D_CFG ",2,224,1000,0,0,0,0,0,1e-06,30,,,,,,0,-1,0.99,0,,\n");
+  fp8_steps_table t;
+  char err[256];
+  ck_assert_msg(parse(&b, &t, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_int_eq(t.rows[0].kind, FP8_KIND_NVFP4);
+  ck_assert_double_eq(t.rows[0].underflow_expected, 41.25);
+  ck_assert_double_eq(t.rows[0].mse_expected, 1.5e-06);
+  ck_assert(isnan(t.rows[1].underflow_expected) && isnan(t.rows[1].mse_expected));
+  fp8_steps_free(&t);
+  free(b.s);
+  static const char *const bad[2][2] = {
+      {"t.input,input,0," D_CFG ",2,224,1000,0,0,0,0,0,1e-06,30,,,,,,0,-1,0.99,0,1,0\n",
+       "t.csv:2: column underflow_expected: expected an empty field for non-FP4 kinds, found '1'"},
+      {"t.g,grad_output,0,nv,nvfp4,e2m1,,,,2,,1000,10,0,3,40,7,1e-06,30,63,2,-1,3,0.5,0,0.1,"
+       "0.99,0,990.5,0\n",
+       "t.csv:2: column underflow_expected: expected a number in 0..the finite elements, found "
+       "'990.5'"}};
+  for (int k = 0; k < 2; k++) {
+    sbuf c = {0};
+    add_header(&c, FP8_STEPS_COL_COUNT, "\n");
+    addf(&c, "%s", bad[k][0]);
+    ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
+    ck_assert_str_eq(err, bad[k][1]);
+    fp8_steps_free(&t);
+    free(c.s);
+  }
 }
 END_TEST
 
@@ -964,6 +1001,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, load_from_file);
   tcase_add_test(tc, block_columns);
   tcase_add_test(tc, saturation_columns_and_warmup);
+  tcase_add_test(tc, sr_expected_columns);
   tcase_add_test(tc, stream_series_by_hand);
   suite_add_tcase(s, tc);
   tc = tcase_create("recommend");

@@ -692,7 +692,7 @@ static const bad_case bad_cases[] = {
     {T D "label = x\nlabel = y\n", 6, "key label given twice in [recipe.r] (first at line 5)"},
     {T D "tensor = x\n", 5,
      "unknown key tensor in [recipe.r] (expected kind, format, history_len, margin, "
-     "amax_compute, amax_epsilon, pow2, scale_rounding, block, tensors or label)"},
+     "amax_compute, amax_epsilon, pow2, scale_rounding, block, rht, rounding, block_scale, e4m3_max, sr_seed, tensors or label)"},
     {T "[recipe.a]\nkind = current\ntensors = x.*\n[recipe.b]\nlabel = a\nkind = delayed\n"
        "history_len = 16, 128\n",
      9,

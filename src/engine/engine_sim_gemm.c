@@ -35,6 +35,9 @@ static int block_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_la
                                                   fp8_plan_format(pl, t, c), p->view[t]->dtype);
     int r1 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, w->g[3 + i],
                                     NULL, NULL, NULL);
+    /* nvfp4's Hadamard transform: on the column-wise input and grad_output, the wgrad GEMM's
+     * operands (TE's), along the tokens; the product is unchanged, as H16/4 is orthogonal */
+    bp.rht = pl->configs[c].kind == FP8_KIND_NVFP4 && pl->configs[c].rht && i != 1;
     int r2 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, w->g[6 + i],
                                     NULL, NULL, NULL);
     if (r1 || r2) return r1 ? r1 : r2;

@@ -94,7 +94,9 @@ static int same_block_params(const fp8_block_params *a, const fp8_block_params *
   return a->kind == b->kind && a->format == b->format && a->block_len == b->block_len &&
          a->square == b->square && a->rounding == b->rounding && a->pow2 == b->pow2 &&
          a->margin == b->margin && a->amax_epsilon == b->amax_epsilon &&
-         a->inf_scale == b->inf_scale;
+         a->inf_scale == b->inf_scale && a->fp4_rule == b->fp4_rule &&
+         a->e4m3_max == b->e4m3_max && a->stochastic == b->stochastic &&
+         a->sr_seed == b->sr_seed && a->rht == b->rht;
 }
 
 /* Block kinds over the [rows, cols] view (blocks along the last dimension), each distinct

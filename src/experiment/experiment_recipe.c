@@ -13,25 +13,30 @@
 #include <strings.h>
 
 #include "block.h"
+#include "fp4.h"
 
 enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_ROUNDING, K_BLOCK,
-       K_COUNT };
+       K_RHT, K_FP4_ROUNDING, K_BLOCK_SCALE, K_E4M3_MAX, K_SR_SEED, K_COUNT };
 static const char *const exp_recipe_keys[K_COUNT] = {
     "kind", "format", "history_len", "margin", "amax_compute", "amax_epsilon", "pow2",
-    "scale_rounding", "block"};
+    "scale_rounding", "block", "rht", "rounding", "block_scale", "e4m3_max", "sr_seed"};
 #define KIND_BIT(k) (1u << (k))
 #define ALL_KINDS (KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_MXFP8) | \
-                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE) | KIND_BIT(FP8_KIND_BF16))
+                   KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE) | KIND_BIT(FP8_KIND_BF16) | \
+                   KIND_BIT(FP8_KIND_NVFP4) | KIND_BIT(FP8_KIND_MXFP4))
+#define NV KIND_BIT(FP8_KIND_NVFP4)
 static const unsigned exp_recipe_key_kinds[K_COUNT] = {
     ALL_KINDS,                                               /* kind */
-    ALL_KINDS & ~KIND_BIT(FP8_KIND_BF16),                    /* format: bf16 casts nothing */
+    /* format: bf16 casts nothing, the FP4 kinds cast to E2M1 */
+    ALL_KINDS & ~(KIND_BIT(FP8_KIND_BF16) | NV | KIND_BIT(FP8_KIND_MXFP4)),
     KIND_BIT(FP8_KIND_DELAYED),                              /* history_len */
     KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT), /* margin */
     KIND_BIT(FP8_KIND_DELAYED),                              /* amax_compute */
     KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* amax_epsilon */
     KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE), /* pow2 */
-    KIND_BIT(FP8_KIND_MXFP8),                                /* scale_rounding */
-    KIND_BIT(FP8_KIND_BLOCK),                                /* block */
+    KIND_BIT(FP8_KIND_MXFP8) | KIND_BIT(FP8_KIND_MXFP4),     /* scale_rounding */
+    KIND_BIT(FP8_KIND_BLOCK) | NV,                           /* block */
+    NV, NV, NV, NV, NV,      /* rht, rounding, block_scale, e4m3_max, sr_seed */
 };
 
 static int exp_recipe_key(const char *key) {
@@ -47,8 +52,8 @@ static int exp_section_key(const char *key) {
 
 /* Parses one item of key k into *v (every axis but amax_epsilon is an integer code).
  * Returns NULL or what was expected. */
-static const char *exp_parse_item(int k, const char *s, int64_t *v, double *d, char *expect,
-                                  size_t nexpect) {
+static const char *exp_parse_item(int k, fp8_recipe_kind kind, const char *s, int64_t *v,
+                                  double *d, char *expect, size_t nexpect) {
   switch (k) {
   case K_FORMAT: {
     fp8_format_sel f;
@@ -97,11 +102,42 @@ static const char *exp_parse_item(int k, const char *s, int64_t *v, double *d, c
     return NULL;
   }
   case K_BLOCK: {
+    if (kind == FP8_KIND_NVFP4) {
+      if (strcasecmp(s, "1x16") == 0) *v = FP8_NVFP4_BLOCK_1X16;
+      else if (strcasecmp(s, "16x16") == 0) *v = FP8_NVFP4_BLOCK_16X16;
+      else if (strcasecmp(s, "auto") == 0) *v = FP8_NVFP4_BLOCK_AUTO;
+      else return "1x16, 16x16 or auto";
+      return NULL;
+    }
     fp8_block_shape b;
     if (fp8_block_shape_parse(s, &b)) return "1x128, 128x128 or auto";
     *v = b;
     return NULL;
   }
+  case K_RHT: {
+    int b;
+    if (fp8_exp_parse_bool(s, &b)) return "true, false, 1, 0, yes, no, on or off";
+    *v = b;
+    return NULL;
+  }
+  case K_FP4_ROUNDING:
+    if (strcasecmp(s, "nearest") == 0) *v = FP8_FP4_ROUND_NEAREST;
+    else if (strcasecmp(s, "stochastic") == 0) *v = FP8_FP4_ROUND_STOCHASTIC;
+    else if (strcasecmp(s, "auto") == 0) *v = FP8_FP4_ROUND_AUTO;
+    else return "nearest, stochastic or auto";
+    return NULL;
+  case K_BLOCK_SCALE:
+    if (strcasecmp(s, "max6") == 0) *v = FP8_NVFP4_MAX6;
+    else if (strcasecmp(s, "4over6_mae") == 0) *v = FP8_NVFP4_4OVER6_MAE;
+    else if (strcasecmp(s, "4over6_mse") == 0) *v = FP8_NVFP4_4OVER6_MSE;
+    else return "max6, 4over6_mae or 4over6_mse";
+    return NULL;
+  case K_E4M3_MAX:
+    if (fp8_exp_parse_i64(s, v) || (*v != 256 && *v != 448)) return "256 or 448";
+    return NULL;
+  case K_SR_SEED:
+    if (fp8_exp_parse_i64(s, v) || *v < 0) return "an integer >= 0";
+    return NULL;
   default:
     return "a value";
   }
@@ -125,15 +161,16 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
     if (k < 0 && !exp_section_key(c->ents[i].key))
       fp8_exp_fail(c, c->ents[i].line,
                    "unknown key %s in [%s] (expected kind, format, history_len, margin, "
-                   "amax_compute, amax_epsilon, pow2, scale_rounding, block, tensors or label)",
+                   "amax_compute, amax_epsilon, pow2, scale_rounding, block, rht, rounding, "
+                   "block_scale, e4m3_max, sr_seed, tensors or label)",
                    fp8_esc(c->ents[i].key, shown, sizeof shown), c->secname);
     else if (k == K_KIND) kind_ent = &c->ents[i];
   }
   if (!kind_ent) {
     if (!c->has_err)
       fp8_exp_fail(c, c->sec_line,
-                   "[%s] has no kind (expected kind = delayed, current, mxfp8, block, rowwise "
-                   "or bf16)",
+                   "[%s] has no kind (expected kind = delayed, current, mxfp8, block, rowwise, "
+                   "bf16, nvfp4 or mxfp4)",
                    c->secname);
     return -1;
   }
@@ -143,10 +180,12 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
   else if (strcasecmp(kind_ent->value, "block") == 0) *kind = FP8_KIND_BLOCK;
   else if (strcasecmp(kind_ent->value, "rowwise") == 0) *kind = FP8_KIND_ROWWISE;
   else if (strcasecmp(kind_ent->value, "bf16") == 0) *kind = FP8_KIND_BF16;
+  else if (strcasecmp(kind_ent->value, "nvfp4") == 0) *kind = FP8_KIND_NVFP4;
+  else if (strcasecmp(kind_ent->value, "mxfp4") == 0) *kind = FP8_KIND_MXFP4;
   else {
     fp8_exp_fail(c, kind_ent->line,
                  "bad kind \"%s\" (expected a single value: delayed, current, mxfp8, block, "
-                 "rowwise or bf16)",
+                 "rowwise, bf16, nvfp4 or mxfp4)",
                  kind_ent->value);
     return -1;
   }
@@ -205,7 +244,7 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
   }
   for (size_t j = 0; j < l.n; j++) {
     char expect[64];
-    const char *why = exp_parse_item(k, l.items[j], &v[j], &ax->eps, expect, sizeof expect);
+    const char *why = exp_parse_item(k, kind, l.items[j], &v[j], &ax->eps, expect, sizeof expect);
     if (why) {
       fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, l.items[j], why);
       break;
@@ -231,8 +270,11 @@ static int recipe_defaults(exp_ctx *c, fp8_recipe_kind kind, recipe_axes *ax) {
    * MXFP8BlockScaling and Float8BlockScaling to Format.E4M3 for every tensor, as do torchao's
    * row-wise recipe and DeepSeek-V3; pow2 defaults to true for block and rowwise (DeepSeek-V3,
    * torchao), false for current */
+  /* nvfp4: TE's NVFP4BlockScaling (2-D weights, RHT on, stochastic rounding of gradients);
+   * e4m3_max 0 stands for "448, or 256 under 4over6" (TE's defaults), resolved below */
   int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0, FP8_MX_ROUND_CEIL,
-                               FP8_BLOCK_SHAPE_AUTO};
+                               kind == FP8_KIND_NVFP4 ? FP8_NVFP4_BLOCK_AUTO : FP8_BLOCK_SHAPE_AUTO,
+                               1, FP8_FP4_ROUND_AUTO, FP8_NVFP4_MAX6, 0, 0};
   if (fp8_recipe_kind_is_block(kind)) defaults[K_FORMAT] = FP8_SEL_E4M3;
   defaults[K_POW2] = kind == FP8_KIND_BLOCK || kind == FP8_KIND_ROWWISE;
   for (int k = K_FORMAT; k < K_COUNT; k++) {
@@ -283,7 +325,16 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
     return fp8_current_params_check(&p);
   }
   cf->pow2 = (int)ax->vals[K_POW2][0];
-  if (kind != FP8_KIND_MXFP8) cf->amax_epsilon = (float)ax->eps;
+  if (kind != FP8_KIND_MXFP8 && !fp8_recipe_kind_is_fp4(kind)) cf->amax_epsilon = (float)ax->eps;
+  if (kind == FP8_KIND_NVFP4) {
+    cf->nvfp4_block = (int)ax->vals[K_BLOCK][0];
+    cf->rht = (int)ax->vals[K_RHT][0];
+    cf->fp4_rounding = (int)ax->vals[K_FP4_ROUNDING][0];
+    cf->fp4_rule = (int)ax->vals[K_BLOCK_SCALE][0];
+    int64_t e4 = ax->vals[K_E4M3_MAX][0];
+    cf->e4m3_max = e4 ? (float)e4 : cf->fp4_rule == FP8_NVFP4_MAX6 ? 448.0f : 256.0f;
+    cf->sr_seed = (uint64_t)ax->vals[K_SR_SEED][0];
+  }
   cf->mx_rounding = (int)ax->vals[K_ROUNDING][0];
   cf->block_shape = (int)ax->vals[K_BLOCK][0];
   return 0;

@@ -44,9 +44,12 @@ int fp8_config_key_parse(const char *recipe, const char *kind, const char *forma
   int known = -1;
   for (int x = FP8_KIND_DELAYED; x <= FP8_KIND_LAST; x++)
     if (strcmp(kind, fp8_recipe_kind_name((fp8_recipe_kind)x)) == 0) known = x;
-  if (known < 0) return *what = "delayed, current, mxfp8, block, rowwise or bf16", 1;
+  if (known < 0) return *what = "delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4", 1;
   k->kind = (fp8_recipe_kind)known;
-  if (format) {
+  if (format && fp8_recipe_kind_is_fp4(k->kind)) {
+    if (strcmp(format, "e2m1") != 0) return *what = "e2m1 for the FP4 kinds", 2;
+    k->format = FP8_E4M3; /* the FP4 kinds' placeholder (recipe.h) */
+  } else if (format) {
     if (strcmp(format, "e4m3") == 0) k->format = FP8_E4M3;
     else if (strcmp(format, "e5m2") == 0) k->format = FP8_E5M2;
     else return *what = "e4m3 or e5m2", 2;
@@ -77,22 +80,22 @@ const char *fp8_config_key_label(const fp8_config_key *k, fp8_config_key_style s
   switch (style) {
   case FP8_KEY_LABEL_TEXT:
     if (delayed)
-      snprintf(buf, len, "%s %s history_len %d margin %d %s", k->recipe, fp8_format_name(k->format),
+      snprintf(buf, len, "%s %s history_len %d margin %d %s", k->recipe, fp8_kind_format_name(k->kind, k->format),
                (int)k->history_len, (int)k->margin, fp8_amax_compute_name(k->amax_compute));
-    else snprintf(buf, len, "%s %s", k->recipe, fp8_format_name(k->format));
+    else snprintf(buf, len, "%s %s", k->recipe, fp8_kind_format_name(k->kind, k->format));
     break;
   case FP8_KEY_LABEL_WORDS:
     if (delayed)
       snprintf(buf, len, "delayed scaling (recipe %s; %s; history_len %d; margin %d; %s)",
-               k->recipe, fp8_format_name(k->format), (int)k->history_len, (int)k->margin,
+               k->recipe, fp8_kind_format_name(k->kind, k->format), (int)k->history_len, (int)k->margin,
                fp8_amax_compute_name(k->amax_compute));
     else if (k->kind == FP8_KIND_CURRENT)
-      snprintf(buf, len, "current scaling (recipe %s; %s)", k->recipe, fp8_format_name(k->format));
+      snprintf(buf, len, "current scaling (recipe %s; %s)", k->recipe, fp8_kind_format_name(k->kind, k->format));
     else if (k->kind == FP8_KIND_BF16)
       snprintf(buf, len, "BF16, not cast to FP8 (recipe %s)", k->recipe);
     else
       snprintf(buf, len, "%s (recipe %s; %s)", fp8_recipe_kind_name(k->kind), k->recipe,
-               fp8_format_name(k->format));
+               fp8_kind_format_name(k->kind, k->format));
     break;
   case FP8_KEY_LABEL_SHORT:
     if (delayed)

@@ -13,7 +13,8 @@ static const char *const STEPS_COLS[FP8_STEPS_COL_COUNT] = {
     "tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
     "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
     "subnormal", "mse", "snr_db", "nblocks", "blocks_with_overflow", "log2_scale_min",
-    "log2_scale_max", "log2_scale_std", "clipped", "overshoot", "cos_sim", "warmup"};
+    "log2_scale_max", "log2_scale_std", "clipped", "overshoot", "cos_sim", "warmup", "underflow_expected",
+    "mse_expected"};
 
 static const char *const SUMMARY_COLS[FP8_SUMMARY_COL_COUNT] = {
     "tensor", "role", "recipe", "kind", "format", "history_len", "margin", "amax_compute",
@@ -36,7 +37,7 @@ static const char *const HIST_COLS[FP8_HIST_COL_COUNT] = {"tensor", "step", "log
  * 4; summary.csv had 23 */
 const fp8_schema fp8_schema_steps = {"steps.csv", STEPS_COLS, FP8_STEPS_COL_COUNT,
                                      {FP8_STEPS_COL_NBLOCKS, FP8_STEPS_COL_CLIPPED,
-                                      FP8_STEPS_COL_COUNT, 0}};
+                                      FP8_STEPS_COL_WARMUP + 1, FP8_STEPS_COL_COUNT, 0}};
 const fp8_schema fp8_schema_summary = {"summary.csv", SUMMARY_COLS, FP8_SUMMARY_COL_COUNT,
                                        {FP8_SUMMARY_COL_CLIPPED, FP8_SUMMARY_COL_COUNT, 0, 0}};
 /* stream.csv had 13 columns before issue 17 appended micro and te_scale */
@@ -76,7 +77,7 @@ int fp8_schema_match_header(const fp8_schema *s, const char *line) {
     pos++;
   }
   if (pos != len) return 0;
-  for (int v = 0; v < 4 && s->versions[v]; v++)
+  for (int v = 0; v < 5 && s->versions[v]; v++)
     if (s->versions[v] == k) return k;
   return 0;
 }
@@ -172,7 +173,7 @@ static void put_config_cols(line_t *l, const fp8_config *c, fp8_format f) {
   line_chr(l, ',');
   line_str(l, fp8_recipe_kind_name(c->kind));
   line_chr(l, ',');
-  line_str(l, fp8_format_name(f));
+  line_str(l, fp8_kind_format_name(c->kind, f));
   line_chr(l, ',');
   if (c->kind == FP8_KIND_DELAYED) {
     line_i64(l, c->history_len);
@@ -252,7 +253,17 @@ void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r) {
   line_num(&l, fp8_steps_row_overshoot(r));
   line_chr(&l, ',');
   line_num(&l, fp8_stats_cos_sim(st));
-  line_str(&l, r->warmup ? ",1\n" : ",0\n");
+  line_str(&l, r->warmup ? ",1," : ",0,");
+  /* stochastic rounding's expectation: mse over the finite elements, as the mse column */
+  int64_t finite = st->n - st->nonfinite;
+  if (blk && !isnan(r->block->underflow_expected)) {
+    line_num(&l, r->block->underflow_expected);
+    line_chr(&l, ',');
+    line_num(&l, finite > 0 ? r->block->sum_sq_err_expected / (double)finite : NAN);
+  } else {
+    line_chr(&l, ',');
+  }
+  line_chr(&l, '\n');
   line_flush(&l);
 }
 

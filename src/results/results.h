@@ -27,7 +27,7 @@ typedef struct {
   const char *file;            /**< "steps.csv" */
   const char *const *columns;  /**< ncols names, in file order */
   int ncols;
-  int versions[4];             /**< column counts a reader accepts (older files first, the
+  int versions[5];             /**< column counts a reader accepts (older files first, the
                                     current ncols last), 0-terminated */
 } fp8_schema;
 
@@ -43,6 +43,9 @@ typedef enum {
   FP8_STEPS_COL_LOG2_SCALE_MAX, FP8_STEPS_COL_LOG2_SCALE_STD,
   /* appended with saturation that matters (issue 13): all kinds */
   FP8_STEPS_COL_CLIPPED, FP8_STEPS_COL_OVERSHOOT, FP8_STEPS_COL_COS_SIM, FP8_STEPS_COL_WARMUP,
+  /* appended with the FP4 kinds (issue 29): stochastic rounding's expectation (empty unless
+   * the row's elements were rounded stochastically; the counts hold one seeded draw) */
+  FP8_STEPS_COL_UNDERFLOW_EXPECTED, FP8_STEPS_COL_MSE_EXPECTED,
   FP8_STEPS_COL_COUNT
 } fp8_steps_col;
 

@@ -199,6 +199,25 @@ static int parse_block_stats(steps_ctx *c, char **f, fp8_step_row *r) {
   return FP8_OK;
 }
 
+/* underflow_expected, mse_expected (issue 29): both empty, or (FP4 kinds only) an expected
+ * count within the finite elements and an mse >= 0. */
+static int parse_expected(steps_ctx *c, char **f, fp8_step_row *r) {
+  r->underflow_expected = r->mse_expected = NAN;
+  if (c->ncols <= FP8_STEPS_COL_UNDERFLOW_EXPECTED) return FP8_OK;
+  const char *u = f[FP8_STEPS_COL_UNDERFLOW_EXPECTED], *m = f[FP8_STEPS_COL_MSE_EXPECTED];
+  if (!*u && !*m) return FP8_OK;
+  if (!fp8_recipe_kind_is_fp4(r->kind))
+    return bad(c, f, FP8_STEPS_COL_UNDERFLOW_EXPECTED, "an empty field for non-FP4 kinds");
+  if (!steps_parse_f64(u, &r->underflow_expected) || !(r->underflow_expected >= 0) ||
+      r->underflow_expected > (double)(r->n - r->nonfinite))
+    return bad(c, f, FP8_STEPS_COL_UNDERFLOW_EXPECTED, "a number in 0..the finite elements");
+  int64_t finite = r->n - r->nonfinite;
+  if (!steps_parse_f64(m, &r->mse_expected) || isinf(r->mse_expected) ||
+      (finite > 0 ? !(r->mse_expected >= 0) : !isnan(r->mse_expected)))
+    return bad(c, f, FP8_STEPS_COL_MSE_EXPECTED, "a finite number >= 0 (nan: no finite element)");
+  return FP8_OK;
+}
+
 /* clipped, overshoot, cos_sim, warmup (issue 13). A file written before them has none: clipped
  * is taken as overflow (what such a file can say; the table's has_clipped is 0), overshoot and
  * cos_sim NaN, no warm-up. */
@@ -217,7 +236,7 @@ static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
   const char *w = f[FP8_STEPS_COL_WARMUP];
   if (strcmp(w, "0") && strcmp(w, "1")) return bad(c, f, FP8_STEPS_COL_WARMUP, "0 or 1");
   r->warmup = w[0] == '1';
-  return FP8_OK;
+  return parse_expected(c, f, r);
 }
 
 static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) {

@@ -47,6 +47,8 @@ typedef struct {
   double overshoot;              /**< log2(amax s / fp8_max), -inf for amax 0; NaN: no column */
   double cos_sim;                /**< cosine of x and xhat; NaN: no column (or no finite data) */
   int warmup;                    /**< 1: a warm-up step of the tensor (docs/semantics.md) */
+  /** stochastic rounding's expected underflow count and mse (FP4 kinds); NaN: none */
+  double underflow_expected, mse_expected;
   int64_t line;                  /**< line number in the file (header = 1) */
   size_t group;                  /**< index into fp8_steps_table.groups */
 } fp8_step_row;

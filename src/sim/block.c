@@ -14,12 +14,6 @@
 #include <string.h>
 #include <strings.h>
 
-static inline uint32_t f2u(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 /* ---------------------------------------------------------------- E8M0 */
 
 const char *fp8_mx_rounding_name(fp8_mx_rounding r) {
@@ -34,18 +28,6 @@ int fp8_mx_rounding_parse(const char *s, fp8_mx_rounding *out) {
   return FP8_OK;
 }
 
-uint8_t fp8_e8m0_ceil(float v) {
-  uint32_t a = f2u(v) & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return 0xFF;
-  if (a == 0x7F800000u) return 0xFE;
-  uint32_t e = a >> 23, m = a & 0x7FFFFFu;
-  /* Exponent field 0: v = m * 2^-149, and 2^-127 = 0x400000 * 2^-149 is E8M0's smallest value
-   * (this also maps v = 0 to 0). */
-  if (e == 0) return m > 0x400000u ? 1 : 0;
-  /* Round up unless exact; 0xFE never rounds up into the NaN code (satfinite). */
-  if (m != 0 && e < 0xFE) e++;
-  return (uint8_t)e;
-}
 
 uint8_t fp8_mx_scale_exponent(float block_amax, fp8_format f, fp8_mx_rounding r) {
   float b = fabsf(block_amax);
@@ -59,14 +41,7 @@ uint8_t fp8_mx_scale_exponent(float block_amax, fp8_format f, fp8_mx_rounding r)
   return fp8_e8m0_floor(b, f == FP8_E5M2 ? 15 : 8);
 }
 
-uint8_t fp8_e8m0_floor(float b, int emax) {
-  int k;
-  (void)frexpf(b, &k); /* b = m * 2^k with m in [0.5, 1): floor(log2 b) = k - 1, subnormals too */
-  int e = (k - 1) - emax + 127;
-  return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
-}
 
-float fp8_e8m0_scale(uint8_t e) { return ldexpf(1.0f, 127 - (int)e); }
 
 /* ---------------------------------------------------------------- names and parameters */
 
@@ -75,6 +50,8 @@ const char *fp8_block_kind_name(fp8_block_kind k) {
   case FP8_BLOCK_KIND_MXFP8: return "mxfp8";
   case FP8_BLOCK_KIND_BLOCK: return "block";
   case FP8_BLOCK_KIND_ROWWISE: return "rowwise";
+  case FP8_BLOCK_KIND_NVFP4: return "nvfp4";
+  case FP8_BLOCK_KIND_MXFP4: return "mxfp4";
   }
   return "?";
 }
@@ -84,6 +61,8 @@ int fp8_block_kind_parse(const char *s, fp8_block_kind *out) {
   if (strcasecmp(s, "mxfp8") == 0) *out = FP8_BLOCK_KIND_MXFP8;
   else if (strcasecmp(s, "block") == 0) *out = FP8_BLOCK_KIND_BLOCK;
   else if (strcasecmp(s, "rowwise") == 0) *out = FP8_BLOCK_KIND_ROWWISE;
+  else if (strcasecmp(s, "nvfp4") == 0) *out = FP8_BLOCK_KIND_NVFP4;
+  else if (strcasecmp(s, "mxfp4") == 0) *out = FP8_BLOCK_KIND_MXFP4;
   else return FP8_EINVAL;
   return FP8_OK;
 }
@@ -117,6 +96,23 @@ fp8_block_params fp8_block_params_mxfp8(fp8_format f, fp8_mx_rounding r) {
   return p;
 }
 
+bool fp8_block_kind_is_fp4(fp8_block_kind k) {
+  return k == FP8_BLOCK_KIND_NVFP4 || k == FP8_BLOCK_KIND_MXFP4;
+}
+
+fp8_block_params fp8_block_params_nvfp4(bool square, int rule, float e4m3_max) {
+  fp8_block_params p = {.kind = FP8_BLOCK_KIND_NVFP4, .format = FP8_E4M3, .block_len = 16,
+                        .square = square, .rounding = FP8_MX_ROUND_CEIL, .fp4_rule = rule,
+                        .e4m3_max = e4m3_max};
+  return p;
+}
+
+fp8_block_params fp8_block_params_mxfp4(fp8_mx_rounding r) {
+  fp8_block_params p = {.kind = FP8_BLOCK_KIND_MXFP4, .format = FP8_E4M3, .block_len = 32,
+                        .rounding = r};
+  return p;
+}
+
 fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2, fp8_dtype d) {
   fp8_block_params p = {.kind = FP8_BLOCK_KIND_BLOCK, .format = f, .block_len = FP8_BLOCK_TILE,
                         .square = square, .rounding = FP8_MX_ROUND_CEIL, .pow2 = pow2,
@@ -146,11 +142,23 @@ int fp8_block_params_check(const fp8_block_params *p) {
     return p->block_len >= 1 ? FP8_OK : FP8_EINVAL;
   case FP8_BLOCK_KIND_ROWWISE:
     return p->block_len == 0 && !p->square ? FP8_OK : FP8_EINVAL;
+  case FP8_BLOCK_KIND_NVFP4:
+    if (p->fp4_rule < 0 || p->fp4_rule > 2) return FP8_EINVAL; /* fp8_nvfp4_scale_rule */
+    if (!(p->e4m3_max == 0.0f || p->e4m3_max == 256.0f || p->e4m3_max == 448.0f))
+      return FP8_EINVAL;
+    return p->block_len == 16 && p->margin == 0 && p->amax_epsilon == 0.0f ? FP8_OK : FP8_EINVAL;
+  case FP8_BLOCK_KIND_MXFP4:
+    if (p->rounding != FP8_MX_ROUND_CEIL && p->rounding != FP8_MX_ROUND_FLOOR) return FP8_EINVAL;
+    return p->block_len == 32 && !p->square && !p->stochastic && !p->rht && p->margin == 0 &&
+                   p->amax_epsilon == 0.0f
+               ? FP8_OK
+               : FP8_EINVAL;
   }
   return FP8_EINVAL;
 }
 
 float fp8_block_scale(const fp8_block_params *p, float amax) {
+  if (fp8_block_kind_is_fp4(p->kind)) return NAN;
   if (p->kind == FP8_BLOCK_KIND_MXFP8)
     return fp8_e8m0_scale(fp8_mx_scale_exponent(amax, p->format, p->rounding));
   fp8_current_params cp = {.amax_epsilon = p->amax_epsilon, .pow2 = p->pow2,
@@ -264,6 +272,8 @@ int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
   if (rc) return rc;
   if (!x && rows > 0 && cols > 0) return FP8_EINVAL;
   if (dir != FP8_BLOCK_DIR_ROW && dir != FP8_BLOCK_DIR_COL) return FP8_EINVAL;
+  if (fp8_block_kind_is_fp4(p->kind))
+    return fp8_block_fp4_quantize(x, rows, cols, p, dir, xhat, scales, st, bst);
   fp8_stats local;
   fp8_stats_init(&local);
   block_acc acc = {0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -324,6 +334,7 @@ int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
     bst->log2_scale_std = acc.scaled ? sqrt(acc.m2 / (double)acc.scaled) : NAN;
     bst->overshoot = acc.peak > 0.0 ? log2(acc.peak / (double)fp8_format_max(p->format))
                                     : -INFINITY;
+    bst->underflow_expected = bst->sum_sq_err_expected = NAN;
   }
   return FP8_OK;
 }

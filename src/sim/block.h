@@ -65,11 +65,17 @@ typedef enum {
   FP8_BLOCK_KIND_BLOCK,   /**< DeepSeek-V3 / TE Float8BlockScaling: 1x128 tiles or 128x128
                                blocks, current scaling per block */
   FP8_BLOCK_KIND_ROWWISE, /**< torchao rowwise: current scaling per row (or column) */
+  FP8_BLOCK_KIND_NVFP4,   /**< NVFP4 (fp4.h): E2M1 elements, 1x16 runs or 16x16 blocks with E4M3
+                               scales under a per-tensor FP32 scale (issue 29) */
+  FP8_BLOCK_KIND_MXFP4,   /**< OCP MXFP4 (fp4.h): E2M1 elements, 1x32 blocks, E8M0 scales */
 } fp8_block_kind;
 
-/** "mxfp8" / "block" / "rowwise". */
+/** True for the FP4 block kinds (E2M1 elements: fp4.h does the casting). */
+bool fp8_block_kind_is_fp4(fp8_block_kind k);
+
+/** "mxfp8" / "block" / "rowwise" / "nvfp4" / "mxfp4". */
 const char *fp8_block_kind_name(fp8_block_kind k);
-/** Parses "mxfp8" / "block" / "rowwise" (case-insensitive); FP8_OK or FP8_EINVAL. */
+/** Parses the names above (case-insensitive); FP8_OK or FP8_EINVAL. */
 int fp8_block_kind_parse(const char *s, fp8_block_kind *out);
 
 /** The `block` key of a block recipe: 1x128 tiles, 128x128 blocks, or auto (128x128 for
@@ -110,10 +116,23 @@ typedef struct {
    *  dtype's largest finite value (fp8_dtype_max: 3.3895e38 for BF16), before pow2's
    *  truncation. 0 stands for FLT_MAX (float32 input), as do rowwise and current scaling. */
   float inf_scale;
+  /* FP4 kinds (issue 29; fp4.h). format is unused there (E2M1 elements; keep FP8_E4M3). */
+  int fp4_rule;        /**< nvfp4: fp8_nvfp4_scale_rule (max6, 4over6 MAE / MSE) */
+  float e4m3_max;      /**< nvfp4: the per-tensor scale's E4M3 maximum, 448 or 256 (0: 448) */
+  bool stochastic;     /**< nvfp4: stochastic rounding (a seeded draw; expectation in bst) */
+  uint64_t sr_seed;    /**< the draw's seed (fp8_fp4_sr) */
+  bool rht;            /**< nvfp4, column-wise passes only: TE's random Hadamard transform of
+                            each column's runs of 16 before quantizing (the wgrad operands);
+                            xhat then holds the transformed values, dequantized */
 } fp8_block_params;
 
 /** MXFP8: 1x32 blocks, the given rounding (FP8_MX_ROUND_CEIL is the default). */
 fp8_block_params fp8_block_params_mxfp8(fp8_format f, fp8_mx_rounding r);
+/** NVFP4: 1x16 runs, or 16x16 blocks when `square`; the block scale rule (fp4.h) and the
+ *  per-tensor scale's E4M3 maximum; nearest rounding, no transform (set them by hand). */
+fp8_block_params fp8_block_params_nvfp4(bool square, int rule, float e4m3_max);
+/** MXFP4: 1x32 blocks, E8M0 scales rounded as r. */
+fp8_block_params fp8_block_params_mxfp4(fp8_mx_rounding r);
 /** Block FP8: 1x128 tiles, or 128x128 blocks when `square`; pow2 (default true); the input
  *  dtype d gives inf_scale. */
 fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2, fp8_dtype d);
@@ -122,13 +141,15 @@ fp8_block_params fp8_block_params_tile(fp8_format f, bool square, bool pow2, fp8
 fp8_block_params fp8_block_params_rowwise(fp8_format f, bool pow2);
 
 /** Validates p: known kind and format, block_len >= 0 (0 only for rowwise, >= 1 otherwise),
- *  square only for kind block, |margin| <= FP8_MARGIN_LIMIT, 0 <= amax_epsilon < inf, and
- *  margin = amax_epsilon = 0 for MXFP8. FP8_OK or FP8_EINVAL. */
+ *  square only for kinds block and nvfp4, |margin| <= FP8_MARGIN_LIMIT, 0 <= amax_epsilon <
+ *  inf, margin = amax_epsilon = 0 for MXFP8 and the FP4 kinds, block_len 16 (nvfp4) or 32
+ *  (mxfp4). FP8_OK or FP8_EINVAL. */
 int fp8_block_params_check(const fp8_block_params *p);
 
 /** The scale of one block whose amax is `amax` (fmaxf semantics: NaN elements ignored, inf
  *  counts): fp8_e8m0_scale(fp8_mx_scale_exponent(...)) for MXFP8, fp8_current_scale_inf() with
- *  p's format, margin, amax_epsilon, pow2 and inf_scale otherwise. */
+ *  p's format, margin, amax_epsilon, pow2 and inf_scale for block and rowwise. The FP4 kinds'
+ *  scales depend on more than the block amax (NVFP4: the tensor's amax too): NAN. */
 float fp8_block_scale(const fp8_block_params *p, float amax);
 
 /* ---------------------------------------------------------------- tensors */
@@ -170,12 +191,18 @@ typedef struct {
    *  largest element of some block saturated (by that many binades); -inf when every block
    *  is all zero (or there is none) */
   double overshoot;
+  /** Stochastic rounding (FP4 kinds with `stochastic`): the expected count of finite non-zero
+   *  elements cast to +-0 and the expected sum of squared errors over the finite elements
+   *  (fp8_fp4_sr); NaN otherwise. fp8_stats then hold one seeded draw. */
+  double underflow_expected;
+  double sum_sq_err_expected;
 } fp8_block_stats;
 
 /** Quantizes the row-major float32 matrix x [rows, cols] with recipe p, blocks running along
  *  `dir` (ignored for square blocks).
  *  @param xhat   NULL or [rows, cols]: the dequantized values, same layout as x
- *  @param scales NULL or [grid_rows * grid_cols] (fp8_block_grid): each block's scale
+ *  @param scales NULL or [grid_rows * grid_cols] (fp8_block_grid): each block's scale (the FP4
+ *                kinds: each block's element multiplier, fp4.h)
  *  @param st     NULL or statistics ACCUMULATED (like fp8_quantize_f32) over all elements, each
  *                element with its own block's scale
  *  @param bst    NULL or the block statistics of this call (overwritten)
@@ -184,6 +211,13 @@ typedef struct {
  *          written to st then). Element order in the sums: DIR_COL sums column-wise panels,
  *          so the double sums may differ from a DIR_ROW pass in the last bits. */
 int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8_block_params *p,
+                           fp8_block_dir dir, float *xhat, float *scales, fp8_stats *st,
+                           fp8_block_stats *bst);
+
+/** The FP4 kinds' fp8_block_quantize_f32 (block_fp4.c; p already checked, x non-empty). The
+ *  NVFP4 per-tensor scale comes from the amax of the values quantized (after the transform
+ *  when p->rht: TE's column-wise amax). */
+int fp8_block_fp4_quantize(const float *x, int64_t rows, int64_t cols, const fp8_block_params *p,
                            fp8_block_dir dir, float *xhat, float *scales, fp8_stats *st,
                            fp8_block_stats *bst);
 

@@ -45,10 +45,20 @@ uint8_t fp8_nvfp4_block_scale(float block_amax, float s_enc) {
   return fp8_encode(fminf(block_amax * (s_enc * fp4_max_inv), FLT_MAX), FP8_E4M3);
 }
 
-/* One element cast with multiplier enc and dequantized with dq: its code, value and stats. */
-static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat, fp8_stats *st) {
+uint8_t fp8_fp4_sr_byte(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + i * 0x9E3779B97F4A7C15ull + 0x9E3779B97F4A7C15ull; /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (uint8_t)(z ^ (z >> 31));
+}
+
+/* One element cast with multiplier enc and dequantized with dq: its code, value and stats.
+ * sr (NULL: round to nearest) draws with byte number idx and accumulates the expectation. */
+static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat, fp8_stats *st,
+                        fp8_fp4_sr *sr, uint64_t idx) {
   float y = x * enc;
-  uint8_t c = fp8_e2m1_encode(y);
+  uint8_t c = sr ? fp8_e2m1_encode_sr(y, fp8_fp4_sr_byte(sr->seed, sr->index0 + idx))
+                 : fp8_e2m1_encode(y);
   float h = fp8_e2m1_decode(c) * dq;
   if (code) *code = c;
   if (xhat) *xhat = h;
@@ -67,6 +77,15 @@ static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat
   st->sum_sq_err += e * e;
   st->sum_sq += (double)x * (double)x;
   st->sum_sq_hat += (double)h * (double)h;
+  if (!sr) return;
+  /* the two outcomes: the draw's byte 255 never rounds up, byte 0 does whenever p_up > 0 */
+  double p_up, e_sq, p_zero;
+  fp8_e2m1_sr_expect(y, 1, &p_up, &e_sq, &p_zero);
+  float lo = fp8_e2m1_decode(fp8_e2m1_encode_sr(y, 255)) * dq;
+  float hi = fp8_e2m1_decode(fp8_e2m1_encode_sr(y, 0)) * dq;
+  double dl = (double)x - (double)lo, dh = (double)x - (double)hi;
+  sr->sum_sq_err += p_up * dh * dh + (1.0 - p_up) * dl * dl;
+  if (x != 0.0f && lo == 0.0f) sr->underflow += 1.0 - p_up;
 }
 
 /* fmaxf of |x| over rows [r0, r1) and columns [c0, c1) of the [*, cols] matrix x. */
@@ -143,7 +162,7 @@ int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
       if (p->square) row_scales[k] = sc;
       for (int64_t c = c0; c < c1; c++)
         put_element(x[r * cols + c], enc, dq, codes ? &codes[r * cols + c] : NULL,
-                    xhat ? &xhat[r * cols + c] : NULL, st);
+                    xhat ? &xhat[r * cols + c] : NULL, st, p->sr, (uint64_t)(r * cols + c));
     }
     if (p->square) prev = row_scales;
   }
@@ -172,7 +191,7 @@ int fp8_mxfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, fp8_mx_ro
       if (scales) scales[r * nrun + k] = e;
       for (int64_t c = c0; c < c1; c++)
         put_element(x[r * cols + c], s, dq, codes ? &codes[r * cols + c] : NULL,
-                    xhat ? &xhat[r * cols + c] : NULL, st);
+                    xhat ? &xhat[r * cols + c] : NULL, st, NULL, 0);
     }
   return FP8_OK;
 }

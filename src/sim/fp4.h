@@ -48,6 +48,21 @@ uint8_t fp8_nvfp4_block_scale(float block_amax, float s_enc);
  *  maps to 4) and keeps the one whose dequantized error is smaller. */
 typedef enum { FP8_NVFP4_MAX6, FP8_NVFP4_4OVER6_MAE, FP8_NVFP4_4OVER6_MSE } fp8_nvfp4_scale_rule;
 
+/** Stochastic rounding of the elements (NVFP4's gradients, issue 29). The codes, xhat and the
+ *  fp8_stats counts take one seeded draw: element i (row-major index in the matrix given) rounds
+ *  up when floor(256 f) > r_i, r_i the low byte of splitmix64(seed + index0 + i) (fp8lab's own
+ *  stream, not TE's Philox). The expectation over TE's 8-bit rule is accumulated exactly:
+ *  rounding up with probability floor(256 f) / 256 (fp8_e2m1_sr_expect). */
+typedef struct {
+  uint64_t seed;
+  uint64_t index0;    /**< the first element's number in the draw (column-wise passes offset it) */
+  double underflow;   /**< ACCUMULATED: expected count of finite non-zero x whose code is +-0 */
+  double sum_sq_err;  /**< ACCUMULATED: expected sum over finite x of (x - xhat)^2 */
+} fp8_fp4_sr;
+
+/** The random byte of element i of a draw (splitmix64's output, low byte). */
+uint8_t fp8_fp4_sr_byte(uint64_t seed, uint64_t i);
+
 /** NVFP4 parameters of one quantization. */
 typedef struct {
   int square;        /**< 16x16 blocks (TE's 2-D weights) instead of 1x16 */
@@ -56,6 +71,7 @@ typedef struct {
   float e4m3_max;    /**< the E4M3 maximum of the per-tensor scale: 448 (0 means 448), or 256
                           (TE's default for 4over6 tensors: room for the 1.5x scale) */
   fp8_nvfp4_scale_rule rule;
+  fp8_fp4_sr *sr;    /**< NULL: round to nearest; else stochastic rounding, as fp8_fp4_sr says */
 } fp8_nvfp4_params;
 
 /** Quantizes the row-major [rows, cols] matrix x with NVFP4: per 1x16 run of a row (16x16 block

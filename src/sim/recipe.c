@@ -4,11 +4,18 @@
 #include <string.h>
 
 int fp8_recipe_kind_is_block(fp8_recipe_kind k) {
-  return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE;
+  return k == FP8_KIND_MXFP8 || k == FP8_KIND_BLOCK || k == FP8_KIND_ROWWISE ||
+         fp8_recipe_kind_is_fp4(k);
 }
+
+int fp8_recipe_kind_is_fp4(fp8_recipe_kind k) { return k == FP8_KIND_NVFP4 || k == FP8_KIND_MXFP4; }
 
 int fp8_recipe_kind_has_scale(fp8_recipe_kind k) {
   return k == FP8_KIND_DELAYED || k == FP8_KIND_CURRENT;
+}
+
+const char *fp8_kind_format_name(fp8_recipe_kind k, fp8_format f) {
+  return fp8_recipe_kind_is_fp4(k) ? "e2m1" : fp8_format_name(f);
 }
 
 const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
@@ -19,6 +26,8 @@ const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
   case FP8_KIND_BLOCK: return "block";
   case FP8_KIND_ROWWISE: return "rowwise";
   case FP8_KIND_BF16: return "bf16";
+  case FP8_KIND_NVFP4: return "nvfp4";
+  case FP8_KIND_MXFP4: return "mxfp4";
   }
   return "unknown";
 }
@@ -38,6 +47,17 @@ fp8_block_params fp8_config_block_params(const fp8_config *cf, fp8_role r, fp8_f
   fp8_block_params p;
   switch (cf->kind) {
   case FP8_KIND_MXFP8: return fp8_block_params_mxfp8(f, (fp8_mx_rounding)cf->mx_rounding);
+  case FP8_KIND_MXFP4: return fp8_block_params_mxfp4((fp8_mx_rounding)cf->mx_rounding);
+  case FP8_KIND_NVFP4: {
+    bool grad = r == FP8_ROLE_GRAD_OUTPUT || r == FP8_ROLE_GRAD_INPUT;
+    bool square = cf->nvfp4_block == FP8_NVFP4_BLOCK_16X16 ||
+                  (cf->nvfp4_block == FP8_NVFP4_BLOCK_AUTO && r == FP8_ROLE_WEIGHT);
+    p = fp8_block_params_nvfp4(square, cf->fp4_rule, cf->e4m3_max);
+    p.stochastic = cf->fp4_rounding == FP8_FP4_ROUND_STOCHASTIC ||
+                   (cf->fp4_rounding == FP8_FP4_ROUND_AUTO && grad);
+    p.sr_seed = cf->sr_seed;
+    return p;
+  }
   case FP8_KIND_BLOCK:
     p = fp8_block_params_tile(f, fp8_block_shape_is_square((fp8_block_shape)cf->block_shape, r),
                               cf->pow2 != 0, d);

@@ -1435,9 +1435,12 @@ BLOCK_COLUMNS = ("nblocks", "blocks_with_overflow", "log2_scale_min", "log2_scal
                  "log2_scale_std")
 # appended with "saturation that matters" (RECIPES.md clipped, overshoot; the warm-up), every kind
 SAT_COLUMNS = ("clipped", "overshoot", "cos_sim", "warmup")
+# appended with the FP4 kinds (issue 29): stochastic rounding's expectation; empty for every kind
+# this reference replays (it has no FP4 kind: tools/reference/fp4ref.py checks those casts)
+SR_COLUMNS = ("underflow_expected", "mse_expected")
 COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
            "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
-           "subnormal", "mse", "snr_db") + BLOCK_COLUMNS + SAT_COLUMNS
+           "subnormal", "mse", "snr_db") + BLOCK_COLUMNS + SAT_COLUMNS + SR_COLUMNS
 KEY_COLUMNS = ("tensor", "step", "recipe", "format", "history_len", "margin", "amax_compute")
 # stream.csv: one row per replay step (union of snapshot and amax.csv steps), tensor (strcmp)
 # and DELAYED configuration (experiment order); written only when there is one
@@ -1831,7 +1834,7 @@ _FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scal
 def row_text(row, columns=COLUMNS):
     out = []
     for c in columns:
-        v = row[c]
+        v = row.get(c, "") if c in SR_COLUMNS else row[c]
         if c in _FLOAT_COLUMNS and not (isinstance(v, str) and v == ""):
             out.append(fmt_g(v))
         else:
@@ -1958,7 +1961,7 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
                 msgs.append("%s: %s expected %s, got %s" % (where, c, e[c], g[c]))
         # columns that must be empty for this row (scale of block kinds, block columns of
         # delayed and current rows)
-        empty = [c for c in ("scale",) + BLOCK_COLUMNS if _is_empty(e[c])]
+        empty = [c for c in ("scale",) + BLOCK_COLUMNS if _is_empty(e[c])] + list(SR_COLUMNS)
         for c in empty:
             if g[c].strip() != "":
                 msgs.append("%s: %s expected empty, got %s" % (where, c, g[c]))
