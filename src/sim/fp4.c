@@ -9,28 +9,33 @@
 
 static const float E2M1_VALUES[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-uint8_t fp8_e2m1_encode(float y) {
-  if (isnan(y)) return 7; /* satfinite: NaN becomes +MAX_NORM */
+/* The cast, inlined into the loops below: the midpoints between neighbours, counted without
+ * branches (a tie goes to the even index: > at the odd index's lower midpoint, >= at its upper
+ * one); above 5 (inf too) 6, saturating; NaN becomes +6 (satfinite: +MAX_NORM). */
+static inline uint8_t enc(float y) {
+  if (y != y) return 7;
   uint32_t bits;
   memcpy(&bits, &y, sizeof bits);
-  uint8_t s = (uint8_t)((bits >> 31) << 3);
   float a = fabsf(y);
-  /* the midpoints between neighbours; a tie goes to the even index */
-  uint8_t m = a <= 0.25f  ? 0
-            : a < 0.75f   ? 1
-            : a <= 1.25f  ? 2
-            : a < 1.75f   ? 3
-            : a <= 2.5f   ? 4
-            : a < 3.5f    ? 5
-            : a <= 5.0f   ? 6
-                          : 7; /* above 5 (inf too): 6, saturating */
-  return s | m;
+  int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) +
+          (a > 5.0f);
+  return (uint8_t)((bits >> 31) << 3 | (uint32_t)m);
 }
 
-float fp8_e2m1_decode(uint8_t code) {
+static inline float dec(uint8_t code) {
   float v = E2M1_VALUES[code & 7];
   return code & 8 ? -v : v;
 }
+
+/* fmaxf(a, |v|) for a >= 0 without the libm call: a NaN v is ignored, as fmaxf does. */
+static inline float max_abs(float a, float v) {
+  v = fabsf(v);
+  return v > a ? v : a;
+}
+
+uint8_t fp8_e2m1_encode(float y) { return enc(y); }
+
+float fp8_e2m1_decode(uint8_t code) { return dec(code); }
 
 int fp8_e2m1_clips(float y) { return fabsf(y) >= 7.0f; }
 
@@ -52,14 +57,31 @@ uint8_t fp8_fp4_sr_byte(uint64_t seed, uint64_t i) {
   return (uint8_t)(z ^ (z >> 31));
 }
 
-/* One element cast with multiplier enc and dequantized with dq: its code, value and stats.
+/* Stochastic rounding of y (|y| < 6) with byte r: the lower grid neighbour's index k, the
+ * probability u / 256 of going up (u = floor(256 f), TE's 8-bit rule) and the code drawn. */
+static inline uint8_t enc_sr(float y, uint8_t r, int *k, double *p_up) {
+  float a = fabsf(y);
+  int i = (a >= 0.5f) + (a >= 1.0f) + (a >= 1.5f) + (a >= 2.0f) + (a >= 3.0f) + (a >= 4.0f);
+  double f = ((double)a - E2M1_VALUES[i]) / ((double)E2M1_VALUES[i + 1] - E2M1_VALUES[i]);
+  double u = floor(256.0 * f);
+  *k = i;
+  *p_up = u / 256.0;
+  uint32_t bits;
+  memcpy(&bits, &y, sizeof bits);
+  return (uint8_t)((bits >> 31) << 3 | (uint32_t)(i + (u > (double)r)));
+}
+
+/* One element cast with multiplier e and dequantized with dq: its code, value and stats.
  * sr (NULL: round to nearest) draws with byte number idx and accumulates the expectation. */
-static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat, fp8_stats *st,
-                        fp8_fp4_sr *sr, uint64_t idx) {
-  float y = x * enc;
-  uint8_t c = sr ? fp8_e2m1_encode_sr(y, fp8_fp4_sr_byte(sr->seed, sr->index0 + idx))
-                 : fp8_e2m1_encode(y);
-  float h = fp8_e2m1_decode(c) * dq;
+static inline void put_element(float x, float e, float dq, uint8_t *code, float *xhat,
+                               fp8_stats *st, fp8_fp4_sr *sr, uint64_t idx) {
+  float y = x * e;
+  int k = 0;
+  double p_up = 0.0;
+  uint8_t c = sr && fabsf(y) < FP8_E2M1_MAX
+                  ? enc_sr(y, fp8_fp4_sr_byte(sr->seed, sr->index0 + idx), &k, &p_up)
+                  : enc(y);
+  float h = dec(c) * dq;
   if (code) *code = c;
   if (xhat) *xhat = h;
   if (!st) return;
@@ -70,22 +92,24 @@ static void put_element(float x, float enc, float dq, uint8_t *code, float *xhat
   }
   if (x == 0.0f) st->zeros++;
   if (fabsf(y) > FP8_E2M1_MAX) st->overflow++;
-  if (fp8_e2m1_clips(y)) st->clipped++;
+  if (fabsf(y) >= 7.0f) st->clipped++; /* fp8_e2m1_clips */
   if (x != 0.0f && (c & 7) == 0) st->underflow++;
   if ((c & 7) == 1) st->subnormal++;
-  double e = (double)x - (double)h;
-  st->sum_sq_err += e * e;
+  double d = (double)x - (double)h;
+  st->sum_sq_err += d * d;
   st->sum_sq += (double)x * (double)x;
   st->sum_sq_hat += (double)h * (double)h;
   if (!sr) return;
-  /* the two outcomes: the draw's byte 255 never rounds up, byte 0 does whenever p_up > 0 */
-  double p_up, e_sq, p_zero;
-  fp8_e2m1_sr_expect(y, 1, &p_up, &e_sq, &p_zero);
-  float lo = fp8_e2m1_decode(fp8_e2m1_encode_sr(y, 255)) * dq;
-  float hi = fp8_e2m1_decode(fp8_e2m1_encode_sr(y, 0)) * dq;
+  if (!(fabsf(y) < FP8_E2M1_MAX)) { /* saturated: no randomness */
+    sr->sum_sq_err += d * d;
+    return;
+  }
+  /* the two outcomes, each dequantized as the drawn one is */
+  uint8_t sgn = c & 8;
+  float lo = dec((uint8_t)(sgn | k)) * dq, hi = dec((uint8_t)(sgn | (k + 1))) * dq;
   double dl = (double)x - (double)lo, dh = (double)x - (double)hi;
   sr->sum_sq_err += p_up * dh * dh + (1.0 - p_up) * dl * dl;
-  if (x != 0.0f && lo == 0.0f) sr->underflow += 1.0 - p_up;
+  if (x != 0.0f && k == 0) sr->underflow += 1.0 - p_up;
 }
 
 /* fmaxf of |x| over rows [r0, r1) and columns [c0, c1) of the [*, cols] matrix x. */
@@ -93,7 +117,7 @@ static float block_amax(const float *x, int64_t cols, int64_t r0, int64_t r1, in
                         int64_t c1) {
   float a = 0.0f;
   for (int64_t r = r0; r < r1; r++)
-    for (int64_t c = c0; c < c1; c++) a = fmaxf(a, fabsf(x[r * cols + c]));
+    for (int64_t c = c0; c < c1; c++) a = max_abs(a, x[r * cols + c]);
   return a;
 }
 
@@ -103,13 +127,13 @@ static float block_amax(const float *x, int64_t cols, int64_t r0, int64_t r1, in
 static float cand_error(const float *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
                         int64_t c1, uint8_t sc, float s_dec, float amax_g, float range, int mse) {
   float s = fp8_decode(sc, FP8_E4M3);
-  float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
+  float e = fminf(1.0f / (s * s_dec), FLT_MAX);
   float row[FP8_NVFP4_BLOCK] = {0};
   for (int64_t r = r0; r < r1; r++) {
     float acc = 0.0f;
     for (int64_t c = c0; c < c1; c++) {
       float xv = x[r * cols + c];
-      float q = fp8_e2m1_decode(fp8_e2m1_encode(xv * enc));
+      float q = dec(enc(xv * e));
       float d = ((q * s) * amax_g) / range - xv;
       acc += mse ? d * d : fabsf(d);
     }
@@ -156,12 +180,12 @@ int fp8_nvfp4_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
       uint8_t sc = prev && r != r0 ? prev[k]
                                    : choose_scale(x, cols, r0, r1, c0, c1, p, e4m3_max, s_enc, s_dec);
       float s = fp8_decode(sc, FP8_E4M3);
-      float enc = fminf(1.0f / (s * s_dec), FLT_MAX);
+      float e = fminf(1.0f / (s * s_dec), FLT_MAX);
       float dq = (s * p->global_amax) * dq_unit;
       if (scales) scales[r * nrun + k] = sc;
       if (p->square) row_scales[k] = sc;
       for (int64_t c = c0; c < c1; c++)
-        put_element(x[r * cols + c], enc, dq, codes ? &codes[r * cols + c] : NULL,
+        put_element(x[r * cols + c], e, dq, codes ? &codes[r * cols + c] : NULL,
                     xhat ? &xhat[r * cols + c] : NULL, st, p->sr, (uint64_t)(r * cols + c));
     }
     if (p->square) prev = row_scales;
