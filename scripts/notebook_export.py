@@ -85,7 +85,7 @@ def main(argv):
         md = f.read()
     shutil.copyfile(os.path.join(run, "report.md"), os.path.join(dest, "report.md"))
     # the report's advice as an experiment, which report.md names (when the report wrote one)
-    for f in ("advice.ini", "te_recipe.py"):  # te_recipe.py: the same advice as TE code
+    for f in ("advice.ini", "te_recipe.py", "advice_fp4.ini"):  # te_recipe.py: the same advice as TE code
         if os.path.exists(os.path.join(run, f)):
             shutil.copyfile(os.path.join(run, f), os.path.join(dest, f))
     # ![alt](plots/x.png) or ![alt](<plots/x y.png>)

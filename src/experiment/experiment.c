@@ -302,6 +302,7 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->overflow_budget = 1e-5;
   ex->step_budget = 0.01;
   ex->flush_budget = NAN;
+  ex->fp4_gemm_ratio = 4.0;
   ex->warmup_steps = -1;
   ex->gemm = 1;
   ex->gemm_max_tokens = 1024;

@@ -92,6 +92,10 @@ typedef struct {
   int64_t cost_tokens;
   double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
   double flush_budget;    /**< [analysis] flush_budget, in 0..1; NaN (the default): off */
+  /** [analysis] fp4_gemm_ratio (default 4): a layer holds under an FP4 configuration when each
+   *  of its GEMM errors is at most this many times the FP8 reference's (the report's FP4
+   *  section; docs/semantics.md) */
+  double fp4_gemm_ratio;
   int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
                                every tensor; -1 (default): each tensor's own (docs/semantics.md) */
   size_t nconfigs;
@@ -107,6 +111,10 @@ typedef struct {
 /** Parses and validates an experiment file; expands the sweep. */
 int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t errlen);
 void fp8_experiment_free(fp8_experiment *ex);
+/** The keys of a [recipe.*] section that give configuration cf again, one "key = value" line
+ *  each (kind first; no tensors or label), into buf (len >= 256 holds every kind). run.json
+ *  records them and the report's advice files write them back. */
+void fp8_config_settings(const fp8_config *cf, char *buf, size_t len);
 
 /** True when step is selected by the [trace] steps key (always true without it). */
 int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step);

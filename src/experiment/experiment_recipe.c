@@ -519,3 +519,50 @@ void fp8_exp_labels_end(exp_ctx *c) {
     }
   }
 }
+
+/* ------------------------------------------------------------------ the keys, written back */
+
+void fp8_config_settings(const fp8_config *cf, char *buf, size_t len) {
+  static const char *const fmt[] = {"e4m3", "e5m2", "hybrid"}; /* fp8_format_sel */
+  static const char *const nvb[] = {"1x16", "16x16", "auto"};
+  static const char *const rnd[] = {"nearest", "stochastic", "auto"};
+  static const char *const rule[] = {"max6", "4over6_mae", "4over6_mse"};
+  const char *f = (unsigned)cf->format < 3 ? fmt[cf->format] : "hybrid";
+  const char *tf = cf->pow2 ? "true" : "false";
+  int n = snprintf(buf, len, "kind = %s", fp8_recipe_kind_name(cf->kind));
+  if (n < 0 || (size_t)n >= len) return;
+  buf += n;
+  len -= (size_t)n;
+  switch (cf->kind) {
+  case FP8_KIND_DELAYED:
+    snprintf(buf, len, "\nformat = %s\nhistory_len = %d\nmargin = %d\namax_compute = %s", f,
+             (int)cf->history_len, (int)cf->margin, fp8_amax_compute_name(cf->amax_compute));
+    break;
+  case FP8_KIND_CURRENT:
+    snprintf(buf, len, "\nformat = %s\nmargin = %d\namax_epsilon = %.9g\npow2 = %s", f,
+             (int)cf->margin, (double)cf->amax_epsilon, tf);
+    break;
+  case FP8_KIND_MXFP8:
+  case FP8_KIND_MXFP4:
+    snprintf(buf, len, "%s%s\nscale_rounding = %s", cf->kind == FP8_KIND_MXFP8 ? "\nformat = " : "",
+             cf->kind == FP8_KIND_MXFP8 ? f : "", fp8_mx_rounding_name((fp8_mx_rounding)cf->mx_rounding));
+    break;
+  case FP8_KIND_BLOCK:
+    snprintf(buf, len, "\nformat = %s\nblock = %s\namax_epsilon = %.9g\npow2 = %s", f,
+             fp8_block_shape_name((fp8_block_shape)cf->block_shape), (double)cf->amax_epsilon, tf);
+    break;
+  case FP8_KIND_ROWWISE:
+    snprintf(buf, len, "\nformat = %s\namax_epsilon = %.9g\npow2 = %s", f,
+             (double)cf->amax_epsilon, tf);
+    break;
+  case FP8_KIND_NVFP4:
+    snprintf(buf, len,
+             "\nblock = %s\nrht = %s\nrounding = %s\nblock_scale = %s\ne4m3_max = %d\nsr_seed = %llu",
+             nvb[(unsigned)cf->nvfp4_block % 3], cf->rht ? "true" : "false",
+             rnd[(unsigned)cf->fp4_rounding % 3], rule[(unsigned)cf->fp4_rule % 3],
+             (int)cf->e4m3_max, (unsigned long long)cf->sr_seed);
+    break;
+  case FP8_KIND_BF16:
+    break;
+  }
+}

@@ -173,6 +173,15 @@ void fp8_exp_analysis_end(exp_ctx *c) {
       parse_fraction(c, e, &c->ex->flush_budget,
                      "a fraction of a tensor's finite values flushed to zero in 0..1, e.g. "
                      "0.01: off unless given");
+    } else if (strcmp(e->key, "fp4_gemm_ratio") == 0) {
+      char *end;
+      errno = 0;
+      double v = strtod(e->value, &end);
+      if (errno || end == e->value || *end || !(v >= 1.0 && v <= 1e6))
+        fp8_exp_fail(c, e->line, "bad fp4_gemm_ratio \"%s\" (expected a number in 1..1e6: how "
+                     "many times the FP8 reference's GEMM error an FP4 layer may have)",
+                     fp8_esc(e->value, shown, sizeof shown));
+      else c->ex->fp4_gemm_ratio = v;
     } else if (strcmp(e->key, "warmup_steps") == 0) {
       parse_count(c, e, 0, (int64_t)1 << 40, &c->ex->warmup_steps,
                   "an integer >= 0: the first N steps of the replay are warm-up for every "
@@ -204,8 +213,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                   "captured batch's");
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, flush_budget, warmup_steps, gemm, gemm_error, gemm_sample, "
-                   "gemm_seed, gemm_max_tokens or cost_tokens)",
+                   "step_budget, flush_budget, fp4_gemm_ratio, warmup_steps, gemm, gemm_error, "
+                   "gemm_sample, gemm_seed, gemm_max_tokens or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

@@ -281,7 +281,7 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
 /* The [trace] section of the run (from run.json): the same trace, synth or a folder by its
  * absolute path (an experiment's paths resolve against its own folder, and run.json's path is
  * relative to where the run was started), and the run's steps, tensors and amax reduction. */
-static void put_trace(FILE *fp, const rep_t *r) {
+void rep_put_trace(FILE *fp, const rep_t *r) {
   const fp8_run_record *run = &r->run;
   fputs("[trace]\n", fp);
   if (run->synth_preset)
@@ -316,7 +316,7 @@ static void put_double(FILE *fp, double v) {
 
 /* The run's [analysis] section, so that the advice is judged by the budgets it was derived
  * under, with the same warm-up and GEMM sampling. */
-static void put_analysis(FILE *fp, const rep_t *r) {
+void rep_put_analysis(FILE *fp, const rep_t *r) {
   const fp8_run_record *run = &r->run;
   fputs("\n[analysis]\noverflow_budget = ", fp);
   put_double(fp, r->budgets.value);
@@ -380,8 +380,8 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
           "; recipe label \"advice\"; beside it the whole-model setting alone. Replay it to\n"
           "; confirm the advice (te_recipe.py beside it is the same advice as TE code):\n"
           ";   fp8lab run advice.ini\n");
-  put_trace(fp, r);
-  put_analysis(fp, r);
+  rep_put_trace(fp, r);
+  rep_put_analysis(fp, r);
   int any_cur = 0, any_bf16 = 0;
   for (size_t k = 0; k < x->nmisfits; k++) {
     any_bf16 |= rem[k] == REP_REMEDY_BF16;

@@ -110,6 +110,8 @@ typedef struct {
   /* ---- written while the report is put out */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
   int wrote_te_code;    /* te_recipe.py written (rep_write_te_code) */
+  int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
+  struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
   rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
@@ -224,6 +226,22 @@ const char *rep_te_format(const rep_t *r, const fp8_recommendation *x);
 /* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
  * module; written exactly when advice.ini is (r->wrote_te_code). */
 int rep_write_te_code(rep_t *r, char *err, size_t errlen);
+
+/* The [trace] and [analysis] sections of an advice file: this run's. */
+void rep_put_trace(FILE *fp, const rep_t *r);
+void rep_put_analysis(FILE *fp, const rep_t *r);
+
+/* ------------------------------------------------------------------ report_fp4.c */
+
+/* The FP4 section (issue 29), for a run with an FP4 configuration: gemm.csv's per-layer
+ * medians, the criterion's FP8 reference, the advised NVFP4 configuration and the fallback
+ * (rep_fp4_prepare, from rep_load; nothing without an FP4 configuration or GEMM rows); the
+ * section (rep_add_fp4); advice_fp4.ini (rep_write_fp4_advice: nothing without an advised
+ * NVFP4 configuration, a fallback, or run.json's settings). */
+int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen);
+void rep_fp4_free(rep_t *r);
+void rep_add_fp4(const rep_t *r, fp8_doc *d);
+int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ report_text.c */
 

@@ -22,6 +22,7 @@ static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {
   if (!rc) rc = fp8_outputs_add(o, "report.md");
   if (!rc && r->wrote_advice) rc = fp8_outputs_add(o, "advice.ini");
   if (!rc && r->wrote_te_code) rc = fp8_outputs_add(o, "te_recipe.py");
+  if (!rc && r->wrote_fp4_advice) rc = fp8_outputs_add(o, "advice_fp4.ini");
   snprintf(name, sizeof name, "notebooks_export/%s", nbname);
   if (!rc) rc = fp8_outputs_add(o, name);
   return rc;

@@ -53,14 +53,15 @@ int fp8_output_name_ok(const char *name) {
   return plain_name(name) &&
          (ends_with(name, ".csv") || strcmp(name, "run.json") == 0 || strcmp(name, "report.md") == 0 ||
           strcmp(name, "advice.ini") == 0 || strcmp(name, "te_recipe.py") == 0 ||
-          strcmp(name, "stream.npy") == 0 ||
+          strcmp(name, "advice_fp4.ini") == 0 || strcmp(name, "stream.npy") == 0 ||
           strcmp(name, "stream.json") == 0);
 }
 
 int fp8_output_of_report(const char *name) {
   return strcmp(name, "analysis.csv") == 0 || strcmp(name, "recommendations.csv") == 0 ||
          strcmp(name, "report.md") == 0 || strcmp(name, "advice.ini") == 0 ||
-         strcmp(name, "te_recipe.py") == 0 || strncmp(name, "plots/", 6) == 0 ||
+         strcmp(name, "te_recipe.py") == 0 || strcmp(name, "advice_fp4.ini") == 0 ||
+         strncmp(name, "plots/", 6) == 0 ||
          strncmp(name, "notebooks_export/", 17) == 0;
 }
 

@@ -271,6 +271,52 @@ static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err,
 /* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
  * corrupted one would give a report of another experiment (or a notebook written outside the
  * folder). */
+/* One "key = value" line per '\n' of s: key [a-z0-9_]+, value [A-Za-z0-9_.+-]+. */
+static int settings_ok(const char *s) {
+  for (;;) {
+    const char *k = s;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_') s++;
+    if (s == k || strncmp(s, " = ", 3) != 0) return 0;
+    s += 3;
+    const char *v = s;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+           *s == '_' || *s == '.' || *s == '+' || *s == '-')
+      s++;
+    if (s == v) return 0;
+    if (!*s) return 1;
+    if (*s++ != '\n') return 0;
+  }
+}
+
+/* experiment.configurations[*].settings, where present, into r->settings. */
+static int read_settings(fp8_run_record *r, json_t *ex, const char *path, char *err,
+                         size_t errlen) {
+  json_t *a = json_object_get(ex, FP8_RUNJSON_EX_CONFIGURATIONS);
+  if (!json_is_array(a)) return FP8_OK;
+  size_t n = json_array_size(a);
+  if (!(r->settings = calloc(n + 1, sizeof *r->settings)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_t *o = json_array_get(a, i), *st = json_object_get(o, FP8_RUNJSON_CFG_SETTINGS);
+    json_t *rc = json_object_get(o, FP8_RUNJSON_CFG_RECIPE), *kd = json_object_get(o, FP8_RUNJSON_CFG_KIND);
+    if (!st) continue;
+    if (!json_is_string(st) || !json_is_string(rc) || !json_is_string(kd) ||
+        json_string_length(rc) >= 64 || json_string_length(kd) >= 16 ||
+        strlen(json_string_value(st)) != json_string_length(st) ||
+        !settings_ok(json_string_value(st)))
+      return fp8_errorf(FP8_EFORMAT, err, errlen,
+                        "%s: %s.%s[%zu]: expected recipe, kind and settings (\"key = value\" lines)",
+                        path, FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_CONFIGURATIONS, i);
+    struct fp8_run_settings *s = &r->settings[r->nsettings];
+    snprintf(s->recipe, sizeof s->recipe, "%s", json_string_value(rc));
+    snprintf(s->kind, sizeof s->kind, "%s", json_string_value(kd));
+    if (!(s->lines = strdup(json_string_value(st))))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    r->nsettings++;
+  }
+  return FP8_OK;
+}
+
 static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
   char shown[FP8_ESC_LEN];
   if (!json_is_object(j))
@@ -290,7 +336,14 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   snprintf(r->name, sizeof r->name, "%s", json_string_value(nm));
   int rc = budget_of(path, ex, FP8_RUNJSON_EX_OVERFLOW_BUDGET, &r->overflow_budget, err, errlen);
   if (!rc) rc = budget_of(path, ex, FP8_RUNJSON_EX_STEP_BUDGET, &r->step_budget, err, errlen);
+  if (!rc) rc = read_settings(r, ex, path, err, errlen);
   if (rc) return rc;
+  r->fp4_gemm_ratio = 4.0; /* the default when absent */
+  json_t *fr = json_object_get(ex, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
+  if (fr && (!json_is_number(fr) || !(json_number_value(fr) >= 1.0 && json_number_value(fr) <= 1e6)))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 1..1e6", path,
+                      FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
+  if (fr) r->fp4_gemm_ratio = json_number_value(fr);
   r->flush_budget = NAN; /* off when absent */
   if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
     rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
@@ -346,6 +399,10 @@ void fp8_run_record_free(fp8_run_record *r) {
     r->left[why] = NULL;
     r->nleft[why] = 0;
   }
+  for (size_t k = 0; k < r->nsettings; k++) free(r->settings[k].lines);
+  free(r->settings);
+  r->settings = NULL;
+  r->nsettings = 0;
   free(r->trace_path);
   free(r->synth_preset);
   free(r->trace_abs_path);
@@ -363,6 +420,7 @@ int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t err
   memset(rec, 0, sizeof *rec);
   rec->overflow_budget = rec->step_budget = -1;
   rec->flush_budget = NAN;
+  rec->fp4_gemm_ratio = 4.0;
   rec->warmup_steps = -1;
   rec->gemm = -1;
   rec->gemm_max_tokens = -1;

@@ -51,6 +51,7 @@
 #define FP8_RUNJSON_EX_OVERFLOW_BUDGET "overflow_budget"
 #define FP8_RUNJSON_EX_STEP_BUDGET "step_budget"
 #define FP8_RUNJSON_EX_FLUSH_BUDGET "flush_budget"
+#define FP8_RUNJSON_EX_FP4_GEMM_RATIO "fp4_gemm_ratio"
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
@@ -70,6 +71,8 @@
 #define FP8_RUNJSON_CFG_POW2 "pow2"
 #define FP8_RUNJSON_CFG_SECTION "section"
 #define FP8_RUNJSON_CFG_TENSORS "tensors"
+/* the section's keys that give the configuration again ("key = value" lines; fp8lab >= issue 29) */
+#define FP8_RUNJSON_CFG_SETTINGS "settings"
 
 /* trace */
 #define FP8_RUNJSON_TR_PATH "path"
@@ -128,6 +131,7 @@ typedef struct {
   double overflow_budget;  /**< experiment.overflow_budget, in 0..1 */
   double step_budget;      /**< experiment.step_budget, in 0..1 */
   double flush_budget;     /**< experiment.flush_budget, in 0..1; NaN when absent (off) */
+  double fp4_gemm_ratio;   /**< experiment.fp4_gemm_ratio, >= 1; 4 when absent */
   int64_t warmup_steps;    /**< experiment.warmup_steps; -1: absent (each tensor's own) */
   /** the tensors without rows per fp8_left_reason ([0] unused; none from a run.json written
    *  before the lists) */
@@ -157,6 +161,14 @@ typedef struct {
   int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */
   char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
   int64_t synth_steps, synth_seed; /**< with synth_preset */
+  /** experiment.configurations that carry their settings (a run.json written before them:
+   *  none): recipe label, kind name and the "key = value" lines, each line checked
+   *  ([a-z0-9_]+ = [A-Za-z0-9_.+-]+) so that an advice file can write them back */
+  size_t nsettings;
+  struct fp8_run_settings {
+    char recipe[64], kind[16];
+    char *lines;
+  } *settings;
 } fp8_run_record;
 
 /** Reads <dir>/run.json into rec (zeroed first), every key it holds checked: FP8_OK; FP8_EIO

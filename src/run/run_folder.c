@@ -346,6 +346,11 @@ int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
   snprintf(path, sizeof path, "%s/te_recipe.py", dir);
   if (!rc && file_has(path, te_sig, sizeof te_sig - 1, sizeof te_sig - 1))
     rc = fp8_outputs_add(o, "te_recipe.py");
+  /* advice_fp4.ini as the report writes it (report_fp4.c's first line) */
+  static const char fp4_sig[] = "; advice_fp4.ini: the report's FP4 answer as one experiment";
+  snprintf(path, sizeof path, "%s/advice_fp4.ini", dir);
+  if (!rc && file_has(path, fp4_sig, sizeof fp4_sig - 1, sizeof fp4_sig - 1))
+    rc = fp8_outputs_add(o, "advice_fp4.ini");
   /* the notebook of the run's experiment (run.json, written at the run's commit) */
   snprintf(path, sizeof path, "%s/run.json", dir);
   json_error_t jerr;

@@ -58,6 +58,9 @@ static json_t *configs_json(const fp8_experiment *ex) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:i}", FP8_RUNJSON_CFG_RECIPE, cf->label,
                           FP8_RUNJSON_CFG_KIND, fp8_recipe_kind_name(cf->kind),
                           FP8_RUNJSON_CFG_FORMAT, fmt, FP8_RUNJSON_CFG_MARGIN, (int)cf->margin);
+    char settings[512];
+    fp8_config_settings(cf, settings, sizeof settings);
+    json_object_set_new(o, FP8_RUNJSON_CFG_SETTINGS, json_string(settings));
     if (cf->kind == FP8_KIND_DELAYED) {
       json_object_set_new(o, FP8_RUNJSON_CFG_HISTORY_LEN, json_integer(cf->history_len));
       json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_COMPUTE,
@@ -108,6 +111,10 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   json_object_set_new(exo, FP8_RUNJSON_EX_CONFIGURATIONS, configs_json(ex));
   json_object_set_new(exo, FP8_RUNJSON_EX_OVERFLOW_BUDGET, json_real(ex->overflow_budget));
   json_object_set_new(exo, FP8_RUNJSON_EX_STEP_BUDGET, json_real(ex->step_budget));
+  int fp4 = 0;
+  for (size_t c = 0; c < ex->nconfigs; c++) fp4 |= fp8_recipe_kind_is_fp4(ex->configs[c].kind);
+  if (fp4) /* only with an FP4 configuration: another run.json is as before */
+    json_object_set_new(exo, FP8_RUNJSON_EX_FP4_GEMM_RATIO, json_real(ex->fp4_gemm_ratio));
   if (!isnan(ex->flush_budget)) /* only when set: a run.json without it is as before */
     json_object_set_new(exo, FP8_RUNJSON_EX_FLUSH_BUDGET, json_real(ex->flush_budget));
   if (ex->warmup_steps >= 0)

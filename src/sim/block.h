@@ -122,8 +122,9 @@ typedef struct {
   bool stochastic;     /**< nvfp4: stochastic rounding (a seeded draw; expectation in bst) */
   uint64_t sr_seed;    /**< the draw's seed (fp8_fp4_sr) */
   bool rht;            /**< nvfp4, column-wise passes only: TE's random Hadamard transform of
-                            each column's runs of 16 before quantizing (the wgrad operands);
-                            xhat then holds the transformed values, dequantized */
+                            each column's runs of 16 before quantizing (the wgrad operands;
+                            skipped when rows is not a multiple of 16); xhat holds the
+                            dequantized values transformed back (in double, then float32) */
 } fp8_block_params;
 
 /** MXFP8: 1x32 blocks, the given rounding (FP8_MX_ROUND_CEIL is the default). */

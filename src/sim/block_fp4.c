@@ -41,6 +41,24 @@ static float amax_of(const float *x, int64_t cols, int64_t r0, int64_t r1, int64
   return a;
 }
 
+/* The inverse of fp8_rht16 on every run of 16 of t (n a multiple of 16), in double, rounded
+ * once to float32: M = diag(s) H / 4 is orthogonal, so x = y M^T, x_i = s_i sum_j y_j H_ij / 4. */
+static void rht16_inverse(float *t, size_t n) {
+  for (size_t g = 0; g < n; g += 16) {
+    double out[16];
+    for (int i = 0; i < 16; i++) {
+      double acc = 0.0;
+      for (int j = 0; j < 16; j++) {
+        int odd = 0;
+        for (unsigned v = (unsigned)(i & j); v; v &= v - 1) odd ^= 1;
+        acc += odd ? -(double)t[g + j] : (double)t[g + j];
+      }
+      out[i] = (FP8_RHT_SIGNS >> i & 1u) ? -acc * 0.25 : acc * 0.25;
+    }
+    for (int i = 0; i < 16; i++) t[g + i] = (float)out[i];
+  }
+}
+
 /* The multiplier of a block from its scale code. */
 static float multiplier(const fp8_block_params *p, uint8_t code, float s_dec) {
   if (p->kind == FP8_BLOCK_KIND_MXFP4) return fp8_e8m0_scale(code);
@@ -120,9 +138,14 @@ int fp8_block_fp4_quantize(const float *x, int64_t rows, int64_t cols, const fp8
           for (int64_t j = 0; j < cols; j++) t[j * rows + i] = x[i * cols + j];
         /* TE transforms along the reduction dimension in runs of 16; a length that is not a
          * multiple of 16 has no NVFP4 GEMM in TE and is quantized as it is */
-        if (p->rht && rows % 16 == 0) fp8_rht16(t, n, t);
+        int rht = p->rht && rows % 16 == 0;
+        if (rht) fp8_rht16(t, n, t);
         /* blocks along dim 0: the transpose's block (j, k) is block (k, j) of the grid */
         rc = quantize_rows(t, cols, rows, p, (uint64_t)1 << 48, th, scales, 1, cols, &local, &b);
+        /* back to the original basis: a GEMM over any subset of the tokens (gemm_max_tokens)
+         * then means what it does without the transform, and over all of them it is the
+         * transformed product (M M^T = I) up to float32 rounding */
+        if (!rc && th && rht) rht16_inverse(th, n);
       }
       if (!rc && th)
         for (int64_t i = 0; i < rows; i++)

@@ -325,10 +325,105 @@ def against_reference(tmp):
     print("against fp4ref.py: %d rows, their GEMMs and stochastic rounding" % nrows)
 
 
+# ------------------------------------------------------------------ the report's FP4 section
+
+def report_and_advice(tmp):
+    """Two layers: a.fc Gaussian; b.fc's input has one outlier per 1x16 run and the rest at
+    1/25 of it, which NVFP4 flushes to zero (y = 6/25 = 0.24 <= 0.25) while E4M3 keeps them:
+    b.fc's GEMM errors are far above 4x current scaling's, a.fc's are not. The report's FP4
+    section gives per role the clipped and flushed rates (recomputed here from steps.csv) and
+    the GEMM errors, and per layer the largest ratio (recomputed from gemm.csv); advice_fp4.ini
+    keeps b.fc on current scaling and a.fc on NVFP4, and `fp8lab run advice_fp4.ini`, started
+    from another folder, replays it so."""
+    d = os.path.join(tmp, "rep")
+    rng = np.random.default_rng(3)
+    T, I, O = 64, 64, 32
+    for t in range(3):
+        st = os.path.join(d, "trace", "step_%d" % t)
+        save(st, "a.fc.input", rng.standard_normal((T, I)))
+        save(st, "a.fc.weight", rng.standard_normal((O, I)) * 0.05)
+        save(st, "a.fc.grad_output", rng.standard_normal((T, O)) * 1e-3)
+        x = np.full((T, I), 0.04, np.float32) * rng.choice([-1, 1], (T, I))
+        x[np.arange(T)[:, None], rng.integers(0, 16, (T, I // 16)) + 16 * np.arange(I // 16)] = 1.0
+        save(st, "b.fc.input", x)
+        save(st, "b.fc.weight", rng.standard_normal((O, I)) * 0.05)
+        save(st, "b.fc.grad_output", rng.standard_normal((T, O)) * 1e-3)
+    with open(os.path.join(d, "r.ini"), "w") as f:
+        f.write("[trace]\npath = trace\n\n[recipe.cur]\nkind = current\n\n"
+                "[recipe.nv]\nkind = nvfp4\nrounding = nearest\nrht = false\n\n"
+                "[analysis]\ngemm = true\ngemm_error = exact\n\n[output]\ndir = out\n")
+    rc, out = run(["run", "r.ini"], d)
+    check(rc == 0, "report run: rc %d: %s" % (rc, out[-400:]))
+    if rc:
+        return
+    res = os.path.join(d, "out")
+    md = open(os.path.join(res, "report.md")).read()
+    sec = md[md.find("## FP4: NVFP4 and MXFP4"):]
+    sec = sec[:sec.find("\n## ", 5)]
+    check("### input" in sec and "### grad_output" in sec, "report: no FP4 section with roles")
+    steps = rows(os.path.join(res, "steps.csv"))
+    gemm = rows(os.path.join(res, "gemm.csv"))
+
+    def med(vals):
+        return float(np.median(np.array(vals, np.float64)))
+    # per role: the rates over the non-warm-up rows, and the role's GEMMs' median errors
+    for role, gk in (("input", ("fprop", "wgrad")), ("weight", ("fprop", "dgrad"))):
+        part = sec[sec.find("### " + role):]
+        part = part[:part.find("\n\n", part.find("|---"))]
+        line = [ln for ln in part.splitlines() if ln.startswith("| nv (nvfp4) |")]
+        check(len(line) == 1, "report: no nv row in the %s table" % role)
+        if not line:
+            continue
+        cells = [c.strip() for c in line[0].strip("|").split("|")]
+        rr = [r for r in steps if r["recipe"] == "nv" and r["role"] == role and r["warmup"] == "0"]
+        fin = sum(int(r["n"]) - int(r["nonfinite"]) for r in rr)
+        flushed = sum(int(r["underflow"]) for r in rr) / fin
+        clipped = sum(int(r["clipped"]) for r in rr) / fin
+        check(cells[1] == ("0" if clipped == 0 else "%.3g" % clipped), "report %s: clipped %s, "
+              "steps.csv gives %.3g" % (role, cells[1], clipped))
+        check(cells[2] == "%.3g" % flushed, "report %s: flushed %s, steps.csv gives %.3g"
+              % (role, cells[2], flushed))
+        for k, g in enumerate(gk):
+            m = med([float(r["rel_error"]) for r in gemm if r["recipe"] == "nv" and r["gemm"] == g])
+            check(cells[4 + k] == "%.3g" % m, "report %s: %s error %s, gemm.csv gives %.3g"
+                  % (role, g, cells[4 + k], m))
+    # per layer: the largest ratio of the medians over steps
+    for layer, ok in (("a.fc", True), ("b.fc", False)):
+        w = 0.0
+        for g in ("fprop", "dgrad", "wgrad"):
+            a = med([float(r["rel_error"]) for r in gemm if r["recipe"] == "nv" and r["layer"] == layer and r["gemm"] == g])
+            b = med([float(r["rel_error"]) for r in gemm if r["recipe"] == "cur" and r["layer"] == layer and r["gemm"] == g])
+            w = max(w, a / b)
+        want = ("| %s | %.2fx |" % (layer, w)) if ok else ("| %s | **%.2fx** (no) |" % (layer, w))
+        check(want in sec, "report: expected the row %r (a %s layer)" % (want, "holding" if ok else "failing"))
+        check((w <= 4) == ok, "%s: ratio %.2f, expected %s 4" % (layer, w, "<=" if ok else ">"))
+    adv = os.path.join(res, "advice_fp4.ini")
+    check(os.path.exists(adv), "no advice_fp4.ini")
+    if not os.path.exists(adv):
+        return
+    text = open(adv).read()
+    check("[recipe.advice_fp8]\nlabel = advice_fp4\nkind = current\n" in text and
+          "tensors = b.fc.*\n" in text, "advice_fp4.ini: b.fc not on current scaling:\n" + text)
+    other = os.path.join(tmp, "elsewhere")
+    os.makedirs(other, exist_ok=True)
+    rc, out = run(["run", "--no-report", os.path.relpath(adv, other)], other)
+    check(rc == 0, "advice_fp4.ini replay: rc %d: %s" % (rc, out[-400:]))
+    if rc:
+        return
+    kinds = {(r["tensor"], r["kind"]) for r in rows(os.path.join(res, "advice_fp4", "steps.csv"))
+             if r["recipe"] == "advice_fp4"}
+    want = {("a.fc.%s" % t, "nvfp4") for t in ("input", "weight", "grad_output")} | \
+           {("b.fc.%s" % t, "current") for t in ("input", "weight", "grad_output")}
+    check(kinds == want, "advice_fp4 replay: kinds %s, expected %s" % (sorted(kinds), sorted(want)))
+    print("report: the FP4 section's rates, errors and ratios as steps.csv and gemm.csv give "
+          "them; advice_fp4.ini replayed")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         hand(tmp)
         against_reference(tmp)
+        report_and_advice(tmp)
     if FAILS:
         print("%d failure(s)" % len(FAILS))
         sys.exit(1)
