@@ -236,6 +236,7 @@ static int oracle_block_gemm(const chk_run *k, const fp8_gemm_ref *ref, const fp
     cw[i] = malloc((n + 1) * sizeof(float));
     if (!rw[i] || !cw[i]) rc = FP8_ENOMEM;
     if (!rc) rc = fp8_block_quantize_f32(k->x[t], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, rw[i], NULL, NULL, NULL);
+    bp.rht = f->configs[c].kind == FP8_KIND_NVFP4 && f->configs[c].rht && i != 1; /* TE's wgrad operands */
     if (!rc) rc = fp8_block_quantize_f32(k->x[t], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, cw[i], NULL, NULL, NULL);
   }
   fp8_gemm_operands ops = {rw[0], rw[1], rw[2], cw[1], cw[2], cw[0]};

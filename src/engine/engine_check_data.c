@@ -136,6 +136,17 @@ static fp8_config block_kind(fp8_recipe_kind k, int variant) {
   return c;
 }
 
+/* NVFP4 (issue 29): TE's defaults with Four Over Six (variant 0: 16x16 weights, the Hadamard
+ * transform, stochastic rounding of the gradients), or 1x16 blocks, nearest, no transform. */
+static fp8_config nvfp4(int variant) {
+  fp8_config c = {.kind = FP8_KIND_NVFP4, .format = FP8_SEL_E4M3,
+                  .nvfp4_block = variant ? FP8_NVFP4_BLOCK_1X16 : FP8_NVFP4_BLOCK_AUTO,
+                  .rht = !variant, .fp4_rounding = variant ? FP8_FP4_ROUND_NEAREST : FP8_FP4_ROUND_AUTO,
+                  .fp4_rule = variant ? 0 : 2, .e4m3_max = variant ? 448.0f : 256.0f, .sr_seed = 5};
+  strcpy(c.label, variant ? "nvfp4_1x16" : "nvfp4");
+  return c;
+}
+
 static size_t make_configs(fp8_config *c, int size) {
   size_t n = 0;
   if (size == 0) {
@@ -160,9 +171,13 @@ static size_t make_configs(fp8_config *c, int size) {
   c[n++] = block_kind(FP8_KIND_MXFP8, 0);
   c[n++] = block_kind(FP8_KIND_BLOCK, 0);
   c[n++] = block_kind(FP8_KIND_ROWWISE, 0);
+  c[n++] = nvfp4(0);
+  c[n++] = block_kind(FP8_KIND_MXFP4, 0);
   if (size) {
     c[n++] = block_kind(FP8_KIND_MXFP8, 1);
     c[n++] = block_kind(FP8_KIND_BLOCK, 1);
+    c[n++] = nvfp4(1);
+    c[n++] = block_kind(FP8_KIND_MXFP4, 1);
   }
   return n;
 }
