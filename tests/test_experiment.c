@@ -709,6 +709,20 @@ static const bad_case bad_cases[] = {
     {T "[recipe.a]\nkind = current\n[recipe.b]\nlabel = a\nkind = delayed\ntensors = x.*\n", 5,
      "[recipe.b] can take no tensor: [recipe.a] (line 3) comes before it with the label a and "
      "has no tensors key, so it takes every tensor (give the section that takes the rest last)"},
+    /* the FP4 kinds (issue 29) */
+    {T "[recipe.r]\nkind = nvfp4\nformat = e4m3\n", 5, "format is not a key of kind nvfp4"},
+    {T "[recipe.r]\nkind = mxfp4\nformat = e4m3\n", 5, "format is not a key of kind mxfp4"},
+    {T "[recipe.r]\nkind = nvfp4\nblock = 1x128\n", 5, "bad block \"1x128\" (expected 1x16, 16x16 or auto)"},
+    {T "[recipe.r]\nkind = block\nblock = 16x16\n", 5, "bad block \"16x16\" (expected 1x128, 128x128 or auto)"},
+    {T "[recipe.r]\nkind = nvfp4\nrounding = up\n", 5, "bad rounding \"up\" (expected nearest, stochastic or auto)"},
+    {T "[recipe.r]\nkind = nvfp4\nblock_scale = 4over6\n", 5, "bad block_scale \"4over6\" (expected max6, 4over6_mae or 4over6_mse)"},
+    {T "[recipe.r]\nkind = nvfp4\ne4m3_max = 240\n", 5, "bad e4m3_max \"240\" (expected 256 or 448)"},
+    {T "[recipe.r]\nkind = nvfp4\nsr_seed = -3\n", 5, "bad sr_seed \"-3\" (expected an integer >= 0)"},
+    {T "[recipe.r]\nkind = nvfp4\nrht = maybe\n", 5, "bad rht \"maybe\""},
+    {T "[recipe.r]\nkind = nvfp4\nrht = true, false\n", 5, "rht must be a single value for kind nvfp4"},
+    {T "[recipe.r]\nkind = mxfp4\nrht = true\n", 5, "rht is not a key of kind mxfp4"},
+    {T "[recipe.r]\nkind = current\nsr_seed = 1\n", 5, "sr_seed is not a key of kind current"},
+    {T D "[analysis]\nfp4_gemm_ratio = 0.5\n", 6, "bad fp4_gemm_ratio \"0.5\" (expected a number in 1..1e6"},
     /* the first error in the file wins, whatever order the checks run in */
     {T "[recipe.r]\nhistory_len = 0\nfoo = 1\nkind = delayed\n", 4, "history_len"},
     {T "[recipe.r]\nhistory_len = 4\nkind = current\n[bad]\n", 4, "not a key"},
@@ -738,6 +752,78 @@ START_TEST(test_bad_files) {
   ck_assert_ptr_null(ex.file);
   ck_assert_ptr_null(ex.configs);
   ck_assert_uint_eq(ex.nconfigs, 0);
+  fp8_experiment_free(&ex);
+}
+END_TEST
+
+/* The FP4 kinds' keys (issue 29): TE's defaults when absent (16x16 weights, the transform,
+ * stochastic rounding of the gradients, max6, E4M3 maximum 448, or 256 under 4over6), and every
+ * configuration's settings (fp8_config_settings) read back as a section give it again, field
+ * for field. */
+START_TEST(test_fp4_keys_and_settings) {
+  const char *path = write_ini("fp4.ini",
+      "[trace]\npath = t\n"
+      "[recipe.nv]\nkind = nvfp4\n"
+      "[recipe.nv46]\nkind = nvfp4\nblock_scale = 4over6_mae\nblock = 1x16\nrht = off\n"
+      "rounding = nearest\nsr_seed = 12345678901\n"
+      "[recipe.nv46b]\nkind = nvfp4\nblock_scale = 4over6_mse\ne4m3_max = 448\nblock = 16x16\n"
+      "rounding = stochastic\n"
+      "[recipe.mx]\nkind = mxfp4\nscale_rounding = floor\n"
+      "[recipe.d]\nkind = delayed\nformat = e5m2\nhistory_len = 7\nmargin = -2\n"
+      "amax_compute = most_recent\n"
+      "[recipe.c]\nkind = current\nformat = e4m3\nmargin = 3\namax_epsilon = 1e-12\npow2 = true\n"
+      "[recipe.m8]\nkind = mxfp8\nformat = e5m2\nscale_rounding = floor\n"
+      "[recipe.b]\nkind = block\nblock = 1x128\npow2 = false\namax_epsilon = 0.0001\n"
+      "[recipe.rw]\nkind = rowwise\namax_epsilon = 1e-12\n"
+      "[recipe.keep]\nkind = bf16\n");
+  fp8_experiment ex;
+  char err[512];
+  ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_uint_eq(ex.nconfigs, 10);
+  const fp8_config *nv = &ex.configs[0], *n46 = &ex.configs[1], *n46b = &ex.configs[2];
+  ck_assert_int_eq(nv->kind, FP8_KIND_NVFP4);
+  ck_assert_int_eq(nv->nvfp4_block, FP8_NVFP4_BLOCK_AUTO);
+  ck_assert_int_eq(nv->rht, 1);
+  ck_assert_int_eq(nv->fp4_rounding, FP8_FP4_ROUND_AUTO);
+  ck_assert_int_eq(nv->fp4_rule, 0);
+  ck_assert(nv->e4m3_max == 448.0f && nv->sr_seed == 0);
+  ck_assert(n46->fp4_rule == 1 && n46->e4m3_max == 256.0f && n46->rht == 0 &&
+            n46->nvfp4_block == FP8_NVFP4_BLOCK_1X16 && n46->fp4_rounding == FP8_FP4_ROUND_NEAREST &&
+            n46->sr_seed == 12345678901ull);
+  ck_assert(n46b->fp4_rule == 2 && n46b->e4m3_max == 448.0f &&
+            n46b->nvfp4_block == FP8_NVFP4_BLOCK_16X16 && n46b->fp4_rounding == FP8_FP4_ROUND_STOCHASTIC);
+  ck_assert(ex.configs[3].kind == FP8_KIND_MXFP4 && ex.configs[3].mx_rounding == FP8_MX_ROUND_FLOOR);
+  /* the simulator's parameters: auto is 16x16 and stochastic for the roles TE gives them */
+  fp8_block_params w = fp8_config_block_params(nv, FP8_ROLE_WEIGHT, FP8_E4M3, FP8_DTYPE_BF16);
+  fp8_block_params g = fp8_config_block_params(nv, FP8_ROLE_GRAD_OUTPUT, FP8_E4M3, FP8_DTYPE_BF16);
+  fp8_block_params x = fp8_config_block_params(nv, FP8_ROLE_INPUT, FP8_E4M3, FP8_DTYPE_BF16);
+  ck_assert(w.square && !w.stochastic && g.stochastic && !g.square && !x.stochastic && !x.square);
+  ck_assert(w.kind == FP8_BLOCK_KIND_NVFP4 && w.block_len == 16 && fp8_block_params_check(&w) == FP8_OK);
+  /* settings, written as a section and read back */
+  char text[8192] = "[trace]\npath = t\n";
+  for (size_t c = 0; c < ex.nconfigs; c++) {
+    char st[512];
+    fp8_config_settings(&ex.configs[c], st, sizeof st);
+    size_t at = strlen(text);
+    snprintf(text + at, sizeof text - at, "[recipe.%s]\n%s\n", ex.configs[c].label, st);
+  }
+  fp8_experiment ex2;
+  const char *p2 = write_ini("fp4_again.ini", text);
+  ck_assert_msg(fp8_experiment_load(p2, &ex2, err, sizeof err) == FP8_OK, "%s\n%s", err, text);
+  ck_assert_uint_eq(ex2.nconfigs, ex.nconfigs);
+  for (size_t c = 0; c < ex.nconfigs; c++) {
+    const fp8_config *a = &ex.configs[c], *b = &ex2.configs[c];
+    ck_assert_msg(a->kind == b->kind && a->format == b->format && a->history_len == b->history_len &&
+                  a->margin == b->margin && a->amax_compute == b->amax_compute &&
+                  a->amax_epsilon == b->amax_epsilon && a->pow2 == b->pow2 &&
+                  a->mx_rounding == b->mx_rounding && a->nvfp4_block == b->nvfp4_block &&
+                  a->rht == b->rht && a->fp4_rounding == b->fp4_rounding &&
+                  a->fp4_rule == b->fp4_rule && a->e4m3_max == b->e4m3_max &&
+                  a->sr_seed == b->sr_seed &&
+                  (a->kind != FP8_KIND_BLOCK || a->block_shape == b->block_shape),
+                  "configuration %s differs after its settings: %s", a->label, text);
+  }
+  fp8_experiment_free(&ex2);
   fp8_experiment_free(&ex);
 }
 END_TEST
@@ -875,6 +961,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_bad_files, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
   tcase_add_test(tc, test_too_many_configs);
   tcase_add_test(tc, test_mixed_sections);
+  tcase_add_test(tc, test_fp4_keys_and_settings);
   suite_add_tcase(s, tc);
   return tu_run_suite(s);
 }
