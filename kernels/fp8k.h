@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,39 @@ int fp8k_quant_stats_dscales(fp8k_ctx *ctx, const float *d_scales, const int *fo
                              size_t errlen);
 
 /* ------------------------------------------------------------------ current scaling */
+
+/** One FP4 configuration (issue 29; fp8_block_params of kind nvfp4 or mxfp4 with C types). */
+typedef struct {
+  int mx;           /**< 1: MXFP4 (1x32, E8M0); 0: NVFP4 (1x16, E4M3 scales, tensor scale) */
+  int square;       /**< NVFP4: 16x16 blocks */
+  int rule;         /**< NVFP4: fp8_nvfp4_scale_rule (0 max6, 1 4over6 MAE, 2 4over6 MSE) */
+  float e4m3_max;   /**< NVFP4: 448 or 256 (0: 448) */
+  int floor_rule;   /**< MXFP4: 1 for the OCP floor exponent, 0 for ceil */
+  int stochastic;   /**< NVFP4: stochastic rounding, the seeded draw of fp4.h */
+  uint64_t sr_seed;
+} fp8k_fp4_params;
+
+/** Per block of an FP4 cast (row-major block order, nunits = blocks, nrun per block row): its
+ *  amax and element multiplier, copied back (malloc'd; fp8k_fp4_blocks_free), for the block
+ *  statistics (fp8_block_fp4_stats); and stochastic rounding's expectation (NaN without it). */
+typedef struct {
+  int64_t nunits, nrun;
+  float *amax, *mult;
+  double underflow_expected, sum_sq_err_expected;
+} fp8k_fp4_blocks;
+
+/** The row-wise FP4 cast of the uploaded tensor viewed as [rows, cols] (rows * cols = its
+ *  elements): fp8_block_quantize_f32 of kind nvfp4 / mxfp4, DIR_ROW, emulated in float32
+ *  (kernels/fp4.cu). amax_g: NVFP4's tensor amax (fp8k_amax). out: the counts exact, the double
+ *  sums within 1e-6 relative (another order). */
+int fp8k_fp4_quant_stats(fp8k_ctx *ctx, int64_t rows, int64_t cols, const fp8k_fp4_params *p,
+                         float amax_g, fp8k_stats *out, fp8k_fp4_blocks *blocks, char *err,
+                         size_t errlen);
+static inline void fp8k_fp4_blocks_free(fp8k_fp4_blocks *b) {
+  free(b->amax);
+  free(b->mult);
+  b->amax = b->mult = NULL;
+}
 
 /** One current-scaling configuration (fp8_current_params with C types). */
 typedef struct {

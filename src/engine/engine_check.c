@@ -92,6 +92,11 @@ static void same_block(chk_run *k, size_t t, size_t c, const fp8_block_stats *g,
   close_rel(k, t, c, "log2_scale_min", g->log2_scale_min, w->log2_scale_min, 0);
   close_rel(k, t, c, "log2_scale_max", g->log2_scale_max, w->log2_scale_max, 0);
   close_rel(k, t, c, "log2_scale_std", g->log2_scale_std, w->log2_scale_std, 0);
+  close_rel(k, t, c, "overshoot", g->overshoot, w->overshoot, 0);
+  /* stochastic rounding's expectation (FP4): double sums, another order on a device */
+  close_rel(k, t, c, "underflow_expected", g->underflow_expected, w->underflow_expected, SUM_RTOL);
+  close_rel(k, t, c, "sum_sq_err_expected", g->sum_sq_err_expected, w->sum_sq_err_expected,
+            SUM_RTOL);
 }
 
 static int supports(const chk_run *k, fp8_engine_op op, size_t c) {

@@ -30,8 +30,12 @@
 static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   const gpu_priv *p = e->priv;
   const fp8_config *cf = &p->plan.configs[c];
-  /* block kinds and bf16 (nothing to cast) run on the composite's CPU engine */
-  if (!fp8_recipe_kind_has_scale(cf->kind) || !fp8_plan_active(&p->plan, c)) return 0;
+  if (!fp8_plan_active(&p->plan, c)) return 0;
+  /* the FP4 kinds' row-wise casts are emulated here (kernels/fp4.cu); their GEMMs (blocks along
+   * each GEMM's reduction dimension, the Hadamard transform) run on the composite's CPU engine */
+  if (fp8_recipe_kind_is_fp4(cf->kind)) return op == FP8_OP_QUANTIZE_STATS;
+  /* the FP8 block kinds and bf16 (nothing to cast) run on the composite's CPU engine */
+  if (!fp8_recipe_kind_has_scale(cf->kind)) return 0;
   if (op == FP8_OP_QUANTIZE_STATS) return 1;
   /* the sampled GEMM error is a few small GEMMs per layer: the composite's CPU engine runs it
    * from this engine's scales (gemm.h) */
@@ -84,6 +88,36 @@ static void to_stats(const fp8k_stats *k, fp8_stats *s) {
                    .sum_sq_hat = k->sum_sq_hat};
 }
 
+/* An FP4 configuration's row-wise cast of the resident tensor t (its amax already known): the
+ * statistics from the kernel, the block statistics from its per-block arrays by the
+ * simulator's own function (fp8_block_fp4_stats), as src/sim/block_fp4.c computes them. */
+static int fp4_stats(gpu_priv *p, size_t t, size_t c, float amax, fp8_tensor_result *out,
+                     char *err, size_t errlen) {
+  const fp8_tensor_view *v = p->view[t];
+  fp8_block_params bp = fp8_config_block_params(&p->plan.configs[c], p->plan.roles[t],
+                                                fp8_plan_format(&p->plan, t, c), v->dtype);
+  int64_t rows, cols;
+  int rc = fp8_block_view_2d(v->shape, v->ndim, &rows, &cols);
+  if (rc) return fp8_errorf(rc, err, errlen, "shape of %s", v->name);
+  fp8k_fp4_params kp = {.mx = bp.kind == FP8_BLOCK_KIND_MXFP4, .square = bp.square,
+                        .rule = bp.fp4_rule, .e4m3_max = bp.e4m3_max,
+                        .floor_rule = bp.rounding == FP8_MX_ROUND_FLOOR,
+                        .stochastic = bp.stochastic, .sr_seed = bp.sr_seed};
+  fp8k_stats st;
+  fp8k_fp4_blocks b;
+  memset(&b, 0, sizeof b);
+  rc = fp8k_fp4_quant_stats(p->ctx, rows, cols, &kp, amax, &st, &b, err, errlen);
+  if (!rc) {
+    to_stats(&st, &out->stats[c]);
+    out->scale[c] = NAN;
+    fp8_block_fp4_stats(b.amax, b.mult, b.nunits, &out->block[c]);
+    out->block[c].underflow_expected = b.underflow_expected;
+    out->block[c].sum_sq_err_expected = b.sum_sq_err_expected;
+  }
+  fp8k_fp4_blocks_free(&b);
+  return rc;
+}
+
 static int gpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
                               size_t errlen) {
   gpu_priv *p = e->priv;
@@ -111,6 +145,9 @@ static int gpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, c
       out->scale[p->cur_cfg[g + j]] = sc[j];
     }
   }
+  for (size_t c = 0; c < p->plan.nconfigs && !rc; c++)
+    if (fp8_plan_active(&p->plan, c) && fp8_recipe_kind_is_fp4(p->plan.configs[c].kind))
+      rc = fp4_stats(p, t, c, out->amax, out, err, errlen);
 done:
   if (rc && p->view[t]) {
     char tmp[512];

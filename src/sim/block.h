@@ -215,6 +215,12 @@ int fp8_block_quantize_f32(const float *x, int64_t rows, int64_t cols, const fp8
                            fp8_block_dir dir, float *xhat, float *scales, fp8_stats *st,
                            fp8_block_stats *bst);
 
+/** The block statistics of an FP4 cast from each block's amax and element multiplier, in block
+ *  order (block_fp4.c, and the GPU engine from its kernel's arrays: the same arithmetic):
+ *  nblocks, blocks_with_overflow (amax * mult > 6), the log2(mult) spread over the blocks whose
+ *  amax is finite and > 0, overshoot; the expectation fields are left as they are. */
+void fp8_block_fp4_stats(const float *amax, const float *mult, int64_t n, fp8_block_stats *bst);
+
 /** The FP4 kinds' fp8_block_quantize_f32 (block_fp4.c; p already checked, x non-empty). The
  *  NVFP4 per-tensor scale comes from the amax of the values quantized (after the transform
  *  when p->rht: TE's column-wise amax). */

@@ -12,25 +12,30 @@
 #include "block.h"
 #include "fp4.h"
 
-/* Running block statistics (as block.c's, over the multipliers). */
-typedef struct {
-  int64_t nblocks, overflowed, scaled;
-  double min, max, mean, m2, peak;
-} fp4_acc;
-
-static void acc_block(fp4_acc *a, float amax, float mult) {
-  a->nblocks++;
-  a->overflowed += amax * mult > FP8_E2M1_MAX; /* the amax element has the largest |y| */
-  double peak = (double)amax * (double)mult;
-  if (peak > a->peak) a->peak = peak;
-  if (!(amax > 0.0f) || isinf(amax)) return;
-  double v = log2((double)mult);
-  a->scaled++;
-  if (a->scaled == 1 || v < a->min) a->min = v;
-  if (a->scaled == 1 || v > a->max) a->max = v;
-  double d = v - a->mean;
-  a->mean += d / (double)a->scaled;
-  a->m2 += d * (v - a->mean);
+void fp8_block_fp4_stats(const float *amax, const float *mult, int64_t n, fp8_block_stats *bst) {
+  int64_t overflowed = 0, scaled = 0;
+  double mn = 0.0, mx = 0.0, mean = 0.0, m2 = 0.0, peak = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    float a = amax[i], mu = mult[i];
+    overflowed += a * mu > FP8_E2M1_MAX; /* the amax element has the largest |y| */
+    double pk = (double)a * (double)mu;
+    if (pk > peak) peak = pk;
+    if (!(a > 0.0f) || isinf(a)) continue;
+    double v = log2((double)mu);
+    scaled++;
+    if (scaled == 1 || v < mn) mn = v;
+    if (scaled == 1 || v > mx) mx = v;
+    double d = v - mean; /* Welford: one pass, block order */
+    mean += d / (double)scaled;
+    m2 += d * (v - mean);
+  }
+  bst->nblocks = n;
+  bst->blocks_with_overflow = overflowed;
+  bst->nblocks_scaled = scaled;
+  bst->log2_scale_min = scaled ? mn : NAN;
+  bst->log2_scale_max = scaled ? mx : NAN;
+  bst->log2_scale_std = scaled ? sqrt(m2 / (double)scaled) : NAN;
+  bst->overshoot = peak > 0.0 ? log2(peak / (double)FP8_E2M1_MAX) : -INFINITY;
 }
 
 static float amax_of(const float *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
@@ -90,29 +95,33 @@ static int quantize_rows(const float *m, int64_t rows, int64_t cols, const fp8_b
   }
   const float e4 = p->e4m3_max > 0.0f ? p->e4m3_max : FP8_E4M3_MAX;
   const float s_dec = 1.0f / fp8_nvfp4_global_scale(gamax, e4);
-  fp4_acc a = {0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
-  const int64_t bh = p->square ? B : 1;
-  for (int64_t r0 = 0; r0 < rows; r0 += bh) {
+  const int64_t bh = p->square ? B : 1, nbr = (rows + bh - 1) / bh;
+  float *ba = malloc((size_t)(nbr * nrun + 1) * sizeof *ba);
+  float *bm = malloc((size_t)(nbr * nrun + 1) * sizeof *bm);
+  if (!ba || !bm) {
+    free(ba);
+    free(bm);
+    free(codes);
+    return FP8_ENOMEM;
+  }
+  for (int64_t r0 = 0, u = 0; r0 < rows; r0 += bh) {
     int64_t r1 = r0 + bh < rows ? r0 + bh : rows;
-    for (int64_t k = 0; k < nrun; k++) {
+    for (int64_t k = 0; k < nrun; k++, u++) {
       int64_t c0 = k * B, c1 = c0 + B < cols ? c0 + B : cols;
       float mu = multiplier(p, codes[r0 * nrun + k], s_dec);
-      acc_block(&a, amax_of(m, cols, r0, r1, c0, c1), mu);
+      ba[u] = amax_of(m, cols, r0, r1, c0, c1);
+      bm[u] = mu;
       if (mult) mult[(r0 / bh) * mld + k * mstep] = mu;
     }
   }
   free(codes);
   if (bst) {
-    bst->nblocks = a.nblocks;
-    bst->blocks_with_overflow = a.overflowed;
-    bst->nblocks_scaled = a.scaled;
-    bst->log2_scale_min = a.scaled ? a.min : NAN;
-    bst->log2_scale_max = a.scaled ? a.max : NAN;
-    bst->log2_scale_std = a.scaled ? sqrt(a.m2 / (double)a.scaled) : NAN;
-    bst->overshoot = a.peak > 0.0 ? log2(a.peak / (double)FP8_E2M1_MAX) : -INFINITY;
+    fp8_block_fp4_stats(ba, bm, nbr * nrun, bst);
     bst->underflow_expected = p->stochastic ? sr.underflow : NAN;
     bst->sum_sq_err_expected = p->stochastic ? sr.sum_sq_err : NAN;
   }
+  free(ba);
+  free(bm);
   return FP8_OK;
 }
 
