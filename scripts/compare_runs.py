@@ -14,7 +14,8 @@ and histograms are bit-identical between the engines; only the three double sums
 errors, sum of squares, sum of squared dequantized values) are accumulated in another order on
 the GPU and agree to 1e-6 relative. So every cell is compared as text, exactly, except the
 columns computed from those sums:
-  - mse (steps.csv, summary.csv): |a - b| <= rtol * max(|a|, |b|);
+  - mse, underflow_expected, mse_expected (steps.csv; mse also summary.csv):
+    |a - b| <= rtol * max(|a|, |b|);
   - snr_db, snr_db_min (dB, 10 log10(sum_sq / sum_sq_err)): relative as above, or within
     10 log10((1 + rtol) / (1 - rtol)) dB (8.7e-6 dB for rtol 1e-6), the most that sums within
     rtol can move it: near 0 dB (everything flushed to zero) a relative rule on the dB value
@@ -63,7 +64,9 @@ DEFAULT_FILES = ("steps.csv", "summary.csv", "histograms.csv", "stream.csv", "ge
 # columns computed from the double sums, per file; "rel", "db", or "cos" / "cosmin" with the
 # column of the same row that gives rho (see the docstring)
 DERIVED = {
-    "steps.csv": {"mse": "rel", "snr_db": "db", "cos_sim": ("cos", "snr_db")},
+    "steps.csv": {"mse": "rel", "snr_db": "db", "cos_sim": ("cos", "snr_db"),
+                  # stochastic rounding's expectation (FP4): double sums, as mse
+                  "underflow_expected": "rel", "mse_expected": "rel"},
     "summary.csv": {"mse": "rel", "snr_db": "db", "snr_db_min": "db",
                     "cos_sim_min": ("cosmin", "snr_db_min")},
 }

@@ -280,7 +280,8 @@ replay_line() {
 # ------------------------------------------------------------------ experiments
 write_edge_ini() { # INI TRACE
   cat >"$1" <<EOF
-; device-parity.sh: corner-case trace, every per-tensor kind, block kinds (CPU in both runs)
+; device-parity.sh: corner-case trace, every per-tensor kind, block kinds (CPU in both runs),
+; the FP4 kinds (their casts on the GPU: kernels/fp4.cu)
 [trace]
 path = $2
 [recipe.sweep]
@@ -323,6 +324,17 @@ kind = block
 block = auto
 [recipe.rows]
 kind = rowwise
+[recipe.nv46]
+kind = nvfp4
+block_scale = 4over6_mae
+[recipe.nvsr]
+kind = nvfp4
+block = 1x16
+rounding = stochastic
+sr_seed = 9
+[recipe.mx4]
+kind = mxfp4
+scale_rounding = floor
 [analysis]
 gemm = false
 EOF

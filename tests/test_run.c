@@ -2234,15 +2234,20 @@ START_TEST(test_mixed_recipes) {
   ck_assert_ptr_nonnull(j);
   char *cf = json_dumps(json_object_get(json_object_get(j, "experiment"), "configurations"),
                         JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(3));
+  /* each configuration's section keys (settings: the advice files write them back) */
+#define ST_CUR "\"settings\":\"kind = current\\nformat = hybrid\\nmargin = 0\\namax_epsilon = 0\\npow2 = false\","
+#define ST_DL(l, m) "\"settings\":\"kind = delayed\\nformat = hybrid\\nhistory_len = " #l "\\nmargin = " #m "\\namax_compute = max\","
   ck_assert_str_eq(cf, "[{\"recipe\":\"mix\",\"kind\":\"current\",\"format\":\"hybrid\",\"margin\":0,"
-                       "\"amax_epsilon\":0.0,\"pow2\":false,\"section\":\"hot\","
+                       ST_CUR "\"amax_epsilon\":0.0,\"pow2\":false,\"section\":\"hot\","
                        "\"tensors\":[\"a.input\",\"a.weight\"]},"
                        "{\"recipe\":\"mix\",\"kind\":\"delayed\",\"format\":\"hybrid\",\"margin\":1,"
-                       "\"history_len\":2,\"amax_compute\":\"max\",\"section\":\"rest\"},"
+                       ST_DL(2, 1) "\"history_len\":2,\"amax_compute\":\"max\",\"section\":\"rest\"},"
                        "{\"recipe\":\"sub\",\"kind\":\"delayed\",\"format\":\"hybrid\",\"margin\":0,"
-                       "\"history_len\":1,\"amax_compute\":\"max\",\"tensors\":[\"b.input\",\"*.weight\"]},"
+                       ST_DL(1, 0) "\"history_len\":1,\"amax_compute\":\"max\",\"tensors\":[\"b.input\",\"*.weight\"]},"
                        "{\"recipe\":\"sub\",\"kind\":\"delayed\",\"format\":\"hybrid\",\"margin\":0,"
-                       "\"history_len\":2,\"amax_compute\":\"max\",\"tensors\":[\"b.input\",\"*.weight\"]}]");
+                       ST_DL(2, 0) "\"history_len\":2,\"amax_compute\":\"max\",\"tensors\":[\"b.input\",\"*.weight\"]}]");
+#undef ST_CUR
+#undef ST_DL
   free(cf);
   json_decref(j);
   /* the report reads it: mix is one configuration */

@@ -333,7 +333,7 @@ int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t
     const fp8_group_stats *s = &a->stats[i];
     const fp8_steps_group *g = s->group;
     fprintf(fp, "%s,%s,%s,%s,%s,", g->tensor, fp8_role_name(g->role), g->key.recipe,
-            fp8_recipe_kind_name(g->key.kind), fp8_format_name(g->key.format));
+            fp8_recipe_kind_name(g->key.kind), fp8_kind_format_name(g->key.kind, g->key.format));
     fp8_config_key_put_delayed_csv(fp, &g->key, 1);
     fprintf(fp, "%lld,", (long long)s->steps);
     const double rates[3] = {s->overflow_rate, s->underflow_rate, s->subnormal_rate};

@@ -568,7 +568,7 @@ int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err
     fputc(',', fp);
     if (c->in_run) ana_put_text(fp, c->key.recipe);
     fprintf(fp, ",%s,%s,", fp8_recipe_kind_name(c->key.kind),
-            c->in_run ? fp8_format_name(c->key.format) : "");
+            c->in_run ? fp8_kind_format_name(c->key.kind, c->key.format) : "");
     fp8_config_key_put_delayed_csv(fp, &c->key, c->in_run);
     if (c->in_run) {
       fp8_csv_put_num(fp, c->overflow_rate);

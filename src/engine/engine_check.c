@@ -46,7 +46,7 @@ static void mismatch(chk_run *k, size_t t, size_t c, const char *what, double go
   if (c != (size_t)-1) {
     const fp8_config *cf = &k->f->configs[c];
     snprintf(cfg, sizeof cfg, ", configuration %zu (%s %s L=%d m=%d)", c,
-             fp8_recipe_kind_name(cf->kind), fp8_format_name(k->f->formats[t * k->f->nconfigs + c]),
+             fp8_recipe_kind_name(cf->kind), fp8_kind_format_name(cf->kind, k->f->formats[t * k->f->nconfigs + c]),
              (int)cf->history_len, (int)cf->margin);
   }
   snprintf(r->first, sizeof r->first, "step %d, tensor %s (%s)%s: %s %.9g, simulator %.9g",

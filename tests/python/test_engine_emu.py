@@ -19,7 +19,9 @@ GPU).
 Cases (small: the emulator runs a block's 256 threads as fibers, ~1000x slower than the CPU
 engine):
   - gemm: `synth llm` 2 steps, delayed hybrid and e5m2 (whose GEMMs cuBLASLt declines: the CPU
-    computes them), current, mxfp8 (CPU), gemm = true, gemm_error = exact (the cuBLASLt path:
+    computes them), current, mxfp8 (CPU), nvfp4 (Four Over Six; stochastic rounding) and mxfp4
+    (their casts on the emulated GPU, kernels/fp4.cu; their GEMMs on the CPU), gemm = true,
+    gemm_error = exact (the cuBLASLt path:
     the sampled default runs on the CPU engine) with token sampling;
   - many: 1 step, 70 per-tensor configurations (two launches of the fused kernel: 64 + 6);
   - ranks: a two-rank run folder with reduce_amax (the engine reduces over each tensor's
@@ -61,6 +63,15 @@ format = hybrid
 pow2 = true
 [recipe.mx]
 kind = mxfp8
+[recipe.nv]
+kind = nvfp4
+block_scale = 4over6_mae
+[recipe.nvsr]
+kind = nvfp4
+rounding = stochastic
+sr_seed = 3
+[recipe.mx4]
+kind = mxfp4
 [analysis]
 gemm = true
 gemm_error = exact
@@ -206,7 +217,7 @@ def main():
               "%s: gemm.csv %s" % (name, "compared" if want_gemm else "absent"), out)
 
     try:
-        case("gemm", GEMM_INI, [["synth", "llm", "trace", "--steps", "2", "--seed", "4"]], 6, True)
+        case("gemm", GEMM_INI, [["synth", "llm", "trace", "--steps", "2", "--seed", "4"]], 9, True)
         case("many", MANY_INI, [["synth", "spiky", "trace", "--steps", "1", "--seed", "9"]], 70,
              False)
         case("ranks", RANKS_INI, [["synth", "llm", "run/rank_0", "--steps", "2", "--seed", "1"],

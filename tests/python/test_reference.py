@@ -925,7 +925,7 @@ def replay_small_by_hand():
         # ... clipped 0, overshoot log2(2 * 128 / 448) = log2(4/7), cos_sim 1 (exact),
         # warm-up (step 0: nothing has been fed to the delayed update yet)
         assert lines[5] == ("a.input,input,0,c,current,e4m3,,,,2,128,2,0,0,0,0,0,0,inf,,,,,,"
-                            "0,-0.807354922,1,1"), lines[5]
+                            "0,-0.807354922,1,1,,"), lines[5]
         data = list(csv.reader(io.StringIO(buf.getvalue())))
         assert R.compare_rows(rows, data[1:], data[0]) == []
         bad = [list(r) for r in data[1:]]
@@ -1272,7 +1272,7 @@ def replay_block_rows_by_hand():
         buf = io.StringIO()
         R.write_csv(rows, buf)
         data = list(csv.reader(io.StringIO(buf.getvalue())))
-        assert tuple(data[0]) == R.COLUMNS and len(R.COLUMNS) == 28
+        assert tuple(data[0]) == R.COLUMNS and len(R.COLUMNS) == 30
         i = [k for k, rr in enumerate(rows) if (rr["tensor"], rr["step"], rr["recipe"]) ==
              ("m.input", 0, "mxf")][0]
         # mxf (floor) on m.input step 0: the 500 block has scale 1 (500 -> 448, clipped:
@@ -1281,7 +1281,7 @@ def replay_block_rows_by_hand():
         cos = (500.0 * 448 + 0.25) / (math.sqrt(500.0 ** 2 + 0.25) * math.sqrt(448.0 ** 2 + 0.25))
         assert data[i + 1][9:] == ["500", "", "80", "0", "78", "1", "0", "0"] + \
             data[i + 1][17:19] + ["4", "1", "0", "9", "4.5", "1",
-                                  "%.9g" % math.log2(500.0 / 448), data[i + 1][26], "1"], \
+                                  "%.9g" % math.log2(500.0 / 448), data[i + 1][26], "1", "", ""], \
             data[i + 1]
         assert abs(float(data[i + 1][26]) - cos) < 1e-9, (data[i + 1][26], cos)  # 9 digits
         assert abs(by[("m.input", 0, "mxf", "e4m3")]["cos_sim"] - cos) < 1e-15
