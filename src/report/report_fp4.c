@@ -82,10 +82,10 @@ static double mean3(const double *m) { return (m[0] + m[1] + m[2]) / 3.0; }
 int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen) {
   int any = 0;
   for (size_t c = 0; c < r->ncfg; c++) any |= has_fp4(r, c);
-  if (!any || !t->n) return FP8_OK;
+  if (!any) return FP8_OK;
   struct rep_fp4 *f = calloc(1, sizeof *f);
-  gv *v = malloc(t->n * sizeof *v);
-  const char **names = malloc(t->n * sizeof *names);
+  gv *v = malloc((t->n + 1) * sizeof *v);
+  const char **names = malloc((t->n + 1) * sizeof *names);
   if (!f || !v || !names) goto nomem;
   r->fp4 = f;
   size_t nn = 0;
@@ -134,7 +134,7 @@ int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen)
       continue;
     if (m < best) best = m, f->fallback = (ptrdiff_t)c;
   }
-  if (f->ref >= 0) {
+  if (f->ref >= 0 && nl > 0) {
     size_t most = 0;
     double err_best = INFINITY;
     for (size_t c = 0; c < r->ncfg; c++) {
@@ -238,6 +238,12 @@ void rep_add_fp4(const rep_t *r, fp8_doc *d) {
     int any = 0;
     for (size_t g = 0; g < r->tab.ngroups && !any; g++) any = (int)r->tab.groups[g].role == role;
     if (any) role_table(r, d, role);
+  }
+  if (f->nlayers == 0) {
+    fp8_doc_markdown(d, "Which layers hold under FP4 is measured by their GEMM errors: this run "
+                        "has none (`[analysis] gemm = true`, and layers whose input, weight and "
+                        "grad_output were captured).");
+    return;
   }
   if (f->ref < 0) {
     fp8_doc_markdown(d, "Which layers hold under FP4 is measured against an FP8 configuration "

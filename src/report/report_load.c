@@ -187,8 +187,9 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
     rc = rep_add_gemm(r, &gemm, path, &r->have_gemm, err, errlen);
-    if (!rc) rc = rep_fp4_prepare(r, &gemm, err, errlen);
   }
+  /* the FP4 section: its per-role rates need no GEMM; its layers come from gemm.csv's rows */
+  if (!rc) rc = rep_fp4_prepare(r, &gemm, err, errlen);
 done:
   fp8_gemmcsv_free(&gemm);
   return rc;

@@ -415,8 +415,20 @@ def report_and_advice(tmp):
     want = {("a.fc.%s" % t, "nvfp4") for t in ("input", "weight", "grad_output")} | \
            {("b.fc.%s" % t, "current") for t in ("input", "weight", "grad_output")}
     check(kinds == want, "advice_fp4 replay: kinds %s, expected %s" % (sorted(kinds), sorted(want)))
+    # without GEMM errors: the per-role rates, no layer verdict, no advice file
+    with open(os.path.join(d, "nogemm.ini"), "w") as f:
+        f.write("[trace]\npath = trace\n\n[recipe.cur]\nkind = current\n\n"
+                "[recipe.nv]\nkind = nvfp4\n\n[analysis]\ngemm = false\n\n[output]\ndir = nogemm\n")
+    rc, out = run(["run", "nogemm.ini"], d)
+    check(rc == 0, "gemm = false run: rc %d: %s" % (rc, out[-400:]))
+    if rc == 0:
+        md = open(os.path.join(d, "nogemm", "report.md")).read()
+        check("## FP4: NVFP4 and MXFP4" in md and "### input" in md and
+              "this run has none" in md, "gemm = false: the FP4 section without its layers")
+        check(not os.path.exists(os.path.join(d, "nogemm", "advice_fp4.ini")),
+              "gemm = false: no advice_fp4.ini")
     print("report: the FP4 section's rates, errors and ratios as steps.csv and gemm.csv give "
-          "them; advice_fp4.ini replayed")
+          "them; advice_fp4.ini replayed; without GEMM errors the rates alone")
 
 
 def main():
