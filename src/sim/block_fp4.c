@@ -93,6 +93,10 @@ static int quantize_rows(const float *m, int64_t rows, int64_t cols, const fp8_b
     free(codes);
     return rc;
   }
+  if (!mult && !bst) { /* a GEMM's operand: the dequantized values alone, no block pass */
+    free(codes);
+    return FP8_OK;
+  }
   const float e4 = p->e4m3_max > 0.0f ? p->e4m3_max : FP8_E4M3_MAX;
   const float s_dec = 1.0f / fp8_nvfp4_global_scale(gamax, e4);
   const int64_t bh = p->square ? B : 1, nbr = (rows + bh - 1) / bh;
@@ -137,7 +141,8 @@ int fp8_block_fp4_quantize(const float *x, int64_t rows, int64_t cols, const fp8
     if (dir == FP8_BLOCK_DIR_ROW || p->square) {
       /* a 2-D block is the same either way; the row-wise pass has no transform */
       int64_t nrun = (cols + p->block_len - 1) / p->block_len;
-      rc = quantize_rows(x, rows, cols, p, 0, xhat, scales, nrun, 1, &local, &b);
+      rc = quantize_rows(x, rows, cols, p, 0, xhat, scales, nrun, 1, st || bst ? &local : NULL,
+                         bst ? &b : NULL);
     } else {
       size_t n = (size_t)(rows * cols);
       float *t = malloc(n * sizeof *t), *th = xhat ? malloc(n * sizeof *th) : NULL;
@@ -150,7 +155,8 @@ int fp8_block_fp4_quantize(const float *x, int64_t rows, int64_t cols, const fp8
         int rht = p->rht && rows % 16 == 0;
         if (rht) fp8_rht16(t, n, t);
         /* blocks along dim 0: the transpose's block (j, k) is block (k, j) of the grid */
-        rc = quantize_rows(t, cols, rows, p, (uint64_t)1 << 48, th, scales, 1, cols, &local, &b);
+        rc = quantize_rows(t, cols, rows, p, (uint64_t)1 << 48, th, scales, 1, cols,
+                           st || bst ? &local : NULL, bst ? &b : NULL);
         /* back to the original basis: a GEMM over any subset of the tokens (gemm_max_tokens)
          * then means what it does without the transform, and over all of them it is the
          * transformed product (M M^T = I) up to float32 rounding */
