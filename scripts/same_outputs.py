@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """same_outputs.py: does a change of fp8lab's code leave every output byte for byte as it was?
 
-  same_outputs.py collect FP8LAB_BIN DIR [--quick]   runs a fixed set of commands, keeps every file
-  same_outputs.py compare DIR_A DIR_B                 exit 0 when the two sets agree, 1 otherwise
+  same_outputs.py collect FP8LAB_BIN DIR [--quick] [--exact-gemm]
+                                          runs a fixed set of commands, keeps every file
+  same_outputs.py compare DIR_A DIR_B     exit 0 when the two sets agree, 1 otherwise
 
 Made for refactorings (the layout issue: "every output is byte-identical to today's"): collect
 with the binary of the commit before the change and with the new one, then compare. The set:
   - `fp8lab synth llm` (200 steps) and four ranks of it (60 steps, seeds 1-4);
-  - the shipped experiments quickstart, recipes, mixed (synth:llm) and ranks (reduce_amax over
-    groups of two ranks, GEMM errors), each with --threads 1 and --threads 2, report included;
+  - the shipped experiments quickstart, recipes, mixed (synth:llm), ranks (reduce_amax over
+    groups of two ranks, GEMM errors) and fp4 (NVFP4, MXFP4 beside the FP8 recipes), each with
+    --threads 1 and --threads 2, report included;
+  - with --exact-gemm, every copied experiment that computes GEMM errors does so in the exact
+    mode (`gemm_error = exact` in its [analysis] section): every entry of every GEMM, so that a
+    change of the GEMM code's order of operations cannot hide behind the sampled estimate;
   - `fp8lab report` written again into a copy of the quickstart run;
-  - the replay-vs-reference cases (tests/python/test_replay.py with FP8LAB_KEEP_TMP), unless
+  - the replay-vs-reference cases (tests/**/test_replay.py with FP8LAB_KEEP_TMP), unless
     --quick;
   - `fp8lab timeline` (the model: synth:llm, the flag form, TE's shape), `fp8lab inspect`;
   - with FP8LAB_GPU_MODULE set (the emulated module): quickstart on `--device gpu`.
@@ -49,7 +54,32 @@ def sh(cmd, log, env=None, cwd=None):
     return p.stdout
 
 
-def collect(binary, dest, quick):
+EXPERIMENTS = ("quickstart", "recipes", "mixed", "ranks", "fp4")
+
+
+def copy_experiment(name, dest, exact_gemm):
+    """experiments/<name>.ini into dest; with exact_gemm, `gemm_error = exact` at the top of its
+    [analysis] section (an existing gemm_error line is replaced)."""
+    with open(os.path.join(ROOT, "experiments", name + ".ini")) as f:
+        lines = f.read().split("\n")
+    if exact_gemm and any(re.match(r"\s*gemm\s*=\s*true", ln) for ln in lines):
+        lines = [ln for ln in lines if not re.match(r"\s*gemm_error\s*=", ln)]
+        i = next(k for k, ln in enumerate(lines) if ln.strip() == "[analysis]")
+        lines.insert(i + 1, "gemm_error = exact")
+    with open(os.path.join(dest, name + ".ini"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def replay_test():
+    """tests/**/test_replay.py: wherever the tests' layout puts it."""
+    import glob
+    found = sorted(glob.glob(os.path.join(ROOT, "tests", "**", "test_replay.py"), recursive=True))
+    if len(found) != 1:
+        sys.exit("same_outputs: expected one tests/**/test_replay.py, found %d" % len(found))
+    return found[0]
+
+
+def collect(binary, dest, quick, exact_gemm=False):
     binary = os.path.abspath(binary)
     dest = os.path.abspath(dest)
     d = WORK
@@ -65,8 +95,8 @@ def collect(binary, dest, quick):
     for r in range(4):
         sh([binary, "synth", "llm", os.path.join(d, "out", "ranks_trace", "rank_%d" % r),
             "--steps", "60", "--seed", str(r + 1)], log, env)
-    for e in ("quickstart", "recipes", "mixed", "ranks"):
-        shutil.copy(os.path.join(ROOT, "experiments", e + ".ini"), os.path.join(d, "exp"))
+    for e in EXPERIMENTS:
+        copy_experiment(e, os.path.join(d, "exp"), exact_gemm)
         for t in (1, 2):
             sh([binary, "run", os.path.join(d, "exp", e + ".ini"), "--out",
                 os.path.join(d, "res", "%s_t%d" % (e, t)), "--threads", str(t), "--force",
@@ -93,8 +123,7 @@ def collect(binary, dest, quick):
     if not quick:
         renv = dict(env, FP8LAB_KEEP_TMP=os.path.join(d, "replay"))
         os.makedirs(renv["FP8LAB_KEEP_TMP"])
-        sh([sys.executable, os.path.join(ROOT, "tests", "python", "test_replay.py"), binary], log,
-           renv)
+        sh([sys.executable, replay_test(), binary], log, renv)
     shutil.move(d, dest)
 
 
@@ -115,7 +144,7 @@ def normal_log(path):
     with open(path) as f:
         s = f.read()
     s = re.sub(r"(test_replay\.py) \S+", r"\1 <FP8LAB>", s)       # which binary ran it
-    s = re.sub(r"\S*(tests/python/test_replay\.py)", r"<TREE>/\1", s)  # from which checkout
+    s = re.sub(r"\S*/(test_replay\.py)", r"<TREE>/\1", s)  # from which checkout and folder
     s = re.sub(r"\b\d+(\.\d+)? ?(s|ms|us)\b", "<T>", s)          # durations
     s = re.sub(r"\bin \d+(\.\d+)?s\b", "in <T>", s)
     s = re.sub(r"\(\d+ threads?\)", "(N threads)", s)
@@ -170,7 +199,7 @@ def compare(a, b):
 def main():
     args = sys.argv[1:]
     if len(args) >= 3 and args[0] == "collect":
-        collect(args[1], args[2], "--quick" in args[3:])
+        collect(args[1], args[2], "--quick" in args[3:], "--exact-gemm" in args[3:])
         return 0
     if len(args) == 3 and args[0] == "compare":
         return compare(args[1], args[2])
