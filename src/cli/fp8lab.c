@@ -361,7 +361,7 @@ static int cmd_run(int argc, char **argv) {
   if (*warn) errf("fp8lab: %s\n", warn);
   opt.engine = sel.factory;
   opt.choice = &sel.choice;
-  opt.gpu_module = sel.factory ? sel.handle : NULL;
+  opt.exchange = sel.exchange;
   if (sel.factory && !opt.quiet)
     errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
             sel.module, sel.check.values, sel.check.seconds);

@@ -49,7 +49,8 @@ extern "C" {
 #endif
 
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
- *  way a separately built module would notice. */
+ *  way a separately built module would notice; the module's descriptor carries it
+ *  (gpu_module.h: engine_abi), beside the descriptor's own version. */
 #define FP8_ENGINE_ABI 3
 
 /** The ops an engine may decline for a configuration (supports()). */
@@ -168,13 +169,8 @@ typedef int (*fp8_engine_factory)(const fp8_engine_plan *plan, fp8_engine **out,
 int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                           size_t errlen);
 
-/** The entry points of the GPU module (src/gpu/engine_gpu.c, built as fp8lab-gpu.so): the ABI
- *  version it was built with (FP8_ENGINE_ABI), and its factory. */
-#define FP8_ENGINE_GPU_ABI_SYMBOL "fp8_engine_gpu_abi"
-#define FP8_ENGINE_GPU_CREATE_SYMBOL "fp8_engine_gpu_create"
-int fp8_engine_gpu_abi(void);
-int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
-                          size_t errlen);
+/* The GPU engine's factory is a member of the GPU module's descriptor (gpu_module.h), which
+ * engine_load.c alone opens; the engine selection hands it out. */
 
 /** The composite (engine_composite.c): the engine `primary` makes (NULL: the CPU engine) for
  *  the plan, and a CPU engine (fp8_engine_sim_create) for what the primary declines: the

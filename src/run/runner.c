@@ -530,7 +530,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   /* MPI: a multi-rank trace's ranks, or a single-rank trace's layers, are spread over the
    * processes; with the GPU engine under a launcher, even one process exchanges its amaxes
    * (through NCCL: a world of one) */
-  r.split = r.np > 1 || (fp8_mpi_on() && opt->gpu_module);
+  r.split = r.np > 1 || (fp8_mpi_on() && opt->exchange);
   size_t nparts = tr.nranks ? tr.nranks : 1;
   /* from here on, under MPI, a failure goes to the next agreement (no process may leave the
    * others waiting in a collective) */

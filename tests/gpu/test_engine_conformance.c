@@ -30,6 +30,7 @@
 
 #ifdef FP8LAB_CONF_GPU
 #include "device.h" /* before gpu_harness.h: gh_skip_without_device */
+#include "engine_gpu.h" /* fp8_engine_gpu_create: the module's sources are compiled in */
 #ifdef FP8LAB_HAVE_NCCL
 #include "comm_nccl.h"
 #endif
