@@ -44,6 +44,7 @@ LAYERS = [
     ("plot", "src/plot"),
     ("doc", "src/doc"),
     ("report", "src/report"),
+    ("timeline_report", "src/timeline_report"),
     ("cli", "src/cli"),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
