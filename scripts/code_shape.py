@@ -36,6 +36,7 @@ LAYERS = [
     ("experiment", "src/experiment"),
     ("engine", "src/engine"),
     ("timeline", "src/timeline"),
+    ("cpu", "src/cpu"),
     ("kernels", "kernels"),
     ("gpu", "src/gpu"),
     ("results", "src/results"),
@@ -54,8 +55,8 @@ MAX_FUNC = 120
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Headers for implementers only (as ggml-backend-impl.h), and the files that may include them.
 IMPLEMENTERS = {
-    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_(sim|composite)\w*"
-                                r"|src/gpu/engine_gpu\w*)\.(c|h)$"),
+    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_composite\w*"
+                                r"|src/cpu/engine_cpu\w*|src/gpu/engine_gpu\w*)\.(c|h)$"),
 }
 # a definition: starts at column 0 with an identifier, has a '(' and no ';' on its first line
 DEF_START = re.compile(r"^[A-Za-z_][\w \*]*\b([A-Za-z_]\w*)\s*\(")
