@@ -39,6 +39,7 @@ LAYERS = [
     ("experiment", "src/experiment"),
     ("engine", "src/engine"),
     ("timeline", "src/timeline"),
+    ("cpu", "src/cpu"),
     ("kernels", "kernels"),
     ("gpu", "src/gpu"),
     ("results", "src/results"),
@@ -47,6 +48,7 @@ LAYERS = [
     ("plot", "src/plot"),
     ("doc", "src/doc"),
     ("report", "src/report"),
+    ("timeline_report", "src/timeline_report"),
     ("cli", "src/cli"),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
@@ -56,8 +58,8 @@ MAX_FUNC = 120
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Headers for implementers only (as ggml-backend-impl.h), and the files that may include them.
 IMPLEMENTERS = {
-    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_(sim|composite)\w*"
-                                r"|src/gpu/engine_gpu\w*)\.(c|h)$"),
+    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_composite\w*"
+                                r"|src/cpu/engine_cpu\w*|src/gpu/engine_gpu\w*)\.(c|h)$"),
 }
 # The files that may look names up at run time, and why: a function pointer cast from a looked-up
 # name is what a module built apart gets wrong silently, so each such name has one home.

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine_cpu.h"
 #include "engine_impl.h"
 #include "gpu_module.h"
 
@@ -37,7 +38,7 @@ static int broken_devices(char *why, size_t whylen) {
 
 static int broken_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                          size_t errlen) {
-  int rc = fp8_engine_sim_create(plan, out, err, errlen);
+  int rc = fp8_engine_cpu_create(plan, out, err, errlen);
   if (rc) return rc;
   g_real = (*out)->ops;
   g_ops = *g_real;
