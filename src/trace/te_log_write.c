@@ -154,13 +154,7 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
   json_decref(tens);
   json_decref(other);
   if (!text) return FP8_ENOMEM;
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, FP8_TE_LOG_FILE, err, errlen);
-  if (rc == FP8_OK) {
-    fputs(text, of.fp);
-    fputc('\n', of.fp);
-    rc = fp8_outfile_commit(&of, err, errlen);
-  }
+  int rc = fp8_outfile_write_text(dir, FP8_TE_LOG_FILE, text, err, errlen);
   free(text);
   return rc;
 }
