@@ -1,7 +1,8 @@
-/* run_json_read.c: run.json's reader (run_json.h): the report's strict one (fp8_run_json_read:
+/* run_json_read.c: run.json's readers (run_json.h): the report's strict one (fp8_run_json_read:
  * every key it takes checked, the outputs list with them, the document kept for the report's
- * update of that list, run_json.c) and the lenient one of an earlier run's outputs list (a
- * run with --force). The writer, and every key, are run_json.c's and run_json.h's. */
+ * update of that list, run_json.c) and the lenient ones of an earlier run's folder (a run with
+ * --force: its outputs list, a killed report's notebook name). The writer, and every key, are
+ * run_json.c's and run_json.h's. */
 #include "run_json.h"
 
 #include <errno.h>
