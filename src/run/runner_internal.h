@@ -1,7 +1,7 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_writer.c (the
- * row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
+ * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_stream.c (the
+ * stream's layout and records), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
  * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
  * feeds its one engine (engine.h: a composite, which sends what its primary declines to the
  * CPU engine) and hands the results to src/results' writers (results.h, run_json.h). */
@@ -197,6 +197,13 @@ void run_writer_steps_end(run_t *r, run_writer_rows *b);
 int run_writer_drain(run_t *r, char *err, size_t errlen);
 int run_writer_error(run_t *r, char *err, size_t errlen);
 void run_writer_stop(run_t *r);
+
+/* run_stream.c: the stream. plan: its layout, format and record buffer (when the outputs are
+ * opened). record: the step's micro-batch's record, gathered and handed to the writer (before
+ * its end_phase pair: the scales it used). index: stream.json (stream.npy's names). */
+int run_stream_plan(run_t *r, char *err, size_t errlen);
+int run_stream_record(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen);
+int run_stream_index(const run_t *r, char *err, size_t errlen);
 
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);
