@@ -47,7 +47,7 @@ static sbuf with_header(void) {
 }
 
 static int parse(const sbuf *b, fp8_steps_table *t, char *err, size_t errlen) {
-  return fp8_steps_parse("t.csv", b->s, b->n, t, err, errlen);
+  return fp8_steps_csv_parse("t.csv", b->s, b->n, t, err, errlen);
 }
 
 #define D_CFG "d,delayed,e4m3,16,0,max"
@@ -192,20 +192,20 @@ START_TEST(load_and_group) {
   ck_assert_str_eq(t.groups[2].key.recipe, "c");
   const fp8_steps_group *g = &t.groups[1];
   ck_assert_uint_eq(g->nrows, 3);
-  ck_assert_int_eq(fp8_steps_group_row(&t, g, 0)->step, 0);
-  ck_assert_int_eq(fp8_steps_group_row(&t, g, 1)->step, 10);
-  ck_assert_int_eq(fp8_steps_group_row(&t, g, 2)->step, 20);
+  ck_assert_int_eq(fp8_steps_csv_group_row(&t, g, 0)->step, 0);
+  ck_assert_int_eq(fp8_steps_csv_group_row(&t, g, 1)->step, 10);
+  ck_assert_int_eq(fp8_steps_csv_group_row(&t, g, 2)->step, 20);
   for (size_t i = 0; i < t.nrows; i++) ck_assert(&t.groups[t.rows[i].group] != NULL);
   ck_assert_uint_eq(t.rows[3].group, 0);
   ck_assert_uint_eq(t.rows[2].group, 2);
   fp8_config_key d16 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 0, FP8_AMAX_MAX};
   fp8_config_key c0 = {"c", FP8_KIND_CURRENT, FP8_E4M3, 0, 0, FP8_AMAX_MAX};
   fp8_config_key d16m1 = {"d", FP8_KIND_DELAYED, FP8_E4M3, 16, 1, FP8_AMAX_MAX};
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16), 1);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &c0), 2);
-  ck_assert_int_eq(fp8_steps_find_group(&t, "t.input", &d16m1), -1);
-  fp8_steps_free(&t);
-  fp8_steps_free(&t); /* twice is fine */
+  ck_assert_int_eq(fp8_steps_csv_find_group(&t, "t.input", &d16), 1);
+  ck_assert_int_eq(fp8_steps_csv_find_group(&t, "t.input", &c0), 2);
+  ck_assert_int_eq(fp8_steps_csv_find_group(&t, "t.input", &d16m1), -1);
+  fp8_steps_csv_free(&t);
+  fp8_steps_csv_free(&t); /* twice is fine */
 
   /* CRLF line ends and a last line without a newline are accepted; a header-only file is empty */
   sbuf c = {0};
@@ -214,12 +214,12 @@ START_TEST(load_and_group) {
   ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.nrows, 1);
   ck_assert(isinf(t.rows[0].snr_db));
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   sbuf h = with_header();
   ck_assert_int_eq(parse(&h, &t, err, sizeof err), FP8_OK);
   ck_assert_uint_eq(t.nrows, 0);
   ck_assert_uint_eq(t.ngroups, 0);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
   free(c.s);
   free(h.s);
@@ -243,7 +243,7 @@ START_TEST(block_columns) {
   ck_assert_int_eq(t.rows[1].nblocks, 1);
   ck_assert_double_eq(t.rows[1].log2_scale_min, -5.0);
   ck_assert(isnan(t.rows[2].log2_scale_std));
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
   /* a block row with a scale, a per-tensor row with block statistics */
   const char *bad[][2] = {
@@ -318,13 +318,13 @@ START_TEST(malformed_lines) {
     }
     fp8_steps_table t;
     char err[512] = "";
-    int rc = fp8_steps_parse("t.csv", b.s ? b.s : "", b.n, &t, err, sizeof err);
+    int rc = fp8_steps_csv_parse("t.csv", b.s ? b.s : "", b.n, &t, err, sizeof err);
     ck_assert_msg(rc == FP8_EFORMAT, "case %zu: rc %d (%s)", i, rc, err);
     ck_assert_msg(strcmp(err, BAD[i].msg) == 0, "case %zu:\n got      %s\n expected %s", i, err,
                   BAD[i].msg);
     ck_assert_uint_eq(t.nrows, 0);
     ck_assert_ptr_null(t.rows);
-    fp8_steps_free(&t);
+    fp8_steps_csv_free(&t);
     free(b.s);
   }
 }
@@ -358,7 +358,7 @@ START_TEST(malformed_consistency) {
   ck_assert_uint_eq(t.ngroups, 2);
   ck_assert_int_eq(t.groups[0].key.kind, FP8_KIND_DELAYED);
   ck_assert_int_eq(t.groups[1].key.kind, FP8_KIND_CURRENT);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
   b = with_header();
   add_row(&b, "x.input", "input", 0, D_CFG, "1,1,100,0,0,0,0,0,0,1");
@@ -383,14 +383,14 @@ START_TEST(load_from_file) {
   fp8_steps_table t;
   snprintf(path, sizeof path, "%s/steps.csv", dir);
   /* missing file */
-  ck_assert_int_eq(fp8_steps_load(path, &t, err, sizeof err), FP8_EIO);
+  ck_assert_int_eq(fp8_steps_csv_load(path, &t, err, sizeof err), FP8_EIO);
   ck_assert(strncmp(err, path, strlen(path)) == 0);
   /* a bad line 3 names the path and the line */
   sbuf b = with_header();
   add_row(&b, "x.input", "input", 0, D_CFG, "1,1,100,0,0,0,0,0,0,1");
   add_row(&b, "x.input", "input", 1, D_CFG, "1,1,100,0,0,0,0,0,zero,1");
   ck_assert_int_eq(tu_write_file(path, b.s, b.n), 0);
-  ck_assert_int_eq(fp8_steps_load(path, &t, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_steps_csv_load(path, &t, err, sizeof err), FP8_EFORMAT);
   char expect[700];
   snprintf(expect, sizeof expect, "%s:3: column mse: expected a finite number >= 0 or nan, found 'zero'",
            path);
@@ -402,9 +402,9 @@ START_TEST(load_from_file) {
   add_row(&b, "x.input", "input", 1, C_CFG, "1e-3,448,100,100,0,0,0,0,nan,inf");
   for (size_t k = 0; k <= b.n; k++) {
     err[0] = 0;
-    int rc = fp8_steps_parse("p.csv", b.s, k, &t, err, sizeof err);
+    int rc = fp8_steps_csv_parse("p.csv", b.s, k, &t, err, sizeof err);
     ck_assert(rc == FP8_OK || (rc == FP8_EFORMAT && strncmp(err, "p.csv:", 6) == 0));
-    fp8_steps_free(&t);
+    fp8_steps_csv_free(&t);
   }
   free(b.s);
   tu_rmtree(dir);
@@ -441,7 +441,7 @@ START_TEST(numbers_parse_exactly) {
                   "%s: read %a, want %a", v[i].text, r->amax, v[i].want);
   }
   ck_assert(t.rows[0].n == INT64_MAX);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
 }
 END_TEST
@@ -491,7 +491,7 @@ START_TEST(group_snr_statistics) {
   ck_assert_double_eq(s.lag_worst, 0.0);
   ck_assert_double_eq(s.overflow_rate, 0.0);
   ck_assert_int_eq(s.first_overflow_step, -1);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
 }
 END_TEST
@@ -531,7 +531,7 @@ START_TEST(group_rates_runs_lag) {
    * 92 -+ half = [-30.7301799189321, 214.73...], the upper end cut to the 200 dB cap */
   ck_assert_double_eq_tol(s.snr_ci_lo, -30.7301799189321, 1e-9);
   ck_assert_double_eq(s.snr_ci_hi, 200.0);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
 
   /* one step: the interval is the value; an all-nonfinite step is left out of the SNRs and
@@ -551,7 +551,7 @@ START_TEST(group_rates_runs_lag) {
   ck_assert_int_eq(s.snr_rows, 0);
   ck_assert(isnan(s.snr_mean) && isnan(s.snr_median) && isnan(s.snr_ci_lo) && isnan(s.overflow_rate));
   ck_assert(isnan(s.lag_median) && isnan(s.lag_worst));
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
 }
 END_TEST
@@ -588,14 +588,14 @@ START_TEST(saturation_columns_and_warmup) {
   ck_assert_double_eq_tol(s.cos_median, 0.9985, 1e-12);
   ck_assert_double_eq(s.snr_p5, 20.0 + 0.05 * 10.0); /* {20, 30}: index 0.05 */
   ck_assert_int_eq(s.stream_steps, -1);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   /* a clipped count above overflow is refused */
   sbuf c = {0};
   add_header(&c, FP8_STEPS_COL_WARMUP + 1, "\n");
   addf(&c, "t.input,input,0," D_CFG ",2,1,1000,0,0,1,0,0,1,10,,,,,,2,0,1,0\n");
   ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
   ck_assert_str_eq(err, "t.csv:2: column clipped: expected a count <= overflow, found '2'");
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
   free(c.s);
 }
@@ -617,7 +617,7 @@ START_TEST(sr_expected_columns) {
   ck_assert_double_eq(t.rows[0].underflow_expected, 41.25);
   ck_assert_double_eq(t.rows[0].mse_expected, 1.5e-06);
   ck_assert(isnan(t.rows[1].underflow_expected) && isnan(t.rows[1].mse_expected));
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
   static const char *const bad[2][2] = {
       {"t.input,input,0," D_CFG ",2,224,1000,0,0,0,0,0,1e-06,30,,,,,,0,-1,0.99,0,1,0\n",
@@ -632,7 +632,7 @@ START_TEST(sr_expected_columns) {
     addf(&c, "%s", bad[k][0]);
     ck_assert_int_eq(parse(&c, &t, err, sizeof err), FP8_EFORMAT);
     ck_assert_str_eq(err, bad[k][1]);
-    fp8_steps_free(&t);
+    fp8_steps_csv_free(&t);
     free(c.s);
   }
 }
@@ -846,7 +846,7 @@ START_TEST(recommendations_rules) {
   bud = (fp8_budgets){.value = 1e-5, .step = -1};
   ck_assert_int_eq(fp8_analysis_recommend(&a, &bud, &r, err, sizeof err), FP8_EINVAL);
   fp8_analysis_free(&a);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   free(b.s);
 }
 END_TEST
@@ -873,7 +873,15 @@ START_TEST(csv_outputs) {
   snprintf(path, sizeof path, "%s/analysis.csv", dir);
   char *text = tu_read_file(path, NULL);
   ck_assert_ptr_nonnull(text);
-  ck_assert(strncmp(text, FP8_ANALYSIS_HEADER "\n", strlen(FP8_ANALYSIS_HEADER) + 1) == 0);
+  /* the header, as analysis.h's fp8_schema_analysis declares it */
+  static const char analysis_header[] =
+      "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,overflow_rate,"
+      "underflow_rate,subnormal_rate,steps_with_overflow,longest_overflow_run,"
+      "first_overflow_step,snr_mean,snr_median,snr_p5,snr_min,snr_ci_lo,snr_ci_hi,lag_median,"
+      "lag_worst,snr_slope,warmup_steps,clipped_rate,steps_with_clipped,cos_sim_median,"
+      "overshoot_max,stream_steps,stream_overflow_steps,stream_clipped_steps,overshoot_p50,"
+      "overshoot_p95,stream_overshoot_max,clip_step_rate\n";
+  ck_assert(strncmp(text, analysis_header, strlen(analysis_header)) == 0);
   int lines = 0;
   for (char *p = text; *p; p++) lines += *p == '\n';
   ck_assert_int_eq(lines, 1 + (int)t.ngroups);
@@ -888,7 +896,11 @@ START_TEST(csv_outputs) {
   snprintf(path, sizeof path, "%s/recommendations.csv", dir);
   text = tu_read_file(path, NULL);
   ck_assert_ptr_nonnull(text);
-  ck_assert(strncmp(text, FP8_RECOMMEND_HEADER "\n", strlen(FP8_RECOMMEND_HEADER) + 1) == 0);
+  /* the header, as analysis.h's fp8_schema_recommendations declares it */
+  static const char recommend_header[] =
+      "scope,name,recipe,kind,format,history_len,margin,amax_compute,overflow_rate,snr_median,"
+      "covers,of,note,clipped_rate,clip_step_rate,snr_p5,underflow_rate,decided_by\n";
+  ck_assert(strncmp(text, recommend_header, strlen(recommend_header)) == 0);
   ck_assert(strstr(text, "\ntensor,a.input,d,delayed,e4m3,1,0,max,0,30,3,3,delayed scaling") != NULL);
   ck_assert(strstr(text, ",0,0,30,0,parameters\n") != NULL); /* a.input's last columns */
   ck_assert(strstr(text, "\ntensor,d.output,,current,,,,,,,0,2,no delayed configuration") != NULL);
@@ -909,7 +921,7 @@ START_TEST(csv_outputs) {
   ck_assert(strstr(err, "analysis.csv") != NULL);
   fp8_recommendations_free(&r);
   fp8_analysis_free(&a);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   tu_rmtree(dir);
   free(dir);
   free(b.s);
@@ -938,7 +950,7 @@ START_TEST(pipeline_on_a_run) {
   fp8_steps_table t;
   fp8_analysis a;
   fp8_recommendations r;
-  ck_assert_msg(fp8_steps_load(path, &t, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_msg(fp8_steps_csv_load(path, &t, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_uint_eq(t.ngroups, t.ntensors * 5);
   ck_assert_int_eq(fp8_analysis_compute(&t, &a, err, sizeof err), FP8_OK);
   fp8_budgets bud = {.value = 1e-5, .step = 0.01};
@@ -977,7 +989,7 @@ START_TEST(pipeline_on_a_run) {
   ck_assert_int_eq(fp8_recommend_write(&r, dir, err, sizeof err), FP8_OK);
   fp8_recommendations_free(&r);
   fp8_analysis_free(&a);
-  fp8_steps_free(&t);
+  fp8_steps_csv_free(&t);
   tu_rmtree(dir);
   free(dir);
 }

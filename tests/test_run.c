@@ -496,7 +496,7 @@ START_TEST(test_results_rows_by_printf) {
     char *got = NULL, *want = NULL;
     size_t gl = 0, wl = 0;
     FILE *g = open_memstream(&got, &gl), *w = open_memstream(&want, &wl);
-    fp8_results_put_steps_row(g, &r);
+    fp8_steps_csv_put_row(g, &r);
     fprintf(w, "%s,input,1234,d,delayed,e4m3,16,-1,most_recent,", r.tensor);
     fp8_csv_put_num(w, r.amax);
     fputc(',', w);
@@ -520,7 +520,7 @@ START_TEST(test_results_rows_by_printf) {
 }
 END_TEST
 
-/* stream.csv's rows of one tensor at once (fp8_results_put_stream_rows) against each row
+/* stream.csv's rows of one tensor at once (fp8_stream_csv_put_rows) against each row
  * written by hand with fprintf and fp8_csv_put_num: 20 configurations (more distinct scales
  * than the writer remembers, two sharing a scale, three left out, both formats, the longest
  * label), names short and too long for the fast path, te_scale given and not, amax 0, inf and
@@ -549,7 +549,7 @@ START_TEST(test_stream_rows_by_printf) {
     want[c] = c % 9 != 5;
   }
   const float amaxes[3] = {3.25f, 0.0f, INFINITY};
-  fp8_stream_texts *texts = fp8_stream_texts_new();
+  fp8_stream_csv_texts *texts = fp8_stream_csv_texts_new();
   ck_assert_ptr_nonnull(texts);
   for (int k = 0; k < 6; k++) {
     fp8_stream_row base = {.tensor = k == 5 ? name : "layers.0.fc1.input", .role = FP8_ROLE_INPUT,
@@ -560,7 +560,7 @@ START_TEST(test_stream_rows_by_printf) {
     size_t gl = 0, el = 0;
     FILE *g = open_memstream(&got, &gl), *w = open_memstream(&exp, &el);
     /* with a table of the configurations' columns (filled by the first case), and without */
-    fp8_results_put_stream_rows(g, &base, cf, fmt, sc, want, NC, k % 2 ? NULL : texts);
+    fp8_stream_csv_put_rows(g, &base, cf, fmt, sc, want, NC, k % 2 ? NULL : texts);
     for (int c = 0; c < NC; c++) {
       if (!want[c]) continue;
       fprintf(w, "%s,input,%lld,%s,%s,%lld,%d,%s,%d,", base.tensor, (long long)base.step,
@@ -583,7 +583,7 @@ START_TEST(test_stream_rows_by_printf) {
     free(got);
     free(exp);
   }
-  fp8_stream_texts_free(texts);
+  fp8_stream_csv_texts_free(texts);
 }
 END_TEST
 

@@ -698,25 +698,25 @@ START_TEST(report_readers_close_files) {
   for (int i = 0; i < 50; i++) {
     err[0] = 0;
     fp8_gemm_table g;
-    ck_assert_int_eq(fp8_gemmcsv_load(gemm, &g, err, sizeof err), FP8_OK);
+    ck_assert_int_eq(fp8_gemm_csv_load(gemm, &g, err, sizeof err), FP8_OK);
     ck_assert_int_eq(g.n, 1);
     ck_assert_str_eq(g.rows[0].key.recipe, "d");
     /* no configurations loaded: the row names none */
     ck_assert_int_eq(rep_add_gemm(r, &g, "gemm.csv", &have, err, sizeof err), FP8_EFORMAT);
     ck_assert_str_eq(err, "gemm.csv:2: recipe d (delayed) is not a configuration of steps.csv");
-    fp8_gemmcsv_free(&g);
+    fp8_gemm_csv_free(&g);
     fp8_hist_table h;
-    ck_assert_int_eq(fp8_hist_load(hist, &h, err, sizeof err), FP8_OK);
-    fp8_hist_free(&h);
+    ck_assert_int_eq(fp8_histograms_csv_load(hist, &h, err, sizeof err), FP8_OK);
+    fp8_histograms_csv_free(&h);
     fp8_run_record rec;
-    ck_assert_int_eq(fp8_runjson_read(outdir, &rec, err, sizeof err), FP8_OK);
-    fp8_run_record_free(&rec);
+    ck_assert_int_eq(fp8_run_json_read(outdir, &rec, err, sizeof err), FP8_OK);
+    fp8_run_json_free(&rec);
   }
   ck_assert_int_eq(open_fds(), before);
   put_text("out/gemm.csv", "layer,gemm\n");
   for (int i = 0; i < 50; i++) {
     fp8_gemm_table g;
-    ck_assert_int_eq(fp8_gemmcsv_load(gemm, &g, err, sizeof err), FP8_EFORMAT);
+    ck_assert_int_eq(fp8_gemm_csv_load(gemm, &g, err, sizeof err), FP8_EFORMAT);
   }
   ck_assert_int_eq(open_fds(), before);
   free(r);
@@ -730,29 +730,29 @@ START_TEST(result_readers_bad_line) {
   snprintf(path, sizeof path, "%s", in_dir("h.csv"));
   put_text("h.csv", "tensor,step,log2_bin,count\na.fc.input,0,3,7\na.fc.input,0,3\n");
   fp8_hist_table h;
-  ck_assert_int_eq(fp8_hist_load(path, &h, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_histograms_csv_load(path, &h, err, sizeof err), FP8_EFORMAT);
   ck_assert_ptr_nonnull(strstr(err, "h.csv:3: expected 4 fields, found 3"));
   ck_assert_int_eq(h.n, 0);
-  fp8_hist_free(&h);
+  fp8_histograms_csv_free(&h);
   put_text("h.csv", "tensor,step,log2_bin,count\na.fc.input,0,3,7\na.fc.input,0,3,2\n");
-  ck_assert_int_eq(fp8_hist_load(path, &h, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(fp8_histograms_csv_load(path, &h, err, sizeof err), FP8_OK);
   double counts[FP8_LOG2_HIST_BINS];
   int lo = 0, n = 0;
-  ck_assert_int_eq(fp8_hist_get(&h, "a.fc.input", 0, counts, &lo, &n), FP8_OK);
+  ck_assert_int_eq(fp8_histograms_csv_get(&h, "a.fc.input", 0, counts, &lo, &n), FP8_OK);
   ck_assert_int_eq(lo, 3);
   ck_assert_int_eq(n, 1);
   ck_assert(counts[0] == 2.0); /* a bin listed twice: its last count */
-  ck_assert_int_eq(fp8_hist_get(&h, "a.fc.input", 1, counts, &lo, &n), FP8_EFORMAT);
-  fp8_hist_free(&h);
+  ck_assert_int_eq(fp8_histograms_csv_get(&h, "a.fc.input", 1, counts, &lo, &n), FP8_EFORMAT);
+  fp8_histograms_csv_free(&h);
   snprintf(path, sizeof path, "%s", in_dir("g.csv"));
   put_text("g.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
                     "a.fc,fprop,0,c,current,,,,0.5\na.fc,fprop,0,c,current,1,,,0.5\n");
   fp8_gemm_table g;
-  ck_assert_int_eq(fp8_gemmcsv_load(path, &g, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_EFORMAT);
   ck_assert_ptr_nonnull(strstr(err, "g.csv:3: column history_len: expected an empty field for "
                                     "non-delayed kinds, found '1'"));
   ck_assert_int_eq(g.n, 0);
-  fp8_gemmcsv_free(&g);
+  fp8_gemm_csv_free(&g);
 }
 END_TEST
 
@@ -900,13 +900,13 @@ START_TEST(one_line_library) {
   snprintf(csv, sizeof csv, "%s\n%s\n", "tensor,role,step,recipe,kind,format,history_len,margin,"
            "amax_compute,amax,scale,n,nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db",
            "a.input,in\x1b[1Aput,0,d,current,e4m3,,,,1,1,1,0,0,0,0,0,0,1");
-  ck_assert_int_eq(fp8_steps_parse("s.csv", csv, strlen(csv), &t, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_steps_csv_parse("s.csv", csv, strlen(csv), &t, err, sizeof err), FP8_EFORMAT);
   assert_one_line(err);
   ck_assert_msg(strstr(err, "found 'in\\x1b[1Aput'"), "%s", err);
   snprintf(csv, sizeof csv, "%s\n%s\n", "tensor,role,step,recipe,kind,format,history_len,margin,"
            "amax_compute,amax,scale,n,nonfinite,zeros,overflow,underflow,subnormal,mse,snr_db",
            "a\rb.input,input,0,d,current,e4m3,,,,1,1,1,0,0,0,0,0,0,1");
-  ck_assert_int_eq(fp8_steps_parse("s.csv", csv, strlen(csv), &t, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_steps_csv_parse("s.csv", csv, strlen(csv), &t, err, sizeof err), FP8_EFORMAT);
   ck_assert_str_eq(err, "s.csv:2: column tensor: a\\rb.input: name holds the control character "
                         "\\r at byte 1");
   /* two names for one plot file, one with a backslash */

@@ -138,25 +138,19 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
     goto done;
   }
   size_t ns = 0, nl = 0, nc = 0, nrow = 0;
+  fp8_tally tally; /* what summary.csv counts too (results.h), over the rows past the warm-up */
+  fp8_tally_init(&tally);
   for (size_t i = 0; i < n; i++) {
-    const fp8_step_row *r = fp8_steps_group_row(t, g, i);
+    const fp8_step_row *r = fp8_steps_csv_group_row(t, g, i);
     if (r->warmup) { /* kept out of rates and recommendations, counted (docs/semantics.md) */
       o->warmup_steps++;
       continue;
     }
-    o->clipped += r->clipped;
-    o->steps_with_clipped += r->clipped > 0;
+    fp8_tally_add(&tally, r->n, r->nonfinite, r->overflow, r->underflow, r->subnormal,
+                  r->clipped, r->overshoot);
     if (!isnan(r->cos_sim)) cs[nc++] = r->cos_sim;
-    if (!isnan(r->overshoot) && !(r->overshoot <= o->overshoot_max)) o->overshoot_max = r->overshoot;
-    o->finite += r->n - r->nonfinite;
-    o->overflow += r->overflow;
-    o->underflow += r->underflow;
-    o->subnormal += r->subnormal;
     ovf[nrow++] = r->overflow;
-    if (r->overflow > 0) {
-      o->steps_with_overflow++;
-      if (o->first_overflow_step < 0) o->first_overflow_step = r->step;
-    }
+    if (r->overflow > 0 && o->first_overflow_step < 0) o->first_overflow_step = r->step;
     if (!isnan(r->mse)) { /* the row has finite elements */
       snr_x[ns] = (double)r->step;
       snr[ns++] = r->snr_db < FP8_ANALYSIS_SNR_CAP_DB ? r->snr_db : FP8_ANALYSIS_SNR_CAP_DB;
@@ -165,18 +159,25 @@ int fp8_analysis_group(const fp8_steps_table *t, const fp8_steps_group *g, fp8_g
                                       g->key.kind == FP8_KIND_DELAYED ? r->margin : 0);
     if (!isnan(l)) lag[nl++] = g->key.kind == FP8_KIND_DELAYED ? l : 0.0;
   }
-  o->steps = (int64_t)nrow;
-  double fin = (double)o->finite;
-  o->clipped_rate = o->finite ? (double)o->clipped / fin : NAN;
+  o->steps = tally.steps;
+  o->finite = tally.finite;
+  o->overflow = tally.overflow;
+  o->underflow = tally.underflow;
+  o->subnormal = tally.subnormal;
+  o->clipped = tally.clipped;
+  o->steps_with_overflow = tally.steps_with_overflow;
+  o->steps_with_clipped = tally.steps_with_clipped;
+  o->overshoot_max = tally.overshoots ? tally.overshoot_max : NAN;
+  o->clipped_rate = fp8_tally_rate(&tally, tally.clipped);
   o->clip_step_rate = nrow ? (double)o->steps_with_clipped / (double)nrow : NAN;
   o->cos_median = NAN;
   if (nc) {
     gsl_sort(cs, 1, nc);
     o->cos_median = fp8_analysis_quantile(cs, nc, 0.5);
   }
-  o->overflow_rate = o->finite ? (double)o->overflow / fin : NAN;
-  o->underflow_rate = o->finite ? (double)o->underflow / fin : NAN;
-  o->subnormal_rate = o->finite ? (double)o->subnormal / fin : NAN;
+  o->overflow_rate = fp8_tally_rate(&tally, tally.overflow);
+  o->underflow_rate = fp8_tally_rate(&tally, tally.underflow);
+  o->subnormal_rate = fp8_tally_rate(&tally, tally.subnormal);
   o->longest_overflow_run = (int64_t)fp8_analysis_longest_run(ovf, nrow);
 
   o->snr_rows = (int64_t)ns;
@@ -323,12 +324,24 @@ void fp8_analysis_free(fp8_analysis *a) {
 
 /* ------------------------------------------------------------------ analysis.csv */
 
+static const char *const ANALYSIS_COLS[FP8_ANALYSIS_COL_COUNT] = {
+    "tensor", "role", "recipe", "kind", "format", "history_len", "margin", "amax_compute",
+    "steps", "overflow_rate", "underflow_rate", "subnormal_rate", "steps_with_overflow",
+    "longest_overflow_run", "first_overflow_step", "snr_mean", "snr_median", "snr_p5", "snr_min",
+    "snr_ci_lo", "snr_ci_hi", "lag_median", "lag_worst", "snr_slope", "warmup_steps",
+    "clipped_rate", "steps_with_clipped", "cos_sim_median", "overshoot_max", "stream_steps",
+    "stream_overflow_steps", "stream_clipped_steps", "overshoot_p50", "overshoot_p95",
+    "stream_overshoot_max", "clip_step_rate"};
+
+/* (fp8lab never reads it back: its one version is the current one) */
+const fp8_schema fp8_schema_analysis = {"analysis.csv", ANALYSIS_COLS, FP8_ANALYSIS_COL_COUNT,
+                                        {FP8_ANALYSIS_COL_COUNT, 0, 0, 0, 0}};
+
 int fp8_analysis_write(const fp8_analysis *a, const char *dir, char *err, size_t errlen) {
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "analysis.csv", err, errlen);
+  int rc = fp8_schema_open(&of, dir, &fp8_schema_analysis, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fputs(FP8_ANALYSIS_HEADER "\n", fp);
   for (size_t i = 0; i < a->nstats; i++) {
     const fp8_group_stats *s = &a->stats[i];
     const fp8_steps_group *g = s->group;

@@ -1,6 +1,6 @@
 /* analysis.h: the statistics half of fp8lab's analysis layer.
  *
- * Reads a run's steps.csv (fp8_steps_load: every field validated, rows kept in file order and
+ * Reads a run's steps.csv (fp8_steps_csv_load: every field validated, rows kept in file order and
  * grouped by configuration), computes per (tensor, configuration) statistics with GSL
  * (fp8_analysis_compute -> analysis.csv) and recommends a delayed-scaling configuration per
  * tensor and one global setting per role under an overflow budget (fp8_analysis_recommend ->
@@ -10,12 +10,12 @@
  *   fp8_steps_table t;
  *   fp8_analysis a;
  *   fp8_recommendations r;
- *   rc = fp8_steps_load("out/run/steps.csv", &t, err, sizeof err);        // FP8_EFORMAT: "file:line: ..."
+ *   rc = fp8_steps_csv_load("out/run/steps.csv", &t, err, sizeof err);        // FP8_EFORMAT: "file:line: ..."
  *   rc = fp8_analysis_compute(&t, &a, err, sizeof err);
  *   rc = fp8_analysis_recommend(&a, FP8_ANALYSIS_OVERFLOW_BUDGET, &r, err, sizeof err);
  *   rc = fp8_analysis_write(&a, "out/run", err, sizeof err);              // analysis.csv
  *   rc = fp8_recommend_write(&r, "out/run", err, sizeof err);             // recommendations.csv
- *   fp8_recommendations_free(&r); fp8_analysis_free(&a); fp8_steps_free(&t);
+ *   fp8_recommendations_free(&r); fp8_analysis_free(&a); fp8_steps_csv_free(&t);
  *
  * Every function returns an fp8_status (fp8.h) and writes one line naming the file (and line)
  * into err on failure. The statistics are in double precision.
@@ -28,10 +28,15 @@
  *   tensor, role, recipe, kind, format, history_len, margin, amax_compute
  *                        the configuration key, as in steps.csv (the last three empty for
  *                        current scaling)
- *   steps                rows of the group (snapshot steps)
+ *   steps                rows of the group past the tensor's warm-up (snapshot steps;
+ *                        warmup_steps counts the others)
  *   overflow_rate, underflow_rate, subnormal_rate
  *                        sum of overflow (underflow, subnormal) over sum of finite elements
  *                        (n - nonfinite) over the group's rows; nan when there is no finite element
+ *                        (these, steps_with_overflow, steps_with_clipped and overshoot_max are
+ *                        counted as summary.csv counts them, results.h fp8_tally, but over the
+ *                        rows past the tensor's warm-up only, which summary.csv includes: the
+ *                        two differ exactly by the warm-up steps, on purpose)
  *   steps_with_overflow  rows with overflow > 0
  *   longest_overflow_run longest run of consecutive rows (in step order; snapshot steps need not
  *                        be contiguous) with overflow > 0; 0 if none
@@ -130,24 +135,52 @@
 #include "recipe.h" /* fp8_recipe_kind */
 #include "fp8.h"
 #include "config_key.h"
+#include "results.h" /* fp8_schema */
 #include "tables.h" /* fp8_steps_table, fp8_stream_table */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** The header of analysis.csv (columns: top of this file). */
-#define FP8_ANALYSIS_HEADER                                                                  \
-  "tensor,role,recipe,kind,format,history_len,margin,amax_compute,steps,overflow_rate,"     \
-  "underflow_rate,subnormal_rate,steps_with_overflow,longest_overflow_run,"                 \
-  "first_overflow_step,snr_mean,snr_median,snr_p5,snr_min,snr_ci_lo,snr_ci_hi,lag_median,"  \
-  "lag_worst,snr_slope,warmup_steps,clipped_rate,steps_with_clipped,cos_sim_median,"         \
-  "overshoot_max,stream_steps,stream_overflow_steps,stream_clipped_steps,overshoot_p50,"    \
-  "overshoot_p95,stream_overshoot_max,clip_step_rate"
-/** The header of recommendations.csv. */
-#define FP8_RECOMMEND_HEADER                                                                 \
-  "scope,name,recipe,kind,format,history_len,margin,amax_compute,overflow_rate,snr_median," \
-  "covers,of,note,clipped_rate,clip_step_rate,snr_p5,underflow_rate,decided_by"
+/** analysis.csv's columns (documented at the top of this file), declared as results.h
+ *  declares the replay's files: an fp8_schema (fp8_schema_analysis) and its column enum. */
+typedef enum {
+  FP8_ANALYSIS_COL_TENSOR, FP8_ANALYSIS_COL_ROLE, FP8_ANALYSIS_COL_RECIPE, FP8_ANALYSIS_COL_KIND,
+  FP8_ANALYSIS_COL_FORMAT, FP8_ANALYSIS_COL_HISTORY_LEN, FP8_ANALYSIS_COL_MARGIN,
+  FP8_ANALYSIS_COL_AMAX_COMPUTE, FP8_ANALYSIS_COL_STEPS, FP8_ANALYSIS_COL_OVERFLOW_RATE,
+  FP8_ANALYSIS_COL_UNDERFLOW_RATE, FP8_ANALYSIS_COL_SUBNORMAL_RATE,
+  FP8_ANALYSIS_COL_STEPS_WITH_OVERFLOW, FP8_ANALYSIS_COL_LONGEST_OVERFLOW_RUN,
+  FP8_ANALYSIS_COL_FIRST_OVERFLOW_STEP, FP8_ANALYSIS_COL_SNR_MEAN, FP8_ANALYSIS_COL_SNR_MEDIAN,
+  FP8_ANALYSIS_COL_SNR_P5, FP8_ANALYSIS_COL_SNR_MIN, FP8_ANALYSIS_COL_SNR_CI_LO,
+  FP8_ANALYSIS_COL_SNR_CI_HI, FP8_ANALYSIS_COL_LAG_MEDIAN, FP8_ANALYSIS_COL_LAG_WORST,
+  FP8_ANALYSIS_COL_SNR_SLOPE,
+  /* issue 13 */
+  FP8_ANALYSIS_COL_WARMUP_STEPS, FP8_ANALYSIS_COL_CLIPPED_RATE,
+  FP8_ANALYSIS_COL_STEPS_WITH_CLIPPED, FP8_ANALYSIS_COL_COS_SIM_MEDIAN,
+  FP8_ANALYSIS_COL_OVERSHOOT_MAX, FP8_ANALYSIS_COL_STREAM_STEPS,
+  FP8_ANALYSIS_COL_STREAM_OVERFLOW_STEPS, FP8_ANALYSIS_COL_STREAM_CLIPPED_STEPS,
+  FP8_ANALYSIS_COL_OVERSHOOT_P50, FP8_ANALYSIS_COL_OVERSHOOT_P95,
+  FP8_ANALYSIS_COL_STREAM_OVERSHOOT_MAX, FP8_ANALYSIS_COL_CLIP_STEP_RATE,
+  FP8_ANALYSIS_COL_COUNT
+} fp8_analysis_col;
+
+/** recommendations.csv's columns (documented at the top of this file). */
+typedef enum {
+  FP8_RECOMMEND_COL_SCOPE, FP8_RECOMMEND_COL_NAME, FP8_RECOMMEND_COL_RECIPE,
+  FP8_RECOMMEND_COL_KIND, FP8_RECOMMEND_COL_FORMAT, FP8_RECOMMEND_COL_HISTORY_LEN,
+  FP8_RECOMMEND_COL_MARGIN, FP8_RECOMMEND_COL_AMAX_COMPUTE, FP8_RECOMMEND_COL_OVERFLOW_RATE,
+  FP8_RECOMMEND_COL_SNR_MEDIAN, FP8_RECOMMEND_COL_COVERS, FP8_RECOMMEND_COL_OF,
+  FP8_RECOMMEND_COL_NOTE,
+  /* issue 13 */
+  FP8_RECOMMEND_COL_CLIPPED_RATE, FP8_RECOMMEND_COL_CLIP_STEP_RATE, FP8_RECOMMEND_COL_SNR_P5,
+  FP8_RECOMMEND_COL_UNDERFLOW_RATE, FP8_RECOMMEND_COL_DECIDED_BY,
+  FP8_RECOMMEND_COL_COUNT
+} fp8_recommend_col;
+
+/** analysis.csv (analysis.c) and recommendations.csv (analysis_recommend.c): written here
+ *  only, never read back by fp8lab (a user's spreadsheet or notebook reads them). */
+extern const fp8_schema fp8_schema_analysis;
+extern const fp8_schema fp8_schema_recommendations;
 
 /** Default of `[analysis] overflow_budget`: the largest acceptable overflow_rate. */
 #define FP8_ANALYSIS_OVERFLOW_BUDGET 1e-5

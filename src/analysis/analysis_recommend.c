@@ -555,12 +555,21 @@ void fp8_recommendations_free(fp8_recommendations *r) {
   memset(r, 0, sizeof *r);
 }
 
+static const char *const RECOMMEND_COLS[FP8_RECOMMEND_COL_COUNT] = {
+    "scope", "name", "recipe", "kind", "format", "history_len", "margin", "amax_compute",
+    "overflow_rate", "snr_median", "covers", "of", "note", "clipped_rate", "clip_step_rate",
+    "snr_p5", "underflow_rate", "decided_by"};
+
+/* (fp8lab never reads it back: its one version is the current one) */
+const fp8_schema fp8_schema_recommendations = {"recommendations.csv", RECOMMEND_COLS,
+                                               FP8_RECOMMEND_COL_COUNT,
+                                               {FP8_RECOMMEND_COL_COUNT, 0, 0, 0, 0}};
+
 int fp8_recommend_write(const fp8_recommendations *r, const char *dir, char *err, size_t errlen) {
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "recommendations.csv", err, errlen);
+  int rc = fp8_schema_open(&of, dir, &fp8_schema_recommendations, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fputs(FP8_RECOMMEND_HEADER "\n", fp);
   for (size_t i = 0; i < r->nrecs; i++) {
     const fp8_recommendation *c = &r->recs[i];
     fputs(c->scope == FP8_REC_TENSOR ? "tensor," : c->scope == FP8_REC_ROLE ? "role," : "model,", fp);

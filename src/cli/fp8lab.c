@@ -180,10 +180,10 @@ static int exit_of(int status) {
 
 /* ------------------------------------------------------------------ report */
 
-static int write_report(const char *dir, double budget, int procs, int quiet, int in_run) {
+/* The report of the folder dir, which the caller holds (run_folder.h). */
+static int write_report(const char *dir, double budget, int procs, int quiet) {
   char err[FP8_ERRLEN * 2] = "";
-  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs,
-                           .in_run = in_run};
+  fp8_report_options ro = {.overflow_budget = budget, .step_budget = -1.0, .procs = procs};
   fp8_report_summary rs;
   int rc = fp8_report_generate(dir, &ro, &rs, err, sizeof err);
   if (rc) {
@@ -235,7 +235,17 @@ static int cmd_report(int argc, char **argv) {
     fputs(USAGE_REPORT, stderr);
     return EXIT_USAGE;
   }
-  return write_report(dir, budget, (int)jobs, quiet, 0);
+  /* the folder held for the report: refused when an interrupted run left it (run_folder.h) */
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_run_folder folder;
+  int rc = fp8_run_folder_open_report(dir, &folder, err, sizeof err);
+  if (rc) {
+    errf("fp8lab: report: %s\n", err);
+    return exit_of(rc);
+  }
+  int ret = write_report(dir, budget, (int)jobs, quiet);
+  fp8_run_folder_close(&folder, ret == 0);
+  return ret;
 }
 
 /* ------------------------------------------------------------------ run */
@@ -381,9 +391,9 @@ static int cmd_run(int argc, char **argv) {
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
   print_run_summary(&sum, dir, opt.quiet);
   if (no_report) return 0;
-  int ret = write_report(dir, -1.0, opt.threads, opt.quiet, 1);
-  if (ret == 0) fp8_run_finish(&sum); /* complete: the marker goes */
-  else fp8_rundir_unlock(sum.lock_fd); /* the folder stays marked: a resume reports again */
+  int ret = write_report(dir, -1.0, opt.threads, opt.quiet);
+  /* complete: the marker goes; else the folder stays marked (a resume reports again) */
+  fp8_run_folder_close(&sum.folder, ret == 0);
   return ret;
 }
 

@@ -211,7 +211,7 @@ static void format_list_check(exp_ctx *c, const exp_entry *e, const int64_t *v, 
                "could not be told apart (steps.csv shows the resolved format): use one "
                "[recipe.*] section per format",
                e->value, fwd ? "forward" : "backward",
-               fwd ? "input, weight, output" : "grad_output, grad_input", fwd ? "e4m3" : "e5m2");
+               fwd ? "input, weight, output" : "grad_output, grad_input", fp8_format_sel_name(other));
 }
 
 /* The comma list of key k (a key of kind) into ax->vals[k]: its items parsed, distinct; a bad
@@ -523,11 +523,10 @@ void fp8_exp_labels_end(exp_ctx *c) {
 /* ------------------------------------------------------------------ the keys, written back */
 
 void fp8_config_settings(const fp8_config *cf, char *buf, size_t len) {
-  static const char *const fmt[] = {"e4m3", "e5m2", "hybrid"}; /* fp8_format_sel */
   static const char *const nvb[] = {"1x16", "16x16", "auto"};
   static const char *const rnd[] = {"nearest", "stochastic", "auto"};
   static const char *const rule[] = {"max6", "4over6_mae", "4over6_mse"};
-  const char *f = (unsigned)cf->format < 3 ? fmt[cf->format] : "hybrid";
+  const char *f = fp8_format_sel_name(cf->format);
   const char *tf = cf->pow2 ? "true" : "false";
   int n = snprintf(buf, len, "kind = %s", fp8_recipe_kind_name(cf->kind));
   if (n < 0 || (size_t)n >= len) return;

@@ -205,6 +205,16 @@ int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen) {
   return commit(of, 0, err, errlen);
 }
 
+int fp8_outfile_write_text(const char *dir, const char *name, const char *text, char *err,
+                           size_t errlen) {
+  fp8_outfile of;
+  int rc = fp8_outfile_open(&of, dir, name, err, errlen);
+  if (rc) return rc;
+  fputs(text, of.fp);
+  fputc('\n', of.fp);
+  return fp8_outfile_commit(&of, err, errlen);
+}
+
 int fp8_outfile_commit_over(fp8_outfile *of, char *err, size_t errlen) {
   return commit(of, 1, err, errlen);
 }

@@ -32,6 +32,10 @@ int fp8_outfile_commit(fp8_outfile *of, char *err, size_t errlen);
  *  in the rename: 40 ms for a sweep's 26 MB of rows on this machine, a quarter of the run
  *  (docs/design.md). */
 int fp8_outfile_commit_over(fp8_outfile *of, char *err, size_t errlen);
+/** <dir>/<name> holding text and a newline, written as an outfile (open, then commit): a JSON
+ *  document of fp8lab's (run.json, te_log.json). FP8_OK or the open's or commit's status. */
+int fp8_outfile_write_text(const char *dir, const char *name, const char *text, char *err,
+                           size_t errlen);
 /** Closes and removes the temporary file if the outfile is still open (safe to call twice). */
 void fp8_outfile_abort(fp8_outfile *of);
 /** An outfile whose temporary is a path of the caller's (a partial file of a checkpoint, which

@@ -21,7 +21,6 @@
 #include "doc.h"
 #include "outfile.h"
 #include "report_internal.h"
-#include "run_folder.h"  /* the in-progress marker */
 
 /* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
  * own thread, while the results are read and analysed: nothing else draws until it is joined,
@@ -43,10 +42,6 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   fp8_doc *md = NULL, *nb = NULL;
   char path[4096];
 
-  /* a folder an interrupted run left may mix two runs: refused (run_folder.h) */
-  int lock_fd = -1;
-  if (!(opt && opt->in_run) && (rc = fp8_rundir_enter_report(outdir, &lock_fd, err, errlen)))
-    return rc;
   pthread_t warm;
   int warm_rc = FP8_OK, warming = pthread_create(&warm, NULL, warm_up_plots, &warm_rc) == 0;
   /* every input read and checked, the statistics and the story computed: the rest only puts
@@ -99,6 +94,5 @@ done:
   fp8_doc_free(md);
   fp8_doc_free(nb);
   rep_free(&r);
-  fp8_rundir_unlock(lock_fd);
   return rc;
 }

@@ -2,7 +2,9 @@
  * into analysis.csv, recommendations.csv, PNG plots, report.md and a Jupyter notebook.
  *
  * Reads results only (never engine internals), so a report can be regenerated without
- * re-running the sweep. Every file is written to a temporary name and renamed.
+ * re-running the sweep. Every file is written to a temporary name and renamed. The folder is
+ * the caller's to hold (src/run's run_folder.h: its lock, an interrupted run's marker): fp8lab
+ * run hands its replay's hold on to the report, fp8lab report takes one first.
  */
 #ifndef FP8LAB_REPORT_REPORT_H
 #define FP8LAB_REPORT_REPORT_H
@@ -15,9 +17,6 @@ typedef struct {
   int max_timelines;      /**< amax timelines drawn (tensors with the most overflow); 0: 6 */
   int procs;              /**< processes drawing the plots (forked; same files whatever the number):
                                1 draws them here; 0: the online CPUs, at most 4 */
-  int in_run;             /**< called by fp8lab run, which holds the folder's lock and its
-                               in-progress marker (run_folder.h); 0: a folder with that marker is
-                               refused, and the report locks the folder itself */
 } fp8_report_options;
 
 /** What a report produced, for the caller's final message. */

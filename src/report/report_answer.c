@@ -77,8 +77,8 @@ static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
   return m;
 }
 
-/* TE's Format of the setting: HYBRID when its tensors are E4M3 and E5M2, else the one format. */
-static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
+/* The format of the setting: hybrid when its tensors are E4M3 and E5M2, else the one format. */
+static fp8_format_sel setting_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
@@ -88,7 +88,14 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
     e4 |= g->key.format == FP8_E4M3;
     e5 |= g->key.format == FP8_E5M2;
   }
-  return e4 && e5 ? "HYBRID" : e5 ? "E5M2" : "E4M3";
+  return e4 && e5 ? FP8_SEL_HYBRID : e5 ? FP8_SEL_E5M2 : FP8_SEL_E4M3;
+}
+
+/* TE's name of that format (its recipe.Format members). */
+static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
+  static const char *const te[] = {[FP8_SEL_E4M3] = "E4M3", [FP8_SEL_E5M2] = "E5M2",
+                                   [FP8_SEL_HYBRID] = "HYBRID"};
+  return te[setting_format(r, x)];
 }
 
 const char *rep_te_format(const rep_t *r, const fp8_recommendation *x) {
@@ -366,7 +373,7 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   int32_t *rem = malloc(x->nmisfits * sizeof *rem);
   if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t k = 0; k < x->nmisfits; k++) rem[k] = rep_remedy(r, x, x->misfits[k]);
-  const char *fmt = strcmp(te_format(r, x), "HYBRID") == 0 ? "hybrid" : strcmp(te_format(r, x), "E5M2") == 0 ? "e5m2" : "e4m3";
+  const char *fmt = fp8_format_sel_name(setting_format(r, x));
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, r->outdir, "advice.ini", err, errlen);
   if (rc) {

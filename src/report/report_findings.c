@@ -61,7 +61,7 @@ static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
     }
   } else {
     for (size_t i = 0; i < gr->nrows; i++) {
-      const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+      const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
       if (row->warmup || !(row->amax > 0)) continue;
       int64_t c = row->clipped;
       ovf += row->overflow > 0;
@@ -235,7 +235,7 @@ static void findings_after_spike(const rep_t *r, fp8_doc *d) {
           fin_before = 0;
   int running = 1;
   for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
     if (row->warmup) continue;
     if (row->step < srow->step) {
       uf_before += row->underflow;
@@ -311,7 +311,7 @@ static int64_t steps_ran(const rep_t *r, size_t g) {
   if (r->an.stats[g].stream_steps >= 0) return r->an.stats[g].stream_steps; /* the analysis's */
   int64_t n = 0;
   for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
     n += !row->warmup && row->amax > 0;
   }
   return n;

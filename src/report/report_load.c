@@ -92,11 +92,11 @@ int rep_add_gemm(rep_t *r, const fp8_gemm_table *t, const char *path, int *have,
 static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char *err,
                        size_t errlen) {
   char path[4200];
-  int rc = fp8_runjson_read(r->outdir, &r->run, err, errlen);
+  int rc = fp8_run_json_read(r->outdir, &r->run, err, errlen);
   if (rc) return rc;
   describe_trace(r);
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_steps.file);
-  if ((rc = fp8_steps_load(path, &r->tab, err, errlen))) return rc;
+  if ((rc = fp8_steps_csv_load(path, &r->tab, err, errlen))) return rc;
   r->have_tab = 1;
   char steps_path[4200];
   snprintf(steps_path, sizeof steps_path, "%s", path);
@@ -105,28 +105,26 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
       (rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen)))
     return rc;
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_histograms.file);
-  if ((rc = fp8_hist_load(path, &r->hist, err, errlen))) return rc;
-  /* what the run says it wrote: stream.csv and gemm.csv are then required (without them the
-   * report would quietly answer from the snapshot steps alone, or leave the GEMMs out) */
-  fp8_outputs listed = {0};
-  if (fp8_outputs_read(r->outdir, &listed) != FP8_OK)
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  const char *need[4] = {fp8_schema_stream.file, fp8_schema_gemm.file, FP8_STREAMNPY_FILE,
-                         FP8_STREAMNPY_INDEX};
-  int npy = fp8_outputs_has(&listed, FP8_STREAMNPY_FILE); /* the compact stream */
+  if ((rc = fp8_histograms_csv_load(path, &r->hist, err, errlen))) return rc;
+  /* what the run says it wrote (run.json's outputs, read with the rest): stream.csv and
+   * gemm.csv are then required (without them the report would quietly answer from the
+   * snapshot steps alone, or leave the GEMMs out) */
+  const fp8_outputs *listed = &r->run.outputs;
+  const char *need[4] = {fp8_schema_stream.file, fp8_schema_gemm.file, FP8_STREAM_NPY_FILE,
+                         FP8_STREAM_JSON_FILE};
+  int npy = fp8_outputs_has(listed, FP8_STREAM_NPY_FILE); /* the compact stream */
   for (int k = 0; k < 4 && !rc; k++) {
     snprintf(path, sizeof path, "%s/%s", r->outdir, need[k]);
-    if (fp8_outputs_has(&listed, need[k]) && access(path, F_OK) != 0)
+    if (fp8_outputs_has(listed, need[k]) && access(path, F_OK) != 0)
       rc = fp8_errorf(FP8_EIO, err, errlen, "%s: missing, but run.json lists it among the run's "
                       "files: restore it, or run the experiment again (the report needs it)",
                       path);
   }
-  fp8_outputs_free(&listed);
   if (rc) return rc;
   /* stream.csv (or stream.npy): every step of the delayed configurations (absent: a run
    * without delayed configurations, or one of an fp8lab before it existed; the step budget
    * then uses the snapshot rows) */
-  snprintf(path, sizeof path, "%s/%s", r->outdir, npy ? FP8_STREAMNPY_FILE : fp8_schema_stream.file);
+  snprintf(path, sizeof path, "%s/%s", r->outdir, npy ? FP8_STREAM_NPY_FILE : fp8_schema_stream.file);
   if (access(path, F_OK) == 0) {
     if ((rc = fp8_stream_load(path, &r->stream, err, errlen))) return rc;
     r->have_stream = 1;
@@ -140,9 +138,9 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
                         "(a trace without snapshots is reported from its amax stream, which needs "
                         "a [recipe.*] of kind delayed)",
                         steps_path);
-    fp8_steps_free(&r->tab);
+    fp8_steps_csv_free(&r->tab);
     r->have_tab = 0;
-    if (fp8_steps_from_stream(&r->stream, &r->tab) != FP8_OK)
+    if (fp8_steps_csv_from_stream(&r->stream, &r->tab) != FP8_OK)
       return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     r->have_tab = 1;
     r->stream_only = 1;
@@ -152,7 +150,7 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   /* gemm.csv: absent for a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
   *have_gemm_file = access(path, F_OK) == 0;
-  if (*have_gemm_file && (rc = fp8_gemmcsv_load(path, gemm, err, errlen))) return rc;
+  if (*have_gemm_file && (rc = fp8_gemm_csv_load(path, gemm, err, errlen))) return rc;
   return FP8_OK;
 }
 
@@ -191,7 +189,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
   /* the FP4 section: its per-role rates need no GEMM; its layers come from gemm.csv's rows */
   if (!rc) rc = rep_fp4_prepare(r, &gemm, err, errlen);
 done:
-  fp8_gemmcsv_free(&gemm);
+  fp8_gemm_csv_free(&gemm);
   return rc;
 }
 
@@ -208,10 +206,10 @@ void rep_free(rep_t *r) {
   r->nte = 0;
   if (r->have_rec) fp8_recommendations_free(&r->rec);
   if (r->have_an) fp8_analysis_free(&r->an);
-  if (r->have_tab) fp8_steps_free(&r->tab);
+  if (r->have_tab) fp8_steps_csv_free(&r->tab);
   if (r->have_stream) fp8_stream_free(&r->stream);
-  fp8_hist_free(&r->hist);
-  fp8_run_record_free(&r->run);
+  fp8_histograms_csv_free(&r->hist);
+  fp8_run_json_free(&r->run);
   r->cfgs = NULL;
   r->gcfg = NULL;
   r->series = NULL;

@@ -1,8 +1,9 @@
-/* report_outputs.c: the report's files in run.json's "outputs" (outputs.h,
- * fp8_outputs_replace_report), so that the list names every file of the run folder that
- * fp8lab wrote: the runner lists its own, the report replaces the entries of any earlier report
- * of the folder with the files it wrote itself, and removes the earlier report's files it did
- * not write again (a plot of a tensor that is no longer among the worst). */
+/* report_outputs.c: the report's files in run.json's "outputs" (run_json.h,
+ * fp8_run_json_set_report_outputs, on the run.json the report read), so that the list names every
+ * file of the run folder that fp8lab wrote: the runner lists its own, the report replaces the
+ * entries of any earlier report of the folder with the files it wrote itself, and removes the
+ * earlier report's files it did not write again (a plot of a tensor that is no longer among the
+ * worst). */
 #include "report_internal.h"
 
 #include <stdio.h>
@@ -32,7 +33,7 @@ int rep_record_outputs(const rep_t *r, const char *nbname, char *err, size_t err
   fp8_outputs mine = {0};
   int rc = report_outputs(r, nbname, &mine);
   if (rc) rc = fp8_errorf(rc, err, errlen, "run.json: out of memory");
-  else rc = fp8_outputs_replace_report(r->outdir, &mine, err, errlen);
+  else rc = fp8_run_json_set_report_outputs(&r->run, r->outdir, &mine, err, errlen);
   fp8_outputs_free(&mine);
   return rc;
 }

@@ -82,7 +82,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
     o->names[ng - 1 - k] = gr->tensor;
   }
   for (size_t i = 0; i < n; i++) {
-    int64_t step = s0 ? s0->step[i] : fp8_steps_group_row(&r->tab, g0, i)->step;
+    int64_t step = s0 ? s0->step[i] : fp8_steps_csv_group_row(&r->tab, g0, i)->step;
     int all_warm = 1;
     for (size_t k = 0; k < ng; k++) {
       int warm = 0;

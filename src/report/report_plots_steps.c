@@ -19,7 +19,7 @@ int rep_plot_dynamic_range(const rep_t *r, rep_charts *drawn, char *err, size_t 
   const fp8_step_row *row = &r->tab.rows[r->spike_row];
   double counts[FP8_LOG2_HIST_BINS];
   int lo, nb;
-  if (fp8_hist_get(&r->hist, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
+  if (fp8_histograms_csv_get(&r->hist, gr->tensor, row->step, counts, &lo, &nb) != FP8_OK) return FP8_OK;
   double edges[FP8_LOG2_HIST_BINS + 1];
   for (int i = 0; i <= nb; i++) edges[i] = lo + i;
   fp8_format f = row->format;
@@ -97,7 +97,7 @@ int rep_plot_snr(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     buf[k][1] = y;
     if (!x || !y) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
     for (size_t i = 0; i < gr->nrows; i++) {
-      const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+      const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
       x[i] = (double)row->step;
       y[i] = isfinite(row->snr_db) && !row->warmup ? row->snr_db : NAN;
       nwarm += row->warmup && k == 0;

@@ -95,7 +95,7 @@ static int timeline_rows(const rep_t *r, const char *tensor, ptrdiff_t gref, tim
   if (timeline_alloc(t, gr->nrows) != FP8_OK) return FP8_ENOMEM;
   t->source = "snapshot steps";
   for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
     t->x[i] = (double)row->step;
     t->amax[i] = row->amax;
     if (!row->warmup && row->clipped > 0) {
@@ -219,7 +219,7 @@ static int64_t event_step(const rep_t *r, size_t g) {
   double best = -INFINITY;
   int64_t step = -1;
   for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
     if (!row->warmup && row->overshoot > best) best = row->overshoot, step = row->step;
   }
   return step;

@@ -272,7 +272,7 @@ const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step) {
   if (g < 0) return NULL;
   const fp8_steps_group *gr = &r->tab.groups[g];
   for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_group_row(&r->tab, gr, i);
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
     if (row->step == step) return row;
   }
   return NULL;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "stepscsv_internal.h" /* steps_parse_i64 */
+#include "csv_internal.h" /* csv_parse_i64 */
 
 static int cmp_i(long long a, long long b) { return a < b ? -1 : a > b; }
 
@@ -47,11 +47,12 @@ int fp8_config_key_parse(const char *recipe, const char *kind, const char *forma
   if (known < 0) return *what = "delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4", 1;
   k->kind = (fp8_recipe_kind)known;
   if (format && fp8_recipe_kind_is_fp4(k->kind)) {
-    if (strcmp(format, "e2m1") != 0) return *what = "e2m1 for the FP4 kinds", 2;
+    if (strcmp(format, fp8_kind_format_name(k->kind, FP8_E4M3)) != 0) /* e2m1 */
+      return *what = "e2m1 for the FP4 kinds", 2;
     k->format = FP8_E4M3; /* the FP4 kinds' placeholder (recipe.h) */
   } else if (format) {
-    if (strcmp(format, "e4m3") == 0) k->format = FP8_E4M3;
-    else if (strcmp(format, "e5m2") == 0) k->format = FP8_E5M2;
+    if (strcmp(format, fp8_format_name(FP8_E4M3)) == 0) k->format = FP8_E4M3;
+    else if (strcmp(format, fp8_format_name(FP8_E5M2)) == 0) k->format = FP8_E5M2;
     else return *what = "e4m3 or e5m2", 2;
   }
   k->amax_compute = FP8_AMAX_MAX;
@@ -62,14 +63,15 @@ int fp8_config_key_parse(const char *recipe, const char *kind, const char *forma
     return -1;
   }
   int64_t v;
-  if (!steps_parse_i64(history_len, 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
+  if (!csv_parse_i64(history_len, 0, &v) || v < 1 || v > FP8_HISTORY_LIMIT)
     return *what = "an integer in 1..1048576 for delayed scaling", 3;
   k->history_len = (int32_t)v;
-  if (!steps_parse_i64(margin, 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
+  if (!csv_parse_i64(margin, 1, &v) || v < -FP8_MARGIN_LIMIT || v > FP8_MARGIN_LIMIT)
     return *what = "an integer in -64..64 for delayed scaling", 4;
   k->margin = (int32_t)v;
-  if (strcmp(amax_compute, "max") == 0) k->amax_compute = FP8_AMAX_MAX;
-  else if (strcmp(amax_compute, "most_recent") == 0) k->amax_compute = FP8_AMAX_MOST_RECENT;
+  if (strcmp(amax_compute, fp8_amax_compute_name(FP8_AMAX_MAX)) == 0) k->amax_compute = FP8_AMAX_MAX;
+  else if (strcmp(amax_compute, fp8_amax_compute_name(FP8_AMAX_MOST_RECENT)) == 0)
+    k->amax_compute = FP8_AMAX_MOST_RECENT;
   else return *what = "max or most_recent for delayed scaling", 5;
   return -1;
 }

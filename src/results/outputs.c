@@ -1,4 +1,6 @@
-/* outputs.c: see outputs.h. */
+/* outputs.c: the names of a run folder's files (outputs.h): the list, which names are
+ * fp8lab's, and the removal of an earlier run's that were not written again. run.json's
+ * outputs key holds the list (run_json.c writes it, run_json_read.c reads it). */
 #include "outputs.h"
 
 #include <stdio.h>
@@ -7,11 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "fp8.h"
 #include "outfile.h"  /* fp8_errorf */
-#include "run_json.h" /* FP8_RUNJSON_OUTPUTS, fp8_runjson_write */
 #include "util.h"     /* fp8_grow */
 
 int fp8_outputs_has(const fp8_outputs *o, const char *name) {
@@ -81,55 +80,4 @@ void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8
   for (int f = 0; f < 2; f++)
     if (emptied[f] && snprintf(path, sizeof path, "%s/%s", dir, folders[f]) < (int)sizeof path)
       rmdir(path);
-}
-
-int fp8_outputs_read(const char *dir, fp8_outputs *o) {
-  size_t len = strlen(dir) + 16;
-  char *path = malloc(len);
-  if (!path) return FP8_ENOMEM;
-  snprintf(path, len, "%s/%s", dir, FP8_RUNJSON_FILE);
-  json_error_t jerr;
-  json_t *j = json_load_file(path, 0, &jerr);
-  free(path);
-  json_t *arr = json_object_get(j, FP8_RUNJSON_OUTPUTS);
-  int rc = FP8_OK;
-  for (size_t i = 0; i < json_array_size(arr) && rc == FP8_OK; i++) {
-    const char *name = json_string_value(json_array_get(arr, i));
-    if (name && fp8_output_name_ok(name)) rc = fp8_outputs_add(o, name);
-  }
-  json_decref(j);
-  return rc;
-}
-
-int fp8_outputs_replace_report(const char *dir, const fp8_outputs *mine, char *err,
-                               size_t errlen) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, FP8_RUNJSON_FILE);
-  json_error_t jerr;
-  /* a folder without a run.json (or with one jansson cannot read back) has no list to keep */
-  json_t *root = json_load_file(path, 0, &jerr);
-  if (!json_is_object(root)) {
-    json_decref(root);
-    return FP8_OK;
-  }
-  fp8_outputs earlier = {0};
-  json_t *outs = json_array(), *old = json_object_get(root, FP8_RUNJSON_OUTPUTS);
-  int rc = FP8_OK;
-  /* the runner's entries stay (in their order), an earlier report's give way to this one's */
-  for (size_t i = 0; i < json_array_size(old) && !rc; i++) {
-    json_t *e = json_array_get(old, i);
-    const char *name = json_string_value(e);
-    if (!name || !fp8_output_of_report(name)) rc = json_array_append(outs, e) ? FP8_ENOMEM : FP8_OK;
-    else rc = fp8_outputs_add(&earlier, name);
-  }
-  for (size_t i = 0; i < mine->n && !rc; i++)
-    rc = json_array_append_new(outs, json_string(mine->names[i])) ? FP8_ENOMEM : FP8_OK;
-  if (!rc && json_object_set(root, FP8_RUNJSON_OUTPUTS, outs) != 0) rc = FP8_ENOMEM;
-  if (rc) fp8_errorf(rc, err, errlen, "run.json: out of memory");
-  else rc = fp8_runjson_write(dir, root, err, errlen);
-  if (!rc) fp8_outputs_remove_stale(dir, &earlier, mine);
-  json_decref(outs);
-  json_decref(root);
-  fp8_outputs_free(&earlier);
-  return rc;
 }

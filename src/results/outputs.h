@@ -1,9 +1,10 @@
 /* outputs.h: the files of a run folder that fp8lab wrote, as run.json's "outputs" lists them:
  * paths relative to the folder (steps.csv, plots/snr.png, notebooks_export/<experiment>.ipynb).
- * The runner lists its own files, the report adds its own (report.c); a run with --force and a
- * report written again remove the files of the previous list that they did not write again, so
- * that a folder never holds a plot, a notebook or a CSV of another run. Only names fp8lab can
- * have written are ever removed (fp8_output_name_ok): never a user's other files.
+ * The runner lists its own files, the report adds its own (run_json.h,
+ * fp8_run_json_set_report_outputs); a run with --force and a report written again remove the
+ * files of the previous list that they did not write again, so that a folder never holds a
+ * plot, a notebook or a CSV of another run. Only names fp8lab can have written are ever removed
+ * (fp8_output_name_ok): never a user's other files.
  */
 #ifndef FP8LAB_RESULTS_OUTPUTS_H
 #define FP8LAB_RESULTS_OUTPUTS_H
@@ -35,14 +36,5 @@ int fp8_output_of_report(const char *name);
  *  not hold (a file or a link, never a directory), then plots/ and notebooks_export/ when that
  *  left them empty: the earlier run's files that the new one did not write again. */
 void fp8_outputs_remove_stale(const char *dir, const fp8_outputs *old, const fp8_outputs *keep);
-/** Appends the outputs listed in <dir>/run.json that pass fp8_output_name_ok to o (a missing or
- *  unreadable run.json, or one without the key, adds nothing). FP8_OK or FP8_ENOMEM. */
-int fp8_outputs_read(const char *dir, fp8_outputs *o);
-/** Puts mine (the files a report wrote) into <dir>/run.json's outputs in place of an earlier
- *  report's entries (fp8_output_of_report), keeping the runner's in their order, and removes
- *  the earlier report's files that mine does not hold. Without a run.json jansson can read
- *  back: nothing (FP8_OK). Else FP8_OK or a status with a message in err. */
-int fp8_outputs_replace_report(const char *dir, const fp8_outputs *mine, char *err,
-                               size_t errlen);
 
 #endif

@@ -1,11 +1,16 @@
 /* results.h: the one owner of the replay's output schemas (steps.csv, summary.csv, gemm.csv,
- * histograms.csv): one column table per file, used by the writers (the runner, through the row
- * writers below) and by the readers of this folder (tables.h), so that a column cannot be renamed or
- * moved in one place only. New columns are appended, never renamed (ARCHITECTURE.md); a
- * schema lists the column counts of the older files it still reads.
+ * histograms.csv, stream.csv and the compact stream): one column table per file (fp8_schema,
+ * the FP8_*_COL_* enums: the one way a CSV of fp8lab declares its columns, analysis.h's two
+ * files included), used by the writers declared here (the runner's rows) and by the readers of
+ * this folder (tables.h), so that a column cannot be renamed or moved in one place only. New
+ * columns are appended, never renamed (ARCHITECTURE.md); a schema lists the column counts of
+ * the older files it still reads.
  *
- * Numbers are written by fp8_csv_put_num (outfile.h: "%.9g", inf / -inf / nan); docs/outputs.md
- * documents each column.
+ * One file of this folder per output file, named for it (steps_csv.c, summary_csv.c,
+ * gemm_csv.c, histograms_csv.c, stream_csv.c, stream_npy.c, run_json.c), holding its columns,
+ * its writer and its reader; functions are fp8_<file>_<verb> (fp8_steps_csv_put_row,
+ * fp8_gemm_csv_load). Numbers are written as fp8_csv_put_num writes them (outfile.h: "%.9g",
+ * inf / -inf / nan); docs/outputs.md documents each column.
  */
 #ifndef FP8LAB_RESULTS_RESULTS_H
 #define FP8LAB_RESULTS_RESULTS_H
@@ -15,6 +20,7 @@
 #include <stdio.h>
 
 #include "block.h"
+#include "outfile.h" /* fp8_outfile */
 #include "fp8.h"
 #include "recipe.h"
 
@@ -109,6 +115,10 @@ void fp8_schema_put_header_n(FILE *fp, const fp8_schema *s, int ncols);
 int fp8_schema_match_header(const fp8_schema *s, const char *line);
 /** Index of column `name` in s, or -1. */
 int fp8_schema_column(const fp8_schema *s, const char *name);
+/** Opens <dir>/<s->file> as an outfile (a temporary name, renamed by fp8_outfile_commit) and
+ *  writes its header: FP8_OK, or fp8_outfile_open's status and message. */
+int fp8_schema_open(fp8_outfile *of, const char *dir, const fp8_schema *s, char *err,
+                    size_t errlen);
 
 /* ------------------------------------------------------------------ rows */
 
@@ -129,17 +139,44 @@ typedef struct {
 /** overshoot of a per-tensor cast: log2(amax * scale / fp8_max) in double; -inf for amax 0. */
 double fp8_overshoot(float amax, float scale, fp8_format f);
 /** The overshoot column of a steps.csv row (block kinds: the block statistics' own). */
-double fp8_steps_row_overshoot(const fp8_steps_row *r);
+double fp8_steps_csv_row_overshoot(const fp8_steps_row *r);
 
-void fp8_results_put_steps_row(FILE *fp, const fp8_steps_row *r);
+/** Writes one steps.csv row (steps_csv.c). */
+void fp8_steps_csv_put_row(FILE *fp, const fp8_steps_row *r);
+
+/* ------------------------------------------------------------------ summary.csv, analysis.csv */
+
+/** What summary.csv and analysis.csv (analysis.h) both count over a (tensor, configuration)'s
+ *  steps.csv rows: the rows (steps), their finite elements and the overflowed, underflowed,
+ *  subnormal and clipped ones among them, the rows with an overflow and with a clipped
+ *  element, the largest overshoot. One accumulation, two row sets, on purpose: summary.csv
+ *  counts every snapshot row of the replay, warm-up steps included (the run's totals, made by
+ *  the runner from the engines' statistics); analysis.csv only the rows past each tensor's
+ *  warm-up (what the recommendations judge, read back from steps.csv). So summary.csv's
+ *  overflow_rate, steps_with_overflow, steps_with_clipped and overshoot_max are analysis.csv's
+ *  plus the warm-up steps' (equal for a tensor without warm-up rows). */
+typedef struct {
+  int64_t steps;
+  int64_t finite;              /**< sum of n - nonfinite */
+  int64_t overflow, underflow, subnormal, clipped; /**< totals */
+  int64_t steps_with_overflow, steps_with_clipped;
+  double overshoot_max;        /**< the largest non-NaN overshoot; -inf before the first */
+  int64_t overshoots;          /**< rows whose overshoot was not NaN (0: overshoot_max unset) */
+} fp8_tally;
+
+void fp8_tally_init(fp8_tally *t);
+/** Adds one row's counts and overshoot (NaN: none, a steps.csv written before the column). */
+void fp8_tally_add(fp8_tally *t, int64_t n, int64_t nonfinite, int64_t overflow,
+                   int64_t underflow, int64_t subnormal, int64_t clipped, double overshoot);
+/** count over the finite elements (the *_rate columns of both files); NaN without one. */
+double fp8_tally_rate(const fp8_tally *t, int64_t count);
 
 /** Totals of one (tensor, configuration) over the snapshot steps (a summary.csv row). */
 typedef struct {
-  int64_t steps, steps_with_overflow, steps_with_clipped;
-  fp8_stats st;
+  fp8_tally tally;             /**< steps, rates, steps_with_*, overshoot_max */
+  fp8_stats st;                /**< the merged statistics: counts, mse, snr_db */
   double snr_min;              /**< start: +inf */
   float amax_max;
-  double overshoot_max;        /**< start: -inf */
   float scale_inv_min, scale_inv_max; /**< per-tensor kinds; start: NaN (no step yet) */
   double cos_min;              /**< start: +inf */
 } fp8_summary_acc;
@@ -147,9 +184,24 @@ typedef struct {
 void fp8_summary_acc_init(fp8_summary_acc *a);
 /** Adds one steps.csv row (its statistics, amax, scale, overshoot). */
 void fp8_summary_acc_add(fp8_summary_acc *a, const fp8_steps_row *r);
-void fp8_results_put_summary_row(FILE *fp, const char *tensor, fp8_role role,
-                                 const fp8_config *cf, fp8_format format,
-                                 const fp8_summary_acc *a);
+void fp8_summary_csv_put_row(FILE *fp, const char *tensor, fp8_role role, const fp8_config *cf,
+                             fp8_format format, const fp8_summary_acc *a);
+
+/** A run's totals, as summary.csv lists them. */
+typedef struct {
+  size_t ntensors, nconfigs;
+  const char *const *names;          /**< [ntensors] */
+  const fp8_role *roles;             /**< [ntensors] */
+  const fp8_config *configs;         /**< [nconfigs] */
+  const fp8_format *formats;         /**< [ntensors * nconfigs] */
+  const fp8_summary_acc *const *acc; /**< [ntensors][nconfigs] */
+} fp8_summary_table;
+
+/** Writes <dir>/summary.csv (temporary name, renamed): a row per (tensor, configuration) with
+ *  a step, tensors then configurations in order. FP8_OK, or a status with a message. */
+int fp8_summary_csv_write(const char *dir, const fp8_summary_table *s, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ the stream */
 
 /** One stream.csv row. */
 typedef struct {
@@ -166,64 +218,95 @@ typedef struct {
   float te_scale;              /**< TE's scale from amax.csv; 0: not given (empty column) */
 } fp8_stream_row;
 
-void fp8_results_put_stream_row(FILE *fp, const fp8_stream_row *r);
 /** A run's table of the stream rows' configuration columns (recipe, format, history_len,
  *  margin, amax_compute), made on first use: one per run and writing thread, for one
  *  configurations array that does not change meanwhile. new: NULL when out of memory (the
  *  columns are then made for each row). */
-typedef struct fp8_stream_texts fp8_stream_texts;
-fp8_stream_texts *fp8_stream_texts_new(void);
-void fp8_stream_texts_free(fp8_stream_texts *t);
+typedef struct fp8_stream_csv_texts fp8_stream_csv_texts;
+fp8_stream_csv_texts *fp8_stream_csv_texts_new(void);
+void fp8_stream_csv_texts_free(fp8_stream_csv_texts *t);
 /** The stream.csv rows of one tensor at one (step, micro-batch), in configuration order: one
  *  for each c < nconfigs with want[c], configuration configs[c] in format formats[c] with
- *  scale scales[c] (base's config, format and scale are not read). Byte for byte the rows
- *  fp8_results_put_stream_row writes, faster: what they share (the key, the amax, the tail)
- *  and each distinct scale's text and overshoot are formatted once, each configuration's
- *  columns once per run (texts, which may be NULL), and the rows are written at once. */
-void fp8_results_put_stream_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
-                                 const fp8_format *formats, const float *scales,
-                                 const unsigned char *want, size_t nconfigs,
-                                 fp8_stream_texts *texts);
+ *  scale scales[c] (base's config, format and scale are not read). Fast: what they share (the
+ *  key, the amax, the tail) and each distinct scale's text and overshoot are formatted once,
+ *  each configuration's columns once per run (texts, which may be NULL), and the rows are
+ *  written at once. */
+void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
+                             const fp8_format *formats, const float *scales,
+                             const unsigned char *want, size_t nconfigs,
+                             fp8_stream_csv_texts *texts);
 
-/* ------------------------------------------------------------------ the compact stream
- * stream.npy + stream.json (streamnpy.c; docs/semantics.md "The compact stream"): one NumPy
- * record per replay (step, micro-batch), fields step <i8, micro <i8, amax <f4 [T],
- * te_scale <f4 [T] (NaN: none), snapshot |u1 [T], warmup |u1 [T], scale <f4 [T, C] (NaN where
- * configuration c does not apply to tensor t), T the stream's tensors and C the delayed
- * configurations, as stream.json names them. */
+/* The compact stream: stream.npy + stream.json (stream_npy.c; docs/semantics.md "The compact
+ * stream"): one NumPy record per replay (step, micro-batch), fields step <i8, micro <i8, amax
+ * <f4 [T], te_scale <f4 [T] (NaN: none), snapshot |u1 [T], warmup |u1 [T], scale <f4 [T, C]
+ * (NaN where configuration c does not apply to tensor t), T the stream's tensors and C the
+ * delayed configurations, as stream.json names them. */
 
-/** The names of stream.npy's positions, for stream.json. */
+/** The stream's tensors (those with a delayed configuration, name order) and its delayed
+ *  configurations (experiment order), and which configuration applies to which tensor in what
+ *  format: the shape of every record, and stream.json's content. */
 typedef struct {
-  size_t nrec, ntensors, nconfigs;
+  size_t nrec;                   /**< records (stream.json's; the writer does not read it) */
+  size_t ntensors, nconfigs;     /**< T, C */
   const char *const *names;      /**< [ntensors] */
   const fp8_role *roles;         /**< [ntensors] */
   const fp8_config *const *configs; /**< [nconfigs] */
   const unsigned char *applies;  /**< [ntensors * nconfigs] */
   const fp8_format *formats;     /**< [ntensors * nconfigs] (where applies) */
-} fp8_streamnpy_index;
+} fp8_stream_layout;
+/** The rows of a record: the (tensor, configuration) pairs that apply. */
+size_t fp8_stream_layout_rows(const fp8_stream_layout *lay);
 
-#define FP8_STREAMNPY_FILE "stream.npy"
-#define FP8_STREAMNPY_INDEX "stream.json"
-#define FP8_STREAMNPY_HEADER_MAX 640
+/** One replay (step, micro-batch) of the stream, in the layout's shape: what a stream.npy
+ *  record holds, and what that (step, micro)'s stream.csv rows are made of. The runner
+ *  gathers one per (step, micro-batch), with the scales the engines held before its update. */
+typedef struct {
+  int64_t step, micro;
+  float *amax;                   /**< [T]: the tensor's own amax (its snapshot's, amax.csv's, 0) */
+  float *te_scale;               /**< [T]: TE's scale from amax.csv; NaN: none given */
+  unsigned char *snapshot;       /**< [T]: 1 when the step has the tensor's snapshot */
+  unsigned char *warmup;         /**< [T]: 1 at a warm-up step of the tensor */
+  float *scale;                  /**< [T * C]: the scale used; NaN where it does not apply */
+} fp8_stream_record;
+/** Allocates a record's arrays for T tensors and C configurations: FP8_OK or FP8_ENOMEM. */
+int fp8_stream_record_init(fp8_stream_record *r, size_t ntensors, size_t nconfigs);
+void fp8_stream_record_free(fp8_stream_record *r);
+
+/** The stream's one writer: records in, stream.csv rows (npy 0) or stream.npy records (npy 1:
+ *  its header written already) out to fp, which stays the caller's. The same calls on the
+ *  runner's thread and on its row writer thread (src/run/run_writer.c). lay's arrays must
+ *  outlive the writer. new: NULL when out of memory. */
+typedef struct fp8_stream_writer fp8_stream_writer;
+fp8_stream_writer *fp8_stream_writer_new(FILE *fp, int npy, const fp8_stream_layout *lay);
+void fp8_stream_writer_put(fp8_stream_writer *w, const fp8_stream_record *rec);
+/** The file it writes (NULL for NULL). */
+FILE *fp8_stream_writer_file(const fp8_stream_writer *w);
+void fp8_stream_writer_free(fp8_stream_writer *w);
+
+#define FP8_STREAM_NPY_FILE "stream.npy"
+#define FP8_STREAM_JSON_FILE "stream.json"
+#define FP8_STREAM_NPY_HEADER_MAX 640
 /** The .npy header (version 1.0) of nrec records into buf: its length (a multiple of 64), or
  *  -1 when it does not fit. */
-int fp8_streamnpy_header(size_t nrec, size_t ntensors, size_t nconfigs, char *buf, size_t len);
-size_t fp8_streamnpy_record_size(size_t ntensors, size_t nconfigs);
-void fp8_streamnpy_put_record(FILE *fp, int64_t step, int64_t micro, const float *amax,
-                              const float *te_scale, const unsigned char *snapshot,
-                              const unsigned char *warmup, const float *scale, size_t ntensors,
-                              size_t nconfigs);
-/** stream.json's text; 0, or -1 (out of memory, or the write failed). */
-int fp8_streamnpy_put_index(FILE *fp, const fp8_streamnpy_index *ix);
+int fp8_stream_npy_header(size_t nrec, size_t ntensors, size_t nconfigs, char *buf, size_t len);
+size_t fp8_stream_npy_record_size(size_t ntensors, size_t nconfigs);
+/** One record, as stream.npy holds it (the writer's npy back end). */
+void fp8_stream_npy_put_record(FILE *fp, const fp8_stream_record *rec, size_t ntensors,
+                               size_t nconfigs);
+/** stream.json's text of a layout (its nrec records); 0, or -1 (out of memory, or the write
+ *  failed). */
+int fp8_stream_json_put(FILE *fp, const fp8_stream_layout *ix);
+
+/* ------------------------------------------------------------------ gemm.csv, histograms.csv */
 
 /** A gemm.csv row; with interval (gemm_error = sampled: lo and hi of rel_error's 95% interval,
  *  the two appended columns) or without (exact: 9 columns, the file as before). */
-void fp8_results_put_gemm_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
-                              const fp8_config *cf, double rel_error, const double *interval);
+void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
+                          const fp8_config *cf, double rel_error, const double *interval);
 
-/** The rows of one tensor's log2 histogram at one step (occupied bins only). */
-void fp8_results_put_histogram(FILE *fp, const char *tensor, int64_t step,
-                               const int64_t hist[FP8_LOG2_HIST_BINS]);
+/** The histograms.csv rows of one tensor's log2 histogram at one step (occupied bins only). */
+void fp8_histograms_csv_put_rows(FILE *fp, const char *tensor, int64_t step,
+                                 const int64_t hist[FP8_LOG2_HIST_BINS]);
 
 #ifdef __cplusplus
 }

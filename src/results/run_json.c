@@ -1,31 +1,246 @@
-/* run_json.c: run.json's shared writer parts and its strict reader (run_json.h). The runner
- * builds the document (src/run/run_json.c), the report reads what it needs back here. */
+/* run_json.c: run.json's writer (run_json.h): the document of what a run did, built from the
+ * runner's description (fp8_run_json_write), and the report's update of its outputs list
+ * (fp8_run_json_set_report_outputs). Every key is run_json.h's; the reader is run_json_read.c.
+ */
 #include "run_json.h"
 
-#include <errno.h>
+#include <limits.h> /* PATH_MAX */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "fp8.h"
 #include "outfile.h" /* fp8_outfile, fp8_errorf */
-#include "trace.h"   /* fp8_tensor_name_check */
+#include "te_log.h"  /* FP8_TE_LOG_*: trace.te_log's keys */
+
+#ifndef FP8LAB_GIT_REV
+#define FP8LAB_GIT_REV "unknown"
+#endif
 
 const char *const fp8_left_keys[FP8_LEFT_COUNT] = {
-    [FP8_LEFT_NEVER_RAN] = "tensors_never_ran",
-    [FP8_LEFT_NO_SNAPSHOT] = "tensors_without_snapshot",
-    [FP8_LEFT_NO_RECIPE] = "tensors_without_recipe",
+    [FP8_LEFT_NEVER_RAN] = FP8_RUNJSON_LEFT_NEVER_RAN,
+    [FP8_LEFT_NO_SNAPSHOT] = FP8_RUNJSON_LEFT_NO_SNAPSHOT,
+    [FP8_LEFT_NO_RECIPE] = FP8_RUNJSON_LEFT_NO_RECIPE,
 };
 
-/* ------------------------------------------------------------------ writer */
+/* root as <dir>/run.json: 2-space indent, keys in insertion order, a final newline */
+static int write_doc(const char *dir, const json_t *root, char *err, size_t errlen) {
+  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
+  int rc = fp8_outfile_write_text(dir, FP8_RUNJSON_FILE, dump, err, errlen);
+  free(dump);
+  return rc;
+}
 
-json_t *fp8_runjson_model_shape(const fp8_tl_shape *s, int64_t world) {
-  json_t *o = json_pack("{s:I, s:I}", FP8_RUNJSON_MS_LAYERS, (json_int_t)s->layers,
+/* ------------------------------------------------------------------ experiment */
+
+static json_t *configs_json(const fp8_experiment *ex) {
+  json_t *arr = json_array();
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    const fp8_config *cf = &ex->configs[c];
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", FP8_RUNJSON_CFG_RECIPE, cf->label,
+                          FP8_RUNJSON_CFG_KIND, fp8_recipe_kind_name(cf->kind),
+                          FP8_RUNJSON_CFG_FORMAT, fp8_format_sel_name(cf->format),
+                          FP8_RUNJSON_CFG_MARGIN, (int)cf->margin);
+    char settings[512];
+    fp8_config_settings(cf, settings, sizeof settings);
+    json_object_set_new(o, FP8_RUNJSON_CFG_SETTINGS, json_string(settings));
+    if (cf->kind == FP8_KIND_DELAYED) {
+      json_object_set_new(o, FP8_RUNJSON_CFG_HISTORY_LEN, json_integer(cf->history_len));
+      json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_COMPUTE,
+                          json_string(fp8_amax_compute_name(cf->amax_compute)));
+    } else {
+      json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_EPSILON, json_real(cf->amax_epsilon));
+      json_object_set_new(o, FP8_RUNJSON_CFG_POW2, json_boolean(cf->pow2));
+    }
+    /* the section's tensor subset (absent: every tensor) and, when it differs from the label,
+     * the section's name (sections that share a label) */
+    const fp8_recipe_section *s = ex->config_section ? &ex->sections[ex->config_section[c]] : NULL;
+    if (s && strcmp(s->name, s->label) != 0)
+      json_object_set_new(o, FP8_RUNJSON_CFG_SECTION, json_string(s->name));
+    if (s && s->nglobs) {
+      json_t *g = json_array();
+      for (size_t j = 0; j < s->nglobs; j++) json_array_append_new(g, json_string(s->globs[j]));
+      json_object_set_new(o, FP8_RUNJSON_CFG_TENSORS, g);
+    }
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *experiment_json(const fp8_experiment *ex) {
+  size_t len = 0;
+  char *text = NULL;
+  FILE *fp = fopen(ex->file, "rb");
+  if (fp) {
+    text = malloc(1 << 20);
+    if (text) {
+      len = fread(text, 1, (1 << 20) - 1, fp);
+      text[len] = 0;
+    }
+    fclose(fp);
+  }
+  json_t *exo = json_pack("{s:s, s:s}", FP8_RUNJSON_EX_FILE, ex->file, FP8_RUNJSON_EX_NAME,
+                          ex->name);
+  if (text) json_object_set_new(exo, FP8_RUNJSON_EX_TEXT, json_stringn_nocheck(text, len));
+  free(text);
+  json_object_set_new(exo, FP8_RUNJSON_EX_CONFIGURATIONS, configs_json(ex));
+  json_object_set_new(exo, FP8_RUNJSON_EX_OVERFLOW_BUDGET, json_real(ex->overflow_budget));
+  json_object_set_new(exo, FP8_RUNJSON_EX_STEP_BUDGET, json_real(ex->step_budget));
+  int fp4 = 0;
+  for (size_t c = 0; c < ex->nconfigs; c++) fp4 |= fp8_recipe_kind_is_fp4(ex->configs[c].kind);
+  if (fp4) /* only with an FP4 configuration: another run.json is as before */
+    json_object_set_new(exo, FP8_RUNJSON_EX_FP4_GEMM_RATIO, json_real(ex->fp4_gemm_ratio));
+  if (!isnan(ex->flush_budget)) /* only when set: a run.json without it is as before */
+    json_object_set_new(exo, FP8_RUNJSON_EX_FLUSH_BUDGET, json_real(ex->flush_budget));
+  if (ex->warmup_steps >= 0)
+    json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
+                        json_integer((json_int_t)ex->warmup_steps));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM, json_boolean(ex->gemm));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_MAX_TOKENS,
+                      json_integer((json_int_t)ex->gemm_max_tokens));
+  json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_ERROR,
+                      json_string(ex->gemm_sampled ? FP8_RUNJSON_GEMM_SAMPLED
+                                                   : FP8_RUNJSON_GEMM_EXACT));
+  if (ex->gemm_sampled) {
+    json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SAMPLE, json_integer((json_int_t)ex->gemm_sample));
+    json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SEED, json_integer((json_int_t)ex->gemm_seed));
+  }
+  if (ex->cost_tokens > 0)
+    json_object_set_new(exo, FP8_RUNJSON_EX_COST_TOKENS, json_integer((json_int_t)ex->cost_tokens));
+  return exo;
+}
+
+/* ------------------------------------------------------------------ trace, inputs */
+
+static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
+  json_t *tro = json_pack("{s:s, s:I, s:I}", FP8_RUNJSON_TR_PATH, trace_dir,
+                          FP8_RUNJSON_TR_SNAPSHOT_STEPS, (json_int_t)tr->nsteps,
+                          FP8_RUNJSON_TR_AMAX_ROWS, (json_int_t)tr->namax);
+  char abs[PATH_MAX];
+  if (!ex->trace_is_synth && realpath(trace_dir, abs)) /* advice.ini replays from anywhere */
+    json_object_set_new(tro, FP8_RUNJSON_TR_ABS_PATH, json_string(abs));
+  if (ex->has_steps) {
+    char st[96];
+    snprintf(st, sizeof st, "%lld-%lld:%lld", (long long)ex->step_first,
+             (long long)ex->step_last, (long long)ex->step_stride);
+    json_object_set_new(tro, FP8_RUNJSON_TR_STEPS, json_string(st));
+  }
+  if (ex->ntensor_globs) {
+    json_t *g = json_array();
+    for (size_t i = 0; i < ex->ntensor_globs; i++)
+      json_array_append_new(g, json_string(ex->tensor_globs[i]));
+    json_object_set_new(tro, FP8_RUNJSON_TR_TENSORS, g);
+  }
+  if (ex->trace_is_synth) {
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_PRESET, json_string(ex->synth_preset));
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_STEPS, json_integer(ex->synth_steps));
+    json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_SEED, json_integer((json_int_t)ex->synth_seed));
+  }
+  if (tr->has_te_log) /* the trace is TransformerEngine's debug log (fp8lab import-te) */
+    json_object_set_new(tro, FP8_RUNJSON_TR_TE_LOG,
+                        json_pack("{s:I, s:I, s:I}", FP8_TE_LOG_INTERVAL,
+                                  (json_int_t)tr->te_interval, FP8_TE_LOG_ZERO_VALUES,
+                                  (json_int_t)tr->te_zero, FP8_TE_LOG_COARSE_VALUES,
+                                  (json_int_t)tr->te_coarse));
+  if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
+    json_object_set_new(tro, FP8_RUNJSON_TR_RANKS, json_integer((json_int_t)tr->nranks));
+    json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_AMAX, json_boolean(ex->reduce_amax));
+    json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_GROUP,
+                        json_integer((json_int_t)fp8_experiment_reduce_group(ex, tr->nranks)));
+    if (ex->reduce_stride > 1) /* strided groups only: contiguous ones read as before */
+      json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_STRIDE,
+                          json_integer((json_int_t)ex->reduce_stride));
+  }
+  return tro;
+}
+
+static json_t *file_json(const char *path) {
+  struct stat sb;
+  json_t *o = json_pack("{s:s}", FP8_RUNJSON_IN_PATH, path);
+  if (stat(path, &sb) == 0)
+    json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
+  return o;
+}
+
+static json_t *inputs_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
+  json_t *inputs = json_array();
+  json_array_append_new(inputs, file_json(ex->file));
+  for (size_t i = 0; i < tr->nsteps && !tr->nranks; i++)
+    json_array_append_new(inputs, file_json(tr->step_paths[i]));
+  if (tr->namax && !tr->nranks) {
+    char p[4096 + 16];
+    snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
+    json_array_append_new(inputs, file_json(p));
+  }
+  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, then amax.csv */
+    const fp8_trace *t = &tr->ranks[rk];
+    for (size_t i = 0; i < t->nsteps; i++) json_array_append_new(inputs, file_json(t->step_paths[i]));
+    char p[4096 + 48];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/amax.csv", t->dir);
+    if (stat(p, &sb) == 0) json_array_append_new(inputs, file_json(p));
+  }
+  return inputs;
+}
+
+/* ------------------------------------------------------------------ engine, model shape */
+
+/* Which engine ran what: the primary, the configurations its CPU engine ran instead (the
+ * composite's fallback), the self-check. */
+static json_t *engine_json(const fp8_run_json_desc *d) {
+  json_t *o = json_pack("{s:s, s:s}", FP8_RUNJSON_ENG_NAME, d->engine, FP8_RUNJSON_ENG_DEVICE,
+                        d->device ? d->device : "cpu");
+  if (d->module) json_object_set_new(o, FP8_RUNJSON_ENG_MODULE, json_string(d->module));
+  json_t *sc = json_object();
+  json_object_set_new(sc, FP8_RUNJSON_SC_RAN, json_boolean(d->self_check_ran));
+  if (d->self_check_ran) {
+    json_object_set_new(sc, FP8_RUNJSON_SC_PASSED, json_boolean(d->self_check_passed));
+    json_object_set_new(sc, FP8_RUNJSON_SC_VALUES, json_integer(d->self_check_values));
+  }
+  if (d->self_check_note && *d->self_check_note)
+    json_object_set_new(sc, FP8_RUNJSON_SC_NOTE, json_string(d->self_check_note));
+  json_object_set_new(o, FP8_RUNJSON_ENG_SELF_CHECK, sc);
+  json_t *q = json_array(), *g = json_array();
+  for (size_t c = 0; c < d->ex->nconfigs; c++) {
+    char label[160];
+    snprintf(label, sizeof label, "%s #%zu", d->ex->configs[c].label, c);
+    if (d->cpu_quantize && d->cpu_quantize[c]) json_array_append_new(q, json_string(label));
+    if (d->cpu_gemm && d->cpu_gemm[c]) json_array_append_new(g, json_string(label));
+  }
+  json_object_set_new(o, FP8_RUNJSON_ENG_CPU_QUANTIZE, q);
+  json_object_set_new(o, FP8_RUNJSON_ENG_CPU_GEMM, g);
+  return o;
+}
+
+/* The model_shape object of a traced model's Linears, for the report's cost table
+ * (fp8_tl_shape_views of the first snapshot step, rank 0's; docs/overlap.md): {"layers",
+ * "world" (the amax reduction group: reduce_amax's group, else 1), "linears": [{name, tokens,
+ * in, out, dtypes: [input, weight, grad_output]}]}; NULL when the trace has none. */
+static json_t *model_shape_json(const fp8_experiment *ex, const fp8_trace *tr) {
+  const fp8_trace *t0 = tr->nranks ? &tr->ranks[0] : tr;
+  fp8_step st;
+  fp8_tl_shape s;
+  char err[FP8_ERRLEN];
+  if (t0->nsteps == 0 || fp8_trace_load_step(t0, 0, &st, err, sizeof err) != FP8_OK) return NULL;
+  int rc = fp8_tl_shape_views(st.tensors, st.ntensors, &s, err, sizeof err);
+  fp8_step_free(&st);
+  if (rc != FP8_OK) return NULL;
+  if (s.nlinears == 0) {
+    fp8_tl_shape_free(&s);
+    return NULL;
+  }
+  int64_t world = tr->nranks && ex->reduce_amax
+                      ? (int64_t)fp8_experiment_reduce_group(ex, tr->nranks) : 1;
+  json_t *o = json_pack("{s:I, s:I}", FP8_RUNJSON_MS_LAYERS, (json_int_t)s.layers,
                         FP8_RUNJSON_MS_WORLD, (json_int_t)world);
   json_t *a = json_array();
-  for (size_t i = 0; i < s->nlinears; i++) {
-    const fp8_tl_linear *l = &s->linears[i];
+  for (size_t i = 0; i < s.nlinears; i++) {
+    const fp8_tl_linear *l = &s.linears[i];
     json_array_append_new(
         a, json_pack("{s:s, s:I, s:I, s:I, s:[s,s,s]}", FP8_RUNJSON_LIN_NAME, l->name,
                      FP8_RUNJSON_LIN_TOKENS, (json_int_t)l->tokens, FP8_RUNJSON_LIN_IN,
@@ -34,412 +249,94 @@ json_t *fp8_runjson_model_shape(const fp8_tl_shape *s, int64_t world) {
                      fp8_dtype_name(l->dtype[1]), fp8_dtype_name(l->dtype[2])));
   }
   json_object_set_new(o, FP8_RUNJSON_MS_LINEARS, a);
+  fp8_tl_shape_free(&s);
   return o;
 }
 
-int fp8_runjson_write(const char *dir, const json_t *root, char *err, size_t errlen) {
-  char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  if (!dump) return fp8_errorf(FP8_ENOMEM, err, errlen, "run.json: out of memory");
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, FP8_RUNJSON_FILE, err, errlen);
-  if (rc == FP8_OK) {
-    fputs(dump, of.fp);
-    fputc('\n', of.fp);
-    rc = fp8_outfile_commit(&of, err, errlen);
+/* ------------------------------------------------------------------ the document */
+
+static json_t *names_json(const fp8_outputs *o) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < o->n; i++) json_array_append_new(a, json_string(o->names[i]));
+  return a;
+}
+
+int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, size_t errlen) {
+  const fp8_experiment *ex = d->ex;
+  json_t *root = json_object();
+  json_object_set_new(root, FP8_RUNJSON_VERSION, json_string(FP8LAB_VERSION));
+  json_object_set_new(root, FP8_RUNJSON_GIT_REVISION, json_string(FP8LAB_GIT_REV));
+  json_object_set_new(root, FP8_RUNJSON_STARTED_UTC, json_string(d->started_utc));
+  json_object_set_new(root, FP8_RUNJSON_EXPERIMENT, experiment_json(ex));
+  json_object_set_new(root, FP8_RUNJSON_TRACE, trace_json(ex, d->trace, d->trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_INPUTS, inputs_json(ex, d->trace, d->trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_OUTPUTS, names_json(d->outputs));
+  json_object_set_new(root, FP8_RUNJSON_STEPS_REPLAYED, json_integer(d->steps));
+  json_object_set_new(root, FP8_RUNJSON_TENSORS, json_integer(d->tensors));
+  /* the tensors without rows, by reason, each list complete (the summary line names a few) */
+  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
+    json_t *names = json_array();
+    for (size_t i = 0; d->left && i < d->ntensors; i++)
+      if (d->left[i] == why) json_array_append_new(names, json_string(d->tensor_names[i]));
+    json_object_set_new(root, fp8_left_keys[why], names);
   }
-  free(dump);
+  json_object_set_new(root, FP8_RUNJSON_CONFIGURATIONS, json_integer(d->configs));
+  size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    size_t k = 0;
+    while (k < c && !fp8_config_identical(&ex->configs[k], &ex->configs[c])) k++;
+    distinct += k == c;
+  }
+  json_object_set_new(root, FP8_RUNJSON_DISTINCT_CONFIGURATIONS,
+                      json_integer((json_int_t)distinct));
+  json_object_set_new(root, FP8_RUNJSON_ROWS, json_integer(d->rows));
+  json_object_set_new(root, FP8_RUNJSON_GEMM_ROWS, json_integer(d->gemm_rows));
+  json_object_set_new(root, FP8_RUNJSON_STREAM_ROWS, json_integer(d->stream_rows));
+  json_object_set_new(root, FP8_RUNJSON_THREADS, json_integer(d->threads));
+  if (d->processes > 1) { /* MPI: the processes of the replay (one process: no key, as before) */
+    json_object_set_new(root, FP8_RUNJSON_PROCESSES, json_integer(d->processes));
+    json_t *pb = json_array();
+    for (int p = 0; pb && d->process_bytes && p < d->processes; p++)
+      json_array_append_new(pb, json_integer((json_int_t)d->process_bytes[p]));
+    if (pb) json_object_set_new(root, FP8_RUNJSON_PROCESS_BYTES, pb);
+  }
+  if (d->amax_exchange) /* MPI: MPI_Allreduce, or NCCL's all-reduce between the GPUs */
+    json_object_set_new(root, FP8_RUNJSON_AMAX_EXCHANGE, json_string(d->amax_exchange));
+  json_object_set_new(root, FP8_RUNJSON_ENGINE, json_string(d->engine));
+  json_object_set_new(root, FP8_RUNJSON_ENGINE_DETAILS, engine_json(d));
+  json_object_set_new(root, FP8_RUNJSON_AMAX_CSV_MISMATCHES, json_integer(d->mismatches));
+  json_object_set_new(root, FP8_RUNJSON_WALL_TIME_S, json_real(d->wall_s));
+  json_t *ms = model_shape_json(ex, d->trace);
+  if (ms) json_object_set_new(root, FP8_RUNJSON_MODEL_SHAPE, ms);
+
+  int rc = write_doc(dir, root, err, errlen);
+  json_decref(root);
   return rc;
 }
 
-/* ------------------------------------------------------------------ reader */
+/* ------------------------------------------------------------------ the report's outputs */
 
-/* experiment.name becomes the notebook's file name (notebooks_export/<name>.ipynb): a name
- * without '/', not "." or "..", under the tensor-name rules otherwise. */
-static int is_file_name(const char *s) {
-  char why[FP8_ESC_LEN + 64];
-  return fp8_tensor_name_check(s, strlen(s), FP8_NAME_MAX, why, sizeof why) == 0 &&
-         !strchr(s, '/') && strcmp(s, ".") != 0;
-}
-
-/* A number in 0..1 at key of object o ("<what>: expected a number in 0..1"). */
-static int budget_of(const char *path, json_t *o, const char *key, double *out, char *err,
-                     size_t errlen) {
-  json_t *b = json_object_get(o, key);
-  if (!json_is_number(b) || !(json_number_value(b) >= 0 && json_number_value(b) <= 1))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 0..1", path,
-                      FP8_RUNJSON_EXPERIMENT, key);
-  *out = json_number_value(b);
-  return FP8_OK;
-}
-
-/* The lists of tensors without rows (fp8_left_keys: absent in a run.json written before them),
- * each an array of tensor names: the report names them, so each one passes the name rules as
- * steps.csv's names do. */
-static int read_left_out(fp8_run_record *r, json_t *j, const char *path, char *err,
-                         size_t errlen) {
-  for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
-    const char *key = fp8_left_keys[why];
-    json_t *a = json_object_get(j, key);
-    if (!a) continue;
-    if (!json_is_array(a))
-      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array of tensor names",
-                        path, key);
-    size_t n = json_array_size(a);
-    if (!(r->left[why] = calloc(n + 1, sizeof *r->left[why])))
-      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    for (size_t k = 0; k < n; k++) {
-      json_t *v = json_array_get(a, k);
-      char why_bad[FP8_ESC_LEN + 64] = "not a string";
-      if (!json_is_string(v) ||
-          fp8_tensor_name_check(json_string_value(v), json_string_length(v),
-                                FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why_bad, sizeof why_bad) != 0)
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a tensor name: %s",
-                          path, key, k, why_bad);
-      if (!(r->left[why][k] = strdup(json_string_value(v))))
-        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      r->nleft[why] = k + 1;
-    }
+int fp8_run_json_set_report_outputs(const fp8_run_record *rec, const char *dir,
+                                    const fp8_outputs *mine, char *err, size_t errlen) {
+  json_t *root = rec->doc_;
+  if (!json_is_object(root)) return FP8_OK; /* no document was read: no list to keep */
+  fp8_outputs earlier = {0};
+  json_t *outs = json_array(), *old = json_object_get(root, FP8_RUNJSON_OUTPUTS);
+  int rc = outs ? FP8_OK : FP8_ENOMEM;
+  /* the runner's entries stay (in their order), an earlier report's give way to this one's */
+  for (size_t i = 0; i < json_array_size(old) && !rc; i++) {
+    json_t *e = json_array_get(old, i);
+    const char *name = json_string_value(e);
+    if (!name || !fp8_output_of_report(name)) rc = json_array_append(outs, e) ? FP8_ENOMEM : FP8_OK;
+    else rc = fp8_outputs_add(&earlier, name);
   }
-  return FP8_OK;
-}
-
-/* One Linear of model_shape.linears, checked as the rest. */
-static int read_linear(fp8_tl_linear *l, json_t *o, size_t k, const char *path, char *err,
-                       size_t errlen) {
-  json_t *v[3], *nm = json_object_get(o, FP8_RUNJSON_LIN_NAME);
-  json_t *dt = json_object_get(o, FP8_RUNJSON_LIN_DTYPES);
-  static const char *const keys[3] = {FP8_RUNJSON_LIN_TOKENS, FP8_RUNJSON_LIN_IN,
-                                      FP8_RUNJSON_LIN_OUT};
-  char why[FP8_ESC_LEN + 64] = "not a string";
-  if (!json_is_string(nm) || fp8_tensor_name_check(json_string_value(nm), json_string_length(nm),
-                                                   FP8_NAME_MAX, why, sizeof why) != 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: model_shape.linears[%zu].name: %s", path,
-                      k, why);
-  for (int i = 0; i < 3; i++) {
-    v[i] = json_object_get(o, keys[i]);
-    if (!json_is_integer(v[i]) || json_integer_value(v[i]) < 1 ||
-        json_integer_value(v[i]) > ((json_int_t)1 << 40))
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: model_shape.linears[%zu].%s: expected an integer from 1 to 2^40",
-                        path, k, keys[i]);
-  }
-  l->tokens = (int64_t)json_integer_value(v[0]);
-  l->in = (int64_t)json_integer_value(v[1]);
-  l->out = (int64_t)json_integer_value(v[2]);
-  if (!json_is_array(dt) || json_array_size(dt) != 3)
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s: model_shape.linears[%zu].dtypes: expected 3 dtype names", path, k);
-  for (int i = 0; i < 3; i++) {
-    const char *d = json_string_value(json_array_get(dt, (size_t)i));
-    int found = 0;
-    for (int t = FP8_DTYPE_F32; t <= FP8_DTYPE_F16 && d; t++)
-      if (strcmp(d, fp8_dtype_name((fp8_dtype)t)) == 0) l->dtype[i] = (fp8_dtype)t, found = 1;
-    if (!found)
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: model_shape.linears[%zu].dtypes[%d]: expected F32, BF16 or F16",
-                        path, k, i);
-  }
-  if (!(l->name = strdup(json_string_value(nm))))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  return FP8_OK;
-}
-
-/* run.json's model_shape (absent in a run.json written before it, or for a trace without
- * Linear layers): each Linear's name, sizes and dtypes, checked as the rest. */
-static int read_model_shape(fp8_run_record *r, json_t *j, const char *path, char *err,
-                            size_t errlen) {
-  json_t *ms = json_object_get(j, FP8_RUNJSON_MODEL_SHAPE);
-  if (!ms) return FP8_OK;
-  json_t *ly = json_object_get(ms, FP8_RUNJSON_MS_LAYERS), *w = json_object_get(ms, FP8_RUNJSON_MS_WORLD);
-  json_t *a = json_object_get(ms, FP8_RUNJSON_MS_LINEARS);
-  if (!json_is_object(ms) || !json_is_integer(ly) || json_integer_value(ly) < 1 ||
-      !json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > (1 << 24) ||
-      !json_is_array(a) || json_array_size(a) == 0)
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s: model_shape: expected an object with layers and world (integers >= 1) "
-                      "and linears (a non-empty array)", path);
-  fp8_tl_shape *s = &r->model_shape;
-  memset(s, 0, sizeof *s);
-  if (!(s->linears = calloc(json_array_size(a), sizeof *s->linears)))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  s->layers = (int64_t)json_integer_value(ly);
-  s->world = (int64_t)json_integer_value(w);
-  s->history_len = 1024;
-  r->has_model_shape = 1; /* freed by fp8_run_record_free whatever follows */
-  for (size_t k = 0; k < json_array_size(a); k++) {
-    int rc = read_linear(&s->linears[k], json_array_get(a, k), k, path, err, errlen);
-    if (rc) return rc;
-    s->nlinears = k + 1;
-  }
-  return FP8_OK;
-}
-
-/* An optional string key of object o into *out (NULL when absent). */
-static int opt_string(json_t *o, const char *key, const char *what, char **out, const char *path,
-                      char *err, size_t errlen) {
-  json_t *v = json_object_get(o, key);
-  if (!v) return FP8_OK;
-  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected a string", path, what);
-  if (!(*out = strdup(json_string_value(v))))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  return FP8_OK;
-}
-
-/* What of the trace advice.ini carries on: its absolute path, [trace] steps and tensors, the
- * amax reduction (each absent in a run.json written before it). */
-static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path, char *err,
-                                size_t errlen) {
-  int rc = opt_string(tr, FP8_RUNJSON_TR_ABS_PATH, "trace.abs_path", &r->trace_abs_path, path,
-                      err, errlen);
-  if (!rc) rc = opt_string(tr, FP8_RUNJSON_TR_STEPS, "trace.steps", &r->trace_steps, path, err,
-                           errlen);
-  if (rc) return rc;
-  json_t *g = json_object_get(tr, FP8_RUNJSON_TR_TENSORS);
-  if (g) {
-    if (!json_is_array(g))
-      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors: expected an array of "
-                        "strings", path);
-    if (!(r->trace_tensors = calloc(json_array_size(g) + 1, sizeof *r->trace_tensors)))
-      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    for (size_t i = 0; i < json_array_size(g); i++) {
-      json_t *v = json_array_get(g, i);
-      if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors[%zu]: expected a string",
-                          path, i);
-      if (!(r->trace_tensors[i] = strdup(json_string_value(v))))
-        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      r->ntrace_tensors = i + 1;
-    }
-  }
-  json_t *ra = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_AMAX);
-  json_t *rg = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_GROUP);
-  if (ra && (!json_is_boolean(ra) || !json_is_integer(rg) || json_integer_value(rg) < 1))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected reduce_amax (true or false) "
-                      "and reduce_group (an integer >= 1) together", path);
-  if (ra) {
-    r->reduce_amax = json_is_true(ra);
-    r->reduce_group = (int64_t)json_integer_value(rg);
-  }
-  json_t *rs = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_STRIDE);
-  if (rs && (!ra || !json_is_integer(rs) || json_integer_value(rs) < 1))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.reduce_stride: expected an integer "
-                      ">= 1, with reduce_amax and reduce_group", path);
-  if (rs) r->reduce_stride = (int64_t)json_integer_value(rs);
-  json_t *te = json_object_get(tr, FP8_RUNJSON_TR_TE_LOG);
-  if (te) {
-    json_t *v[3] = {json_object_get(te, "interval"), json_object_get(te, "zero_values"),
-                    json_object_get(te, "coarse_values")};
-    int64_t *dst[3] = {&r->te_interval, &r->te_zero, &r->te_coarse};
-    for (int k = 0; k < 3; k++) {
-      if (!json_is_integer(v[k]) || json_integer_value(v[k]) < 0)
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.te_log: expected interval, "
-                          "zero_values and coarse_values (integers >= 0)", path);
-      *dst[k] = (int64_t)json_integer_value(v[k]);
-    }
-    r->has_te_log = 1;
-  }
-  return FP8_OK;
-}
-
-/* The trace object: its path, and a synthetic trace's preset, steps and seed together. */
-static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
-  json_t *tr = json_object_get(j, FP8_RUNJSON_TRACE);
-  if (!json_is_object(tr))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace: expected an object", path);
-  json_t *tp = json_object_get(tr, FP8_RUNJSON_TR_PATH);
-  json_t *preset = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_PRESET);
-  if (!json_is_string(tp))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.path: expected a string", path);
-  if (!(r->trace_path = strdup(json_string_value(tp))))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  int rc = read_trace_selection(r, tr, path, err, errlen);
-  if (rc || !preset) return rc;
-  json_t *st = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_STEPS);
-  json_t *sd = json_object_get(tr, FP8_RUNJSON_TR_SYNTH_SEED);
-  if (!json_is_string(preset) || !json_is_integer(st) || !json_is_integer(sd))
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s: trace: expected synth_preset (a string), synth_steps and synth_seed "
-                      "(integers) together", path);
-  if (!(r->synth_preset = strdup(json_string_value(preset))))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  r->synth_steps = (int64_t)json_integer_value(st);
-  r->synth_seed = (int64_t)json_integer_value(sd);
-  return FP8_OK;
-}
-
-/* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
- * corrupted one would give a report of another experiment (or a notebook written outside the
- * folder). */
-/* One "key = value" line per '\n' of s: key [a-z0-9_]+, value [A-Za-z0-9_.+-]+. */
-static int settings_ok(const char *s) {
-  for (;;) {
-    const char *k = s;
-    while ((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_') s++;
-    if (s == k || strncmp(s, " = ", 3) != 0) return 0;
-    s += 3;
-    const char *v = s;
-    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-           *s == '_' || *s == '.' || *s == '+' || *s == '-')
-      s++;
-    if (s == v) return 0;
-    if (!*s) return 1;
-    if (*s++ != '\n') return 0;
-  }
-}
-
-/* experiment.configurations[*].settings, where present, into r->settings. */
-static int read_settings(fp8_run_record *r, json_t *ex, const char *path, char *err,
-                         size_t errlen) {
-  json_t *a = json_object_get(ex, FP8_RUNJSON_EX_CONFIGURATIONS);
-  if (!json_is_array(a)) return FP8_OK;
-  size_t n = json_array_size(a);
-  if (!(r->settings = calloc(n + 1, sizeof *r->settings)))
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  for (size_t i = 0; i < n; i++) {
-    json_t *o = json_array_get(a, i), *st = json_object_get(o, FP8_RUNJSON_CFG_SETTINGS);
-    json_t *rc = json_object_get(o, FP8_RUNJSON_CFG_RECIPE), *kd = json_object_get(o, FP8_RUNJSON_CFG_KIND);
-    if (!st) continue;
-    if (!json_is_string(st) || !json_is_string(rc) || !json_is_string(kd) ||
-        json_string_length(rc) >= 64 || json_string_length(kd) >= 16 ||
-        strlen(json_string_value(st)) != json_string_length(st) ||
-        !settings_ok(json_string_value(st)))
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: %s.%s[%zu]: expected recipe, kind and settings (\"key = value\" lines)",
-                        path, FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_CONFIGURATIONS, i);
-    struct fp8_run_settings *s = &r->settings[r->nsettings];
-    snprintf(s->recipe, sizeof s->recipe, "%s", json_string_value(rc));
-    snprintf(s->kind, sizeof s->kind, "%s", json_string_value(kd));
-    if (!(s->lines = strdup(json_string_value(st))))
-      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    r->nsettings++;
-  }
-  return FP8_OK;
-}
-
-static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
-  char shown[FP8_ESC_LEN];
-  if (!json_is_object(j))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: expected a JSON object", path);
-  json_t *ex = json_object_get(j, FP8_RUNJSON_EXPERIMENT);
-  if (!json_is_object(ex))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected an object", path);
-  json_t *nm = json_object_get(ex, FP8_RUNJSON_EX_NAME);
-  if (!json_is_string(nm))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.name: expected a string", path);
-  if (!is_file_name(json_string_value(nm)) || strlen(json_string_value(nm)) != json_string_length(nm))
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s: experiment.name '%s' is not a file name (a name without '/', not . or "
-                      ".., printable UTF-8 of 1 to %d bytes)",
-                      path, fp8_escape(json_string_value(nm), json_string_length(nm), shown,
-                                       sizeof shown), FP8_NAME_MAX);
-  snprintf(r->name, sizeof r->name, "%s", json_string_value(nm));
-  int rc = budget_of(path, ex, FP8_RUNJSON_EX_OVERFLOW_BUDGET, &r->overflow_budget, err, errlen);
-  if (!rc) rc = budget_of(path, ex, FP8_RUNJSON_EX_STEP_BUDGET, &r->step_budget, err, errlen);
-  if (!rc) rc = read_settings(r, ex, path, err, errlen);
-  if (rc) return rc;
-  r->fp4_gemm_ratio = 4.0; /* the default when absent */
-  json_t *fr = json_object_get(ex, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
-  if (fr && (!json_is_number(fr) || !(json_number_value(fr) >= 1.0 && json_number_value(fr) <= 1e6)))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 1..1e6", path,
-                      FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
-  if (fr) r->fp4_gemm_ratio = json_number_value(fr);
-  r->flush_budget = NAN; /* off when absent */
-  if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
-    rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
-  if (rc) return rc;
-  json_t *wu = json_object_get(ex, FP8_RUNJSON_EX_WARMUP_STEPS);
-  if (wu && (!json_is_integer(wu) || json_integer_value(wu) < 0))
-    return fp8_errorf(FP8_EFORMAT, err, errlen,
-                      "%s: experiment.warmup_steps: expected an integer >= 0", path);
-  if (wu) r->warmup_steps = (int64_t)json_integer_value(wu);
-  json_t *gm = json_object_get(ex, FP8_RUNJSON_EX_GEMM);
-  json_t *gt = json_object_get(ex, FP8_RUNJSON_EX_GEMM_MAX_TOKENS);
-  if ((gm && !json_is_boolean(gm)) ||
-      (gt && (!json_is_integer(gt) || json_integer_value(gt) < 0 ||
-              json_integer_value(gt) > ((json_int_t)1 << 31))))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected gemm (true or false) "
-                      "and gemm_max_tokens (an integer in 0..2^31)", path);
-  if (gm) r->gemm = json_is_true(gm);
-  if (gt) r->gemm_max_tokens = (int64_t)json_integer_value(gt);
-  json_t *ge = json_object_get(ex, FP8_RUNJSON_EX_GEMM_ERROR);
-  json_t *gs = json_object_get(ex, FP8_RUNJSON_EX_GEMM_SAMPLE);
-  json_t *gd = json_object_get(ex, FP8_RUNJSON_EX_GEMM_SEED);
-  const char *ges = ge && json_is_string(ge) ? json_string_value(ge) : NULL;
-  int sampled = ges && strcmp(ges, "sampled") == 0;
-  if ((ge && (!ges || (!sampled && strcmp(ges, "exact") != 0))) ||
-      (sampled && (!gs || !json_is_integer(gs) || json_integer_value(gs) < 2 ||
-                   json_integer_value(gs) > 65536 || !gd || !json_is_integer(gd) ||
-                   json_integer_value(gd) < 0)))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment: expected gemm_error (sampled "
-                      "or exact), and with sampled gemm_sample (an integer in 2..65536) and "
-                      "gemm_seed (an integer >= 0)", path);
-  r->gemm_sampled = sampled;
-  if (sampled) {
-    r->gemm_sample = (int64_t)json_integer_value(gs);
-    r->gemm_seed = (int64_t)json_integer_value(gd);
-  }
-  json_t *ct = json_object_get(ex, FP8_RUNJSON_EX_COST_TOKENS);
-  if (ct && (!json_is_integer(ct) || json_integer_value(ct) < 1 ||
-             json_integer_value(ct) > ((json_int_t)1 << 31)))
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.cost_tokens: expected an "
-                      "integer in 1..2^31", path);
-  if (ct) r->cost_tokens = (int64_t)json_integer_value(ct);
-  if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
-  if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
-  return read_trace(r, j, path, err, errlen);
-}
-
-void fp8_run_record_free(fp8_run_record *r) {
-  if (r->has_model_shape) fp8_tl_shape_free(&r->model_shape);
-  r->has_model_shape = 0;
-  for (int why = 0; why < FP8_LEFT_COUNT; why++) {
-    for (size_t k = 0; k < r->nleft[why]; k++) free(r->left[why][k]);
-    free(r->left[why]);
-    r->left[why] = NULL;
-    r->nleft[why] = 0;
-  }
-  for (size_t k = 0; k < r->nsettings; k++) free(r->settings[k].lines);
-  free(r->settings);
-  r->settings = NULL;
-  r->nsettings = 0;
-  free(r->trace_path);
-  free(r->synth_preset);
-  free(r->trace_abs_path);
-  free(r->trace_steps);
-  for (size_t i = 0; i < r->ntrace_tensors; i++) free(r->trace_tensors[i]);
-  free(r->trace_tensors);
-  r->trace_path = r->synth_preset = r->trace_abs_path = r->trace_steps = NULL;
-  r->trace_tensors = NULL;
-  r->ntrace_tensors = 0;
-}
-
-int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, FP8_RUNJSON_FILE);
-  memset(rec, 0, sizeof *rec);
-  rec->overflow_budget = rec->step_budget = -1;
-  rec->flush_budget = NAN;
-  rec->fp4_gemm_ratio = 4.0;
-  rec->warmup_steps = -1;
-  rec->gemm = -1;
-  rec->gemm_max_tokens = -1;
-  FILE *fp = fopen(path, "rb");
-  if (!fp)
-    return fp8_errorf(FP8_EIO, err, errlen,
-                      "%s: cannot open: %s (fp8lab report reads a folder that fp8lab run wrote)",
-                      path, strerror(errno));
-  json_error_t jerr;
-  json_t *j = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
-  fclose(fp);
-  int rc;
-  if (!j) {
-    char text[FP8_ESC_LEN];
-    rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%d: not JSON: %s", path, jerr.line,
-                    fp8_esc(jerr.text, text, sizeof text));
-  } else {
-    rc = read_record(rec, j, path, err, errlen);
-  }
-  json_decref(j);
+  for (size_t i = 0; i < mine->n && !rc; i++)
+    rc = json_array_append_new(outs, json_string(mine->names[i])) ? FP8_ENOMEM : FP8_OK;
+  if (!rc && json_object_set(root, FP8_RUNJSON_OUTPUTS, outs) != 0) rc = FP8_ENOMEM;
+  if (rc) fp8_errorf(rc, err, errlen, "run.json: out of memory");
+  else rc = write_doc(dir, root, err, errlen);
+  if (!rc) fp8_outputs_remove_stale(dir, &earlier, mine);
+  json_decref(outs);
+  fp8_outputs_free(&earlier);
   return rc;
 }

@@ -1,10 +1,13 @@
 /* run_json.h: run.json, the record of what a run did (what ran, on which engine, with what
- * inputs, which files it wrote): its keys, the writer's shared parts and the strict reader.
+ * inputs, which files it wrote): its keys, its writer and its reader, all in this folder.
  *
- * The runner (src/run/run_json.c) builds the document with these keys and writes it through
- * fp8_runjson_write; the report reads it back through fp8_runjson_read (every key it uses
- * checked) and replaces its own entries of the outputs list (outputs.h,
- * fp8_outputs_replace_report). A key is spelled here only: FP8_RUNJSON_<OBJECT>_<KEY>.
+ * The runner fills a description (fp8_run_json_desc: the experiment, the trace, the counts,
+ * the engine, the files written) and fp8_run_json_write (run_json.c) builds the document from
+ * it; the report reads it back once through fp8_run_json_read (run_json_read.c: every key it
+ * uses checked, the outputs list with them) and puts its own files into that list through
+ * fp8_run_json_set_report_outputs (run_json.c), which writes the document again. A key is
+ * spelled here only: FP8_RUNJSON_<OBJECT>_<KEY> (te_log's are te_log.h's FP8_TE_LOG_*, the
+ * keys of te_log.json that trace.te_log carries on).
  */
 #ifndef FP8LAB_RESULTS_RUN_JSON_H
 #define FP8LAB_RESULTS_RUN_JSON_H
@@ -14,7 +17,10 @@
 
 #include <jansson.h>
 
-#include "timeline.h" /* fp8_tl_shape */
+#include "experiment.h" /* fp8_experiment */
+#include "outputs.h"    /* fp8_outputs */
+#include "timeline.h"   /* fp8_tl_shape */
+#include "trace.h"      /* fp8_trace */
 
 #define FP8_RUNJSON_FILE "run.json"
 
@@ -55,7 +61,9 @@
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
-#define FP8_RUNJSON_EX_GEMM_ERROR "gemm_error"   /* "sampled" | "exact"; absent: exact */
+#define FP8_RUNJSON_EX_GEMM_ERROR "gemm_error"   /* its values below; absent: exact */
+#define FP8_RUNJSON_GEMM_SAMPLED "sampled"
+#define FP8_RUNJSON_GEMM_EXACT "exact"
 #define FP8_RUNJSON_EX_GEMM_SAMPLE "gemm_sample"
 #define FP8_RUNJSON_EX_GEMM_SEED "gemm_seed"
 #define FP8_RUNJSON_EX_COST_TOKENS "cost_tokens"
@@ -88,11 +96,28 @@
 #define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
 #define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
 #define FP8_RUNJSON_TR_REDUCE_STRIDE "reduce_stride"
-#define FP8_RUNJSON_TR_TE_LOG "te_log" /* {interval, zero_values, coarse_values}: te_log.json's */
+#define FP8_RUNJSON_TR_TE_LOG "te_log" /* {FP8_TE_LOG_INTERVAL, _ZERO_VALUES, _COARSE_VALUES} */
 
 /* inputs[] */
 #define FP8_RUNJSON_IN_PATH "path"
 #define FP8_RUNJSON_IN_BYTES "bytes"
+
+/* engine_details and engine_details.self_check */
+#define FP8_RUNJSON_ENG_NAME "name"
+#define FP8_RUNJSON_ENG_DEVICE "device"
+#define FP8_RUNJSON_ENG_MODULE "module"
+#define FP8_RUNJSON_ENG_SELF_CHECK "self_check"
+#define FP8_RUNJSON_ENG_CPU_QUANTIZE "cpu_quantize_configurations"
+#define FP8_RUNJSON_ENG_CPU_GEMM "cpu_gemm_configurations"
+#define FP8_RUNJSON_SC_RAN "ran"
+#define FP8_RUNJSON_SC_PASSED "passed"
+#define FP8_RUNJSON_SC_VALUES "values_compared"
+#define FP8_RUNJSON_SC_NOTE "note"
+
+/* the lists of the tensors without rows (fp8_left_keys) */
+#define FP8_RUNJSON_LEFT_NEVER_RAN "tensors_never_ran"
+#define FP8_RUNJSON_LEFT_NO_SNAPSHOT "tensors_without_snapshot"
+#define FP8_RUNJSON_LEFT_NO_RECIPE "tensors_without_recipe"
 
 /* model_shape and model_shape.linears[] */
 #define FP8_RUNJSON_MS_LAYERS "layers"
@@ -114,18 +139,43 @@ typedef enum {
   FP8_LEFT_COUNT
 } fp8_left_reason;
 /** run.json's key for the list of each reason's tensors ([FP8_LEFT_KEPT] is NULL):
- *  tensors_never_ran, tensors_without_snapshot, tensors_without_recipe. */
+ *  FP8_RUNJSON_LEFT_*. */
 extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
 
-/** The model_shape object of a traced model's Linears: {"layers", "world", "linears": [{name,
- *  tokens, in, out, dtypes: [input, weight, grad_output]}]}; NULL when out of memory. */
-json_t *fp8_runjson_model_shape(const fp8_tl_shape *s, int64_t world);
+/** What run.json records of a run: the runner fills it at the end of the replay. */
+typedef struct {
+  const fp8_experiment *ex;
+  const fp8_trace *trace;
+  const char *trace_dir;       /**< the trace folder the run opened (a synth trace's too) */
+  const char *started_utc;     /**< "YYYY-mm-ddTHH:MM:SSZ": the first process's start */
+  int threads;
+  long long steps, tensors, configs, rows, gemm_rows, stream_rows, mismatches;
+  double wall_s;
+  const fp8_outputs *outputs;  /**< the runner's files (the report adds its own later) */
+  /** the replay's tensors and why each has no rows (fp8_left_reason; NULL: all have) */
+  size_t ntensors;
+  const char *const *tensor_names;
+  const unsigned char *left;
+  /** MPI: the processes (> 1: processes and their snapshot bytes listed) and how the amaxes
+   *  were exchanged (NULL: no split, no key) */
+  int processes;
+  const uint64_t *process_bytes;
+  const char *amax_exchange;
+  /** the engine: its name, the --device asked for, the GPU module, its self-check, and the
+   *  configurations ([configs]) whose casts or GEMMs the CPU engine ran instead */
+  const char *engine, *device, *module;
+  int self_check_ran, self_check_passed;
+  long long self_check_values;
+  const char *self_check_note; /**< NULL or "": none */
+  const unsigned char *cpu_quantize, *cpu_gemm;
+} fp8_run_json_desc;
 
-/** Writes root as <dir>/run.json (2-space indent, keys in insertion order, a final newline),
- *  atomically (outfile.h). FP8_OK or a status with "run.json: ..." in err. */
-int fp8_runjson_write(const char *dir, const json_t *root, char *err, size_t errlen);
+/** Writes <dir>/run.json from d (2-space indent, keys in insertion order, a final newline),
+ *  atomically (outfile.h). model_shape is computed from the trace's first snapshot (rank 0's).
+ *  FP8_OK or a status with "run.json: ..." in err. */
+int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, size_t errlen);
 
-/** What the report takes from run.json, each key checked (fp8_runjson_read). */
+/** What the report takes from run.json, each key checked (fp8_run_json_read). */
 typedef struct {
   char name[256];          /**< experiment.name: a file name (no '/', not . or ..) */
   double overflow_budget;  /**< experiment.overflow_budget, in 0..1 */
@@ -169,14 +219,33 @@ typedef struct {
     char recipe[64], kind[16];
     char *lines;
   } *settings;
+  /** outputs: the files the run (and an earlier report) wrote, those that pass
+   *  fp8_output_name_ok (others are passed over, never removed) */
+  fp8_outputs outputs;
+  void *doc_;               /**< the document as read, for fp8_run_json_set_report_outputs */
 } fp8_run_record;
 
 /** Reads <dir>/run.json into rec (zeroed first), every key it holds checked: FP8_OK; FP8_EIO
  *  when it cannot be opened ("<path>: cannot open: ..."); FP8_EFORMAT ("<path>:<line>: not
  *  JSON: ...", or "<path>: <key>: <what was expected>"); FP8_ENOMEM. On failure rec holds what
- *  was read so far: free it with fp8_run_record_free either way. */
-int fp8_runjson_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen);
-/** Frees what fp8_runjson_read allocated (safe on a zeroed record, and twice). */
-void fp8_run_record_free(fp8_run_record *rec);
+ *  was read so far: free it with fp8_run_json_free either way. */
+int fp8_run_json_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen);
+/** Frees what fp8_run_json_read allocated (safe on a zeroed record, and twice). */
+void fp8_run_json_free(fp8_run_record *rec);
+/** The outputs listed in <dir>/run.json, leniently (an earlier run's, which --force replaces:
+ *  a missing or unreadable run.json, or one without the key, adds nothing): appended to o,
+ *  those that pass fp8_output_name_ok. FP8_OK or FP8_ENOMEM. */
+int fp8_run_json_read_outputs(const char *dir, fp8_outputs *o);
+/** experiment.name of <dir>/run.json, leniently (a report that was killed: its notebook's name,
+ *  for the run with --force that replaces it): 1 with the name in name (a string that fits),
+ *  0 when there is none. */
+int fp8_run_json_read_name(const char *dir, char *name, size_t len);
+/** Puts mine (the files a report wrote) into the outputs list of the run.json rec was read
+ *  from, in place of an earlier report's entries (fp8_output_of_report), keeping the runner's in
+ *  their order; writes <dir>/run.json again (the rest of the document as it was read) and
+ *  removes the earlier report's files that mine does not hold. FP8_OK or a status with a
+ *  message in err. */
+int fp8_run_json_set_report_outputs(const fp8_run_record *rec, const char *dir,
+                                    const fp8_outputs *mine, char *err, size_t errlen);
 
 #endif

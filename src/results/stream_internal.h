@@ -1,11 +1,13 @@
-/* stream_internal.h: what streamcsv.c (stream.csv, stream.json, the table) and streamread.c
- * (stream.npy's records, fp8_stream_visit, fp8_stream_keep) share. Private to src/results. */
-#ifndef FP8_STREAM_INTERNAL_H
-#define FP8_STREAM_INTERNAL_H
+/* stream_internal.h: what the stream's files share (private to src/results): stream.c (the
+ * writer, the table, fp8_stream_load), stream_csv.c (stream.csv) and stream_npy.c (stream.npy
+ * with stream.json, fp8_stream_visit, fp8_stream_keep). */
+#ifndef FP8LAB_RESULTS_STREAM_INTERNAL_H
+#define FP8LAB_RESULTS_STREAM_INTERNAL_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "results.h"
 #include "tables.h"
 #include "util.h" /* fp8_strset */
 
@@ -28,6 +30,20 @@ typedef struct {
   unsigned char *snap, *warm; /* [T * nrec] */
 } stream_priv;
 
+/* A new series from the key columns of a stream.csv row (f, by FP8_STREAM_COL_*; stream.json's
+ * entries are checked as such a row): its tensor and recipe copied in. 1, 0 for bad columns,
+ * -1 out of memory. (stream_csv.c) */
+int stream_new_series(fp8_stream_series *s, char **f);
+
+/* stream.csv into the table (the series, their rows): stream_csv.c */
+int stream_csv_parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen);
+/* One record's rows of stream.csv: each tensor's rows of the configurations that apply to it
+ * (configs: lay->configs side by side). stream_csv.c */
+void stream_csv_put_record(FILE *fp, const fp8_stream_layout *lay, const fp8_config *configs,
+                           const fp8_stream_record *rec, fp8_stream_csv_texts *texts);
+
+/* stream.json (next to stream.npy) into the table's series (stream_npy.c) */
+int stream_json_read(fp8_stream_table *t, const char *jpath, char *err, size_t errlen);
 /* stream.npy's records (after stream.json made the series): checked as stream.csv's rows are,
  * the shared columns kept, the scales checked and left in the file. */
 int stream_npy_records(fp8_stream_table *t, FILE *fp, char *err, size_t errlen);

@@ -1,10 +1,11 @@
 /* tables.h: the replay's result files read back into memory, for the analysis and the report:
- * steps.csv (fp8_steps_load: every field validated, rows in file order, grouped by
- * configuration), stream.csv (fp8_stream_load: one series per tensor and delayed
- * configuration), histograms.csv (fp8_hist_load) and gemm.csv (fp8_gemmcsv_load). Their
- * columns are the schemas of results.h, which the runner writes them with: a file and its
- * reader have one owner, this folder. stepscsv.c, stepscsv_groups.c, streamcsv.c and
- * resultcsv.c implement it. run.json's reader is run_json.h's.
+ * steps.csv (fp8_steps_csv_load: every field validated, rows in file order, grouped by
+ * configuration), stream.csv or stream.npy (fp8_stream_load: one series per tensor and delayed
+ * configuration), histograms.csv (fp8_histograms_csv_load) and gemm.csv (fp8_gemm_csv_load).
+ * Their columns are the schemas of results.h, which the runner writes them with: a file and
+ * its reader have one owner, this folder, and one file of it (steps_csv.c with
+ * steps_csv_groups.c, stream.c with stream_csv.c and stream_npy.c, histograms_csv.c,
+ * gemm_csv.c). run.json's reader is run_json.h's.
  */
 #ifndef FP8LAB_RESULTS_TABLES_H
 #define FP8LAB_RESULTS_TABLES_H
@@ -70,7 +71,7 @@ static inline fp8_config_key fp8_step_row_key(const fp8_step_row *r) {
 
 /** A loaded steps.csv. */
 typedef struct {
-  char *path;                    /**< as given to fp8_steps_load */
+  char *path;                    /**< as given to fp8_steps_csv_load */
   size_t nrows;
   fp8_step_row *rows;            /**< file order */
   size_t ngroups;
@@ -92,24 +93,24 @@ typedef struct {
  * @return FP8_OK; FP8_EIO (cannot open or read: "<path>: ..."); FP8_EFORMAT
  *         ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is empty (safe to free).
  */
-int fp8_steps_load(const char *path, fp8_steps_table *table, char *err, size_t errlen);
+int fp8_steps_csv_load(const char *path, fp8_steps_table *table, char *err, size_t errlen);
 
-/** Same as fp8_steps_load on len bytes of text in memory; name is used in messages. */
-int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_table *table,
-                    char *err, size_t errlen);
+/** Same as fp8_steps_csv_load on len bytes of text in memory; name is used in messages. */
+int fp8_steps_csv_parse(const char *name, const char *text, size_t len, fp8_steps_table *table,
+                        char *err, size_t errlen);
 
 /** Frees everything the table owns (safe on a zeroed or failed table, and twice). */
-void fp8_steps_free(fp8_steps_table *table);
+void fp8_steps_csv_free(fp8_steps_table *table);
 
 
 /** The row of a group's i-th step (i < group->nrows). */
-const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *table, const fp8_steps_group *g,
-                                        size_t i);
+const fp8_step_row *fp8_steps_csv_group_row(const fp8_steps_table *table, const fp8_steps_group *g,
+                                            size_t i);
 
 /** Index of the group of this tensor and key (its kind not compared), or -1. For current
  *  scaling the key holds history_len = margin = 0 and FP8_AMAX_MAX. */
-ptrdiff_t fp8_steps_find_group(const fp8_steps_table *table, const char *tensor,
-                               const fp8_config_key *key);
+ptrdiff_t fp8_steps_csv_find_group(const fp8_steps_table *table, const char *tensor,
+                                   const fp8_config_key *key);
 
 /* ------------------------------------------------------------------ stream.csv in memory */
 
@@ -150,8 +151,8 @@ void fp8_stream_free(fp8_stream_table *t);
 /** A steps table without rows for a run without snapshots (issue 28, a stream-only report):
  *  one group per series of the stream (tensor, role, configuration key), no rows, groups by
  *  tensor name (strcmp) then the stream's order, the distinct tensors. Its strings are the
- *  stream's (it must outlive the table). fp8_steps_free frees it. FP8_OK, FP8_ENOMEM. */
-int fp8_steps_from_stream(const fp8_stream_table *stream, fp8_steps_table *table);
+ *  stream's (it must outlive the table). fp8_steps_csv_free frees it. FP8_OK, FP8_ENOMEM. */
+int fp8_steps_csv_from_stream(const fp8_stream_table *stream, fp8_steps_table *table);
 /** Calls fn on each series (want: [nseries], 0 to skip; NULL: all) with its scales: a series
  *  of stream.csv or a kept one as it is, the others of stream.npy as a copy whose scale is read
  *  from the file by blocks of tensors (bounded memory; valid during the call). Series in
@@ -192,12 +193,12 @@ typedef struct {
  *  step >= 0, a log2 bin in range, a count >= 0); no blank line but a last one. FP8_OK; FP8_EIO
  *  ("<path>: cannot open: ..."); FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure
  *  the table is empty. */
-int fp8_hist_load(const char *path, fp8_hist_table *t, char *err, size_t errlen);
-void fp8_hist_free(fp8_hist_table *t);
+int fp8_histograms_csv_load(const char *path, fp8_hist_table *t, char *err, size_t errlen);
+void fp8_histograms_csv_free(fp8_hist_table *t);
 /** The histogram of (tensor, step): counts[0..*nbins) for the bins from *lo_bin on (a bin
  *  listed twice: its last count). FP8_EFORMAT when the table has no such rows. */
-int fp8_hist_get(const fp8_hist_table *t, const char *tensor, int64_t step, double *counts,
-                 int *lo_bin, int *nbins);
+int fp8_histograms_csv_get(const fp8_hist_table *t, const char *tensor, int64_t step,
+                           double *counts, int *lo_bin, int *nbins);
 
 /* ------------------------------------------------------------------ gemm.csv in memory */
 
@@ -226,8 +227,8 @@ typedef struct {
  *  checked (history_len, margin, amax_compute present for delayed rows and empty otherwise).
  *  FP8_OK; FP8_EIO; FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the table is
  *  empty. */
-int fp8_gemmcsv_load(const char *path, fp8_gemm_table *t, char *err, size_t errlen);
-void fp8_gemmcsv_free(fp8_gemm_table *t);
+int fp8_gemm_csv_load(const char *path, fp8_gemm_table *t, char *err, size_t errlen);
+void fp8_gemm_csv_free(fp8_gemm_table *t);
 
 #ifdef __cplusplus
 }

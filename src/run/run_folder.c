@@ -15,8 +15,7 @@
 #include "fp8.h"
 #include "outfile.h"
 #include "outputs.h"
-#include <jansson.h>
-
+#include "run_json.h" /* fp8_run_json_read_name */
 #include "trace.h" /* fp8_trace_snapshot_name */
 
 /* ------------------------------------------------------------------ the lock */
@@ -286,24 +285,40 @@ void fp8_rundir_remove_interrupted(const char *dir, int synth) {
   fp8_rundir_marker_remove(dir); /* last: until it is gone the folder says it is unfinished */
 }
 
-int fp8_rundir_enter_report(const char *dir, int *fd, char *err, size_t errlen) {
-  *fd = -1;
+/* ------------------------------------------------------------------ the folder held */
+
+int fp8_run_folder_open_report(const char *dir, fp8_run_folder *f, char *err, size_t errlen) {
+  snprintf(f->dir, sizeof f->dir, "%s", dir);
+  f->lock_fd = -1;
+  f->run_pending = 0;
   struct stat sb;
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return FP8_OK; /* the report says what */
-  int rc = fp8_rundir_lock(dir, fd, err, errlen);
+  int rc = fp8_rundir_lock(dir, &f->lock_fd, err, errlen);
   if (rc == FP8_EIO) { /* a folder it cannot open for the lock: the report's reads will tell */
-    *fd = -1;
+    f->lock_fd = -1;
     return FP8_OK;
   }
   if (rc) return rc;
   fp8_run_marker m;
   if (fp8_rundir_marker_read(dir, &m)) {
-    fp8_rundir_unlock(*fd);
-    *fd = -1;
+    fp8_rundir_unlock(f->lock_fd);
+    f->lock_fd = -1;
     return fp8_rundir_interrupted_error(dir, &m, err, errlen);
   }
   fp8_rundir_remove_debris(dir); /* the temporaries of a report that was killed */
   return FP8_OK;
+}
+
+void fp8_run_folder_close(fp8_run_folder *f, int complete) {
+  if (complete && f->run_pending) {
+    char ck[sizeof f->dir + 64];
+    snprintf(ck, sizeof ck, "%s/%s", f->dir, FP8_RUN_CHECKPOINT_DIR);
+    fp8_rmtree(ck);
+    fp8_rundir_marker_remove(f->dir); /* last: until it goes the folder is unfinished */
+  }
+  fp8_rundir_unlock(f->lock_fd);
+  f->lock_fd = -1;
+  f->run_pending = 0;
 }
 
 /* ------------------------------------------------------------------ an interrupted report */
@@ -352,13 +367,10 @@ int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
   if (!rc && file_has(path, fp4_sig, sizeof fp4_sig - 1, sizeof fp4_sig - 1))
     rc = fp8_outputs_add(o, "advice_fp4.ini");
   /* the notebook of the run's experiment (run.json, written at the run's commit) */
-  snprintf(path, sizeof path, "%s/run.json", dir);
-  json_error_t jerr;
-  json_t *j = json_load_file(path, 0, &jerr);
-  const char *exp = json_string_value(json_object_get(json_object_get(j, "experiment"), "name"));
-  if (!rc && exp && snprintf(name, sizeof name, "notebooks_export/%s.ipynb", exp) < (int)sizeof name &&
+  char exp[4096];
+  if (!rc && fp8_run_json_read_name(dir, exp, sizeof exp) &&
+      snprintf(name, sizeof name, "notebooks_export/%s.ipynb", exp) < (int)sizeof name &&
       fp8_output_name_ok(name))
     rc = fp8_outputs_add(o, name);
-  json_decref(j);
   return rc;
 }

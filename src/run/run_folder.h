@@ -55,10 +55,26 @@ void fp8_rundir_marker_remove(const char *dir);
 int fp8_rundir_interrupted_error(const char *dir, const fp8_run_marker *m, char *err,
                                  size_t errlen);
 
+/** A run folder held for writing, from its opening to fp8_run_folder_close: its lock, and
+ *  whether a run's in-progress marker and checkpoint wait there for the report. This layer
+ *  owns the hold: `fp8lab run` gets it from fp8_run_experiment (fp8_run_summary.folder: the
+ *  replay's lock, handed on for the report that follows), `fp8lab report` from
+ *  fp8_run_folder_open_report; the report itself takes and releases nothing. */
+typedef struct {
+  char dir[4096];
+  int lock_fd;           /**< the folder's lock (-1: none held) */
+  int run_pending;       /**< a run's marker and checkpoint wait for the report */
+} fp8_run_folder;
+
 /** `fp8lab report DIR` (not inside a run): refuses a folder with a marker (the message
- *  above, FP8_EINVAL) or locked by a run, else locks it (*fd, for fp8_rundir_unlock) and
- *  removes the temporaries of dead processes. */
-int fp8_rundir_enter_report(const char *dir, int *fd, char *err, size_t errlen);
+ *  above, FP8_EINVAL) or locked by a run, else locks it and removes the temporaries of dead
+ *  processes. A folder that is missing or cannot be opened holds no lock (the report's reads
+ *  say what is wrong). */
+int fp8_run_folder_open_report(const char *dir, fp8_run_folder *f, char *err, size_t errlen);
+/** Ends the hold: complete (the run's files and its report are written) removes a pending
+ *  run's checkpoint and then its marker; otherwise they stay (a resume writes the report
+ *  again). The lock is released either way. Safe twice. */
+void fp8_run_folder_close(fp8_run_folder *f, int complete);
 
 /** Removes fp8lab's own temporaries of processes that are gone from dir, dir/plots,
  *  dir/notebooks_export and dir/.fp8lab-checkpoint: exactly the names `.<name>.tmp.<pid>` of

@@ -108,8 +108,8 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
         if (!applies[i * nc + c]) continue;
         const double *rel = r->rel + i * lay + (size_t)g * nc + c;
         const double interval[2] = {rel[per], rel[2 * per]};
-        fp8_results_put_gemm_row(r->gemm_fp, ls[i].name, g, step, &r->ex->configs[c], rel[0],
-                                 r->ex->gemm_sampled ? interval : NULL);
+        fp8_gemm_csv_put_row(r->gemm_fp, ls[i].name, g, step, &r->ex->configs[c], rel[0],
+                             r->ex->gemm_sampled ? interval : NULL);
         r->gemm_rows++;
       }
     if (any(applies + i * nc, nc)) run_segs_layer(r, ls[i].name);

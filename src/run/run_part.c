@@ -21,7 +21,7 @@ static int quantize_part(run_t *r, char *err, size_t errlen) {
 /* steps.csv and histograms.csv rows of the part's tensors, in tensor order (work[] is ascending
  * because both lists are sorted); the summary totals. */
 static void write_part_rows(run_t *r, int64_t step) {
-  /* steps.csv's text by the row writer thread when there is one */
+  /* the rows to the row writer thread when there is one, else written as they come */
   run_writer_rows *job = run_writer_steps_begin(r, r->nwork * r->nconfigs);
   for (size_t w = 0; w < r->nwork; w++) {
     size_t i = r->work[w];
@@ -33,7 +33,7 @@ static void write_part_rows(run_t *r, int64_t step) {
     int subset = t->view->full_rows > 0 && t->csv_has;
     if (!r->multi_micro && !subset) r->amax[i] = amax;
     if (t->csv_has && t->csv_amax != amax && !subset) r->mismatches++;
-    fp8_results_put_histogram(r->hist_fp, t->name, step, t->res.hist);
+    fp8_histograms_csv_put_rows(r->hist_fp, t->name, step, t->res.hist);
     int warm = run_is_warmup(r, i);
     t->snap = 1;
     for (size_t c = 0; c < r->nconfigs; c++) {
@@ -42,14 +42,13 @@ static void write_part_rows(run_t *r, int64_t step) {
                            .config = &r->ex->configs[c], .format = r->formats[i * r->nconfigs + c],
                            .amax = amax, .scale = t->res.scale[c], .stats = &t->res.stats[c],
                            .block = &t->res.block[c], .warmup = warm};
-      if (job) run_writer_steps_row(job, &row);
-      else fp8_results_put_steps_row(r->steps_fp, &row);
+      run_writer_steps_row(r, job, &row);
       fp8_summary_acc_add(&t->acc[c], &row);
       r->rows++;
     }
     run_segs_tensor(r, i);
   }
-  if (job) run_writer_steps_end(r, job);
+  run_writer_steps_end(r, job);
 }
 
 /* One rank's snapshot of the step (a single-rank trace is one part). */

@@ -214,9 +214,8 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
   r->warm_done = calloc(n + 1, sizeof *r->warm_done);
   r->fed = calloc(n + 1, sizeof *r->fed); /* at most one slot per tensor */
   r->scales = calloc(nc + 1, sizeof *r->scales);
-  r->stream_want = calloc(nc + 1, 1);
   if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work || !r->warm_done ||
-      !r->fed || !r->scales || !r->stream_want)
+      !r->fed || !r->scales)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   r->ndelayed = 0;
   for (size_t c = 0; c < nc; c++) r->ndelayed += ex->configs[c].kind == FP8_KIND_DELAYED;
@@ -357,15 +356,15 @@ void run_free(run_t *r) {
   free(r->warm_done);
   free(r->fed);
   free(r->scales);
-  free(r->stream_want);
-  fp8_stream_texts_free(r->stream_texts);
-  free(r->snp_tensor);
-  free(r->snp_config);
-  free(r->snp_amax);
-  free(r->snp_te);
-  free(r->snp_scale);
-  free(r->snp_snap);
-  free(r->snp_warm);
+  fp8_stream_writer_free(r->stream_w);
+  fp8_stream_record_free(&r->stream_rec);
+  free(r->stream_tensor);
+  free(r->stream_config);
+  free(r->stream_names);
+  free(r->stream_roles);
+  free(r->stream_cfgs);
+  free(r->stream_applies);
+  free(r->stream_formats);
   free(r->work);
   free(r->rel);
   free(r->left);
@@ -467,7 +466,7 @@ int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
     int covered = 0, rows = 0;
     for (size_t c = 0; c < nc; c++) {
       covered |= r->covers[i * nc + c];
-      rows |= r->t[i].acc[c].steps > 0;
+      rows |= r->t[i].acc[c].tally.steps > 0;
     }
     r->left[i] = rows       ? FP8_LEFT_KEPT
                : !covered   ? FP8_LEFT_NO_RECIPE

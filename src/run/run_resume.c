@@ -42,7 +42,7 @@
 static const char *part_file(const run_t *r, int k) {
   const fp8_schema *s[4] = {&fp8_schema_steps, &fp8_schema_histograms, &fp8_schema_gemm,
                             &fp8_schema_stream};
-  return k == 3 && r->stream_npy ? FP8_STREAMNPY_FILE : s[k]->file;
+  return k == 3 && r->stream_npy ? FP8_STREAM_NPY_FILE : s[k]->file;
 }
 
 static void ckpt_path(const run_t *r, const char *name, char *buf, size_t len) {
@@ -88,8 +88,9 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
     }
     rc = fp8_outfile_open_path(&r->part[k], tmp, fin, keep, err, errlen);
     if (!rc && !resume && k == 3 && r->stream_npy) { /* stream.npy: its .npy header */
-      char h[FP8_STREAMNPY_HEADER_MAX];
-      int n = fp8_streamnpy_header(r->snp_nrec, r->snp_T, r->snp_C, h, sizeof h);
+      char h[FP8_STREAM_NPY_HEADER_MAX];
+      const fp8_stream_layout *lay = &r->stream_lay;
+      int n = fp8_stream_npy_header(lay->nrec, lay->ntensors, lay->nconfigs, h, sizeof h);
       if (n < 0) rc = fp8_errorf(FP8_EINVAL, err, errlen, "stream.npy: header too long");
       else fwrite(h, 1, (size_t)n, r->part[k].fp);
     } else if (!rc && !resume) /* gemm.csv: the interval columns with the sampled mode only */

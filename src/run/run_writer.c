@@ -1,15 +1,16 @@
-/* run_writer.c: the row writer thread: steps.csv and stream.csv written beside the step loop
- * (runner_internal.h).
+/* run_writer.c: the one path of steps.csv's rows and the stream's records to their writers
+ * (runner_internal.h): the row writer thread beside the step loop, or the loop itself.
  *
  * A sweep's rows grow with its configurations: a 24-configuration stream.csv has 24 rows for
  * each row of one, and steps.csv 24 rows per tensor and snapshot. Their text cost a
  * single-threaded replay as much as all of the sweep's quantization (issue 27: K=24 took
- * 2.2-2.5x K=1 with the stream, 1.3x without it). So the step loop only copies what the rows
- * need into jobs, in order (a (step, micro-batch)'s stream record: the scales the engines hold,
- * the amaxes, TE's scales, the snapshot and warm-up flags; a part's steps.csv rows with their
- * statistics), and this thread turns the jobs into text while the next steps replay. The rows
- * are byte for byte those the loop wrote itself (fp8_results_put_stream_rows,
- * fp8_results_put_steps_row: one thread writes each file).
+ * 2.2-2.5x K=1 with the stream, 1.3x without it). So the step loop only gathers what the rows
+ * need into jobs, in order (a (step, micro-batch)'s stream record, results.h
+ * fp8_stream_record: the scales the engines hold, the amaxes, TE's scales, the snapshot and
+ * warm-up flags; a part's steps.csv rows with their statistics), and this thread hands them to
+ * the writers (fp8_stream_writer_put, fp8_steps_csv_put_row) while the next steps replay. The
+ * same calls write them on the loop's thread when there is no thread: the bytes are the same
+ * either way (one thread writes each file).
  *
  * The loop waits only while the jobs in flight hold more than JOB_BYTES (steps between
  * snapshots are cheap for the loop and not for the writer: the jobs carry their rows over the
@@ -25,6 +26,7 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h> /* offsetof */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,11 +45,7 @@ typedef struct job {
   struct job *next;
   size_t bytes;
   int steps;                  /* 1: steps.csv rows; 0: a stream record */
-  /* a stream record */
-  int64_t step, micro;
-  float *scales;              /* [ntensors * nconfigs]: each tensor's delayed scales */
-  float *amax, *te;           /* [ntensors] */
-  unsigned char *snap, *warm; /* [ntensors] */
+  fp8_stream_record rec;      /* a stream record */
   /* steps.csv rows */
   size_t nrows, cap;
   job_row *rows;
@@ -63,24 +61,14 @@ struct run_writer {
   int stop, werr;               /* asked to end; the first failed errno */
   const char *wfile;            /* the file of that failure */
   /* read-only while the thread runs */
+  fp8_stream_writer *stream;    /* the stream's writer when the thread writes it (else NULL) */
   FILE *stream_fp, *steps_fp;   /* the files the thread writes (NULL: the loop writes it) */
-  size_t ntensors, nconfigs;
-  unsigned char *want;          /* [ntensors * nconfigs]: stream rows (delayed, covered) */
-  unsigned char *any;           /* [ntensors]: the tensor has stream rows */
-  const fp8_config *configs;
-  const fp8_format *formats;
-  const char *const *names;
-  const fp8_role *roles;
-  fp8_stream_texts *texts;      /* the stream rows' configuration columns (NULL: per row) */
+  size_t ntensors, nconfigs;    /* the stream's layout: a record's T and C */
 };
 
 static void free_job(job *j) {
   if (!j) return;
-  free(j->scales);
-  free(j->amax);
-  free(j->te);
-  free(j->snap);
-  free(j->warm);
+  fp8_stream_record_free(&j->rec);
   free(j->rows);
   free(j);
 }
@@ -89,18 +77,10 @@ static void free_job(job *j) {
 static int write_job(const run_writer *w, const job *j) {
   errno = 0;
   if (j->steps) {
-    for (size_t k = 0; k < j->nrows; k++) fp8_results_put_steps_row(w->steps_fp, &j->rows[k].row);
+    for (size_t k = 0; k < j->nrows; k++) fp8_steps_csv_put_row(w->steps_fp, &j->rows[k].row);
     return ferror(w->steps_fp) ? (errno ? errno : EIO) : 0;
   }
-  const size_t nc = w->nconfigs;
-  for (size_t i = 0; i < w->ntensors; i++) {
-    if (!w->any[i]) continue;
-    fp8_stream_row base = {.tensor = w->names[i], .role = w->roles[i], .step = j->step,
-                           .snapshot = j->snap[i], .amax = j->amax[i], .warmup = j->warm[i],
-                           .micro = j->micro, .te_scale = j->te[i]};
-    fp8_results_put_stream_rows(w->stream_fp, &base, w->configs, w->formats + i * nc,
-                                j->scales + i * nc, w->want + i * nc, nc, w->texts);
-  }
+  fp8_stream_writer_put(w->stream, &j->rec);
   return ferror(w->stream_fp) ? (errno ? errno : EIO) : 0;
 }
 
@@ -139,33 +119,16 @@ static void *writer(void *arg) {
 void run_writer_start(run_t *r) {
   /* MPI: steps.csv is assembled from the processes' parts (run_split.c), the loop writes */
   if (r->sw || r->split) return;
-  FILE *stream_fp = r->stream_fp && !r->stream_npy ? r->stream_fp : NULL;
-  if (!stream_fp && !r->steps_fp) return;
-  const size_t nt = r->ntensors, nc = r->nconfigs;
+  /* stream.npy: a record is one fwrite, the loop writes it */
+  fp8_stream_writer *stream = r->stream_w && !r->stream_npy ? r->stream_w : NULL;
+  if (!stream && !r->steps_fp) return;
   run_writer *w = calloc(1, sizeof *w);
   if (!w) return;
-  if (!(w->want = malloc(nt * nc + 1)) || !(w->any = malloc(nt + 1))) {
-    free(w->want);
-    free(w);
-    return;
-  }
-  for (size_t i = 0; i < nt; i++) {
-    w->any[i] = 0;
-    for (size_t c = 0; c < nc; c++) {
-      unsigned char on = r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
-      w->want[i * nc + c] = on;
-      w->any[i] |= on;
-    }
-  }
-  w->stream_fp = stream_fp;
+  w->stream = stream;
+  w->stream_fp = fp8_stream_writer_file(stream);
   w->steps_fp = r->steps_fp;
-  w->ntensors = nt;
-  w->nconfigs = nc;
-  w->configs = r->ex->configs;
-  w->formats = r->formats;
-  w->names = r->names;
-  w->roles = r->roles;
-  w->texts = stream_fp ? fp8_stream_texts_new() : NULL;
+  w->ntensors = r->stream_lay.ntensors;
+  w->nconfigs = r->stream_lay.nconfigs;
   int ok = pthread_mutex_init(&w->lock, NULL) == 0;
   int ok1 = ok && pthread_cond_init(&w->filled, NULL) == 0;
   int ok2 = ok1 && pthread_cond_init(&w->freed, NULL) == 0;
@@ -176,9 +139,6 @@ void run_writer_start(run_t *r) {
   if (ok2) pthread_cond_destroy(&w->freed);
   if (ok1) pthread_cond_destroy(&w->filled);
   if (ok) pthread_mutex_destroy(&w->lock);
-  fp8_stream_texts_free(w->texts);
-  free(w->want);
-  free(w->any);
   free(w);
 }
 
@@ -221,48 +181,47 @@ static int queue_job(run_writer *w, job *j, size_t bytes, const char **file) {
   return e;
 }
 
-/* A stream record: a written one, or a new one (NULL: out of memory). */
+/* A stream record's job: a written one, or a new one (NULL: out of memory). */
 static job *stream_job(run_writer *w) {
   pthread_mutex_lock(&w->lock);
   job *j = w->spare;
   if (j) w->spare = j->next;
   pthread_mutex_unlock(&w->lock);
   if (j) return j;
-  const size_t nt = w->ntensors, nc = w->nconfigs;
   if (!(j = calloc(1, sizeof *j))) return NULL;
-  if (!(j->scales = malloc((nt * nc + 1) * sizeof *j->scales)) ||
-      !(j->amax = malloc((nt + 1) * sizeof *j->amax)) ||
-      !(j->te = malloc((nt + 1) * sizeof *j->te)) || !(j->snap = malloc(nt + 1)) ||
-      !(j->warm = malloc(nt + 1))) {
-    free_job(j);
+  if (fp8_stream_record_init(&j->rec, w->ntensors, w->nconfigs) != FP8_OK) {
+    free(j);
     return NULL;
   }
   return j;
 }
 
-int run_writer_stream(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
-  run_writer *w = r->sw;
-  const size_t nt = r->ntensors, nc = r->nconfigs;
-  const char *file;
-  size_t bytes = nt * nc * sizeof(float) + nt * (2 * sizeof(float) + 2);
-  job *j = stream_job(w);
-  if (!j) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  j->steps = 0;
-  j->step = step;
-  j->micro = micro;
-  for (size_t i = 0; i < nt; i++) {
-    if (!w->any[i]) continue;
-    int rc = fp8_engine_state(r->engine, i, j->scales + i * nc, err, errlen);
-    if (rc) {
-      free_job(j);
-      return rc;
-    }
-    j->amax[i] = r->amax[i];
-    j->te[i] = r->t[i].te_scale;
-    j->snap[i] = (unsigned char)r->t[i].snap;
-    j->warm[i] = (unsigned char)run_is_warmup(r, i);
-    for (size_t c = 0; c < nc; c++) r->stream_rows += w->want[i * nc + c];
+/* the thread writes the stream */
+static int writes_stream(const run_t *r) { return r->sw && r->sw->stream; }
+
+/* the job of a record run_writer_stream_begin gave out */
+static job *job_of(fp8_stream_record *rec) { return (job *)((char *)rec - offsetof(job, rec)); }
+
+fp8_stream_record *run_writer_stream_begin(run_t *r) {
+  if (!writes_stream(r)) return &r->stream_rec;
+  job *j = stream_job(r->sw);
+  return j ? &j->rec : NULL;
+}
+
+void run_writer_stream_drop(run_t *r, fp8_stream_record *rec) {
+  if (writes_stream(r)) free_job(job_of(rec));
+}
+
+int run_writer_stream_end(run_t *r, fp8_stream_record *rec, char *err, size_t errlen) {
+  if (!writes_stream(r)) { /* the loop's thread writes it, now */
+    fp8_stream_writer_put(r->stream_w, rec);
+    return FP8_OK;
   }
+  run_writer *w = r->sw;
+  job *j = job_of(rec);
+  const char *file;
+  size_t bytes = w->ntensors * w->nconfigs * sizeof(float) + w->ntensors * (2 * sizeof(float) + 2);
+  j->steps = 0;
   int e = queue_job(w, j, bytes, &file);
   if (e) {
     free_job(j);
@@ -289,7 +248,11 @@ run_writer_rows *run_writer_steps_begin(run_t *r, size_t maxrows) {
   return (run_writer_rows *)j;
 }
 
-void run_writer_steps_row(run_writer_rows *b, const fp8_steps_row *row) {
+void run_writer_steps_row(run_t *r, run_writer_rows *b, const fp8_steps_row *row) {
+  if (!b) { /* no thread (or no batch): the row now */
+    fp8_steps_csv_put_row(r->steps_fp, row);
+    return;
+  }
   job *j = (job *)b;
   if (j->nrows == j->cap) return; /* (the caller's maxrows bounds its rows) */
   job_row *k = &j->rows[j->nrows++];
@@ -302,6 +265,7 @@ void run_writer_steps_row(run_writer_rows *b, const fp8_steps_row *row) {
 
 void run_writer_steps_end(run_t *r, run_writer_rows *b) {
   job *j = (job *)b;
+  if (!j) return;
   const char *file;
   /* (a failed write is reported by the step's check: these rows would go nowhere) */
   if (queue_job(r->sw, j, sizeof *j + j->nrows * sizeof *j->rows, &file)) free_job(j);
@@ -334,9 +298,6 @@ void run_writer_stop(run_t *r) {
     w->spare = j->next;
     free_job(j);
   }
-  fp8_stream_texts_free(w->texts);
-  free(w->want);
-  free(w->any);
   free(w);
   r->sw = NULL;
 }

@@ -22,58 +22,6 @@
 #include "run_mpi.h"
 #include "runner_internal.h"
 
-/* stream.csv rows of the step's micro-batch: every tensor under every delayed configuration,
- * with the scale it used (the engines' states before this micro-batch's updates), the tensor's
- * own amax (its snapshot's when it has one and the step one micro-batch, as the update uses;
- * else amax.csv's; else 0) and TE's scale from amax.csv. */
-static int write_stream_rows(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen) {
-  if (!r->stream_fp) return FP8_OK;
-  const size_t nc = r->nconfigs;
-  if (r->stream_npy) { /* one record: every stream tensor, every delayed configuration */
-    const size_t C = r->snp_C;
-    for (size_t k = 0; k < r->snp_T; k++) {
-      size_t i = r->snp_tensor[k];
-      int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
-      if (rc) return rc;
-      r->snp_amax[k] = r->amax[i];
-      r->snp_te[k] = r->t[i].te_scale > 0 ? r->t[i].te_scale : NAN;
-      r->snp_snap[k] = (unsigned char)r->t[i].snap;
-      r->snp_warm[k] = (unsigned char)run_is_warmup(r, i);
-      for (size_t j = 0; j < C; j++) {
-        size_t c = r->snp_config[j];
-        int on = r->covers[i * nc + c];
-        r->snp_scale[k * C + j] = on ? r->scales[c] : NAN;
-        r->stream_rows += on;
-      }
-    }
-    fp8_streamnpy_put_record(r->stream_fp, step, micro, r->snp_amax, r->snp_te, r->snp_snap,
-                             r->snp_warm, r->snp_scale, r->snp_T, C);
-    return FP8_OK;
-  }
-  if (run_writer_owns(r, r->stream_fp)) return run_writer_stream(r, step, micro, err, errlen);
-  for (size_t i = 0; i < r->ntensors; i++) {
-    int rc = fp8_engine_state(r->engine, i, r->scales, err, errlen);
-    if (rc) return rc;
-    /* the rows: the delayed configurations that apply to the tensor */
-    unsigned char *want = r->stream_want;
-    size_t nrows = 0;
-    for (size_t c = 0; c < nc; c++) {
-      want[c] = r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
-      nrows += want[c];
-    }
-    if (!nrows) continue;
-    fp8_stream_row base = {.tensor = r->t[i].name, .role = r->roles[i], .step = step,
-                           .snapshot = r->t[i].snap, .amax = r->amax[i],
-                           .warmup = run_is_warmup(r, i), .micro = micro,
-                           .te_scale = r->t[i].te_scale};
-    if (!r->stream_texts) r->stream_texts = fp8_stream_texts_new(); /* (NULL: made per row) */
-    fp8_results_put_stream_rows(r->stream_fp, &base, r->ex->configs, r->formats + i * nc,
-                                r->scales, want, nc, r->stream_texts);
-    r->stream_rows += (long long)nrows;
-  }
-  return FP8_OK;
-}
-
 /* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
  * file, rather than at the commit after the last step. */
 static int check_writes(run_t *r, char *err, size_t errlen) {
@@ -81,7 +29,7 @@ static int check_writes(run_t *r, char *err, size_t errlen) {
   FILE *fps[4] = {r->steps_fp, r->hist_fp, r->gemm_fp, r->stream_fp};
   if (run_writer_error(r, err, errlen) != FP8_OK) return FP8_EWRITE;
   const char *names[4] = {fp8_schema_steps.file, fp8_schema_histograms.file, fp8_schema_gemm.file,
-                          r->stream_npy ? FP8_STREAMNPY_FILE : fp8_schema_stream.file};
+                          r->stream_npy ? FP8_STREAM_NPY_FILE : fp8_schema_stream.file};
   for (int i = 0; i < 4; i++) {
     if (!fps[i] || run_writer_owns(r, fps[i]) || !ferror(fps[i])) continue;
     /* the failed write's errno is long gone (the engines ran since): a flush of what is still
@@ -135,7 +83,7 @@ static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
   }
 }
 
-/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream.csv rows with
+/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream record with
  * the scales in force, then TE's two reductions and updates with its amaxes (every rank's is
  * known by now), and its amaxes into the checkpoint's log. */
 static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
@@ -148,7 +96,7 @@ static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t
     while (ke < e && tr->amax[ke].micro == micro) ke++;
     if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
     k = ke;
-    if ((rc = write_stream_rows(r, step, micro, err, errlen)) != FP8_OK) return rc;
+    if ((rc = run_stream_record(r, step, micro, err, errlen)) != FP8_OK) return rc;
     rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
     if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
     if (rc) return rc;
@@ -248,44 +196,15 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   return rc;
 }
 
-/* stream.json: the names of stream.npy's tensors and configurations (results.h). */
-static int write_stream_index(const run_t *r, char *err, size_t errlen) {
-  const size_t T = r->snp_T, C = r->snp_C, nc = r->nconfigs;
-  const char **names = malloc((T + 1) * sizeof *names);
-  fp8_role *roles = malloc((T + 1) * sizeof *roles);
-  const fp8_config **cfgs = malloc((C + 1) * sizeof *cfgs);
-  unsigned char *applies = malloc(T * C + 1);
-  fp8_format *formats = malloc((T * C + 1) * sizeof *formats);
-  int rc = FP8_OK;
-  if (!names || !roles || !cfgs || !applies || !formats) {
-    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    goto done;
-  }
-  for (size_t k = 0; k < T; k++) {
-    size_t i = r->snp_tensor[k];
-    names[k] = r->t[i].name;
-    roles[k] = r->roles[i];
-    for (size_t j = 0; j < C; j++) {
-      applies[k * C + j] = r->covers[i * nc + r->snp_config[j]];
-      formats[k * C + j] = r->formats[i * nc + r->snp_config[j]];
-    }
-  }
-  for (size_t j = 0; j < C; j++) cfgs[j] = &r->ex->configs[r->snp_config[j]];
-  fp8_streamnpy_index ix = {r->snp_nrec, T, C, names, roles, cfgs, applies, formats};
-  fp8_outfile of;
-  if ((rc = fp8_outfile_open(&of, r->out, FP8_STREAMNPY_INDEX, err, errlen)) != FP8_OK) goto done;
-  if (fp8_streamnpy_put_index(of.fp, &ix) != 0) {
-    fp8_outfile_abort(&of);
-    rc = fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: cannot write", r->out, FP8_STREAMNPY_INDEX);
-    goto done;
-  }
-  rc = fp8_outfile_commit(&of, err, errlen);
-done:
-  free(names);
-  free(roles);
-  free(cfgs);
-  free(applies);
-  free(formats);
+/* summary.csv: the totals of every tensor and configuration (results.h). */
+static int write_summary(const run_t *r, char *err, size_t errlen) {
+  const fp8_summary_acc **acc = malloc((r->ntensors + 1) * sizeof *acc);
+  if (!acc) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t i = 0; i < r->ntensors; i++) acc[i] = r->t[i].acc;
+  fp8_summary_table st = {r->ntensors, r->nconfigs, r->names, r->roles, r->ex->configs,
+                          r->formats, acc};
+  int rc = fp8_summary_csv_write(r->out, &st, err, errlen);
+  free(acc);
   return rc;
 }
 
@@ -294,19 +213,17 @@ done:
  * commit finds in place already (part[k].fp NULL) was renamed before the kill. *wrote is set
  * once a file is in place. */
 static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
-  fp8_outfile so, *of = r->part;
-  int rc = fp8_outfile_open(&so, r->out, fp8_schema_summary.file, err, errlen);
+  fp8_outfile *of = r->part;
+  int rc = write_summary(r, err, errlen);
   if (rc) return rc;
-  run_write_summary(so.fp, r);
-  if ((rc = fp8_outfile_commit(&so, err, errlen)) != FP8_OK) return rc;
   *wrote = 1;
-  /* (the folder is marked unfinished until fp8_run_finish: a file taken away just before its
-   * rename is put back by the resume's commit) */
+  /* (the folder is marked unfinished until fp8_run_folder_close: a file taken away just
+   * before its rename is put back by the resume's commit) */
   if (of[1].fp && (rc = fp8_outfile_commit_over(&of[1], err, errlen)) != FP8_OK) return rc;
   if (r->gemm_rows > 0 && of[2].fp && (rc = fp8_outfile_commit_over(&of[2], err, errlen)) != FP8_OK)
     return rc;
   fp8_outfile_abort(&of[2]); /* no layer triplet: no gemm.csv (a no-op once committed) */
-  if (r->stream_npy && (rc = write_stream_index(r, err, errlen)) != FP8_OK) return rc;
+  if (r->stream_npy && (rc = run_stream_index(r, err, errlen)) != FP8_OK) return rc;
   if (of[3].fp && (rc = fp8_outfile_commit_over(&of[3], err, errlen)) != FP8_OK) return rc;
   return of[0].fp ? fp8_outfile_commit_over(&of[0], err, errlen) : FP8_OK;
 }
@@ -314,11 +231,12 @@ static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
 /* The files of an earlier run in out (--force): those its run.json lists and fp8lab's fixed
  * names, which a run.json of an older fp8lab did not list; the report's among them. */
 static int earlier_outputs(const char *out, fp8_outputs *o) {
-  static const char *const fixed[] = {"steps.csv", "summary.csv", "histograms.csv", "gemm.csv",
-                                      "stream.csv", FP8_STREAMNPY_FILE, FP8_STREAMNPY_INDEX,
-                                      "run.json", "analysis.csv",
-                                      "recommendations.csv", "report.md"};
-  int rc = fp8_outputs_read(out, o);
+  const char *const fixed[] = {fp8_schema_steps.file, fp8_schema_summary.file,
+                               fp8_schema_histograms.file, fp8_schema_gemm.file,
+                               fp8_schema_stream.file, FP8_STREAM_NPY_FILE, FP8_STREAM_JSON_FILE,
+                               FP8_RUNJSON_FILE, "analysis.csv", "recommendations.csv",
+                               "report.md"};
+  int rc = fp8_run_json_read_outputs(out, o);
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = fp8_outputs_add(o, fixed[i]);
   return rc;
 }
@@ -326,64 +244,22 @@ static int earlier_outputs(const char *out, fp8_outputs *o) {
 /* The files this run writes, for run.json's outputs (the report adds its own). */
 static int run_outputs(const run_t *r, fp8_outputs *o) {
   int rc = fp8_outputs_add(o, fp8_schema_steps.file);
-  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAMNPY_FILE);
-  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAMNPY_INDEX);
+  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAM_NPY_FILE);
+  if (!rc && r->has_stream && r->stream_npy) rc = fp8_outputs_add(o, FP8_STREAM_JSON_FILE);
   if (!rc && r->has_stream && !r->stream_npy)
     rc = fp8_outputs_add(o, fp8_schema_stream.file); /* delayed configs */
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
   if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
-  if (!rc) rc = fp8_outputs_add(o, "run.json");
+  if (!rc) rc = fp8_outputs_add(o, FP8_RUNJSON_FILE);
   return rc;
-}
-
-/* The stream's format ([output] stream; auto: stream.npy above FP8_STREAM_NPY_ROWS rows) and,
- * for stream.npy, its tensors (those with a delayed configuration), its configurations (the
- * delayed ones) and one record's buffers. */
-static int stream_plan(run_t *r, char *err, size_t errlen) {
-  if (!r->has_stream) return FP8_OK;
-  const size_t nc = r->nconfigs;
-  size_t nrec = 0, per = 0, T = 0, C = 0;
-  for (size_t si = 0; si < r->nsteps; si++) nrec += r->nmicro[si];
-  for (size_t c = 0; c < nc; c++) C += r->ex->configs[c].kind == FP8_KIND_DELAYED;
-  for (size_t i = 0; i < r->ntensors; i++) {
-    size_t n = 0;
-    for (size_t c = 0; c < nc; c++) n += r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
-    per += n;
-    T += n > 0;
-  }
-  int fmt = r->ex->stream_format;
-  r->stream_npy = fmt == FP8_STREAM_NPY ||
-                  (fmt == FP8_STREAM_AUTO && (double)nrec * (double)per > FP8_STREAM_NPY_ROWS);
-  if (!r->stream_npy) return FP8_OK;
-  r->snp_nrec = nrec;
-  r->snp_T = T;
-  r->snp_C = C;
-  r->snp_tensor = malloc((T + 1) * sizeof *r->snp_tensor);
-  r->snp_config = malloc((C + 1) * sizeof *r->snp_config);
-  r->snp_amax = malloc((T + 1) * sizeof *r->snp_amax);
-  r->snp_te = malloc((T + 1) * sizeof *r->snp_te);
-  r->snp_scale = malloc((T * C + 1) * sizeof *r->snp_scale);
-  r->snp_snap = malloc(T + 1);
-  r->snp_warm = malloc(T + 1);
-  if (!r->snp_tensor || !r->snp_config || !r->snp_amax || !r->snp_te || !r->snp_scale ||
-      !r->snp_snap || !r->snp_warm)
-    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  for (size_t c = 0, j = 0; c < nc; c++)
-    if (r->ex->configs[c].kind == FP8_KIND_DELAYED) r->snp_config[j++] = c;
-  for (size_t i = 0, k = 0; i < r->ntensors; i++) {
-    int any = 0;
-    for (size_t c = 0; c < nc; c++) any |= r->ex->configs[c].kind == FP8_KIND_DELAYED && r->covers[i * nc + c];
-    if (any) r->snp_tensor[k++] = i;
-  }
-  return FP8_OK;
 }
 
 /* The rows' files: new ones in the checkpoint folder with the first checkpoint, or those of
  * the interrupted run cut back to its checkpoint (resume). */
 static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char *err,
                         size_t errlen) {
-  int rc = stream_plan(r, err, errlen);
+  int rc = run_stream_plan(r, err, errlen);
   if (!rc) rc = run_dir_claim(r->ex, r->opt, r->out, u, err, errlen);
   /* after a kill in a report, its files are listed nowhere: they are fp8lab's all the same */
   if (!rc && !resume &&
@@ -396,6 +272,9 @@ static int open_outputs(run_t *r, run_undo *u, const run_ckpt_info *resume, char
   r->hist_fp = r->part[1].fp;
   r->gemm_fp = r->part[2].fp;
   r->stream_fp = r->part[3].fp;
+  if (!rc && r->stream_fp &&
+      !(r->stream_w = fp8_stream_writer_new(r->stream_fp, r->stream_npy, &r->stream_lay)))
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) run_writer_start(r);
   return rc;
 }
@@ -427,6 +306,51 @@ static void fill_summary(const run_t *r, fp8_run_summary *sum) {
   }
 }
 
+/* run.json (results' run_json.h): what the run did, from the runner's state. */
+static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace_dir,
+                          const fp8_run_summary *sum, const fp8_outputs *outputs, char *err,
+                          size_t errlen) {
+  const fp8_engine_choice *ch = r->opt->choice;
+  unsigned char *fb = calloc(2 * r->nconfigs + 1, 1); /* the composite's CPU fallbacks */
+  if (!fb) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t c = 0; c < r->nconfigs; c++) {
+    fb[c] = (unsigned char)fp8_engine_falls_back(r->engine, FP8_OP_QUANTIZE_STATS, c);
+    fb[r->nconfigs + c] = (unsigned char)fp8_engine_falls_back(r->engine, FP8_OP_GEMM, c);
+  }
+  fp8_run_json_desc d = {
+      .ex = r->ex, .trace = tr, .trace_dir = trace_dir, .started_utc = r->started,
+      .threads = r->opt->threads > 0 ? r->opt->threads : 1, .steps = sum->steps,
+      .tensors = sum->tensors, .configs = sum->configs, .rows = sum->rows,
+      .gemm_rows = sum->gemm_rows, .stream_rows = sum->stream_rows,
+      .mismatches = r->mismatches, .wall_s = sum->wall_s, .outputs = outputs,
+      .ntensors = r->ntensors, .tensor_names = r->names, .left = r->left,
+      .processes = r->np, .process_bytes = r->proc_bytes,
+      .amax_exchange = r->split ? r->exchange : NULL, .engine = fp8_engine_name(r->engine),
+      .device = ch && ch->device ? ch->device : "cpu", .module = ch ? ch->module : NULL,
+      .self_check_ran = ch && ch->self_check_ran, .self_check_passed = ch && ch->self_check_passed,
+      .self_check_values = ch ? ch->self_check_values : 0,
+      .self_check_note = ch ? ch->self_check_note : NULL, .cpu_quantize = fb,
+      .cpu_gemm = fb + r->nconfigs};
+  int rc = fp8_run_json_write(r->out, &d, err, errlen);
+  free(fb);
+  return rc;
+}
+
+/* The folder as the run holds it (its lock, its marker and checkpoint): handed on in the
+ * summary for the report that follows (report_follows), or complete now. */
+static void hold_folder(const char *out, run_undo *u, fp8_run_folder *f) {
+  snprintf(f->dir, sizeof f->dir, "%s", out);
+  f->lock_fd = u->lock_fd;
+  f->run_pending = 1;
+  u->lock_fd = -1;
+}
+
+static void finish_folder(const char *out, run_undo *u) {
+  fp8_run_folder f;
+  hold_folder(out, u, &f);
+  fp8_run_folder_close(&f, 1);
+}
+
 /* The end of the replay: the commit (recorded first, so that a kill in the middle of it is
  * resumed by doing the rest), run.json, the earlier run's files that this one did not write
  * again; then the folder is complete, or waits for its report (report_follows). */
@@ -441,19 +365,14 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
   if (!rc && run_outputs(r, &outputs) != FP8_OK)
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   sum->wall_s = r->wall_base + (run_now_s() - r->t0);
-  if (!rc)
-    rc = run_write_json(r->out, r, tr, trace_dir, sum, r->started,
-                        r->opt->threads > 0 ? r->opt->threads : 1, &outputs, err, errlen);
+  if (!rc) rc = write_run_json(r, tr, trace_dir, sum, &outputs, err, errlen);
   /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
    * report; the report of this run follows */
   if (!rc) fp8_outputs_remove_stale(r->out, &r->earlier, &outputs);
   fp8_outputs_free(&outputs);
   if (rc) return rc;
   if (!r->opt->report_follows) {
-    fp8_run_summary done = {.lock_fd = u->lock_fd};
-    snprintf(done.out_dir, sizeof done.out_dir, "%s", r->out);
-    fp8_run_finish(&done);
-    u->lock_fd = -1;
+    finish_folder(r->out, u);
     return FP8_OK;
   }
   rc = run_ckpt_write(r, RUN_CKPT_COMMITTED, err, errlen);
@@ -461,13 +380,6 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
   return rc;
 }
 
-void fp8_run_finish(const fp8_run_summary *sum) {
-  char ck[4096 + 64];
-  snprintf(ck, sizeof ck, "%s/%s", sum->out_dir, FP8_RUN_CHECKPOINT_DIR);
-  fp8_rmtree(ck);
-  fp8_rundir_marker_remove(sum->out_dir); /* last: until it goes the folder is unfinished */
-  fp8_rundir_unlock(sum->lock_fd);
-}
 
 /* A fresh run's start time, or (resume) the interrupted run's and its checkpoint. */
 static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const int64_t *steps,
@@ -500,7 +412,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   char trace_dir[4096] = "";
   memset(&tr, 0, sizeof tr);
   memset(sum, 0, sizeof *sum);
-  sum->lock_fd = -1;
+  sum->folder.lock_fd = -1;
   sum->resumed_at = -1;
 
   const char *out = opt->out_dir ? opt->out_dir : ex->out_dir;
@@ -565,17 +477,14 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     if (!rc && r.me == 0) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
     if (rc) goto done;
   } else if (!opt->report_follows) { /* resumed after the commit: only the report was left */
-    fp8_run_summary done = {.lock_fd = undo.lock_fd};
-    snprintf(done.out_dir, sizeof done.out_dir, "%s", out);
-    fp8_run_finish(&done);
-    undo.lock_fd = -1;
+    finish_folder(out, &undo);
   }
   /* resumed after the commit: run.json lists them already, the summary line names them again
    * (out of memory here costs only that note: the results are in place) */
   if (!r.left) (void)run_left_out(&r, &tr, err, errlen);
   fill_summary(&r, sum);
-  sum->lock_fd = undo.lock_fd; /* the report follows: held until fp8_run_finish */
-  undo.lock_fd = -1;
+  if (opt->report_follows) /* the report follows: held until the caller's fp8_run_folder_close */
+    hold_folder(out, &undo, &sum->folder);
 
 done:
   /* MPI: every process ends with process 0's status, or the first failing one's */

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "engine_load.h" /* fp8_engine_choice, fp8_amax_exchange */
 #include "experiment.h"
+#include "run_folder.h" /* fp8_run_folder */
 #include "run_json.h" /* fp8_left_reason, fp8_left_keys */
 #include "trace.h"
 
@@ -31,7 +32,8 @@ typedef struct {
                             checkpoint (docs/design.md, "Crash consistency and resume") */
   double checkpoint_s; /**< seconds between checkpoints (0: after every step) */
   int report_follows;  /**< the caller writes the report next: the folder stays marked in
-                            progress (and locked) until fp8_run_finish */
+                            progress and locked (fp8_run_summary.folder) until the caller's
+                            fp8_run_folder_close */
   fp8_engine_factory engine;        /**< NULL: the CPU engine */
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
   /** The amax exchange between the processes' GPUs (amax_exchange.h), from the engine selection
@@ -60,7 +62,8 @@ typedef struct {
   char split_note[512]; /**< MPI: "MPI: 4 processes (the trace's layers, balanced by their
                              bytes), 2.9 to 3.1 MB of snapshot data each; amaxes exchanged by
                              MPI_Allreduce" ("": no MPI) */
-  int lock_fd;         /**< with report_follows: the folder's lock, for fp8_run_finish */
+  fp8_run_folder folder; /**< with report_follows: the folder held (its lock, its marker),
+                              for the caller's fp8_run_folder_close after the report */
 } fp8_run_summary;
 
 /** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.
@@ -72,9 +75,5 @@ typedef struct {
  *  (run_folder.h); with opt->resume it continues the interrupted run found there. */
 int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8_run_summary *sum,
                        char *err, size_t errlen);
-
-/** After the report of a run with report_follows: the folder is complete; its checkpoint and
- *  in-progress marker go, and the lock is released. */
-void fp8_run_finish(const fp8_run_summary *sum);
 
 #endif /* FP8LAB_RUN_RUNNER_H */

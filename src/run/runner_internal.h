@@ -1,9 +1,10 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_gemm.c (the layers of a step and their GEMMs) and run_json.c (run.json, summary.csv, the
- * progress bar). The runner holds no recipe math and no recipe state: it feeds its one engine
- * (engine.h: a composite, which sends what its primary declines to the CPU engine) and hands
- * the results to the row writers (results.h). */
+ * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_stream.c (the
+ * stream's layout and records), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
+ * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
+ * feeds its one engine (engine.h: a composite, which sends what its primary declines to the
+ * CPU engine) and hands the results to src/results' writers (results.h, run_json.h). */
 #ifndef FP8LAB_RUN_RUNNER_INTERNAL_H
 #define FP8LAB_RUN_RUNNER_INTERNAL_H
 
@@ -14,6 +15,7 @@
 #include "outfile.h"
 #include "outputs.h"
 #include "results.h"
+#include "run_json.h"
 #include "runner.h"
 
 /* One tensor of the replay (all ranks: `rank_<r>/<name>` in a multi-rank trace). */
@@ -54,8 +56,6 @@ typedef struct {
   unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
-  unsigned char *stream_want; /* [nconfigs]: scratch, the stream.csv rows of one tensor */
-  fp8_stream_texts *stream_texts; /* the rows' configuration columns, when the loop writes them */
   size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
   size_t step_index;          /* index of the current step in the replay's steps */
   unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
@@ -68,13 +68,20 @@ typedef struct {
   size_t rel_cap;
   /* crash consistency and resume (run_folder.h, run_resume.c) */
   const char *out;            /* the output directory */
-  int has_stream;             /* stream.csv is written (the experiment has delayed configs) */
-  /* the compact stream (stream.npy + stream.json, results.h): chosen by [output] stream */
+  int has_stream;             /* the stream is written (the experiment has delayed configs) */
+  /* the stream (results.h): stream.csv, or the compact stream (stream.npy + stream.json,
+   * chosen by [output] stream); its layout (stream_plan: T tensors, C configurations) */
   int stream_npy;
-  size_t snp_nrec, snp_T, snp_C; /* records, stream tensors, delayed configurations */
-  size_t *snp_tensor, *snp_config; /* [snp_T], [snp_C]: their plan indices */
-  float *snp_amax, *snp_te, *snp_scale; /* one record: [snp_T], [snp_T], [snp_T * snp_C] */
-  unsigned char *snp_snap, *snp_warm;   /* [snp_T] */
+  size_t *stream_tensor, *stream_config; /* [T], [C]: their plan indices */
+  const char **stream_names;  /* [T] */
+  fp8_role *stream_roles;     /* [T] */
+  const fp8_config **stream_cfgs; /* [C] */
+  unsigned char *stream_applies; /* [T * C] */
+  fp8_format *stream_formats; /* [T * C] */
+  fp8_stream_layout stream_lay; /* the arrays above, nrec the replay's (step, micro) pairs */
+  size_t stream_per_rec;      /* rows of a record */
+  fp8_stream_record stream_rec; /* the loop's record (the writer thread's jobs hold their own) */
+  fp8_stream_writer *stream_w; /* the stream's writer (NULL: none, or not this process's) */
   struct run_writer *sw;      /* the row writer thread (run_writer.c), NULL: none */
   fp8_outfile *part;          /* [4]: steps, histograms, gemm, stream rows: partial files in
                                  the checkpoint folder until the commit renames them */
@@ -164,36 +171,46 @@ int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
  * "" when none. */
 void run_left_out_text(const run_t *r, char *buf, size_t len);
 
-/* run_writer.c: the row writer thread, which writes steps.csv and stream.csv (a CSV one) from
- * jobs the step loop queues, in order (start: after the files are open; not under MPI; without
- * it, sw stays NULL and the loop writes the rows itself). owns: fp is one of the thread's files
- * (the loop leaves it alone). stream: the record of a (step, micro-batch), the engines' scales
- * before its updates, its rows counted in stream_rows. steps_begin: a job of at most maxrows
- * steps.csv rows (NULL: write them yourself), _row copies one (its statistics too), _end
- * queues it. drain: waits until every job is written (before anything else touches the
- * files). error: a failed write, without waiting. stop: drains and ends the thread. */
+/* run_writer.c: the one path of steps.csv's rows and of the stream's records to their
+ * writers (fp8_steps_csv_put_row, fp8_stream_writer_put): on the row writer thread, from jobs
+ * the step loop queues in order, or at once on the loop's thread where there is no thread (MPI,
+ * where process 0 assembles steps.csv from the processes' parts; the thread could not start;
+ * stream.npy, whose record is one fwrite). start: after the files are open. owns: fp is one of
+ * the thread's files (the loop leaves it alone). stream_begin: the record to gather a
+ * (step, micro-batch) into (a job's, or the loop's own; NULL: out of memory), _end hands it
+ * to the writer (queued, or written now), _drop after a failed gather. steps_begin: a batch of
+ * at most maxrows steps.csv rows (NULL: each row is written as it comes), _row hands one over
+ * (copied into the batch, its statistics too, or written now), _end queues the batch. drain:
+ * waits until every job is written (before anything else touches the files). error: a failed
+ * write, without waiting. stop: drains and ends the thread. */
 typedef struct run_writer run_writer;
 typedef struct run_writer_rows run_writer_rows;
 void run_writer_start(run_t *r);
 int run_writer_owns(const run_t *r, const FILE *fp);
-int run_writer_stream(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen);
+fp8_stream_record *run_writer_stream_begin(run_t *r);
+int run_writer_stream_end(run_t *r, fp8_stream_record *rec, char *err, size_t errlen);
+void run_writer_stream_drop(run_t *r, fp8_stream_record *rec);
 run_writer_rows *run_writer_steps_begin(run_t *r, size_t maxrows);
-void run_writer_steps_row(run_writer_rows *b, const fp8_steps_row *row);
+void run_writer_steps_row(run_t *r, run_writer_rows *b, const fp8_steps_row *row);
 void run_writer_steps_end(run_t *r, run_writer_rows *b);
 int run_writer_drain(run_t *r, char *err, size_t errlen);
 int run_writer_error(run_t *r, char *err, size_t errlen);
 void run_writer_stop(run_t *r);
 
+/* run_stream.c: the stream. plan: its layout, format and record buffer (when the outputs are
+ * opened). record: the step's micro-batch's record, gathered and handed to the writer (before
+ * its end_phase pair: the scales it used). index: stream.json (stream.npy's names). */
+int run_stream_plan(run_t *r, char *err, size_t errlen);
+int run_stream_record(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen);
+int run_stream_index(const run_t *r, char *err, size_t errlen);
+
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);
 
-/* run_json.c */
-void run_write_summary(FILE *fp, const run_t *r);
-/* run.json, its "outputs" the files the run wrote (the report adds its own later) */
-int run_write_json(const char *dir, const run_t *r, const fp8_trace *tr, const char *trace_dir,
-                   const fp8_run_summary *sum, const char *started, int threads,
-                   const fp8_outputs *outputs, char *err, size_t errlen);
+/* run_progress.c: the clock of the run, and the progress bar the step loop draws on a
+ * terminal (stderr, at most every 0.1 s; final: the last one, with its newline). */
 double run_now_s(void);
+void run_progress(size_t done, size_t total, double t0, double *last, int final);
 
 /* run_claim.c: the output directory. What a run that fails before writing its first result has
  * to undo, so that an error leaves the output directory as it found it: the directories it
@@ -245,6 +262,5 @@ int run_ckpt_restore(run_t *r, const int64_t *steps, const char *exp_given,
                      run_ckpt_info *info, char *err, size_t errlen);
 /* Closes the amax log (and the partials, keeping their files). */
 void run_ckpt_close(run_t *r);
-void run_progress(size_t done, size_t total, double t0, double *last, int final);
 
 #endif /* FP8LAB_RUN_RUNNER_INTERNAL_H */

@@ -83,8 +83,8 @@ const char *fp8_format_name(fp8_format f) { return f == FP8_E5M2 ? "e5m2" : "e4m
 
 int fp8_format_parse(const char *s, fp8_format *out) {
   if (!s) return FP8_EINVAL;
-  if (strcasecmp(s, "e4m3") == 0) *out = FP8_E4M3;
-  else if (strcasecmp(s, "e5m2") == 0) *out = FP8_E5M2;
+  if (strcasecmp(s, fp8_format_name(FP8_E4M3)) == 0) *out = FP8_E4M3;
+  else if (strcasecmp(s, fp8_format_name(FP8_E5M2)) == 0) *out = FP8_E5M2;
   else return FP8_EINVAL;
   return FP8_OK;
 }

@@ -45,7 +45,7 @@ typedef enum { FP8_E4M3, FP8_E5M2 } fp8_format;
 
 /** Largest finite value of the format (448 or 57344). */
 float fp8_format_max(fp8_format f);
-/** "e4m3" or "e5m2". */
+/** "e4m3" or "e5m2": the one spelling of a format's name (parsers and writers use it). */
 const char *fp8_format_name(fp8_format f);
 /** Parses "e4m3" / "e5m2" (case-insensitive); returns FP8_OK or FP8_EINVAL. */
 int fp8_format_parse(const char *s, fp8_format *out);
@@ -122,6 +122,9 @@ typedef enum { FP8_FWD = 1, FP8_BWD = 2 } fp8_phase;
 /** What a recipe's `format` key says: one format for all, or HYBRID. */
 typedef enum { FP8_SEL_E4M3, FP8_SEL_E5M2, FP8_SEL_HYBRID } fp8_format_sel;
 
+/** "e4m3", "e5m2" (fp8_format_name) or "hybrid": the one spelling of the `format` key's values
+ *  (the parser below, run.json, the settings an advice file writes back). */
+const char *fp8_format_sel_name(fp8_format_sel sel);
 /** Parses "e4m3" / "e5m2" / "hybrid" (case-insensitive). */
 int fp8_format_sel_parse(const char *s, fp8_format_sel *out);
 /** Resolves the format of a tensor of role r: HYBRID gives E4M3 for forward roles, E5M2 for

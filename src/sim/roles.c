@@ -24,13 +24,22 @@ bool fp8_role_is_backward(fp8_role r) {
   return r == FP8_ROLE_GRAD_OUTPUT || r == FP8_ROLE_GRAD_INPUT;
 }
 
+const char *fp8_format_sel_name(fp8_format_sel sel) {
+  switch (sel) {
+  case FP8_SEL_E4M3: return fp8_format_name(FP8_E4M3);
+  case FP8_SEL_E5M2: return fp8_format_name(FP8_E5M2);
+  default: return "hybrid";
+  }
+}
+
 int fp8_format_sel_parse(const char *s, fp8_format_sel *out) {
   if (!s) return FP8_EINVAL;
-  if (strcasecmp(s, "e4m3") == 0) *out = FP8_SEL_E4M3;
-  else if (strcasecmp(s, "e5m2") == 0) *out = FP8_SEL_E5M2;
-  else if (strcasecmp(s, "hybrid") == 0) *out = FP8_SEL_HYBRID;
-  else return FP8_EINVAL;
-  return FP8_OK;
+  for (int k = FP8_SEL_E4M3; k <= FP8_SEL_HYBRID; k++)
+    if (strcasecmp(s, fp8_format_sel_name((fp8_format_sel)k)) == 0) {
+      *out = (fp8_format_sel)k;
+      return FP8_OK;
+    }
+  return FP8_EINVAL;
 }
 
 int fp8_format_resolve(fp8_format_sel sel, fp8_role r, fp8_format *out) {

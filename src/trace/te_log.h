@@ -21,6 +21,14 @@
 extern "C" {
 #endif
 
+/** te_log.json, the import's record in the trace folder, and the keys of it that run.json's
+ *  trace.te_log carries on (the trace reader reads them, fp8_trace's te_* fields; the run's
+ *  run.json writes them again and the report reads them there): spelled here only. */
+#define FP8_TE_LOG_FILE "te_log.json"
+#define FP8_TE_LOG_INTERVAL "interval"
+#define FP8_TE_LOG_ZERO_VALUES "zero_values"
+#define FP8_TE_LOG_COARSE_VALUES "coarse_values"
+
 /** What an import found (for the command's summary line; te_log.json has it all). */
 typedef struct {
   size_t ranks;          /**< log files, one per global rank */

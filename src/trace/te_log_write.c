@@ -114,7 +114,7 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
                tens, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "tensor", t->name,
                                "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
                                "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
-                               "zero_values", (json_int_t)t->zero, "coarse_values",
+                               FP8_TE_LOG_ZERO_VALUES, (json_int_t)t->zero, FP8_TE_LOG_COARSE_VALUES,
                                (json_int_t)t->coarse)) != 0;
   }
   free(ord);
@@ -129,13 +129,13 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
     bad |= json_object_set_new(o, "log_dir", ld) != 0;
     bad |= json_object_set_new(o, "files", files) != 0;
     files = NULL;
-    bad |= json_object_set_new(o, "interval", json_integer(im->sum.interval)) != 0;
+    bad |= json_object_set_new(o, FP8_TE_LOG_INTERVAL, json_integer(im->sum.interval)) != 0;
     bad |= json_object_set_new(o, "first_iteration", json_integer(im->sum.first)) != 0;
     bad |= json_object_set_new(o, "last_iteration", json_integer(im->sum.last)) != 0;
     bad |= json_object_set_new(o, "ranks_identical", json_boolean(im->sum.ranks_identical)) != 0;
     bad |= json_object_set_new(o, "amax_rows", json_integer((json_int_t)im->sum.amax_rows)) != 0;
-    bad |= json_object_set_new(o, "zero_values", json_integer((json_int_t)im->sum.zero_values)) != 0;
-    bad |= json_object_set_new(o, "coarse_values",
+    bad |= json_object_set_new(o, FP8_TE_LOG_ZERO_VALUES, json_integer((json_int_t)im->sum.zero_values)) != 0;
+    bad |= json_object_set_new(o, FP8_TE_LOG_COARSE_VALUES,
                                json_integer((json_int_t)im->sum.coarse_values)) != 0;
     bad |= json_object_set_new(o, "te_scale_rows", json_integer((json_int_t)im->scale_rows)) != 0;
     bad |= json_object_set_new(o, "te_scale_unusable",
@@ -154,13 +154,7 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
   json_decref(tens);
   json_decref(other);
   if (!text) return FP8_ENOMEM;
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, dir, "te_log.json", err, errlen);
-  if (rc == FP8_OK) {
-    fputs(text, of.fp);
-    fputc('\n', of.fp);
-    rc = fp8_outfile_commit(&of, err, errlen);
-  }
+  int rc = fp8_outfile_write_text(dir, FP8_TE_LOG_FILE, text, err, errlen);
   free(text);
   return rc;
 }
@@ -178,7 +172,7 @@ static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
     if (!p) return FP8_ENOMEM;
     snprintf(p, n, "%s/amax.csv", dir);
     remove(p);
-    snprintf(p, n, "%s/te_log.json", dir);
+    snprintf(p, n, "%s/%s", dir, FP8_TE_LOG_FILE);
     remove(p);
     snprintf(p, n, "%s/te_overflows.csv", dir);
     remove(p);

@@ -13,18 +13,20 @@
 
 #include <jansson.h>
 
+#include "te_log.h" /* te_log.json and its keys */
+
 /* te_log.json (te_log.h), when the trace has one: what the report says of an imported
  * TransformerEngine log (the interval, the values its four decimals lost). */
 static int read_te_log(const char *dir, fp8_trace *tr, char *err, size_t errlen) {
   size_t n = strlen(dir) + 16;
   char *path = malloc(n);
   if (!path) return FP8_ENOMEM;
-  snprintf(path, n, "%s/te_log.json", dir);
+  snprintf(path, n, "%s/%s", dir, FP8_TE_LOG_FILE);
   int rc = FP8_OK;
   if (access(path, F_OK) == 0) {
     json_error_t je;
     json_t *o = json_load_file(path, 0, &je);
-    const char *keys[3] = {"interval", "zero_values", "coarse_values"};
+    const char *keys[3] = {FP8_TE_LOG_INTERVAL, FP8_TE_LOG_ZERO_VALUES, FP8_TE_LOG_COARSE_VALUES};
     int64_t *dst[3] = {&tr->te_interval, &tr->te_zero, &tr->te_coarse};
     if (!json_is_object(o)) {
       char shown[FP8_ESC_LEN];

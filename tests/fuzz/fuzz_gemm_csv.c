@@ -1,5 +1,5 @@
-/* fuzz_gemm_csv.c: libFuzzer target of the gemm.csv reader (fp8_gemmcsv_load,
- * src/results/resultcsv.c) and of the report's matching of its rows to the configurations
+/* fuzz_gemm_csv.c: libFuzzer target of the gemm.csv reader (fp8_gemm_csv_load,
+ * src/results/gemm_csv.c) and of the report's matching of its rows to the configurations
  * (rep_add_gemm, src/report/report_load.c), against the configurations of a run like the
  * quickstart's: delayed ones (matched by history_len, margin and amax_compute), a current one
  * and a mixed recipe (matched by its label alone). */
@@ -30,14 +30,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int have = 0;
   err[0] = 0;
   fp8_gemm_table t;
-  int rc = fp8_gemmcsv_load(path, &t, err, sizeof err);
-  fz_check_status("fp8_gemmcsv_load", rc, err);
+  int rc = fp8_gemm_csv_load(path, &t, err, sizeof err);
+  fz_check_status("fp8_gemm_csv_load", rc, err);
   if (rc == FP8_OK) {
     err[0] = 0;
     rc = rep_add_gemm(r, &t, path, &have, err, sizeof err);
     fz_check_status("rep_add_gemm", rc, err);
   }
-  fp8_gemmcsv_free(&t);
+  fp8_gemm_csv_free(&t);
   for (size_t c = 0; c < 4; c++)
     for (int g = 0; g < 3; g++) {
       for (size_t i = 1; i < cfgs[c].ngemm[g]; i++) /* sorted for the median */

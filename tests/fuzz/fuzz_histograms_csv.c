@@ -1,8 +1,8 @@
-/* fuzz_histograms_csv.c: libFuzzer target of the histograms.csv reader (fp8_hist_load and
- * fp8_hist_get, src/results/resultcsv.c). The report loads the whole file, then looks up one
- * (tensor, step): the target asks for the tensor and step of the input's second line (as the
- * report asks for the spike's), and for a fixed one. A histogram it returns must lie within the
- * log2 bins. */
+/* fuzz_histograms_csv.c: libFuzzer target of the histograms.csv reader (fp8_histograms_csv_load and
+ * fp8_histograms_csv_get, src/results/histograms_csv.c). The report loads the whole file, then
+ * looks up one (tensor, step): the target asks for the tensor and step of the input's second line
+ * (as the report asks for the spike's), and for a fixed one. A histogram it returns must lie within
+ * the log2 bins. */
 #include "fuzz_common.h"
 
 #include "fp8.h"
@@ -11,7 +11,7 @@
 static void check(const fp8_hist_table *t, const char *tensor, int64_t step) {
   double counts[FP8_LOG2_HIST_BINS];
   int lo = 0, n = 0;
-  int rc = fp8_hist_get(t, tensor, step, counts, &lo, &n);
+  int rc = fp8_histograms_csv_get(t, tensor, step, counts, &lo, &n);
   if (rc != FP8_OK) return;
   if (n < 1 || lo < FP8_LOG2_HIST_MIN || lo + n > FP8_LOG2_HIST_MIN + FP8_LOG2_HIST_BINS)
     abort();
@@ -39,12 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[4200], err[FZ_ERRLEN] = "";
   snprintf(path, sizeof path, "%s/histograms.csv", fz_scratch());
   fp8_hist_table t;
-  int rc = fp8_hist_load(path, &t, err, sizeof err);
-  fz_check_status("fp8_hist_load", rc, err);
+  int rc = fp8_histograms_csv_load(path, &t, err, sizeof err);
+  fz_check_status("fp8_histograms_csv_load", rc, err);
   if (rc != FP8_OK && t.n != 0) abort(); /* on failure the table is empty */
   check(&t, tensor, step);
   check(&t, "layers.0.fc1.input", 0);
-  fp8_hist_free(&t);
+  fp8_histograms_csv_free(&t);
   fz_del("histograms.csv");
   return 0;
 }

@@ -1,6 +1,6 @@
 /* fuzz_stream_csv.c: libFuzzer target of the stream.csv reader (fp8_stream_load,
- * src/results/streamcsv.c). A table it accepts is checked against analysis.h (every series
- * the same steps, ascending) and goes on through the stream statistics the report computes
+ * src/results/stream.c, stream_csv.c). A table it accepts is checked against analysis.h (every
+ * series the same steps, ascending) and goes on through the stream statistics the report computes
  * (fp8_analysis_stream_series). */
 #include "fuzz_common.h"
 

@@ -1,5 +1,5 @@
 /* fuzz_stream_npy.c: libFuzzer target of the compact stream's reader (fp8_stream_load of a
- * stream.npy with its stream.json, src/results/streamcsv.c; issue 27). The input is both
+ * stream.npy with its stream.json, src/results/stream_npy.c; issue 27). The input is both
  * files: its first two bytes (little endian) are stream.json's length, then stream.json, then
  * stream.npy. A table it accepts is checked as fuzz_stream_csv's is (every series the same
  * steps, ascending; the scales not in memory) and goes through the report's stream statistics

@@ -1,10 +1,11 @@
-/* stepscsv.c: reads a run's steps.csv into memory (fp8_steps_load, tables.h), validating
- * every field against docs/outputs.md's schema; the columns are results.h's fp8_schema_steps, the
- * one table the runner writes too. Parsed rows go to stepscsv_groups.c, which interns the
- * names and groups the rows by configuration key (tensor, recipe, format, history_len,
- * margin, amax_compute), each group in step order.
- * A bad line is reported as "<path>:<line>: <what>" with FP8_EFORMAT; nothing here exits. */
-#include "stepscsv_internal.h"
+/* steps.csv: one row per (snapshot step, tensor, configuration) (results.h fp8_schema_steps):
+ * its columns, its row writer (fp8_steps_csv_put_row, the runner's rows) and its reader
+ * (fp8_steps_csv_load, tables.h), which validates every field against the same columns
+ * (docs/outputs.md). Parsed rows go to steps_csv_groups.c, which interns the names and groups
+ * the rows by configuration key (tensor, recipe, format, history_len, margin, amax_compute),
+ * each group in step order. A bad line is reported as "<path>:<line>: <what>" with
+ * FP8_EFORMAT; nothing here exits. */
+#include "steps_csv_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,9 +15,90 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_read_stream */
-#include "results.h" /* fp8_schema_steps, FP8_STEPS_COL_* */
-#include "trace.h"   /* fp8_tensor_name_check */
+#include "csv_internal.h" /* the row builder, csv_parse_i64, csv_parse_f64 */
+#include "outfile.h"      /* fp8_read_stream */
+#include "results.h"      /* fp8_schema_steps, FP8_STEPS_COL_* */
+#include "trace.h"        /* fp8_tensor_name_check */
+
+/* ------------------------------------------------------------------ the columns */
+
+static const char *const STEPS_COLS[FP8_STEPS_COL_COUNT] = {
+    "tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
+    "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
+    "subnormal", "mse", "snr_db", "nblocks", "blocks_with_overflow", "log2_scale_min",
+    "log2_scale_max", "log2_scale_std", "clipped", "overshoot", "cos_sim", "warmup", "underflow_expected",
+    "mse_expected"};
+
+/* steps.csv had 19 columns before the block recipes appended 5, then 24 before issue 13 appended
+ * 4 */
+const fp8_schema fp8_schema_steps = {"steps.csv", STEPS_COLS, FP8_STEPS_COL_COUNT,
+                                     {FP8_STEPS_COL_NBLOCKS, FP8_STEPS_COL_CLIPPED,
+                                      FP8_STEPS_COL_WARMUP + 1, FP8_STEPS_COL_COUNT, 0}};
+
+/* ------------------------------------------------------------------ the writer */
+
+double fp8_overshoot(float amax, float scale, fp8_format f) {
+  if (!(amax > 0.0f)) return -INFINITY;
+  return log2((double)amax * (double)scale / (double)fp8_format_max(f));
+}
+
+double fp8_steps_csv_row_overshoot(const fp8_steps_row *r) {
+  if (fp8_recipe_kind_is_block(r->config->kind)) return r->block->overshoot;
+  if (r->config->kind == FP8_KIND_BF16) return -INFINITY; /* nothing is cast */
+  return fp8_overshoot(r->amax, r->scale, r->format);
+}
+
+void fp8_steps_csv_put_row(FILE *fp, const fp8_steps_row *r) {
+  const fp8_stats *st = r->stats;
+  int blk = fp8_recipe_kind_is_block(r->config->kind);
+  csv_line l;
+  csv_line_init(&l, fp);
+  csv_put_row_key(&l, r->tensor, r->role, r->step);
+  csv_put_config_cols(&l, r->config, r->format);
+  csv_line_num(&l, r->amax);
+  csv_line_chr(&l, ',');
+  if (fp8_recipe_kind_has_scale(r->config->kind)) csv_line_num(&l, r->scale);
+  csv_line_chr(&l, ',');
+  csv_put_counts(&l, st);
+  csv_line_num(&l, fp8_stats_mse(st));
+  csv_line_chr(&l, ',');
+  csv_line_num(&l, fp8_stats_snr_db(st));
+  if (blk) {
+    const fp8_block_stats *b = r->block;
+    csv_line_chr(&l, ',');
+    csv_line_i64(&l, b->nblocks);
+    csv_line_chr(&l, ',');
+    csv_line_i64(&l, b->blocks_with_overflow);
+    csv_line_chr(&l, ',');
+    csv_line_num(&l, b->log2_scale_min);
+    csv_line_chr(&l, ',');
+    csv_line_num(&l, b->log2_scale_max);
+    csv_line_chr(&l, ',');
+    csv_line_num(&l, b->log2_scale_std);
+    csv_line_chr(&l, ',');
+  } else {
+    csv_line_str(&l, ",,,,,,");
+  }
+  csv_line_i64(&l, st->clipped);
+  csv_line_chr(&l, ',');
+  csv_line_num(&l, fp8_steps_csv_row_overshoot(r));
+  csv_line_chr(&l, ',');
+  csv_line_num(&l, fp8_stats_cos_sim(st));
+  csv_line_str(&l, r->warmup ? ",1," : ",0,");
+  /* stochastic rounding's expectation: mse over the finite elements, as the mse column */
+  int64_t finite = st->n - st->nonfinite;
+  if (blk && !isnan(r->block->underflow_expected)) {
+    csv_line_num(&l, r->block->underflow_expected);
+    csv_line_chr(&l, ',');
+    csv_line_num(&l, finite > 0 ? r->block->sum_sq_err_expected / (double)finite : NAN);
+  } else {
+    csv_line_chr(&l, ',');
+  }
+  csv_line_chr(&l, '\n');
+  csv_line_flush(&l);
+}
+
+/* ------------------------------------------------------------------ the reader */
 
 /* A field as a one-line message quotes it: escaped (fp8_escape), at most 40 bytes of it. */
 static const char *show(steps_ctx *c, const char *s) { return fp8_esc(s, c->shown, 44); }
@@ -103,7 +185,7 @@ _Static_assert(FP8_STEPS_COL_KIND == FP8_STEPS_COL_RECIPE + 1 &&
                "fp8_config_key_parse's field numbers are steps.csv's columns from recipe on");
 
 /* recipe, kind (a tensor keeps one kind per recipe label: checked with its group, in
- * fp8_steps_parse; sections that share a label give its tensors different kinds), format and
+ * fp8_steps_csv_parse; sections that share a label give its tensors different kinds), format and
  * the delayed-scaling parameters (present exactly for delayed rows), by fp8_config_key_parse. */
 static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv) {
   fp8_config_key k;
@@ -128,7 +210,7 @@ static int parse_config(steps_ctx *c, char **f, fp8_step_row *r, steps_priv *pv)
 /* amax, scale (empty for block kinds and bf16), the counts (each <= n, the class counts <= the finite
  * elements), mse and snr_db. */
 static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
-  if (!steps_parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
+  if (!csv_parse_f64(f[FP8_STEPS_COL_AMAX], &r->amax) || !(r->amax >= 0))
     return bad(c, f, FP8_STEPS_COL_AMAX, "a number >= 0 or inf");
   int blk = fp8_recipe_kind_is_block(r->kind);
   if (!fp8_recipe_kind_has_scale(r->kind)) {
@@ -137,7 +219,7 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
                  blk ? "an empty field for block kinds (their scales are per block)"
                      : "an empty field for kind bf16 (nothing is cast)");
     r->scale = NAN;
-  } else if (!steps_parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
+  } else if (!csv_parse_f64(f[FP8_STEPS_COL_SCALE], &r->scale) || !(r->scale > 0) ||
              isinf(r->scale)) {
     return bad(c, f, FP8_STEPS_COL_SCALE, "a finite number > 0");
   }
@@ -145,7 +227,7 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
   /* n, nonfinite, zeros, overflow, underflow, subnormal: adjacent columns */
   int64_t *cnt[6] = {&r->n, &r->nonfinite, &r->zeros, &r->overflow, &r->underflow, &r->subnormal};
   for (int k = 0; k < 6; k++)
-    if (!steps_parse_i64(f[FP8_STEPS_COL_N + k], 0, cnt[k]))
+    if (!csv_parse_i64(f[FP8_STEPS_COL_N + k], 0, cnt[k]))
       return bad(c, f, FP8_STEPS_COL_N + k, "a count (integer >= 0)");
   for (int k = 1; k < 6; k++)
     if (*cnt[k] > r->n)
@@ -158,13 +240,13 @@ static int parse_values(steps_ctx *c, char **f, fp8_step_row *r) {
                            col_name(FP8_STEPS_COL_N + k), (long long)*cnt[k], (long long)finite);
 
   /* an MXFP8 block near FLT_MAX can dequantize to inf: mse inf, snr -inf (docs/semantics.md) */
-  if (!steps_parse_f64(f[FP8_STEPS_COL_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
+  if (!csv_parse_f64(f[FP8_STEPS_COL_MSE], &r->mse) || r->mse < 0 || (isinf(r->mse) && !blk))
     return bad(c, f, FP8_STEPS_COL_MSE, "a finite number >= 0 or nan");
   if (isnan(r->mse) != (finite == 0))
     return steps_fail_at(c, c->line, "column %s: '%s' but the row has %lld finite elements (nan "
                          "exactly when there is none)", col_name(FP8_STEPS_COL_MSE),
                          show(c, f[FP8_STEPS_COL_MSE]), (long long)finite);
-  if (!steps_parse_f64(f[FP8_STEPS_COL_SNR_DB], &r->snr_db) || isnan(r->snr_db) ||
+  if (!csv_parse_f64(f[FP8_STEPS_COL_SNR_DB], &r->snr_db) || isnan(r->snr_db) ||
       (r->snr_db == -INFINITY && !blk))
     return bad(c, f, FP8_STEPS_COL_SNR_DB, "a number or inf");
   return FP8_OK;
@@ -186,15 +268,15 @@ static int parse_block_stats(steps_ctx *c, char **f, fp8_step_row *r) {
       if (*f[col]) return bad(c, f, col, "an empty field for per-tensor kinds");
     return FP8_OK;
   }
-  if (!steps_parse_i64(f[FP8_STEPS_COL_NBLOCKS], 0, &r->nblocks))
+  if (!csv_parse_i64(f[FP8_STEPS_COL_NBLOCKS], 0, &r->nblocks))
     return bad(c, f, FP8_STEPS_COL_NBLOCKS, "a count (integer >= 0)");
-  if (!steps_parse_i64(f[FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW], 0, &r->blocks_with_overflow) ||
+  if (!csv_parse_i64(f[FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW], 0, &r->blocks_with_overflow) ||
       r->blocks_with_overflow > r->nblocks)
     return bad(c, f, FP8_STEPS_COL_BLOCKS_WITH_OVERFLOW, "a count <= nblocks");
   /* log2_scale_min, _max, _std: adjacent columns */
   double *l2[3] = {&r->log2_scale_min, &r->log2_scale_max, &r->log2_scale_std};
   for (int k = 0; k < 3; k++)
-    if (!steps_parse_f64(f[FP8_STEPS_COL_LOG2_SCALE_MIN + k], l2[k]))
+    if (!csv_parse_f64(f[FP8_STEPS_COL_LOG2_SCALE_MIN + k], l2[k]))
       return bad(c, f, FP8_STEPS_COL_LOG2_SCALE_MIN + k, "a number or nan");
   return FP8_OK;
 }
@@ -208,11 +290,11 @@ static int parse_expected(steps_ctx *c, char **f, fp8_step_row *r) {
   if (!*u && !*m) return FP8_OK;
   if (!fp8_recipe_kind_is_fp4(r->kind))
     return bad(c, f, FP8_STEPS_COL_UNDERFLOW_EXPECTED, "an empty field for non-FP4 kinds");
-  if (!steps_parse_f64(u, &r->underflow_expected) || !(r->underflow_expected >= 0) ||
+  if (!csv_parse_f64(u, &r->underflow_expected) || !(r->underflow_expected >= 0) ||
       r->underflow_expected > (double)(r->n - r->nonfinite))
     return bad(c, f, FP8_STEPS_COL_UNDERFLOW_EXPECTED, "a number in 0..the finite elements");
   int64_t finite = r->n - r->nonfinite;
-  if (!steps_parse_f64(m, &r->mse_expected) || isinf(r->mse_expected) ||
+  if (!csv_parse_f64(m, &r->mse_expected) || isinf(r->mse_expected) ||
       (finite > 0 ? !(r->mse_expected >= 0) : !isnan(r->mse_expected)))
     return bad(c, f, FP8_STEPS_COL_MSE_EXPECTED, "a finite number >= 0 (nan: no finite element)");
   return FP8_OK;
@@ -226,11 +308,11 @@ static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
   r->overshoot = r->cos_sim = NAN;
   r->warmup = 0;
   if (c->ncols <= FP8_STEPS_COL_CLIPPED) return FP8_OK;
-  if (!steps_parse_i64(f[FP8_STEPS_COL_CLIPPED], 0, &r->clipped) || r->clipped > r->overflow)
+  if (!csv_parse_i64(f[FP8_STEPS_COL_CLIPPED], 0, &r->clipped) || r->clipped > r->overflow)
     return bad(c, f, FP8_STEPS_COL_CLIPPED, "a count <= overflow");
-  if (!steps_parse_f64(f[FP8_STEPS_COL_OVERSHOOT], &r->overshoot) || isnan(r->overshoot))
+  if (!csv_parse_f64(f[FP8_STEPS_COL_OVERSHOOT], &r->overshoot) || isnan(r->overshoot))
     return bad(c, f, FP8_STEPS_COL_OVERSHOOT, "a number, -inf or inf");
-  if (!steps_parse_f64(f[FP8_STEPS_COL_COS_SIM], &r->cos_sim) ||
+  if (!csv_parse_f64(f[FP8_STEPS_COL_COS_SIM], &r->cos_sim) ||
       !(isnan(r->cos_sim) || (r->cos_sim >= -1.0 && r->cos_sim <= 1.0)))
     return bad(c, f, FP8_STEPS_COL_COS_SIM, "a number in -1..1 or nan");
   const char *w = f[FP8_STEPS_COL_WARMUP];
@@ -249,7 +331,7 @@ static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) 
   r->line = c->line;
   int rc = parse_tensor(c, f, r, pv);
   if (rc) return rc;
-  if (!steps_parse_i64(f[FP8_STEPS_COL_STEP], 0, &r->step))
+  if (!csv_parse_i64(f[FP8_STEPS_COL_STEP], 0, &r->step))
     return bad(c, f, FP8_STEPS_COL_STEP, "a step number >= 0");
   if ((rc = parse_config(c, f, r, pv)) != FP8_OK) return rc;
   if ((rc = parse_values(c, f, r)) != FP8_OK) return rc;
@@ -288,8 +370,8 @@ static int check_kind(steps_ctx *c, steps_priv *pv, const steps_gmap *gm, size_t
 
 /* ------------------------------------------------------------------ public */
 
-int fp8_steps_parse(const char *name, const char *text, size_t len, fp8_steps_table *t,
-                    char *err, size_t errlen) {
+int fp8_steps_csv_parse(const char *name, const char *text, size_t len, fp8_steps_table *t,
+                        char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   if (err && errlen) err[0] = 0;
   steps_ctx c = {.name = name ? name : "steps.csv", .err = err, .errlen = errlen};
@@ -372,11 +454,11 @@ done:
   free(line);
   free(row_group);
   steps_gmap_free(&gm);
-  if (rc) fp8_steps_free(t);
+  if (rc) fp8_steps_csv_free(t);
   return rc;
 }
 
-int fp8_steps_load(const char *path, fp8_steps_table *t, char *err, size_t errlen) {
+int fp8_steps_csv_load(const char *path, fp8_steps_table *t, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   FILE *fp = fopen(path, "rb");
   if (!fp) {
@@ -389,7 +471,7 @@ int fp8_steps_load(const char *path, fp8_steps_table *t, char *err, size_t errle
   if (rc == FP8_ENOMEM) snprintf(err, errlen, "%s: out of memory", path);
   else if (rc == FP8_EIO) snprintf(err, errlen, "%s: read failed: %s", path, strerror(errno));
   fclose(fp);
-  if (rc == FP8_OK) rc = fp8_steps_parse(path, buf, n, t, err, errlen);
+  if (rc == FP8_OK) rc = fp8_steps_csv_parse(path, buf, n, t, err, errlen);
   free(buf);
   return rc;
 }

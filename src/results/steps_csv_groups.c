@@ -1,9 +1,9 @@
-/* stepscsv_groups.c: the bookkeeping half of the steps.csv loader (fp8_steps_load, tables.h;
- * the parser is stepscsv.c): the interned tensor and recipe names, the map from configuration
- * key (tensor, recipe, format, history_len, margin, amax_compute) to group, and the groups
- * built from it once every row is parsed (tensor name order, each group by step, duplicate
- * steps refused). Also the table's accessors and fp8_steps_free. */
-#include "stepscsv_internal.h"
+/* steps_csv_groups.c: the bookkeeping half of the steps.csv reader (fp8_steps_csv_load, tables.h;
+ * the parser is steps_csv.c): the interned tensor and recipe names, the map from configuration key
+ * (tensor, recipe, format, history_len, margin, amax_compute) to group, and the groups built from
+ * it once every row is parsed (tensor name order, each group by step, duplicate steps refused).
+ * Also the table's accessors and fp8_steps_csv_free. */
+#include "steps_csv_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -279,7 +279,7 @@ done:
 
 /* ------------------------------------------------------------------ the table */
 
-void fp8_steps_free(fp8_steps_table *t) {
+void fp8_steps_csv_free(fp8_steps_table *t) {
   if (!t) return;
   steps_priv *pv = t->priv_;
   if (pv) {
@@ -296,13 +296,13 @@ void fp8_steps_free(fp8_steps_table *t) {
   memset(t, 0, sizeof *t);
 }
 
-const fp8_step_row *fp8_steps_group_row(const fp8_steps_table *t, const fp8_steps_group *g,
-                                        size_t i) {
+const fp8_step_row *fp8_steps_csv_group_row(const fp8_steps_table *t, const fp8_steps_group *g,
+                                            size_t i) {
   return &t->rows[g->rows[i]];
 }
 
-ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor,
-                               const fp8_config_key *key) {
+ptrdiff_t fp8_steps_csv_find_group(const fp8_steps_table *t, const char *tensor,
+                                   const fp8_config_key *key) {
   if (!t || !tensor || !key || !key->recipe) return -1;
   for (size_t i = 0; i < t->ngroups; i++) {
     const fp8_steps_group *g = &t->groups[i];
@@ -312,7 +312,7 @@ ptrdiff_t fp8_steps_find_group(const fp8_steps_table *t, const char *tensor,
   return -1;
 }
 
-/* the groups of fp8_steps_from_stream: tensor name, then the stream's order */
+/* the groups of fp8_steps_csv_from_stream: tensor name, then the stream's order */
 static int cmp_group_tensor(const void *a, const void *b) {
   const fp8_steps_group *x = a, *y = b;
   int c = strcmp(x->tensor, y->tensor);
@@ -320,14 +320,14 @@ static int cmp_group_tensor(const void *a, const void *b) {
   return (x->nrows > y->nrows) - (x->nrows < y->nrows); /* nrows holds the series index here */
 }
 
-int fp8_steps_from_stream(const fp8_stream_table *st, fp8_steps_table *t) {
+int fp8_steps_csv_from_stream(const fp8_stream_table *st, fp8_steps_table *t) {
   memset(t, 0, sizeof *t);
   size_t n = st->nseries;
   t->groups = calloc(n + 1, sizeof *t->groups);
   t->tensors = calloc(n + 1, sizeof *t->tensors);
   t->path = strdup(st->path ? st->path : "");
   if (!t->groups || !t->tensors || !t->path) {
-    fp8_steps_free(t);
+    fp8_steps_csv_free(t);
     return FP8_ENOMEM;
   }
   for (size_t k = 0; k < n; k++) {

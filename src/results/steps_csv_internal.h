@@ -1,8 +1,8 @@
-/* stepscsv_internal.h: what the steps.csv loader's two halves share (not public): the parser
- * (stepscsv.c: lines, fields, validation) hands each parsed row to the string table and the
- * group map of stepscsv_groups.c, which then orders the groups and checks for duplicates. */
-#ifndef FP8LAB_RESULTS_STEPSCSV_INTERNAL_H
-#define FP8LAB_RESULTS_STEPSCSV_INTERNAL_H
+/* steps_csv_internal.h: what the steps.csv reader's two halves share (not public): the parser
+ * (steps_csv.c: lines, fields, validation) hands each parsed row to the string table and the
+ * group map of steps_csv_groups.c, which then orders the groups and checks for duplicates. */
+#ifndef FP8LAB_RESULTS_STEPS_CSV_INTERNAL_H
+#define FP8LAB_RESULTS_STEPS_CSV_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,11 +20,6 @@ typedef struct {
   char shown[80];
   int ncols; /* of the header: one of fp8_schema_steps.versions */
 } steps_ctx;
-
-/* Field parsers shared with streamcsv.c: digits only (a leading '-' when allow_neg) within
- * int64; a "%.9g"-style decimal or inf, -inf, nan. 1 on success. */
-int steps_parse_i64(const char *s, int allow_neg, int64_t *out);
-int steps_parse_f64(const char *s, double *out);
 
 /* Writes "<name>:<line>: <message>" into c->err; returns FP8_EFORMAT. */
 int steps_fail_at(steps_ctx *c, int64_t line, const char *fmt, ...) FP8_PRINTF(3, 4);
