@@ -25,7 +25,7 @@ import traceback
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 CAPTURE = os.path.join(ROOT, "tools", "capture")
 SYSTEM_PYTHON = "/usr/bin/python3"
 

@@ -35,7 +35,7 @@ except ImportError as e:
     print("skipped: %s (scripts/install-deps.sh installs tensorboard)" % e)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
 import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list of failures)
 
 check = TL.check

@@ -30,7 +30,7 @@ except ImportError as e:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "reference"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "reference"))
 
 import fp8ref as R  # noqa: E402
 import gen_trace as G  # noqa: E402
