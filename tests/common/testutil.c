@@ -112,6 +112,17 @@ int tu_run_suite(Suite *s) {
   return failed ? 1 : 0;
 }
 
+int tu_run_tcase(const char *suite, const char *tcase, void (*setup)(void),
+                 void (*teardown)(void), int timeout, const TTest *const *tests, size_t n) {
+  Suite *s = suite_create(suite);
+  TCase *tc = tcase_create(tcase);
+  if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
+  if (timeout > 0) tcase_set_timeout(tc, timeout);
+  for (size_t i = 0; i < n; i++) tcase_add_test(tc, tests[i]);
+  suite_add_tcase(s, tc);
+  return tu_run_suite(s);
+}
+
 int tu_cli(const char *dir, char **output, const char *fmt, ...) {
   char args[2048], cmd[4608];
   va_list ap;

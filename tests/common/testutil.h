@@ -34,4 +34,20 @@ const char *tu_source_dir(void);
 /** Runs a Check suite (CK_NORMAL output) and frees it; returns the process exit code. */
 int tu_run_suite(Suite *s);
 
+/** Runs the n tests, in order, as the one tcase of a suite: with the checked fixture
+ *  setup/teardown (NULL: none) and Check's timeout in seconds (0: its default,
+ *  CK_DEFAULT_TIMEOUT); returns the process exit code (tu_run_suite). */
+int tu_run_tcase(const char *suite, const char *tcase, void (*setup)(void),
+                 void (*teardown)(void), int timeout, const TTest *const *tests, size_t n);
+
+/** main() of a test program that is one tcase of plain tests (TU_MAIN("suite", "tcase",
+ *  setup or NULL, teardown or NULL, timeout or 0, test_a, test_b, ...)); a program with loop
+ *  tests or several tcases writes its own main() with tu_run_suite. */
+#define TU_MAIN(suite, tcase, setup, teardown, timeout, ...)                                \
+  int main(void) {                                                                          \
+    const TTest *const tu_tests_[] = {__VA_ARGS__};                                         \
+    return tu_run_tcase(suite, tcase, setup, teardown, timeout, tu_tests_,                  \
+                        sizeof tu_tests_ / sizeof *tu_tests_);                              \
+  }
+
 #endif
