@@ -5,7 +5,7 @@
  * end_phase; every statistic, clipped and sum_sq_hat included, and saturation on both sides of
  * the clipped midpoint). ggml's test-backend-ops in spirit.
  *
- * Built three ways (tests/CMakeLists.txt, src/gpu/CMakeLists.txt):
+ * Built three ways (tests/engine/CMakeLists.txt, src/gpu/CMakeLists.txt):
  *   test_engine_conformance_cpu  the CPU engine with 1 and 2 threads (label cpu)
  *   test_engine_conformance_emu  also the GPU engine, its kernels on the CUDA emulator and the
  *                                host-memory CUDA / cuBLASLt / NCCL mocks (label cpu)

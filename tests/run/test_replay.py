@@ -434,7 +434,7 @@ def main():
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     # the sampled GEMM error's 95% intervals hold the exact error in most rows (rows of one
-    # layer and step share their sample, so this is no coverage test: tests/test_gemm.c has it)
+    # layer and step share their sample, so this is no coverage test: tests/engine/test_gemm.c has it)
     print("sampled GEMM rows: the exact error in the interval in %d of %d" % tuple(COVERAGE))
     if COVERAGE[1] == 0 or COVERAGE[0] < 0.85 * COVERAGE[1]:
         print("FAIL: sampled GEMM intervals: %d of %d hold the exact error (want >= 85%%)"

@@ -1,4 +1,4 @@
-/* fp4_dump.c: fp8lab's FP4 quantizers (src/sim/fp4.h) as a filter, for tests/python/test_fp4.py
+/* fp4_dump.c: fp8lab's FP4 quantizers (src/sim/fp4.h) as a filter, for tests/sim/test_fp4.py
  * to hold against its independent reference (ml_dtypes, tools/reference/fp4ref.py).
  *
  *   fp4_dump e2m1 OUT                      every BF16 bit pattern's E2M1 code, 65536 bytes
@@ -26,7 +26,7 @@ static int fail(const char *what) {
 
 static int quantize(int argc, char **argv) {
   int nv = strcmp(argv[1], "nvfp4") == 0;
-  if (argc != (nv ? 10 : 7)) return fail("usage: see tests/fp4_dump.c");
+  if (argc != (nv ? 10 : 7)) return fail("usage: see tests/sim/fp4_dump.c");
   long long rows = atoll(argv[2]), cols = atoll(argv[3]);
   if (rows < 0 || cols < 0 || rows * cols > (1LL << 28)) return fail("bad shape");
   size_t n = (size_t)(rows * cols), B = nv ? FP8_NVFP4_BLOCK : FP8_MXFP4_BLOCK;
@@ -128,5 +128,5 @@ int main(int argc, char **argv) {
   }
   if (argc >= 2 && (strcmp(argv[1], "nvfp4") == 0 || strcmp(argv[1], "mxfp4") == 0))
     return quantize(argc, argv);
-  return fail("usage: see tests/fp4_dump.c");
+  return fail("usage: see tests/sim/fp4_dump.c");
 }
