@@ -13,7 +13,8 @@ configuration (fprop / dgrad / wgrad of the dequantized operands in a float32 ma
 the float64 matmul of the originals, rel_error = ||Y - Yref||_F / ||Yref||_F).
 
 It uses nothing of fp8lab (no code, no outputs) to do its work; the semantics are those of
-../shared/RECIPES.md and README.md ("Traces", "Outputs", gemm.csv) as a user reads them.
+../shared/RECIPES.md and docs/reference.md ("Traces"), docs/outputs.md (gemm.csv) as a user
+reads them.
 
 Usage:
   peer_sweep.py run EXP.ini [--trace DIR] [--totals CSV] [--gemm CSV]

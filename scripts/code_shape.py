@@ -11,7 +11,10 @@ Failures (exit 1, one line each):
   - a call cycle between object files: file A calls B when A has an undefined symbol that B
     defines, and the graph of those edges must be acyclic;
   - an implementer's header included by a caller: src/engine/engine_impl.h (the engines' op
-    table) only by the engines (IMPLEMENTERS); callers use engine.h.
+    table) only by the engines (IMPLEMENTERS); callers use engine.h;
+  - a name looked up at run time (dlsym) outside its one place (LOOKUPS): the GPU module is
+    reached through its one descriptor, which only src/engine/engine_load.c opens
+    (src/engine/gpu_module.h), and NCCL's functions are opened in src/gpu/timeline_nccl.c.
 Printed, not failures: files over 600 lines and functions over 120 (a split follows concerns,
 not a number: docs/design.md).
 
@@ -36,6 +39,7 @@ LAYERS = [
     ("experiment", "src/experiment"),
     ("engine", "src/engine"),
     ("timeline", "src/timeline"),
+    ("cpu", "src/cpu"),
     ("kernels", "kernels"),
     ("gpu", "src/gpu"),
     ("results", "src/results"),
@@ -44,6 +48,7 @@ LAYERS = [
     ("plot", "src/plot"),
     ("doc", "src/doc"),
     ("report", "src/report"),
+    ("timeline_report", "src/timeline_report"),
     ("cli", "src/cli"),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
@@ -53,9 +58,17 @@ MAX_FUNC = 120
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # Headers for implementers only (as ggml-backend-impl.h), and the files that may include them.
 IMPLEMENTERS = {
-    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_(sim|composite)\w*"
-                                r"|src/gpu/engine_gpu\w*)\.(c|h)$"),
+    "engine_impl.h": re.compile(r"^(src/engine/engine|src/engine/engine_composite\w*"
+                                r"|src/cpu/engine_cpu\w*|src/gpu/engine_gpu\w*)\.(c|h)$"),
 }
+# The files that may look names up at run time, and why: a function pointer cast from a looked-up
+# name is what a module built apart gets wrong silently, so each such name has one home.
+LOOKUPS = {
+    "src/engine/engine_load.c": "the GPU module's descriptor and the NVIDIA driver's probe",
+    "src/gpu/timeline_nccl.c": "NCCL, opened at run time so that the module loads without it",
+}
+LOOKUP = re.compile(r"\bdl(v?sym)\s*\(")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # a definition: starts at column 0 with an identifier, has a '(' and no ';' on its first line
 DEF_START = re.compile(r"^[A-Za-z_][\w \*]*\b([A-Za-z_]\w*)\s*\(")
 
@@ -128,6 +141,21 @@ def include_rules(files):
                 problems.append("%s:%d: includes %s (%s): %s may not use %s, a higher layer" %
                                 (path, i + 1, header, dict(LAYERS)[to], layer, to))
     return problems, notes, edges
+
+
+def lookup_rules(files):
+    """dlsym outside LOOKUPS (failures), comments left aside."""
+    problems = []
+    for _, path, lines in files:
+        if path in LOOKUPS:
+            continue
+        text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(lines))
+        for i, line in enumerate(text.split("\n")):
+            if LOOKUP.search(line):
+                problems.append("%s:%d: looks a name up at run time (dlsym): only %s may (%s)" %
+                                (path, i + 1, " and ".join(sorted(LOOKUPS)),
+                                 "; ".join("%s: %s" % kv for kv in sorted(LOOKUPS.items()))))
+    return problems
 
 
 def nm_lines(inputs):
@@ -228,6 +256,7 @@ def main():
         inputs.append((layer, path))
     files = list(sources(ROOT_DIR))
     problems, notes, inc_edges = include_rules(files)
+    problems += lookup_rules(files)
     call_problems, graph, call_edges = call_rules(inputs)
     problems += call_problems
     for n in notes:

@@ -15,8 +15,8 @@
 #   1. configures build-bundle/ (Release, CUDA from /usr/local/cuda: the GPU engine is built
 #      when nvcc exists; FP8LAB_CBLAS=gslcblas; -static-libstdc++ -static-libgcc) and builds the
 #      targets fp8lab and fp8lab_gpu_module only;
-#   2. checks that the GPU module fp8lab-gpu.so has the engine (fp8_engine_gpu_create exported,
-#      CUDA fatbinary) and how it gets the CUDA runtime (cudart_static: the driver's
+#   2. checks that the GPU module fp8lab-gpu.so has the engine (its one exported symbol is the
+#      descriptor fp8lab_gpu_module, src/engine/gpu_module.h; a CUDA fatbinary) and how it gets the CUDA runtime (cudart_static: the driver's
 #      libcuda.so.1 is loaded with dlopen at the first CUDA call; libcublasLt.so.13 is a NEEDED
 #      library of the engine's GEMMs, src/gpu), and that bin/fp8lab itself links no CUDA
 #      library (a CPU run never loads CUDA: the module is dlopen'ed, src/engine/engine_load.h);
@@ -102,8 +102,9 @@ MOD=$BUILD/fp8lab-gpu.so
 
 # ------------------------------------------------------------------ 2. the GPU engine is in the module
 [ -f "$MOD" ] || die "$MOD was not built"
-nm -D --defined-only "$MOD" 2>/dev/null | grep -qw fp8_engine_gpu_create ||
-  die "$MOD does not export fp8_engine_gpu_create"
+EXPORTS=$(nm -D --defined-only "$MOD" 2>/dev/null | awk '$2 == "T" || $2 == "D" || $2 == "B" {print $3}' | sort -u | tr '\n' ' ')
+[ "$EXPORTS" = "fp8lab_gpu_module " ] ||
+  die "$MOD must export exactly fp8lab_gpu_module (src/engine/gpu_module.h), exports: ${EXPORTS:-nothing}"
 readelf -S "$MOD" | grep -q '\.nv_fatbin' || die "$MOD has no .nv_fatbin section: no CUDA kernels"
 if ldd "$EXE" | grep -qE 'libcuda|libcublas|libnccl'; then
   die "$EXE links a CUDA library: a CPU run would load CUDA"

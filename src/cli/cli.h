@@ -18,8 +18,8 @@ static inline int fp8_cli_parse_ll(const char *s, long long lo, long long hi, lo
 }
 
 /** `fp8lab inspect TRACE`: opens the trace directory dir and prints its table of tensors on
- *  stdout (README, "Tensors that never ran"). FP8_OK, or the trace's status with a one-line
- *  message in err (nothing printed then). */
+ *  stdout (docs/reference.md, "Tensors that never ran"). FP8_OK, or the trace's status with a
+ *  one-line message in err (nothing printed then). */
 int fp8lab_inspect(const char *dir, char *err, size_t errlen);
 
 /** The text of `fp8lab timeline --help`. */

@@ -50,6 +50,9 @@ static const char USAGE[] =
     "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
     "  import-te LOGDIR TRACEDIR  TransformerEngine's debug statistics logs as a trace\n"
     "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
+    "  timeline (TRACE | --layers N --hidden H --ffn F --tokens T)\n"
+    "                    the cost of delayed scaling's bookkeeping per step, per mode: measured\n"
+    "                    on a GPU, modelled without one (docs/overlap.md)\n"
     "\n"
     "options:\n"
     "  --help            this text; `fp8lab CMD --help` for a command\n"
@@ -361,7 +364,7 @@ static int cmd_run(int argc, char **argv) {
   if (*warn) errf("fp8lab: %s\n", warn);
   opt.engine = sel.factory;
   opt.choice = &sel.choice;
-  opt.gpu_module = sel.factory ? sel.handle : NULL;
+  opt.exchange = sel.exchange;
   if (sel.factory && !opt.quiet)
     errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
             sel.module, sel.check.values, sel.check.seconds);

@@ -192,12 +192,12 @@ int fp8_tl_device_load(const char *spec, fp8_tl_device *d, char *err, size_t err
 /* ------------------------------------------------------------------ the GPU module */
 
 int fp8_tl_gpu_load(fp8_tl_gpu_fn *fn, int *quiet, char *err, size_t errlen) {
-  void *h = NULL;
-  int rc = fp8_gpu_module_open(&h, quiet, err, errlen);
+  const fp8_gpu_module *m = NULL;
+  int rc = fp8_gpu_module_open(&m, quiet, err, errlen);
   if (rc) return rc;
-  *fn = (fp8_tl_gpu_fn)fp8_gpu_module_symbol(h, FP8_TL_GPU_SYMBOL);
+  *fn = m->timeline_run;
   if (!*fn)
-    return fp8_errorf(FP8_EDEVICE, err, errlen, "the GPU module has no %s (built before the "
-                      "timeline existed?)", FP8_TL_GPU_SYMBOL);
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "the GPU module has no timeline (its "
+                      "descriptor's timeline_run, fp8_timeline_gpu_run, is not set)");
   return FP8_OK;
 }

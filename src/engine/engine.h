@@ -1,10 +1,11 @@
 /* engine.h: the caller's interface to whatever does a replay's recipe work (as ggml-backend.h;
- * the implementer's side, the op table, is engine_impl.h): the CPU simulator (engine_sim.c,
- * threaded), the GPU (src/gpu/engine_gpu.c, a module loaded at run time: engine_load.c), and the
- * composite (engine_composite.c: ggml's scheduler in small), which runs each (op,
- * configuration) on a primary engine where it supports it and on a CPU engine of its own for
- * the rest (fallback per op, not per engine). The runner holds one engine, a composite, and
- * drives a step through the calls below; it never asks which engine runs what.
+ * the implementer's side, the op table, is engine_impl.h): the CPU engine (src/cpu/engine_cpu.c,
+ * the simulator, threaded), the GPU engine (src/gpu/engine_gpu.c, a module loaded at run time:
+ * engine_load.c), two peers, and the composite (engine_composite.c: ggml's scheduler in small),
+ * which runs each (op, configuration) on a primary engine where it supports it and on a CPU
+ * engine of its own for the rest (fallback per op, not per engine). The runner holds one
+ * engine, a composite, and drives a step through the calls below; it never asks which engine
+ * runs what.
  *
  * An engine is made for one run (fp8_engine_plan: every tensor x configuration of the replay)
  * and owns the recipe state of every (tensor, configuration) it is active for, for the whole run:
@@ -49,7 +50,8 @@ extern "C" {
 #endif
 
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
- *  way a separately built module would notice. */
+ *  way a separately built module would notice; the module's descriptor carries it
+ *  (gpu_module.h: engine_abi), beside the descriptor's own version. */
 #define FP8_ENGINE_ABI 3
 
 /** The ops an engine may decline for a configuration (supports()). */
@@ -163,29 +165,25 @@ void fp8_engine_free(fp8_engine *e);
 typedef int (*fp8_engine_factory)(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                                   size_t errlen);
 
-/** The CPU simulator engine (engine_sim.c): every op, every configuration, plan->threads
- *  worker threads. */
-int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
-                          size_t errlen);
+/* The CPU engine's factory, fp8_engine_cpu_create, is src/cpu/engine_cpu.h's (a higher layer
+ * than this one: it implements this header). */
 
-/** The entry points of the GPU module (src/gpu/engine_gpu.c, built as fp8lab-gpu.so): the ABI
- *  version it was built with (FP8_ENGINE_ABI), and its factory. */
-#define FP8_ENGINE_GPU_ABI_SYMBOL "fp8_engine_gpu_abi"
-#define FP8_ENGINE_GPU_CREATE_SYMBOL "fp8_engine_gpu_create"
-int fp8_engine_gpu_abi(void);
-int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
-                          size_t errlen);
+/* The GPU engine's factory is a member of the GPU module's descriptor (gpu_module.h), which
+ * engine_load.c alone opens; the engine selection hands it out. */
 
-/** The composite (engine_composite.c): the engine `primary` makes (NULL: the CPU engine) for
- *  the plan, and a CPU engine (fp8_engine_sim_create) for what the primary declines: the
+/** The composite (engine_composite.c): the engine `primary` makes (NULL: the one `cpu` makes)
+ *  for the plan, and the engine `cpu` makes (fp8_engine_cpu_create, src/cpu/engine_cpu.h: it
+ *  must run every op of every configuration) for what the primary declines: the
  *  quantize_stats, cast and state of the active configurations whose FP8_OP_QUANTIZE_STATS it
  *  declines (without histograms: amax and histogram are always the primary's), and the GEMMs
  *  of every active configuration the primary does not both quantize and multiply (with the
  *  scales the layer carries, the primary's casts'). No CPU engine when the primary declines
  *  nothing. Each call goes to the engine that runs it, both engines writing the caller's one
- *  result; the composite's name is the primary's. */
-int fp8_engine_composite_create(fp8_engine_factory primary, const fp8_engine_plan *plan,
-                                fp8_engine **out, char *err, size_t errlen);
+ *  result; the composite's name is the primary's. The CPU engine is the caller's factory, as
+ *  ggml's scheduler is given its CPU backend, so that this layer does not link it. */
+int fp8_engine_composite_create(fp8_engine_factory primary, fp8_engine_factory cpu,
+                                const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                                size_t errlen);
 /** 1 when composite e runs op for configuration c on its CPU engine instead of its primary
  *  (run.json's cpu_quantize_configurations and cpu_gemm_configurations); 0 for any other
  *  engine. */

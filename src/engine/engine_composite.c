@@ -14,7 +14,9 @@
  * quantizes it). Both engines write the caller's one fp8_tensor_result: the primary directly,
  * the CPU engine through a shadow per tensor that shares its stats, scale and block arrays (its
  * own amax is dropped). Calls go to the primary first, then to the CPU engine, sync included, so
- * that the CPU engine's entries are written last, as the runner's two engines did before. */
+ * that the CPU engine's entries are written last, as the runner's two engines did before.
+ * The CPU engine comes from the caller's factory (fp8_engine_cpu_create, src/cpu), as ggml's
+ * scheduler is handed its CPU backend: the engine interface sits below both engines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,9 +142,11 @@ static const fp8_engine_ops COMP_OPS = {
     .quantize_stats = comp_quantize_stats, .cast = comp_cast, .gemm = comp_gemm,
     .sync = comp_sync, .end_phase = comp_end_phase, .state = comp_state, .free = comp_free};
 
-int fp8_engine_composite_create(fp8_engine_factory primary, const fp8_engine_plan *plan,
-                                fp8_engine **out, char *err, size_t errlen) {
+int fp8_engine_composite_create(fp8_engine_factory primary, fp8_engine_factory cpu,
+                                const fp8_engine_plan *plan, fp8_engine **out, char *err,
+                                size_t errlen) {
   *out = NULL;
+  if (!cpu) return fp8_errorf(FP8_EINVAL, err, errlen, "the composite engine needs a CPU engine");
   const size_t nc = plan->nconfigs;
   fp8_engine *e = calloc(1, sizeof *e);
   comp_priv *p = calloc(1, sizeof *p);
@@ -163,7 +167,7 @@ int fp8_engine_composite_create(fp8_engine_factory primary, const fp8_engine_pla
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
-  rc = (primary ? primary : fp8_engine_sim_create)(plan, &p->primary, err, errlen);
+  rc = (primary ? primary : cpu)(plan, &p->primary, err, errlen);
   if (rc) goto done;
   snprintf(e->name, sizeof e->name, "%s", p->primary->name);
   int need_cpu = 0;
@@ -178,7 +182,7 @@ int fp8_engine_composite_create(fp8_engine_factory primary, const fp8_engine_pla
   p->cpu_plan = *plan;
   p->cpu_plan.active = p->cpu_q;
   p->cpu_plan.histograms = 0;
-  rc = fp8_engine_sim_create(&p->cpu_plan, &p->cpu, err, errlen);
+  rc = cpu(&p->cpu_plan, &p->cpu, err, errlen);
 done:
   if (rc) {
     comp_free(e);

@@ -1,6 +1,6 @@
 /* engine_impl.h: the implementer's side of engine.h (as ggml-backend-impl.h is to
  * ggml-backend.h): the op table and the engine object. Included only by engines: the CPU engine
- * (engine_sim*.c), the composite (engine_composite.c), the dispatch of engine.h's calls
+ * (src/cpu/engine_cpu*.c), the composite (engine_composite.c), the dispatch of engine.h's calls
  * (engine.c), the GPU module (src/gpu/engine_gpu*.c) and the tests' stand-in engines. Callers
  * (the runner, the self-check) see an opaque fp8_engine and call engine.h's functions.
  *

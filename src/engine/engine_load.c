@@ -1,5 +1,6 @@
 /* engine_load.c: the engine of a run: the CPU engine, or the GPU module after its self-check
- * (see engine_load.h). */
+ * (see engine_load.h). The only file that opens the GPU module and looks a name up in it: the
+ * one descriptor of gpu_module.h, checked before any of its members is used. */
 #include "engine_load.h"
 
 #include <dlfcn.h>
@@ -11,8 +12,6 @@
 
 #include "util.h"
 
-typedef int (*abi_fn)(void);
-typedef int (*devices_fn)(char *why, size_t whylen);
 typedef int (*cu_init_fn)(unsigned flags);
 typedef int (*cu_count_fn)(int *count);
 
@@ -47,7 +46,29 @@ static int module_path(char *out, size_t len) {
   return (size_t)snprintf(out, len, "%s/%s", exe, FP8_GPU_MODULE_NAME) < len ? 0 : -1;
 }
 
-/* Loads the module and finds its factory; FP8_EDEVICE with the reason. */
+int fp8_gpu_module_validate(const fp8_gpu_module *m, const char *path, char *err, size_t errlen) {
+  if (!m)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: the GPU module gives no descriptor", path);
+  /* api_version and size first: nothing past them is read from a module of another layout */
+  if (m->api_version != FP8_GPU_MODULE_API_VERSION)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: GPU module API version %d, this fp8lab reads "
+                      "version %d (rebuild the module with this fp8lab)", path, m->api_version,
+                      FP8_GPU_MODULE_API_VERSION);
+  if (m->size != sizeof *m)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: GPU module descriptor of %zu bytes, this "
+                      "fp8lab's has %zu (rebuild the module with this fp8lab)", path, m->size,
+                      sizeof *m);
+  if (m->engine_abi != FP8_ENGINE_ABI)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: GPU module built for engine ABI %d, this "
+                      "fp8lab has %d (rebuild the module with this fp8lab)", path, m->engine_abi,
+                      FP8_ENGINE_ABI);
+  if (!m->engine_create)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: the GPU module has no engine", path);
+  return FP8_OK;
+}
+
+/* Loads the module and checks its descriptor; FP8_EDEVICE with the reason. The one place that
+ * looks a name up in the module. */
 static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
   /* RTLD_NODELETE: the module stays mapped after dlclose. The static CUDA runtime inside it
    * registers exit-time handlers, and its (and the emulator's) process-wide state must stay
@@ -55,13 +76,18 @@ static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
   sel->handle = dlopen(sel->module, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!sel->handle)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "cannot load the GPU module: %s", dlerror());
-  abi_fn abi = (abi_fn)dlsym(sel->handle, FP8_ENGINE_GPU_ABI_SYMBOL);
-  sel->factory = (fp8_engine_factory)dlsym(sel->handle, FP8_ENGINE_GPU_CREATE_SYMBOL);
-  if (!abi || !sel->factory)
-    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s is not an fp8lab GPU module", sel->module);
-  if (abi() != FP8_ENGINE_ABI)
-    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s was built for engine ABI %d, this fp8lab has %d",
-                      sel->module, abi(), FP8_ENGINE_ABI);
+  /* a function pointer from dlsym's object pointer: POSIX guarantees the conversion; memcpy
+   * keeps ISO C's pedantic warning quiet */
+  void *sym = dlsym(sel->handle, FP8_GPU_MODULE_SYMBOL);
+  fp8_gpu_module_fn get = NULL;
+  if (!sym)
+    return fp8_errorf(FP8_EDEVICE, err, errlen, "%s is not an fp8lab GPU module (no %s)",
+                      sel->module, FP8_GPU_MODULE_SYMBOL);
+  memcpy(&get, &sym, sizeof get);
+  const fp8_gpu_module *m = get();
+  int rc = fp8_gpu_module_validate(m, sel->module, err, errlen);
+  if (rc) return rc;
+  sel->desc = m;
   return FP8_OK;
 }
 
@@ -87,24 +113,19 @@ static int open_module(fp8_engine_selection *sel, int *quiet, char *err, size_t 
   sel->choice.module = sel->module;
   int rc = load_module(sel, err, errlen);
   if (rc) return rc;
-  devices_fn devices = (devices_fn)dlsym(sel->handle, "fp8_engine_gpu_devices");
-  if (devices && devices(why, sizeof why) == 0)
+  if (sel->desc->devices && sel->desc->devices(why, sizeof why) == 0)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
   return FP8_OK;
 }
 
-int fp8_gpu_module_open(void **handle, int *quiet, char *err, size_t errlen) {
+int fp8_gpu_module_open(const fp8_gpu_module **module, int *quiet, char *err, size_t errlen) {
   fp8_engine_selection sel;
   memset(&sel, 0, sizeof sel);
-  *handle = NULL;
+  *module = NULL;
   int rc = open_module(&sel, quiet, err, errlen);
-  if (rc == FP8_OK) *handle = sel.handle;
+  if (rc == FP8_OK) *module = sel.desc; /* the handle stays open: loaded for the process */
   else if (sel.handle) dlclose(sel.handle);
   return rc;
-}
-
-void *fp8_gpu_module_symbol(void *handle, const char *name) {
-  return handle ? dlsym(handle, name) : NULL;
 }
 
 /* The GPU engine, loaded and checked: FP8_OK, FP8_EDEVICE with the reason (quiet: there is no
@@ -112,6 +133,7 @@ void *fp8_gpu_module_symbol(void *handle, const char *name) {
 static int try_gpu(fp8_engine_selection *sel, int threads, int *quiet, char *err, size_t errlen) {
   int rc = open_module(sel, quiet, err, errlen);
   if (rc) return rc;
+  sel->factory = sel->desc->engine_create;
   fp8_check_options o = {.full = 0, .threads = threads};
   char cerr[512] = "";
   sel->choice.self_check_ran = 1;
@@ -136,7 +158,10 @@ int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel
   int quiet = 1;
   char why[600] = "";
   int rc = try_gpu(sel, threads, &quiet, why, sizeof why);
-  if (rc == FP8_OK) return FP8_OK;
+  if (rc == FP8_OK) {
+    sel->exchange = sel->desc->amax_exchange;
+    return FP8_OK;
+  }
   snprintf(sel->note, sizeof sel->note, "%s", why);
   sel->factory = NULL; /* the CPU engine */
   if (strcmp(device, "gpu") == 0) return fp8_errorf(rc, err, errlen, "--device gpu: %s", why);
@@ -147,5 +172,7 @@ int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel
 void fp8_engine_selection_close(fp8_engine_selection *sel) {
   if (sel->handle) dlclose(sel->handle);
   sel->handle = NULL;
+  sel->desc = NULL;
   sel->factory = NULL;
+  sel->exchange = NULL;
 }

@@ -22,6 +22,7 @@
 
 #include "engine.h"
 #include "engine_check.h"
+#include "gpu_module.h"
 
 #define FP8_GPU_MODULE_NAME "fp8lab-gpu.so"
 
@@ -37,11 +38,15 @@ typedef struct {
 
 typedef struct {
   fp8_engine_factory factory;  /**< NULL: the CPU engine */
+  /** The amax exchange between the processes' GPUs of an MPI replay, when the GPU engine runs
+   *  and its module has one; NULL: the caller exchanges over MPI (src/run/run_split.c). */
+  const fp8_amax_exchange *exchange;
   fp8_engine_choice choice;    /**< for run.json (strings point into this struct) */
   fp8_check_report check;      /**< the self-check, when it ran */
   char module[4096];
   char note[600];
-  void *handle;                /**< the dlopen'ed module */
+  void *handle;                /**< the dlopen'ed module (only engine_load.c reads it) */
+  const fp8_gpu_module *desc;  /**< its descriptor, validated (gpu_module.h) */
 } fp8_engine_selection;
 
 /** Chooses the engine for `device` ("auto", "cpu", "gpu"). FP8_OK with *sel filled (and, for
@@ -50,12 +55,10 @@ typedef struct {
 int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel, char *warn,
                       size_t warnlen, char *err, size_t errlen);
 /** The GPU module alone (no engine, no self-check), for other entry points than the engine's
- *  (fp8lab timeline): the driver probe and the module as fp8_engine_select finds them; the
- *  handle stays loaded for the process. FP8_EDEVICE with the reason; *quiet = 1 when there is
- *  no device or no module at all. */
-int fp8_gpu_module_open(void **handle, int *quiet, char *err, size_t errlen);
-/** A symbol of a module opened so (NULL when it has none). */
-void *fp8_gpu_module_symbol(void *handle, const char *name);
+ *  (fp8lab timeline): the driver probe and the module as fp8_engine_select finds them, its
+ *  descriptor validated; the module stays loaded for the process. FP8_EDEVICE with the reason;
+ *  *quiet = 1 when there is no device or no module at all. */
+int fp8_gpu_module_open(const fp8_gpu_module **module, int *quiet, char *err, size_t errlen);
 /** Unloads the module (after every engine it made is freed). */
 void fp8_engine_selection_close(fp8_engine_selection *sel);
 

@@ -11,21 +11,20 @@
  *     hands its bytes to the others out of band (a file, MPI, a socket), then every rank calls
  *     fp8_comm_init_rank with the same id, nranks and its own rank (ncclCommInitRank).
  *
- * `fp8lab run` with `[trace] reduce_amax = true` replays all R ranks in ONE process (and on one
- * GPU, or the CPU) and takes each group's max on the host (src/run/runner.c): exact, and no
- * NCCL is involved. This module is the multi-GPU form of the same MAX, for a replay that puts
- * the ranks on several devices, which fp8lab does not do yet: a trace of R ranks has folders rank_0/ .. rank_<R-1>/, each a complete trace of
- * the same tensor names. A replay with reduce_amax keeps, per tensor and configuration, one
- * delayed-scaling state per rank; at each step every rank computes its tensors' amaxes (the
- * engine's load), writes them in sorted tensor-name order into its device buffer, calls
- * fp8_comm_allreduce_max, and runs the delayed update of each tensor with the reduced amax, so
- * all ranks of the group end the step with the same scale. One process replaying all R ranks on
- * R local GPUs uses fp8_comm_init_local(R) and passes the R buffers at once; R processes (one
- * per GPU, possibly on several hosts) use init_rank. Replaying R ranks on ONE GPU needs no
- * NCCL at all: the max over the ranks' amaxes is a host (or single-device) max; NCCL matters
- * when the ranks' data live on different devices, and its result must equal that max exactly
- * (max is exact in any order). Groups (TE's amax_reduction_group, e.g. the tensor-parallel
- * group) are separate communicators.
+ * Where the replay takes the group max: `fp8lab run` with `[trace] reduce_amax = true` keeps,
+ * per tensor and configuration, one delayed-scaling state per rank, and the engine's end_phase
+ * reduces each phase's amaxes over the reduction slots of the plan (engine.h: the CPU engine
+ * and the GPU engine on the host, for the ranks one process replays) before its fused update,
+ * so that all ranks of a group end the step with the same scale. Spread over processes (MPI:
+ * src/run/run_split.c, docs/distributed.md), the processes' amaxes are exchanged first: through
+ * the GPU module's amax exchange (engine_gpu_comm.c: NCCL opened at run time, reached through
+ * the module's descriptor, src/engine/gpu_module.h) when the GPU engine runs, else
+ * MPI_Allreduce. Max is exact in any order, so every path gives the same scales.
+ *
+ * This library (fp8lab_comm, linked against libnccl) is the engine's communicator in the
+ * conformance test (fp8_engine_comm: a world of one, tests/engine/test_engine_conformance.c) and
+ * the subject of test_gpu_comm; the module itself never links libnccl, so that it loads where
+ * NCCL is missing.
  *
  * Device pointers throughout; every call is synchronous from the caller's view (it returns once
  * the reduction has completed), as TE >= 1.6's amax reduction is.

@@ -1,6 +1,6 @@
 /* engine_gpu.c: the GPU engine (engine.h) on the kernels of kernels/, built into the module
- * fp8lab-gpu.so that `fp8lab run --device auto|gpu` loads at run time (src/engine/engine_load.c),
- * so that a CPU run never loads CUDA.
+ * fp8lab-gpu.so that `fp8lab run --device auto|gpu` loads at run time (src/engine/engine_load.c,
+ * through the module's descriptor: gpu_module.c), so that a CPU run never loads CUDA.
  *
  * State on the device: one slot per (tensor, delayed configuration): the amax history ring
  * (rings of each slot's own length, packed), its head, the scale and scaled_max. quantize_stats
@@ -22,10 +22,9 @@
 
 #include "fp8_check.h"
 #include "device.h"
+#include "engine_gpu.h"
 #include "engine_gpu_internal.h"
 #include "util.h"
-
-#define GPU_EXPORT __attribute__((visibility("default")))
 
 static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   const gpu_priv *p = e->priv;
@@ -340,9 +339,7 @@ done:
   return rc;
 }
 
-GPU_EXPORT int fp8_engine_gpu_abi(void) { return FP8_ENGINE_ABI; }
-
-GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                                      size_t errlen) {
   *out = NULL;
   char why[256] = "";
@@ -387,6 +384,6 @@ GPU_EXPORT int fp8_engine_gpu_create(const fp8_engine_plan *plan, fp8_engine **o
 
 /* The module's probe: how many devices, or why none (engine_load.c asks before the
  * self-check, so that "no device" is told apart from a failing engine). */
-GPU_EXPORT int fp8_engine_gpu_devices(char *why, size_t whylen) {
+int fp8_engine_gpu_devices(char *why, size_t whylen) {
   return fp8k_device_count(why, whylen);
 }

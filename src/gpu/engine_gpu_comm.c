@@ -1,21 +1,21 @@
 /* engine_gpu_comm.c: the GPU module's amax exchange for an MPI replay (issue 26; src/run/
  * run_split.c): NCCL between the processes' GPUs, on a communicator bootstrapped over MPI, the
- * standard pattern. Process 0 makes NCCL's unique id (fp8_engine_gpu_comm_id), the runner
+ * standard pattern. Process 0 makes NCCL's unique id (make_id), the runner
  * broadcasts its 128 bytes with MPI, and every process joins the world with it, on its own
  * GPU (fp8_gpu_local_device, the engine's). An exchange takes host floats (the runner's
  * amaxes and snapshot flags), copies them to the device, all-reduces them with MAX (in place,
  * on this communicator's stream) and copies them back: TE's amax all-reduce. NCCL is opened
  * at run time (timeline_nccl.c), so the module loads where NCCL is missing; the emulator
- * build links the mock NCCL (a world of one). The runner finds these entry points with dlsym. */
+ * build links the mock NCCL (a world of one). The runner reaches them through the module's
+ * descriptor (fp8_gpu_amax_exchange, gpu_module.c), handed to it by the engine selection. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
 #include "device.h"
+#include "engine_gpu.h"
 #include "fp8.h"
 #include "timeline_nccl.h"
 #include "util.h"
-
-#define GPU_EXPORT __attribute__((visibility("default")))
 
 typedef struct {
   tl_nccl *n;
@@ -24,11 +24,11 @@ typedef struct {
   cudaStream_t stream;
 } gpu_comm;
 
-GPU_EXPORT int fp8_engine_gpu_comm_id(void *id, char *why, size_t whylen) {
+static int comm_make_id(void *id, char *why, size_t whylen) {
   return tl_nccl_unique_id(NULL, id, why, whylen);
 }
 
-GPU_EXPORT void fp8_engine_gpu_comm_close(void *c) {
+static void comm_close(void *c) {
   gpu_comm *g = c;
   if (!g) return;
   tl_nccl_close(g->n);
@@ -37,8 +37,7 @@ GPU_EXPORT void fp8_engine_gpu_comm_close(void *c) {
   free(g);
 }
 
-GPU_EXPORT void *fp8_engine_gpu_comm_open(const void *id, int nranks, int rank, char *why,
-                                          size_t whylen) {
+static void *comm_open(const void *id, int nranks, int rank, char *why, size_t whylen) {
   gpu_comm *g = calloc(1, sizeof *g);
   if (!g) {
     fp8_errorf(FP8_ENOMEM, why, whylen, "out of memory");
@@ -50,17 +49,17 @@ GPU_EXPORT void *fp8_engine_gpu_comm_open(const void *id, int nranks, int rank, 
   if (!g->n || e != cudaSuccess) {
     if (e != cudaSuccess) fp8_errorf(FP8_EDEVICE, why, whylen, "cudaStreamCreate: %s", cudaGetErrorString(e));
     g->stream = NULL;
-    fp8_engine_gpu_comm_close(g);
+    comm_close(g);
     return NULL;
   }
   return g;
 }
 
-GPU_EXPORT const char *fp8_engine_gpu_comm_name(void *c) {
+static const char *comm_name(void *c) {
   return tl_nccl_describe(c ? ((gpu_comm *)c)->n : NULL);
 }
 
-GPU_EXPORT int fp8_engine_gpu_comm_max(void *c, float *host, size_t n, char *err, size_t errlen) {
+static int comm_max(void *c, float *host, size_t n, char *err, size_t errlen) {
   gpu_comm *g = c;
   cudaError_t e = cudaSuccess;
   if (n == 0) return FP8_OK;
@@ -84,3 +83,11 @@ GPU_EXPORT int fp8_engine_gpu_comm_max(void *c, float *host, size_t n, char *err
     return fp8_errorf(FP8_EDEVICE, err, errlen, "amax exchange: %s", cudaGetErrorString(e));
   return FP8_OK;
 }
+
+const fp8_amax_exchange fp8_gpu_amax_exchange = {
+    .make_id = comm_make_id,
+    .open = comm_open,
+    .name = comm_name,
+    .max = comm_max,
+    .close = comm_close,
+};

@@ -16,8 +16,6 @@
 #include "timeline_gpu_internal.h"
 #include "util.h"
 
-#define GPU_EXPORT __attribute__((visibility("default")))
-
 /* One step of m's plan: the begin event, then per op its waits, start event, work, end event
  * (a wait's waits between its two events, so that they time the stall). */
 static int run_step(tl_run *r, tl_mode *m, char *err, size_t errlen) {
@@ -307,7 +305,7 @@ static void teardown(tl_run *r) {
     if (r->st[s]) cudaStreamDestroy((cudaStream_t)r->st[s]);
 }
 
-GPU_EXPORT int fp8_timeline_gpu_run(const fp8_tl_gpu_args *a, fp8_tl_measurement *out,
+int fp8_timeline_gpu_run(const fp8_tl_gpu_args *a, fp8_tl_measurement *out,
                                     char *err, size_t errlen) {
   tl_run r;
   int32_t(*order)[3] = NULL;

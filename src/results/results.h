@@ -4,7 +4,7 @@
  * moved in one place only. New columns are appended, never renamed (ARCHITECTURE.md); a
  * schema lists the column counts of the older files it still reads.
  *
- * Numbers are written by fp8_csv_put_num (outfile.h: "%.9g", inf / -inf / nan); the README
+ * Numbers are written by fp8_csv_put_num (outfile.h: "%.9g", inf / -inf / nan); docs/outputs.md
  * documents each column.
  */
 #ifndef FP8LAB_RESULTS_RESULTS_H

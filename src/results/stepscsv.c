@@ -1,5 +1,5 @@
 /* stepscsv.c: reads a run's steps.csv into memory (fp8_steps_load, tables.h), validating
- * every field against the README's schema; the columns are results.h's fp8_schema_steps, the
+ * every field against docs/outputs.md's schema; the columns are results.h's fp8_schema_steps, the
  * one table the runner writes too. Parsed rows go to stepscsv_groups.c, which interns the
  * names and groups the rows by configuration key (tensor, recipe, format, history_len,
  * margin, amax_compute), each group in step order.

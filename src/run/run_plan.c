@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_cpu.h"
 #include "runner_internal.h"
 
 static int cmp_str(const void *a, const void *b) {
@@ -302,7 +303,7 @@ int run_reduction_init(run_t *r, size_t nranks, char *err, size_t errlen) {
 }
 
 /* The one engine: the composite of the caller's factory (the CPU engine without one) and the
- * CPU engine for what that primary declines (engine.h, fp8_engine_composite_create). */
+ * CPU engine (src/cpu) for what that primary declines (engine.h, fp8_engine_composite_create). */
 int run_engines_init(run_t *r, char *err, size_t errlen) {
   const fp8_run_options *opt = r->opt;
   const size_t nc = r->nconfigs;
@@ -313,7 +314,8 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
                               .gemm_sample = r->ex->gemm_sampled ? r->ex->gemm_sample : 0,
                               .gemm_seed = r->ex->gemm_seed,
                               .threads = opt->threads > 0 ? opt->threads : 1};
-  return fp8_engine_composite_create(opt->engine, &r->plan, &r->engine, err, errlen);
+  return fp8_engine_composite_create(opt->engine, fp8_engine_cpu_create, &r->plan, &r->engine,
+                                     err, errlen);
 }
 
 /* After the step's updates: which tensors' histories now hold a finite non-zero amax (the one

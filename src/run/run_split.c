@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine_load.h"
+#include "amax_exchange.h"
 #include "run_bytes.h"
 #include "run_mpi.h"
 #include "run_segs.h"
@@ -386,27 +386,21 @@ void run_split_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int
 }
 
 void run_split_comm(run_t *r) {
-  typedef int (*id_fn)(void *, char *, size_t);
-  typedef void *(*open_fn)(const void *, int, int, char *, size_t);
-  typedef const char *(*name_fn)(void *);
-  void *h = r->opt->gpu_module;
-  id_fn get_id = (id_fn)fp8_gpu_module_symbol(h, "fp8_engine_gpu_comm_id");
-  open_fn open = (open_fn)fp8_gpu_module_symbol(h, "fp8_engine_gpu_comm_open");
-  name_fn name = (name_fn)fp8_gpu_module_symbol(h, "fp8_engine_gpu_comm_name");
-  r->comm_max = (int (*)(void *, float *, size_t, char *, size_t))fp8_gpu_module_symbol(
-      h, "fp8_engine_gpu_comm_max");
-  r->comm_close = (void (*)(void *))fp8_gpu_module_symbol(h, "fp8_engine_gpu_comm_close");
+  const fp8_amax_exchange *x = r->opt->exchange;
+  r->xchg = NULL;
+  r->comm = NULL;
   snprintf(r->exchange, sizeof r->exchange, "MPI_Allreduce");
-  if (!h) return; /* the CPU engine: MPI */
-  char why[FP8_ERRLEN] = "", id[128];
+  if (!x) return; /* the CPU engine, or a module without an exchange: MPI */
+  char why[FP8_ERRLEN] = "", id[FP8_AMAX_EXCHANGE_ID_BYTES];
   memset(id, 0, sizeof id);
-  int rc = get_id && open && name && r->comm_max && r->comm_close
+  int rc = x->make_id && x->open && x->name && x->max && x->close
                ? FP8_OK
-               : fp8_errorf(FP8_EDEVICE, why, sizeof why, "the GPU module has no amax exchange");
-  if (!rc && r->me == 0) rc = get_id(id, why, sizeof why);
+               : fp8_errorf(FP8_EDEVICE, why, sizeof why, "the GPU module's amax exchange is incomplete");
+  if (!rc && r->me == 0) rc = x->make_id(id, why, sizeof why);
   if ((rc = fp8_mpi_agree(rc, why, sizeof why)) == FP8_OK) {
     fp8_mpi_bcast(id, sizeof id, 0);
-    r->comm = open(id, r->np, r->me, why, sizeof why);
+    r->comm = x->open(id, r->np, r->me, why, sizeof why);
+    r->xchg = x;
     rc = fp8_mpi_agree(r->comm ? FP8_OK : FP8_EDEVICE, why, sizeof why);
   }
   if (rc) { /* anywhere: every process on MPI */
@@ -414,12 +408,13 @@ void run_split_comm(run_t *r) {
     snprintf(r->exchange, sizeof r->exchange, "MPI_Allreduce (NCCL: %.150s)", why);
     return;
   }
-  snprintf(r->exchange, sizeof r->exchange, "%s", name(r->comm));
+  snprintf(r->exchange, sizeof r->exchange, "%s", x->name(r->comm));
 }
 
 void run_split_comm_close(run_t *r) {
-  if (r->comm && r->comm_close) r->comm_close(r->comm);
+  if (r->comm && r->xchg) r->xchg->close(r->comm);
   r->comm = NULL;
+  r->xchg = NULL;
 }
 
 int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen) {
@@ -434,7 +429,7 @@ int run_split_sync(run_t *r, int have_snap, int prc, char *err, size_t errlen) {
     x[i] = mine || r->multi_micro ? r->amax[i] : 0.0f;
     x[n + i] = mine && r->t[i].snap ? 1.0f : 0.0f;
   }
-  if (r->comm) rc = r->comm_max(r->comm, x, 2 * n, err, errlen);
+  if (r->comm) rc = r->xchg->max(r->comm, x, 2 * n, err, errlen);
   else fp8_mpi_max_f32(x, 2 * n);
   rc = fp8_mpi_agree(rc, err, errlen);
   for (size_t i = 0; i < n && !rc; i++) {

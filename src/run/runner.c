@@ -166,7 +166,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   size_t snap = 0, arow = 0;
   double t0 = run_now_s(), last_draw = 0;
   int draw = r->opt->progress && !r->opt->quiet, rc = FP8_OK;
-  /* FP8LAB_TEST_STEP_DELAY_MS: a pause after each step, for the kill test only (README) */
+  /* FP8LAB_TEST_STEP_DELAY_MS: a pause after each step, for the kill test (docs/reference.md) */
   const char *delay = getenv("FP8LAB_TEST_STEP_DELAY_MS");
   long delay_ms = delay ? strtol(delay, NULL, 10) : 0;
   for (size_t si = r->steps_done; si < nsteps; si++) {
@@ -530,7 +530,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   /* MPI: a multi-rank trace's ranks, or a single-rank trace's layers, are spread over the
    * processes; with the GPU engine under a launcher, even one process exchanges its amaxes
    * (through NCCL: a world of one) */
-  r.split = r.np > 1 || (fp8_mpi_on() && opt->gpu_module);
+  r.split = r.np > 1 || (fp8_mpi_on() && opt->exchange);
   size_t nparts = tr.nranks ? tr.nranks : 1;
   /* from here on, under MPI, a failure goes to the next agreement (no process may leave the
    * others waiting in a collective) */

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "engine.h"
-#include "engine_load.h" /* fp8_engine_choice */
+#include "engine_load.h" /* fp8_engine_choice, fp8_amax_exchange */
 #include "experiment.h"
 #include "run_json.h" /* fp8_left_reason, fp8_left_keys */
 #include "trace.h"
@@ -34,8 +34,10 @@ typedef struct {
                             progress (and locked) until fp8_run_finish */
   fp8_engine_factory engine;        /**< NULL: the CPU engine */
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
-  void *gpu_module;    /**< the GPU module's handle when its engine runs (engine_load.h): under
-                            MPI the amaxes are exchanged through its NCCL (run_split.c) */
+  /** The amax exchange between the processes' GPUs (amax_exchange.h), from the engine selection
+   *  when the GPU engine runs (engine_load.h): under MPI the amaxes go through it
+   *  (run_split.c); NULL: MPI_Allreduce. */
+  const fp8_amax_exchange *exchange;
 } fp8_run_options;
 
 /* fp8_left_reason and fp8_left_keys (run.json's lists of the tensors without rows): run_json.h */

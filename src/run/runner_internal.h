@@ -95,9 +95,8 @@ typedef struct {
   int *rank_owner;            /* [ranks] of a multi-rank trace under the split: each rank's */
   uint64_t *proc_bytes;       /* [np] on process 0: the snapshot bytes each process replays */
   float *exch;                /* [2 * ntensors]: a step's amaxes and snapshot flags, exchanged */
-  void *comm;                 /* the GPU module's NCCL communicator (NULL: MPI_Allreduce) */
-  int (*comm_max)(void *comm, float *host, size_t n, char *err, size_t errlen);
-  void (*comm_close)(void *comm);
+  const fp8_amax_exchange *xchg; /* the GPU amax exchange in use (NULL: MPI_Allreduce) */
+  void *comm;                 /* its communicator */
   char exchange[192];         /* how the amaxes are exchanged, for run.json */
   struct run_segs *segs;      /* a part several processes share: where each tensor's and
                                  layer's rows end in the part's memory files (run_split.c) */

@@ -1,8 +1,8 @@
 /* fp4.h: the FP4 element format E2M1 and the NVFP4 and MXFP4 block quantizers of the CPU
  * simulator (libfp8lab_sim; issue 29), as TransformerEngine's CUDA kernels compute them
  * (docs/semantics.md "FP4": every formula with its source, and where TE's Python reference and
- * torchao differ). Pure C11 + libm, like fp8.h. Not yet a recipe kind: the engines, the runner
- * and the report take them up next (issue 29's remaining work).
+ * torchao differ). Pure C11 + libm, like fp8.h. The recipe kinds `nvfp4` and `mxfp4`
+ * (recipe.h) quantize through these, as block kinds (block.c, block_fp4.c: fp8_block_quantize_f32).
  *
  * E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; no inf
  * or NaN. A code is 4 bits: sign << 3 | index into that list.

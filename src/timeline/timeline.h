@@ -247,8 +247,8 @@ typedef struct {
   const void *ev[2];
 } fp8_tl_record;
 
-/** What the GPU module is asked to run. */
-typedef struct {
+/** What the GPU module is asked to run (tagged: src/engine/gpu_module.h names it). */
+typedef struct fp8_tl_gpu_args {
   const fp8_tl_shape *shape;
   const fp8_tl_plan *plans;  /**< the modes to run, interleaved step by step */
   size_t nplans;
@@ -263,8 +263,9 @@ typedef struct {
   int skip_join;             /**< tests only: issue no dependency waits (a broken schedule) */
 } fp8_tl_gpu_args;
 
-/** What it measured; the module allocates the arrays, fp8_tl_measurement_free frees them. */
-typedef struct {
+/** What it measured; the module allocates the arrays, fp8_tl_measurement_free frees them
+ *  (tagged: src/engine/gpu_module.h names it). */
+typedef struct fp8_tl_measurement {
   char device[256];          /**< "NVIDIA H200 (sm_90), driver 13.0, runtime 13.0" */
   char nccl[256];            /**< "NCCL 2.28.9, world 1", or why there is no all-reduce */
   int allreduce;             /**< 1: the all-reduces ran (else the ops are empty) */
@@ -287,8 +288,10 @@ void fp8_tl_measurement_free(fp8_tl_measurement *m);
 int fp8_tl_measured_spans(const fp8_tl_measurement *m, size_t k, int32_t step,
                           const fp8_tl_plan *p, fp8_tl_span *span);
 
-/** The module's entry point (fp8lab-gpu.so exports it): runs a's plans on CUDA device 0. */
-#define FP8_TL_GPU_SYMBOL "fp8_timeline_gpu_run"
+/** The GPU module's measuring run (src/gpu/timeline_gpu_run.c): runs a's plans on CUDA device
+ *  0. Reached through the module's descriptor (src/engine/gpu_module.h, timeline_run: the
+ *  command line loads it with fp8_tl_gpu_load); the GPU tests, which compile the module's
+ *  sources, call it directly. */
 int fp8_timeline_gpu_run(const fp8_tl_gpu_args *a, fp8_tl_measurement *out, char *err,
                          size_t errlen);
 typedef int (*fp8_tl_gpu_fn)(const fp8_tl_gpu_args *a, fp8_tl_measurement *out, char *err,

@@ -1,5 +1,5 @@
 /* synth.h: synthetic traces that model real training behaviour, so the demo and the tests need
- * no downloads. Presets: "llm", "spiky", "underflow" (docs in src/trace/synth.c and README). */
+ * no downloads. Presets: "llm", "spiky", "underflow" (src/trace/synth.c, docs/reference.md). */
 #ifndef FP8LAB_TRACE_SYNTH_H
 #define FP8LAB_TRACE_SYNTH_H
 

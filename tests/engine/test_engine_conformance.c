@@ -25,11 +25,13 @@
 #include <string.h>
 
 #include "engine_check.h"
+#include "engine_cpu.h"
 #include "engine_check_internal.h" /* the check's fixture, for the bit-for-bit comparison */
 #include "engine_impl.h"           /* the stand-in primary wraps the CPU engine's op table */
 
 #ifdef FP8LAB_CONF_GPU
 #include "device.h" /* before gpu_harness.h: gh_skip_without_device */
+#include "engine_gpu.h" /* fp8_engine_gpu_create: the module's sources are compiled in */
 #ifdef FP8LAB_HAVE_NCCL
 #include "comm_nccl.h"
 #endif
@@ -60,7 +62,7 @@ static void test_cpu_engine(void) {
   for (int threads = 1; threads <= 2; threads++) {
     fp8_check_options o = {.full = 1, .threads = threads};
     fp8_check_report r;
-    int rc = fp8_engine_check(fp8_engine_sim_create, &o, &r, err, sizeof err);
+    int rc = fp8_engine_check(fp8_engine_cpu_create, &o, &r, err, sizeof err);
     char what[64];
     snprintf(what, sizeof what, "cpu engine, %d thread%s", threads, threads > 1 ? "s" : "");
     report(what, rc, &r);
@@ -113,7 +115,7 @@ static int stub_create(const fp8_engine_plan *plan, fp8_engine **out, char *e, s
     g_stub_active[c] = !stub_declines_cast(&plan->configs[c], c);
   g_stub_configs = plan->configs;
   p.active = g_stub_active;
-  int rc = fp8_engine_sim_create(&p, out, e, elen);
+  int rc = fp8_engine_cpu_create(&p, out, e, elen);
   if (rc) return rc;
   g_stub_ops = *(*out)->ops;
   g_stub_ops.supports = stub_supports;
@@ -125,12 +127,12 @@ static int stub_create(const fp8_engine_plan *plan, fp8_engine **out, char *e, s
 
 static int composite_of_stub(const fp8_engine_plan *plan, fp8_engine **out, char *e,
                              size_t elen) {
-  return fp8_engine_composite_create(stub_create, plan, out, e, elen);
+  return fp8_engine_composite_create(stub_create, fp8_engine_cpu_create, plan, out, e, elen);
 }
 
 static int composite_of_cpu(const fp8_engine_plan *plan, fp8_engine **out, char *e,
                             size_t elen) {
-  return fp8_engine_composite_create(NULL, plan, out, e, elen);
+  return fp8_engine_composite_create(NULL, fp8_engine_cpu_create, plan, out, e, elen);
 }
 
 /* The composite over the stand-in against the simulator: nothing declined, nothing differs. At
@@ -267,7 +269,7 @@ static void test_composite_bit_identical(void) {
   chk_fixture f;
   GH_REQUIRE(chk_fixture_init(&f, 1) == FP8_OK, "fixture: out of memory");
   bytes want = {0}, got = {0};
-  int rc = replay_bytes(fp8_engine_sim_create, &f, &want, err, sizeof err);
+  int rc = replay_bytes(fp8_engine_cpu_create, &f, &want, err, sizeof err);
   GH_CHECK(rc == FP8_OK, "cpu engine: %s", err);
   g_stub_made = 0;
   rc = replay_bytes(composite_of_stub, &f, &got, err, sizeof err);
@@ -289,7 +291,8 @@ static void test_composite_bit_identical(void) {
                           .nconfigs = f.nconfigs, .configs = f.configs, .formats = f.formats,
                           .histograms = 1, .threads = 1};
   fp8_engine *e = NULL;
-  rc = fp8_engine_composite_create(stub_create, &plan, &e, err, sizeof err);
+  rc = fp8_engine_composite_create(stub_create, fp8_engine_cpu_create, &plan, &e, err,
+                                   sizeof err);
   GH_REQUIRE(rc == FP8_OK, "composite: %s", err);
   GH_CHECK(strcmp(fp8_engine_name(e), "stand-in primary") == 0, "name '%s', expected the "
            "primary's", fp8_engine_name(e));
@@ -315,7 +318,7 @@ static void test_composite_bit_identical(void) {
   printf("  composite over the stand-in: %zu of %zu configurations' casts and %zu GEMMs on the "
          "cpu engine\n", nq, f.nconfigs, ng);
   fp8_engine_free(e);
-  rc = fp8_engine_composite_create(NULL, &plan, &e, err, sizeof err);
+  rc = fp8_engine_composite_create(NULL, fp8_engine_cpu_create, &plan, &e, err, sizeof err);
   GH_REQUIRE(rc == FP8_OK, "composite: %s", err);
   GH_CHECK(strcmp(fp8_engine_name(e), "cpu") == 0, "name '%s', expected 'cpu'", fp8_engine_name(e));
   for (size_t c = 0; c < f.nconfigs; c++)
@@ -324,7 +327,7 @@ static void test_composite_bit_identical(void) {
              "the composite of the cpu engine alone falls back for configuration %zu", c);
   fp8_engine_free(e);
   e = NULL;
-  GH_CHECK(fp8_engine_sim_create(&plan, &e, err, sizeof err) == FP8_OK, "%s", err);
+  GH_CHECK(fp8_engine_cpu_create(&plan, &e, err, sizeof err) == FP8_OK, "%s", err);
   GH_CHECK(e && !fp8_engine_falls_back(e, FP8_OP_GEMM, 0), "a plain engine falls back");
   fp8_engine_free(e);
   chk_fixture_free(&f);
@@ -366,7 +369,8 @@ static void test_gpu_engine(void) {
  * are exactly what the GPU engine declines. */
 static int composite_of_gpu(const fp8_engine_plan *plan, fp8_engine **out, char *e,
                             size_t elen) {
-  return fp8_engine_composite_create(fp8_engine_gpu_create, plan, out, e, elen);
+  return fp8_engine_composite_create(fp8_engine_gpu_create, fp8_engine_cpu_create, plan, out, e,
+                                     elen);
 }
 
 static void test_composite_gpu(void) {
@@ -393,7 +397,9 @@ static void test_composite_gpu(void) {
                           .histograms = 1, .threads = 1};
   fp8_engine *gpu = NULL, *e = NULL;
   rc = fp8_engine_gpu_create(&plan, &gpu, err, sizeof err);
-  if (!rc) rc = fp8_engine_composite_create(fp8_engine_gpu_create, &plan, &e, err, sizeof err);
+  if (!rc)
+    rc = fp8_engine_composite_create(fp8_engine_gpu_create, fp8_engine_cpu_create, &plan, &e, err,
+                                     sizeof err);
   GH_CHECK(rc == FP8_OK, "%s", err);
   size_t bad = 0, nq = 0, ng = 0;
   for (size_t c = 0; c < f.nconfigs && !rc; c++) {

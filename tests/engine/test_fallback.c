@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "engine_cpu.h"
 #include "engine_impl.h"
 #include "experiment.h"
 #include "runner.h"
@@ -38,7 +39,7 @@ static int declining_create(const fp8_engine_plan *plan, fp8_engine **out, char 
     g_active[c] = !fp8_recipe_kind_is_block(plan->configs[c].kind);
   g_configs = plan->configs;
   p.active = g_active;
-  int rc = fp8_engine_sim_create(&p, out, err, errlen);
+  int rc = fp8_engine_cpu_create(&p, out, err, errlen);
   if (rc) return rc;
   g_declining_ops = *(*out)->ops;
   g_sim_supports = g_declining_ops.supports;

@@ -324,7 +324,7 @@ static void *cc_worker(void *arg) {
   return NULL;
 }
 
-/* as the engine's workers do (engine_sim_gemm.c): one BLAS thread per caller */
+/* as the engine's workers do (engine_cpu_gemm.c): one BLAS thread per caller */
 extern void openblas_set_num_threads(int n) __attribute__((weak));
 
 START_TEST(test_concurrent_callers) {

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The layering check (scripts/code_shape.py) must fail on an upward include and an upward call.
+"""The layering check (scripts/code_shape.py) must fail on an upward include, an upward call and a
+run-time lookup outside its one place.
 
 On a copy of the source tree with one line planted in src/sim/fp8.c (`#include "report.h"`,
 the report being the highest library), code_shape.py must exit 1 and name the file, the line
 and the two layers; the same copy without the line must pass. For calls: an object of the
 simulator's layer (a static library built here from a planted C file) that calls
 fp8_report_generate, given with the real report library, must fail naming both layers and the
-symbol; the same planted file calling a function of the simulator itself must pass. And a
-cycle between two planted objects of one layer is still found.
+symbol; the same planted file calling a function of the simulator itself must pass. A cycle
+between two planted objects of one layer is still found. A dlsym planted in src/run/run_split.c
+must fail naming its line, and the same text in a comment must not.
 
 Usage: test_code_shape.py SOURCE_DIR REPORT_LIB SIM_LIB
 """
@@ -76,6 +78,22 @@ def main():
             f.write("\n".join(lines))
         rc, out = shape(tree)
         expect(rc == 0, "the same line including a header of its own folder passes", out)
+
+        # ---- a run-time lookup outside its one place: a dlsym planted in the runner
+        split = os.path.join(tree, "src", "run", "run_split.c")
+        with open(split) as f:
+            orig = f.read()
+        with open(split, "a") as f:
+            f.write('\n/* dlsym(h, "x") in a comment is fine */\n'
+                    'void *planted_lookup(void *h) { return dlsym(h, "fp8_x"); }\n')
+        rc, out = shape(tree)
+        n = orig.count("\n") + 3
+        expect(rc == 1 and ("src/run/run_split.c:%d: looks a name up at run time (dlsym): only "
+                            "src/engine/engine_load.c and src/gpu/timeline_nccl.c may" % n) in out
+               and out.count("looks a name up") == 1,
+               "a planted dlsym in the runner fails, naming file and line (not the comment)", out)
+        with open(split, "w") as f:
+            f.write(orig)
 
         # ---- calls: nm over a planted library said to be the simulator's
         up = archive(tmp, "planted_up", "int fp8_report_generate(const char *, const void *, "

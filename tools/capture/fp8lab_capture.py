@@ -1,6 +1,6 @@
 """fp8lab_capture: record a PyTorch training run as an fp8lab trace.
 
-A trace (README, "Traces") is a directory of `step_<N>.safetensors` snapshots plus an
+A trace (docs/reference.md, "Traces") is a directory of `step_<N>.safetensors` snapshots plus an
 `amax.csv` (`step,tensor,amax[,micro][,te_scale]`) with every step's amaxes; tensors are named
 `<GEMM name>.<role>`. The Recorder sees every linear GEMM of the model and writes both:
 

@@ -1352,7 +1352,7 @@ def parse_experiment(path, warn=sys.stderr):
 
 
 def coverage(exp, names):
-    """{(tensor, config index)} of the configurations that apply to each tensor (README
+    """{(tensor, config index)} of the configurations that apply to each tensor (docs/reference.md,
     "Recipes for some tensors; mixed recipes"): a tensor takes, per recipe label, the first
     section in file order whose tensors globs match it (no globs: every tensor); a label
     shared by sections must take every tensor."""
@@ -1383,8 +1383,9 @@ def coverage(exp, names):
                     out.add((name, ci))
     return out
 
-# run.json's lists of the tensors of the replay without a steps.csv row, by reason (README
-# "Tensors that never ran"; docs/semantics.md, issue 17), in the order the reasons are tried
+# run.json's lists of the tensors of the replay without a steps.csv row, by reason
+# (docs/reference.md, "Tensors that never ran"; docs/semantics.md, issue 17), in the order the
+# reasons are tried
 LEFT_KEYS = ("tensors_without_recipe", "tensors_never_ran", "tensors_without_snapshot")
 
 

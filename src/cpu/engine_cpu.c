@@ -1,4 +1,6 @@
-/* engine_sim.c: the CPU simulator as an engine (engine.h): the one CPU path of a replay.
+/* engine_cpu.c: the CPU engine (engine_cpu.h), the GPU engine's peer (src/gpu/engine_gpu.c):
+ * the simulator (src/sim) and the GEMM-error reference (src/engine/gemm.h) behind engine.h's
+ * op table, a queue and worker threads; the one CPU path of a replay.
  *
  * It owns a fp8_delayed_state (src/sim/delayed.c) per active delayed (tensor, configuration) and
  * is the only caller of fp8_delayed_update in a run. load only notes the view; quantize_stats
@@ -6,7 +8,7 @@
  * tasks first, in queue order, then gemm tasks, whose scales come from those results), each
  * worker with its own scratch buffers, kept for the run. Results do not depend on the number
  * of threads: every task writes only its own outputs, with the simulator's fixed order of
- * arithmetic. The work of one task is in engine_sim_work.c.
+ * arithmetic. The work of one task is in engine_cpu_work.c.
  */
 #include <math.h>
 #include <pthread.h>
@@ -14,79 +16,80 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_sim_internal.h"
+#include "engine_cpu.h"
+#include "engine_cpu_internal.h"
 #include "gemm.h"
 #include "util.h"
 
-#define SIM_MAX_THREADS 64
+#define CPU_MAX_THREADS 64
 
-static int sim_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
+static int cpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   (void)e;
   (void)op;
   (void)c;
   return 1; /* the oracle runs everything */
 }
 
-static int sim_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen) {
+static int cpu_begin_step(fp8_engine *e, int64_t step, char *err, size_t errlen) {
   (void)err;
   (void)errlen;
-  sim_priv *p = e->priv;
+  cpu_priv *p = e->priv;
   p->step = step;
   memset(p->view, 0, p->plan.ntensors * sizeof *p->view);
   return FP8_OK;
 }
 
-static int sim_load(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen) {
-  sim_priv *p = e->priv;
+static int cpu_load(fp8_engine *e, size_t t, const fp8_tensor_view *v, char *err, size_t errlen) {
+  cpu_priv *p = e->priv;
   if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "load: tensor %zu of %zu", t, p->plan.ntensors);
   p->view[t] = v;
   return FP8_OK;
 }
 
-static int queue(sim_priv *p, const sim_task *task, char *err, size_t errlen) {
-  sim_task *nt = fp8_grow(p->tasks, p->ntasks, &p->cap, sizeof *p->tasks, 64);
+static int queue(cpu_priv *p, const cpu_task *task, char *err, size_t errlen) {
+  cpu_task *nt = fp8_grow(p->tasks, p->ntasks, &p->cap, sizeof *p->tasks, 64);
   if (!nt) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   p->tasks = nt;
   p->tasks[p->ntasks++] = *task;
   return FP8_OK;
 }
 
-static int sim_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
+static int cpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
                               size_t errlen) {
-  sim_priv *p = e->priv;
+  cpu_priv *p = e->priv;
   if (t >= p->plan.ntensors || !p->view[t])
     return fp8_errorf(FP8_EINVAL, err, errlen, "quantize_stats: tensor %zu is not loaded", t);
-  sim_task task = {.is_gemm = 0, .t = t, .out = out};
+  cpu_task task = {.is_gemm = 0, .t = t, .out = out};
   return queue(p, &task, err, errlen);
 }
 
-static int sim_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
+static int cpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
                     double *rel, char *err, size_t errlen) {
-  sim_priv *p = e->priv;
+  cpu_priv *p = e->priv;
   for (int i = 0; i < 3; i++)
     if (l->tensor[i] >= p->plan.ntensors || !p->view[l->tensor[i]])
       return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: operand %d is not loaded", l->name, i);
   unsigned char *w = malloc(p->plan.nconfigs + 1);
   if (!w) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   memcpy(w, want, p->plan.nconfigs);
-  sim_task task = {.is_gemm = 1, .layer = *l, .want = w, .rel = rel};
+  cpu_task task = {.is_gemm = 1, .layer = *l, .want = w, .rel = rel};
   int rc = queue(p, &task, err, errlen);
   if (rc) free(w);
   return rc;
 }
 
-static int sim_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen) {
-  sim_priv *p = e->priv;
+static int cpu_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen) {
+  cpu_priv *p = e->priv;
   if (t >= p->plan.ntensors || !p->view[t] || c >= p->plan.nconfigs ||
       fp8_recipe_kind_is_block(p->plan.configs[c].kind) || !fp8_plan_active(&p->plan, c))
     return fp8_errorf(FP8_EINVAL, err, errlen, "cast: tensor %zu, configuration %zu", t, c);
   const fp8_tensor_view *v = p->view[t];
   size_t n = (size_t)v->numel;
-  sim_scratch *w = &p->scratch[0];
-  if (sim_reserve(&w->x, &w->xcap, n))
+  cpu_scratch *w = &p->scratch[0];
+  if (cpu_reserve(&w->x, &w->xcap, n))
     return fp8_errorf(FP8_ENOMEM, err, errlen, "tensor %s: out of memory", v->name);
   fp8_dtype_to_f32(v->dtype, v->data, n, w->x);
-  float s = sim_config_scale(p, t, c, fp8_amax_f32(w->x, n));
+  float s = cpu_config_scale(p, t, c, fp8_amax_f32(w->x, n));
   fp8_quantize_f32(w->x, n, s, fp8_plan_format(&p->plan, t, c), codes, NULL, NULL);
   return FP8_OK;
 }
@@ -94,8 +97,8 @@ static int sim_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err
 /* ------------------------------------------------------------------ the queue */
 
 typedef struct {
-  sim_priv *p;
-  sim_scratch *w;
+  cpu_priv *p;
+  cpu_scratch *w;
   size_t end;                  /* tasks [next, end) of this round */
   pthread_mutex_t *lock;
 } worker_arg;
@@ -107,23 +110,23 @@ static void *worker(void *arg) {
     size_t k = a->p->next < a->end ? a->p->next++ : (size_t)-1;
     pthread_mutex_unlock(a->lock);
     if (k == (size_t)-1) break;
-    sim_task *t = &a->p->tasks[k];
+    cpu_task *t = &a->p->tasks[k];
     t->rc = FP8_OK;
-    if (t->is_gemm) sim_gemm_task(a->p, a->w, t);
-    else sim_quantize_task(a->p, a->w, t);
+    if (t->is_gemm) cpu_gemm_task(a->p, a->w, t);
+    else cpu_quantize_task(a->p, a->w, t);
   }
   return NULL;
 }
 
 /* Runs tasks [first, end) on up to p->threads threads. */
-static void run_round(sim_priv *p, size_t first, size_t end) {
+static void run_round(cpu_priv *p, size_t first, size_t end) {
   pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  worker_arg args[SIM_MAX_THREADS];
-  pthread_t tid[SIM_MAX_THREADS];
+  worker_arg args[CPU_MAX_THREADS];
+  pthread_t tid[CPU_MAX_THREADS];
   size_t n = end - first;
   int nt = (size_t)p->threads < n ? p->threads : (int)n;
   p->next = first;
-  for (int i = 0; i < SIM_MAX_THREADS; i++) args[i] = (worker_arg){p, &p->scratch[i < p->threads ? i : 0], end, &lock};
+  for (int i = 0; i < CPU_MAX_THREADS; i++) args[i] = (worker_arg){p, &p->scratch[i < p->threads ? i : 0], end, &lock};
   int started = 0;
   for (int i = 1; i < nt; i++)
     if (pthread_create(&tid[started], NULL, worker, &args[i]) == 0) started++;
@@ -132,13 +135,13 @@ static void run_round(sim_priv *p, size_t first, size_t end) {
   pthread_mutex_destroy(&lock);
 }
 
-static int sim_sync(fp8_engine *e, char *err, size_t errlen) {
-  sim_priv *p = e->priv;
+static int cpu_sync(fp8_engine *e, char *err, size_t errlen) {
+  cpu_priv *p = e->priv;
   /* quantize tasks before gemm tasks (a GEMM reads the scales its operands' casts used) */
   size_t nq = 0;
   for (size_t k = 0; k < p->ntasks; k++)
     if (!p->tasks[k].is_gemm) {
-      sim_task tmp = p->tasks[k];
+      cpu_task tmp = p->tasks[k];
       memmove(&p->tasks[nq + 1], &p->tasks[nq], (k - nq) * sizeof tmp);
       p->tasks[nq++] = tmp;
     }
@@ -146,7 +149,7 @@ static int sim_sync(fp8_engine *e, char *err, size_t errlen) {
   if (p->ntasks > nq) run_round(p, nq, p->ntasks);
   int rc = FP8_OK;
   for (size_t k = 0; k < p->ntasks; k++) {
-    sim_task *t = &p->tasks[k];
+    cpu_task *t = &p->tasks[k];
     if (t->rc && rc == FP8_OK) rc = fp8_errorf(t->rc, err, errlen, "%s", t->err);
     if (t->is_gemm) free((void *)t->want);
   }
@@ -156,11 +159,11 @@ static int sim_sync(fp8_engine *e, char *err, size_t errlen) {
 
 /* ------------------------------------------------------------------ state */
 
-static int sim_end_phase(fp8_engine *e, unsigned phases, const float *amax, char *err,
+static int cpu_end_phase(fp8_engine *e, unsigned phases, const float *amax, char *err,
                          size_t errlen) {
-  sim_priv *p = e->priv;
+  cpu_priv *p = e->priv;
   const fp8_engine_plan *pl = &p->plan;
-  int rc = sim_sync(e, err, errlen);
+  int rc = cpu_sync(e, err, errlen);
   if (rc) return rc;
   if (pl->red_slot || pl->comm) {
     /* the reduction: each slot's max over its tensors of this phase (NaN ignored), then over
@@ -191,8 +194,8 @@ static int sim_end_phase(fp8_engine *e, unsigned phases, const float *amax, char
   return FP8_OK;
 }
 
-static int sim_state(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen) {
-  sim_priv *p = e->priv;
+static int cpu_state(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen) {
+  cpu_priv *p = e->priv;
   if (t >= p->plan.ntensors) return fp8_errorf(FP8_EINVAL, err, errlen, "state: tensor %zu", t);
   for (size_t c = 0; c < p->plan.nconfigs; c++)
     if (p->plan.configs[c].kind == FP8_KIND_DELAYED && fp8_plan_active(&p->plan, c))
@@ -200,9 +203,9 @@ static int sim_state(fp8_engine *e, size_t t, float *scale, char *err, size_t er
   return FP8_OK;
 }
 
-static void sim_free(fp8_engine *e) {
+static void cpu_free(fp8_engine *e) {
   if (!e) return;
-  sim_priv *p = e->priv;
+  cpu_priv *p = e->priv;
   if (p) {
     if (p->dl)
       for (size_t i = 0; i < p->plan.ntensors * p->plan.nconfigs; i++) fp8_delayed_free(&p->dl[i]);
@@ -210,7 +213,7 @@ static void sim_free(fp8_engine *e) {
       if (p->tasks[k].is_gemm) free((void *)p->tasks[k].want);
     if (p->scratch)
       for (int i = 0; i < p->threads; i++) {
-        sim_scratch *w = &p->scratch[i];
+        cpu_scratch *w = &p->scratch[i];
         free(w->x);
         for (int j = 0; j < 9; j++) free(w->g[j]);
         for (int j = 0; j < 3; j++) fp8_gemm_sample_free(&w->smp[j]);
@@ -231,13 +234,13 @@ static void sim_free(fp8_engine *e) {
   free(e);
 }
 
-static const fp8_engine_ops SIM_OPS = {
-    .supports = sim_supports, .begin_step = sim_begin_step, .load = sim_load,
-    .quantize_stats = sim_quantize_stats, .cast = sim_cast, .gemm = sim_gemm,
-    .sync = sim_sync, .end_phase = sim_end_phase, .state = sim_state, .free = sim_free};
+static const fp8_engine_ops CPU_OPS = {
+    .supports = cpu_supports, .begin_step = cpu_begin_step, .load = cpu_load,
+    .quantize_stats = cpu_quantize_stats, .cast = cpu_cast, .gemm = cpu_gemm,
+    .sync = cpu_sync, .end_phase = cpu_end_phase, .state = cpu_state, .free = cpu_free};
 
 /* One delayed state per active delayed (tensor, configuration): scale 1, history 0. */
-static int init_states(sim_priv *p, char *err, size_t errlen) {
+static int init_states(cpu_priv *p, char *err, size_t errlen) {
   const fp8_engine_plan *pl = &p->plan;
   for (size_t t = 0; t < pl->ntensors; t++)
     for (size_t c = 0; c < pl->nconfigs; c++) {
@@ -252,20 +255,20 @@ static int init_states(sim_priv *p, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
+int fp8_engine_cpu_create(const fp8_engine_plan *plan, fp8_engine **out, char *err,
                           size_t errlen) {
   *out = NULL;
   fp8_engine *e = calloc(1, sizeof *e);
-  sim_priv *p = calloc(1, sizeof *p);
+  cpu_priv *p = calloc(1, sizeof *p);
   if (!e || !p) {
     free(e);
     free(p);
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
-  e->ops = &SIM_OPS;
+  e->ops = &CPU_OPS;
   e->priv = p;
   p->plan = *plan;
-  p->threads = plan->threads < 1 ? 1 : plan->threads > SIM_MAX_THREADS ? SIM_MAX_THREADS : plan->threads;
+  p->threads = plan->threads < 1 ? 1 : plan->threads > CPU_MAX_THREADS ? CPU_MAX_THREADS : plan->threads;
   /* one BLAS thread, once: OpenBLAS's own threads would compete with the workers (gemm.h) */
   fp8_gemm_blas_single_thread();
   snprintf(e->name, sizeof e->name, "cpu");
@@ -280,7 +283,7 @@ int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *e
     goto done;
   }
   for (int i = 0; i < p->threads; i++) { /* the distinct-configuration tables of each worker */
-    sim_scratch *w = &p->scratch[i];
+    cpu_scratch *w = &p->scratch[i];
     size_t nc = plan->nconfigs + 1;
     w->keys = malloc(nc * sizeof *w->keys);
     w->uniq = malloc(nc * sizeof *w->uniq);
@@ -295,7 +298,7 @@ int fp8_engine_sim_create(const fp8_engine_plan *plan, fp8_engine **out, char *e
   (void)fp8_decode_table(FP8_E4M3); /* build the tables before threads share them */
 done:
   if (rc) {
-    sim_free(e);
+    cpu_free(e);
     return rc;
   }
   *out = e;

@@ -1,4 +1,4 @@
-/* engine_sim_gemm.c: the CPU engine's gemm op on one worker: a layer's fprop, dgrad and wgrad
+/* engine_cpu_gemm.c: the CPU engine's gemm op on one worker: a layer's fprop, dgrad and wgrad
  * errors against their double-precision reference (gemm.h) under every wanted configuration.
  *
  * Per-tensor configurations use each operand's one scale in all three GEMMs, and the cast is
@@ -19,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_sim_internal.h"
+#include "engine_cpu_internal.h"
 #include "gemm.h"
 
 /* A block configuration's operands: each quantized row-wise and column-wise into g[3..8]
  * (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad column-wise dY
  * and X, blocks along each GEMM's reduction dimension). Full-size operands. */
-static int block_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l, size_t c,
+static int block_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l, size_t c,
                           fp8_gemm_operands *ops) {
   const fp8_engine_plan *pl = &p->plan;
   const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
@@ -109,7 +109,7 @@ static int same_operand(const triple_key *a, const triple_key *b, int i) {
 
 /* The per-tensor configurations: one computation per distinct triple. x[i] are the operands
  * (sampled or full, as ref was made), count[i] their elements, q[i] scratch of that size. */
-static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const unsigned char *want,
+static int per_tensor_gemms(const cpu_priv *p, const fp8_engine_layer *l, const unsigned char *want,
                             const fp8_gemm_ref *ref, fp8_gemm_sample *smp, float *const x[3],
                             float *const q[3], const size_t count[3], double *rel) {
   const fp8_engine_plan *pl = &p->plan;
@@ -170,7 +170,7 @@ static int per_tensor_gemms(const sim_priv *p, const fp8_engine_layer *l, const 
 
 /* The layer's operands widened into g[0..2]: the sampled token rows of input and grad_output
  * (sampled: gemm.h's rows t_i = floor(i * tokens / ntok)) or all of them. */
-static void widen_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_layer *l,
+static void widen_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
                            int64_t ntok, int sampled) {
   const int64_t cols[3] = {l->in, l->in, l->out};
   for (int i = 0; i < 3; i++) {
@@ -192,7 +192,7 @@ static void widen_operands(const sim_priv *p, sim_scratch *w, const fp8_engine_l
 /* The sampled mode (plan->gemm_sample > 0): each GEMM's sample, its operands gathered from the
  * loaded views and its reference; per-tensor configurations from the gathered operands alone,
  * block configurations from their full dequantized operands (all tokens). */
-static int sampled_task(sim_priv *p, sim_scratch *w, sim_task *task, int blocks, const char *what) {
+static int sampled_task(cpu_priv *p, cpu_scratch *w, cpu_task *task, int blocks, const char *what) {
   const fp8_engine_plan *pl = &p->plan;
   const fp8_engine_layer *l = &task->layer;
   const size_t nc = pl->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
@@ -243,8 +243,8 @@ static int sampled_task(sim_priv *p, sim_scratch *w, sim_task *task, int blocks,
     const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
                              (size_t)(l->tokens * l->out)};
     for (int i = 0; i < 9; i++)
-      if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
-        sim_task_fail(task, FP8_ENOMEM, what);
+      if (cpu_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
+        cpu_task_fail(task, FP8_ENOMEM, what);
         rc = FP8_ENOMEM;
         goto done;
       }
@@ -267,7 +267,7 @@ done:
   return rc;
 }
 
-void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
+void cpu_gemm_task(cpu_priv *p, cpu_scratch *w, cpu_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const fp8_engine_layer *l = &task->layer;
   const size_t nc = pl->nconfigs;
@@ -283,8 +283,8 @@ void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task) {
   const int64_t T = blocks ? l->tokens : ntok; /* the token rows kept */
   const size_t count[3] = {(size_t)(T * l->in), (size_t)(l->out * l->in), (size_t)(T * l->out)};
   for (int i = 0; i < (blocks ? 9 : 6); i++)
-    if (sim_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
-      sim_task_fail(task, FP8_ENOMEM, what);
+    if (cpu_reserve(&w->g[i], &w->gcap[i], count[i % 3])) {
+      cpu_task_fail(task, FP8_ENOMEM, what);
       return;
     }
   widen_operands(p, w, l, ntok, !blocks);

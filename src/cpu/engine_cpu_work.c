@@ -1,19 +1,19 @@
-/* engine_sim_work.c: the work of one queued op of the CPU engine on one worker (see
- * engine_sim.c): a tensor's amax, histogram and the statistics of every active configuration,
+/* engine_cpu_work.c: the work of one queued op of the CPU engine on one worker (see
+ * engine_cpu.c): a tensor's amax, histogram and the statistics of every active configuration,
  * each distinct (scale, format) evaluated once, from the exact value histogram of a BF16/F16
  * tensor or chunk by chunk over the widened tensor while the chunk is in L1 (block kinds over
- * the whole matrix). A layer's GEMMs are engine_sim_gemm.c's. */
+ * the whole matrix). A layer's GEMMs are engine_cpu_gemm.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_sim_internal.h"
+#include "engine_cpu_internal.h"
 #include "valhist.h"
 
 #define CHUNK 4096
 
-int sim_reserve(float **buf, size_t *cap, size_t n) {
+int cpu_reserve(float **buf, size_t *cap, size_t n) {
   if (n <= *cap && *buf) return 0;
   free(*buf);
   *buf = malloc((n ? n : 1) * sizeof **buf);
@@ -21,7 +21,7 @@ int sim_reserve(float **buf, size_t *cap, size_t n) {
   return *buf ? 0 : -1;
 }
 
-float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
+float cpu_config_scale(const cpu_priv *p, size_t t, size_t c, float amax) {
   const fp8_config *cf = &p->plan.configs[c];
   if (cf->kind == FP8_KIND_DELAYED) return p->dl[t * p->plan.nconfigs + c].scale;
   if (cf->kind == FP8_KIND_BF16) return 1.0f; /* not cast: its counts come from scale 1's pass */
@@ -29,7 +29,7 @@ float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax) {
   return fp8_current_scale(&cp, amax);
 }
 
-void sim_task_fail(sim_task *task, int rc, const char *what) {
+void cpu_task_fail(cpu_task *task, int rc, const char *what) {
   task->rc = rc;
   snprintf(task->err, sizeof task->err, "%s: out of memory", what);
 }
@@ -45,8 +45,8 @@ static int cmp_pair(const void *a, const void *b) {
   return x->c < y->c ? -1 : x->c > y->c;
 }
 
-static size_t distinct_pairs(const sim_priv *p, size_t t, const fp8_tensor_result *out,
-                             sim_scratch *w) {
+static size_t distinct_pairs(const cpu_priv *p, size_t t, const fp8_tensor_result *out,
+                             cpu_scratch *w) {
   const fp8_engine_plan *pl = &p->plan;
   size_t nk = 0, nu = 0;
   for (size_t c = 0; c < pl->nconfigs; c++) {
@@ -67,7 +67,7 @@ static size_t distinct_pairs(const sim_priv *p, size_t t, const fp8_tensor_resul
 /* The tensor's per-tensor statistics, one evaluation per distinct (scale, format): from the
  * value histogram (hist != NULL), else element by element over L1-sized chunks of x (the fused
  * statistics loop: fp8_quantize_f32's results without its codes). */
-static void per_tensor_stats(const sim_priv *p, size_t t, fp8_tensor_result *out, sim_scratch *w,
+static void per_tensor_stats(const cpu_priv *p, size_t t, fp8_tensor_result *out, cpu_scratch *w,
                              const fp8_valhist *hist, const float *x, size_t n) {
   const fp8_engine_plan *pl = &p->plan;
   size_t nu = distinct_pairs(p, t, out, w);
@@ -101,7 +101,7 @@ static int same_block_params(const fp8_block_params *a, const fp8_block_params *
 
 /* Block kinds over the [rows, cols] view (blocks along the last dimension), each distinct
  * recipe once (e.g. format = hybrid and e4m3 are one recipe for a forward tensor). */
-static int block_stats(const sim_priv *p, size_t t, const fp8_tensor_view *v, const float *x,
+static int block_stats(const cpu_priv *p, size_t t, const fp8_tensor_view *v, const float *x,
                        fp8_tensor_result *out) {
   const fp8_engine_plan *pl = &p->plan;
   int64_t rows, cols;
@@ -136,7 +136,7 @@ static int block_stats(const sim_priv *p, size_t t, const fp8_tensor_view *v, co
  * go through their exact value histogram (valhist.h): one pass over the data, then every
  * configuration over the occupied values only (the path depends on the dtype alone, never on
  * the sweep, so a tensor's sums do not change with the other configurations of a run). */
-void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
+void cpu_quantize_task(cpu_priv *p, cpu_scratch *w, cpu_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const size_t t = task->t, nc = pl->nconfigs;
   const fp8_tensor_view *v = p->view[t];
@@ -149,13 +149,13 @@ void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
     blocks |= fp8_plan_active(pl, c) && fp8_recipe_kind_is_block(pl->configs[c].kind);
   int use_hist = v->dtype != FP8_DTYPE_F32 && n < UINT32_MAX;
   if (use_hist && fp8_valhist_build(&w->vh, v->dtype, v->data, n) != FP8_OK) {
-    sim_task_fail(task, FP8_ENOMEM, what);
+    cpu_task_fail(task, FP8_ENOMEM, what);
     return;
   }
   float *x = NULL;
   if (!use_hist || blocks) {
-    if (sim_reserve(&w->x, &w->xcap, n)) {
-      sim_task_fail(task, FP8_ENOMEM, what);
+    if (cpu_reserve(&w->x, &w->xcap, n)) {
+      cpu_task_fail(task, FP8_ENOMEM, what);
       return;
     }
     x = w->x;
@@ -171,10 +171,10 @@ void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task) {
     if (!fp8_plan_active(pl, c)) continue;
     fp8_stats_init(&out->stats[c]);
     out->scale[c] = fp8_recipe_kind_is_block(pl->configs[c].kind) ? NAN
-                                                                    : sim_config_scale(p, t, c, out->amax);
+                                                                    : cpu_config_scale(p, t, c, out->amax);
   }
   if (blocks && block_stats(p, t, v, x, out) != FP8_OK) {
-    sim_task_fail(task, FP8_ENOMEM, what);
+    cpu_task_fail(task, FP8_ENOMEM, what);
     return;
   }
   per_tensor_stats(p, t, out, w, use_hist ? &w->vh : NULL, x, n);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "plot.h"
 #include "timeline_report.h"
 #include "util.h"

@@ -1,9 +1,9 @@
-/* engine_sim_internal.h: what the files of the CPU engine share: engine_sim.c (lifecycle,
- * recipe state, queue, threads, end_phase), engine_sim_work.c (a tensor's quantize +
- * statistics on one worker, and the small helpers) and engine_sim_gemm.c (a layer's GEMM
+/* engine_cpu_internal.h: what the files of the CPU engine share: engine_cpu.c (lifecycle,
+ * recipe state, queue, threads, end_phase), engine_cpu_work.c (a tensor's quantize +
+ * statistics on one worker, and the small helpers) and engine_cpu_gemm.c (a layer's GEMM
  * errors on one worker). */
-#ifndef FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
-#define FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H
+#ifndef FP8LAB_CPU_ENGINE_CPU_INTERNAL_H
+#define FP8LAB_CPU_ENGINE_CPU_INTERNAL_H
 
 #include "engine_impl.h"
 #include "gemm.h"
@@ -29,7 +29,7 @@ typedef struct {
   fp8_gemm_sample smp[3];/* the sampled GEMM error's fprop, dgrad, wgrad samples (reused) */
   double *norm;          /* their sizes: a layer's rows' and columns' squared norms */
   size_t normcap;
-} sim_scratch;
+} cpu_scratch;
 
 /* A queued quantize_stats or gemm. */
 typedef struct {
@@ -42,33 +42,33 @@ typedef struct {
                                      (estimates, lo, hi: engine.h) */
   int rc;                         /* FP8_OK or the failure of this op */
   char err[640];
-} sim_task;
+} cpu_task;
 
 typedef struct {
   fp8_engine_plan plan;           /* arrays borrowed from the caller */
   const fp8_tensor_view **view;   /* [ntensors]: loaded at this step (NULL: not loaded) */
   fp8_delayed_state *dl;          /* [ntensors * nconfigs]: active delayed configurations */
   float *red;                     /* [nred]: the reduced amaxes of the last end_phase */
-  sim_task *tasks;
+  cpu_task *tasks;
   size_t ntasks, cap;
   size_t next;                    /* the next task a worker takes */
   int threads;
-  sim_scratch *scratch;           /* [threads] */
+  cpu_scratch *scratch;           /* [threads] */
   int64_t step;                   /* of begin_step: seeds the sampled GEMM error */
-} sim_priv;
+} cpu_priv;
 
 /* The scale active per-tensor configuration c of tensor t uses at this step: the delayed state,
  * or current scaling of the tensor's own amax. */
-float sim_config_scale(const sim_priv *p, size_t t, size_t c, float amax);
+float cpu_config_scale(const cpu_priv *p, size_t t, size_t c, float amax);
 
 /* The work of one task on a worker's scratch (sets task->rc and task->err): a tensor's
- * quantize_stats (engine_sim_work.c), a layer's GEMM errors (engine_sim_gemm.c). */
-void sim_quantize_task(sim_priv *p, sim_scratch *w, sim_task *task);
-void sim_gemm_task(sim_priv *p, sim_scratch *w, sim_task *task);
+ * quantize_stats (engine_cpu_work.c), a layer's GEMM errors (engine_cpu_gemm.c). */
+void cpu_quantize_task(cpu_priv *p, cpu_scratch *w, cpu_task *task);
+void cpu_gemm_task(cpu_priv *p, cpu_scratch *w, cpu_task *task);
 /* A task's failure: "<what>: out of memory" with status rc. */
-void sim_task_fail(sim_task *task, int rc, const char *what);
+void cpu_task_fail(cpu_task *task, int rc, const char *what);
 
 /* Grows a float buffer to hold n elements (contents not kept); 0, or -1 when out of memory. */
-int sim_reserve(float **buf, size_t *cap, size_t n);
+int cpu_reserve(float **buf, size_t *cap, size_t n);
 
-#endif /* FP8LAB_ENGINE_ENGINE_SIM_INTERNAL_H */
+#endif /* FP8LAB_CPU_ENGINE_CPU_INTERNAL_H */

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "outfile.h"
 #include "util.h"
 

@@ -8,8 +8,8 @@
  *   timeline_zoom.png  the same around the end of the forward pass, where the forward
  *                      bookkeeping runs
  * All written to temporary names and renamed. */
-#ifndef FP8LAB_REPORT_TIMELINE_REPORT_H
-#define FP8LAB_REPORT_TIMELINE_REPORT_H
+#ifndef FP8LAB_TIMELINE_REPORT_TIMELINE_REPORT_H
+#define FP8LAB_TIMELINE_REPORT_TIMELINE_REPORT_H
 
 #include <stdio.h>
 
@@ -55,4 +55,4 @@ int fp8_tl_write_png(const char *dir, const fp8_tl_report *r, char *err, size_t 
 /** The summary table on a terminal. */
 void fp8_tl_print(FILE *fp, const fp8_tl_report *r);
 
-#endif /* FP8LAB_REPORT_TIMELINE_REPORT_H */
+#endif /* FP8LAB_TIMELINE_REPORT_TIMELINE_REPORT_H */
