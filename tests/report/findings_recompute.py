@@ -1,9 +1,9 @@
 """The independent recomputation behind tests/report/test_findings.py: the numbers as
 report_findings.c prints them, the overflow / clipped / overshoot rules in float32, steps.csv
 and stream.csv loaded (Run) and their statistics, the checker that records every verified
-number, and the sentence templates of report.md's Findings section. Standard library and numpy
-(checked on import: exit 77 without it, or exit 1 when FP8LAB_REQUIRE_PYDEPS=1 is set, as
-.ci/run does).
+number, and the sentence templates of report.md's Findings section (test_findings.py makes
+them for each run: micro-batches or steps). Standard library and numpy (checked on import:
+exit 77 without it, or exit 1 when FP8LAB_REQUIRE_PYDEPS=1 is set, as .ci/run does).
 """
 
 import collections
@@ -373,23 +373,6 @@ def make_headers(micro):
              "worst overshoot (binades)"],
             ["tensor", "role", us + " overflowed", us + " clipped", "worst overshoot (binades)",
              "clipped rate (values)", "p5 SNR (dB)", "p5 SNR, current (dB)"])
-
-
-T = make_templates(False)
-ROLE_HEADER, TENSOR_HEADER = make_headers(False)
-
-
-def find_one(ck, name, present):
-    """The one match of template `name` in the section (None, and a failure, when it is
-    missing or repeated; absent when not `present`)."""
-    ms = list(T[name].finditer(ck.section))
-    if not present:
-        ck.expect(not ms, "%s: the sentence is there, but the CSVs give it nothing to say" % name)
-        return None
-    if len(ms) != 1:
-        ck.fail("%s: expected the sentence once, found it %d times" % (name, len(ms)))
-        return None
-    return ms[0]
 
 
 def tables(section):

@@ -48,10 +48,26 @@ import sys
 import tempfile
 
 from findings_recompute import (  # noqa: E402
-    Checker, FMAX, MAX_TABLE, ROLE_HEADER, ROLE_ORDER, ROOT, Run, T, TENSOR_HEADER,
-    analysis_row, cell_check, cfg_label, cfg_of, f32, find_one, fmt_db, fmt_rate, load_csv,
-    make_headers, make_templates, np, row_at, scale_lag, snr_loss, steps_stats, stream_stats,
-    tables)
+    Checker, FMAX, MAX_TABLE, ROLE_ORDER, ROOT, Run, analysis_row, cell_check, cfg_label,
+    cfg_of, f32, fmt_db, fmt_rate, load_csv, make_headers, make_templates, np, row_at,
+    scale_lag, snr_loss, steps_stats, stream_stats, tables)
+
+
+T = make_templates(False)
+ROLE_HEADER, TENSOR_HEADER = make_headers(False)
+
+
+def find_one(ck, name, present):
+    """The one match of template `name` in the section (None, and a failure, when it is
+    missing or repeated; absent when not `present`)."""
+    ms = list(T[name].finditer(ck.section))
+    if not present:
+        ck.expect(not ms, "%s: the sentence is there, but the CSVs give it nothing to say" % name)
+        return None
+    if len(ms) != 1:
+        ck.fail("%s: expected the sentence once, found it %d times" % (name, len(ms)))
+        return None
+    return ms[0]
 
 
 # ------------------------------------------------------------------ the checks
