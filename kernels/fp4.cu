@@ -13,7 +13,7 @@
 // multiplier to device memory; the host computes the block statistics from them in block order,
 // as src/sim/block_fp4.c does, so those are bit-identical.
 //
-// Test: the engine conformance test (tests/gpu/test_engine_conformance.c: the GPU engine's FP4
+// Test: the engine conformance test (tests/engine/test_engine_conformance.c: the GPU engine's FP4
 // rows against the CPU engine's), on a device and on the CPU through the CUDA emulator.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>

@@ -40,7 +40,7 @@
 # Eight files under the output folder (the device tool returns at most 8).
 # Not here: the MPI replay's NCCL amax exchange (src/gpu/engine_gpu_comm.c, bootstrapped over
 # MPI). The device image has no Open MPI and the bundle is built without it; the path runs in
-# CI on the CUDA emulator (tests/python/test_mpi.py: a world of one, and the fallback to MPI).
+# CI on the CUDA emulator (tests/run/test_mpi.py: a world of one, and the fallback to MPI).
 #
 # The summary's lines:
 #   rev: / gpu:     the source revision (unknown without .git) and the GPU, driver, memory, clock

@@ -29,7 +29,7 @@ fi
 # (exit 77), which is fine on a developer's machine without network; in CI they must run:
 # FP8LAB_REQUIRE_PYDEPS=1 (.ci/run sets it) makes a missing python3 or a refused pip install
 # (no network, no pip, PEP 668 "externally-managed-environment") an error here, and makes the
-# two tests fail instead of skipping (tests/python/test_replay.py, test_reference.py).
+# tests fail instead of skipping (tests/run/test_replay.py, tests/tools/reference/test_ref_*.py).
 require_py=0
 case "${FP8LAB_REQUIRE_PYDEPS:-}" in "" | 0) ;; *) require_py=1 ;; esac
 pydeps_missing() { # message
@@ -39,12 +39,12 @@ pydeps_missing() { # message
   fi
   echo "install-deps: warning: $1; the Python checks will be skipped" >&2
 }
-# The notebook test (tests/python/test_notebooks.py) executes the report's notebooks with a real
+# The notebook test (tests/report/test_notebooks.py) executes the report's notebooks with a real
 # kernel: pandas, nbformat, nbclient and ipykernel, from PyPI as well: Debian's python3-pandas,
 # python3-nbclient and python3-ipykernel would go to /usr/bin/python3, which need not be the
 # python3 on PATH that CTest runs the test with (here a pyenv one).
 if command -v python3 >/dev/null 2>&1; then
-  # ml_dtypes >= 0.5: float4_e2m1fn, the FP4 tests' reference (tests/python/test_fp4.py)
+  # ml_dtypes >= 0.5: float4_e2m1fn, the FP4 tests' reference (tests/sim/test_fp4.py)
   mlcheck="import numpy, ml_dtypes; ml_dtypes.float4_e2m1fn"
   if ! python3 -c "$mlcheck" >/dev/null 2>&1; then
     echo "install-deps: pip installing numpy ml_dtypes>=0.5" >&2
@@ -65,7 +65,7 @@ if command -v python3 >/dev/null 2>&1; then
     fi
   fi
   # tools/te_tb_to_amax.py reads TensorBoard event files with the tensorboard package's reader
-  # (tests/python/test_te_tb.py; issue 28)
+  # (tests/tools/test_te_tb.py; issue 28)
   if ! python3 -c "import tensorboard" >/dev/null 2>&1; then
     echo "install-deps: pip installing tensorboard" >&2
     if ! python3 -m pip install --quiet --disable-pip-version-check tensorboard >&2; then

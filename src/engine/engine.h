@@ -28,7 +28,7 @@
  * and state() see every earlier call completed. One thread drives an engine; the CPU engine
  * spreads the queued work over its own worker threads inside sync().
  *
- * Exactness (the conformance test, tests/gpu/test_engine_conformance.c, holds every engine to it):
+ * Exactness (the conformance test, tests/engine/test_engine_conformance.c, holds every engine to it):
  * codes, counts, amax, histogram and scales bit-identical to the simulator (src/sim) on the same
  * inputs; the three double sums of fp8_stats (sum_sq_err, sum_sq, sum_sq_hat) within 1e-6
  * relative (a GPU adds them in another order);

@@ -1,6 +1,6 @@
 /* engine_check.h: an engine against the simulator, op by op (ggml's test-backend-ops): the GPU
  * engine's built-in self-check at start (small), and the conformance test of every engine the
- * build has (full; tests/gpu/test_engine_conformance.c).
+ * build has (full; tests/engine/test_engine_conformance.c).
  *
  * The check builds its own replay: eight tensors (F32, BF16, F16; the three roles of a linear
  * layer; a pair that shares an amax-reduction slot) whose values cover FP8 rounding ties of both

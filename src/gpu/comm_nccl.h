@@ -22,7 +22,7 @@
  * MPI_Allreduce. Max is exact in any order, so every path gives the same scales.
  *
  * This library (fp8lab_comm, linked against libnccl) is the engine's communicator in the
- * conformance test (fp8_engine_comm: a world of one, tests/gpu/test_engine_conformance.c) and
+ * conformance test (fp8_engine_comm: a world of one, tests/engine/test_engine_conformance.c) and
  * the subject of test_gpu_comm; the module itself never links libnccl, so that it loads where
  * NCCL is missing.
  *

@@ -2,7 +2,7 @@
  * symbol, src/engine/gpu_module.h) points to: the engine's factory and device probe
  * (engine_gpu.c) and the MPI replay's amax exchange over NCCL (engine_gpu_comm.c). Hidden in the
  * module: fp8lab reaches them only through the descriptor. The GPU tests, which compile these
- * sources, call them directly (tests/gpu/test_engine_conformance.c). */
+ * sources, call them directly (tests/engine/test_engine_conformance.c). */
 #ifndef FP8LAB_GPU_ENGINE_GPU_H
 #define FP8LAB_GPU_ENGINE_GPU_H
 

@@ -51,7 +51,7 @@ void fp8_outfile_close_keep(fp8_outfile *of);
  *  inf / -inf, NaN as nan (glibc would print -nan for some). */
 void fp8_csv_put_num(FILE *fp, double v);
 /** fp8_csv_put_num's text in out (NUL-terminated), its length returned: byte for byte
- *  printf's "%.9g", for nearly all values without printf (tests/test_run.c compares them). */
+ *  printf's "%.9g", for nearly all values without printf (tests/results/test_csv_rows.c compares them). */
 #define FP8_NUM_TEXT_MAX 32
 int fp8_num_text(double v, char out[FP8_NUM_TEXT_MAX]);
 

@@ -2,7 +2,7 @@
  * TransformerEngine recipe to use for the whole model (the model-scope recommendation), the
  * tensors it is not enough for and what to do for each (a larger margin this sweep tried, or
  * current scaling for that module), how the answer moves when both budgets are 10x tighter or
- * looser, and what the sweep did not try. tests/python/test_findings.py recomputes the setting
+ * looser, and what the sweep did not try. tests/report/test_findings.py recomputes the setting
  * from the CSVs. */
 #include "report_internal.h"
 

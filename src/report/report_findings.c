@@ -3,7 +3,7 @@
  * the max) and `overshoot` (how far past it the largest element went), over every step of the
  * replay when the run has stream.csv; warm-up rows are left out everywhere and counted in one
  * sentence; current scaling's rounding case is explained once where it shows. Every number
- * quoted here is recomputed from the CSV files by tests/python/test_findings.py, so a sentence
+ * quoted here is recomputed from the CSV files by tests/report/test_findings.py, so a sentence
  * added here needs its check there. */
 #include "report_internal.h"
 

@@ -181,7 +181,7 @@ int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int pro
 /* The Findings section: the reference configuration over every step of the stream, the
  * warm-up, current scaling's rounding case, the worst event, the tensors and roles hit, the
  * distribution of overshoot, the scale lag. Every number it quotes is recomputed from the CSV
- * files by tests/python/test_findings.py. */
+ * files by tests/report/test_findings.py. */
 void rep_add_findings(const rep_t *r, fp8_doc *d);
 /* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */

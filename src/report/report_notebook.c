@@ -4,7 +4,7 @@
  * and a thinned stream.csv, gzipped; no steps.csv), from whatever folder the kernel starts in:
  * the first cell finds the data (OUT) by the experiment's run.json. Columns are typed (nullable
  * Int64 integers: current scaling has no history_len or margin), every cell ends on a table that
- * answers one question, and tests/python/test_notebooks.py executes them with a real kernel. */
+ * answers one question, and tests/report/test_notebooks.py executes them with a real kernel. */
 #include "report_internal.h"
 
 #include <stdio.h>

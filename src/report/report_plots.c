@@ -92,7 +92,7 @@ static void spawn_children(rep_charts *drawn) {
 /* ------------------------------------------------------------------ all of them */
 
 /* The charts in a fixed order, the same in every process (with one timeline,
- * dynamic_range.png is the second: tests/test_report.c relies on which process draws it). */
+ * dynamic_range.png is the second: tests/report/test_report.c relies on which process draws it). */
 static int draw_all(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
                     size_t errlen) {
   int rc = rep_plot_timelines(r, drawn, max_timelines, err, errlen);

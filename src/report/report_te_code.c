@@ -8,7 +8,7 @@
  *
  * The code wraps each advised module's forward in its own autocast region, nested in the
  * model's (TE keeps the recipe a module ran its forward with for its backward; docs/capture.md
- * "Applying the advice in TransformerEngine" cites the sources and versions). tests/python/test_keep_bf16.py compiles it and runs apply() against
+ * "Applying the advice in TransformerEngine" cites the sources and versions). tests/report/test_keep_bf16.py compiles it and runs apply() against
  * stub TransformerEngine modules. */
 #include "report_internal.h"
 

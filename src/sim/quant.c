@@ -108,7 +108,7 @@ uint32_t fp8_clip_bits(fp8_format f) {
  * i mod 4 (the tail to sum 0), the four are added as (e0 + e1) + (e2 + e3), and every term is
  * (double)x - (double)xhat squared, exactly as before. A 4-wide double vector (AVX2), two
  * 2-wide ones (SSE2) or scalar code compute the same lanes in the same order, so the variants
- * below give identical results (tests/test_sim.c compares every variant the CPU has). */
+ * below give identical results (tests/sim/test_quantize.c compares every variant the CPU has). */
 
 #define QUANT_INLINE static inline __attribute__((always_inline))
 
@@ -269,7 +269,7 @@ quant_avx512(const float *x, size_t n, float s, fp8_format f, uint8_t *codes,
 
 /* Chosen at the first call, which the engine's worker threads may make at once: racing first
  * calls pick the same, but plain variables would still be a data race (ThreadSanitizer's report
- * in test_run, issue 16), so both are atomic. quant_isa is stored before quant_impl (seq_cst),
+ * in the command-line tests, issue 16), so both are atomic. quant_isa is stored before quant_impl (seq_cst),
  * so a thread that sees the function set sees its instruction set too. */
 static _Atomic(quant_fn) quant_impl;
 static _Atomic int quant_isa = FP8_ISA_AUTO;

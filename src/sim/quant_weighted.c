@@ -17,7 +17,7 @@
  * the lanes are added as ((v0 + v1) + (v2 + v3)) then ((l0 + l1) + (l2 + l3)), and the last
  * m mod 16 values are summed in order and added last. Compiled for generic x86-64, AVX2 and
  * AVX-512 (quant.c's dispatch picks the same variant); the lanes are the same in every
- * variant, so the results are bit-identical (tests/test_sim.c). */
+ * variant, so the results are bit-identical (tests/sim/test_quantize.c). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -117,7 +117,7 @@ WQ_INLINE v8f decode8(v8u code, const wq_fmt *k) {
  * float, without the code: the normal branch's rounded bits with the dropped mantissa bits
  * cleared are the float of 2^e (1 + m 2^-mbits); the subnormal branch's magic addition, undone,
  * is the multiple of the smallest step; saturation gives the format's max. Bit for bit
- * fp8_decode_table[encode(y)] (tests/test_sim.c: the sorted form against the general one). */
+ * fp8_decode_table[encode(y)] (tests/sim/test_quantize.c: the sorted form against the general one). */
 WQ_INLINE v8f grid8(v8u a, const wq_fmt *k) {
   v8u lsb = (a >> k->mant_shift) & 1u;
   v8u rounded = a + (((1u << (k->mant_shift - 1)) - 1u) + lsb);

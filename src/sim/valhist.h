@@ -19,7 +19,7 @@
  *     product c * t); each is within N * 2^-53 * S of the exact sum S (N the number of
  *     additions and products on the way, at most n), so the two differ by at most
  *     2 * n * 2^-53 relative: 2.2e-10 for a million elements, far below the 1e-6 every
- *     comparison in fp8lab allows (docs/semantics.md; tests/test_sim.c checks the bound on
+ *     comparison in fp8lab allows (docs/semantics.md; tests/sim/test_quantize.c checks the bound on
  *     random tensors against an exact reference).
  * Pure C11 like the rest of src/sim.
  */

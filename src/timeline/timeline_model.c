@@ -1,7 +1,7 @@
 /* timeline_model.c: the model behind `fp8lab timeline` without a GPU (timeline.h): each op's
  * time from what it reads, writes and computes and from a few device parameters, and a step's
  * schedule from the plan's streams and events. Every formula is in timeline.h and
- * docs/semantics.md ("The timeline model"); tests/test_timeline.c checks them by hand. */
+ * docs/semantics.md ("The timeline model"); tests/timeline/test_timeline.c checks them by hand. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

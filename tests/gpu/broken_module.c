@@ -1,5 +1,5 @@
 /* broken_module.c: a stand-in GPU module that is wrong by one count, for the tests of
- * `--device auto|gpu` (tests/python/test_engine_emu.py): it exports a descriptor as fp8lab-gpu.so
+ * `--device auto|gpu` (tests/gpu/test_engine_emu.py): it exports a descriptor as fp8lab-gpu.so
  * does (src/engine/gpu_module.h) whose engine is the CPU engine (compiled into it), with every
  * result of the first configuration of the first tensor quantized at a step one overflow too
  * many. Its self-check must fail: auto then warns and runs on the CPU, gpu exits 1. Not part of

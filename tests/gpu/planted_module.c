@@ -1,6 +1,6 @@
 /* planted_module.c: the emulated GPU module (fp8lab-gpu-emu.so, the one CPU CI runs the whole
  * program on) behind a copy of its descriptor with one member planted wrong, for the test of the
- * descriptor's checks (tests/python/test_gpu_module_seam.py). Built once per plant
+ * descriptor's checks (tests/gpu/test_gpu_module_seam.py). Built once per plant
  * (FP8LAB_PLANT): 0 nothing (the control: must run as the emulated module does), 1 the API
  * version, 2 the descriptor's size, 3 the engine ABI. FP8LAB_EMU_MODULE is the emulated
  * module's path. Not part of fp8lab. */

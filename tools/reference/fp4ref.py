@@ -1,5 +1,5 @@
 """fp4ref.py: an independent transcription of NVFP4 and MXFP4 quantization (issue 29), for
-tests/python/test_fp4.py. numpy float32 arithmetic (each operation one IEEE float32 rounding)
+tests/sim/test_fp4.py. numpy float32 arithmetic (each operation one IEEE float32 rounding)
 and ml_dtypes' float4_e2m1fn / float8_e4m3fn casts; no code shared with fp8lab's C.
 
 The rules are TransformerEngine's CUDA kernels' (transformer_engine/common/cast/nvfp4/

@@ -53,7 +53,7 @@ silent), derived here from those definitions:
              non-zero amax (its group's max under reduce_amax), the same in every
              configuration; with [analysis] warmup_steps = N the first N replay steps
 
-Module API (used by tests/python/test_reference.py):
+Module API (used by tests/tools/reference/test_ref_*.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
   round_extended(), clipped_mask(), overshoot(), cos_sim(), cos_sim_bound(),
   DelayedState, current_scale(), parse_f32(), load_trace(), parse_experiment(), replay(),

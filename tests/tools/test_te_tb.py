@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""tools/te_tb_to_amax.py (issue 28): TE's debug statistics from TensorBoard events.
+
+The event files are written here by hand, independently of the tensorboard package the tool
+reads them with: TFRecord framing (length, masked CRC-32C of it, data, masked CRC-32C of it)
+around Event protocol buffers encoded field by field (wall_time 1, step 2, file_version 3,
+summary 5 > value 1 > tag 1, simple_value 2), as torch.utils.tensorboard's add_scalar writes
+them. Checked:
+  - two runs (ranks), float32 amaxes that TE's text log would print as 0.0000 or with two
+    digits, a user's own scalar (loss), other statistics, wgrad: amax.csv holds exactly the
+    float32 values ("%.9g"), rank_<r>/ per run, te_log.json (interval, counts, tensors);
+  - the trace replays byte for byte as an amax.csv written here from the same float32 values;
+  - bad input, one line, exit 2, nothing written: a NaN amax, a (tensor, step) twice, no
+    cur_amax scalar, a non-empty folder without --force; --force replaces.
+Usage: test_te_tb.py FP8LAB_BIN. Exit 77 (skipped) without the tensorboard package unless
+FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+BIN = os.path.abspath(sys.argv[1])
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "tools", "te_tb_to_amax.py")
+
+try:
+    import tensorboard  # noqa: F401  (the tool's reader)
+except ImportError as e:
+    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
+        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
+              "tensorboard)" % e)
+        sys.exit(1)
+    print("skipped: %s (scripts/install-deps.sh installs tensorboard)" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
+import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list of failures)
+
+check = TL.check
+
+
+# ---------------------------------------------------------------- the writer, by hand
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+CRC_T = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def masked(data):
+    c = crc32c(data)
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(num, wire, payload):
+    return varint(num << 3 | wire) + payload
+
+
+def ld(num, data):  # a length-delimited field
+    return field(num, 2, varint(len(data)) + data)
+
+
+def event(step=None, version=None, scalars=()):
+    e = field(1, 1, struct.pack("<d", 1.7e9))
+    if step is not None:
+        e += field(2, 0, varint(step))
+    if version is not None:
+        e += ld(3, version.encode())
+    if scalars:
+        summ = b"".join(ld(1, ld(1, tag.encode()) + field(2, 5, struct.pack("<f", v)))
+                        for tag, v in scalars)
+        e += ld(5, summ)
+    return e
+
+
+def record(data):
+    n = struct.pack("<Q", len(data))
+    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
+
+
+def write_events(path, events):
+    with open(path, "wb") as f:
+        f.write(record(event(version="brain.Event:2")))
+        for e in events:
+            f.write(record(e))
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+# ---------------------------------------------------------------- the cases
+
+LAYERS = ["model.layers.0.self_attention.layernorm_qkv", "model.layers.0.layernorm_mlp.fc2"]
+ROLE = {"activation": "input", "weight": "weight", "gradient": "grad_output"}
+
+
+def make_runs(tmp):
+    """Two ranks' event folders and the amax.csv rows they hold {rank: {(step, name): f32}}."""
+    want = {}
+    for r in range(2):
+        d = os.path.join(tmp, "tb", "rank%d" % r)
+        os.makedirs(d)
+        evs, want[r] = [], {}
+        for step in range(0, 40, 4):
+            sc = [("loss", 2.5 - step / 100.0)]
+            for L in LAYERS:
+                for t in ("activation", "weight", "gradient", "wgrad"):
+                    v = f32((1.5 + step + 7 * r + len(L)) * (1e-6 if t == "gradient" else 1.0))
+                    if t == "gradient" and step == 8:
+                        v = f32(3.7e-5)   # reads 0.0000 in the text log
+                    if t == "activation" and step == 12:
+                        v = 0.0           # an all-zero tensor
+                    sc.append(("%s_%s_cur_amax" % (L, t), v))
+                    sc.append(("%s_%s_dynamic_range" % (L, t), 12.0))
+                    if t != "wgrad":
+                        want[r][(step, "%s.%s" % (L, ROLE[t]))] = v
+            # split over two files, as a writer that was reopened
+            evs.append(event(step=step, scalars=sc))
+        write_events(os.path.join(d, "events.out.tfevents.1700000000.host.1.0"), evs[:5])
+        write_events(os.path.join(d, "events.out.tfevents.1700000100.host.1.0"), evs[5:])
+    return want
+
+
+def tool(args, cwd=None):
+    p = subprocess.run([sys.executable, TOOL] + args, cwd=cwd, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def replay(tmp, trace, tag):
+    ini = os.path.join(tmp, tag + ".ini")
+    with open(ini, "w") as f:
+        f.write("[trace]\npath = %s\n[recipe.d]\nkind = delayed\nformat = hybrid\n"
+                "history_len = 1, 8\nmargin = 0\n" % trace)
+    out = os.path.join(tmp, "out_" + tag)
+    p = subprocess.run([BIN, "run", ini, "--out", out, "--no-report", "--quiet", "--threads", "2"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "run %s: %s" % (tag, p.stderr.strip()))
+    return out
+
+
+def case_convert(tmp):
+    want = make_runs(tmp)
+    rc, so, se = tool(["trace", "tb/rank0", "tb/rank1"], cwd=tmp)
+    check(rc == 0, "convert: exit %d %s" % (rc, se.strip()))
+    tr = os.path.join(tmp, "trace")
+    for r in (0, 1):
+        with open(os.path.join(tr, "rank_%d" % r, "amax.csv")) as f:
+            lines = f.read().splitlines()
+        check(lines[0] == "step,tensor,amax", lines[0])
+        got = {}
+        for ln in lines[1:]:
+            s, n, a = ln.split(",")
+            got[(int(s), n)] = a
+        check(set(got) == set(want[r]), "rank %d: the rows' keys" % r)
+        for k, v in want[r].items():
+            if k in got and got[k] != "%.9g" % v:
+                check(False, "rank %d %s: %s, want %.9g" % (r, k, got[k], v))
+                break
+        order = [(int(ln.split(",")[0]), ln.split(",")[1]) for ln in lines[1:]]
+        check(order == sorted(order), "rank %d: rows by step, then name" % r)
+    meta = json.load(open(os.path.join(tr, "te_log.json")))
+    check(meta["interval"] == 4 and meta["first_iteration"] == 0 and meta["last_iteration"] == 36,
+          "interval: %s" % meta)
+    check(meta["ranks_identical"] is False and meta["amax_rows"] == 2 * 10 * 6, meta["amax_rows"])
+    check(meta["wgrad_cur_amax_left_out"] == 2 * 10 * 2, meta["wgrad_cur_amax_left_out"])
+    check(meta["other_statistics"] == {"dynamic_range": 2 * 10 * 8}, meta["other_statistics"])
+    check(meta["other_scalars"] == 2 * 10, meta["other_scalars"])
+    tens = {t["tensor"]: t for t in meta["tensors"]}
+    check(tens[LAYERS[0] + ".input"]["zero_values"] == 1 and
+          tens[LAYERS[0] + ".input"]["logged"] == 10, tens[LAYERS[0] + ".input"])
+    # the float32 amax below 5e-5 is there, exactly
+    with open(os.path.join(tr, "rank_0", "amax.csv")) as f:
+        check("8,%s.grad_output,%.9g" % (LAYERS[0], f32(3.7e-5)) in f.read(), "3.7e-5 kept")
+    # the same values as a hand-written amax.csv trace: the replays agree byte for byte
+    hand = os.path.join(tmp, "hand")
+    for r in (0, 1):
+        os.makedirs(os.path.join(hand, "rank_%d" % r))
+        with open(os.path.join(hand, "rank_%d" % r, "amax.csv"), "w") as f:
+            f.write("step,tensor,amax\n")
+            for (s, n), v in sorted(want[r].items()):
+                f.write("%d,%s,%r\n" % (s, n, v))
+    a, b = replay(tmp, hand, "hand"), replay(tmp, tr, "tb")
+    for name in ("stream.csv", "summary.csv"):
+        with open(os.path.join(a, name), "rb") as fa, open(os.path.join(b, name), "rb") as fb:
+            check(fa.read() == fb.read(), "%s differs between the converted and the hand trace" % name)
+    # --force
+    rc, so, se = tool([tr, os.path.join(tmp, "tb", "rank0")])
+    check(rc == 2 and "not empty" in se and se.count("\n") == 1, "no --force: %r" % se)
+    rc, so, se = tool([tr, os.path.join(tmp, "tb", "rank0"), "--force"])
+    check(rc == 0 and os.path.exists(os.path.join(tr, "amax.csv")) and
+          not os.path.exists(os.path.join(tr, "rank_1")), "--force to one rank: %r" % se)
+    print("converted: %d rows, replays byte-identical" % meta["amax_rows"])
+
+
+def bad(tmp, label, events, want):
+    d = os.path.join(tmp, "bad_" + label)
+    os.makedirs(d)
+    write_events(os.path.join(d, "events.out.tfevents.1.h.1.0"), events)
+    out = os.path.join(tmp, "bad_out_" + label)
+    rc, so, se = tool([out, d])
+    check(rc == 2 and se.count("\n") == 1 and want in se, "%s: exit %d %r" % (label, rc, se))
+    check(not os.path.exists(out), "%s: nothing written" % label)
+
+
+def case_bad(tmp):
+    ok = event(step=0, scalars=[("a.fc1_activation_cur_amax", 2.0)])
+    bad(tmp, "nan", [ok, event(step=1, scalars=[("a.fc1_activation_cur_amax", float("nan"))])], "NaN")
+    bad(tmp, "twice", [ok, event(step=0, scalars=[("a.fc1_activation_cur_amax", 3.0)])],
+        "a second time")
+    bad(tmp, "none", [event(step=0, scalars=[("loss", 1.0)])], "no <layer>_<tensor>_cur_amax")
+
+
+def main():
+    TL.run_cases("fp8lab-tb-", [case_convert, case_bad], "te tensorboard")
+
+
+if __name__ == "__main__":
+    main()
