@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "fp8k_internal.cuh"
+#include "fp8.h"
+#include "fp8_check.h"
+#include "fp8k.h"
+#include "fp8k_launch.cuh"
 
 __global__ void encode_range_kernel(uint32_t first, uint32_t count, int e5m2, uint8_t *out) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {

@@ -11,6 +11,7 @@
 
 #include "fp8k_device.cuh" /* fp8k_current_scale */
 #include "fp8k_internal.cuh"
+#include "fp8k_launch.cuh"
 
 namespace {
 

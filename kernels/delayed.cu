@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "fp8k_internal.cuh"
+#include "fp8k_launch.cuh"
 
 namespace {
 

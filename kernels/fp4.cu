@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "fp8k_internal.cuh"
+#include "fp8k_launch.cuh"
 #include "quant_load.cuh" /* widen_scalar */
 
 namespace {

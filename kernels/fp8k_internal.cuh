@@ -13,7 +13,6 @@
 #include "fp8.h"
 #include "fp8_check.h"
 #include "fp8k.h"
-#include "fp8k_launch.cuh"
 
 // Every CUDA call (and every launch, through cudaGetLastError) goes through fp8_check.h's
 // FP8G_CUDA, the same macro src/gpu uses: on failure "<call> failed at file:line: CUDA <name>

@@ -62,6 +62,7 @@
 #include <cstring>
 
 #include "fp8k_internal.cuh"
+#include "fp8k_launch.cuh"
 #include "quant_load.cuh" /* kChunk, load_chunk */
 #include "quant_pass.cuh" /* QParams, c_decode, the pass's device functions */
 

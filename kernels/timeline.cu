@@ -54,6 +54,7 @@
 
 #include "fp8k_device.cuh" /* fp8k_encode2, fp8k_current_scale, fp8k_abs_bits */
 #include "fp8k_internal.cuh"
+#include "fp8k_launch.cuh"
 #include "quant_load.cuh" /* widen_scalar, widen_vec, load_chunk, kChunk */
 
 namespace {

@@ -14,7 +14,13 @@ Failures (exit 1, one line each):
     table) only by the engines (IMPLEMENTERS); callers use engine.h;
   - a name looked up at run time (dlsym) outside its one place (LOOKUPS): the GPU module is
     reached through its one descriptor, which only src/engine/engine_load.c opens
-    (src/engine/gpu_module.h), and NCCL's functions are opened in src/gpu/timeline_nccl.c.
+    (src/engine/gpu_module.h), and NCCL's functions are opened in src/gpu/timeline_nccl.c;
+  - an include without use: a file includes a header of the tree and uses none of the names
+    that header itself declares (its functions, types, struct tags, enum constants, macros and
+    extern objects; names it merely passes on from headers it includes do not count). Such an
+    include is a false dependency between layers or files (the report's timeline files once
+    included engine.h for nothing); the compiler cannot see it (-Wunused does not look at
+    headers). A file's own header (x.c, x.h) is exempt.
 Printed, not failures: files over 600 lines and functions over 120 (a split follows concerns,
 not a number: docs/design.md).
 
@@ -69,6 +75,12 @@ LOOKUPS = {
 }
 LOOKUP = re.compile(r"\bdl(v?sym)\s*\(")
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING = re.compile(r'"(\\.|[^"\\\n])*"|\'(\\.|[^\'\\\n])*\'')
+CPLUSPLUS = re.compile(r"#\s*ifdef\s+__cplusplus.*?#\s*endif", re.S)
+IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+C_WORDS = {"if", "while", "for", "return", "sizeof", "switch", "int", "void", "char", "const",
+           "static", "inline", "struct", "enum", "union", "unsigned", "double", "float", "long",
+           "size_t", "extern", "typedef", "defined", "__attribute__", "template"}
 # a definition: starts at column 0 with an identifier, has a '(' and no ';' on its first line
 DEF_START = re.compile(r"^[A-Za-z_][\w \*]*\b([A-Za-z_]\w*)\s*\(")
 
@@ -155,6 +167,75 @@ def lookup_rules(files):
                 problems.append("%s:%d: looks a name up at run time (dlsym): only %s may (%s)" %
                                 (path, i + 1, " and ".join(sorted(LOOKUPS)),
                                  "; ".join("%s: %s" % kv for kv in sorted(LOOKUPS.items()))))
+    return problems
+
+
+def strip_c(text):
+    """Comments and string/char literals blanked (newlines kept, so lines still count)."""
+    text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return STRING.sub('""', text)
+
+
+def declared_names(text):
+    """The names a header declares itself: macros (not its include guard), functions, function
+    pointer typedefs, typedefs, struct/union/enum tags, enum constants, extern objects; at file
+    scope (extern "C" and namespace braces are transparent; struct members are not names)."""
+    t = CPLUSPLUS.sub("", text)
+    t = strip_c(t)
+    names = set(re.findall(r"^\s*#\s*define\s+([A-Za-z_]\w*)", t, re.M))
+    guard = re.search(r"^\s*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+(\w+)", t, re.M)
+    if guard and guard.group(1) == guard.group(2):
+        names.discard(guard.group(1))
+    body = re.sub(r"^\s*#[^\n]*(\\\n[^\n]*)*", "", t, flags=re.M)
+    body = re.sub(r"\bnamespace\b[^{;]*\{", "", body)
+    depth = 0
+    # functions (a name and '(') and objects defined with an initializer (a name and '=', as
+    # `constexpr int kChunk = 16;`) at file scope
+    for m in re.finditer(r"[{}]|\b([A-Za-z_]\w*)\s*(\(|=(?!=))", body):
+        s = m.group(0)
+        if s == "{":
+            depth += 1
+        elif s == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            names.add(m.group(1))
+    names |= set(re.findall(r"\btypedef\b[^;]*?\(\s*\*\s*([A-Za-z_]\w*)\s*\)\s*\(", body))
+    names |= set(re.findall(r"\}\s*([A-Za-z_]\w*)\s*;", body))
+    names |= set(re.findall(r"\btypedef\b[^;{]*?\b([A-Za-z_]\w*)\s*;", body))
+    names |= set(re.findall(r"\b(?:struct|union|enum)\s+([A-Za-z_]\w*)", body))
+    for e in re.finditer(r"\benum\b[^{;]*\{([^}]*)\}", body, re.S):
+        names |= set(re.findall(r"(?:^|,)\s*([A-Za-z_]\w*)", e.group(1)))
+    names |= set(re.findall(r"\bextern\b[^;(]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*;", body))
+    return names - C_WORDS
+
+
+def unused_include_rules(files):
+    """Includes of a tree header none of whose own names the including file uses (failures)."""
+    by_path = {path: lines for _, path, lines in files}
+    by_name = {}
+    for path in sorted(by_path):
+        if path.endswith((".h", ".cuh")):
+            by_name.setdefault(os.path.basename(path), path)
+    decl, problems = {}, []
+    for _, path, lines in files:
+        text = "\n".join(lines)
+        code = strip_c(text)
+        used = set(IDENT.findall(re.sub(r"^\s*#\s*include[^\n]*", "", code, flags=re.M)))
+        for i, line in enumerate(lines):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            header = m.group(1)
+            local = os.path.normpath(os.path.join(os.path.dirname(path), header))
+            hp = local if local in by_path else by_name.get(os.path.basename(header))
+            stem = os.path.splitext(os.path.basename(path))[0]
+            if hp is None or hp == path or os.path.splitext(os.path.basename(hp))[0] == stem:
+                continue
+            if hp not in decl:
+                decl[hp] = declared_names("\n".join(by_path[hp]))
+            if decl[hp] and not decl[hp] & used:
+                problems.append("%s:%d: includes %s and uses none of its names (an include "
+                                "without use: a false dependency)" % (path, i + 1, header))
     return problems
 
 
@@ -257,6 +338,7 @@ def main():
     files = list(sources(ROOT_DIR))
     problems, notes, inc_edges = include_rules(files)
     problems += lookup_rules(files)
+    problems += unused_include_rules(files)
     call_problems, graph, call_edges = call_rules(inputs)
     problems += call_problems
     for n in notes:

@@ -13,7 +13,6 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
-#include "analysis_internal.h"
 #include "results.h" /* fp8_overshoot */
 #include "util.h"
 #include "outfile.h"

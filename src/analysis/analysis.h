@@ -132,7 +132,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recipe.h" /* fp8_recipe_kind */
 #include "fp8.h"
 #include "config_key.h"
 #include "results.h" /* fp8_schema */

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_csv_put_num: numbers as in every fp8lab CSV */
-
 /* A text field, quoted per RFC 4180 when it holds a comma, a quote or a line break. */
 static inline void ana_put_text(FILE *fp, const char *s) {
   if (!s) return;

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
 #include "engine_load.h"
 #include "experiment.h"
 #include "cli.h"
@@ -32,7 +31,6 @@
 #include "run_folder.h"
 #include "synth.h"
 #include "te_log.h"
-#include "trace.h"
 #include "util.h"
 
 #define EXIT_RUNTIME 1

@@ -18,6 +18,7 @@
 
 #include "engine_cpu.h"
 #include "engine_cpu_internal.h"
+#include "engine_impl.h"
 #include "gemm.h"
 #include "util.h"
 

@@ -5,7 +5,8 @@
 #ifndef FP8LAB_CPU_ENGINE_CPU_INTERNAL_H
 #define FP8LAB_CPU_ENGINE_CPU_INTERNAL_H
 
-#include "engine_impl.h"
+#include "engine.h"
+#include "fp8.h"
 #include "gemm.h"
 #include "valhist.h"
 

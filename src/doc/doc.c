@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
+#include "util.h"
+
 static int fail(fp8_doc *d, int status, const char *fmt, ...) FP8_DOC_PRINTF(3, 4);
 static int fail(fp8_doc *d, int status, const char *fmt, ...) {
   d->status = status;
@@ -268,7 +271,6 @@ int fp8_doc_code(fp8_doc *doc, const char *source) {
 }
 
 /* ------------------------------------------------------------------ writing */
-
 
 int fp8_doc_write(const fp8_doc *doc, const char *dir, const char *md_name, const char *nb_name,
                   char *err, size_t errlen) {

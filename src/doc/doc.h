@@ -24,8 +24,6 @@
 
 #include <stddef.h>
 
-#include "fp8.h"
-
 #if defined(__GNUC__)
 #define FP8_DOC_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else

@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+#include "fp8.h"
+#include "util.h"
+
 int fp8_doc_status(const fp8_doc *doc, char *err, size_t errlen) {
   if (!doc) {
     fp8_errorf(0, err, errlen, "document: out of memory");

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
+#include "util.h"
+
 /* A table cell: '|' escaped (GitHub tables split on it even inside code spans), line breaks
  * as spaces (a table row is one line). */
 static void md_cell(FILE *fp, const char *s) {

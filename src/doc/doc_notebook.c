@@ -14,6 +14,9 @@
 
 #include <jansson.h>
 
+#include "fp8.h"
+#include "util.h"
+
 /* Standard base64 (RFC 4648 section 4). Written here because none of fp8lab's dependencies
  * (jansson, GSL, libpng, PLplot, inih, OpenBLAS) exports an encoder, and GLib's
  * g_base64_encode is not worth a new dependency for twenty lines. */

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
+#include "engine_check.h"
 #include "engine_check_internal.h"
 #include "gemm.h"
 #include "util.h"

@@ -3,7 +3,8 @@
 #ifndef FP8LAB_ENGINE_ENGINE_CHECK_INTERNAL_H
 #define FP8LAB_ENGINE_ENGINE_CHECK_INTERNAL_H
 
-#include "engine_check.h"
+#include "fp8.h"
+#include "recipe.h"
 
 #define CHK_TENSORS 8
 #define CHK_LAYER_X 4 /* l0.input, l0.weight, l0.grad_output */

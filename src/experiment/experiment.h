@@ -27,7 +27,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fp8.h"
 #include "recipe.h" /* fp8_recipe_kind, fp8_config */
 
 /** [output] stream: the stream's format (docs/design.md "The stream at scale"). auto: stream.csv

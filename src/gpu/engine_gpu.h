@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
+#include "amax_exchange.h"
 #include "engine.h"
-#include "gpu_module.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -29,14 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "fp8.h"
 #include "fp8_check.h"
 #include "fp8k.h"
 #include "gemm_lt.h"
 #include "timeline.h"
 #include "timeline_gpu_internal.h"
 #include "timeline_nccl.h"
-#include "util.h"
 
 /* ------------------------------------------------------------------ buffers */
 

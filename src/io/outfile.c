@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fp8.h"
+#include "util.h"
 
 /* 10^k in long double: exact up to 10^27 (and 1 / 10^27 as one division); beyond, powl. */
 static long double times_pow10(long double a, int k) {

@@ -6,8 +6,6 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "util.h" /* fp8_errorf */
-
 typedef struct {
   FILE *fp;
   char *tmp;   /**< <dir>/.<name>.tmp.<pid> */

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <plplot.h>
 
+#include "fp8.h"
+
 /* ------------------------------------------------------------------ histogram */
 
 static void fill_rect(double x0, double x1, double y0, double y1) {

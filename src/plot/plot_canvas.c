@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
+
 /* PLplot's stream table, abort handler and device list are process-wide. */
 static pthread_mutex_t plot_lock = PTHREAD_MUTEX_INITIALIZER;
 static char plot_abort_msg[256]; /* guarded by plot_lock */
@@ -354,7 +356,6 @@ int plot_check_color(const char *path, const char *what, size_t i, fp8_color col
          FP8_COLOR_COUNT - 1);
   return FP8_OK;
 }
-
 
 /* LeakSanitizer (FP8LAB_SANITIZE=ON): fontconfig, pango, cairo and glib keep process-lifetime
  * caches that LSan reports as leaks; every program that draws charts links this file, so the

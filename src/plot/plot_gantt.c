@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp8.h"
+
 #define GANTT_MAX_LANES 64
 #define GANTT_MAX_KINDS 64
 #define GANTT_MAX_BARS 1000000

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp8.h"
+
 /* viridis (matplotlib's, CC0) sampled at 0, 0.1, ..., 1. */
 static const uint8_t viridis[11][3] = {{68, 1, 84},    {72, 36, 117},  {65, 68, 135},
                                        {53, 95, 141},  {42, 120, 142}, {33, 145, 140},

@@ -15,7 +15,6 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "fp8.h" /* FP8_OK, FP8_EINVAL, ... */
 #include "plot.h"
 
 /* cmap0 layout: background, foreground, the palette opaque, then translucent, then greys. */

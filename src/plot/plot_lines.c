@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
+
 /* Unicode glyphs of fp8_marker (DejaVu Sans has all of them). */
 static const char *const marker_glyph[FP8_MARKER_COUNT] = {"", "\u25CF", "\u25A0", "\u25B2",
                                                            "\u25C6", "\u2716"};

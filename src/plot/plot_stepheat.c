@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp8.h"
+
 #define NCOL1 256
 
 /* Quiet: light blue-grey at vmin to near white at the threshold; loud: orange just above it,

@@ -21,6 +21,7 @@
 #include "doc.h"
 #include "outfile.h"
 #include "report_internal.h"
+#include "util.h"
 
 /* The chart library's driver loading (fp8_plot_warm_up, no text, no thread left behind) on its
  * own thread, while the results are read and analysed: nothing else draws until it is joined,

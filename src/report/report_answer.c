@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "outfile.h"
+#include "util.h"
 
 static const fp8_recommendation *model_rec(const fp8_recommendations *rec) {
   for (size_t i = 0; i < rec->nrecs; i++)

@@ -18,6 +18,7 @@
 
 #include "outfile.h"
 #include "report_internal.h"
+#include "util.h"
 
 struct rep_fp4 {
   size_t nlayers;

@@ -23,7 +23,6 @@
 #include "report.h"   /* fp8_report_options */
 #include "run_json.h" /* fp8_run_record, fp8_left_reason, fp8_left_keys */
 #include "tables.h"   /* fp8_hist_table, fp8_gemm_table */
-#include "timeline.h"
 
 #define MAX_SHOWN 4
 #define MAX_PLOTS 64

@@ -14,10 +14,10 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
-#include "outfile.h" /* fp8_errorf */
 #include "outputs.h" /* run.json's list of the run's files */
 #include "results.h" /* the schemas' file names */
 #include "trace.h"   /* fp8_tensor_files_distinct */
+#include "util.h"
 
 /* cfg_t's gemm arrays are indexed by fp8_gemm_kind. */
 _Static_assert(FP8_GEMM_COUNT == 3, "cfg_t holds the errors of fprop, dgrad and wgrad");

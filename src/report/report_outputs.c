@@ -8,8 +8,8 @@
 
 #include <stdio.h>
 
-#include "outfile.h"
 #include "outputs.h"
+#include "util.h"
 
 /* The files this report wrote, in the order it wrote them. */
 static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {

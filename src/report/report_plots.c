@@ -21,8 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "outfile.h" /* fp8_errorf */
-#include "plot.h"
+#include "util.h"
 
 /* The threads of this process (Linux /proc/self/task), 0 when that cannot be read. */
 static int count_threads(void) {

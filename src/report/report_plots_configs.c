@@ -13,7 +13,7 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
-#include "outfile.h" /* fp8_errorf */
+#include "util.h"
 
 /* ------------------------------------------------------------------ history x margin */
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_errorf */
 #include "results.h" /* fp8_overshoot */
+#include "util.h"
 
 /* ------------------------------------------------------------------ overshoot heatmaps */
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_errorf */
+#include "util.h"
 
 /* The dynamic range at the spike: log2|x| histogram against the windows each scale covers,
  * drawn as bands at two heights (and solid against dashed edges) so that they stay apart when

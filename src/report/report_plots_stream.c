@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_errorf */
-#include "results.h" /* fp8_overshoot */
+#include "fp8.h"
+#include "recipe.h"
 #include "trace.h"   /* FP8_NAME_MAX, FP8_RANK_PREFIX_MAX */
+#include "util.h"
 
 /* One tensor's timeline: n steps, its amax, per shown configuration the largest |x| it could
  * represent (NaN at its warm-up steps and where it has no value), the reference's clipped

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h" /* fp8_errorf */
 #include "report_internal.h"
 #include "util.h"    /* fp8_grow */
 

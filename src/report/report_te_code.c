@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "outfile.h"
+#include "util.h"
 
 typedef struct {
   const char *name; /* into a misfit's tensor name, without its rank_<r>/ prefix */

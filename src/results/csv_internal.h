@@ -21,7 +21,6 @@
 
 #include "outfile.h" /* fp8_num_text, FP8_NUM_TEXT_MAX */
 #include "results.h"
-#include "util.h"    /* FP8_PRINTF */
 
 /* ------------------------------------------------------------------ a row, built in memory */
 

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "fp8.h"
-#include "outfile.h"  /* fp8_errorf */
 #include "util.h"     /* fp8_grow */
 
 int fp8_outputs_has(const fp8_outputs *o, const char *name) {

@@ -16,6 +16,7 @@
 #include "fp8.h"
 #include "outfile.h" /* fp8_outfile, fp8_errorf */
 #include "te_log.h"  /* FP8_TE_LOG_*: trace.te_log's keys */
+#include "util.h"
 
 #ifndef FP8LAB_GIT_REV
 #define FP8LAB_GIT_REV "unknown"

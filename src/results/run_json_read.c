@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "fp8.h"
-#include "outfile.h" /* fp8_outfile, fp8_errorf */
 #include "te_log.h"  /* FP8_TE_LOG_*: trace.te_log's keys */
 #include "trace.h"   /* fp8_tensor_name_check */
+#include "util.h"
 
 /* ------------------------------------------------------------------ reader */
 

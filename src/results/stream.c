@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h"
 #include "results.h"
 #include "stream_internal.h"
 #include "tables.h"

@@ -23,9 +23,9 @@
 
 #include <jansson.h>
 
-#include "outfile.h"
 #include "results.h"
 #include "stream_internal.h"
+#include "util.h"
 
 /* stream.json's keys (its writer and its reader below) */
 #define SJ_VERSION "fp8lab_stream"

@@ -11,6 +11,7 @@
 #include "run_folder.h"
 #include "runner_internal.h"
 #include "synth.h"
+#include "util.h"
 
 /* Creates the output directory (once: a synth: trace needs it early), noting what it created. */
 static int make_out_dir(const char *out, run_undo *u, char *err, size_t errlen) {

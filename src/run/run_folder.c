@@ -17,6 +17,7 @@
 #include "outputs.h"
 #include "run_json.h" /* fp8_run_json_read_name */
 #include "trace.h" /* fp8_trace_snapshot_name */
+#include "util.h"
 
 /* ------------------------------------------------------------------ the lock */
 

@@ -10,6 +10,7 @@
 #include "gemm.h"
 #include "run_segs.h"
 #include "runner_internal.h"
+#include "util.h"
 
 static int cmp_cstr(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);

@@ -10,6 +10,7 @@
 
 #include "engine_cpu.h"
 #include "runner_internal.h"
+#include "util.h"
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);

@@ -35,6 +35,7 @@
 #include "run_bytes.h"
 #include "run_mpi.h"
 #include "runner_internal.h"
+#include "util.h"
 
 #define CKPT_MAGIC "FP8CKPT\x01"
 #define CKPT_VERSION 1u

@@ -26,6 +26,7 @@
 #include "run_mpi.h"
 #include "run_segs.h"
 #include "runner_internal.h"
+#include "util.h"
 
 enum { TAG_PART = 1, TAG_ACC = 2 };
 
@@ -159,7 +160,6 @@ int run_split_assign(run_t *r, const fp8_trace *tr, char *err, size_t errlen) {
 }
 
 /* ------------------------------------------------------------------ a part's rows */
-
 
 /* This process's tensors of the part, replayed into memory files: the message for process 0
  * (code; the tensors' and layers' ends; the three texts), or the failure (code, message). */

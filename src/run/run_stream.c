@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "runner_internal.h"
+#include "util.h"
 
 /* The stream's layout (results.h: its tensors, those with a delayed configuration; its
  * configurations, the delayed ones; which applies to which in what format), a record's buffer,

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "runner_internal.h"
+#include "util.h"
 
 #define JOB_BYTES ((size_t)32 << 20) /* jobs in flight, at most (one job may be larger) */
 

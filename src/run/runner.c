@@ -21,6 +21,7 @@
 #include "run_folder.h"
 #include "run_mpi.h"
 #include "runner_internal.h"
+#include "util.h"
 
 /* A write of the step loop's outputs that failed (a full disk) fails the run now, naming the
  * file, rather than at the commit after the last step. */
@@ -379,7 +380,6 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
   if (!rc) rc = fp8_rundir_marker_write(r->out, "report", r->ex->file, err, errlen);
   return rc;
 }
-
 
 /* A fresh run's start time, or (resume) the interrupted run's and its checkpoint. */
 static int start_run(run_t *r, const fp8_trace *tr, const char *trace_dir, const int64_t *steps,

@@ -19,7 +19,6 @@
 #include "experiment.h"
 #include "run_folder.h" /* fp8_run_folder */
 #include "run_json.h" /* fp8_left_reason, fp8_left_keys */
-#include "trace.h"
 
 typedef struct {
   const char *out_dir; /**< overrides [output] dir when not NULL */

@@ -12,11 +12,14 @@
 #include <sys/types.h>
 
 #include "engine.h"
+#include "experiment.h"
+#include "fp8.h"
 #include "outfile.h"
 #include "outputs.h"
+#include "recipe.h"
 #include "results.h"
-#include "run_json.h"
 #include "runner.h"
+#include "trace.h"
 
 /* One tensor of the replay (all ranks: `rank_<r>/<name>` in a multi-rank trace). */
 typedef struct {

@@ -6,7 +6,6 @@
  * file and line. The rows do not keep their line: the rare duplicate row is found by sorting,
  * and its line (and its first occurrence's) by reading the file once more.
  */
-#include "trace_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fp8.h"
+#include "trace.h"
+#include "util.h"
 
 /* A parsed row, the kept row itself: its tensor is the name's index in the order of first
  * appearance, then (index_rows) in the sorted names. */
@@ -26,7 +29,6 @@ typedef struct {
 
 #define AMAX_HEADERS                                                                          \
   "'step,tensor,amax', optionally followed by ',micro', ',te_scale' or ',micro,te_scale'"
-
 
 static int cmp_row(const void *a, const void *b) {
   const raw_row *x = a, *y = b;

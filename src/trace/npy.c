@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util.h"
+
 /* Parser state over the NUL-terminated copy of the header. */
 typedef struct {
   const char *s, *p;

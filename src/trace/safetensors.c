@@ -17,6 +17,7 @@
 
 #include "block.h"   /* fp8_block_view_2d */
 #include "outfile.h" /* fp8_write_errno_status */
+#include "util.h"
 
 /* The JSON type of j with its article, for messages ("an array"). */
 static const char *json_type_name(const json_t *j) {

@@ -26,6 +26,7 @@
 #include "trace.h"
 #include "outfile.h" /* fp8_write_errno_status */
 #include "util.h"    /* fp8_errorf */
+#include "synth.h"
 
 #define SYN_MAX_STEPS 1000000
 

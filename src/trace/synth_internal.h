@@ -12,7 +12,6 @@
 #include <gsl/gsl_rng.h>
 
 #include "fp8.h"
-#include "synth.h"
 
 #define SYN_LAYERS 4
 #define SYN_MODULES 4

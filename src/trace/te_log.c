@@ -22,7 +22,6 @@
 #include <jansson.h>
 
 #include "fp8.h"
-#include "outfile.h"
 #include "trace.h"
 #include "util.h"
 

@@ -14,7 +14,7 @@
 
 #include "fp8.h"
 #include "outfile.h"
-#include "trace.h"
+#include "util.h"
 
 static int cmp_rank_iter_name(const void *a, const void *b) {
   const te_row *x = a, *y = b;

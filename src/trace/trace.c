@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "te_log.h" /* te_log.json and its keys */
+#include "util.h"
 
 /* te_log.json (te_log.h), when the trace has one: what the report says of an imported
  * TransformerEngine log (the interval, the values its four decimals lost). */

@@ -21,8 +21,6 @@
 
 #include "fp8.h"
 
-#include "util.h" /* FP8_ERRLEN */
-
 /* fp8_tensor_view, a tensor of a step: fp8.h (the engines take views, not traces). */
 
 /** The tensors of one snapshot step, sorted by name. Owns its mappings. */

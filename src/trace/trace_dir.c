@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util.h"
+
 /* One snapshot found while listing the directory. */
 typedef struct {
   int64_t step;

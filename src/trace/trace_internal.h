@@ -11,7 +11,6 @@
 #include <stddef.h>
 
 #include "trace.h"
-#include "util.h" /* fp8_errorf, fp8_grow */
 
 /** A read-only mapping of a whole file. addr is NULL for an empty file. */
 typedef struct {

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util.h"
+
 /* ------------------------------------------------------------------ paths and traces */
 
 char *fp8_path_join(const char *dir, const char *name) {
