@@ -15,6 +15,7 @@
 #include "runner.h"
 #include "tu_dir.h"
 #include "tu_traces.h"
+#include "util.h"
 
 /* A primary engine that declines what the GPU engine declines (the block kinds, and the GEMMs
  * of format = e5m2, which have no cuBLASLt kernel): the CPU engine made with only the

@@ -13,6 +13,7 @@
 #include "png_io.h"
 #include "testutil.h"
 #include "trace.h"
+#include "util.h"
 
 /* 1 in a ThreadSanitizer build (gcc's macro; clang's feature test) */
 #if defined(__SANITIZE_THREAD__)

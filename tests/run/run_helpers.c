@@ -8,6 +8,7 @@
 #include "testutil.h"
 #include "trace.h"
 #include "run_helpers.h"
+#include "util.h"
 
 /* The four columns issue 13 appended to a steps.csv row (clipped, overshoot, cos_sim, warmup),
  * checked against independent values: the counts and the flag exactly, the two numbers to 1e-9

@@ -13,6 +13,7 @@
 #include "trace.h"
 #include "tu_dir.h"
 #include "run_helpers.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------ [recipe.*] tensors, label */
 

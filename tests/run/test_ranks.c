@@ -16,6 +16,7 @@
 #include "tu_dir.h"
 #include "tu_traces.h"
 #include "run_helpers.h"
+#include "util.h"
 
 /* Delayed scaling with history_len 2, margin 0, max: the scale a step uses is
  * RN32(448 / max of the last two non-zero amaxes fed to the update), 1 before any.

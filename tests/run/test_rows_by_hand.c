@@ -16,6 +16,7 @@
 #include "tu_dir.h"
 #include "tu_traces.h"
 #include "run_helpers.h"
+#include "util.h"
 
 /* Runs `fp8lab <cmd>` (exit 0 required) and returns the output file rel (malloc'ed). */
 static char *run_read(const char *cmd, const char *rel) {

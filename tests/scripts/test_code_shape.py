@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The layering check (scripts/code_shape.py) must fail on an upward include, an upward call and a
-run-time lookup outside its one place.
+"""The layering check (scripts/code_shape.py) must fail on an upward include, an upward call, a
+run-time lookup outside its one place and an include without use.
 
 On a copy of the source tree with one line planted in src/sim/fp8.c (`#include "report.h"`,
 the report being the highest library), code_shape.py must exit 1 and name the file, the line
@@ -9,7 +9,9 @@ simulator's layer (a static library built here from a planted C file) that calls
 fp8_report_generate, given with the real report library, must fail naming both layers and the
 symbol; the same planted file calling a function of the simulator itself must pass. A cycle
 between two planted objects of one layer is still found. A dlsym planted in src/run/run_split.c
-must fail naming its line, and the same text in a comment must not.
+must fail naming its line, and the same text in a comment must not. `#include "util.h"` planted
+in src/sim/fp8.c passes when the file uses fp8_errorf, and fails (file, line) when the names
+appear only in a comment.
 
 Usage: test_code_shape.py SOURCE_DIR REPORT_LIB SIM_LIB
 """
@@ -72,12 +74,24 @@ def main():
         expect(rc == 1 and ("src/sim/fp8.c:%d: includes report.h (src/report): sim may not use "
                             "report, a higher layer" % (at + 1)) in out,
                "a planted upward include (sim includes report.h) fails, naming file and line", out)
-        # a header of the same folder, or of a lower one, is fine
+        # a header of the same folder, or of a lower one, is fine when the file uses it
         lines[at] = '#include "util.h"'
         with open(fp8c, "w") as f:
-            f.write("\n".join(lines))
+            f.write("\n".join(lines + ["int planted_use(char *e) { return fp8_errorf(0, e, 1, "
+                                        "\"x\"); }", ""]))
         rc, out = shape(tree)
-        expect(rc == 0, "the same line including a header of its own folder passes", out)
+        expect(rc == 0, "the same line including a header of its own folder, used, passes", out)
+        # ... and fails when none of that header's names is used (a name in a comment is none)
+        with open(fp8c, "w") as f:
+            f.write("\n".join(lines + ["/* fp8_errorf, FP8_ERRLEN: named here only */", ""]))
+        rc, out = shape(tree)
+        expect(rc == 1 and ("src/sim/fp8.c:%d: includes util.h and uses none of its names (an "
+                            "include without use: a false dependency)" % (at + 1)) in out
+               and out.count("without use") == 1,
+               "a planted include whose names the file does not use fails, naming file and line",
+               out)
+        with open(fp8c, "w") as f:
+            f.write("\n".join(lines[:at] + lines[at + 1:]))
 
         # ---- a run-time lookup outside its one place: a dlsym planted in the runner
         split = os.path.join(tree, "src", "run", "run_split.c")

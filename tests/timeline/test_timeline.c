@@ -15,6 +15,7 @@
 #include "trace.h"
 #include "timeline_inputs.h"
 #include "timeline_report.h"
+#include "util.h"
 
 /* One Linear: tokens 16, in 32, out 64, BF16, history 4, and a device whose numbers make the
  * arithmetic plain: 1 GB/s (1000 bytes per us), 0.001 TFLOP/s (1000 FLOP per us), kernels of

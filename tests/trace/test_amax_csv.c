@@ -12,6 +12,7 @@
 #include "testutil.h"
 #include "trace.h"
 #include "trace_helpers.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------ amax.csv */
 

@@ -11,6 +11,7 @@
 #include "testutil.h"
 #include "trace.h"
 #include "trace_helpers.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------ npy */
 

@@ -14,6 +14,7 @@
 #include "timeline.h" /* fp8_tl_shape_views: model_shape from a snapshot */
 #include "trace.h"
 #include "trace_helpers.h"
+#include "util.h"
 
 START_TEST(st_good) {
   char *dir = tu_mkdtemp();

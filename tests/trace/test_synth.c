@@ -11,6 +11,7 @@
 #include "synth.h"
 #include "testutil.h"
 #include "trace.h"
+#include "util.h"
 
 #define NTENSORS 64 /* 4 layers x 4 modules x 4 roles */
 

@@ -13,6 +13,7 @@
 #include "testutil.h"
 #include "trace.h"
 #include "trace_helpers.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------ trace directories */
 
