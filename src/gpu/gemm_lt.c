@@ -264,8 +264,6 @@ done:
   return rc;
 }
 
-static const char *format_name(fp8_format f) { return f == FP8_E5M2 ? "e5m2" : "e4m3"; }
-
 static const char *const GEMM_NAMES[FP8_GEMM_COUNT] = {"fprop", "dgrad", "wgrad"};
 
 /* What every FP8 GEMM checks and does first: the output amax zeroed, the empty cases (M or N
@@ -343,7 +341,7 @@ static int gemm_tn(fp8_gemm_lt *ctx, fp8_gemm_kind g, const fp8_lt_operand *P,
       char tmp[512];
       snprintf(tmp, sizeof tmp, "%s", err);
       snprintf(err, errlen, "%s (%s x %s, M=%lld N=%lld K=%lld): %s", GEMM_NAMES[g],
-               format_name(P->format), format_name(Q->format), (long long)M, (long long)N,
+               fp8_format_name(P->format), fp8_format_name(Q->format), (long long)M, (long long)N,
                (long long)K, tmp);
     }
     goto done;

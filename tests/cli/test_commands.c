@@ -18,6 +18,11 @@ START_TEST(test_help_version_synth_inspect) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "--help"), 0);
   ck_assert(strstr(out, "run EXP.ini") != NULL);
+  /* the overview names every command the dispatcher takes */
+  const char *commands[] = {"\n  run ", "\n  synth ", "\n  inspect ", "\n  import-te ",
+                            "\n  report ", "\n  timeline "};
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    ck_assert_msg(strstr(out, commands[i]) != NULL, "--help does not name%s:\n%s", commands[i], out);
   free(out);
   ck_assert_int_eq(run_cli(&out, "run --help"), 0);
   ck_assert(strstr(out, "--threads") != NULL);

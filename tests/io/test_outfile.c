@@ -31,7 +31,7 @@ static int run_disk_full(char **out, const char *dir, const char *name, const ch
 }
 
 /* An output write that fails mid-run or at its commit (disk full) is a runtime failure: exit 1
- * (README), one line naming the file; the file is not left behind (no temporary, no partial
+ * (docs/reference.md, the output folder), one line naming the file; the file is not left behind (no temporary, no partial
  * file under its name). Writes of the run (steps.csv through the step loop's check, summary.csv
  * and run.json at the end) and of the report. */
 START_TEST(test_write_failure_exit_1) {

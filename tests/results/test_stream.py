@@ -176,7 +176,7 @@ def check_steps(out, amax, rec, warm):
 
 def check_analysis(out, amax, rec, warm):
     """analysis.csv's stream columns of every (tensor, delayed configuration) with steps.csv
-    rows, over the non-warm-up stream steps at which the tensor ran (amax > 0; README):
+    rows, over the non-warm-up stream steps at which the tensor ran (amax > 0; docs/outputs.md):
     stream_steps, stream_overflow_steps, stream_clipped_steps, overshoot_p50 / _p95 /
     stream_overshoot_max, clip_step_rate = stream_clipped_steps / stream_steps; warmup_steps
     counts the group's warm-up rows of steps.csv. Current scaling: the stream columns empty.

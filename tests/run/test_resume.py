@@ -24,7 +24,7 @@
    numpy for tools/reference/gen_trace.py; skipped without): the same bytes.
 
 Kills land mid-run because the runs are slowed by FP8LAB_TEST_STEP_DELAY_MS (a pause after each
-step; README) and the kill moments are taken from what the folder shows (the first checkpoint,
+step; docs/reference.md) and the kill moments are taken from what the folder shows (the first checkpoint,
 the marker's phase) plus a seeded random delay, so the test does not depend on the machine's
 speed. Deterministic: random.Random(16).
 """
