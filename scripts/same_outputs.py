@@ -136,6 +136,8 @@ def normal_json(path):
             return {k: strip(v) for k, v in o.items() if k not in VOLATILE}
         if isinstance(o, list):
             return [strip(v) for v in o]
+        if isinstance(o, str):  # a shipped experiment replayed from the checkout it is in
+            return re.sub(r"^/\S*/(experiments/[\w.-]+\.ini)$", r"<TREE>/\1", o)
         return o
     return json.dumps(strip(j), indent=1, sort_keys=False)
 
