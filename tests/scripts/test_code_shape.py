@@ -11,7 +11,8 @@ symbol; the same planted file calling a function of the simulator itself must pa
 between two planted objects of one layer is still found. A dlsym planted in src/run/run_split.c
 must fail naming its line, and the same text in a comment must not. `#include "util.h"` planted
 in src/sim/fp8.c passes when the file uses fp8_errorf, and fails (file, line) when the names
-appear only in a comment.
+appear only in a comment; a string holding "/*" hides no code after it; a header's multi-line
+macro body declares no names.
 
 Usage: test_code_shape.py SOURCE_DIR REPORT_LIB SIM_LIB
 """
@@ -90,6 +91,32 @@ def main():
                and out.count("without use") == 1,
                "a planted include whose names the file does not use fails, naming file and line",
                out)
+        # a "/*" inside a string starts no comment: the code after it is still read (the
+        # include used, and a dlsym after the string found)
+        with open(fp8c, "w") as f:
+            f.write("\n".join(lines + ['static const char *planted_glob = "plots/*.png";',
+                                        "int planted_use(char *e) { return fp8_errorf(0, e, 1, "
+                                        "\"x\"); }",
+                                        'void *planted_sym(void *h) { return dlsym(h, "x"); }',
+                                        "/* end */", ""]))
+        rc, out = shape(tree)
+        expect(rc == 1 and "without use" not in out and
+               ("src/sim/fp8.c:%d: looks a name up at run time (dlsym)" % (len(lines) + 3)) in out,
+               "a string holding '/*' hides neither the use of util.h nor a dlsym after it", out)
+        # a macro's continuation lines declare nothing: a header whose one own name is its
+        # macro counts as unused by a file that calls only what the macro's body calls
+        with open(os.path.join(tree, "src", "sim", "planted_macro.h"), "w") as f:
+            f.write("#define PLANTED_M(e) \\\n  fp8_errorf(0, e, 1, \"x\")\n")
+        lines[at] = '#include "planted_macro.h"'
+        with open(fp8c, "w") as f:
+            f.write("\n".join(lines + ['#include "util.h"',
+                                        "int planted_use(char *e) { return fp8_errorf(0, e, 1, "
+                                        "\"x\"); }", ""]))
+        rc, out = shape(tree)
+        expect(rc == 1 and ("src/sim/fp8.c:%d: includes planted_macro.h and uses none of its "
+                            "names" % (at + 1)) in out and out.count("without use") == 1,
+               "a header's multi-line macro body declares nothing (the include is unused)", out)
+        os.remove(os.path.join(tree, "src", "sim", "planted_macro.h"))
         with open(fp8c, "w") as f:
             f.write("\n".join(lines[:at] + lines[at + 1:]))
 
