@@ -102,7 +102,7 @@ MOD=$BUILD/fp8lab-gpu.so
 
 # ------------------------------------------------------------------ 2. the GPU engine is in the module
 [ -f "$MOD" ] || die "$MOD was not built"
-EXPORTS=$(nm -D --defined-only "$MOD" 2>/dev/null | awk '$2 == "T" || $2 == "D" || $2 == "B" {print $3}' | sort -u | tr '\n' ' ')
+EXPORTS=$(nm -D --defined-only "$MOD" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u | tr '\n' ' ')
 [ "$EXPORTS" = "fp8lab_gpu_module " ] ||
   die "$MOD must export exactly fp8lab_gpu_module (src/engine/gpu_module.h), exports: ${EXPORTS:-nothing}"
 readelf -S "$MOD" | grep -q '\.nv_fatbin' || die "$MOD has no .nv_fatbin section: no CUDA kernels"

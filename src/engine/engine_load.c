@@ -46,7 +46,11 @@ static int module_path(char *out, size_t len) {
   return (size_t)snprintf(out, len, "%s/%s", exe, FP8_GPU_MODULE_NAME) < len ? 0 : -1;
 }
 
-int fp8_gpu_module_validate(const fp8_gpu_module *m, const char *path, char *err, size_t errlen) {
+/* A module's descriptor checked (path names the module in the message): FP8_OK, or FP8_EDEVICE
+ * with one line ("<path>: GPU module API version 2, this fp8lab reads version 1 (...)") when m
+ * is NULL, its api_version, size or engine_abi is not this build's, or it has no engine. No
+ * member past api_version and size is read before they are checked. */
+static int validate(const fp8_gpu_module *m, const char *path, char *err, size_t errlen) {
   if (!m)
     return fp8_errorf(FP8_EDEVICE, err, errlen, "%s: the GPU module gives no descriptor", path);
   /* api_version and size first: nothing past them is read from a module of another layout */
@@ -85,7 +89,7 @@ static int load_module(fp8_engine_selection *sel, char *err, size_t errlen) {
                       sel->module, FP8_GPU_MODULE_SYMBOL);
   memcpy(&get, &sym, sizeof get);
   const fp8_gpu_module *m = get();
-  int rc = fp8_gpu_module_validate(m, sel->module, err, errlen);
+  int rc = validate(m, sel->module, err, errlen);
   if (rc) return rc;
   sel->desc = m;
   return FP8_OK;

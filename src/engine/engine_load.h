@@ -22,19 +22,10 @@
 
 #include "engine.h"
 #include "engine_check.h"
+#include "engine_choice.h"
 #include "gpu_module.h"
 
 #define FP8_GPU_MODULE_NAME "fp8lab-gpu.so"
-
-/** How the engine was chosen, for run.json (fp8_engine_select fills it). */
-typedef struct {
-  const char *device;          /**< the --device request: "auto", "cpu", "gpu" */
-  const char *module;          /**< the GPU module's path, or NULL */
-  int self_check_ran;          /**< the GPU engine's self-check ran */
-  int self_check_passed;
-  long long self_check_values; /**< values compared */
-  const char *self_check_note; /**< the first mismatch, or why the GPU was not used ("" none) */
-} fp8_engine_choice;
 
 typedef struct {
   fp8_engine_factory factory;  /**< NULL: the CPU engine */

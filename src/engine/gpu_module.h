@@ -5,15 +5,16 @@
  * pointer to a constant, versioned descriptor: everything fp8lab may call in the module (the
  * device probe, the engine's factory, the amax exchange of an MPI replay, the timeline's
  * measuring run) is a typed member of it. src/engine/engine_load.c alone opens the module, looks
- * the symbol up and checks the descriptor (fp8_gpu_module_validate); the runner receives an
+ * the symbol up and checks the descriptor; the runner receives an
  * engine factory and an amax exchange from the engine selection (engine_load.h), the timeline
  * its entry point from the descriptor, and nobody casts a looked-up name to a function type.
  *
  * Versioning: api_version and size are the first two members and never move. A module whose
- * api_version is not FP8_GPU_MODULE_API_VERSION, or whose descriptor is smaller than this
- * header's struct, or whose engine_abi is not FP8_ENGINE_ABI (engine.h, engine_impl.h: the op
- * table) is refused before any other member is read. Bump FP8_GPU_MODULE_API_VERSION when a
- * member changes type or meaning; a member appended at the end needs only the size check.
+ * api_version is not FP8_GPU_MODULE_API_VERSION, whose descriptor's size is not this header's
+ * sizeof(fp8_gpu_module) (a module built against another layout, a member added or removed),
+ * or whose engine_abi is not FP8_ENGINE_ABI (engine.h, engine_impl.h: the op table) is refused
+ * in one line before any other member is read. Bump FP8_GPU_MODULE_API_VERSION when a member
+ * changes type or meaning; adding one changes the size, which is refused as well.
  */
 #ifndef FP8LAB_ENGINE_GPU_MODULE_H
 #define FP8LAB_ENGINE_GPU_MODULE_H
@@ -55,11 +56,6 @@ typedef struct fp8_gpu_module {
 /** The type of the exported symbol. */
 typedef const fp8_gpu_module *(*fp8_gpu_module_fn)(void);
 
-/** Checks a module's descriptor (path names the module in the message): FP8_OK, or
- *  FP8_EDEVICE with one line ("<path>: GPU module API version 2, this fp8lab reads 1") when m is
- *  NULL or its api_version, size or engine_abi is not this build's, or it has no engine. Reads
- *  no member past `size` before that check. */
-int fp8_gpu_module_validate(const fp8_gpu_module *m, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,9 @@
 
 #include <stddef.h>
 
+#include "amax_exchange.h"
 #include "engine.h"
-#include "engine_load.h" /* fp8_engine_choice, fp8_amax_exchange */
+#include "engine_choice.h"
 #include "experiment.h"
 #include "run_folder.h" /* fp8_run_folder */
 #include "run_json.h" /* fp8_left_reason, fp8_left_keys */
@@ -36,7 +37,7 @@ typedef struct {
   fp8_engine_factory engine;        /**< NULL: the CPU engine */
   const fp8_engine_choice *choice;  /**< NULL: "cpu", no self-check */
   /** The amax exchange between the processes' GPUs (amax_exchange.h), from the engine selection
-   *  when the GPU engine runs (engine_load.h): under MPI the amaxes go through it
+   *  when the GPU engine runs (src/engine/engine_load.h): under MPI the amaxes go through it
    *  (run_split.c); NULL: MPI_Allreduce. */
   const fp8_amax_exchange *exchange;
 } fp8_run_options;

@@ -1,9 +1,9 @@
 /* planted_module.c: the emulated GPU module (fp8lab-gpu-emu.so, the one CPU CI runs the whole
  * program on) behind a copy of its descriptor with one member planted wrong, for the test of the
- * descriptor's checks (tests/gpu/test_gpu_module_seam.py). Built once per plant
- * (FP8LAB_PLANT): 0 nothing (the control: must run as the emulated module does), 1 the API
- * version, 2 the descriptor's size, 3 the engine ABI. FP8LAB_EMU_MODULE is the emulated
- * module's path. Not part of fp8lab. */
+ * descriptor's checks (tests/gpu/test_gpu_module_seam.py). Built once per plant, named by
+ * FP8LAB_PLANT_<plant>: none (the control: must run as the emulated module does), version (the
+ * API version), size (the descriptor's size), abi (the engine ABI). FP8LAB_EMU_MODULE is the
+ * emulated module's path. Not part of fp8lab. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,11 +27,11 @@ EXPORT const fp8_gpu_module *fp8lab_gpu_module(void) {
   }
   memcpy(&get, &sym, sizeof get);
   m = *get();
-#if FP8LAB_PLANT == 1
+#if defined(FP8LAB_PLANT_version)
   m.api_version = FP8_GPU_MODULE_API_VERSION + 1;
-#elif FP8LAB_PLANT == 2
+#elif defined(FP8LAB_PLANT_size)
   m.size = sizeof m - sizeof(void *); /* as if built without the last member */
-#elif FP8LAB_PLANT == 3
+#elif defined(FP8LAB_PLANT_abi)
   m.engine_abi = FP8_ENGINE_ABI - 1;
 #endif
   made = 1;
