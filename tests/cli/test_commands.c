@@ -45,7 +45,7 @@ START_TEST(test_help_version_synth_inspect) {
   free(out);
   /* synth into a folder that holds a trace: refused without --force (the two would mix),
    * with --force its trace files are replaced and nothing else there is touched */
-  write_text("st/notes.txt", "keep");
+  put_text("st/notes.txt", "keep");
   ck_assert_int_eq(run_cli(&out, "synth llm st --steps 40"), 2);
   ck_assert_str_eq(out, "fp8lab: st: already holds a trace (12 snapshots and amax.csv): a new one "
                         "would mix with it (use --force to replace its files)\n");
@@ -55,10 +55,10 @@ START_TEST(test_help_version_synth_inspect) {
   ck_assert_int_eq(run_cli(&out, "inspect st"), 0);
   ck_assert_msg(strstr(out, "20 snapshot steps (0..38)") != NULL, "%s", out);
   free(out);
-  char *kp = path_in("st/notes.txt"), *keep = tu_read_file(kp, NULL);
+  const char *kp = path_in("st/notes.txt");
+  char *keep = tu_read_file(kp, NULL);
   ck_assert_str_eq(keep, "keep");
   free(keep);
-  free(kp);
   ck_assert_int_eq(run_cli(&out, "synth --help"), 0);
   ck_assert(strstr(out, "--force") != NULL);
   free(out);
@@ -98,10 +98,9 @@ START_TEST(test_inspect_long_names) {
   const char *longname = "model.layers.0.self_attn.q_proj_with_a_very_long_suffix.input";
   char text[256];
   snprintf(text, sizeof text, "step,tensor,amax\n0,%s,2\n0,l.input,3\n1,l.input,5\n", longname);
-  char *tdir = path_in("ln");
+  const char *tdir = path_in("ln");
   mkdir(tdir, 0777);
-  free(tdir);
-  write_text("ln/amax.csv", text);
+  put_text("ln/amax.csv", text);
   char *out;
   ck_assert_int_eq(run_cli(&out, "inspect ln"), 0);
   const char *head = strstr(out, "\ntensor ");
@@ -157,7 +156,7 @@ START_TEST(test_inspect_never_ran) {
   ck_assert_msg(!strstr(out, "some steps 0"), "%s", out);
   free(out);
   /* a tensor without any zero: no note, and no "never ran" count in the header */
-  write_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
+  put_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
   ck_assert_int_eq(run_cli(&out, "inspect lo"), 0);
   ck_assert_msg(strstr(out, ", 2 tensors\n") != NULL, "%s", out);
   expect_inspect_line(out, "m.input", "input", "F32", 2, "4 .. 100", "");

@@ -35,16 +35,16 @@ START_TEST(one_line_library) {
   assert_one_line(err);
   ck_assert_msg(strstr(err, "tensor t: dtype F\\n32 not supported"), "%s", err);
   /* npy: a key and a descr of the header */
-  mkdir(in_dir("step_0"), 0777);
+  mkdir(path_in("step_0"), 0777);
   static const char hk[] = "\x93NUMPY\x01\x00\x20\x00{'de\x1b[Ar': '<f4', }            \n";
   put_file("step_0/t.npy", hk, sizeof hk - 1);
-  ck_assert_int_eq(fp8_npy_open_step(in_dir("step_0"), &s, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_npy_open_step(path_in("step_0"), &s, err, sizeof err), FP8_EFORMAT);
   assert_one_line(err);
   ck_assert_msg(strstr(err, "unexpected or repeated key 'de\\x1b[Ar' at byte 11"), "%s", err);
   static const char hd[] = "\x93NUMPY\x01\x00\x3b\x00{'descr': '<f\r\n', 'fortran_order': False, "
                            "'shape': (), }  \n";
   put_file("step_0/t.npy", hd, sizeof hd - 1);
-  ck_assert_int_eq(fp8_npy_open_step(in_dir("step_0"), &s, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_npy_open_step(path_in("step_0"), &s, err, sizeof err), FP8_EFORMAT);
   assert_one_line(err);
   ck_assert_msg(strstr(err, "dtype '<f\\r\\n' not supported"), "%s", err);
   /* experiment files: an unknown key or section is quoted escaped (its bytes passed the line

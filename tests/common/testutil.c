@@ -1,6 +1,7 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,6 +51,25 @@ void tu_rmtree(const char *path) {
   sprintf(cmd, "rm -rf '%s'", path);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
   free(cmd);
+}
+
+char *tu_path(const char *dir, const char *rel) {
+  size_t n = strlen(dir) + strlen(rel) + 2;
+  char *p = malloc(n);
+  ck_assert_ptr_nonnull(p);
+  snprintf(p, n, "%s/%s", dir, rel);
+  return p;
+}
+
+int tu_count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
 }
 
 int tu_write_file(const char *path, const void *data, size_t len) {

@@ -19,6 +19,10 @@ uint8_t ref_fp8_encode(float y, fp8_format f);
 char *tu_mkdtemp(void);
 /** Removes a directory tree (rm -rf). */
 void tu_rmtree(const char *path);
+/** dir/rel, malloc'ed. */
+char *tu_path(const char *dir, const char *rel);
+/** The entries of a folder besides . and .. (temporary files left behind count too). */
+int tu_count_entries(const char *dir);
 /** Writes len bytes to path; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t len);
 /** Reads a whole file (NUL-terminated, malloc'ed); *len gets its size. NULL on failure. */

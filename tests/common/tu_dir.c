@@ -9,24 +9,40 @@
 
 char *g_dir;
 
-void setup(void) { g_dir = tu_mkdtemp(); }
+/* The paths path_in handed out: the fixture owns them, teardown frees them. */
+static char **g_paths;
+static size_t g_npaths;
+
+void setup(void) {
+  g_dir = tu_mkdtemp();
+  ck_assert_ptr_nonnull(g_dir);
+}
 
 void teardown(void) {
   tu_rmtree(g_dir);
   free(g_dir);
+  g_dir = NULL;
+  for (size_t i = 0; i < g_npaths; i++) free(g_paths[i]);
+  free(g_paths);
+  g_paths = NULL;
+  g_npaths = 0;
 }
 
-char *path_in(const char *rel) {
-  char *p = malloc(strlen(g_dir) + strlen(rel) + 2);
-  sprintf(p, "%s/%s", g_dir, rel);
-  return p;
+/* g_dir/rel. It stays valid until teardown, so a test holds as many at once as it needs and
+ * frees none of them. */
+const char *path_in(const char *rel) {
+  char **grown = realloc(g_paths, (g_npaths + 1) * sizeof *g_paths);
+  ck_assert_ptr_nonnull(grown);
+  g_paths = grown;
+  return g_paths[g_npaths++] = tu_path(g_dir, rel);
 }
 
-void write_text(const char *rel, const char *text) {
-  char *p = path_in(rel);
-  ck_assert_int_eq(tu_write_file(p, text, strlen(text)), 0);
-  free(p);
+/* Writes g_dir/rel (its folder must exist). */
+void put_file(const char *rel, const void *data, size_t n) {
+  ck_assert_int_eq(tu_write_file(path_in(rel), data, n), 0);
 }
+
+void put_text(const char *rel, const char *text) { put_file(rel, text, strlen(text)); }
 
 /* Returns the line of steps.csv whose first fields match prefix (malloc'ed), or NULL. */
 char *find_row(const char *csv, const char *prefix) {
@@ -50,19 +66,6 @@ int count_lines(const char *s) {
   for (; *s; s++) n += *s == '\n';
   return n;
 }
-
-/* g_dir/rel (static buffer, one at a time). */
-const char *in_dir(const char *rel) {
-  static char p[4096];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  return p;
-}
-
-void put_file(const char *rel, const void *data, size_t n) {
-  ck_assert_int_eq(tu_write_file(in_dir(rel), data, n), 0);
-}
-
-void put_text(const char *rel, const char *text) { put_file(rel, text, strlen(text)); }
 
 /* An error message is one line: no newline, CR, ESC or other control byte in it. */
 void assert_one_line(const char *err) {

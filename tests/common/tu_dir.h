@@ -4,20 +4,20 @@
 #ifndef FP8LAB_TESTS_TU_DIR_H
 #define FP8LAB_TESTS_TU_DIR_H
 
+#include <stddef.h>
+
 #include "testutil.h"
 
 extern char *g_dir;
 void setup(void);
 void teardown(void);
-char *path_in(const char *rel);
-void write_text(const char *rel, const char *text);
+const char *path_in(const char *rel);
+void put_file(const char *rel, const void *data, size_t n);
+void put_text(const char *rel, const char *text);
 #define run_cli(out, ...) tu_cli(g_dir, (out), __VA_ARGS__)
 
 char *find_row(const char *csv, const char *prefix);
 int count_lines(const char *s);
-const char *in_dir(const char *rel);
-void put_file(const char *rel, const void *data, size_t n);
-void put_text(const char *rel, const char *text);
 void assert_one_line(const char *err);
 void expect_report(const char *want);
 

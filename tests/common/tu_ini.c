@@ -9,7 +9,7 @@
 int load_ini(const void *text, size_t n, char *err, size_t errlen) {
   put_file("e.ini", text, n);
   fp8_experiment ex;
-  int rc = fp8_experiment_load(in_dir("e.ini"), &ex, err, errlen);
+  int rc = fp8_experiment_load(path_in("e.ini"), &ex, err, errlen);
   if (rc == FP8_OK) fp8_experiment_free(&ex);
   return rc;
 }

@@ -3,7 +3,6 @@
  * PNG decoded back to its bytes, base64 against RFC 4648's test vectors, escaping, and errors
  * (a missing image writes nothing; a bad append poisons the document). */
 #include <check.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,30 +24,11 @@ static const unsigned char PNG1[67] = {
     0x9C, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00,
     0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82};
 
-static char *join(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
 static char *read_text(const char *dir, const char *name) {
-  char *p = join(dir, name);
+  char *p = tu_path(dir, name);
   char *s = tu_read_file(p, NULL);
   free(p);
   return s;
-}
-
-/* Entries in dir besides . and .. (so temporary files left behind count too). */
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  ck_assert_ptr_nonnull(d);
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
 }
 
 /* An independent base64 decoder (line breaks skipped, padding required); NULL when invalid. */
@@ -215,9 +195,9 @@ static const char SAMPLE_MD[] =
 
 /* Writes the PNG as <dir>/plots/one.png. */
 static void write_png(const char *dir) {
-  char *plots = join(dir, "plots");
+  char *plots = tu_path(dir, "plots");
   ck_assert_int_eq(mkdir(plots, 0777), 0);
-  char *png = join(plots, "one.png");
+  char *png = tu_path(plots, "one.png");
   ck_assert_int_eq(tu_write_file(png, PNG1, sizeof PNG1), 0);
   free(png);
   free(plots);
@@ -248,13 +228,13 @@ START_TEST(test_write_both) {
   int rc = fp8_doc_write(d, dir, "report.md", "report.ipynb", err, sizeof err);
   ck_assert_msg(rc == FP8_OK, "%s", err);
   fp8_doc_free(d);
-  ck_assert_int_eq(count_entries(dir), 3); /* plots/, report.md, report.ipynb: no temp files */
+  ck_assert_int_eq(tu_count_entries(dir), 3); /* plots/, report.md, report.ipynb: no temp files */
 
   char *md = read_text(dir, "report.md");
   ck_assert_str_eq(md, SAMPLE_MD);
   free(md);
 
-  char *nbpath = join(dir, "report.ipynb");
+  char *nbpath = tu_path(dir, "report.ipynb");
   json_error_t jerr;
   json_t *nb = json_load_file(nbpath, 0, &jerr);
   ck_assert_msg(nb != NULL, "report.ipynb: %s (line %d)", jerr.text, jerr.line);
@@ -333,23 +313,23 @@ START_TEST(test_missing_image) {
   char err[ERRLEN] = "";
   ck_assert_int_eq(fp8_doc_write(d, dir, "report.md", "report.ipynb", err, sizeof err), FP8_EIO);
   ck_assert_msg(strstr(err, "plots/one.png") != NULL, "message does not name the file: %s", err);
-  ck_assert_int_eq(count_entries(dir), 0);
+  ck_assert_int_eq(tu_count_entries(dir), 0);
   err[0] = 0;
   ck_assert_int_eq(fp8_doc_write_notebook(d, dir, "report.ipynb", err, sizeof err), FP8_EIO);
   ck_assert_msg(strstr(err, "plots/one.png") != NULL, "message does not name the file: %s", err);
-  ck_assert_int_eq(count_entries(dir), 0);
+  ck_assert_int_eq(tu_count_entries(dir), 0);
   /* Markdown only links images: it does not need them. */
   ck_assert_int_eq(fp8_doc_write_markdown(d, dir, "report.md", err, sizeof err), FP8_OK);
-  ck_assert_int_eq(count_entries(dir), 1);
+  ck_assert_int_eq(tu_count_entries(dir), 1);
 
   /* A file that is not a PNG is refused too. */
-  char *plots = join(dir, "plots");
+  char *plots = tu_path(dir, "plots");
   ck_assert_int_eq(mkdir(plots, 0777), 0);
-  char *fake = join(plots, "one.png");
+  char *fake = tu_path(plots, "one.png");
   ck_assert_int_eq(tu_write_file(fake, "GIF89a", 6), 0);
   ck_assert_int_eq(fp8_doc_write(d, dir, "r2.md", "r2.ipynb", err, sizeof err), FP8_EFORMAT);
   ck_assert_msg(strstr(err, "plots/one.png") != NULL, "%s", err);
-  ck_assert_int_eq(count_entries(dir), 2); /* report.md, plots/ */
+  ck_assert_int_eq(tu_count_entries(dir), 2); /* report.md, plots/ */
   fp8_doc_free(d);
   free(fake);
   free(plots);
@@ -387,11 +367,11 @@ START_TEST(test_escaping) {
   free(md);
 
   /* The image path becomes a Python string literal with its quote and backslash escaped. */
-  char *png = join(dir, "a\"b\\c.png");
+  char *png = tu_path(dir, "a\"b\\c.png");
   ck_assert_int_eq(tu_write_file(png, PNG1, sizeof PNG1), 0);
   free(png);
   ck_assert_msg(fp8_doc_write_notebook(d, dir, "t.ipynb", err, sizeof err) == FP8_OK, "%s", err);
-  char *path = join(dir, "t.ipynb");
+  char *path = tu_path(dir, "t.ipynb");
   json_t *nb = json_load_file(path, 0, NULL);
   ck_assert_ptr_nonnull(nb);
   json_t *cells = json_object_get(nb, "cells");
@@ -442,7 +422,7 @@ START_TEST(test_image_placeholders) {
     char err[ERRLEN] = "";
     ck_assert_msg(fp8_doc_write_notebook(d, dir, "p.ipynb", err, sizeof err) == FP8_OK, "%s", err);
     fp8_doc_free(d);
-    char *path = join(dir, "p.ipynb");
+    char *path = tu_path(dir, "p.ipynb");
     json_error_t jerr;
     json_t *nb = json_load_file(path, 0, &jerr);
     ck_assert_msg(nb != NULL, "p.ipynb: %s (line %d)", jerr.text, jerr.line);
@@ -487,7 +467,7 @@ START_TEST(test_sticky_errors) {
     ck_assert_int_eq(fp8_doc_write(d, dir, "r.md", "r.ipynb", err, sizeof err), FP8_EINVAL);
     ck_assert_msg(strstr(err, want) != NULL, "case %d: \"%s\" lacks \"%s\"", k, err, want);
     ck_assert_int_eq(fp8_doc_write_markdown(d, dir, "r.md", err, sizeof err), FP8_EINVAL);
-    ck_assert_int_eq(count_entries(dir), 0);
+    ck_assert_int_eq(tu_count_entries(dir), 0);
     fp8_doc_free(d);
   }
   /* A NULL document (fp8_doc_new out of memory) reads as FP8_ENOMEM all the way to the write. */
@@ -498,11 +478,11 @@ START_TEST(test_sticky_errors) {
   fp8_doc *d = fp8_doc_new();
   ck_assert_int_eq(fp8_doc_write_markdown(d, dir, "sub/r.md", err, sizeof err), FP8_EINVAL);
   /* A missing directory: FP8_EIO naming it. */
-  char *missing = join(dir, "nope");
+  char *missing = tu_path(dir, "nope");
   ck_assert_int_eq(fp8_doc_write(d, missing, "r.md", "r.ipynb", err, sizeof err), FP8_EIO);
   ck_assert_msg(strstr(err, "nope") != NULL, "%s", err);
   free(missing);
-  ck_assert_int_eq(count_entries(dir), 0);
+  ck_assert_int_eq(tu_count_entries(dir), 0);
   fp8_doc_free(d);
   tu_rmtree(dir);
   free(dir);
@@ -515,11 +495,11 @@ START_TEST(test_empty_doc) {
   char err[ERRLEN] = "";
   ck_assert_msg(fp8_doc_write(d, dir, "e.md", "e.ipynb", err, sizeof err) == FP8_OK, "%s", err);
   size_t len = 1;
-  char *p = join(dir, "e.md");
+  char *p = tu_path(dir, "e.md");
   free(tu_read_file(p, &len));
   free(p);
   ck_assert_uint_eq(len, 0);
-  p = join(dir, "e.ipynb");
+  p = tu_path(dir, "e.ipynb");
   json_t *nb = json_load_file(p, 0, NULL);
   ck_assert_ptr_nonnull(nb);
   ck_assert_uint_eq(json_array_size(json_object_get(nb, "cells")), 0);

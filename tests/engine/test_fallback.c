@@ -53,7 +53,8 @@ static int declining_create(const fp8_engine_plan *plan, fp8_engine **out, char 
 /* Runs experiment `ini` (relative to the test directory) through the library on the declining
  * engine (the path a GPU run takes: per-op fallback to the CPU engine), into out_dir. */
 static void run_declining_engine(const char *ini, const char *out_dir) {
-  char *path = path_in(ini), err[FP8_ERRLEN];
+  const char *path = path_in(ini);
+  char err[FP8_ERRLEN];
   fp8_experiment ex;
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
   fp8_run_options opt = {.out_dir = out_dir, .threads = 1, .quiet = 1, .engine = declining_create};
@@ -62,19 +63,18 @@ static void run_declining_engine(const char *ini, const char *out_dir) {
   ck_assert_msg(rc == FP8_OK, "%s", err);
   ck_assert_str_eq(sum.engine, "declining");
   fp8_experiment_free(&ex);
-  free(path);
 }
 
 /* The fallback path (the one a GPU run takes): an engine that declines the block kinds leaves
  * them to the composite's CPU engine; the files are those of a plain CPU run. */
 START_TEST(test_engine_path_same_output) {
   write_tiny_trace();
-  write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
-                        "[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n[output]\ndir = out\n");
+  put_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                      "[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n[output]\ndir = out\n");
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
-  char *od = path_in("viaengine");
+  const char *od = path_in("viaengine");
   run_declining_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
@@ -88,7 +88,6 @@ START_TEST(test_engine_path_same_output) {
     free(ca);
     free(cb);
   }
-  free(od);
 }
 END_TEST
 
@@ -101,14 +100,14 @@ START_TEST(test_engine_gemm_same_output) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
-  write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
-                        "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
-                        "[recipe.mx]\nkind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
-                        "[output]\ndir = out\n");
+  put_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
+                      "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                      "[recipe.c]\nkind = current\nformat = e4m3, e5m2\n"
+                      "[recipe.mx]\nkind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
+                      "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out direct"), 0);
   free(out);
-  char *od = path_in("viaengine");
+  const char *od = path_in("viaengine");
   run_declining_engine("exp.ini", od);
   char a[4096], b[4096];
   snprintf(a, sizeof a, "%s/direct/gemm.csv", g_dir);
@@ -123,10 +122,10 @@ START_TEST(test_engine_gemm_same_output) {
   /* run.json names what the composite ran on its CPU engine: the casts of the block kinds, the
    * GEMMs of those and of format = e5m2 (the declining engine's rules, worked out here from the
    * experiment), as "<label> #<index>" */
-  char *ini = path_in("exp.ini"), err[FP8_ERRLEN];
+  const char *ini = path_in("exp.ini");
+  char err[FP8_ERRLEN];
   fp8_experiment ex;
   ck_assert_int_eq(fp8_experiment_load(ini, &ex, err, sizeof err), FP8_OK);
-  free(ini);
   snprintf(b, sizeof b, "%s/run.json", od);
   json_error_t jerr;
   json_t *j = json_load_file(b, 0, &jerr);
@@ -153,7 +152,6 @@ START_TEST(test_engine_gemm_same_output) {
                 "and 4", n[0], n[1]);
   json_decref(j);
   fp8_experiment_free(&ex);
-  free(od);
 }
 END_TEST
 
@@ -164,14 +162,14 @@ START_TEST(test_ranks_engine_threads) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth spiky run/rank_1 --steps 8 --seed 2"), 0);
   free(out);
-  write_text("exp.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
-                        "history_len = 1, 4\n[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n"
-                        "[analysis]\ngemm = false\n[output]\ndir = out\n");
+  put_text("exp.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
+                      "history_len = 1, 4\n[recipe.c]\nkind = current\n[recipe.mx]\nkind = mxfp8\n"
+                      "[analysis]\ngemm = false\n[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 1 --out t1"), 0);
   free(out);
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 3 --out t3"), 0);
   free(out);
-  char *od = path_in("viaengine");
+  const char *od = path_in("viaengine");
   run_declining_engine("exp.ini", od);
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv"};
   for (int i = 0; i < 3; i++) {
@@ -187,7 +185,6 @@ START_TEST(test_ranks_engine_threads) {
     free(cb);
     free(cc);
   }
-  free(od);
 }
 END_TEST
 

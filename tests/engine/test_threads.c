@@ -11,16 +11,18 @@
 
 START_TEST(test_threads_same_output) {
   write_tiny_trace();
-  write_text("exp.ini", TINY_INI);
+  put_text("exp.ini", TINY_INI);
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --threads 1 --out o1"), 0);
   free(out);
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --threads 4 --out o4"), 0);
   free(out);
-  char *a = path_in("o1/steps.csv"), *b = path_in("o4/steps.csv");
+  const char *a = path_in("o1/steps.csv");
+  const char *b = path_in("o4/steps.csv");
   char *ca = tu_read_file(a, NULL), *cb = tu_read_file(b, NULL);
   ck_assert_str_eq(ca, cb);
-  free(a); free(b); free(ca); free(cb);
+  free(ca);
+  free(cb);
 }
 END_TEST
 
@@ -32,26 +34,26 @@ START_TEST(test_threads_same_gemm) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "synth llm trace --steps 4 --seed 3"), 0);
   free(out);
-  write_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
-                        "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
-                        "[recipe.c]\nkind = current\n[recipe.mx]\n"
-                        "kind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
-                        "[output]\ndir = out\n");
+  put_text("exp.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 1, 4\n"
+                      "format = hybrid\n[recipe.d5]\nkind = delayed\nhistory_len = 1, 4\nformat = e5m2\n"
+                      "[recipe.c]\nkind = current\n[recipe.mx]\n"
+                      "kind = mxfp8\n[analysis]\ngemm = true\ngemm_max_tokens = 24\n"
+                      "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 1 --out g1"), 0);
   free(out);
-  char *a = path_in("g1/gemm.csv"), *ca = tu_read_file(a, NULL);
+  const char *a = path_in("g1/gemm.csv");
+  char *ca = tu_read_file(a, NULL);
   ck_assert_ptr_nonnull(ca);
   ck_assert_msg(count_lines(ca) > 100, "only %d gemm.csv lines", count_lines(ca));
   for (int r = 0; r < 5; r++) {
     ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --threads 4 --force --out g4"), 0);
     free(out);
-    char *b = path_in("g4/gemm.csv"), *cb = tu_read_file(b, NULL);
+    const char *b = path_in("g4/gemm.csv");
+    char *cb = tu_read_file(b, NULL);
     ck_assert_ptr_nonnull(cb);
     ck_assert_msg(strcmp(ca, cb) == 0, "run %d: gemm.csv with 4 workers differs from 1 worker's", r);
-    free(b);
     free(cb);
   }
-  free(a);
   free(ca);
 }
 END_TEST

@@ -1,31 +1,14 @@
 /* experiment_helpers.c: the definitions of experiment_helpers.h (see there). */
 #include <check.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "testutil.h"
 #include "experiment_helpers.h"
+#include "testutil.h"
+#include "tu_dir.h"
 
-char *tmpdir;
-
-void setup(void) {
-  tmpdir = tu_mkdtemp();
-  ck_assert_ptr_nonnull(tmpdir);
-}
-
-void teardown(void) {
-  tu_rmtree(tmpdir);
-  free(tmpdir);
-  tmpdir = NULL;
-}
-
-/* Writes text to <tmpdir>/<rel> (rel may contain one existing subdir); returns a static path. */
+/* Writes text to g_dir/rel (its folder must exist); returns the path (path_in's). */
 const char *write_ini(const char *rel, const char *text) {
-  static char path[4096];
-  snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
-  ck_assert_int_eq(tu_write_file(path, text, strlen(text)), 0);
-  return path;
+  put_text(rel, text);
+  return path_in(rel);
 }
 
 void check_delayed(const fp8_config *c, const char *label, fp8_format_sel f, int32_t hl,

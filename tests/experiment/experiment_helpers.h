@@ -1,5 +1,5 @@
-/* experiment_helpers.h: the temporary folder and experiment files shared by the experiment tests
- * (definitions in experiment_helpers.c). */
+/* experiment_helpers.h: experiment files in the temporary folder of tu_dir.h and the checks
+ * shared by the experiment tests (definitions in experiment_helpers.c). */
 #ifndef FP8LAB_TESTS_EXPERIMENT_HELPERS_H
 #define FP8LAB_TESTS_EXPERIMENT_HELPERS_H
 
@@ -7,10 +7,8 @@
 
 #include "testutil.h"
 #include "experiment.h"
+#include "tu_dir.h"
 
-extern char *tmpdir;
-void setup(void);
-void teardown(void);
 const char *write_ini(const char *rel, const char *text);
 
 void check_delayed(const fp8_config *c, const char *label, fp8_format_sel f, int32_t hl,

@@ -7,6 +7,7 @@
 #include "experiment.h"
 #include "testutil.h"
 #include "experiment_helpers.h"
+#include "tu_dir.h"
 
 /* ---------------------------------------------------------------- bad files */
 

@@ -10,6 +10,7 @@
 #include "experiment.h"
 #include "testutil.h"
 #include "experiment_helpers.h"
+#include "tu_dir.h"
 
 static const char *EXAMPLE =
     "[trace]\n"
@@ -44,10 +45,10 @@ START_TEST(test_example) {
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
   ck_assert_str_eq(err, "");
   ck_assert_str_eq(ex.file, path);
-  ck_assert_str_eq(ex.base_dir, tmpdir);
+  ck_assert_str_eq(ex.base_dir, g_dir);
   ck_assert_str_eq(ex.name, "gpt");
   char want[4096];
-  snprintf(want, sizeof want, "%s/traces/gpt_small", tmpdir);
+  snprintf(want, sizeof want, "%s/traces/gpt_small", g_dir);
   ck_assert_str_eq(ex.trace_path, want);
   ck_assert_int_eq(ex.trace_is_synth, 0);
   ck_assert_ptr_null(ex.synth_preset);
@@ -58,7 +59,7 @@ START_TEST(test_example) {
   ck_assert_uint_eq(ex.ntensor_globs, 2);
   ck_assert_str_eq(ex.tensor_globs[0], "*.fc1.*");
   ck_assert_str_eq(ex.tensor_globs[1], "*.qkv.*");
-  snprintf(want, sizeof want, "%s/out/gpt_small", tmpdir);
+  snprintf(want, sizeof want, "%s/out/gpt_small", g_dir);
   ck_assert_str_eq(ex.out_dir, want);
 
   ck_assert_uint_eq(ex.nconfigs, 4 * 3 * 2 + 1);
@@ -226,14 +227,14 @@ END_TEST
 
 START_TEST(test_paths) {
   char sub[4096];
-  snprintf(sub, sizeof sub, "%s/experiments", tmpdir);
+  snprintf(sub, sizeof sub, "%s/experiments", g_dir);
   ck_assert_int_eq(mkdir(sub, 0755), 0);
   write_ini("experiments/q.ini", "[trace]\npath = ../traces/a\n[recipe.r]\nkind = current\n"
                                  "[output]\ndir = /abs/out\n");
-  /* relative file path, given relative to tmpdir */
+  /* relative file path, given relative to g_dir */
   char cwd[4096];
   ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
-  ck_assert_int_eq(chdir(tmpdir), 0);
+  ck_assert_int_eq(chdir(g_dir), 0);
   fp8_experiment ex;
   char err[512];
   ck_assert_int_eq(fp8_experiment_load("experiments/q.ini", &ex, err, sizeof err), FP8_OK);
@@ -482,7 +483,7 @@ START_TEST(test_comments_crlf) {
       "[recipe.y]\r\n"
       "kind: current\r\n");
   ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
-  snprintf(want, sizeof want, "%s/traces/run#1", tmpdir);
+  snprintf(want, sizeof want, "%s/traces/run#1", g_dir);
   ck_assert_str_eq(ex.trace_path, want);
   ck_assert_uint_eq(ex.ntensor_globs, 2);
   ck_assert_str_eq(ex.tensor_globs[0], "a");
@@ -523,7 +524,7 @@ START_TEST(test_io_errors) {
   fp8_experiment ex;
   char err[512];
   char path[4096];
-  snprintf(path, sizeof path, "%s/missing.ini", tmpdir);
+  snprintf(path, sizeof path, "%s/missing.ini", g_dir);
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EIO);
   char want[4200];
   snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
@@ -533,7 +534,7 @@ START_TEST(test_io_errors) {
   fp8_experiment_free(&ex);
 
   /* a directory opens but cannot be read */
-  ck_assert_int_eq(fp8_experiment_load(tmpdir, &ex, err, sizeof err), FP8_EIO);
+  ck_assert_int_eq(fp8_experiment_load(g_dir, &ex, err, sizeof err), FP8_EIO);
   ck_assert_ptr_nonnull(strstr(err, "cannot read"));
 }
 END_TEST

@@ -41,7 +41,7 @@ START_TEST(ini_control_bytes) {
   char err[FP8_ERRLEN] = "", want[8192];
   int rc = load_ini(c->text, c->len, err, sizeof err);
   ck_assert_msg(rc == FP8_EINVAL, "case %d: rc %d (%s)", _i, rc, err);
-  snprintf(want, sizeof want, "%s:%s", in_dir("e.ini"), c->want);
+  snprintf(want, sizeof want, "%s:%s", path_in("e.ini"), c->want);
   ck_assert_str_eq(err, want);
   assert_one_line(err);
 }
@@ -56,7 +56,7 @@ START_TEST(ini_text_ok) {
   char err[FP8_ERRLEN] = "";
   put_file("e.ini", ok, sizeof ok - 1);
   fp8_experiment ex;
-  ck_assert_msg(fp8_experiment_load(in_dir("e.ini"), &ex, err, sizeof err) == FP8_OK, "%s", err);
+  ck_assert_msg(fp8_experiment_load(path_in("e.ini"), &ex, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_uint_eq(ex.nconfigs, 2);
   ck_assert_int_eq(ex.configs[1].history_len, 4);
   ck_assert_ptr_nonnull(strstr(ex.out_dir, "out/\xce\xb1"));

@@ -7,6 +7,7 @@
 #include "experiment.h"
 #include "testutil.h"
 #include "experiment_helpers.h"
+#include "tu_dir.h"
 
 /* The FP4 kinds' keys (issue 29): TE's defaults when absent (16x16 weights, the transform,
  * stochastic rounding of the gradients, max6, E4M3 maximum 448, or 256 under 4over6), and every

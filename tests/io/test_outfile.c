@@ -40,7 +40,7 @@ START_TEST(test_write_failure_exit_1) {
     return;
   }
   write_tiny_trace();
-  write_text("exp.ini", TINY_INI);
+  put_text("exp.ini", TINY_INI);
   char *out;
   const char *files[] = {"steps.csv", "summary.csv", "histograms.csv", "run.json", "stream.csv"};
   for (int i = 0; i < 5; i++) {
@@ -56,16 +56,15 @@ START_TEST(test_write_failure_exit_1) {
     free(out);
     char rel[64];
     snprintf(rel, sizeof rel, "%s/%s", dir, files[i]);
-    char *p = path_in(rel);
+    const char *p = path_in(rel);
     struct stat sb;
     ck_assert_msg(lstat(p, &sb) != 0, "%s left behind", rel);
-    free(p);
   }
   /* mid-run: a steps.csv larger than the stdio buffer fails in the step loop */
   ck_assert_int_eq(run_cli(&out, "synth llm big --steps 6 --seed 2"), 0);
   free(out);
-  write_text("big.ini", "[trace]\npath = big\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2, 4, 8\n"
-                        "margin = 0, 1\n[analysis]\ngemm = false\n");
+  put_text("big.ini", "[trace]\npath = big\n[recipe.d]\nkind = delayed\nhistory_len = 1, 2, 4, 8\n"
+                      "margin = 0, 1\n[analysis]\ngemm = false\n");
   int rc = run_disk_full(&out, "fullbig", "steps.csv", "run big.ini --quiet --force --no-report --out fullbig");
   ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
   ck_assert_str_eq(out, "fp8lab: fullbig/steps.csv: write failed: No space left on device\n");
@@ -77,9 +76,8 @@ START_TEST(test_write_failure_exit_1) {
   ck_assert_msg(rc == 1, "exit %d: %s", rc, out);
   ck_assert_str_eq(out, "fp8lab: fullbig2/stream.csv: write failed: No space left on device\n");
   free(out);
-  char *left = path_in("fullbig2/stream.csv");
+  const char *left = path_in("fullbig2/stream.csv");
   ck_assert_msg(access(left, F_OK) != 0, "fullbig2/stream.csv left behind");
-  free(left);
   /* the report's files */
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --out rep"), 0);
   free(out);

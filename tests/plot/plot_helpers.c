@@ -1,47 +1,14 @@
 /* plot_helpers.c: the definitions of plot_helpers.h (see there). */
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plot.h"
-#include "testutil.h"
 #include "plot_helpers.h"
-
-/* Under FP8LAB_SANITIZE: fontconfig and pango (behind PLplot's cairo driver) keep process-wide
- * caches that they never free; LeakSanitizer would report them as leaks. Suppress those
- * libraries only; the hook is unused without the sanitizer. */
-char *tmpdir;
+#include "testutil.h"
 
 char err[512];
-
-void setup(void) {
-  tmpdir = tu_mkdtemp();
-  err[0] = 0;
-}
-
-void teardown(void) {
-  tu_rmtree(tmpdir);
-  free(tmpdir);
-}
-
-char *path_in(const char *name) {
-  static char buf[4096];
-  snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
-  return buf;
-}
-
-int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
-}
 
 image load(const char *path) {
   image im = {0};

@@ -1,17 +1,13 @@
-/* plot_helpers.h: the temporary folder, PNG read-back and pixel checks shared by the chart tests
- * (definitions and comments in plot_helpers.c). */
+/* plot_helpers.h: PNG read-back and pixel checks shared by the chart tests, which draw into the
+ * temporary folder of tu_dir.h (definitions and comments in plot_helpers.c). */
 #ifndef FP8LAB_TESTS_PLOT_HELPERS_H
 #define FP8LAB_TESTS_PLOT_HELPERS_H
 
 #include "plot.h"
 #include "testutil.h"
+#include "tu_dir.h"
 
-extern char *tmpdir;
 extern char err[512];
-void setup(void);
-void teardown(void);
-char *path_in(const char *name);
-int count_entries(const char *dir);
 
 static const fp8_png_text meta[] = {{"fp8lab-version", "0.1.0"},
                                     {"experiment", "quickstart"},

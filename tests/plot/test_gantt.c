@@ -12,6 +12,7 @@
 #include "plot.h"
 #include "testutil.h"
 #include "plot_helpers.h"
+#include "tu_dir.h"
 
 /* ------------------------------------------------------------------ Gantt chart */
 
@@ -284,14 +285,14 @@ START_TEST(test_gantt_errors) {
                   err);
   }
   ck_assert_int_eq(fp8_plot_gantt(p, &c, NULL, err, sizeof err), FP8_EINVAL);
-  ck_assert_int_eq(count_entries(tmpdir), 0);
+  ck_assert_int_eq(tu_count_entries(g_dir), 0);
   /* The same description draws (no bars at all too); a file that cannot be written leaves none. */
   ck_assert_msg(fp8_plot_gantt(p, &c, &ok, err, sizeof err) == FP8_OK, "%s", err);
   ok.nbars = 0;
   ok.nkinds = 0;
   ck_assert_msg(fp8_plot_gantt(p, &c, &ok, err, sizeof err) == FP8_OK, "%s", err);
   ck_assert_int_eq(fp8_plot_gantt(path_in("no/dir/g.png"), &c, &ok, err, sizeof err), FP8_EIO);
-  ck_assert_int_eq(count_entries(tmpdir), 1);
+  ck_assert_int_eq(tu_count_entries(g_dir), 1);
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include "plot.h"
 #include "testutil.h"
 #include "plot_helpers.h"
+#include "tu_dir.h"
 
 /* ------------------------------------------------------------------ errors */
 
@@ -18,19 +19,19 @@ START_TEST(test_unwritable_path) {
   ck_assert_int_eq(fp8_plot_lines(path_in("missing/dir/x.png"), &c, &s, 1, NULL, 0, err, sizeof err),
                    FP8_EIO);
   ck_assert_ptr_nonnull(strstr(err, "missing/dir"));
-  ck_assert_int_eq(count_entries(tmpdir), 0);
+  ck_assert_int_eq(tu_count_entries(g_dir), 0);
   /* The target is a directory: the temporary file is written, the rename fails, and the
    * temporary is removed. */
   ck_assert_int_eq(mkdir(path_in("adir"), 0755), 0);
   ck_assert_int_eq(fp8_plot_lines(path_in("adir"), &c, &s, 1, NULL, 0, err, sizeof err), FP8_EIO);
-  ck_assert_int_eq(count_entries(tmpdir), 1);
+  ck_assert_int_eq(tu_count_entries(g_dir), 1);
   /* A file where a directory should be. */
   ck_assert_int_eq(tu_write_file(path_in("file"), "x", 1), 0);
   const char *xl[] = {"a"}, *yl[] = {"b"};
   double v[1] = {1};
   fp8_heatmap h = {1, 1, xl, yl, v, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL};
   ck_assert_int_eq(fp8_plot_heatmap(path_in("file/h.png"), &c, &h, err, sizeof err), FP8_EIO);
-  ck_assert_int_eq(count_entries(tmpdir), 2);
+  ck_assert_int_eq(tu_count_entries(g_dir), 2);
 }
 END_TEST
 
@@ -105,7 +106,7 @@ START_TEST(test_invalid_args) {
   bs.values = NULL;
   ck_assert_int_eq(fp8_plot_bars(p, &c, cats, 2, &bs, 1, err, sizeof err), FP8_EINVAL);
 
-  ck_assert_int_eq(count_entries(tmpdir), 0);
+  ck_assert_int_eq(tu_count_entries(g_dir), 0);
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include "png_deflate.h"
 #include "testutil.h"
 #include "plot_helpers.h"
+#include "tu_dir.h"
 
 /* ------------------------------------------------------------------ PNG I/O */
 
@@ -38,7 +39,7 @@ START_TEST(test_png_roundtrip) {
   ck_assert_mem_eq(im.rgb, rgb, sizeof rgb);
   free(im.rgb);
   /* Only the file itself: no temporary left. */
-  ck_assert_int_eq(count_entries(tmpdir), 1);
+  ck_assert_int_eq(tu_count_entries(g_dir), 1);
 }
 END_TEST
 
@@ -53,7 +54,7 @@ START_TEST(test_png_errors) {
   ck_assert_int_eq(fp8_png_write(path_in("no/such/dir/a.png"), rgb, 2, 2, NULL, 0, err, sizeof err),
                    FP8_EIO);
   ck_assert_ptr_nonnull(strstr(err, "no/such/dir"));
-  ck_assert_int_eq(count_entries(tmpdir), 0);
+  ck_assert_int_eq(tu_count_entries(g_dir), 0);
 
   fp8_png_info info;
   ck_assert_int_eq(fp8_png_read_info(path_in("missing.png"), &info, err, sizeof err), FP8_EIO);

@@ -13,6 +13,7 @@
 #include "png_io.h"
 #include "testutil.h"
 #include "trace.h"
+#include "tu_dir.h"
 #include "util.h"
 
 /* 1 in a ThreadSanitizer build (gcc's macro; clang's feature test) */
@@ -26,16 +27,6 @@
 #ifndef TU_TSAN
 #define TU_TSAN 0
 #endif
-
-static char *g_dir;
-
-static void setup(void) { g_dir = tu_mkdtemp(); }
-static void teardown(void) {
-  tu_rmtree(g_dir);
-  free(g_dir);
-}
-
-#define run_cli(out, ...) tu_cli(g_dir, (out), __VA_ARGS__)
 
 /* 12 snapshot steps of two tensors: a.fc.input (F32, 256 values, amax 1 except 20 at step 6
  * and 1.5 at step 9)
@@ -73,10 +64,8 @@ static void write_trace(void) {
 }
 
 static int exists(const char *rel) {
-  char p[4096];
   struct stat sb;
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  return stat(p, &sb) == 0;
+  return stat(path_in(rel), &sb) == 0;
 }
 
 START_TEST(test_run_writes_report) {
@@ -450,12 +439,6 @@ START_TEST(test_outputs_listed) {
 }
 END_TEST
 
-static void put_file(const char *rel, const char *text) {
-  char p[4096];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  ck_assert_int_eq(tu_write_file(p, text, strlen(text)), 0);
-}
-
 /* Adds names to run.json's outputs of out/ (as an earlier fp8lab, or a hand, might have). */
 static void list_in_run_json(const char *const *names, size_t n) {
   char p[4096];
@@ -479,18 +462,18 @@ START_TEST(test_force_removes_stale_outputs) {
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet"), 0);
   free(out);
-  put_file("out/plots/mine.png", "not fp8lab's");
-  put_file("out/notebooks_export/mine.ipynb", "{}");
-  put_file("out/notes.txt", "keep");
-  put_file("outside.txt", "keep");
-  put_file("out/plots/other.txt", "keep");
+  put_text("out/plots/mine.png", "not fp8lab's");
+  put_text("out/notebooks_export/mine.ipynb", "{}");
+  put_text("out/notes.txt", "keep");
+  put_text("outside.txt", "keep");
+  put_text("out/plots/other.txt", "keep");
   const char *odd[] = {"../outside.txt", "notes.txt", "plots/other.txt", "plots/../notes.txt",
                        "/etc/hostname", ".hidden.csv"};
-  put_file("out/.hidden.csv", "keep");
+  put_text("out/.hidden.csv", "keep");
   list_in_run_json(odd, sizeof odd / sizeof *odd);
   char *before = files_under("out");
   /* another experiment (another notebook name) with fewer plots: no current scaling */
-  put_file("small.ini", "[trace]\npath = trace\n[recipe.delayed]\nkind = delayed\nhistory_len = 4\n"
+  put_text("small.ini", "[trace]\npath = trace\n[recipe.delayed]\nkind = delayed\nhistory_len = 4\n"
                         "[output]\ndir = out\n");
   ck_assert_int_eq(run_cli(&out, "run small.ini --quiet --force"), 0);
   free(out);
@@ -524,7 +507,7 @@ START_TEST(test_force_removes_stale_outputs) {
   /* a report written again: a plot of the earlier report that it does not draw goes */
   ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);
   free(out);
-  put_file("out/plots/amax_gone.png", "drawn by an earlier report");
+  put_text("out/plots/amax_gone.png", "drawn by an earlier report");
   const char *gone[] = {"plots/amax_gone.png"};
   list_in_run_json(gone, 1);
   ck_assert_int_eq(run_cli(&out, "report out --quiet"), 0);

@@ -18,7 +18,7 @@
 /* Replaces the first old in g_dir/rel by new. */
 static void edit(const char *rel, const char *old, const char *new) {
   size_t n;
-  char *t = tu_read_file(in_dir(rel), &n);
+  char *t = tu_read_file(path_in(rel), &n);
   ck_assert_ptr_nonnull(t);
   char *at = strstr(t, old);
   ck_assert_msg(at != NULL, "'%s' not in %s", old, rel);
@@ -34,7 +34,7 @@ static void edit(const char *rel, const char *old, const char *new) {
 
 static void append(const char *rel, const char *text) {
   size_t n;
-  char *t = tu_read_file(in_dir(rel), &n);
+  char *t = tu_read_file(path_in(rel), &n);
   ck_assert_ptr_nonnull(t);
   size_t m = strlen(text);
   t = realloc(t, n + m + 1);
@@ -46,7 +46,7 @@ static void append(const char *rel, const char *text) {
 /* Sets field col (0-based) of line (1-based) of the CSV file g_dir/rel to value. */
 static void set_field(const char *rel, int line, int col, const char *value) {
   size_t n;
-  char *t = tu_read_file(in_dir(rel), &n);
+  char *t = tu_read_file(path_in(rel), &n);
   ck_assert_ptr_nonnull(t);
   char *p = t;
   for (int l = 1; l < line; l++) {
@@ -71,7 +71,7 @@ static void set_field(const char *rel, int line, int col, const char *value) {
 
 /* The line number of the first line of g_dir/rel that starts with prefix. */
 static int line_of(const char *rel, const char *prefix) {
-  char *t = tu_read_file(in_dir(rel), NULL);
+  char *t = tu_read_file(path_in(rel), NULL);
   ck_assert_ptr_nonnull(t);
   int line = 1;
   for (char *p = t; *p; line++) {
@@ -136,7 +136,7 @@ END_TEST
 
 START_TEST(report_run_json_missing) {
   run_two();
-  ck_assert_int_eq(unlink(in_dir("out/run.json")), 0);
+  ck_assert_int_eq(unlink(path_in("out/run.json")), 0);
   expect_report("out/run.json: cannot open: No such file or directory (fp8lab report reads a "
                 "folder that fp8lab run wrote)");
 }
@@ -165,7 +165,7 @@ END_TEST
  * tensors have rows), the report accepts them, and a malformed one is refused at its key. */
 START_TEST(report_run_json_left_out) {
   run_two();
-  char *j = tu_read_file(in_dir("out/run.json"), NULL);
+  char *j = tu_read_file(path_in("out/run.json"), NULL);
   ck_assert_ptr_nonnull(j);
   ck_assert_msg(strstr(j, "\"tensors_never_ran\": [],\n  \"tensors_without_snapshot\": [],\n"
                           "  \"tensors_without_recipe\": [],\n") != NULL, "%s", j);
@@ -175,7 +175,7 @@ START_TEST(report_run_json_left_out) {
   int rc = run_cli(&out, "report out --quiet");
   ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
   free(out);
-  char *md = tu_read_file(in_dir("out/report.md"), NULL);
+  char *md = tu_read_file(path_in("out/report.md"), NULL);
   ck_assert_ptr_nonnull(md);
   ck_assert_msg(strstr(md, "**Left out of these numbers: 1 tensor** of the replay, without rows in "
                            "steps.csv and summary.csv. Never ran (no snapshot, amax 0 at every "
@@ -244,7 +244,7 @@ START_TEST(report_readers_close_files) {
   rep_t *r = calloc(1, sizeof *r);
   ck_assert_ptr_nonnull(r);
   char outdir[4096], gemm[4200], hist[4200];
-  snprintf(outdir, sizeof outdir, "%s", in_dir("out"));
+  snprintf(outdir, sizeof outdir, "%s", path_in("out"));
   snprintf(gemm, sizeof gemm, "%s/gemm.csv", outdir);
   snprintf(hist, sizeof hist, "%s/histograms.csv", outdir);
   r->outdir = outdir;
@@ -282,7 +282,7 @@ END_TEST
  * the file and the line, and the table stays empty (safe to free). */
 START_TEST(result_readers_bad_line) {
   char path[4200], err[1024];
-  snprintf(path, sizeof path, "%s", in_dir("h.csv"));
+  snprintf(path, sizeof path, "%s", path_in("h.csv"));
   put_text("h.csv", "tensor,step,log2_bin,count\na.fc.input,0,3,7\na.fc.input,0,3\n");
   fp8_hist_table h;
   ck_assert_int_eq(fp8_histograms_csv_load(path, &h, err, sizeof err), FP8_EFORMAT);
@@ -299,7 +299,7 @@ START_TEST(result_readers_bad_line) {
   ck_assert(counts[0] == 2.0); /* a bin listed twice: its last count */
   ck_assert_int_eq(fp8_histograms_csv_get(&h, "a.fc.input", 1, counts, &lo, &n), FP8_EFORMAT);
   fp8_histograms_csv_free(&h);
-  snprintf(path, sizeof path, "%s", in_dir("g.csv"));
+  snprintf(path, sizeof path, "%s", path_in("g.csv"));
   put_text("g.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
                     "a.fc,fprop,0,c,current,,,,0.5\na.fc,fprop,0,c,current,1,,,0.5\n");
   fp8_gemm_table g;

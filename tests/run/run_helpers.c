@@ -47,10 +47,9 @@ double cos_of(const float *x, const float *xh, int n) {
 }
 
 void write_f32_step(const char *rel, const char *name, const float *x, int64_t n) {
-  char err[FP8_ERRLEN], *p = path_in(rel);
+  char err[FP8_ERRLEN];
   fp8_tensor_out t = {name, FP8_DTYPE_F32, 1, {n}, x};
-  ck_assert_msg(fp8_safetensors_write(p, &t, 1, NULL, err, sizeof err) == FP8_OK, "%s", err);
-  free(p);
+  ck_assert_msg(fp8_safetensors_write(path_in(rel), &t, 1, NULL, err, sizeof err) == FP8_OK, "%s", err);
 }
 
 /* Two ranks of one tensor m.input (E4M3, max 448), snapshots at steps 0 and 3, amax.csv between:
@@ -59,29 +58,21 @@ void write_f32_step(const char *rel, const char *name, const float *x, int64_t n
  *   rank 1 [100, 0.5]: 100   (no row)       16             [10, -1]: 10
  */
 void write_two_rank_trace(void) {
-  char *d = path_in("run");
-  mkdir(d, 0777);
-  free(d);
-  d = path_in("run/rank_0");
-  mkdir(d, 0777);
-  free(d);
-  d = path_in("run/rank_1");
-  mkdir(d, 0777);
-  free(d);
+  mkdir(path_in("run"), 0777);
+  mkdir(path_in("run/rank_0"), 0777);
+  mkdir(path_in("run/rank_1"), 0777);
   static const float a0[2] = {1.0f, -2.0f}, a3[2] = {10.0f, 0.25f};
   static const float b0[2] = {100.0f, 0.5f}, b3[2] = {10.0f, -1.0f};
   write_f32_step("run/rank_0/step_0.safetensors", "m.input", a0, 2);
   write_f32_step("run/rank_0/step_3.safetensors", "m.input", a3, 2);
-  write_text("run/rank_0/amax.csv", "step,tensor,amax\n1,m.input,4\n2,m.input,1\n");
+  put_text("run/rank_0/amax.csv", "step,tensor,amax\n1,m.input,4\n2,m.input,1\n");
   write_f32_step("run/rank_1/step_0.safetensors", "m.input", b0, 2);
   write_f32_step("run/rank_1/step_3.safetensors", "m.input", b3, 2);
-  write_text("run/rank_1/amax.csv", "step,tensor,amax\n2,m.input,16\n");
+  put_text("run/rank_1/amax.csv", "step,tensor,amax\n2,m.input,16\n");
 }
 
 char *read_out(const char *rel) {
-  char *p = path_in(rel);
-  char *s = tu_read_file(p, NULL);
-  free(p);
+  char *s = tu_read_file(path_in(rel), NULL);
   ck_assert_msg(s != NULL, "%s missing", rel);
   return s;
 }
@@ -93,9 +84,6 @@ void expect_row(const char *csv, const char *prefix) {
 }
 
 int exists(const char *rel) {
-  char *p = path_in(rel);
   struct stat sb;
-  int r = lstat(p, &sb) == 0;
-  free(p);
-  return r;
+  return lstat(path_in(rel), &sb) == 0;
 }

@@ -19,22 +19,21 @@
 START_TEST(test_amax_mismatch_warning) {
   write_tiny_trace();
   /* the snapshots' amaxes at step 0 are 4 (m.input) and 2 (m.grad_output) */
-  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n1,m.input,8\n");
-  write_text("exp.ini", TINY_INI);
+  put_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n1,m.input,8\n");
+  put_text("exp.ini", TINY_INI);
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
   ck_assert_str_eq(out, "fp8lab: warning: 1 snapshot amax differs from amax.csv (the snapshot data "
                         "was used)\n");
   free(out);
-  write_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n0,m.grad_output,3\n");
+  put_text("trace/amax.csv", "step,tensor,amax\n0,m.input,5\n0,m.grad_output,3\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --force"), 0);
   ck_assert_str_eq(out, "fp8lab: warning: 2 snapshot amaxes differ from amax.csv (the snapshot data "
                         "was used)\n");
   free(out);
-  char *p = path_in("out/run.json");
+  const char *p = path_in("out/run.json");
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "amax_csv_mismatches")), 2);
   json_decref(j);
 }
@@ -54,12 +53,11 @@ static void micro_row(char *b, size_t n, int64_t step, int snap, float amax, flo
 /* The trace of the micro-batch tests: a snapshot of m.input at step 2 ([1, -2]: amax 2), and the
  * amax.csv given. */
 static void write_micro_trace(const char *csv) {
-  char *d = path_in("trace");
+  const char *d = path_in("trace");
   mkdir(d, 0777);
-  free(d);
   static const float x2[2] = {1.0f, -2.0f};
   write_f32_step("trace/step_2.safetensors", "m.input", x2, 2);
-  write_text("trace/amax.csv", csv);
+  put_text("trace/amax.csv", csv);
 }
 
 static const char MICRO_INI[] = "[trace]\npath = trace\n[recipe.d]\nkind = delayed\n"
@@ -80,7 +78,7 @@ START_TEST(test_micro_batches_by_hand) {
   write_micro_trace("step,tensor,amax,micro,te_scale\n"
                     "0,m.input,1,0,1\n0,m.input,4,1,448\n1,m.input,2,0,112\n"
                     "2,m.input,8,0,\n2,m.input,0.5,2,56\n");
-  write_text("exp.ini", MICRO_INI);
+  put_text("exp.ini", MICRO_INI);
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
   ck_assert_str_eq(out, "fp8lab: warning: 1 snapshot amax differs from amax.csv (the snapshot data "
@@ -120,7 +118,7 @@ END_TEST
  * outputs. */
 START_TEST(test_micro_absent_is_old_replay) {
   write_micro_trace("step,tensor,amax\n0,m.input,4\n1,m.input,2\n2,m.input,8\n3,m.input,1\n");
-  write_text("exp.ini", MICRO_INI);
+  put_text("exp.ini", MICRO_INI);
   char *out;
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report"), 0);
   free(out);
@@ -139,8 +137,8 @@ START_TEST(test_micro_absent_is_old_replay) {
   char *summary = read_out("out/summary.csv"), *hist = read_out("out/histograms.csv");
   ck_assert_str_eq(stream, want);
   expect_row(steps, "m.input,input,2,d,delayed,e4m3,2,0,max,2,112,2,0,0,0,0,0,");
-  write_text("trace/amax.csv", "step,tensor,amax,micro,te_scale\n0,m.input,4,0,\n1,m.input,2,0,\n"
-                               "2,m.input,8,0,\n3,m.input,1,0,\n");
+  put_text("trace/amax.csv", "step,tensor,amax,micro,te_scale\n0,m.input,4,0,\n1,m.input,2,0,\n"
+                             "2,m.input,8,0,\n3,m.input,1,0,\n");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --no-report --force"), 0);
   free(out);
   const char *files[4] = {"out/stream.csv", "out/steps.csv", "out/summary.csv",

@@ -20,9 +20,8 @@
 /* Two layers a and b (input [2, 4], weight [3, 4], grad_output [2, 3]), snapshots at steps 0
  * and 2 (step 2 five times larger: delayed scaling overflows there), amax.csv at step 1. */
 static void write_two_layer_trace(void) {
-  char *tdir = path_in("trace");
+  const char *tdir = path_in("trace");
   mkdir(tdir, 0777);
-  free(tdir);
   static const char *const names[6] = {"a.grad_output", "a.input", "a.weight",
                                        "b.grad_output", "b.input", "b.weight"};
   static const int64_t shape[6][2] = {{2, 3}, {2, 4}, {3, 4}, {2, 3}, {2, 4}, {3, 4}};
@@ -38,11 +37,10 @@ static void write_two_layer_trace(void) {
     }
     char err[FP8_ERRLEN], rel[64];
     snprintf(rel, sizeof rel, "trace/step_%d.safetensors", 2 * st);
-    char *p = path_in(rel);
+    const char *p = path_in(rel);
     ck_assert_msg(fp8_safetensors_write(p, t, 6, NULL, err, sizeof err) == FP8_OK, "%s", err);
-    free(p);
   }
-  write_text("trace/amax.csv", "step,tensor,amax\n1,a.input,3\n1,b.input,0.003\n1,a.grad_output,2\n");
+  put_text("trace/amax.csv", "step,tensor,amax\n1,a.input,3\n1,b.input,0.003\n1,a.grad_output,2\n");
 }
 
 /* The data lines of a CSV (header dropped), sorted, as one string. */
@@ -87,9 +85,8 @@ static char *sorted_union(const char *file, const char *const *dirs, size_t ndir
   for (size_t i = 0; i < ndirs; i++) {
     char rel[256];
     snprintf(rel, sizeof rel, "%s/%s", dirs[i], file);
-    char *p = path_in(rel);
+    const char *p = path_in(rel);
     texts[i] = tu_read_file(p, NULL);
-    free(p);
     if (!texts[i]) texts[i] = strdup("header\n"); /* no such file: no rows */
     cap += strlen(texts[i]);
   }
@@ -112,17 +109,17 @@ static char *sorted_union(const char *file, const char *const *dirs, size_t ndir
  * tensors), in steps.csv, summary.csv, stream.csv and gemm.csv. */
 START_TEST(test_mixed_recipes) {
   write_two_layer_trace();
-  write_text("mixed.ini", "[trace]\npath = trace\n"
-                          "[recipe.hot]\nlabel = mix\nkind = current\ntensors = a.input, a.weight\n"
-                          "[recipe.rest]\nlabel = mix\nkind = delayed\nhistory_len = 2\nmargin = 1\n"
-                          "[recipe.sub]\nkind = delayed\nhistory_len = 1, 2\ntensors = b.input, *.weight\n"
-                          "[output]\ndir = mixed\n");
-  write_text("r1.ini", "[trace]\npath = trace\ntensors = a.input, a.weight\n"
-                       "[recipe.mix]\nkind = current\n[output]\ndir = r1\n");
-  write_text("r2.ini", "[trace]\npath = trace\ntensors = a.grad_output, b.*\n"
-                       "[recipe.mix]\nkind = delayed\nhistory_len = 2\nmargin = 1\n[output]\ndir = r2\n");
-  write_text("r3.ini", "[trace]\npath = trace\ntensors = b.input, *.weight\n"
-                       "[recipe.sub]\nkind = delayed\nhistory_len = 1, 2\n[output]\ndir = r3\n");
+  put_text("mixed.ini", "[trace]\npath = trace\n"
+                        "[recipe.hot]\nlabel = mix\nkind = current\ntensors = a.input, a.weight\n"
+                        "[recipe.rest]\nlabel = mix\nkind = delayed\nhistory_len = 2\nmargin = 1\n"
+                        "[recipe.sub]\nkind = delayed\nhistory_len = 1, 2\ntensors = b.input, *.weight\n"
+                        "[output]\ndir = mixed\n");
+  put_text("r1.ini", "[trace]\npath = trace\ntensors = a.input, a.weight\n"
+                     "[recipe.mix]\nkind = current\n[output]\ndir = r1\n");
+  put_text("r2.ini", "[trace]\npath = trace\ntensors = a.grad_output, b.*\n"
+                     "[recipe.mix]\nkind = delayed\nhistory_len = 2\nmargin = 1\n[output]\ndir = r2\n");
+  put_text("r3.ini", "[trace]\npath = trace\ntensors = b.input, *.weight\n"
+                     "[recipe.sub]\nkind = delayed\nhistory_len = 1, 2\n[output]\ndir = r3\n");
   const char *ini[4] = {"mixed.ini", "r1.ini", "r2.ini", "r3.ini"};
   for (int i = 0; i < 4; i++) {
     char *out;
@@ -175,10 +172,9 @@ START_TEST(test_mixed_recipes) {
   expect_row(stream, "a.grad_output,grad_output,1,mix,e5m2,2,1,max,0,2,");
   free(stream);
   /* run.json: each configuration's section and tensors */
-  char *p = path_in("mixed/run.json");
+  const char *p = path_in("mixed/run.json");
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_ptr_nonnull(j);
   char *cf = json_dumps(json_object_get(json_object_get(j, "experiment"), "configurations"),
                         JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(3));
@@ -239,7 +235,7 @@ START_TEST(test_mixed_recipes_errors) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char name[32], *out, want[1024];
     snprintf(name, sizeof name, "e%zu.ini", i);
-    write_text(name, cases[i].ini);
+    put_text(name, cases[i].ini);
     ck_assert_int_eq(run_cli(&out, "run %s --out oe", name), 2);
     snprintf(want, sizeof want, "fp8lab: %s\n", cases[i].msg);
     ck_assert_str_eq(out, want);

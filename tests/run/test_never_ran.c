@@ -14,10 +14,9 @@
 
 /* run.json's list under key, one name a line ("" when empty); NULL when the key is missing. */
 static char *run_json_list(const char *rel, const char *key) {
-  char *p = path_in(rel);
+  const char *p = path_in(rel);
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_msg(j != NULL, "%s: %s", rel, jerr.text);
   json_t *a = json_object_get(j, key);
   char *s = NULL;
@@ -41,8 +40,8 @@ static void expect_list(const char *rel, const char *key, const char *want) {
 
 /* The lines of out/<file> whose first field is tensor. */
 static int rows_of(const char *file, const char *tensor) {
-  char *p = path_in(file), *t = tu_read_file(p, NULL);
-  free(p);
+  const char *p = path_in(file);
+  char *t = tu_read_file(p, NULL);
   ck_assert_ptr_nonnull(t);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "%s,", tensor);
@@ -58,10 +57,10 @@ static int rows_of(const char *file, const char *tensor) {
  * counts are those of write_never_ran_trace's comment. */
 START_TEST(test_run_names_left_out) {
   write_never_ran_trace();
-  write_text("lo.ini", "[trace]\npath = lo\n"
-                       "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
-                       "[recipe.c]\nkind = current\n"
-                       "[output]\ndir = out\n");
+  put_text("lo.ini", "[trace]\npath = lo\n"
+                     "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                     "[recipe.c]\nkind = current\n"
+                     "[output]\ndir = out\n");
   char *out;
   int rc = run_cli(&out, "run lo.ini");
   ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
@@ -84,8 +83,8 @@ START_TEST(test_run_names_left_out) {
     ck_assert_int_eq(rows_of("out/stream.csv", gone[k]), 8);
   }
   ck_assert_int_eq(rows_of("out/summary.csv", "m.input"), 3);
-  char *p = path_in("out/report.md"), *md = tu_read_file(p, NULL);
-  free(p);
+  const char *p = path_in("out/report.md");
+  char *md = tu_read_file(p, NULL);
   ck_assert_ptr_nonnull(md);
   ck_assert_msg(strstr(md, "2 tensors at 2 snapshot steps (12 rows of steps.csv)") != NULL, "%s", md);
   ck_assert_msg(strstr(md, "\n**Left out of these numbers: 5 tensors** of the replay, without rows "
@@ -99,10 +98,10 @@ START_TEST(test_run_names_left_out) {
 
   /* steps = 2: x.input's non-zero amax (step 1) is not selected, only its 0 of step 2: it
    * never ran in this replay of one step */
-  write_text("lo2.ini", "[trace]\npath = lo\nsteps = 2\n"
-                        "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
-                        "[recipe.c]\nkind = current\n"
-                        "[output]\ndir = out2\n");
+  put_text("lo2.ini", "[trace]\npath = lo\nsteps = 2\n"
+                      "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\n"
+                      "[recipe.c]\nkind = current\n"
+                      "[output]\ndir = out2\n");
   rc = run_cli(&out, "run lo2.ini --no-report");
   ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
   want = "fp8lab: 1 steps, 7 tensors (5 never ran: a.input, b.input, c.input and 2 more; left out "
@@ -114,10 +113,10 @@ START_TEST(test_run_names_left_out) {
 
   /* recipe sections for m.* only: the rest is replayed, but no configuration applies to it
    * (m.input 2 steps x 3 configurations, m.grad_output 2 x 2: 10 rows) */
-  write_text("lo3.ini", "[trace]\npath = lo\n"
-                        "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\ntensors = m.*\n"
-                        "[recipe.c]\nkind = current\ntensors = m.input\n"
-                        "[output]\ndir = out3\n");
+  put_text("lo3.ini", "[trace]\npath = lo\n"
+                      "[recipe.d]\nkind = delayed\nhistory_len = 1, 2\ntensors = m.*\n"
+                      "[recipe.c]\nkind = current\ntensors = m.input\n"
+                      "[output]\ndir = out3\n");
   rc = run_cli(&out, "run lo3.ini --no-report");
   ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
   want = "fp8lab: 4 steps, 7 tensors (5 that no recipe section takes: a.input, b.input, c.input "
@@ -128,7 +127,7 @@ START_TEST(test_run_names_left_out) {
   expect_list("out3/run.json", "tensors_without_recipe", "a.input\nb.input\nc.input\nd.input\nx.input\n");
 
   /* nothing left out: the summary line as before */
-  write_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
+  put_text("lo/amax.csv", "step,tensor,amax\n1,m.input,8\n");
   rc = run_cli(&out, "run lo.ini --force --no-report");
   ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
   want = "fp8lab: 3 steps, 2 tensors, 3 configurations: 12 rows in ";

@@ -14,31 +14,28 @@
 
 START_TEST(test_output_dir_rules) {
   write_tiny_trace();
-  write_text("exp.ini", TINY_INI);
-  char *od = path_in("out");
+  put_text("exp.ini", TINY_INI);
+  const char *od = path_in("out");
   mkdir(od, 0777);
-  free(od);
-  write_text("out/precious.txt", "keep me");
+  put_text("out/precious.txt", "keep me");
   char *out;
   int rc = run_cli(&out, "run exp.ini --quiet");
   ck_assert_int_eq(rc, 2);
   ck_assert_msg(strstr(out, "out: output directory is not empty") != NULL, "%s", out);
   ck_assert_int_eq(count_lines(out), 1);
   free(out);
-  char *p = path_in("out/steps.csv");
+  const char *p = path_in("out/steps.csv");
   struct stat sb;
   ck_assert_int_ne(stat(p, &sb), 0); /* nothing written */
   ck_assert_int_eq(run_cli(&out, "run exp.ini --quiet --force"), 0);
   free(out);
   ck_assert_int_eq(stat(p, &sb), 0);
-  free(p);
   p = path_in("out/precious.txt");
   char *keep = tu_read_file(p, NULL);
   ck_assert_str_eq(keep, "keep me");
   free(keep);
-  free(p);
   /* an output directory that cannot be created (a file is in the way) */
-  write_text("afile", "x");
+  put_text("afile", "x");
   rc = run_cli(&out, "run exp.ini --quiet --out afile/sub");
   ck_assert_int_eq(rc, 2);
   ck_assert_msg(strstr(out, "afile/sub") != NULL && count_lines(out) == 1, "%s", out);
@@ -64,8 +61,8 @@ static int entries(const char *rel) {
 START_TEST(test_no_folder_on_input_error) {
   char *out;
   write_two_rank_trace();
-  write_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
-                       "[recipe.d]\nkind = delayed\n");
+  put_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r3.ini --out a/b/c"), 2);
   ck_assert_str_eq(out, "fp8lab: r3.ini:4: reduce_group = 3 does not divide the 2 ranks of run "
                         "(expected one of 1, 2)\n");
@@ -73,22 +70,21 @@ START_TEST(test_no_folder_on_input_error) {
   ck_assert(!exists("a"));
   /* the trace's own errors too: a truncated snapshot */
   write_tiny_trace();
-  write_text("exp.ini", TINY_INI);
-  write_text("trace/step_7.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a.input\":");
+  put_text("exp.ini", TINY_INI);
+  put_text("trace/step_7.safetensors", "\x40\x00\x00\x00\x00\x00\x00\x00{\"a.input\":");
   ck_assert_int_eq(run_cli(&out, "run exp.ini --out o4"), 2);
   free(out);
   ck_assert(!exists("o4"));
   /* a folder that was there stays, empty */
-  char *d = path_in("empty");
+  const char *d = path_in("empty");
   mkdir(d, 0777);
-  free(d);
   ck_assert_int_eq(run_cli(&out, "run r3.ini --out empty"), 2);
   free(out);
   ck_assert(exists("empty"));
   ck_assert_int_eq(entries("empty"), 0);
   /* synth: generated, then refused (tensors selects nothing): the new folder is gone */
-  write_text("sy.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\ntensors = zzz*\n"
-                       "[recipe.d]\nkind = delayed\n");
+  put_text("sy.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\ntensors = zzz*\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run sy.ini --out sy/out"), 2);
   ck_assert_str_eq(out, "fp8lab: sy.ini:4: tensors = zzz* selects none of the tensors of the trace "
                         "sy/out/synth_trace\n");
@@ -98,13 +94,13 @@ START_TEST(test_no_folder_on_input_error) {
   free(out);
   ck_assert_int_eq(entries("empty"), 0);
   /* ... and over an old run with --force, the old trace stays what it was */
-  write_text("prev.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\n[recipe.d]\nkind = delayed\n");
+  put_text("prev.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run prev.ini --quiet --no-report --out prev"), 0);
   free(out);
   char *before = read_out("prev/synth_trace/amax.csv");
   int n_before = entries("prev"), nt_before = entries("prev/synth_trace");
-  write_text("sy6.ini", "[trace]\npath = synth:llm\nsynth_steps = 6\ntensors = zzz*\n"
-                        "[recipe.d]\nkind = delayed\n");
+  put_text("sy6.ini", "[trace]\npath = synth:llm\nsynth_steps = 6\ntensors = zzz*\n"
+                      "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run sy6.ini --force --out prev"), 2);
   free(out);
   char *after = read_out("prev/synth_trace/amax.csv");

@@ -27,13 +27,13 @@
  * The amax column and the statistics stay each rank's own; current scaling is per rank. */
 START_TEST(test_ranks_by_hand) {
   write_two_rank_trace();
-  write_text("ind.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\nhistory_len = 2\n"
-                        "[recipe.c]\nkind = current\n[output]\ndir = ind\n");
-  write_text("red.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
-                        "history_len = 2\n[recipe.c]\nkind = current\n[output]\ndir = red\n");
-  write_text("g1.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 1\n[recipe.d]\n"
-                       "kind = delayed\nhistory_len = 2\n[recipe.c]\nkind = current\n"
-                       "[output]\ndir = g1\n");
+  put_text("ind.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\nhistory_len = 2\n"
+                      "[recipe.c]\nkind = current\n[output]\ndir = ind\n");
+  put_text("red.ini", "[trace]\npath = run\nreduce_amax = true\n[recipe.d]\nkind = delayed\n"
+                      "history_len = 2\n[recipe.c]\nkind = current\n[output]\ndir = red\n");
+  put_text("g1.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 1\n[recipe.d]\n"
+                     "kind = delayed\nhistory_len = 2\n[recipe.c]\nkind = current\n"
+                     "[output]\ndir = g1\n");
   char *out;
   const char *inis[3] = {"ind.ini", "red.ini", "g1.ini"};
   for (int i = 0; i < 3; i++) {
@@ -105,10 +105,9 @@ START_TEST(test_ranks_by_hand) {
   ck_assert_ptr_nonnull(strstr(si, "\nrank_1/m.input,input,d,delayed,e4m3,2,0,max,2,"));
 
   /* run.json: the ranks, the reduction and every rank's files */
-  char *p = path_in("red/run.json");
+  const char *p = path_in("red/run.json");
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_ptr_nonnull(j);
   json_t *tro = json_object_get(j, "trace");
   ck_assert_int_eq(json_integer_value(json_object_get(tro, "ranks")), 2);
@@ -122,12 +121,11 @@ START_TEST(test_ranks_by_hand) {
   json_decref(j);
   /* a single-rank run.json has none of these keys */
   write_tiny_trace();
-  write_text("one.ini", TINY_INI);
+  put_text("one.ini", TINY_INI);
   ck_assert_int_eq(run_cli(&out, "run one.ini --quiet --no-report --out one"), 0);
   free(out);
   p = path_in("one/run.json");
   j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_ptr_null(json_object_get(json_object_get(j, "trace"), "ranks"));
   json_decref(j);
 
@@ -144,13 +142,11 @@ START_TEST(test_ranks_by_hand) {
     for (int rk = 0; rk < 2; rk++) {
       char rel[64];
       snprintf(rel, sizeof rel, "bare/rank_%d", rk);
-      char *d = path_in(rel);
+      const char *d = path_in(rel);
       ck_assert_int_eq(fp8_mkdir_p(d, e2, sizeof e2), FP8_OK);
-      free(d);
       snprintf(rel, sizeof rel, "bare/rank_%d/step_0.safetensors", rk);
-      char *f = path_in(rel);
+      const char *f = path_in(rel);
       ck_assert_int_eq(fp8_safetensors_write(f, tw, 1, NULL, e2, sizeof e2), FP8_OK);
-      free(f);
     }
     ck_assert_int_eq(run_cli(&out, "inspect bare"), 0);
     const char *l0 = strstr(out, "rank_0/weight"), *l1 = strstr(out, "rank_1/weight");
@@ -178,10 +174,10 @@ START_TEST(test_ranks_report) {
   free(out);
   ck_assert_int_eq(run_cli(&out, "synth spiky run/rank_1 --steps 12 --seed 5"), 0);
   free(out);
-  write_text("rep.ini", "[trace]\npath = run\nreduce_amax = true\n"
-                        "tensors = layers.0.*, rank_1/layers.1.fc1.*\n[recipe.d]\nkind = delayed\n"
-                        "history_len = 1, 16\nmargin = 0, 1\n[recipe.c]\nkind = current\n"
-                        "[output]\ndir = out\n");
+  put_text("rep.ini", "[trace]\npath = run\nreduce_amax = true\n"
+                      "tensors = layers.0.*, rank_1/layers.1.fc1.*\n[recipe.d]\nkind = delayed\n"
+                      "history_len = 1, 16\nmargin = 0, 1\n[recipe.c]\nkind = current\n"
+                      "[output]\ndir = out\n");
   int rc = run_cli(&out, "run rep.ini --quiet");
   ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
   free(out);
@@ -195,16 +191,13 @@ START_TEST(test_ranks_report) {
   ck_assert_ptr_nonnull(strstr(an, "\nrank_1/layers.1.fc1.input,input,"));
   ck_assert_ptr_null(strstr(an, "\nrank_0/layers.1.fc1.input,input,"));
   free(an);
-  char *p = path_in("out/notebooks_export/rep.ipynb");
+  const char *p = path_in("out/notebooks_export/rep.ipynb");
   struct stat sb;
   ck_assert_msg(stat(p, &sb) == 0, "%s", p);
-  free(p);
   p = path_in("out/plots/rank_0");
   ck_assert_int_ne(stat(p, &sb), 0); /* no sub-folder from the '/' of the names */
-  free(p);
   p = path_in("out/plots/dynamic_range.png");
   ck_assert_int_eq(stat(p, &sb), 0);
-  free(p);
 }
 END_TEST
 
@@ -236,15 +229,13 @@ END_TEST
 
 START_TEST(test_ranks_strided_groups) {
   static const float amax0[4] = {1.0f, 2.0f, 4.0f, 8.0f};
-  char *top = path_in("run4");
+  const char *top = path_in("run4");
   mkdir(top, 0777);
-  free(top);
   for (int r = 0; r < 4; r++) {
     char rel[64];
     snprintf(rel, sizeof rel, "run4/rank_%d", r);
-    char *d = path_in(rel);
+    const char *d = path_in(rel);
     mkdir(d, 0777);
-    free(d);
     const float x0[2] = {amax0[r], 0.5f}, x1[2] = {1.0f, 0.25f};
     /* step 2: rank 0's m.input jumps to 1000 and clips (so the report advises current scaling
      * for it, and writes advice.ini) */
@@ -260,10 +251,10 @@ START_TEST(test_ranks_strided_groups) {
   char ini[512];
   snprintf(ini, sizeof ini, "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
            "reduce_stride = 2\n%s[output]\ndir = st\n", head);
-  write_text("st.ini", ini);
+  put_text("st.ini", ini);
   snprintf(ini, sizeof ini, "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
            "%s[output]\ndir = ct\n", head);
-  write_text("ct.ini", ini);
+  put_text("ct.ini", ini);
   char *out;
   ck_assert_int_eq(run_cli(&out, "run st.ini --quiet"), 0);
   free(out);
@@ -290,20 +281,20 @@ START_TEST(test_ranks_strided_groups) {
   free(adv);
   free(js);
   /* errors, at the key's line, nothing run */
-  write_text("s1.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_stride = 2\n"
-                       "[recipe.d]\nkind = delayed\n");
+  put_text("s1.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_stride = 2\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run s1.ini --out s1"), 2);
   ck_assert_str_eq(out, "fp8lab: s1.ini:4: reduce_stride needs reduce_group (the ranks per group; "
                         "a group is ranks r, r+S, ..., r+(G-1)S)\n");
   free(out);
-  write_text("s2.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
-                       "reduce_stride = 3\n[recipe.d]\nkind = delayed\n");
+  put_text("s2.ini", "[trace]\npath = run4\nreduce_amax = true\nreduce_group = 2\n"
+                     "reduce_stride = 3\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run s2.ini --out s2"), 2);
   ck_assert_str_eq(out, "fp8lab: s2.ini:5: reduce_group = 2 x reduce_stride = 3 does not divide "
                         "the 4 ranks of run4 (strided groups tile blocks of G x S ranks)\n");
   free(out);
-  write_text("s3.ini", "[trace]\npath = run4/rank_0\nreduce_stride = 2\n[recipe.d]\n"
-                       "kind = delayed\n");
+  put_text("s3.ini", "[trace]\npath = run4/rank_0\nreduce_stride = 2\n[recipe.d]\n"
+                     "kind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run s3.ini --out s3"), 2);
   ck_assert_str_eq(out, "fp8lab: s3.ini:3: reduce_stride needs a multi-rank trace, but "
                         "run4/rank_0 is a single-rank trace (point path at the folder that holds "
@@ -316,52 +307,48 @@ START_TEST(test_ranks_errors) {
   char *out;
   write_tiny_trace();
   /* reduce_amax on a single-rank trace (e.g. path pointing at one rank_<r>/) */
-  write_text("r1.ini", "[trace]\npath = trace\nreduce_amax = true\n[recipe.d]\nkind = delayed\n");
+  put_text("r1.ini", "[trace]\npath = trace\nreduce_amax = true\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r1.ini --out o1"), 2);
   ck_assert_str_eq(out, "fp8lab: r1.ini:3: reduce_amax = true needs a multi-rank trace, but trace is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
-  char *p = path_in("o1");
+  const char *p = path_in("o1");
   struct stat sb;
   ck_assert_int_ne(stat(p, &sb), 0);
-  free(p);
   /* reduce_group on a synth: trace (one rank), found before anything is generated */
-  write_text("r2.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\nreduce_group = 2\n"
-                       "[recipe.d]\nkind = delayed\n");
+  put_text("r2.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\nreduce_group = 2\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r2.ini --out o2"), 2);
   ck_assert_str_eq(out, "fp8lab: r2.ini:4: reduce_group needs a multi-rank trace, but synth:llm is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");
   free(out);
   p = path_in("o2");
   ck_assert_int_ne(stat(p, &sb), 0);
-  free(p);
   /* reduce_group not dividing the ranks */
   write_two_rank_trace();
-  write_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
-                       "[recipe.d]\nkind = delayed\n");
+  put_text("r3.ini", "[trace]\npath = run\nreduce_amax = true\nreduce_group = 3\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r3.ini --out o3"), 2);
   ck_assert_str_eq(out, "fp8lab: r3.ini:4: reduce_group = 3 does not divide the 2 ranks of run "
                         "(expected one of 1, 2)\n");
   free(out);
   /* a bad value: a parse error */
-  write_text("r4.ini", "[trace]\npath = run\nreduce_amax = sometimes\n[recipe.d]\nkind = delayed\n");
+  put_text("r4.ini", "[trace]\npath = run\nreduce_amax = sometimes\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r4.ini --out o4"), 2);
   ck_assert_str_eq(out, "fp8lab: r4.ini:3: bad reduce_amax \"sometimes\" (expected true or false)\n");
   free(out);
   /* a gap in the ranks, and a single-rank trace beside rank folders: the folder is named */
-  char *d = path_in("run/rank_3");
+  const char *d = path_in("run/rank_3");
   mkdir(d, 0777);
-  free(d);
-  write_text("run/rank_3/amax.csv", "step,tensor,amax\n0,m.input,1\n");
-  write_text("r5.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\n");
+  put_text("run/rank_3/amax.csv", "step,tensor,amax\n0,m.input,1\n");
+  put_text("r5.ini", "[trace]\npath = run\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r5.ini --out o5"), 2);
   ck_assert_str_eq(out, "fp8lab: run: rank_2/ is missing (found 3 rank folders, up to rank_3/; "
                         "expected rank_0/ .. rank_<R-1>/ without gaps)\n");
   free(out);
   d = path_in("run/rank_3");
   tu_rmtree(d);
-  free(d);
-  write_text("run/amax.csv", "step,tensor,amax\n0,m.input,1\n");
+  put_text("run/amax.csv", "step,tensor,amax\n0,m.input,1\n");
   ck_assert_int_eq(run_cli(&out, "run r5.ini --out o6"), 2);
   ck_assert_str_eq(out, "fp8lab: run: holds both a single-rank trace (amax.csv) and rank folders "
                         "(rank_0/); a trace is one or the other\n");

@@ -24,16 +24,15 @@ static char *run_read(const char *cmd, const char *rel) {
   int rc = run_cli(&out, "%s", cmd);
   ck_assert_msg(rc == 0, "%s: rc %d: %s", cmd, rc, out);
   free(out);
-  char *p = path_in(rel);
+  const char *p = path_in(rel);
   char *text = tu_read_file(p, NULL);
-  free(p);
   ck_assert_msg(text != NULL, "%s: no %s", cmd, rel);
   return text;
 }
 
 START_TEST(test_tiny_rows_by_hand) {
   write_tiny_trace();
-  write_text("exp.ini", TINY_INI);
+  put_text("exp.ini", TINY_INI);
   char *csv = run_read("run exp.ini --quiet", "out/steps.csv");
   /* header, then 2 snapshot steps x 2 tensors x 3 configurations */
   ck_assert_int_eq(count_lines(csv), 1 + 2 * 2 * 3);
@@ -103,9 +102,8 @@ START_TEST(test_tiny_rows_by_hand) {
   free(csv);
 
   /* summary.csv: one row per tensor and configuration with totals over the 2 steps */
-  char *p = path_in("out/summary.csv");
+  const char *p = path_in("out/summary.csv");
   char *sum = tu_read_file(p, NULL);
-  free(p);
   ck_assert_int_eq(count_lines(sum), 1 + 2 * 3);
   r = find_row(sum, "m.input,input,d,delayed,e4m3,1,0,max,");
   ck_assert_ptr_nonnull(r);
@@ -117,7 +115,6 @@ START_TEST(test_tiny_rows_by_hand) {
   /* histograms.csv: floor(log2|x|) of finite non-zero elements, per tensor and snapshot step */
   p = path_in("out/histograms.csv");
   char *h = tu_read_file(p, NULL);
-  free(p);
   ck_assert_ptr_nonnull(h);
   ck_assert_str_eq(h,
                    "tensor,step,log2_bin,count\n"
@@ -131,13 +128,11 @@ START_TEST(test_tiny_rows_by_hand) {
   p = path_in("out/gemm.csv");
   struct stat gsb;
   ck_assert_int_ne(stat(p, &gsb), 0);
-  free(p);
 
   /* run.json: parses, names the version and counts the rows */
   p = path_in("out/run.json");
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_ptr_nonnull(j);
   ck_assert_str_eq(json_string_value(json_object_get(j, "fp8lab_version")), FP8LAB_VERSION);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "rows")), 12);
@@ -163,18 +158,17 @@ END_TEST
  * [[1, 2]]. Row-wise pow2 scales land on the same ties (X: 448/2 -> 128, 136 -> 128; column-wise
  * X[0]: 448/1.0625 -> 256, 272 -> 256), so the rowwise rows equal the delayed ones. */
 START_TEST(test_gemm_by_hand) {
-  char *tdir = path_in("trace");
+  const char *tdir = path_in("trace");
   mkdir(tdir, 0777);
-  free(tdir);
   float x[2] = {1.0625f, 2.0f}, w[2] = {1.0f, 0.0f}, g[1] = {1.0f};
   fp8_tensor_out t[3] = {{"l.grad_output", FP8_DTYPE_F32, 2, {1, 1}, g},
                          {"l.input", FP8_DTYPE_F32, 2, {1, 2}, x},
                          {"l.weight", FP8_DTYPE_F32, 2, {1, 2}, w}};
-  char err[FP8_ERRLEN], *p = path_in("trace/step_0.safetensors");
+  const char *p = path_in("trace/step_0.safetensors");
+  char err[FP8_ERRLEN];
   ck_assert_int_eq(fp8_safetensors_write(p, t, 3, NULL, err, sizeof err), FP8_OK);
-  free(p);
-  write_text("g.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
-                      "[recipe.row]\nkind = rowwise\n[output]\ndir = out\n");
+  put_text("g.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
+                    "[recipe.row]\nkind = rowwise\n[output]\ndir = out\n");
   char *out;
   int rc = run_cli(&out, "run g.ini --no-report");
   ck_assert_msg(rc == 0, "%s", out);
@@ -184,7 +178,6 @@ START_TEST(test_gemm_by_hand) {
   free(out);
   p = path_in("out/gemm.csv");
   char *csv = tu_read_file(p, NULL);
-  free(p);
   ck_assert_ptr_nonnull(csv);
   double f = 0.0625 / 1.0625, wg = 0.0625 / sqrt(1.0625 * 1.0625 + 4.0);
   char expect[1024];
@@ -200,15 +193,14 @@ START_TEST(test_gemm_by_hand) {
   ck_assert_str_eq(csv, expect);
   free(csv);
   /* gemm_error = exact: the same errors, 9 columns */
-  write_text("ge.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
-                       "[recipe.row]\nkind = rowwise\n[analysis]\ngemm_error = exact\n"
-                       "[output]\ndir = out_exact\n");
+  put_text("ge.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\nhistory_len = 4\n"
+                     "[recipe.row]\nkind = rowwise\n[analysis]\ngemm_error = exact\n"
+                     "[output]\ndir = out_exact\n");
   rc = run_cli(&out, "run ge.ini --no-report");
   ck_assert_msg(rc == 0, "%s", out);
   free(out);
   p = path_in("out_exact/gemm.csv");
   csv = tu_read_file(p, NULL);
-  free(p);
   snprintf(expect, sizeof expect,
            "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
            "l,fprop,0,d,delayed,4,0,max,%.9g\nl,fprop,0,row,rowwise,,,,%.9g\n"
@@ -221,7 +213,6 @@ START_TEST(test_gemm_by_hand) {
   p = path_in("out/run.json");
   json_error_t jerr;
   json_t *j = json_load_file(p, 0, &jerr);
-  free(p);
   ck_assert_ptr_nonnull(j);
   char *outs = json_dumps(json_object_get(j, "outputs"), JSON_COMPACT);
   ck_assert_str_eq(outs, "[\"steps.csv\",\"stream.csv\",\"summary.csv\",\"histograms.csv\",\"gemm.csv\","
@@ -231,7 +222,6 @@ START_TEST(test_gemm_by_hand) {
   /* the rowwise steps.csv row of X: one block (one row), scale 2^7, 1.0625 -> 1 */
   p = path_in("out/steps.csv");
   csv = tu_read_file(p, NULL);
-  free(p);
   char *r = find_row(csv, "l.input,input,0,row,rowwise,e4m3,,,,2,,");
   ck_assert_ptr_nonnull(r);
   double snr = 10.0 * log10((1.0625 * 1.0625 + 4.0) / (0.0625 * 0.0625));
@@ -244,14 +234,13 @@ START_TEST(test_gemm_by_hand) {
   free(r);
   free(csv);
   /* gemm = false: no gemm.csv */
-  write_text("g2.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\n[analysis]\ngemm = false\n"
-                       "[output]\ndir = out2\n");
+  put_text("g2.ini", "[trace]\npath = trace\n[recipe.d]\nkind = delayed\n[analysis]\ngemm = false\n"
+                     "[output]\ndir = out2\n");
   ck_assert_int_eq(run_cli(&out, "run g2.ini --quiet --no-report"), 0);
   free(out);
   p = path_in("out2/gemm.csv");
   struct stat sb;
   ck_assert_int_ne(stat(p, &sb), 0);
-  free(p);
 }
 END_TEST
 
@@ -301,7 +290,7 @@ static void expect_num(const char *row, int k, const char *what, double want) {
  *    448 * 2^-121 is far below E4M3's smallest subnormal half (2^-10): all 128 codes are 0
  *    (underflow 128), error x: mse 2^-242, overshoot log2(2^-121) = -121. */
 START_TEST(test_block_bf16_inf_and_epsilon) {
-  char *tdir = path_in("btrace");
+  const char *tdir = path_in("btrace");
   mkdir(tdir, 0777);
   float xf[128];
   uint16_t xb[128];
@@ -312,16 +301,14 @@ START_TEST(test_block_bf16_inf_and_epsilon) {
   char err[FP8_ERRLEN];
   fp8_tensor_out t0[2] = {{"m.input", FP8_DTYPE_F32, 2, {1, 128}, xf},
                           {"m.grad_output", FP8_DTYPE_BF16, 2, {1, 128}, xb}};
-  char *p0 = path_in("btrace/step_0.safetensors");
+  const char *p0 = path_in("btrace/step_0.safetensors");
   ck_assert_int_eq(fp8_safetensors_write(p0, t0, 2, NULL, err, sizeof err), FP8_OK);
-  free(p0);
-  free(tdir);
-  write_text("b.ini", "[trace]\npath = btrace\n"
-                      "[recipe.b]\nkind = block\nformat = e4m3\npow2 = false\n"
-                      "[recipe.p]\nkind = block\nformat = e4m3\n"
-                      "[recipe.e]\nkind = block\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
-                      "[recipe.r]\nkind = rowwise\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
-                      "[output]\ndir = bout\n");
+  put_text("b.ini", "[trace]\npath = btrace\n"
+                    "[recipe.b]\nkind = block\nformat = e4m3\npow2 = false\n"
+                    "[recipe.p]\nkind = block\nformat = e4m3\n"
+                    "[recipe.e]\nkind = block\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
+                    "[recipe.r]\nkind = rowwise\nformat = e4m3\npow2 = false\namax_epsilon = 1\n"
+                    "[output]\ndir = bout\n");
   char *csv = run_read("run b.ini --quiet", "bout/steps.csv");
   /* columns: n 11, overflow 14, underflow 15, subnormal 16, mse 17, snr_db 18, nblocks 19,
    * blocks_with_overflow 20, log2_scale_min 21, max 22, std 23, clipped 24, overshoot 25 */

@@ -35,7 +35,7 @@ static buf_t npy_file(int major, const char *dict, const buf_t *data) {
 
 START_TEST(npy_good) {
   char *dir = tu_mkdtemp();
-  char *sd = path_in(dir, "step_3");
+  char *sd = tu_path(dir, "step_3");
   mkdir(sd, 0700);
   buf_t d32 = {0}, d16 = {0};
   for (int i = 0; i < 6; i++) put_f32(&d32, GOOD_F32[i]);

@@ -21,7 +21,7 @@ START_TEST(st_good) {
   buf_t f = good_file();
   ck_assert_uint_eq((8 + strlen(GOOD_HDR)) % 2, 1); /* data unaligned on purpose */
   write_in(dir, "good.safetensors", f.b, f.n);
-  char *p = path_in(dir, "good.safetensors");
+  char *p = tu_path(dir, "good.safetensors");
   char err[FP8_ERRLEN] = "";
   fp8_step s;
   ck_assert_int_eq(fp8_safetensors_open(p, &s, err, sizeof err), FP8_OK);
@@ -42,7 +42,7 @@ START_TEST(st_empty_header) {
   char *dir = tu_mkdtemp();
   buf_t f = st_file("{}", NULL);
   write_in(dir, "e.safetensors", f.b, f.n);
-  char *p = path_in(dir, "e.safetensors");
+  char *p = tu_path(dir, "e.safetensors");
   char err[FP8_ERRLEN];
   fp8_step s;
   ck_assert_int_eq(fp8_safetensors_open(p, &s, err, sizeof err), FP8_OK);
@@ -131,7 +131,7 @@ START_TEST(st_malformed) {
   put_zeros(&d, c->datalen);
   buf_t f = st_file(c->hdr, &d);
   write_in(dir, "step_3.safetensors", f.b, f.n);
-  char *p = path_in(dir, "step_3.safetensors");
+  char *p = tu_path(dir, "step_3.safetensors");
   char err[FP8_ERRLEN] = "";
   fp8_step s;
   int rc = fp8_safetensors_open(p, &s, err, sizeof err);
@@ -162,7 +162,7 @@ static void expect_err(const char *path, int want_rc, const char *want) {
 
 START_TEST(st_sizes) {
   char *dir = tu_mkdtemp();
-  char *p = path_in(dir, "x.safetensors");
+  char *p = tu_path(dir, "x.safetensors");
   /* shorter than the length field */
   write_in(dir, "x.safetensors", "\x02\0\0\0\0", 5);
   expect_err(p, FP8_EFORMAT, "file size 5 is less than the 8-byte header length");
@@ -190,7 +190,7 @@ START_TEST(st_sizes) {
   write_in(dir, "x.safetensors", b.b, b.n);
   expect_err(p, FP8_EFORMAT, "not parseable");
   /* missing file, a directory */
-  char *q = path_in(dir, "missing.safetensors");
+  char *q = tu_path(dir, "missing.safetensors");
   expect_err(q, FP8_EIO, "cannot open");
   expect_err(dir, FP8_EIO, "not a regular file");
   free(q);
@@ -203,7 +203,7 @@ END_TEST
 
 START_TEST(st_truncated) {
   char *dir = tu_mkdtemp();
-  char *p = path_in(dir, "t.safetensors");
+  char *p = tu_path(dir, "t.safetensors");
   buf_t f = good_file();
   for (size_t len = 0; len < f.n; len++) {
     write_in(dir, "t.safetensors", f.b, len);
@@ -231,7 +231,7 @@ END_TEST
 
 START_TEST(st_write_roundtrip) {
   char *dir = tu_mkdtemp();
-  char *p = path_in(dir, "w.safetensors");
+  char *p = tu_path(dir, "w.safetensors");
   float w[6] = {1.0f, -2.5f, 1e-30f, INFINITY, -0.0f, 3.14159274f};
   uint16_t h[3] = {0x3C00, 0x8001, 0x7C00};
   uint16_t bf[1] = {0x4049};
@@ -307,7 +307,7 @@ END_TEST
  * bad values (not a whole number, fewer than the rows kept, past 2^40) name file and key. */
 START_TEST(st_full_rows) {
   char *dir = tu_mkdtemp();
-  char *p = path_in(dir, "r.safetensors");
+  char *p = tu_path(dir, "r.safetensors");
   float x[4 * 3 * 2] = {0}, w[2 * 3] = {0}, g[4 * 2 * 2] = {0};
   fp8_tensor_out t[3] = {{"l.input", FP8_DTYPE_F32, 3, {4, 3, 2}, x}, /* 12 rows of 2 */
                          {"l.weight", FP8_DTYPE_F32, 2, {2, 2}, w},
@@ -357,7 +357,7 @@ START_TEST(st_write_errors) {
   char err[FP8_ERRLEN] = "";
   float x[1] = {1};
   fp8_tensor_out t[2] = {{"a", FP8_DTYPE_F32, 1, {1}, x}, {"a", FP8_DTYPE_F32, 1, {1}, x}};
-  char *p = path_in(dir, "w.safetensors");
+  char *p = tu_path(dir, "w.safetensors");
   ck_assert_int_eq(fp8_safetensors_write(p, t, 2, NULL, err, sizeof err), FP8_EINVAL);
   ck_assert_ptr_nonnull(strstr(err, "tensor a given twice"));
   t[1].name = "b";
@@ -373,11 +373,11 @@ START_TEST(st_write_errors) {
   ck_assert_ptr_nonnull(strstr(err, "tensor b: data is NULL"));
   ck_assert_int_eq(access(p, F_OK), -1);
   /* a directory that does not exist: EIO, and nothing left behind */
-  char *q = path_in(dir, "no/such/w.safetensors");
+  char *q = tu_path(dir, "no/such/w.safetensors");
   ck_assert_int_eq(fp8_safetensors_write(q, t, 1, NULL, err, sizeof err), FP8_EIO);
   ck_assert_ptr_nonnull(strstr(err, "no/such/w.safetensors.tmp."));
   /* rename onto a non-empty directory fails: the temp file is removed */
-  char *r = path_in(dir, "isdir");
+  char *r = tu_path(dir, "isdir");
   mkdir(r, 0700);
   write_in(r, "inside", "x", 1);
   ck_assert_int_eq(fp8_safetensors_write(r, t, 1, NULL, err, sizeof err), FP8_EIO);

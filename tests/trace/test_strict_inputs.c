@@ -22,7 +22,7 @@ static void expect_st(const char *hdr, long long hlen, size_t ndata, const char 
   char err[FP8_ERRLEN] = "", full[8192];
   fp8_step s;
   int rc = open_st(&s, err, sizeof err);
-  snprintf(full, sizeof full, "%s: %s", in_dir("x.safetensors"), want);
+  snprintf(full, sizeof full, "%s: %s", path_in("x.safetensors"), want);
   ck_assert_msg(rc == FP8_EFORMAT, "rc %d for %s (%s)", rc, hdr, err);
   ck_assert_str_eq(err, full);
   assert_one_line(err);
@@ -187,16 +187,16 @@ static const npy_case NPY_NAMES[] = {
 
 START_TEST(npy_names) {
   const npy_case *c = &NPY_NAMES[_i];
-  mkdir(in_dir("step_0"), 0777);
+  mkdir(path_in("step_0"), 0777);
   put_npy("step_0/good.input.npy");
   char rel[256];
   snprintf(rel, sizeof rel, "step_0/%s", c->file);
   put_npy(rel);
   char err[FP8_ERRLEN] = "", want[8192];
   fp8_step s;
-  int rc = fp8_npy_open_step(in_dir("step_0"), &s, err, sizeof err);
+  int rc = fp8_npy_open_step(path_in("step_0"), &s, err, sizeof err);
   ck_assert_msg(rc == FP8_EFORMAT, "rc %d (%s)", rc, err);
-  snprintf(want, sizeof want, "%s: %s", in_dir("step_0"), c->want);
+  snprintf(want, sizeof want, "%s: %s", path_in("step_0"), c->want);
   ck_assert_str_eq(err, want);
   assert_one_line(err);
   fp8_step_free(&s);
@@ -204,7 +204,7 @@ START_TEST(npy_names) {
 END_TEST
 
 START_TEST(npy_name_length) {
-  mkdir(in_dir("step_0"), 0777);
+  mkdir(path_in("step_0"), 0777);
   char rel[300], want[8192], err[FP8_ERRLEN] = "";
   char name[240];
   memset(name, 'n', 230);
@@ -212,9 +212,9 @@ START_TEST(npy_name_length) {
   snprintf(rel, sizeof rel, "step_0/%s.npy", name);
   put_npy(rel);
   fp8_step s;
-  ck_assert_int_eq(fp8_npy_open_step(in_dir("step_0"), &s, err, sizeof err), FP8_EFORMAT);
+  ck_assert_int_eq(fp8_npy_open_step(path_in("step_0"), &s, err, sizeof err), FP8_EFORMAT);
   snprintf(want, sizeof want, "%s: tensor %.120s...: name is 230 bytes long, at most 200",
-           in_dir("step_0"), name);
+           path_in("step_0"), name);
   ck_assert_str_eq(err, want);
 }
 END_TEST
@@ -269,7 +269,7 @@ END_TEST
 
 /* Replaces every old in g_dir/rel by new. */
 static void replace_all(const char *rel, const char *old, const char *new) {
-  char *t = tu_read_file(in_dir(rel), NULL);
+  char *t = tu_read_file(path_in(rel), NULL);
   ck_assert_ptr_nonnull(t);
   size_t lo = strlen(old), ln = strlen(new), k = 0;
   for (char *p = t; (p = strstr(p, old)); p += lo) k++;
@@ -305,13 +305,13 @@ START_TEST(plot_file_collision) {
   ck_assert_str_eq(out, want);
   free(out);
   struct stat st;
-  ck_assert_int_ne(stat(in_dir("out"), &st), 0); /* nothing written */
+  ck_assert_int_ne(stat(path_in("out"), &st), 0); /* nothing written */
   /* the report: a run of two tensors, one renamed in steps.csv and stream.csv */
-  tu_rmtree(in_dir("tr"));
+  tu_rmtree(path_in("tr"));
   run_two();
   replace_all("out/steps.csv", "a.fc.input,", "a_fc.input,");
   replace_all("out/steps.csv", "a.fc.weight,", "a/fc.input,");
-  unlink(in_dir("out/stream.csv"));
+  unlink(path_in("out/stream.csv"));
   expect_report("out/steps.csv: tensors a/fc.input and a_fc.input would both be drawn as "
                 "plots/amax_a_fc.input.png; rename one");
 }
@@ -320,7 +320,7 @@ END_TEST
 /* A bad name in amax.csv is reported against amax.csv at its line, not against the
  * experiment file (where the hybrid format's role check used to find it). */
 START_TEST(amax_name_via_run) {
-  mkdir(in_dir("tr"), 0777);
+  mkdir(path_in("tr"), 0777);
   put_text("tr/amax.csv", "step,tensor,amax\n0,a.input,1\n1,weird\x1bname,2\n");
   put_text("e.ini", "[trace]\npath = tr\n[recipe.d]\nkind = delayed\nformat = hybrid\n"
                     "[output]\ndir = out\n");

@@ -28,7 +28,7 @@ START_TEST(trace_steps) {
   write_in(dir, "step_3", "x", 1); /* a file, not an npy folder */
   write_in(dir, "notes.txt", "x", 1);
   write_in(dir, "step_5.safetensors.bak", "x", 1);
-  char *sub = path_in(dir, "other");
+  char *sub = tu_path(dir, "other");
   mkdir(sub, 0700);
   char err[FP8_ERRLEN] = "";
   fp8_trace tr;
@@ -38,7 +38,7 @@ START_TEST(trace_steps) {
   ck_assert_int_eq(tr.steps[0], 7);
   ck_assert_int_eq(tr.steps[1], 12);
   ck_assert_int_eq(tr.steps[2], 120);
-  char *p12 = path_in(dir, "step_000012.safetensors");
+  char *p12 = tu_path(dir, "step_000012.safetensors");
   ck_assert_str_eq(tr.step_paths[1], p12);
   ck_assert_str_eq(tr.dir, dir);
   ck_assert_uint_eq(tr.namax, 0);
@@ -83,7 +83,7 @@ START_TEST(trace_errors) {
   ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_EFORMAT);
   ck_assert_ptr_nonnull(strstr(err, "not a trace"));
   /* missing directory */
-  char *missing = path_in(dir, "nope");
+  char *missing = tu_path(dir, "nope");
   ck_assert_int_eq(fp8_trace_open(missing, &tr, err, sizeof err), FP8_EIO);
   ck_assert_ptr_nonnull(strstr(err, missing));
   /* duplicate step numbers */
@@ -93,11 +93,11 @@ START_TEST(trace_errors) {
   ck_assert_msg(strstr(err, "step 5 given twice: step_005.safetensors and step_5.safetensors"),
                 "%s", err);
   ck_assert_ptr_null(tr.steps);
-  char *p = path_in(dir, "step_005.safetensors");
+  char *p = tu_path(dir, "step_005.safetensors");
   unlink(p);
   free(p);
   /* safetensors and npy mixed */
-  char *sd = path_in(dir, "step_9");
+  char *sd = tu_path(dir, "step_9");
   mkdir(sd, 0700);
   ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_EFORMAT);
   ck_assert_msg(strstr(err, "mixes safetensors files (step_5.safetensors) and npy folders "
@@ -108,7 +108,7 @@ START_TEST(trace_errors) {
   write_in(dir, "step_99999999999999999999.safetensors", "{}", 2);
   ck_assert_int_eq(fp8_trace_open(dir, &tr, err, sizeof err), FP8_EFORMAT);
   ck_assert_ptr_nonnull(strstr(err, "step_99999999999999999999.safetensors: step number too large"));
-  p = path_in(dir, "step_99999999999999999999.safetensors");
+  p = tu_path(dir, "step_99999999999999999999.safetensors");
   unlink(p);
   free(p);
   /* a bad amax.csv fails the open */
@@ -133,7 +133,7 @@ END_TEST
 /* ------------------------------------------------------------------ multi-rank traces */
 
 static char *mkdir_in(const char *dir, const char *name) {
-  char *p = path_in(dir, name);
+  char *p = tu_path(dir, name);
   ck_assert_int_eq(mkdir(p, 0700), 0);
   return p;
 }
@@ -306,7 +306,7 @@ START_TEST(trace_rank_errors) {
   snprintf(want, sizeof want, "%s: holds both a single-rank trace (step_4.safetensors) and rank "
            "folders (rank_0/); a trace is one or the other", dir);
   ck_assert_str_eq(err, want);
-  char *p = path_in(dir, "step_4.safetensors");
+  char *p = tu_path(dir, "step_4.safetensors");
   unlink(p);
   free(p);
   char *npy = mkdir_in(dir, "step_2");
@@ -321,7 +321,7 @@ START_TEST(trace_rank_errors) {
            "(rank_0/); a trace is one or the other", dir);
   ck_assert_str_eq(err, want);
   /* the rank folders of a rank are not looked at: rank_0/rank_0/ is just ignored there */
-  p = path_in(dir, "amax.csv");
+  p = tu_path(dir, "amax.csv");
   unlink(p);
   free(p);
   char *nested = mkdir_in(r0, "rank_0");

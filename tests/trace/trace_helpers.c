@@ -1,7 +1,6 @@
 /* trace_helpers.c: the definitions of trace_helpers.h (see there). */
 #include <check.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,14 +54,8 @@ buf_t st_file(const char *hdr, const buf_t *d) {
   return b;
 }
 
-char *path_in(const char *dir, const char *name) {
-  char *p = malloc(strlen(dir) + strlen(name) + 2);
-  sprintf(p, "%s/%s", dir, name);
-  return p;
-}
-
 void write_in(const char *dir, const char *name, const void *data, size_t n) {
-  char *p = path_in(dir, name);
+  char *p = tu_path(dir, name);
   ck_assert_int_eq(tu_write_file(p, data, n), 0);
   free(p);
 }

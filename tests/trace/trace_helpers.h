@@ -19,7 +19,6 @@ void put_u64(buf_t *b, uint64_t v);
 void put_f32(buf_t *b, float f);
 void put_zeros(buf_t *b, size_t n);
 buf_t st_file(const char *hdr, const buf_t *d);
-char *path_in(const char *dir, const char *name);
 void write_in(const char *dir, const char *name, const void *data, size_t n);
 float to_f32(fp8_dtype d, const void *src, size_t i);
 int same_bits(float a, float b);
