@@ -293,9 +293,9 @@ size_t fp8_stream_npy_record_size(size_t ntensors, size_t nconfigs);
 /** One record, as stream.npy holds it (the writer's npy back end). */
 void fp8_stream_npy_put_record(FILE *fp, const fp8_stream_record *rec, size_t ntensors,
                                size_t nconfigs);
-/** stream.json's text of a layout (its nrec records); 0, or -1 (out of memory, or the write
- *  failed). */
-int fp8_stream_json_put(FILE *fp, const fp8_stream_layout *ix);
+/** stream.json's text of a layout (its nrec records), without the final newline (the caller
+ *  frees it; fp8_outfile_write_text adds the newline): NULL when out of memory. */
+char *fp8_stream_json_text(const fp8_stream_layout *ix);
 
 /* ------------------------------------------------------------------ gemm.csv, histograms.csv */
 
