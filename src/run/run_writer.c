@@ -126,7 +126,7 @@ void run_writer_start(run_t *r) {
   run_writer *w = calloc(1, sizeof *w);
   if (!w) return;
   w->stream = stream;
-  w->stream_fp = fp8_stream_writer_file(stream);
+  w->stream_fp = stream ? r->stream_fp : NULL;
   w->steps_fp = r->steps_fp;
   w->ntensors = r->stream_lay.ntensors;
   w->nconfigs = r->stream_lay.nconfigs;
