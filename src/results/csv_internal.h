@@ -106,15 +106,9 @@ static inline size_t csv_num_into(double v, char *s) {
   return l.n;
 }
 
-/* recipe, kind, format and the three delayed-scaling columns (empty for other kinds): the
- * configuration's columns of steps.csv and summary.csv */
-static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_format f) {
-  csv_line_str(l, c->label);
-  csv_line_chr(l, ',');
-  csv_line_str(l, fp8_recipe_kind_name(c->kind));
-  csv_line_chr(l, ',');
-  csv_line_str(l, fp8_kind_format_name(c->kind, f));
-  csv_line_chr(l, ',');
+/* history_len, margin, amax_compute and their commas: a delayed configuration's values, empty
+ * for other kinds (steps.csv, summary.csv and gemm.csv) */
+static inline void csv_put_delayed_cols(csv_line *l, const fp8_config *c) {
   if (c->kind == FP8_KIND_DELAYED) {
     csv_line_i64(l, c->history_len);
     csv_line_chr(l, ',');
@@ -125,6 +119,18 @@ static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_for
   } else {
     csv_line_str(l, ",,,");
   }
+}
+
+/* recipe, kind, format and the three delayed-scaling columns (empty for other kinds): the
+ * configuration's columns of steps.csv and summary.csv */
+static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_format f) {
+  csv_line_str(l, c->label);
+  csv_line_chr(l, ',');
+  csv_line_str(l, fp8_recipe_kind_name(c->kind));
+  csv_line_chr(l, ',');
+  csv_line_str(l, fp8_kind_format_name(c->kind, f));
+  csv_line_chr(l, ',');
+  csv_put_delayed_cols(l, c);
 }
 
 /* tensor, role, step: the first columns of steps.csv and stream.csv */
