@@ -59,7 +59,6 @@ typedef struct {
   unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
-  size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
   size_t step_index;          /* index of the current step in the replay's steps */
   unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
   size_t *work;               /* the tensors of the current part */
