@@ -152,7 +152,7 @@ static inline void csv_put_nums(csv_line *l, const double *v, int n) {
   }
 }
 
-/* n, nonfinite, zeros, overflow, underflow, subnormal: the counts of steps.csv and summary.csv */
+/* n, nonfinite, zeros, overflow, underflow, subnormal: the counts of a steps.csv row */
 static inline void csv_put_counts(csv_line *l, const fp8_stats *st) {
   const int64_t v[6] = {st->n, st->nonfinite, st->zeros, st->overflow, st->underflow,
                         st->subnormal};

@@ -173,8 +173,10 @@ double fp8_tally_rate(const fp8_tally *t, int64_t count);
 
 /** Totals of one (tensor, configuration) over the snapshot steps (a summary.csv row). */
 typedef struct {
-  fp8_tally tally;             /**< steps, rates, steps_with_*, overshoot_max */
-  fp8_stats st;                /**< the merged statistics: counts, mse, snr_db */
+  fp8_tally tally;             /**< steps; the overflow, underflow, subnormal and clipped
+                                    counts and their rates; steps_with_*, overshoot_max */
+  fp8_stats st;                /**< the merged statistics: n, nonfinite, zeros, mse, snr_db
+                                    (its copies of the tally's counts are not read) */
   double snr_min;              /**< start: +inf */
   float amax_max;
   float scale_inv_min, scale_inv_max; /**< per-tensor kinds; start: NaN (no step yet) */
