@@ -1,6 +1,6 @@
 /* csv_internal.h: what the files of src/results that write and read a CSV share (private to
- * the folder): the row builder every writer puts its lines together with, the field parsers
- * every reader checks its fields with, and the whole-file loader of the small tables
+ * the folder): the row builder every writer puts its lines together with, the splitter and
+ * the field parsers every reader cuts and checks its fields with, and the whole-file loader of the small tables
  * (histograms.csv, gemm.csv). csv.c holds the non-inline half.
  *
  * The row builder builds each line in a buffer and writes it once: integers by hand, numbers
@@ -169,6 +169,10 @@ static inline void csv_put_counts(csv_line *l, const fp8_stats *st) {
 int csv_parse_i64(const char *s, int allow_neg, int64_t *out);
 /* A "%.9g"-style decimal or inf, -inf, nan (no hex, no spaces). 1 on success. */
 int csv_parse_f64(const char *s, double *out);
+/* A CSV line of fp8lab's (no quoting: no field holds a comma) split in place at every comma
+ * into f[0..max): the number of fields, max + 1 when there are more (f[0..max) then hold the
+ * first max, each cut at its comma). The one splitter of the readers here. */
+int csv_split(char *line, char **f, int max);
 
 /* ------------------------------------------------------------------ a table read whole (csv.c) */
 

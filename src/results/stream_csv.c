@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv_internal.h" /* the row builder, csv_parse_i64, csv_parse_f64 */
+#include "csv_internal.h" /* the row builder, csv_split, csv_parse_i64, csv_parse_f64 */
 #include "outfile.h"
 #include "results.h"
 #include "stream_internal.h"
@@ -215,18 +215,6 @@ static int fail(const char *path, int64_t line, char *err, size_t errlen, const 
   return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: %s", path, (long long)line, what);
 }
 
-static int split_fields(char *line, char **f, int max) {
-  int n = 0;
-  f[n++] = line;
-  for (char *p = line; *p; p++)
-    if (*p == ',') {
-      *p = 0;
-      if (n >= max) return max + 1;
-      f[n++] = p + 1;
-    }
-  return n;
-}
-
 static int grow_series(fp8_stream_series *s, size_t *cap) {
   if (s->n < *cap) return 1;
   size_t nc = *cap ? 2 * *cap : 64;
@@ -350,7 +338,7 @@ int stream_csv_parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
       continue;
     }
     char *f[FP8_STREAM_COL_COUNT + 1];
-    if (split_fields(ln, f, ncols) != ncols) {
+    if (csv_split(ln, f, ncols) != ncols) {
       rc = fail(t->path, line, err, errlen, what);
       break;
     }
