@@ -1,6 +1,7 @@
 /* csv.c: what every CSV file of a run shares (csv_internal.h): the schema helpers (results.h:
- * a header written, matched, a column found, a file opened with its header), the field
- * parsers of the readers (integers as digits only, floats as printf("%.9g") writes them), the
+ * a header written, matched, a column found, a file opened with its header), the line
+ * splitter and the field parsers of the readers (integers as digits only, floats as
+ * printf("%.9g") writes them), the
  * whole-file loader of the small tables (histograms.csv, gemm.csv) and the number memo of the
  * row builder. A leaf: it calls no other file of the folder. */
 #include <errno.h>
@@ -151,11 +152,7 @@ int csv_parse_f64(const char *s, double *out) {
   return 1;
 }
 
-/* ------------------------------------------------------------------ a table read whole */
-
-/* A CSV line of one of the files of the run, after the header: fields split in place at
- * every comma into f[0..max) (a count above max: too many). */
-static int split_all(char *line, char **f, int max) {
+int csv_split(char *line, char **f, int max) {
   int n = 0;
   f[n++] = line;
   for (char *p = line; *p; p++)
@@ -166,6 +163,8 @@ static int split_all(char *line, char **f, int max) {
     }
   return n;
 }
+
+/* ------------------------------------------------------------------ a table read whole */
 
 int csv_bad_field(const char *path, int64_t line, const fp8_schema *s, int col,
                   const char *field, const char *what, char *err, size_t errlen) {
@@ -225,7 +224,7 @@ static int read_whole(const char *path, char **text, size_t *len, char *err, siz
   return FP8_OK;
 }
 
-/* The most columns of a file read here (split_all's array): gemm.csv's 11, histograms.csv's 4 */
+/* The most columns of a file read here (csv_split's array): gemm.csv's 11, histograms.csv's 4 */
 enum { CSV_MAX_COLS = 16 };
 
 int csv_load_table(const char *path, const fp8_schema *s, size_t row_size, csv_row_parser parse,
@@ -259,7 +258,7 @@ int csv_load_table(const char *path, const fp8_schema *s, size_t row_size, csv_r
       rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: empty line", path, (long long)line);
       break;
     }
-    int nf = split_all(ln, f, ncols);
+    int nf = csv_split(ln, f, ncols);
     if (nf != ncols) {
       rc = bad_count(path, line, ncols, nf, err, errlen);
       break;

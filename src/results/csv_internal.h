@@ -1,6 +1,6 @@
 /* csv_internal.h: what the files of src/results that write and read a CSV share (private to
- * the folder): the row builder every writer puts its lines together with, the field parsers
- * every reader checks its fields with, and the whole-file loader of the small tables
+ * the folder): the row builder every writer puts its lines together with, the splitter and
+ * the field parsers every reader cuts and checks its fields with, and the whole-file loader of the small tables
  * (histograms.csv, gemm.csv). csv.c holds the non-inline half.
  *
  * The row builder builds each line in a buffer and writes it once: integers by hand, numbers
@@ -106,15 +106,9 @@ static inline size_t csv_num_into(double v, char *s) {
   return l.n;
 }
 
-/* recipe, kind, format and the three delayed-scaling columns (empty for other kinds): the
- * configuration's columns of steps.csv and summary.csv */
-static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_format f) {
-  csv_line_str(l, c->label);
-  csv_line_chr(l, ',');
-  csv_line_str(l, fp8_recipe_kind_name(c->kind));
-  csv_line_chr(l, ',');
-  csv_line_str(l, fp8_kind_format_name(c->kind, f));
-  csv_line_chr(l, ',');
+/* history_len, margin, amax_compute and their commas: a delayed configuration's values, empty
+ * for other kinds (steps.csv, summary.csv and gemm.csv) */
+static inline void csv_put_delayed_cols(csv_line *l, const fp8_config *c) {
   if (c->kind == FP8_KIND_DELAYED) {
     csv_line_i64(l, c->history_len);
     csv_line_chr(l, ',');
@@ -125,6 +119,18 @@ static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_for
   } else {
     csv_line_str(l, ",,,");
   }
+}
+
+/* recipe, kind, format and the three delayed-scaling columns (empty for other kinds): the
+ * configuration's columns of steps.csv and summary.csv */
+static inline void csv_put_config_cols(csv_line *l, const fp8_config *c, fp8_format f) {
+  csv_line_str(l, c->label);
+  csv_line_chr(l, ',');
+  csv_line_str(l, fp8_recipe_kind_name(c->kind));
+  csv_line_chr(l, ',');
+  csv_line_str(l, fp8_kind_format_name(c->kind, f));
+  csv_line_chr(l, ',');
+  csv_put_delayed_cols(l, c);
 }
 
 /* tensor, role, step: the first columns of steps.csv and stream.csv */
@@ -146,7 +152,7 @@ static inline void csv_put_nums(csv_line *l, const double *v, int n) {
   }
 }
 
-/* n, nonfinite, zeros, overflow, underflow, subnormal: the counts of steps.csv and summary.csv */
+/* n, nonfinite, zeros, overflow, underflow, subnormal: the counts of a steps.csv row */
 static inline void csv_put_counts(csv_line *l, const fp8_stats *st) {
   const int64_t v[6] = {st->n, st->nonfinite, st->zeros, st->overflow, st->underflow,
                         st->subnormal};
@@ -163,6 +169,10 @@ static inline void csv_put_counts(csv_line *l, const fp8_stats *st) {
 int csv_parse_i64(const char *s, int allow_neg, int64_t *out);
 /* A "%.9g"-style decimal or inf, -inf, nan (no hex, no spaces). 1 on success. */
 int csv_parse_f64(const char *s, double *out);
+/* A CSV line of fp8lab's (no quoting: no field holds a comma) split in place at every comma
+ * into f[0..max): the number of fields, max + 1 when there are more (f[0..max) then hold the
+ * first max, each cut at its comma). The one splitter of the readers here. */
+int csv_split(char *line, char **f, int max);
 
 /* ------------------------------------------------------------------ a table read whole (csv.c) */
 

@@ -38,16 +38,7 @@ void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t st
   csv_line_chr(&l, ',');
   csv_line_str(&l, fp8_recipe_kind_name(cf->kind));
   csv_line_chr(&l, ',');
-  if (cf->kind == FP8_KIND_DELAYED) {
-    csv_line_i64(&l, cf->history_len);
-    csv_line_chr(&l, ',');
-    csv_line_i64(&l, cf->margin);
-    csv_line_chr(&l, ',');
-    csv_line_str(&l, fp8_amax_compute_name(cf->amax_compute));
-    csv_line_chr(&l, ',');
-  } else {
-    csv_line_str(&l, ",,,");
-  }
+  csv_put_delayed_cols(&l, cf);
   csv_line_num(&l, rel_error);
   if (interval) {
     csv_line_chr(&l, ',');

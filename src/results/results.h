@@ -173,8 +173,10 @@ double fp8_tally_rate(const fp8_tally *t, int64_t count);
 
 /** Totals of one (tensor, configuration) over the snapshot steps (a summary.csv row). */
 typedef struct {
-  fp8_tally tally;             /**< steps, rates, steps_with_*, overshoot_max */
-  fp8_stats st;                /**< the merged statistics: counts, mse, snr_db */
+  fp8_tally tally;             /**< steps; the overflow, underflow, subnormal and clipped
+                                    counts and their rates; steps_with_*, overshoot_max */
+  fp8_stats st;                /**< the merged statistics: n, nonfinite, zeros, mse, snr_db
+                                    (its copies of the tally's counts are not read) */
   double snr_min;              /**< start: +inf */
   float amax_max;
   float scale_inv_min, scale_inv_max; /**< per-tensor kinds; start: NaN (no step yet) */
@@ -202,39 +204,6 @@ typedef struct {
 int fp8_summary_csv_write(const char *dir, const fp8_summary_table *s, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ the stream */
-
-/** One stream.csv row. */
-typedef struct {
-  const char *tensor;
-  fp8_role role;
-  int64_t step;
-  const fp8_config *config;    /**< a delayed configuration */
-  fp8_format format;
-  int snapshot;                /**< 1: the step has this tensor's snapshot (a steps.csv row) */
-  float amax;                  /**< the tensor's own amax at the step (snapshot, amax.csv, or 0) */
-  float scale;                 /**< the scale the step (micro-batch) used */
-  int warmup;
-  int64_t micro;               /**< the micro-batch (0 without micro rows) */
-  float te_scale;              /**< TE's scale from amax.csv; 0: not given (empty column) */
-} fp8_stream_row;
-
-/** A run's table of the stream rows' configuration columns (recipe, format, history_len,
- *  margin, amax_compute), made on first use: one per run and writing thread, for one
- *  configurations array that does not change meanwhile. new: NULL when out of memory (the
- *  columns are then made for each row). */
-typedef struct fp8_stream_csv_texts fp8_stream_csv_texts;
-fp8_stream_csv_texts *fp8_stream_csv_texts_new(void);
-void fp8_stream_csv_texts_free(fp8_stream_csv_texts *t);
-/** The stream.csv rows of one tensor at one (step, micro-batch), in configuration order: one
- *  for each c < nconfigs with want[c], configuration configs[c] in format formats[c] with
- *  scale scales[c] (base's config, format and scale are not read). Fast: what they share (the
- *  key, the amax, the tail) and each distinct scale's text and overshoot are formatted once,
- *  each configuration's columns once per run (texts, which may be NULL), and the rows are
- *  written at once. */
-void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
-                             const fp8_format *formats, const float *scales,
-                             const unsigned char *want, size_t nconfigs,
-                             fp8_stream_csv_texts *texts);
 
 /* The compact stream: stream.npy + stream.json (stream_npy.c; docs/semantics.md "The compact
  * stream"): one NumPy record per replay (step, micro-batch), fields step <i8, micro <i8, amax
@@ -279,8 +248,6 @@ void fp8_stream_record_free(fp8_stream_record *r);
 typedef struct fp8_stream_writer fp8_stream_writer;
 fp8_stream_writer *fp8_stream_writer_new(FILE *fp, int npy, const fp8_stream_layout *lay);
 void fp8_stream_writer_put(fp8_stream_writer *w, const fp8_stream_record *rec);
-/** The file it writes (NULL for NULL). */
-FILE *fp8_stream_writer_file(const fp8_stream_writer *w);
 void fp8_stream_writer_free(fp8_stream_writer *w);
 
 #define FP8_STREAM_NPY_FILE "stream.npy"
@@ -290,12 +257,9 @@ void fp8_stream_writer_free(fp8_stream_writer *w);
  *  -1 when it does not fit. */
 int fp8_stream_npy_header(size_t nrec, size_t ntensors, size_t nconfigs, char *buf, size_t len);
 size_t fp8_stream_npy_record_size(size_t ntensors, size_t nconfigs);
-/** One record, as stream.npy holds it (the writer's npy back end). */
-void fp8_stream_npy_put_record(FILE *fp, const fp8_stream_record *rec, size_t ntensors,
-                               size_t nconfigs);
-/** stream.json's text of a layout (its nrec records); 0, or -1 (out of memory, or the write
- *  failed). */
-int fp8_stream_json_put(FILE *fp, const fp8_stream_layout *ix);
+/** stream.json's text of a layout (its nrec records), without the final newline (the caller
+ *  frees it; fp8_outfile_write_text adds the newline): NULL when out of memory. */
+char *fp8_stream_json_text(const fp8_stream_layout *ix);
 
 /* ------------------------------------------------------------------ gemm.csv, histograms.csv */
 

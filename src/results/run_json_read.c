@@ -37,6 +37,42 @@ static int budget_of(const char *path, json_t *o, const char *key, double *out, 
   return FP8_OK;
 }
 
+/* v's text when v is a JSON string without a NUL inside (JSON's "\u0000", which a C string
+ * would cut short); else NULL. */
+static const char *plain_string(const json_t *v) {
+  return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v)
+             ? json_string_value(v) : NULL;
+}
+
+/* The array a (what: its key, for the messages) into *out, a new array of copies of its
+ * strings, *n counting those copied (for fp8_run_json_free, whatever fails). names: each one a
+ * tensor name (fp8_tensor_name_check, rank prefix allowed); else any string without a NUL. */
+static int read_strings(json_t *a, const char *what, int names, char ***out, size_t *n,
+                        const char *path, char *err, size_t errlen) {
+  if (!json_is_array(a))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array of %s", path, what,
+                      names ? "tensor names" : "strings");
+  if (!(*out = calloc(json_array_size(a) + 1, sizeof **out)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    json_t *v = json_array_get(a, k);
+    char why_bad[FP8_ESC_LEN + 64] = "not a string";
+    if (names && (!json_is_string(v) ||
+                  fp8_tensor_name_check(json_string_value(v), json_string_length(v),
+                                        FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why_bad,
+                                        sizeof why_bad) != 0))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a tensor name: %s",
+                        path, what, k, why_bad);
+    if (!names && !plain_string(v))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a string", path, what,
+                        k);
+    if (!((*out)[k] = strdup(json_string_value(v))))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    *n = k + 1;
+  }
+  return FP8_OK;
+}
+
 /* The lists of tensors without rows (fp8_left_keys: absent in a run.json written before them),
  * each an array of tensor names: the report names them, so each one passes the name rules as
  * steps.csv's names do. */
@@ -45,25 +81,9 @@ static int read_left_out(fp8_run_record *r, json_t *j, const char *path, char *e
   for (int why = FP8_LEFT_NEVER_RAN; why < FP8_LEFT_COUNT; why++) {
     const char *key = fp8_left_keys[why];
     json_t *a = json_object_get(j, key);
-    if (!a) continue;
-    if (!json_is_array(a))
-      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array of tensor names",
-                        path, key);
-    size_t n = json_array_size(a);
-    if (!(r->left[why] = calloc(n + 1, sizeof *r->left[why])))
-      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    for (size_t k = 0; k < n; k++) {
-      json_t *v = json_array_get(a, k);
-      char why_bad[FP8_ESC_LEN + 64] = "not a string";
-      if (!json_is_string(v) ||
-          fp8_tensor_name_check(json_string_value(v), json_string_length(v),
-                                FP8_NAME_MAX + FP8_RANK_PREFIX_MAX, why_bad, sizeof why_bad) != 0)
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a tensor name: %s",
-                          path, key, k, why_bad);
-      if (!(r->left[why][k] = strdup(json_string_value(v))))
-        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      r->nleft[why] = k + 1;
-    }
+    int rc = a ? read_strings(a, key, 1, &r->left[why], &r->nleft[why], path, err, errlen)
+               : FP8_OK;
+    if (rc) return rc;
   }
   return FP8_OK;
 }
@@ -144,7 +164,7 @@ static int opt_string(json_t *o, const char *key, const char *what, char **out, 
                       char *err, size_t errlen) {
   json_t *v = json_object_get(o, key);
   if (!v) return FP8_OK;
-  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+  if (!plain_string(v))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected a string", path, what);
   if (!(*out = strdup(json_string_value(v))))
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -161,22 +181,9 @@ static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path,
                            errlen);
   if (rc) return rc;
   json_t *g = json_object_get(tr, FP8_RUNJSON_TR_TENSORS);
-  if (g) {
-    if (!json_is_array(g))
-      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors: expected an array of "
-                        "strings", path);
-    if (!(r->trace_tensors = calloc(json_array_size(g) + 1, sizeof *r->trace_tensors)))
-      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-    for (size_t i = 0; i < json_array_size(g); i++) {
-      json_t *v = json_array_get(g, i);
-      if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-        return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.tensors[%zu]: expected a string",
-                          path, i);
-      if (!(r->trace_tensors[i] = strdup(json_string_value(v))))
-        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      r->ntrace_tensors = i + 1;
-    }
-  }
+  if (g && (rc = read_strings(g, "trace.tensors", 0, &r->trace_tensors, &r->ntrace_tensors, path,
+                              err, errlen)) != FP8_OK)
+    return rc;
   json_t *ra = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_AMAX);
   json_t *rg = json_object_get(tr, FP8_RUNJSON_TR_REDUCE_GROUP);
   if (ra && (!json_is_boolean(ra) || !json_is_integer(rg) || json_integer_value(rg) < 1))
@@ -246,9 +253,6 @@ static int add_outputs(json_t *j, fp8_outputs *o) {
   return rc;
 }
 
-/* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
- * corrupted one would give a report of another experiment (or a notebook written outside the
- * folder). */
 /* One "key = value" line per '\n' of s: key [a-z0-9_]+, value [A-Za-z0-9_.+-]+. */
 static int settings_ok(const char *s) {
   for (;;) {
@@ -278,9 +282,8 @@ static int read_settings(fp8_run_record *r, json_t *ex, const char *path, char *
     json_t *o = json_array_get(a, i), *st = json_object_get(o, FP8_RUNJSON_CFG_SETTINGS);
     json_t *rc = json_object_get(o, FP8_RUNJSON_CFG_RECIPE), *kd = json_object_get(o, FP8_RUNJSON_CFG_KIND);
     if (!st) continue;
-    if (!json_is_string(st) || !json_is_string(rc) || !json_is_string(kd) ||
+    if (!plain_string(st) || !json_is_string(rc) || !json_is_string(kd) ||
         json_string_length(rc) >= 64 || json_string_length(kd) >= 16 ||
-        strlen(json_string_value(st)) != json_string_length(st) ||
         !settings_ok(json_string_value(st)))
       return fp8_errorf(FP8_EFORMAT, err, errlen,
                         "%s: %s.%s[%zu]: expected recipe, kind and settings (\"key = value\" lines)",
@@ -295,6 +298,9 @@ static int read_settings(fp8_run_record *r, json_t *ex, const char *path, char *
   return FP8_OK;
 }
 
+/* The keys the report takes from run.json, each checked: it is fp8lab's own file, and a
+ * corrupted one would give a report of another experiment (or a notebook written outside the
+ * folder). r holds the defaults of the keys that may be absent (fp8_run_json_read). */
 static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err, size_t errlen) {
   char shown[FP8_ESC_LEN];
   if (!json_is_object(j))
@@ -305,7 +311,7 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   json_t *nm = json_object_get(ex, FP8_RUNJSON_EX_NAME);
   if (!json_is_string(nm))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.name: expected a string", path);
-  if (!is_file_name(json_string_value(nm)) || strlen(json_string_value(nm)) != json_string_length(nm))
+  if (!plain_string(nm) || !is_file_name(json_string_value(nm)))
     return fp8_errorf(FP8_EFORMAT, err, errlen,
                       "%s: experiment.name '%s' is not a file name (a name without '/', not . or "
                       ".., printable UTF-8 of 1 to %d bytes)",
@@ -316,13 +322,11 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   if (!rc) rc = budget_of(path, ex, FP8_RUNJSON_EX_STEP_BUDGET, &r->step_budget, err, errlen);
   if (!rc) rc = read_settings(r, ex, path, err, errlen);
   if (rc) return rc;
-  r->fp4_gemm_ratio = 4.0; /* the default when absent */
   json_t *fr = json_object_get(ex, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
   if (fr && (!json_is_number(fr) || !(json_number_value(fr) >= 1.0 && json_number_value(fr) <= 1e6)))
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 1..1e6", path,
                       FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
   if (fr) r->fp4_gemm_ratio = json_number_value(fr);
-  r->flush_budget = NAN; /* off when absent */
   if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
     rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
   if (rc) return rc;
@@ -401,8 +405,9 @@ int fp8_run_json_read(const char *dir, fp8_run_record *rec, char *err, size_t er
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir, FP8_RUNJSON_FILE);
   memset(rec, 0, sizeof *rec);
+  /* the defaults of the keys a run.json may lack (written before them) */
   rec->overflow_budget = rec->step_budget = -1;
-  rec->flush_budget = NAN;
+  rec->flush_budget = NAN; /* off */
   rec->fp4_gemm_ratio = 4.0;
   rec->warmup_steps = -1;
   rec->gemm = -1;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv_internal.h" /* the row builder, csv_parse_i64, csv_parse_f64 */
+#include "csv_internal.h" /* the row builder, csv_split, csv_parse_i64, csv_parse_f64 */
 #include "outfile.h"      /* fp8_read_stream */
 #include "results.h"      /* fp8_schema_steps, FP8_STEPS_COL_* */
 #include "trace.h"        /* fp8_tensor_name_check */
@@ -106,19 +106,6 @@ static const char *show(steps_ctx *c, const char *s) { return fp8_esc(s, c->show
 /* The name of steps.csv column col. */
 static const char *col_name(int col) { return fp8_schema_steps.columns[col]; }
 
-/* Splits line (modified in place) at commas; returns the number of fields (up to max + 1). */
-static int split(char *line, char **f, int max) {
-  int n = 0;
-  f[n++] = line;
-  for (char *p = line; *p; p++)
-    if (*p == ',') {
-      *p = 0;
-      if (n > max) return n + 1;
-      f[n++] = p + 1;
-    }
-  return n;
-}
-
 /* Line 1: the first k columns of fp8_schema_steps, k one of its versions (28; 24 before the
  * saturation columns, 19 for fp8lab 0.1 runs before the block columns); sets c->ncols to k. */
 static int check_header(steps_ctx *c, char *line) {
@@ -131,7 +118,7 @@ static int check_header(steps_ctx *c, char *line) {
     c->ncols = k;
     return FP8_OK;
   }
-  int n = split(line, f, s->ncols);
+  int n = csv_split(line, f, s->ncols);
   for (int i = 0; i < n && i < s->ncols; i++)
     if (strcmp(f[i], s->columns[i]) != 0)
       return steps_fail_at(c, 1, "not a %s header: column %d is '%s', expected '%s'", s->file,
@@ -323,7 +310,7 @@ static int parse_saturation(steps_ctx *c, char **f, fp8_step_row *r) {
 
 static int parse_row(steps_ctx *c, char *line, fp8_step_row *r, steps_priv *pv) {
   char *f[FP8_STEPS_COL_COUNT + 2];
-  int nf = split(line, f, c->ncols);
+  int nf = csv_split(line, f, c->ncols);
   if (nf != c->ncols)
     return steps_fail_at(c, c->line, "expected %d fields, found %s%d", c->ncols,
                          nf > c->ncols ? "more than " : "", nf > c->ncols ? c->ncols : nf);

@@ -48,7 +48,6 @@ struct fp8_stream_writer {
   FILE *fp;
   int npy;                       /* stream.npy; else stream.csv */
   fp8_stream_layout lay;         /* the caller's arrays */
-  fp8_config *configs;           /* [C]: the delayed configurations side by side (stream.csv) */
   fp8_stream_csv_texts *texts;   /* their columns, made once (NULL: made per row) */
 };
 
@@ -58,28 +57,18 @@ fp8_stream_writer *fp8_stream_writer_new(FILE *fp, int npy, const fp8_stream_lay
   w->fp = fp;
   w->npy = npy;
   w->lay = *lay;
-  if (!npy) {
-    if (!(w->configs = malloc((lay->nconfigs + 1) * sizeof *w->configs))) {
-      free(w);
-      return NULL;
-    }
-    for (size_t j = 0; j < lay->nconfigs; j++) w->configs[j] = *lay->configs[j];
-    w->texts = fp8_stream_csv_texts_new(); /* (NULL: the columns are made for each row) */
-  }
+  if (!npy) w->texts = fp8_stream_csv_texts_new(); /* (NULL: the columns are made for each row) */
   return w;
 }
 
-FILE *fp8_stream_writer_file(const fp8_stream_writer *w) { return w ? w->fp : NULL; }
-
 void fp8_stream_writer_put(fp8_stream_writer *w, const fp8_stream_record *rec) {
   if (w->npy) fp8_stream_npy_put_record(w->fp, rec, w->lay.ntensors, w->lay.nconfigs);
-  else stream_csv_put_record(w->fp, &w->lay, w->configs, rec, w->texts);
+  else stream_csv_put_record(w->fp, &w->lay, rec, w->texts);
 }
 
 void fp8_stream_writer_free(fp8_stream_writer *w) {
   if (!w) return;
   fp8_stream_csv_texts_free(w->texts);
-  free(w->configs);
   free(w);
 }
 

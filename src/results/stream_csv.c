@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv_internal.h" /* the row builder, csv_parse_i64, csv_parse_f64 */
+#include "csv_internal.h" /* the row builder, csv_split, csv_parse_i64, csv_parse_f64 */
 #include "outfile.h"
 #include "results.h"
 #include "stream_internal.h"
@@ -111,9 +111,9 @@ static void put_row(FILE *fp, const fp8_stream_row *r) {
   csv_line_flush(&l);
 }
 
-void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_config *configs,
-                             const fp8_format *formats, const float *scales,
-                             const unsigned char *want, size_t nconfigs,
+void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base,
+                             const fp8_config *const *configs, const fp8_format *formats,
+                             const float *scales, const unsigned char *want, size_t nconfigs,
                              fp8_stream_csv_texts *texts) {
   /* the key "tensor,role,step," and the parts around the scale: ",snap,amax," before it and
    * ",warmup,micro,te_scale\n" after the overshoot; a name too long for the key's room goes
@@ -125,7 +125,7 @@ void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_con
     for (size_t c = 0; c < nconfigs; c++) {
       if (!want[c]) continue;
       fp8_stream_row r = *base;
-      r.config = &configs[c];
+      r.config = configs[c];
       r.format = formats[c];
       r.scale = scales[c];
       put_row(fp, &r);
@@ -170,7 +170,7 @@ void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_con
       seen[k].ol = (uint8_t)fp8_num_text(fp8_overshoot(base->amax, scales[c], formats[c]), seen[k].o);
     }
     cfg_text spare;
-    const cfg_text *ct = config_text(texts, &configs[c], c, formats[c], &spare);
+    const cfg_text *ct = config_text(texts, configs[c], c, formats[c], &spare);
     /* the row's pieces straight into the block (a row is under its 1 KiB: the key's room was
      * checked above, a label is under 64 bytes) */
     size_t len = key.n + ct->n + mid.n + seen[k].sl + 1 + seen[k].ol + tail.n;
@@ -196,15 +196,15 @@ void fp8_stream_csv_put_rows(FILE *fp, const fp8_stream_row *base, const fp8_con
   if (b->n) fwrite(b->buf, 1, b->n, fp);
 }
 
-void stream_csv_put_record(FILE *fp, const fp8_stream_layout *lay, const fp8_config *configs,
-                           const fp8_stream_record *rec, fp8_stream_csv_texts *texts) {
+void stream_csv_put_record(FILE *fp, const fp8_stream_layout *lay, const fp8_stream_record *rec,
+                           fp8_stream_csv_texts *texts) {
   const size_t C = lay->nconfigs;
   for (size_t k = 0; k < lay->ntensors; k++) {
     fp8_stream_row base = {.tensor = lay->names[k], .role = lay->roles[k], .step = rec->step,
                            .snapshot = rec->snapshot[k], .amax = rec->amax[k],
                            .warmup = rec->warmup[k], .micro = rec->micro,
                            .te_scale = rec->te_scale[k]}; /* (NaN: none, as 0 is) */
-    fp8_stream_csv_put_rows(fp, &base, configs, lay->formats + k * C, rec->scale + k * C,
+    fp8_stream_csv_put_rows(fp, &base, lay->configs, lay->formats + k * C, rec->scale + k * C,
                             lay->applies + k * C, C, texts);
   }
 }
@@ -213,18 +213,6 @@ void stream_csv_put_record(FILE *fp, const fp8_stream_layout *lay, const fp8_con
 
 static int fail(const char *path, int64_t line, char *err, size_t errlen, const char *what) {
   return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%lld: %s", path, (long long)line, what);
-}
-
-static int split_fields(char *line, char **f, int max) {
-  int n = 0;
-  f[n++] = line;
-  for (char *p = line; *p; p++)
-    if (*p == ',') {
-      *p = 0;
-      if (n >= max) return max + 1;
-      f[n++] = p + 1;
-    }
-  return n;
 }
 
 static int grow_series(fp8_stream_series *s, size_t *cap) {
@@ -350,7 +338,7 @@ int stream_csv_parse(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) {
       continue;
     }
     char *f[FP8_STREAM_COL_COUNT + 1];
-    if (split_fields(ln, f, ncols) != ncols) {
+    if (csv_split(ln, f, ncols) != ncols) {
       rc = fail(t->path, line, err, errlen, what);
       break;
     }

@@ -81,14 +81,18 @@ void fp8_stream_npy_put_record(FILE *fp, const fp8_stream_record *rec, size_t nt
   fwrite(rec->scale, sizeof *rec->scale, ntensors * nconfigs, fp);
 }
 
-int fp8_stream_json_put(FILE *fp, const fp8_stream_layout *ix) {
+char *fp8_stream_json_text(const fp8_stream_layout *ix) {
   json_t *root = json_object(), *tens = json_array(), *cfgs = json_array();
   if (!root || !tens || !cfgs) goto fail;
   json_object_set_new(root, SJ_VERSION, json_integer(1));
   json_object_set_new(root, SJ_RECORDS, json_integer((json_int_t)ix->nrec));
   for (size_t t = 0; t < ix->ntensors; t++) {
     json_t *o = json_object(), *fm = json_array();
-    if (!o || !fm) goto fail;
+    if (!o || !fm) {
+      json_decref(o);
+      json_decref(fm);
+      goto fail;
+    }
     json_object_set_new(o, SJ_NAME, json_string(ix->names[t]));
     json_object_set_new(o, SJ_ROLE, json_string(fp8_role_name(ix->roles[t])));
     for (size_t c = 0; c < ix->nconfigs; c++) /* null: the configuration does not apply */
@@ -107,15 +111,14 @@ int fp8_stream_json_put(FILE *fp, const fp8_stream_layout *ix) {
   }
   json_object_set_new(root, SJ_TENSORS, tens);
   json_object_set_new(root, SJ_CONFIGS, cfgs);
-  int rc = json_dumpf(root, fp, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  fputc('\n', fp);
+  char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(root);
-  return rc ? -1 : 0;
+  return text;
 fail:
   json_decref(root);
   json_decref(tens);
   json_decref(cfgs);
-  return -1;
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ the reader */

@@ -94,7 +94,14 @@ void fp8_summary_csv_put_row(FILE *fp, const char *tensor, fp8_role role, const 
   csv_put_config_cols(&l, cf, format);
   csv_line_i64(&l, t->steps);
   csv_line_chr(&l, ',');
-  csv_put_counts(&l, st);
+  /* the element counts: n, nonfinite and zeros are the merged statistics', the rest the
+   * tally's (the one source of those counts, their rates and steps_with_*, as analysis.csv's) */
+  const int64_t counts[6] = {st->n, st->nonfinite, st->zeros, t->overflow, t->underflow,
+                             t->subnormal};
+  for (int k = 0; k < 6; k++) {
+    csv_line_i64(&l, counts[k]);
+    csv_line_chr(&l, ',');
+  }
   const double rates[3] = {fp8_tally_rate(t, t->overflow), fp8_tally_rate(t, t->underflow),
                            fp8_tally_rate(t, t->subnormal)};
   csv_put_nums(&l, rates, 3);

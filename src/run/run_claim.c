@@ -26,7 +26,7 @@ static int enter_fresh(const fp8_run_options *opt, const char *out, run_undo *u,
                        size_t errlen) {
   struct stat sb;
   if (stat(out, &sb) != 0) return FP8_OK; /* created later, and locked then */
-  int rc = fp8_rundir_lock(out, &u->lock_fd, err, errlen);
+  int rc = fp8_rundir_lock(out, &u->folder.lock_fd, err, errlen);
   if (rc) return rc;
   u->locked = 1;
   fp8_rundir_remove_debris(out);
@@ -49,14 +49,14 @@ static int enter_fresh(const fp8_run_options *opt, const char *out, run_undo *u,
 
 int run_dir_enter(const fp8_run_options *opt, const char *out, run_undo *u, char *err,
                   size_t errlen) {
-  u->lock_fd = -1;
+  u->folder.lock_fd = -1;
   if (!opt->resume) return enter_fresh(opt, out, u, err, errlen);
   fp8_run_marker m;
   struct stat sb;
   if (stat(out, &sb) != 0 || !fp8_rundir_marker_read(out, &m))
     return fp8_errorf(FP8_EINVAL, err, errlen, "%s: no interrupted fp8lab run to resume here (no "
                       "%s)", out, FP8_RUN_MARKER);
-  int rc = fp8_rundir_lock(out, &u->lock_fd, err, errlen);
+  int rc = fp8_rundir_lock(out, &u->folder.lock_fd, err, errlen);
   if (rc) return rc;
   u->locked = 1;
   fp8_rundir_remove_debris(out);
@@ -68,7 +68,7 @@ int run_dir_claim(const fp8_experiment *ex, const fp8_run_options *opt, const ch
   if (u->claimed) return FP8_OK;
   int rc = opt->resume ? FP8_OK : make_out_dir(out, u, err, errlen);
   if (!rc && !u->locked) {
-    rc = fp8_rundir_lock(out, &u->lock_fd, err, errlen);
+    rc = fp8_rundir_lock(out, &u->folder.lock_fd, err, errlen);
     u->locked = rc == FP8_OK;
   }
   if (!rc) rc = fp8_rundir_marker_write(out, "replay", ex->file, err, errlen);

@@ -218,8 +218,6 @@ int run_tensors_init(run_t *r, char **names, size_t n, char *err, size_t errlen)
   if (!r->t || !r->names || !r->roles || !r->formats || !r->amax || !r->work || !r->warm_done ||
       !r->fed || !r->scales)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  r->ndelayed = 0;
-  for (size_t c = 0; c < nc; c++) r->ndelayed += ex->configs[c].kind == FP8_KIND_DELAYED;
   r->ntensors = n;
   for (size_t i = 0; i < n; i++) {
     run_tensor *t = &r->t[i];

@@ -99,13 +99,9 @@ int run_stream_record(run_t *r, int64_t step, int64_t micro, char *err, size_t e
 
 /* stream.json: the names of stream.npy's tensors and configurations (results.h). */
 int run_stream_index(const run_t *r, char *err, size_t errlen) {
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->out, FP8_STREAM_JSON_FILE, err, errlen);
-  if (rc) return rc;
-  if (fp8_stream_json_put(of.fp, &r->stream_lay) != 0) {
-    fp8_outfile_abort(&of);
-    return fp8_errorf(FP8_EWRITE, err, errlen, "%s/%s: cannot write", r->out,
-                      FP8_STREAM_JSON_FILE);
-  }
-  return fp8_outfile_commit(&of, err, errlen);
+  char *text = fp8_stream_json_text(&r->stream_lay);
+  if (!text) return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", FP8_STREAM_JSON_FILE);
+  int rc = fp8_outfile_write_text(r->out, FP8_STREAM_JSON_FILE, text, err, errlen);
+  free(text);
+  return rc;
 }

@@ -126,7 +126,7 @@ void run_writer_start(run_t *r) {
   run_writer *w = calloc(1, sizeof *w);
   if (!w) return;
   w->stream = stream;
-  w->stream_fp = fp8_stream_writer_file(stream);
+  w->stream_fp = stream ? r->stream_fp : NULL;
   w->steps_fp = r->steps_fp;
   w->ntensors = r->stream_lay.ntensors;
   w->nconfigs = r->stream_lay.nconfigs;
@@ -221,7 +221,7 @@ int run_writer_stream_end(run_t *r, fp8_stream_record *rec, char *err, size_t er
   run_writer *w = r->sw;
   job *j = job_of(rec);
   const char *file;
-  size_t bytes = w->ntensors * w->nconfigs * sizeof(float) + w->ntensors * (2 * sizeof(float) + 2);
+  size_t bytes = fp8_stream_npy_record_size(w->ntensors, w->nconfigs); /* what the job holds */
   j->steps = 0;
   int e = queue_job(w, j, bytes, &file);
   if (e) {

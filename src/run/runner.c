@@ -339,16 +339,15 @@ static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace
 
 /* The folder as the run holds it (its lock, its marker and checkpoint): handed on in the
  * summary for the report that follows (report_follows), or complete now. */
-static void hold_folder(const char *out, run_undo *u, fp8_run_folder *f) {
-  snprintf(f->dir, sizeof f->dir, "%s", out);
-  f->lock_fd = u->lock_fd;
+static void hold_folder(run_undo *u, fp8_run_folder *f) {
+  *f = u->folder;
   f->run_pending = 1;
-  u->lock_fd = -1;
+  u->folder.lock_fd = -1; /* f's now */
 }
 
-static void finish_folder(const char *out, run_undo *u) {
+static void finish_folder(run_undo *u) {
   fp8_run_folder f;
-  hold_folder(out, u, &f);
+  hold_folder(u, &f);
   fp8_run_folder_close(&f, 1);
 }
 
@@ -373,7 +372,7 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
   fp8_outputs_free(&outputs);
   if (rc) return rc;
   if (!r->opt->report_follows) {
-    finish_folder(r->out, u);
+    finish_folder(u);
     return FP8_OK;
   }
   rc = run_ckpt_write(r, RUN_CKPT_COMMITTED, err, errlen);
@@ -406,7 +405,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   int64_t *steps = NULL;
   size_t nsteps = 0, *rank_order = NULL;
   int32_t *amax_map = NULL;
-  run_undo undo = {.lock_fd = -1};
+  run_undo undo = {.folder.lock_fd = -1};
   run_ckpt_info info = {0};
   int wrote = 0;
   char trace_dir[4096] = "";
@@ -422,6 +421,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     goto done;
   }
   r.out = out;
+  snprintf(undo.folder.dir, sizeof undo.folder.dir, "%s", out);
   r.ckpt_every = opt->checkpoint_s > 0 ? opt->checkpoint_s : 0;
   snprintf(sum->out_dir, sizeof sum->out_dir, "%s", out);
   /* the output folder and the trace: process 0's (the others open the trace it names) */
@@ -477,14 +477,14 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
     if (!rc && r.me == 0) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
     if (rc) goto done;
   } else if (!opt->report_follows) { /* resumed after the commit: only the report was left */
-    finish_folder(out, &undo);
+    finish_folder(&undo);
   }
   /* resumed after the commit: run.json lists them already, the summary line names them again
    * (out of memory here costs only that note: the results are in place) */
   if (!r.left) (void)run_left_out(&r, &tr, err, errlen);
   fill_summary(&r, sum);
   if (opt->report_follows) /* the report follows: held until the caller's fp8_run_folder_close */
-    hold_folder(out, &undo, &sum->folder);
+    hold_folder(&undo, &sum->folder);
 
 done:
   /* MPI: every process ends with process 0's status, or the first failing one's */
@@ -502,6 +502,6 @@ done:
   if (rc && !wrote && r.me == 0) run_dir_undo(&undo, out, trace_dir, opt->resume);
   if (*undo.trace_old) fp8_rmtree(undo.trace_old);
   free(undo.created);
-  fp8_rundir_unlock(undo.lock_fd);
+  fp8_rundir_unlock(undo.folder.lock_fd);
   return rc;
 }

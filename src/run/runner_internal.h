@@ -18,6 +18,7 @@
 #include "outputs.h"
 #include "recipe.h"
 #include "results.h"
+#include "run_folder.h" /* fp8_run_folder */
 #include "runner.h"
 #include "trace.h"
 
@@ -59,7 +60,6 @@ typedef struct {
   unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
-  size_t ndelayed;            /* delayed configurations: stream.csv has rows when > 0 */
   size_t step_index;          /* index of the current step in the replay's steps */
   unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
   size_t *work;               /* the tensors of the current part */
@@ -223,7 +223,8 @@ typedef struct {
   char *created;          /* the outermost directory this run created (NULL: none) */
   int trace_new;          /* a generated trace was swapped into <out>/synth_trace */
   char trace_old[4096 + 32]; /* where the trace it replaced waits ("": there was none) */
-  int lock_fd;            /* the folder's lock (run_folder.h; -1: none) */
+  fp8_run_folder folder;  /* out and its lock (lock_fd -1: none), handed on as it is once the
+                             run holds the folder (runner.c, hold_folder) */
   int locked;             /* the lock was taken (or the file system has none) */
   int claimed;            /* this run wrote the in-progress marker */
   int interrupted;        /* the folder held an interrupted run (its marker) */
