@@ -128,6 +128,19 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
  *  the control character \n at byte 3"). Every trace reader calls it on every name. */
 int fp8_tensor_name_check(const char *name, size_t len, size_t max, char *why, size_t whylen);
 
+/** Mixture-of-Experts names (docs/semantics.md, "Mixture-of-Experts"): 1 when `name` (a GEMM or
+ *  a tensor name) has a dotted component `experts` followed by a component of decimal digits
+ *  (the last such pair: `model.layers.0.mlp.experts.3.gate_up_proj.input`,
+ *  `layers.0.mlp.linear_fc1.experts.3.input`), else 0. Then *expert (when not NULL) is that
+ *  number (at most 9 digits) and group (when not NULL: groupcap bytes, cut to fit) the name
+ *  with the digits replaced by `*` (`model.layers.0.mlp.experts.*.gate_up_proj.input`): the
+ *  expert group, one TE GroupedLinear, which takes one recipe. */
+int fp8_expert_of(const char *name, int32_t *expert, char *group, size_t groupcap);
+/** 1 when the GEMM name `gemm` is a Mixture-of-Experts router: its last dotted component is
+ *  `gate` or `router` and one of names[0..n) (GEMM or tensor names) is an expert of the same
+ *  parent (`<parent>.experts.<i>...`; `model.layers.0.mlp.gate` beside
+ *  `model.layers.0.mlp.experts.3.down_proj.input`). */
+int fp8_router_of(const char *gemm, const char *const *names, size_t n);
 /** The file-name form of a tensor name (the `<stem>` of plots/amax_<stem>.png): A-Z a-z 0-9
  *  '-' '.' kept, every other byte '_'. out holds at least FP8_NAME_MAX + FP8_RANK_PREFIX_MAX
  *  + 1 bytes for a name that passed the rules. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -203,4 +204,65 @@ int fp8_tensor_files_distinct(const char *const *names, size_t n, const char *wh
   }
   free(e);
   return rc;
+}
+
+/* ------------------------------------------------------------------ Mixture-of-Experts names */
+
+/* 1 when the dotted component of name at [b, e) is s. */
+static int comp_is(const char *name, size_t b, size_t e, const char *s) {
+  size_t n = strlen(s);
+  return e - b == n && memcmp(name + b, s, n) == 0;
+}
+
+static int comp_digits(const char *name, size_t b, size_t e) {
+  if (e == b || e - b > 9) return 0;
+  for (size_t i = b; i < e; i++)
+    if (name[i] < '0' || name[i] > '9') return 0;
+  return 1;
+}
+
+int fp8_expert_of(const char *name, int32_t *expert, char *group, size_t groupcap) {
+  size_t len = strlen(name), found_b = 0, found_e = 0;
+  int found = 0;
+  size_t pb = 0, pe = 0; /* the previous component */
+  int have_prev = 0;
+  for (size_t b = 0; b <= len;) {
+    size_t e = b;
+    while (e < len && name[e] != '.') e++;
+    if (have_prev && comp_is(name, pb, pe, "experts") && comp_digits(name, b, e)) {
+      found = 1;
+      found_b = b;
+      found_e = e;
+    }
+    pb = b;
+    pe = e;
+    have_prev = 1;
+    b = e + 1;
+  }
+  if (!found) return 0;
+  if (expert) {
+    int32_t v = 0;
+    for (size_t i = found_b; i < found_e; i++) v = v * 10 + (name[i] - '0');
+    *expert = v;
+  }
+  if (group && groupcap) {
+    snprintf(group, groupcap, "%.*s*%s", (int)found_b, name, name + found_e);
+  }
+  return 1;
+}
+
+int fp8_router_of(const char *gemm, const char *const *names, size_t n) {
+  const char *dot = strrchr(gemm, '.');
+  const char *last = dot ? dot + 1 : gemm;
+  if (strcmp(last, "gate") != 0 && strcmp(last, "router") != 0) return 0;
+  size_t plen = dot ? (size_t)(dot - gemm) + 1 : 0; /* "<parent>." */
+  for (size_t i = 0; i < n; i++) {
+    const char *s = names[i];
+    if (strncmp(s, gemm, plen) != 0 || strncmp(s + plen, "experts.", 8) != 0) continue;
+    const char *d = s + plen + 8;
+    size_t k = 0;
+    while (d[k] >= '0' && d[k] <= '9') k++;
+    if (k > 0 && (d[k] == '.' || d[k] == '\0')) return 1;
+  }
+  return 0;
 }
