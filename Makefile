@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo bench clean tiny-gpt ranks notebooks device-bundle \
+.PHONY: all deps configure build test demo moe bench clean tiny-gpt ranks notebooks device-bundle \
         fuzz-build fuzz
 
 all: build
@@ -25,6 +25,12 @@ test: build
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target fp8lab
 	@$(BUILD)/fp8lab run experiments/quickstart.ini --force
+
+# The Mixture-of-Experts demo: the synthetic "moe" trace (fp8lab synth moe) through
+# experiments/moe.ini into out/moe/ (report.md's Mixture-of-Experts section).
+moe: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target fp8lab
+	@$(BUILD)/fp8lab run experiments/moe.ini --force
 
 # A tiny GPT trained on the CPU, captured with tools/capture/fp8lab_capture.py, then replayed.
 # Needs torch: python_with_torch.sh prefers /usr/bin/python3 (Debian's python3-torch, installed

@@ -229,6 +229,10 @@ typedef struct {
   const fp8_steps_table *table;  /**< borrowed: must outlive the analysis */
   size_t nstats;
   fp8_group_stats *stats;        /**< one per group, same index as table->groups */
+  /** NULL, or per group: 1 when its tensor is left out of the role and model scopes of the
+   *  recommendations (a Mixture-of-Experts router, kept in BF16: docs/semantics.md); its own
+   *  tensor-scope recommendation is still made. Set by the caller, owned by it. */
+  const unsigned char *left_out;
 } fp8_analysis;
 
 /** Computes the statistics of every group. @return FP8_OK, FP8_ENOMEM. */

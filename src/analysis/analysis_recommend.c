@@ -374,7 +374,8 @@ static char *misfit_list(const fp8_analysis *a, int role, const setting *d, cons
           fits(s, b))
         fit = 1;
     }
-    if ((role < 0 || (int)a->stats[lo].group->role == role) && !fit) {
+    if ((role < 0 || (int)a->stats[lo].group->role == role) && !fit &&
+        !(a->left_out && a->left_out[lo])) {
       r->misfits[r->nmisfits++] = name;
       len += strlen(name) + 2;
     }
@@ -423,6 +424,7 @@ static int recommend_role(const fp8_analysis *a, int role, const fp8_budgets *b,
   for (size_t i = 0; i < a->nstats; i++) {
     const fp8_steps_group *g = a->stats[i].group;
     if (role >= 0 && (int)g->role != role) continue;
+    if (a->left_out && a->left_out[i]) continue;
     if (g->tensor != last) ntensors++; /* groups are sorted by tensor */
     last = g->tensor;
     if (g->key.kind == FP8_KIND_DELAYED) dl[nd++] = (gref){&a->stats[i], i};

@@ -44,7 +44,7 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
-    "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow)\n"
+    "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow, moe)\n"
     "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
     "  import-te LOGDIR TRACEDIR  TransformerEngine's debug statistics logs as a trace\n"
     "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
@@ -352,7 +352,7 @@ static int cmd_run(int argc, char **argv) {
     int known = 0;
     for (const char *const *p = fp8_synth_presets(); *p; p++) known |= strcmp(*p, ex.synth_preset) == 0;
     if (!known) {
-      errf("fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow)\n",
+      errf("fp8lab: %s: [trace] path: unknown synth preset '%s' (llm, spiky, underflow, moe)\n",
               arg(exp), arg(ex.synth_preset));
       fp8_experiment_free(&ex);
       return EXIT_USAGE;

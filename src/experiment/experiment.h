@@ -91,6 +91,9 @@ typedef struct {
   int64_t cost_tokens;
   double step_budget;     /**< [analysis] step_budget (default 0.01): stream steps that may clip */
   double flush_budget;    /**< [analysis] flush_budget, in 0..1; NaN (the default): off */
+  /** [analysis] routers: 0 (bf16, the default): Mixture-of-Experts routers are left out of the
+   *  FP8 advice (kept in BF16); 1 (fp8): advised as any tensor (docs/semantics.md) */
+  int routers_fp8;
   /** [analysis] fp4_gemm_ratio (default 4): a layer holds under an FP4 configuration when each
    *  of its GEMM errors is at most this many times the FP8 reference's (the report's FP4
    *  section; docs/semantics.md) */

@@ -173,6 +173,13 @@ void fp8_exp_analysis_end(exp_ctx *c) {
       parse_fraction(c, e, &c->ex->flush_budget,
                      "a fraction of a tensor's finite values flushed to zero in 0..1, e.g. "
                      "0.01: off unless given");
+    } else if (strcmp(e->key, "routers") == 0) {
+      if (strcmp(e->value, "bf16") == 0) c->ex->routers_fp8 = 0;
+      else if (strcmp(e->value, "fp8") == 0) c->ex->routers_fp8 = 1;
+      else
+        fp8_exp_fail(c, e->line, "bad routers \"%s\" (expected bf16: Mixture-of-Experts routers "
+                     "left out of the FP8 advice, or fp8: advised as any tensor)",
+                     fp8_esc(e->value, shown, sizeof shown));
     } else if (strcmp(e->key, "fp4_gemm_ratio") == 0) {
       char *end;
       errno = 0;
@@ -213,8 +220,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
                   "captured batch's");
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
-                   "step_budget, flush_budget, fp4_gemm_ratio, warmup_steps, gemm, gemm_error, "
-                   "gemm_sample, gemm_seed, gemm_max_tokens or cost_tokens)",
+                   "step_budget, flush_budget, routers, fp4_gemm_ratio, warmup_steps, gemm, "
+                   "gemm_error, gemm_sample, gemm_seed, gemm_max_tokens or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

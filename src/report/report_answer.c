@@ -369,9 +369,10 @@ static void put_delayed(FILE *fp, const char *section, const fp8_recommendation 
 
 int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   const fp8_recommendation *x = model_rec(&r->rec);
-  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget ||
+      (!x->nmisfits && !r->router_group))
     return FP8_OK;
-  int32_t *rem = malloc(x->nmisfits * sizeof *rem);
+  int32_t *rem = malloc((x->nmisfits ? x->nmisfits : 1) * sizeof *rem);
   if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   for (size_t k = 0; k < x->nmisfits; k++) rem[k] = rep_remedy(r, x, x->misfits[k]);
   const char *fmt = fp8_format_sel_name(setting_format(r, x));
@@ -384,7 +385,8 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
   FILE *fp = of.fp;
   fprintf(fp, "; advice.ini: the report's answer as one experiment (fp8lab report wrote it): the\n"
           "; whole-model setting, and for the tensors it does not fit the fix the report names\n"
-          "; (a larger margin, current scaling, or the module kept in BF16), all under the one\n"
+          "; (a larger margin, current scaling, or the module kept in BF16; Mixture-of-Experts\n"
+          "; routers kept in BF16), all under the one\n"
           "; recipe label \"advice\"; beside it the whole-model setting alone. Replay it to\n"
           "; confirm the advice (te_recipe.py beside it is the same advice as TE code):\n"
           ";   fp8lab run advice.ini\n");
@@ -395,6 +397,7 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
     any_bf16 |= rem[k] == REP_REMEDY_BF16;
     any_cur |= rem[k] == REP_REMEDY_CURRENT && !in_bf16_module(x, rem, x->misfits[k]);
   }
+  any_bf16 |= r->router_group != NULL; /* Mixture-of-Experts routers: kept in BF16 */
   if (any_bf16) { /* a module in BF16 as TransformerEngine can keep it: all of its tensors */
     fputs("\n[recipe.advice_bf16]\nlabel = advice\nkind = bf16\ntensors = ", fp);
     const char *last = NULL;
@@ -403,7 +406,8 @@ int rep_write_advice(rep_t *r, char *err, size_t errlen) {
       const char *t = r->an.stats[i].group->tensor;
       if (t == last) continue; /* a tensor's groups are contiguous */
       last = t;
-      if (in_bf16_module(x, rem, t)) fprintf(fp, "%s%s", n++ ? ", " : "", t);
+      if ((r->router_group && r->router_group[i]) || in_bf16_module(x, rem, t))
+        fprintf(fp, "%s%s", n++ ? ", " : "", t);
     }
     fputc('\n', fp);
   }

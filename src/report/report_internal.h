@@ -111,6 +111,10 @@ typedef struct {
   int wrote_te_code;    /* te_recipe.py written (rep_write_te_code) */
   int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
+  /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
+   * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
+  size_t nrouter_tensors;
+  unsigned char *router_group;
   rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
@@ -191,6 +195,15 @@ void rep_add_te_check(const rep_t *r, fp8_doc *d);
 /* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
  * model_shape, every mode on an H200; nothing without a model_shape. */
 void rep_add_cost(const rep_t *r, fp8_doc *d);
+
+/* ------------------------------------------------------------------ report_moe.c */
+
+/* The Mixture-of-Experts routers among the tensors (fp8_router_of): counted, and under
+ * [analysis] routers = bf16 (the default) left out of the recommendations' role and model
+ * scopes (r->router_group, r->an.left_out). Before the recommendations. FP8_OK, FP8_ENOMEM. */
+int rep_moe_routers(rep_t *r);
+/* The Mixture-of-Experts section (nothing without an expert tensor under the reference). */
+void rep_add_moe(const rep_t *r, fp8_doc *d);
 
 /* ------------------------------------------------------------------ report_outputs.c */
 

@@ -172,6 +172,10 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
   if ((rc = fp8_analysis_compute(&r->tab, &r->an, err, errlen))) goto done;
   r->have_an = 1;
   if (r->have_stream && (rc = fp8_analysis_add_stream(&r->an, &r->stream, err, errlen))) goto done;
+  if ((rc = rep_moe_routers(r))) {
+    fp8_errorf(rc, err, errlen, "out of memory");
+    goto done;
+  }
   if ((rc = fp8_analysis_recommend(&r->an, &r->budgets, &r->rec, err, errlen))) goto done;
   r->have_rec = 1;
   if ((rc = rep_build_configs(r))) {
@@ -198,6 +202,7 @@ void rep_free(rep_t *r) {
     for (int g = 0; g < FP8_GEMM_COUNT; g++) free(r->cfgs[c].gemm[g]);
   free(r->cfgs);
   free(r->gcfg);
+  free(r->router_group);
   free(r->series);
   free(r->ov);
   free(r->te);

@@ -444,6 +444,7 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
+  rep_add_moe(r, d);
   static const char *const story[] = {"amax_", "heatmap_overshoot_", "dynamic_range", "snr.png", NULL};
   static const char *const sweep[] = {"heatmap_clipped_", "heatmap_clipsteps_", "recipes_", NULL};
   static const char *const gemm[] = {"gemm_error", NULL};

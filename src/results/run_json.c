@@ -98,6 +98,8 @@ static json_t *experiment_json(const fp8_experiment *ex) {
     json_object_set_new(exo, FP8_RUNJSON_EX_FP4_GEMM_RATIO, json_real(ex->fp4_gemm_ratio));
   if (!isnan(ex->flush_budget)) /* only when set: a run.json without it is as before */
     json_object_set_new(exo, FP8_RUNJSON_EX_FLUSH_BUDGET, json_real(ex->flush_budget));
+  if (ex->routers_fp8) /* only when not the default: another run.json is as before */
+    json_object_set_new(exo, FP8_RUNJSON_EX_ROUTERS, json_string("fp8"));
   if (ex->warmup_steps >= 0)
     json_object_set_new(exo, FP8_RUNJSON_EX_WARMUP_STEPS,
                         json_integer((json_int_t)ex->warmup_steps));

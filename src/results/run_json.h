@@ -57,6 +57,7 @@
 #define FP8_RUNJSON_EX_OVERFLOW_BUDGET "overflow_budget"
 #define FP8_RUNJSON_EX_STEP_BUDGET "step_budget"
 #define FP8_RUNJSON_EX_FLUSH_BUDGET "flush_budget"
+#define FP8_RUNJSON_EX_ROUTERS "routers"
 #define FP8_RUNJSON_EX_FP4_GEMM_RATIO "fp4_gemm_ratio"
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
@@ -181,6 +182,7 @@ typedef struct {
   double overflow_budget;  /**< experiment.overflow_budget, in 0..1 */
   double step_budget;      /**< experiment.step_budget, in 0..1 */
   double flush_budget;     /**< experiment.flush_budget, in 0..1; NaN when absent (off) */
+  int routers_fp8;         /**< experiment.routers: 1 "fp8", 0 "bf16" or absent (the default) */
   double fp4_gemm_ratio;   /**< experiment.fp4_gemm_ratio, >= 1; 4 when absent */
   int64_t warmup_steps;    /**< experiment.warmup_steps; -1: absent (each tensor's own) */
   /** the tensors without rows per fp8_left_reason ([0] unused; none from a run.json written

@@ -330,6 +330,12 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
     rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
   if (rc) return rc;
+  json_t *ro = json_object_get(ex, FP8_RUNJSON_EX_ROUTERS);
+  if (ro && (!json_is_string(ro) || (strcmp(json_string_value(ro), "fp8") != 0 &&
+                                     strcmp(json_string_value(ro), "bf16") != 0)))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected \"bf16\" or \"fp8\"", path,
+                      FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_ROUTERS);
+  r->routers_fp8 = ro && strcmp(json_string_value(ro), "fp8") == 0;
   json_t *wu = json_object_get(ex, FP8_RUNJSON_EX_WARMUP_STEPS);
   if (wu && (!json_is_integer(wu) || json_integer_value(wu) < 0))
     return fp8_errorf(FP8_EFORMAT, err, errlen,

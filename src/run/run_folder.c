@@ -162,6 +162,13 @@ static int temp_of_fp8lab(const char *where, const char *inner, int is_dir) {
   return fp8_output_name_ok(full);
 }
 
+
+/* 1 when n is prefix followed by a pid (digits only): a synth temporary */
+static int synth_tmp(const char *n, const char *prefix) {
+  size_t k = strlen(prefix);
+  return strncmp(n, prefix, k) == 0 && n[k] && strspn(n + k, "0123456789") == strlen(n + k);
+}
+
 static size_t remove_temps_in(const char *dir, const char *where) {
   char path[4096 + 600], inner[512];
   snprintf(path, sizeof path, "%s%s%s", dir, *where ? "/" : "", where);
@@ -227,10 +234,11 @@ int fp8_rundir_synth_owned(const char *path, char *err, size_t errlen) {
     if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0) continue;
     snprintf(sub, sizeof sub, "%s/%s", path, n);
     int file = lstat(sub, &sb) == 0 && S_ISREG(sb.st_mode);
-    /* what fp8_synth_write writes: step_<N>.safetensors files, amax.csv and its temporary */
+    /* what fp8_synth_write writes: step_<N>.safetensors files, amax.csv, tokens.csv (the
+     * "moe" preset) and their temporaries */
     int ours = file && (fp8_trace_snapshot_name(n) == 1 || strcmp(n, "amax.csv") == 0 ||
-                        (strncmp(n, "amax.csv.tmp.", 13) == 0 && n[13] &&
-                         strspn(n + 13, "0123456789") == strlen(n + 13)));
+                        strcmp(n, "tokens.csv") == 0 || synth_tmp(n, "amax.csv.tmp.") ||
+                        synth_tmp(n, "tokens.csv.tmp."));
     if (!ours) {
       char shown[120];
       size_t k = 0;

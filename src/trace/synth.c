@@ -146,13 +146,15 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
 
   if (!preset || !dir || !*dir)
     return fp8_errorf(FP8_EINVAL, err, errlen, "synth: NULL or empty preset or directory");
-  syn_preset pr;
-  if (strcmp(preset, "llm") == 0) pr = PRESET_LLM;
+  syn_preset pr = PRESET_LLM;
+  int moe = strcmp(preset, "moe") == 0;
+  if (moe) {
+  } else if (strcmp(preset, "llm") == 0) pr = PRESET_LLM;
   else if (strcmp(preset, "spiky") == 0) pr = PRESET_SPIKY;
   else if (strcmp(preset, "underflow") == 0) pr = PRESET_UNDERFLOW;
   else
-    return fp8_errorf(FP8_EINVAL, err, errlen, "unknown synth preset '%s' (llm, spiky, underflow)",
-                      preset);
+    return fp8_errorf(FP8_EINVAL, err, errlen,
+                      "unknown synth preset '%s' (llm, spiky, underflow, moe)", preset);
   if (steps < 1 || steps > SYN_MAX_STEPS)
     return fp8_errorf(FP8_EINVAL, err, errlen, "synth steps %lld out of range (1 to %d)",
                       (long long)steps, SYN_MAX_STEPS);
@@ -174,6 +176,7 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
   }
   rc = make_dirs(dir, err, errlen);
   if (rc != FP8_OK) goto done;
+  if (moe) return fp8_synth_moe_write(dir, steps, seed, err, errlen);
 
   size_t pl = strlen(dir) + 32;
   csv_path = malloc(pl);

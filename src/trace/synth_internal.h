@@ -6,6 +6,7 @@
 #ifndef FP8LAB_TRACE_SYNTH_INTERNAL_H
 #define FP8LAB_TRACE_SYNTH_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -81,5 +82,9 @@ void fp8_synth_state_free(syn_state *st);
 /** Generates step `step` (called for 0, 1, ..., steps-1 in order): every tensor's values as
  *  stored (BF16-rounded where BF16), its amax, and whether its module ran. */
 void fp8_synth_gen_step(syn_state *st, int64_t step);
+
+/** The "moe" preset (synth_moe.c): writes the snapshots, amax.csv and tokens.csv of a
+ *  Mixture-of-Experts trace into dir (which exists and holds no trace: synth.c checked). */
+int fp8_synth_moe_write(const char *dir, int64_t steps, uint64_t seed, char *err, size_t errlen);
 
 #endif /* FP8LAB_TRACE_SYNTH_INTERNAL_H */

@@ -97,7 +97,7 @@ static const syn_module k_modules[SYN_MODULES] = {
 
 static const char *const k_roles[SYN_ROLES] = {"input", "weight", "output", "grad_output"};
 
-static const char *const k_presets[] = {"llm", "spiky", "underflow", NULL};
+static const char *const k_presets[] = {"llm", "spiky", "underflow", "moe", NULL};
 
 const char *const *fp8_synth_presets(void) { return k_presets; }
 

@@ -88,7 +88,8 @@ START_TEST(test_interval) {
   ck_assert_str_eq(p[0], "llm");
   ck_assert_str_eq(p[1], "spiky");
   ck_assert_str_eq(p[2], "underflow");
-  ck_assert_ptr_null(p[3]);
+  ck_assert_str_eq(p[3], "moe");
+  ck_assert_ptr_null(p[4]);
 }
 END_TEST
 
@@ -378,7 +379,7 @@ START_TEST(test_errors) {
   char err[FP8_ERRLEN], path[1024];
   char *d = tu_mkdtemp();
   ck_assert_int_eq(fp8_synth_write("x", d, 10, 1, err, sizeof err), FP8_EINVAL);
-  ck_assert_str_eq(err, "unknown synth preset 'x' (llm, spiky, underflow)");
+  ck_assert_str_eq(err, "unknown synth preset 'x' (llm, spiky, underflow, moe)");
   ck_assert_int_eq(fp8_synth_write("llm", d, 0, 1, err, sizeof err), FP8_EINVAL);
   ck_assert_int_eq(fp8_synth_write("llm", d, -5, 1, err, sizeof err), FP8_EINVAL);
   ck_assert_int_eq(fp8_synth_write("llm", d, 1000001, 1, err, sizeof err), FP8_EINVAL);
