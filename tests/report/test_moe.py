@@ -260,6 +260,29 @@ def check_report(out):
           (model[0]["of"] if model else None))
 
 
+def check_routers_key(fp8lab, tmp, out):
+    """[analysis] routers = fp8 (run.json's experiment.routers): the routers advised as any
+    tensor (model scope of all 228); a bad value: exit 2, one line naming file and line."""
+    rj = os.path.join(out, "run.json")
+    j = json.load(open(rj))
+    check("routers" not in j["experiment"], "run.json: routers written for the default")
+    j["experiment"]["routers"] = "fp8"
+    json.dump(j, open(rj, "w"))
+    p = subprocess.run([fp8lab, "report", out], capture_output=True, text=True)
+    check(p.returncode == 0, "fp8lab report with routers = fp8: %d %s" % (p.returncode, p.stderr))
+    model = [r for r in load_csv(os.path.join(out, "recommendations.csv")) if r["scope"] == "model"]
+    check(len(model) == 1 and model[0]["of"] == "228", "routers = fp8: model scope of %s" %
+          (model[0]["of"] if model else None))
+    sec = section(open(os.path.join(out, "report.md")).read(), "Mixture-of-Experts")
+    check("in the FP8 advice ([analysis] routers = fp8)" in sec, "routers = fp8: the sentence")
+    with open(os.path.join(tmp, "bad.ini"), "w") as f:
+        f.write(EXP.replace("gemm = false", "gemm = false\nrouters = fp16"))
+    p = subprocess.run([fp8lab, "run", "bad.ini", "--quiet", "--out", "bad"], cwd=tmp,
+                       capture_output=True, text=True)
+    check(p.returncode == 2 and p.stderr.count("\n") == 1 and "bad.ini:18:" in p.stderr and
+          'bad routers "fp16"' in p.stderr, "routers = fp16: %d %r" % (p.returncode, p.stderr))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: test_moe.py FP8LAB_BIN")
@@ -275,6 +298,7 @@ def main():
         out = os.path.join(tmp, "out")
         check_trace(os.path.join(out, "synth_trace"))
         check_report(out)
+        check_routers_key(fp8lab, tmp, out)
     finally:
         if os.environ.get("FP8LAB_KEEP_TMP"):
             print("kept", tmp)
