@@ -202,6 +202,20 @@ void rep_add_cost(const rep_t *r, fp8_doc *d);
  * [analysis] routers = bf16 (the default) left out of the recommendations' role and model
  * scopes (r->router_group, r->an.left_out). Before the recommendations. FP8_OK, FP8_ENOMEM. */
 int rep_moe_routers(rep_t *r);
+/* An expert tensor of the reference configuration (rep_moe_experts). */
+#define REP_EXPERT_GROUP_CAP 256
+typedef struct {
+  size_t g;            /* its group under the reference configuration */
+  int32_t expert;
+  char group[REP_EXPERT_GROUP_CAP]; /* its expert group: the name, the index as '*' */
+  int64_t total, ran;  /* stream steps (or snapshot rows); with amax > 0 */
+  int64_t ran_nw, clip;  /* non-warm-up steps it ran; of those, the clipped */
+  int64_t gap_steps, gap_clip; /* non-warm-up steps it ran right after a step it did not */
+  double overshoot;    /* the largest (non-warm-up), -inf if none */
+} rep_expert;
+/* The expert tensors of the reference configuration, by group then expert (malloc'ed; NULL and
+ * *n = 0 with none, or out of memory). */
+rep_expert *rep_moe_experts(const rep_t *r, size_t *n);
 /* The Mixture-of-Experts section (nothing without an expert tensor under the reference). */
 void rep_add_moe(const rep_t *r, fp8_doc *d);
 

@@ -18,7 +18,6 @@
 
 #define MOE_TABLE 20
 #define MOE_WORST 10
-#define MOE_GROUP_CAP 256
 
 /* ------------------------------------------------------------------ routers */
 
@@ -64,32 +63,22 @@ int rep_moe_routers(rep_t *r) {
 
 /* ------------------------------------------------------------------ experts */
 
-typedef struct {
-  size_t g;           /* its group under the reference configuration */
-  int32_t expert;
-  char group[MOE_GROUP_CAP]; /* the expert group of the tensor: the index as '*' */
-  int64_t total, ran; /* stream steps (or snapshot rows); with amax > 0 */
-  int64_t ran_nw, clip; /* non-warm-up steps it ran; of those, clipped */
-  int64_t gap_steps, gap_clip; /* non-warm-up steps it ran right after a step it did not */
-  double overshoot;   /* the largest (non-warm-up), -inf if none */
-} ex_t;
-
 static int cmp_ex_group(const void *a, const void *b) {
-  const ex_t *x = a, *y = b;
+  const rep_expert *x = a, *y = b;
   int c = strcmp(x->group, y->group);
   if (c) return c;
   return x->expert < y->expert ? -1 : x->expert > y->expert;
 }
 
 static int cmp_ex_worst(const void *a, const void *b) {
-  const ex_t *x = a, *y = b;
+  const rep_expert *x = a, *y = b;
   if (x->clip != y->clip) return x->clip < y->clip ? 1 : -1;
   if (x->overshoot != y->overshoot) return x->overshoot < y->overshoot ? 1 : -1;
   return x->g < y->g ? -1 : x->g > y->g;
 }
 
 /* The steps of group g: the stream series (every step) when there is one, else the rows. */
-static void ex_steps(const rep_t *r, ex_t *e) {
+static void ex_steps(const rep_t *r, rep_expert *e) {
   const fp8_group_stats *s = &r->an.stats[e->g];
   const fp8_stream_series *ser = r->series ? r->series[e->g] : NULL;
   e->overshoot = -INFINITY;
@@ -125,19 +114,18 @@ static void ex_steps(const rep_t *r, ex_t *e) {
   if (!isnan(s->overshoot_max)) e->overshoot = s->overshoot_max;
 }
 
-/* The expert tensors of the reference configuration (malloc'ed, by group then expert); *n. */
-static ex_t *experts(const rep_t *r, size_t *n) {
+rep_expert *rep_moe_experts(const rep_t *r, size_t *n) {
   *n = 0;
   if (r->ref < 0) return NULL;
   size_t cap = 0;
   for (size_t g = 0; g < r->tab.ngroups; g++)
     cap += r->gcfg[g] == (size_t)r->ref && fp8_expert_of(r->tab.groups[g].tensor, NULL, NULL, 0);
   if (!cap) return NULL;
-  ex_t *ex = calloc(cap, sizeof *ex);
+  rep_expert *ex = calloc(cap, sizeof *ex);
   if (!ex) return NULL;
   for (size_t g = 0; g < r->tab.ngroups; g++) {
     if (r->gcfg[g] != (size_t)r->ref) continue;
-    ex_t *e = &ex[*n];
+    rep_expert *e = &ex[*n];
     if (!fp8_expert_of(r->tab.groups[g].tensor, &e->expert, e->group, sizeof e->group)) continue;
     e->g = g;
     ex_steps(r, e);
@@ -147,7 +135,7 @@ static ex_t *experts(const rep_t *r, size_t *n) {
   return ex;
 }
 
-static fp8_role ex_role(const rep_t *r, const ex_t *e) { return r->tab.groups[e->g].role; }
+static fp8_role ex_role(const rep_t *r, const rep_expert *e) { return r->tab.groups[e->g].role; }
 
 static const char *pct(double num, double den, char *buf, size_t n) {
   if (!(den > 0)) snprintf(buf, n, "-");
@@ -160,19 +148,19 @@ static const char *pct(double num, double den, char *buf, size_t n) {
 static const double k_bin_hi[NBINS] = {0.25, 0.5, 0.9, 1.0 + 1e-9};
 static const char *const k_bin_name[NBINS] = {"under 25%", "25-50%", "50-90%", "90% or more"};
 
-static int bin_of(const ex_t *e) {
+static int bin_of(const rep_expert *e) {
   double share = e->total ? (double)e->ran / (double)e->total : 0.0;
   int b = 0;
   while (b < NBINS - 1 && share >= k_bin_hi[b]) b++;
   return b;
 }
 
-static void add_routing(const rep_t *r, fp8_doc *d, const ex_t *ex, size_t n) {
+static void add_routing(const rep_t *r, fp8_doc *d, const rep_expert *ex, size_t n) {
   int64_t tensors[NBINS] = {0}, ran[NBINS] = {0}, clip[NBINS] = {0}, total[NBINS] = {0};
   int64_t ran_all[NBINS] = {0};
   int64_t gap = 0, gap_clip = 0, run_nw = 0, run_clip = 0;
   for (size_t i = 0; i < n; i++) {
-    const ex_t *e = &ex[i];
+    const rep_expert *e = &ex[i];
     if (ex_role(r, e) == FP8_ROLE_WEIGHT) continue; /* weights are quantized every step */
     int b = bin_of(e);
     tensors[b]++;
@@ -227,7 +215,7 @@ static void add_routing(const rep_t *r, fp8_doc *d, const ex_t *ex, size_t n) {
 }
 
 /* One expert group's aggregate (its experts are ex[lo, hi)). */
-static void group_row(fp8_doc *d, const ex_t *ex, size_t lo, size_t hi) {
+static void group_row(fp8_doc *d, const rep_expert *ex, size_t lo, size_t hi) {
   int64_t total = 0, ran = 0, clip = 0, ran_nw = 0, clipping = 0;
   size_t worst = lo;
   for (size_t i = lo; i < hi; i++) {
@@ -248,7 +236,7 @@ static void group_row(fp8_doc *d, const ex_t *ex, size_t lo, size_t hi) {
              ex[worst].overshoot);
   else
     snprintf(w, sizeof w, "-");
-  char gname[MOE_GROUP_CAP + 4];
+  char gname[REP_EXPERT_GROUP_CAP + 4];
   snprintf(gname, sizeof gname, "`%s`", ex[lo].group);
   const char *row[] = {gname, ne, rs, cs, ce, w};
   fp8_doc_table_row(d, row);
@@ -271,7 +259,7 @@ static int cmp_name(const void *a, const void *b) {
 
 /* The recipe for each expert group that the model setting does not fit in every expert: the
  * largest of its experts' remedies (a GroupedLinear takes one recipe for all its experts). */
-static void add_group_advice(const rep_t *r, fp8_doc *d, const ex_t *ex, const grp_t *gs,
+static void add_group_advice(const rep_t *r, fp8_doc *d, const rep_expert *ex, const grp_t *gs,
                              size_t ng) {
   const fp8_recommendation *x = NULL;
   for (size_t i = 0; i < r->rec.nrecs; i++)
@@ -313,7 +301,7 @@ static void add_group_advice(const rep_t *r, fp8_doc *d, const ex_t *ex, const g
       fp8_doc_table_begin(d, 2, cols, "ll");
     }
     if (shown++ >= MOE_TABLE) continue;
-    char what[96], gname[MOE_GROUP_CAP + 4];
+    char what[96], gname[REP_EXPERT_GROUP_CAP + 4];
     if (worst >= 0) snprintf(what, sizeof what, "margin %d", worst);
     else snprintf(what, sizeof what, "%s", worst == REP_REMEDY_BF16 ? "BF16" : "current scaling");
     snprintf(gname, sizeof gname, "`%s`", ex[gs[k].lo].group);
@@ -331,7 +319,7 @@ static void add_group_advice(const rep_t *r, fp8_doc *d, const ex_t *ex, const g
 
 void rep_add_moe(const rep_t *r, fp8_doc *d) {
   size_t n = 0;
-  ex_t *ex = experts(r, &n);
+  rep_expert *ex = rep_moe_experts(r, &n);
   if (!ex) return;
   fp8_doc_heading(d, 2, "Mixture-of-Experts");
   /* groups, experts per group, layers */
@@ -387,7 +375,7 @@ void rep_add_moe(const rep_t *r, fp8_doc *d) {
     fp8_doc_markdownf(d, "(%zu more groups, none with more clipped steps than the last shown.)",
                       ng - MOE_TABLE);
   /* the worst expert tensors */
-  ex_t *w = malloc(n * sizeof *w);
+  rep_expert *w = malloc(n * sizeof *w);
   if (w) {
     memcpy(w, ex, n * sizeof *w);
     qsort(w, n, sizeof *w, cmp_ex_worst);

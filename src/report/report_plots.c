@@ -101,6 +101,7 @@ static int draw_all(const rep_t *r, rep_charts *drawn, int max_timelines, char *
   if ((rc = rep_plot_overshoot_maps(r, drawn, err, errlen)) != FP8_OK) return rc;
   if ((rc = rep_plot_config_maps(r, drawn, err, errlen)) != FP8_OK) return rc;
   if ((rc = rep_plot_bars(r, drawn, err, errlen)) != FP8_OK) return rc;
+  if ((rc = rep_plot_experts(r, drawn, err, errlen)) != FP8_OK) return rc;
   if (r->have_gemm) rc = rep_plot_gemm(r, drawn, err, errlen);
   return rc;
 }

@@ -76,5 +76,8 @@ int rep_plot_snr(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 int rep_plot_config_maps(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
+/* report_plots_moe.c: per role, every expert's clipped share of the steps it ran (a row per
+ * expert group, a column per expert); nothing without an expert tensor. */
+int rep_plot_experts(const rep_t *r, rep_charts *drawn, char *err, size_t errlen);
 
 #endif

@@ -271,10 +271,11 @@ static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix,
 }
 
 /* A table of contents (GitHub-style heading anchors: lower case, spaces to hyphens). */
-static void add_contents(fp8_doc *d, int have_gemm, int have_cost, int stream_only) {
-  fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · "
+static void add_contents(fp8_doc *d, int have_gemm, int have_cost, int stream_only, int moe) {
+  fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · %s"
                     "[Recommendations per role and per tensor](#recommendations-per-role-and-per-tensor)"
                     "%s%s%s · [Definitions](#definitions)",
+                    moe ? "[Mixture-of-Experts](#mixture-of-experts) · " : "",
                     have_gemm ? " · [GEMM error](#gemm-error)" : "",
                     stream_only ? "" : " · [Recipes by role](#recipes-by-role) · [All "
                                        "configurations](#all-configurations)",
@@ -440,15 +441,19 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only);
+  size_t nexperts = 0;
+  free(rep_moe_experts(r, &nexperts));
+  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only, nexperts > 0);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
-  rep_add_moe(r, d);
   static const char *const story[] = {"amax_", "heatmap_overshoot_", "dynamic_range", "snr.png", NULL};
   static const char *const sweep[] = {"heatmap_clipped_", "heatmap_clipsteps_", "recipes_", NULL};
   static const char *const gemm[] = {"gemm_error", NULL};
   add_plots(r, d, img_prefix, story, shown);
+  static const char *const moe[] = {"experts_", NULL};
+  rep_add_moe(r, d);
+  add_plots(r, d, img_prefix, moe, shown);
   add_recommendations(r, d);
   add_plots(r, d, img_prefix, sweep, shown);
   add_gemm(r, d);

@@ -246,6 +246,10 @@ def check_report(out):
     want = ("The first step an expert ran after one or more it did not: %d, of which %d clipped (%s), "
             "against %s over all %d steps the experts ran." % (gap, gclip, pct(gclip, gap), pct(rclip, rnw), rnw))
     check(want in sec, "gap sentence: expected %r" % want)
+    # the chart of every expert, per role, in the section
+    for role in ("input", "grad_output"):
+        f = "plots/experts_clipsteps_%s.png" % role
+        check(os.path.isfile(os.path.join(out, f)) and ("](%s)" % f) in md, "chart %s" % f)
     # advice.ini: the routers in BF16
     adv = open(os.path.join(out, "advice.ini")).read()
     m = re.search(r"\[recipe\.advice_bf16\]\nlabel = advice\nkind = bf16\ntensors = (.*)\n", adv)
