@@ -62,6 +62,15 @@ START_TEST(tokens_good) {
     ck_assert_uint_eq(t->rows[i].line, line[i]);
   }
   fp8_trace_close(&tr);
+  /* fp8lab inspect's line: 3 GEMMs, groups m.experts.*.up (experts 0, 1) and
+   * m.experts.*.down (3); one of the 5 (step, gemm) rows has 0 tokens */
+  char *out = NULL;
+  ck_assert_int_eq(run_cli(&out, "inspect t"), 0);
+  const char *l2 = strchr(out, '\n');
+  ck_assert_ptr_nonnull(l2);
+  ck_assert_msg(strncmp(l2 + 1, "tokens.csv: 3 expert GEMMs in 2 groups of 1 to 2 experts, 1 of 5 "
+                                "expert-steps with zero tokens (20.0%)\n", 103) == 0, "%s", out);
+  free(out);
   /* no tokens.csv: nothing, and the accessor says so */
   mkdir(path_in("n"), 0777);
   put_text("n/amax.csv", AMAX);
@@ -70,6 +79,9 @@ START_TEST(tokens_good) {
   ck_assert_int_eq(fp8_trace_has_tokens(&tr), 0);
   ck_assert_ptr_null(fp8_trace_tokens(&tr, 0));
   fp8_trace_close(&tr);
+  ck_assert_int_eq(run_cli(&out, "inspect n"), 0);
+  ck_assert_ptr_null(strstr(out, "tokens.csv"));
+  free(out);
   /* a header alone: a table of no rows */
   put_text("n/tokens.csv", "step,gemm,tokens\n");
   tr = open_ok("n");
@@ -255,6 +267,13 @@ START_TEST(tokens_ranks) {
   }
   fp8_tokens_free(&m);
   fp8_trace_close(&tr);
+  /* inspect counts the merge: 4 expert-steps, none with 0 tokens (rank 0's 0 for up.0 at step 1
+   * is summed with rank 1's 4) */
+  char *out = NULL;
+  ck_assert_int_eq(run_cli(&out, "inspect r"), 0);
+  ck_assert_msg(strstr(out, "\ntokens.csv: 3 expert GEMMs in 2 groups of 1 to 2 experts, 0 of 4 "
+                            "expert-steps with zero tokens (0.0%)\n") != NULL, "%s", out);
+  free(out);
   /* a rank's bad file names its own path */
   put_text("r/rank_1/tokens.csv", "step,gemm,tokens\n0,m.experts.9.up,1\n");
   ck_assert_int_eq(fp8_trace_open(path_in("r"), &tr, err, sizeof err), FP8_EFORMAT);
