@@ -1,7 +1,8 @@
 /* inspect.c: `fp8lab inspect TRACE`: a trace's tensors with their role, dtype, shape,
  * snapshot steps, non-zero amax range, and the steps at which their amax is 0, telling a
  * tensor that never ran (no snapshot, every amax.csv row 0: a hook on a module the model never
- * calls) from one skipped at some steps (docs/semantics.md, "Tensors that never ran"). */
+ * calls) from one skipped at some steps (docs/semantics.md, "Tensors that never ran"); with a
+ * tokens.csv, one line on its expert GEMMs (docs/semantics.md, "Routed tokens"). */
 #include "cli.h"
 
 #include <math.h>
@@ -152,8 +153,55 @@ static int inspect_collect(const fp8_trace *tr, inspect_row **rows_out, size_t *
   return rc;
 }
 
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A trace with tokens.csv (any rank): one line, its expert GEMMs (by name within the rank:
+ * replicas on several ranks count once, their tokens summed per step), the experts per group
+ * and the share of expert-steps (a GEMM's tokens.csv steps) with zero tokens: the steps an
+ * expert did not run. */
+static int inspect_tokens_line(const fp8_trace *tr, char *err, size_t errlen) {
+  if (!fp8_trace_has_tokens(tr)) return FP8_OK;
+  fp8_tokens_table m;
+  int rc = fp8_trace_tokens_merge(tr, NULL, NULL, &m, err, errlen);
+  if (rc) return rc;
+  char **groups = malloc((m.ngemms + 1) * sizeof *groups);
+  size_t ng = 0, lo = 0, hi = 0, zero = 0;
+  for (size_t g = 0; groups && g < m.ngemms; g++) {
+    char grp[FP8_NAME_MAX + 1];
+    fp8_expert_of(m.gemms[g], NULL, grp, sizeof grp);
+    if (!(groups[ng] = strdup(grp))) break;
+    ng++;
+  }
+  if (!groups || ng < m.ngemms) {
+    rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  } else {
+    qsort(groups, ng, sizeof *groups, cmp_cstr);
+    size_t ngroups = 0;
+    for (size_t b = 0, e; b < ng; b = e) { /* the experts of each group: the fewest, the most */
+      for (e = b + 1; e < ng && strcmp(groups[e], groups[b]) == 0; e++) {}
+      if (!ngroups || e - b < lo) lo = e - b;
+      if (!ngroups || e - b > hi) hi = e - b;
+      ngroups++;
+    }
+    for (size_t i = 0; i < m.nrows; i++) zero += m.rows[i].tokens == 0;
+    printf("tokens.csv: %zu expert GEMM%s in %zu group%s of ", m.ngemms,
+           m.ngemms == 1 ? "" : "s", ngroups, ngroups == 1 ? "" : "s");
+    if (lo == hi) printf("%zu expert%s", lo, lo == 1 ? "" : "s");
+    else printf("%zu to %zu experts", lo, hi);
+    printf(", %zu of %zu expert-steps with zero tokens (%.1f%%)\n", zero, m.nrows,
+           m.nrows ? 100.0 * (double)zero / (double)m.nrows : 0.0);
+  }
+  for (size_t g = 0; groups && g < ng; g++) free(groups[g]);
+  free(groups);
+  fp8_tokens_free(&m);
+  return rc;
+}
+
 /* The table: a first line with the trace's counts, then one line per tensor (sorted). */
-static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *rows, size_t n) {
+static int inspect_print(const char *dir, const fp8_trace *tr, inspect_row *rows, size_t n,
+                         char *err, size_t errlen) {
   size_t never = 0;
   for (size_t i = 0; i < n; i++) never += rows[i].snapshots == 0 && rows[i].zero_steps == rows[i].steps;
   qsort(rows, n, sizeof *rows, cmp_row);
@@ -164,6 +212,8 @@ static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *row
   printf(", %zu tensors", n);
   if (never) printf(" (%zu never ran)", never);
   printf("\n");
+  int rc = inspect_tokens_line(tr, err, errlen);
+  if (rc) return rc;
   /* each row's cells first, then the columns as wide as their widest cell (at least the
    * header's width of before), so that long names (Llama's, 40+ characters) stay aligned */
   typedef struct {
@@ -171,10 +221,7 @@ static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *row
     const char *role;
   } cells;
   cells *cl = calloc(n ? n : 1, sizeof *cl);
-  if (!cl) {
-    fprintf(stderr, "fp8lab: inspect: out of memory\n");
-    return;
-  }
+  if (!cl) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   int wname = 40, wshape = 18, wsteps = 13;
   for (size_t i = 0; i < n; i++) {
     inspect_row *r = &rows[i];
@@ -215,6 +262,7 @@ static void inspect_print(const char *dir, const fp8_trace *tr, inspect_row *row
            c->note);
   }
   free(cl);
+  return FP8_OK;
 }
 
 int fp8lab_inspect(const char *dir, char *err, size_t errlen) {
@@ -224,7 +272,7 @@ int fp8lab_inspect(const char *dir, char *err, size_t errlen) {
   inspect_row *rows = NULL;
   size_t n = 0;
   rc = inspect_collect(&tr, &rows, &n, err, errlen);
-  if (rc == FP8_OK) inspect_print(dir, &tr, rows, n);
+  if (rc == FP8_OK) rc = inspect_print(dir, &tr, rows, n, err, errlen);
   for (size_t i = 0; i < n; i++) free(rows[i].name);
   free(rows);
   fp8_trace_close(&tr);

@@ -1,5 +1,5 @@
 /* results.h: the one owner of the replay's output schemas (steps.csv, summary.csv, gemm.csv,
- * histograms.csv, stream.csv and the compact stream): one column table per file (fp8_schema,
+ * histograms.csv, stream.csv and the compact stream, experts.csv): one column table per file (fp8_schema,
  * the FP8_*_COL_* enums: the one way a CSV of fp8lab declares its columns, analysis.h's two
  * files included), used by the writers declared here (the runner's rows) and by the readers of
  * this folder (tables.h), so that a column cannot be renamed or moved in one place only. New
@@ -99,11 +99,21 @@ typedef enum {
   FP8_HIST_COL_COUNT
 } fp8_hist_col;
 
+/** experts.csv: one row per expert GEMM of a Mixture-of-Experts trace (one with tokens.csv),
+ *  its routed tokens over the replay's steps (tables.h: the row, the writer, the reader). */
+typedef enum {
+  FP8_EXPERTS_COL_GEMM, FP8_EXPERTS_COL_GROUP, FP8_EXPERTS_COL_EXPERT, FP8_EXPERTS_COL_STEPS,
+  FP8_EXPERTS_COL_STEPS_RUN, FP8_EXPERTS_COL_TOKENS, FP8_EXPERTS_COL_TOKENS_MIN,
+  FP8_EXPERTS_COL_TOKENS_MAX,
+  FP8_EXPERTS_COL_COUNT
+} fp8_experts_col;
+
 extern const fp8_schema fp8_schema_steps;
 extern const fp8_schema fp8_schema_summary;
 extern const fp8_schema fp8_schema_gemm;
 extern const fp8_schema fp8_schema_histograms;
 extern const fp8_schema fp8_schema_stream;
+extern const fp8_schema fp8_schema_experts;
 
 /** Writes the header line ("col,col,...\n"). */
 void fp8_schema_put_header(FILE *fp, const fp8_schema *s);

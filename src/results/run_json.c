@@ -180,13 +180,20 @@ static json_t *inputs_json(const fp8_experiment *ex, const fp8_trace *tr, const 
     snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
     json_array_append_new(inputs, file_json(p));
   }
-  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, then amax.csv */
+  if (tr->has_tokens && !tr->nranks) {
+    char p[4096 + 16];
+    snprintf(p, sizeof p, "%s/tokens.csv", trace_dir);
+    json_array_append_new(inputs, file_json(p));
+  }
+  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, amax.csv, tokens.csv */
     const fp8_trace *t = &tr->ranks[rk];
     for (size_t i = 0; i < t->nsteps; i++) json_array_append_new(inputs, file_json(t->step_paths[i]));
     char p[4096 + 48];
     struct stat sb;
     snprintf(p, sizeof p, "%s/amax.csv", t->dir);
     if (stat(p, &sb) == 0) json_array_append_new(inputs, file_json(p));
+    snprintf(p, sizeof p, "%s/tokens.csv", t->dir);
+    if (t->has_tokens) json_array_append_new(inputs, file_json(p));
   }
   return inputs;
 }

@@ -1,11 +1,12 @@
 /* tables.h: the replay's result files read back into memory, for the analysis and the report:
  * steps.csv (fp8_steps_csv_load: every field validated, rows in file order, grouped by
  * configuration), stream.csv or stream.npy (fp8_stream_load: one series per tensor and delayed
- * configuration), histograms.csv (fp8_histograms_csv_load) and gemm.csv (fp8_gemm_csv_load).
+ * configuration), histograms.csv (fp8_histograms_csv_load), gemm.csv (fp8_gemm_csv_load) and
+ * experts.csv (fp8_experts_csv_load; its writer is here too, beside its row).
  * Their columns are the schemas of results.h, which the runner writes them with: a file and
  * its reader have one owner, this folder, and one file of it (steps_csv.c with
  * steps_csv_groups.c, stream.c with stream_csv.c and stream_npy.c, histograms_csv.c,
- * gemm_csv.c). run.json's reader is run_json.h's.
+ * gemm_csv.c, experts_csv.c). run.json's reader is run_json.h's.
  */
 #ifndef FP8LAB_RESULTS_TABLES_H
 #define FP8LAB_RESULTS_TABLES_H
@@ -229,6 +230,44 @@ typedef struct {
  *  empty. */
 int fp8_gemm_csv_load(const char *path, fp8_gemm_table *t, char *err, size_t errlen);
 void fp8_gemm_csv_free(fp8_gemm_table *t);
+
+/* ------------------------------------------------------------------ experts.csv */
+
+/** One row of experts.csv (results.h fp8_schema_experts; docs/outputs.md): an expert GEMM's
+ *  routed tokens over the replay's steps that tokens.csv covers. */
+typedef struct {
+  const char *gemm, *group;      /**< the GEMM (its name within a rank) and its expert group
+                                      (fp8_expert_of: the index as '*'); the reader's point into
+                                      the table's text */
+  int32_t expert;                /**< the expert index (fp8_expert_of) */
+  int64_t steps;                 /**< replay steps with a tokens.csv row for the GEMM */
+  int64_t steps_run;             /**< of those, the steps with tokens > 0 */
+  int64_t tokens;                /**< their total (over the ranks that hold the GEMM) */
+  int64_t tokens_min, tokens_max; /**< over the steps it ran; -1: empty (it never ran) */
+  int64_t line;                  /**< line number in the file (header = 1); 0 when written */
+} fp8_expert_row;
+
+/** A loaded experts.csv. */
+typedef struct {
+  char *path;
+  size_t nrows;
+  fp8_expert_row *rows;          /**< file order: GEMM names ascending (strcmp), each once */
+  void *priv_;                   /**< the file's text */
+} fp8_experts_table;
+
+/** Writes <dir>/experts.csv (a temporary name, renamed): the header, then rows[0..n) as given
+ *  (the caller's order: GEMM names ascending). FP8_OK, or fp8_outfile's status and message. */
+int fp8_experts_csv_write(const char *dir, const fp8_expert_row *rows, size_t n, char *err,
+                          size_t errlen);
+/** Reads and validates an experts.csv: the header, then lines of 8 fields: the gemm an expert
+ *  GEMM by the name rules, group and expert those fp8_expert_of gives it, steps >= steps_run
+ *  >= 0, tokens >= 0, tokens_min and tokens_max empty when steps_run is 0 (and tokens 0), else
+ *  1 <= tokens_min <= tokens_max with steps_run * tokens_min <= tokens <= steps_run *
+ *  tokens_max; GEMM names strictly ascending. FP8_OK; FP8_EIO ("<path>: cannot open: ...", a
+ *  missing file included); FP8_EFORMAT ("<path>:<line>: <what>"); FP8_ENOMEM. On failure the
+ *  table is empty. */
+int fp8_experts_csv_load(const char *path, fp8_experts_table *t, char *err, size_t errlen);
+void fp8_experts_csv_free(fp8_experts_table *t);
 
 #ifdef __cplusplus
 }

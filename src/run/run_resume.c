@@ -270,11 +270,15 @@ int run_ckpt_fingerprint(run_t *r, const fp8_trace *tr, const char *trace_dir, c
   if (!tr->nranks) {
     snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
     h = file_identity(h, p);
+    snprintf(p, sizeof p, "%s/tokens.csv", trace_dir); /* experts.csv's input */
+    h = file_identity(h, p);
   }
   for (size_t rk = 0; rk < tr->nranks; rk++) {
     const fp8_trace *t = &tr->ranks[rk];
     for (size_t i = 0; i < t->nsteps; i++) h = file_identity(h, t->step_paths[i]);
     snprintf(p, sizeof p, "%s/amax.csv", t->dir);
+    h = file_identity(h, p);
+    snprintf(p, sizeof p, "%s/tokens.csv", t->dir);
     h = file_identity(h, p);
   }
   r->fp_trace = h;

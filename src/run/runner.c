@@ -192,6 +192,8 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   if (!rc && run_count_micro(r, tr, *steps, *nsteps) != FP8_OK)
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = run_engines_init(r, err, errlen);
+  /* experts.csv: from the trace alone, process 0's to write */
+  if (!rc && r->me == 0) rc = run_experts_plan(r, tr, *steps, *nsteps, err, errlen);
   for (size_t k = 0; names && k < nnames; k++) free(names[k]);
   free(names);
   return rc;
@@ -218,6 +220,7 @@ static int commit_outputs(run_t *r, int *wrote, char *err, size_t errlen) {
   int rc = write_summary(r, err, errlen);
   if (rc) return rc;
   *wrote = 1;
+  if ((rc = run_experts_write(r, err, errlen)) != FP8_OK) return rc;
   /* (the folder is marked unfinished until fp8_run_folder_close: a file taken away just
    * before its rename is put back by the resume's commit) */
   if (of[1].fp && (rc = fp8_outfile_commit_over(&of[1], err, errlen)) != FP8_OK) return rc;
@@ -252,6 +255,7 @@ static int run_outputs(const run_t *r, fp8_outputs *o) {
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_summary.file);
   if (!rc) rc = fp8_outputs_add(o, fp8_schema_histograms.file);
   if (!rc && r->gemm_rows > 0) rc = fp8_outputs_add(o, fp8_schema_gemm.file);
+  if (!rc && r->has_experts) rc = fp8_outputs_add(o, fp8_schema_experts.file);
   if (!rc) rc = fp8_outputs_add(o, FP8_RUNJSON_FILE);
   return rc;
 }
@@ -492,6 +496,7 @@ done:
   run_split_comm_close(&r);
   run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
                         when nothing is in place, else they are what a resume continues */
+  run_experts_free(&r);
   run_free(&r);
   free(rank_order);
   free(steps);

@@ -1,7 +1,7 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
  * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_stream.c (the
- * stream's layout and records), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
+ * stream's layout and records), run_experts.c (experts.csv's rows), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
  * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
  * feeds its one engine (engine.h: a composite, which sends what its primary declines to the
  * CPU engine) and hands the results to src/results' writers (results.h, run_json.h). */
@@ -20,6 +20,7 @@
 #include "results.h"
 #include "run_folder.h" /* fp8_run_folder */
 #include "runner.h"
+#include "tables.h" /* fp8_expert_row */
 #include "trace.h"
 
 /* One tensor of the replay (all ranks: `rank_<r>/<name>` in a multi-rank trace). */
@@ -112,6 +113,11 @@ typedef struct {
                                  layer's rows end in the part's memory files (run_split.c) */
   long long peer_counts[3];   /* process 0: rows, gemm_rows, mismatches of the other processes
                                  at the last checkpoint (a checkpoint records the sums) */
+  /* experts.csv (run_experts.c): process 0's, when the trace has a tokens.csv */
+  int has_experts;
+  size_t nexperts;
+  fp8_expert_row *experts;    /* [nexperts]: gemm from experts_tokens, group owned */
+  fp8_tokens_table experts_tokens; /* the ranks' tokens.csv merged, the kept GEMMs */
 } run_t;
 
 /* run_part.c: one rank's snapshot of the step: cast, its rows written to the files in use */
@@ -206,6 +212,14 @@ void run_writer_stop(run_t *r);
 int run_stream_plan(run_t *r, char *err, size_t errlen);
 int run_stream_record(run_t *r, int64_t step, int64_t micro, char *err, size_t errlen);
 int run_stream_index(const run_t *r, char *err, size_t errlen);
+
+/* run_experts.c: experts.csv. plan: its rows from the trace's tokens.csv tables, the replay's
+ * tensors (r->t: the GEMMs kept) and steps (nothing when the trace has no tokens.csv). write:
+ * the file, at the commit (nothing without the rows). free: the rows. */
+int run_experts_plan(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
+                     char *err, size_t errlen);
+int run_experts_write(const run_t *r, char *err, size_t errlen);
+void run_experts_free(run_t *r);
 
 /* run_gemm.c: gemm.csv rows of one part of a snapshot step */
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen);

@@ -63,9 +63,9 @@ done:
   return rc;
 }
 
-/* The trace files of dir (step_<N>.safetensors files, step_<N>/ folders, amax.csv): counted
- * into *nsnaps and *csv, and with remove removed (FP8_EIO naming one that would not go). A
- * missing dir has none. */
+/* The trace files of dir (step_<N>.safetensors files, step_<N>/ folders, amax.csv,
+ * tokens.csv): counted into *nsnaps and *csv (bit 1: amax.csv, bit 2: tokens.csv), and with
+ * remove removed (FP8_EIO naming one that would not go). A missing dir has none. */
 static int scan_trace(const char *dir, int remove, size_t *nsnaps, int *csv, char *err,
                       size_t errlen) {
   *nsnaps = 0;
@@ -76,14 +76,15 @@ static int scan_trace(const char *dir, int remove, size_t *nsnaps, int *csv, cha
   char path[4096 + 256];
   struct stat sb;
   for (struct dirent *e; rc == FP8_OK && (e = readdir(d)) != NULL;) {
-    int kind = fp8_trace_snapshot_name(e->d_name), is_csv = strcmp(e->d_name, "amax.csv") == 0;
+    int kind = fp8_trace_snapshot_name(e->d_name),
+        is_csv = strcmp(e->d_name, "amax.csv") == 0 ? 1 : strcmp(e->d_name, "tokens.csv") == 0 ? 2 : 0;
     if (!kind && !is_csv) continue;
     if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
         lstat(path, &sb) != 0)
       continue;
     if (is_csv ? S_ISDIR(sb.st_mode) : kind == 1 ? !S_ISREG(sb.st_mode) : !S_ISDIR(sb.st_mode))
       continue; /* a name of the trace's, but not what the trace reader would take */
-    if (is_csv) *csv = 1;
+    if (is_csv) *csv |= is_csv;
     else (*nsnaps)++;
     if (!remove) continue;
     if (S_ISDIR(sb.st_mode)) fp8_rmtree(path);

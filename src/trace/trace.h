@@ -43,6 +43,24 @@ typedef struct {
                        positive and finite) */
 } fp8_amax_row;   /* 24 bytes: a 70B model's 16.8 M rows in 403 MB (issue 27) */
 
+/** One row of tokens.csv (`step,gemm,tokens`; docs/reference.md, "tokens.csv"): the token rows
+ *  routed to an expert GEMM at a step, summed over its micro-batches (0: it did not run). */
+typedef struct {
+  int64_t step;
+  int64_t tokens;  /**< >= 0 */
+  int32_t gemm;    /**< index into fp8_tokens_table.gemms */
+  uint32_t line;   /**< its line in tokens.csv (header = 1); 0 in a merged table */
+} fp8_tokens_row;  /* 24 bytes */
+
+/** A trace folder's tokens.csv in memory (or several ranks' merged: fp8_trace_tokens_merge). */
+typedef struct {
+  size_t nrows;
+  fp8_tokens_row *rows; /**< sorted by step, then gemm; each (step, gemm) once */
+  size_t ngemms;
+  char **gemms;         /**< the distinct GEMM names, sorted (strcmp); each an expert GEMM
+                             (fp8_expert_of) with a tensor `<gemm>.<role>` in the trace */
+} fp8_tokens_table;
+
 /** Most ranks a multi-rank trace may have (rank_0/ .. rank_<FP8_RANK_LIMIT-1>/). */
 #define FP8_RANK_LIMIT 65536
 
@@ -67,6 +85,9 @@ struct fp8_trace {
   int has_te_log;        /**< dir/te_log.json (fp8lab import-te, tools/te_tb_to_amax.py) was read: */
   int64_t te_interval;   /**<   its logging interval (0: one iteration logged), */
   int64_t te_zero, te_coarse; /**< its values left out as 0.0000, and kept with < 3 digits */
+  int has_tokens;        /**< dir/tokens.csv was read into tokens (multi-rank: 0 here, see
+                              fp8_trace_tokens; a rank_<r>/ folder holds its own) */
+  fp8_tokens_table tokens;
 };
 
 /** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely,
@@ -78,6 +99,21 @@ struct fp8_trace {
  *  single-rank trace (snapshots or amax.csv). */
 int fp8_trace_open(const char *dir, fp8_trace *tr, char *err, size_t errlen);
 void fp8_trace_close(fp8_trace *tr);
+
+/** The tokens.csv of rank r (a multi-rank trace: r < nranks; a single-rank trace: r = 0),
+ *  NULL when that folder has none. Read and checked at fp8_trace_open (tokenscsv.c): a bad
+ *  file fails the open with "<path>:<line>: <what>" (FP8_EFORMAT). */
+const fp8_tokens_table *fp8_trace_tokens(const fp8_trace *tr, size_t r);
+/** 1 when any folder of the trace (any rank) has a tokens.csv. */
+int fp8_trace_has_tokens(const fp8_trace *tr);
+/** The ranks' tokens.csv tables as one, by GEMM name within the rank: the tokens of a GEMM
+ *  that several ranks hold (data-parallel replicas) summed per step. keep (NULL: all) chooses
+ *  which (rank, gemm) pairs take part (r = 0 for a single-rank trace). out is the caller's
+ *  to free (fp8_tokens_free); its rows have line 0. FP8_OK, FP8_ENOMEM, or FP8_EFORMAT when a
+ *  sum overflows int64 ("<dir>: ..."). */
+int fp8_trace_tokens_merge(const fp8_trace *tr, int (*keep)(size_t r, const char *gemm, void *ctx),
+                           void *ctx, fp8_tokens_table *out, char *err, size_t errlen);
+void fp8_tokens_free(fp8_tokens_table *t);
 
 /** Maps snapshot i (0 <= i < nsteps) and validates every header against the file size.
  *  For a multi-rank trace: the tensors of every rank with a snapshot at step steps[i]. */
@@ -108,6 +144,13 @@ int fp8_safetensors_open(const char *path, fp8_step *out, char *err, size_t errl
  *  and sub-folders are ignored); each file is mapped and validated. Sets out->step to -1
  *  (fp8_trace_load_step sets the step number). */
 int fp8_npy_open_step(const char *dir, fp8_step *out, char *err, size_t errlen);
+
+/** Reads a tokens.csv file (header `step,gemm,tokens`) into t (zeroed first): every row
+ *  checked (a step and tokens non-negative integers, the GEMM name by the name rules and an
+ *  expert GEMM by fp8_expert_of, each (step, gemm) once); that the GEMMs are the trace's is
+ *  fp8_trace_open's check. FP8_EIO (cannot open), FP8_EFORMAT ("<path>:<line>: <what>"),
+ *  FP8_ENOMEM; on error t is empty. */
+int fp8_tokens_csv_read(const char *path, fp8_tokens_table *t, char *err, size_t errlen);
 
 /** Reads an amax.csv file completely into tr's amax, namax, amax_names and namax_names (which
  *  must be empty). On error they are left empty and err names the file and line. */

@@ -1,6 +1,7 @@
 /* trace_dir.c: one single-rank trace directory (trace.h): listing its step_<N>.safetensors
- * files or step_<N>/ npy folders, reading its amax.csv, and loading one of its snapshots with
- * the readers (safetensors.c, npy.c, amaxcsv.c). For trace.c it also notices rank_<r>/
+ * files or step_<N>/ npy folders, reading its amax.csv and tokens.csv (whose GEMMs must have
+ * tensors in the trace), and loading one of its snapshots with the readers (safetensors.c,
+ * npy.c, amaxcsv.c, tokenscsv.c). For trace.c it also notices rank_<r>/
  * folders and hands their numbers back instead of opening them, so that the multi-rank side
  * (trace_ranks.c) calls this file and never the other way round (trace_internal.h).
  */
@@ -177,11 +178,14 @@ static int list_dir(const char *dir, int allow_ranks, listing *ls, char *err, si
 /* A folder of ranks: nothing of a single-rank trace may sit beside them. */
 static int check_only_ranks(const char *dir, const listing *ls, char *err, size_t errlen) {
   const char *direct = ls->nsnaps ? ls->snaps[0].name : NULL;
-  struct stat ast;
-  char *csv = fp8_path_join(dir, "amax.csv");
-  if (!csv) return FP8_ENOMEM;
-  if (!direct && stat(csv, &ast) == 0) direct = "amax.csv";
-  free(csv);
+  static const char *const side[2] = {"amax.csv", "tokens.csv"}; /* a rank's own files */
+  for (int k = 0; k < 2 && !direct; k++) {
+    struct stat ast;
+    char *csv = fp8_path_join(dir, side[k]);
+    if (!csv) return FP8_ENOMEM;
+    if (stat(csv, &ast) == 0) direct = side[k];
+    free(csv);
+  }
   if (!direct) return FP8_OK;
   size_t lo = ls->ranks[0];
   for (size_t k = 1; k < ls->nranks; k++)
@@ -256,6 +260,68 @@ done:
   return rc;
 }
 
+/* Every GEMM of tr->tokens has a tensor `<gemm>.<role>` in amax.csv or a snapshot (the
+ * snapshots are read, one at a time, only while some GEMM is not found): else the error names
+ * the first line of the first such GEMM. */
+static int check_token_gemms(const char *csv, fp8_trace *tr, char *err, size_t errlen) {
+  const fp8_tokens_table *t = &tr->tokens;
+  unsigned char *found = calloc(t->ngemms + 1, 1);
+  if (!found) return FP8_ENOMEM;
+  fp8_tokens_find_tensors(t, (const char *const *)tr->amax_names, tr->namax_names, found);
+  size_t left = 0;
+  for (size_t g = 0; g < t->ngemms; g++) left += !found[g];
+  int rc = FP8_OK;
+  const char **names = NULL;
+  for (size_t i = 0; left && i < tr->nsteps && rc == FP8_OK; i++) {
+    fp8_step s;
+    if ((rc = fp8_trace_dir_load_step(tr, i, &s, err, errlen)) != FP8_OK) break;
+    const char **nn = realloc(names, (s.ntensors + 1) * sizeof *names);
+    if (!nn) rc = FP8_ENOMEM;
+    else names = nn;
+    for (size_t k = 0; !rc && k < s.ntensors; k++) names[k] = s.tensors[k].name;
+    if (!rc) fp8_tokens_find_tensors(t, names, s.ntensors, found); /* sorted by name */
+    fp8_step_free(&s);
+    left = 0;
+    for (size_t g = 0; g < t->ngemms; g++) left += !found[g];
+  }
+  free(names);
+  if (rc == FP8_OK && left) {
+    uint32_t line = UINT32_MAX; /* the GEMM first named in the file */
+    int32_t gm = -1;
+    for (size_t i = 0; i < t->nrows; i++)
+      if (!found[t->rows[i].gemm] && t->rows[i].line < line) {
+        line = t->rows[i].line;
+        gm = t->rows[i].gemm;
+      }
+    char shown[FP8_ESC_LEN];
+    fp8_esc(t->gemms[gm], shown, sizeof shown);
+    rc = fp8_errorf(FP8_EFORMAT, err, errlen,
+                    "%s:%u: gemm %s has no tensor in the trace (no %s.<role> in amax.csv or the "
+                    "snapshots)",
+                    csv, line, shown, shown);
+  }
+  free(found);
+  return rc;
+}
+
+/* dir/tokens.csv, when there is one, into tr (after the snapshots and amax.csv it is checked
+ * against). */
+static int take_tokens(const char *dir, fp8_trace *tr, char *err, size_t errlen) {
+  char *csv = fp8_path_join(dir, "tokens.csv");
+  if (!csv) return FP8_ENOMEM;
+  struct stat cst;
+  int rc = FP8_OK;
+  if (stat(csv, &cst) != 0) {
+    if (errno != ENOENT)
+      rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", csv, strerror(errno));
+  } else if ((rc = fp8_tokens_csv_read(csv, &tr->tokens, err, errlen)) == FP8_OK) {
+    tr->has_tokens = 1;
+    rc = check_token_gemms(csv, tr, err, errlen);
+  }
+  free(csv);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ public to trace*.c */
 
 int fp8_trace_dir_open(const char *dir, fp8_trace *tr, int allow_ranks, size_t **ranks,
@@ -289,6 +355,7 @@ int fp8_trace_dir_open(const char *dir, fp8_trace *tr, int allow_ranks, size_t *
   rc = take_snaps(dir, &ls, tr, err, errlen);
   if (rc != FP8_OK) goto done;
   rc = take_amax(dir, allow_ranks, tr, err, errlen);
+  if (rc == FP8_OK) rc = take_tokens(dir, tr, err, errlen);
 done:
   if (rc == FP8_ENOMEM && err && errlen && !err[0])
     fp8_errorf(rc, err, errlen, "%s: out of memory", dir ? dir : "");

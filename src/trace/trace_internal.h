@@ -1,7 +1,7 @@
 /* trace_internal.h: what the trace reader's files share. trace.c (the public entry points)
  * dispatches to trace_dir.c (one single-rank trace directory) and trace_ranks.c (a folder of
  * rank_<r>/ traces, opened with trace_dir.c); trace_dir.c calls the readers (safetensors.c,
- * npy.c, amaxcsv.c); every one of them uses the leaf trace_util.c (mappings, the private part
+ * npy.c, amaxcsv.c, tokenscsv.c); every one of them uses the leaf trace_util.c (mappings, the private part
  * of fp8_step, path joining). Calls only go down that list: no two files call each other.
  * Not installed, not for use outside src/trace/trace*.c and the readers.
  */
@@ -39,6 +39,13 @@ int fp8_step_add_map(fp8_step *s, const fp8_map *m);
 /** Sorts the step's tensors by name (strcmp). Returns the index of the first of two equal
  *  names, or -1 when all names are distinct. */
 long fp8_step_sort(fp8_step *s);
+
+/* ------------------------------------------------------------------ tokenscsv.c */
+
+/** Sets found[g] for every GEMM g of t that one of names[0..n) (sorted, strcmp) is a tensor of:
+ *  `<gemm>.<role>`, role one of fp8_role_of_tensor's. found[g] already set stays set. */
+void fp8_tokens_find_tensors(const fp8_tokens_table *t, const char *const *names, size_t n,
+                             unsigned char *found);
 
 /* ------------------------------------------------------------------ trace_dir.c */
 

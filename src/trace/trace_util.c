@@ -43,7 +43,17 @@ void fp8_trace_close(fp8_trace *tr) {
   if (tr->amax_names)
     for (size_t i = 0; i < tr->namax_names; i++) free(tr->amax_names[i]);
   free(tr->amax_names);
+  fp8_tokens_free(&tr->tokens);
   memset(tr, 0, sizeof *tr);
+}
+
+void fp8_tokens_free(fp8_tokens_table *t) {
+  if (!t) return;
+  free(t->rows);
+  if (t->gemms)
+    for (size_t i = 0; i < t->ngemms; i++) free(t->gemms[i]);
+  free(t->gemms);
+  memset(t, 0, sizeof *t);
 }
 
 /* ------------------------------------------------------------------ mappings */

@@ -8,6 +8,7 @@ Traces from tools/reference/gen_trace.py, 4 ranks:
     at every amax.csv step of every rank (stream.csv per micro-batch);
   - a single-rank trace with GEMM layers and the report (its layers spread over the
     processes: a layer's input, weight and grad_output in one process);
+  - a trace with a tokens.csv per rank (issue 40: experts.csv, process 0's, the same bytes);
   - a single-rank trace whose names interleave (layers `a.fc`, `a.fc-2` and `a.fc.h`, whose
     tensors do not sort next to each other, and lone tensors between them), so that process 0
     must merge the processes' rows by tensor and by layer.
@@ -72,7 +73,7 @@ if _probe.returncode != 0:
           % (_probe.returncode, _probe.stdout.strip()[-500:]))
     sys.exit(77)
 FILES = ["steps.csv", "summary.csv", "histograms.csv", "stream.csv", "gemm.csv", "analysis.csv",
-         "recommendations.csv", "advice.ini", "report.md"]
+         "recommendations.csv", "advice.ini", "report.md", "experts.csv"]
 VOLATILE = {"started_utc", "wall_time_s", "processes", "process_snapshot_bytes",
             "amax_exchange"}
 FAILS = []
@@ -217,6 +218,52 @@ def case_interleaved(binary, tmp):
     print("  interleaved names: -np 2..4 identical to one process")
 
 
+def case_tokens(binary, tmp):
+    """A Mixture-of-Experts trace with a tokens.csv per rank (issue 40): 3 ranks, expert 0 on
+    every rank (a replica), experts 1..3 one per rank, snapshots at steps 0 and 5, amax.csv and
+    tokens.csv at steps 0..9: experts.csv (written by process 0 alone) and every other file
+    equal the one-process run's at -np 2 and 3."""
+    import numpy as np
+    d = os.path.join(tmp, "tokens")
+    rng = np.random.default_rng(40)
+    for r in range(3):
+        rd = os.path.join(d, "tr", "rank_%d" % r)
+        os.makedirs(rd)
+        gemms = ["m.experts.0.up", "m.experts.%d.up" % (r + 1)]
+        for step in (0, 5):
+            t = {}
+            for g in gemms:
+                t[g + ".input"] = rng.standard_normal((8, 16)) * (1 + r)
+                t[g + ".weight"] = rng.standard_normal((4, 16)) * 0.02
+            write_safetensors(os.path.join(rd, "step_%d.safetensors" % step), t)
+        with open(os.path.join(rd, "amax.csv"), "w") as f, \
+                open(os.path.join(rd, "tokens.csv"), "w") as k:
+            f.write("step,tensor,amax\n")
+            k.write("step,gemm,tokens\n")
+            for step in range(10):
+                for g in gemms:
+                    n = int(rng.integers(0, 3)) * int(rng.integers(1, 100))
+                    if step not in (0, 5):
+                        f.write("%d,%s.input,%.9g\n" % (step, g, 0 if n == 0 else 1 + step))
+                    k.write("%d,%s,%d\n" % (step, g, n))
+    with open(os.path.join(d, "exp.ini"), "w") as f:
+        f.write("[trace]\npath = tr\n[recipe.delayed]\nkind = delayed\nhistory_len = 1, 4\n"
+                "[recipe.current]\nkind = current\n")
+    base = [binary, "run", "exp.ini", "--quiet", "--threads", "1", "--no-report"]
+    rc, out = run(base + ["--out", "one"], d)
+    if not check(rc == 0, "tokens: one process: exit %d: %s" % (rc, out)):
+        return
+    with open(os.path.join(d, "one", "experts.csv")) as f:
+        rows = f.read().splitlines()
+    check(len(rows) == 1 + 4 and rows[1].startswith("m.experts.0.up,m.experts.*.up,0,10,"),
+          "tokens: experts.csv of one process: %s" % rows)
+    for n in (2, 3):
+        rc, out = run(mpirun(n, base + ["--out", "mp%d" % n]), d)
+        if check(rc == 0, "tokens: -np %d: exit %d: %s" % (n, rc, out[-2000:])):
+            same_outputs(os.path.join(d, "one"), os.path.join(d, "mp%d" % n), n)
+    print("  a trace with tokens.csv: experts.csv and the rest at -np 2, 3 identical to one process")
+
+
 def case_gpu_emu(binary, tmp):
     module = os.path.join(os.path.dirname(binary), "fp8lab-gpu-emu.so")
     if not os.path.exists(module):
@@ -346,6 +393,7 @@ def main():
                        micro=True, report=False)
         case_identical(binary, tmp, "single_rank", 83, 0, ["--blocks"])
         case_interleaved(binary, tmp)
+        case_tokens(binary, tmp)
         case_gpu_emu(binary, tmp)
         case_bad_file(binary, tmp)
         case_killed(binary, tmp)

@@ -22,6 +22,8 @@
    (started_utc, wall_time_s).
 6. A three-rank trace with reduce_amax, killed twice and resumed with another --threads (needs
    numpy for tools/reference/gen_trace.py; skipped without): the same bytes.
+7. experts.csv (issue 40) of a two-rank trace with tokens.csv: its rows as worked out by the
+   test, the same bytes after a kill and --resume, a changed tokens.csv refusing the resume.
 
 Kills land mid-run because the runs are slowed by FP8LAB_TEST_STEP_DELAY_MS (a pause after each
 step; docs/reference.md) and the kill moments are taken from what the folder shows (the first checkpoint,
@@ -596,6 +598,72 @@ def test_npy_resume(d, rng):
           % (" and ".join(s for s, _ in done), done[0][1]))
 
 
+def write_tokens_trace(td, rng):
+    """Two ranks, 40 steps, experts 0..3 of m.experts.*.up: expert 0 on both ranks (a replica),
+    1 on rank 0, 2 and 3 on rank 1 (3 never gets a token); tokens per rank and step drawn from
+    rng (0 a third of the time), expert 2 without a row at every fifth step. Returns the
+    expected experts.csv, worked out here: per GEMM the steps with a row on some rank, those
+    whose tokens summed over the ranks are > 0, their total, min and max."""
+    held = {0: (0, 1), 1: (0, 2, 3)}
+    per = {}  # (gemm, step) -> summed tokens
+    for r, experts in held.items():
+        amax, tok = ["step,tensor,amax"], ["step,gemm,tokens"]
+        for step in range(40):
+            for e in experts:
+                g = "m.experts.%d.up" % e
+                amax += ["%d,%s.input,%d" % (step, g, 1 + step % 7), "%d,%s.weight,2" % (step, g)]
+                if e == 2 and step % 5 == 0:
+                    continue
+                n = 0 if e == 3 or rng.random() < 1 / 3 else rng.randrange(1, 500)
+                tok.append("%d,%s,%d" % (step, g, n))
+                per[(g, step)] = per.get((g, step), 0) + n
+        write(os.path.join(td, "rank_%d" % r, "amax.csv"), "\n".join(amax) + "\n")
+        write(os.path.join(td, "rank_%d" % r, "tokens.csv"), "\n".join(tok) + "\n")
+    lines = ["gemm,group,expert,steps,steps_run,tokens,tokens_min,tokens_max"]
+    for e in range(4):
+        g = "m.experts.%d.up" % e
+        vals = [per[(g, s)] for s in range(40) if (g, s) in per]
+        ran = [v for v in vals if v > 0]
+        lines.append("%s,m.experts.*.up,%d,%d,%d,%d,%s,%s" % (
+            g, e, len(vals), len(ran), sum(ran), min(ran) if ran else "", max(ran) if ran else ""))
+    return "\n".join(lines) + "\n"
+
+
+def test_tokens_resume(d, rng):
+    """experts.csv (issue 40) of a two-rank trace with tokens.csv: the rows worked out here,
+    the same bytes after a kill and --resume; a changed tokens.csv refuses the resume (it is in
+    the trace's fingerprint)."""
+    td = os.path.join(d, "tok")
+    expected = write_tokens_trace(os.path.join(td, "tr"), rng)
+    write(os.path.join(td, "t.ini"), "[trace]\npath = tr\n[recipe.d]\nkind = delayed\n"
+          "history_len = 1, 4\n[output]\ndir = o\n")
+    run(["run", "t.ini", "--quiet", "--no-report", "--threads", "2"], td, check=0)
+    ref = snapshot(os.path.join(td, "o"))
+    assert ref.get("experts.csv", b"").decode() == expected, ref.get("experts.csv")
+    shutil.rmtree(os.path.join(td, "o"))
+    env = dict(os.environ, FP8LAB_TEST_STEP_DELAY_MS="40")
+    p = subprocess.Popen([BIN, "run", "t.ini", "--quiet", "--no-report", "--threads", "2",
+                          "--checkpoint-interval", "0"], cwd=td, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ok = wait_for(lambda: os.path.exists(os.path.join(td, "o", CKPT, "state")), p)
+    time.sleep(rng.uniform(0.1, 0.5))
+    assert kill(p) and ok, "the run ended before the kill"
+    tok = os.path.join(td, "tr", "rank_1", "tokens.csv")
+    st = os.stat(tok)
+    os.utime(tok, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    r = run(["run", "t.ini", "--no-report", "--resume", "--quiet"], td, check=2)
+    assert r.stderr == ("fp8lab: o: the trace changed since the interrupted run started (a file "
+                        "added, removed or rewritten): resume needs the same trace; start over "
+                        "with --force\n"), r.stderr
+    os.utime(tok, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = run(["run", "t.ini", "--no-report", "--threads", "2", "--resume"], td, check=0)
+    done = re.search(r"resumed o after step (\d+) of (\d+)", r.stderr).group(1, 2)
+    problems = diff(ref, snapshot(os.path.join(td, "o")))
+    assert not problems, "tokens: %s" % problems
+    print("  experts.csv of a 2-rank trace with tokens.csv: as worked out; resumed after step %s "
+          "of %s: byte-identical; a changed tokens.csv refused" % done)
+
+
 def main():
     global BIN
     BIN = os.path.abspath(sys.argv[1])
@@ -611,6 +679,7 @@ def main():
         kill_test(d, rng)
         test_ranks_resume(d, rng)
         test_npy_resume(d, rng)
+        test_tokens_resume(d, rng)
     print("test_resume: ok (%.1f s)" % (time.time() - t))
 
 
