@@ -164,12 +164,17 @@ int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t
   int csv_there;
   if ((rc = scan_trace(dir, 0, &nsnaps, &csv_there, err, errlen)) != FP8_OK) goto done;
   if (nsnaps || csv_there) {
-    char what[64];
-    if (nsnaps)
-      snprintf(what, sizeof what, "%zu snapshot%s%s", nsnaps, nsnaps == 1 ? "" : "s",
-               csv_there ? " and amax.csv" : "");
-    else
-      snprintf(what, sizeof what, "amax.csv");
+    /* "3 snapshots", "amax.csv", "tokens.csv": the ones there, joined by ", " and " and " */
+    char parts[3][48], what[160] = "";
+    int np = 0;
+    if (nsnaps) snprintf(parts[np++], sizeof parts[0], "%zu snapshot%s", nsnaps, nsnaps == 1 ? "" : "s");
+    if (csv_there & 1) snprintf(parts[np++], sizeof parts[0], "amax.csv");
+    if (csv_there & 2) snprintf(parts[np++], sizeof parts[0], "tokens.csv");
+    for (int k = 0; k < np; k++) {
+      size_t at = strlen(what);
+      snprintf(what + at, sizeof what - at, "%s%s", k == 0 ? "" : k == np - 1 ? " and " : ", ",
+               parts[k]);
+    }
     return fp8_errorf(FP8_EINVAL, err, errlen,
                       "%s: already holds a trace (%s): a new one would mix with it (use --force to "
                       "replace its files)",

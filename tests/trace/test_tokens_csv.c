@@ -299,7 +299,13 @@ START_TEST(tokens_synth_force) {
   put_text("y/tokens.csv.bak", "k");
   char err[FP8_ERRLEN] = "";
   ck_assert_int_eq(fp8_synth_write("llm", path_in("y"), 2, 1, err, sizeof err), FP8_EINVAL);
-  ck_assert_ptr_nonnull(strstr(err, "already holds a trace"));
+  ck_assert_ptr_nonnull(strstr(err, "already holds a trace (tokens.csv): a new one"));
+  put_text("y/amax.csv", "step,tensor,amax\n");
+  ck_assert_int_eq(fp8_synth_write("llm", path_in("y"), 2, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "already holds a trace (amax.csv and tokens.csv): a new one"));
+  put_text("y/step_3.safetensors", "x");
+  ck_assert_int_eq(fp8_synth_write("llm", path_in("y"), 2, 1, err, sizeof err), FP8_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err, "already holds a trace (1 snapshot, amax.csv and tokens.csv): a new one"));
   char *out = NULL;
   ck_assert_int_eq(run_cli(&out, "synth llm y --steps 2"), 2);
   free(out);
