@@ -115,6 +115,8 @@ typedef struct {
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
   size_t nrouter_tensors;
   unsigned char *router_group;
+  fp8_experts_table experts; /* experts.csv (have_experts 0: the trace had no tokens.csv) */
+  int have_experts;
   rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
@@ -211,6 +213,7 @@ typedef struct {
   int64_t total, ran;  /* stream steps (or snapshot rows); with amax > 0 */
   int64_t ran_nw, clip;  /* non-warm-up steps it ran; of those, the clipped */
   int64_t gap_steps, gap_clip; /* non-warm-up steps it ran right after a step it did not */
+  double tokens;       /* experts.csv: its GEMM's tokens per step it ran; NaN: no row, or none */
   double overshoot;    /* the largest (non-warm-up), -inf if none */
 } rep_expert;
 /* The expert tensors of the reference configuration, by group then expert (malloc'ed; NULL and

@@ -147,6 +147,12 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
     rc = fp8_tensor_files_distinct(r->tab.tensors, r->tab.ntensors, path, err, errlen);
     if (rc) return rc;
   }
+  /* experts.csv: only for a trace with tokens.csv (Mixture-of-Experts, issue 40) */
+  snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_experts.file);
+  if (access(path, F_OK) == 0) {
+    if ((rc = fp8_experts_csv_load(path, &r->experts, err, errlen))) return rc;
+    r->have_experts = 1;
+  }
   /* gemm.csv: absent for a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
   *have_gemm_file = access(path, F_OK) == 0;
@@ -203,6 +209,7 @@ void rep_free(rep_t *r) {
   free(r->cfgs);
   free(r->gcfg);
   free(r->router_group);
+  fp8_experts_csv_free(&r->experts);
   free(r->series);
   free(r->ov);
   free(r->te);

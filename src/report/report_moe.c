@@ -114,6 +114,23 @@ static void ex_steps(const rep_t *r, rep_expert *e) {
   if (!isnan(s->overshoot_max)) e->overshoot = s->overshoot_max;
 }
 
+static int cmp_row_gemm(const void *key, const void *row) {
+  return strcmp((const char *)key, ((const fp8_expert_row *)row)->gemm);
+}
+
+/* experts.csv's tokens per step run of the GEMM of tensor t (its rank prefix dropped): NaN
+ * without a row or a step run. */
+static double tokens_of(const rep_t *r, const char *t) {
+  if (!r->have_experts) return NAN;
+  size_t rank;
+  const char *name = fp8_trace_split_rank(t, &rank);
+  char gemm[FP8_NAME_MAX + FP8_RANK_PREFIX_MAX + 1];
+  if (!gemm_of(name ? name : t, gemm, sizeof gemm)) return NAN;
+  const fp8_expert_row *row = bsearch(gemm, r->experts.rows, r->experts.nrows,
+                                      sizeof *r->experts.rows, cmp_row_gemm);
+  return row && row->steps_run > 0 ? (double)row->tokens / (double)row->steps_run : NAN;
+}
+
 rep_expert *rep_moe_experts(const rep_t *r, size_t *n) {
   *n = 0;
   if (r->ref < 0) return NULL;
@@ -129,6 +146,7 @@ rep_expert *rep_moe_experts(const rep_t *r, size_t *n) {
     if (!fp8_expert_of(r->tab.groups[g].tensor, &e->expert, e->group, sizeof e->group)) continue;
     e->g = g;
     ex_steps(r, e);
+    e->tokens = tokens_of(r, r->tab.groups[g].tensor);
     (*n)++;
   }
   qsort(ex, *n, sizeof *ex, cmp_ex_group);
@@ -153,6 +171,51 @@ static int bin_of(const rep_expert *e) {
   int b = 0;
   while (b < NBINS - 1 && share >= k_bin_hi[b]) b++;
   return b;
+}
+
+static int cmp_tokens(const void *a, const void *b) {
+  const rep_expert *x = *(const rep_expert *const *)a, *y = *(const rep_expert *const *)b;
+  if (x->tokens != y->tokens) return x->tokens < y->tokens ? -1 : 1;
+  return x->g < y->g ? -1 : x->g > y->g;
+}
+
+/* With experts.csv: the experts' activation and gradient tensors in four quarters by their
+ * GEMM's tokens per step run (fewest first), each quarter's clipped share. */
+static void add_tokens(const rep_t *r, fp8_doc *d, const rep_expert *ex, size_t n) {
+  const rep_expert **by = malloc((n ? n : 1) * sizeof *by);
+  if (!by) return;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (ex_role(r, &ex[i]) != FP8_ROLE_WEIGHT && !isnan(ex[i].tokens)) by[m++] = &ex[i];
+  if (m >= 4) {
+    qsort(by, m, sizeof *by, cmp_tokens);
+    char sizes[48];
+    if (m % 4) snprintf(sizes, sizeof sizes, "%zu or %zu", m / 4, m / 4 + 1);
+    else snprintf(sizes, sizeof sizes, "%zu", m / 4);
+    fp8_doc_markdownf(d, "By the tokens routed to the expert (experts.csv: its GEMM's tokens per "
+                      "%s it ran), the same tensors in four quarters of %s, fewest tokens "
+                      "first (steps run: warm-up left out):", rep_unit(r, 0), sizes);
+    const char *cols[] = {"tokens per step run", "tensors", "steps run", "clipped steps",
+                          "clipped share"};
+    fp8_doc_table_begin(d, 5, cols, "lrrrr");
+    for (size_t q = 0; q < 4; q++) {
+      size_t lo = q * m / 4, hi = (q + 1) * m / 4;
+      int64_t ran = 0, clip = 0;
+      for (size_t i = lo; i < hi; i++) {
+        ran += by[i]->ran_nw;
+        clip += by[i]->clip;
+      }
+      char tk[64], t[24], rs[32], cs[48], sh[32];
+      snprintf(tk, sizeof tk, "%.1f to %.1f", by[lo]->tokens, by[hi - 1]->tokens);
+      snprintf(t, sizeof t, "%zu", hi - lo);
+      snprintf(rs, sizeof rs, "%lld", (long long)ran);
+      snprintf(cs, sizeof cs, "%lld", (long long)clip);
+      pct((double)clip, (double)ran, sh, sizeof sh);
+      const char *row[] = {tk, t, rs, cs, sh};
+      fp8_doc_table_row(d, row);
+    }
+  }
+  free(by);
 }
 
 static void add_routing(const rep_t *r, fp8_doc *d, const rep_expert *ex, size_t n) {
@@ -203,6 +266,7 @@ static void add_routing(const rep_t *r, fp8_doc *d, const rep_expert *ex, size_t
     const char *row[] = {k_bin_name[b], t, rs, cs, sh, span};
     fp8_doc_table_row(d, row);
   }
+  add_tokens(r, d, ex, n);
   char a[32], b2[32];
   if (gap > 0)
     fp8_doc_markdownf(d,

@@ -240,6 +240,29 @@ def check_report(out):
         exp_rows.append([n, str(len(xs)), "%d of %d" % (ran, tot), "%d of %d" % (c, nw), pct(c, nw),
                          "%.0f" % (1024.0 * tot / ran) if ran else "-"])
     check(rows == exp_rows, "routing table %s: expected %s" % (rows, exp_rows))
+    # by tokens (experts.csv, checked against tokens.csv itself): quarters of the tensors
+    tok = collections.defaultdict(lambda: [0, 0])
+    for r in load_csv(os.path.join(out, "synth_trace", "tokens.csv")):
+        t = int(r["tokens"])
+        tok[r["gemm"]][0] += t
+        tok[r["gemm"]][1] += t > 0
+    per = []
+    for x in ex:
+        g = x["t"].rsplit(".", 1)[0]
+        if x["role"] != "weight" and tok[g][1]:
+            per.append((tok[g][0] / tok[g][1], x["t"], x))
+    order_g = {t: i for i, t in enumerate(sorted(stream))}  # the groups' order: tensor names
+    per.sort(key=lambda p: (p[0], order_g[p[1]]))
+    m = len(per)
+    rows = table_rows(sec, "tokens per step run")
+    exp_rows = []
+    for q in range(4):
+        part = per[q * m // 4:(q + 1) * m // 4]
+        ran = sum(p[2]["ran_nw"] for p in part)
+        c = sum(p[2]["clip"] for p in part)
+        exp_rows.append(["%.1f to %.1f" % (part[0][0], part[-1][0]), str(len(part)), str(ran), str(c),
+                         pct(c, ran)])
+    check(rows == exp_rows, "tokens table %s: expected %s" % (rows, exp_rows))
     acts = [x for x in ex if x["role"] != "weight"]
     gap, gclip = sum(x["gap"] for x in acts), sum(x["gap_clip"] for x in acts)
     rnw, rclip = sum(x["ran_nw"] for x in acts), sum(x["clip"] for x in acts)
