@@ -28,6 +28,26 @@ What is seen (docs/capture.md has the table):
   (input: act(z); grad_output: the module's), with fc1's grad_output (g @ fc2_weight) * act'(z).
   TE's own scale of each operand (module.fp8_meta["scaling_fwd"/"scaling_bwd"].scale, read as
   the call begins and as its gradient arrives) goes into amax.csv's te_scale column.
+  te.GroupedLinear(inp, m_splits): expert i is the GEMM `<path>.experts.<i>` over its rows of
+  inp (m_splits[i] of them), weight<i>, te_scale from fp8_meta slots 3i (input), 3i + 1
+  (weight), 2i (grad_output) (TE's num_gemms x 3 forward and x 2 backward slots);
+- Mixture-of-Experts with fused 3-D expert weights (E, out, in) or transposed (E, in, out),
+  as Hugging Face stores them (docs/capture.md, "Mixture-of-Experts"): expert e of parameter
+  `<path>.<param>` is the GEMM `<path>.<e>.<param>` (`model.layers.0.mlp.experts.3.gate_up_proj`;
+  `<path>.experts.<e>.<param>` when the module is not called `experts`), its weight recorded as
+  (out, in), seen through torch._grouped_mm / F.grouped_mm (x (S, in) against W (E, in, out)
+  with per-expert row offsets `offs`) and transformers' `transformers::grouped_mm_fallback`
+  op, torch.bmm (Llama 4's dense bmm over all experts: rows of zeros, the tokens not routed to
+  the expert, are left out of its input, its gradients and its token count; transformers'
+  "batched_mm", with the routing ids the experts module was called with), and the eager loop's
+  F.linear(x, W[e]) / x @ W[e] (a select of the 3-D parameter). Per-expert amaxes come from
+  one scatter over the rows' maxima (no loop over rows, no synchronisation outside snapshot
+  steps); every expert's weight is recorded at the first call of any of them in each
+  micro-batch (TE quantizes every expert's weight every step); an expert that got no tokens
+  has input and gradient amax 0 ("did not run"). These wrappers are installed only for a
+  model with a 3-D parameter: a dense model keeps torch's bmm and grouped_mm (the wrapper's
+  cost, not a TorchFunctionMode's, which would run Python on every op). The router
+  (`mlp.gate`, `router` beside an `experts`) is an ordinary GEMM, registered up front.
 GEMM names: the owning module's path (`blocks.0.attn.qkv`), `.<param>` minus `_weight` for a
 parameter not called `weight` (`in_proj`); an nn.Sequential's index reads `<index>_<class>`
 (`2_linear`); the root is `root`. `modules` globs select GEMM names. A parameter shared by
@@ -76,6 +96,14 @@ unpredicted snapshot step is skipped with a warning. Steps must increase. rows=N
 (tokens) of each activation and gradient, the same for a GEMM's roles, with the whole's row
 count in the metadata (`fp8lab.rows.<tensor>`; docs/capture.md, "Sizing a capture").
 
+Tokens: a model with experts also gets `tokens.csv` (`step,gemm,tokens`: one row per step and
+expert GEMM, the token rows routed to it over the step's micro-batches, 0 when none), written
+as tokens.csv.partial and renamed at close. A parameter of 3 or more dimensions that gets a
+gradient while none of its calls was recorded (an op not wrapped: einsum, a convolution, a
+kernel of its own) gives one warning line naming it (at the step it is first seen, or at
+close) and is listed in rec.uncaptured; experts expected to run that never got a token are in
+rec.never_ran.
+
 Files: every file is written to a temporary name and renamed. amax.csv is appended (flushed each
 step) as `amax.csv.partial` and renamed when the Recorder closes, also when the `with` block ends
 by an exception. safetensors.torch.save_file is used when importable, else a built-in writer.
@@ -83,7 +111,9 @@ Distributed: under torch.distributed each rank writes `<path>/rank_<r>/`.
 
 Not seen: GEMMs inside torch.compile'd or scripted code, F.linear bound before the Recorder
 started (`from torch.nn.functional import linear`), weights that are not parameters (FSDP's flat
-views), matmuls inside other torch functions than F.linear. Tested with torch 1.13 and 2.15.
+views), matmuls inside other torch functions than F.linear, expert weights used through ops
+not listed above (warned). Tested with torch 1.13 and 2.15 (the MoE classes of transformers
+5.25: Mixtral, Qwen3-MoE, GPT-OSS, Llama 4).
 """
 import contextlib
 import ctypes
@@ -315,7 +345,10 @@ class _Tap(torch.autograd.Function):
 # GEMM2_INPUT 3, GEMM2_WEIGHT 4; FP8BwdTensors: GRAD_OUTPUT1 0, GRAD_OUTPUT2 2: the fc1 grad of
 # LayerNormMLP, its dgelu, is GRAD_OUTPUT2, fc2's is GRAD_OUTPUT1; read from TE's source).
 _TE_KINDS = {"Linear": "te_linear", "LayerNormLinear": "te_lnlinear",
-             "LayerNormMLP": "te_lnmlp"}
+             "LayerNormMLP": "te_lnmlp", "GroupedLinear": "te_grouped"}
+# TE's GroupedLinear: expert i's slots are input 3i, weight 3i + 1 (scaling_fwd: num_gemms x 3)
+# and grad_output 2i (scaling_bwd: num_gemms x 2): its _offsets {"input": 0, "weight": 1,
+# "output": 2, "grad_output": 0} plus i x _num_fp8_tensors_per_gemm {"fwd": 3, "bwd": 2}.
 _TE_BWD = {"te_linear": {"gemm1": 0}, "te_lnlinear": {"gemm1": 0},
            "te_lnmlp": {"gemm1": 2, "gemm2": 0}}
 
@@ -325,6 +358,17 @@ def _te_kind(mod):
         if c.__name__ in _TE_KINDS and c.__module__.split(".")[0] == "transformer_engine":
             return _TE_KINDS[c.__name__]
     return None
+
+
+def _te_num_gemms(mod):
+    """The number of GEMMs (experts) of a TE GroupedLinear: num_gemms, else its weight<i>."""
+    n = getattr(mod, "num_gemms", None)
+    if isinstance(n, int):
+        return n
+    n = 0
+    while isinstance(getattr(mod, "weight%d" % n, None), torch.Tensor):
+        n += 1
+    return n
 
 
 def _te_scale(mod, table, idx):
@@ -402,6 +446,77 @@ def _readable(model, path):
     return ".".join(out)
 
 
+
+# ------------------------------------------------------------------ Mixture-of-Experts helpers
+def _row_amax(x):
+    """fp8lab's amax of each row of a 2-D tensor (max |x| over the non-NaN elements, inf
+    counts, 0 for an empty or all-NaN row) as a float32 vector on x's device. On the CPU one
+    amin/amax pass, redone with NaN replaced only when a row is NaN; on accelerators NaN is
+    replaced chunk by chunk (the temporary is one chunk, no synchronisation)."""
+    x = x.detach()
+    rows = x.shape[0]
+    if rows == 0 or x.shape[1] == 0:
+        return torch.zeros(rows, dtype=torch.float32, device=x.device)
+    if x.dtype not in _FAST_CPU and (x.is_cpu or x.dtype not in _ST_DTYPES):
+        x = x.float()  # float16 on the CPU lacks amin/amax in torch 1.13; others as F32
+    inf = float("inf")
+    if x.is_cpu:
+        r = torch.maximum(-x.amin(1), x.amax(1))
+        if bool(torch.isnan(r).any()):
+            y = torch.nan_to_num(x, nan=0.0, posinf=inf, neginf=-inf)
+            r = torch.maximum(-y.amin(1), y.amax(1))
+        return r.float()
+    step = max(1, _CHUNK // max(1, x.shape[1]))
+    parts = []
+    for i in range(0, rows, step):
+        y = torch.nan_to_num(x[i:i + step], nan=0.0, posinf=inf, neginf=-inf)
+        parts.append(torch.maximum(-y.amin(1), y.amax(1)).float())
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _seg_amax(rowmax, ids, n):
+    """The max of rowmax over the rows of each expert: ids[i] in [0, n] is row i's expert, n
+    for a row of no expert (dropped). A vector of n float32 values, 0 for an expert without
+    rows; one scatter, no Python loop over rows."""
+    out = torch.zeros(n + 1, dtype=torch.float32, device=rowmax.device)
+    out.scatter_reduce_(0, ids, rowmax, "amax")
+    return out[:n]
+
+
+def _offs_ids(offs, rows, n):
+    """Each row's expert from grouped_mm's offsets (offs[e] = the end of expert e's rows);
+    rows at or beyond offs[-1] get n (not computed by the GEMM)."""
+    offs = offs.detach().reshape(-1)
+    r = torch.arange(rows, device=offs.device, dtype=offs.dtype)
+    return torch.searchsorted(offs.contiguous(), r, right=True).to(torch.int64).clamp_(max=n)
+
+
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", None)
+
+
+def _in_backward():
+    """True inside autograd's backward pass (a function called from a backward formula written
+    in Python, as transformers' grouped_mm fallback, is not a forward GEMM call)."""
+    return _graph_task_id is not None and _graph_task_id() != -1
+
+
+class _Experts:
+    """A 3-D parameter (E, a, b) holding E experts' weights, and its E expert GEMMs."""
+    __slots__ = ("param", "pname", "gemms", "sites", "transposed", "seen", "module")
+
+    def __init__(self, param, pname, module):
+        self.param, self.pname, self.module = param, pname, module
+        self.gemms = []           # GEMM name of each expert (set when registered)
+        self.sites = []           # _Site of each expert, None where `modules` leaves it out
+        self.transposed = None    # stored (E, in, out) (True) or (E, out, in); known at a call
+        self.seen = False         # a call of it was recorded
+
+
+def _is_experts_module(path, mod):
+    last = path.rsplit(".", 1)[-1]
+    return last == "experts" or type(mod).__name__.endswith("Experts")
+
+
 class _Site:
     """One GEMM the Recorder records: its tensor-name prefix and what it saw."""
     __slots__ = ("name", "expected", "ran", "te")
@@ -476,14 +591,23 @@ class Recorder:
         self._op_params = {}      # id(parameter) -> GEMM name, for F.linear / matmul calls
         self.tied = {}            # "<GEMM>.weight" -> its owner's parameter name, when tied
         self._mod_sites = []      # (module path, module, kind)
+        self._experts = {}        # id(3-D parameter) -> _Experts
+        self._expert_names = []   # expert GEMMs in tokens.csv order
+        self._grad3d = {}         # id(parameter of >= 3 dims) -> its name, once it got a gradient
+        self.uncaptured = []      # such parameters that got a gradient with no call recorded
+        self._inner = 0           # inside a recorded grouped/batched call: nested GEMMs are its own
+        self._ctx = None          # (experts module, its routing indices) during its forward
+        self._handles = []
         self._find_sites(model, tuple(t for t in types if t is not torch.nn.Linear))
-        if not self._sites and not self._op_params:
+        self._find_experts(model)
+        if not self._sites and not self._op_params and not self._experts:
             raise ValueError("no GEMM of the model matches %s" % ",".join(self._globs))
         self._has_te = any(s.te for s in self._sites.values())
 
         os.makedirs(path, exist_ok=True)
         ours = [f for f in os.listdir(path) if (f.startswith("step_") and
-                f.endswith(".safetensors")) or f in ("amax.csv", "amax.csv.partial")]
+                f.endswith(".safetensors")) or f in ("amax.csv", "amax.csv.partial", "tokens.csv",
+                                                     "tokens.csv.partial")]
         if ours and not overwrite:
             raise FileExistsError("%s already holds a trace (%s, ...); pass overwrite=True" %
                                   (path, sorted(ours)[0]))
@@ -494,12 +618,18 @@ class Recorder:
         self._csv.write("step,tensor,amax%s%s\n" % (",micro" if self.micro else "",
                                                      ",te_scale" if self._has_te else ""))
         self._csv.flush()
+        self._tok_partial = None
+        self._tok_csv = None
+        if self._experts or self._expert_names:
+            self._tok_partial = os.path.join(path, "tokens.csv.partial")
+            self._tok_csv = open(self._tok_partial, "w")
+            self._tok_csv.write("step,gemm,tokens\n")
+            self._tok_csv.flush()
 
         self._next = int(start_step)
         self._cap = False
         self._last = None
         self._paused = 0
-        self._handles = []
         self._saved = {}          # (module id, call) -> tensors a TE backward recomputation needs
         self.snapshots = []       # steps written as snapshots
         self.steps = 0
@@ -548,11 +678,15 @@ class Recorder:
                 continue  # inside a module recorded whole (a TE module's own parts)
             name = _readable(model, path)
             gemms = ("fc1", "fc2") if kind == "te_lnmlp" else ("",)
+            if kind == "te_grouped":
+                gemms = tuple("experts.%d" % i for i in range(_te_num_gemms(mod)))
             sites = []
             for g in gemms:
                 n = "%s.%s" % (name, g) if g else name
                 if self._wanted(n):
                     sites.append(self._add_site(n, True, te=kind != "plain"))
+                    if kind == "te_grouped":
+                        self._expert_names.append(n)
                 else:
                     sites.append(None)
             if any(sites):
@@ -569,9 +703,13 @@ class Recorder:
         mods = [m for m in mods if isinstance(m[1], gemm_types)] + \
             [m for m in mods if not isinstance(m[1], gemm_types)]
         claimed = set()  # parameters of a GEMM that `modules` leaves out: no other name takes them
+        children = {path: set(mod._modules) for path, mod in mods}
         for path, mod in mods:
             name = _readable(model, path)
             expected_mod = isinstance(mod, gemm_types)
+            parent, _, last = path.rpartition(".")
+            if last in ("gate", "router") and "experts" in children.get(parent, ()):
+                expected_mod = True  # a MoE router: an ordinary GEMM, rows from the first step
             for pname, p in mod.named_parameters(recurse=False):
                 if p.dim() != 2 or id(p) in owned or id(p) in self._op_params or id(p) in claimed:
                     continue
@@ -591,13 +729,306 @@ class Recorder:
                 if expected_mod:  # registered now: rows from the first step on
                     self._add_site(g, True)
 
+    def _find_experts(self, model):
+        """3-D parameters (E, a, b): the fused weights of E experts. Those of a module named
+        `experts` (or of a class named `*Experts`, as Hugging Face's) have their E GEMMs
+        registered now, expected to run (rows from the first step); another 3-D parameter gets
+        them when a call of it is first seen. Each parameter of 3 or more dimensions that
+        requires a gradient gets a tensor hook noting that it got one, so that one whose GEMMs
+        were never seen is named (_check_uncaptured)."""
+        owned = set()
+        for _, mod, _, _ in self._mod_sites:
+            owned.update(id(p) for p in mod.parameters())
+        done = set()
+        for path, mod in model.named_modules():
+            for pname, p in mod.named_parameters(recurse=False):
+                if id(p) in done or p.dim() < 3:
+                    continue
+                done.add(id(p))
+                if id(p) in owned:
+                    continue
+                if p.dim() == 3:
+                    ep = _Experts(p, pname, mod)
+                    name = _readable(model, path)
+                    ep.gemms = ["%s.%d.%s" % (name, e, pname) if name.endswith("experts") or
+                                name == "experts" else "%s.experts.%d.%s" % (name, e, pname)
+                                for e in range(p.shape[0])]
+                    self._experts[id(p)] = ep
+                    if _is_experts_module(path, mod):
+                        self._register_experts(ep, True)
+                if p.requires_grad:
+                    full = "%s.%s" % (path, pname) if path else pname
+                    self._handles.append(p.register_hook(self._grad3d_hook(id(p), full)))
+
+    def _grad3d_hook(self, pid, name):
+        def hook(g):
+            self._grad3d.setdefault(pid, name)
+            return None
+        return hook
+
+    def _register_experts(self, ep, expected):
+        """The expert GEMMs of ep as sites (those `modules` selects), in tokens.csv's order."""
+        if ep.sites:
+            return
+        for n in ep.gemms:
+            site = self._add_site(n, expected) if self._wanted(n) else None
+            ep.sites.append(site)
+            if site is not None:
+                self._expert_names.append(n)
+
+    def _check_uncaptured(self):
+        """One warning line for each parameter of >= 3 dimensions that got a gradient while
+        none of its GEMM calls was recorded (first seen at a step or at close; never again)."""
+        for pid, name in list(self._grad3d.items()):
+            ep = self._experts.get(pid)
+            if (ep is not None and ep.seen) or name in self.uncaptured:
+                continue
+            self.uncaptured.append(name)
+            sys.stderr.write("fp8lab_capture: warning: parameter %s has 3 or more dimensions and "
+                             "got a gradient, but no GEMM of it was recorded (an op the Recorder "
+                             "does not wrap: docs/capture.md, Mixture-of-Experts)\n" % name)
+
+    # ---------------------------------------------------------------- experts: the calls
+    def _expert_select(self, w, linear):
+        """(GEMM name, weight as (out, in), _Experts) when w is expert e's slice W[e] of a 3-D
+        parameter: F.linear(x, W[e]) (W stored (E, out, in)) or x @ W[e] (W stored (E, in,
+        out), GPT-OSS)."""
+        base = w._base
+        ep = self._experts.get(id(base)) if base is not None else None
+        if ep is None or w.dim() != 2 or self._inner or _in_backward():
+            return None
+        if tuple(w.shape) != tuple(base.shape[1:]) or w.stride() != base.stride()[1:]:
+            return None
+        e, r = divmod(w.storage_offset() - base.storage_offset(), base.stride(0))
+        if r or not 0 <= e < base.shape[0]:
+            return None
+        ep.seen = True
+        ep.transposed = not linear
+        self._register_experts(ep, False)
+        site = ep.sites[e]
+        if site is None:
+            return None
+        return site.name, (w if linear else w.t()), ep
+
+    def _expert_3d(self, b):
+        """(_Experts, stored transposed) when b, the (E, in, out) operand of a grouped or
+        batched GEMM, is a 3-D expert parameter (stored (E, in, out)) or its transpose(-2, -1)
+        (stored (E, out, in))."""
+        ep = self._experts.get(id(b))
+        if ep is not None:
+            return ep, True
+        base = b._base
+        ep = self._experts.get(id(base)) if base is not None else None
+        if ep is not None and base.dim() == 3 and b.storage_offset() == base.storage_offset() \
+                and tuple(b.shape) == (base.shape[0], base.shape[2], base.shape[1]) \
+                and b.stride() == (base.stride(0), base.stride(2), base.stride(1)):
+            return ep, False
+        return None
+
+    def _grouped_wrapper(self, orig):
+        """torch._grouped_mm / F.grouped_mm / transformers::grouped_mm_fallback(x (S, in),
+        W (E, in, out), offs): expert e's rows are offs[e-1]:offs[e]."""
+        rec = self
+
+        def wrapper(*args, **kwargs):
+            if not rec._paused and not rec._inner and len(args) >= 2:
+                a, b = args[0], args[1]
+                offs = kwargs.get("offs", args[2] if len(args) > 2 else None)
+                if isinstance(b, torch.Tensor) and b.dim() == 3 and isinstance(a, torch.Tensor) \
+                        and a.dim() == 2 and isinstance(offs, torch.Tensor):
+                    hit = rec._expert_3d(b)
+                    if hit is not None and not _in_backward():
+                        ids = _offs_ids(offs, a.shape[0], b.shape[0])
+                        return rec._expert_call(hit[0], hit[1], orig, args, kwargs, 0, a, ids,
+                                                False, None)
+            return orig(*args, **kwargs)
+        return self._named(wrapper, orig)
+
+    def _bmm_wrapper(self, orig):
+        """torch.bmm / Tensor.bmm: Llama 4's bmm(x (E, T, in), W (E, in, out)) over all experts
+        (rows of tokens not routed to an expert are zeros: not counted), and transformers'
+        "batched_mm" bmm(W[ids] (S, out, in), x (S, in, 1)) or bmm(x (S, 1, in), W[ids] (S, in,
+        out)) with the routing ids its experts module was called with."""
+        rec = self
+
+        def wrapper(*args, **kwargs):
+            if not rec._paused and not rec._inner and len(args) >= 2:
+                a, b = args[0], args[1]
+                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
+                        a.dim() == 3 and b.dim() == 3 and not _in_backward():
+                    hit = rec._expert_3d(b)
+                    if hit is not None and a.shape[0] == b.shape[0]:
+                        n, t = a.shape[0], a.shape[1]
+                        ids = torch.arange(n, device=a.device).repeat_interleave(t)
+                        return rec._expert_call(hit[0], hit[1], orig, args, kwargs, 0,
+                                                a.reshape(n * t, a.shape[2]), ids, True,
+                                                _autocast_dtype(a))
+                    got = rec._batched_site(a, b)
+                    if got is not None:
+                        ep, tr, xi, ids = got
+                        x = args[xi]
+                        return rec._expert_call(ep, tr, orig, args, kwargs, xi,
+                                                x.reshape(x.shape[0], -1), ids, False,
+                                                _autocast_dtype(x))
+            return orig(*args, **kwargs)
+        return self._named(wrapper, orig)
+
+    def _batched_site(self, a, b):
+        """(_Experts, transposed, index of the activation operand, routing ids) for a bmm of
+        transformers' batched_mm inside an experts module's forward (self._ctx)."""
+        if self._ctx is None:
+            return None
+        mod, ids = self._ctx
+        s = ids.numel()
+        if a.shape[0] != s or b.shape[0] != s:
+            return None
+        for ep in self._experts.values():
+            if ep.module is not mod:
+                continue
+            shape = tuple(ep.param.shape[1:])
+            n = ep.param.shape[0]
+            rows = ids.reshape(-1).to(torch.int64)
+            rows = torch.where((rows >= 0) & (rows < n), rows, torch.full_like(rows, n))
+            if tuple(a.shape[1:]) == shape and b.shape[2] == 1 and a.shape[2] == b.shape[1]:
+                return ep, False, 1, rows
+            if tuple(b.shape[1:]) == shape and a.shape[1] == 1 and a.shape[2] == b.shape[1]:
+                return ep, True, 0, rows
+        return None
+
+    def _ctx_hooks(self, mod):
+        """An experts module's routing indices (its second positional argument, an integer
+        tensor: Hugging Face's top_k_index) held while its forward runs (batched_mm)."""
+        rec = self
+
+        def pre(m, args):
+            ids = args[1] if len(args) > 1 else None
+            rec._ctx = (m, ids) if isinstance(ids, torch.Tensor) and \
+                not ids.is_floating_point() else None
+            return None
+
+        def post(m, args, out):
+            rec._ctx = None
+            return None
+        self._handles.append(mod.register_forward_pre_hook(pre))
+        self._handles.append(mod.register_forward_hook(post))
+
+    @staticmethod
+    def _named(wrapper, orig):
+        wrapper.__name__ = getattr(orig, "__name__", "op")
+        wrapper.__doc__ = getattr(orig, "__doc__", None)
+        wrapper._fp8lab_wraps = orig
+        return wrapper
+
+    def _expert_call(self, ep, transposed, orig, args, kwargs, xi, x2d, ids, drop_zero, auto):
+        """Runs one grouped or batched GEMM over several experts and records it as each
+        expert's own GEMM: x2d's row i belongs to expert ids[i] (E: to none). Per-expert
+        amaxes by one scatter over the rows' maxima; tokens per expert by a bincount (no
+        synchronisation outside snapshot steps)."""
+        n = ep.param.shape[0]
+        self._forward_begins()
+        ep.seen = True
+        ep.transposed = transposed
+        self._register_experts(ep, False)
+        rowmax = _row_amax(x2d)
+        if drop_zero:  # Llama 4: a row of zeros is a token not routed to this expert
+            ids = torch.where(rowmax > 0, ids, torch.full_like(ids, n))
+        self._expert_weights(ep, auto)
+        self._put_vec(ep, ".input", _seg_amax(rowmax, ids, n), self._target(x2d, auto))
+        self._add_tokens(ep, torch.bincount(ids, minlength=n + 1)[:n])
+        idx = ks = None
+        if self._cap:
+            idx, ks = {}, {}
+            ids_c = ids.cpu()
+            for e, site in enumerate(ep.sites):
+                rows = (ids_c == e).nonzero().reshape(-1)
+                if site is None or rows.numel() == 0:
+                    continue
+                idx[e] = rows.to(x2d.device)
+                ks[e] = k = self._calls.get(site.name, 0)
+                self._calls[site.name] = k + 1
+                self._snap_put(site.name + ".input", x2d[idx[e]], self._target(x2d, auto))
+        args = list(args)
+        x = args[xi]
+        if "grad_input" in self.roles and x.requires_grad and torch.is_grad_enabled():
+            args[xi] = _Tap.apply(x, self._seg_hook(ep, ".grad_input", ids, idx, ks))
+        self._inner += 1
+        try:
+            out = orig(*args, **kwargs)
+        finally:
+            self._inner -= 1
+        if "output" in self.roles:
+            o2 = out.detach().reshape(ids.shape[0], -1)
+            self._put_vec(ep, ".output", _seg_amax(_row_amax(o2), ids, n), None)
+            for e, rows in (idx or {}).items():
+                self._snap_put(ep.sites[e].name + ".output", o2[rows], None)
+        if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(self._seg_hook(ep, ".grad_output", ids, idx, ks))
+        return out
+
+    def _seg_hook(self, ep, suffix, ids, idx, ks):
+        n = ep.param.shape[0]
+
+        def hook(g):
+            if self._paused:
+                return None
+            self._bwd_seen = True
+            g2 = g.detach().reshape(ids.shape[0], -1)
+            self._put_vec(ep, suffix, _seg_amax(_row_amax(g2), ids, n), None)
+            for e, rows in (idx or {}).items():
+                name = ep.sites[e].name + suffix
+                if name in self._known:
+                    self._gsnap.setdefault(name, {})[ks[e]] = g2[rows].to("cpu", copy=True)
+            return None
+        return hook
+
+    def _expert_weights(self, ep, auto):
+        """Every expert's weight, at the first call of any of them in a micro-batch (TE
+        quantizes every expert's weight every step, whether it gets tokens or not)."""
+        key = (self._m, id(ep.param))
+        if key in self._ew_seen:
+            return
+        self._ew_seen.add(key)
+        w = ep.param.detach()
+        tgt = self._target(w, auto)
+        self._put_vec(ep, ".weight", _row_amax(w.reshape(w.shape[0], -1)), tgt)
+        if self._cap and id(ep.param) not in self._ew_snap:
+            self._ew_snap.add(id(ep.param))
+            for e, site in enumerate(ep.sites):
+                if site is not None:
+                    self._snap_put(site.name + ".weight", w[e].t() if ep.transposed else w[e],
+                                   tgt)
+
+    def _put_vec(self, ep, suffix, vec, target):
+        """Merges a vector of per-expert amaxes into the micro-batch's amaxes."""
+        if target is not None:
+            vec = vec.to(target).float()
+        vals = vec.tolist() if vec.is_cpu else None
+        for e, site in enumerate(ep.sites):
+            if site is not None:
+                self._merge(site.name + suffix, vals[e] if vals is not None else vec[e])
+
+    def _snap_put(self, name, x, target):
+        if name in self._known:
+            c = x.detach()
+            c = c.to(target) if target is not None else c
+            self._snap.setdefault(name, []).append(c.to("cpu", copy=True))
+
+    def _add_tokens(self, ep, counts):
+        vals = counts.tolist() if counts.is_cpu else None
+        for e, site in enumerate(ep.sites):
+            if site is not None:
+                self._add_token(site.name, vals[e] if vals is not None else counts[e])
+
+    def _add_token(self, name, count):
+        self._tok[name] = self._tok.get(name, 0) + count
+
     def _install(self, model, matmul):
         """Replaces F.linear (and with matmul, the matmul-like functions) by recording
         wrappers; hooks the modules recorded whole. Wrapping just these functions, rather
         than a TorchFunctionMode, keeps the cost off every other op: a mode runs Python for
         each torch call (+40.7% step time on the tiny GPT against +14.4%, measured; docs/design.md)."""
         F = torch.nn.functional
-        if self._op_params:
+        if self._op_params or self._experts:
             self._orig_linear = F.linear
             self._patched.append((F, "linear", F.linear))
             F.linear = self._linear
@@ -608,6 +1039,34 @@ class Recorder:
                     setattr(owner, attr, self._mm_wrapper(orig, xi, wi))
         for path, mod, kind, sites in self._mod_sites:
             self._hook_module(mod, kind, sites)
+        if self._experts:
+            self._install_experts()
+
+    def _install_experts(self):
+        """Fused experts (a 3-D parameter): torch._grouped_mm, F.grouped_mm and transformers'
+        grouped_mm_fallback op, torch.bmm and Tensor.bmm wrapped while the Recorder is open (only
+        for a model with such parameters: a dense model's ops are left as they are); the
+        experts modules' forward hooked for batched_mm's routing."""
+        targets = [(torch, "_grouped_mm", self._grouped_wrapper),
+                   (torch.nn.functional, "grouped_mm", self._grouped_wrapper),
+                   (torch, "bmm", self._bmm_wrapper), (torch.Tensor, "bmm", self._bmm_wrapper)]
+        try:
+            ns = torch.ops.transformers
+            if hasattr(ns, "grouped_mm_fallback"):  # registered when transformers' moe loads
+                targets.append((ns, "grouped_mm_fallback", self._grouped_wrapper))
+        except (AttributeError, RuntimeError):
+            pass
+        for owner, attr, make in targets:
+            orig = getattr(owner, attr, None)
+            if orig is None:
+                continue
+            self._patched.append((owner, attr, orig))
+            setattr(owner, attr, make(orig))
+        mods = []
+        for ep in self._experts.values():
+            if ep.sites and all(ep.module is not m for m in mods):
+                mods.append(ep.module)
+                self._ctx_hooks(ep.module)
 
     def _mm_wrapper(self, orig, xi, wi):
         rec = self
@@ -616,7 +1075,7 @@ class Recorder:
             if len(args) > wi and not rec._paused:
                 got = rec._matmul_site(args[wi])
                 if got is not None and isinstance(args[xi], torch.Tensor):
-                    return rec._op_call(got[0], orig, args, xi, wi, got[1], kwargs)
+                    return rec._op_call(got[0], orig, args, xi, wi, got[1], kwargs, got[2])
             return orig(*args, **kwargs)
         wrapper.__name__ = getattr(orig, "__name__", "matmul")
         wrapper.__doc__ = getattr(orig, "__doc__", None)
@@ -636,6 +1095,9 @@ class Recorder:
         self._bwd_seen = False    # a backward hook fired in the current micro-batch
         self._micro_end = False   # rec.micro_step() was called
         self._any = False
+        self._ew_seen = set()     # (micro, id(3-D parameter)) whose experts' weights are in
+        self._ew_snap = set()
+        self._tok = {}            # expert GEMM -> tokens routed this step (int or 0-d tensor)
 
     def _capturing(self):
         return self.every > 0 and self._next % self.every == 0
@@ -666,6 +1128,20 @@ class Recorder:
         if target is not None:  # the amax of x cast to target: rounding is monotonic
             a = (torch.tensor(a, dtype=torch.float32).to(target).float().item()
                  if isinstance(a, float) else a.to(target).float())
+        self._merge(name, a)
+        if snap and self._cap:
+            c = x.detach()
+            c = c.to(target) if target is not None else c
+            c = c.to("cpu", copy=True)
+            if grad:
+                self._gsnap.setdefault(name, {})[call] = c
+            else:
+                self._snap.setdefault(name, []).append(c)
+
+    def _merge(self, name, a):
+        """Merges amax a (float or 0-d tensor) of `name` into the micro-batch's amax."""
+        if name not in self._known:
+            return
         key = (self._m, name)
         prev = self._amax.get(key)
         if prev is not None:
@@ -676,14 +1152,6 @@ class Recorder:
                 a = torch.maximum(torch.as_tensor(prev, dtype=torch.float32, device=dev),
                                   torch.as_tensor(a, dtype=torch.float32, device=dev))
         self._amax[key] = a
-        if snap and self._cap:
-            c = x.detach()
-            c = c.to(target) if target is not None else c
-            c = c.to("cpu", copy=True)
-            if grad:
-                self._gsnap.setdefault(name, {})[call] = c
-            else:
-                self._snap.setdefault(name, []).append(c)
 
     def _te(self, name, value):
         if value is not None and name in self._known:
@@ -698,15 +1166,22 @@ class Recorder:
         n = site.name
         if x is not None:
             self._put(n + ".input", x, k, self._target(x, auto))
-        if w is not None and (self._m, n) not in self._weight_seen:
-            self._weight_seen.add((self._m, n))
-            first = n not in self._weight_snap
-            self._weight_snap.add(n)
-            wt = w_oriented if w_oriented is not None else w
-            self._put(n + ".weight", wt, 0, self._target(w, auto), snap=first)
+        if w is not None:
+            self._put_weight(site, w, auto, w_oriented)
         if out is not None:
             self._put(n + ".output", out, k, self._target(out, None))
         return k
+
+    def _put_weight(self, site, w, auto, w_oriented=None):
+        """A GEMM's weight, at its first call of each micro-batch (snapshot: once a step)."""
+        n = site.name
+        if w is None or (self._m, n) in self._weight_seen:
+            return
+        self._weight_seen.add((self._m, n))
+        first = n not in self._weight_snap
+        self._weight_snap.add(n)
+        wt = w_oriented if w_oriented is not None else w
+        self._put(n + ".weight", wt, 0, self._target(w, auto), snap=first)
 
     def _grad_hook(self, name, k, te_fn=None):
         def hook(g):
@@ -723,6 +1198,12 @@ class Recorder:
     def _linear(self, input, weight, bias=None):
         g = self._op_params.get(id(weight))
         if g is None or self._paused or not isinstance(input, torch.Tensor):
+            if g is None and self._experts and not self._paused and \
+                    isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor):
+                hit = self._expert_select(weight, True)  # eager experts: F.linear(x, W[e])
+                if hit is not None:
+                    return self._op_call(hit[0], None, (input, weight, bias), 0, 1, weight,
+                                         ep=hit[2])
             return self._orig_linear(input, weight, bias)
         return self._op_call(g, None, (input, weight, bias), 0, 1, weight)
 
@@ -731,18 +1212,21 @@ class Recorder:
         (W stored (in, out), HF's Conv1D) or its transpose (x @ W.t())."""
         g = self._op_params.get(id(w))
         if g is not None:
-            return g, w.t()
+            return g, w.t(), None
         base = getattr(w, "_base", None)
         if base is None:
             return None
         g = self._op_params.get(id(base))
         if g is not None and w.dim() == 2 and w.shape == base.shape[::-1] and \
                 w.stride() == base.stride()[::-1]:
-            return g, base
+            return g, base, None
+        if g is None and self._experts and isinstance(w, torch.Tensor):
+            return self._expert_select(w, False)  # GPT-OSS's eager experts: x @ W[e]
         return None
 
-    def _op_call(self, g, func, args, xi, wi, w_oriented, kwargs=None):
-        """Runs one F.linear (func None) or matmul-like call and records it."""
+    def _op_call(self, g, func, args, xi, wi, w_oriented, kwargs=None, ep=None):
+        """Runs one F.linear (func None) or matmul-like call and records it (ep: the call of
+        one expert of fused experts, W[e]: every expert's weight recorded, tokens counted)."""
         site = self._sites.get(g) or self._add_site(g, False)
         x, w = args[xi], args[wi]
         auto = _autocast_dtype(x)
@@ -751,8 +1235,11 @@ class Recorder:
             k_next = self._calls.get(g, 0)
             args[xi] = _Tap.apply(x, self._grad_hook(g + ".grad_input", k_next))
         out = self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
-        k = self._fwd(site, x, w, out if "output" in self.roles else None, auto,
-                      w_oriented if func is not None else None)
+        k = self._fwd(site, x, w if ep is None else None, out if "output" in self.roles else None,
+                      auto, w_oriented if func is not None else None)
+        if ep is not None:
+            self._expert_weights(ep, auto)
+            self._add_token(g, x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0)
         if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad:
             out.register_hook(self._grad_hook(g + ".grad_output", k))
         return out
@@ -768,6 +1255,8 @@ class Recorder:
             if x is None:
                 return None
             auto = _autocast_dtype(x)
+            if kind == "te_grouped":
+                return rec._te_grouped_fwd(m, x, args, sites, auto)
             if kind == "plain" or kind == "te_linear":
                 w = _param_2d(m, ("weight", "weight0"))
                 s = sites[0]
@@ -827,6 +1316,8 @@ class Recorder:
             k = getattr(m, "_fp8lab_call", None)
             if y is None or k is None:
                 return None
+            if kind == "te_grouped":
+                return rec._te_grouped_out(m, y, sites, k)
             last = sites[-1]
             if last is not None and "output" in rec.roles:
                 rec._put(last.name + ".output", y, k, rec._target(y, None))
@@ -836,6 +1327,54 @@ class Recorder:
 
         self._handles.append(mod.register_forward_pre_hook(pre))
         self._handles.append(mod.register_forward_hook(post))
+
+    def _te_grouped_fwd(self, m, x, args, sites, auto):
+        """TE GroupedLinear(inp, m_splits): expert i's input is rows sum(m_splits[:i]) ..
+        + m_splits[i] of inp, its weight weight<i> (recorded every step, as TE quantizes it),
+        TE's scales from fp8_meta slots 3i (input) and 3i + 1 (weight)."""
+        splits = args[1] if len(args) > 1 else None
+        if splits is None:
+            return None
+        splits = [int(v) for v in (splits.tolist() if isinstance(splits, torch.Tensor)
+                                   else splits)]
+        x2 = x.reshape(-1, x.shape[-1])
+        start, ks = 0, {}
+        self._forward_begins()
+        for i, site in enumerate(sites):
+            cnt = splits[i] if i < len(splits) else 0
+            if site is not None:
+                w = _param_2d(m, ("weight%d" % i,))
+                if cnt > 0:
+                    ks[i] = self._fwd(site, x2[start:start + cnt], None, None, auto)
+                    self._te(site.name + ".input", _te_scale(m, "scaling_fwd", 3 * i))
+                self._put_weight(site, w, auto)
+                self._te(site.name + ".weight", _te_scale(m, "scaling_fwd", 3 * i + 1))
+                self._add_token(site.name, cnt)
+            start += cnt
+        m._fp8lab_call = (splits, ks)
+        return None
+
+    def _te_grouped_out(self, m, y, sites, call):
+        splits, ks = call
+        y2 = y.reshape(-1, y.shape[-1])
+        if "output" in self.roles:
+            for i, part in enumerate(y2.split(splits)):
+                if i in ks:
+                    self._put(sites[i].name + ".output", part, ks[i])
+        if "grad_output" not in self.roles or not y.requires_grad:
+            return None
+
+        def hook(g):
+            if self._paused:
+                return None
+            self._bwd_seen = True
+            for i, part in enumerate(g.reshape(-1, g.shape[-1]).split(splits)):
+                if i in ks:
+                    self._put(sites[i].name + ".grad_output", part, ks[i], None, grad=True)
+                    self._te(sites[i].name + ".grad_output", _te_scale(m, "scaling_bwd", 2 * i))
+            return None
+        y.register_hook(hook)
+        return None
 
     def _module_grad(self, m, kind, sites, k):
         bwd = _TE_BWD.get(kind, {})
@@ -883,7 +1422,7 @@ class Recorder:
     def _fetch(self, d):
         values, by_dev = {}, {}
         for key, a in d.items():
-            if isinstance(a, float):
+            if isinstance(a, (float, int)):
                 values[key] = a
             else:
                 by_dev.setdefault(a.device, []).append(key)
@@ -962,6 +1501,17 @@ class Recorder:
                 lines.append(line + "\n")
         self._csv.write("".join(lines))
         self._csv.flush()
+        if self._tok_csv is not None:
+            tok = self._fetch(self._tok)
+            lines = []
+            for n in self._expert_names:
+                t = int(tok.get(n, 0))
+                if t > 0:
+                    self._sites[n].ran = True
+                lines.append("%d,%s,%d\n" % (step, n, t))
+            self._tok_csv.write("".join(lines))
+            self._tok_csv.flush()
+        self._check_uncaptured()
         if snap_step and captured:
             tensors, rows_meta = self._snapshot_tensors(step)
             write_safetensors(os.path.join(self.path, "step_%d.safetensors" % step), tensors,
@@ -998,6 +1548,13 @@ class Recorder:
         self._patched = []
         self._orig_linear = None
         self._amax, self._snap, self._gsnap, self._saved = {}, {}, {}, {}
+        self._ctx = None
+        if self._tok_csv is not None:
+            self._tok_csv.close()
+            self._tok_csv = None
+            os.replace(self._tok_partial, os.path.join(self.path, "tokens.csv"))
+        if self._csv is not None and self.steps:
+            self._check_uncaptured()
         if self._csv is not None:
             self.never_ran = sorted(s.name for s in self._sites.values()
                                     if s.expected and not s.ran)

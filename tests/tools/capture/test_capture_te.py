@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of tools/capture with TransformerEngine: TE DumpTensors dumps round-trip through
 convert_te_dumps.py bit for bit, and the Recorder on stand-in modules of TE's names and
-signatures (Linear, LayerNormLinear, LayerNormMLP, TransformerLayer; RMSNorm and gated MLPs).
+signatures (Linear, LayerNormLinear, LayerNormMLP, TransformerLayer, GroupedLinear; RMSNorm and
+gated MLPs).
 
 Usage: test_capture_te.py FP8LAB_BIN. Needs torch >= 1.13 (capture_common.py: when the running interpreter lacks
 it, the test re-runs itself with /usr/bin/python3, Debian's python3-torch, if that one has it;
@@ -347,6 +348,91 @@ def transformer_engine_rmsnorm_and_gated(tmp):
     _close(t["mlp.fc1.input"], model.mlp.last[0].detach(), "LN input")
     _close(t["mlp.fc2.input"], model.mlp.last[2].detach(), "swiglu output")
     _close(t["mlp.fc1.grad_output"], model.mlp.last[1].grad, "fc1 grad through swiglu")
+
+
+class _GroupedLinearImpl(_TEBase):
+    """te.GroupedLinear(num_gemms, in, out): weight<i> (out, in) per expert, forward(inp,
+    m_splits): expert i takes its rows; fp8_meta with num_gemms x 3 forward and x 2 backward
+    slots (input 3i, weight 3i + 1, grad_output 2i)."""
+
+    def __init__(self, n, i, o):
+        super().__init__()
+        self.num_gemms = n
+        for k in range(n):
+            setattr(self, "weight%d" % k, nn.Parameter(torch.randn(o, i) * (0.3 + k)))
+        self.fp8_meta, self.log = {}, []
+
+    def _meta(self):
+        if "scaling_fwd" not in self.fp8_meta:
+            self.fp8_meta["scaling_fwd"] = _Meta(3 * self.num_gemms)
+            self.fp8_meta["scaling_bwd"] = _Meta(2 * self.num_gemms)
+        return self.fp8_meta
+
+    def forward(self, inp, m_splits, is_first_microbatch=None):
+        outs = [torch.nn.functional.linear(x, getattr(self, "weight%d" % k))
+                for k, x in enumerate(inp.split(m_splits))]
+        y = torch.cat(outs)
+        self._used_fwd(range(3 * self.num_gemms))
+        self.last = (inp, y)
+        y.retain_grad()
+        return self._bwd_tap(y, range(2 * self.num_gemms))
+
+
+TEGroupedLinear = _te_class("GroupedLinear", _GroupedLinearImpl)
+
+
+@test
+def transformer_engine_grouped_linear(tmp):
+    """A stand-in named and shaped like te.GroupedLinear (3 experts): GEMMs
+    `<path>.experts.<i>`; expert i's input and grad_output amaxes are those of its rows of the
+    module's input and output gradient (by m_splits), 0 when it got no rows (step 1: m_splits
+    [5, 0, 3]); every expert's weight every step; tokens.csv holds m_splits; te_scale per
+    expert from slots 3i / 3i + 1 / 2i."""
+    torch.manual_seed(15)
+    model = nn.Module()
+    model.moe = TEGroupedLinear(3, 6, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trace = os.path.join(tmp, "t")
+    splits = [[2, 3, 1], [5, 0, 3], [1, 1, 1]]
+    want = {}
+    with fp8lab_capture.Recorder(model, trace, every=1) as rec:
+        for s, m in enumerate(splits):
+            x = torch.randn(sum(m), 6) * (s + 1)
+            ws = [getattr(model.moe, "weight%d" % k).detach().clone() for k in range(3)]
+            y = model.moe(x, m)
+            y.pow(2).sum().backward()
+            g = model.moe.last[1].grad
+            for k, (xs, gs) in enumerate(zip(x.split(m), g.split(m))):
+                want[(s, k)] = (ref_amax(xs), ref_amax(ws[k]), ref_amax(gs), m[k])
+            opt.step()
+            opt.zero_grad()
+            rec.step(s)
+    gemms = ["moe.experts.%d" % k for k in range(3)]
+    assert sorted({n.rsplit(".", 1)[0] for n in rec.names}) == gemms, rec.names
+    rows = read_amax_csv(os.path.join(trace, "amax.csv"), micro=True)
+    with open(os.path.join(trace, "tokens.csv")) as f:
+        tok = f.read().splitlines()
+    assert tok[0] == "step,gemm,tokens" and len(tok) == 10, tok
+    f_log = [d for kind, d in model.moe.log if kind == "fwd"]
+    b_log = [d for kind, d in model.moe.log if kind == "bwd"]
+    for (s, k), (xa, wa, ga, cnt) in want.items():
+        g = gemms[k]
+        assert rows[(s, g + ".input", 0)][0] == ("%.9g" % xa if cnt else "0"), (s, k)
+        assert rows[(s, g + ".weight", 0)][0] == "%.9g" % wa, (s, k)
+        assert rows[(s, g + ".grad_output", 0)][0] == ("%.9g" % ga if cnt else "0"), (s, k)
+        assert "%d,%s,%d" % (s, g, cnt) in tok, (s, k)
+        if s:
+            assert rows[(s, g + ".weight", 0)][1] == "%.9g" % f_log[s][3 * k + 1], (s, k)
+            if cnt:
+                assert rows[(s, g + ".input", 0)][1] == "%.9g" % f_log[s][3 * k], (s, k)
+        if cnt:
+            assert rows[(s, g + ".grad_output", 0)][1] == "%.9g" % b_log[s][2 * k], (s, k)
+    assert rows[(1, gemms[1] + ".input", 0)][0] == "0" and want[(1, 1)][3] == 0
+    assert rec.never_ran == [], rec.never_ran
+    t = _snap(trace, 1)
+    assert gemms[1] + ".input" not in t and tuple(t[gemms[0] + ".input"].shape) == (5, 6)
+    assert hooks_empty(model) is None, hooks_empty(model)
+    replay_ok(trace, tmp)
 
 
 if __name__ == "__main__":
