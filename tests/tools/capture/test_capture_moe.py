@@ -12,6 +12,7 @@ else the test re-runs itself with the interpreter of fp8lab's virtual environmen
 (skipped), or 1 when FP8LAB_REQUIRE_PYDEPS is set (CI). Usage: test_capture_moe.py FP8LAB_BIN.
 Last line: "N passed, M failed".
 """
+import csv
 import io
 import os
 import subprocess
@@ -52,7 +53,7 @@ import transformers  # noqa: E402
 import transformers.integrations.moe as hf_moe  # noqa: E402
 
 from capture_common import (  # noqa: E402
-    _snap, fp8lab_capture, inspect_ok, main, nn, read_amax_csv, replay_ok, test)
+    BIN, _snap, fp8lab_capture, inspect_ok, main, nn, read_amax_csv, replay_ok, run, test)
 
 transformers.logging.set_verbosity_error()
 COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -261,6 +262,40 @@ def _check_hf(tmp, kind, impl, check_grad=True):
     return trace, rec, n
 
 
+def report_names_experts(trace, tmp):
+    """fp8lab run under TransformerEngine's default delayed scaling: experts.csv holds the 16
+    expert GEMMs (2 layers x 4 experts x 2) with tokens.csv's totals, report.md's
+    Mixture-of-Experts section names the expert groups, and the 2 routers (6 tensors) stay
+    in BF16 (advice.ini's BF16 section when there is one, else the section's sentence)."""
+    ini = os.path.join(tmp, "report.ini")
+    out = os.path.join(tmp, "report_out")
+    with open(ini, "w") as f:
+        f.write("[trace]\npath = %s\n[recipe.d]\nkind = delayed\nmargin = 0, 1\n"
+                "[recipe.c]\nkind = current\n[analysis]\ngemm = false\n[output]\ndir = %s\n"
+                % (trace, out))
+    rc, text = run([BIN, "run", ini, "--quiet", "--force"])
+    assert rc == 0, "fp8lab run: rc %d\n%s" % (rc, text)
+    tok, _ = _tokens(trace)
+    totals = {}
+    for (step, gemm), t in tok.items():
+        totals[gemm] = totals.get(gemm, 0) + t
+    with open(os.path.join(out, "experts.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["gemm"] for r in rows) == sorted(totals), [r["gemm"] for r in rows]
+    assert len(rows) == 16
+    for r in rows:
+        assert int(r["tokens"]) == totals[r["gemm"]], (r, totals[r["gemm"]])
+    with open(os.path.join(out, "report.md")) as f:
+        md = f.read()
+    sec = md[md.index("## Mixture-of-Experts"):]
+    sec = sec[:sec.index("\n## ")]
+    for l in range(2):
+        for g in ("gate_up_proj", "down_proj"):
+            assert "`model.layers.%d.mlp.experts.*.%s.input`" % (l, g) in sec, sec
+    assert "48 expert tensors in 12 expert groups" in sec, sec
+    assert "6 router tensors" in sec and "keep them in BF16" in sec, sec
+
+
 @test
 def mixtral_default_grouped_mm(tmp):
     """Mixtral, experts_implementation "grouped_mm" (transformers 5.25's default, through
@@ -280,6 +315,7 @@ def mixtral_default_grouped_mm(tmp):
                              "model.layers.0.mlp.gate.weight"])
     assert "experts.2.gate_up_proj.weight" in out
     replay_ok(trace, tmp)
+    report_names_experts(trace, tmp)
     print("     mixtral grouped_mm: %s" % n)
 
 
