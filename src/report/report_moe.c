@@ -421,13 +421,14 @@ void rep_add_moe(const rep_t *r, fp8_doc *d) {
                     n, ng, maxe, r->cfgs[r->ref].dlabel, (long long)total, rep_unit(r, 1),
                     (long long)ntok, (long long)(total - ran),
                     pct((double)(total - ran), (double)total, a, sizeof a), rep_unit(r, 0));
-  if (r->nrouter_tensors)
-    fp8_doc_markdownf(d,
-                      "%zu router tensors (`...gate` or `...router` beside `...experts`) are %s "
-                      "(Megatron-LM keeps the router in FP32: `router_dtype`).",
-                      r->nrouter_tensors,
-                      r->router_group ? "left out of the FP8 advice: keep them in BF16"
-                                      : "in the FP8 advice ([analysis] routers = fp8)");
+  if (r->nrouter_tensors && r->router_group)
+    fp8_doc_markdownf(d, "%zu router tensors (`...gate` or `...router` beside `...experts`) are "
+                      "left out of the FP8 advice: keep them in BF16, as Megatron-LM keeps the "
+                      "router out of FP8 (`router_dtype` fp32); `[analysis] routers = fp8` "
+                      "advises them as any tensor.", r->nrouter_tensors);
+  else if (r->nrouter_tensors)
+    fp8_doc_markdownf(d, "%zu router tensors (`...gate` or `...router` beside `...experts`) are "
+                      "in the FP8 advice (`[analysis] routers = fp8`).", r->nrouter_tensors);
   /* groups, worst first */
   qsort(gs, ng, sizeof *gs, cmp_grp);
   fp8_doc_heading(d, 3, "Expert groups");
