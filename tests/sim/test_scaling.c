@@ -301,16 +301,16 @@ START_TEST(test_delayed_unfused_vs_te_python) {
    * margins: the unfused state equals the literal transcription of TE's Python in scale and
    * history after every step. The tiny amaxes with a margin reach the two roundings of
    * _default_sf_compute (2^-149 with margin -2: 448 / 2^-149 overflows, so does the fused
-   * 1792 / 2^-149; 1e-38 with margin 3: 448 / 1e-38 = inf -> FLT_MAX where the fused 56 / 1e-38
-   * is finite), and NaN stays in torch.max's window for L steps. */
+   * 1792 / 2^-149; 1e-38 with margin 10: 448 / 1e-38 = inf -> FLT_MAX where the fused
+   * 0.4375 / 1e-38 is finite), and NaN stays in torch.max's window for L steps. */
   int lens[] = {1, 2, 3, 7, 16, 64};
   int diverged = 0;
   for (int li = 0; li < 6; li++)
     for (int mr = 0; mr < 2; mr++)
-      for (int margin = -2; margin <= 3; margin += 5) {
+      for (int margin = -2; margin <= 10; margin += margin == 3 ? 7 : 5) {
         fp8_delayed_params p = {.history_len = lens[li], .margin = margin,
                                 .amax_compute = mr ? FP8_AMAX_MOST_RECENT : FP8_AMAX_MAX,
-                                .format = margin > 0 ? FP8_E5M2 : FP8_E4M3, .unfused_update = 1};
+                                .format = margin == 3 ? FP8_E5M2 : FP8_E4M3, .unfused_update = 1};
         fp8_delayed_params pf = p;
         pf.unfused_update = 0;
         fp8_delayed_state st, fused;
@@ -342,6 +342,19 @@ START_TEST(test_delayed_unfused_vs_te_python) {
         fp8_delayed_free(&fused);
       }
   ck_assert_int_gt(diverged, 0); /* the two rules do differ on these streams */
+  /* and the two roundings by themselves: 1e-38 at margin 10, one step */
+  fp8_delayed_params p1 = {.history_len = 1, .margin = 10, .amax_compute = FP8_AMAX_MAX,
+                           .format = FP8_E4M3, .unfused_update = 1};
+  fp8_delayed_state a, b;
+  fp8_delayed_init(&a, &p1);
+  p1.unfused_update = 0;
+  fp8_delayed_init(&b, &p1);
+  fp8_delayed_update(&a, 1e-38f);
+  fp8_delayed_update(&b, 1e-38f);
+  ck_assert(f2u(a.scale) == f2u(FLT_MAX));
+  ck_assert(f2u(b.scale) == f2u(0.4375f / 1e-38f) && isfinite(b.scale));
+  fp8_delayed_free(&a);
+  fp8_delayed_free(&b);
 }
 END_TEST
 
