@@ -7,7 +7,10 @@
 // max is order-independent, so a warp reduction gives the CPU's value) or last for
 // most_recent, and scale = RN32(scaled_max / amax) when amax is finite and > 0, FLT_MAX when
 // that quotient is inf. The layout is documented at fp8k_delayed_update_device in fp8k.h. One
-// warp per slot: lanes stride over the ring (L up to 2^20), then a shuffle max.
+// warp per slot: lanes stride over the ring (L up to 2^20), then a shuffle max. A slot whose
+// amax_compute carries FP8K_DELAYED_UNFUSED follows TE's unfused path instead (fp8_delayed_params
+// unfused_update): last == 0 is rolled in too, and a NaN in the window makes the max NaN
+// (torch.max), which keeps the scale.
 //
 // CPU reference: fp8_delayed_update / fp8_delayed_history; test: tests/gpu/test_gpu_quant.c
 // (random amax streams with zeros, inf, NaN and tiny values, L in {1, 2, 3, 16, 1024}, every
@@ -43,7 +46,11 @@ __global__ void __launch_bounds__(kThreads)
   if (slot >= nslots) return; // whole warps leave together
   const int32_t ai = amax_index ? amax_index[slot] : (int32_t)slot;
   const float last = ai < 0 ? 0.0f : last_amax[ai];
-  if (last == 0.0f) { // the module did not run: keep history and scale
+  const int32_t ac = amax_compute[slot];
+  const bool unfused = (ac & FP8K_DELAYED_UNFUSED) != 0;
+  // the module did not run: keep history and scale (fused); a slot outside the phase is never
+  // updated, whatever the rule
+  if (ai < 0 || (last == 0.0f && !unfused)) {
     if (lane == 0 && amax_used) amax_used[slot] = 0.0f;
     return;
   }
@@ -51,14 +58,16 @@ __global__ void __launch_bounds__(kThreads)
   float *r = ring + (ring_off ? ring_off[slot] : slot * (int64_t)L);
   const int32_t h = head[slot];
   float amax;
-  if (amax_compute[slot] == FP8_AMAX_MOST_RECENT) {
+  if ((ac & 1) == FP8_AMAX_MOST_RECENT) {
     amax = last;
   } else {
     // The ring after the write: entry h holds `last` (read from the register, so no lane
     // needs to see another lane's store).
     float m = 0.0f;
+    int nan = 0;
     for (int32_t i = lane; i < len; i += 32) {
       float v = i == h ? last : r[i];
+      nan |= isnan(v);
       m = v > m ? v : m; // NaN never wins
     }
 #pragma unroll
@@ -66,13 +75,19 @@ __global__ void __launch_bounds__(kThreads)
       float v = __shfl_xor_sync(0xFFFFFFFFu, m, o);
       m = v > m ? v : m;
     }
-    amax = m;
+    amax = unfused && __any_sync(0xFFFFFFFFu, nan) ? NAN : m;
   }
   if (lane == 0) {
     r[h] = last;
     head[slot] = h + 1 == len ? 0 : h + 1;
     if (isfinite(amax) && amax > 0.0f) {
-      float s = __fdiv_rn(scaled_max[slot], amax);
+      float s;
+      if (unfused) { // _default_sf_compute: (fp8_max / amax) / 2^margin, two roundings
+        const int m = (ac >> FP8K_DELAYED_MARGIN_SHIFT) - 64;
+        s = __fdiv_rn(__fdiv_rn(ldexpf(scaled_max[slot], m), amax), ldexpf(1.0f, m));
+      } else {
+        s = __fdiv_rn(scaled_max[slot], amax);
+      }
       scale[slot] = isinf(s) ? FLT_MAX : s;
     }
     if (amax_used) amax_used[slot] = amax;
@@ -166,9 +181,13 @@ extern "C" int fp8k_delayed_update_host(fp8k_ctx *ctx, int32_t nslots, int32_t L
     FP8G_REQUIRE_EINVAL(head[s] >= 0 && head[s] < history_len[s],
                  "fp8k_delayed_update_host: slot %d: head %d outside [0, %d)", (int)s,
                  (int)head[s], (int)history_len[s]);
-    FP8G_REQUIRE_EINVAL(amax_compute[s] == FP8_AMAX_MAX || amax_compute[s] == FP8_AMAX_MOST_RECENT,
-                 "fp8k_delayed_update_host: slot %d: amax_compute %d, expected 0 or 1", (int)s,
-                 (int)amax_compute[s]);
+    const int32_t ac = amax_compute[s], m = (ac >> FP8K_DELAYED_MARGIN_SHIFT) - 64;
+    FP8G_REQUIRE_EINVAL((ac & ~FP8K_DELAYED_UNFUSED) == FP8_AMAX_MAX ||
+                     (ac & ~FP8K_DELAYED_UNFUSED) == FP8_AMAX_MOST_RECENT ||
+                     ((ac & FP8K_DELAYED_UNFUSED) && (ac & 0xFD) <= 1 && m >= -FP8_MARGIN_LIMIT &&
+                      m <= FP8_MARGIN_LIMIT),
+                 "fp8k_delayed_update_host: slot %d: amax_compute %d, expected 0 or 1 (or "
+                 "FP8K_DELAYED_COMP(0 or 1, 1, margin))", (int)s, (int)ac);
   }
   // One device allocation, carved: ring, then seven arrays of nslots 4-byte values.
   n = (size_t)nslots;

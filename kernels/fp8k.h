@@ -159,15 +159,27 @@ int fp8k_current_quant_stats(fp8k_ctx *ctx, const fp8k_current_params *params, i
  *    scale[nslots]          the scale the next step uses (start: 1.0f)
  *    last_amax[nslots]      input: the amax of the step just quantized
  *    history_len[nslots]    1 <= history_len[s] <= L
- *    amax_compute[nslots]   fp8_amax_compute (MAX = 0, MOST_RECENT = 1)
+ *    amax_compute[nslots]   fp8_amax_compute (MAX = 0, MOST_RECENT = 1), or for TE's unfused
+ *                           update FP8K_DELAYED_COMP(algo, 1, margin) (unfused_update)
  *    scaled_max[nslots]     fp8_scaled_max(format, margin) of the slot's configuration
  *    amax_used[nslots]      output, nullable: what fp8_delayed_update returns
  *  Per slot: last == 0 keeps the state; otherwise ring[head] = last, head advances, amax = max
  *  of the ring ignoring NaN (or last for most_recent), scale = RN32(scaled_max / amax) when amax
- *  is finite and > 0 (inf -> FLT_MAX). fp8_delayed_history's TE layout of a slot is
+ *  is finite and > 0 (inf -> FLT_MAX). Unfused slots roll last == 0 in as well, and their max
+ *  is NaN when the ring holds a NaN (scale kept) and their scale RN32(RN32(fp8_max / amax) /
+ *  2^margin), as fp8_delayed_update with unfused_update. fp8_delayed_history's TE layout of a slot is
  *  reconstructed from (ring row, head, history_len) exactly as for fp8_delayed_state.
  *  This variant takes device pointers (for a caller keeping the state on the device); it is
  *  asynchronous on the context's stream. */
+/** The bit of amax_compute[s] that selects TE's unfused update for slot s; such a slot also
+ *  carries its margin (for _default_sf_compute's (fp8_max / amax) / 2^margin): build the value
+ *  with FP8K_DELAYED_COMP. */
+#define FP8K_DELAYED_UNFUSED 2
+#define FP8K_DELAYED_MARGIN_SHIFT 8
+#define FP8K_DELAYED_COMP(amax_compute, unfused, margin)                                        \
+  ((int32_t)(amax_compute) |                                                                   \
+   ((unfused) ? FP8K_DELAYED_UNFUSED | (((int32_t)(margin) + 64) << FP8K_DELAYED_MARGIN_SHIFT) : 0))
+
 int fp8k_delayed_update_device(fp8k_ctx *ctx, int32_t nslots, int32_t L, float *ring,
                                int32_t *head, float *scale, const float *last_amax,
                                const int32_t *history_len, const int32_t *amax_compute,

@@ -15,8 +15,8 @@ that format) and writes what import-te writes:
 
 step = the event's step (TE's iteration); tensor = <layer>.<role> (activation input, weight
 weight, output output, gradient grad_output, dgrad grad_input; wgrad is counted and left out:
-TE does not cast it); the name is split at its last _<tensor>_ (docs/semantics.md,
-"TransformerEngine debug logs"). The value is the event's float32, written "%.9g" (exact). An
+TE does not cast it), a GroupedLinear's layer <name>.gemm_<i> named <name>.experts.<i>; the
+name is split at its last _<tensor>_ (docs/semantics.md, "TransformerEngine debug logs"). The value is the event's float32, written "%.9g" (exact). An
 amax of 0 is kept: in amax.csv it means what it means in TE's tensor, nothing ran above zero
 (fp8lab replays it as a step the tensor did not run). NaN or a negative amax, a (tensor, step)
 twice in one RUN (a restarted run's events: keep one run's files), a name fp8lab cannot take:
@@ -56,6 +56,15 @@ def split_name(name):
         return None
     i, t = best
     return name[:i], t, name[i + len(t) + 2:]
+
+
+def trace_layer(layer):
+    """TE's GroupedLinear (TE >= 2.11) logs expert i's GEMM as `<name>.gemm_<i>`: the trace
+    names it expert i of <name>, `<name>.experts.<i>`, as import-te does."""
+    head, _, last = layer.rpartition(".")
+    if last.startswith("gemm_") and len(last) > 5 and all("0" <= c <= "9" for c in last[5:]):
+        return (head + "." if head else "") + "experts." + last[5:]
+    return layer
 
 
 def f32(x):
@@ -118,7 +127,7 @@ def convert(tracedir, runs, force):
                 if TE_ROLES[t] is None:
                     wgrad += 1
                     continue
-                name = "%s.%s" % (layer, TE_ROLES[t])
+                name = "%s.%s" % (trace_layer(layer), TE_ROLES[t])
                 if math.isnan(x) or x < 0:
                     raise Bad("%s: %s at step %d is %s: an amax fp8lab can replay is a "
                               "non-negative number" % (path, tag, step, "NaN" if math.isnan(x)

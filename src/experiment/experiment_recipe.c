@@ -16,10 +16,11 @@
 #include "fp4.h"
 
 enum { K_KIND, K_FORMAT, K_HISTORY, K_MARGIN, K_AMAX_COMPUTE, K_EPS, K_POW2, K_ROUNDING, K_BLOCK,
-       K_RHT, K_FP4_ROUNDING, K_BLOCK_SCALE, K_E4M3_MAX, K_SR_SEED, K_COUNT };
+       K_RHT, K_FP4_ROUNDING, K_BLOCK_SCALE, K_E4M3_MAX, K_SR_SEED, K_UNFUSED, K_COUNT };
 static const char *const exp_recipe_keys[K_COUNT] = {
     "kind", "format", "history_len", "margin", "amax_compute", "amax_epsilon", "pow2",
-    "scale_rounding", "block", "rht", "rounding", "block_scale", "e4m3_max", "sr_seed"};
+    "scale_rounding", "block", "rht", "rounding", "block_scale", "e4m3_max", "sr_seed",
+    "unfused_update"};
 #define KIND_BIT(k) (1u << (k))
 #define ALL_KINDS (KIND_BIT(FP8_KIND_DELAYED) | KIND_BIT(FP8_KIND_CURRENT) | KIND_BIT(FP8_KIND_MXFP8) | \
                    KIND_BIT(FP8_KIND_BLOCK) | KIND_BIT(FP8_KIND_ROWWISE) | KIND_BIT(FP8_KIND_BF16) | \
@@ -37,6 +38,7 @@ static const unsigned exp_recipe_key_kinds[K_COUNT] = {
     KIND_BIT(FP8_KIND_MXFP8) | KIND_BIT(FP8_KIND_MXFP4),     /* scale_rounding */
     KIND_BIT(FP8_KIND_BLOCK) | NV,                           /* block */
     NV, NV, NV, NV, NV,      /* rht, rounding, block_scale, e4m3_max, sr_seed */
+    KIND_BIT(FP8_KIND_DELAYED),                              /* unfused_update */
 };
 
 static int exp_recipe_key(const char *key) {
@@ -114,7 +116,8 @@ static const char *exp_parse_item(int k, fp8_recipe_kind kind, const char *s, in
     *v = b;
     return NULL;
   }
-  case K_RHT: {
+  case K_RHT:
+  case K_UNFUSED: {
     int b;
     if (fp8_exp_parse_bool(s, &b)) return "true, false, 1, 0, yes, no, on or off";
     *v = b;
@@ -161,8 +164,8 @@ static int recipe_kind(exp_ctx *c, fp8_recipe_kind *kind) {
     if (k < 0 && !exp_section_key(c->ents[i].key))
       fp8_exp_fail(c, c->ents[i].line,
                    "unknown key %s in [%s] (expected kind, format, history_len, margin, "
-                   "amax_compute, amax_epsilon, pow2, scale_rounding, block, rht, rounding, "
-                   "block_scale, e4m3_max, sr_seed, tensors or label)",
+                   "amax_compute, unfused_update, amax_epsilon, pow2, scale_rounding, block, "
+                   "rht, rounding, block_scale, e4m3_max, sr_seed, tensors or label)",
                    fp8_esc(c->ents[i].key, shown, sizeof shown), c->secname);
     else if (k == K_KIND) kind_ent = &c->ents[i];
   }
@@ -236,6 +239,16 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
     fp8_exp_list_free(&l);
     return 0;
   }
+  if (k == K_UNFUSED && l.n > 1) {
+    /* not a sweep axis: steps.csv, summary.csv, stream and gemm.csv have no column for it (their
+     * rows are told apart by the recipe label: one section per rule) */
+    fp8_exp_fail(c, e->line,
+                 "unfused_update must be a single value: steps.csv has no column to tell such "
+                 "configurations apart (use one [recipe.*] section per rule: the recipe label "
+                 "tells them apart)");
+    fp8_exp_list_free(&l);
+    return 0;
+  }
   int64_t *v = ax->vals[k] = malloc(l.n * sizeof *v);
   if (!v) {
     c->nomem = 1;
@@ -274,7 +287,7 @@ static int recipe_defaults(exp_ctx *c, fp8_recipe_kind kind, recipe_axes *ax) {
    * e4m3_max 0 stands for "448, or 256 under 4over6" (TE's defaults), resolved below */
   int64_t defaults[K_COUNT] = {0, FP8_SEL_HYBRID, 1024, 0, FP8_AMAX_MAX, 0, 0, FP8_MX_ROUND_CEIL,
                                kind == FP8_KIND_NVFP4 ? FP8_NVFP4_BLOCK_AUTO : FP8_BLOCK_SHAPE_AUTO,
-                               1, FP8_FP4_ROUND_AUTO, FP8_NVFP4_MAX6, 0, 0};
+                               1, FP8_FP4_ROUND_AUTO, FP8_NVFP4_MAX6, 0, 0, 0};
   if (fp8_recipe_kind_is_block(kind)) defaults[K_FORMAT] = FP8_SEL_E4M3;
   defaults[K_POW2] = kind == FP8_KIND_BLOCK || kind == FP8_KIND_ROWWISE;
   for (int k = K_FORMAT; k < K_COUNT; k++) {
@@ -314,7 +327,9 @@ static int recipe_config(fp8_recipe_kind kind, const recipe_axes *ax, size_t i,
     cf->history_len = (int32_t)ax->vals[K_HISTORY][idx[1]];
     cf->margin = (int32_t)ax->vals[K_MARGIN][idx[2]];
     cf->amax_compute = (fp8_amax_compute)ax->vals[K_AMAX_COMPUTE][idx[3]];
-    fp8_delayed_params p = {cf->history_len, cf->margin, cf->amax_compute, FP8_E4M3};
+    cf->unfused_update = (int)ax->vals[K_UNFUSED][0];
+    fp8_delayed_params p = {cf->history_len, cf->margin, cf->amax_compute, FP8_E4M3,
+                            cf->unfused_update};
     return fp8_delayed_params_check(&p);
   }
   if (kind == FP8_KIND_CURRENT) {
@@ -534,8 +549,10 @@ void fp8_config_settings(const fp8_config *cf, char *buf, size_t len) {
   len -= (size_t)n;
   switch (cf->kind) {
   case FP8_KIND_DELAYED:
-    snprintf(buf, len, "\nformat = %s\nhistory_len = %d\nmargin = %d\namax_compute = %s", f,
-             (int)cf->history_len, (int)cf->margin, fp8_amax_compute_name(cf->amax_compute));
+    /* unfused_update written only when set: the settings of a fused run are as before */
+    snprintf(buf, len, "\nformat = %s\nhistory_len = %d\nmargin = %d\namax_compute = %s%s", f,
+             (int)cf->history_len, (int)cf->margin, fp8_amax_compute_name(cf->amax_compute),
+             cf->unfused_update ? "\nunfused_update = true" : "");
     break;
   case FP8_KIND_CURRENT:
     snprintf(buf, len, "\nformat = %s\nmargin = %d\namax_epsilon = %.9g\npow2 = %s", f,

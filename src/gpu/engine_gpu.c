@@ -10,7 +10,8 @@
  * current scaling). end_phase is TE's end of a forward or backward pass: the phase's amaxes are
  * reduced over the reduction slots on the host (the replay's ranks are in this process), handed
  * to plan->comm on the device (NCCL all-reduce MAX between processes), and one launch of the
- * fused update kernel (kernels/delayed.cu) updates every slot of the phase. Block recipes are
+ * fused update kernel (kernels/delayed.cu) updates every slot of the phase (TE's unfused rule for
+ * the configurations with unfused_update: FP8K_DELAYED_UNFUSED in the slot's amax_compute). Block recipes are
  * declined (the composite engine, engine_composite.c, runs them on the CPU engine); so are GEMMs
  * cuBLASLt has no kernel for (engine_gpu_gemm.c). Every op is synchronous: sync has nothing left to wait for.
  */
@@ -302,7 +303,7 @@ static int init_state(gpu_priv *p, char *err, size_t errlen) {
     off[s] = total;
     total += cf->history_len;
     hlen[s] = cf->history_len;
-    acomp[s] = (int32_t)cf->amax_compute;
+    acomp[s] = FP8K_DELAYED_COMP(cf->amax_compute, cf->unfused_update, cf->margin);
     smax[s] = fp8_scaled_max((fp8_format)p->dl_fmt[s], cf->margin);
     p->h_scale[s] = 1.0f;
   }

@@ -9,7 +9,8 @@
  * The code wraps each advised module's forward in its own autocast region, nested in the
  * model's (TE keeps the recipe a module ran its forward with for its backward; docs/capture.md
  * "Applying the advice in TransformerEngine" cites the sources and versions). tests/report/test_keep_bf16.py compiles it and runs apply() against
- * stub TransformerEngine modules. */
+ * stub TransformerEngine modules. An expert GEMM's module is its GroupedLinear (or HF's experts
+ * module): one recipe for all its experts (te_module_len; tests/report/test_te_code_experts.py). */
 #include "report_internal.h"
 
 #include <stdlib.h>
@@ -30,6 +31,32 @@ static const char *strip_rank(const char *t) {
   const char *p = t + 5;
   while (*p >= '0' && *p <= '9') p++;
   return p > t + 5 && *p == '/' ? p + 1 : t;
+}
+
+/* 1 when t[a..b) is a component of decimal digits. */
+static int digits(const char *t, size_t a, size_t b) {
+  if (a >= b) return 0;
+  for (size_t k = a; k < b; k++)
+    if (t[k] < '0' || t[k] > '9') return 0;
+  return 1;
+}
+
+/* The module TransformerEngine applies a recipe to, for tensor t (no rank prefix): the length
+ * of its GEMM's name (rep_module_len), except for an expert GEMM (issue 40), whose experts take
+ * one recipe: TE's GroupedLinear `<name>.experts.<i>` (import-te's `<name>.gemm_<i>`) is the
+ * module <name>; HF's fused experts `<path>.experts.<i>.<param>` the experts module
+ * `<path>.experts`. */
+static size_t te_module_len(const char *t) {
+  size_t g = rep_module_len(t), c[3] = {g, g, g}; /* the starts of the last three components */
+  int n = 0;
+  for (size_t k = g; k > 0 && n < 3; k--)
+    if (t[k - 1] == '.') c[n++] = k;
+  if (n >= 2 && digits(t, c[0], g) && c[1] + 8 == c[0] && strncmp(t + c[1], "experts.", 8) == 0)
+    return c[1] - 1; /* <name>.experts.<i> */
+  if (n >= 2 && digits(t, c[1], c[0] - 1) && c[1] >= 8 && strncmp(t + c[1] - 8, "experts.", 8) == 0 &&
+      (c[1] == 8 || t[c[1] - 9] == '.'))
+    return c[1] - 1; /* <path>.experts.<i>.<param> */
+  return g;
 }
 
 /* 1 when fix a is stronger than b: BF16, then current scaling, then the larger margin. */
@@ -123,7 +150,7 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
   size_t nm = 0;
   for (size_t k = 0; k < x->nmisfits; k++) {
     const char *t = strip_rank(x->misfits[k]);
-    size_t len = rep_module_len(t), j = 0;
+    size_t len = te_module_len(t), j = 0;
     int32_t rem = rep_remedy(r, x, x->misfits[k]);
     while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
     if (j == nm) m[nm++] = (te_mod){t, len, rem};
@@ -157,7 +184,7 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
     fputs("  #", fp);
     for (size_t k = 0, n = 0; k < x->nmisfits; k++) {
       const char *t = strip_rank(x->misfits[k]);
-      if (rep_module_len(t) != m[j].len || strncmp(t, m[j].name, m[j].len) != 0) continue;
+      if (te_module_len(t) != m[j].len || strncmp(t, m[j].name, m[j].len) != 0) continue;
       int32_t rem = rep_remedy(r, x, x->misfits[k]);
       int dup = 0; /* the same tensor of another rank */
       for (size_t q = 0; q < k && !dup; q++) dup = strcmp(strip_rank(x->misfits[q]), t) == 0;

@@ -54,6 +54,8 @@ static json_t *configs_json(const fp8_experiment *ex) {
       json_object_set_new(o, FP8_RUNJSON_CFG_HISTORY_LEN, json_integer(cf->history_len));
       json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_COMPUTE,
                           json_string(fp8_amax_compute_name(cf->amax_compute)));
+      /* only when set: a fused run's run.json is as before (TE's default) */
+      if (cf->unfused_update) json_object_set_new(o, FP8_RUNJSON_CFG_UNFUSED_UPDATE, json_true());
     } else {
       json_object_set_new(o, FP8_RUNJSON_CFG_AMAX_EPSILON, json_real(cf->amax_epsilon));
       json_object_set_new(o, FP8_RUNJSON_CFG_POW2, json_boolean(cf->pow2));

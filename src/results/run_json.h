@@ -76,6 +76,7 @@
 #define FP8_RUNJSON_CFG_MARGIN "margin"
 #define FP8_RUNJSON_CFG_HISTORY_LEN "history_len"
 #define FP8_RUNJSON_CFG_AMAX_COMPUTE "amax_compute"
+#define FP8_RUNJSON_CFG_UNFUSED_UPDATE "unfused_update" /* delayed, only when true */
 #define FP8_RUNJSON_CFG_AMAX_EPSILON "amax_epsilon"
 #define FP8_RUNJSON_CFG_POW2 "pow2"
 #define FP8_RUNJSON_CFG_SECTION "section"

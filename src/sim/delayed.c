@@ -4,6 +4,9 @@
  * update slot 0 is zeroed and slots 1..L-1 hold the L-1 most recent amaxes. The amax used for
  * the next scale is therefore the max of the L most recent non-zero amaxes. Here the history is a
  * ring of L slots (O(1) roll); fp8_delayed_history() rebuilds TE's layout for inspection.
+ * With unfused_update it is TE's unfused Python path instead (quantization.py
+ * _default_get_amax_and_update_history + _default_sf_compute): every amax, 0 included, is rolled
+ * in, and the max over the history propagates NaN (docs/semantics.md "Mixture-of-Experts").
  */
 #include "fp8.h"
 
@@ -37,6 +40,7 @@ int fp8_delayed_params_check(const fp8_delayed_params *p) {
   if (p->amax_compute != FP8_AMAX_MAX && p->amax_compute != FP8_AMAX_MOST_RECENT)
     return FP8_EINVAL;
   if (p->format != FP8_E4M3 && p->format != FP8_E5M2) return FP8_EINVAL;
+  if (p->unfused_update != 0 && p->unfused_update != 1) return FP8_EINVAL;
   return FP8_OK;
 }
 
@@ -115,8 +119,11 @@ static int grow_queue(fp8_delayed_state *st) {
 }
 
 float fp8_delayed_update(fp8_delayed_state *st, float last) {
-  /* TE PR #825: a tensor whose amax is 0 (its module did not run) keeps history and scale. */
-  if (last == 0.0f) return 0.0f;
+  /* TE's fused update (common/recipe/delayed_scaling.cu kernel_bulk, since TE PR #825 "Avoid
+   * amax roll for non-run modules"): a tensor whose amax is 0 (its module did not run) keeps
+   * history and scale. The unfused path (NVTE_UNFUSED_FP8_UPDATE=1) rolls the 0 in. */
+  const int unfused = st->p.unfused_update;
+  if (last == 0.0f && !unfused) return 0.0f;
   int32_t L = st->p.history_len;
   if (grow_ring(st) || (st->dq_v && grow_queue(st))) { /* out of memory: not updated */
     st->oom = 1;
@@ -150,9 +157,23 @@ float fp8_delayed_update(fp8_delayed_state *st, float last) {
       st->dq_n++;
     }
     amax = st->dq_n ? st->dq_v[st->dq_first] : 0.0f;
+    /* unfused: torch.max over the history propagates a NaN for as long as it is in the window */
+    if (unfused) {
+      if (isnan(last)) st->nan_roll = seq;
+      if (st->nan_roll > 0 && st->nan_roll > seq - L) amax = NAN;
+    }
   }
   if (isfinite(amax) && amax > 0.0f) {
-    float s = st->scaled_max / amax;
+    float s;
+    if (unfused) {
+      /* _default_sf_compute: (fp8_max / amax) / 2**margin, two float32 roundings (they differ
+       * from the fused kernel's one only where fp8_max / amax overflows or the result is
+       * subnormal, with a margin) */
+      float q = fp8_format_max(st->p.format) / amax;
+      s = q / ldexpf(1.0f, st->p.margin);
+    } else {
+      s = st->scaled_max / amax;
+    }
     st->scale = isinf(s) ? FLT_MAX : s;
   }
   return amax;

@@ -224,13 +224,18 @@ typedef struct {
   int32_t margin;                /**< m: scaled_max = fp8_max * 2^-m; |m| <= FP8_MARGIN_LIMIT */
   fp8_amax_compute amax_compute; /**< max over the window, or the most recent amax */
   fp8_format format;
+  int unfused_update;            /**< 0: TE's fused update (an amax of 0 keeps history and scale,
+                                      the default); 1: TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1):
+                                      an amax of 0 is rolled in and the scale recomputed from the
+                                      history, whose max propagates NaN (torch.max) */
 } fp8_delayed_params;
 
 #define FP8_HISTORY_LIMIT (1 << 20)
 #define FP8_MARGIN_LIMIT 64
 
 /** State of one tensor under delayed scaling. The history is a ring of the L most recent
- *  non-zero amaxes; fp8_delayed_history() shows it in TE's layout. */
+ *  non-zero amaxes (every amax, 0 included, under unfused_update); fp8_delayed_history() shows
+ *  it in TE's layout. */
 typedef struct {
   fp8_delayed_params p;
   float scale;      /**< the scale the next step uses (1.0 at the start) */
@@ -239,7 +244,8 @@ typedef struct {
                          slots so far: the first L rolls only ever write slots 0 .. rolls-1) */
   int32_t ring_cap;
   int32_t head;     /**< index of the slot the next amax goes to */
-  int64_t updates;  /**< number of rolls (non-zero amaxes seen) */
+  int64_t updates;  /**< number of rolls (non-zero amaxes seen; every amax under unfused) */
+  int64_t nan_roll; /**< unfused_update: the roll number of the latest NaN amax (0: none) */
   /* amax_compute = max: the window's maximum kept as a monotone queue (O(1) amortized per
    * update instead of a scan of the L slots; the max of a set does not depend on how it is
    * found): dq_v[] decreasing values of the window with their roll numbers dq_s[], NaN never
@@ -261,6 +267,10 @@ float fp8_scaled_max(fp8_format f, int32_t margin);
 /** The update after a step whose amax was `last` (TE's fused kernel, RECIPES.md): zero keeps
  *  the state; otherwise roll, then scale = scaled_max / amax when amax is finite and > 0
  *  (inf becomes FLT_MAX), else keep. Returns the amax used (max over the window, or last).
+ *  With p.unfused_update (TE's unfused path, docs/semantics.md "Mixture-of-Experts"): every
+ *  amax is rolled in, 0 included, the window's max is NaN when the window holds a NaN
+ *  (torch.max), which keeps the scale, and the scale is RN32(RN32(fp8_max / amax) / 2^margin)
+ *  (_default_sf_compute's two roundings); otherwise the same rule.
  *  The state's memory grows with the history as it fills; when that fails, the update is not
  *  made, st->oom is set and NaN returned (the caller reports FP8_ENOMEM). */
 float fp8_delayed_update(fp8_delayed_state *st, float last);

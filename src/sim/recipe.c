@@ -34,7 +34,8 @@ const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
 
 fp8_delayed_params fp8_config_delayed_params(const fp8_config *cf, fp8_format f) {
   return (fp8_delayed_params){.history_len = cf->history_len, .margin = cf->margin,
-                              .amax_compute = cf->amax_compute, .format = f};
+                              .amax_compute = cf->amax_compute, .format = f,
+                              .unfused_update = cf->unfused_update != 0};
 }
 
 fp8_current_params fp8_config_current_params(const fp8_config *cf, fp8_format f) {

@@ -51,6 +51,8 @@ typedef struct {
   int32_t history_len;
   int32_t margin;              /**< both kinds */
   fp8_amax_compute amax_compute;
+  int unfused_update;          /**< TE's unfused update (fp8_delayed_params): one value per
+                                    [recipe.*] section, not a sweep axis */
   /* current */
   float amax_epsilon;
   int pow2;                    /**< current, block, rowwise */
@@ -75,7 +77,8 @@ typedef enum { FP8_FP4_ROUND_NEAREST, FP8_FP4_ROUND_STOCHASTIC, FP8_FP4_ROUND_AU
 /** 1 when configurations a and b give the same scale at every step of any trace, provably:
  *  both delayed, of one section (label: the same formats and tensors), the same margin, and
  *  both taking the last amax (most_recent ignores history_len; history 1 with max is
- *  most_recent). The report shows such configurations once. */
+ *  most_recent; unfused_update changes nothing there: an amax of 0 keeps the scale under both
+ *  rules). The report shows such configurations once. */
 int fp8_config_identical(const fp8_config *a, const fp8_config *b);
 
 /** Delayed-scaling parameters of configuration cf (FP8_KIND_DELAYED) for a tensor of format f. */

@@ -158,14 +158,30 @@ static int parse_value(const char *s, double *v, int *digits) {
   return *end ? -1 : 0;
 }
 
-/* The tensor's index (added when new). */
-/* The index of tensor <layer>.<role> in im->tens, added when new. The name is checked only
- * then (trace name rules, and no comma: amax.csv has no quoting), so a line of a known tensor
- * costs one hash lookup. FP8_EFORMAT with why for a name fp8lab cannot take; FP8_ENOMEM. */
+/* TE's GroupedLinear (TE >= 2.11, PR #1953: grouped_linear.py _get_debug_quantizers) logs
+ * expert i's GEMM as the layer `<name>.gemm_<i>`: the position of `gemm_` in layer[0..ll) when
+ * its last dotted component is gemm_ followed by decimal digits, else ll. */
+static size_t grouped_gemm_at(const char *layer, size_t ll) {
+  size_t c = ll;
+  while (c > 0 && layer[c - 1] != '.') c--;
+  if (ll - c < 6 || strncmp(layer + c, "gemm_", 5) != 0) return ll;
+  for (size_t k = c + 5; k < ll; k++)
+    if (layer[k] < '0' || layer[k] > '9') return ll;
+  return c;
+}
+
+/* The index of tensor <layer>.<role> in im->tens, added when new; a GroupedLinear's
+ * `<name>.gemm_<i>` is expert i of <name>, the expert GEMM `<name>.experts.<i>` (the trace's
+ * expert naming; te_log.json keeps TE's layer name). The name is checked only then (trace name
+ * rules, and no comma: amax.csv has no quoting), so a line of a known tensor costs one hash
+ * lookup. FP8_EFORMAT with why for a name fp8lab cannot take; FP8_ENOMEM. */
 static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out,
                      char *why, size_t whylen) {
   char name[FP8_NAME_MAX + 64];
-  int nl = snprintf(name, sizeof name, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
+  size_t g = grouped_gemm_at(layer, ll);
+  int nl = g < ll ? snprintf(name, sizeof name, "%.*s%sexperts.%.*s.%s", (int)(g ? g - 1 : 0),
+                             layer, g ? "." : "", (int)(ll - g - 5), layer + g + 5, TE_ROLES[t])
+                  : snprintf(name, sizeof name, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
   if (nl < 0 || nl >= (int)sizeof name) {
     snprintf(why, whylen, "name too long");
     return FP8_EFORMAT;

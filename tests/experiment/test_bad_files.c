@@ -56,6 +56,10 @@ static const bad_case bad_cases[] = {
     {T D "[analysis]\ncost_tokens = -1\n", 6, "bad cost_tokens"},
     {T D "[analysis]\ncost_tokens = 1e6\n", 6, "bad cost_tokens"},
     {T "[recipe.r]\nkind = delayed\namax_epsilon = 1e-4\n", 5, "not a key of kind delayed"},
+    /* unfused_update (issue 40): delayed only, a boolean, one value per section (no column) */
+    {T D "unfused_update = true, false\n", 5, "unfused_update must be a single value"},
+    {T D "unfused_update = sometimes\n", 5, "bad unfused_update"},
+    {T "[recipe.r]\nkind = current\nunfused_update = true\n", 5, "not a key of kind current"},
     {T "[recipe.r]\nkind = block\namax_epsilon = -1\n", 5, "amax_epsilon"},
     {T "[recipe.r]\nkind = rowwise\namax_epsilon = 1e-12, 0\n", 5, "single value"},
     {T "[recipe.r]\npow2 = true\nformat = e4m3\nkind = delayed\n", 4,
@@ -131,7 +135,8 @@ static const bad_case bad_cases[] = {
     {T D "label = x\nlabel = y\n", 6, "key label given twice in [recipe.r] (first at line 5)"},
     {T D "tensor = x\n", 5,
      "unknown key tensor in [recipe.r] (expected kind, format, history_len, margin, "
-     "amax_compute, amax_epsilon, pow2, scale_rounding, block, rht, rounding, block_scale, e4m3_max, sr_seed, tensors or label)"},
+     "amax_compute, unfused_update, amax_epsilon, pow2, scale_rounding, block, rht, rounding, "
+     "block_scale, e4m3_max, sr_seed, tensors or label)"},
     {T "[recipe.a]\nkind = current\ntensors = x.*\n[recipe.b]\nlabel = a\nkind = delayed\n"
        "history_len = 16, 128\n",
      9,

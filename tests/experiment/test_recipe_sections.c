@@ -24,6 +24,7 @@ START_TEST(test_fp4_keys_and_settings) {
       "[recipe.mx]\nkind = mxfp4\nscale_rounding = floor\n"
       "[recipe.d]\nkind = delayed\nformat = e5m2\nhistory_len = 7\nmargin = -2\n"
       "amax_compute = most_recent\n"
+      "[recipe.du]\nkind = delayed\nhistory_len = 4\nunfused_update = on\n"
       "[recipe.c]\nkind = current\nformat = e4m3\nmargin = 3\namax_epsilon = 1e-12\npow2 = true\n"
       "[recipe.m8]\nkind = mxfp8\nformat = e5m2\nscale_rounding = floor\n"
       "[recipe.b]\nkind = block\nblock = 1x128\npow2 = false\namax_epsilon = 0.0001\n"
@@ -32,7 +33,16 @@ START_TEST(test_fp4_keys_and_settings) {
   fp8_experiment ex;
   char err[512];
   ck_assert_msg(fp8_experiment_load(path, &ex, err, sizeof err) == FP8_OK, "%s", err);
-  ck_assert_uint_eq(ex.nconfigs, 10);
+  ck_assert_uint_eq(ex.nconfigs, 11);
+  /* unfused_update (issue 40): one value for the section's whole sweep, off by default */
+  ck_assert(ex.configs[4].unfused_update == 0 && ex.configs[5].unfused_update == 1 &&
+            ex.configs[6].unfused_update == 0);
+  char dst[512];
+  fp8_config_settings(&ex.configs[5], dst, sizeof dst);
+  ck_assert_str_eq(dst, "kind = delayed\nformat = hybrid\nhistory_len = 4\nmargin = 0\n"
+                        "amax_compute = max\nunfused_update = true");
+  fp8_config_settings(&ex.configs[4], dst, sizeof dst);
+  ck_assert_ptr_null(strstr(dst, "unfused"));
   const fp8_config *nv = &ex.configs[0], *n46 = &ex.configs[1], *n46b = &ex.configs[2];
   ck_assert_int_eq(nv->kind, FP8_KIND_NVFP4);
   ck_assert_int_eq(nv->nvfp4_block, FP8_NVFP4_BLOCK_AUTO);
@@ -72,7 +82,7 @@ START_TEST(test_fp4_keys_and_settings) {
                   a->mx_rounding == b->mx_rounding && a->nvfp4_block == b->nvfp4_block &&
                   a->rht == b->rht && a->fp4_rounding == b->fp4_rounding &&
                   a->fp4_rule == b->fp4_rule && a->e4m3_max == b->e4m3_max &&
-                  a->sr_seed == b->sr_seed &&
+                  a->sr_seed == b->sr_seed && a->unfused_update == b->unfused_update &&
                   (a->kind != FP8_KIND_BLOCK || a->block_shape == b->block_shape),
                   "configuration %s differs after its settings: %s", a->label, text);
   }

@@ -26,6 +26,8 @@ engine):
   - many: 1 step, 70 per-tensor configurations (two launches of the fused kernel: 64 + 6);
   - ranks: a two-rank run folder with reduce_amax (the engine reduces over each tensor's
     ranks in end_phase);
+  - unfused: delayed scaling under TE's fused update and its unfused path (unfused_update,
+    issue 40) on amax.csv steps where half the tensors did not run, margin 10 included;
 and: `--device auto` takes the emulated GPU (its self-check passes); a module whose engine is
 wrong by one count (fp8lab-gpu-broken.so, tests/gpu/broken_module.c) makes `--device auto` warn
 in one line and run on the CPU, and `--device gpu` fail with exit 1 naming the first mismatch;
@@ -146,6 +148,44 @@ format = e4m3
 gemm = false
 """
 
+# issue 40: the fused update (an amax of 0 keeps the state) and TE's unfused one (the 0 rolled
+# in; margin 10: _default_sf_compute's two roundings) side by side, on amax.csv steps where
+# some tensors did not run (unfused_setup writes them)
+UNFUSED_INI = """[trace]
+path = trace
+[recipe.fused]
+kind = delayed
+format = hybrid
+history_len = 1, 2, 4
+margin = 0, 10
+[recipe.unfused]
+kind = delayed
+format = hybrid
+history_len = 1, 2, 4
+margin = 0, 10
+unfused_update = true
+[analysis]
+gemm = false
+"""
+
+
+def unfused_setup(d):
+    """amax.csv rows at steps 2 .. 13 for the snapshot's tensors (read from step_0's
+    safetensors header): every other tensor gets 0 at steps 4 .. 9 (it did not run), and one
+    tensor a tiny 1e-38 at step 11 (margin 10: the unfused scale is FLT_MAX, the fused finite)."""
+    import struct
+    with open(os.path.join(d, "trace", "step_0.safetensors"), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        names = sorted(k for k in json.loads(f.read(n)) if k != "__metadata__")
+    with open(os.path.join(d, "trace", "amax.csv"), "w") as f:
+        f.write("step,tensor,amax\n")
+        for t in range(2, 14):
+            for k, name in enumerate(names):
+                a = 0 if (k % 2 and 4 <= t <= 9) else (1.5 + k) * 1.25 ** (t % 5)
+                if k == 0 and t == 11:
+                    a = 1e-38
+                f.write("%d,%s,%.9g\n" % (t, name, a))
+
 
 def run(cmd, cwd=None, module=None):
     env = dict(os.environ)
@@ -184,6 +224,9 @@ def main():
         d = os.path.join(tmp, name)
         os.makedirs(d)
         for cmd in setup:
+            if callable(cmd):
+                cmd(d)
+                continue
             rc, out = run([fp8lab] + cmd, cwd=d)
             assert rc == 0, out
         with open(os.path.join(d, "exp.ini"), "w") as f:
@@ -223,6 +266,8 @@ def main():
         case("ranks", RANKS_INI, [["synth", "llm", "run/rank_0", "--steps", "2", "--seed", "1"],
                                   ["synth", "underflow", "run/rank_1", "--steps", "2", "--seed",
                                    "2"]], 3, False)
+        case("unfused", UNFUSED_INI, [["synth", "llm", "trace", "--steps", "2", "--seed", "5"],
+                                      unfused_setup], 12, False)
 
         # --device auto takes the GPU engine once its self-check passes
         d = os.path.join(tmp, "gemm")

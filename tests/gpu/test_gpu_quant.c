@@ -15,7 +15,7 @@
  *    current scaling, against counts taken literally from RECIPES.md's definitions;
  *  - the delayed-scaling update for many slots vs fp8_delayed_update / fp8_delayed_history
  *    after every step (random amax streams with zeros, inf, NaN, tiny values; L in
- *    {1, 2, 3, 16, 1024}; both amax_compute; both formats; margins).
+ *    {1, 2, 3, 16, 1024}; both amax_compute; both formats; margins; fused and unfused updates).
  * Label gpu; without a device: "skipped: no CUDA device (...)" and exit 77. A failure names the
  * first mismatch (indices and values). The same file built against the CUDA execution emulator
  * (tests/gpu/emu, FP8K_TEST_QUICK) is test_gpu_quant_emu, label cpu: the kernels' logic on every
@@ -706,13 +706,16 @@ static void test_delayed_update(void) {
   for (int32_t s = 0; s < nslots; s++) {
     fp8_delayed_params p;
     p.history_len = Ls[s / PER];
-    p.margin = (int32_t)(s % 5) - 2;
+    p.unfused_update = s % 3 == 1; /* TE's unfused rule: zeros rolled in, NaN propagates */
+    /* unfused slots reach margin 10 too, where RN32(RN32(448 / 1e-38) / 2^10) = FLT_MAX and the
+     * fused 0.4375 / 1e-38 is finite (_default_sf_compute's two roundings) */
+    p.margin = p.unfused_update ? 3 * (int32_t)(s % 5) - 2 : (int32_t)(s % 5) - 2;
     p.amax_compute = s % 2 ? FP8_AMAX_MOST_RECENT : FP8_AMAX_MAX;
     p.format = (s / 2) % 2 ? FP8_E5M2 : FP8_E4M3;
     T_EQ(fp8_delayed_init(&cpu[s], &p), FP8_OK);
     scale[s] = 1.0f;
     len[s] = p.history_len;
-    comp[s] = p.amax_compute;
+    comp[s] = FP8K_DELAYED_COMP(p.amax_compute, p.unfused_update, p.margin);
     smax[s] = fp8_scaled_max(p.format, p.margin);
   }
   for (int step = 0; step < STEPS; step++) {
@@ -726,9 +729,10 @@ static void test_delayed_update(void) {
     for (int32_t s = 0; s < nslots; s++) {
       float a = fp8_delayed_update(&cpu[s], last[s]);
       T_REQUIRE(f2u(cpu[s].scale) == f2u(scale[s]),
-                    "delayed step %d slot %d (L %d, %s, margin %d, %s): last amax %.9g: scale cpu "
-                    "%.9g (0x%08x), gpu %.9g (0x%08x)",
+                    "delayed step %d slot %d (L %d, %s%s, margin %d, %s): last amax %.9g: scale "
+                    "cpu %.9g (0x%08x), gpu %.9g (0x%08x)",
                     step, (int)s, (int)len[s], fp8_amax_compute_name(cpu[s].p.amax_compute),
+                    cpu[s].p.unfused_update ? " unfused" : "",
                     (int)cpu[s].p.margin, fp8_format_name(cpu[s].p.format), (double)last[s],
                     (double)cpu[s].scale, f2u(cpu[s].scale), (double)scale[s], f2u(scale[s]));
       T_REQUIRE(f2u(a) == f2u(used[s]) || (isnan(a) && isnan(used[s])),

@@ -144,7 +144,7 @@ static void test_delayed_update_async(void) {
   float smax[NS], scale[NS], used[NS], amax[M], *ring, hc[70], hg[70];
   for (int s = 0; s < NS; s++) {
     fp8_delayed_params p = {Ls[s % 5], s % 5 - 2, s % 2 ? FP8_AMAX_MOST_RECENT : FP8_AMAX_MAX,
-                            (s / 2) % 2 ? FP8_E5M2 : FP8_E4M3};
+                            (s / 2) % 2 ? FP8_E5M2 : FP8_E4M3, 0};
     GH_REQUIRE(fp8_delayed_init(&cpu[s], &p) == FP8_OK, "fp8_delayed_init");
     off[s] = total, total += p.history_len, len[s] = p.history_len, comp[s] = p.amax_compute;
     smax[s] = fp8_scaled_max(p.format, p.margin), scale[s] = 1.0f, head[s] = 0;

@@ -9,6 +9,9 @@ Traces from tools/reference/gen_trace.py, 4 ranks:
   - a single-rank trace with GEMM layers and the report (its layers spread over the
     processes: a layer's input, weight and grad_output in one process);
   - a trace with a tokens.csv per rank (issue 40: experts.csv, process 0's, the same bytes);
+  - an expert-parallel Mixture-of-Experts trace (gen_trace.py --moe 4 --ranks 2: each rank its
+    own experts, both the attention and router tensors; experts without tokens at some steps;
+    delayed scaling fused and unfused, reduce_amax; issue 40);
   - a single-rank trace whose names interleave (layers `a.fc`, `a.fc-2` and `a.fc.h`, whose
     tensors do not sort next to each other, and lone tensors between them), so that process 0
     must merge the processes' rows by tensor and by layer.
@@ -392,6 +395,12 @@ def main():
                        ["--reduce-amax", "--reduce-group", "2", "--reduce-stride", "2"],
                        micro=True, report=False)
         case_identical(binary, tmp, "single_rank", 83, 0, ["--blocks"])
+        # Mixture-of-Experts, expert-parallel (issue 40): 4 experts over 2 ranks (rank 0
+        # experts 0-1, rank 1 experts 2-3, attention and router on both: the ranks' tensor sets
+        # differ), zero-token expert steps, fused and unfused delayed updates, reduce_amax
+        # over the ranks that hold a tensor, exact GEMM errors
+        case_identical(binary, tmp, "expert_parallel", 84, 2, ["--moe", "4", "--reduce-amax"],
+                       report=False)
         case_interleaved(binary, tmp)
         case_tokens(binary, tmp)
         case_gpu_emu(binary, tmp)

@@ -11,6 +11,11 @@ reference: counts exactly, amax and scale bit-exactly, mse/snr_db to 1e-6 relati
 (rel_error to 1e-3 relative). Every case also checks that gemm.csv exists exactly when the
 reference expects one (gemm = true and a layer triplet at a snapshot step): absent otherwise.
 
+The "moe" cases (gen_trace.py --moe, issue 40) replay Mixture-of-Experts traces whose experts
+get no tokens at some steps, under TE's fused update and its unfused path (unfused_update) side
+by side, one rank and expert-parallel (experts split over two ranks, with and without
+reduce_amax), and require the two rules to differ somewhere in stream.csv.
+
 The "mixed recipes" case adds [recipe.*] sections with tensors globs and a shared label (one
 recipe of three kinds over the tensors) to a blocks case.
 
@@ -159,6 +164,31 @@ def case_ranks(binary, tmp, seed, nranks, extra, expect_gemm=False, independent=
     if independent:
         line += "; " + check_independent(binary, d, ini, nranks)
     print("  seed %d ranks %d %s: %s" % (seed, nranks, " ".join(extra), line))
+
+
+def case_moe(binary, tmp, seed, extra):
+    """A Mixture-of-Experts trace (gen_trace.py --moe, issue 40): experts that get no tokens
+    at some steps (amax 0, no snapshot entry), replayed under TE's fused update and its unfused
+    path (unfused_update = true) side by side, current scaling and exact GEMM errors; with
+    --ranks, expert-parallel (each rank its own experts, attention and router on all ranks)."""
+    d = os.path.join(tmp, "moe%d" % seed)
+    ini = os.path.join(d, "exp.ini")
+    rc, out = run([sys.executable, os.path.join(REF, "gen_trace.py"), os.path.join(d, "trace"),
+                   "--moe", "4", "--seed", str(seed), "--ini", ini] + extra)
+    assert rc == 0, out
+    rc, out = run([binary, "run", ini, "--quiet", "--no-report", "--threads", "2"])
+    assert rc == 0, out
+    line = compare(ini, os.path.join(d, "out"), expect_gemm=True)
+    # the two rules differ on this trace (else the case would not test the unfused one)
+    with open(os.path.join(d, "out", "stream.csv")) as f:
+        rows = [ln.split(",") for ln in f.read().splitlines()[1:]]
+    by = {}
+    for r in rows:  # tensor, step, format, history_len, margin, amax_compute -> {recipe: scale}
+        by.setdefault((r[0], r[2], r[4], r[5], r[6], r[7]), {})[r[3]] = r[10]
+    differ = sum(1 for v in by.values() if v.get("fused") != v.get("unfused"))
+    assert differ > 0, "fused and unfused scales never differ"
+    print("  seed %d moe %s: %s; %d stream keys where the rules differ" % (
+        seed, " ".join(extra), line, differ))
 
 
 def check_independent(binary, d, ini, nranks):
@@ -418,6 +448,13 @@ def main():
         ("micro-batches seed 61", lambda: case_micro(binary, tmp, 61, [])),
         ("micro-batches seed 62 ranks 2 reduce_amax",
          lambda: case_micro(binary, tmp, 62, ["--ranks", "2", "--reduce-amax"])),
+        # Mixture-of-Experts (issue 40): zero-token expert steps under TE's fused and unfused
+        # updates; expert-parallel ranks whose tensor sets differ (experts split over them)
+        ("moe seed 71", lambda: case_moe(binary, tmp, 71, [])),
+        ("moe seed 72 npy expert-parallel ranks 2",
+         lambda: case_moe(binary, tmp, 72, ["--npy", "--ranks", "2"])),
+        ("moe seed 73 expert-parallel ranks 2 reduce_amax",
+         lambda: case_moe(binary, tmp, 73, ["--ranks", "2", "--reduce-amax"])),
     ]
     passed = failed = 0
     try:

@@ -11,7 +11,8 @@ them. Checked:
     float32 values ("%.9g"), rank_<r>/ per run, te_log.json (interval, counts, tensors);
   - the trace replays byte for byte as an amax.csv written here from the same float32 values;
   - bad input, one line, exit 2, nothing written: a NaN amax, a (tensor, step) twice, no
-    cur_amax scalar, a non-empty folder without --force; --force replaces.
+    cur_amax scalar, a non-empty folder without --force; --force replaces;
+  - TE's GroupedLinear (issue 40): the layer <name>.gemm_<i> is written <name>.experts.<i>.
 Usage: test_te_tb.py FP8LAB_BIN. Exit 77 (skipped) without the tensorboard package unless
 FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
 """
@@ -219,6 +220,30 @@ def case_convert(tmp):
     print("converted: %d rows, replays byte-identical" % meta["amax_rows"])
 
 
+def case_grouped_linear(tmp):
+    """TE's GroupedLinear GEMM i (the layer <name>.gemm_<i>) is expert i of <name>, as
+    import-te names it (issue 40); a near miss keeps its name."""
+    d = os.path.join(tmp, "tb_gl")
+    os.makedirs(d)
+    gl = "decoder.layers.0.mlp.experts.linear_fc2"
+    write_events(os.path.join(d, "events.out.tfevents.1.h.1.0"),
+                 [event(step=s, scalars=[(gl + ".gemm_2_activation_cur_amax", 1.5 + s),
+                                         (gl + ".gemm_10_gradient_cur_amax", 0.5),
+                                         ("p.gemm_x_weight_cur_amax", 2.0)]) for s in (0, 1)])
+    tr = os.path.join(tmp, "trace_gl")
+    rc, so, se = tool([tr, d])
+    check(rc == 0, "GroupedLinear: exit %d %s" % (rc, se.strip()))
+    if rc:
+        return
+    with open(os.path.join(tr, "amax.csv")) as f:
+        got = f.read()
+    want = ("step,tensor,amax\n"
+            "0,%s.experts.10.grad_output,0.5\n0,%s.experts.2.input,1.5\n0,p.gemm_x.weight,2\n"
+            "1,%s.experts.10.grad_output,0.5\n1,%s.experts.2.input,2.5\n1,p.gemm_x.weight,2\n"
+            % (gl, gl, gl, gl))
+    check(got == want, "GroupedLinear amax.csv:\n%s" % got)
+
+
 def bad(tmp, label, events, want):
     d = os.path.join(tmp, "bad_" + label)
     os.makedirs(d)
@@ -238,7 +263,7 @@ def case_bad(tmp):
 
 
 def main():
-    TL.run_cases("fp8lab-tb-", [case_convert, case_bad], "te tensorboard")
+    TL.run_cases("fp8lab-tb-", [case_convert, case_grouped_linear, case_bad], "te tensorboard")
 
 
 if __name__ == "__main__":

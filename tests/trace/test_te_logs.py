@@ -15,6 +15,9 @@ fp8lab, with the equivalent multi-rank amax.csv trace written from the same numb
     fewer than 3 significant digits are counted; stderr says both;
   - the interval from iterations 3, 6, 9 (start_step 1, freq 3); a timestamped file name; the
     statistics folder given itself, relative paths from another working folder;
+  - TE's GroupedLinear (issue 40): the layers <name>.gemm_<i> become the expert GEMMs
+    <name>.experts.<i> in amax.csv and the replay, te_log.json keeps TE's layer; near misses
+    (gemm_x, gemm_, gemm_4x, a gemm_<i> that is not the last component) keep their names;
   - bad input, each one line naming the file and line, exit 2, nothing written: a malformed
     line, a name that is not <layer>_<tensor>_<stat>, a value that is not a number, a NaN
     cur_amax, a repeated iteration, a missing rank, two logs of one rank, no logs, no
@@ -63,6 +66,16 @@ LAYERS = ["decoder.1.self_attention.layernorm_linear_qkv", "decoder.1.layernorm_
 ROLE = {"activation": "input", "weight": "weight", "gradient": "grad_output"}
 
 
+def trace_layer(layer):
+    """TE's GroupedLinear logs expert i's GEMM as the layer <name>.gemm_<i> (TE >= 2.11,
+    grouped_linear.py _get_debug_quantizers: DebugQuantizer(self.name + f".gemm_{q_id}", ...));
+    the trace names it expert i of <name>: <name>.experts.<i> (issue 40)."""
+    head, last = layer.rsplit(".", 1) if "." in layer else ("", layer)
+    if last.startswith("gemm_") and last[5:].isdigit() and last[5:].isascii():
+        return (head + "." if head else "") + "experts." + last[5:]
+    return layer
+
+
 def make_logs(root, ranks=2, iters=range(0, 100, 5), zero=None, coarse=None, seed=1):
     """TE logs in root/nvdlfw_inspect_statistics_logs/ and the same cur_amax numbers as a dict
     {rank: [(step, tensor, text)]} (what the equivalent amax.csv holds)."""
@@ -87,7 +100,7 @@ def make_logs(root, ranks=2, iters=range(0, 100, 5), zero=None, coarse=None, see
                             v = 0.0012
                         out.append(te_line("%s_%s_%s" % (L, t, st), it, v))
                         if st == "cur_amax" and t != "wgrad" and "%.4f" % v != "0.0000":
-                            rows[r].append((it, "%s.%s" % (L, ROLE[t]), "%.4f" % v))
+                            rows[r].append((it, "%s.%s" % (trace_layer(L), ROLE[t]), "%.4f" % v))
         with open(os.path.join(d, "nvdlfw_inspect_globalrank-%d.log" % r), "w") as f:
             f.writelines(out)
     return rows
@@ -169,7 +182,9 @@ def case_equivalent(tmp):
     check(tens["odd_weight_name.proj.weight"]["te_layer"] == "odd_weight_name.proj" and
           tens["odd_weight_name.proj.weight"]["te_tensor"] == "weight", tens.get("odd_weight_name.proj.weight"))
     check("Layer_3.weight" not in tens and "Layer_3.grad_output" not in tens, "Layer_3 logs less")
-    check(tens["moe.experts.gemm_0.grad_output"]["logged"] == 20, tens["moe.experts.gemm_0.grad_output"])
+    # the GroupedLinear moe.experts's GEMM 0: expert 0 of it, TE's layer name in te_layer
+    g0 = tens.get("moe.experts.experts.0.grad_output", {})
+    check(g0.get("logged") == 20 and g0.get("te_layer") == "moe.experts.gemm_0", g0)
     # the replays: byte for byte
     a = replay(tmp, amax_trace, "amax")
     b = replay(tmp, imp, "te")
@@ -367,6 +382,49 @@ def case_interval_and_names(tmp):
     check(meta["files"][0]["file"] == "nvdlfw_inspect_20250603_123456_globalrank-0.log", meta["files"])
 
 
+def case_grouped_linear(tmp):
+    """TE's GroupedLinear (issue 40): its GEMM i logs as the layer <name>.gemm_<i>, imported as
+    expert i of <name> (GEMM <name>.experts.<i>); near misses keep their names. Expected names
+    written out here, not derived."""
+    d = os.path.join(tmp, "gl", "nvdlfw_inspect_statistics_logs")
+    os.makedirs(d)
+    gl = "decoder.layers.0.mlp.experts.linear_fc1"
+    layers = {gl + ".gemm_0": gl + ".experts.0", gl + ".gemm_1": gl + ".experts.1",
+              gl + ".gemm_12": gl + ".experts.12", "gemm_3": "experts.3",
+              "a.gemm_x": "a.gemm_x", "b.gemm_": "b.gemm_", "c.gemm_4x": "c.gemm_4x",
+              "d.gemm_5.proj": "d.gemm_5.proj"}
+    with open(os.path.join(d, "nvdlfw_inspect_globalrank-0.log"), "w") as f:
+        for it in (0, 1):
+            for k, L in enumerate(sorted(layers)):
+                f.write(te_line("%s_activation_cur_amax" % L, it, 1.5 + k + it))
+                f.write(te_line("%s_gradient_cur_amax" % L, it, 0.25 * (k + 1)))
+    trace = os.path.join(tmp, "gl_trace")
+    rc, so, se = run(["import-te", os.path.join(tmp, "gl"), trace])
+    check(rc == 0, "GroupedLinear import: %d %r" % (rc, se))
+    if rc:
+        return
+    with open(os.path.join(trace, "amax.csv")) as f:
+        got = list(csv.reader(f))
+    want = [["step", "tensor", "amax"]]
+    for it in (0, 1):
+        per = []
+        for k, L in enumerate(sorted(layers)):
+            per.append([str(it), layers[L] + ".input", "%.9g" % f32("%.4f" % (1.5 + k + it))])
+            per.append([str(it), layers[L] + ".grad_output", "%.9g" % f32("%.4f" % (0.25 * (k + 1)))])
+        want += sorted(per, key=lambda x: x[1])
+    check(got == want, "GroupedLinear amax.csv:\n%s\nwant\n%s" % (got, want))
+    meta = json.load(open(os.path.join(trace, "te_log.json")))
+    tl = {t["tensor"]: t["te_layer"] for t in meta["tensors"]}
+    check(tl.get(gl + ".experts.12.input") == gl + ".gemm_12" and
+          tl.get("experts.3.grad_output") == "gemm_3", "te_layer keeps TE's names: %s" % tl)
+    # the replay sees the experts under their expert names
+    out = replay(tmp, trace, "gl")
+    with open(os.path.join(out, "stream.csv")) as f:
+        names = {r["tensor"] for r in csv.DictReader(f)}
+    check(gl + ".experts.1.input" in names and gl + ".gemm_1.input" not in names, sorted(names))
+    print("GroupedLinear: %d expert GEMMs named <name>.experts.<i>" % 4)
+
+
 def bad(tmp, label, lines=None, files=None, want=None, line=None):
     """A log folder that must be refused: exit 2, one line naming the file (and line)."""
     d = os.path.join(tmp, "bad_" + label)
@@ -427,7 +485,8 @@ def run_cases(prefix, cases, label):
 
 def main():
     run_cases("fp8lab-te-", [case_equivalent, case_stream_only_report, case_te_scales,
-                             case_zero_and_coarse, case_interval_and_names, case_bad], "te logs")
+                             case_zero_and_coarse, case_interval_and_names, case_grouped_linear,
+                             case_bad], "te logs")
 
 
 if __name__ == "__main__":

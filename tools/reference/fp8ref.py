@@ -53,6 +53,14 @@ silent), derived here from those definitions:
              non-zero amax (its group's max under reduce_amax), the same in every
              configuration; with [analysis] warmup_steps = N the first N replay steps
 
+Delayed scaling (issue 40): an amax of 0 keeps history and scale (TE's fused update, the
+default); a delayed section with unfused_update = true follows TE's unfused Python path instead
+(transformer_engine/pytorch/quantization.py, _default_get_amax_and_update_history and
+_default_sf_compute): every amax is rolled in, 0 included, torch.max over the history (NaN
+propagates), scale = (fp8_max / amax) / 2**margin in float32, kept where the max is 0 or not
+finite. Experts split over ranks (expert parallelism) are tensors some ranks lack: with
+reduce_amax the max is over the ranks of the group that hold the tensor.
+
 Module API (used by tests/tools/reference/test_ref_*.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
   round_extended(), clipped_mask(), overshoot(), cos_sim(), cos_sim_bound(),
@@ -302,9 +310,10 @@ def _div32(a, b):
 
 
 class DelayedState:
-    """TE fused delayed scaling state for one (tensor, configuration)."""
+    """TE delayed scaling state for one (tensor, configuration): the fused CUDA update by
+    default; unfused=True: TE's unfused Python path (NVTE_UNFUSED_FP8_UPDATE=1, issue 40)."""
 
-    def __init__(self, fmt, history_len=1024, margin=0, amax_compute="max"):
+    def __init__(self, fmt, history_len=1024, margin=0, amax_compute="max", unfused=False):
         if int(history_len) < 1:
             raise ValueError("history_len must be >= 1")
         if amax_compute not in ("max", "most_recent"):
@@ -313,22 +322,30 @@ class DelayedState:
         self.L = int(history_len)
         self.margin = int(margin)
         self.amax_compute = amax_compute
+        self.unfused = bool(unfused)
         self.scale = F32(1.0)
         # history[1..L-1] of RECIPES.md (slot 0 is always 0 after a roll and never read)
         self.hist = np.zeros(self.L - 1, dtype=np.float32)
 
     def update(self, last):
         last = F32(last)
-        if last == 0:
-            return self.scale          # module did not run: keep everything
+        if last == 0 and not self.unfused:
+            return self.scale          # module did not run: keep everything (TE PR #825)
+        # unfused (quantization.py _default_get_amax_and_update_history): history[0] = last,
+        # amax = torch.max(history) -- NaN propagates -- then the roll, for every amax, 0 too
         window = np.concatenate([self.hist, np.array([last], dtype=np.float32)])
-        amax_max = F32(np.fmax.reduce(window))  # NaN ignored unless all NaN
+        if self.unfused:
+            amax_max = F32(np.max(window))       # NaN wins, as torch.max
+        else:
+            amax_max = F32(np.fmax.reduce(window))  # NaN ignored unless all NaN
         if self.L > 1:
             self.hist = window[1:].copy()        # roll: history[L-1] = last
         amax = amax_max if self.amax_compute == "max" else last
-        sm = scaled_max(self.fmt, self.margin)
         if np.isfinite(amax) and amax > 0:
-            s = _div32(sm, amax)
+            if self.unfused:  # _default_sf_compute: (fp8_max / amax) / 2**margin
+                s = _div32(_div32(F32(self.fmt.max), amax), F32(2.0 ** self.margin))
+            else:
+                s = _div32(scaled_max(self.fmt, self.margin), amax)
             if np.isinf(s):
                 s = FLT_MAX
             self.scale = s
@@ -1149,8 +1166,9 @@ _FORMAT_NAMES = ("hybrid", "e4m3", "e5m2")
 
 class Config:
     def __init__(self, label, kind, fmt, history_len=None, margin=0, amax_compute=None,
-                 amax_epsilon=0.0, pow2=False, rounding="ceil", block="auto"):
+                 amax_epsilon=0.0, pow2=False, rounding="ceil", block="auto", unfused=False):
         self.label = label
+        self.unfused = unfused        # delayed: TE's unfused update (unfused_update = true)
         self.kind = kind
         self.fmt = fmt
         self.history_len = history_len
@@ -1279,8 +1297,11 @@ def parse_experiment(path, warn=sys.stderr):
             first_config = len(exp.configs)
             kind = kv.get("kind", "").strip()
             if kind == "delayed":
-                known = {"kind", "format", "history_len", "margin", "amax_compute"}
+                known = {"kind", "format", "history_len", "margin", "amax_compute",
+                         "unfused_update"}
                 fmts = _formats(sec, kv)
+                # issue 40: one value per section (no output column tells the rules apart)
+                unfused = _bool(_single(sec, kv, "unfused_update", "false"))
                 hls = [int(v) for v in _list(kv.get("history_len", "1024"))]
                 ms = [int(v) for v in _list(kv.get("margin", "0"))]
                 acs = _list(kv.get("amax_compute", "max"))
@@ -1294,7 +1315,8 @@ def parse_experiment(path, warn=sys.stderr):
                     for h in hls:
                         for m in ms:
                             for a in acs:
-                                exp.configs.append(Config(label, "delayed", f, h, m, a))
+                                exp.configs.append(Config(label, "delayed", f, h, m, a,
+                                                          unfused=unfused))
             elif kind == "current":
                 known = {"kind", "format", "amax_epsilon", "pow2", "margin"}
                 fmts = _formats(sec, kv)
@@ -1509,7 +1531,7 @@ def replay_full(exp, trace):
         if st is None:
             cfg = exp.configs[ci]
             st = state[(name, ci)] = DelayedState(fmt, cfg.history_len, cfg.margin,
-                                                  cfg.amax_compute)
+                                                  cfg.amax_compute, cfg.unfused)
         return st
 
     def warm_of(si, name):

@@ -4,6 +4,8 @@ against the Python reference (fp8ref.py).
 
   gen_trace.py DIR [--seed S] [--ini PATH] [--out OUTDIR] [--npy] [--select] [--blocks]
                [--ranks R] [--reduce-amax] [--reduce-group N] [--reduce-stride S]
+  gen_trace.py DIR --moe E [--ranks R] [--seed S] [--ini PATH] [--out OUTDIR] [--npy]
+               [--reduce-amax] [--reduce-group N]
 
 DIR gets step_<N>.safetensors snapshots (own writer: 8-byte LE header length, JSON header
 padded with a random number of spaces so that the data does not always start 4-aligned, then
@@ -38,6 +40,15 @@ amax.csv-only tensor of its own (ghost_r<r>.input) besides the shared ones. --re
 (reduce_stride = S) to the INI; with --select,
 the tensors selection also keeps rank_0/*.input (a glob with '/', matched against the
 rank-prefixed name).
+
+--moe E writes a Mixture-of-Experts trace instead (issue 40; generate_moe): one attention GEMM,
+the router (mlp.gate) and E expert GEMMs model.layers.0.mlp.experts.<e>.gate_up_proj, steps
+0 .. 29, snapshots at every third step, amax.csv at every step, tokens.csv; experts get no
+tokens at some steps (amax 0 for input and grad_output, absent from the snapshot; the weight
+recorded every step), expert E-1 none at steps 6 .. 17. With --ranks R the experts are split
+over the ranks (expert parallelism: rank r holds experts r*E/R .. (r+1)*E/R - 1), attention and
+router on every rank. Its INI sweeps delayed scaling under both rules (unfused_update) and
+current scaling, with exact GEMM errors.
 
 Everything is drawn from numpy's Generator seeded with S: the same seed gives the same files.
 """
@@ -496,6 +507,123 @@ def generate_ranks(dirpath, seed, nranks, npy=False, blocks=False):
     return snap_steps, specs, csv_only
 
 
+# --------------------------------------------------------------------------------------------
+# Mixture-of-Experts traces (--moe E; issue 40)
+# --------------------------------------------------------------------------------------------
+
+MOE_DIM, MOE_HID = 24, 16   # d_model, expert hidden width
+
+
+def moe_names(nexperts):
+    """(attention GEMMs, router GEMM, expert GEMMs) of layer 0, the issue's naming."""
+    return (["model.layers.0.self_attn.q_proj"], "model.layers.0.mlp.gate",
+            ["model.layers.0.mlp.experts.%d.gate_up_proj" % e for e in range(nexperts)])
+
+
+def generate_moe(dirpath, seed, nexperts, nranks=0, npy=False):
+    """An MoE trace: attention and router GEMMs on every rank, E expert GEMMs (input, weight,
+    grad_output each), steps 0 .. 29, snapshots at every third step and amax.csv rows at every
+    step. Each step routes a random number of tokens to each expert, and 0 to some (runs of
+    steps without tokens, expert E-1 none from step 6 to 17, plus random ones): there its input
+    and grad_output have amax 0 in amax.csv and no snapshot entry, while its weight is recorded
+    every step (TE quantizes every expert's weight every step); tokens.csv says how many. With
+    nranks R (expert parallelism): rank_<r>/ holds experts r*E/R .. (r+1)*E/R - 1 and its own
+    attention and router tensors (values drawn per rank)."""
+    rng = np.random.default_rng([seed, 4040])
+    attn, gate, experts = moe_names(nexperts)
+    steps = list(range(30))
+    snaps = set(range(0, 30, 3))
+    ranks = max(nranks, 1)
+    assert nexperts % ranks == 0, "--moe E must be a multiple of --ranks"
+    per = nexperts // ranks
+    # tokens[t][e]: the expert's routed rows at step t (0: none)
+    tokens = []
+    for t in steps:
+        row = []
+        for e in range(nexperts):
+            k = int(rng.integers(1, 9))
+            if (e == nexperts - 1 and 6 <= t <= 17) or rng.random() < 0.2:
+                k = 0
+            row.append(k)
+        tokens.append(row)
+    for r in range(ranks):
+        rr = np.random.default_rng([seed, 4041, r])
+        d = os.path.join(dirpath, "rank_%d" % r) if nranks else dirpath
+        os.makedirs(d, exist_ok=True)
+        mine = experts[r * per:(r + 1) * per]
+        amax_rows, tok_rows = [], []
+        w = {g: (rr.standard_normal((MOE_HID, MOE_DIM)) * 0.02).astype(np.float32)
+             for g in attn + [gate] + mine}
+        for t in steps:
+            tensors = []
+            for g in attn + [gate] + mine:
+                e = experts.index(g) if g in experts else None
+                n = 12 if e is None else tokens[t][e]
+                w[g] = (w[g] * np.float32(1.0 + 0.01 * rr.standard_normal())).astype(np.float32)
+                vals = {"weight": w[g]}
+                if n:
+                    x = rr.standard_normal((n, MOE_DIM)).astype(np.float32)
+                    if rr.random() < 0.15:   # an outlier channel now and then
+                        x[:, int(rr.integers(0, MOE_DIM))] *= np.float32(2.0 ** rr.integers(4, 9))
+                    vals["input"] = x
+                    vals["grad_output"] = (rr.standard_normal((n, MOE_HID)) *
+                                           2.0 ** rr.uniform(-16, -10)).astype(np.float32)
+                for role in ("input", "weight", "grad_output"):
+                    name = "%s.%s" % (g, role)
+                    a = vals.get(role)
+                    amax = float(np.abs(a).max()) if a is not None else 0.0
+                    if t in snaps and a is not None:
+                        tensors.append((name, "F32", a))
+                        amax_rows.append((t, name, "%.9g" % amax))   # exactly the snapshot's
+                    else:
+                        amax_rows.append((t, name, amax_text(rr, amax)))
+                if e is not None:
+                    tok_rows.append((t, g, n))
+            if t in snaps:
+                if npy:
+                    write_npy_dir(os.path.join(d, "step_%d" % t), tensors)
+                else:
+                    write_safetensors(os.path.join(d, "step_%d.safetensors" % t), tensors, rr)
+        with open(os.path.join(d, "amax.csv"), "w") as f:
+            f.write("step,tensor,amax\n")
+            for t, name, txt in amax_rows:
+                f.write("%d,%s,%s\n" % (t, name, txt))
+        with open(os.path.join(d, "tokens.csv"), "w") as f:
+            f.write("step,gemm,tokens\n")
+            for t, g, n in tok_rows:
+                f.write("%d,%s,%d\n" % (t, g, n))
+    return sorted(snaps), attn + [gate] + experts, tokens
+
+
+MOE_INI = """; generated by tools/reference/gen_trace.py --moe {nexperts} --seed {seed}
+[trace]
+path = {path}
+{reduce}
+[recipe.fused]
+kind = delayed
+history_len = 1, 2, 4, 16
+margin = 0, 1
+amax_compute = max, most_recent
+
+[recipe.unfused]
+kind = delayed
+history_len = 1, 2, 4, 16
+margin = 0, 1
+amax_compute = max, most_recent
+unfused_update = true
+
+[recipe.cur]
+kind = current
+
+[analysis]
+gemm = true
+gemm_error = exact
+
+[output]
+dir = {out}
+"""
+
+
 INI = """; generated by tools/reference/gen_trace.py --seed {seed}
 [trace]
 path = {path}
@@ -595,7 +723,28 @@ def main(argv=None):
                     help="[trace] reduce_amax = true in the INI")
     ap.add_argument("--reduce-group", type=int, help="[trace] reduce_group = N in the INI")
     ap.add_argument("--reduce-stride", type=int, help="[trace] reduce_stride = S in the INI")
+    ap.add_argument("--moe", type=int, default=0, metavar="E",
+                    help="write a Mixture-of-Experts trace with E experts instead (with --ranks "
+                         "R: expert-parallel, E/R experts per rank)")
     args = ap.parse_args(argv)
+    if args.moe:
+        snap_steps, gemms, _ = generate_moe(args.dir, args.seed, args.moe, args.ranks, args.npy)
+        if args.ini:
+            base = os.path.dirname(os.path.abspath(args.ini))
+            reduce = ""
+            if args.reduce_amax:
+                reduce += "reduce_amax = true\n"
+            if args.reduce_group is not None:
+                reduce += "reduce_group = %d\n" % args.reduce_group
+            with open(args.ini, "w") as f:
+                f.write(MOE_INI.format(
+                    nexperts=args.moe, seed=args.seed, reduce=reduce,
+                    path=os.path.relpath(os.path.abspath(args.dir), base),
+                    out=os.path.relpath(os.path.abspath(args.out), base) if args.out else "out"))
+        print("gen_trace: MoE, %d experts, %d snapshots, %d GEMMs%s -> %s" % (
+            args.moe, len(snap_steps), len(gemms),
+            ", %d ranks (expert-parallel)" % args.ranks if args.ranks else "", args.dir))
+        return 0
     if args.ranks:
         snap_steps, specs, _ = generate_ranks(args.dir, args.seed, args.ranks, args.npy,
                                               args.blocks)

@@ -74,6 +74,40 @@ def delayed_window_L5():
 
 
 @test
+def delayed_moe_zero_steps_fused_and_unfused():
+    """Issue 40: an expert without tokens (amax 0). Fused (TE's default): history and scale
+    kept. Unfused (NVTE_UNFUSED_FP8_UPDATE=1, unfused_update = true): the 0 is rolled in and
+    the scale recomputed from the window, kept where its max is 0. Scales used at each step."""
+    seq = [2, 0, 0, 8, 0, 3, 0, 0, 0]
+    s3 = float(F32(448) / F32(3))                      # 149.333328
+    for L in (2, 4):
+        used, fin = run_delayed(seq, history_len=L)
+        assert [float(u) for u in used] == [1, 224, 224, 224, 56, 56, 56, 56, 56] and fin == 56
+    used, fin = run_delayed(seq, history_len=2, unfused=True)
+    # windows after each step: {0,2} {2,0} {0,0}: kept {0,8} {8,0} {0,3} {3,0} {0,0}: kept
+    assert [float(u) for u in used] == [1, 224, 224, 224, 56, 56, s3, s3, s3] and fin == s3
+    used, fin = run_delayed(seq, history_len=4, unfused=True)
+    # {0,0,0,2} {0,0,2,0} {0,2,0,0} {2,0,0,8} {0,0,8,0} {0,8,0,3} {8,0,3,0} {0,3,0,0}
+    assert [float(u) for u in used] == [1, 224, 224, 224, 56, 56, 56, 56, s3] and fin == s3
+    # most_recent: a 0 keeps the scale under both rules
+    for unf in (False, True):
+        _, fin = run_delayed(seq, history_len=4, amax_compute="most_recent", unfused=unf)
+        assert fin == s3
+    # torch.max propagates NaN: the scale is kept while the NaN is in the window (L = 2: two
+    # steps), where the fused kernel's fmaxf ignores it
+    used, _ = run_delayed([2, np.nan, 4, 1, 1], history_len=2, unfused=True)
+    assert [float(u) for u in used] == [1, 224, 224, 224, 112], used
+    used, _ = run_delayed([2, np.nan, 4, 1, 1], history_len=2)
+    assert [float(u) for u in used] == [1, 224, 224, 112, 112], used
+    # _default_sf_compute's two roundings: 448 / 1e-38 overflows (inf -> FLT_MAX) before the
+    # division by 2^8, where the fused scaled_max 1.75 / 1e-38 = 1.75e38 is finite
+    _, fin = run_delayed([1e-38], history_len=1, margin=8, unfused=True)
+    assert fin == np.finfo(np.float32).max
+    _, fin = run_delayed([1e-38], history_len=1, margin=8)
+    assert fin == F32(1.75) / F32(1e-38) and np.isfinite(fin)
+
+
+@test
 def delayed_matches_closed_form():
     """scale used at t = scaled_max / max(a_{t-L}..a_{t-1}) over the non-zero amaxes."""
     rng = np.random.default_rng(3)
