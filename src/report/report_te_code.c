@@ -23,6 +23,7 @@ typedef struct {
   const char *name; /* into a misfit's tensor name, without its rank_<r>/ prefix */
   size_t len;
   int32_t rem;      /* rep_remedy's, the strongest over the module's advised tensors */
+  int router;       /* a Mixture-of-Experts router kept in BF16 ([analysis] routers = bf16) */
 } te_mod;
 
 /* The name without a multi-rank trace's "rank_<r>/" prefix: ranks share their modules. */
@@ -143,9 +144,10 @@ static void put_footer(FILE *fp) {
 
 int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
   const fp8_recommendation *x = rep_model_rec(r);
-  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !x->nmisfits)
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget ||
+      (!x->nmisfits && !r->router_group))
     return FP8_OK; /* advice.ini's condition: no per-module advice */
-  te_mod *m = calloc(x->nmisfits, sizeof *m);
+  te_mod *m = calloc(x->nmisfits + r->tab.ngroups + 1, sizeof *m);
   if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   size_t nm = 0;
   for (size_t k = 0; k < x->nmisfits; k++) {
@@ -153,8 +155,16 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
     size_t len = te_module_len(t), j = 0;
     int32_t rem = rep_remedy(r, x, x->misfits[k]);
     while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
-    if (j == nm) m[nm++] = (te_mod){t, len, rem};
+    if (j == nm) m[nm++] = (te_mod){t, len, rem, 0};
     else if (stronger(rem, m[j].rem)) m[j].rem = rem;
+  }
+  /* the routers (left out of the advice): their modules kept out of FP8 */
+  for (size_t g = 0; r->router_group && g < r->tab.ngroups; g++) {
+    if (!r->router_group[g]) continue;
+    const char *t = strip_rank(r->tab.groups[g].tensor);
+    size_t len = te_module_len(t), j = 0;
+    while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
+    if (j == nm) m[nm++] = (te_mod){t, len, REP_REMEDY_BF16, 1};
   }
   const char *fmt = rep_te_format(r, x);
   fp8_outfile of;
@@ -182,6 +192,10 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
     }
     /* which of its tensors asked for what (the report's table of misfits) */
     fputs("  #", fp);
+    if (m[j].router) {
+      fputs(" Mixture-of-Experts router: kept out of FP8 ([analysis] routers = bf16)\n", fp);
+      continue;
+    }
     for (size_t k = 0, n = 0; k < x->nmisfits; k++) {
       const char *t = strip_rank(x->misfits[k]);
       if (te_module_len(t) != m[j].len || strncmp(t, m[j].name, m[j].len) != 0) continue;

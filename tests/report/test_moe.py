@@ -283,6 +283,10 @@ def check_report(out):
         want = sorted("model.layers.%d.mlp.gate.%s" % (l, r) for l in range(LAYERS)
                       for r in ("input", "weight", "grad_output"))
         check(got == want, "advice_bf16 tensors %s" % got)
+    te = open(os.path.join(out, "te_recipe.py")).read()
+    mods = re.findall(r'^    "([^"]+)": (.*?),  #', te, re.M)
+    routers = sorted("model.layers.%d.mlp.gate" % l for l in range(LAYERS))
+    check(sorted(n for n, v in mods if v == "None") == routers, "te_recipe.py: %s" % mods)
     model = [r for r in load_csv(os.path.join(out, "recommendations.csv")) if r["scope"] == "model"]
     check(len(model) == 1 and model[0]["of"] == "216", "model scope of %s" %
           (model[0]["of"] if model else None))
