@@ -53,15 +53,37 @@ static void mixed_label(cfg_t *c) {
   snprintf(c->label, sizeof c->label, "%s (per tensor)", c->key.recipe);
 }
 
+/* A new configuration at r->cfgs[r->ncfg] (zeroed; no GEMM error until gemm.csv gives one,
+ * rep_add_gemm: a run without it has no section), the array grown as needed with one spare
+ * entry past the last. The array was one entry per group (500 bytes each: 1 GB for the 2.15 M
+ * groups of a MoE run of 24 configurations, every entry written). FP8_OK or FP8_ENOMEM. */
+static int new_config(rep_t *r, size_t *cap) {
+  if (r->ncfg + 2 > *cap) {
+    size_t nc = *cap ? 2 * *cap : 16;
+    cfg_t *g = realloc(r->cfgs, nc * sizeof *g);
+    if (!g) return FP8_ENOMEM;
+    r->cfgs = g;
+    for (size_t c = *cap; c < nc; c++) {
+      memset(&r->cfgs[c], 0, sizeof r->cfgs[c]);
+      for (int k = 0; k < FP8_GEMM_COUNT; k++) r->cfgs[c].gemm_median[k] = NAN;
+    }
+    *cap = nc;
+  }
+  return FP8_OK;
+}
+
 /* The configurations in experiment order (a tensor's groups are in file order, and the first
- * tensor with the most groups has them all) and each group's. */
-static void assign_configs(rep_t *r) {
+ * tensor with the most groups has them all) and each group's. FP8_OK or FP8_ENOMEM. */
+static int assign_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
+  size_t cap = 0;
+  if (new_config(r, &cap)) return FP8_ENOMEM; /* the spare entry of a table without groups */
   for (size_t g = 0; g < t->ngroups; g++) {
     const fp8_steps_group *gr = &t->groups[g];
     size_t c = 0;
     while (c < r->ncfg && !cfg_same(&r->cfgs[c], gr)) c++;
     if (c == r->ncfg) {
+      if (new_config(r, &cap)) return FP8_ENOMEM;
       cfg_t *n = &r->cfgs[r->ncfg++];
       n->key = gr->key;
       n->mixed = label_is_mixed(t, gr->key.recipe);
@@ -70,6 +92,7 @@ static void assign_configs(rep_t *r) {
     }
     r->gcfg[g] = c;
   }
+  return FP8_OK;
 }
 
 /* Each configuration's overflow and finite totals and the median of its tensors' median SNRs. */
@@ -210,15 +233,12 @@ static size_t overflowing(const rep_t *r, ov_t *out);
 
 int rep_build_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
-  r->cfgs = calloc(t->ngroups + 1, sizeof *r->cfgs);
   r->gcfg = calloc(t->ngroups + 1, sizeof *r->gcfg);
-  if (!r->cfgs || !r->gcfg) return FP8_ENOMEM;
-  /* no GEMM error until gemm.csv gives one (rep_add_gemm): a run without it has no section */
-  for (size_t c = 0; c <= t->ngroups; c++)
-    for (int g = 0; g < FP8_GEMM_COUNT; g++) r->cfgs[c].gemm_median[g] = NAN;
+  if (!r->gcfg) return FP8_ENOMEM;
   r->gemm_halfwidth = NAN;
-  assign_configs(r);
-  int rc = aggregate_configs(r);
+  int rc = assign_configs(r);
+  if (rc) return rc;
+  rc = aggregate_configs(r);
   if (rc) return rc;
   find_identical(r);
   choose_reference(r);
