@@ -19,7 +19,7 @@
       (mlp.experts.E.gate_up_proj, mlp.experts.E.down_proj) and a shared expert
       (mlp.shared_experts.{gate,up,down}_proj); lm_head; roles input, weight, grad_output:
       90,729 tensors (89,088 of them routed experts') x 1,000 steps = 90.7 M rows in
-      DIR/amax.csv (6.5 GB); DIR/tokens.csv (`step,gemm,tokens`, one row per step and expert
+      DIR/amax.csv (6.1 GB); DIR/tokens.csv (`step,gemm,tokens`, one row per step and expert
       GEMM: 29.7 M rows); one tiny snapshot at step 0 (4 x 8 or 8 x 8; an expert that got no
       token at step 0 has no input or grad_output there: it did not run).
       Routing: --tokens tokens a step, top-8 of 256 drawn as a multinomial of 8 x tokens over

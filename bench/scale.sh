@@ -28,7 +28,7 @@
 # above; history 1024 x margin 0, 1, 2 x max, most_recent; TE's default) run with
 # [output] stream = npy (time, peak RSS, the stream's bytes per row) and its report (time, peak
 # RSS; no ulimit), each run folder removed after its report unless KEEP=1. Disk: the trace
-# (7.6 GB) + the largest run folder (10.8 GB at K=24, 1,000 steps): about 19 GB; memory: the
+# (7.6 GB) + the largest run folder (11.3 GB at K=24, 1,000 steps): about 19 GB; memory: the
 # run about 8 GB at K=24 (the amax rows, 24 bytes each, and 24 histories per tensor).
 # Environment: FP8LAB (default build/fp8lab), READPASS (build/bench_readpass), OUT (default a
 # new temporary folder), REPS (3), STEPS70 (10000: every step; 500 takes a minute), KEEP (0),
