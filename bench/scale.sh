@@ -21,9 +21,20 @@
 # then once each (STEPS70 steps of a70, 24 delayed configurations):
 #   inspect a70 (time, peak RSS); run (time, peak RSS, the stream's bytes per row and write
 #   rate); report of that run (time, peak RSS).
+# Opt-in, MOE=1 (after the rest) or MOE=only (alone): a DeepSeek-V3-shaped amax stream (issue
+# 40; gen_scale.py amaxmoe: 90,729 tensors, 89,088 of them routed experts', x STEPSMOE steps,
+# amax.csv 6.1 GB and tokens.csv 1.5 GB at 1,000 steps, one tiny snapshot), once each: the
+# generator, inspect, then for each K of MOECONFIGS ("24 6 1": the 24 delayed configurations
+# above; history 1024 x margin 0, 1, 2 x max, most_recent; TE's default) run with
+# [output] stream = npy (time, peak RSS, the stream's bytes per row) and its report (time, peak
+# RSS; no ulimit), each run folder removed after its report unless KEEP=1. Disk: the trace
+# (7.6 GB) + the largest run folder (11.3 GB at K=24, 1,000 steps): about 19 GB; memory: the
+# run about 8 GB at K=24 (the amax rows, 24 bytes each, and 24 histories per tensor).
 # Environment: FP8LAB (default build/fp8lab), READPASS (build/bench_readpass), OUT (default a
 # new temporary folder), REPS (3), STEPS70 (10000: every step; 500 takes a minute), KEEP (0),
-# PYTHON (python3 with numpy), REPORT_MEM_KB (4000000: the report's ulimit -v). Progress on stderr; the table on stdout and in OUT/results.md.
+# PYTHON (python3 with numpy), REPORT_MEM_KB (4000000: the report's ulimit -v), MOE (0; 1 or
+# only), STEPSMOE (1000), MOECONFIGS ("24 6 1"). Progress on stderr; the table on stdout and in
+# OUT/results.md.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,25 +46,32 @@ STEPS70=${STEPS70:-10000}
 KEEP=${KEEP:-0}
 PYTHON=${PYTHON:-python3}
 REPORT_MEM_KB=${REPORT_MEM_KB:-4000000}
+MOE=${MOE:-0}
+STEPSMOE=${STEPSMOE:-1000}
+MOECONFIGS=${MOECONFIGS:-24 6 1}
 OUT=${OUT:-$(mktemp -d /tmp/fp8lab-scale.XXXXXX)}
 say() { echo "scale.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
-for b in "$FP8LAB" "$READPASS"; do
+case $MOE in 0 | 1 | only) ;; *) die "MOE must be 0, 1 or only (not '$MOE')" ;; esac
+bins=("$FP8LAB")
+[ "$MOE" != only ] && bins+=("$READPASS")
+for b in "${bins[@]}"; do
   [ -x "$b" ] || die "no $b (cmake --build build --target fp8lab bench_readpass)"
 done
 command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (Debian: time)"
 mkdir -p "$OUT/ex" "$OUT/logs"
 cd "$OUT"
 
-if [ ! -f big/amax.csv ]; then
-  say "generating the big trace (9 GB) in $OUT/big"
-  "$PYTHON" "$here/gen_scale.py" big big >&2
-fi
-if [ ! -f a70/amax.csv ]; then
-  say "generating the 70B-shaped amax stream in $OUT/a70"
-  "$PYTHON" "$here/gen_scale.py" amax70b a70 >&2
-fi
-
+# one timed command: "<seconds> <peak KB>" appended to OUT/times.csv as name,round,s,kb
+timed() { # name round cmd...
+  local name=$1 round=$2
+  shift 2
+  /usr/bin/time -f "%e %M" -o "$OUT/logs/t" "$@" > "$OUT/logs/$name.log" 2>&1 ||
+    die "$name failed (exit $?): see $OUT/logs/$name.log"
+  read -r s kb < "$OUT/logs/t"
+  echo "$name,$round,$s,$kb" >> "$OUT/times.csv"
+}
+echo "name,round,s,kb" > times.csv
 sweep='[recipe.delayed]
 kind = delayed
 format = hybrid
@@ -66,6 +84,17 @@ format = hybrid
 history_len = 1024
 margin = 0
 amax_compute = max'
+
+if [ "$MOE" != only ]; then
+if [ ! -f big/amax.csv ]; then
+  say "generating the big trace (9 GB) in $OUT/big"
+  "$PYTHON" "$here/gen_scale.py" big big >&2
+fi
+if [ ! -f a70/amax.csv ]; then
+  say "generating the 70B-shaped amax stream in $OUT/a70"
+  "$PYTHON" "$here/gen_scale.py" amax70b a70 >&2
+fi
+
 for g in false true; do
   printf '[trace]\npath = ../big\n%s\n[analysis]\ngemm = %s\n' "$te" "$g" > "ex/k1_$g.ini"
   printf '[trace]\npath = ../big\n%s\n[recipe.current]\nkind = current\nformat = hybrid\n[analysis]\ngemm = %s\n' \
@@ -73,15 +102,6 @@ for g in false true; do
 done
 printf '[trace]\npath = ../a70\nsteps = 0-%d\n%s\n' "$((STEPS70 - 1))" "$sweep" > ex/a70.ini
 
-# one timed command: "<seconds> <peak KB>" appended to OUT/times.csv as name,round,s,kb
-timed() { # name round cmd...
-  local name=$1 round=$2
-  shift 2
-  /usr/bin/time -f "%e %M" -o "$OUT/logs/t" "$@" > "$OUT/logs/$name.log" 2>&1 ||
-    die "$name failed (exit $?): see $OUT/logs/$name.log"
-  read -r s kb < "$OUT/logs/t"
-  echo "$name,$round,$s,$kb" >> "$OUT/times.csv"
-}
 run_variant() { # name round
   case $1 in
     readpass) timed readpass "$2" "$READPASS" big/step_*.safetensors ;;
@@ -94,7 +114,6 @@ run_variant() { # name round
 }
 
 variants=(readpass k1 k1_gemm k25 k25_gemm)
-echo "name,round,s,kb" > times.csv
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 say "untimed round (warms the page cache)"
 for v in "${variants[@]}"; do run_variant "$v" 0; done
@@ -157,5 +176,63 @@ EOF
 if [ "$KEEP" != 1 ]; then
   say "removing the generated inputs and outputs (KEEP=1 keeps them)"
   rm -rf big a70 o_*
+fi
+fi # MOE != only
+
+if [ "$MOE" != 0 ]; then
+  mload0=$(cut -d' ' -f1-3 /proc/loadavg)
+  [ "$MOE" = only ] && : > results.md
+  if [ ! -f moe/amax.csv ] || [ "$(cat moe.steps 2>/dev/null)" != "$STEPSMOE" ]; then
+    rm -rf moe moe.steps
+    say "generating the DeepSeek-V3-shaped amax stream ($STEPSMOE steps) in $OUT/moe"
+    timed gen_moe 1 "$PYTHON" "$here/gen_scale.py" amaxmoe moe --steps "$STEPSMOE"
+    echo "$STEPSMOE" > moe.steps
+  fi
+  trace_bytes=$(du -sb moe | cut -f1)
+  say "MoE stream: inspect"
+  timed inspect_moe 1 "$FP8LAB" inspect moe
+  npy='[output]
+stream = npy'
+  hist1024=${sweep/1, 16, 128, 1024/1024}
+  printf '[trace]\npath = ../moe\n%s\n%s\n' "$sweep" "$npy" > ex/moe24.ini
+  printf '[trace]\npath = ../moe\n%s\n%s\n' "$hist1024" "$npy" > ex/moe6.ini
+  printf '[trace]\npath = ../moe\n%s\n%s\n' "$te" "$npy" > ex/moe1.ini
+  : > moe_streams.csv
+  for k in $MOECONFIGS; do
+    [ -f "ex/moe$k.ini" ] || die "MOECONFIGS: $k is not one of 24, 6, 1"
+    say "MoE stream: run and report, $k configurations"
+    timed "run_moe$k" 1 "$FP8LAB" run "ex/moe$k.ini" --out "o_moe$k" --force --no-report \
+      --quiet --threads 1
+    sb=$(du -sb "o_moe$k/stream.npy" | cut -f1)
+    rows=$("$PYTHON" -c "import json; print(json.load(open('o_moe$k/run.json'))['stream_rows'])")
+    timed "report_moe$k" 1 "$FP8LAB" report "o_moe$k" --quiet
+    echo "$k,$sb,$rows,$(du -sb "o_moe$k" | cut -f1)" >> moe_streams.csv
+    [ "$KEEP" = 1 ] || rm -rf "o_moe$k"
+  done
+  mload1=$(cut -d' ' -f1-3 /proc/loadavg)
+  "$PYTHON" - "$OUT" "$STEPSMOE" "$trace_bytes" "$mload0" "$mload1" <<'EOF' | tee -a results.md
+import csv, sys
+out, steps, tbytes, load0, load1 = sys.argv[1:]
+t = {r["name"]: (float(r["s"]), int(r["kb"]) / 1024)
+     for r in csv.DictReader(open(out + "/times.csv"))}
+print()
+print("| DeepSeek-V3-shaped stream (90,729 tensors x %s steps) | seconds | peak RSS (MB) | |"
+      % steps)
+print("|---|---|---|---|")
+if "gen_moe" in t:
+    print("| gen_scale.py amaxmoe (trace %.2f GB) | %.1f | %.0f | |"
+          % ((int(tbytes) / 1e9,) + t["gen_moe"]))
+print("| `fp8lab inspect` | %.1f | %.0f | |" % t["inspect_moe"])
+big = 0
+for k, sb, rows, dirb in csv.reader(open(out + "/moe_streams.csv")):
+    sb, rows, big = int(sb), int(rows), max(big, int(dirb))
+    print("| `fp8lab run`, %s configurations | %.1f | %.0f | stream.npy %.2f GB, %.2f bytes a "
+          "row (%d rows) |" % ((k,) + t["run_moe" + k] + (sb / 1e9, sb / max(rows, 1), rows)))
+    print("| `fp8lab report` of that run | %.1f | %.0f | |" % t["report_moe" + k])
+print()
+print("Disk: the trace %.1f GB + the largest run folder %.1f GB. Load average (1, 5, 15 min) "
+      "before: %s; after: %s." % (int(tbytes) / 1e9, big / 1e9, load0, load1))
+EOF
+  [ "$KEEP" = 1 ] || rm -rf moe moe.steps
 fi
 say "results: $OUT/results.md"

@@ -306,6 +306,30 @@ void plot_plain_text(const char *s, size_t maxchars, char *out, size_t outlen) {
   out[o] = 0;
 }
 
+void plot_plain_text_mid(const char *s, size_t maxchars, char *out, size_t outlen) {
+  size_t total = plot_utf8_len(s ? s : "");
+  if (!s || maxchars <= 1 || total <= maxchars) {
+    plot_plain_text(s, maxchars, out, outlen);
+    return;
+  }
+  size_t head = (maxchars - 1) / 2, skip_to = total - (maxchars - 1 - head), o = 0, chars = 0;
+  int dots = 0;
+  for (; *s && o + 8 < outlen; s++) {
+    if (((unsigned char)*s & 0xC0) != 0x80) chars++; /* chars: this character's number, 1.. */
+    if (chars > head && chars <= skip_to) {
+      if (!dots) {
+        memcpy(out + o, "\u2026", 3);
+        o += 3;
+        dots = 1;
+      }
+      continue;
+    }
+    if (*s == '#') out[o++] = '#';
+    out[o++] = *s;
+  }
+  out[o] = 0;
+}
+
 void plot_page_mode(const canvas *c) {
   plvpor(0.0, 1.0, 0.0, 1.0);
   plwind(0.0, c->W, 0.0, c->H);
@@ -327,6 +351,14 @@ void plot_text_user(const canvas *c, double x, double ytop, double angle, double
   if (!s || !*s) return;
   char buf[1024];
   plot_plain_text(s, maxchars, buf, sizeof buf);
+  plot_text_raw(c, x, ytop, angle, just, cap, color, buf);
+}
+
+void plot_text_user_mid(const canvas *c, double x, double ytop, double angle, double just,
+                        double cap, int color, const char *s, size_t maxchars) {
+  if (!s || !*s) return;
+  char buf[1024];
+  plot_plain_text_mid(s, maxchars, buf, sizeof buf);
   plot_text_raw(c, x, ytop, angle, just, cap, color, buf);
 }
 

@@ -87,6 +87,10 @@ double plot_text_w(const char *s, double cap);
 /* Copies user text for PLplot: '#' (PLplot's escape character) doubled, shortened to at most
  * maxchars characters with an ellipsis (maxchars 0: no limit). */
 void plot_plain_text(const char *s, size_t maxchars, char *out, size_t outlen);
+/* plot_plain_text, shortened in the middle: the first (maxchars - 1) / 2 characters, the
+ * ellipsis, then the last characters (tensor names differ at both ends: the layer at the start,
+ * the expert, the GEMM and the role at the end). */
+void plot_plain_text_mid(const char *s, size_t maxchars, char *out, size_t outlen);
 /* Page coordinates: one unit per pixel, origin at the bottom left, no clipping inside the page. */
 void plot_page_mode(const canvas *c);
 /* Draws already-escaped text at pixel (x, ytop) measured from the top-left corner, rotated by
@@ -97,6 +101,9 @@ void plot_text_raw(const canvas *c, double x, double ytop, double angle, double 
 /* plot_text_raw of user text (plot_plain_text; NULL or "" draws nothing). */
 void plot_text_user(const canvas *c, double x, double ytop, double angle, double just,
                     double cap, int color, const char *s, size_t maxchars);
+/* plot_text_user shortened in the middle (plot_plain_text_mid). */
+void plot_text_user_mid(const canvas *c, double x, double ytop, double angle, double just,
+                        double cap, int color, const char *s, size_t maxchars);
 /* The largest cap height <= cap at which s fits in width w (but not below 0.6*cap). */
 double plot_fit_cap(const char *s, double cap, double w);
 

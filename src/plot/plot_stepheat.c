@@ -203,8 +203,8 @@ static void stepheat_labels(const canvas *c, const step_layout *L, const fp8_ste
   double rowh = (p->b - p->t) / (double)h->ny;
   size_t maxc = (size_t)(c->W * 0.3 / (TEXT_CHAR_W * L->rcap));
   for (size_t iy = 0; iy < h->ny; iy += L->rstep)
-    plot_text_user(c, p->l - 0.6 * L->rcap, p->b - (iy + 0.5) * rowh, 0, 1.0, L->rcap, CI_FG,
-                   h->ylabels[iy], maxc);
+    plot_text_user_mid(c, p->l - 0.6 * L->rcap, p->b - (iy + 0.5) * rowh, 0, 1.0, L->rcap,
+                       CI_FG, h->ylabels[iy], maxc);
 }
 
 int fp8_plot_step_heatmap(const char *path, const fp8_chart *ch, const fp8_step_heatmap *h,

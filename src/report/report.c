@@ -62,7 +62,7 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (warming) pthread_join(warm, NULL);
   else (void)warm_up_plots(&warm_rc);
   warming = 0;
-  int maxt = opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
+  int maxt = rep_max_timelines(opt);
   rc = rep_draw_plots(&r, &r.charts, maxt, opt ? opt->procs : 0, err, errlen);
   if (rc) goto done;
   sum->nplots = r.charts.nplots;

@@ -26,6 +26,7 @@
 
 #define MAX_SHOWN 4
 #define MAX_PLOTS 64
+#define MAX_TIMELINES 64 /* amax timelines at most */
 #define MAX_PLOT_PROCS 8
 
 typedef struct {
@@ -151,10 +152,20 @@ void rep_free(rep_t *r);
  * configurations, the ones shown on timelines, each group's stream series and the overflowing
  * groups (r->series, r->ov). FP8_OK or FP8_ENOMEM (no message). */
 int rep_build_configs(rep_t *r);
-/* A stream.npy's scales of the series read entry by entry (the reference configuration's and
- * those on the timelines) read into the table (fp8_stream_keep); the others stay in the file.
- * FP8_OK, FP8_EIO, FP8_ENOMEM (with a message). */
-int rep_keep_series(rep_t *r, char *err, size_t errlen);
+/* The tensors of the amax timelines (at most MAX_TIMELINES) into out, in drawing order: the
+ * spike tensor first (rep_find_spike), then the worst overflowing ones (r->ov), each for a
+ * distinct event (a tensor whose largest overshoot falls on the step of one already taken, the
+ * same spike seen through the next layer, is skipped), max_timelines in all. Their count. */
+size_t rep_timeline_tensors(const rep_t *r, int max_timelines, const char **out);
+/* A stream.npy's scales of the series read entry by entry read into the table
+ * (fp8_stream_keep): the reference configuration's, and the shown configurations' of the
+ * timelines' tensors (rep_timeline_tensors: after rep_find_spike); the others stay in the
+ * file. FP8_OK, FP8_EIO, FP8_ENOMEM (with a message). */
+int rep_keep_series(rep_t *r, int max_timelines, char *err, size_t errlen);
+/* The amax timelines drawn (fp8_report_options.max_timelines; 6 when not given). */
+static inline int rep_max_timelines(const fp8_report_options *opt) {
+  return opt && opt->max_timelines > 0 ? opt->max_timelines : 6;
+}
 /* 1 when configuration c is the one of key (a mixed recipe: by its label alone; else every
  * field but the format). */
 int rep_cfg_matches(const cfg_t *c, const fp8_config_key *key);

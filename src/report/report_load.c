@@ -188,9 +188,11 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     fp8_errorf(rc, err, errlen, "out of memory");
     goto done;
   }
-  if (r->have_stream && (rc = rep_keep_series(r, err, errlen))) goto done;
   if ((rc = rep_te_totals(r, err, errlen))) goto done;
   rep_find_spike(r);
+  /* after the spike: the timelines' tensors decide which series are kept */
+  if (r->have_stream && (rc = rep_keep_series(r, rep_max_timelines(opt), err, errlen)))
+    goto done;
   if (have_gemm_file) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);

@@ -211,48 +211,12 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   return rc;
 }
 
-/* The step of group g's largest overshoot (its event), over the stream when the run has one,
- * else over the snapshot rows; warm-up left out; -1 when it has none. */
-static int64_t event_step(const rep_t *r, size_t g) {
-  const fp8_steps_group *gr = &r->tab.groups[g];
-  const fp8_group_stats *st = &r->an.stats[g];
-  if (st->stream_steps >= 0) return st->stream_overshoot_step; /* the analysis found it */
-  double best = -INFINITY;
-  int64_t step = -1;
-  for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
-    if (!row->warmup && row->overshoot > best) best = row->overshoot, step = row->step;
-  }
-  return step;
-}
-
-/* Amax timelines: the spike tensor first, then the worst overflowing ones, max_timelines in
- * all, each for a distinct event: a tensor whose largest overshoot falls on the step of one
- * already drawn (the same spike seen through the next layer) is skipped. */
+/* Amax timelines: the tensors of rep_timeline_tensors, in its order. */
 int rep_plot_timelines(const rep_t *r, rep_charts *drawn, int max_timelines, char *err,
                        size_t errlen) {
-  if (r->ref < 0) return FP8_OK;
+  const char *tensors[MAX_TIMELINES];
+  size_t n = rep_timeline_tensors(r, max_timelines, tensors);
   int rc = FP8_OK;
-  const ov_t *ov = r->ov;
-  size_t nov = r->nov;
-  size_t ndrawn = 0;
-  int64_t events[64];
-  if (r->spike_group >= 0) {
-    rc = plot_timeline(r, drawn, r->tab.groups[r->spike_group].tensor, err, errlen);
-    if (rc) goto done;
-    events[ndrawn++] = event_step(r, (size_t)r->spike_group);
-  }
-  for (size_t i = 0; i < nov && ndrawn < (size_t)max_timelines && ndrawn < 64; i++) {
-    const char *t = r->tab.groups[ov[i].g].tensor;
-    if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
-    int64_t ev = event_step(r, ov[i].g);
-    int seen = 0;
-    for (size_t k = 0; k < ndrawn; k++) seen |= events[k] == ev;
-    if (seen) continue;
-    rc = plot_timeline(r, drawn, t, err, errlen);
-    if (rc) goto done;
-    events[ndrawn++] = ev;
-  }
-done:
+  for (size_t i = 0; i < n && !rc; i++) rc = plot_timeline(r, drawn, tensors[i], err, errlen);
   return rc;
 }

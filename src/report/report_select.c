@@ -53,15 +53,37 @@ static void mixed_label(cfg_t *c) {
   snprintf(c->label, sizeof c->label, "%s (per tensor)", c->key.recipe);
 }
 
+/* A new configuration at r->cfgs[r->ncfg] (zeroed; no GEMM error until gemm.csv gives one,
+ * rep_add_gemm: a run without it has no section), the array grown as needed with one spare
+ * entry past the last. The array was one entry per group (500 bytes each: 1 GB for the 2.15 M
+ * groups of a MoE run of 24 configurations, every entry written). FP8_OK or FP8_ENOMEM. */
+static int new_config(rep_t *r, size_t *cap) {
+  if (r->ncfg + 2 > *cap) {
+    size_t nc = *cap ? 2 * *cap : 16;
+    cfg_t *g = realloc(r->cfgs, nc * sizeof *g);
+    if (!g) return FP8_ENOMEM;
+    r->cfgs = g;
+    for (size_t c = *cap; c < nc; c++) {
+      memset(&r->cfgs[c], 0, sizeof r->cfgs[c]);
+      for (int k = 0; k < FP8_GEMM_COUNT; k++) r->cfgs[c].gemm_median[k] = NAN;
+    }
+    *cap = nc;
+  }
+  return FP8_OK;
+}
+
 /* The configurations in experiment order (a tensor's groups are in file order, and the first
- * tensor with the most groups has them all) and each group's. */
-static void assign_configs(rep_t *r) {
+ * tensor with the most groups has them all) and each group's. FP8_OK or FP8_ENOMEM. */
+static int assign_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
+  size_t cap = 0;
+  if (new_config(r, &cap)) return FP8_ENOMEM; /* the spare entry of a table without groups */
   for (size_t g = 0; g < t->ngroups; g++) {
     const fp8_steps_group *gr = &t->groups[g];
     size_t c = 0;
     while (c < r->ncfg && !cfg_same(&r->cfgs[c], gr)) c++;
     if (c == r->ncfg) {
+      if (new_config(r, &cap)) return FP8_ENOMEM;
       cfg_t *n = &r->cfgs[r->ncfg++];
       n->key = gr->key;
       n->mixed = label_is_mixed(t, gr->key.recipe);
@@ -70,6 +92,7 @@ static void assign_configs(rep_t *r) {
     }
     r->gcfg[g] = c;
   }
+  return FP8_OK;
 }
 
 /* Each configuration's overflow and finite totals and the median of its tensors' median SNRs. */
@@ -210,15 +233,12 @@ static size_t overflowing(const rep_t *r, ov_t *out);
 
 int rep_build_configs(rep_t *r) {
   const fp8_steps_table *t = &r->tab;
-  r->cfgs = calloc(t->ngroups + 1, sizeof *r->cfgs);
   r->gcfg = calloc(t->ngroups + 1, sizeof *r->gcfg);
-  if (!r->cfgs || !r->gcfg) return FP8_ENOMEM;
-  /* no GEMM error until gemm.csv gives one (rep_add_gemm): a run without it has no section */
-  for (size_t c = 0; c <= t->ngroups; c++)
-    for (int g = 0; g < FP8_GEMM_COUNT; g++) r->cfgs[c].gemm_median[g] = NAN;
+  if (!r->gcfg) return FP8_ENOMEM;
   r->gemm_halfwidth = NAN;
-  assign_configs(r);
-  int rc = aggregate_configs(r);
+  int rc = assign_configs(r);
+  if (rc) return rc;
+  rc = aggregate_configs(r);
   if (rc) return rc;
   find_identical(r);
   choose_reference(r);
@@ -240,10 +260,49 @@ int rep_build_configs(rep_t *r) {
  * entry are read in, those of the reference configuration (the findings, the heatmaps, the
  * timelines) and of the configurations on the timelines; the statistics of every series came
  * from fp8_analysis_add_stream's one pass. */
-int rep_keep_series(rep_t *r, char *err, size_t errlen) {
+/* The step of group g's largest overshoot (its event), over the stream when the run has one,
+ * else over the snapshot rows; warm-up left out; -1 when it has none. */
+static int64_t event_step(const rep_t *r, size_t g) {
+  const fp8_steps_group *gr = &r->tab.groups[g];
+  const fp8_group_stats *st = &r->an.stats[g];
+  if (st->stream_steps >= 0) return st->stream_overshoot_step; /* the analysis found it */
+  double best = -INFINITY;
+  int64_t step = -1;
+  for (size_t i = 0; i < gr->nrows; i++) {
+    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
+    if (!row->warmup && row->overshoot > best) best = row->overshoot, step = row->step;
+  }
+  return step;
+}
+
+size_t rep_timeline_tensors(const rep_t *r, int max_timelines, const char **out) {
+  if (r->ref < 0) return 0;
+  size_t ndrawn = 0;
+  int64_t events[MAX_TIMELINES];
+  if (r->spike_group >= 0) {
+    out[ndrawn] = r->tab.groups[r->spike_group].tensor;
+    events[ndrawn++] = event_step(r, (size_t)r->spike_group);
+  }
+  for (size_t i = 0; i < r->nov && ndrawn < (size_t)max_timelines && ndrawn < MAX_TIMELINES;
+       i++) {
+    const char *t = r->tab.groups[r->ov[i].g].tensor;
+    if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
+    int64_t ev = event_step(r, r->ov[i].g);
+    int seen = 0;
+    for (size_t k = 0; k < ndrawn; k++) seen |= events[k] == ev;
+    if (seen) continue;
+    out[ndrawn] = t;
+    events[ndrawn++] = ev;
+  }
+  return ndrawn;
+}
+
+int rep_keep_series(rep_t *r, int max_timelines, char *err, size_t errlen) {
   const fp8_stream_table *st = &r->stream;
   unsigned char *want = calloc(st->nseries + 1, 1);
   if (!want) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  const char *tl[MAX_TIMELINES];
+  size_t ntl = rep_timeline_tensors(r, max_timelines, tl);
   size_t cs[MAX_SHOWN + 1], nc = 0;
   if (r->ref >= 0) cs[nc++] = (size_t)r->ref;
   for (size_t k = 0; k < r->nshown; k++) cs[nc++] = r->shown[k];
@@ -253,6 +312,16 @@ int rep_keep_series(rep_t *r, char *err, size_t errlen) {
       want[k] = x->key.kind == FP8_KIND_DELAYED && !x->mixed &&
                 fp8_config_key_equal(&x->key, &st->series[k].key,
                                      FP8_KEY_IGNORE_KIND | FP8_KEY_IGNORE_FORMAT);
+      /* a shown configuration's series: only the timelines' tensors read it (a MoE run has
+       * 10^5 tensors: every tensor's series of 4 more configurations would be 4 x the
+       * reference's scales in memory) */
+      for (size_t i = 0; want[k] && j > 0 && cs[j] != cs[0]; i++) {
+        if (i == ntl) {
+          want[k] = 0;
+          break;
+        }
+        if (strcmp(tl[i], st->series[k].tensor) == 0) break;
+      }
     }
   for (size_t g = 0; g < r->tab.ngroups; g++) /* the reference's groups (a mixed one too) */
     if (r->series[g] && r->ref >= 0 && r->gcfg[g] == (size_t)r->ref)

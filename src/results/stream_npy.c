@@ -237,9 +237,12 @@ int stream_npy_records(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) 
   pv->step = malloc((nrec + 1) * sizeof *pv->step);
   pv->micro = malloc((nrec + 1) * sizeof *pv->micro);
   pv->amax = malloc(tn * sizeof *pv->amax);
-  pv->te = malloc(tn * sizeof *pv->te);
-  pv->snap = malloc(tn);
-  pv->warm = malloc(tn);
+  /* TE's scale, the snapshot and warm-up flags: zero almost everywhere (no te_scale at all
+   * in most traces): zeroed pages that only their non-zero entries touch (an untouched page
+   * reads as zero and takes no memory: 6 bytes a tensor and record, 0.5 GB of a MoE stream) */
+  pv->te = calloc(tn, sizeof *pv->te);
+  pv->snap = calloc(tn, 1);
+  pv->warm = calloc(tn, 1);
   int rc = FP8_OK;
   if (!buf || !used || !pv->step || !pv->micro || !pv->amax || !pv->te || !pv->snap || !pv->warm) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
@@ -297,9 +300,9 @@ int stream_npy_records(fp8_stream_table *t, FILE *fp, char *err, size_t errlen) 
       memcpy(&a, am + 4 * ti, 4);
       memcpy(&e, te + 4 * ti, 4);
       pv->amax[ti * nrec + r] = a;
-      pv->te[ti * nrec + r] = isnan(e) ? 0.0f : e;
-      pv->snap[ti * nrec + r] = sn[ti];
-      pv->warm[ti * nrec + r] = wu[ti];
+      if (!isnan(e)) pv->te[ti * nrec + r] = e; /* NaN: none, 0 */
+      if (sn[ti]) pv->snap[ti * nrec + r] = sn[ti];
+      if (wu[ti]) pv->warm[ti * nrec + r] = wu[ti];
     }
     if (step != pstep) t->nsteps++;
     t->nmicro++;
@@ -358,8 +361,11 @@ int fp8_stream_visit(const fp8_stream_table *t, const unsigned char *want,
     }
     free(blk);
     free(reg);
+    /* the transposing buffer holds VISIT_RECS records' blocks, or every record when there
+     * are fewer (a short run of many tensors: its block is wide, VISIT_BYTES / 4 nrec C
+     * tensors, and 64 of its records would be 64 / nrec times the block itself) */
     blk = malloc((w * nrec + 1) * sizeof *blk);
-    reg = malloc((VISIT_RECS * w + 1) * sizeof *reg);
+    reg = malloc(((nrec < VISIT_RECS ? nrec : VISIT_RECS) * w + 1) * sizeof *reg);
     if (!blk || !reg) {
       rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", t->path);
       break;

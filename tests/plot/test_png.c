@@ -230,5 +230,31 @@ START_TEST(test_xrgb_to_rgb) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ labels */
+
+/* A step heatmap's row labels are cut in the middle (issue 40: 89,000 expert tensors named
+ * model.layers.L.mlp.experts.E.<gemm>.<role>, cut at the end, left "model.layers.15.mlp.
+ * experts.94.do..." and "...ga...": the GEMM lost). Expected strings by hand: maxchars - 1
+ * characters kept, (maxchars - 1) / 2 of them from the start, "\u2026" between. */
+START_TEST(test_label_cut_middle) {
+  char out[256];
+  const char *name = "model.layers.15.mlp.experts.94.down_proj.input"; /* 46 characters */
+  plot_plain_text_mid(name, 21, out, sizeof out);
+  ck_assert_str_eq(out, "model.laye\u2026proj.input"); /* 10 + 10 */
+  plot_plain_text_mid(name, 38, out, sizeof out);
+  ck_assert_str_eq(out, "model.layers.15.ml\u2026.94.down_proj.input"); /* 18 + 19 */
+  plot_plain_text_mid(name, 46, out, sizeof out); /* fits: unchanged */
+  ck_assert_str_eq(out, name);
+  plot_plain_text_mid(name, 0, out, sizeof out); /* no limit */
+  ck_assert_str_eq(out, name);
+  /* '#' doubled for PLplot, a character of several bytes counted once */
+  plot_plain_text_mid("a#\u00e9bcdefg#h", 6, out, sizeof out); /* 10 characters */
+  ck_assert_str_eq(out, "a##\u2026g##h");
+  /* the end cut, for comparison (plot_plain_text) */
+  plot_plain_text(name, 21, out, sizeof out);
+  ck_assert_str_eq(out, "model.layers.15.mlp.\u2026");
+}
+END_TEST
+
 TU_MAIN("png", "plot", setup, teardown, 120, test_png_roundtrip, test_png_errors, test_png_adler32,
-        test_png_deflate_roundtrip, test_xrgb_to_rgb)
+        test_png_deflate_roundtrip, test_xrgb_to_rgb, test_label_cut_middle)

@@ -287,6 +287,64 @@ START_TEST(shape_from_views) {
 }
 END_TEST
 
+/* A MoE-sized step (issue 40: ~10^5 views; the views were found by a scan of the step for
+ * every weight, and the layers counted over every pair): 4 layers x 300 experts (names
+ * model.layers.L.mlp.experts.E.up, given in a shuffled order), each expert's input with
+ * tokens 1 + (L * 300 + E) % 97 rows, its grad_output with 1000 rows (not read: the input has
+ * the tokens), and names beside them that sort between a Linear's views ("...experts.E.up_x"
+ * with '_' after '.', "...experts.E.u" a prefix) but are not its views. Every Linear, its
+ * tokens by hand, and 4 layers. */
+START_TEST(shape_from_many_views) {
+  enum { L = 4, E = 300, PER = 5 };
+  size_t n = (size_t)L * E * PER;
+  fp8_tensor_view *v = calloc(n, sizeof *v);
+  char(*names)[64] = calloc(n, sizeof *names);
+  ck_assert_ptr_nonnull(v);
+  ck_assert_ptr_nonnull(names);
+  size_t k = 0;
+  for (int l = 0; l < L; l++)
+    for (int e = 0; e < E; e++) {
+      const char *tail[PER] = {"up.input", "up.weight", "up.grad_output", "up_x.input",
+                               "u.input"};
+      int64_t tok = 1 + (l * E + e) % 97;
+      int64_t rows[PER] = {tok, 8, 1000, 7777, 6666};
+      int64_t cols[PER] = {4, 4, 8, 4, 4};
+      for (int j = 0; j < PER; j++, k++) {
+        snprintf(names[k], sizeof names[k], "model.layers.%d.mlp.experts.%d.%s", l, e, tail[j]);
+        v[k] = view(names[k], rows[j], cols[j], FP8_DTYPE_BF16);
+      }
+    }
+  /* shuffled: a fixed permutation (an LCG), so the views' order is no help */
+  uint32_t x = 12345;
+  for (size_t i = n - 1; i > 0; i--) {
+    x = x * 1664525u + 1013904223u;
+    size_t j = x % (i + 1);
+    fp8_tensor_view t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+  fp8_tl_shape s;
+  char err[256];
+  ck_assert_int_eq(fp8_tl_shape_views(v, n, &s, err, sizeof err), FP8_OK);
+  ck_assert_uint_eq(s.nlinears, (size_t)L * E);
+  ck_assert_int_eq(s.layers, L);
+  /* natural order: layers 0..3, experts 0..299 */
+  for (int l = 0; l < L; l++)
+    for (int e = 0; e < E; e++) {
+      const fp8_tl_linear *lin = &s.linears[l * E + e];
+      char want[64];
+      snprintf(want, sizeof want, "model.layers.%d.mlp.experts.%d.up", l, e);
+      ck_assert_str_eq(lin->name, want);
+      ck_assert_int_eq(lin->tokens, 1 + (l * E + e) % 97);
+      ck_assert_int_eq(lin->in, 4);
+      ck_assert_int_eq(lin->out, 8);
+    }
+  fp8_tl_shape_free(&s);
+  free(v);
+  free(names);
+}
+END_TEST
+
 START_TEST(shape_from_synth_trace) {
   fp8_tl_shape s;
   char err[512];
@@ -537,6 +595,7 @@ int main(void) {
   tcase_add_test(tc, plan_schedule);
   tcase_add_test(tc, shape_from_flags);
   tcase_add_test(tc, shape_from_views);
+  tcase_add_test(tc, shape_from_many_views);
   tcase_add_test(tc, shape_from_synth_trace);
   tcase_add_test(tc, device_model_file);
   tcase_add_test(tc, measured_statistics);
