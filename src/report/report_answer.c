@@ -20,10 +20,18 @@ static const fp8_recommendation *model_rec(const fp8_recommendations *rec) {
   return NULL;
 }
 
-/* The groups of tensor `name` (contiguous in the analysis): [*lo, *hi). */
+/* The groups of tensor `name` (contiguous in the analysis, whose groups are in tensor-name order,
+ * strcmp): [*lo, *hi), found by bisection (called once per misfit: tens of thousands of expert
+ * tensors at a Mixture-of-Experts model's size). */
 static void tensor_groups(const rep_t *r, const char *name, size_t *lo, size_t *hi) {
-  size_t i = 0;
-  while (i < r->an.nstats && strcmp(r->an.stats[i].group->tensor, name) != 0) i++;
+  size_t a = 0, b = r->an.nstats; /* the first group whose tensor is >= name */
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (strcmp(r->an.stats[m].group->tensor, name) < 0) a = m + 1;
+    else b = m;
+  }
+  size_t i = a;
+  if (i < r->an.nstats && strcmp(r->an.stats[i].group->tensor, name) != 0) i = r->an.nstats;
   *lo = i;
   while (i < r->an.nstats && strcmp(r->an.stats[i].group->tensor, name) == 0) i++;
   *hi = i;
