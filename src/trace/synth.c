@@ -108,33 +108,10 @@ static int write_snapshot(syn_state *st, const char *dir, int64_t step, const ch
   size_t n = 0;
   for (int k = 0; k < SYN_NTENSORS; k++) {
     syn_tensor *t = st->order[k];
-    if (!t->present) continue;
-    const void *data = t->val;
-    if (t->dtype == FP8_DTYPE_BF16) {
-      /* Little-endian hosts only, as the trace format (trace.h). */
-      size_t ne = (size_t)(t->rows * t->cols);
-      for (size_t i = 0; i < ne; i++) t->packed[i] = fp8_synth_f32_to_bf16(t->val[i]);
-      data = t->packed;
-    }
-    fp8_tensor_out *o = &out[n++];
-    memset(o, 0, sizeof *o);
-    o->name = t->name;
-    o->dtype = t->dtype;
-    o->ndim = 2;
-    o->shape[0] = t->rows;
-    o->shape[1] = t->cols;
-    o->data = data;
+    if (t->present)
+      fp8_synth_tensor_out(&out[n++], t->name, t->dtype, t->rows, t->cols, t->val, t->packed);
   }
-  char path[4096], step_s[32], seed_s[32], steps_s[32];
-  int pl = snprintf(path, sizeof path, "%s/step_%lld.safetensors", dir, (long long)step);
-  if (pl < 0 || (size_t)pl >= sizeof path)
-    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: directory path too long", dir);
-  snprintf(step_s, sizeof step_s, "%lld", (long long)step);
-  snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
-  snprintf(steps_s, sizeof steps_s, "%lld", (long long)st->steps);
-  const char *meta[] = {"format", "pt", "generator", "fp8lab synth", "preset", preset,
-                        "seed", seed_s, "steps", steps_s, "step", step_s, NULL};
-  return fp8_safetensors_write(path, out, n, meta, err, errlen);
+  return fp8_synth_snapshot_write(dir, step, st->steps, preset, seed, out, n, err, errlen);
 }
 
 int fp8_synth_write(const char *preset, const char *dir, int64_t steps, uint64_t seed,

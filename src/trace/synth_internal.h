@@ -13,6 +13,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "fp8.h"
+#include "trace.h" /* fp8_tensor_out */
 
 #define SYN_LAYERS 4
 #define SYN_MODULES 4
@@ -82,6 +83,22 @@ void fp8_synth_state_free(syn_state *st);
 /** Generates step `step` (called for 0, 1, ..., steps-1 in order): every tensor's values as
  *  stored (BF16-rounded where BF16), its amax, and whether its module ran. */
 void fp8_synth_gen_step(syn_state *st, int64_t step);
+
+/** Rounds n floats in place to the values their BF16 encoding decodes to (synth_model.c). */
+void fp8_synth_round_bf16(float *x, size_t n);
+/** Student-t with 4 degrees of freedom, Bailey's polar method (synth_model.c). */
+float fp8_synth_student_t4(gsl_rng *r);
+
+/* synth_snapshot.c: a snapshot's tensors and file, for every preset */
+/** Fills *o with a 2-D tensor of rows x cols float values val (BF16 ones packed into packed
+ *  first, which holds rows * cols; F32 ones point at val). */
+void fp8_synth_tensor_out(fp8_tensor_out *o, const char *name, fp8_dtype dtype, int64_t rows,
+                          int64_t cols, const float *val, uint16_t *packed);
+/** Writes <dir>/step_<step>.safetensors from out[0..n) with the generator's metadata (preset,
+ *  seed, steps, step). FP8_OK, or fp8_safetensors_write's status and message. */
+int fp8_synth_snapshot_write(const char *dir, int64_t step, int64_t steps, const char *preset,
+                             uint64_t seed, const fp8_tensor_out *out, size_t n, char *err,
+                             size_t errlen);
 
 /** The "moe" preset (synth_moe.c): writes the snapshots, amax.csv and tokens.csv of a
  *  Mixture-of-Experts trace into dir (which exists and holds no trace: synth.c checked). */

@@ -114,7 +114,7 @@ static int tidx(int layer, int module, int role) {
 
 /* Rounds n floats in place to the values their BF16 encoding decodes to (the exact widening
  * fp8_bf16_to_f32 does, inlined: this runs over every element of every step). */
-static void round_bf16(float *x, size_t n) {
+void fp8_synth_round_bf16(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) {
     uint32_t b = (uint32_t)fp8_synth_f32_to_bf16(x[i]) << 16;
     memcpy(&x[i], &b, sizeof b);
@@ -126,7 +126,7 @@ static double normal(gsl_rng *r) { return gsl_ran_gaussian_ziggurat(r, 1.0); }
 /* Student-t with 4 degrees of freedom by Bailey's polar method (Math. Comp. 62, 1994):
  * (u, v) uniform in the unit disc, w = u^2 + v^2, T = u sqrt(nu (w^(-2/nu) - 1) / w); for
  * nu = 4 only square roots. Exact, and 3-4x faster than gsl_ran_tdist. */
-static float student_t4(gsl_rng *r) {
+float fp8_synth_student_t4(gsl_rng *r) {
   double u, v, w;
   do {
     u = 2.0 * gsl_rng_uniform(r) - 1.0;
@@ -302,7 +302,7 @@ static void apply_spike(syn_tensor *t) {
 static void finish_tensor(syn_tensor *t) {
   size_t n = (size_t)(t->rows * t->cols);
   apply_spike(t);
-  if (t->dtype == FP8_DTYPE_BF16) round_bf16(t->val, n);
+  if (t->dtype == FP8_DTYPE_BF16) fp8_synth_round_bf16(t->val, n);
   t->amax = fp8_amax_f32(t->val, n);
   t->present = 1;
 }
@@ -371,7 +371,7 @@ static void gen_grad(syn_state *st, syn_tensor *g, double progress) {
   for (int64_t r = 0; r < g->rows; r++) {
     float s = (float)(base * st->tokg[r]);
     float *row = g->val + r * g->cols;
-    for (int64_t c = 0; c < g->cols; c++) row[c] = s * student_t4(st->rng);
+    for (int64_t c = 0; c < g->cols; c++) row[c] = s * fp8_synth_student_t4(st->rng);
   }
 }
 

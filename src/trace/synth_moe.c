@@ -107,25 +107,6 @@ static int gidx(int layer, int kind) { return layer * MOE_GEMMS_PER_LAYER + kind
 
 static double normal(gsl_rng *r) { return gsl_ran_gaussian_ziggurat(r, 1.0); }
 
-/* Student-t(4), Bailey's polar method (as synth_model.c). */
-static float student_t4(gsl_rng *r) {
-  double u, v, w;
-  do {
-    u = 2.0 * gsl_rng_uniform(r) - 1.0;
-    v = 2.0 * gsl_rng_uniform(r) - 1.0;
-    w = u * u + v * v;
-  } while (w >= 1.0 || w == 0.0);
-  float wf = (float)w, rs = 1.0f / sqrtf(wf);
-  return (float)u * sqrtf(4.0f * (rs - 1.0f) * rs * rs);
-}
-
-static void round_bf16(float *x, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint32_t b = (uint32_t)fp8_synth_f32_to_bf16(x[i]) << 16;
-    memcpy(&x[i], &b, sizeof b);
-  }
-}
-
 static int cmp_tensor(const void *a, const void *b) {
   return strcmp((*(const moe_tensor *const *)a)->name, (*(const moe_tensor *const *)b)->name);
 }
@@ -213,7 +194,7 @@ static void walk(moe_state *st, moe_gemm *g) {
 static void finish(moe_tensor *t, int64_t rows) {
   t->rows = rows;
   size_t n = (size_t)(rows * t->cols);
-  if (t->dtype == FP8_DTYPE_BF16) round_bf16(t->val, n);
+  if (t->dtype == FP8_DTYPE_BF16) fp8_synth_round_bf16(t->val, n);
   t->amax = n ? fp8_amax_f32(t->val, n) : 0.0f;
   t->present = rows > 0;
 }
@@ -221,7 +202,7 @@ static void finish(moe_tensor *t, int64_t rows) {
 static void grad(moe_state *st, moe_tensor *t, const int *tokens, int64_t rows, double base) {
   for (int64_t i = 0; i < rows; i++) {
     float s = (float)(base * st->tokg[tokens[i]]);
-    for (int64_t c = 0; c < t->cols; c++) t->val[i * t->cols + c] = s * student_t4(st->rng);
+    for (int64_t c = 0; c < t->cols; c++) t->val[i * t->cols + c] = s * fp8_synth_student_t4(st->rng);
   }
   finish(t, rows);
 }
@@ -314,36 +295,13 @@ static void gen_step(moe_state *st) {
 
 static int write_snapshot(moe_state *st, const char *dir, int64_t step, int64_t steps,
                           uint64_t seed, char *err, size_t errlen) {
-  fp8_tensor_out *out = st->out;
   size_t n = 0;
   for (int k = 0; k < MOE_NTENSORS; k++) {
     moe_tensor *t = st->order[k];
-    if (!t->present) continue;
-    const void *data = t->val;
-    if (t->dtype == FP8_DTYPE_BF16) {
-      size_t ne = (size_t)(t->rows * t->cols);
-      for (size_t i = 0; i < ne; i++) t->packed[i] = fp8_synth_f32_to_bf16(t->val[i]);
-      data = t->packed;
-    }
-    fp8_tensor_out *o = &out[n++];
-    memset(o, 0, sizeof *o);
-    o->name = t->name;
-    o->dtype = t->dtype;
-    o->ndim = 2;
-    o->shape[0] = t->rows;
-    o->shape[1] = t->cols;
-    o->data = data;
+    if (t->present)
+      fp8_synth_tensor_out(&st->out[n++], t->name, t->dtype, t->rows, t->cols, t->val, t->packed);
   }
-  char path[4096], step_s[32], seed_s[32], steps_s[32];
-  int pl = snprintf(path, sizeof path, "%s/step_%lld.safetensors", dir, (long long)step);
-  if (pl < 0 || (size_t)pl >= sizeof path)
-    return fp8_errorf(FP8_EINVAL, err, errlen, "%s: directory path too long", dir);
-  snprintf(step_s, sizeof step_s, "%lld", (long long)step);
-  snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
-  snprintf(steps_s, sizeof steps_s, "%lld", (long long)steps);
-  const char *meta[] = {"format", "pt", "generator", "fp8lab synth", "preset", "moe",
-                        "seed", seed_s, "steps", steps_s, "step", step_s, NULL};
-  return fp8_safetensors_write(path, out, n, meta, err, errlen);
+  return fp8_synth_snapshot_write(dir, step, steps, "moe", seed, st->out, n, err, errlen);
 }
 
 /* Opens dir/<name>.tmp.<pid> for writing into *f and the two paths. */
