@@ -192,9 +192,9 @@ static int index_rows(const char *path, reader *rd, char *err, size_t errlen) {
     rank[id] = (int32_t)k;
     sorted[k] = rd->name[id];
   }
-  memcpy(rd->name, sorted, nn * sizeof *sorted);
+  if (nn) memcpy(rd->name, sorted, nn * sizeof *sorted); /* a header alone: no names, NULL */
   for (size_t i = 0; i < rd->nrows; i++) rd->rows[i].gemm = rank[rd->rows[i].gemm];
-  qsort(rd->rows, rd->nrows, sizeof *rd->rows, cmp_row);
+  if (rd->nrows) qsort(rd->rows, rd->nrows, sizeof *rd->rows, cmp_row);
   const fp8_tokens_row *dup = NULL, *first = NULL;
   for (size_t i = 1; i < rd->nrows; i++) {
     const fp8_tokens_row *a = &rd->rows[i - 1], *b = &rd->rows[i];
