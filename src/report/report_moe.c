@@ -328,11 +328,14 @@ static void add_group_advice(const rep_t *r, fp8_doc *d, const rep_expert *ex, c
   const fp8_recommendation *x = NULL;
   for (size_t i = 0; i < r->rec.nrecs; i++)
     if (r->rec.recs[i].scope == FP8_REC_MODEL) x = &r->rec.recs[i];
-  if (!x || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget) return;
   const char *setting = NULL;
-  for (size_t c = 0; c < r->ncfg && !setting; c++)
+  for (size_t c = 0; x && c < r->ncfg && !setting; c++)
     if (!r->cfgs[c].mixed && rep_cfg_matches(&r->cfgs[c], &x->key)) setting = r->cfgs[c].label;
-  if (!setting) return;
+  if (!x || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !setting) {
+    fp8_doc_markdown(d, "No delayed setting of this run fits the budgets for the whole model "
+                        "(the answer above says what does): no per-group recipe on top of it.");
+    return;
+  }
   /* the misfits sorted, looked up by bisection (tens of thousands of experts at a model's size) */
   const char **mis = NULL;
   if (x->nmisfits && (mis = malloc(x->nmisfits * sizeof *mis)) != NULL) {

@@ -1,9 +1,9 @@
-/* report_plots_moe.c: the Mixture-of-Experts chart (issue 40): per role, every expert of every
- * expert group at once, a row per group (one GEMM of one layer's experts) and a column per
- * expert index, coloured by the share of the steps it ran (warm-up left out) whose largest
- * element clipped under the reference configuration, on the step budget's threshold scale: the
- * grid of a DeepSeek-V3 (58 layers x 2 GEMMs by 256 experts) fits one chart per role, and an
- * expert that never ran is grey. */
+/* report_plots_moe.c: the Mixture-of-Experts charts (issue 40): every expert of every layer at
+ * once, a column per expert index, coloured by the share of the steps it ran (warm-up left out)
+ * whose largest element clipped under the reference configuration, on the step budget's threshold scale. One
+ * chart per expert GEMM and role (`gate_up_proj.input`), a row per layer's experts module in the
+ * model's order: a DeepSeek-V3's 58 layers by 256 experts fit one chart; an expert that never ran
+ * is grey; weights only where one clipped (they are quantized every step). */
 #include "report_plots_internal.h"
 
 #include <math.h>
@@ -11,17 +11,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MOE_MAX_ROWS 1000 /* fp8_plot_step_heatmap's */
+#include "util.h" /* fp8_natural_cmp */
 
-/* One role's chart from ex[0..n) (by group, then expert). */
-static int draw_role(const rep_t *r, rep_charts *drawn, const rep_expert *ex, size_t n, int role,
-                     char *err, size_t errlen) {
+#define MOE_MAX_ROWS 1000 /* fp8_plot_step_heatmap's */
+#define MOE_MAX_CHARTS 12
+
+/* An expert group split at its "*": the rows of a chart are the groups of one (role, suffix),
+ * labelled by their prefix (`model.layers.3.mlp.experts`), in natural order. */
+typedef struct {
+  const rep_expert *e;
+  size_t plen;        /* the prefix: the group up to ".*" */
+  const char *suffix; /* after "*.": "gate_up_proj.input" */
+} moe_ref;
+
+static int cmp_ref(const void *a, const void *b) {
+  const moe_ref *x = a, *y = b;
+  int c = strcmp(x->suffix, y->suffix);
+  if (c) return c;
+  char px[REP_EXPERT_GROUP_CAP], py[REP_EXPERT_GROUP_CAP];
+  snprintf(px, sizeof px, "%.*s", (int)x->plen, x->e->group);
+  snprintf(py, sizeof py, "%.*s", (int)y->plen, y->e->group);
+  c = fp8_natural_cmp(px, py);
+  if (c) return c;
+  c = strcmp(px, py);
+  if (c) return c;
+  return x->e->expert < y->e->expert ? -1 : x->e->expert > y->e->expert;
+}
+
+static int same_row(const moe_ref *a, const moe_ref *b) {
+  return strcmp(a->suffix, b->suffix) == 0 && a->plen == b->plen &&
+         strncmp(a->e->group, b->e->group, a->plen) == 0;
+}
+
+/* One chart: refs[0..n) of one suffix (sorted: rows, then experts). */
+static int draw_chart(const rep_t *r, rep_charts *drawn, const moe_ref *refs, size_t n,
+                      char *err, size_t errlen) {
   size_t ny = 0;
   int32_t nx = 0;
   for (size_t i = 0; i < n; i++) {
-    if ((int)r->tab.groups[ex[i].g].role != role) continue;
-    if (ex[i].expert + 1 > nx) nx = ex[i].expert + 1;
-    ny += i == 0 || strcmp(ex[i].group, ex[i - 1].group) != 0;
+    if (refs[i].e->expert + 1 > nx) nx = refs[i].e->expert + 1;
+    ny += i == 0 || !same_row(&refs[i], &refs[i - 1]);
   }
   if (!ny || ny > MOE_MAX_ROWS) return FP8_OK;
   double *v = malloc(ny * (size_t)nx * sizeof *v), *x = malloc((size_t)nx * sizeof *x);
@@ -30,38 +59,32 @@ static int draw_role(const rep_t *r, rep_charts *drawn, const rep_expert *ex, si
   if (!v || !x || !labels) goto done;
   for (size_t k = 0; k < ny * (size_t)nx; k++) v[k] = NAN;
   for (int32_t k = 0; k < nx; k++) x[k] = k - 0.5; /* expert k centred on its tick */
-  /* rows bottom to top: the last group at the bottom, so that the first reads at the top */
+  /* rows bottom to top: the first (natural order) at the top */
   size_t row = ny;
-  const char *prev = NULL;
   for (size_t i = 0; i < n; i++) {
-    if ((int)r->tab.groups[ex[i].g].role != role) continue;
-    if (!prev || strcmp(ex[i].group, prev) != 0) {
-      prev = ex[i].group;
+    if (i == 0 || !same_row(&refs[i], &refs[i - 1])) {
       row--;
-      /* the label without the role: the chart is one role's */
-      size_t len = strlen(ex[i].group), rl = strlen(fp8_role_name((fp8_role)role));
-      if (len > rl + 1 && strcmp(ex[i].group + len - rl, fp8_role_name((fp8_role)role)) == 0)
-        len -= rl + 1;
-      if (!(labels[row] = malloc(len + 1))) goto done;
-      memcpy(labels[row], ex[i].group, len);
-      labels[row][len] = '\0';
+      if (!(labels[row] = malloc(refs[i].plen + 1))) goto done;
+      memcpy(labels[row], refs[i].e->group, refs[i].plen);
+      labels[row][refs[i].plen] = '\0';
     }
-    if (ex[i].ran_nw > 0)
-      v[row * (size_t)nx + (size_t)ex[i].expert] = (double)ex[i].clip / (double)ex[i].ran_nw;
+    const rep_expert *e = refs[i].e;
+    if (e->ran_nw > 0) v[row * (size_t)nx + (size_t)e->expert] = (double)e->clip / (double)e->ran_nw;
   }
   const cfg_t *b = &r->cfgs[r->ref];
-  const char *rname = rp_role_name(role);
-  char title[512], file[200], path[4600], cbar[160], ylabel[64];
-  snprintf(title, sizeof title, "%s tensors of the experts under %s: share of the %s each ran "
-           "whose largest element clipped", rname, b->dlabel, rep_unit(r, 1));
+  char what[160], title[512], file[240], stem[200], path[4700], cbar[160], ylabel[64];
+  snprintf(what, sizeof what, "%s", refs[0].suffix); /* "gate_up_proj.input" */
+  snprintf(title, sizeof title, "experts' %s under %s: share of the %s each ran whose largest "
+           "element clipped", what, b->dlabel, rep_unit(r, 1));
   snprintf(cbar, sizeof cbar, "clipped share of the %s it ran (step budget %.3g)", rep_unit(r, 1),
            r->rec.budgets.step);
-  snprintf(ylabel, sizeof ylabel, "expert group (%zu)", ny);
-  snprintf(file, sizeof file, "experts_clipsteps_%s.png", rname);
+  snprintf(ylabel, sizeof ylabel, "experts module (%zu)", ny);
+  rp_sanitize(what, stem, sizeof stem);
+  snprintf(file, sizeof file, "experts_clipsteps_%s.png", stem);
   rp_plot_path(r, file, path, sizeof path);
   fp8_png_text text[] = {{"fp8lab-version", FP8LAB_VERSION},
                          {"experiment", r->run.name},
-                         {"role", rname},
+                         {"tensors", what},
                          {"configuration", b->key.recipe},
                          {"plot", "experts clipped steps"}};
   fp8_chart ch = {.title = title, .xlabel = "expert", .ylabel = ylabel, .text = text, .ntext = 5,
@@ -74,14 +97,14 @@ static int draw_role(const rep_t *r, rep_charts *drawn, const rep_expert *ex, si
   if (rc) goto done;
   plot_t *p = rp_plot_add(drawn, file);
   if (p) {
-    snprintf(p->alt, sizeof p->alt, "clipped steps of every expert's %s tensor", rname);
+    snprintf(p->alt, sizeof p->alt, "clipped steps of every expert's %s", what);
     snprintf(p->caption, sizeof p->caption,
-             "Every expert's %s tensor under %s: a row per expert group (one GEMM of one layer's "
-             "experts, one GroupedLinear), a column per expert; the colour is the share of the %s "
-             "the expert ran (warm-up left out) whose largest element clipped, orange to red past "
-             "the step budget (%.3g); grey: the expert never ran. Columns are drawn at the "
-             "largest value of those a pixel covers.",
-             rname, b->dlabel, rep_unit(r, 1), r->rec.budgets.step);
+             "Every expert's `%s` under %s: a row per experts module (one GroupedLinear per "
+             "layer), a column per expert; the colour is the share of the %s the expert ran "
+             "(warm-up left out) whose largest element clipped, orange to red past the step "
+             "budget (%.3g); grey: the expert never ran. Columns are drawn at the largest value "
+             "of those a pixel covers.",
+             what, b->dlabel, rep_unit(r, 1), r->rec.budgets.step);
     drawn->nplots++;
   }
 done:
@@ -96,14 +119,36 @@ int rep_plot_experts(const rep_t *r, rep_charts *drawn, char *err, size_t errlen
   size_t n = 0;
   rep_expert *ex = rep_moe_experts(r, &n);
   if (!ex) return FP8_OK;
-  int rc = FP8_OK;
-  int roles[] = {FP8_ROLE_INPUT, FP8_ROLE_GRAD_OUTPUT, FP8_ROLE_WEIGHT};
-  for (size_t k = 0; k < 3 && !rc; k++) {
-    int any = roles[k] != FP8_ROLE_WEIGHT;
-    for (size_t i = 0; i < n && !any; i++) /* weights: only when one clipped */
-      any = (int)r->tab.groups[ex[i].g].role == roles[k] && ex[i].clip > 0;
-    if (any) rc = draw_role(r, drawn, ex, n, roles[k], err, errlen);
+  moe_ref *refs = malloc(n * sizeof *refs);
+  if (!refs) {
+    free(ex);
+    return FP8_ENOMEM;
   }
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *star = strstr(ex[i].group, ".*");
+    while (star && !(star[2] == '.' || star[2] == '\0')) star = strstr(star + 1, ".*");
+    if (!star) continue;
+    /* weights: only groups where an expert clipped (they are quantized every step) */
+    refs[m++] = (moe_ref){&ex[i], (size_t)(star - ex[i].group), star[2] ? star + 3 : ""};
+  }
+  qsort(refs, m, sizeof *refs, cmp_ref);
+  int rc = FP8_OK;
+  size_t charts = 0;
+  for (size_t lo = 0; lo < m && !rc && charts < MOE_MAX_CHARTS;) {
+    size_t hi = lo;
+    int any = 0;
+    while (hi < m && strcmp(refs[hi].suffix, refs[lo].suffix) == 0) {
+      any |= r->tab.groups[refs[hi].e->g].role != FP8_ROLE_WEIGHT || refs[hi].e->clip > 0;
+      hi++;
+    }
+    if (any) {
+      rc = draw_chart(r, drawn, refs + lo, hi - lo, err, errlen);
+      charts++;
+    }
+    lo = hi;
+  }
+  free(refs);
   free(ex);
   return rc;
 }

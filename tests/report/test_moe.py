@@ -271,8 +271,9 @@ def check_report(out):
             "against %s over all %d steps the experts ran." % (gap, gclip, pct(gclip, gap), pct(rclip, rnw), rnw))
     check(want in sec, "gap sentence: expected %r" % want)
     # the chart of every expert, per role, in the section
-    for role in ("input", "grad_output"):
-        f = "plots/experts_clipsteps_%s.png" % role
+    for what in ("gate_up_proj.input", "down_proj.input", "gate_up_proj.grad_output",
+                 "down_proj.grad_output"):
+        f = "plots/experts_clipsteps_%s.png" % what
         check(os.path.isfile(os.path.join(out, f)) and ("](%s)" % f) in md, "chart %s" % f)
     # advice.ini: the routers in BF16
     adv = open(os.path.join(out, "advice.ini")).read()
