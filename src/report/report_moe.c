@@ -85,10 +85,7 @@ static void ex_steps(const rep_t *r, rep_expert *e) {
   if (ser) {
     fp8_format f = r->tab.groups[e->g].key.format;
     int prev_ran = 1;
-    int64_t last_step = -1;
-    for (size_t i = 0; i < ser->n; i++) {
-      if (ser->step[i] == last_step) continue; /* micro-batches: a step counts once */
-      last_step = ser->step[i];
+    for (size_t i = 0; i < ser->n; i++) { /* micro-batches count one by one, as the history */
       int ran = ser->amax[i] > 0.0f;
       e->total++;
       e->ran += ran;
