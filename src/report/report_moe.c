@@ -326,9 +326,10 @@ static void add_group_advice(const rep_t *r, fp8_doc *d, const rep_expert *ex, c
   for (size_t i = 0; i < r->rec.nrecs; i++)
     if (r->rec.recs[i].scope == FP8_REC_MODEL) x = &r->rec.recs[i];
   const char *setting = NULL;
-  for (size_t c = 0; x && c < r->ncfg && !setting; c++)
+  int delayed = x && x->key.kind == FP8_KIND_DELAYED && x->meets_budget && x->key.recipe;
+  for (size_t c = 0; delayed && c < r->ncfg && !setting; c++)
     if (!r->cfgs[c].mixed && rep_cfg_matches(&r->cfgs[c], &x->key)) setting = r->cfgs[c].label;
-  if (!x || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget || !setting) {
+  if (!delayed || !setting) {
     fp8_doc_markdown(d, "No delayed setting of this run fits the budgets for the whole model "
                         "(the answer above says what does): no per-group recipe on top of it.");
     return;
