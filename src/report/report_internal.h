@@ -116,8 +116,10 @@ typedef struct {
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
   size_t nrouter_tensors;
   unsigned char *router_group;
-  fp8_experts_table experts; /* experts.csv (have_experts 0: the trace had no tokens.csv) */
+  fp8_experts_table experts_csv; /* experts.csv (have_experts 0: the trace had no tokens.csv) */
   int have_experts;
+  struct rep_expert_s *experts; /* the reference's expert tensors (rep_moe_load) */
+  size_t nexperts;
   rep_charts charts;    /* the charts drawn (rep_draw_plots), which the text lists */
 } rep_t;
 
@@ -217,7 +219,7 @@ void rep_add_cost(const rep_t *r, fp8_doc *d);
 int rep_moe_routers(rep_t *r);
 /* An expert tensor of the reference configuration (rep_moe_experts). */
 #define REP_EXPERT_GROUP_CAP 256
-typedef struct {
+typedef struct rep_expert_s {
   size_t g;            /* its group under the reference configuration */
   int32_t expert;
   char group[REP_EXPERT_GROUP_CAP]; /* its expert group: the name, the index as '*' */
@@ -227,9 +229,10 @@ typedef struct {
   double tokens;       /* experts.csv: its GEMM's tokens per step it ran; NaN: no row, or none */
   double overshoot;    /* the largest (non-warm-up), -inf if none */
 } rep_expert;
-/* The expert tensors of the reference configuration, by group then expert (malloc'ed; NULL and
- * *n = 0 with none, or out of memory). */
-rep_expert *rep_moe_experts(const rep_t *r, size_t *n);
+/* The expert tensors of the reference configuration, by group then expert, into r->experts
+ * (r->nexperts; none: 0), once, after the reference's scales are kept (rep_keep_series): the
+ * section, the contents and the charts read them. FP8_OK, FP8_ENOMEM. */
+int rep_moe_load(rep_t *r);
 /* The Mixture-of-Experts section (nothing without an expert tensor under the reference). */
 void rep_add_moe(const rep_t *r, fp8_doc *d);
 

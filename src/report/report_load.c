@@ -150,7 +150,7 @@ static int read_inputs(rep_t *r, fp8_gemm_table *gemm, int *have_gemm_file, char
   /* experts.csv: only for a trace with tokens.csv (Mixture-of-Experts, issue 40) */
   snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_experts.file);
   if (access(path, F_OK) == 0) {
-    if ((rc = fp8_experts_csv_load(path, &r->experts, err, errlen))) return rc;
+    if ((rc = fp8_experts_csv_load(path, &r->experts_csv, err, errlen))) return rc;
     r->have_experts = 1;
   }
   /* gemm.csv: absent for a run without GEMMs ([analysis] gemm = false, or no layer triplet) */
@@ -193,6 +193,10 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
   /* after the spike: the timelines' tensors decide which series are kept */
   if (r->have_stream && (rc = rep_keep_series(r, rep_max_timelines(opt), err, errlen)))
     goto done;
+  if ((rc = rep_moe_load(r))) { /* after the reference's scales are kept */
+    fp8_errorf(rc, err, errlen, "out of memory");
+    goto done;
+  }
   if (have_gemm_file) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
@@ -211,7 +215,8 @@ void rep_free(rep_t *r) {
   free(r->cfgs);
   free(r->gcfg);
   free(r->router_group);
-  fp8_experts_csv_free(&r->experts);
+  fp8_experts_csv_free(&r->experts_csv);
+  free(r->experts);
   free(r->series);
   free(r->ov);
   free(r->te);

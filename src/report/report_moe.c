@@ -123,12 +123,14 @@ static double tokens_of(const rep_t *r, const char *t) {
   const char *name = fp8_trace_split_rank(t, &rank);
   char gemm[FP8_NAME_MAX + FP8_RANK_PREFIX_MAX + 1];
   if (!gemm_of(name ? name : t, gemm, sizeof gemm)) return NAN;
-  const fp8_expert_row *row = bsearch(gemm, r->experts.rows, r->experts.nrows,
-                                      sizeof *r->experts.rows, cmp_row_gemm);
+  const fp8_expert_row *row = bsearch(gemm, r->experts_csv.rows, r->experts_csv.nrows,
+                                      sizeof *r->experts_csv.rows, cmp_row_gemm);
   return row && row->steps_run > 0 ? (double)row->tokens / (double)row->steps_run : NAN;
 }
 
-rep_expert *rep_moe_experts(const rep_t *r, size_t *n) {
+/* The expert tensors of the reference configuration, by group then expert (malloc'ed; NULL and
+ * *n = 0 with none, or out of memory). */
+static rep_expert *experts(const rep_t *r, size_t *n) {
   *n = 0;
   if (r->ref < 0) return NULL;
   size_t cap = 0;
@@ -382,19 +384,22 @@ static void add_group_advice(const rep_t *r, fp8_doc *d, const rep_expert *ex, c
                       "recipe for every GroupedLinear.", setting);
 }
 
+int rep_moe_load(rep_t *r) {
+  free(r->experts);
+  r->experts = experts(r, &r->nexperts);
+  return r->experts || r->nexperts == 0 ? FP8_OK : FP8_ENOMEM;
+}
+
 void rep_add_moe(const rep_t *r, fp8_doc *d) {
-  size_t n = 0;
-  rep_expert *ex = rep_moe_experts(r, &n);
-  if (!ex) return;
+  size_t n = r->nexperts;
+  const rep_expert *ex = r->experts;
+  if (!n) return;
   fp8_doc_heading(d, 2, "Mixture-of-Experts");
   /* groups, experts per group, layers */
   size_t ng = 0;
   for (size_t i = 0; i < n; i++) ng += i == 0 || strcmp(ex[i].group, ex[i - 1].group) != 0;
   grp_t *gs = calloc(ng ? ng : 1, sizeof *gs);
-  if (!gs) {
-    free(ex);
-    return;
-  }
+  if (!gs) return;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     if (i == 0 || strcmp(ex[i].group, ex[i - 1].group) != 0) gs[k++] = (grp_t){i, i, 0};
@@ -471,5 +476,4 @@ void rep_add_moe(const rep_t *r, fp8_doc *d) {
   fp8_doc_heading(d, 3, "A recipe per expert group");
   add_group_advice(r, d, ex, gs, ng);
   free(gs);
-  free(ex);
 }

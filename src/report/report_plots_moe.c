@@ -116,14 +116,11 @@ done:
 }
 
 int rep_plot_experts(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
-  size_t n = 0;
-  rep_expert *ex = rep_moe_experts(r, &n);
-  if (!ex) return FP8_OK;
+  size_t n = r->nexperts;
+  const rep_expert *ex = r->experts;
+  if (!n) return FP8_OK;
   moe_ref *refs = malloc(n * sizeof *refs);
-  if (!refs) {
-    free(ex);
-    return FP8_ENOMEM;
-  }
+  if (!refs) return FP8_ENOMEM;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     const char *star = strstr(ex[i].group, ".*");
@@ -149,6 +146,5 @@ int rep_plot_experts(const rep_t *r, rep_charts *drawn, char *err, size_t errlen
     lo = hi;
   }
   free(refs);
-  free(ex);
   return rc;
 }

@@ -441,9 +441,7 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  size_t nexperts = 0;
-  free(rep_moe_experts(r, &nexperts));
-  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only, nexperts > 0);
+  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only, r->nexperts > 0);
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
