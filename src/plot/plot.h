@@ -179,6 +179,8 @@ typedef struct {
                                    the end colours); vmin >= vmax: the data's, widened to
                                    contain threshold and threshold + 1 */
   const char *colorbar_label; /**< with its unit */
+  int integer_x;              /**< 1: x ticks at whole numbers only (categories numbered 0, 1,
+                                   ..., such as experts, centred on x = k: columns at k - 0.5) */
 } fp8_step_heatmap;
 
 /**

@@ -127,6 +127,7 @@ static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const f
   p.r = c->W - (L.bar_gap + L.bar_w + L.bar_lab + bar_title + 1.0 * c->fs);
   plot_ax_ticks(ax, p.r - p.l, 8 * DIGIT_W * L.cap);
   plot_ax_ticks(ax, p.r - p.l, (plot_ax_label_chars(ax) + 3) * DIGIT_W * L.cap);
+  if (h->integer_x && ax->step < 1) ax->step = 1; /* no tick between two numbered columns */
   L.p = p;
   return L;
 }

@@ -92,7 +92,7 @@ static int draw_chart(const rep_t *r, rep_charts *drawn, const moe_ref *refs, si
   fp8_step_heatmap hm = {.nx = (size_t)nx, .ny = ny, .x = x, .ylabels = (const char *const *)labels,
                          .values = v, .threshold = r->rec.budgets.step, .vmin = 0,
                          .vmax = 0.1 > 2 * r->rec.budgets.step ? 0.1 : 2 * r->rec.budgets.step,
-                         .colorbar_label = cbar};
+                         .colorbar_label = cbar, .integer_x = 1};
   rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
   if (rc) goto done;
   plot_t *p = rp_plot_add(drawn, file);

@@ -161,7 +161,7 @@ START_TEST(test_step_heatmap) {
   for (int i = 80; i < NX; i++) v[i] = NAN;
   const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input",
                         "layers.3.fc1.input"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)"};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0};
   fp8_chart c = base_chart("overshoot per step");
   c.ylabel = "tensor";
   const char *p = path_in("stepheat.png");
@@ -180,12 +180,12 @@ START_TEST(test_step_heatmap) {
   free(im.rgb);
 
   /* automatic range: the data's with the threshold; one column; errors */
-  fp8_step_heatmap one = {1, NY, x, yl, v, 0, 0, 0, NULL};
+  fp8_step_heatmap one = {1, NY, x, yl, v, 0, 0, 0, NULL, 0};
   ck_assert_msg(fp8_plot_step_heatmap(path_in("one.png"), &c, &one, err, sizeof err) == FP8_OK, "%s", err);
   double xd[3] = {0, 2, 1};
-  fp8_step_heatmap bad = {3, 1, xd, yl, v, 0, 0, 0, NULL};
+  fp8_step_heatmap bad = {3, 1, xd, yl, v, 0, 0, 0, NULL, 0};
   ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &bad, err, sizeof err), FP8_EINVAL);
-  fp8_step_heatmap badr = {NX, NY, x, yl, v, 5, -4, 4, NULL}; /* threshold outside the range */
+  fp8_step_heatmap badr = {NX, NY, x, yl, v, 5, -4, 4, NULL, 0}; /* threshold outside the range */
   ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &badr, err, sizeof err), FP8_EINVAL);
 }
 END_TEST
@@ -207,7 +207,7 @@ START_TEST(test_step_heatmap_many_steps) {
     v[2 * NX + i] = i == EV ? 3 : NAN;
   }
   const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)"};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0};
   fp8_chart c = base_chart("one loud step among 10,000");
   const char *p = path_in("stepheat_many.png");
   ck_assert_msg(fp8_plot_step_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
@@ -251,7 +251,7 @@ START_TEST(test_long_title_fits) {
   double x[NX], v[NY * NX];
   for (int i = 0; i < NX; i++) x[i] = i, v[i] = v[NX + i] = -1;
   const char *yl[NY] = {"a", "b"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, NULL};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, NULL, 0};
   fp8_chart c = base_chart("input tensors under delayed L=1024 m=0 max: overshoot per step (> 0: "
                            "the largest element saturated) and then a good deal more words");
   c.width = 1400;
