@@ -131,9 +131,14 @@ static const char USAGE_IMPORT_TE[] =
     "TRACEDIR: amax.csv (rank_<r>/amax.csv for several processes), step = TE's iteration,\n"
     "tensor = <layer>.<role> (activation: input, weight, output, gradient: grad_output, dgrad:\n"
     "grad_input; wgrad has none), and te_log.json (the files, the logging interval, the values\n"
-    "the four printed decimals lost: a 0.0000 is left out; docs/capture.md).\n"
+    "the four printed decimals lost: a 0.0000 is left out; docs/capture.md) listing every\n"
+    "file written. The trace is written into .<TRACEDIR>.fp8lab-import.<pid> beside TRACEDIR\n"
+    "and moved in at the end: a failed or killed import leaves TRACEDIR as it was (exit 1 for\n"
+    "a failed write; the next import removes what a killed one left beside it).\n"
     "\n"
-    "  --force   replace the amax.csv, rank_<r>/amax.csv and te_log.json of an earlier import\n";
+    "  --force   replace a folder an earlier import wrote, as a whole: only when its\n"
+    "            te_log.json lists every file in it (a folder with anything else, snapshots,\n"
+    "            a capture's amax.csv or a file of yours, is refused: exit 2)\n";
 
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the

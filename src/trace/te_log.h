@@ -45,10 +45,14 @@ typedef struct {
 } fp8_te_import_summary;
 
 /** Reads the statistics logs in logdir (TE's log_dir, or its nvdlfw_inspect_statistics_logs
- *  folder) and writes a trace into tracedir (created; with force an existing trace's amax.csv,
- *  rank_<r>/amax.csv and te_log.json are replaced, else a non-empty tracedir is an error).
- *  Files are written under temporary names and renamed. Bad input: FP8_EFORMAT with err
- *  naming the file and line; FP8_EIO, FP8_ENOMEM otherwise. */
+ *  folder) and writes a trace as tracedir: created (with its parents), or an empty folder
+ *  replaced; a non-empty tracedir is an error unless force is set and it is an earlier
+ *  import's folder (te_log.json lists every file in it: docs/capture.md), which is then
+ *  replaced whole. The trace is written into <parent>/.<base>.fp8lab-import.<pid> and moved
+ *  in at the end (over an earlier import, swapped atomically), so a failure leaves tracedir as
+ *  it was. Bad input or a refused folder: FP8_EFORMAT / FP8_EINVAL with err naming the file
+ *  and line or the folder and the entry; FP8_EWRITE (a failed write), FP8_EIO, FP8_ENOMEM
+ *  otherwise. */
 int fp8_te_import(const char *logdir, const char *tracedir, int force,
                   fp8_te_import_summary *sum, char *err, size_t errlen);
 

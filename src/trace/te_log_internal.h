@@ -71,11 +71,41 @@ typedef struct {
   fp8_te_import_summary sum;
 } te_import;
 
-/* Writes the trace of a read and checked import into tracedir (te_log.h's fp8_te_import: new,
- * or with force an earlier import's files replaced): each rank's amax.csv (rows by step, then
- * tensor name; 0.0000 rows left out; te_scale where TE gave one), then te_log.json. Sorts
- * im->rows. FP8_OK, or FP8_EFORMAT / FP8_EIO / FP8_EWRITE / FP8_ENOMEM with err. */
+/* Writes the trace of a read and checked import as tracedir (te_log.h's fp8_te_import: new,
+ * or with force replacing an earlier import's folder, te_dir_*): each rank's amax.csv (rows by
+ * step, then tensor name; 0.0000 rows left out; te_scale where TE gave one), te_overflows.csv,
+ * then te_log.json listing them ("written"), all in a temporary folder moved in at the end.
+ * Sorts im->rows. FP8_OK, or FP8_EFORMAT / FP8_EINVAL (a folder refused) / FP8_EIO /
+ * FP8_EWRITE / FP8_ENOMEM with err; on failure tracedir is as it was. */
 int te_write_trace(te_import *im, const char *logdir, const char *tracedir, int force, char *err,
                    size_t errlen);
+
+/* The trace folder of an import (te_log_dir.c): the target checked, a fresh folder beside it
+ * to write into, then moved in. */
+typedef struct {
+  const char *shown; /* the target as given (messages) */
+  char *target;      /* without trailing slashes; ".", ".." resolved (realpath) */
+  char *parent;      /* the folder holding it */
+  char *tmp;         /* <parent>/.<base>.fp8lab-import.<pid>: the import is written here */
+  char *old;         /* <parent>/.<base>.fp8lab-old.<pid>: the swap's fallback */
+  char *made_top;    /* the outermost parent this import created, or NULL */
+  unsigned mode;     /* the replaced folder's permission bits (0: a new folder) */
+  int swap;          /* the target holds an earlier import (--force): swapped, then removed */
+  int made_tmp;      /* tmp exists and is this import's to remove */
+} te_dir;
+
+/* Checks tracedir and makes d->tmp. tracedir absent: its parents created (mkdir -p); an empty
+ * folder: replaced; a non-empty one: only with force and only when it is an earlier import's
+ * (te_log.json's "written", or for an older import the files it implies; any other entry,
+ * link, FIFO or folder refused, FP8_EFORMAT naming it); a file or a symbolic link: FP8_EINVAL.
+ * First removes the folders a killed import left beside tracedir (pid gone). */
+int te_dir_open(te_dir *d, const char *tracedir, int force, char *err, size_t errlen);
+/* Moves d->tmp in as the target: rename(), or over an earlier import an atomic swap
+ * (renameat2 RENAME_EXCHANGE; where unsupported, the old one renamed aside first), the old
+ * import then removed. On failure the target is as it was. */
+int te_dir_commit(te_dir *d, char *err, size_t errlen);
+/* Removes d->tmp when it was not moved in, and any parent created for the target while it is
+ * empty; frees d (safe after te_dir_open failed). */
+void te_dir_close(te_dir *d);
 
 #endif /* FP8LAB_TRACE_TE_LOG_INTERNAL_H */

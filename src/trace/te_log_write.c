@@ -1,14 +1,13 @@
 /* te_log_write.c: the writing half of `fp8lab import-te` (te_log_internal.h): a checked
  * import's rows as each rank's amax.csv, in step then name order, TE's overflows% as
- * te_overflows.csv, and te_log.json, every file
- * under a temporary name renamed into place (outfile.h). */
+ * te_overflows.csv, and te_log.json listing every file written, all into a fresh folder
+ * beside the target that is moved in at the end (te_log_dir.c). */
 #include "te_log_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -97,8 +96,8 @@ static int write_overflows(te_import *im, const char *dir, const uint32_t *order
   return fp8_outfile_commit(&of, err, errlen);
 }
 
-static int write_json(te_import *im, const char *logdir, const char *dir, char *err,
-                      size_t errlen) {
+static int write_json(te_import *im, const char *logdir, const char *dir, json_t *written,
+                      char *err, size_t errlen) {
   json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
   int bad = !o || !files || !tens || !other;
   for (size_t k = 0; !bad && k < im->nfiles; k++) {
@@ -147,6 +146,9 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
     tens = NULL;
     bad |= json_object_set_new(o, "other_statistics", other) != 0;
     other = NULL;
+    /* every file of the import, te_log.json last: what a later --force may replace */
+    bad |= json_array_append_new(written, json_string(FP8_TE_LOG_FILE)) != 0;
+    bad |= json_object_set(o, "written", written) != 0;
   }
   char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
   json_decref(o);
@@ -159,40 +161,21 @@ static int write_json(te_import *im, const char *logdir, const char *dir, char *
   return rc;
 }
 
-/* The trace folder: new, or (force) an earlier import's files removed. */
-static int prepare_dir(const char *dir, int force, char *err, size_t errlen) {
-  if (fp8_dir_nonempty(dir)) {
-    if (!force)
-      return fp8_errorf(FP8_EFORMAT, err, errlen,
-                        "%s: not empty (--force replaces its amax.csv, rank_<r>/amax.csv, "
-                        "te_overflows.csv and te_log.json)",
-                        dir);
-    size_t n = strlen(dir) + 64;
-    char *p = malloc(n);
-    if (!p) return FP8_ENOMEM;
-    snprintf(p, n, "%s/amax.csv", dir);
-    remove(p);
-    snprintf(p, n, "%s/%s", dir, FP8_TE_LOG_FILE);
-    remove(p);
-    snprintf(p, n, "%s/te_overflows.csv", dir);
-    remove(p);
-    for (size_t r = 0;; r++) { /* an earlier import's ranks, while they are there */
-      snprintf(p, n, "%s/rank_%zu/amax.csv", dir, r);
-      if (remove(p) != 0) break;
-      snprintf(p, n, "%s/rank_%zu", dir, r);
-      rmdir(p);
-    }
-    free(p);
-  }
-  return fp8_mkdir_p(dir, err, errlen);
+/* Appends the trace-relative path of a file just written to the import's list. */
+static int add_written(json_t *written, const char *rel) {
+  return json_array_append_new(written, json_string(rel)) != 0 ? FP8_ENOMEM : FP8_OK;
 }
 
 int te_write_trace(te_import *im, const char *logdir, const char *tracedir, int force, char *err,
                    size_t errlen) {
-  int rc = prepare_dir(tracedir, force, err, errlen);
-  name_id *byname = rc == FP8_OK ? by_name(im) : NULL;
+  te_dir td;
+  int rc = te_dir_open(&td, tracedir, force, err, errlen);
+  if (rc) return rc;
+  const char *out = td.tmp; /* the import goes here, then is moved in */
+  json_t *written = json_array();
+  name_id *byname = by_name(im);
   uint32_t *order = byname ? malloc((im->ntens + 1) * sizeof *order) : NULL;
-  if (rc == FP8_OK && !order) rc = FP8_ENOMEM;
+  if (!order || !written) rc = FP8_ENOMEM;
   if (rc == FP8_OK) {
     for (size_t k = 0; k < im->ntens; k++) order[byname[k].id] = (uint32_t)k;
     for (size_t k = 0; k < im->nrows; k++) im->rows[k].ord = order[im->rows[k].tensor];
@@ -201,22 +184,34 @@ int te_write_trace(te_import *im, const char *logdir, const char *tracedir, int 
     for (uint32_t r = 0; rc == FP8_OK && r < im->nfiles; r++) {
       char sub[64];
       snprintf(sub, sizeof sub, "rank_%u", r);
-      size_t n = strlen(tracedir) + sizeof sub + 2;
+      size_t n = strlen(out) + sizeof sub + 2;
       char *d = malloc(n);
       if (!d) {
         rc = FP8_ENOMEM;
         break;
       }
-      snprintf(d, n, "%s/%s", tracedir, sub);
-      if (im->nfiles == 1) snprintf(d, n, "%s", tracedir);
+      snprintf(d, n, "%s/%s", out, sub);
+      if (im->nfiles == 1) snprintf(d, n, "%s", out);
       else rc = fp8_mkdir_p(d, err, errlen);
       if (rc == FP8_OK) rc = write_amax(im, d, r, &k, err, errlen);
       free(d);
+      if (rc == FP8_OK) {
+        strcat(sub, "/amax.csv");
+        rc = add_written(written, im->nfiles == 1 ? "amax.csv" : sub);
+      }
     }
   }
-  if (rc == FP8_OK) rc = write_overflows(im, tracedir, order, err, errlen);
+  if (rc == FP8_OK) rc = write_overflows(im, out, order, err, errlen);
+  if (rc == FP8_OK && im->novf) rc = add_written(written, "te_overflows.csv");
   free(order);
   free(byname);
-  if (rc == FP8_OK) rc = write_json(im, logdir, tracedir, err, errlen);
+  if (rc == FP8_OK) rc = write_json(im, logdir, out, written, err, errlen);
+  json_decref(written);
+  if (rc == FP8_OK) rc = te_dir_commit(&td, err, errlen);
+  else if (rc == FP8_EWRITE || rc == FP8_EIO) { /* the temporary folder's name is not the user's */
+    size_t n = strlen(err);
+    snprintf(err + n, errlen > n ? errlen - n : 0, " (%s: unchanged)", tracedir);
+  }
+  te_dir_close(&td);
   return rc;
 }
