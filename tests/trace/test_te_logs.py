@@ -21,7 +21,8 @@ fp8lab, with the equivalent multi-rank amax.csv trace written from the same numb
   - bad input, each one line naming the file and line, exit 2, nothing written: a malformed
     line, a name that is not <layer>_<tensor>_<stat>, a value that is not a number, a NaN
     cur_amax, a repeated iteration, a missing rank, two logs of one rank, no logs, no
-    cur_amax; a non-empty trace folder without --force.
+    cur_amax; a non-empty trace folder without --force (--force over an import: issue 41's
+    test_te_import_folder.py).
 
 Usage: test_te_logs.py FP8LAB_BIN. Standard library only.
 """
@@ -197,12 +198,19 @@ def case_equivalent(tmp):
     nrows = sum(1 for _ in open(os.path.join(b, "stream.csv"))) - 1
     check(nrows == 20 * 2 * 13 * 4, "stream.csv rows %d, want %d" % (nrows, 20 * 2 * 13 * 4))
     print("equivalent: %d amax rows, stream.csv %d rows, byte-identical" % (n_amax, nrows))
-    # --force replaces; without it a non-empty folder is an error
+    # --force replaces an earlier import (issue 41: the whole folder, its te_log.json listing
+    # every file written); without it a non-empty folder is an error
     rc, so, se = run(["import-te", logs, imp])
     check(rc == 2 and "not empty" in se and se.count("\n") == 1, "no --force: %d %r" % (rc, se))
+    before = {r: read(os.path.join(imp, "rank_%d" % r, "amax.csv")) for r in rows}
     rc, so, se = run(["import-te", logs, imp, "--force"])
-    check(rc == 0 and read(os.path.join(imp, "te_log.json")) ==
-          read(os.path.join(imp, "te_log.json")), "--force: %d %r" % (rc, se))
+    meta = json.load(open(os.path.join(imp, "te_log.json")))
+    check(rc == 0 and meta["log_dir"] == logs and sorted(os.listdir(imp)) ==
+          ["rank_0", "rank_1", "te_log.json"] and
+          all(read(os.path.join(imp, "rank_%d" % r, "amax.csv")) == b for r, b in before.items()),
+          "--force: %d %r" % (rc, se))
+    check(meta.get("written") == ["rank_0/amax.csv", "rank_1/amax.csv", "te_log.json"],
+          "te_log.json written: %s" % meta.get("written"))
 
 
 def rn32_clipped(amax, scale, fmt):
