@@ -12,6 +12,7 @@
  * bad input (experiment file, trace, output directory). Errors are one line on stderr.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -213,7 +214,10 @@ static int cmd_report(int argc, char **argv) {
       char *end;
       errno = 0;
       budget = strtod(argv[++i], &end);
-      if (errno || end == argv[i] || *end || !(budget >= 0 && budget <= 1)) {
+      /* a fraction below the smallest normal double (1e-320) is in 0..1: strtod's ERANGE of
+       * underflow is no error here, as for the experiment's budgets */
+      if ((errno && !(errno == ERANGE && fabs(budget) <= DBL_MIN)) || end == argv[i] || *end ||
+          !(budget >= 0 && budget <= 1)) {
         errf("fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
