@@ -252,6 +252,28 @@ static int cmd_report(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ run */
 
+/* The experiment's sections and [analysis] keys a run without snapshot rows could not serve
+ * (run.json's unserved): one warning line each, at its line of the file, whatever --quiet. */
+static void print_unserved(const fp8_run_summary *sum, const char *exp) {
+  char sec[FP8_ESC_LEN], lab[FP8_ESC_LEN];
+  for (size_t i = 0; i < sum->nunserved; i++) {
+    const fp8_unserved *u = &sum->unserved[i];
+    char what[512];
+    if (*u->key)
+      snprintf(what, sizeof what, "[%s] %s", u->section, u->key);
+    else if (strcmp(u->section + 7, u->label) != 0) /* "recipe.<name>", another label */
+      snprintf(what, sizeof what, "[%s] (label %s, kind %s, %lld configuration%s)",
+               fp8_esc(u->section, sec, sizeof sec), fp8_esc(u->label, lab, sizeof lab), u->kind,
+               u->configurations, u->configurations == 1 ? "" : "s");
+    else
+      snprintf(what, sizeof what, "[%s] (kind %s, %lld configuration%s)",
+               fp8_esc(u->section, sec, sizeof sec), u->kind, u->configurations,
+               u->configurations == 1 ? "" : "s");
+    errf("fp8lab: warning: %s:%d: %s has nothing to act on: the trace has no snapshots, only "
+         "amaxes; %s\n", arg(exp), u->line, what, u->why);
+  }
+}
+
 /* The run's final message (and its warnings). */
 static void print_run_summary(const fp8_run_summary *sum, const char *dir, int quiet) {
   if (sum->resumed_at >= 0 && !quiet)
@@ -388,9 +410,14 @@ static int cmd_run(int argc, char **argv) {
     errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
-  if (fp8_mpi_rank() != 0) return 0; /* process 0 writes the summary and the report */
+  if (fp8_mpi_rank() != 0) { /* process 0 writes the summary and the report */
+    free(sum.unserved);
+    return 0;
+  }
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+  print_unserved(&sum, exp);
+  free(sum.unserved);
   print_run_summary(&sum, dir, opt.quiet);
   if (no_report) return 0;
   int ret = write_report(dir, -1.0, opt.threads, opt.quiet);
