@@ -12,6 +12,7 @@
  * bad input (experiment file, trace, output directory). Errors are one line on stderr.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -218,7 +219,10 @@ static int cmd_report(int argc, char **argv) {
       char *end;
       errno = 0;
       budget = strtod(argv[++i], &end);
-      if (errno || end == argv[i] || *end || !(budget >= 0 && budget <= 1)) {
+      /* a fraction below the smallest normal double (1e-320) is in 0..1: strtod's ERANGE of
+       * underflow is no error here, as for the experiment's budgets */
+      if ((errno && !(errno == ERANGE && fabs(budget) <= DBL_MIN)) || end == argv[i] || *end ||
+          !(budget >= 0 && budget <= 1)) {
         errf("fp8lab report: --budget wants a fraction in 0..1, got '%s'\n", arg(argv[i]));
         return EXIT_USAGE;
       }
@@ -252,6 +256,28 @@ static int cmd_report(int argc, char **argv) {
 }
 
 /* ------------------------------------------------------------------ run */
+
+/* The experiment's sections and [analysis] keys a run without snapshot rows could not serve
+ * (run.json's unserved): one warning line each, at its line of the file, whatever --quiet. */
+static void print_unserved(const fp8_run_summary *sum, const char *exp) {
+  char sec[FP8_ESC_LEN], lab[FP8_ESC_LEN];
+  for (size_t i = 0; i < sum->nunserved; i++) {
+    const fp8_unserved *u = &sum->unserved[i];
+    char what[512];
+    if (*u->key)
+      snprintf(what, sizeof what, "[%s] %s", u->section, u->key);
+    else if (strcmp(u->section + 7, u->label) != 0) /* "recipe.<name>", another label */
+      snprintf(what, sizeof what, "[%s] (label %s, kind %s, %lld configuration%s)",
+               fp8_esc(u->section, sec, sizeof sec), fp8_esc(u->label, lab, sizeof lab), u->kind,
+               u->configurations, u->configurations == 1 ? "" : "s");
+    else
+      snprintf(what, sizeof what, "[%s] (kind %s, %lld configuration%s)",
+               fp8_esc(u->section, sec, sizeof sec), u->kind, u->configurations,
+               u->configurations == 1 ? "" : "s");
+    errf("fp8lab: warning: %s:%d: %s has nothing to act on: the trace has no snapshots, only "
+         "amaxes; %s\n", arg(exp), u->line, what, u->why);
+  }
+}
 
 /* The run's final message (and its warnings). */
 static void print_run_summary(const fp8_run_summary *sum, const char *dir, int quiet) {
@@ -389,9 +415,14 @@ static int cmd_run(int argc, char **argv) {
     errf("fp8lab: %s\n", err);
     return exit_of(rc);
   }
-  if (fp8_mpi_rank() != 0) return 0; /* process 0 writes the summary and the report */
+  if (fp8_mpi_rank() != 0) { /* process 0 writes the summary and the report */
+    free(sum.unserved);
+    return 0;
+  }
   char real[PATH_MAX];
   const char *dir = realpath(sum.out_dir, real) ? real : sum.out_dir;
+  print_unserved(&sum, exp);
+  free(sum.unserved);
   print_run_summary(&sum, dir, opt.quiet);
   if (no_report) return 0;
   int ret = write_report(dir, -1.0, opt.threads, opt.quiet);

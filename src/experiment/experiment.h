@@ -3,7 +3,9 @@
  *
  *   [trace]   path (dir, multi-rank dir of rank_<r>/ traces, or synth:<preset>), steps (a-b
  *             or a-b:stride), tensors (comma globs), synth_steps, synth_seed (for synth: paths),
- *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces)
+ *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces),
+ *             reduce_stride; reduce_group and reduce_stride need reduce_amax = true (without
+ *             it no amax is reduced: an error at their line, as a key of another kind is)
  *   [recipe.<name>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
  *             tensors (comma globs, [trace] tensors' rules): the section's configurations
@@ -16,7 +18,9 @@
  *             gemm_max_tokens (exact mode; default 1024, 0 = all), step_budget (fraction of stream steps,
  *             default 0.01), warmup_steps (default: each tensor's own warm-up),
  *             flush_budget (fraction of a tensor's finite values flushed to zero that a
- *             configuration may reach and still fit it; default off)
+ *             configuration may reach and still fit it; default off). A budget's value is a
+ *             decimal in 0..1; one below the smallest normal double (1e-320) is taken as
+ *             strtod's nearest double, subnormal or 0, not refused as out of range.
  *   [output]  dir, stream (auto | csv | npy: the stream's format; auto: npy above
  *             FP8_STREAM_NPY_ROWS rows)
  * Errors: FP8_EINVAL with "file:line: message" in err.
@@ -36,6 +40,27 @@ enum { FP8_STREAM_AUTO, FP8_STREAM_CSV, FP8_STREAM_NPY };
 
 /** Most configurations one experiment file may expand to (all recipe sections together). */
 #define FP8_EXPERIMENT_MAX_CONFIGS 4096
+
+/** The [analysis] keys: fp8_experiment.analysis_line[k] is the line of key k in the file, 0
+ *  when the file does not give it (its default); fp8_experiment_analysis_keys[k] spells it.
+ *  A run says which of them a trace of amaxes alone cannot serve (docs/semantics.md, "What a
+ *  trace of amaxes alone cannot serve"), at their lines. */
+typedef enum {
+  FP8_EXP_AKEY_OVERFLOW_BUDGET,
+  FP8_EXP_AKEY_STEP_BUDGET,
+  FP8_EXP_AKEY_FLUSH_BUDGET,
+  FP8_EXP_AKEY_ROUTERS,
+  FP8_EXP_AKEY_FP4_GEMM_RATIO,
+  FP8_EXP_AKEY_WARMUP_STEPS,
+  FP8_EXP_AKEY_GEMM,
+  FP8_EXP_AKEY_GEMM_ERROR,
+  FP8_EXP_AKEY_GEMM_SAMPLE,
+  FP8_EXP_AKEY_GEMM_SEED,
+  FP8_EXP_AKEY_GEMM_MAX_TOKENS,
+  FP8_EXP_AKEY_COST_TOKENS,
+  FP8_EXP_AKEY_COUNT
+} fp8_exp_analysis_key;
+extern const char *const fp8_experiment_analysis_keys[FP8_EXP_AKEY_COUNT];
 
 /** One [recipe.<name>] section: its label, its tensor subset and its configurations. */
 typedef struct {
@@ -100,6 +125,7 @@ typedef struct {
   double fp4_gemm_ratio;
   int64_t warmup_steps;   /**< [analysis] warmup_steps: the first N replay steps are warm-up for
                                every tensor; -1 (default): each tensor's own (docs/semantics.md) */
+  int analysis_line[FP8_EXP_AKEY_COUNT]; /**< line of each [analysis] key, 0: not given */
   size_t nconfigs;
   fp8_config *configs; /**< sections in file order, product in key order (last key fastest) */
   int *format_lines;   /**< [nconfigs]: line of the format key of the configuration's section,

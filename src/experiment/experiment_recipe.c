@@ -277,6 +277,28 @@ static int recipe_list(exp_ctx *c, const exp_entry *e, int k, fp8_recipe_kind ki
   return 0;
 }
 
+/* sr_seed seeds stochastic rounding's draw: with rounding = nearest nothing is drawn, so the
+ * key would be recorded (run.json, advice.ini) though it did nothing: an error at its line, as
+ * a key of another kind is. rounding = auto (the default) rounds the gradients stochastically,
+ * so sr_seed acts there. rounding takes one value per section (every key of a kind but delayed
+ * does), so no list can hold nearest beside stochastic. Called with the section's keys parsed
+ * and no default filled in yet. */
+static void sr_seed_check(exp_ctx *c, fp8_recipe_kind kind, const recipe_axes *ax) {
+  if (kind != FP8_KIND_NVFP4 || !ax->vals[K_SR_SEED] || !ax->vals[K_FP4_ROUNDING] ||
+      ax->vals[K_FP4_ROUNDING][0] != FP8_FP4_ROUND_NEAREST)
+    return;
+  int seed_line = 0, rounding_line = 0;
+  for (size_t i = 0; i < c->nents; i++) {
+    if (strcmp(c->ents[i].key, "sr_seed") == 0) seed_line = c->ents[i].line;
+    if (strcmp(c->ents[i].key, "rounding") == 0) rounding_line = c->ents[i].line;
+  }
+  fp8_exp_fail(c, seed_line,
+               "sr_seed does nothing with rounding = nearest (line %d): it seeds stochastic "
+               "rounding's draw, and nearest draws nothing (give rounding = stochastic, or auto "
+               "for the gradients alone, or remove sr_seed)",
+               rounding_line);
+}
+
 /* Absent keys: their default, as a one-value axis. -1 when out of memory (c->nomem set). */
 static int recipe_defaults(exp_ctx *c, fp8_recipe_kind kind, recipe_axes *ax) {
   /* TE's recipe classes: DelayedScaling and Float8CurrentScaling default to Format.HYBRID,
@@ -472,6 +494,7 @@ void fp8_exp_recipe_end(exp_ctx *c) {
     }
     if (recipe_list(c, e, k, kind, &ax) != 0) break;
   }
+  if (!c->nomem && c->nfail == c->sec_nfail) sr_seed_check(c, kind, &ax);
   /* a section with any error expands to nothing */
   if (c->nomem || c->nfail != c->sec_nfail) goto done;
   if (recipe_defaults(c, kind, &ax) != 0) goto done;
@@ -571,13 +594,17 @@ void fp8_config_settings(const fp8_config *cf, char *buf, size_t len) {
     snprintf(buf, len, "\nformat = %s\namax_epsilon = %.9g\npow2 = %s", f,
              (double)cf->amax_epsilon, tf);
     break;
-  case FP8_KIND_NVFP4:
-    snprintf(buf, len,
-             "\nblock = %s\nrht = %s\nrounding = %s\nblock_scale = %s\ne4m3_max = %d\nsr_seed = %llu",
+  case FP8_KIND_NVFP4: {
+    /* sr_seed only where something is drawn: beside rounding = nearest the loader refuses it */
+    char seed[48] = "";
+    if (cf->fp4_rounding != FP8_FP4_ROUND_NEAREST)
+      snprintf(seed, sizeof seed, "\nsr_seed = %llu", (unsigned long long)cf->sr_seed);
+    snprintf(buf, len, "\nblock = %s\nrht = %s\nrounding = %s\nblock_scale = %s\ne4m3_max = %d%s",
              nvb[(unsigned)cf->nvfp4_block % 3], cf->rht ? "true" : "false",
              rnd[(unsigned)cf->fp4_rounding % 3], rule[(unsigned)cf->fp4_rule % 3],
-             (int)cf->e4m3_max, (unsigned long long)cf->sr_seed);
+             (int)cf->e4m3_max, seed);
     break;
+  }
   case FP8_KIND_BF16:
     break;
   }

@@ -5,6 +5,8 @@
 #include "experiment_internal.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,13 +46,32 @@ static void trace_tensors(exp_ctx *c, const exp_entry *e) {
   c->ex->tensors_line = e->line;
 }
 
+const char *const fp8_experiment_analysis_keys[FP8_EXP_AKEY_COUNT] = {
+    [FP8_EXP_AKEY_OVERFLOW_BUDGET] = "overflow_budget",
+    [FP8_EXP_AKEY_STEP_BUDGET] = "step_budget",
+    [FP8_EXP_AKEY_FLUSH_BUDGET] = "flush_budget",
+    [FP8_EXP_AKEY_ROUTERS] = "routers",
+    [FP8_EXP_AKEY_FP4_GEMM_RATIO] = "fp4_gemm_ratio",
+    [FP8_EXP_AKEY_WARMUP_STEPS] = "warmup_steps",
+    [FP8_EXP_AKEY_GEMM] = "gemm",
+    [FP8_EXP_AKEY_GEMM_ERROR] = "gemm_error",
+    [FP8_EXP_AKEY_GEMM_SAMPLE] = "gemm_sample",
+    [FP8_EXP_AKEY_GEMM_SEED] = "gemm_seed",
+    [FP8_EXP_AKEY_GEMM_MAX_TOKENS] = "gemm_max_tokens",
+    [FP8_EXP_AKEY_COST_TOKENS] = "cost_tokens",
+};
+
 /* Section values: a fraction in 0..1, or an integer in min..max; else "bad <key> "<value>"
- * (expected <expect>)" at the entry's line. */
+ * (expected <expect>)" at the entry's line. A fraction below the smallest normal double
+ * (flush_budget = 1e-320) is in 0..1: strtod gives its nearest double (a subnormal, or 0 below
+ * the smallest subnormal) and sets ERANGE, which here is no error; an ERANGE of overflow is
+ * (HUGE_VAL, out of 0..1 anyway). */
 static void parse_fraction(exp_ctx *c, const exp_entry *e, double *dst, const char *expect) {
   char *end;
   errno = 0;
   double v = strtod(e->value, &end);
-  if (errno || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
+  int range = errno == ERANGE && !(fabs(v) <= DBL_MIN);
+  if ((errno && errno != ERANGE) || range || end == e->value || *end || !(v >= 0.0 && v <= 1.0))
     fp8_exp_fail(c, e->line, "bad %s \"%s\" (expected %s)", e->key, e->value, expect);
   else *dst = v;
 }
@@ -65,6 +86,31 @@ static int parse_count(exp_ctx *c, const exp_entry *e, int64_t min, int64_t max,
   }
   *dst = v;
   return 1;
+}
+
+/* reduce_group and reduce_stride shape the groups over which reduce_amax takes the max of
+ * delayed scaling's amax: without reduce_amax = true nothing is reduced and they would be
+ * recorded (run.json, advice.ini) though they did nothing, so each is an error at its line, as
+ * a key of another kind is. Not when reduce_amax itself was given a bad value (that error is
+ * the one to fix). */
+static void trace_reduce_check(exp_ctx *c) {
+  const fp8_experiment *ex = c->ex;
+  int amax_given = 0;
+  for (size_t i = 0; i < c->nents; i++) amax_given |= strcmp(c->ents[i].key, "reduce_amax") == 0;
+  if (ex->reduce_amax || (amax_given && !ex->reduce_amax_line)) return;
+  const int lines[2] = {ex->reduce_group_line, ex->reduce_stride_line};
+  static const char *const keys[2] = {"reduce_group", "reduce_stride"};
+  for (int k = 0; k < 2; k++) {
+    if (!lines[k]) continue;
+    char amax[64] = "without reduce_amax = true";
+    if (ex->reduce_amax_line)
+      snprintf(amax, sizeof amax, "with reduce_amax = false (line %d)", ex->reduce_amax_line);
+    fp8_exp_fail(c, lines[k],
+                 "%s does nothing %s: it shapes the rank groups over which reduce_amax reduces "
+                 "delayed scaling's amax, and no amax is reduced (set reduce_amax = true, or "
+                 "remove %s)",
+                 keys[k], amax, keys[k]);
+  }
 }
 
 _Static_assert(FP8_RANK_LIMIT == 65536, "the reduce_group / reduce_stride messages say 65536");
@@ -138,6 +184,7 @@ void fp8_exp_trace_end(exp_ctx *c) {
   if (!have_path && !c->has_err)
     fp8_exp_fail(c, c->sec_line,
                  "[trace] has no path (expected path = <trace dir> or synth:<preset>)");
+  trace_reduce_check(c);
   /* synth_steps / synth_seed beside a real trace are accepted and unused: the documented
    * example file has them as commented placeholders. */
 }
@@ -164,6 +211,8 @@ void fp8_exp_analysis_end(exp_ctx *c) {
   char shown[FP8_ESC_LEN]; /* an unknown key, quoted */
   for (size_t i = 0; i < c->nents && !c->nomem; i++) {
     const exp_entry *e = &c->ents[i];
+    for (int k = 0; k < FP8_EXP_AKEY_COUNT; k++)
+      if (strcmp(e->key, fp8_experiment_analysis_keys[k]) == 0) c->ex->analysis_line[k] = e->line;
     if (strcmp(e->key, "overflow_budget") == 0) {
       parse_fraction(c, e, &c->ex->overflow_budget,
                      "a fraction of elements in 0..1, e.g. 1e-5");

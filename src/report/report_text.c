@@ -355,6 +355,47 @@ static void add_left_out(const rep_t *r, fp8_doc *d) {
   fp8_doc_markdown(d, buf);
 }
 
+/* The end of the first paragraph: the experiment's [recipe.*] sections and [analysis] keys
+ * that the run could not serve (run.json's unserved: a run without snapshot rows), each named
+ * with its line and why, so that the configuration count before it is not read as the whole
+ * experiment. A new string ("" when none), NULL when out of memory. */
+static char *unserved_text(const rep_t *r) {
+  size_t nsec = 0, nkey = 0, len = 1024;
+  long long ncfg = 0;
+  for (size_t i = 0; i < r->run.nunserved; i++) {
+    const fp8_unserved *u = &r->run.unserved[i];
+    if (*u->key) nkey++;
+    else nsec++, ncfg += u->configurations;
+    len += strlen(u->section) + strlen(u->key) + strlen(u->label) + strlen(u->why) + 128;
+  }
+  char *buf = malloc(len);
+  if (!buf || !r->run.nunserved) {
+    if (buf) buf[0] = '\0';
+    return buf;
+  }
+  char secs[160] = "", keys[96] = "";
+  if (nsec)
+    snprintf(secs, sizeof secs, "%lld more configuration%s (%zu [recipe.*] section%s)", ncfg,
+             ncfg == 1 ? "" : "s", nsec, nsec == 1 ? "" : "s");
+  if (nkey) snprintf(keys, sizeof keys, "%zu [analysis] key%s", nkey, nkey == 1 ? "" : "s");
+  size_t o = (size_t)snprintf(buf, len, " **The experiment's %s%s%s had nothing to act on**: "
+                              "this trace has no snapshots, only amaxes (run.json `unserved`; "
+                              "`fp8lab run` warned of each): ", secs,
+                              nsec && nkey ? " and " : "", keys);
+  for (size_t i = 0; i < r->run.nunserved && o < len; i++) {
+    const fp8_unserved *u = &r->run.unserved[i];
+    const char *sep = i + 1 == r->run.nunserved ? "." : "; ";
+    if (*u->key)
+      o += (size_t)snprintf(buf + o, len - o, "`[%s] %s` (line %d): %s%s", u->section, u->key,
+                            u->line, u->why, sep);
+    else
+      o += (size_t)snprintf(buf + o, len - o, "`[%s]` (label `%s`, kind %s, %lld configuration%s, "
+                            "line %d): %s%s", u->section, u->label, u->kind, u->configurations,
+                            u->configurations == 1 ? "" : "s", u->line, u->why, sep);
+  }
+  return buf;
+}
+
 fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_prefix) {
   fp8_doc *d = fp8_doc_new();
   if (!d) return NULL;
@@ -371,19 +412,22 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
         nsteps++;
       }
   }
+  char *unserved = unserved_text(r);
   if (r->stream_only)
     fp8_doc_markdownf(d,
                       "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
                       "configurations with the same scale at every step are shown once): %zu "
-                      "tensors over %zu steps of their amax stream. fp8lab %s.",
+                      "tensors over %zu steps of their amax stream. fp8lab %s.%s",
                       r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, r->stream.nsteps,
-                      FP8LAB_VERSION);
+                      FP8LAB_VERSION, unserved ? unserved : "");
   else
     fp8_doc_markdownf(d,
                       "Replay of the %s through %zu FP8 scaling configurations (%zu distinct: "
                       "configurations with the same scale at every step are shown once): %zu tensors at "
-                      "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.",
-                      r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows, FP8LAB_VERSION);
+                      "%zu snapshot steps (%zu rows of steps.csv). fp8lab %s.%s",
+                      r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows,
+                      FP8LAB_VERSION, unserved ? unserved : "");
+  free(unserved);
   if (r->stream_only)
     fp8_doc_markdownf(d, "What these numbers cover: **this trace has no snapshots, only amaxes** "
                       "(amax.csv, or TransformerEngine's debug logs through `fp8lab import-te`): "

@@ -265,6 +265,29 @@ static json_t *model_shape_json(const fp8_experiment *ex, const fp8_trace *tr) {
   return o;
 }
 
+/* ------------------------------------------------------------------ unserved */
+
+/* unserved[]: a section's {section, label, kind, configurations, line, why}, a key's
+ * {section, key, line, why} */
+static json_t *unserved_json(const fp8_run_json_desc *d) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < d->nunserved; i++) {
+    const fp8_unserved *u = &d->unserved[i];
+    json_t *o = json_pack("{s:s}", FP8_RUNJSON_UN_SECTION, u->section);
+    if (*u->key) {
+      json_object_set_new(o, FP8_RUNJSON_UN_KEY, json_string(u->key));
+    } else {
+      json_object_set_new(o, FP8_RUNJSON_UN_LABEL, json_string(u->label));
+      json_object_set_new(o, FP8_RUNJSON_UN_KIND, json_string(u->kind));
+      json_object_set_new(o, FP8_RUNJSON_UN_CONFIGURATIONS, json_integer(u->configurations));
+    }
+    json_object_set_new(o, FP8_RUNJSON_UN_LINE, json_integer(u->line));
+    json_object_set_new(o, FP8_RUNJSON_UN_WHY, json_string(u->why));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
 /* ------------------------------------------------------------------ the document */
 
 static json_t *names_json(const fp8_outputs *o) {
@@ -293,6 +316,7 @@ int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, s
     json_object_set_new(root, fp8_left_keys[why], names);
   }
   json_object_set_new(root, FP8_RUNJSON_CONFIGURATIONS, json_integer(d->configs));
+  json_object_set_new(root, FP8_RUNJSON_UNSERVED, unserved_json(d));
   size_t distinct = 0; /* classes of provably identical configurations (fp8_config_identical) */
   for (size_t c = 0; c < ex->nconfigs; c++) {
     size_t k = 0;

@@ -48,6 +48,9 @@
 #define FP8_RUNJSON_AMAX_CSV_MISMATCHES "amax_csv_mismatches"
 #define FP8_RUNJSON_WALL_TIME_S "wall_time_s"
 #define FP8_RUNJSON_MODEL_SHAPE "model_shape"
+/* issue 41: the experiment's sections and [analysis] keys a run without snapshot rows (a trace
+ * of amaxes alone) could not serve (fp8_unserved); [] when none; absent before it */
+#define FP8_RUNJSON_UNSERVED "unserved"
 
 /* experiment */
 #define FP8_RUNJSON_EX_FILE "file"
@@ -104,6 +107,16 @@
 #define FP8_RUNJSON_IN_PATH "path"
 #define FP8_RUNJSON_IN_BYTES "bytes"
 
+/* unserved[]: {section, key (an [analysis] key) or label and kind and configurations (a
+ * [recipe.*] section), line, why} */
+#define FP8_RUNJSON_UN_SECTION "section"
+#define FP8_RUNJSON_UN_KEY "key"
+#define FP8_RUNJSON_UN_LABEL "label"
+#define FP8_RUNJSON_UN_KIND "kind"
+#define FP8_RUNJSON_UN_CONFIGURATIONS "configurations"
+#define FP8_RUNJSON_UN_LINE "line"
+#define FP8_RUNJSON_UN_WHY "why"
+
 /* engine_details and engine_details.self_check */
 #define FP8_RUNJSON_ENG_NAME "name"
 #define FP8_RUNJSON_ENG_DEVICE "device"
@@ -144,6 +157,21 @@ typedef enum {
  *  FP8_RUNJSON_LEFT_*. */
 extern const char *const fp8_left_keys[FP8_LEFT_COUNT];
 
+/** A section or [analysis] key of the experiment that a run without snapshot rows (a trace of
+ *  amaxes alone: amax.csv without snapshots, TransformerEngine's logs) could not serve: it
+ *  needs the tensors' values or shapes (docs/semantics.md, "What a trace of amaxes alone
+ *  cannot serve"). run.json's unserved[] entries; fp8lab run names each on stderr, the report
+ *  in its first paragraph. */
+typedef struct {
+  char section[80];          /**< "recipe.<name>" or "analysis" (the header without brackets) */
+  char key[32];              /**< the [analysis] key; "" for a [recipe.*] section */
+  char label[64];            /**< a [recipe.*] section's recipe label; "" for a key */
+  char kind[16];             /**< a [recipe.*] section's kind; "" for a key */
+  long long configurations;  /**< a [recipe.*] section's configurations; 0 for a key */
+  int line;                  /**< the section header's line, or the key's */
+  char why[400];             /**< what it needs that the trace does not have, and what is missing */
+} fp8_unserved;
+
 /** What run.json records of a run: the runner fills it at the end of the replay. */
 typedef struct {
   const fp8_experiment *ex;
@@ -170,6 +198,9 @@ typedef struct {
   long long self_check_values;
   const char *self_check_note; /**< NULL or "": none */
   const unsigned char *cpu_quantize, *cpu_gemm;
+  /** the sections and keys the run could not serve (none: every one was; written as []) */
+  size_t nunserved;
+  const fp8_unserved *unserved;
 } fp8_run_json_desc;
 
 /** Writes <dir>/run.json from d (2-space indent, keys in insertion order, a final newline),
@@ -212,6 +243,10 @@ typedef struct {
   int64_t gemm_sample;      /**< experiment.gemm_sample (sampled); 0: absent */
   int64_t gemm_seed;        /**< experiment.gemm_seed (sampled) */
   int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */
+  /** unserved: the sections and keys the run could not serve (none also from a run.json
+   *  written before the key), each string checked to fit and be one line */
+  size_t nunserved;
+  fp8_unserved *unserved;
   char *synth_preset;       /**< trace.synth_preset; NULL for a trace folder */
   int64_t synth_steps, synth_seed; /**< with synth_preset */
   /** experiment.configurations that carry their settings (a run.json written before them:

@@ -88,6 +88,65 @@ static int read_left_out(fp8_run_record *r, json_t *j, const char *path, char *e
   return FP8_OK;
 }
 
+/* A string key of unserved[k] into dst (len bytes): a one-line string that fits; absent and
+ * optional: "". */
+static int unserved_string(json_t *o, const char *key, int optional, char *dst, size_t len,
+                           size_t k, const char *path, char *err, size_t errlen) {
+  json_t *v = json_object_get(o, key);
+  const char *s = plain_string(v);
+  if (!v && optional) return dst[0] = '\0', FP8_OK;
+  if (!s || json_string_length(v) >= len || strchr(s, '\n') || strchr(s, '\r'))
+    return fp8_errorf(FP8_EFORMAT, err, errlen,
+                      "%s: %s[%zu].%s: expected a string of one line, under %zu bytes", path,
+                      FP8_RUNJSON_UNSERVED, k, key, len);
+  snprintf(dst, len, "%s", s);
+  return FP8_OK;
+}
+
+/* unserved (absent in a run.json written before it: none): the sections and [analysis] keys
+ * the run could not serve, which the report names in its first paragraph. */
+static int read_unserved(fp8_run_record *r, json_t *j, const char *path, char *err,
+                         size_t errlen) {
+  json_t *a = json_object_get(j, FP8_RUNJSON_UNSERVED);
+  if (!a) return FP8_OK;
+  if (!json_is_array(a))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array", path,
+                      FP8_RUNJSON_UNSERVED);
+  if (!(r->unserved = calloc(json_array_size(a) + 1, sizeof *r->unserved)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    json_t *o = json_array_get(a, k);
+    fp8_unserved *u = &r->unserved[k];
+    json_t *line = json_object_get(o, FP8_RUNJSON_UN_LINE);
+    json_t *nc = json_object_get(o, FP8_RUNJSON_UN_CONFIGURATIONS);
+    int rc = json_is_object(o) ? FP8_OK
+                               : fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected an "
+                                            "object", path, FP8_RUNJSON_UNSERVED, k);
+    if (!rc) rc = unserved_string(o, FP8_RUNJSON_UN_SECTION, 0, u->section, sizeof u->section,
+                                  k, path, err, errlen);
+    if (!rc) rc = unserved_string(o, FP8_RUNJSON_UN_KEY, 1, u->key, sizeof u->key, k, path,
+                                  err, errlen);
+    int section = !rc && !*u->key; /* a [recipe.*] section: its label, kind, configurations */
+    if (!rc) rc = unserved_string(o, FP8_RUNJSON_UN_LABEL, !section, u->label, sizeof u->label,
+                                  k, path, err, errlen);
+    if (!rc) rc = unserved_string(o, FP8_RUNJSON_UN_KIND, !section, u->kind, sizeof u->kind, k,
+                                  path, err, errlen);
+    if (!rc) rc = unserved_string(o, FP8_RUNJSON_UN_WHY, 0, u->why, sizeof u->why, k, path, err,
+                                  errlen);
+    if (!rc && (!json_is_integer(line) || json_integer_value(line) < 1 ||
+                json_integer_value(line) > INT32_MAX ||
+                (section && (!json_is_integer(nc) || json_integer_value(nc) < 0))))
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected line (an integer >= 1)%s",
+                      path, FP8_RUNJSON_UNSERVED, k,
+                      section ? " and configurations (an integer >= 0)" : "");
+    if (rc) return rc;
+    u->line = (int)json_integer_value(line);
+    u->configurations = section ? (long long)json_integer_value(nc) : 0;
+    r->nunserved = k + 1;
+  }
+  return FP8_OK;
+}
+
 /* One Linear of model_shape.linears, checked as the rest. */
 static int read_linear(fp8_tl_linear *l, json_t *o, size_t k, const char *path, char *err,
                        size_t errlen) {
@@ -374,6 +433,7 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
                       "integer in 1..2^31", path);
   if (ct) r->cost_tokens = (int64_t)json_integer_value(ct);
   if ((rc = read_left_out(r, j, path, err, errlen)) != FP8_OK) return rc;
+  if ((rc = read_unserved(r, j, path, err, errlen)) != FP8_OK) return rc;
   if (add_outputs(j, &r->outputs) != FP8_OK)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
@@ -392,6 +452,9 @@ void fp8_run_json_free(fp8_run_record *r) {
     r->left[why] = NULL;
     r->nleft[why] = 0;
   }
+  free(r->unserved);
+  r->unserved = NULL;
+  r->nunserved = 0;
   for (size_t k = 0; k < r->nsettings; k++) free(r->settings[k].lines);
   free(r->settings);
   r->settings = NULL;

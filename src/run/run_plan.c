@@ -332,6 +332,7 @@ void run_note_warm(run_t *r) {
 
 void run_free(run_t *r) {
   fp8_engine_free(r->engine);
+  free(r->unserved);
   free(r->owner);
   free(r->rank_owner);
   free(r->proc_bytes);

@@ -335,7 +335,7 @@ static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace
       .self_check_ran = ch && ch->self_check_ran, .self_check_passed = ch && ch->self_check_passed,
       .self_check_values = ch ? ch->self_check_values : 0,
       .self_check_note = ch ? ch->self_check_note : NULL, .cpu_quantize = fb,
-      .cpu_gemm = fb + r->nconfigs};
+      .cpu_gemm = fb + r->nconfigs, .nunserved = r->nunserved, .unserved = r->unserved};
   int rc = fp8_run_json_write(r->out, &d, err, errlen);
   free(fb);
   return rc;
@@ -362,6 +362,7 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
                       run_undo *u, int *wrote, char *err, size_t errlen) {
   fp8_outputs outputs = {0};
   int rc = run_left_out(r, tr, err, errlen); /* for run.json and the summary line */
+  if (!rc && run_unserved(r) != FP8_OK) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (rc) return rc;
   fill_summary(r, sum);
   rc = run_ckpt_write(r, RUN_CKPT_COMMIT, err, errlen);
@@ -486,7 +487,11 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   /* resumed after the commit: run.json lists them already, the summary line names them again
    * (out of memory here costs only that note: the results are in place) */
   if (!r.left) (void)run_left_out(&r, &tr, err, errlen);
+  if (!r.unserved_done) (void)run_unserved(&r);
   fill_summary(&r, sum);
+  sum->unserved = r.unserved; /* the caller's now */
+  sum->nunserved = r.nunserved;
+  r.unserved = NULL;
   if (opt->report_follows) /* the report follows: held until the caller's fp8_run_folder_close */
     hold_folder(&undo, &sum->folder);
 

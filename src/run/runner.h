@@ -64,6 +64,11 @@ typedef struct {
                              MPI_Allreduce" ("": no MPI) */
   fp8_run_folder folder; /**< with report_follows: the folder held (its lock, its marker),
                               for the caller's fp8_run_folder_close after the report */
+  /** the experiment's sections and [analysis] keys the run could not serve (it has no snapshot
+   *  rows: a trace of amaxes alone), as run.json's unserved lists them; the caller names each
+   *  and frees the array (free(); NULL when none) */
+  fp8_unserved *unserved;
+  size_t nunserved;
 } fp8_run_summary;
 
 /** Runs an experiment end to end. Returns FP8_OK, or a status with a one-line message in err.

@@ -1,6 +1,7 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_stream.c (the
+ * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_unserved.c (what
+ * a run without snapshot rows cannot serve of its experiment), run_stream.c (the
  * stream's layout and records), run_experts.c (experts.csv's rows), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
  * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
  * feeds its one engine (engine.h: a composite, which sends what its primary declines to the
@@ -63,6 +64,9 @@ typedef struct {
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
   size_t step_index;          /* index of the current step in the replay's steps */
   unsigned char *left;        /* [ntensors]: why the tensor has no steps.csv row (fp8_left_reason) */
+  fp8_unserved *unserved;     /* what a run without snapshot rows could not serve (run_unserved.c) */
+  size_t nunserved;
+  int unserved_done;          /* run_unserved has run */
   size_t *work;               /* the tensors of the current part */
   size_t nwork;
   /* outputs */
@@ -119,6 +123,11 @@ typedef struct {
   fp8_expert_row *experts;    /* [nexperts]: gemm from experts_tokens, group owned */
   fp8_tokens_table experts_tokens; /* the ranks' tokens.csv merged, the kept GEMMs */
 } run_t;
+
+/* run_unserved.c: r->unserved, the experiment's sections and [analysis] keys that the run
+ * could not serve because it has no snapshot rows (r->rows == 0: a trace of amaxes alone);
+ * none when it has rows. FP8_OK or FP8_ENOMEM. */
+int run_unserved(run_t *r);
 
 /* run_part.c: one rank's snapshot of the step: cast, its rows written to the files in use */
 int run_part(run_t *r, const fp8_trace *tr, size_t snap, size_t rank, int64_t step, char *err,

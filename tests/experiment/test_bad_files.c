@@ -109,7 +109,14 @@ static const bad_case bad_cases[] = {
     {T "reduce_group = 1.5\n" D, 3, "bad reduce_group"},
     {T "reduce_group = two\n" D, 3, "bad reduce_group"},
     {T "reduce_group = 65537\n" D, 3, "1..65536"},
-    {T "reduce_group = 2\nreduce_group = 2\n" D, 4, "given twice"},
+    {T "reduce_amax = true\nreduce_group = 2\nreduce_group = 2\n" D, 5, "given twice"},
+    /* reduce_group / reduce_stride without reduce_amax = true reduce nothing (issue 41) */
+    {T "reduce_group = 2\n" D, 3, "reduce_group does nothing without reduce_amax = true"},
+    {T "reduce_amax = no\nreduce_stride = 2\n" D, 4,
+     "reduce_stride does nothing with reduce_amax = false (line 3)"},
+    /* sr_seed with rounding = nearest draws nothing (issue 41) */
+    {T "[recipe.r]\nkind = nvfp4\nrounding = nearest\nsr_seed = 1\n", 6,
+     "sr_seed does nothing with rounding = nearest (line 5)"},
     {T "[recipe.r]\nkind = current\nformat = hybrid, e4m3, e5m2, e4m3\n", 5, "duplicate"},
     /* a format list with hybrid and a format it resolves to for some role: the rows of those
      * tensors could not be told apart (steps.csv shows the resolved format), in every kind */

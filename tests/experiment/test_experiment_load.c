@@ -365,12 +365,20 @@ START_TEST(test_reduce_keys) {
   ck_assert_str_eq(err, want);
   fp8_experiment_free(&ex);
 
-  /* reduce_group first in the file, then reduce_amax = false: reduce_group is reported; a
+  /* reduce_group with reduce_amax = false reduces nothing: an error at its line (issue 41) */
+  path = write_ini("r2f.ini", "[trace]\nreduce_group = 12\npath = run\nreduce_amax = off\n"
+                              "[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:2: reduce_group does nothing with reduce_amax = false (line 4): "
+           "it shapes the rank groups over which reduce_amax reduces delayed scaling's amax, and "
+           "no amax is reduced (set reduce_amax = true, or remove reduce_group)", path);
+  ck_assert_str_eq(err, want);
+  /* reduce_group first in the file, then reduce_amax = true: reduce_group is reported; a
    * group larger than R does not divide it */
-  path = write_ini("r2.ini", "[trace]\nreduce_group = 12\npath = run\nreduce_amax = off\n"
+  path = write_ini("r2.ini", "[trace]\nreduce_group = 12\npath = run\nreduce_amax = on\n"
                              "[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
-  ck_assert_int_eq(ex.reduce_amax, 0);
+  ck_assert_int_eq(ex.reduce_amax, 1);
   ck_assert_int_eq(ex.reduce_amax_line, 4);
   ck_assert_int_eq(fp8_experiment_check_ranks(&ex, 0, "synth:llm", err, sizeof err), FP8_EINVAL);
   snprintf(want, sizeof want, "%s:2: reduce_group needs a multi-rank trace, but synth:llm is a "

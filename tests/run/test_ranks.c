@@ -293,8 +293,8 @@ START_TEST(test_ranks_strided_groups) {
   ck_assert_str_eq(out, "fp8lab: s2.ini:5: reduce_group = 2 x reduce_stride = 3 does not divide "
                         "the 4 ranks of run4 (strided groups tile blocks of G x S ranks)\n");
   free(out);
-  put_text("s3.ini", "[trace]\npath = run4/rank_0\nreduce_stride = 2\n[recipe.d]\n"
-                     "kind = delayed\n");
+  put_text("s3.ini", "[trace]\npath = run4/rank_0\nreduce_stride = 2\nreduce_amax = true\n"
+                     "[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run s3.ini --out s3"), 2);
   ck_assert_str_eq(out, "fp8lab: s3.ini:3: reduce_stride needs a multi-rank trace, but "
                         "run4/rank_0 is a single-rank trace (point path at the folder that holds "
@@ -317,7 +317,7 @@ START_TEST(test_ranks_errors) {
   ck_assert_int_ne(stat(p, &sb), 0);
   /* reduce_group on a synth: trace (one rank), found before anything is generated */
   put_text("r2.ini", "[trace]\npath = synth:llm\nsynth_steps = 4\nreduce_group = 2\n"
-                     "[recipe.d]\nkind = delayed\n");
+                     "reduce_amax = true\n[recipe.d]\nkind = delayed\n");
   ck_assert_int_eq(run_cli(&out, "run r2.ini --out o2"), 2);
   ck_assert_str_eq(out, "fp8lab: r2.ini:4: reduce_group needs a multi-rank trace, but synth:llm is a "
                         "single-rank trace (point path at the folder that holds rank_0/, rank_1/, ...)\n");

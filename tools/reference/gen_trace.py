@@ -732,7 +732,7 @@ def main(argv=None):
         if args.ini:
             base = os.path.dirname(os.path.abspath(args.ini))
             reduce = ""
-            if args.reduce_amax:
+            if args.reduce_amax or args.reduce_group is not None:  # reduce_group needs it
                 reduce += "reduce_amax = true\n"
             if args.reduce_group is not None:
                 reduce += "reduce_group = %d\n" % args.reduce_group
@@ -759,8 +759,8 @@ def main(argv=None):
                 snap_steps[1], snap_steps[-1] + 3, ", gemm0.*" if args.blocks else "",
                 ", rank_0/*.input" if args.ranks else "")
         reduce = ""
-        if args.reduce_amax:
-            reduce += "reduce_amax = true\n"
+        if args.reduce_amax or args.reduce_group is not None or args.reduce_stride is not None:
+            reduce += "reduce_amax = true\n"  # reduce_group / reduce_stride need it
         if args.reduce_group is not None:
             reduce += "reduce_group = %d\n" % args.reduce_group
         if args.reduce_stride is not None:
