@@ -170,11 +170,6 @@ static size_t grouped_gemm_at(const char *layer, size_t ll) {
   return c;
 }
 
-/* The index of tensor <layer>.<role> in im->tens, added when new; a GroupedLinear's
- * `<name>.gemm_<i>` is expert i of <name>, the expert GEMM `<name>.experts.<i>` (the trace's
- * expert naming; te_log.json keeps TE's layer name). The name is checked only then (trace name
- * rules, and no comma: amax.csv has no quoting), so a line of a known tensor costs one hash
- * lookup. FP8_EFORMAT with why for a name fp8lab cannot take; FP8_ENOMEM. */
 /* The trace's name of TE's tensor t of layer[0..ll) into name (size n): its length, or -1 when
  * it does not fit. */
 static int trace_name(const char *layer, size_t ll, size_t t, char *name, size_t n) {
@@ -185,6 +180,11 @@ static int trace_name(const char *layer, size_t ll, size_t t, char *name, size_t
   return nl < 0 || nl >= (int)n ? -1 : nl;
 }
 
+/* The index of tensor <layer>.<role> in im->tens, added when new; a GroupedLinear's
+ * `<name>.gemm_<i>` is expert i of <name>, the expert GEMM `<name>.experts.<i>` (the trace's
+ * expert naming; te_log.json keeps TE's layer name). The name is checked only then (trace name
+ * rules, and no comma: amax.csv has no quoting), so a line of a known tensor costs one hash
+ * lookup. FP8_EFORMAT with why for a name fp8lab cannot take; FP8_ENOMEM. */
 static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out,
                      char *why, size_t whylen) {
   char name[FP8_NAME_MAX + 64];

@@ -10,7 +10,8 @@
  * weight -> weight, output -> output, gradient -> grad_output, dgrad -> grad_input; wgrad has
  * no role: TE does not cast it to FP8). A value that reads 0.0000 (an amax below 5e-5, or a
  * zero tensor: the four decimals cannot tell) is left out and counted. te_log.json records
- * the source files, the logging interval and those counts. */
+ * the source files, the logging intervals (the log's; each tensor's and each statistic's: TE
+ * lets each have its own freq) and those counts. */
 #ifndef FP8LAB_TRACE_TE_LOG_H
 #define FP8LAB_TRACE_TE_LOG_H
 
