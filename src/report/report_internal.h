@@ -207,6 +207,11 @@ void rep_add_findings(const rep_t *r, fp8_doc *d);
  * the report and the notebook both show them): r->te, r->nte. */
 int rep_te_totals(rep_t *r, char *err, size_t errlen);
 void rep_add_te_check(const rep_t *r, fp8_doc *d);
+/* A trace from TE's debug log (run.json trace.te_log): how its tensors were logged, for "The
+ * amaxes come from ..., logged <logged>: <spans>." ("every 5 iterations", or each group of
+ * tensors with its interval and roles where the tensors' intervals differ), and what the
+ * replay's steps and history are then (history_len L spans L x k iterations per interval k). */
+void rep_te_interval_words(const rep_t *r, char *logged, size_t nl, char *spans, size_t ns);
 /* report_cost.c: "Cost per step (model)": the timeline model (timeline.h) on run.json's
  * model_shape, every mode on an H200; nothing without a model_shape. */
 void rep_add_cost(const rep_t *r, fp8_doc *d);

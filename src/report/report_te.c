@@ -29,6 +29,9 @@ typedef struct rep_te {
   int64_t orows, te_over, rp_over, odis;
   const fp8_stream_series *ofirst;
   size_t ofirst_i;
+  /* the rows of tensors TE logged less often than every iteration (a trace from TE's debug
+   * log): with TE's scale, at a logged overflows%; counted apart, never compared (te_comparable) */
+  int64_t nc_rows, nc_orows;
 } te_cfg;
 
 /* te_overflows.csv, sorted by (tensor, step). */
@@ -162,9 +165,13 @@ static int earlier(const fp8_stream_series *s, size_t i, const fp8_stream_series
 /* TE's overflows% against the replay at entry i of s: TE counts |x| > fp8_max * scale_inv,
  * the replay |RN32(amax * scale)| > fp8_max for the largest element (the stream's only one). */
 static void ovf_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at, size_t i,
-                    const ovf_table *ot) {
+                    const ovf_table *ot, int comparable) {
   const te_ovf *o = ovf_find(ot, s->tensor, s->step[i]);
   if (!o || s->micro[i] != 0) return; /* TE logs an iteration; an imported trace has micro 0 */
+  if (!comparable) { /* TE's count used TE's scale, which the replay cannot have here */
+    c->nc_orows++;
+    return;
+  }
   float y = s->amax[i] * s->scale[i];
   int te = o->pct > 0.0f, rp = y > fp8_format_max(s->key.format);
   c->orows++;
@@ -179,11 +186,15 @@ static void ovf_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_seri
 }
 
 static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_series *at,
-                   int printed, const ovf_table *ot) {
+                   int printed, const ovf_table *ot, int comparable) {
   for (size_t i = 0; i < s->n; i++) {
-    if (ot) ovf_add(c, s, at, i, ot);
+    if (ot) ovf_add(c, s, at, i, ot, comparable);
     float te = s->te_scale[i], sc = s->scale[i];
     if (!(te > 0.0f)) continue; /* not given */
+    if (!comparable) {
+      c->nc_rows++;
+      continue;
+    }
     c->rows++;
     if (te == sc) continue;
     /* TE's debug log printed scale_inv with four decimals (te_scale = 1 / that): the same
@@ -199,11 +210,21 @@ static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_serie
   }
 }
 
+/* 1 when TE's logged scale (and overflows%) of tensor can be held against a replay: always for
+ * a trace that recorded TE's scale at every step (tools/capture), and for a trace from TE's
+ * debug log when TE logged the tensor's cur_amax at every iteration (its interval is 1). TE's
+ * delayed scaling pushes an amax into its history at every iteration; a replay of a tensor
+ * logged every k > 1 iterations pushes one per k, so its history, and the scale from it,
+ * differ from TE's in any configuration (docs/semantics.md). */
+static int te_comparable(const fp8_run_record *run, const char *tensor) {
+  return !run->has_te_log || fp8_run_te_tensor_interval(run, tensor) == 1;
+}
+
 typedef struct {
   const fp8_stream_table *t;
   te_cfg *cs;
   size_t n;
-  int printed; /* TE's scales from its debug log's four decimals (run.json trace.te_log) */
+  const fp8_run_record *run; /* has_te_log: TE's scales from its debug log's four decimals */
   const ovf_table *ot;
 } te_ctx;
 
@@ -212,14 +233,14 @@ static int te_one(const fp8_stream_series *s, size_t k, void *ctx) {
   const fp8_stream_series *at = &x->t->series[k];
   size_t c = 0;
   while (c < x->n && !same_cfg(x->cs[c].key, at)) c++; /* listed by te_totals */
-  te_add(&x->cs[c], s, at, x->printed, x->ot);
+  te_add(&x->cs[c], s, at, x->run->has_te_log, x->ot, te_comparable(x->run, at->tensor));
   return 0;
 }
 
 /* The configurations in stream.csv order (first appearance), with their totals over the
  * series that carry TE's scale; *n of them. NULL when stream.csv has no te_scale at all (or out of
  * memory, or stream.npy cannot be read again: the section is left out). */
-static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed,
+static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, const fp8_run_record *run,
                          const ovf_table *ot) {
   te_cfg *cs = calloc(t->nseries + 1, sizeof *cs);
   unsigned char *want = calloc(t->nseries + 1, 1);
@@ -240,7 +261,7 @@ static te_cfg *te_totals(const fp8_stream_table *t, size_t *n, int printed,
     want[k] |= ovf_has_tensor(ot, s->tensor);
     any |= want[k];
   }
-  te_ctx x = {t, cs, *n, printed, ot};
+  te_ctx x = {t, cs, *n, run, ot};
   char err[256];
   if (!cs || !want || !any || fp8_stream_visit(t, want, te_one, &x, err, sizeof err) != 0) {
     free(cs);
@@ -261,7 +282,7 @@ int rep_te_totals(rep_t *r, char *err, size_t errlen) {
   if (r->run.has_te_log && r->run.trace_abs_path &&
       (rc = read_overflows(r->run.trace_abs_path, &ot, err, errlen)) != FP8_OK)
     return rc;
-  r->te = te_totals(&r->stream, &r->nte, r->run.has_te_log, ot.n ? &ot : NULL);
+  r->te = te_totals(&r->stream, &r->nte, &r->run, ot.n ? &ot : NULL);
   r->te_overflow_rows = ot.n;
   free(ot.v);
   free(ot.buf);
@@ -273,30 +294,175 @@ static void cfg_label(const te_cfg *x, char *label, size_t n) {
            (int)x->key->key.margin, fp8_amax_compute_name(x->key->key.amax_compute));
 }
 
+/* ------------------------------------------------------------------ the log's intervals */
+
+/* fp8lab's roles, for naming the roles of a group of tensors */
+static const char *const TE_GROUP_ROLES[] = {"input", "weight", "output", "grad_output",
+                                             "grad_input"};
+#define TE_NGROUP_ROLES (sizeof TE_GROUP_ROLES / sizeof *TE_GROUP_ROLES)
+#define TE_GROUPS_SHOWN 8
+
+/* The tensors logged at one interval: how many, and which roles (bits of TE_GROUP_ROLES). */
+typedef struct {
+  int64_t interval;
+  size_t n;
+  unsigned roles;
+} te_group;
+
+static int cmp_group(const void *a, const void *b) {
+  int64_t x = ((const te_group *)a)->interval, y = ((const te_group *)b)->interval;
+  if ((x == 0) != (y == 0)) return x == 0 ? 1 : -1; /* one iteration last */
+  return (x > y) - (x < y);
+}
+
+/* The log's tensors (run.json trace.te_log.tensor_intervals) grouped by interval, ascending
+ * with 0 (one iteration) last: a new array of *n groups; NULL with *n 0 when the run has no
+ * per-tensor intervals (or out of memory: the report then speaks of the one interval). */
+static te_group *te_groups(const fp8_run_record *run, size_t *n) {
+  *n = 0;
+  te_group *g = run->nte_tensors ? calloc(run->nte_tensors, sizeof *g) : NULL;
+  for (size_t k = 0; g && k < run->nte_tensors; k++) {
+    size_t j = 0;
+    while (j < *n && g[j].interval != run->te_tensor_intervals[k]) j++;
+    if (j == *n) g[(*n)++].interval = run->te_tensor_intervals[k];
+    g[j].n++;
+    const char *dot = strrchr(run->te_tensor_names[k], '.');
+    for (size_t q = 0; dot && q < TE_NGROUP_ROLES; q++)
+      if (strcmp(dot + 1, TE_GROUP_ROLES[q]) == 0) g[j].roles |= 1u << q;
+  }
+  if (g) qsort(g, *n, sizeof *g, cmp_group);
+  return g;
+}
+
+/* "every 5 iterations", "every iteration", "at one iteration" */
+static void every_words(int64_t k, char *out, size_t n) {
+  if (k > 1) snprintf(out, n, "every %lld iterations", (long long)k);
+  else snprintf(out, n, k == 1 ? "every iteration" : "at one iteration");
+}
+
+void rep_te_interval_words(const rep_t *r, char *logged, size_t nl, char *spans, size_t ns) {
+  size_t ng;
+  te_group *g = te_groups(&r->run, &ng);
+  if (ng <= 1) { /* one interval for every tensor: the log's own, or each tensor's alike */
+    int64_t k = ng ? g[0].interval : r->run.te_interval;
+    every_words(k, logged, nl);
+    snprintf(spans, ns, "each step of the replay is a logged iteration, so delayed scaling's "
+             "history holds one amax per logged iteration (a history_len of L spans L x %lld "
+             "iterations) and what happened between logged iterations is not seen",
+             (long long)(k > 0 ? k : 1));
+    free(g);
+    return;
+  }
+  size_t used = (size_t)snprintf(logged, nl, "at a different interval per tensor (");
+  size_t su = (size_t)snprintf(spans, ns, "each step of the replay is an iteration at which some "
+                               "tensor was logged, and a tensor has an amax only at its own "
+                               "logged iterations, so delayed scaling's history of a tensor "
+                               "holds one amax per iteration it was logged at (a history_len of "
+                               "L spans ");
+  for (size_t j = 0; j < ng && j < TE_GROUPS_SHOWN; j++) {
+    char every[64], roles[128] = "";
+    every_words(g[j].interval, every, sizeof every);
+    for (size_t q = 0, rl = 0; q < TE_NGROUP_ROLES; q++)
+      if (g[j].roles & (1u << q))
+        rl += (size_t)snprintf(roles + rl, sizeof roles - rl, "%s%s", rl ? ", " : "",
+                               TE_GROUP_ROLES[q]);
+    if (used < nl)
+      used += (size_t)snprintf(logged + used, nl - used, "%s%s: %zu tensor%s%s%s%s%s",
+                               j ? "; " : "", every, g[j].n, g[j].n == 1 ? "" : "s",
+                               roles[0] ? " (" : "", roles,
+                               roles[0] ? (strchr(roles, ',') ? " roles" : " role") : "",
+                               roles[0] ? ")" : "");
+    if (su < ns && g[j].interval == 1)
+      su += (size_t)snprintf(spans + su, ns - su, "%sL iterations for the tensors logged every "
+                             "iteration", j ? ", " : "");
+    else if (su < ns && g[j].interval > 1)
+      su += (size_t)snprintf(spans + su, ns - su, "%sL x %lld iterations for the tensors "
+                             "logged every %lld", j ? ", " : "", (long long)g[j].interval,
+                             (long long)g[j].interval);
+  }
+  if (ng > TE_GROUPS_SHOWN && used < nl)
+    used += (size_t)snprintf(logged + used, nl - used, "; and %zu more intervals: te_log.json "
+                             "has each tensor's", ng - TE_GROUPS_SHOWN);
+  if (used < nl) snprintf(logged + used, nl - used, ")");
+  if (su < ns)
+    snprintf(spans + su, ns - su, "%s) and what happened between its logged iterations is "
+             "not seen", ng > TE_GROUPS_SHOWN ? ", and so on" : "");
+  free(g);
+}
+
+/* ------------------------------------------------------------------ the tables */
+
+/* The comparability sentence of a trace from TE's debug log: which tensors TE's logged values
+ * can be held against a replay for (te_comparable), with what this log holds; what (TE's
+ * scale, TE's overflows%) is being compared. rows, nc: the comparable and the other rows. */
+static void comparable_words(const rep_t *r, fp8_doc *d, const char *what, int64_t rows,
+                             int64_t nc) {
+  if (!nc) return;
+  char logged[1024], spans[8];
+  rep_te_interval_words(r, logged, sizeof logged, spans, sizeof spans);
+  size_t n1 = 0;
+  for (size_t k = 0; k < r->run.nte_tensors; k++) n1 += r->run.te_tensor_intervals[k] == 1;
+  char here[96] = "";
+  if (r->run.nte_tensors)
+    snprintf(here, sizeof here, " (%zu of the log's %zu tensors)", n1, r->run.nte_tensors);
+  fp8_doc_markdownf(d, "%s can be held against a replay only for the tensors whose `cur_amax` "
+                    "TE logged at every iteration%s: TE's delayed scaling puts an amax into its "
+                    "history at every iteration, a replay of a tensor logged every k > 1 "
+                    "iterations has one in k of them, so its replayed history misses TE's "
+                    "unlogged iterations and no replayed configuration can reproduce TE's "
+                    "scale. This log's tensors were logged %s. %s",
+                    what, here, logged,
+                    rows ? "The rows of the tensors logged less often are counted apart, in the "
+                           "last column, and not compared."
+                         : "No tensor was logged at every iteration here, so nothing is "
+                           "compared: the table counts the rows only.");
+}
+
+/* The table of rows that cannot be compared (no tensor logged at every iteration). */
+static void not_compared_table(const rep_t *r, fp8_doc *d, const char *col, int scale) {
+  const char *hdr[] = {"configuration", col};
+  fp8_doc_table_begin(d, 2, hdr, "lr");
+  for (size_t c = 0; c < r->nte; c++) {
+    char label[200], v[32];
+    cfg_label(&r->te[c], label, sizeof label);
+    snprintf(v, sizeof v, "%lld", (long long)(scale ? r->te[c].nc_rows : r->te[c].nc_orows));
+    const char *cells[] = {label, v};
+    fp8_doc_table_row(d, cells);
+  }
+}
+
 static void add_scale_table(const rep_t *r, fp8_doc *d) {
   size_t n = r->nte;
   const te_cfg *cs = r->te;
-  int64_t rows = 0;
-  for (size_t c = 0; c < n; c++) rows += cs[c].rows;
-  if (!rows) return; /* the log has overflows% but no scale_inv */
-  char sparse[200] = "";
-  if (r->run.te_interval > 1)
-    snprintf(sparse, sizeof sparse, "; here the log holds one iteration in %lld, so the "
-             "replayed history sees fewer amaxes than TE's did and mismatches are expected",
-             (long long)r->run.te_interval);
-  if (r->run.has_te_log)
-    fp8_doc_markdownf(d, "The trace carries TransformerEngine's own scale from its debug log "
-                      "(`scale_inv_min` / `scale_inv_max` of the recipe trained with, TE's "
-                      "inverse scale printed with four decimals; amax.csv's te_scale = 1 / "
-                      "it). Per delayed configuration: the stream.csv rows that carry it, "
-                      "those where the replayed 1 / scale is not within half a unit of the "
-                      "fourth decimal of TE's scale_inv (%s), the largest relative difference "
-                      "of the scales, and the first mismatch (step, then tensor order). The "
-                      "configuration TE ran should show no mismatch%s.",
+  int64_t rows = 0, nc = 0;
+  for (size_t c = 0; c < n; c++) {
+    rows += cs[c].rows;
+    nc += cs[c].nc_rows;
+  }
+  if (!rows && !nc) return; /* the log has overflows% but no scale_inv */
+  if (r->run.has_te_log) {
+    fp8_doc_markdown(d, "The trace carries TransformerEngine's own scale from its debug log "
+                        "(`scale_inv_min` / `scale_inv_max` of the recipe trained with, TE's "
+                        "inverse scale printed with four decimals; amax.csv's te_scale = 1 / "
+                        "it).");
+    comparable_words(r, d, "TE's scale", rows, nc);
+    if (!rows) {
+      not_compared_table(r, d, "rows with TE's scale (not compared)", 1);
+      return;
+    }
+    fp8_doc_markdownf(d, "Per delayed configuration: the stream.csv rows %s that carry TE's "
+                      "scale, those where the replayed 1 / scale is not within half a unit of "
+                      "the fourth decimal of TE's scale_inv (%s), the largest relative "
+                      "difference of the scales, and the first mismatch (step, then tensor "
+                      "order)%s. The configuration TE ran should show no mismatch%s (but in the "
+                      "first history_len iterations of a log that starts after TE's first "
+                      "iteration: TE's history then holds amaxes the log does not).",
+                      nc ? "of the tensors logged every iteration" : "",
                       "fp8lab's definition: the scale used at the step, from the amaxes of the "
                       "earlier steps; TE's: the scale_inv of the cast logged at that iteration",
-                      sparse);
-  else
+                      nc ? ", then the rows of the tensors logged less often (not compared)" : "",
+                      nc ? " on the tensors logged every iteration" : "");
+  } else
     fp8_doc_markdown(d, "The trace recorded the scale TransformerEngine cast each tensor with "
                         "(amax.csv's te_scale, per step and micro-batch). Per delayed "
                         "configuration: the stream.csv rows that carry it, those where the "
@@ -305,60 +471,89 @@ static void add_scale_table(const rep_t *r, fp8_doc *d) {
                         "|TE - replay| / replay, and the first mismatch (step, micro-batch, then "
                         "tensor order). The configuration TE ran should show no mismatch.");
   const char *hdr[] = {"configuration", "rows with TE's scale", "mismatches",
-                       "largest relative difference", "first mismatch"};
-  fp8_doc_table_begin(d, 5, hdr, "lrrrl");
+                       "largest relative difference", "first mismatch",
+                       "rows of tensors logged less often (not compared)"};
+  size_t ncols = nc ? 6 : 5;
+  fp8_doc_table_begin(d, ncols, hdr, nc ? "lrrrlr" : "lrrrl");
   for (size_t c = 0; c < n; c++) {
     const te_cfg *x = &cs[c];
-    char label[200], nrows[32], mis[32], rel[32], first[400];
+    char label[200], nrows[32], mis[32], rel[32], first[400], other[32];
     cfg_label(x, label, sizeof label);
     snprintf(nrows, sizeof nrows, "%lld", (long long)x->rows);
     snprintf(mis, sizeof mis, "%lld", (long long)x->mismatches);
     snprintf(rel, sizeof rel, "%.3g", x->max_rel);
+    snprintf(other, sizeof other, "%lld", (long long)x->nc_rows);
     if (x->first)
       snprintf(first, sizeof first, "%s step %lld micro %lld", x->first->tensor,
                (long long)x->first->step[x->first_i], (long long)x->first->micro[x->first_i]);
     else
       snprintf(first, sizeof first, "none");
-    const char *cells[] = {label, nrows, mis, rel, first};
+    const char *cells[] = {label, nrows, mis, rel, first, other};
     fp8_doc_table_row(d, cells);
   }
 }
 
 /* TE's overflows% beside the replay's overflowed largest element (te_overflows.csv). */
 static void add_overflow_table(const rep_t *r, fp8_doc *d) {
-  int64_t rows = 0;
-  for (size_t c = 0; c < r->nte; c++) rows += r->te[c].orows;
-  if (!rows) return;
+  int64_t rows = 0, nc = 0;
+  for (size_t c = 0; c < r->nte; c++) {
+    rows += r->te[c].orows;
+    nc += r->te[c].nc_orows;
+  }
+  if (!rows && !nc) return;
+  char cols[400] = "";
+  if (rows)
+    snprintf(cols, sizeof cols, " beside the replay, per delayed configuration: the stream.csv "
+             "rows at a logged iteration%s, those where TE saw an overflow (`overflows%%` > 0), "
+             "those whose largest element overflowed in the replay, and the rows where the two "
+             "disagree%s", nc ? " of the tensors logged every iteration" : "",
+             nc ? ", then the rows of the tensors logged less often (not compared)" : "");
   fp8_doc_markdownf(d, "TransformerEngine's `overflows%%` (logged for the delayed recipe it "
-                    "trained with, %zu values in the log) beside the replay, per delayed "
-                    "configuration: the stream.csv rows at a logged iteration, those where TE "
-                    "saw an overflow (`overflows%%` > 0), those whose largest element "
-                    "overflowed in the replay, and the rows where the two disagree. TE's "
+                    "trained with, %zu values in the log)%s. TE's "
                     "definition: 100 x the elements with x > fp8_max x scale_inv or "
                     "x < -fp8_max x scale_inv, over all elements, summed over the iteration's "
                     "micro-batches, printed with four decimals (one element in more than "
                     "2,000,000 reads 0.0000: TE's count can only be lower). fp8lab's: the "
                     "element's RN32(x x scale) past fp8_max; the stream holds the amax only, "
                     "so a row overflowed when RN32(amax x scale) > fp8_max, which is when "
-                    "any element did. The configuration TE ran should show no disagreement "
-                    "but the 0.0000 ones. Value rates (TE's `underflows%%`) and `mse` need the "
+                    "any element did.%s Value rates (TE's `underflows%%`) and `mse` need the "
                     "tensors themselves: capture snapshots (docs/capture.md) to compare them.",
-                    r->te_overflow_rows);
+                    r->te_overflow_rows, cols,
+                    !rows ? ""
+                    : nc ? " The configuration TE ran should show no disagreement on the tensors "
+                           "logged every iteration but the 0.0000 ones."
+                         : " The configuration TE ran should show no disagreement but the "
+                           "0.0000 ones.");
+  int64_t said = 0; /* the scale table above said which tensors are comparable */
+  for (size_t c = 0; c < r->nte; c++) said += r->te[c].rows + r->te[c].nc_rows;
+  if (nc && said)
+    fp8_doc_markdownf(d, "TE counted its `overflows%%` with its own scale, which no replay of a "
+                      "tensor logged less often than every iteration reproduces (above): %s",
+                      rows ? "the rows of those tensors are counted apart, in the last column, "
+                             "and not compared."
+                           : "nothing is compared here, the table counts the rows only.");
+  else
+    comparable_words(r, d, "TE's `overflows%`, counted with TE's scale,", rows, nc);
+  if (!rows) {
+    not_compared_table(r, d, "rows at logged iterations (not compared)", 0);
+    return;
+  }
   const char *hdr[] = {"configuration", "rows at logged iterations", "TE overflowed",
-                       "replay overflowed", "disagree", "first disagreement"};
-  fp8_doc_table_begin(d, 6, hdr, "lrrrrl");
+                       "replay overflowed", "disagree", "first disagreement",
+                       "rows of tensors logged less often (not compared)"};
+  fp8_doc_table_begin(d, nc ? 7 : 6, hdr, nc ? "lrrrrlr" : "lrrrrl");
   for (size_t c = 0; c < r->nte; c++) {
     const te_cfg *x = &r->te[c];
-    char label[200], v[4][32], first[400];
+    char label[200], v[5][32], first[400];
     cfg_label(x, label, sizeof label);
-    const int64_t nums[4] = {x->orows, x->te_over, x->rp_over, x->odis};
-    for (int k = 0; k < 4; k++) snprintf(v[k], sizeof v[k], "%lld", (long long)nums[k]);
+    const int64_t nums[5] = {x->orows, x->te_over, x->rp_over, x->odis, x->nc_orows};
+    for (int k = 0; k < 5; k++) snprintf(v[k], sizeof v[k], "%lld", (long long)nums[k]);
     if (x->ofirst)
       snprintf(first, sizeof first, "%s step %lld", x->ofirst->tensor,
                (long long)x->ofirst->step[x->ofirst_i]);
     else
       snprintf(first, sizeof first, "none");
-    const char *cells[] = {label, v[0], v[1], v[2], v[3], first};
+    const char *cells[] = {label, v[0], v[1], v[2], v[3], first, v[4]};
     fp8_doc_table_row(d, cells);
   }
 }

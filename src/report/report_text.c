@@ -461,18 +461,11 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
                       "stream.csv); warm-up steps left out. Definitions: the last section, and "
                       "docs/semantics.md in fp8lab's source.", nsteps);
   if (r->run.has_te_log) {
-    char every[96] = "at one iteration";
-    if (r->run.te_interval > 1)
-      snprintf(every, sizeof every, "every %lld iterations", (long long)r->run.te_interval);
-    else if (r->run.te_interval == 1)
-      snprintf(every, sizeof every, "every iteration");
+    char logged[1024], spans[1024]; /* the log's interval, or each tensor's (report_te.c) */
+    rep_te_interval_words(r, logged, sizeof logged, spans, sizeof spans);
     fp8_doc_markdownf(d, "**The amaxes come from TransformerEngine's debug statistics** (`fp8lab "
-                      "import-te` or tools/te_tb_to_amax.py), logged %s: each step of the replay is a logged iteration, "
-                      "so delayed scaling's history holds one amax per logged iteration (a "
-                      "history_len of L spans L x %lld iterations) and what happened between "
-                      "logged iterations is not seen; each amax is TE's over all micro-batches "
-                      "of its iteration.",
-                      every, (long long)(r->run.te_interval > 0 ? r->run.te_interval : 1));
+                      "import-te` or tools/te_tb_to_amax.py), logged %s: %s; each amax is TE's "
+                      "over all micro-batches of its iteration.", logged, spans);
     if (r->run.te_zero || r->run.te_coarse)
       fp8_doc_markdownf(d, "Precision of the log: %lld logged amaxes read 0.0000 (below 5e-5 in "
                         "TE's four decimals) and were left out (replayed as steps those tensors "

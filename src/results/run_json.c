@@ -146,12 +146,18 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_STEPS, json_integer(ex->synth_steps));
     json_object_set_new(tro, FP8_RUNJSON_TR_SYNTH_SEED, json_integer((json_int_t)ex->synth_seed));
   }
-  if (tr->has_te_log) /* the trace is TransformerEngine's debug log (fp8lab import-te) */
-    json_object_set_new(tro, FP8_RUNJSON_TR_TE_LOG,
-                        json_pack("{s:I, s:I, s:I}", FP8_TE_LOG_INTERVAL,
-                                  (json_int_t)tr->te_interval, FP8_TE_LOG_ZERO_VALUES,
-                                  (json_int_t)tr->te_zero, FP8_TE_LOG_COARSE_VALUES,
-                                  (json_int_t)tr->te_coarse));
+  if (tr->has_te_log) { /* the trace is TransformerEngine's debug log (fp8lab import-te) */
+    json_t *te = json_pack("{s:I, s:I, s:I}", FP8_TE_LOG_INTERVAL, (json_int_t)tr->te_interval,
+                           FP8_TE_LOG_ZERO_VALUES, (json_int_t)tr->te_zero,
+                           FP8_TE_LOG_COARSE_VALUES, (json_int_t)tr->te_coarse);
+    if (te && tr->nte_tensors) { /* te_log.json's own interval per tensor (schema 2) */
+      json_t *ti = json_object();
+      for (size_t k = 0; ti && k < tr->nte_tensors; k++)
+        json_object_set_new(ti, tr->te_tensor_names[k], json_integer(tr->te_tensor_intervals[k]));
+      json_object_set_new(te, FP8_TE_LOG_TENSOR_INTERVALS, ti);
+    }
+    json_object_set_new(tro, FP8_RUNJSON_TR_TE_LOG, te);
+  }
   if (tr->nranks) { /* only for multi-rank traces: a single-rank run.json is as it was */
     json_object_set_new(tro, FP8_RUNJSON_TR_RANKS, json_integer((json_int_t)tr->nranks));
     json_object_set_new(tro, FP8_RUNJSON_TR_REDUCE_AMAX, json_boolean(ex->reduce_amax));

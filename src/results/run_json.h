@@ -101,7 +101,8 @@
 #define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
 #define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
 #define FP8_RUNJSON_TR_REDUCE_STRIDE "reduce_stride"
-#define FP8_RUNJSON_TR_TE_LOG "te_log" /* {FP8_TE_LOG_INTERVAL, _ZERO_VALUES, _COARSE_VALUES} */
+#define FP8_RUNJSON_TR_TE_LOG "te_log" /* {FP8_TE_LOG_INTERVAL, _ZERO_VALUES, _COARSE_VALUES,
+                                          _TENSOR_INTERVALS (schema-2 te_log.json only)} */
 
 /* inputs[] */
 #define FP8_RUNJSON_IN_PATH "path"
@@ -236,6 +237,10 @@ typedef struct {
   int has_te_log;           /**< trace.te_log: the trace came from TransformerEngine's debug
                                  logs (fp8lab import-te; issue 28); then: */
   int64_t te_interval, te_zero, te_coarse; /**< its interval, zero_values, coarse_values */
+  size_t nte_tensors;       /**< trace.te_log.tensor_intervals (0: absent, a run.json or a
+                                 te_log.json before them: every tensor has te_interval) */
+  char **te_tensor_names;   /**<   the tensors' names (no rank_<r>/ prefix), sorted (strcmp), */
+  int64_t *te_tensor_intervals; /**< and each one's cur_amax interval (0: one iteration) */
   int gemm;                 /**< experiment.gemm (0/1); -1: absent (a run.json before it) */
   int64_t gemm_max_tokens;  /**< experiment.gemm_max_tokens; -1: absent */
   int gemm_sampled;         /**< experiment.gemm_error: 1 sampled, 0 exact (also when absent:
@@ -268,6 +273,11 @@ typedef struct {
  *  JSON: ...", or "<path>: <key>: <what was expected>"); FP8_ENOMEM. On failure rec holds what
  *  was read so far: free it with fp8_run_json_free either way. */
 int fp8_run_json_read(const char *dir, fp8_run_record *rec, char *err, size_t errlen);
+/** The interval at which TE logged the cur_amax of tensor (a trace name, `rank_<r>/` before it
+ *  in a multi-rank trace) of a run whose trace came from TE's debug logs: its own from
+ *  trace.te_log.tensor_intervals, else (absent, or a tensor not listed) te_interval. 0: one
+ *  iteration logged. */
+int64_t fp8_run_te_tensor_interval(const fp8_run_record *rec, const char *tensor);
 /** Frees what fp8_run_json_read allocated (safe on a zeroed record, and twice). */
 void fp8_run_json_free(fp8_run_record *rec);
 /** The outputs listed in <dir>/run.json, leniently (an earlier run's, which --force replaces:

@@ -230,6 +230,66 @@ static int opt_string(json_t *o, const char *key, const char *what, char **out, 
   return FP8_OK;
 }
 
+static int cmp_te_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A tensor's name and interval, sorted together. */
+typedef struct {
+  char *name;
+  int64_t interval;
+} te_named;
+
+static int cmp_te_named(const void *a, const void *b) {
+  return strcmp(((const te_named *)a)->name, ((const te_named *)b)->name);
+}
+
+/* trace.te_log.tensor_intervals: {name: interval >= 0}, into r sorted by name. */
+static int read_te_intervals(fp8_run_record *r, json_t *ti, const char *path, char *err,
+                             size_t errlen) {
+  if (!json_is_object(ti))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.te_log.%s: expected an object "
+                      "(tensor name: interval)", path, FP8_TE_LOG_TENSOR_INTERVALS);
+  size_t n = json_object_size(ti), k = 0;
+  te_named *v = calloc(n + 1, sizeof *v);
+  r->te_tensor_names = calloc(n + 1, sizeof *r->te_tensor_names);
+  r->te_tensor_intervals = calloc(n + 1, sizeof *r->te_tensor_intervals);
+  int rc = v && r->te_tensor_names && r->te_tensor_intervals ? FP8_OK : FP8_ENOMEM;
+  const char *key;
+  json_t *x;
+  json_object_foreach(ti, key, x) {
+    if (rc != FP8_OK) break;
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+      rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.te_log.%s: %s: expected an integer "
+                      ">= 0", path, FP8_TE_LOG_TENSOR_INTERVALS, key);
+    else if (!(v[k].name = strdup(key))) rc = FP8_ENOMEM;
+    else v[k++].interval = (int64_t)json_integer_value(x);
+  }
+  if (rc == FP8_OK) qsort(v, k, sizeof *v, cmp_te_named);
+  for (size_t i = 0; v && i < k; i++) { /* handed over to r, to be freed with it */
+    r->te_tensor_names[i] = v[i].name;
+    r->te_tensor_intervals[i] = v[i].interval;
+  }
+  if (r->te_tensor_names) r->nte_tensors = k;
+  else for (size_t i = 0; v && i < k; i++) free(v[i].name);
+  free(v);
+  if (rc == FP8_ENOMEM) return fp8_errorf(rc, err, errlen, "out of memory");
+  return rc;
+}
+
+int64_t fp8_run_te_tensor_interval(const fp8_run_record *r, const char *tensor) {
+  const char *t = tensor; /* rank_<r>/<name>: the name within the rank */
+  if (strncmp(t, "rank_", 5) == 0) {
+    const char *p = t + 5;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p > t + 5 && *p == '/') t = p + 1;
+  }
+  if (!r->nte_tensors) return r->te_interval;
+  char *const *hit = bsearch(&t, r->te_tensor_names, r->nte_tensors, sizeof *r->te_tensor_names,
+                             cmp_te_name);
+  return hit ? r->te_tensor_intervals[hit - r->te_tensor_names] : r->te_interval;
+}
+
 /* What of the trace advice.ini carries on: its absolute path, [trace] steps and tensors, the
  * amax reduction (each absent in a run.json written before it). */
 static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path, char *err,
@@ -270,6 +330,8 @@ static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path,
       *dst[k] = (int64_t)json_integer_value(v[k]);
     }
     r->has_te_log = 1;
+    json_t *ti = json_object_get(te, FP8_TE_LOG_TENSOR_INTERVALS);
+    if (ti && (rc = read_te_intervals(r, ti, path, err, errlen)) != FP8_OK) return rc;
   }
   return FP8_OK;
 }
@@ -465,6 +527,12 @@ void fp8_run_json_free(fp8_run_record *r) {
   free(r->trace_steps);
   for (size_t i = 0; i < r->ntrace_tensors; i++) free(r->trace_tensors[i]);
   free(r->trace_tensors);
+  for (size_t i = 0; i < r->nte_tensors; i++) free(r->te_tensor_names[i]);
+  free(r->te_tensor_names);
+  free(r->te_tensor_intervals);
+  r->te_tensor_names = NULL;
+  r->te_tensor_intervals = NULL;
+  r->nte_tensors = 0;
   r->trace_path = r->synth_preset = r->trace_abs_path = r->trace_steps = NULL;
   r->trace_tensors = NULL;
   r->ntrace_tensors = 0;

@@ -170,6 +170,16 @@ static size_t grouped_gemm_at(const char *layer, size_t ll) {
   return c;
 }
 
+/* The trace's name of TE's tensor t of layer[0..ll) into name (size n): its length, or -1 when
+ * it does not fit. */
+static int trace_name(const char *layer, size_t ll, size_t t, char *name, size_t n) {
+  size_t g = grouped_gemm_at(layer, ll);
+  int nl = g < ll ? snprintf(name, n, "%.*s%sexperts.%.*s.%s", (int)(g ? g - 1 : 0), layer,
+                             g ? "." : "", (int)(ll - g - 5), layer + g + 5, TE_ROLES[t])
+                  : snprintf(name, n, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
+  return nl < 0 || nl >= (int)n ? -1 : nl;
+}
+
 /* The index of tensor <layer>.<role> in im->tens, added when new; a GroupedLinear's
  * `<name>.gemm_<i>` is expert i of <name>, the expert GEMM `<name>.experts.<i>` (the trace's
  * expert naming; te_log.json keeps TE's layer name). The name is checked only then (trace name
@@ -178,11 +188,8 @@ static size_t grouped_gemm_at(const char *layer, size_t ll) {
 static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out,
                      char *why, size_t whylen) {
   char name[FP8_NAME_MAX + 64];
-  size_t g = grouped_gemm_at(layer, ll);
-  int nl = g < ll ? snprintf(name, sizeof name, "%.*s%sexperts.%.*s.%s", (int)(g ? g - 1 : 0),
-                             layer, g ? "." : "", (int)(ll - g - 5), layer + g + 5, TE_ROLES[t])
-                  : snprintf(name, sizeof name, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
-  if (nl < 0 || nl >= (int)sizeof name) {
+  int nl = trace_name(layer, ll, t, name, sizeof name);
+  if (nl < 0) {
     snprintf(why, whylen, "name too long");
     return FP8_EFORMAT;
   }
@@ -206,8 +213,36 @@ static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint
     free(lay);
     return FP8_ENOMEM;
   }
-  im->tens[im->ntens] = (te_tensor){own, lay, t, 0, 0, 0};
+  im->tens[im->ntens] = (te_tensor){.name = own, .layer = lay, .te_tensor = t};
   *out = (uint32_t)im->ntens++;
+  return FP8_OK;
+}
+
+/* Notes iteration iter of the statistic logged as name[0..len) = <layer>_<tensor>_<stat> of a
+ * tensor with a role (te_log.json's per-tensor "statistics": each statistic's own interval).
+ * One lookup of the whole name per line; the tensor is found at the end (te_stats_resolve),
+ * so a statistic logged before its tensor's cur_amax, or for a tensor without one, costs
+ * nothing more. FP8_OK or FP8_ENOMEM. */
+static int note_stat(te_import *im, const char *name, size_t len, size_t ll, size_t t,
+                     size_t stat_off, int64_t iter) {
+  size_t id = fp8_strset_get(&im->pset, name, len);
+  if (id == SIZE_MAX) {
+    te_stat *ns = fp8_grow(im->pstat, im->npstat, &im->cappstat, sizeof *ns, 64);
+    if (!ns) return FP8_ENOMEM;
+    im->pstat = ns;
+    char *own = strndup(name, len);
+    int added;
+    if (!own || fp8_strset_put(&im->pset, own, len, &added) == SIZE_MAX) {
+      free(own);
+      return FP8_ENOMEM;
+    }
+    im->pstat[im->npstat] = (te_stat){own, ll, t, stat_off, 0, iter, iter, UINT32_MAX};
+    id = im->npstat++;
+  }
+  te_stat *p = &im->pstat[id];
+  p->gcd = te_gcd(p->gcd, iter);
+  if (iter < p->first) p->first = iter;
+  if (iter > p->last) p->last = iter;
   return FP8_OK;
 }
 
@@ -291,6 +326,8 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   size_t stat_len = nlen - (size_t)(stat - body);
 #define STAT_IS(lit) (stat_len == sizeof(lit) - 1 && memcmp(stat, lit, sizeof(lit) - 1) == 0)
   im->sum.lines++;
+  if (TE_ROLES[t] && note_stat(im, body, nlen, ll, t, (size_t)(stat - body), iter) != FP8_OK)
+    return FP8_ENOMEM;
   /* TE's scale of the recipe trained with (per tensor: min = max), unprefixed or of delayed
    * scaling; kept to go beside the tensor's amax as amax.csv's te_scale */
   int sk = STAT_IS("scale_inv_min") || STAT_IS("fp8_delayed_scaling_scale_inv_min") ? 0
@@ -392,15 +429,6 @@ static int cmp_rank_tensor_iter(const void *a, const void *b) {
   return (x->line > y->line) - (x->line < y->line);
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* Duplicates, the interval, whether the ranks agree. */
 static int check_rows(te_import *im, char *err, size_t errlen) {
   qsort(im->rows, im->nrows, sizeof *im->rows, cmp_rank_tensor_iter);
@@ -418,9 +446,24 @@ static int check_rows(te_import *im, char *err, size_t errlen) {
                         im->files[r->rank].path, r->line, t->layer, TE_TENSORS[t->te_tensor],
                         r->iter, r[-1].line);
     }
-    g = gcd64(g, r->iter);
+    g = te_gcd(g, r->iter);
     if (r->iter < im->sum.first) im->sum.first = r->iter;
     if (r->iter > im->sum.last) im->sum.last = r->iter;
+    te_tensor *t = &im->tens[r->tensor]; /* its own interval, over every rank */
+    t->igcd = te_gcd(t->igcd, r->iter);
+    if (!t->has_iter || r->iter < t->first) t->first = r->iter;
+    if (!t->has_iter || r->iter > t->last) t->last = r->iter;
+    t->has_iter = 1;
+  }
+  /* the tensors' own intervals (te_log.json's per-tensor "interval"): all equal or not */
+  int64_t seen = -1;
+  im->intervals_differ = 0;
+  for (size_t k = 0; k < im->ntens; k++) {
+    const te_tensor *t = &im->tens[k];
+    if (!t->has_iter) continue; /* only scale_inv or overflows% logged: no interval */
+    int64_t iv = te_interval_of(t->igcd, t->first, t->last);
+    if (seen >= 0 && iv != seen) im->intervals_differ = 1;
+    seen = iv;
   }
   /* iterations are multiples of freq counted from 0 (TE: iteration % freq == 0) */
   im->sum.interval = im->sum.first == im->sum.last ? 0 : g;
@@ -434,6 +477,36 @@ static int check_rows(te_import *im, char *err, size_t errlen) {
   }
   im->sum.ranks_identical = same;
   return FP8_OK;
+}
+
+static int cmp_pstat(const void *a, const void *b) {
+  const te_stat *x = a, *y = b;
+  if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+  return strcmp(x->key + x->stat_off, y->key + y->stat_off);
+}
+
+/* Each noted statistic's tensor (the name tensor_of gives it; UINT32_MAX for a tensor with
+ * neither cur_amax, scale_inv nor overflows%: not in te_log.json's tensors), then the
+ * statistics sorted by (tensor, name) and each tensor's range of them. Two TE names of one
+ * trace tensor (a GroupedLinear's `x.gemm_1` and a layer `x.experts.1`) stay two entries of one
+ * name, which the writer merges. */
+static void te_stats_resolve(te_import *im) {
+  for (size_t k = 0; k < im->npstat; k++) {
+    te_stat *p = &im->pstat[k];
+    char name[FP8_NAME_MAX + 64];
+    int nl = trace_name(p->key, p->layer_len, p->te_tensor, name, sizeof name);
+    size_t id = nl < 0 ? SIZE_MAX : fp8_strset_get(&im->tset, name, (size_t)nl);
+    p->tensor = id == SIZE_MAX ? UINT32_MAX : (uint32_t)id;
+  }
+  /* the set's indices are not needed after this: sorting moves the entries under them */
+  if (im->npstat > 1) qsort(im->pstat, im->npstat, sizeof *im->pstat, cmp_pstat);
+  size_t k = 0;
+  for (size_t t = 0; t < im->ntens; t++) {
+    while (k < im->npstat && im->pstat[k].tensor < t) k++;
+    im->tens[t].stat_lo = k;
+    while (k < im->npstat && im->pstat[k].tensor == t) k++;
+    im->tens[t].stat_hi = k;
+  }
 }
 
 static int cmp_sinv(const void *a, const void *b) {
@@ -485,6 +558,7 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
                     im.files[0].path, im.sum.lines);
   if (rc == FP8_OK) rc = check_rows(&im, err, errlen);
   if (rc == FP8_OK) join_scales(&im);
+  if (rc == FP8_OK) te_stats_resolve(&im);
   im.sum.ranks = im.nfiles;
   for (size_t t = 0; t < im.ntens; t++) im.sum.tensors += im.tens[t].logged > 0;
   if (rc == FP8_OK) rc = te_write_trace(&im, logdir, tracedir, force, err, errlen);
@@ -504,5 +578,8 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
   free(im.scount);
   fp8_strset_free(&im.tset);
   fp8_strset_free(&im.sset);
+  for (size_t k = 0; k < im.npstat; k++) free(im.pstat[k].key);
+  free(im.pstat);
+  fp8_strset_free(&im.pset);
   return rc;
 }

@@ -10,7 +10,8 @@
  * weight -> weight, output -> output, gradient -> grad_output, dgrad -> grad_input; wgrad has
  * no role: TE does not cast it to FP8). A value that reads 0.0000 (an amax below 5e-5, or a
  * zero tensor: the four decimals cannot tell) is left out and counted. te_log.json records
- * the source files, the logging interval and those counts. */
+ * the source files, the logging intervals (the log's; each tensor's and each statistic's: TE
+ * lets each have its own freq) and those counts. */
 #ifndef FP8LAB_TRACE_TE_LOG_H
 #define FP8LAB_TRACE_TE_LOG_H
 
@@ -28,6 +29,14 @@ extern "C" {
 #define FP8_TE_LOG_INTERVAL "interval"
 #define FP8_TE_LOG_ZERO_VALUES "zero_values"
 #define FP8_TE_LOG_COARSE_VALUES "coarse_values"
+/** schema 2 (issue 41): "intervals_differ" at the top level; in each entry of "tensors" (its
+ *  "tensor" name) the tensor's own cur_amax "interval" (also first_iteration, last_iteration
+ *  and "statistics": each statistic's interval). run.json's trace.te_log carries the intervals
+ *  on as "tensor_intervals" (name -> interval). */
+#define FP8_TE_LOG_INTERVALS_DIFFER "intervals_differ"
+#define FP8_TE_LOG_TENSORS "tensors"
+#define FP8_TE_LOG_TENSOR "tensor"
+#define FP8_TE_LOG_TENSOR_INTERVALS "tensor_intervals"
 
 /** What an import found (for the command's summary line; te_log.json has it all). */
 typedef struct {
@@ -38,7 +47,8 @@ typedef struct {
   size_t zero_values;    /**< cur_amax values that read 0.0000: left out */
   size_t coarse_values;  /**< written, with fewer than 3 significant digits */
   size_t other_lines;    /**< statistics other than cur_amax (and wgrad's cur_amax) */
-  int64_t interval;      /**< the logging interval inferred from the iterations (0: one) */
+  int64_t interval;      /**< the logging interval inferred from the iterations (0: one): the
+                              gcd over every tensor (each tensor's own is in te_log.json) */
   int64_t first, last;   /**< the first and last logged iteration */
   int ranks_identical;   /**< every rank logged the same cur_amax lines (TE's default
                               reduction over all ranks) */

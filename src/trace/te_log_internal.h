@@ -48,7 +48,36 @@ typedef struct {
   char *name, *layer;
   size_t te_tensor; /* index into TE_TENSORS */
   size_t logged, zero, coarse;
+  /* its cur_amax iterations over every rank (check_rows): any logged, their gcd, first, last */
+  int has_iter;
+  int64_t igcd, first, last;
+  size_t stat_lo, stat_hi; /* its statistics: im->pstat[stat_lo .. stat_hi) (te_stats_resolve) */
 } te_tensor;
+
+/* One statistic of one TE tensor as logged, keyed by TE's whole name <layer>_<tensor>_<stat>
+ * (over every rank): the iterations' gcd, first and last, for te_log.json's per-tensor
+ * "statistics" (each statistic has its own freq in TE's config). */
+typedef struct {
+  char *key;             /* the whole name, owned (pset's key) */
+  size_t layer_len, te_tensor, stat_off; /* <layer> = key[0..layer_len), stat at key+stat_off */
+  int64_t gcd, first, last;
+  uint32_t tensor;       /* index into tens; UINT32_MAX: no such tensor (te_stats_resolve) */
+} te_stat;
+
+/* The greatest common divisor (te_gcd(0, b) = b). */
+static inline int64_t te_gcd(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* The interval of iterations whose gcd is g, first f, last l: 0 for one iteration (TE logs
+ * iteration i when i % freq == 0, counting from 0: the gcd of the logged iterations is freq
+ * or a multiple of it). */
+static inline int64_t te_interval_of(int64_t g, int64_t f, int64_t l) { return f == l ? 0 : g; }
 
 typedef struct {
   te_file *files;
@@ -68,6 +97,10 @@ typedef struct {
   size_t *scount;
   size_t nstat, capstat;
   size_t left_wgrad;
+  fp8_strset pset; /* TE's whole names of role tensors' statistics -> index into pstat */
+  te_stat *pstat;  /* sorted by (tensor, statistic name) by te_stats_resolve */
+  size_t npstat, cappstat;
+  int intervals_differ; /* the tensors' own intervals are not all equal */
   fp8_te_import_summary sum;
 } te_import;
 

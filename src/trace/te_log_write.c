@@ -96,6 +96,36 @@ static int write_overflows(te_import *im, const char *dir, const uint32_t *order
   return fp8_outfile_commit(&of, err, errlen);
 }
 
+/* A tensor's schema-2 keys of te_log.json into its entry e: its cur_amax interval (gcd of
+ * the iterations logged, every rank; 0 for one), first and last iteration (left out for a
+ * tensor whose cur_amax was not logged), and "statistics", each logged statistic's interval
+ * by the same rule (two TE names of one trace tensor merged). 0, or -1 out of memory. */
+static int tensor_intervals(const te_import *im, const te_tensor *t, json_t *e) {
+  int bad = json_object_set_new(e, FP8_TE_LOG_INTERVAL,
+                                json_integer(t->has_iter ? te_interval_of(t->igcd, t->first,
+                                                                          t->last) : 0)) != 0;
+  if (t->has_iter) {
+    bad |= json_object_set_new(e, "first_iteration", json_integer(t->first)) != 0;
+    bad |= json_object_set_new(e, "last_iteration", json_integer(t->last)) != 0;
+  }
+  json_t *st = json_object();
+  bad |= !st;
+  for (size_t k = t->stat_lo; !bad && k < t->stat_hi;) {
+    const te_stat *p = &im->pstat[k];
+    const char *name = p->key + p->stat_off;
+    int64_t g = 0, f = p->first, l = p->last;
+    for (; k < t->stat_hi && strcmp(im->pstat[k].key + im->pstat[k].stat_off, name) == 0; k++) {
+      const te_stat *q = &im->pstat[k];
+      g = te_gcd(g, q->gcd);
+      if (q->first < f) f = q->first;
+      if (q->last > l) l = q->last;
+    }
+    bad |= json_object_set_new(st, name, json_integer(te_interval_of(g, f, l))) != 0;
+  }
+  bad |= json_object_set_new(e, "statistics", st) != 0;
+  return bad ? -1 : 0;
+}
+
 static int write_json(te_import *im, const char *logdir, const char *dir, json_t *written,
                       char *err, size_t errlen) {
   json_t *o = json_object(), *files = json_array(), *tens = json_array(), *other = json_object();
@@ -109,12 +139,13 @@ static int write_json(te_import *im, const char *logdir, const char *dir, json_t
   bad |= !ord;
   for (size_t k = 0; !bad && k < im->ntens; k++) {
     const te_tensor *t = &im->tens[ord[k].id];
-    bad |= json_array_append_new(
-               tens, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "tensor", t->name,
-                               "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
-                               "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
-                               FP8_TE_LOG_ZERO_VALUES, (json_int_t)t->zero, FP8_TE_LOG_COARSE_VALUES,
-                               (json_int_t)t->coarse)) != 0;
+    json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i}", FP8_TE_LOG_TENSOR, t->name,
+                          "te_layer", t->layer, "te_tensor", TE_TENSORS[t->te_tensor],
+                          "role", TE_ROLES[t->te_tensor], "logged", (json_int_t)t->logged,
+                          FP8_TE_LOG_ZERO_VALUES, (json_int_t)t->zero, FP8_TE_LOG_COARSE_VALUES,
+                          (json_int_t)t->coarse);
+    bad |= !e || tensor_intervals(im, t, e) != 0;
+    bad |= json_array_append_new(tens, e) != 0;
   }
   free(ord);
   for (size_t k = 0; !bad && k < im->nstat; k++)
@@ -129,6 +160,8 @@ static int write_json(te_import *im, const char *logdir, const char *dir, json_t
     bad |= json_object_set_new(o, "files", files) != 0;
     files = NULL;
     bad |= json_object_set_new(o, FP8_TE_LOG_INTERVAL, json_integer(im->sum.interval)) != 0;
+    bad |= json_object_set_new(o, FP8_TE_LOG_INTERVALS_DIFFER,
+                               json_boolean(im->intervals_differ)) != 0;
     bad |= json_object_set_new(o, "first_iteration", json_integer(im->sum.first)) != 0;
     bad |= json_object_set_new(o, "last_iteration", json_integer(im->sum.last)) != 0;
     bad |= json_object_set_new(o, "ranks_identical", json_boolean(im->sum.ranks_identical)) != 0;
@@ -142,7 +175,7 @@ static int write_json(te_import *im, const char *logdir, const char *dir, json_t
     bad |= json_object_set_new(o, "te_overflow_rows", json_integer((json_int_t)im->novf)) != 0;
     bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
                                json_integer((json_int_t)im->left_wgrad)) != 0;
-    bad |= json_object_set_new(o, "tensors", tens) != 0;
+    bad |= json_object_set_new(o, FP8_TE_LOG_TENSORS, tens) != 0;
     tens = NULL;
     bad |= json_object_set_new(o, "other_statistics", other) != 0;
     other = NULL;

@@ -16,8 +16,42 @@
 #include "te_log.h" /* te_log.json and its keys */
 #include "util.h"
 
+/* te_log.json's tensors (schema 2): each entry's name and own interval into tr, when every
+ * entry has an interval; none of them when no entry has one (a te_log.json written before the
+ * per-tensor intervals: every tensor has the top-level interval). */
+static int read_te_intervals(json_t *o, const char *path, fp8_trace *tr, char *err,
+                             size_t errlen) {
+  json_t *ts = json_object_get(o, FP8_TE_LOG_TENSORS), *e;
+  json_t *d = json_object_get(o, FP8_TE_LOG_INTERVALS_DIFFER);
+  if (d && !json_is_boolean(d))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected true or false", path,
+                      FP8_TE_LOG_INTERVALS_DIFFER);
+  tr->te_intervals_differ = json_is_true(d);
+  if (!json_is_array(ts)) return FP8_OK; /* counts only: nothing per tensor to read */
+  size_t n = json_array_size(ts), with = 0, k;
+  json_array_foreach(ts, k, e) with += json_object_get(e, FP8_TE_LOG_INTERVAL) != NULL;
+  if (with == 0) return FP8_OK;
+  if (!(tr->te_tensor_names = calloc(n, sizeof *tr->te_tensor_names)) ||
+      !(tr->te_tensor_intervals = calloc(n, sizeof *tr->te_tensor_intervals)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
+  json_array_foreach(ts, k, e) {
+    json_t *name = json_object_get(e, FP8_TE_LOG_TENSOR), *iv = json_object_get(e,
+                                                                               FP8_TE_LOG_INTERVAL);
+    if (!json_is_string(name) || !json_is_integer(iv) || json_integer_value(iv) < 0)
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected a %s (a string) and "
+                        "an %s (an integer >= 0) in every entry, as in the others", path,
+                        FP8_TE_LOG_TENSORS, k, FP8_TE_LOG_TENSOR, FP8_TE_LOG_INTERVAL);
+    if (!(tr->te_tensor_names[k] = strdup(json_string_value(name))))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
+    tr->te_tensor_intervals[k] = (int64_t)json_integer_value(iv);
+    tr->nte_tensors = k + 1;
+  }
+  return FP8_OK;
+}
+
 /* te_log.json (te_log.h), when the trace has one: what the report says of an imported
- * TransformerEngine log (the interval, the values its four decimals lost). */
+ * TransformerEngine log (the interval, each tensor's own, the values its four decimals
+ * lost). */
 static int read_te_log(const char *dir, fp8_trace *tr, char *err, size_t errlen) {
   size_t n = strlen(dir) + 16;
   char *path = malloc(n);
@@ -41,6 +75,7 @@ static int read_te_log(const char *dir, fp8_trace *tr, char *err, size_t errlen)
                         keys[k]);
       else *dst[k] = (int64_t)json_integer_value(v);
     }
+    if (rc == FP8_OK) rc = read_te_intervals(o, path, tr, err, errlen);
     tr->has_te_log = rc == FP8_OK;
     json_decref(o);
   }

@@ -85,6 +85,13 @@ struct fp8_trace {
   int has_te_log;        /**< dir/te_log.json (fp8lab import-te, tools/te_tb_to_amax.py) was read: */
   int64_t te_interval;   /**<   its logging interval (0: one iteration logged), */
   int64_t te_zero, te_coarse; /**< its values left out as 0.0000, and kept with < 3 digits */
+  size_t nte_tensors;    /**< te_log.json schema 2: its tensors with their own cur_amax
+                              interval (0: a te_log.json before it, every tensor logged at
+                              te_interval): */
+  char **te_tensor_names;      /**<   each tensor's name (te_log.json's order: by name; no
+                                    rank_<r>/ prefix), */
+  int64_t *te_tensor_intervals; /**<  and its interval (0: one iteration logged) */
+  int te_intervals_differ; /**< te_log.json's intervals_differ (0 before schema 2) */
   int has_tokens;        /**< dir/tokens.csv was read into tokens (multi-rank: 0 here, see
                               fp8_trace_tokens; a rank_<r>/ folder holds its own) */
   fp8_tokens_table tokens;
@@ -92,7 +99,8 @@ struct fp8_trace {
 
 /** Opens a trace directory: lists the snapshot steps and reads amax.csv (if any) completely,
  *  and te_log.json when there (interval, zero_values, coarse_values: non-negative integers, or
- *  an error naming the file and key);
+ *  an error naming the file and key; schema 2's per-tensor intervals when every entry of its
+ *  tensors has one, none when no entry has: a te_log.json of before them);
  *  for a folder of rank_<r>/ sub-folders, opens every rank. A directory with neither
  *  snapshots, amax.csv nor rank folders is an error, and so are rank folders that are not
  *  rank_0 .. rank_<R-1> without gaps, and a directory holding both rank folders and a

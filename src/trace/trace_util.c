@@ -44,6 +44,10 @@ void fp8_trace_close(fp8_trace *tr) {
     for (size_t i = 0; i < tr->namax_names; i++) free(tr->amax_names[i]);
   free(tr->amax_names);
   fp8_tokens_free(&tr->tokens);
+  if (tr->te_tensor_names)
+    for (size_t i = 0; i < tr->nte_tensors; i++) free(tr->te_tensor_names[i]);
+  free(tr->te_tensor_names);
+  free(tr->te_tensor_intervals);
   memset(tr, 0, sizeof *tr);
 }
 

@@ -238,6 +238,19 @@ def left_out_seed(run_json):
     return (json.dumps(j, indent=2) + "\n").encode()
 
 
+def te_log_seed(run_json):
+    """A run.json of a trace from TE's debug logs whose tensors were logged at intervals of
+    their own (issue 41): trace.te_log with tensor_intervals (2, 5, and 0 for one iteration),
+    for the reader of that key to start from."""
+    j = json.loads(run_json)
+    j["trace"]["te_log"] = {"interval": 1, "zero_values": 0, "coarse_values": 2,
+                            "tensor_intervals": {"layers.0.attn.qkv.input": 2,
+                                                 "layers.0.attn.qkv.grad_output": 2,
+                                                 "layers.0.attn.qkv.weight": 5,
+                                                 "layers.0.attn.out_proj.output": 0}}
+    return (json.dumps(j, indent=2) + "\n").encode()
+
+
 def output_seeds(fp8lab, tmp):
     for name, text in EXPERIMENTS.items():
         ini = os.path.join(tmp, name + ".ini")
@@ -256,6 +269,8 @@ def output_seeds(fp8lab, tmp):
         put("run_json", name + ".json", open(os.path.join(out, "run.json"), "rb").read())
         if name == "quick":
             put("run_json", "leftout.json", left_out_seed(open(os.path.join(out, "run.json"), "rb").read()))
+            put("run_json", "te-intervals.json",
+                te_log_seed(open(os.path.join(out, "run.json"), "rb").read()))
         if os.path.exists(os.path.join(out, "advice.ini")):
             put("experiment", name + "-advice.ini", open(os.path.join(out, "advice.ini")).read())
 

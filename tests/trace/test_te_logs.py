@@ -235,8 +235,10 @@ def case_stream_only_report(tmp):
     check("logged every 5 iterations" in md, "report.md: the interval")
     check("## Recipes by role" not in md and "## GEMM error" not in md, "no value sections")
     meta = json.load(open(os.path.join(tmp, "imported", "te_log.json")))
+    # every tensor was logged every 5 iterations (make_logs): each one's own interval is 5
     check(json.load(open(os.path.join(out, "run.json")))["trace"]["te_log"] ==
-          {"interval": 5, "zero_values": 0, "coarse_values": meta["coarse_values"]},
+          {"interval": 5, "zero_values": 0, "coarse_values": meta["coarse_values"],
+           "tensor_intervals": {t["tensor"]: 5 for t in meta["tensors"]}},
           "run.json trace.te_log")
     # the choice rules on stream.csv: per tensor and delayed configuration the clipped-step
     # rate over the steps outside warm-up; the smallest fitting margin per history length, then
