@@ -51,7 +51,7 @@ static void expect_load_error(const char *rel, const char *want) {
 
 START_TEST(test_reduce_group_without_reduce_amax) {
   write_ranks();
-  char want[1024], msg[1024];
+  char want[1100], msg[1024];
   /* reduce_amax absent */
   put_text("g.ini", "[trace]\npath = run\nreduce_group = 2\n[recipe.d]\nkind = delayed\n");
   snprintf(msg, sizeof msg, "3: reduce_group does nothing without reduce_amax = true" REDUCE_WHY,
@@ -84,7 +84,7 @@ END_TEST
 
 START_TEST(test_reduce_stride_without_reduce_amax) {
   write_ranks();
-  char want[1024], msg[1024];
+  char want[1100], msg[1024];
   put_text("s.ini", "[trace]\npath = run\n\nreduce_stride = 2\n[recipe.d]\nkind = delayed\n");
   snprintf(msg, sizeof msg, "4: reduce_stride does nothing without reduce_amax = true" REDUCE_WHY,
            "reduce_stride");
@@ -114,7 +114,7 @@ END_TEST
 
 START_TEST(test_sr_seed_with_nearest_rounding) {
   write_ranks();
-  char want[1024], msg[1024];
+  char want[1100], msg[1024];
   put_text("n.ini", "[trace]\npath = run\n[recipe.nv]\nkind = nvfp4\nrounding = nearest\n"
                     "sr_seed = 7\n[recipe.d]\nkind = delayed\n");
   snprintf(msg, sizeof msg, "6: " SR_WHY, 5);
