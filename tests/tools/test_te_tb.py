@@ -18,102 +18,15 @@ FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 
 BIN = os.path.abspath(sys.argv[1])
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOL = os.path.join(ROOT, "tools", "te_tb_to_amax.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tb_events import check, event, f32, tool, write_events, need_tensorboard  # noqa: E402
+import tb_events  # noqa: E402
 
-try:
-    import tensorboard  # noqa: F401  (the tool's reader)
-except ImportError as e:
-    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
-        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
-              "tensorboard)" % e)
-        sys.exit(1)
-    print("skipped: %s (scripts/install-deps.sh installs tensorboard)" % e)
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
-import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list of failures)
-
-check = TL.check
-
-
-# ---------------------------------------------------------------- the writer, by hand
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-CRC_T = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def masked(data):
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(num, wire, payload):
-    return varint(num << 3 | wire) + payload
-
-
-def ld(num, data):  # a length-delimited field
-    return field(num, 2, varint(len(data)) + data)
-
-
-def event(step=None, version=None, scalars=()):
-    e = field(1, 1, struct.pack("<d", 1.7e9))
-    if step is not None:
-        e += field(2, 0, varint(step))
-    if version is not None:
-        e += ld(3, version.encode())
-    if scalars:
-        summ = b"".join(ld(1, ld(1, tag.encode()) + field(2, 5, struct.pack("<f", v)))
-                        for tag, v in scalars)
-        e += ld(5, summ)
-    return e
-
-
-def record(data):
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
-
-
-def write_events(path, events):
-    with open(path, "wb") as f:
-        f.write(record(event(version="brain.Event:2")))
-        for e in events:
-            f.write(record(e))
-
-
-def f32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
+need_tensorboard()
 
 
 # ---------------------------------------------------------------- the cases
@@ -147,11 +60,6 @@ def make_runs(tmp):
         write_events(os.path.join(d, "events.out.tfevents.1700000000.host.1.0"), evs[:5])
         write_events(os.path.join(d, "events.out.tfevents.1700000100.host.1.0"), evs[5:])
     return want
-
-
-def tool(args, cwd=None):
-    p = subprocess.run([sys.executable, TOOL] + args, cwd=cwd, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
 
 
 def replay(tmp, trace, tag):
@@ -263,7 +171,7 @@ def case_bad(tmp):
 
 
 def main():
-    TL.run_cases("fp8lab-tb-", [case_convert, case_grouped_linear, case_bad], "te tensorboard")
+    tb_events.run_cases("fp8lab-tb-", [case_convert, case_grouped_linear, case_bad], "te tensorboard")
 
 
 if __name__ == "__main__":
