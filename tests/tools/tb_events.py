@@ -125,3 +125,26 @@ import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list 
 
 check = TL.check
 run_cases = TL.run_cases
+
+
+def load_tool():
+    """The tool as a module (its main() run in this interpreter: a case costs milliseconds)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("te_tb_tool", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_main(mod, args):
+    """(exit status, stderr) of mod.main(args); an exception is a status of its own, a string
+    starting 'raised' (a traceback, on the command line)."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = mod.main(args)
+    except BaseException as e:  # noqa: BLE001  the traceback a test looks for
+        rc = "raised %s: %s" % (type(e).__name__, e)
+    return rc, err.getvalue()

@@ -12,7 +12,10 @@ them. Checked:
   - the trace replays byte for byte as an amax.csv written here from the same float32 values;
   - bad input, one line, exit 2, nothing written: a NaN amax, a (tensor, step) twice, no
     cur_amax scalar, a non-empty folder without --force; --force replaces;
-  - TE's GroupedLinear (issue 40): the layer <name>.gemm_<i> is written <name>.experts.<i>.
+  - TE's GroupedLinear (issue 40): the layer <name>.gemm_<i> is written <name>.experts.<i>;
+  - te_log.json schema 2 (issue 41): "written", each tensor's own interval, first and last
+    iteration and statistics' intervals where TE logged tensors and statistics at different
+    frequencies, "intervals_differ", "ranks_without_amax" with a warning naming the run.
 Usage: test_te_tb.py FP8LAB_BIN. Exit 77 (skipped) without the tensorboard package unless
 FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
 """
@@ -101,6 +104,15 @@ def case_convert(tmp):
     check(meta["wgrad_cur_amax_left_out"] == 2 * 10 * 2, meta["wgrad_cur_amax_left_out"])
     check(meta["other_statistics"] == {"dynamic_range": 2 * 10 * 8}, meta["other_statistics"])
     check(meta["other_scalars"] == 2 * 10, meta["other_scalars"])
+    # schema 2 (issue 41): what was written, the per-tensor intervals, no rank without amax
+    check(meta.get("written") == ["rank_0/amax.csv", "rank_1/amax.csv", "te_log.json"],
+          "written: %s" % meta.get("written"))
+    check(meta.get("intervals_differ") is False and meta.get("ranks_without_amax") == [] and
+          meta.get("cut_lines_dropped") == 0, "schema 2's top level: %s" % meta)
+    for t in meta["tensors"]:
+        check(t.get("interval") == 4 and t.get("first_iteration") == 0 and
+              t.get("last_iteration") == 36 and
+              t.get("statistics") == {"cur_amax": 4, "dynamic_range": 4}, "tensor: %s" % t)
     tens = {t["tensor"]: t for t in meta["tensors"]}
     check(tens[LAYERS[0] + ".input"]["zero_values"] == 1 and
           tens[LAYERS[0] + ".input"]["logged"] == 10, tens[LAYERS[0] + ".input"])
@@ -126,6 +138,57 @@ def case_convert(tmp):
     check(rc == 0 and os.path.exists(os.path.join(tr, "amax.csv")) and
           not os.path.exists(os.path.join(tr, "rank_1")), "--force to one rank: %r" % se)
     print("converted: %d rows, replays byte-identical" % meta["amax_rows"])
+
+
+def case_intervals(tmp):
+    """Each tensor's own logging interval (TE's freq per tensor and per statistic, issue 41
+    item 3): activation cur_amax every 2 iterations (0..20), weight every 5, gradient cur_amax
+    every 2 with dynamic_range every 6, output's dynamic_range alone every 3; over two ranks,
+    rank 1 logging from iteration 4. A third rank whose amaxes are all 0 and a fourth with no
+    cur_amax at all are ranks_without_amax, each warned about on stderr naming its folder."""
+    L = "dec.1.fc2"
+    logged = {"activation_cur_amax": 2, "weight_cur_amax": 5, "gradient_cur_amax": 2,
+              "gradient_dynamic_range": 6, "output_dynamic_range": 3}
+    runs = []
+    for r in range(4):
+        d = os.path.join(tmp, "tb_iv", "rank%d" % r)
+        os.makedirs(d)
+        evs = []
+        for it in range(0, 21):
+            sc = [("lr", 1e-4)]
+            for stat, k in sorted(logged.items()):
+                if it % k == 0 and (r != 1 or it >= 4) and (r != 3 or "amax" not in stat):
+                    sc.append(("%s_%s" % (L, stat), 0.0 if r == 2 else 1.0 + it))
+            evs.append(event(step=it, scalars=sc))
+        write_events(os.path.join(d, "events.out.tfevents.1.h.1.0"), evs)
+        runs.append(d)
+    tr = os.path.join(tmp, "trace_iv")
+    rc, so, se = tool([tr] + runs)
+    check(rc == 0, "intervals: exit %d %s" % (rc, se.strip()))
+    if rc:
+        return
+    meta = json.load(open(os.path.join(tr, "te_log.json")))
+    tens = {t["tensor"]: t for t in meta["tensors"]}
+    check(sorted(tens) == [L + "." + x for x in ("grad_output", "input", "output", "weight")],
+          sorted(tens))
+    want = {"input": (2, 0, 20, {"cur_amax": 2}), "weight": (5, 0, 20, {"cur_amax": 5}),
+            "grad_output": (2, 0, 20, {"cur_amax": 2, "dynamic_range": 6})}
+    for role, (iv, first, last, stats) in want.items():
+        t = tens.get(L + "." + role, {})
+        check((t.get("interval"), t.get("first_iteration"), t.get("last_iteration"),
+               t.get("statistics")) == (iv, first, last, stats), "%s: %s" % (role, t))
+    out = tens.get(L + ".output", {})
+    check(out.get("interval") == 0 and "first_iteration" not in out and
+          out.get("statistics") == {"dynamic_range": 3}, "output (no cur_amax): %s" % out)
+    check(meta["interval"] == 1 and meta.get("intervals_differ") is True,
+          "the log's interval gcd(2, 5) = 1, the tensors' differ: %s %s"
+          % (meta["interval"], meta.get("intervals_differ")))
+    check(meta.get("ranks_without_amax") == [2, 3], "ranks_without_amax: %s"
+          % meta.get("ranks_without_amax"))
+    warn = [ln for ln in se.splitlines() if "warning" in ln]
+    check(len(warn) == 2 and "rank 2" in warn[0] and runs[2] in warn[0] and "rank 3" in warn[1]
+          and runs[3] in warn[1], "the warnings: %r" % se)
+    check("of 3 tensors" in so, "the summary counts the tensors with an amax: %r" % so)
 
 
 def case_grouped_linear(tmp):
@@ -171,7 +234,8 @@ def case_bad(tmp):
 
 
 def main():
-    tb_events.run_cases("fp8lab-tb-", [case_convert, case_grouped_linear, case_bad], "te tensorboard")
+    tb_events.run_cases("fp8lab-tb-", [case_convert, case_intervals, case_grouped_linear, case_bad],
+                        "te tensorboard")
 
 
 if __name__ == "__main__":

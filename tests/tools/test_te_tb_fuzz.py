@@ -23,9 +23,6 @@ command line as well. Seed: FP8LAB_FUZZ_SEED (default 41).
 Usage: test_te_tb_fuzz.py FP8LAB_BIN (not used). Needs the tensorboard package (exit 77 without
 it unless FP8LAB_REQUIRE_PYDEPS=1).
 """
-import contextlib
-import importlib.util
-import io
 import os
 import random
 import shutil
@@ -77,16 +74,9 @@ def want_rows(records, skip=(), changed=None):
                                           for s, n in sorted(rows))
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location("te_tb_tool", TB.TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 class Runner:
     def __init__(self, tmp):
-        self.tmp, self.tool, self.n, self.fails = tmp, load_tool(), 0, 0
+        self.tmp, self.tool, self.n, self.fails = tmp, TB.load_tool(), 0, 0
         self.path = os.path.join(tmp, "run", "events.out.tfevents.1700000000.host.1.0")
         os.makedirs(os.path.dirname(self.path))
         self.out = os.path.join(tmp, "trace")
@@ -98,13 +88,7 @@ class Runner:
         if cli:
             rc, _, se = TB.tool([self.out, os.path.dirname(self.path)])
         else:
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                    rc = self.tool.main([self.out, os.path.dirname(self.path)])
-            except BaseException as e:  # noqa: BLE001  a traceback is the failure looked for
-                rc = "raised %s: %s" % (type(e).__name__, e)
-            se = err.getvalue()
+            rc, se = TB.run_main(self.tool, [self.out, os.path.dirname(self.path)])
         got = None
         if os.path.isdir(self.out):
             with open(os.path.join(self.out, "amax.csv")) as f:
