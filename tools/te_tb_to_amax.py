@@ -72,11 +72,12 @@ NAME_MAX = 200          # src/trace/trace.h FP8_NAME_MAX: bytes of UTF-8
 STEP_MAX = 2 ** 63 - 1  # amaxcsv.c parse_step: a non-negative int64
 
 
-def name_problem(name):
+def name_problem(name, comma=True):
     """Why amax.csv cannot hold the tensor name, or None. fp8_tensor_name_check
     (src/trace/trace_util.c: empty, longer than NAME_MAX bytes, not UTF-8, a control character
     (U+0000-U+001F, U+007F-U+009F), a leading '/', a '..' path segment) and amaxcsv.c's row (a
-    comma splits the field: amax.csv has no quoting)."""
+    comma splits the field: amax.csv has no quoting). comma=False: a statistic's name (a key of
+    te_log.json, import-te's count_stat), which may hold one."""
     try:
         raw = name.encode("utf-8")
     except UnicodeEncodeError:
@@ -88,7 +89,7 @@ def name_problem(name):
     for ch in name:
         if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F:
             return "holds the control character %s" % ascii(ch)
-    if "," in name:
+    if comma and "," in name:
         return "holds a comma (amax.csv has no quoting)"
     if name.startswith("/"):
         return "starts with '/'"
@@ -285,6 +286,10 @@ def read_runs(runs):
                     raise Bad("%s: tag %s at byte %d: step %d %s" % (path, ascii(tag), off, step,
                                                                     why))
                 if stat_name != "cur_amax":
+                    why = name_problem(stat_name, comma=False)
+                    if why:
+                        raise Bad("%s: tag %s: the statistic name %s %s" % (path, ascii(tag),
+                                                                           ascii(stat_name), why))
                     other[stat_name] = other.get(stat_name, 0) + 1
                 if TE_ROLES[t] is None:
                     counts["wgrad"] += stat_name == "cur_amax"

@@ -59,7 +59,8 @@ def case_bad_tags(tmp):
             ("control", "a\x01b_activation_cur_amax", 0, "control character"),
             ("comma", "a,b_activation_cur_amax", 0, "comma"),
             ("long", "L" * 195 + "_activation_cur_amax", 0, "201 bytes long"),
-            ("negative", "neg.fc1_activation_cur_amax", -5, "step -5 is negative")]:
+            ("negative", "neg.fc1_activation_cur_amax", -5, "step -5 is negative"),
+            ("stat_name", "a.fc1_activation_x\x85y", 0, "the statistic name")]:
         rc, se, path, out = tool_on(tmp, label, tag, step)
         check(rc == 2 and se.count("\n") == 1 and path in se and repr(tag) in se and want in se,
               "%s: exit %d %r" % (label, rc, se))
