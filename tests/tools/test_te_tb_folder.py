@@ -18,6 +18,8 @@
   - a failure while writing (ENOSPC, the second file, by patching the tool's writer): exit 1,
     one line, the previous import byte for byte, no temporary folder, nor parent folders made
     for a new target;
+  - SIGKILL at 10 seeded moments of a --force conversion: the folder is wholly the old
+    import or the new one, and the next conversion leaves nothing beside it;
   - the swap: with os.rename failing, --force still replaces an earlier import (renameat2
     RENAME_EXCHANGE did it); with RENAME_EXCHANGE reported unsupported (EINVAL), the fallback
     (rename aside, rename in, remove) leaves the new import and nothing beside it.
@@ -262,11 +264,50 @@ def case_swap(tmp):
           "the fallback: exit %d %r, %s" % (rc, se, leftovers(tmp)))
 
 
+def case_killed(tmp):
+    """SIGKILL at 10 seeded moments of a --force conversion over an earlier import: the folder
+    is always wholly the old import or wholly the new one, and the next conversion removes what
+    the killed one left beside it."""
+    import random
+    import signal
+    import time
+    rnd = random.Random(41)
+    tr = earlier_import(tmp, "killed")
+    old = tree(tr)
+    steps = range(0, 4000)
+    big = make_run(tmp, "killed_new", steps=steps, base=2.0)
+    new_amax = amax_want(steps=steps, base=2.0)
+    t0 = time.time()
+    rc, so, se = TB.tool([os.path.join(tmp, "killed_probe"), big])
+    took = time.time() - t0
+    check(rc == 0, "the probe conversion: %r" % se)
+    outcomes = []
+    for k in range(10):
+        p = subprocess.Popen([sys.executable, TB.TOOL, tr, big, "--force"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rnd.uniform(0.5, 1.1) * took)  # the reading takes most of it: its end
+
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        now = tree(tr)
+        whole_new = now.get("amax.csv") == new_amax and sorted(now) == ["amax.csv", "te_log.json"]
+        check(now == old or whole_new, "kill %d: neither the old import nor the new: %s"
+              % (k, sorted(now)))
+        outcomes.append(("new" if whole_new else "old") + ("+left" if leftovers(tmp) else ""))
+        if whole_new:  # back to the old one for the next kill
+            rc, so, se = TB.tool([tr, make_run(tmp, "killed_back%d" % k, base=7.0), "--force"])
+            check(rc == 0 and tree(tr) == old, "kill %d: the old import again: %r" % (k, se))
+    rc, so, se = TB.tool([tr, big, "--force"])
+    check(rc == 0 and tree(tr).get("amax.csv") == new_amax and leftovers(tmp) == [],
+          "after the kills: exit %d %r, beside it %s" % (rc, se, leftovers(tmp)))
+    print("killed at 10 moments of %.2f s: %s" % (took, " ".join(outcomes)))
+
+
 def main():
     TB.run_cases("fp8lab-tb-folder-", [case_force_over_import_te, case_force_refuses_capture,
                                        case_force_refuses_foreign_entries,
                                        case_refusals_without_force, case_leftovers,
-                                       case_failure_leaves_previous, case_swap],
+                                       case_failure_leaves_previous, case_swap, case_killed],
                  "te tensorboard folder")
 
 
