@@ -193,7 +193,10 @@ def records(path):
     from tensorboard.compat.tensorflow_stub import errors as tb_errors
     from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
     size = regular(path)
-    reader = pywrap_tensorflow.PyRecordReader_New(path, 0, None, None)
+    try:
+        reader = pywrap_tensorflow.PyRecordReader_New(path, 0, None, None)
+    except (OSError, tb_errors.OpError) as e:
+        raise Bad("%s: cannot be read: %s" % (path, getattr(e, "strerror", None) or e))
     off = 0
     while True:
         try:
