@@ -12,108 +12,24 @@ them. Checked:
   - the trace replays byte for byte as an amax.csv written here from the same float32 values;
   - bad input, one line, exit 2, nothing written: a NaN amax, a (tensor, step) twice, no
     cur_amax scalar, a non-empty folder without --force; --force replaces;
-  - TE's GroupedLinear (issue 40): the layer <name>.gemm_<i> is written <name>.experts.<i>.
+  - TE's GroupedLinear (issue 40): the layer <name>.gemm_<i> is written <name>.experts.<i>;
+  - te_log.json schema 2 (issue 41): "written", each tensor's own interval, first and last
+    iteration and statistics' intervals where TE logged tensors and statistics at different
+    frequencies, "intervals_differ", "ranks_without_amax" with a warning naming the run.
 Usage: test_te_tb.py FP8LAB_BIN. Exit 77 (skipped) without the tensorboard package unless
 FP8LAB_REQUIRE_PYDEPS=1 (then a failure: scripts/install-deps.sh installs it).
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 
 BIN = os.path.abspath(sys.argv[1])
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOL = os.path.join(ROOT, "tools", "te_tb_to_amax.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tb_events import check, event, f32, tool, write_events, need_tensorboard  # noqa: E402
+import tb_events  # noqa: E402
 
-try:
-    import tensorboard  # noqa: F401  (the tool's reader)
-except ImportError as e:
-    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
-        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set (scripts/install-deps.sh installs "
-              "tensorboard)" % e)
-        sys.exit(1)
-    print("skipped: %s (scripts/install-deps.sh installs tensorboard)" % e)
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
-import test_te_logs as TL  # noqa: E402  (its check() and run_cases(): one list of failures)
-
-check = TL.check
-
-
-# ---------------------------------------------------------------- the writer, by hand
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-CRC_T = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = CRC_T[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def masked(data):
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(num, wire, payload):
-    return varint(num << 3 | wire) + payload
-
-
-def ld(num, data):  # a length-delimited field
-    return field(num, 2, varint(len(data)) + data)
-
-
-def event(step=None, version=None, scalars=()):
-    e = field(1, 1, struct.pack("<d", 1.7e9))
-    if step is not None:
-        e += field(2, 0, varint(step))
-    if version is not None:
-        e += ld(3, version.encode())
-    if scalars:
-        summ = b"".join(ld(1, ld(1, tag.encode()) + field(2, 5, struct.pack("<f", v)))
-                        for tag, v in scalars)
-        e += ld(5, summ)
-    return e
-
-
-def record(data):
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked(n)) + data + struct.pack("<I", masked(data))
-
-
-def write_events(path, events):
-    with open(path, "wb") as f:
-        f.write(record(event(version="brain.Event:2")))
-        for e in events:
-            f.write(record(e))
-
-
-def f32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
+need_tensorboard()
 
 
 # ---------------------------------------------------------------- the cases
@@ -147,11 +63,6 @@ def make_runs(tmp):
         write_events(os.path.join(d, "events.out.tfevents.1700000000.host.1.0"), evs[:5])
         write_events(os.path.join(d, "events.out.tfevents.1700000100.host.1.0"), evs[5:])
     return want
-
-
-def tool(args, cwd=None):
-    p = subprocess.run([sys.executable, TOOL] + args, cwd=cwd, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
 
 
 def replay(tmp, trace, tag):
@@ -193,6 +104,15 @@ def case_convert(tmp):
     check(meta["wgrad_cur_amax_left_out"] == 2 * 10 * 2, meta["wgrad_cur_amax_left_out"])
     check(meta["other_statistics"] == {"dynamic_range": 2 * 10 * 8}, meta["other_statistics"])
     check(meta["other_scalars"] == 2 * 10, meta["other_scalars"])
+    # schema 2 (issue 41): what was written, the per-tensor intervals, no rank without amax
+    check(meta.get("written") == ["rank_0/amax.csv", "rank_1/amax.csv", "te_log.json"],
+          "written: %s" % meta.get("written"))
+    check(meta.get("intervals_differ") is False and meta.get("ranks_without_amax") == [] and
+          meta.get("cut_lines_dropped") == 0, "schema 2's top level: %s" % meta)
+    for t in meta["tensors"]:
+        check(t.get("interval") == 4 and t.get("first_iteration") == 0 and
+              t.get("last_iteration") == 36 and
+              t.get("statistics") == {"cur_amax": 4, "dynamic_range": 4}, "tensor: %s" % t)
     tens = {t["tensor"]: t for t in meta["tensors"]}
     check(tens[LAYERS[0] + ".input"]["zero_values"] == 1 and
           tens[LAYERS[0] + ".input"]["logged"] == 10, tens[LAYERS[0] + ".input"])
@@ -218,6 +138,57 @@ def case_convert(tmp):
     check(rc == 0 and os.path.exists(os.path.join(tr, "amax.csv")) and
           not os.path.exists(os.path.join(tr, "rank_1")), "--force to one rank: %r" % se)
     print("converted: %d rows, replays byte-identical" % meta["amax_rows"])
+
+
+def case_intervals(tmp):
+    """Each tensor's own logging interval (TE's freq per tensor and per statistic, issue 41
+    item 3): activation cur_amax every 2 iterations (0..20), weight every 5, gradient cur_amax
+    every 2 with dynamic_range every 6, output's dynamic_range alone every 3; over two ranks,
+    rank 1 logging from iteration 4. A third rank whose amaxes are all 0 and a fourth with no
+    cur_amax at all are ranks_without_amax, each warned about on stderr naming its folder."""
+    L = "dec.1.fc2"
+    logged = {"activation_cur_amax": 2, "weight_cur_amax": 5, "gradient_cur_amax": 2,
+              "gradient_dynamic_range": 6, "output_dynamic_range": 3}
+    runs = []
+    for r in range(4):
+        d = os.path.join(tmp, "tb_iv", "rank%d" % r)
+        os.makedirs(d)
+        evs = []
+        for it in range(0, 21):
+            sc = [("lr", 1e-4)]
+            for stat, k in sorted(logged.items()):
+                if it % k == 0 and (r != 1 or it >= 4) and (r != 3 or "amax" not in stat):
+                    sc.append(("%s_%s" % (L, stat), 0.0 if r == 2 else 1.0 + it))
+            evs.append(event(step=it, scalars=sc))
+        write_events(os.path.join(d, "events.out.tfevents.1.h.1.0"), evs)
+        runs.append(d)
+    tr = os.path.join(tmp, "trace_iv")
+    rc, so, se = tool([tr] + runs)
+    check(rc == 0, "intervals: exit %d %s" % (rc, se.strip()))
+    if rc:
+        return
+    meta = json.load(open(os.path.join(tr, "te_log.json")))
+    tens = {t["tensor"]: t for t in meta["tensors"]}
+    check(sorted(tens) == [L + "." + x for x in ("grad_output", "input", "output", "weight")],
+          sorted(tens))
+    want = {"input": (2, 0, 20, {"cur_amax": 2}), "weight": (5, 0, 20, {"cur_amax": 5}),
+            "grad_output": (2, 0, 20, {"cur_amax": 2, "dynamic_range": 6})}
+    for role, (iv, first, last, stats) in want.items():
+        t = tens.get(L + "." + role, {})
+        check((t.get("interval"), t.get("first_iteration"), t.get("last_iteration"),
+               t.get("statistics")) == (iv, first, last, stats), "%s: %s" % (role, t))
+    out = tens.get(L + ".output", {})
+    check(out.get("interval") == 0 and "first_iteration" not in out and
+          out.get("statistics") == {"dynamic_range": 3}, "output (no cur_amax): %s" % out)
+    check(meta["interval"] == 1 and meta.get("intervals_differ") is True,
+          "the log's interval gcd(2, 5) = 1, the tensors' differ: %s %s"
+          % (meta["interval"], meta.get("intervals_differ")))
+    check(meta.get("ranks_without_amax") == [2, 3], "ranks_without_amax: %s"
+          % meta.get("ranks_without_amax"))
+    warn = [ln for ln in se.splitlines() if "warning" in ln]
+    check(len(warn) == 2 and "rank 2" in warn[0] and runs[2] in warn[0] and "rank 3" in warn[1]
+          and runs[3] in warn[1], "the warnings: %r" % se)
+    check("of 3 tensors" in so, "the summary counts the tensors with an amax: %r" % so)
 
 
 def case_grouped_linear(tmp):
@@ -263,7 +234,8 @@ def case_bad(tmp):
 
 
 def main():
-    TL.run_cases("fp8lab-tb-", [case_convert, case_grouped_linear, case_bad], "te tensorboard")
+    tb_events.run_cases("fp8lab-tb-", [case_convert, case_intervals, case_grouped_linear, case_bad],
+                        "te tensorboard")
 
 
 if __name__ == "__main__":
