@@ -68,6 +68,9 @@ typedef struct {
   size_t *scount;
   size_t nstat, capstat;
   size_t left_wgrad;
+  uint32_t *noamax; /* the ranks whose log gave no amax row (te_log.json's ranks_without_amax) */
+  size_t nnoamax;
+  size_t capwarn; /* of sum.warnings */
   fp8_te_import_summary sum;
 } te_import;
 
