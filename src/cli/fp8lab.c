@@ -3,7 +3,7 @@
  *   fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--quiet]
  *   fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]
  *   fp8lab inspect TRACE
- *   fp8lab import-te LOGDIR TRACEDIR [--force]
+ *   fp8lab import-te LOGDIR TRACEDIR [--force] [--drop-cut-line]
  *   fp8lab report OUTDIR [--budget F]
  *   fp8lab timeline (TRACE | --layers N --hidden H --ffn F --tokens T) [options]
  *   fp8lab --help | --version | CMD --help
@@ -124,7 +124,7 @@ static const char USAGE_INSPECT[] =
     "skipped there)', N counting the steps at which the trace records the tensor.\n";
 
 static const char USAGE_IMPORT_TE[] =
-    "usage: fp8lab import-te LOGDIR TRACEDIR [--force]\n"
+    "usage: fp8lab import-te LOGDIR TRACEDIR [--force] [--drop-cut-line]\n"
     "\n"
     "Reads TransformerEngine's debug statistics logs (LogTensorStats, TE >= 2.4): the files\n"
     "nvdlfw_inspect[_<time>]_globalrank-<R>.log in LOGDIR/nvdlfw_inspect_statistics_logs/ (or\n"
@@ -139,7 +139,9 @@ static const char USAGE_IMPORT_TE[] =
     "\n"
     "  --force   replace a folder an earlier import wrote, as a whole: only when its\n"
     "            te_log.json lists every file in it (a folder with anything else, snapshots,\n"
-    "            a capture's amax.csv or a file of yours, is refused: exit 2)\n";
+    "            a capture's amax.csv or a file of yours, is refused: exit 2)\n"
+    "  --drop-cut-line  drop a log's last line that has no newline (a write cut off when the\n"
+    "            job ended): named on stderr, counted in te_log.json; without it, an error\n";
 
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the
@@ -509,9 +511,12 @@ static int cmd_import_te(int argc, char **argv) {
   }
   const char *pos[2] = {NULL, NULL};
   int npos = 0, force = 0;
+  unsigned flags = 0;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--force") == 0) {
       force = 1;
+    } else if (strcmp(argv[i], "--drop-cut-line") == 0) {
+      flags |= FP8_TE_DROP_CUT_LINE;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       errf("fp8lab import-te: unknown option '%s' (see fp8lab import-te --help)\n", arg(argv[i]));
       return EXIT_USAGE;
@@ -528,7 +533,7 @@ static int cmd_import_te(int argc, char **argv) {
   }
   char err[FP8_ERRLEN] = "";
   fp8_te_import_summary sum;
-  int rc = fp8_te_import(pos[0], pos[1], force, &sum, err, sizeof err);
+  int rc = fp8_te_import(pos[0], pos[1], force, flags, &sum, err, sizeof err);
   if (rc) {
     errf("fp8lab import-te: %s\n", err);
     return exit_of(rc);
@@ -538,6 +543,8 @@ static int cmd_import_te(int argc, char **argv) {
          (long long)sum.last);
   if (sum.interval > 1) printf(", logged every %lld", (long long)sum.interval);
   printf(") to %s\n", pos[1]);
+  for (size_t k = 0; k < sum.nwarnings; k++) errf("fp8lab import-te: %s\n", sum.warnings[k]);
+  fp8_te_import_summary_free(&sum);
   if (sum.zero_values)
     errf("fp8lab import-te: %zu cur_amax values read 0.0000 (below 5e-5 in TE's four decimals, "
          "or a zero tensor): left out, as steps those tensors did not run (te_log.json counts "

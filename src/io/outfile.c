@@ -115,6 +115,46 @@ void fp8_csv_put_num(FILE *fp, double v) {
   fwrite(b, 1, (size_t)fp8_num_text(v, b), fp);
 }
 
+int fp8_open_regular(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(e));
+    errno = e;
+    return -1;
+  }
+  struct stat st;
+  int fl = 0, e = 0;
+  if (fstat(fd, &st) != 0) e = errno;
+  else if (!S_ISREG(st.st_mode)) e = -1;
+  else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) e = errno;
+  if (e) {
+    close(fd);
+    if (e < 0) {
+      fp8_errorf(FP8_EIO, err, errlen, "%s: not a regular file", path);
+      e = EINVAL;
+    } else {
+      fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(e));
+    }
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+FILE *fp8_fopen_regular(const char *path, char *err, size_t errlen) {
+  int fd = fp8_open_regular(path, err, errlen);
+  if (fd < 0) return NULL;
+  FILE *fp = fdopen(fd, "rb");
+  if (!fp) {
+    int e = errno;
+    close(fd);
+    fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(e));
+    errno = e;
+  }
+  return fp;
+}
+
 int fp8_read_stream(FILE *f, char **buf, size_t *len) {
   char *b = NULL;
   size_t n = 0, cap = 0;

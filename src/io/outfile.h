@@ -1,5 +1,6 @@
 /* outfile.h: output files that are never half-written (a temporary name in the same directory,
- * renamed into place on commit), the output-directory helpers, and the one whole-file reader. */
+ * renamed into place on commit), the output-directory helpers, the one whole-file reader, and
+ * the one opening of an input file (regular files only). */
 #ifndef FP8LAB_IO_OUTFILE_H
 #define FP8LAB_IO_OUTFILE_H
 
@@ -57,6 +58,16 @@ int fp8_num_text(double v, char out[FP8_NUM_TEXT_MAX]);
  *  NUL; the caller frees it): FP8_OK, FP8_ENOMEM, or FP8_EIO when the stream reports a read
  *  error (errno as fread left it). The one whole-file reader of fp8lab. */
 int fp8_read_stream(FILE *f, char **buf, size_t *len);
+
+/** Opens path for reading only when it is a regular file: every file fp8lab reads as an input
+ *  of a trace (TE's logs, amax.csv, tokens.csv, snapshots, te_log.json, te_overflows.csv). The
+ *  open is O_NONBLOCK (a FIFO's open would wait for a writer: the command would hang), then
+ *  fstat, then O_NONBLOCK cleared. The descriptor (O_CLOEXEC), or -1 with err
+ *  "<path>: cannot open: <reason>" (errno as open left it: ENOENT for a missing file) or
+ *  "<path>: not a regular file" (a FIFO, device, socket or directory; errno EINVAL). */
+int fp8_open_regular(const char *path, char *err, size_t errlen);
+/** fp8_open_regular as a stdio stream for reading (NULL, err and errno as it says). */
+FILE *fp8_fopen_regular(const char *path, char *err, size_t errlen);
 
 /** mkdir -p (FP8_EIO with the path and reason when it fails or a component is a file). */
 int fp8_mkdir_p(const char *dir, char *err, size_t errlen);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h" /* fp8_fopen_regular */
 #include "report_internal.h"
 #include "util.h"    /* fp8_grow */
 
@@ -63,10 +64,10 @@ static int read_overflows(const char *dir, ovf_table *t, char *err, size_t errle
   char *path = malloc(pn);
   if (!path) return FP8_ENOMEM;
   snprintf(path, pn, "%s/te_overflows.csv", dir);
-  FILE *fp = fopen(path, "rb");
+  FILE *fp = fp8_fopen_regular(path, err, errlen); /* a FIFO: "not a regular file" */
   int rc = FP8_OK;
   if (!fp) {
-    if (errno != ENOENT) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: %s", path, strerror(errno));
+    if (errno != ENOENT) rc = FP8_EIO; /* err: fp8_fopen_regular's line */
     free(path);
     return rc;
   }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fp8.h"
+#include "outfile.h" /* fp8_fopen_regular */
 #include "trace.h"
 #include "util.h"
 
@@ -304,7 +305,7 @@ static int duplicate_error(const char *path, amax_cols cols, name_index *ni, con
                            const raw_row *dk, size_t nd, const char **names, char *err,
                            size_t errlen) {
   size_t *first = calloc(nd + 1, sizeof *first);
-  FILE *fp = first ? fopen(path, "rb") : NULL;
+  FILE *fp = first ? fp8_fopen_regular(path, NULL, 0) : NULL;
   if (!fp) {
     free(first);
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: duplicate rows for step %lld, tensor %s",
@@ -407,8 +408,8 @@ int fp8_amax_csv_read(const char *path, fp8_trace *tr, char *err, size_t errlen)
   name_index ni = {{0}, NULL, NULL, NULL, 0, SIZE_MAX};
   if (err && errlen) err[0] = '\0';
 
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  FILE *fp = fp8_fopen_regular(path, err, errlen); /* a FIFO: "not a regular file" */
+  if (!fp) return FP8_EIO;
   setvbuf(fp, NULL, _IOFBF, 1 << 16);
   amax_cols cols = {0, 0};
   rc = parse_lines(path, fp, &rows, &nrows, &cols, &ni, err, errlen);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <jansson.h>
 
 #include "fp8.h"
+#include "outfile.h" /* fp8_fopen_regular */
 #include "trace.h"
 #include "util.h"
 
@@ -132,30 +134,37 @@ static int split_name(const char *name, size_t len, size_t *layer_len, size_t *t
   return 0;
 }
 
-/* TE's value text: nan, inf, -inf or a decimal number; its significant digits in *digits
- * (-1 for the non-finite). */
-static int parse_value(const char *s, double *v, int *digits) {
+/* TE's value text, Python's '{:.4f}' of a float: nan, inf, -inf, or -?[0-9]+\.[0-9]{4}; its
+ * significant digits in *digits (-1 for the non-finite). 0; -1 not a number; -2 a decimal
+ * without exactly four decimals (their count in *decimals); -3 a decimal beyond float32 (TE's
+ * statistics are float32: strtof overflows, so TE cannot have printed it). */
+static int parse_value(const char *s, double *v, int *digits, int *decimals) {
   if (strcmp(s, "nan") == 0 || strcmp(s, "inf") == 0 || strcmp(s, "-inf") == 0) {
     *v = s[0] == 'n' ? NAN : s[0] == '-' ? -INFINITY : INFINITY;
     *digits = -1;
     return 0;
   }
-  const char *p = s + (*s == '-');
-  int nd = 0, sig = 0, dot = 0;
+  const char *p = s + (*s == '-'), *dot = NULL;
+  int nd = 0, sig = 0;
   for (; *p; p++) {
     if (*p == '.' && !dot) {
-      dot = 1;
+      dot = p;
       continue;
     }
     if (*p < '0' || *p > '9') return -1;
     nd++;
     if (*p != '0' || sig) sig++;
   }
-  if (!nd || p[-1] == '.') return -1;
+  if (!nd || dot == s + (*s == '-')) return -1; /* Python prints 0.5000, never .5000 */
+  *decimals = dot ? (int)(p - dot - 1) : 0;
+  if (*decimals != 4) return -2;
   char *end;
   *v = strtod(s, &end);
   *digits = sig;
-  return *end ? -1 : 0;
+  if (*end) return -1;
+  errno = 0;
+  float f = strtof(s, NULL);
+  return isinf(f) || errno == ERANGE ? -3 : 0;
 }
 
 /* TE's GroupedLinear (TE >= 2.11, PR #1953: grouped_linear.py _get_debug_quantizers) logs
@@ -288,14 +297,25 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   else
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: not a statistics line (expected "
                       LINE_FORMAT "): '%s'", f->path, line, fp8_esc(s, shown, sizeof shown));
-  const char *it = NULL;
-  for (const char *q = body; (q = strstr(q, "iteration=")); q++) it = q;
-  if (!it || it == body || (it[-1] != ' ' && it[-1] != '\t'))
+  /* <name> iteration=<N> value=<V>: the name ends at the first whitespace (TE's names hold
+   * none), then exactly one iteration=/value= pair (two writes run together hold two) */
+  size_t nlen = strcspn(body, " \t");
+  const char *p = body + nlen;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t nit = 0, nval = 0;
+  for (const char *q = p; (q = strstr(q, "iteration=")); q += 10) nit++;
+  for (const char *q = p; (q = strstr(q, "value=")); q += 6) nval++;
+  if (nit > 1 || nval > 1)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: more than one iteration=/value= pair "
+                      "(TE writes one per line: two writes run together?)", f->path, line);
+  if (!nlen || p == body + nlen || strncmp(p, "iteration=", 10) != 0) {
+    if (nlen && strstr(p, "iteration="))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: whitespace in the statistic's name "
+                        "(TE's names hold none; expected " LINE_FORMAT ")", f->path, line);
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: no ' iteration=' (expected "
                       LINE_FORMAT ")", f->path, line);
-  size_t nlen = (size_t)(it - body);
-  while (nlen && (body[nlen - 1] == ' ' || body[nlen - 1] == '\t')) nlen--;
-  const char *p = it + 10;
+  }
+  p += 10;
   int64_t iter = 0;
   if (*p < '0' || *p > '9')
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: iteration is not a non-negative "
@@ -311,11 +331,19 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: no ' value=' after the iteration "
                       "(expected " LINE_FORMAT ")", f->path, line);
   const char *vs = p + 6;
-  double v;
-  int digits;
-  if (parse_value(vs, &v, &digits))
+  double v = 0;
+  int digits = 0, decimals = 0, pv = parse_value(vs, &v, &digits, &decimals);
+  if (pv == -1)
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: value '%s' is not a number", f->path,
                       line, fp8_esc(vs, shown, sizeof shown));
+  if (pv == -2)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: value '%s' has %d decimals: TE "
+                      "writes exactly four ({:.4f}; a cut-off or edited line?)", f->path, line,
+                      fp8_esc(vs, shown, sizeof shown), decimals);
+  if (pv == -3)
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: value '%s' is beyond float32 "
+                      "(3.40282347e+38): TE's statistics are float32, it cannot print it",
+                      f->path, line, fp8_esc(vs, shown, sizeof shown));
   size_t ll, t;
   const char *stat;
   if (!nlen || split_name(body, nlen, &ll, &t, &stat))
@@ -394,16 +422,45 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   return FP8_OK;
 }
 
-static int read_file(te_import *im, const te_file *f, char *err, size_t errlen) {
-  FILE *fp = fopen(f->path, "r");
-  if (!fp)
-    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: cannot open: %s", f->path, strerror(errno));
+/* A line for stderr (the summary's warnings), printf-style. FP8_OK or FP8_ENOMEM. */
+static int add_warning(te_import *im, const char *fmt, ...) FP8_PRINTF(2, 3);
+static int add_warning(te_import *im, const char *fmt, ...) {
+  char **nw = fp8_grow(im->sum.warnings, im->sum.nwarnings, &im->capwarn, sizeof *nw, 8);
+  if (!nw) return FP8_ENOMEM;
+  im->sum.warnings = nw;
+  char *w = malloc(FP8_ERRLEN);
+  if (!w) return FP8_ENOMEM;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w, FP8_ERRLEN, fmt, ap);
+  va_end(ap);
+  im->sum.warnings[im->sum.nwarnings++] = w;
+  return FP8_OK;
+}
+
+#define CUT_LINE "cut off: the last line has no newline (a write cut off when the job ended?)"
+
+/* One log, line by line. TE ends every line with a newline: a last line without one is a
+ * write cut off (a job killed at its time limit), an error, or with FP8_TE_DROP_CUT_LINE
+ * dropped, counted and warned about. The log is a regular file (a FIFO would block). */
+static int read_file(te_import *im, const te_file *f, unsigned flags, char *err, size_t errlen) {
+  FILE *fp = fp8_fopen_regular(f->path, err, errlen);
+  if (!fp) return FP8_EFORMAT;
   char *buf = NULL;
   size_t cap = 0, line = 0;
   ssize_t n;
   int rc = FP8_OK;
   while (rc == FP8_OK && (n = getline(&buf, &cap, fp)) >= 0) {
     line++;
+    if (n && buf[n - 1] != '\n') { /* the last line (getline reads to the end) */
+      if (!(flags & FP8_TE_DROP_CUT_LINE))
+        rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: " CUT_LINE "; --drop-cut-line "
+                        "drops it", f->path, line);
+      else if ((rc = add_warning(im, "%s:%zu: " CUT_LINE ": dropped (--drop-cut-line)",
+                                 f->path, line)) == FP8_OK)
+        im->sum.cut_lines_dropped++;
+      break;
+    }
     if (n && buf[n - 1] == '\n') buf[--n] = '\0';
     if (n && buf[n - 1] == '\r') buf[--n] = '\0';
     if ((size_t)n != strlen(buf))
@@ -545,12 +602,66 @@ static void join_scales(te_import *im) {
   }
 }
 
-int fp8_te_import(const char *logdir, const char *tracedir, int force,
+/* The ranks whose log gave no amax row (te_log.json's ranks_without_amax: an empty log, no
+ * cur_amax line, or every cur_amax read 0.0000), each warned about with its file and why;
+ * the summary's count of distinct tensors with an amax row written, over every rank. lines[r]:
+ * rank r's statistics lines, cut[r] its dropped cut-off lines. FP8_OK or FP8_ENOMEM. */
+static int note_ranks(te_import *im, const size_t *lines, const size_t *cut) {
+  size_t *amax = calloc(im->nfiles + 1, sizeof *amax);
+  size_t *nonzero = calloc(im->nfiles + 1, sizeof *nonzero);
+  unsigned char *seen = calloc(im->ntens + 1, 1);
+  int rc = amax && nonzero && seen ? FP8_OK : FP8_ENOMEM;
+  for (size_t k = 0; rc == FP8_OK && k < im->nrows; k++) {
+    const te_row *r = &im->rows[k];
+    amax[r->rank]++;
+    nonzero[r->rank] += r->v != 0.0f;
+    seen[r->tensor] |= r->v != 0.0f; /* a tensor of the rows written */
+  }
+  im->sum.tensors = 0;
+  for (size_t t = 0; rc == FP8_OK && t < im->ntens; t++) im->sum.tensors += seen[t];
+  if (rc == FP8_OK && !(im->noamax = calloc(im->nfiles + 1, sizeof *im->noamax))) rc = FP8_ENOMEM;
+  for (size_t r = 0; rc == FP8_OK && r < im->nfiles; r++) {
+    if (nonzero[r]) continue;
+    im->noamax[im->nnoamax++] = (uint32_t)r;
+    char why[96];
+    if (!lines[r])
+      snprintf(why, sizeof why, "%s", cut[r] ? "its one line was cut off" : "the log is empty");
+    else if (!amax[r])
+      snprintf(why, sizeof why, "no cur_amax line in its %zu statistics lines", lines[r]);
+    else
+      snprintf(why, sizeof why, "all %zu cur_amax values read 0.0000", amax[r]);
+    rc = add_warning(im, "global rank %zu (%s): no amax row: %s (te_log.json's "
+                     "ranks_without_amax)", r, im->files[r].path, why);
+  }
+  im->sum.ranks_without_amax = im->nnoamax;
+  free(amax);
+  free(nonzero);
+  free(seen);
+  return rc;
+}
+
+void fp8_te_import_summary_free(fp8_te_import_summary *sum) {
+  if (!sum) return;
+  for (size_t k = 0; k < sum->nwarnings; k++) free(sum->warnings[k]);
+  free(sum->warnings);
+  sum->warnings = NULL;
+  sum->nwarnings = 0;
+}
+
+int fp8_te_import(const char *logdir, const char *tracedir, int force, unsigned flags,
                   fp8_te_import_summary *sum, char *err, size_t errlen) {
   te_import im;
   memset(&im, 0, sizeof im);
   int rc = find_files(&im, logdir, err, errlen);
-  for (size_t k = 0; rc == FP8_OK && k < im.nfiles; k++) rc = read_file(&im, &im.files[k], err, errlen);
+  /* per rank: its statistics lines, then its dropped cut-off lines (note_ranks) */
+  size_t *lines = rc == FP8_OK ? calloc(2 * im.nfiles + 1, sizeof *lines) : NULL;
+  if (rc == FP8_OK && !lines) rc = FP8_ENOMEM;
+  for (size_t k = 0; rc == FP8_OK && k < im.nfiles; k++) {
+    size_t before = im.sum.lines, cut = im.sum.cut_lines_dropped;
+    rc = read_file(&im, &im.files[k], flags, err, errlen);
+    lines[k] = im.sum.lines - before;
+    lines[im.nfiles + k] = im.sum.cut_lines_dropped - cut;
+  }
   if (rc == FP8_OK && im.nrows == 0)
     rc = fp8_errorf(FP8_EFORMAT, err, errlen,
                     "%s: no cur_amax of activation, weight, output, gradient or dgrad in %zu "
@@ -560,9 +671,13 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force,
   if (rc == FP8_OK) join_scales(&im);
   if (rc == FP8_OK) te_stats_resolve(&im);
   im.sum.ranks = im.nfiles;
-  for (size_t t = 0; t < im.ntens; t++) im.sum.tensors += im.tens[t].logged > 0;
+  if (rc == FP8_OK) rc = note_ranks(&im, lines, lines + im.nfiles);
+  free(lines);
   if (rc == FP8_OK) rc = te_write_trace(&im, logdir, tracedir, force, err, errlen);
+  if (rc != FP8_OK) fp8_te_import_summary_free(&im.sum); /* warnings on success only */
   if (sum) *sum = im.sum;
+  else fp8_te_import_summary_free(&im.sum);
+  free(im.noamax);
   for (size_t k = 0; k < im.nfiles; k++) free(im.files[k].path);
   free(im.files);
   free(im.rows);

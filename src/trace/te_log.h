@@ -11,7 +11,12 @@
  * no role: TE does not cast it to FP8). A value that reads 0.0000 (an amax below 5e-5, or a
  * zero tensor: the four decimals cannot tell) is left out and counted. te_log.json records
  * the source files, the logging intervals (the log's; each tensor's and each statistic's: TE
- * lets each have its own freq) and those counts. */
+ * lets each have its own freq) and those counts.
+ * Only what TE writes is taken (docs/semantics.md, "TransformerEngine debug logs"): one
+ * iteration=/value= pair per line after a name without whitespace, a finite value with exactly
+ * four decimals that fits float32 (or inf, -inf; nan only for a statistic other than
+ * cur_amax), every line ended by a newline (a cut-off last line is an error, or dropped and
+ * counted with FP8_TE_DROP_CUT_LINE), the logs regular files. */
 #ifndef FP8LAB_TRACE_TE_LOG_H
 #define FP8LAB_TRACE_TE_LOG_H
 
@@ -38,12 +43,23 @@ extern "C" {
 #define FP8_TE_LOG_TENSOR "tensor"
 #define FP8_TE_LOG_TENSOR_INTERVALS "tensor_intervals"
 
+/** fp8_te_import's flags: a last line without a newline (a write cut off when the job ended)
+ *  is dropped, counted (te_log.json's cut_lines_dropped) and warned about, not an error. */
+#define FP8_TE_DROP_CUT_LINE 1u
+
 /** What an import found (for the command's summary line; te_log.json has it all). */
 typedef struct {
   size_t ranks;          /**< log files, one per global rank */
   size_t lines;          /**< statistics lines read, over all files */
   size_t amax_rows;      /**< cur_amax values written to amax.csv, over all ranks */
-  size_t tensors;        /**< distinct tensors (<layer>.<role>) of rank 0 */
+  size_t tensors;        /**< distinct tensors (<layer>.<role>) of the amax rows written, over
+                              all ranks */
+  size_t cut_lines_dropped;  /**< cut-off last lines dropped (FP8_TE_DROP_CUT_LINE) */
+  size_t ranks_without_amax; /**< ranks whose log gave no amax row (empty, or all 0.0000) */
+  char **warnings;       /**< [nwarnings] lines for stderr (no newline): the dropped cut-off
+                              lines (file:line), the ranks without an amax row (rank, file);
+                              set on success only: fp8_te_import_summary_free */
+  size_t nwarnings;
   size_t zero_values;    /**< cur_amax values that read 0.0000: left out */
   size_t coarse_values;  /**< written, with fewer than 3 significant digits */
   size_t other_lines;    /**< statistics other than cur_amax (and wgrad's cur_amax) */
@@ -63,8 +79,11 @@ typedef struct {
  *  it was. Bad input or a refused folder: FP8_EFORMAT / FP8_EINVAL with err naming the file
  *  and line or the folder and the entry; FP8_EWRITE (a failed write), FP8_EIO, FP8_ENOMEM
  *  otherwise. */
-int fp8_te_import(const char *logdir, const char *tracedir, int force,
+int fp8_te_import(const char *logdir, const char *tracedir, int force, unsigned flags,
                   fp8_te_import_summary *sum, char *err, size_t errlen);
+
+/** Frees the summary's warnings (safe on a zeroed summary and twice). */
+void fp8_te_import_summary_free(fp8_te_import_summary *sum);
 
 /** The role suffix fp8lab gives TE's tensor name (activation, weight, output, gradient,
  *  dgrad), or NULL (wgrad, or not a TE tensor name). */

@@ -101,6 +101,9 @@ typedef struct {
   te_stat *pstat;  /* sorted by (tensor, statistic name) by te_stats_resolve */
   size_t npstat, cappstat;
   int intervals_differ; /* the tensors' own intervals are not all equal */
+  uint32_t *noamax; /* the ranks whose log gave no amax row (te_log.json's ranks_without_amax) */
+  size_t nnoamax;
+  size_t capwarn; /* of sum.warnings */
   fp8_te_import_summary sum;
 } te_import;
 

@@ -175,6 +175,12 @@ static int write_json(te_import *im, const char *logdir, const char *dir, json_t
     bad |= json_object_set_new(o, "te_overflow_rows", json_integer((json_int_t)im->novf)) != 0;
     bad |= json_object_set_new(o, "wgrad_cur_amax_left_out",
                                json_integer((json_int_t)im->left_wgrad)) != 0;
+    json_t *na = json_array(); /* the ranks whose log gave no amax row (te_log.c, note_ranks) */
+    for (size_t k = 0; na && k < im->nnoamax; k++)
+      bad |= json_array_append_new(na, json_integer((json_int_t)im->noamax[k])) != 0;
+    bad |= json_object_set_new(o, "ranks_without_amax", na) != 0;
+    bad |= json_object_set_new(o, "cut_lines_dropped",
+                               json_integer((json_int_t)im->sum.cut_lines_dropped)) != 0;
     bad |= json_object_set_new(o, FP8_TE_LOG_TENSORS, tens) != 0;
     tens = NULL;
     bad |= json_object_set_new(o, "other_statistics", other) != 0;

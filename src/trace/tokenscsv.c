@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fp8.h"
+#include "outfile.h" /* fp8_fopen_regular */
 #include "util.h"
 
 #define TOKENS_HEADER "step,gemm,tokens"
@@ -226,8 +227,8 @@ int fp8_tokens_csv_read(const char *path, fp8_tokens_table *t, char *err, size_t
   memset(&rd, 0, sizeof rd);
   memset(t, 0, sizeof *t);
   if (err && errlen) err[0] = '\0';
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  FILE *fp = fp8_fopen_regular(path, err, errlen); /* a FIFO: "not a regular file" */
+  if (!fp) return FP8_EIO;
   int rc = parse_lines(path, fp, &rd, err, errlen);
   fclose(fp);
   if (rc == FP8_OK) rc = index_rows(path, &rd, err, errlen);

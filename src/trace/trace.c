@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "outfile.h" /* fp8_fopen_regular */
 #include "te_log.h" /* te_log.json and its keys */
 #include "util.h"
 
@@ -60,7 +61,13 @@ static int read_te_log(const char *dir, fp8_trace *tr, char *err, size_t errlen)
   int rc = FP8_OK;
   if (access(path, F_OK) == 0) {
     json_error_t je;
-    json_t *o = json_load_file(path, 0, &je);
+    FILE *fp = fp8_fopen_regular(path, err, errlen); /* a FIFO: "not a regular file" */
+    if (!fp) {
+      free(path);
+      return FP8_EIO;
+    }
+    json_t *o = json_loadf(fp, 0, &je);
+    fclose(fp);
     const char *keys[3] = {FP8_TE_LOG_INTERVAL, FP8_TE_LOG_ZERO_VALUES, FP8_TE_LOG_COARSE_VALUES};
     int64_t *dst[3] = {&tr->te_interval, &tr->te_zero, &tr->te_coarse};
     if (!json_is_object(o)) {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h" /* fp8_open_regular */
 #include "util.h"
 
 /* ------------------------------------------------------------------ paths and traces */
@@ -68,17 +69,13 @@ int fp8_map_file(const char *path, fp8_map *m, char *err, size_t errlen) {
   struct stat st;
   m->addr = NULL;
   m->len = 0;
-  fd = open(path, O_RDONLY | O_CLOEXEC);
+  fd = fp8_open_regular(path, err, errlen); /* a FIFO: "not a regular file", never a wait */
   if (fd < 0) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    rc = FP8_EIO;
     goto done;
   }
   if (fstat(fd, &st) != 0) {
     rc = fp8_errorf(FP8_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-    goto done;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = fp8_errorf(FP8_EIO, err, errlen, "%s: not a regular file", path);
     goto done;
   }
   if (st.st_size > 0) {
