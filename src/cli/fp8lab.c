@@ -541,7 +541,13 @@ static int cmd_import_te(int argc, char **argv) {
   printf("fp8lab: wrote %zu amax rows of %zu tensors from %zu rank log%s (iterations %lld-%lld",
          sum.amax_rows, sum.tensors, sum.ranks, sum.ranks == 1 ? "" : "s", (long long)sum.first,
          (long long)sum.last);
-  if (sum.interval > 1) printf(", logged every %lld", (long long)sum.interval);
+  if (sum.interval_min != sum.interval_max && sum.interval_min > 0) /* TE's freq per tensor */
+    printf(", each tensor logged at its own interval, %lld to %lld iterations",
+           (long long)sum.interval_min, (long long)sum.interval_max);
+  else if (sum.interval_min != sum.interval_max) /* some tensor logged at one iteration */
+    printf(", each tensor logged at its own interval: te_log.json lists them");
+  else if (sum.interval > 1)
+    printf(", logged every %lld", (long long)sum.interval);
   printf(") to %s\n", pos[1]);
   for (size_t k = 0; k < sum.nwarnings; k++) errf("fp8lab import-te: %s\n", sum.warnings[k]);
   fp8_te_import_summary_free(&sum);

@@ -520,6 +520,8 @@ static int check_rows(te_import *im, char *err, size_t errlen) {
     if (!t->has_iter) continue; /* only scale_inv or overflows% logged: no interval */
     int64_t iv = te_interval_of(t->igcd, t->first, t->last);
     if (seen >= 0 && iv != seen) im->intervals_differ = 1;
+    if (seen < 0 || iv < im->sum.interval_min) im->sum.interval_min = iv;
+    if (seen < 0 || iv > im->sum.interval_max) im->sum.interval_max = iv;
     seen = iv;
   }
   /* iterations are multiples of freq counted from 0 (TE: iteration % freq == 0) */

@@ -66,6 +66,8 @@ typedef struct {
   int64_t interval;      /**< the logging interval inferred from the iterations (0: one): the
                               gcd over every tensor (each tensor's own is in te_log.json) */
   int64_t first, last;   /**< the first and last logged iteration */
+  int64_t interval_min, interval_max; /**< the tensors' own intervals: the least and the
+                              largest (equal unless they differ per tensor) */
   int ranks_identical;   /**< every rank logged the same cur_amax lines (TE's default
                               reduction over all ranks) */
 } fp8_te_import_summary;
