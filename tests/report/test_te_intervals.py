@@ -118,12 +118,17 @@ def simulate(root, ranks, plan, seed):
     return want
 
 
+import_summary = {}
+
+
 def import_and_run(tmp, label, ranks, plan, seed):
     logs = os.path.join(tmp, label + "_logs")
     want = simulate(logs, ranks, plan, seed)
     tr = os.path.join(tmp, label + "_trace")
     rc, so, se = run(["import-te", logs, tr])
     check(rc == 0, "%s: import-te exit %d: %s" % (label, rc, se.strip()))
+    # the summary line: the range of the tensors' own intervals, where they differ
+    import_summary[label] = so
     ini = os.path.join(tmp, label + ".ini")
     with open(ini, "w") as f:
         f.write("[trace]\npath = %s\n[recipe.delayed]\nkind = delayed\nformat = hybrid\n"
@@ -201,6 +206,9 @@ def case_per_tensor(tmp):
             "weight": {"cur_amax": 5, "scale_inv_min": 5, "scale_inv_max": 5, "overflows%": 5},
             "output": {"cur_amax": ("at", 10)}}
     want, meta, rj, md = import_and_run(tmp, "pt", 2, plan, 11)
+    check("each tensor logged at its own interval: te_log.json lists them" in
+          import_summary["pt"], "import-te's summary line (one tensor logged at one iteration): "
+          "%r" % import_summary["pt"])
     exp = expected_tensors(want, 2)
     got = {t["tensor"]: {k: t.get(k) for k in ("interval", "first_iteration", "last_iteration",
                                                 "statistics")}
@@ -251,6 +259,8 @@ def case_mixed(tmp):
                          "fp8_delayed_scaling_overflows%": 1},
             "weight": {"cur_amax": 3, "scale_inv_min": 3, "scale_inv_max": 3, "overflows%": 3}}
     want, meta, rj, md = import_and_run(tmp, "mx", 1, plan, 12)
+    check("each tensor logged at its own interval, 1 to 3 iterations" in import_summary["mx"],
+          "mixed: import-te's summary line: %r" % import_summary["mx"])
     check(meta.get("intervals_differ") is True, "mixed: intervals_differ")
     sc, ov = te_rows(want, lambda n: not n.endswith(".weight"))
     nsc, nov = te_rows(want, lambda n: n.endswith(".weight"))
@@ -288,6 +298,8 @@ def case_uniform(tmp):
             "gradient": {"cur_amax": 1, "scale_inv_min": 1, "scale_inv_max": 1,
                          "fp8_delayed_scaling_overflows%": 1}}
     want, meta, rj, md = import_and_run(tmp, "un", 1, plan, 13)
+    check("own interval" not in import_summary["un"] and "logged every" not in
+          import_summary["un"], "uniform: import-te's summary line: %r" % import_summary["un"])
     check(meta.get("intervals_differ") is False, "uniform: intervals_differ false")
     check({t["tensor"]: t.get("interval") for t in meta.get("tensors", [])} ==
           {n: 1 for _, n in want}, "uniform: every tensor's interval 1")
