@@ -28,6 +28,9 @@ extern "C" {
 #define FP8_TE_LOG_INTERVAL "interval"
 #define FP8_TE_LOG_ZERO_VALUES "zero_values"
 #define FP8_TE_LOG_COARSE_VALUES "coarse_values"
+/** TE's overflows% per (iteration, tensor), beside te_log.json: the report's TE section reads
+ *  it, and only as the run recorded it (run.json inputs[], its sha256; issue 41). */
+#define FP8_TE_OVERFLOWS_FILE "te_overflows.csv"
 
 /** What an import found (for the command's summary line; te_log.json has it all). */
 typedef struct {
