@@ -75,7 +75,8 @@ def check_inputs(tmp, out, ini, trace, label, want_extra=()):
     paths = [os.path.normpath(e["path"]) for e in ins]
     want = {ini} | trace_files(tmp, trace)
     check(len(paths) == len(set(paths)) and set(paths) == want,
-          "%s: inputs %s, expected %s" % (label, sorted(set(paths) ^ want), "none"))
+          "%s: inputs[] against the experiment and the trace folder's files: %s in one only"
+          % (label, sorted(set(paths) ^ want)))
     for f in want_extra:
         check(os.path.join(trace, f) in paths, "%s: %s not among the inputs" % (label, f))
     bad = [e["path"] for e in ins
