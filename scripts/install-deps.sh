@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(cmake make gcc g++ pkg-config libgsl-dev libpng-dev check libsubunit-dev libinih-dev
       libjansson-dev libplplot-dev plplot-driver-cairo libcairo2-dev fonts-dejavu-core libopenblas-dev libopenblas-pthread-dev
-      python3-nbformat libopenmpi-dev openmpi-bin)
+      libssl-dev python3-nbformat libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${pkgs[@]}"; do

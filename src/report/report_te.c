@@ -14,6 +14,8 @@
 
 #include "outfile.h" /* fp8_fopen_regular */
 #include "report_internal.h"
+#include "sha256.h"  /* fp8_sha256_mem: te_overflows.csv against run.json's inputs[] */
+#include "te_log.h"  /* FP8_TE_OVERFLOWS_FILE */
 #include "util.h"    /* fp8_grow */
 
 /* One delayed configuration's totals (the series' key without tensor and format: a hybrid
@@ -56,9 +58,27 @@ static int cmp_ovf(const void *a, const void *b) {
   return (x->step > y->step) - (x->step < y->step);
 }
 
-/* <dir>/te_overflows.csv into t (absent: t->found 0). Lines "step,tensor,overflows_pct" after
- * that header; the tensor is what lies between the first and the last comma. */
-static int read_overflows(const char *dir, ovf_table *t, char *err, size_t errlen) {
+/* The file the report reads is the one the run used, or none (issue 41): want (NULL: a run.json
+ * without hashes, no check) is its sha256 in run.json's inputs[]; data (len bytes, NULL: the
+ * file is gone) what is there now. FP8_OK, or FP8_EINVAL with one line saying what to do. */
+static int same_as_run(const char *path, const char *want, const char *data, size_t len,
+                       char *err, size_t errlen) {
+  char now[FP8_SHA256_HEX];
+  if (!want) return FP8_OK;
+  if (data && fp8_sha256_mem(data, len, now) != FP8_OK)
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
+  if (data && strcmp(now, want) == 0) return FP8_OK;
+  return fp8_errorf(FP8_EINVAL, err, errlen, "%s: %s since the run (run.json's inputs[] record "
+                    "its sha256 %.12s...), so the report cannot hold TE's overflows%% against "
+                    "this run; run the experiment again (fp8lab run --force) to report on the "
+                    "trace as it is now", path, data ? "changed" : "gone", want);
+}
+
+/* <dir>/te_overflows.csv into t (absent: t->found 0), checked against want, its sha256 when the
+ * run recorded one (same_as_run). Lines "step,tensor,overflows_pct" after that header; the
+ * tensor is what lies between the first and the last comma. */
+static int read_overflows(const char *dir, const char *want, ovf_table *t, char *err,
+                          size_t errlen) {
   memset(t, 0, sizeof *t);
   size_t pn = strlen(dir) + 32;
   char *path = malloc(pn);
@@ -68,6 +88,7 @@ static int read_overflows(const char *dir, ovf_table *t, char *err, size_t errle
   int rc = FP8_OK;
   if (!fp) {
     if (errno != ENOENT) rc = FP8_EIO; /* err: fp8_fopen_regular's line */
+    else rc = same_as_run(path, want, NULL, 0, err, errlen);
     free(path);
     return rc;
   }
@@ -86,6 +107,7 @@ static int read_overflows(const char *dir, ovf_table *t, char *err, size_t errle
   }
   if (ferror(fp) && rc == FP8_OK) rc = fp8_errorf(FP8_EIO, err, errlen, "%s: read error", path);
   fclose(fp);
+  if (rc == FP8_OK) rc = same_as_run(path, want, t->buf ? t->buf : "", len, err, errlen);
   if (rc == FP8_OK && !t->buf) rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s: empty", path);
   if (rc == FP8_OK) t->buf[len] = 0;
   char *p = rc == FP8_OK ? t->buf : NULL;
@@ -280,9 +302,26 @@ int rep_te_totals(rep_t *r, char *err, size_t errlen) {
   if (!r->have_stream) return FP8_OK;
   ovf_table ot = {0};
   int rc = FP8_OK;
-  if (r->run.has_te_log && r->run.trace_abs_path &&
-      (rc = read_overflows(r->run.trace_abs_path, &ot, err, errlen)) != FP8_OK)
+  /* te_overflows.csv as the run used it: a run.json with hashes names it in inputs[] (under
+   * trace.path, as the run named the folder), or the run had none; an older one, none listed,
+   * reads what is there */
+  const struct fp8_run_input *in = NULL;
+  if (r->run.inputs_hashed && r->run.trace_path) {
+    size_t n = strlen(r->run.trace_path) + sizeof FP8_TE_OVERFLOWS_FILE + 1;
+    char *p = malloc(n);
+    if (!p) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    snprintf(p, n, "%s/%s", r->run.trace_path, FP8_TE_OVERFLOWS_FILE);
+    in = fp8_run_json_input(&r->run, p);
+    free(p);
+  }
+  int listed = r->run.inputs_hashed ? in != NULL : 1;
+  if (listed && r->run.has_te_log && r->run.trace_abs_path &&
+      (rc = read_overflows(r->run.trace_abs_path, in && in->sha256[0] ? in->sha256 : NULL, &ot,
+                           err, errlen)) != FP8_OK) {
+    free(ot.v);
+    free(ot.buf);
     return rc;
+  }
   r->te = te_totals(&r->stream, &r->nte, &r->run, ot.n ? &ot : NULL);
   r->te_overflow_rows = ot.n;
   free(ot.v);

@@ -120,7 +120,7 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   return exo;
 }
 
-/* ------------------------------------------------------------------ trace, inputs */
+/* ------------------------------------------------------------------ trace */
 
 static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
   json_t *tro = json_pack("{s:s, s:I, s:I}", FP8_RUNJSON_TR_PATH, trace_dir,
@@ -170,38 +170,86 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
   return tro;
 }
 
-static json_t *file_json(const char *path) {
-  struct stat sb;
-  json_t *o = json_pack("{s:s}", FP8_RUNJSON_IN_PATH, path);
-  if (stat(path, &sb) == 0)
-    json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
-  return o;
+/* ------------------------------------------------------------------ inputs */
+
+/* Appends a copy of path (p: the folder, then the file name) to in. */
+static int add_input(fp8_run_inputs *in, size_t *cap, const char *dir, const char *name) {
+  if (in->n == *cap) {
+    size_t nc = *cap ? 2 * *cap : 64;
+    char **np = realloc(in->path, nc * sizeof *np);
+    if (!np) return FP8_ENOMEM;
+    in->path = np;
+    char (*nh)[FP8_SHA256_HEX] = realloc(in->sha256, nc * sizeof *nh);
+    if (!nh) return FP8_ENOMEM;
+    in->sha256 = nh;
+    *cap = nc;
+  }
+  size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
+  char *p = malloc(len);
+  if (!p) return FP8_ENOMEM;
+  if (dir) snprintf(p, len, "%s/%s", dir, name);
+  else snprintf(p, len, "%s", name);
+  in->path[in->n] = p;
+  in->sha256[in->n++][0] = '\0';
+  return FP8_OK;
 }
 
-static json_t *inputs_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
-  json_t *inputs = json_array();
-  json_array_append_new(inputs, file_json(ex->file));
-  for (size_t i = 0; i < tr->nsteps && !tr->nranks; i++)
-    json_array_append_new(inputs, file_json(tr->step_paths[i]));
-  if (tr->namax && !tr->nranks) {
-    char p[4096 + 16];
-    snprintf(p, sizeof p, "%s/amax.csv", trace_dir);
-    json_array_append_new(inputs, file_json(p));
-  }
-  if (tr->has_tokens && !tr->nranks) {
-    char p[4096 + 16];
-    snprintf(p, sizeof p, "%s/tokens.csv", trace_dir);
-    json_array_append_new(inputs, file_json(p));
-  }
-  for (size_t rk = 0; rk < tr->nranks; rk++) { /* rank by rank: snapshots, amax.csv, tokens.csv */
+/* 1 when <dir>/<name> exists */
+static int exists_in(const char *dir, const char *name) {
+  char p[4096 + 64];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return stat(p, &sb) == 0;
+}
+
+int fp8_run_inputs_list(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir,
+                        fp8_run_inputs *in) {
+  memset(in, 0, sizeof *in);
+  size_t cap = 0;
+  int rc = add_input(in, &cap, NULL, ex->file);
+  for (size_t i = 0; !rc && i < tr->nsteps && !tr->nranks; i++)
+    rc = add_input(in, &cap, NULL, tr->step_paths[i]);
+  if (!rc && tr->namax && !tr->nranks) rc = add_input(in, &cap, trace_dir, "amax.csv");
+  if (!rc && tr->has_tokens && !tr->nranks) rc = add_input(in, &cap, trace_dir, "tokens.csv");
+  for (size_t rk = 0; !rc && rk < tr->nranks; rk++) { /* rank by rank: snapshots, amax.csv, tokens.csv */
     const fp8_trace *t = &tr->ranks[rk];
-    for (size_t i = 0; i < t->nsteps; i++) json_array_append_new(inputs, file_json(t->step_paths[i]));
-    char p[4096 + 48];
+    for (size_t i = 0; !rc && i < t->nsteps; i++) rc = add_input(in, &cap, NULL, t->step_paths[i]);
+    if (!rc && exists_in(t->dir, "amax.csv")) rc = add_input(in, &cap, t->dir, "amax.csv");
+    if (!rc && t->has_tokens) rc = add_input(in, &cap, t->dir, "tokens.csv");
+  }
+  /* a TransformerEngine import's record and TE's overflows% (the report reads the latter) */
+  if (!rc && exists_in(trace_dir, FP8_TE_LOG_FILE))
+    rc = add_input(in, &cap, trace_dir, FP8_TE_LOG_FILE);
+  if (!rc && exists_in(trace_dir, FP8_TE_OVERFLOWS_FILE))
+    rc = add_input(in, &cap, trace_dir, FP8_TE_OVERFLOWS_FILE);
+  return rc;
+}
+
+int fp8_run_inputs_hash(fp8_run_inputs *in, char *err, size_t errlen) {
+  int rc = FP8_OK;
+  for (size_t i = 0; i < in->n && rc == FP8_OK; i++)
+    if (!in->sha256[i][0]) rc = fp8_sha256_file(in->path[i], NULL, in->sha256[i], err, errlen);
+  return rc;
+}
+
+void fp8_run_inputs_free(fp8_run_inputs *in) {
+  for (size_t i = 0; i < in->n; i++) free(in->path[i]);
+  free(in->path);
+  free(in->sha256);
+  memset(in, 0, sizeof *in);
+}
+
+/* inputs[]: each input's path, its bytes (when stat can tell) and its sha256 (when hashed) */
+static json_t *inputs_json(const fp8_run_inputs *in) {
+  json_t *inputs = json_array();
+  for (size_t i = 0; i < in->n; i++) {
     struct stat sb;
-    snprintf(p, sizeof p, "%s/amax.csv", t->dir);
-    if (stat(p, &sb) == 0) json_array_append_new(inputs, file_json(p));
-    snprintf(p, sizeof p, "%s/tokens.csv", t->dir);
-    if (t->has_tokens) json_array_append_new(inputs, file_json(p));
+    json_t *o = json_pack("{s:s}", FP8_RUNJSON_IN_PATH, in->path[i]);
+    if (stat(in->path[i], &sb) == 0)
+      json_object_set_new(o, FP8_RUNJSON_IN_BYTES, json_integer((json_int_t)sb.st_size));
+    if (in->sha256[i][0])
+      json_object_set_new(o, FP8_RUNJSON_IN_SHA256, json_string(in->sha256[i]));
+    json_array_append_new(inputs, o);
   }
   return inputs;
 }
@@ -304,13 +352,24 @@ static json_t *names_json(const fp8_outputs *o) {
 
 int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, size_t errlen) {
   const fp8_experiment *ex = d->ex;
+  fp8_run_inputs own = {0}; /* no inputs given: listed and hashed here */
+  if (!d->inputs) {
+    int rc = fp8_run_inputs_list(ex, d->trace, d->trace_dir, &own);
+    if (rc) fp8_errorf(rc, err, errlen, "run.json: out of memory");
+    else rc = fp8_run_inputs_hash(&own, err, errlen);
+    if (rc) {
+      fp8_run_inputs_free(&own);
+      return rc;
+    }
+  }
   json_t *root = json_object();
   json_object_set_new(root, FP8_RUNJSON_VERSION, json_string(FP8LAB_VERSION));
   json_object_set_new(root, FP8_RUNJSON_GIT_REVISION, json_string(FP8LAB_GIT_REV));
   json_object_set_new(root, FP8_RUNJSON_STARTED_UTC, json_string(d->started_utc));
   json_object_set_new(root, FP8_RUNJSON_EXPERIMENT, experiment_json(ex));
   json_object_set_new(root, FP8_RUNJSON_TRACE, trace_json(ex, d->trace, d->trace_dir));
-  json_object_set_new(root, FP8_RUNJSON_INPUTS, inputs_json(ex, d->trace, d->trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_INPUTS, inputs_json(d->inputs ? d->inputs : &own));
+  fp8_run_inputs_free(&own);
   json_object_set_new(root, FP8_RUNJSON_OUTPUTS, names_json(d->outputs));
   json_object_set_new(root, FP8_RUNJSON_STEPS_REPLAYED, json_integer(d->steps));
   json_object_set_new(root, FP8_RUNJSON_TENSORS, json_integer(d->tensors));

@@ -19,6 +19,7 @@
 
 #include "experiment.h" /* fp8_experiment */
 #include "outputs.h"    /* fp8_outputs */
+#include "sha256.h"     /* FP8_SHA256_HEX */
 #include "timeline.h"   /* fp8_tl_shape */
 #include "trace.h"      /* fp8_trace */
 
@@ -107,6 +108,7 @@
 /* inputs[] */
 #define FP8_RUNJSON_IN_PATH "path"
 #define FP8_RUNJSON_IN_BYTES "bytes"
+#define FP8_RUNJSON_IN_SHA256 "sha256" /* lowercase hex (issue 41; absent in older run.json) */
 
 /* unserved[]: {section, key (an [analysis] key) or label and kind and configurations (a
  * [recipe.*] section), line, why} */
@@ -172,6 +174,25 @@ typedef struct {
   int line;                  /**< the section header's line, or the key's */
   char why[400];             /**< what it needs that the trace does not have, and what is missing */
 } fp8_unserved;
+/** The files a run reads, as run.json's inputs[] lists them (fp8_run_inputs_list), and the
+ *  SHA-256 of each once someone has hashed it. */
+typedef struct {
+  size_t n;
+  char **path;                    /**< as the run names them (under the trace folder's path) */
+  char (*sha256)[FP8_SHA256_HEX]; /**< [n]: lowercase hex; "" while not hashed */
+} fp8_run_inputs;
+
+/** The inputs of a run over trace tr (opened from trace_dir) with experiment ex, in order: the
+ *  experiment file; the snapshots, amax.csv and tokens.csv (a multi-rank trace's rank by rank);
+ *  then the trace folder's te_log.json and te_overflows.csv where they exist (issue 41: the
+ *  report reads te_overflows.csv, and must read what the run used). in is zeroed first; every
+ *  sha256 "". FP8_OK or FP8_ENOMEM; free with fp8_run_inputs_free either way. */
+int fp8_run_inputs_list(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir,
+                        fp8_run_inputs *in);
+/** Hashes every input of in whose sha256 is still "" (fp8_sha256_file): FP8_OK, or the first
+ *  failure's status with its message ("<path>: cannot read: ...") in err. */
+int fp8_run_inputs_hash(fp8_run_inputs *in, char *err, size_t errlen);
+void fp8_run_inputs_free(fp8_run_inputs *in);
 
 /** What run.json records of a run: the runner fills it at the end of the replay. */
 typedef struct {
@@ -202,10 +223,14 @@ typedef struct {
   /** the sections and keys the run could not serve (none: every one was; written as []) */
   size_t nunserved;
   const fp8_unserved *unserved;
+  /** the inputs, hashed (the runner hashes them beside the replay); NULL: the writer lists
+   *  and hashes them itself */
+  const fp8_run_inputs *inputs;
 } fp8_run_json_desc;
 
 /** Writes <dir>/run.json from d (2-space indent, keys in insertion order, a final newline),
- *  atomically (outfile.h). model_shape is computed from the trace's first snapshot (rank 0's).
+ *  atomically (outfile.h); inputs[] is d->inputs, each with its bytes and sha256 (an input
+ *  that cannot be hashed is an error). model_shape is computed from the trace's first snapshot (rank 0's).
  *  FP8_OK or a status with "run.json: ..." in err. */
 int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, size_t errlen);
 
@@ -262,6 +287,16 @@ typedef struct {
     char recipe[64], kind[16];
     char *lines;
   } *settings;
+  /** inputs[]: the files the run read, each path as run.json has it, its bytes (-1: absent)
+   *  and its sha256 ("": absent); inputs_hashed: some entry has a sha256 (a run.json written
+   *  before issue 41 has none, and lists no file of the trace folder's TE import) */
+  size_t ninputs;
+  struct fp8_run_input {
+    char *path;
+    int64_t bytes;
+    char sha256[FP8_SHA256_HEX];
+  } *inputs;
+  int inputs_hashed;
   /** outputs: the files the run (and an earlier report) wrote, those that pass
    *  fp8_output_name_ok (others are passed over, never removed) */
   fp8_outputs outputs;
@@ -278,6 +313,8 @@ int fp8_run_json_read(const char *dir, fp8_run_record *rec, char *err, size_t er
  *  trace.te_log.tensor_intervals, else (absent, or a tensor not listed) te_interval. 0: one
  *  iteration logged. */
 int64_t fp8_run_te_tensor_interval(const fp8_run_record *rec, const char *tensor);
+/** The entry of rec's inputs[] whose path is path (byte for byte), or NULL. */
+const struct fp8_run_input *fp8_run_json_input(const fp8_run_record *rec, const char *path);
 /** Frees what fp8_run_json_read allocated (safe on a zeroed record, and twice). */
 void fp8_run_json_free(fp8_run_record *rec);
 /** The outputs listed in <dir>/run.json, leniently (an earlier run's, which --force replaces:

@@ -362,6 +362,53 @@ static int read_trace(fp8_run_record *r, json_t *j, const char *path, char *err,
   return FP8_OK;
 }
 
+/* 1 when s is 64 lowercase hex digits (a sha256 as run.json writes it) */
+static int is_sha256_hex(const char *s) {
+  size_t i = 0;
+  for (; s[i] && i < 64; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return i == 64 && !s[i];
+}
+
+/* inputs[]: each entry's path, bytes and sha256, checked (the report trusts a sha256 to say
+ * whether a trace file is still what the run read; a run.json without the key lists none) */
+static int read_inputs(fp8_run_record *r, json_t *j, const char *path, char *err,
+                       size_t errlen) {
+  json_t *a = json_object_get(j, FP8_RUNJSON_INPUTS);
+  if (!a) return FP8_OK;
+  if (!json_is_array(a))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s: expected an array", path,
+                      FP8_RUNJSON_INPUTS);
+  if (!(r->inputs = calloc(json_array_size(a) + 1, sizeof *r->inputs)))
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  for (size_t k = 0; k < json_array_size(a); k++) {
+    json_t *o = json_array_get(a, k);
+    const char *p = plain_string(json_object_get(o, FP8_RUNJSON_IN_PATH));
+    json_t *b = json_object_get(o, FP8_RUNJSON_IN_BYTES);
+    json_t *h = json_object_get(o, FP8_RUNJSON_IN_SHA256);
+    if (!json_is_object(o) || !p || (b && (!json_is_integer(b) || json_integer_value(b) < 0)) ||
+        (h && (!json_is_string(h) || !is_sha256_hex(json_string_value(h)))))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s[%zu]: expected an object with path "
+                        "(a string), bytes (an integer >= 0) and sha256 (64 lowercase hex "
+                        "digits), the last two optional", path, FP8_RUNJSON_INPUTS, k);
+    struct fp8_run_input *in = &r->inputs[r->ninputs];
+    if (!(in->path = strdup(p))) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    in->bytes = b ? (int64_t)json_integer_value(b) : -1;
+    if (h) {
+      memcpy(in->sha256, json_string_value(h), FP8_SHA256_HEX);
+      r->inputs_hashed = 1;
+    }
+    r->ninputs++;
+  }
+  return FP8_OK;
+}
+
+const struct fp8_run_input *fp8_run_json_input(const fp8_run_record *rec, const char *path) {
+  for (size_t k = 0; k < rec->ninputs; k++)
+    if (strcmp(rec->inputs[k].path, path) == 0) return &rec->inputs[k];
+  return NULL;
+}
+
 /* The names of the outputs list of document j that pass fp8_output_name_ok, appended to o (no
  * list, or no document: none). FP8_OK or FP8_ENOMEM. */
 static int add_outputs(json_t *j, fp8_outputs *o) {
@@ -499,6 +546,7 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
   if (add_outputs(j, &r->outputs) != FP8_OK)
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if ((rc = read_model_shape(r, j, path, err, errlen)) != FP8_OK) return rc;
+  if ((rc = read_inputs(r, j, path, err, errlen)) != FP8_OK) return rc;
   return read_trace(r, j, path, err, errlen);
 }
 
@@ -517,6 +565,11 @@ void fp8_run_json_free(fp8_run_record *r) {
   free(r->unserved);
   r->unserved = NULL;
   r->nunserved = 0;
+  for (size_t k = 0; k < r->ninputs; k++) free(r->inputs[k].path);
+  free(r->inputs);
+  r->inputs = NULL;
+  r->ninputs = 0;
+  r->inputs_hashed = 0;
   for (size_t k = 0; k < r->nsettings; k++) free(r->settings[k].lines);
   free(r->settings);
   r->settings = NULL;

@@ -35,6 +35,7 @@
 #include "run_bytes.h"
 #include "run_mpi.h"
 #include "runner_internal.h"
+#include "te_log.h" /* FP8_TE_LOG_FILE, FP8_TE_OVERFLOWS_FILE: fingerprinted */
 #include "util.h"
 
 #define CKPT_MAGIC "FP8CKPT\x01"
@@ -280,6 +281,14 @@ int run_ckpt_fingerprint(run_t *r, const fp8_trace *tr, const char *trace_dir, c
     h = file_identity(h, p);
     snprintf(p, sizeof p, "%s/tokens.csv", t->dir);
     h = file_identity(h, p);
+  }
+  /* a TransformerEngine import's te_log.json and te_overflows.csv, where the trace has them
+   * (run.json lists them; absent, the fingerprint is as it was before issue 41) */
+  static const char *const te_files[2] = {FP8_TE_LOG_FILE, FP8_TE_OVERFLOWS_FILE};
+  for (int k = 0; k < 2; k++) {
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", trace_dir, te_files[k]);
+    if (stat(p, &sb) == 0) h = file_identity(h, p);
   }
   r->fp_trace = h;
   /* the engine without its thread count ("cpu (4 threads)"): the threads change no byte */

@@ -313,8 +313,8 @@ static void fill_summary(const run_t *r, fp8_run_summary *sum) {
 
 /* run.json (results' run_json.h): what the run did, from the runner's state. */
 static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace_dir,
-                          const fp8_run_summary *sum, const fp8_outputs *outputs, char *err,
-                          size_t errlen) {
+                          const fp8_run_summary *sum, const fp8_outputs *outputs,
+                          const fp8_run_inputs *inputs, char *err, size_t errlen) {
   const fp8_engine_choice *ch = r->opt->choice;
   unsigned char *fb = calloc(2 * r->nconfigs + 1, 1); /* the composite's CPU fallbacks */
   if (!fb) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
@@ -335,7 +335,8 @@ static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace
       .self_check_ran = ch && ch->self_check_ran, .self_check_passed = ch && ch->self_check_passed,
       .self_check_values = ch ? ch->self_check_values : 0,
       .self_check_note = ch ? ch->self_check_note : NULL, .cpu_quantize = fb,
-      .cpu_gemm = fb + r->nconfigs, .nunserved = r->nunserved, .unserved = r->unserved};
+      .cpu_gemm = fb + r->nconfigs, .nunserved = r->nunserved, .unserved = r->unserved,
+      .inputs = inputs};
   int rc = fp8_run_json_write(r->out, &d, err, errlen);
   free(fb);
   return rc;
@@ -361,7 +362,11 @@ static void finish_folder(run_undo *u) {
 static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_run_summary *sum,
                       run_undo *u, int *wrote, char *err, size_t errlen) {
   fp8_outputs outputs = {0};
-  int rc = run_left_out(r, tr, err, errlen); /* for run.json and the summary line */
+  const fp8_run_inputs *inputs = NULL;
+  /* the inputs' hashes first: an input that cannot be read again fails the run before its
+   * results go into place */
+  int rc = run_hash_finish(r, &inputs, tr, trace_dir, err, errlen);
+  if (!rc) rc = run_left_out(r, tr, err, errlen); /* for run.json and the summary line */
   if (!rc && run_unserved(r) != FP8_OK) rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (rc) return rc;
   fill_summary(r, sum);
@@ -370,7 +375,7 @@ static int finish_run(run_t *r, const fp8_trace *tr, const char *trace_dir, fp8_
   if (!rc && run_outputs(r, &outputs) != FP8_OK)
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   sum->wall_s = r->wall_base + (run_now_s() - r->t0);
-  if (!rc) rc = write_run_json(r, tr, trace_dir, sum, &outputs, err, errlen);
+  if (!rc) rc = write_run_json(r, tr, trace_dir, sum, &outputs, inputs, err, errlen);
   /* what an earlier run (--force) wrote and this one did not: its plots, its notebook, its
    * report; the report of this run follows */
   if (!rc) fp8_outputs_remove_stale(r->out, &r->earlier, &outputs);
@@ -477,6 +482,7 @@ int fp8_run_experiment(const fp8_experiment *ex, const fp8_run_options *opt, fp8
   if (!opt->resume || info.phase != RUN_CKPT_COMMITTED) {
     if (r.me == 0) rc = open_outputs(&r, &undo, opt->resume ? &info : NULL, err, errlen);
     if (r.split) rc = fp8_mpi_agree(rc, err, errlen);
+    if (!rc && r.me == 0) run_hash_start(&r, &tr, trace_dir); /* beside the replay */
     if (!rc) rc = run_steps(&r, &tr, steps, nsteps, amax_map, rank_order, err, errlen);
     if (!rc && r.split) rc = run_split_gather(&r, err, errlen);
     if (!rc && r.me == 0) rc = finish_run(&r, &tr, trace_dir, sum, &undo, &wrote, err, errlen);
@@ -499,6 +505,7 @@ done:
   /* MPI: every process ends with process 0's status, or the first failing one's */
   if (r.np > 1) rc = fp8_mpi_agree(rc, err, errlen);
   run_split_comm_close(&r);
+  run_hash_free(&r);
   run_ckpt_close(&r); /* the partial files stay: run_dir_undo removes them with the checkpoint
                         when nothing is in place, else they are what a resume continues */
   run_experts_free(&r);

@@ -20,6 +20,7 @@
 #include "recipe.h"
 #include "results.h"
 #include "run_folder.h" /* fp8_run_folder */
+#include "run_json.h"   /* fp8_run_inputs */
 #include "runner.h"
 #include "tables.h" /* fp8_expert_row */
 #include "trace.h"
@@ -122,6 +123,8 @@ typedef struct {
   size_t nexperts;
   fp8_expert_row *experts;    /* [nexperts]: gemm from experts_tokens, group owned */
   fp8_tokens_table experts_tokens; /* the ranks' tokens.csv merged, the kept GEMMs */
+  struct run_hash *hash;      /* the inputs' SHA-256 on threads beside the replay (run_hash.c;
+                                 process 0's), NULL: not started */
 } run_t;
 
 /* run_unserved.c: r->unserved, the experiment's sections and [analysis] keys that the run
@@ -188,6 +191,17 @@ int run_left_out(run_t *r, const fp8_trace *tr, char *err, size_t errlen);
 /* The summary line's note on them ("8 never ran: a, b, c and 5 more; left out of statistics"),
  * "" when none. */
 void run_left_out_text(const run_t *r, char *buf, size_t len);
+
+/* run_hash.c: the SHA-256 of every input (run.json's inputs[]), beside the replay. start: the
+ * inputs listed (fp8_run_inputs_list) and hashed on threads of their own (the cores the replay
+ * leaves free, at least one; nothing started when out of memory). finish: joins them, and
+ * hashes what they did not (or, not started, everything) on this thread; *out the hashed list,
+ * valid until free; FP8_OK or the first failing input's status and message. free: stops the
+ * threads at their next read, joins and frees (safe without a start, and twice). */
+void run_hash_start(run_t *r, const fp8_trace *tr, const char *trace_dir);
+int run_hash_finish(run_t *r, const fp8_run_inputs **out, const fp8_trace *tr,
+                    const char *trace_dir, char *err, size_t errlen);
+void run_hash_free(run_t *r);
 
 /* run_writer.c: the one path of steps.csv's rows and of the stream's records to their
  * writers (fp8_steps_csv_put_row, fp8_stream_writer_put): on the row writer thread, from jobs

@@ -47,6 +47,10 @@ extern "C" {
  *  is dropped, counted (te_log.json's cut_lines_dropped) and warned about, not an error. */
 #define FP8_TE_DROP_CUT_LINE 1u
 
+/** TE's overflows% per (iteration, tensor), beside te_log.json: the report's TE section reads
+ *  it, and only as the run recorded it (run.json inputs[], its sha256; issue 41). */
+#define FP8_TE_OVERFLOWS_FILE "te_overflows.csv"
+
 /** What an import found (for the command's summary line; te_log.json has it all). */
 typedef struct {
   size_t ranks;          /**< log files, one per global rank */
