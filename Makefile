@@ -73,7 +73,8 @@ device-bundle: deps
 # CI runs the short version: `ctest -L fuzz` in that build (.ci/run).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME ?= 600
-FUZZ_TARGETS ?= safetensors npy amax_csv experiment steps_csv stream_csv histograms_csv gemm_csv run_json
+FUZZ_TARGETS ?= safetensors npy amax_csv experiment steps_csv stream_csv stream_npy histograms_csv \
+  gemm_csv run_json te_log tokens_csv experts_csv
 FUZZ_ARGS ?=
 fuzz-build: deps
 	@bash scripts/install-fuzz-deps.sh
