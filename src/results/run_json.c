@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
@@ -202,18 +203,51 @@ static int exists_in(const char *dir, const char *name) {
   return stat(p, &sb) == 0;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A snapshot: a safetensors file, or an npy step folder, whose files are the inputs (the
+ * <tensor>.npy files the npy reader reads: not hidden, ending .npy), by name. */
+static int add_snapshot(fp8_run_inputs *in, size_t *cap, const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return add_input(in, cap, NULL, path);
+  DIR *d = opendir(path);
+  if (!d) return add_input(in, cap, NULL, path); /* the hash then says why it cannot read */
+  char **names = NULL;
+  size_t n = 0, capn = 0;
+  int rc = FP8_OK;
+  for (struct dirent *e; rc == FP8_OK && (e = readdir(d)) != NULL;) {
+    size_t nl = strlen(e->d_name);
+    if (e->d_name[0] == '.' || nl <= 4 || strcmp(e->d_name + nl - 4, ".npy") != 0) continue;
+    char **nn = fp8_grow(names, n, &capn, sizeof *nn, 64);
+    char *own = nn ? strdup(e->d_name) : NULL;
+    if (nn) names = nn;
+    if (!own) rc = FP8_ENOMEM;
+    else names[n++] = own;
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof *names, cmp_str);
+  for (size_t k = 0; k < n; k++) {
+    if (rc == FP8_OK) rc = add_input(in, cap, path, names[k]);
+    free(names[k]);
+  }
+  free(names);
+  return rc;
+}
+
 int fp8_run_inputs_list(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir,
                         fp8_run_inputs *in) {
   memset(in, 0, sizeof *in);
   size_t cap = 0;
   int rc = add_input(in, &cap, NULL, ex->file);
   for (size_t i = 0; !rc && i < tr->nsteps && !tr->nranks; i++)
-    rc = add_input(in, &cap, NULL, tr->step_paths[i]);
+    rc = add_snapshot(in, &cap, tr->step_paths[i]);
   if (!rc && tr->namax && !tr->nranks) rc = add_input(in, &cap, trace_dir, "amax.csv");
   if (!rc && tr->has_tokens && !tr->nranks) rc = add_input(in, &cap, trace_dir, "tokens.csv");
   for (size_t rk = 0; !rc && rk < tr->nranks; rk++) { /* rank by rank: snapshots, amax.csv, tokens.csv */
     const fp8_trace *t = &tr->ranks[rk];
-    for (size_t i = 0; !rc && i < t->nsteps; i++) rc = add_input(in, &cap, NULL, t->step_paths[i]);
+    for (size_t i = 0; !rc && i < t->nsteps; i++) rc = add_snapshot(in, &cap, t->step_paths[i]);
     if (!rc && exists_in(t->dir, "amax.csv")) rc = add_input(in, &cap, t->dir, "amax.csv");
     if (!rc && t->has_tokens) rc = add_input(in, &cap, t->dir, "tokens.csv");
   }

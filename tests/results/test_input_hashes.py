@@ -126,6 +126,28 @@ def te_logs(tmp):
     return os.path.join(tmp, "logs")
 
 
+def write_npy(path, values):
+    """A float32 vector in NumPy's .npy format 1.0, written by hand (no numpy needed)."""
+    import struct
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(values)
+    hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+def npy_trace(tmp):
+    """An npy trace: step_<N>/ folders of <tensor>.npy files (each file an input), a hidden
+    file in one (not read, not an input)."""
+    for step in (0, 1):
+        d = os.path.join(tmp, "npy", "step_%d" % step)
+        os.makedirs(d)
+        for k, t in enumerate(("l0.fc1.input", "l0.fc1.weight", "l0.fc1.grad_output")):
+            write_npy(os.path.join(d, t + ".npy"), [0.5 * (k + 1) + step, -0.25, 3.0 + k])
+    with open(os.path.join(tmp, "npy", "step_1", ".notes"), "w") as f:
+        f.write("not a snapshot\n")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="fp8lab-input-hashes-")
     try:
@@ -134,6 +156,12 @@ def main():
         check(rc == 0, "synth one: %s" % text)
         out, ini = replay(tmp, "one", "one")
         check_inputs(tmp, out, ini, "one", "single-rank", ("amax.csv", "step_0.safetensors"))
+        # npy step folders: every .npy file of each is an input (the folder cannot be hashed)
+        npy_trace(tmp)
+        out, ini = replay(tmp, "npy", "npy")
+        if out:
+            os.remove(os.path.join(tmp, "npy", "step_1", ".notes"))  # the folder's only non-input
+        check_inputs(tmp, out, ini, "npy", "npy step folders", ("step_0/l0.fc1.weight.npy",))
         # multi-rank with snapshots
         for r in range(2):
             rc, text = run([BIN, "synth", "llm", "ranks/rank_%d" % r, "--steps", "12",
