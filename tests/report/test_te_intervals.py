@@ -34,26 +34,20 @@ import csv
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "trace"))
-from test_te_logs import te_line, f32  # noqa: E402  (TE's line format, float32 of a text)
+from test_te_logs import te_line, f32, check, FAILS, run_cases  # noqa: E402  (TE's line format,
+#   float32 of a text; the one check() and run_cases() of the TE tests)
 
 BIN = os.path.abspath(sys.argv[1])
-FAILS = []
 L = 4           # TE's amax_history_len in the simulated run
 ITERS = 30      # iterations 0 .. 29 trained
 FMAX = {"activation": 448.0, "weight": 448.0, "gradient": 57344.0, "output": 448.0}
 ROLE = {"activation": "input", "weight": "weight", "gradient": "grad_output", "output": "output"}
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
 
 
 def run(args):
@@ -367,19 +361,8 @@ def case_older_files(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="fp8lab-te-intervals-")
-    try:
-        for case in (case_per_tensor, case_mixed, case_uniform, case_older_files):
-            case(tmp)
-    finally:
-        if not FAILS:
-            shutil.rmtree(tmp)
-        else:
-            print("kept", tmp)
-    if FAILS:
-        print("%d failures" % len(FAILS))
-        sys.exit(1)
-    print("te intervals: all checks passed")
+    run_cases("fp8lab-te-intervals-",
+              (case_per_tensor, case_mixed, case_uniform, case_older_files), "te intervals")
 
 
 if __name__ == "__main__":

@@ -34,19 +34,14 @@ import tempfile
 BIN = os.path.abspath(sys.argv[1])
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "trace"))
+from test_te_logs import check, FAILS, run_cases  # noqa: E402,F401  (one failure list)
 import test_te_logs as tl  # noqa: E402  (TE's log format: te_line, f32)
 
-FAILS = []
 HIST = (4, 1)          # the experiment's histories: 4 is TE's recipe in the log
 FMAX = {"activation": 448.0, "weight": 448.0, "gradient": 57344.0}  # hybrid: E4M3, E4M3, E5M2
 ROLE = {"activation": "input", "weight": "weight", "gradient": "grad_output"}
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
-    return cond
 
 
 def run(args):

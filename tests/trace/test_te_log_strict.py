@@ -26,24 +26,18 @@ Usage: test_te_log_strict.py FP8LAB_BIN. Standard library only.
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_te_logs import check, FAILS, run_cases  # noqa: E402,F401  (one failure list)
 import test_te_logs as TL  # noqa: E402  (te_line: TE's exact line; f32: strtof of a decimal)
 
 BIN = os.path.abspath(sys.argv[1])
-FAILS = []
 LIMIT = 20  # seconds: a command that blocks on a FIFO is killed then, and the case fails
 CUT = "cut off: the last line has no newline (a write cut off when the job ended?)"
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
 
 
 def run(args, cwd=None):
@@ -334,20 +328,8 @@ def case_ranks_without_amax(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="fp8lab-te-strict-")
-    try:
-        for case in (case_cut_line, case_pairs_and_name, case_decimals, case_float32,
-                     case_fifo_log, case_fifo_trace, case_ranks_without_amax):
-            case(tmp)
-    finally:
-        if not FAILS:
-            shutil.rmtree(tmp)
-        else:
-            print("kept", tmp)
-    if FAILS:
-        print("%d failures" % len(FAILS))
-        sys.exit(1)
-    print("te log strict: all checks passed")
+    run_cases("fp8lab-te-strict-", (case_cut_line, case_pairs_and_name, case_decimals, case_float32,
+                     case_fifo_log, case_fifo_trace, case_ranks_without_amax), "te log strict")
 
 
 if __name__ == "__main__":

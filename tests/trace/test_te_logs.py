@@ -45,6 +45,7 @@ def check(cond, what):
     if not cond:
         FAILS.append(what)
         print("FAIL:", what)
+    return cond
 
 
 def te_line(name, it, value, stamp="2025-06-03 12:34:56,789"):
