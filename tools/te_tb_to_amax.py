@@ -668,10 +668,15 @@ def main(argv):
         sys.stderr.write("te_tb_to_amax.py: warning: rank %d (%s) gave no amax to replay (no "
                          "cur_amax scalar, or every one 0): its amax.csv replays nothing\n"
                          % (r, ranks[r][2]))
+    own = [t["interval"] for t in meta["tensors"] if "first_iteration" in t]
+    if own and min(own) != max(own):  # TE's freq per tensor (import-te's summary says the same)
+        every = (", each tensor logged at its own interval, %d to %d iterations" % (min(own), max(own))
+                 if min(own) > 0 else ", each tensor logged at its own interval: te_log.json lists them")
+    else:
+        every = ", every %d" % meta["interval"] if meta["interval"] > 1 else ""
     print("te_tb_to_amax.py: wrote %d amax rows of %d tensors from %d run%s (steps %d-%d%s) to %s"
-          % (meta["amax_rows"], sum("first_iteration" in t for t in meta["tensors"]), len(args) - 1, "" if len(args) == 2 else "s",
-             meta["first_iteration"], meta["last_iteration"],
-             ", every %d" % meta["interval"] if meta["interval"] > 1 else "", args[0]))
+          % (meta["amax_rows"], len(own), len(args) - 1, "" if len(args) == 2 else "s",
+             meta["first_iteration"], meta["last_iteration"], every, args[0]))
     return 0
 
 

@@ -81,6 +81,7 @@ def case_convert(tmp):
     want = make_runs(tmp)
     rc, so, se = tool(["trace", "tb/rank0", "tb/rank1"], cwd=tmp)
     check(rc == 0, "convert: exit %d %s" % (rc, se.strip()))
+    check("own interval" not in so, "convert: one interval, none stated per tensor: %r" % so)
     tr = os.path.join(tmp, "trace")
     for r in (0, 1):
         with open(os.path.join(tr, "rank_%d" % r, "amax.csv")) as f:
@@ -189,6 +190,8 @@ def case_intervals(tmp):
     check(len(warn) == 2 and "rank 2" in warn[0] and runs[2] in warn[0] and "rank 3" in warn[1]
           and runs[3] in warn[1], "the warnings: %r" % se)
     check("of 3 tensors" in so, "the summary counts the tensors with an amax: %r" % so)
+    check("each tensor logged at its own interval, 2 to 5 iterations" in so,
+          "the summary states the tensors' own intervals: %r" % so)
 
 
 def case_grouped_linear(tmp):
