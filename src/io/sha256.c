@@ -41,8 +41,31 @@ int fp8_sha256_mem(const void *data, size_t n, char hex[FP8_SHA256_HEX]) {
   return FP8_OK;
 }
 
-int fp8_sha256_file(const char *path, const atomic_int *stop, char hex[FP8_SHA256_HEX],
-                    char *err, size_t errlen) {
+void fp8_file_id_of(const char *path, fp8_file_id *id) {
+  struct stat sb;
+  memset(id, 0, sizeof *id);
+  if (stat(path, &sb) != 0) return;
+  *id = (fp8_file_id){(unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino,
+                      (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+                      (long long)sb.st_mtim.tv_nsec, 1};
+}
+
+/* 1 when the open file fd is the one want describes (or there is nothing to compare). */
+static int same_file(int fd, const fp8_file_id *want) {
+  struct stat sb;
+  if (!want || !want->set) return 1;
+  return fstat(fd, &sb) == 0 && (unsigned long long)sb.st_dev == want->dev &&
+         (unsigned long long)sb.st_ino == want->ino && (long long)sb.st_size == want->size &&
+         (long long)sb.st_mtim.tv_sec == want->mtime_sec &&
+         (long long)sb.st_mtim.tv_nsec == want->mtime_nsec;
+}
+
+#define CHANGED "%s: changed while the run used it (replaced or rewritten since the run opened " \
+                "its trace): its hash would not be of the bytes the run used; run again once " \
+                "nothing writes the trace"
+
+int fp8_sha256_file(const char *path, const atomic_int *stop, const fp8_file_id *want,
+                    char hex[FP8_SHA256_HEX], char *err, size_t errlen) {
   int rc = FP8_OK;
   unsigned char *buf = NULL;
   EVP_MD_CTX *ctx = NULL;
@@ -51,6 +74,10 @@ int fp8_sha256_file(const char *path, const atomic_int *stop, char hex[FP8_SHA25
   int fd = fp8_open_regular(path, err, errlen); /* a FIFO must not hang the hash */
   if (fd < 0) {
     rc = errno == EINVAL ? FP8_EFORMAT : FP8_EIO; /* err: fp8_open_regular's line */
+    goto done;
+  }
+  if (!same_file(fd, want)) {
+    rc = fp8_errorf(FP8_EIO, err, errlen, CHANGED, path);
     goto done;
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -79,6 +106,10 @@ int fp8_sha256_file(const char *path, const atomic_int *stop, char hex[FP8_SHA25
   }
   if (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "%s: out of memory", path);
+    goto done;
+  }
+  if (!same_file(fd, want)) { /* rewritten while it was read */
+    rc = fp8_errorf(FP8_EIO, err, errlen, CHANGED, path);
     goto done;
   }
   to_hex(md, len, hex);

@@ -183,6 +183,9 @@ static int add_input(fp8_run_inputs *in, size_t *cap, const char *dir, const cha
     char (*nh)[FP8_SHA256_HEX] = realloc(in->sha256, nc * sizeof *nh);
     if (!nh) return FP8_ENOMEM;
     in->sha256 = nh;
+    fp8_file_id *ni = realloc(in->id, nc * sizeof *ni);
+    if (!ni) return FP8_ENOMEM;
+    in->id = ni;
     *cap = nc;
   }
   size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
@@ -191,6 +194,7 @@ static int add_input(fp8_run_inputs *in, size_t *cap, const char *dir, const cha
   if (dir) snprintf(p, len, "%s/%s", dir, name);
   else snprintf(p, len, "%s", name);
   in->path[in->n] = p;
+  fp8_file_id_of(p, &in->id[in->n]); /* as the run found it: the hash must be of this file */
   in->sha256[in->n++][0] = '\0';
   return FP8_OK;
 }
@@ -262,7 +266,7 @@ int fp8_run_inputs_list(const fp8_experiment *ex, const fp8_trace *tr, const cha
 int fp8_run_inputs_hash(fp8_run_inputs *in, char *err, size_t errlen) {
   int rc = FP8_OK;
   for (size_t i = 0; i < in->n && rc == FP8_OK; i++)
-    if (!in->sha256[i][0]) rc = fp8_sha256_file(in->path[i], NULL, in->sha256[i], err, errlen);
+    if (!in->sha256[i][0]) rc = fp8_sha256_file(in->path[i], NULL, &in->id[i], in->sha256[i], err, errlen);
   return rc;
 }
 
@@ -270,6 +274,7 @@ void fp8_run_inputs_free(fp8_run_inputs *in) {
   for (size_t i = 0; i < in->n; i++) free(in->path[i]);
   free(in->path);
   free(in->sha256);
+  free(in->id);
   memset(in, 0, sizeof *in);
 }
 

@@ -180,6 +180,8 @@ typedef struct {
   size_t n;
   char **path;                    /**< as the run names them (under the trace folder's path) */
   char (*sha256)[FP8_SHA256_HEX]; /**< [n]: lowercase hex; "" while not hashed */
+  fp8_file_id *id;                /**< [n]: each file as the listing found it (the hash must
+                                       be of that file: fp8_sha256_file's want) */
 } fp8_run_inputs;
 
 /** The inputs of a run over trace tr (opened from trace_dir) with experiment ex, in order: the

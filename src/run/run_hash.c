@@ -37,7 +37,8 @@ static void *hasher(void *arg) {
     size_t i = atomic_fetch_add(&h->next, 1);
     if (i >= h->in.n || atomic_load(&h->stop)) break;
     char err[FP8_ERRLEN];
-    int rc = fp8_sha256_file(h->in.path[i], &h->stop, h->in.sha256[i], err, sizeof err);
+    int rc = fp8_sha256_file(h->in.path[i], &h->stop, &h->in.id[i], h->in.sha256[i], err,
+                             sizeof err);
     if (rc == FP8_OK) continue;
     h->in.sha256[i][0] = '\0';
     pthread_mutex_lock(&h->lock);
