@@ -308,10 +308,25 @@ static int commit(te_dir *d, char *err, size_t errlen) {
     return FP8_OK;
   }
 
+  /* the ownership again, now: what was written into the target since te_dir_open is not the
+   * import's to remove (the walk is repeated on the folder swapped out, before its removal) */
+  int rc = check_owned(d->target, d->shown, err, errlen);
+  if (rc) return rc;
 #ifdef RENAME_EXCHANGE
   /* the two folders swapped in one step: the target is the old import or the new, never
    * neither; the old one, now under the temporary name, is removed */
   if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->target, RENAME_EXCHANGE) == 0) {
+    if ((rc = check_owned(d->tmp, d->shown, err, errlen)) != FP8_OK) {
+      /* written in the instant between: swapped back, nothing replaced; if even that fails,
+       * the earlier folder stays whole under the temporary name, which the message names */
+      if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->target, RENAME_EXCHANGE) != 0) {
+        d->made_tmp = 0;
+        size_t n = strlen(err);
+        snprintf(err + n, errlen > n ? errlen - n : 0, " (the earlier folder is kept whole as %s)",
+                 d->tmp);
+      }
+      return rc;
+    }
     fp8_rmtree(d->tmp);
     d->made_tmp = 0;
     return FP8_OK;
@@ -325,6 +340,10 @@ static int commit(te_dir *d, char *err, size_t errlen) {
   if (rename(d->target, d->old) != 0)
     return fp8_errorf(fp8_write_errno_status(errno), err, errlen,
                       "%s: cannot move the earlier import aside: %s", d->shown, strerror(errno));
+  if ((rc = check_owned(d->old, d->shown, err, errlen)) != FP8_OK) {
+    rename(d->old, d->target); /* written in the instant between: back, nothing replaced */
+    return rc;
+  }
   if (rename(d->tmp, d->target) != 0) {
     int e = errno;
     rename(d->old, d->target);

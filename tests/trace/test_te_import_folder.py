@@ -512,6 +512,7 @@ SHIM = r"""
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 int renameat2(int a, const char *x, int b, const char *y, unsigned flags) {
@@ -520,6 +521,14 @@ int renameat2(int a, const char *x, int b, const char *y, unsigned flags) {
   if (getenv("FP8LAB_TEST_NO_EXCHANGE")) {
     errno = EINVAL;
     return -1;
+  }
+  static int wrote;
+  const char *w = getenv("FP8LAB_TEST_WRITE_INTO_TARGET"); /* a user's file, just before the swap */
+  if (w && !wrote++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", y, w);
+    FILE *f = fopen(p, "w");
+    if (f) fputs("the user's\n", f), fclose(f);
   }
   int rc = real(a, x, b, y, flags);
   if (rc == 0 && getenv("FP8LAB_TEST_KILL_SWAP")) raise(SIGKILL);
@@ -588,6 +597,24 @@ def commit_kills(tmp, par, target, new_logs, old_logs, ref, earlier):
               "%s: the next import: exit %d %r, left %s" % (label, rc, se, leftovers(par)))
         check(not diff(before or earlier, tree(target)), "%s: after the next import" % label)
         said.append(label)
+    # a file of the user's written into the target in the instant before the swap (after
+    # import-te checked the folder): the folder swapped out is walked again before its removal,
+    # so the swap is undone, exit 2 naming the file, and nothing is lost
+    import_ok(old_logs, target, "--force")
+    e = dict(os.environ, LD_PRELOAD=so, ASAN_OPTIONS=asan, FP8LAB_TEST_WRITE_INTO_TARGET="notes.txt")
+    p = subprocess.run([BIN, "import-te", new_logs, target, "--force"], env=e,
+                       capture_output=True, text=True)
+    want = dict(earlier)
+    got = tree(target)
+    check(p.returncode == 2 and "holds notes.txt" in p.stderr and
+          got.get("notes.txt") is not None and
+          not diff(want, {k: v for k, v in got.items() if k != "notes.txt"}) and not leftovers(par),
+          "a file written into the target before the swap: exit %d %r, left %s, diff %s" % (
+              p.returncode, p.stderr, leftovers(par),
+              diff(want, {k: v for k, v in got.items() if k != "notes.txt"})[:5]))
+    if os.path.exists(os.path.join(target, "notes.txt")):
+        os.remove(os.path.join(target, "notes.txt"))
+    said.append("a user's file written just before the swap: swapped back, kept")
     print("  commit kills: %s: the target the earlier or the new import (or, in the fallback's "
           "window, the earlier one aside, moved back by the next import)" % "; ".join(said))
 
