@@ -469,7 +469,7 @@ def pid_gone(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except OSError:
+    except (OSError, OverflowError):
         return False
     return False
 
@@ -489,6 +489,8 @@ def remove_leftovers(parent, base, target):
         if not m:
             continue
         pid = int(m.group(2))
+        if pid > 0x7fffffff:  # no process has it: not a name an import made (as import-te)
+            continue
         if pid != os.getpid() and not pid_gone(pid):
             continue
         p = os.path.join(parent, n)
@@ -522,7 +524,7 @@ class Folder:
 
     def __init__(self, tracedir, force):
         self.shown, self.made, self.tmp, self.swap, self.mode = tracedir, [], None, False, None
-        t = tracedir.rstrip("/") or tracedir
+        t = tracedir.rstrip("/") or "/"
         if os.path.basename(t) in (".", ".."):
             t = os.path.realpath(t)
         if not t or t == "/":
@@ -598,11 +600,25 @@ class Folder:
             if not self.swap:  # absent or empty: rename() makes it, or replaces the empty one
                 os.rename(self.tmp, self.target)
             else:
+                # the ownership again, now, and on the folder swapped out before its removal:
+                # what was written into the target since the first check is not ours to remove
+                check_owned(self.target, self.shown)
                 e = rename_exchange(self.tmp, self.target)
                 if e == 0:  # swapped: the previous import is under the temporary name now
+                    try:
+                        check_owned(self.tmp, self.shown)
+                    except Bad:  # written in the instant between: swapped back, nothing replaced
+                        if rename_exchange(self.tmp, self.target) != 0:
+                            self.tmp = None  # the earlier folder stays whole there
+                        raise
                     shutil.rmtree(self.tmp, ignore_errors=True)
                 elif e in (errno.EINVAL, errno.ENOSYS):
                     os.rename(self.target, self.old)
+                    try:
+                        check_owned(self.old, self.shown)
+                    except Bad:
+                        os.rename(self.old, self.target)
+                        raise
                     try:
                         os.rename(self.tmp, self.target)
                     except OSError:

@@ -264,6 +264,48 @@ def case_swap(tmp):
           "the fallback: exit %d %r, %s" % (rc, se, leftovers(tmp)))
 
 
+WRITE_BEFORE_SWAP = """
+real = t.rename_exchange
+def swap(a, b):
+    if not os.path.exists(os.path.join(b, "notes.txt")):
+        with open(os.path.join(b, "notes.txt"), "w") as f:  # the user's, after the first check
+            f.write("mine\\n")
+    return real(a, b)
+t.rename_exchange = swap
+"""
+
+
+def case_written_before_swap(tmp):
+    """A file of the user's written into the target after the tool checked it, just before
+    the swap: the folder swapped out is checked again before its removal, the swap undone,
+    exit 2 naming the file; the earlier import and the file kept, nothing beside them. Also the
+    fallback (no RENAME_EXCHANGE): the folder moved aside is checked before the new one goes in."""
+    for label, patch in (("swap", WRITE_BEFORE_SWAP),
+                         ("fallback", WRITE_BEFORE_SWAP.replace(
+                             "return real(a, b)", "return errno.EINVAL"))):
+        tr = earlier_import(tmp, "wb_" + label)
+        before = tree(tr)
+        rc, se = patched(patch, [tr, make_run(tmp, "wb_new_" + label, base=7.0), "--force"])
+        after = tree(tr)
+        kept = {k: v for k, v in after.items() if k != "notes.txt"}
+        check(rc == 2 and "notes.txt" in se and "notes.txt" in after and kept == before and
+              leftovers(tmp) == [], "%s: a file written before the swap: exit %d %r, left %s"
+              % (label, rc, se, leftovers(tmp)))
+
+
+def case_odd_targets(tmp):
+    """A leftover whose pid no process can have (20 digits) is not a leftover of an import:
+    kept, no traceback; '//' is refused like '/'."""
+    parent = os.path.join(tmp, "odd")
+    os.makedirs(os.path.join(parent, ".trace.fp8lab-import.99999999999999999999"))
+    rc, so, se = TB.tool([os.path.join(parent, "trace"), make_run(tmp, "odd1")])
+    check(rc == 0 and "Traceback" not in se and
+          os.path.isdir(os.path.join(parent, ".trace.fp8lab-import.99999999999999999999")),
+          "a 20-digit pid: exit %d %r" % (rc, se))
+    rc, so, se = TB.tool(["//", make_run(tmp, "odd2")])
+    check(rc == 2 and se.count("\n") == 1 and "Traceback" not in se, "'//': exit %d %r" % (rc, se))
+
+
 def case_killed(tmp):
     """SIGKILL at 10 seeded moments of a --force conversion over an earlier import: the folder
     is always wholly the old import or wholly the new one, and the next conversion removes what
@@ -307,7 +349,8 @@ def main():
     TB.run_cases("fp8lab-tb-folder-", [case_force_over_import_te, case_force_refuses_capture,
                                        case_force_refuses_foreign_entries,
                                        case_refusals_without_force, case_leftovers,
-                                       case_failure_leaves_previous, case_swap, case_killed],
+                                       case_failure_leaves_previous, case_swap, case_written_before_swap,
+                                       case_odd_targets, case_killed],
                  "te tensorboard folder")
 
 
