@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,28 +166,6 @@ static int parse_value(const char *s, double *v, int *digits, int *decimals) {
   return isinf(f) || errno == ERANGE ? -3 : 0;
 }
 
-/* TE's GroupedLinear (TE >= 2.11, PR #1953: grouped_linear.py _get_debug_quantizers) logs
- * expert i's GEMM as the layer `<name>.gemm_<i>`: the position of `gemm_` in layer[0..ll) when
- * its last dotted component is gemm_ followed by decimal digits, else ll. */
-static size_t grouped_gemm_at(const char *layer, size_t ll) {
-  size_t c = ll;
-  while (c > 0 && layer[c - 1] != '.') c--;
-  if (ll - c < 6 || strncmp(layer + c, "gemm_", 5) != 0) return ll;
-  for (size_t k = c + 5; k < ll; k++)
-    if (layer[k] < '0' || layer[k] > '9') return ll;
-  return c;
-}
-
-/* The trace's name of TE's tensor t of layer[0..ll) into name (size n): its length, or -1 when
- * it does not fit. */
-static int trace_name(const char *layer, size_t ll, size_t t, char *name, size_t n) {
-  size_t g = grouped_gemm_at(layer, ll);
-  int nl = g < ll ? snprintf(name, n, "%.*s%sexperts.%.*s.%s", (int)(g ? g - 1 : 0), layer,
-                             g ? "." : "", (int)(ll - g - 5), layer + g + 5, TE_ROLES[t])
-                  : snprintf(name, n, "%.*s.%s", (int)ll, layer, TE_ROLES[t]);
-  return nl < 0 || nl >= (int)n ? -1 : nl;
-}
-
 /* The index of tensor <layer>.<role> in im->tens, added when new; a GroupedLinear's
  * `<name>.gemm_<i>` is expert i of <name>, the expert GEMM `<name>.experts.<i>` (the trace's
  * expert naming; te_log.json keeps TE's layer name). The name is checked only then (trace name
@@ -197,7 +174,7 @@ static int trace_name(const char *layer, size_t ll, size_t t, char *name, size_t
 static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint32_t *out,
                      char *why, size_t whylen) {
   char name[FP8_NAME_MAX + 64];
-  int nl = trace_name(layer, ll, t, name, sizeof name);
+  int nl = te_trace_name(layer, ll, t, name, sizeof name);
   if (nl < 0) {
     snprintf(why, whylen, "name too long");
     return FP8_EFORMAT;
@@ -224,34 +201,6 @@ static int tensor_of(te_import *im, const char *layer, size_t ll, size_t t, uint
   }
   im->tens[im->ntens] = (te_tensor){.name = own, .layer = lay, .te_tensor = t};
   *out = (uint32_t)im->ntens++;
-  return FP8_OK;
-}
-
-/* Notes iteration iter of the statistic logged as name[0..len) = <layer>_<tensor>_<stat> of a
- * tensor with a role (te_log.json's per-tensor "statistics": each statistic's own interval).
- * One lookup of the whole name per line; the tensor is found at the end (te_stats_resolve),
- * so a statistic logged before its tensor's cur_amax, or for a tensor without one, costs
- * nothing more. FP8_OK or FP8_ENOMEM. */
-static int note_stat(te_import *im, const char *name, size_t len, size_t ll, size_t t,
-                     size_t stat_off, int64_t iter) {
-  size_t id = fp8_strset_get(&im->pset, name, len);
-  if (id == SIZE_MAX) {
-    te_stat *ns = fp8_grow(im->pstat, im->npstat, &im->cappstat, sizeof *ns, 64);
-    if (!ns) return FP8_ENOMEM;
-    im->pstat = ns;
-    char *own = strndup(name, len);
-    int added;
-    if (!own || fp8_strset_put(&im->pset, own, len, &added) == SIZE_MAX) {
-      free(own);
-      return FP8_ENOMEM;
-    }
-    im->pstat[im->npstat] = (te_stat){own, ll, t, stat_off, 0, iter, iter, UINT32_MAX};
-    id = im->npstat++;
-  }
-  te_stat *p = &im->pstat[id];
-  p->gcd = te_gcd(p->gcd, iter);
-  if (iter < p->first) p->first = iter;
-  if (iter > p->last) p->last = iter;
   return FP8_OK;
 }
 
@@ -354,7 +303,7 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   size_t stat_len = nlen - (size_t)(stat - body);
 #define STAT_IS(lit) (stat_len == sizeof(lit) - 1 && memcmp(stat, lit, sizeof(lit) - 1) == 0)
   im->sum.lines++;
-  if (TE_ROLES[t] && note_stat(im, body, nlen, ll, t, (size_t)(stat - body), iter) != FP8_OK)
+  if (TE_ROLES[t] && te_note_stat(im, body, nlen, ll, t, (size_t)(stat - body), iter) != FP8_OK)
     return FP8_ENOMEM;
   /* TE's scale of the recipe trained with (per tensor: min = max), unprefixed or of delayed
    * scaling; kept to go beside the tensor's amax as amax.csv's te_scale */
@@ -422,22 +371,6 @@ static int parse_line(te_import *im, const te_file *f, size_t line, char *s, cha
   return FP8_OK;
 }
 
-/* A line for stderr (the summary's warnings), printf-style. FP8_OK or FP8_ENOMEM. */
-static int add_warning(te_import *im, const char *fmt, ...) FP8_PRINTF(2, 3);
-static int add_warning(te_import *im, const char *fmt, ...) {
-  char **nw = fp8_grow(im->sum.warnings, im->sum.nwarnings, &im->capwarn, sizeof *nw, 8);
-  if (!nw) return FP8_ENOMEM;
-  im->sum.warnings = nw;
-  char *w = malloc(FP8_ERRLEN);
-  if (!w) return FP8_ENOMEM;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(w, FP8_ERRLEN, fmt, ap);
-  va_end(ap);
-  im->sum.warnings[im->sum.nwarnings++] = w;
-  return FP8_OK;
-}
-
 #define CUT_LINE "cut off: the last line has no newline (a write cut off when the job ended?)"
 
 /* One log, line by line. TE ends every line with a newline: a last line without one is a
@@ -456,7 +389,7 @@ static int read_file(te_import *im, const te_file *f, unsigned flags, char *err,
       if (!(flags & FP8_TE_DROP_CUT_LINE))
         rc = fp8_errorf(FP8_EFORMAT, err, errlen, "%s:%zu: " CUT_LINE "; --drop-cut-line "
                         "drops it", f->path, line);
-      else if ((rc = add_warning(im, "%s:%zu: " CUT_LINE ": dropped (--drop-cut-line)",
+      else if ((rc = te_add_warning(im, "%s:%zu: " CUT_LINE ": dropped (--drop-cut-line)",
                                  f->path, line)) == FP8_OK)
         im->sum.cut_lines_dropped++;
       break;
@@ -538,36 +471,6 @@ static int check_rows(te_import *im, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-static int cmp_pstat(const void *a, const void *b) {
-  const te_stat *x = a, *y = b;
-  if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
-  return strcmp(x->key + x->stat_off, y->key + y->stat_off);
-}
-
-/* Each noted statistic's tensor (the name tensor_of gives it; UINT32_MAX for a tensor with
- * neither cur_amax, scale_inv nor overflows%: not in te_log.json's tensors), then the
- * statistics sorted by (tensor, name) and each tensor's range of them. Two TE names of one
- * trace tensor (a GroupedLinear's `x.gemm_1` and a layer `x.experts.1`) stay two entries of one
- * name, which the writer merges. */
-static void te_stats_resolve(te_import *im) {
-  for (size_t k = 0; k < im->npstat; k++) {
-    te_stat *p = &im->pstat[k];
-    char name[FP8_NAME_MAX + 64];
-    int nl = trace_name(p->key, p->layer_len, p->te_tensor, name, sizeof name);
-    size_t id = nl < 0 ? SIZE_MAX : fp8_strset_get(&im->tset, name, (size_t)nl);
-    p->tensor = id == SIZE_MAX ? UINT32_MAX : (uint32_t)id;
-  }
-  /* the set's indices are not needed after this: sorting moves the entries under them */
-  if (im->npstat > 1) qsort(im->pstat, im->npstat, sizeof *im->pstat, cmp_pstat);
-  size_t k = 0;
-  for (size_t t = 0; t < im->ntens; t++) {
-    while (k < im->npstat && im->pstat[k].tensor < t) k++;
-    im->tens[t].stat_lo = k;
-    while (k < im->npstat && im->pstat[k].tensor == t) k++;
-    im->tens[t].stat_hi = k;
-  }
-}
-
 static int cmp_sinv(const void *a, const void *b) {
   const te_sinv *x = a, *y = b;
   if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
@@ -604,44 +507,6 @@ static void join_scales(te_import *im) {
   }
 }
 
-/* The ranks whose log gave no amax row (te_log.json's ranks_without_amax: an empty log, no
- * cur_amax line, or every cur_amax read 0.0000), each warned about with its file and why;
- * the summary's count of distinct tensors with an amax row written, over every rank. lines[r]:
- * rank r's statistics lines, cut[r] its dropped cut-off lines. FP8_OK or FP8_ENOMEM. */
-static int note_ranks(te_import *im, const size_t *lines, const size_t *cut) {
-  size_t *amax = calloc(im->nfiles + 1, sizeof *amax);
-  size_t *nonzero = calloc(im->nfiles + 1, sizeof *nonzero);
-  unsigned char *seen = calloc(im->ntens + 1, 1);
-  int rc = amax && nonzero && seen ? FP8_OK : FP8_ENOMEM;
-  for (size_t k = 0; rc == FP8_OK && k < im->nrows; k++) {
-    const te_row *r = &im->rows[k];
-    amax[r->rank]++;
-    nonzero[r->rank] += r->v != 0.0f;
-    seen[r->tensor] |= r->v != 0.0f; /* a tensor of the rows written */
-  }
-  im->sum.tensors = 0;
-  for (size_t t = 0; rc == FP8_OK && t < im->ntens; t++) im->sum.tensors += seen[t];
-  if (rc == FP8_OK && !(im->noamax = calloc(im->nfiles + 1, sizeof *im->noamax))) rc = FP8_ENOMEM;
-  for (size_t r = 0; rc == FP8_OK && r < im->nfiles; r++) {
-    if (nonzero[r]) continue;
-    im->noamax[im->nnoamax++] = (uint32_t)r;
-    char why[96];
-    if (!lines[r])
-      snprintf(why, sizeof why, "%s", cut[r] ? "its one line was cut off" : "the log is empty");
-    else if (!amax[r])
-      snprintf(why, sizeof why, "no cur_amax line in its %zu statistics lines", lines[r]);
-    else
-      snprintf(why, sizeof why, "all %zu cur_amax values read 0.0000", amax[r]);
-    rc = add_warning(im, "global rank %zu (%s): no amax row: %s (te_log.json's "
-                     "ranks_without_amax)", r, im->files[r].path, why);
-  }
-  im->sum.ranks_without_amax = im->nnoamax;
-  free(amax);
-  free(nonzero);
-  free(seen);
-  return rc;
-}
-
 void fp8_te_import_summary_free(fp8_te_import_summary *sum) {
   if (!sum) return;
   for (size_t k = 0; k < sum->nwarnings; k++) free(sum->warnings[k]);
@@ -673,7 +538,7 @@ int fp8_te_import(const char *logdir, const char *tracedir, int force, unsigned 
   if (rc == FP8_OK) join_scales(&im);
   if (rc == FP8_OK) te_stats_resolve(&im);
   im.sum.ranks = im.nfiles;
-  if (rc == FP8_OK) rc = note_ranks(&im, lines, lines + im.nfiles);
+  if (rc == FP8_OK) rc = te_note_ranks(&im, lines, lines + im.nfiles);
   free(lines);
   if (rc == FP8_OK) rc = te_write_trace(&im, logdir, tracedir, force, err, errlen);
   if (rc != FP8_OK) fp8_te_import_summary_free(&im.sum); /* warnings on success only */

@@ -107,6 +107,23 @@ typedef struct {
   fp8_te_import_summary sum;
 } te_import;
 
+/* te_log_stats.c: the trace's name of TE's tensor t of layer[0..ll) (a GroupedLinear's
+ * `<name>.gemm_<i>` as `<name>.experts.<i>`) into name (size n): its length, or -1 when it does
+ * not fit. */
+int te_trace_name(const char *layer, size_t ll, size_t t, char *name, size_t n);
+
+/* te_log_stats.c: what an import learns beside the rows. te_note_stat notes iteration iter of
+ * the statistic logged as name[0..len) = <layer>_<tensor>_<stat> (stat at stat_off) of a tensor
+ * with a role; te_stats_resolve, once the lines are read, gives each its tensor and each
+ * tensor its range of statistics; te_note_ranks lists the ranks without an amax row (lines[r]:
+ * rank r's statistics lines, cut[r] its dropped cut-off lines) and counts the tensors written;
+ * te_add_warning adds a line for the summary's stderr. FP8_OK or FP8_ENOMEM. */
+int te_note_stat(te_import *im, const char *name, size_t len, size_t ll, size_t t,
+                 size_t stat_off, int64_t iter);
+void te_stats_resolve(te_import *im);
+int te_note_ranks(te_import *im, const size_t *lines, const size_t *cut);
+int te_add_warning(te_import *im, const char *fmt, ...) FP8_PRINTF(2, 3);
+
 /* Writes the trace of a read and checked import as tracedir (te_log.h's fp8_te_import: new,
  * or with force replacing an earlier import's folder, te_dir_*): each rank's amax.csv (rows by
  * step, then tensor name; 0.0000 rows left out; te_scale where TE gave one), te_overflows.csv,
