@@ -199,6 +199,37 @@ static int inspect_tokens_line(const fp8_trace *tr, char *err, size_t errlen) {
   return rc;
 }
 
+/* The micro-batches of the trace (issue 42 point 6): amax.csv's micro column, per step (its
+ * rows sorted by step, micro, tensor). One line when some step has more than one; nothing for a
+ * trace of one micro-batch per step (its output as before). */
+static void inspect_micro_line(const fp8_trace *tr) {
+  long long steps = 0, multi = 0, casts = 0, lo = 0, hi = 0, first = -1, last = -1;
+  for (size_t i = 0; i < tr->namax;) {
+    int64_t step = tr->amax[i].step;
+    long long m = 0;
+    for (int32_t prev = -1; i < tr->namax && tr->amax[i].step == step; i++)
+      if (tr->amax[i].micro != prev || m == 0) m++, prev = tr->amax[i].micro;
+    steps++;
+    casts += m;
+    if (steps == 1 || m < lo) lo = m;
+    if (m > hi) hi = m;
+    if (m > 1) {
+      multi++;
+      if (first < 0) first = step;
+      last = step;
+    }
+  }
+  if (!multi) return;
+  if (multi == steps && lo == hi)
+    printf("micro-batches (amax.csv's micro): %lld per step at each of its %lld steps, %lld "
+           "micro-batches in all; the delayed history advances per micro-batch\n", hi, steps,
+           casts);
+  else
+    printf("micro-batches (amax.csv's micro): %lld of its %lld steps hold more than one (steps "
+           "%lld..%lld), %lld to %lld per step, %lld micro-batches in all; the delayed history "
+           "advances per micro-batch\n", multi, steps, first, last, lo, hi, casts);
+}
+
 /* The table: a first line with the trace's counts, then one line per tensor (sorted). */
 static int inspect_print(const char *dir, const fp8_trace *tr, inspect_row *rows, size_t n,
                          char *err, size_t errlen) {
@@ -212,6 +243,7 @@ static int inspect_print(const char *dir, const fp8_trace *tr, inspect_row *rows
   printf(", %zu tensors", n);
   if (never) printf(" (%zu never ran)", never);
   printf("\n");
+  inspect_micro_line(tr);
   int rc = inspect_tokens_line(tr, err, errlen);
   if (rc) return rc;
   /* each row's cells first, then the columns as wide as their widest cell (at least the

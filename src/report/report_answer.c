@@ -176,6 +176,39 @@ static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   return FP8_OK;
 }
 
+/* The budgets' resolution (issue 42 point 3): a budget below 1/N, N the most casts a tensor's
+ * rate is counted over (the step budget: the non-warm-up stream steps or micro-batches it ran,
+ * else its non-warm-up snapshot rows; the value budget: its finite values at the non-warm-up
+ * snapshot rows), allows no clipped step (value) for any tensor: say so, with 1/N, the
+ * smallest budget the run resolves. Empty when both budgets resolve (or are 0: none by name). */
+void rep_budget_resolution(const rep_t *r, char *buf, size_t n) {
+  int64_t nsteps = 0, nvalues = 0;
+  for (size_t g = 0; g < r->tab.ngroups && r->have_an; g++) {
+    const fp8_group_stats *s = &r->an.stats[g];
+    if (s->group->key.kind != FP8_KIND_DELAYED) continue;
+    int64_t k = s->stream_steps >= 0 ? s->stream_steps : s->steps - s->warmup_steps;
+    if (k > nsteps) nsteps = k;
+    if (s->finite > nvalues) nvalues = s->finite;
+  }
+  size_t len = 0;
+  buf[0] = '\0';
+  const double bs = r->rec.budgets.step, bv = r->rec.budgets.value;
+  if (nsteps > 0 && bs > 0 && bs < 1.0 / (double)nsteps)
+    len += (size_t)snprintf(buf, n, "The step budget %.3g is below 1/%lld = %.3g (%lld: the most "
+                            "%s%s a tensor ran, warm-up left out): it allows no clipped %s at "
+                            "all; the smallest step budget this run resolves is %.3g.",
+                            bs, (long long)nsteps, 1.0 / (double)nsteps, (long long)nsteps,
+                            r->have_stream ? rep_unit(r, 1) : "snapshot steps",
+                            r->have_stream ? " of the replay" : "",
+                            r->have_stream ? rep_unit(r, 0) : "step", 1.0 / (double)nsteps);
+  if (!r->stream_only && nvalues > 0 && bv > 0 && bv < 1.0 / (double)nvalues && len < n)
+    snprintf(buf + len, n - len, "%sThe value budget %.3g is below 1/%lld = %.3g (%lld: the most "
+             "finite values of a tensor at the snapshot steps, warm-up left out): it allows no "
+             "clipped value at all; the smallest value budget this run resolves is %.3g.",
+             len ? " " : "", bv, (long long)nvalues, 1.0 / (double)nvalues, (long long)nvalues,
+             1.0 / (double)nvalues);
+}
+
 /* A mixed recipe (one label, sections by tensor: e.g. advice.ini's) confirmed or not: the
  * tensors whose own section fits the budgets (current scaling always does: the budgets do not
  * apply to it). */
@@ -210,6 +243,12 @@ static void answer_mixed(const rep_t *r, fp8_doc *d) {
   }
 }
 
+static void answer_resolution(const rep_t *r, fp8_doc *d) {
+  char res[800];
+  rep_budget_resolution(r, res, sizeof res);
+  if (res[0]) fp8_doc_markdown(d, res);
+}
+
 void rep_add_answer(const rep_t *r, fp8_doc *d) {
   const fp8_recommendation *x = model_rec(&r->rec);
   fp8_doc_heading(d, 2, "The answer");
@@ -219,6 +258,7 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                       "values clipped at the snapshot steps, the largest element clipped at %.3g of "
                       "the steps) for any tensor: use current scaling (Float8CurrentScaling), or "
                       "sweep larger margins.", r->rec.budgets.value, r->rec.budgets.step);
+    answer_resolution(r, d);
     return;
   }
   fp8_doc_markdownf(d, "One TransformerEngine recipe for the whole model (a DelayedScaling recipe "
@@ -255,12 +295,15 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                       r->rec.budgets.value, r->rec.budgets.step, rep_unit(r, 1), flush,
                       (long long)x->covers, (long long)x->of, words);
   }
+  answer_resolution(r, d);
   int binding = 0;
   if (x->nmisfits) answer_misfits(r, d, x, &binding);
   fp8_doc_markdown(d, r->stream_only ? "How the answer moves with the step budget:"
                                       : "How the answer moves with the budgets (both scaled together):");
-  const char *hdr[] = {r->stream_only ? "step budget" : "budgets (values, steps)", "setting",
-                       "fits", "tensors needing current scaling"};
+  char hb[64]; /* the step budget counts micro-batches under gradient accumulation */
+  if (r->stream_only) snprintf(hb, sizeof hb, "step budget%s", rep_micro(r) ? " (micro-batches)" : "");
+  else snprintf(hb, sizeof hb, "budgets (values, %s)", rep_unit(r, 1));
+  const char *hdr[] = {hb, "setting", "fits", "tensors needing current scaling"};
   fp8_doc_table_begin(d, 4, hdr, "llrr");
   const double f[3] = {0.1, 1.0, 10.0};
   for (int k = 0; k < 3; k++)

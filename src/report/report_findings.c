@@ -26,7 +26,7 @@ typedef struct {
   int64_t ovf_steps, clip_steps, clipped, finite, nsteps;
   double worst;       /* the largest overshoot of a non-warm-up step */
   ptrdiff_t worst_g;  /* its group, -1 if none */
-  int64_t worst_step;
+  int64_t worst_step, worst_micro; /* micro -1: no micro-batches */
   int64_t bins[5];    /* overflowed steps: not clipped, < 0.5, [0.5, 1), [1, 2), >= 2 binades */
 } ref_totals;
 
@@ -34,11 +34,12 @@ static void bin_add(ref_totals *t, int clipped, double ov) {
   t->bins[!clipped ? 0 : ov < 0.5 ? 1 : ov < 1.0 ? 2 : ov < 2.0 ? 3 : 4]++;
 }
 
-static void worst_add(ref_totals *t, double ov, size_t g, int64_t step) {
+static void worst_add(ref_totals *t, double ov, size_t g, int64_t step, int64_t micro) {
   if (ov > t->worst) {
     t->worst = ov;
     t->worst_g = (ptrdiff_t)g;
     t->worst_step = step;
+    t->worst_micro = micro;
   }
 }
 
@@ -57,7 +58,7 @@ static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
       ovf += o;
       clip += c;
       if (o) bin_add(t, c, ov);
-      worst_add(t, ov, g, ser->step[i]);
+      worst_add(t, ov, g, ser->step[i], rep_micro(r) ? ser->micro[i] : -1);
     }
   } else {
     for (size_t i = 0; i < gr->nrows; i++) {
@@ -67,7 +68,7 @@ static void totals_group(const rep_t *r, size_t g, ref_totals *t) {
       ovf += row->overflow > 0;
       clip += c > 0;
       if (row->overflow > 0) bin_add(t, c > 0, row->overshoot);
-      worst_add(t, row->overshoot, g, row->step);
+      worst_add(t, row->overshoot, g, row->step, -1);
     }
   }
   t->tensors++;
@@ -85,6 +86,7 @@ static ref_totals ref_totals_of(const rep_t *r) {
   memset(&t, 0, sizeof t);
   t.worst = -INFINITY;
   t.worst_g = -1;
+  t.worst_micro = -1;
   for (size_t g = 0; g < r->tab.ngroups; g++)
     if (r->gcfg[g] == (size_t)r->ref) totals_group(r, g, &t);
   t.nsteps = r->have_stream ? (int64_t)r->stream.nsteps : 0;
@@ -118,9 +120,13 @@ static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
                     ref->label, over, t->clip_tensors, t->tensors, rep_unit(r, 0),
                     (long long)t->clip_steps, rep_unit(r, 1), t->ovf_tensors,
                     (long long)t->ovf_steps, rep_unit(r, 1));
-  if (t->worst_g >= 0 && t->worst > 0)
-    fp8_doc_markdownf(d, "The largest overshoot: **%s at step %lld**, %.2f binades (%.2fx) past the "
-                      "max.", r->tab.groups[t->worst_g].tensor, (long long)t->worst_step, t->worst,
+  /* with a clipped step the worst event (report_worst.c) is the largest overshoot: said there */
+  char at[64] = "";
+  if (t->worst_micro >= 0) snprintf(at, sizeof at, ", micro-batch %lld", (long long)t->worst_micro);
+  if (t->worst_g >= 0 && t->worst > 0 && !t->clip_steps)
+    fp8_doc_markdownf(d, "The largest overshoot (by rounding only: no %s clipped): **%s at step "
+                      "%lld%s**, %.2f binades (%.2fx) past the max.", rep_unit(r, 0),
+                      r->tab.groups[t->worst_g].tensor, (long long)t->worst_step, at, t->worst,
                       exp2(t->worst));
   char b[64];
   if (r->stream_only) return; /* no snapshot steps */
@@ -181,88 +187,6 @@ static void findings_rounding(const rep_t *r, fp8_doc *d) {
                     "the cast saturates it with an error under half an FP8 ulp. Such rounding "
                     "overflows are not counted as clipped anywhere in this report.",
                     r->cfgs[r->cur].key.recipe, (long long)hair, (long long)rows);
-}
-
-/* ------------------------------------------------------------------ the worst event */
-
-static void findings_spike(const rep_t *r, fp8_doc *d) {
-  char b1[64], b2[64];
-  const fp8_step_row *row = &r->tab.rows[r->spike_row];
-  const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
-  double fits = fp8_format_max(row->format) / row->scale;
-  const fp8_step_row *cr =
-      r->cur >= 0 ? rep_row_at(r, rep_group_of(r, gr->tensor, (size_t)r->cur), row->step) : NULL;
-  /* "fell to" only below current scaling's SNR (issue 25 point 4): with few values clipped,
-   * the delayed scale (larger than current scaling's) gives the other values finer steps */
-  char snr[400];
-  rep_fmt_db(row->snr_db, b1, sizeof b1);
-  if (cr && cr->snr_db > row->snr_db)
-    snprintf(snr, sizeof snr, "and the SNR of the cast fell to %s dB (current scaling: %s dB)", b1,
-             rep_fmt_db(cr->snr_db, b2, sizeof b2));
-  else if (cr)
-    snprintf(snr, sizeof snr, "yet the SNR of the cast did not suffer: %s dB, current scaling %s "
-             "dB (the larger delayed scale gave the other values finer steps than the clipped "
-             "ones cost)", b1, rep_fmt_db(cr->snr_db, b2, sizeof b2));
-  else
-    snprintf(snr, sizeof snr, "and the SNR of the cast was %s dB", b1);
-  fp8_doc_markdownf(d,
-                    "The worst event: **%s at step %lld** reached amax %.4g while the delayed scale, "
-                    "taken from earlier steps, could represent only %.4g (%.2f binades too small a "
-                    "range): %lld of %lld values clipped %s.",
-                    gr->tensor, (long long)row->step, row->amax, fits, log2(row->amax / fits),
-                    (long long)row->clipped, (long long)row->n, snr);
-  char list[2048] = "";
-  size_t nl = 0, nhit = 0;
-  for (size_t g = 0; g < r->tab.ngroups; g++) {
-    if (r->gcfg[g] != (size_t)r->ref) continue;
-    const fp8_step_row *x = rep_row_at(r, (ptrdiff_t)g, row->step);
-    if (!x || x->warmup || x->clipped <= 1) continue;
-    nhit++;
-    nl += (size_t)snprintf(list + nl, nl < sizeof list ? sizeof list - nl : 0, "%s%s (%lld values)",
-                           nhit > 1 ? ", " : "", r->tab.groups[g].tensor, (long long)x->clipped);
-    if (nl >= sizeof list) nl = sizeof list - 1;
-  }
-  if (nhit)
-    fp8_doc_markdownf(d, "At step %lld, %zu tensor%s clipped more than one value: %s.",
-                      (long long)row->step, nhit, nhit == 1 ? "" : "s", list);
-}
-
-/* How long the spike tensor's scale stayed stale (snapshot rows after the spike). */
-static void findings_after_spike(const rep_t *r, fp8_doc *d) {
-  const fp8_step_row *srow = &r->tab.rows[r->spike_row];
-  const fp8_steps_group *gr = &r->tab.groups[r->spike_group];
-  int64_t stale = 0, until = -1, n_after = 0, uf_after = 0, fin_after = 0, uf_before = 0,
-          fin_before = 0;
-  int running = 1;
-  for (size_t i = 0; i < gr->nrows; i++) {
-    const fp8_step_row *row = fp8_steps_csv_group_row(&r->tab, gr, i);
-    if (row->warmup) continue;
-    if (row->step < srow->step) {
-      uf_before += row->underflow;
-      fin_before += row->n - row->nonfinite;
-      continue;
-    }
-    if (row->step == srow->step) continue;
-    n_after++;
-    double lag = fp8_analysis_scale_lag(row->scale, row->amax, row->format, row->margin);
-    if (running && lag >= 1.0) {
-      stale++;
-      until = row->step;
-      uf_after += row->underflow;
-      fin_after += row->n - row->nonfinite;
-    } else {
-      running = 0;
-    }
-  }
-  if (stale > 0 && fin_before > 0 && fin_after > 0)
-    fp8_doc_markdownf(d,
-                      "After the spike, the delayed scale of %s stayed at least 2x smaller than the "
-                      "just-in-time one for %lld of the %lld following snapshot steps (through step "
-                      "%lld%s): the history still holds the spike's amax. Its underflow rate (values "
-                      "flushed to zero) went from %.3g before the spike to %.3g in those steps.",
-                      gr->tensor, (long long)stale, (long long)n_after, (long long)until,
-                      stale == n_after ? ", the end of the run" : "",
-                      (double)uf_before / (double)fin_before, (double)uf_after / (double)fin_after);
 }
 
 /* ------------------------------------------------------------------ tables */
@@ -440,10 +364,7 @@ void rep_add_findings(const rep_t *r, fp8_doc *d) {
   findings_reference(r, d, &t, snap_steps);
   findings_warmup(r, d);
   findings_rounding(r, d);
-  if (r->spike_group >= 0 && r->tab.rows[r->spike_row].clipped > 0) {
-    findings_spike(r, d);
-    findings_after_spike(r, d);
-  }
+  rep_add_worst(r, d);
   findings_roles(r, d, r->ov, r->nov);
   if (r->nov) findings_table(r, d, r->ov, r->nov);
   findings_overshoot(r, d, &t);

@@ -201,6 +201,12 @@ int rep_draw_plots(const rep_t *r, rep_charts *drawn, int max_timelines, int pro
  * distribution of overshoot, the scale lag. Every number it quotes is recomputed from the CSV
  * files by tests/report/test_findings.py. */
 void rep_add_findings(const rep_t *r, fp8_doc *d);
+/* report_worst.c: the worst event (docs/semantics.md): the cast whose clipped largest element
+ * overshot the most over every step (micro-batch) of the replay, with what its snapshot
+ * measured if it has one; then the snapshot step that lost the most when it is another event
+ * (the spike), the tensors clipped at its step and the staleness after it. 1 when there was a
+ * clipped cast. */
+int rep_add_worst(const rep_t *r, fp8_doc *d);
 /* report_te.c: "Held against TransformerEngine": the replayed delayed scales against TE's own
  * (stream.csv's te_scale), per delayed configuration; nothing without any te_scale */
 /* The TE section's totals, once (a stream.npy's scales are read back from the file for them;
@@ -274,6 +280,11 @@ const char *rep_te_format(const rep_t *r, const fp8_recommendation *x);
 /* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
  * module; written exactly when advice.ini is (r->wrote_te_code). */
 int rep_write_te_code(rep_t *r, char *err, size_t errlen);
+
+/* The budgets' resolution (docs/semantics.md): a sentence per budget below 1/N, N the most
+ * casts (values) a tensor's rate counts, saying that it allows none at all and what 1/N is;
+ * "" when both resolve. */
+void rep_budget_resolution(const rep_t *r, char *buf, size_t n);
 
 /* The [trace] and [analysis] sections of an advice file: this run's. */
 void rep_put_trace(FILE *fp, const rep_t *r);

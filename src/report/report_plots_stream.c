@@ -71,7 +71,7 @@ double rp_stream_x(const fp8_stream_series *s, size_t i) {
 /* From the stream: every step (micro-batch) of the reference series. */
 static int timeline_stream(const rep_t *r, const char *tensor, const fp8_stream_series *ref, timeline *t) {
   if (timeline_alloc(t, ref->n) != FP8_OK) return FP8_ENOMEM;
-  t->source = "every step";
+  t->source = rep_micro(r) ? "every micro-batch" : "every step";
   for (size_t i = 0; i < ref->n; i++) {
     t->x[i] = rp_stream_x(ref, i);
     t->amax[i] = ref->amax[i];
@@ -170,8 +170,11 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
   /* the curves are the reference's margin and amax_compute at each history length (choose_shown):
    * the title says so (issue 25 point 8: it said "each delayed configuration") */
   const cfg_t *rc0 = &r->cfgs[r->ref];
-  snprintf(title, sizeof title, "%s: amax per step against the largest |x| delayed scaling "
-           "represents, per history length (margin %d, %s)", tensor, (int)rc0->key.margin,
+  /* under gradient accumulation each point is a micro-batch (issue 42 point 6) */
+  const int micro = sref && rep_micro(r);
+  snprintf(title, sizeof title, "%s: amax per %s against the largest |x| delayed scaling "
+           "represents, per history length (margin %d, %s)", tensor,
+           micro ? "micro-batch" : "step", (int)rc0->key.margin,
            fp8_amax_compute_name(rc0->key.amax_compute));
   rp_sanitize(tensor, safe, sizeof safe);
   snprintf(file, sizeof file, "amax_%s.png", safe);
@@ -187,7 +190,9 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
     for (size_t j = 0; j < series[i].n; j++)
       if (isfinite(series[i].y[j]) && series[i].y[j] > 0) lo = fmin(lo, series[i].y[j]), hi = fmax(hi, series[i].y[j]);
   int logy = !(hi > 0 && hi < 8 * lo);
-  fp8_chart ch = {.title = title, .xlabel = "training step",
+  fp8_chart ch = {.title = title,
+                  .xlabel = micro ? "training step (its micro-batches between it and the next)"
+                                  : "training step",
                   .ylabel = logy ? "magnitude |x| (tensor units, log scale)" : "magnitude |x| (tensor units)",
                   .logy = logy, .grid = 1, .text = text, .ntext = 5};
   rc = !rp_my_chart(drawn)
@@ -201,10 +206,13 @@ static int plot_timeline(const rep_t *r, rep_charts *drawn, const char *tensor, 
              "and amax_compute %s could represent at that step, one curve per history length "
              "(fp8_max / scale, the scale from the amax history of earlier "
              "steps; coloured steps, wider for shorter histories so that equal curves stay visible, "
-             "\"same as\" naming a curve equal to another); warm-up steps (scale 1) are left out of "
-             "them. Crosses mark the %zu steps where the largest element clipped under %s.",
+             "\"same as\" naming a curve equal to another); warm-up %s (scale 1) are left out of "
+             "them. Crosses mark the %zu %s where the largest element clipped under %s.%s",
              tensor, t.source, (int)rc0->key.margin, fp8_amax_compute_name(rc0->key.amax_compute),
-             t.nc, r->cfgs[r->ref].label);
+             micro ? "micro-batches" : "steps", t.nc, micro ? "micro-batches" : "steps",
+             r->cfgs[r->ref].label,
+             micro ? " A step's micro-batches sit at step + k/M (the k-th of M): each is a cast "
+                     "and an update of the delayed history." : "");
     drawn->nplots++;
   }
   timeline_free(&t);

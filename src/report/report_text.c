@@ -56,9 +56,13 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
                     rep_micro(r) ? "every micro-batch of the replay (stream.csv)"
                     : r->have_stream ? "every step of the replay (stream.csv)" : "the snapshot steps",
                     FP8_ANALYSIS_SNR_TIE_DB);
-  const char *hdr[] = {"role", "setting", "fits", "clipped rate (worst tensor)",
-                       "clipped steps (worst tensor)", "p5 SNR (dB, mean)", "decided by",
-                       "does not fit"};
+  char res[800];
+  rep_budget_resolution(r, res, sizeof res);
+  if (res[0]) fp8_doc_markdown(d, res);
+  char hclip[64]; /* a fraction of micro-batches under gradient accumulation (issue 42) */
+  snprintf(hclip, sizeof hclip, "clipped %s (worst tensor)", rep_unit(r, 1));
+  const char *hdr[] = {"role", "setting", "fits", "clipped rate (worst tensor)", hclip,
+                       "p5 SNR (dB, mean)", "decided by", "does not fit"};
   fp8_doc_table_begin(d, 8, hdr, "llrrrrll");
   for (size_t i = r->rec.ntensor_recs; i < r->rec.nrecs; i++) {
     const fp8_recommendation *x = &r->rec.recs[i];

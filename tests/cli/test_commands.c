@@ -165,5 +165,36 @@ START_TEST(test_inspect_never_ran) {
 }
 END_TEST
 
+/* inspect states the trace's micro-batches (issue 42 point 6): how many per step, which steps,
+ * counted by hand from amax.csv's micro column; a trace of one micro-batch per step (also a
+ * micro column of zeros) says nothing of them, its output as before. */
+START_TEST(test_inspect_micro) {
+  const char *tdir = path_in("mb");
+  mkdir(tdir, 0777);
+  char *out;
+  /* steps 0 and 1 hold micro-batches 0 and 1, step 2 one: 5 micro-batches over 3 steps */
+  put_text("mb/amax.csv", "step,tensor,amax,micro\n0,l.input,2,0\n0,l.grad_output,1,0\n"
+           "0,l.input,3,1\n1,l.input,5,0\n1,l.input,4,1\n2,l.input,1,0\n");
+  ck_assert_int_eq(run_cli(&out, "inspect mb"), 0);
+  ck_assert_msg(strstr(out, "\nmicro-batches (amax.csv's micro): 2 of its 3 steps hold more than "
+                            "one (steps 0..1), 1 to 2 per step, 5 micro-batches in all; the "
+                            "delayed history advances per micro-batch\n") != NULL, "%s", out);
+  free(out);
+  /* every step two: 2 steps, 4 micro-batches */
+  put_text("mb/amax.csv", "step,tensor,amax,micro\n3,l.input,2,0\n3,l.input,3,1\n"
+           "4,l.input,5,0\n4,l.input,4,1\n");
+  ck_assert_int_eq(run_cli(&out, "inspect mb"), 0);
+  ck_assert_msg(strstr(out, "\nmicro-batches (amax.csv's micro): 2 per step at each of its 2 "
+                            "steps, 4 micro-batches in all; the delayed history advances per "
+                            "micro-batch\n") != NULL, "%s", out);
+  free(out);
+  /* one micro-batch per step: no line */
+  put_text("mb/amax.csv", "step,tensor,amax,micro\n3,l.input,2,0\n4,l.input,5,0\n");
+  ck_assert_int_eq(run_cli(&out, "inspect mb"), 0);
+  ck_assert_msg(strstr(out, "micro-batch") == NULL, "%s", out);
+  free(out);
+}
+END_TEST
+
 TU_MAIN("commands", "cli", setup, teardown, 120, test_help_version_synth_inspect,
-        test_inspect_never_ran, test_inspect_long_names)
+        test_inspect_never_ran, test_inspect_long_names, test_inspect_micro)

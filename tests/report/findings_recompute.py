@@ -303,9 +303,7 @@ def make_templates(micro):
             "micro-batches and those it did not run left out)" if micro else
             "Over the {nsteps:int} steps of the replay (every step of stream.csv, snapshot or "
             "amax.csv; each tensor's warm-up steps and the steps it did not run left out)")
-    head = ("The worst event: **{tensor:name} at step {step:int}** reached amax {amax:num} while "
-            "the delayed scale, taken from earlier steps, could represent only {fits:num} "
-            "({binades:num} binades too small a range): {clipped:int} of {n:int} values clipped ")
+    at = "[[, micro-batch {micro:int}]]"
     return {
     "reference": template(
         "Reference configuration: **{label:text}** (TransformerEngine's default is history_len "
@@ -316,8 +314,8 @@ def make_templates(micro):
         "error under half an FP8 ulp), {ovf_tensors:int} tensors overflowed ({ovf_steps:int} "
         "tensor-" + us + ")."),
     "largest": template(
-        "The largest overshoot: **{tensor:name} at step {step:int}**, {ov:num} binades "
-        "({factor:num}x) past the max."),
+        "The largest overshoot (by rounding only: no " + u + " clipped): **{tensor:name} at step "
+        "{step:int}" + at + "**, {ov:num} binades ({factor:num}x) past the max."),
     "snapshot": template(
         "At the snapshot steps, {tensors_clip:int} of {tensors:int} tensors have clipped values "
         "({clipped:int} of {finite:int} values, rate {rate:num})."),
@@ -332,14 +330,16 @@ def make_templates(micro):
         "overflow that is not clipped: the tensor's amax times RN32(max/amax) rounds a hair above "
         "the max, and the cast saturates it with an error under half an FP8 ulp. Such rounding "
         "overflows are not counted as clipped anywhere in this report."),
-    "spike_fell": template(
-        head + "and the SNR of the cast fell to {snr:num} dB (current scaling: {snr_cur:num} "
-        "dB)."),
-    "spike_held": template(
-        head + "yet the SNR of the cast did not suffer: {snr:num} dB, current scaling "
-        "{snr_cur:num} dB (the larger delayed scale gave the other values finer steps than the "
-        "clipped ones cost)."),
-    "spike_nocur": template(head + "and the SNR of the cast was {snr:num} dB."),
+    "worst": template(
+        "The worst event (the largest overshoot of a clipped " + u + ", over every " + u + " of "
+        "the replay): **{tensor:name} at step {step:int}" + at + "** reached amax {amax:num} "
+        "while the delayed scale, taken from earlier " + us + ", could represent only "
+        "{fits:num} ({binades:num} binades, {factor:num}x, too small a range): {meas:text}.\n"),
+    "spike": template(
+        "At the snapshot steps (where the values are counted), the one that lost the most: "
+        "**{tensor:name} at step {step:int}** reached amax {amax:num} while the delayed scale "
+        "could represent only {fits:num} ({binades:num} binades too small a range): "
+        "{meas:text}.\n"),
     "spike_list": template(
         "At step {step:int}, {count:int} tensor{plural:s} clipped more than one value: "
         "{list:text}.\n"),
@@ -365,6 +365,35 @@ def make_templates(micro):
         "the worst is {worst:num} binades for {tensor:name}, whose median scale lag over its "
         "{lag_rows:int} snapshot steps is {median:num} binades."),
     }
+
+
+# What a snapshot row measured (report_worst.c measured_words), or why a cast was not measured:
+# matched in full against the {meas} group of the worst-event and spike sentences.
+MEASURED_VALS = {"one": "one value of {n:int} clipped",
+                 "many": "{clipped:int} of {n:int} values clipped"}
+MEASURED = {
+    "fell": "{vals} and the SNR of the cast fell to {snr:num} dB (current scaling: {snr_cur:num} dB)",
+    "below": "{vals}, SNR {snr:num} dB against {snr_cur:num} dB under current scaling",
+    "held": "{vals}, yet the SNR of the cast did not suffer: {snr:num} dB, current scaling "
+            "{snr_cur:num} dB (the larger delayed scale gave the other values finer steps than "
+            "the clipped ones cost)",
+    "nocur": "{vals} and the SNR of the cast was {snr:num} dB",
+}
+UNMEASURED = {
+    "nosnap": "not a snapshot step, so its clipped values were not counted",
+    "later": "a later micro-batch of a snapshot step (the snapshot is cast with the first one's "
+             "scale), so its clipped values were not counted",
+}
+
+
+def measured_templates():
+    out = {}
+    for k, t in MEASURED.items():
+        for v, vt in MEASURED_VALS.items():
+            out[(k, v)] = template(t.replace("{vals}", vt))
+    for k, t in UNMEASURED.items():
+        out[(k, None)] = template(t)
+    return out
 
 
 def make_headers(micro):
@@ -453,7 +482,8 @@ class Run:
         self.stream_steps = set()
         self.stream_micros = set()  # (step, micro): the casts of the replay
         self.stream_step0_not_warmup = 0
-        self.ref_series = collections.defaultdict(list)  # tensor -> [(step, amax, scale, fmt, warmup)]
+        # tensor -> [(step, micro, amax, scale, fmt, warmup)]
+        self.ref_series = collections.defaultdict(list)
         # (tensor, cfg) -> [steps it ran (non-warm-up, amax > 0), of them with a clipped largest
         # element]: the step budget's rate of every delayed configuration (the answer's check)
         self.clip_steps = collections.defaultdict(lambda: [0, 0])
@@ -481,7 +511,7 @@ class Run:
                     self.stream_other.append((d["tensor"], step, d["amax"], micro))
                 if cfg == self.ref:
                     self.ref_series[d["tensor"]].append(
-                        (step, f32(d["amax"]), f32(d["scale"]), d["format"], w))
+                        (step, micro, f32(d["amax"]), f32(d["scale"]), d["format"], w))
                 a = f32(d["amax"])
                 if not w and a > 0:
                     cs = self.clip_steps[(d["tensor"], cfg)]
@@ -493,14 +523,15 @@ class Run:
 
 
 def stream_stats(run):
-    """Per reference tensor, over its non-warm-up stream steps where it ran (amax > 0)."""
+    """Per reference tensor, over its non-warm-up stream steps where it ran (amax > 0); the
+    overshoot bins; the largest overshoot and its (tensor, step, micro) casts."""
     per = {}
     bins = [0] * 5
     worst = (-math.inf, [])
     for t in run.tensors:
         ran = ovf = clip = 0
         ov_max = -math.inf
-        for step, a, s, fmt, w in run.ref_series.get(t, []):
+        for step, micro, a, s, fmt, w in run.ref_series.get(t, []):
             if w or not a > 0:
                 continue
             ran += 1
@@ -511,9 +542,9 @@ def stream_stats(run):
                 bins[0 if not c else 1 if ov < 0.5 else 2 if ov < 1 else 3 if ov < 2 else 4] += 1
             ov_max = max(ov_max, ov)
             if ov > worst[0]:
-                worst = (ov, [(t, step)])
+                worst = (ov, [(t, step, micro)])
             elif ov == worst[0]:
-                worst[1].append((t, step))
+                worst[1].append((t, step, micro))
         per[t] = {"ran": ran, "ovf": ovf, "clip": clip, "ov_max": ov_max}
     return per, bins, worst
 

@@ -49,8 +49,9 @@ import tempfile
 
 from findings_recompute import (  # noqa: E402
     Checker, FMAX, MAX_TABLE, ROLE_ORDER, ROOT, Run, analysis_row, cell_check, cfg_label,
-    cfg_of, f32, fmt_db, fmt_rate, load_csv, make_headers, make_templates, np, row_at,
-    scale_lag, snr_loss, steps_stats, stream_stats, tables)
+    cfg_of, clipped, f32, fmt_db, fmt_rate, load_csv, make_headers, make_templates,
+    measured_templates, np, overshoot, row_at, scale_lag, snr_loss, steps_stats, stream_stats,
+    tables)
 
 
 T = make_templates(False)
@@ -93,12 +94,15 @@ def check_findings(run, section, ck):
         ck.int_(w, m, "clip_tensors", sum(1 for t in run.ref_groups if per[t]["clip"] > 0))
         ck.int_(w, m, "clip_steps", sum(p["clip"] for p in per.values()))
 
-    # the largest overshoot
-    m = find_one(ck, "largest", worst[0] > 0)
+    # the largest overshoot, said apart only when no cast clipped (else it is the worst event)
+    clip_steps = sum(p["clip"] for p in per.values())
+    m = find_one(ck, "largest", worst[0] > 0 and clip_steps == 0)
     if m:
         w = "largest overshoot"
-        ck.text(w, m, "tensor", {t for t, _ in worst[1]})
-        ck.text(w, m, "step", {str(s) for t, s in worst[1] if t == m.group("tensor")})
+        ck.text(w, m, "tensor", {t for t, _, _ in worst[1]})
+        ck.text(w, m, "step", {str(s) for t, s, _ in worst[1] if t == m.group("tensor")})
+        check_micro(ck, w, m, run, {mi for t, s, mi in worst[1]
+                                    if t == m.group("tensor") and str(s) == m.group("step")})
         ck.num(w, m, "ov", worst[0], "%.2f" % worst[0])
         ck.num(w, m, "factor", 2.0 ** worst[0], "%.2f" % 2.0 ** worst[0])
 
@@ -197,10 +201,78 @@ def check_rounding(run, ck):
         ck.int_(w, m, "rows", rows)
 
 
-def check_spike(run, ck):
-    """The worst event: of the non-warm-up reference rows that clipped, the one whose cast lost
-    the most SNR against current scaling (ties: the most clipped values); when none lost SNR,
-    the most clipped values. "fell to" only when current scaling's SNR is higher."""
+def check_micro(ck, w, m, run, micros):
+    """The ", micro-batch M" of a sentence: there exactly on a micro-batch run, one of micros."""
+    got = m.group("micro")
+    if not run.micro:
+        ck.expect(got is None, "%s: a micro-batch on a run without micro-batches" % w)
+    elif ck.expect(got is not None, "%s: no micro-batch named (a micro-batch run)" % w):
+        ck.text(w, m, "micro", {str(x) for x in micros})
+
+
+MEAS_T = measured_templates()
+
+
+def measured_kind(run, row):
+    """Which wording report_worst.c's measured_words owes a snapshot row: "fell" only for a loss
+    of 1 dB or more against current scaling with more than one value clipped (issue 42)."""
+    cur = row_at(run.cur_groups.get(row["tensor"], []), row["step"])
+    vals = "one" if row["clipped"] == 1 else "many"
+    if not cur:
+        return ("nocur", vals), cur
+    if row["clipped"] > 1 and cur["snr"] - row["snr"] >= 1.0:
+        return ("fell", vals), cur
+    return ("below" if cur["snr"] > row["snr"] else "held", vals), cur
+
+
+def check_measured(run, ck, w, m, row, want):
+    """The {meas} group of match m: the wording `want` (measured_kind's, or an unmeasured one)
+    with row's numbers."""
+    a, b = m.span("meas")
+    found = [k for k, t in MEAS_T.items() if t.fullmatch(ck.section, a, b)]
+    if not ck.expect(found == [want], "%s: the measurement reads %r (%s), the CSVs give %s" %
+                     (w, m.group("meas"), found, want)):
+        return
+    if row is None:
+        return
+    mm = MEAS_T[want].fullmatch(ck.section, a, b)
+    if want[1] == "many":
+        ck.int_(w, mm, "clipped", row["clipped"])
+    ck.int_(w, mm, "n", row["n"])
+    ck.num(w, mm, "snr", row["snr"], fmt_db(row["snr"]))
+    cur = row_at(run.cur_groups.get(row["tensor"], []), row["step"])
+    if want[0] != "nocur":
+        ck.num(w, mm, "snr_cur", cur["snr"], fmt_db(cur["snr"]))
+
+
+def worst_casts(run):
+    """The worst event (docs/semantics.md, issue 42 point 4), recomputed: of every non-warm-up
+    cast of the reference stream (step, micro-batch) whose largest element clipped, the largest
+    overshoot; ties to a cast its snapshot row measured (the step's first micro-batch, a
+    non-warm-up steps.csv row), then the more clipped values. Returns the tied best casts as
+    (tensor, step, micro, amax, scale, fmt, ov, row or None)."""
+    cands = []
+    for t in run.tensors:
+        series = run.ref_series.get(t, [])
+        for i, (step, micro, a, sc, fmt, w) in enumerate(series):
+            if w or not a > 0 or not clipped(a, sc, fmt):
+                continue
+            first = i == 0 or series[i - 1][0] != step
+            row = row_at(run.ref_groups.get(t, []), step) if first else None
+            if row is not None and row["warmup"]:
+                row = None
+            cands.append((t, step, micro, a, sc, fmt, overshoot(a, sc, fmt), row))
+    if not cands:
+        return []
+    key = lambda c: (c[6], c[7] is not None and 1 or 0, c[7]["clipped"] if c[7] else -1)
+    top = max(key(c) for c in cands)
+    return [c for c in cands if key(c) == top]
+
+
+def spike_pool(run):
+    """The snapshot event (rep_find_spike): of the non-warm-up reference rows that clipped, the
+    one whose cast lost the most SNR against current scaling (ties: the most clipped values);
+    when none lost SNR, the most clipped values."""
     live = [r for t in run.tensors for r in run.ref_groups.get(t, []) if not r["warmup"]]
     clipping = [r for r in live if r["clipped"] > 0]
     lost = [(snr_loss(run, r), r) for r in clipping]
@@ -208,44 +280,69 @@ def check_spike(run, ck):
     if lost:
         top = max(l for l, _ in lost)
         most = max(r["clipped"] for l, r in lost if l == top)
-        pool = [r for l, r in lost if l == top and r["clipped"] == most]
-    else:
-        most = max((r["clipped"] for r in clipping), default=0)
-        pool = [r for r in clipping if r["clipped"] == most]
-    ms = {name: find_one(ck, name, False) if not pool else None
-          for name in ("spike_fell", "spike_held", "spike_nocur")}
+        return [r for l, r in lost if l == top and r["clipped"] == most]
+    most = max((r["clipped"] for r in clipping), default=0)
+    return [r for r in clipping if r["clipped"] == most]
+
+
+def check_spike(run, ck):
+    """The worst event over every cast of the replay (worst_casts), with what its snapshot
+    measured; then the snapshot event that lost the most (spike_pool) when it is another row,
+    the tensors clipped at its step and the staleness after it."""
+    casts = worst_casts(run)
+    m = find_one(ck, "worst", bool(casts))
+    wrow = None
+    if m:
+        w = "worst event"
+        ck.text(w, m, "tensor", {c[0] for c in casts})
+        cands = [c for c in casts if c[0] == m.group("tensor")]
+        ck.text(w, m, "step", {str(c[1]) for c in cands})
+        cands = [c for c in cands if str(c[1]) == m.group("step")]
+        check_micro(ck, w, m, run, {c[2] for c in cands})
+        if run.micro and m.group("micro") is not None:
+            cands = [c for c in cands if str(c[2]) == m.group("micro")]
+        if cands:
+            t, step, micro, a, sc, fmt, ov, wrow = cands[0]
+            fits = FMAX[fmt] / float(sc)
+            ck.num(w, m, "amax", float(a), "%.4g" % float(a))
+            ck.num(w, m, "fits", fits, "%.4g" % fits)
+            ck.num(w, m, "binades", ov, "%.2f" % ov)
+            ck.num(w, m, "factor", 2.0 ** ov, "%.2f" % 2.0 ** ov)
+            if wrow is not None:
+                check_measured(run, ck, w, m, wrow, measured_kind(run, wrow)[0])
+            else:
+                snap = row_at(run.ref_groups.get(t, []), step)
+                want = ("later" if snap is not None and not snap["warmup"] else "nosnap", None)
+                check_measured(run, ck, w, m, None, want)
+    pool = spike_pool(run)
+    in_pool = wrow is not None and any(r is wrow for r in pool)
+    ms = list(T["spike"].finditer(ck.section))
+    srow = wrow if in_pool else None
     if not pool:
+        ck.expect(not ms, "the snapshot-event sentence is there, but no snapshot row clipped")
+    elif ms or not in_pool:
+        if ck.expect(len(ms) == 1, "the snapshot event (another than the worst): expected the "
+                     "sentence once, found it %d times" % len(ms)):
+            m = ms[0]
+            w = "snapshot event"
+            ck.text(w, m, "tensor", {r["tensor"] for r in pool})
+            cands = [r for r in pool if r["tensor"] == m.group("tensor")]
+            ck.text(w, m, "step", {str(r["step"]) for r in cands})
+            row = [r for r in cands if str(r["step"]) == m.group("step")]
+            if row:
+                srow = row[0]
+                ck.expect(srow is not wrow, "the snapshot event repeats the worst event")
+                fits = FMAX[srow["format"]] / float(srow["scale"])
+                ck.num(w, m, "amax", float(srow["amax"]), "%.4g" % float(srow["amax"]))
+                ck.num(w, m, "fits", fits, "%.4g" % fits)
+                b = math.log2(float(srow["amax"]) / fits)
+                ck.num(w, m, "binades", b, "%.2f" % b)
+                check_measured(run, ck, w, m, srow, measured_kind(run, srow)[0])
+    if srow is None:
+        find_one(ck, "spike_list", False)
         find_one(ck, "after", False)
         return
-    found = [(name, mo) for name in ("spike_fell", "spike_held", "spike_nocur")
-             for mo in T[name].finditer(ck.section)]
-    if not ck.expect(len(found) == 1, "worst event: expected one sentence, found %s" %
-                     [n for n, _ in found]):
-        return
-    name, m = found[0]
-    w = "worst event"
-    ck.text(w, m, "tensor", {r["tensor"] for r in pool})
-    cands = [r for r in pool if r["tensor"] == m.group("tensor")]
-    ck.text(w, m, "step", {str(r["step"]) for r in cands})
-    row = [r for r in cands if str(r["step"]) == m.group("step")]
-    if not row:
-        return
-    row = row[0]
-    amax, scale, fmax = float(row["amax"]), float(row["scale"]), FMAX[row["format"]]
-    fits = fmax / scale
-    ck.num(w, m, "amax", amax, "%.4g" % amax)
-    ck.num(w, m, "fits", fits, "%.4g" % fits)
-    ck.num(w, m, "binades", math.log2(amax / fits), "%.2f" % math.log2(amax / fits))
-    ck.int_(w, m, "clipped", row["clipped"])
-    ck.int_(w, m, "n", row["n"])
-    ck.num(w, m, "snr", row["snr"], fmt_db(row["snr"]))
-    cur = row_at(run.cur_groups.get(row["tensor"], []), row["step"])
-    want = "spike_nocur" if not cur else "spike_fell" if cur["snr"] > row["snr"] else "spike_held"
-    ck.expect(name == want, "worst event: the sentence is %s, the SNRs (%r, current %r) give %s"
-              % (name, row["snr"], cur["snr"] if cur else None, want))
-    if cur and name != "spike_nocur":
-        ck.num(w, m, "snr_cur", cur["snr"], fmt_db(cur["snr"]))
-
+    row = srow
     # the tensors that clipped more than one value at the spike step
     hit = []
     for t in run.tensors:
@@ -567,6 +664,100 @@ def check_distinct(run, report, ck):
     return n
 
 
+def section_of(report, heading):
+    i = report.find("## %s\n" % heading)
+    if i < 0:
+        return None
+    j = report.find("\n## ", i + 1)
+    return report[i:j if j >= 0 else len(report)]
+
+
+def check_resolution(run, report, ck):
+    """The budgets' resolution (issue 42 point 3): a budget below 1/N (N the most non-warm-up
+    stream casts a tensor ran, amax > 0; the value budget: the most finite values of a tensor at
+    its non-warm-up snapshot rows) allows none at all, and the answer and the recommendations
+    say so with 1/N; nothing is said when the budget resolves."""
+    with open(os.path.join(run.outdir, "run.json")) as f:
+        ex = json.load(f)["experiment"]
+    bv, bs = ex["overflow_budget"], ex["step_budget"]
+    n = max((c[0] for (t, cfg), c in run.clip_steps.items()), default=0)
+    v = max((steps_stats(run.groups[k])["finite"] for k in run.group_keys if k[2] == "delayed"),
+            default=0)
+    u, us = ("micro-batch", "micro-batches") if run.micro else ("step", "steps")
+    want = []
+    if n and 0 < bs < 1.0 / n:
+        want.append("The step budget %.3g is below 1/%d = %.3g (%d: the most %s of the replay a "
+                    "tensor ran, warm-up left out): it allows no clipped %s at all; the smallest "
+                    "step budget this run resolves is %.3g." % (bs, n, 1.0 / n, n, us, u, 1.0 / n))
+    if v and 0 < bv < 1.0 / v:
+        want.append("The value budget %.3g is below 1/%d = %.3g (%d: the most finite values of a "
+                    "tensor at the snapshot steps, warm-up left out): it allows no clipped value "
+                    "at all; the smallest value budget this run resolves is %.3g." %
+                    (bv, v, 1.0 / v, v, 1.0 / v))
+    for name in ("The answer", "Recommendations per role and per tensor"):
+        sec = section_of(report, name) or ""
+        got = re.findall(r"The (?:step|value) budget \S+ is below 1/.*?resolves is \S+\.", sec)
+        ck.expect(got == want, "%s: the budgets' resolution reads %s, the CSVs give %s (step "
+                  "budget %g over at most %d casts, value budget %g over at most %d values)" %
+                  (name, got, want, bs, n, bv, v))
+    return want
+
+
+def check_micro_words(run, report, ck):
+    """Micro-batch wording (issue 42 point 6): the budgets table's header and the
+    recommendations' column count micro-batches on a micro-batch run, steps otherwise; each amax
+    timeline's caption counts its crosses (the tensor's clipped non-warm-up casts) in them."""
+    u, us = ("micro-batch", "micro-batches") if run.micro else ("step", "steps")
+    for text in ("| budgets (values, %s) |" % us, "| clipped %s (worst tensor) |" % us):
+        ck.expect(text in report, "report.md lacks the header %r" % text)
+    if run.micro:
+        for text in ("budgets (values, steps)", "clipped steps (worst tensor)"):
+            ck.expect(text not in report, "report.md still says %r on a micro-batch run" % text)
+    caps = re.findall(r"^\*(\S+) at every (step|micro-batch): .*?Crosses mark the (\d+) (\w[\w-]*) "
+                      r"where the largest element clipped under", report, re.M)
+    ck.expect(caps, "no amax timeline caption from the stream")
+    for t, src, nc, unit in caps:
+        want = sum(1 for step, mi, a, sc, fmt, w in run.ref_series.get(t, [])
+                   if not w and clipped(a, sc, fmt))
+        ck.expect((src, unit, int(nc)) == (u, us, want),
+                  "amax timeline of %s: 'at every %s ... Crosses mark the %s %s', expected every "
+                  "%s, %d %s" % (t, src, nc, unit, u, want, us))
+
+
+def cost_rows(report):
+    """The cost section's table: mode -> its cells."""
+    sec = section_of(report, "Cost per step (model)") or ""
+    return {cells[0]: cells for h, rows in tables(sec) if h and h[0] == "mode"
+            for cells, _ in rows}
+
+
+def check_cost_micro(plain_dir, micro_dir):
+    """The cost model counts micro-batches (issue 42 point 5): the same trace with a micro column
+    of two micro-batches per step models twice the launches and all-reduces of the trace
+    without it (TransformerEngine's bookkeeping after each micro-batch's pass), and says so."""
+    errors = []
+    reps = []
+    for d in (plain_dir, micro_dir):
+        with open(os.path.join(d, "report.md")) as f:
+            reps.append(f.read())
+    a, b = cost_rows(reps[0]), cost_rows(reps[1])
+    if not a or set(a) != set(b):
+        return ["cost section: modes %s without micro-batches, %s with" % (sorted(a), sorted(b))]
+    for mode in a:
+        for col, name in ((5, "kernel launches"), (6, "all-reduces")):
+            if int(b[mode][col]) != 2 * int(a[mode][col]):
+                errors.append("cost, %s: %s %s with 2 micro-batches per step, %s without (expected "
+                              "twice)" % (mode, name, b[mode][col], a[mode][col]))
+        if b[mode][3] != a[mode][3]:
+            errors.append("cost, %s: the share %s with micro-batches, %s without (a step of two "
+                          "passes keeps one pass's share)" % (mode, b[mode][3], a[mode][3]))
+    if "x 2 micro-batches per step" not in reps[1]:
+        errors.append("cost: the micro-batch run does not say 'x 2 micro-batches per step'")
+    if "micro-batches per step" in reps[0]:
+        errors.append("cost: the run without micro-batches speaks of micro-batches per step")
+    return errors
+
+
 def answer_section(report):
     i = report.find("## The answer\n")
     if i < 0:
@@ -664,9 +855,12 @@ format = hybrid
 """
 
 
-MICRO_INI = """; the dense trace under gradient accumulation: two micro-batches at every step
+MICRO_INI = """; the dense trace under gradient accumulation: two micro-batches at every step;
+; a step budget under 1/(micro-batches a tensor ran): the report says it allows none
 [trace]
 path = {path}
+[analysis]
+step_budget = 0.001
 [recipe.delayed]
 kind = delayed
 format = hybrid
@@ -679,10 +873,15 @@ format = hybrid
 """
 
 
+SPIKE_STEP, SPIKE_TENSOR = 57, "layers.1.fc1.input"  # not a snapshot step (those are 8k)
+
+
 def make_micro_trace(src, dst):
     """A copy of trace `src` whose amax.csv has two micro-batches at every step: micro 0 the
     original amax, micro 1 the amax times a factor in [1/4, 4] drawn per row (a fixed
-    generator), so that some micro-batches jump past the history and clip."""
+    generator), so that some micro-batches jump past the history and clip; and at step 57,
+    micro-batch 1, layers.1.fc1.input's amax times 2^6: a clipped cast at a step without a
+    snapshot that overshoots every other (the worst event of the run, issue 42 point 4)."""
     os.makedirs(dst)
     for f in os.listdir(src):
         if f != "amax.csv":
@@ -694,6 +893,8 @@ def make_micro_trace(src, dst):
         for d in csv.DictReader(fi):
             a = np.float32(d["amax"])
             b = np.float32(a * np.float32(2.0 ** rng.uniform(-2, 2)))
+            if (int(d["step"]), d["tensor"]) == (SPIKE_STEP, SPIKE_TENSOR):
+                b = np.float32(b * np.float32(64.0))
             fo.write("%s,%s,%s,0\n%s,%s,%.9g,1\n" % (d["step"], d["tensor"], d["amax"],
                                                      d["step"], d["tensor"], float(b)))
 
@@ -725,6 +926,16 @@ def check_run(outdir):
         ack.expect(ndistinct == 13, "the quickstart has %d distinct configurations, expected 13 "
                    "(3 margins x (most_recent at any L = L=1 max) + 3 x 3 max at L=16, 128, 1024 "
                    "+ current)" % ndistinct)
+    if os.path.basename(os.path.normpath(outdir)) == "micro":
+        # the constructed spike off the snapshot steps must be the worst event
+        casts = worst_casts(run)
+        ack.expect([(c[0], c[1], c[2], c[7]) for c in casts] == [(SPIKE_TENSOR, SPIKE_STEP, 1, None)],
+                   "the micro run's worst cast is %s, expected the constructed one (%s, step %d, "
+                   "micro-batch 1)" % ([c[:3] for c in casts], SPIKE_TENSOR, SPIKE_STEP))
+        ack.expect("**%s at step %d, micro-batch 1** reached amax" % (SPIKE_TENSOR, SPIKE_STEP)
+                   in report, "the report does not name the constructed worst event")
+    check_resolution(run, report, ack)
+    check_micro_words(run, report, ack)
     ck = Checker(section)
     check_findings(run, section, ck)
     check_stream_rows(run, ck)
@@ -775,6 +986,14 @@ def main():
             return 1
     try:
         failed = 0
+        if len(outdirs) == 3:  # the dense trace, with and without micro-batches
+            errors = check_cost_micro(outdirs[1], outdirs[2])
+            for e in errors:
+                print("FAILED: " + e)
+            failed |= bool(errors)
+            if not errors:
+                print("ok: the cost section's launches and all-reduces double with 2 micro-batches "
+                      "per step")
         for outdir in outdirs:
             errors, nverified, nstream = check_run(outdir)
             if errors:
