@@ -155,7 +155,8 @@ void rep_free(rep_t *r);
  * groups (r->series, r->ov). FP8_OK or FP8_ENOMEM (no message). */
 int rep_build_configs(rep_t *r);
 /* The tensors of the amax timelines (at most MAX_TIMELINES) into out, in drawing order: the
- * spike tensor first (rep_find_spike), then the worst overflowing ones (r->ov), each for a
+ * spike tensor first (rep_find_spike), the worst event's (the largest overshoot of a clipped
+ * cast, report_worst.c) when another event, then the worst overflowing ones (r->ov), each for a
  * distinct event (a tensor whose largest overshoot falls on the step of one already taken, the
  * same spike seen through the next layer, is skipped), max_timelines in all. Their count. */
 size_t rep_timeline_tensors(const rep_t *r, int max_timelines, const char **out);

@@ -141,7 +141,10 @@ static size_t timeline_series(const rep_t *r, const timeline *t, fp8_series *s, 
     s[ns++] = (fp8_series){.x = t->x, .y = t->fit[k], .n = t->n, .label = labels[k], .color = col,
                            .style = FP8_STYLE_STEP, .dashed = dashed, .width = width};
   }
-  s[ns++] = (fp8_series){.x = t->x, .y = t->amax, .n = t->n, .label = "amax of the step (the tensor's max |x|)",
+  const int micro = strcmp(t->source, "every micro-batch") == 0; /* a point per micro-batch */
+  s[ns++] = (fp8_series){.x = t->x, .y = t->amax, .n = t->n,
+                         .label = micro ? "amax of the micro-batch (the tensor's max |x|)"
+                                        : "amax of the step (the tensor's max |x|)",
                          .color = FP8_COLOR_BLACK, .style = FP8_STYLE_LINE,
                          .marker = t->n <= 40 ? FP8_MARKER_CIRCLE : FP8_MARKER_NONE, .width = 1.8};
   return ns;

@@ -283,13 +283,26 @@ size_t rep_timeline_tensors(const rep_t *r, int max_timelines, const char **out)
     out[ndrawn] = r->tab.groups[r->spike_group].tensor;
     events[ndrawn++] = event_step(r, (size_t)r->spike_group);
   }
+  /* the worst event's tensor next (report_worst.c: the largest overshoot of a clipped cast,
+   * issue 42 point 4), when it is another event than the spike's */
+  ptrdiff_t wi = -1;
+  for (size_t i = 0; i < r->nov; i++)
+    if (r->ov[i].clip_steps > 0 && (wi < 0 || r->ov[i].overshoot > r->ov[wi].overshoot))
+      wi = (ptrdiff_t)i;
+  if (wi >= 0 && ndrawn < (size_t)max_timelines && ndrawn < MAX_TIMELINES) {
+    int64_t ev = event_step(r, r->ov[wi].g);
+    if (!ndrawn || events[0] != ev) {
+      out[ndrawn] = r->tab.groups[r->ov[wi].g].tensor;
+      events[ndrawn++] = ev;
+    }
+  }
   for (size_t i = 0; i < r->nov && ndrawn < (size_t)max_timelines && ndrawn < MAX_TIMELINES;
        i++) {
     const char *t = r->tab.groups[r->ov[i].g].tensor;
     if (r->spike_group >= 0 && strcmp(t, r->tab.groups[r->spike_group].tensor) == 0) continue;
     int64_t ev = event_step(r, r->ov[i].g);
     int seen = 0;
-    for (size_t k = 0; k < ndrawn; k++) seen |= events[k] == ev;
+    for (size_t k = 0; k < ndrawn; k++) seen |= events[k] == ev || strcmp(out[k], t) == 0;
     if (seen) continue;
     out[ndrawn] = t;
     events[ndrawn++] = ev;

@@ -9,9 +9,18 @@ only cross-checked: the p5 SNR and the scale lag it defines are recomputed from 
   - the reference paragraph (delayed L=1024 m=0 max, over every non-warm-up step of stream.csv:
     tensors and tensor-steps whose largest element overflowed, clipped), the largest overshoot,
     the clipped values at the snapshot steps, the warm-up sentence, current scaling's rounding
-    sentence, the worst event and the tensors clipped at its step, the staleness after it, the
-    table by role, the table by tensor (its rows, their order, the "... and N more"), the
-    distribution of overshoot and the scale lag;
+    sentence, the worst event (issue 42: the largest overshoot of a clipped cast over every
+    step and micro-batch of stream.csv, with its micro-batch, and what its snapshot measured,
+    "fell to" only for >= 1 dB with more than one value), the snapshot step that lost the most
+    when another event, the tensors clipped at its step, the staleness after it, the table by
+    role, the table by tensor (its rows, their order, the "... and N more"), the distribution
+    of overshoot and the scale lag;
+  - outside the Findings (issue 42): the budgets' resolution in the answer and the
+    recommendations (a budget below 1/N allows none: N and 1/N recomputed), the micro-batch
+    wording of the budgets table, the recommendations' column and the amax timelines' captions
+    (their crosses counted), and, across the dense run and its micro-batch copy, the cost
+    section's launches and all-reduces doubled by 2 micro-batches per step; on the micro-batch
+    copy a constructed overshoot at step 57, micro-batch 1 (no snapshot) is the worst event;
   - a stream step's largest element OVERFLOWED when RN32(float32(amax) * float32(scale)) > the
     format's max (448, 57344), CLIPPED when it is > 464 (E4M3) or >= 61440 (E5M2); overshoot =
     log2(amax * scale / max) in double; warm-up rows are left out of every count and rows with
