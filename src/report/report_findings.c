@@ -287,7 +287,7 @@ static void findings_overshoot(const rep_t *r, fp8_doc *d, const ref_totals *t) 
 static void findings_lag_stream(const rep_t *r, fp8_doc *d) {
   double worst = 0, median = NAN;
   ptrdiff_t wg = -1;
-  int64_t wstep = -1;
+  int64_t wstep = -1, wmicro = -1;
   size_t wn = 0;
   for (size_t g = 0; g < r->tab.ngroups; g++) {
     const fp8_stream_series *s = r->series ? r->series[g] : NULL;
@@ -295,14 +295,14 @@ static void findings_lag_stream(const rep_t *r, fp8_doc *d) {
     double *lag = malloc((s->n + 1) * sizeof *lag), gw = 0;
     if (!lag) return;
     size_t n = 0;
-    int64_t gstep = -1;
+    int64_t gstep = -1, gmicro = -1;
     for (size_t i = 0; i < s->n; i++) {
       if (s->warmup[i]) continue;
       double l = fp8_analysis_scale_lag((double)s->scale[i], (double)s->amax[i],
                                         s->key.format, s->key.margin);
       if (isnan(l)) continue;
       lag[n++] = l;
-      if (l < gw) gw = l, gstep = s->step[i];
+      if (l < gw) gw = l, gstep = s->step[i], gmicro = rep_micro(r) ? s->micro[i] : -1;
     }
     if (n && gw < worst) {
       gsl_sort(lag, 1, n);
@@ -310,17 +310,20 @@ static void findings_lag_stream(const rep_t *r, fp8_doc *d) {
       median = fp8_analysis_quantile(lag, n, 0.5);
       wg = (ptrdiff_t)g;
       wstep = gstep;
+      wmicro = gmicro;
       wn = n;
     }
     free(lag);
   }
+  char at[64] = ""; /* its micro-batch under gradient accumulation (issue 42 point 6) */
+  if (wmicro >= 0) snprintf(at, sizeof at, ", micro-batch %lld", (long long)wmicro);
   if (wg >= 0)
     fp8_doc_markdownf(d,
                       "Scale lag (log2 of the just-in-time scale over the delayed scale, at every "
                       "%s of the stream; negative: the delayed scale was too large, values "
                       "saturate once it is below -margin): the worst is %.2f binades for %s at "
-                      "step %lld, whose median scale lag over its %zu %s is %.2f binades.",
-                      rep_unit(r, 0), worst, r->tab.groups[wg].tensor, (long long)wstep, wn,
+                      "step %lld%s, whose median scale lag over its %zu %s is %.2f binades.",
+                      rep_unit(r, 0), worst, r->tab.groups[wg].tensor, (long long)wstep, at, wn,
                       rep_unit(r, 1), median);
 }
 
