@@ -323,8 +323,9 @@ done:
 int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   const char **cat = calloc(r->ncfg + 1, sizeof *cat);
   double *v = calloc(3 * (r->ncfg + 1), sizeof *v);
+  unsigned char *excl = calloc(r->ncfg + 1, 1);
   int rc = FP8_OK;
-  if (!cat || !v) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
+  if (!cat || !v || !excl) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }
   size_t n = 0;
   for (size_t c = 0; c < r->ncfg; c++) {
     if (r->cfgs[c].same_as != c) continue; /* each class of identical configurations once */
@@ -359,14 +360,18 @@ int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
     snprintf(p->caption, sizeof p->caption,
              "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
-             "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot steps. "
-             "A configuration whose errors all lie more than 3 decades below the median of the others' "
-             "(bf16 among FP8 and FP4) is not drawn, so that it does not stretch the log axis: the line "
-             "below the chart names it with its values.");
+             "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot "
+             "steps.%s",
+             fp8_plot_bars_excluded(&ch, cat, n, bs, 3, excl, NULL, 0)
+                 ? " A configuration whose errors all lie more than 3 decades below the median of the "
+                   "others' (bf16 among FP8 and FP4) is not drawn, so that it does not stretch the log "
+                   "axis: the line below the chart names it with its values."
+                 : "");
     drawn->nplots++;
   }
 done:
   free(cat);
   free(v);
+  free(excl);
   return rc;
 }

@@ -165,6 +165,7 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
     snprintf(what, sizeof what, "%s tensors", rname);
   /* a column is a micro-batch when the grid comes from a stream of several a step */
   const char *unit = rep_micro(r) && strstr(o->source, "micro") ? "micro-batch" : "step";
+  const char *units = unit[0] == 'm' ? "micro-batches" : "steps";
   if (view == VIEW_ALL)
     snprintf(title, sizeof title, "%s under %s: overshoot per %s (> 0: the largest element "
              "saturated)", what, r->cfgs[r->ref].label, unit);
@@ -211,10 +212,10 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
              "yellow where it overflowed by rounding only (0 < overshoot <= %.3g binades, the "
              "format's rounding midpoint: every value rounds to fp8_max, none clipped; %zu cells); "
              "orange to dark red where it clipped, by that many binades (%zu cells; %zu of %zu "
-             "cells overflowed; largest %s). Hatched: %ss of warm-up and %ss where the tensor did "
-             "not run (%ss where every tensor warms up are not drawn).%s",
+             "cells overflowed; largest %s). Hatched: %s of warm-up and %s where the tensor did "
+             "not run (%s where every tensor warms up are not drawn).%s",
              what, o->source, r->cfgs[r->ref].label, o->band, o->loud - o->clip, o->clip, o->loud,
-             o->nx * o->ny, mx, unit, unit, unit,
+             o->nx * o->ny, mx, units, units, units,
              view == VIEW_ALL ? ""
              : view == VIEW_LAYERS
                  ? " A layer is the name up to its first number (model.layers.12); a pixel "
