@@ -78,6 +78,15 @@ typedef struct {
   /** Bar charts: printf format of one double printed above each bar (e.g. "%.3g"), for bars
    *  too close to read off the axis (NULL: none). Other charts ignore it. */
   const char *bar_format;
+  /** Bar charts with logy and no ymin/ymax: a category whose every bar lies more than this
+   *  many decades below the median of the other categories' bars is left out (no bar, and the
+   *  axis range is chosen without it) and named with its values in a line below the chart
+   *  (fp8_plot_bars_excluded). 0: none left out. Other charts ignore it. */
+  double log_exclude;
+  /** Line charts with a linear y axis and no ymin/ymax: the axis spans at least this many
+   *  units, centred on the data's range, so that a small difference (a 0.5 dB dip) is not
+   *  magnified to the whole height (0: the data's range). Other charts ignore it. */
+  double min_yspan;
 } fp8_chart;
 
 /** How a series joins its points. */
@@ -163,9 +172,13 @@ int fp8_plot_heatmap(const char *path, const fp8_chart *chart, const fp8_heatmap
 
 /** A heatmap over a numeric x axis (e.g. every training step): ny labelled rows by nx columns,
  *  too many to print values in, coloured on a threshold scale: values <= threshold are
- *  "quiet" (a light blue-grey, lighter towards the threshold), values above it "loud" (orange
- *  just above it, through vermillion to dark red at vmax), so that any value past the
- *  threshold stands out, however little. */
+ *  "quiet" (blue, from a mid blue at vmin to a light blue at the threshold: never the white or
+ *  grey of a cell without a value), values above it "loud" (orange just above it, through
+ *  vermillion to dark red at vmax), so that any value past the threshold stands out, however
+ *  little. Two kinds of cell sit outside the scale, each named in a key below the x axis when
+ *  the chart has one: NaN cells (no value) are hatched (grey diagonal lines on white), and,
+ *  with a band, values in (threshold, band] take yellow (an overflow that cost nothing, such as
+ *  one that only rounding reached). */
 typedef struct {
   size_t nx, ny;
   const double *x;            /**< nx column positions, strictly ascending: column ix spans
@@ -181,6 +194,13 @@ typedef struct {
   const char *colorbar_label; /**< with its unit */
   int integer_x;              /**< 1: x ticks at whole numbers only (categories numbered 0, 1,
                                    ..., such as experts, centred on x = k: columns at k - 0.5) */
+  /** With band_label (NULL: no band): values in (threshold, band] are drawn yellow, apart from
+   *  the loud scale, and the key names them band_label (e.g. "overflow by rounding only");
+   *  band > threshold. The caller puts a cell into the band or out of it by its value. */
+  double band;
+  const char *band_label;
+  /** The key's text for the hatched NaN cells (NULL: "no value"), shown when a cell is NaN. */
+  const char *nan_label;
 } fp8_step_heatmap;
 
 /**
@@ -189,7 +209,11 @@ typedef struct {
  * right with a line at the threshold. Uses chart's title, xlabel, ylabel, size and text;
  * logx/logy and ranges are ignored. With more columns than the plot is pixels wide, each
  * pixel column shows the largest value of the columns it covers (NaN only when all are), so
- * that no loud value is hidden by its neighbours. At most 10^7 columns and 1000 rows.
+ * that no loud value is hidden by its neighbours. At most 10^7 columns and 1000 rows. A row
+ * label too long for the left margin is shortened at its start, at a '.' (an ellipsis, then
+ * the name's last dotted parts: "…layers.3.self_attn.k_proj.input"), so that the end of a
+ * tensor's name (its GEMM and role) stays whole; the last part is kept whole even when it
+ * alone is too long.
  */
 int fp8_plot_step_heatmap(const char *path, const fp8_chart *chart, const fp8_step_heatmap *heat,
                           char *err, size_t errlen);
@@ -235,11 +259,28 @@ typedef struct {
  * Grouped bar chart: ncat categories along x, ns bars in each (side by side, in series
  * order). Long category labels are drawn slanted at 45 degrees and shortened with an ellipsis
  * beyond 40 characters. With logy, values <= 0 draw no bar. logx is refused (FP8_EINVAL).
+ * Value labels (bar_format) stand upright, centred on their bar, inside the frame: without a
+ * user ymax the axis is raised until every label fits above its bar (a label longer than 40%
+ * of the plot height is left out); a label that would still cross the frame (user range) or
+ * touch a label already drawn is left out, never drawn over the frame or another label.
  * A legend is drawn only for two or more series (one series: say what it is in ylabel).
  */
 int fp8_plot_bars(const char *path, const fp8_chart *chart, const char *const *categories,
                   size_t ncat, const fp8_bar_series *series, size_t ns, char *err,
                   size_t errlen);
+
+/**
+ * The categories fp8_plot_bars leaves out of a log axis (chart->log_exclude): excluded[i] = 1
+ * for category i when every one of its bars (positive finite values) lies more than
+ * log_exclude decades below the median of log10 of the other categories' bars, else 0; the
+ * number left out. None is left out when the chart is not logy, has ymin < ymax, log_exclude
+ * is not > 0, or when half the categories or more would be (then no "others" to judge by).
+ * With note (noteLen > 0): the line drawn below the chart, "not drawn (more than N decades
+ * below the others): NAME (v1, v2, ...); ...", or "" when none is left out.
+ */
+size_t fp8_plot_bars_excluded(const fp8_chart *chart, const char *const *categories,
+                              size_t ncat, const fp8_bar_series *series, size_t ns,
+                              unsigned char *excluded, char *note, size_t noteLen);
 
 /** One bar of a Gantt chart: [start, end) on lane `lane`, coloured by its kind. */
 typedef struct {

@@ -5,6 +5,8 @@
 
 #include <math.h>
 #include <plplot.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fp8.h"
 
@@ -123,6 +125,80 @@ int fp8_plot_histogram(const char *path, const fp8_chart *ch, const fp8_hist *h,
 
 /* ------------------------------------------------------------------ grouped bars */
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+size_t fp8_plot_bars_excluded(const fp8_chart *ch, const char *const *categories, size_t ncat,
+                              const fp8_bar_series *series, size_t ns, unsigned char *excluded,
+                              char *note, size_t noteLen) {
+  if (excluded) memset(excluded, 0, ncat);
+  if (note && noteLen) note[0] = 0;
+  if (!ch || !ch->logy || ch->ymin < ch->ymax || !(ch->log_exclude > 0) || ncat < 3 ||
+      !series || !categories || ns == 0 || !excluded)
+    return 0;
+  for (size_t j = 0; j < ns; j++)
+    if (!series[j].values) return 0;
+  double *others = malloc(ncat * ns * sizeof *others);
+  if (!others) return 0;
+  size_t nex = 0;
+  for (size_t i = 0; i < ncat; i++) {
+    double top = -INFINITY;
+    size_t n = 0;
+    for (size_t k = 0; k < ncat; k++)
+      for (size_t j = 0; j < ns; j++) {
+        double v = series[j].values[k];
+        if (!(v > 0) || !isfinite(v)) continue;
+        if (k == i) top = fmax(top, log10(v));
+        else others[n++] = log10(v);
+      }
+    if (n == 0 || top == -INFINITY) continue;
+    qsort(others, n, sizeof *others, cmp_double);
+    double med = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+    if (top < med - ch->log_exclude) excluded[i] = 1, nex++;
+  }
+  free(others);
+  if (2 * nex >= ncat) { /* half or more: no "others" to judge by */
+    memset(excluded, 0, ncat);
+    return 0;
+  }
+  if (nex && note && noteLen) {
+    const char *fmt = ch->bar_format ? ch->bar_format : "%.3g";
+    size_t o = (size_t)snprintf(note, noteLen, "not drawn (more than %g decades below the others): ",
+                                ch->log_exclude);
+    size_t done = 0;
+    for (size_t i = 0; i < ncat && o < noteLen; i++) {
+      if (!excluded[i]) continue;
+      o += (size_t)snprintf(note + o, noteLen - o, "%s%s: ", done++ ? "; " : "",
+                            categories[i] ? categories[i] : "");
+      int first = 1;
+      for (size_t j = 0; j < ns && o < noteLen; j++) {
+        double v = series[j].values[i];
+        if (isnan(v)) continue;
+        if (!first) o += (size_t)snprintf(note + o, noteLen - o, ", ");
+        if (o < noteLen) o += (size_t)snprintf(note + o, noteLen - o, fmt, v);
+        first = 0;
+      }
+    }
+  }
+  return nex;
+}
+
+/* A value label's box in pixels (x0 < x1, y0 < y1 from the top). */
+typedef struct {
+  double x0, x1, y0, y1;
+} label_box;
+static int boxes_meet(const label_box *a, const label_box *b) {
+  return a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1;
+}
+
+static int draw_bars(const char *path, const fp8_chart *ch, const char *const *categories,
+                     size_t ncat, const fp8_bar_series *series, size_t ns, const char *note,
+                     char *err, size_t errlen);
+
+/* Checks, then the categories left out of a log axis removed (their slots too: an empty slot
+ * under a category's name would read as a zero) and named in the note. */
 int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *categories,
                   size_t ncat, const fp8_bar_series *series, size_t ns, char *err, size_t errlen) {
   int rc = plot_check_common(path, ch, err, errlen);
@@ -135,6 +211,38 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
     if ((rc = plot_check_color(path, "bar series", j, series[j].color, err, errlen)) != FP8_OK) return rc;
   }
 
+  unsigned char *excl = calloc(ncat, 1);
+  char note[1024];
+  if (!excl) FAIL(FP8_ENOMEM, "%s: bar chart: out of memory", path);
+  size_t nexcl = fp8_plot_bars_excluded(ch, categories, ncat, series, ns, excl, note, sizeof note);
+  if (nexcl == 0) {
+    free(excl);
+    return draw_bars(path, ch, categories, ncat, series, ns, NULL, err, errlen);
+  }
+  size_t n = ncat - nexcl, k = 0;
+  const char **cat = calloc(n, sizeof *cat);
+  double *val = calloc(n * ns, sizeof *val);
+  fp8_bar_series *ser = calloc(ns, sizeof *ser);
+  if (!cat || !val || !ser) {
+    free(excl), free(cat), free(val), free(ser);
+    FAIL(FP8_ENOMEM, "%s: bar chart: out of memory", path);
+  }
+  for (size_t i = 0; i < ncat; i++) {
+    if (excl[i]) continue;
+    cat[k] = categories[i];
+    for (size_t j = 0; j < ns; j++) val[j * n + k] = series[j].values[i];
+    k++;
+  }
+  for (size_t j = 0; j < ns; j++) ser[j] = series[j], ser[j].values = val + j * n;
+  rc = draw_bars(path, ch, cat, n, ser, ns, note, err, errlen);
+  free(excl), free(cat), free(val), free(ser);
+  return rc;
+}
+
+static int draw_bars(const char *path, const fp8_chart *ch, const char *const *categories,
+                     size_t ncat, const fp8_bar_series *series, size_t ns, const char *note,
+                     char *err, size_t errlen) {
+  int rc;
   double ylo = INFINITY, yhi = -INFINITY;
   for (size_t j = 0; j < ns; j++)
     for (size_t i = 0; i < ncat; i++) plot_range_add(series[j].values[i], ch->logy, &ylo, &yhi);
@@ -180,15 +288,37 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
   } else {
     extra = 2.2 * cap;
   }
-  double xt, yt;
-  box p = plot_layout_xy(&c, ch, &ax, &ay, &L, 0, extra, &xt, &yt);
+  double xt, yt, note_h = note && *note ? 1.6 * c.fs : 0;
+  box p = plot_layout_xy(&c, ch, &ax, &ay, &L, 0, extra + note_h, &xt, &yt);
+  xt -= note_h; /* the note goes below the x title */
   if (slant) {
     size_t n0 = plot_utf8_len(categories[0] ? categories[0] : "");
     plot_fit_first_slanted(&c, &p, ncat, n0 < maxc ? n0 : maxc, xcap);
   }
+  /* Value labels: upright, centred on their bar, at most 0.7 of its width thick (a label is
+   * about its cap height thick: neighbours stay apart), left out when that is too small to
+   * read. Without a user ymax the axis is raised so that every label fits above its bar
+   * inside the frame (labels longer than 40% of the height excepted: left out). */
+  double gw = 0.8, bw = gw / ns;
+  double vcap = fmin(c.fs * 0.7, 0.7 * bw * (p.r - p.l) / (double)ncat);
+  int values = ch->bar_format && vcap >= 0.45 * c.fs;
+  double gap = 0.4 * vcap, pad = 0.5 * vcap, ph = p.b - p.t;
+  if (values && !(ch->ymin < ch->ymax)) {
+    double hi = ay.hi;
+    for (size_t j = 0; j < ns; j++)
+      for (size_t i = 0; i < ncat; i++) {
+        double m = plot_ax_map(&ay, series[j].values[i]);
+        if (!isfinite(m)) continue;
+        char num[64];
+        snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
+        double need = plot_utf8_len(num) * DIGIT_W * vcap + gap + pad;
+        if (need > 0.4 * ph || m <= ay.lo) continue;
+        hi = fmax(hi, ay.lo + (m - ay.lo) * ph / (ph - need));
+      }
+    ay.hi = hi;
+  }
   plot_draw_frame(&c, &p, &ax, &ay, ch->grid, 0);
   plot_mode(&c, &p, ax.lo, ax.hi, ay.lo, ay.hi);
-  double gw = 0.8, bw = gw / ns;
   c.auto_i = 0; /* the same automatic colours as in the legend */
   for (size_t j = 0; j < ns; j++) {
     plcol0(CI_PAL + plot_pick_color(&c, series[j].color));
@@ -228,22 +358,37 @@ int fp8_plot_bars(const char *path, const fp8_chart *ch, const char *const *cate
     if (slant) plot_text_user(&c, x, p.b + 0.9 * xcap, 45, 1.0, xcap, CI_FG, categories[i], maxc);
     else plot_text_user(&c, x, p.b + 1.4 * cap, 0, 0.5, cap, CI_FG, categories[i], maxc);
   }
-  /* each bar's value, upright above it, no wider than 0.8 of its bar (the bars are gw / ns of a
-   * slot: a label as wide as 0.9 of the slot's share overlapped its neighbours' on close
-   * bars); left out when that is too small to read */
-  double vcap = fmin(c.fs * 0.7, 0.8 * bw * (p.r - p.l) / (double)ncat);
-  if (ch->bar_format && vcap >= 0.45 * c.fs) {
-    for (size_t j = 0; j < ns; j++)
+  /* each bar's value, upright above it, centred on it; its box (measured: DIGIT_W per
+   * character along, 1.2 cap across) must lie inside the frame, clear of the frame line by
+   * pad, and meet no label already drawn (series order, then categories): else it is left out */
+  if (values) {
+    label_box *placed = malloc((ncat * ns + 1) * sizeof *placed);
+    size_t np = 0;
+    for (size_t j = 0; placed && j < ns; j++)
       for (size_t i = 0; i < ncat; i++) {
         double v = plot_ax_map(&ay, series[j].values[i]);
         if (!isfinite(v)) continue;
+        if (v > ay.hi) continue; /* the bar leaves the frame: no room above it */
         double xw = i - gw / 2 + (j + 0.5) * bw;
-        double xp = p.l + (xw - ax.lo) / (ax.hi - ax.lo) * (p.r - p.l) + 0.5 * vcap;
-        double yp = p.b - (v - ay.lo) / (ay.hi - ay.lo) * (p.b - p.t) - 0.4 * vcap;
+        double xp = p.l + (xw - ax.lo) / (ax.hi - ax.lo) * (p.r - p.l);
+        double yp = p.b - (fmax(v, ay.lo) - ay.lo) / (ay.hi - ay.lo) * (p.b - p.t) - gap;
         char num[64];
         snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
+        double len = plot_utf8_len(num) * DIGIT_W * vcap;
+        label_box b = {xp - 0.6 * vcap, xp + 0.6 * vcap, yp - len, yp};
+        int ok = b.x0 >= p.l + pad && b.x1 <= p.r - pad && b.y0 >= p.t + pad && b.y1 <= p.b;
+        for (size_t k = 0; ok && k < np; k++) ok = !boxes_meet(&b, &placed[k]);
+        if (!ok) continue;
+        placed[np++] = b;
         plot_text_user(&c, xp, yp, 90, 0.0, vcap, CI_FG, num, 16);
       }
+    free(placed);
+  }
+  if (note_h > 0) {
+    double ncap = c.fs * 0.85;
+    size_t maxc = (size_t)((c.W - 2.0 * c.fs) / (TEXT_CHAR_W * ncap));
+    plot_text_user(&c, 1.0 * c.fs, c.H - 0.6 * c.fs - 0.5 * note_h, 0, 0.0, ncap, CI_FG, note,
+                   maxc);
   }
   plot_draw_titles(&c, &p, ch, xt, yt);
   plot_legend_draw(&c, &L, &p);

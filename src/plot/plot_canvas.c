@@ -330,6 +330,35 @@ void plot_plain_text_mid(const char *s, size_t maxchars, char *out, size_t outle
   out[o] = 0;
 }
 
+void plot_plain_text_start(const char *s, size_t maxchars, char *out, size_t outlen) {
+  size_t total = plot_utf8_len(s ? s : "");
+  if (!s || maxchars <= 1 || total <= maxchars) {
+    plot_plain_text(s, maxchars, out, outlen);
+    return;
+  }
+  /* the longest tail that starts after a '.' and fits with the ellipsis, else the last part */
+  const char *tail = NULL, *last = NULL;
+  for (const char *q = s; *q; q++)
+    if (*q == '.' && q[1]) {
+      last = q + 1;
+      if (!tail && plot_utf8_len(q + 1) + 1 <= maxchars) tail = q + 1;
+    }
+  if (!tail) tail = last;
+  if (!tail) { /* no dot: the last maxchars - 1 characters */
+    size_t skip = total - (maxchars - 1), chars = 0;
+    for (tail = s; *tail; tail++)
+      if (((unsigned char)*tail & 0xC0) != 0x80 && chars++ == skip) break;
+  }
+  size_t o = 0;
+  memcpy(out, "\u2026", 3);
+  o = 3;
+  for (; *tail && o + 8 < outlen; tail++) {
+    if (*tail == '#') out[o++] = '#';
+    out[o++] = *tail;
+  }
+  out[o] = 0;
+}
+
 void plot_page_mode(const canvas *c) {
   plvpor(0.0, 1.0, 0.0, 1.0);
   plwind(0.0, c->W, 0.0, c->H);
@@ -359,6 +388,14 @@ void plot_text_user_mid(const canvas *c, double x, double ytop, double angle, do
   if (!s || !*s) return;
   char buf[1024];
   plot_plain_text_mid(s, maxchars, buf, sizeof buf);
+  plot_text_raw(c, x, ytop, angle, just, cap, color, buf);
+}
+
+void plot_text_user_start(const canvas *c, double x, double ytop, double angle, double just,
+                          double cap, int color, const char *s, size_t maxchars) {
+  if (!s || !*s) return;
+  char buf[1024];
+  plot_plain_text_start(s, maxchars, buf, sizeof buf);
   plot_text_raw(c, x, ytop, angle, just, cap, color, buf);
 }
 

@@ -91,6 +91,11 @@ void plot_plain_text(const char *s, size_t maxchars, char *out, size_t outlen);
  * ellipsis, then the last characters (tensor names differ at both ends: the layer at the start,
  * the expert, the GEMM and the role at the end). */
 void plot_plain_text_mid(const char *s, size_t maxchars, char *out, size_t outlen);
+/* plot_plain_text, shortened at the start: an ellipsis, then the longest tail of s that
+ * begins after a '.' and fits in maxchars with it ("…layers.3.self_attn.k_proj.input"); when
+ * no such tail fits, the part after the last '.' whole (longer than maxchars), and without a
+ * '.', the last maxchars - 1 characters. */
+void plot_plain_text_start(const char *s, size_t maxchars, char *out, size_t outlen);
 /* Page coordinates: one unit per pixel, origin at the bottom left, no clipping inside the page. */
 void plot_page_mode(const canvas *c);
 /* Draws already-escaped text at pixel (x, ytop) measured from the top-left corner, rotated by
@@ -104,6 +109,9 @@ void plot_text_user(const canvas *c, double x, double ytop, double angle, double
 /* plot_text_user shortened in the middle (plot_plain_text_mid). */
 void plot_text_user_mid(const canvas *c, double x, double ytop, double angle, double just,
                         double cap, int color, const char *s, size_t maxchars);
+/* plot_text_user shortened at the start (plot_plain_text_start). */
+void plot_text_user_start(const canvas *c, double x, double ytop, double angle, double just,
+                          double cap, int color, const char *s, size_t maxchars);
 /* The largest cap height <= cap at which s fits in width w (but not below 0.6*cap). */
 double plot_fit_cap(const char *s, double cap, double w);
 

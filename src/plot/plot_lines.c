@@ -109,6 +109,12 @@ int fp8_plot_lines(const char *path, const fp8_chart *ch, const fp8_series *seri
     ax.hi = xhi > xlo ? xhi : xlo + 1;
   }
   plot_ax_range(&ay, ch->logy, ylo, yhi, ch->ymin, ch->ymax);
+  if (!ch->logy && !(ch->ymin < ch->ymax) && ch->min_yspan > 0 && ylo <= yhi &&
+      ay.hi - ay.lo < ch->min_yspan) { /* the minimum span, centred on the data */
+    double mid = 0.5 * (ylo + yhi);
+    ay.lo = mid - 0.5 * ch->min_yspan;
+    ay.hi = mid + 0.5 * ch->min_yspan;
+  }
 
   canvas c;
   if ((rc = plot_canvas_begin(&c, ch, err, errlen)) != FP8_OK) return rc;

@@ -15,10 +15,24 @@
 
 #define NCOL1 256
 
-/* Quiet: light blue-grey at vmin to near white at the threshold; loud: orange just above it,
- * vermillion, dark red at vmax (Okabe-Ito orange and vermillion at the first two stops). */
-static const double quiet_lo[3] = {160, 186, 214}, quiet_hi[3] = {240, 240, 240};
+/* Quiet: a mid blue at vmin to a light blue at the threshold (never near the white of the
+ * background or the grey of the hatching: a tensor whose largest element fits exactly, overshoot
+ * -5e-9, must not read as a cell without a value); loud: orange just above it, vermillion, dark
+ * red at vmax (Okabe-Ito orange and vermillion at the first two stops). Outside the scale: the
+ * band (Okabe-Ito yellow) and the hatching of NaN cells (grey lines on white). */
+static const double quiet_lo[3] = {66, 116, 170}, quiet_hi[3] = {158, 202, 236};
 static const double loud[3][3] = {{230, 159, 0}, {213, 94, 0}, {110, 0, 10}};
+#define BAND_RGB (240u << 16 | 228u << 8 | 66u)
+#define HATCH_RGB (150u << 16 | 150u << 8 | 150u)
+#define WHITE_RGB 0xFFFFFFu
+/* The hatching: 2 px grey lines every 7 px along the diagonal (scaled with the image). */
+static uint32_t hatch_rgb(int x, int y, int period) {
+  return (x + y) % period < (period + 2) / 4 ? HATCH_RGB : WHITE_RGB;
+}
+static int hatch_period(const canvas *c) {
+  int p = (int)lrint(7 * c->s);
+  return p < 4 ? 4 : p;
+}
 
 static void lerp3(const double a[3], const double b[3], double t, double out[3]) {
   for (int k = 0; k < 3; k++) out[k] = a[k] + t * (b[k] - a[k]);
@@ -67,6 +81,9 @@ static int stepheat_check(const char *path, const fp8_chart *ch, const fp8_step_
     if (!isfinite(h->x[i]) || (i > 0 && !(h->x[i] > h->x[i - 1])))
       FAIL(FP8_EINVAL, "%s: step heatmap: expected finite, strictly ascending x, got x[%zu] %g", path,
            i, h->x[i]);
+  if (h->band_label && !(isfinite(h->band) && h->band > h->threshold))
+    FAIL(FP8_EINVAL, "%s: step heatmap: expected a finite band > threshold %g, got %g", path,
+         h->threshold, h->band);
   if (h->vmin < h->vmax && !(isfinite(h->vmin) && isfinite(h->vmax) && h->vmin <= h->threshold &&
                              h->threshold < h->vmax))
     FAIL(FP8_EINVAL, "%s: step heatmap: expected finite vmin <= threshold < vmax, got %g, %g, %g",
@@ -97,9 +114,18 @@ static double col_end(const fp8_step_heatmap *h, size_t ix) {
 typedef struct {
   box p;
   double cap, rcap;    /* tick label and row label sizes */
+  int has_nan, has_band; /* the key's entries: NaN cells, band cells */
+  double key;          /* the key's height below the x title (0: no key) */
+  int key_lines;       /* 1, or 2: its entries one above the other */
   size_t rstep;        /* every rstep-th row labelled */
   double bar_w, bar_gap, bar_lab, xtitle, ytitle;
 } step_layout;
+
+/* The width of a key entry: swatch, gap, text and the space before the next one. */
+static double key_entry_w(const canvas *c, double cap, const char *text) {
+  (void)c;
+  return 2.2 * cap + 0.6 * cap + 1.1 * plot_text_w(text, cap) + 2.5 * cap; /* 10% margin */
+}
 
 static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const fp8_step_heatmap *h,
                                    axis *ax, axis *av) {
@@ -109,7 +135,19 @@ static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const f
   L.xtitle = (ch->xlabel && *ch->xlabel) ? 2.4 * c->fs : 0;
   box p;
   p.t = (ch->title && *ch->title) ? 4.2 * c->fs : 1.8 * c->fs;
-  p.b = c->H - (1.0 * c->fs + 2.2 * L.cap + L.xtitle + 0.6 * c->fs);
+  L.has_nan = L.has_band = 0;
+  for (size_t i = 0; i < h->nx * h->ny; i++) {
+    double v = h->values[i];
+    if (isnan(v)) L.has_nan = 1;
+    else if (h->band_label && v > h->threshold && v <= h->band) L.has_band = 1;
+  }
+  /* the key: one line, or two when its entries do not fit side by side */
+  double kw = 0;
+  if (L.has_nan) kw += key_entry_w(c, L.cap, h->nan_label ? h->nan_label : "no value");
+  if (L.has_band) kw += key_entry_w(c, L.cap, h->band_label);
+  L.key_lines = kw > c->W - 2.0 * c->fs && L.has_nan && L.has_band ? 2 : 1;
+  L.key = L.has_nan || L.has_band ? 1.9 * c->fs * L.key_lines : 0;
+  p.b = c->H - (1.0 * c->fs + 2.2 * L.cap + L.xtitle + 0.6 * c->fs + L.key);
   double rowh = (p.b - p.t) / (double)h->ny;
   L.rcap = fmax(fmin(L.cap, 0.7 * rowh), 6.0);
   L.rstep = (size_t)ceil(L.rcap * 1.3 / rowh);
@@ -137,6 +175,7 @@ static step_layout stepheat_layout(const canvas *c, const fp8_chart *ch, const f
  * value that fits exactly must not look saturated. */
 static uint32_t cell_rgb(const fp8_step_heatmap *h, double lo, double hi, double v,
                          const uint32_t *cmap) {
+  if (h->band_label && v > h->threshold && v <= h->band) return BAND_RGB;
   int i = entry_of(h, lo, hi, v);
   if (v > h->threshold || entry_value(lo, hi, i) <= h->threshold) return cmap[i];
   double rgb[3];
@@ -165,7 +204,7 @@ static void stepheat_cells(const canvas *c, const step_layout *L, const fp8_step
   if (x1 > c->W) x1 = c->W;
   if (y1 > c->H) y1 = c->H;
   const double uw = (ax->hi - ax->lo) / (p->r - p->l), rowh = (p->b - p->t) / (double)h->ny;
-  const uint32_t na = 190u << 16 | 190u << 8 | 190u; /* CI_NA */
+  const int hp = hatch_period(c);
   for (size_t iy = 0; iy < h->ny; iy++) {
     const double *row = h->values + iy * h->nx;
     /* this row's pixel lines: those whose centre lies in it */
@@ -180,10 +219,13 @@ static void stepheat_cells(const canvas *c, const step_layout *L, const fp8_step
       while (ix + 1 < h->nx && col_end(h, ix) <= u0) ix++; /* the first column reaching u0 */
       for (size_t k = ix; k < h->nx && h->x[k] < u1; k++)
         if (!isnan(row[k]) && (isnan(v) || row[k] > v)) v = row[k];
-      line[x] = isnan(v) ? na : cell_rgb(h, lo, hi, v, cmap);
+      line[x] = isnan(v) ? 1u << 24 : cell_rgb(h, lo, hi, v, cmap); /* bit 24: no value */
     }
-    for (int y = ya + 1; y < yb; y++)
-      memcpy(data + (size_t)y * (size_t)stride + 4 * (size_t)x0, line + x0, 4 * (size_t)(x1 - x0));
+    for (int y = yb - 1; y >= ya; y--) { /* the first line last: it holds the values */
+      uint32_t *out = (uint32_t *)(data + (size_t)y * (size_t)stride);
+      for (int x = x0; x < x1; x++)
+        out[x] = line[x] >> 24 ? hatch_rgb(x, y, hp) : line[x];
+    }
   }
   cairo_surface_mark_dirty(sf);
   if ((L->p.b - L->p.t) / (double)h->ny >= 8 * c->s) {
@@ -204,8 +246,46 @@ static void stepheat_labels(const canvas *c, const step_layout *L, const fp8_ste
   double rowh = (p->b - p->t) / (double)h->ny;
   size_t maxc = (size_t)(c->W * 0.3 / (TEXT_CHAR_W * L->rcap));
   for (size_t iy = 0; iy < h->ny; iy += L->rstep)
-    plot_text_user_mid(c, p->l - 0.6 * L->rcap, p->b - (iy + 0.5) * rowh, 0, 1.0, L->rcap,
+    plot_text_user_start(c, p->l - 0.6 * L->rcap, p->b - (iy + 0.5) * rowh, 0, 1.0, L->rcap,
                        CI_FG, h->ylabels[iy], maxc);
+}
+
+/* The key below the x title: a swatch and its text for the hatched NaN cells and the band,
+ * side by side from the page's left margin (one above the other when they do not fit). */
+static void stepheat_key(const canvas *c, const step_layout *L, const fp8_step_heatmap *h) {
+  if (L->key <= 0) return;
+  double cap = L->cap, sw = 2.2 * cap, sh = 1.3 * cap;
+  double lh = L->key / L->key_lines;
+  double y = c->H - 0.6 * c->fs - L->key + 0.5 * lh; /* the first key line's middle */
+  double x = 1.0 * c->fs; /* from the page's left margin: the key may be wider than the plot */
+  const char *text[2] = {h->nan_label ? h->nan_label : "no value", h->band_label};
+  int on[2] = {L->has_nan, L->has_band};
+  cairo_surface_t *sf = cairo_get_target(c->cr);
+  for (int k = 0; k < 2; k++) {
+    if (!on[k]) continue;
+    int xa = (int)lrint(x), xb = (int)lrint(x + sw), ya = (int)lrint(y - 0.5 * sh),
+        yb = (int)lrint(y + 0.5 * sh);
+    if (xa < 0) xa = 0;
+    if (ya < 0) ya = 0;
+    if (xb > c->W) xb = c->W;
+    if (yb > c->H) yb = c->H;
+    cairo_surface_flush(sf);
+    unsigned char *data = cairo_image_surface_get_data(sf);
+    const int stride = cairo_image_surface_get_stride(sf);
+    for (int yy = ya; yy < yb; yy++) {
+      uint32_t *row = (uint32_t *)(data + (size_t)yy * (size_t)stride);
+      for (int xx = xa; xx < xb; xx++) row[xx] = k == 0 ? hatch_rgb(xx, yy, hatch_period(c)) : BAND_RGB;
+    }
+    cairo_surface_mark_dirty(sf);
+    plot_page_mode(c);
+    plcol0(CI_FG);
+    plwidth(1.0 * c->s);
+    PLFLT bx[5] = {xa, xb, xb, xa, xa}, by[5] = {c->H - ya, c->H - ya, c->H - yb, c->H - yb, c->H - ya};
+    plline(5, bx, by);
+    plot_text_user(c, x + sw + 0.6 * cap, y, 0, 0.0, cap, CI_FG, text[k], 0);
+    x += key_entry_w(c, cap, text[k]);
+    if (L->key_lines == 2) x = 1.0 * c->fs, y += lh;
+  }
 }
 
 int fp8_plot_step_heatmap(const char *path, const fp8_chart *ch, const fp8_step_heatmap *h,
@@ -234,6 +314,7 @@ int fp8_plot_step_heatmap(const char *path, const fp8_chart *ch, const fp8_step_
   for (int i = 0; i < NCOL1; i++) cmap[i] = (uint32_t)r1[i] << 16 | (uint32_t)g1[i] << 8 | (uint32_t)b1[i];
   stepheat_cells(&c, &L, h, &ax, lo, hi, cmap);
   stepheat_labels(&c, &L, h, &ax);
+  stepheat_key(&c, &L, h);
   box cb = {L.p.r + L.bar_gap, L.p.r + L.bar_gap + L.bar_w, L.p.t, L.p.b};
   plot_colorbar(&c, &cb, &av, L.cap, L.bar_lab, h->colorbar_label);
   /* the threshold across the colour bar */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"     /* fp8_clip_bits, fp8_format_max */
 #include "results.h" /* fp8_overshoot */
 #include "util.h"
 
@@ -22,8 +23,29 @@ typedef struct {
   const char **names;
   const char *source;
   size_t loud;   /* cells > 0 */
+  size_t clip;   /* cells > band: the largest element clipped */
   double vmax;   /* the largest overshoot (NaN: none) */
+  double band;   /* the format's rounding band: (0, band] overflowed by rounding only */
 } ograd;
+
+/* The largest overshoot whose largest element can only round to fp8_max: log2 of the format's
+ * rounding midpoint (fp8_clip_bits: 464 for E4M3, 61440 for E5M2) over fp8_max (448, 57344):
+ * 0.0506 and 0.0995 binades. */
+static double round_band(fp8_format f) {
+  uint32_t b = fp8_clip_bits(f);
+  float m;
+  memcpy(&m, &b, sizeof m);
+  return log2((double)m / (double)fp8_format_max(f));
+}
+
+/* A cell's drawn value: an overflowed largest element that did not clip (fp8_stream_clipped,
+ * or no clipped value in a snapshot row) inside the band (0, band], one that clipped above it
+ * (both by the float32 comparison, which can differ from the log's last rounding: the value
+ * moves by at most that rounding and the band's width). */
+static double oband(double v, int clipped, double band) {
+  if (!(v > 0) || isinf(v)) return v;
+  return clipped ? fmax(v, nextafter(band, INFINITY)) : fmin(v, band);
+}
 
 /* The role's groups under the reference configuration into g (room for every group), in the
  * natural order of their tensors' names (layers.2 before layers.10: the model's order). */
@@ -50,22 +72,36 @@ static size_t role_groups(const rep_t *r, int role, size_t *g) {
 /* The value of group g at column step (index i of the stream or the step itself); NaN at
  * warm-up, where there is none, and where the tensor did not run (amax 0: no largest element,
  * not "far below the max"). Sets *warm when the cell is a warm-up step. */
-static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t i, int64_t step, int *warm) {
+static double ocell(const rep_t *r, size_t g, const fp8_stream_series *s, size_t i, int64_t step,
+                    double band, int *warm) {
   if (s) {
     *warm = i < s->n && s->warmup[i];
-    return i < s->n && s->step[i] == step && !*warm && s->amax[i] > 0.0f
-               ? fp8_overshoot(s->amax[i], s->scale[i], s->key.format) : NAN;
+    if (!(i < s->n && s->step[i] == step && !*warm && s->amax[i] > 0.0f)) return NAN;
+    return oband(fp8_overshoot(s->amax[i], s->scale[i], s->key.format),
+                 fp8_stream_clipped(s->amax[i], s->scale[i], s->key.format), band);
   }
   const fp8_step_row *row = rep_row_at(r, (ptrdiff_t)g, step);
   *warm = row && row->warmup;
-  return row && !row->warmup && row->amax > 0 ? row->overshoot : NAN;
+  return row && !row->warmup && row->amax > 0 ? oband(row->overshoot, row->clipped > 0, band) : NAN;
+}
+
+/* The counts of a grid (cells > 0, cells past the band, the largest finite value). */
+static void ograd_tally(ograd *o) {
+  o->loud = o->clip = 0;
+  o->vmax = NAN;
+  for (size_t i = 0; i < o->nx * o->ny; i++) {
+    if (o->v[i] > 0) o->loud++;
+    if (o->v[i] > o->band) o->clip++;
+    if (isfinite(o->v[i]) && !(o->v[i] <= o->vmax)) o->vmax = o->v[i];
+  }
 }
 
 static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   const fp8_steps_group *g0 = &r->tab.groups[g[0]];
   const fp8_stream_series *s0 = rp_series_of(r, g0->tensor, (size_t)r->ref, g0->key.format);
   size_t n = s0 ? s0->n : g0->nrows;
-  o->source = s0 ? "every step (stream.csv)" : "the snapshot steps";
+  o->source = !s0 ? "the snapshot steps"
+              : rep_micro(r) ? "every micro-batch (stream.csv)" : "every step (stream.csv)";
   o->x = calloc(n + 1, sizeof *o->x);
   o->v = calloc((n + 1) * ng, sizeof *o->v);
   o->names = calloc(ng + 1, sizeof *o->names);
@@ -76,6 +112,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   }
   o->ny = ng;
   o->vmax = NAN;
+  o->band = round_band(g0->key.format);
   for (size_t k = 0; k < ng; k++) {
     const fp8_steps_group *gr = &r->tab.groups[g[k]];
     ss[k] = s0 ? rp_series_of(r, gr->tensor, (size_t)r->ref, gr->key.format) : NULL;
@@ -86,7 +123,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
     int all_warm = 1;
     for (size_t k = 0; k < ng; k++) {
       int warm = 0;
-      double v = ocell(r, g[k], ss[k], i, step, &warm);
+      double v = ocell(r, g[k], ss[k], i, step, o->band, &warm);
       all_warm &= warm;
       o->v[(ng - 1 - k) * (n + 1) + o->nx] = v;
     }
@@ -96,10 +133,7 @@ static int ograd_fill(const rep_t *r, const size_t *g, size_t ng, ograd *o) {
   /* pack the rows to nx columns */
   for (size_t k = 0; k < ng; k++)
     memmove(o->v + k * o->nx, o->v + k * (n + 1), o->nx * sizeof *o->v);
-  for (size_t i = 0; i < o->nx * ng; i++) {
-    if (o->v[i] > 0) o->loud++;
-    if (isfinite(o->v[i]) && !(o->v[i] <= o->vmax)) o->vmax = o->v[i];
-  }
+  ograd_tally(o);
   free(ss);
   return FP8_OK;
 }
@@ -129,12 +163,15 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
              rname, ntensors);
   else
     snprintf(what, sizeof what, "%s tensors", rname);
+  /* a column is a micro-batch when the grid comes from a stream of several a step */
+  const char *unit = rep_micro(r) && strstr(o->source, "micro") ? "micro-batch" : "step";
+  const char *units = unit[0] == 'm' ? "micro-batches" : "steps";
   if (view == VIEW_ALL)
-    snprintf(title, sizeof title, "%s under %s: overshoot per step (> 0: the largest element "
-             "saturated)", what, r->cfgs[r->ref].label);
+    snprintf(title, sizeof title, "%s under %s: overshoot per %s (> 0: the largest element "
+             "saturated)", what, r->cfgs[r->ref].label, unit);
   else if (view == VIEW_LAYERS)
-    snprintf(title, sizeof title, "%s tensors by layer under %s: overshoot per step (the "
-             "largest of a layer's)", rname, r->cfgs[r->ref].label);
+    snprintf(title, sizeof title, "%s tensors by layer under %s: overshoot per %s (the "
+             "largest of a layer's)", rname, r->cfgs[r->ref].label, unit);
   else
     snprintf(title, sizeof title, "The %zu %s tensors of %zu with the largest overshoot under %s",
              o->ny, rname, ntensors, r->cfgs[r->ref].label);
@@ -148,12 +185,19 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
                                   : view == VIEW_WORST ? "overshoot heatmap, worst tensors"
                                                        : "overshoot heatmap"}};
   int height = (int)(260 + 30 * o->ny);
-  fp8_chart ch = {.title = title, .xlabel = "training step",
+  char blabel[128];
+  snprintf(blabel, sizeof blabel, "overflow by rounding only (overshoot <= %.2g binades, 0 values "
+           "clipped)", o->band);
+  fp8_chart ch = {.title = title,
+                  .xlabel = unit[0] == 'm' ? "training step (its micro-batches side by side)"
+                                           : "training step",
                   .ylabel = view == VIEW_LAYERS ? "layer" : "tensor", .text = text, .ntext = 5,
                   .width = 1400, .height = height < 800 ? 800 : height > 2400 ? 2400 : height};
   fp8_step_heatmap hm = {.nx = o->nx, .ny = o->ny, .x = o->x, .ylabels = o->names, .values = o->v,
                          .threshold = 0, .vmin = lo, .vmax = hi,
-                         .colorbar_label = "overshoot log2(amax x scale / fp8_max) (binades)"};
+                         .colorbar_label = "overshoot log2(amax x scale / fp8_max) (binades)",
+                         .band = o->band, .band_label = blabel,
+                         .nan_label = "no value: warm-up, or the tensor did not run"};
   int rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
   if (rc) return rc;
   plot_t *p = rp_plot_add(drawn, file);
@@ -163,29 +207,23 @@ static int plot_overshoot_role(const rep_t *r, rep_charts *drawn, int role, cons
     snprintf(p->alt, sizeof p->alt, "overshoot heatmap of the %s", what);
     if (view == VIEW_ALL) snprintf(what, sizeof what, "each %s tensor", rname);
     snprintf(p->caption, sizeof p->caption,
-             "Overshoot log2(amax x scale / fp8_max) of %s at %s under %s: blue-grey where "
-             "the largest element fit (<= 0, lighter nearer the max), orange to dark red where it "
-             "saturated by that many binades (%zu of %zu cells; largest %s). Grey: warm-up steps and "
-             "steps where the tensor did not run (steps where every tensor warms up are not drawn).%s",
-             what, o->source, r->cfgs[r->ref].label, o->loud, o->nx * o->ny, mx,
+             "Overshoot log2(amax x scale / fp8_max) of %s at %s under %s: blue where the largest "
+             "element fit (<= 0, including a hair below 0 such as -5e-9; lighter nearer the max); "
+             "yellow where it overflowed by rounding only (0 < overshoot <= %.3g binades, the "
+             "format's rounding midpoint: every value rounds to fp8_max, none clipped; %zu cells); "
+             "orange to dark red where it clipped, by that many binades (%zu cells; %zu of %zu "
+             "cells overflowed; largest %s). Hatched: %s of warm-up and %s where the tensor did "
+             "not run (%s where every tensor warms up are not drawn).%s",
+             what, o->source, r->cfgs[r->ref].label, o->band, o->loud - o->clip, o->clip, o->loud,
+             o->nx * o->ny, mx, units, units, units,
              view == VIEW_ALL ? ""
              : view == VIEW_LAYERS
                  ? " A layer is the name up to its first number (model.layers.12); a pixel "
-                   "column shows the largest of the steps it covers."
+                   "column shows the largest of the columns it covers."
                  : " Chosen by each tensor's largest overshoot over the run, in name order.");
     drawn->nplots++;
   }
   return FP8_OK;
-}
-
-/* The counts of a grid (cells > 0, the largest finite value). */
-static void ograd_tally(ograd *o) {
-  o->loud = 0;
-  o->vmax = NAN;
-  for (size_t i = 0; i < o->nx * o->ny; i++) {
-    if (o->v[i] > 0) o->loud++;
-    if (isfinite(o->v[i]) && !(o->v[i] <= o->vmax)) o->vmax = o->v[i];
-  }
 }
 
 /* The length of name's layer: up to the end of its first dotted component that is a number
@@ -231,6 +269,7 @@ static int ograd_layers(const ograd *o, ograd *l, char **text) {
     l->nx = nx;
     l->ny = nl;
     l->source = o->source;
+    l->band = o->band;
     for (size_t i = 0; i < nx * nl; i++) l->v[i] = NAN;
     for (size_t row = 0; row < ny; row++) {
       double *dst = l->v + (nl - 1 - of[row]) * nx;
@@ -297,6 +336,7 @@ static int ograd_worst(const ograd *o, const char *role, ograd *w, char **text) 
     w->nx = nx;
     w->ny = n;
     w->source = o->source;
+    w->band = o->band;
     size_t room = 0, rl = strlen(role);
     for (size_t k = 0; k < n; k++) room += strlen(o->names[keep[k]]) + 1;
     char *tx = *text = malloc(room + 1);

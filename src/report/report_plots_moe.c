@@ -3,7 +3,7 @@
  * whose largest element clipped under the reference configuration, on the step budget's threshold scale. One
  * chart per expert GEMM and role (`gate_up_proj.input`), a row per layer's experts module in the
  * model's order: a DeepSeek-V3's 58 layers by 256 experts fit one chart; an expert that never ran
- * is grey; weights only where one clipped (they are quantized every step). */
+ * is hatched; weights only where one clipped (they are quantized every step). */
 #include "report_plots_internal.h"
 
 #include <math.h>
@@ -92,7 +92,8 @@ static int draw_chart(const rep_t *r, rep_charts *drawn, const moe_ref *refs, si
   fp8_step_heatmap hm = {.nx = (size_t)nx, .ny = ny, .x = x, .ylabels = (const char *const *)labels,
                          .values = v, .threshold = r->rec.budgets.step, .vmin = 0,
                          .vmax = 0.1 > 2 * r->rec.budgets.step ? 0.1 : 2 * r->rec.budgets.step,
-                         .colorbar_label = cbar, .integer_x = 1};
+                         .colorbar_label = cbar, .integer_x = 1,
+                         .nan_label = "no value: the expert never ran"};
   rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_step_heatmap(path, &ch, &hm, err, errlen);
   if (rc) goto done;
   plot_t *p = rp_plot_add(drawn, file);
@@ -102,7 +103,7 @@ static int draw_chart(const rep_t *r, rep_charts *drawn, const moe_ref *refs, si
              "Every expert's `%s` under %s: a row per experts module (one GroupedLinear per "
              "layer), a column per expert; the colour is the share of the %s the expert ran "
              "(warm-up left out) whose largest element clipped, orange to red past the step "
-             "budget (%.3g); grey: the expert never ran. Columns are drawn at the largest value "
+             "budget (%.3g); hatched: the expert never ran. Columns are drawn at the largest value "
              "of those a pixel covers.",
              what, b->dlabel, rep_unit(r, 1), r->rec.budgets.step);
     drawn->nplots++;

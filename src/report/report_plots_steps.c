@@ -119,8 +119,8 @@ int rep_plot_snr(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
                            {"experiment", r->run.name},
                            {"tensor", tensor},
                            {"plot", "snr over steps"}};
-    fp8_chart ch = {.title = title, .xlabel = "training step", .ylabel = "SNR (dB)", .grid = 1, .text = text,
-                    .ntext = 4};
+    fp8_chart ch = {.title = title, .xlabel = "training step", .grid = 1, .text = text, .ntext = 4,
+                    .ylabel = "SNR (dB; the axis spans at least 3 dB)", .min_yspan = 3};
     rc = !rp_my_chart(drawn) ? FP8_OK : fp8_plot_lines(path, &ch, s, ns, NULL, 0, err, errlen);
     if (rc) goto done;
     plot_t *p = rp_plot_add(drawn, "snr.png");

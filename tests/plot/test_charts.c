@@ -161,7 +161,7 @@ START_TEST(test_step_heatmap) {
   for (int i = 80; i < NX; i++) v[i] = NAN;
   const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input",
                         "layers.3.fc1.input"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0, 0, NULL, NULL};
   fp8_chart c = base_chart("overshoot per step");
   c.ylabel = "tensor";
   const char *p = path_in("stepheat.png");
@@ -172,20 +172,28 @@ START_TEST(test_step_heatmap) {
   /* The cells span at least x 250..950, y 80..680 and at most x 100..1100, y 60..720: steps
    * 40..59 of row 2 hold (590, 306), row 1 (590, 464), steps 80..99 of row 0 (925, 620),
    * steps 0..29 of row 3 (300, 150). Just above the threshold is already orange (#E69F00);
-   * -2 is halfway from the quiet end (160,186,214) to (240,240,240); beyond vmax dark red. */
+   * -2 is halfway from the quiet end (66,116,170) to (158,202,236); beyond vmax dark red; a
+   * missing value hatched: white and grey (150) pixels, both within a few pixels. */
   assert_color(&im, 590, 306, 230, 159, 0, 4);
-  assert_color(&im, 590, 464, 200, 213, 227, 3);
-  assert_color(&im, 925, 620, 190, 190, 190, 2);
+  assert_color(&im, 590, 464, 112, 159, 203, 3);
+  int white = 0, grey = 0;
+  for (int dy = -4; dy <= 4; dy++)
+    for (int dx = -4; dx <= 4; dx++) {
+      white += near(px(&im, 925 + dx, 620 + dy), 255, 255, 255, 1);
+      grey += near(px(&im, 925 + dx, 620 + dy), 150, 150, 150, 1);
+    }
+  ck_assert_msg(white > 20 && grey > 10 && white + grey == 81, "hatching: %d white, %d grey of 81",
+                white, grey);
   assert_color(&im, 300, 150, 111, 1, 10, 3);
   free(im.rgb);
 
   /* automatic range: the data's with the threshold; one column; errors */
-  fp8_step_heatmap one = {1, NY, x, yl, v, 0, 0, 0, NULL, 0};
+  fp8_step_heatmap one = {1, NY, x, yl, v, 0, 0, 0, NULL, 0, 0, NULL, NULL};
   ck_assert_msg(fp8_plot_step_heatmap(path_in("one.png"), &c, &one, err, sizeof err) == FP8_OK, "%s", err);
   double xd[3] = {0, 2, 1};
-  fp8_step_heatmap bad = {3, 1, xd, yl, v, 0, 0, 0, NULL, 0};
+  fp8_step_heatmap bad = {3, 1, xd, yl, v, 0, 0, 0, NULL, 0, 0, NULL, NULL};
   ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &bad, err, sizeof err), FP8_EINVAL);
-  fp8_step_heatmap badr = {NX, NY, x, yl, v, 5, -4, 4, NULL, 0}; /* threshold outside the range */
+  fp8_step_heatmap badr = {NX, NY, x, yl, v, 5, -4, 4, NULL, 0, 0, NULL, NULL}; /* threshold outside the range */
   ck_assert_int_eq(fp8_plot_step_heatmap(path_in("bad.png"), &c, &badr, err, sizeof err), FP8_EINVAL);
 }
 END_TEST
@@ -207,19 +215,19 @@ START_TEST(test_step_heatmap_many_steps) {
     v[2 * NX + i] = i == EV ? 3 : NAN;
   }
   const char *yl[NY] = {"layers.0.fc1.input", "layers.1.fc1.input", "layers.2.fc1.input"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, "overshoot (binades)", 0, 0, NULL, NULL};
   fp8_chart c = base_chart("one loud step among 10,000");
   const char *p = path_in("stepheat_many.png");
   ck_assert_msg(fp8_plot_step_heatmap(p, &c, &h, err, sizeof err) == FP8_OK, "%s", err);
   image im = load(p);
   /* the quiet colour of -2 (as in test_step_heatmap) along row 0 (the bottom row) gives the
    * cells' x extent; rows are thirds of the cells' height */
-  const uint8_t quiet[3] = {200, 213, 227};
+  const uint8_t quiet[3] = {112, 159, 203};
   int qx0 = -1, qx1 = -1, y0 = -1, y1 = -1;
   for (int y = im.h - 1; y >= 0 && y1 < 0; y--) /* the bottom row's lowest line of cells */
     if (longest_run(&im, y, quiet, 3, &qx0, &qx1) > im.w / 2) y1 = y;
   ck_assert_msg(y1 > 0, "no row of quiet cells found");
-  for (int y = y1; y >= 0 && near(px(&im, (qx0 + qx1) / 2, y), 200, 213, 227, 3); y--) y0 = y;
+  for (int y = y1; y >= 0 && near(px(&im, (qx0 + qx1) / 2, y), 112, 159, 203, 3); y--) y0 = y;
   int rowh = y1 - y0 + 1; /* row 0's height (the white lines between rows: a pixel or two) */
   ck_assert_int_ge(rowh, 50);
   double ex = qx0 + (EV + 0.5) / NX * (qx1 - qx0 + 1);
@@ -251,7 +259,7 @@ START_TEST(test_long_title_fits) {
   double x[NX], v[NY * NX];
   for (int i = 0; i < NX; i++) x[i] = i, v[i] = v[NX + i] = -1;
   const char *yl[NY] = {"a", "b"};
-  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, NULL, 0};
+  fp8_step_heatmap h = {NX, NY, x, yl, v, 0, -4, 4, NULL, 0, 0, NULL, NULL};
   fp8_chart c = base_chart("input tensors under delayed L=1024 m=0 max: overshoot per step (> 0: "
                            "the largest element saturated) and then a good deal more words");
   c.width = 1400;
