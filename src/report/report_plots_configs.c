@@ -295,7 +295,9 @@ int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     plot_t *p = rc ? NULL : rp_plot_add(drawn, b->file);
     if (p) {
       snprintf(p->alt, sizeof p->alt, "%s", b->alt);
-      snprintf(p->caption, sizeof p->caption, "%s", b->caption);
+      char extra[512] = ""; /* issue 42: NVFP4's scale-rounding overflow (report_fp4_text.c) */
+      if (k == 0) rep_fp4_overflow_caption(r, extra, sizeof extra);
+      snprintf(p->caption, sizeof p->caption, "%s%s", b->caption, extra);
       drawn->nplots++;
     }
   }
