@@ -26,7 +26,7 @@ static const char *current_words(const rep_t *r) {
 }
 
 /* The configurations (distinct, not bf16, passing ok when given) tied with best within their
- * intervals (rep_gemm_tied, issue 42), as "; tied within the interval with a, b" (empty: none):
+ * intervals (rep_gemm_tied, issue 42), as "; tied within the interval with a; b" (empty: none):
  * a ranking of sampled errors names its ties instead of choosing on a point estimate. */
 static const char *tied_with(const rep_t *r, size_t best, const unsigned char *ok, char *buf,
                              size_t len) {
@@ -38,7 +38,8 @@ static const char *tied_with(const rep_t *r, size_t best, const unsigned char *o
         isnan(x->gemm_median[0]) || !rep_gemm_tied(&r->cfgs[best], x))
       continue;
     if (n++ >= 4) continue; /* four names, then how many more */
-    int k = snprintf(buf + at, len - at, "%s%s", n > 1 ? ", " : "; tied within the interval with ",
+    /* "; " between names: a label may hold a comma ("delayed m=2 recent, any L") */
+    int k = snprintf(buf + at, len - at, "%s%s", n > 1 ? "; " : "; tied within the interval with ",
                      x->dlabel);
     if (k > 0) at += (size_t)k;
   }
