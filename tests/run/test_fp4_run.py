@@ -518,8 +518,61 @@ def fp4_text(tmp):
           "gives them (%s); the chart's caption explains it" % want[:80])
 
 
+def ties(tmp):
+    """Issue 42, a ranking of sampled errors: the GEMM error section's "lowest mean of the three
+    medians" names the configurations tied with it, those whose interval [mean of the three
+    median rel_error_lo, mean of the three median rel_error_hi] overlaps the best's, recomputed
+    here from gemm.csv (synth:llm, 40 steps, current scaling and three delayed configurations,
+    gemm_error = sampled). Each table row is matched to its configuration by its three medians."""
+    import statistics
+    d = os.path.join(tmp, "ties")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "t.ini"), "w") as f:
+        f.write("[trace]\npath = synth:llm\nsynth_steps = 40\n\n[recipe.cur]\nkind = current\n\n"
+                "[recipe.d]\nkind = delayed\nhistory_len = 1, 16, 1024\nmargin = 1\n\n"
+                "[analysis]\ngemm = true\n\n[output]\ndir = out\n")
+    rc, out = run(["run", "t.ini"], d)
+    check(rc == 0, "ties run: rc %d: %s" % (rc, out[-400:]))
+    if rc:
+        return
+    res = os.path.join(d, "out")
+    gemm = rows(os.path.join(res, "gemm.csv"))
+    st = {}
+    for r in gemm:
+        k = (r["recipe"], r["history_len"])
+        for col in ("rel_error", "rel_error_lo", "rel_error_hi"):
+            st.setdefault(k, {}).setdefault((col, r["gemm"]), []).append(float(r[col]))
+    mean = {k: {col: sum(statistics.median(v[(col, g)]) for g in ("fprop", "dgrad", "wgrad")) / 3
+                for col in ("rel_error", "rel_error_lo", "rel_error_hi")} for k, v in st.items()}
+    md = open(os.path.join(res, "report.md")).read()
+    sec = md[md.find("## GEMM error"):]
+    sec = sec[:sec.find("\n## ", 5)]
+    label = {}
+    for line in sec.splitlines():
+        c = [x.strip() for x in line.strip("|").split("|")]
+        if len(c) == 4 and c[0] not in ("configuration", "---"):
+            for k, v in st.items():
+                if all("%.3g" % statistics.median(v[("rel_error", g)]) == c[1 + i]
+                       for i, g in enumerate(("fprop", "dgrad", "wgrad"))):
+                    label[k] = c[0]
+    check(len(label) == 4, "ties: %d of 4 table rows matched to gemm.csv" % len(label))
+    if len(label) != 4:
+        return
+    best = min(mean, key=lambda k: mean[k]["rel_error"])
+    b = mean[best]
+    tied = [k for k in sorted(mean, key=lambda k: list(label).index(k)) if k != best and
+            mean[k]["rel_error_lo"] <= b["rel_error_hi"] and b["rel_error_lo"] <= mean[k]["rel_error_hi"]]
+    want = "Lowest mean of the three medians: **%s** (%.3g%s)." % (
+        label[best], b["rel_error"],
+        "; tied within the interval with " + "; ".join(label[k] for k in tied) if tied else "")
+    check(want in sec, "ties: expected %r in the GEMM error section:\n%s" % (want, sec[:1200]))
+    check(tied, "ties: no configuration tied with %s: the case tests nothing" % label[best])
+    print("ties: %s" % want)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
+        ties(tmp)
         hand(tmp)
         against_reference(tmp)
         report_and_advice(tmp)
