@@ -32,7 +32,8 @@ columns computed from those sums:
   inf equals inf of the same sign, nan equals nan, an empty cell only an empty cell. The
   headers must be identical, and so must the row counts (rows are compared in file order: the
   runner writes them in a fixed order, steps, tensor names, configurations).
-gemm.csv (when listed in --files and present in both): every column exact but rel_error, which
+gemm.csv (when listed in --files and present in both): every column exact but rel_error (and
+the FP4 ratio columns ratio, ratio_lo, ratio_hi: quotients of two errors, twice the tolerance), which
 the GPU engine takes from cuBLASLt's real FP8 GEMMs (FP32 accumulation; Hopper's fast
 accumulation in fprop, as TransformerEngine) against cuBLASLt's FP32 GEMM, where the CPU uses an
 FP32 GEMM of the dequantized operands against a double one: equal only to the accumulation
@@ -294,6 +295,10 @@ def compare_gemm(path_a, path_b, rtol, fprop_rtol, atol, show):
         problems.append("gemm.csv: no rel_error / gemm column")
         return 0, 0, stats, 0, problems, shown
     ie, ig = head.index("rel_error"), head.index("gemm")
+    # the FP4 ratio columns (issue 42): a quotient of two rel_errors, so twice their tolerance
+    tcols = [(ie, 1.0)] + [(head.index(c), 2.0) for c in ("ratio", "ratio_lo", "ratio_hi")
+                           if c in head]
+    tidx = {i for i, _ in tcols}
     if len(ra) != len(rb):
         problems.append("gemm.csv: row counts differ: A has %d rows, B has %d" %
                         (len(ra) - 1, len(rb) - 1))
@@ -303,7 +308,7 @@ def compare_gemm(path_a, path_b, rtol, fprop_rtol, atol, show):
         if len(a) != len(head) or len(b) != len(head):
             problems.append("gemm.csv line %d: field count differs from the header" % (line + 1))
             continue
-        if [v for i, v in enumerate(a) if i != ie] != [v for i, v in enumerate(b) if i != ie]:
+        if [v for i, v in enumerate(a) if i not in tidx] != [v for i, v in enumerate(b) if i not in tidx]:
             exact_mis += 1
             if len(shown) < show:
                 shown.append("  gemm.csv line %d: key columns differ: A %s, B %s" %
@@ -311,21 +316,24 @@ def compare_gemm(path_a, path_b, rtol, fprop_rtol, atol, show):
             continue
         kind = a[ig]
         st = stats.setdefault(kind, [0, 0, 0.0])
-        st[0] += 1
-        fa_, fb_ = parse_float(a[ie]), parse_float(b[ie])
-        if fa_ is None or fb_ is None:
-            ok, r = a[ie] == b[ie], (0.0 if a[ie] == b[ie] else math.inf)
-        else:
-            r = rel_diff(fa_, fb_)
-            tol = fprop_rtol if kind == "fprop" else rtol
-            ok = r == 0.0 or (math.isfinite(r) and
-                              abs(fa_ - fb_) <= tol * max(abs(fa_), abs(fb_)) + atol)
-        st[2] = max(st[2], r)
-        if not ok:
-            st[1] += 1
-            if len(shown) < show:
-                shown.append("  gemm.csv line %d (%s): rel_error A %s, B %s (rel diff %.3g)" %
-                             (line + 1, ",".join(a[:ie]), a[ie], b[ie], r))
+        for ic, k in tcols:
+            if ic != ie and a[ic] == "" and b[ic] == "":
+                continue  # no ratio on this row
+            st[0] += 1
+            fa_, fb_ = parse_float(a[ic]), parse_float(b[ic])
+            if fa_ is None or fb_ is None:
+                ok, r = a[ic] == b[ic], (0.0 if a[ic] == b[ic] else math.inf)
+            else:
+                r = rel_diff(fa_, fb_)
+                tol = k * (fprop_rtol if kind == "fprop" else rtol)
+                ok = r == 0.0 or (math.isfinite(r) and
+                                  abs(fa_ - fb_) <= tol * max(abs(fa_), abs(fb_)) + atol)
+            st[2] = max(st[2], r)
+            if not ok:
+                st[1] += 1
+                if len(shown) < show:
+                    shown.append("  gemm.csv line %d (%s): %s A %s, B %s (rel diff %.3g)" %
+                                 (line + 1, ",".join(a[:ie]), head[ic], a[ic], b[ic], r))
     return rows, rows * len(head), stats, exact_mis, problems, shown
 
 

@@ -15,6 +15,7 @@
  * rows and columns from the views (the operands' norms first: the draw's sizes) and never
  * widens a whole tensor for per-tensor configurations: a configuration casts its few gathered
  * rows and runs three small FP32 GEMMs. Block configurations still cast whole tensors. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,141 @@ static void widen_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_l
   }
 }
 
+/* ---------------------------------------------------------------- the FP4 verdict's ratio
+ * (engine.h: the plan's ratio_ref; gemm.h fp8_gemm_sample_ratio). A block configuration c and
+ * its reference configuration r are estimated on the same sample; the reference's three FP32
+ * blocks are kept (w->yr) while the block configurations are computed. A ratio whose interval
+ * straddles the plan's threshold is computed again on the whole output of that GEMM for both
+ * configurations, as the exact mode computes a GEMM error (fp8_gemm_ref over all tokens,
+ * fp8_gemm_error: both products FP32 by CBLAS), so that the verdict does not depend on the
+ * draw. */
+
+/* The exact recomputations of one layer: each GEMM's whole double reference and the reference
+ * configuration's exact error, made when first needed. */
+typedef struct {
+  fp8_gemm_ref ref[FP8_GEMM_COUNT];
+  int have_ref[FP8_GEMM_COUNT];
+  double er[FP8_GEMM_COUNT];
+  int have_er[FP8_GEMM_COUNT];
+  ptrdiff_t er_of;          /* the configuration er belongs to (-1: none yet) */
+} exact_cache;
+
+static int fmt_of(const fp8_engine_plan *pl, const fp8_engine_layer *l, size_t c, int i) {
+  return pl->configs[c].kind == FP8_KIND_BF16 ? -1 : (int)fp8_plan_format(pl, l->tensor[i], c);
+}
+
+/* Configuration c's full dequantized operands into w->g[3..8] (g[0..2]: the widened tensors):
+ * a block configuration's (block_operands), or a per-tensor one's cast with its scales. */
+static int full_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l, size_t c,
+                         fp8_gemm_operands *ops) {
+  const fp8_engine_plan *pl = &p->plan;
+  if (fp8_recipe_kind_is_block(pl->configs[c].kind)) return block_operands(p, w, l, c, ops);
+  const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
+                           (size_t)(l->tokens * l->out)};
+  for (int i = 0; i < 3; i++) cast_operand(w->g[i], count[i], l->scale[i][c], fmt_of(pl, l, c, i), w->g[3 + i]);
+  *ops = (fp8_gemm_operands){w->g[3], w->g[4], w->g[5], w->g[4], w->g[5], w->g[3]};
+  return FP8_OK;
+}
+
+/* The reference configuration r's sampled FP32 blocks of the three GEMMs into w->yr (the
+ * same bits as its fp8_gemm_sample_error computed). Uses the samples' qa / qb and, for a block
+ * configuration, w->g[3..8]. */
+static int ratio_ref_blocks(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
+                            fp8_gemm_sample *s, size_t r) {
+  const fp8_engine_plan *pl = &p->plan;
+  fp8_gemm_operands ops;
+  int blk = fp8_recipe_kind_is_block(pl->configs[r].kind), rc;
+  if (blk && (rc = block_operands(p, w, l, r, &ops))) return rc;
+  const float *fa[FP8_GEMM_COUNT] = {ops.fprop_input, ops.dgrad_grad_output, ops.wgrad_grad_output};
+  const float *fb[FP8_GEMM_COUNT] = {ops.fprop_weight, ops.dgrad_weight, ops.wgrad_input};
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    if (cpu_reserve(&w->yr[g], &w->yrcap[g], (size_t)(s[g].p * s[g].q) + 1)) return FP8_ENOMEM;
+    if (blk) {
+      fp8_gemm_sample_gather(&s[g], 0, fa[g], FP8_DTYPE_F32, s[g].qa);
+      fp8_gemm_sample_gather(&s[g], 1, fb[g], FP8_DTYPE_F32, s[g].qb);
+    } else {
+      int ta = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0);
+      int tb = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1);
+      cast_operand(s[g].a, (size_t)(s[g].p * s[g].k), l->scale[ta][r], fmt_of(pl, l, r, ta), s[g].qa);
+      cast_operand(s[g].b, (size_t)(s[g].q * s[g].k), l->scale[tb][r], fmt_of(pl, l, r, tb), s[g].qb);
+    }
+    if (s[g].p > 0 && s[g].q > 0) fp8_gemm_block_f32(s[g].p, s[g].q, s[g].k, s[g].qa, s[g].qb, w->yr[g]);
+  }
+  return FP8_OK;
+}
+
+/* GEMM g's whole double reference (once per layer): the widened tensors w->g[0..2]. */
+static int exact_ref(cpu_scratch *w, const fp8_engine_layer *l, exact_cache *x, int g) {
+  if (x->have_ref[g]) return FP8_OK;
+  const float *in = g != FP8_GEMM_DGRAD ? w->g[0] : NULL, *wt = g != FP8_GEMM_WGRAD ? w->g[1] : NULL,
+              *go = g != FP8_GEMM_FPROP ? w->g[2] : NULL;
+  int rc = fp8_gemm_ref_init(&x->ref[g], in, wt, go, l->tokens, l->in, l->out, 0);
+  x->have_ref[g] = rc == FP8_OK;
+  return rc;
+}
+
+static double exact_of(const exact_cache *x, int g, const fp8_gemm_operands *ops, int *rc) {
+  const float *a = g == FP8_GEMM_FPROP ? ops->fprop_input
+                 : g == FP8_GEMM_DGRAD ? ops->dgrad_grad_output : ops->wgrad_grad_output;
+  const float *b = g == FP8_GEMM_FPROP ? ops->fprop_weight
+                 : g == FP8_GEMM_DGRAD ? ops->dgrad_weight : ops->wgrad_input;
+  double e = NAN;
+  int r = fp8_gemm_error(&x->ref[g], (fp8_gemm_kind)g, a, b, &e);
+  if (r && !*rc) *rc = r;
+  return e;
+}
+
+/* The paired ratios of block configuration c (its blocks in s[g].y, its full operands in ops,
+ * i.e. w->g[3..8]) against r (its blocks in w->yr): into out[v][g] (v: ratio, lo, hi, exact). */
+static int pair_ratios(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
+                       fp8_gemm_sample *s, size_t r, const fp8_gemm_operands *ops, exact_cache *x,
+                       double out[4][FP8_GEMM_COUNT]) {
+  const double R = p->plan.ratio_threshold;
+  int redo[FP8_GEMM_COUNT], any = 0, rc = FP8_OK;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    fp8_gemm_sample_ratio(&s[g], s[g].y, w->yr[g], &out[0][g], &out[1][g], &out[2][g]);
+    out[3][g] = 0.0;
+    /* straddles the threshold: not decided on the sample (NaN compares false: kept) */
+    redo[g] = out[1][g] <= R && R < out[2][g];
+    any |= redo[g];
+  }
+  if (!any) return FP8_OK;
+  /* a recomputation that cannot be made (out of memory, a dimension over CBLAS's int) leaves
+   * the sampled ratio, undecided: the report calls the layer too close to call */
+  double ec[FP8_GEMM_COUNT] = {NAN, NAN, NAN};
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    int e = FP8_OK;
+    if (redo[g] && (exact_ref(w, l, x, g) != FP8_OK || (ec[g] = exact_of(x, g, ops, &e), e)))
+      redo[g] = 0;
+  }
+  if (x->er_of != (ptrdiff_t)r) {
+    x->er_of = (ptrdiff_t)r;
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) x->have_er[g] = 0;
+  }
+  int need = 0;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) need |= redo[g] && !x->have_er[g];
+  if (need) { /* c's operands are no longer needed: r's take their place */
+    fp8_gemm_operands ro;
+    if (full_operands(p, w, l, r, &ro) != FP8_OK)
+      for (int g = 0; g < FP8_GEMM_COUNT; g++) redo[g] &= x->have_er[g];
+    for (int g = 0; g < FP8_GEMM_COUNT; g++)
+      if (redo[g] && !x->have_er[g]) {
+        int e = FP8_OK;
+        x->er[g] = exact_of(x, g, &ro, &e);
+        x->have_er[g] = e == FP8_OK;
+        redo[g] = e == FP8_OK;
+      }
+  }
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    if (!redo[g]) continue;
+    double a = ec[g], b = x->er[g];
+    double q = isnan(a) || isnan(b) ? NAN : b > 0.0 ? a / b : a > 0.0 ? INFINITY : 1.0;
+    out[0][g] = out[1][g] = out[2][g] = q;
+    out[3][g] = 1.0;
+  }
+  return rc;
+}
+
 /* The sampled mode (plan->gemm_sample > 0): each GEMM's sample, its operands gathered from the
  * loaded views and its reference; per-tensor configurations from the gathered operands alone,
  * block configurations from their full dequantized operands (all tokens). */
@@ -252,15 +388,32 @@ static int sampled_task(cpu_priv *p, cpu_scratch *w, cpu_task *task, int blocks,
       const fp8_tensor_view *v = p->view[l->tensor[i]];
       fp8_dtype_to_f32(v->dtype, v->data, count[i], w->g[i]);
     }
+    exact_cache xc = {.er_of = -1};
+    ptrdiff_t have_yr = -1; /* the configuration whose blocks w->yr holds */
     for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
       if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+      int64_t r = pl->ratio_ref ? pl->ratio_ref[c] : -1;
+      int paired = r >= 0 && (size_t)r < nc && (size_t)r != c && task->want[r];
+      if (paired && have_yr != r) { /* before c's operands: a block reference uses g[3..8] */
+        if ((rc = ratio_ref_blocks(p, w, l, s, (size_t)r))) break;
+        have_yr = r;
+      }
       fp8_gemm_operands ops;
-      double e[3][FP8_GEMM_COUNT];
+      double e[3][FP8_GEMM_COUNT], q[4][FP8_GEMM_COUNT];
       if ((rc = block_operands(p, w, l, c, &ops))) break;
       sampled_from_full(s, &ops, e);
       for (int g = 0; g < FP8_GEMM_COUNT; g++)
         for (int v = 0; v < 3; v++) task->rel[(size_t)v * per + (size_t)g * nc + c] = e[v][g];
+      if (r < 0) continue;
+      for (int v = 0; v < 4; v++)
+        for (int g = 0; g < FP8_GEMM_COUNT; g++) q[v][g] = NAN;
+      if (paired) rc = pair_ratios(p, w, l, s, (size_t)r, &ops, &xc, q);
+      for (int v = 0; v < 4; v++)
+        for (int g = 0; g < FP8_GEMM_COUNT; g++)
+          task->rel[(size_t)(3 + v) * per + (size_t)g * nc + c] = q[v][g];
     }
+    for (int g = 0; g < FP8_GEMM_COUNT; g++)
+      if (xc.have_ref[g]) fp8_gemm_ref_free(&xc.ref[g]);
   }
   if (rc) snprintf(task->err, sizeof task->err, "%s: GEMM: %s", what, fp8_strerror(rc));
 done:

@@ -30,6 +30,8 @@ typedef struct {
   fp8_gemm_sample smp[3];/* the sampled GEMM error's fprop, dgrad, wgrad samples (reused) */
   double *norm;          /* their sizes: a layer's rows' and columns' squared norms */
   size_t normcap;
+  float *yr[3];          /* the FP4 ratio's reference configuration's sampled blocks */
+  size_t yrcap[3];
 } cpu_scratch;
 
 /* A queued quantize_stats or gemm. */
@@ -40,7 +42,8 @@ typedef struct {
   fp8_engine_layer layer;         /* gemm */
   const unsigned char *want;      /* gemm: [nconfigs] (a copy owned by the queue) */
   double *rel;                    /* gemm: [3 * nconfigs], or [9 * nconfigs] when sampled
-                                     (estimates, lo, hi: engine.h) */
+                                     (estimates, lo, hi: engine.h), [21 * nconfigs] with
+                                     the plan's ratio_ref (the paired ratios) */
   int rc;                         /* FP8_OK or the failure of this op */
   char err[640];
 } cpu_task;

@@ -52,7 +52,7 @@ extern "C" {
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
  *  way a separately built module would notice; the module's descriptor carries it
  *  (gpu_module.h: engine_abi), beside the descriptor's own version. */
-#define FP8_ENGINE_ABI 3
+#define FP8_ENGINE_ABI 4 /* 4: the plan's ratio_ref and ratio_threshold (issue 42) */
 
 /** The ops an engine may decline for a configuration (supports()). */
 typedef enum {
@@ -92,6 +92,13 @@ typedef struct {
   int64_t gemm_sample;         /**< > 0: gemm_error = sampled, this many output rows and
                                     columns per GEMM (gemm.h's sampled GEMM error); 0: exact */
   uint64_t gemm_seed;          /**< the sampled mode's seed (fp8_gemm_sample_seed) */
+  const int64_t *ratio_ref;    /**< [nconfigs] or NULL: sampled mode, the configuration whose
+                                    GEMM errors configuration c's are divided by (the FP4
+                                    verdict's paired ratio, gemm.h fp8_gemm_sample_ratio;
+                                    -1: none). Only block kinds take a ratio. */
+  double ratio_threshold;      /**< a sampled ratio whose interval straddles it (lo <= it <
+                                    hi) is computed again on the whole output (exact), for
+                                    both configurations ([analysis] fp4_gemm_ratio) */
   int threads;                 /**< worker threads for engines that use host threads (>= 1) */
 } fp8_engine_plan;
 
@@ -142,8 +149,13 @@ int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err
  *  plan->gemm_sample > 0 the errors are sampled estimates and the engine also writes their 95%
  *  interval, lo at rel[FP8_GEMM_COUNT * nconfigs + g * nconfigs + c] and hi at
  *  rel[2 * FP8_GEMM_COUNT * nconfigs + g * nconfigs + c]: rel holds 3 * FP8_GEMM_COUNT *
- *  nconfigs entries. The three tensors must have been loaded at this step (at the step given
- *  to begin_step, which seeds the sample). */
+ *  nconfigs entries. With plan->ratio_ref too, rel holds 7 * FP8_GEMM_COUNT * nconfigs
+ *  entries: for each wanted c with ratio_ref[c] >= 0, at v * FP8_GEMM_COUNT * nconfigs + g *
+ *  nconfigs + c, v = 3: the paired ratio rel_error_c / rel_error_ref, 4 and 5: its interval's
+ *  ends, 6: 1 when it was computed on the whole output (exact, both configurations: its
+ *  interval straddled plan->ratio_threshold), 0 when sampled; all NaN when ratio_ref[c] is not
+ *  wanted for this layer. The three tensors must have been loaded at this step (at the step
+ *  given to begin_step, which seeds the sample). */
 int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
                     double *rel, char *err, size_t errlen);
 /** Waits for every queued op; outputs are valid after it. */

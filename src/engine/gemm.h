@@ -251,6 +251,25 @@ void fp8_gemm_sample_reference(fp8_gemm_sample *s);
 void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
                            double *rel_error, double *lo, double *hi);
 
+/** The paired ratio of two configurations' sampled errors on one sample (docs/semantics.md,
+ *  "The FP4 verdict's ratio"): yc and yr [p * q] are configuration c's and the reference
+ *  configuration's FP32 blocks of the same rows and columns (s->y after each one's
+ *  fp8_gemm_sample_error, or fp8_gemm_block_f32 of its gathered operands).
+ *  ratio = sqrt(sum(w d_c) / sum(w d_r)) estimates rel_error_c / rel_error_r (d = (y -
+ *  y_ref)^2, w = u_i v_j); lo <= ratio <= hi its 95% interval: the crossed design's variance of
+ *  z = w (d_c - Q d_r), Q = ratio^2, se = sqrt(Var) / mean(w d_r), Q exp(-+1.96 se / Q), the
+ *  ends square-rooted. The whole output: lo = hi = ratio (exact). sum(w d_r) = 0: ratio 1 when
+ *  every d_c is 0 too (both exact), else +inf, and [0, +inf] unless whole. Every d_c = 0 with
+ *  sum(w d_r) > 0: [0, 0]. A non-finite sum: NaN or inf, lo = hi = ratio. A sampled side of
+ *  one draw: [0, +inf]. */
+void fp8_gemm_sample_ratio(const fp8_gemm_sample *s, const float *yc, const float *yr,
+                           double *ratio, double *lo, double *hi);
+/** The same from the block's parts (as fp8_gemm_sample_estimate's arguments). */
+void fp8_gemm_sample_ratio_estimate(const double *yref, const float *yc, const float *yr,
+                                    const double *u, const double *v, int64_t p, int64_t q,
+                                    bool all_rows, bool all_cols, double *ratio, double *lo,
+                                    double *hi);
+
 /** The block Y = A B^T, y [p * q] row-major, of a [p, k] and b [q, k] (row-major): each entry
  *  one chain of fused multiply-adds in reduction order, acc = fma(a[i][t], b[j][t], acc) from
  *  acc = 0, t = 0 .. k-1 (gemm_block.c): the same bits on every CPU, whatever p and q. The

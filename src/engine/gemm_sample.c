@@ -407,3 +407,121 @@ void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
   fp8_gemm_sample_estimate(s->yref, s->y, s->u, s->v, p, q, p == s->m, q == s->n, rel_error,
                            lo, hi);
 }
+
+/* ---------------------------------------------------------------- the paired ratio
+ * Configuration c and the reference configuration r of the FP4 criterion, estimated on the same
+ * block (the same rows, columns and weights: the draw does not depend on the configuration):
+ * Q = sum(w d_c) / sum(w d_r) estimates (rel_error_c / rel_error_r)^2 (sum(w y_ref^2) cancels).
+ * Its variance is the crossed design's, as the GEMM interval's, of the linearized residual
+ * z = w (d_c - Q d_r); se = sqrt(Var) / mean(w d_r); the interval Q exp(-+1.96 se / Q). */
+
+/* The crossed (rows x columns) variance of the block mean of z [p * q] (the GEMM interval's
+ * formula, fp8_gemm_sample_estimate): Var = max(0, S_R - S_E / q) / p + max(0, S_C - S_E / p)
+ * / q + S_E / (p q); all rows: S_C / q; all columns: S_R / p. NaN when out of memory. */
+static double crossed_var(const double *z, int64_t p, int64_t q, bool all_rows, bool all_cols) {
+  const int64_t N = p * q;
+  double *rowm = calloc((size_t)(p + q), sizeof *rowm);
+  if (!rowm) return NAN;
+  double *colm = rowm + p, gm = 0.0;
+  for (int64_t i = 0; i < p; i++)
+    for (int64_t j = 0; j < q; j++) {
+      rowm[i] += z[i * q + j];
+      colm[j] += z[i * q + j];
+      gm += z[i * q + j];
+    }
+  for (int64_t i = 0; i < p; i++) rowm[i] /= (double)q;
+  for (int64_t j = 0; j < q; j++) colm[j] /= (double)p;
+  gm /= (double)N;
+  double SR = 0.0, SC = 0.0, SE = 0.0, var;
+  for (int64_t i = 0; i < p; i++) SR += (rowm[i] - gm) * (rowm[i] - gm);
+  for (int64_t j = 0; j < q; j++) SC += (colm[j] - gm) * (colm[j] - gm);
+  SR = p > 1 ? SR / (double)(p - 1) : 0.0;
+  SC = q > 1 ? SC / (double)(q - 1) : 0.0;
+  if (all_rows) var = SC / (double)q;
+  else if (all_cols) var = SR / (double)p;
+  else {
+    for (int64_t i = 0; i < p; i++)
+      for (int64_t j = 0; j < q; j++) {
+        double res = z[i * q + j] - rowm[i] - colm[j] + gm;
+        SE += res * res;
+      }
+    SE /= (double)((p - 1) * (q - 1));
+    double sa = SR - SE / (double)q, sb = SC - SE / (double)p;
+    var = (sa > 0.0 ? sa : 0.0) / (double)p + (sb > 0.0 ? sb : 0.0) / (double)q +
+          SE / (double)N;
+  }
+  free(rowm);
+  return var;
+}
+
+void fp8_gemm_sample_ratio_estimate(const double *yref, const float *yc, const float *yr,
+                                    const double *u, const double *v, int64_t p, int64_t q,
+                                    bool all_rows, bool all_cols, double *ratio, double *lo,
+                                    double *hi) {
+  const int64_t N = p * q;
+  const bool whole = all_rows && all_cols;
+  if (N == 0) {
+    *ratio = *lo = *hi = NAN;
+    return;
+  }
+  double *z = malloc((size_t)N * sizeof *z); /* first w d_r, then the residual */
+  double sc = 0.0, sr = 0.0;
+  for (int64_t i = 0; i < p; i++)
+    for (int64_t j = 0; j < q; j++) {
+      double w = (u ? u[i] : 1.0) * (v ? v[j] : 1.0);
+      double ec = (double)yc[i * q + j] - yref[i * q + j];
+      double er = (double)yr[i * q + j] - yref[i * q + j];
+      sc += w * ec * ec;
+      sr += w * er * er;
+    }
+  if (!isfinite(sc) || !isfinite(sr)) { /* NaN and inf propagate, as the GEMM errors' */
+    double x = sr == 0.0 ? (isnan(sc) ? NAN : INFINITY) : sqrt(sc / sr);
+    *ratio = *lo = *hi = x;
+    free(z);
+    return;
+  }
+  if (sr == 0.0) { /* the reference's sampled error is 0: 0 / 0 counts as 1 (both exact) */
+    *ratio = sc == 0.0 ? 1.0 : INFINITY;
+    *lo = whole ? *ratio : 0.0;
+    *hi = whole ? *ratio : INFINITY;
+    free(z);
+    return;
+  }
+  const double Q = sc / sr;
+  *ratio = sqrt(Q);
+  if (whole || Q == 0.0) { /* whole: exact; Q == 0: every d_c is 0, so is z and Var */
+    *lo = *hi = *ratio;
+    free(z);
+    return;
+  }
+  if ((p < 2 && !all_rows) || (q < 2 && !all_cols) || !z) {
+    *lo = 0.0;
+    *hi = INFINITY;
+    free(z);
+    return;
+  }
+  for (int64_t i = 0; i < p; i++)
+    for (int64_t j = 0; j < q; j++) {
+      double w = (u ? u[i] : 1.0) * (v ? v[j] : 1.0);
+      double ec = (double)yc[i * q + j] - yref[i * q + j];
+      double er = (double)yr[i * q + j] - yref[i * q + j];
+      z[i * q + j] = w * (ec * ec - Q * er * er);
+    }
+  double var = crossed_var(z, p, q, all_rows, all_cols);
+  free(z);
+  if (isnan(var)) {
+    *lo = 0.0;
+    *hi = INFINITY;
+    return;
+  }
+  double se = sqrt(var) / (sr / (double)N);
+  double w = Z95 * se / Q;
+  *lo = sqrt(Q * exp(-w));
+  *hi = sqrt(Q * exp(w));
+}
+
+void fp8_gemm_sample_ratio(const fp8_gemm_sample *s, const float *yc, const float *yr,
+                           double *ratio, double *lo, double *hi) {
+  fp8_gemm_sample_ratio_estimate(s->yref, yc, yr, s->u, s->v, s->p, s->q, s->p == s->m,
+                                 s->q == s->n, ratio, lo, hi);
+}

@@ -144,6 +144,14 @@ void fp8_experiment_free(fp8_experiment *ex);
  *  records them and the report's advice files write them back. */
 void fp8_config_settings(const fp8_config *cf, char *buf, size_t len);
 
+/** The FP8 configuration the FP4 verdict divides by (docs/semantics.md, "Which layers hold"):
+ *  -1 without an FP4 configuration; else the first current-scaling configuration, else the
+ *  reference delayed one (TE's default 1024, 0, max when swept; else max over most_recent, the
+ *  smallest |margin|, the longest history; first in file order on ties), of the FP8 kinds
+ *  (not FP4, not bf16), leaving out sections that share their label (mixed recipes); -1 when
+ *  there is none. run.json names it (experiment.fp4_reference). */
+ptrdiff_t fp8_experiment_fp4_reference(const fp8_experiment *ex);
+
 /** True when step is selected by the [trace] steps key (always true without it). */
 int fp8_experiment_step_selected(const fp8_experiment *ex, int64_t step);
 /** True when a tensor name matches one of the globs (always true without globs). */

@@ -5,6 +5,7 @@
 #include "experiment.h"
 
 #include <fnmatch.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,4 +125,46 @@ int fp8_experiment_section_matches(const fp8_recipe_section *s, const char *full
     if (fnmatch(g, strchr(g, '/') ? full : local, 0) == 0) return 1;
   }
   return 0;
+}
+
+/* The FP4 criterion's FP8 reference (issue 42): the report's choice (report_select.c), made
+ * here once so that the run pairs its ratios with it and run.json names it. */
+ptrdiff_t fp8_experiment_fp4_reference(const fp8_experiment *ex) {
+  int fp4 = 0;
+  for (size_t c = 0; c < ex->nconfigs; c++) fp4 |= fp8_recipe_kind_is_fp4(ex->configs[c].kind);
+  if (!fp4) return -1;
+  ptrdiff_t cur = -1, ref = -1;
+  for (size_t c = 0; c < ex->nconfigs; c++) {
+    const fp8_config *x = &ex->configs[c];
+    if (ex->sections[ex->config_section[c]].label_count > 1) continue; /* a mixed recipe */
+    if (x->kind == FP8_KIND_CURRENT) {
+      if (cur < 0) cur = (ptrdiff_t)c;
+      continue;
+    }
+    if (fp8_recipe_kind_is_fp4(x->kind) || x->kind == FP8_KIND_BF16) continue;
+    if (ref < 0) {
+      ref = (ptrdiff_t)c;
+      continue;
+    }
+    const fp8_config *b = &ex->configs[ref];
+    int xdl = x->kind == FP8_KIND_DELAYED, bdl = b->kind == FP8_KIND_DELAYED;
+    int xh = xdl ? x->history_len : 0, bh = bdl ? b->history_len : 0;
+    int xm = xdl ? abs(x->margin) : 0, bm = bdl ? abs(b->margin) : 0;
+    int xa = !xdl || x->amax_compute == FP8_AMAX_MAX, ba = !bdl || b->amax_compute == FP8_AMAX_MAX;
+    int xd = xh == 1024 && xm == 0 && xa, bd = bh == 1024 && bm == 0 && ba;
+    if (xd != bd) {
+      if (xd) ref = (ptrdiff_t)c;
+      continue;
+    }
+    if (xa != ba) {
+      if (xa) ref = (ptrdiff_t)c;
+      continue;
+    }
+    if (xm != bm) {
+      if (xm < bm) ref = (ptrdiff_t)c;
+      continue;
+    }
+    if (xh > bh) ref = (ptrdiff_t)c;
+  }
+  return cur >= 0 ? cur : ref;
 }

@@ -12,82 +12,210 @@
  * configuration of the lowest GEMM error (a higher precision, as published NVFP4 runs keep
  * some layers in BF16 or MXFP8). */
 #include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "outfile.h"
-#include "report_internal.h"
+#include "report_fp4_internal.h"
 #include "util.h"
-
-struct rep_fp4 {
-  size_t nlayers;
-  char **layers; /* strcmp order */
-  double *med;   /* [ncfg][nlayers][3]: median rel_error over the steps; NaN: no row */
-  ptrdiff_t ref; /* the FP8 configuration of the criterion; -1: none */
-  ptrdiff_t fallback, advised; /* the FP8 configuration for the other layers, the NVFP4 one */
-};
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* One per-step ratio of configuration c at layer l, GEMM g. */
 typedef struct {
   size_t c, l;
   int g;
-  double v;
-} gv;
+  int64_t step;
+  double q, lo, hi;
+  int rec; /* recomputed exactly */
+} rv;
 
-static int cmp_gv(const void *a, const void *b) {
-  const gv *x = a, *y = b;
+static int cmp_rv(const void *a, const void *b) {
+  const rv *x = a, *y = b;
   if (x->c != y->c) return x->c < y->c ? -1 : 1;
   if (x->l != y->l) return x->l < y->l ? -1 : 1;
   if (x->g != y->g) return x->g < y->g ? -1 : 1;
-  return x->v < y->v ? -1 : x->v > y->v;
+  return x->step < y->step ? -1 : x->step > y->step;
 }
 
-static double *med_at(const rep_t *r, size_t c, size_t l) {
-  return &r->fp4->med[(c * r->fp4->nlayers + l) * 3];
+/* (layer, GEMM, step) order, for the exact cost and the reference's rows */
+static int cmp_lgs(const void *a, const void *b) {
+  const rv *x = a, *y = b;
+  if (x->l != y->l) return x->l < y->l ? -1 : 1;
+  if (x->g != y->g) return x->g < y->g ? -1 : 1;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+gstat *rep_fp4_st(const rep_t *r, size_t c, size_t l) {
+  return &r->fp4->st[(c * r->fp4->nlayers + l) * 3];
 }
 
 static int is_fp4(const rep_t *r, size_t c) { return fp8_recipe_kind_is_fp4(r->cfgs[c].key.kind); }
 
 /* An FP4 configuration, or a mixed recipe with FP4 tensors (advice_fp4.ini's label). */
-static int has_fp4(const rep_t *r, size_t c) {
+int rep_fp4_has(const rep_t *r, size_t c) {
   if (!r->cfgs[c].mixed) return is_fp4(r, c);
   for (size_t g = 0; g < r->tab.ngroups; g++)
     if (r->gcfg[g] == c && fp8_recipe_kind_is_fp4(r->tab.groups[g].key.kind)) return 1;
   return 0;
 }
 
-/* The largest ratio of configuration c's three errors to the reference's at layer l; NaN when
- * one is missing; 0 / 0 counts as 1 (both exact). */
-static double worst_ratio(const rep_t *r, size_t c, size_t l) {
-  const double *a = med_at(r, c, l), *b = med_at(r, (size_t)r->fp4->ref, l);
-  double w = 0.0;
+/* The layer's verdict under c: fails when a GEMM fails, holds when all three hold, too close
+ * to call otherwise; V_NONE when a GEMM has no ratio. *worst: the GEMM of the largest median
+ * ratio. */
+int rep_fp4_layer_verdict(const rep_t *r, size_t c, size_t l, int *worst) {
+  const gstat *s = rep_fp4_st(r, c, l);
+  int v = V_HOLDS, w = 0;
   for (int g = 0; g < 3; g++) {
-    if (isnan(a[g]) || isnan(b[g])) return NAN;
-    double q = b[g] > 0.0 ? a[g] / b[g] : a[g] > 0.0 ? INFINITY : 1.0;
-    if (q > w) w = q;
+    if (s[g].verdict == V_NONE) return V_NONE;
+    if (s[g].verdict == V_FAILS) v = V_FAILS;
+    else if (s[g].verdict == V_CLOSE && v == V_HOLDS) v = V_CLOSE;
+    if (s[g].m > s[w].m) w = g;
   }
-  return w;
+  if (worst) *worst = w;
+  return v;
 }
 
-static int holds(const rep_t *r, size_t c, size_t l) {
-  double w = worst_ratio(r, c, l);
-  return !isnan(w) && w <= r->run.fp4_gemm_ratio;
-}
+static int holds(const rep_t *r, size_t c, size_t l) { return rep_fp4_layer_verdict(r, c, l, NULL) == V_HOLDS; }
 
 static double mean3(const double *m) { return (m[0] + m[1] + m[2]) / 3.0; }
 
+/* The lower median of v[0..n) (sorted in place). */
+static double lower_median(double *v, size_t n) {
+  gsl_sort(v, 1, n);
+  return v[(n + 1) / 2 - 1];
+}
+
+/* The exact mode's multiply-adds of one GEMM of layer l at a step: M N K = tokens x in x out
+ * for each of the three, sqrt(numel(input) numel(weight) numel(grad_output)) from steps.csv;
+ * NaN when a row is missing. */
+static double gemm_madds(const rep_t *r, size_t l, int64_t step) {
+  static const char *const roles[3] = {"input", "weight", "grad_output"};
+  double prod = 1.0;
+  for (int i = 0; i < 3; i++) {
+    char name[1200];
+    snprintf(name, sizeof name, "%s.%s", r->fp4->layers[l], roles[i]);
+    const fp8_step_row *row = rep_row_at(r, rep_group_of(r, name, (size_t)r->fp4->ref), step);
+    if (!row) return NAN;
+    prod *= (double)row->n;
+  }
+  return sqrt(prod);
+}
+
+/* The per-step ratios of the FP4 configurations (v, *nv): gemm.csv's paired ones (a run with
+ * run.json's fp4_reference), else each row's error over the reference's row at the same layer,
+ * GEMM and step, with the rows' own intervals (an older run: [lo_c / hi_ref, hi_c / lo_ref],
+ * unpaired and wider; exact rows: exact). */
+static void collect_ratios(rep_t *r, const fp8_gemm_table *t, const char **names, size_t nl,
+                           rv *v, size_t *nv, rv *refs) {
+  struct rep_fp4 *f = r->fp4;
+  size_t n = 0, nr = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    const fp8_gemm_row *row = &t->rows[i];
+    size_t c = 0;
+    while (c < r->ncfg && !rep_cfg_matches(&r->cfgs[c], &row->key)) c++;
+    const char *const *at = bsearch(&row->layer, names, nl, sizeof *names, cmp_str);
+    if (c == r->ncfg || !at) continue; /* rep_add_gemm reports such a row */
+    rv e = {c, (size_t)(at - names), (int)row->gemm, row->step, NAN, NAN, NAN, 0};
+    if (!f->paired && (ptrdiff_t)c == f->ref) {
+      e.q = row->rel_error, e.lo = row->rel_lo, e.hi = row->rel_hi;
+      refs[nr++] = e;
+    }
+    if (!rep_fp4_has(r, c)) continue;
+    if (f->paired) {
+      if (row->ratio_mode == FP8_GEMM_RATIO_NONE || isnan(row->ratio)) continue;
+      e.q = row->ratio, e.lo = row->ratio_lo, e.hi = row->ratio_hi;
+      e.rec = row->ratio_mode == FP8_GEMM_RATIO_RECOMPUTED;
+    } else
+      e.q = row->rel_error, e.lo = row->rel_lo, e.hi = row->rel_hi;
+    v[n++] = e;
+  }
+  if (!f->paired) { /* divide by the reference's row */
+    qsort(refs, nr, sizeof *refs, cmp_lgs);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      const rv *b = bsearch(&v[i], refs, nr, sizeof *refs, cmp_lgs);
+      if (!b || isnan(v[i].q) || isnan(b->q)) continue;
+      rv e = v[i];
+      double a = e.q, d = b->q;
+      e.q = d > 0.0 ? a / d : a > 0.0 ? INFINITY : 1.0;
+      if (isnan(e.lo) || isnan(b->lo)) e.lo = e.hi = e.q; /* exact rows */
+      else {
+        e.lo = b->hi > 0.0 ? fmin(v[i].lo / b->hi, e.q) : 0.0;
+        e.hi = b->lo > 0.0 ? fmax(v[i].hi / b->lo, e.q) : INFINITY;
+      }
+      v[k++] = e;
+    }
+    n = k;
+  }
+  *nv = n;
+}
+
+/* Each (configuration, layer, GEMM)'s lower medians and verdict, and the exact cost. */
+static int summarize(rep_t *r, rv *v, size_t nv) {
+  struct rep_fp4 *f = r->fp4;
+  const double R = r->run.fp4_gemm_ratio;
+  double *buf = malloc((3 * nv + 1) * sizeof *buf);
+  if (!buf) return FP8_ENOMEM;
+  qsort(v, nv, sizeof *v, cmp_rv);
+  for (size_t i = 0; i < nv;) {
+    size_t j = i, n = 0, nrec = 0;
+    while (j < nv && v[j].c == v[i].c && v[j].l == v[i].l && v[j].g == v[i].g) {
+      buf[n] = v[j].q, buf[nv + n] = v[j].lo, buf[2 * nv + n] = v[j].hi;
+      nrec += (size_t)v[j].rec;
+      n++, j++;
+    }
+    gstat *s = &rep_fp4_st(r, v[i].c, v[i].l)[v[i].g];
+    s->n = n, s->nrec = nrec;
+    s->m = lower_median(buf, n);
+    s->lo = lower_median(buf + nv, n);
+    s->hi = lower_median(buf + 2 * nv, n);
+    /* at least ceil(n/2) steps within (hi <= R): holds; fewer than ceil(n/2) that could be
+     * (lo <= R): fails; else too close to call */
+    s->verdict = s->hi <= R ? V_HOLDS : s->lo > R ? V_FAILS : V_CLOSE;
+    i = j;
+  }
+  free(buf);
+  /* the exact mode's cost of these GEMMs (the reference's double product, the reference
+   * configuration's and each FP4 configuration's FP32 product), and the recomputations' */
+  f->nratio = nv;
+  qsort(v, nv, sizeof *v, cmp_lgs);
+  for (size_t i = 0; i < nv;) {
+    size_t j = i, nrec = 0;
+    while (j < nv && cmp_lgs(&v[i], &v[j]) == 0) nrec += (size_t)v[j++].rec;
+    double mnk = gemm_madds(r, v[i].l, v[i].step);
+    if (!isnan(mnk)) {
+      f->madd_exact += mnk * (double)(2 + (j - i));
+      if (nrec) f->madd_extra += mnk * (double)(2 + nrec);
+    }
+    f->nrecomp += nrec;
+    i = j;
+  }
+  return FP8_OK;
+}
+
+/* Two configurations' GEMM errors (mean of the three medians) tied within their intervals:
+ * [mean of the median rel_error_lo, mean of the median rel_error_hi] overlap (sampled rows;
+ * exact errors are never tied unless equal). */
+int rep_gemm_tied(const cfg_t *a, const cfg_t *b) {
+  double alo = mean3(a->gemm_lo_median), ahi = mean3(a->gemm_hi_median);
+  double blo = mean3(b->gemm_lo_median), bhi = mean3(b->gemm_hi_median);
+  if (isnan(alo) || isnan(ahi) || isnan(blo) || isnan(bhi))
+    return mean3(a->gemm_median) == mean3(b->gemm_median);
+  return alo <= bhi && blo <= ahi;
+}
+
 int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen) {
   int any = 0;
-  for (size_t c = 0; c < r->ncfg; c++) any |= has_fp4(r, c);
+  for (size_t c = 0; c < r->ncfg; c++) any |= rep_fp4_has(r, c);
   if (!any) return FP8_OK;
   struct rep_fp4 *f = calloc(1, sizeof *f);
-  gv *v = malloc((t->n + 1) * sizeof *v);
+  rv *v = malloc((t->n + 1) * sizeof *v), *refs = malloc((t->n + 1) * sizeof *refs);
   const char **names = malloc((t->n + 1) * sizeof *names);
-  if (!f || !v || !names) goto nomem;
+  if (!f || !v || !refs || !names) goto nomem;
   r->fp4 = f;
   size_t nn = 0;
   for (size_t i = 0; i < t->n; i++) names[nn++] = t->rows[i].layer;
@@ -96,37 +224,33 @@ int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen)
   for (size_t i = 0; i < nn; i++)
     if (!nl || strcmp(names[i], names[nl - 1]) != 0) names[nl++] = names[i];
   f->layers = calloc(nl + 1, sizeof *f->layers);
-  f->med = malloc((r->ncfg * nl * 3 + 1) * sizeof *f->med);
-  if (!f->layers || !f->med) goto nomem;
+  f->st = calloc(r->ncfg * nl * 3 + 1, sizeof *f->st);
+  if (!f->layers || !f->st) goto nomem;
   for (size_t l = 0; l < nl; l++)
     if (!(f->layers[l] = strdup(names[l]))) goto nomem;
   f->nlayers = nl;
-  for (size_t k = 0; k < r->ncfg * nl * 3; k++) f->med[k] = NAN;
-  size_t nv = 0;
-  for (size_t i = 0; i < t->n; i++) {
-    const fp8_gemm_row *row = &t->rows[i];
-    if (isnan(row->rel_error)) continue;
-    size_t c = 0;
-    while (c < r->ncfg && !rep_cfg_matches(&r->cfgs[c], &row->key)) c++;
-    const char *const *at = bsearch(&row->layer, names, nl, sizeof *names, cmp_str);
-    if (c == r->ncfg || !at) continue; /* rep_add_gemm reports such a row */
-    v[nv++] = (gv){c, (size_t)(at - names), (int)row->gemm, row->rel_error};
-  }
-  qsort(v, nv, sizeof *v, cmp_gv);
-  double *buf = malloc((nv + 1) * sizeof *buf);
-  if (!buf) goto nomem;
-  for (size_t i = 0; i < nv;) {
-    size_t j = i, n = 0;
-    while (j < nv && v[j].c == v[i].c && v[j].l == v[i].l && v[j].g == v[i].g) buf[n++] = v[j++].v;
-    med_at(r, v[i].c, v[i].l)[v[i].g] = gsl_stats_median_from_sorted_data(buf, 1, n);
-    i = j;
-  }
-  free(buf);
-  /* the criterion's FP8 reference; the fallback: the FP8 configuration of the lowest mean of
-   * its three median errors (bf16 and mixed recipes excluded); the advised FP4 configuration:
-   * the NVFP4 one under which most layers hold (ties: the lower mean error) */
+  for (size_t k = 0; k < r->ncfg * nl * 3; k++)
+    f->st[k] = (gstat){NAN, NAN, NAN, 0, 0, V_NONE};
+  /* the criterion's FP8 reference: the run's (run.json's fp4_reference, what gemm.csv's
+   * ratios divide by), else the report's choice for an older run */
   f->ref = r->cur >= 0 ? r->cur : r->ref;
-  f->fallback = f->advised = -1;
+  if (r->run.has_fp4_reference) {
+    f->ref = -1;
+    for (size_t c = 0; c < r->ncfg && f->ref < 0; c++)
+      if (!r->cfgs[c].mixed && rep_cfg_matches(&r->cfgs[c], &r->run.fp4_reference))
+        f->ref = (ptrdiff_t)c;
+    f->paired = f->ref >= 0;
+  }
+  f->fallback = f->advised = f->fallback_tie = -1;
+  if (f->ref >= 0) {
+    size_t nv = 0;
+    collect_ratios(r, t, names, nl, v, &nv, refs);
+    if (summarize(r, v, nv)) goto nomem;
+  }
+  /* the fallback: the FP8 configuration of the lowest mean of its three median errors (bf16,
+   * FP4 and mixed recipes excluded); one tied with it within the intervals: the criterion's
+   * reference when it is among them (so that the advice does not turn on a draw), and the
+   * report says it was tied */
   double best = INFINITY;
   for (size_t c = 0; c < r->ncfg; c++) {
     const cfg_t *x = &r->cfgs[c];
@@ -135,24 +259,31 @@ int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen)
       continue;
     if (m < best) best = m, f->fallback = (ptrdiff_t)c;
   }
+  if (f->fallback >= 0 && f->ref >= 0 && f->ref != f->fallback &&
+      rep_gemm_tied(&r->cfgs[f->ref], &r->cfgs[f->fallback]) && !isnan(mean3(r->cfgs[f->ref].gemm_median))) {
+    f->fallback_tie = f->fallback;
+    f->fallback = f->ref;
+  }
+  /* the advised FP4 configuration: the NVFP4 one under which most layers hold (decided);
+   * ties: the first in the experiment (not the lower sampled error, which a draw can flip) */
   if (f->ref >= 0 && nl > 0) {
     size_t most = 0;
-    double err_best = INFINITY;
     for (size_t c = 0; c < r->ncfg; c++) {
       if (r->cfgs[c].key.kind != FP8_KIND_NVFP4 || r->cfgs[c].mixed || r->cfgs[c].same_as != c)
         continue;
       size_t n = 0;
       for (size_t l = 0; l < nl; l++) n += (size_t)holds(r, c, l);
-      double m = mean3(r->cfgs[c].gemm_median);
-      if (f->advised < 0 || n > most || (n == most && m < err_best))
-        f->advised = (ptrdiff_t)c, most = n, err_best = m;
+      if (f->advised >= 0 && n == most) f->advised_tie = 1;
+      if (f->advised < 0 || n > most) f->advised = (ptrdiff_t)c, most = n, f->advised_tie = 0;
     }
   }
   free(v);
+  free(refs);
   free(names);
   return FP8_OK;
 nomem:
   free(v);
+  free(refs);
   free(names);
   return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
 }
@@ -162,147 +293,9 @@ void rep_fp4_free(rep_t *r) {
   if (!f) return;
   for (size_t l = 0; f->layers && l < f->nlayers; l++) free(f->layers[l]);
   free(f->layers);
-  free(f->med);
+  free(f->st);
   free(f);
   r->fp4 = NULL;
-}
-
-/* The GEMMs a role enters as an operand (fp8lab's layer triplet), as a bit mask. */
-static unsigned role_gemms(int role) {
-  return role == FP8_ROLE_INPUT ? 1u | 4u : role == FP8_ROLE_WEIGHT ? 1u | 2u
-       : role == FP8_ROLE_GRAD_OUTPUT ? 2u | 4u : 0u;
-}
-
-static void role_table(const rep_t *r, fp8_doc *d, int role) {
-  static const char *const gname[3] = {"fprop", "dgrad", "wgrad"};
-  unsigned gm = role_gemms(role);
-  char h[3][48];
-  const char *hdr[7] = {"configuration", "clipped rate", "flushed rate",
-                        "flushed rate, expected (SR)"};
-  int nh = 4;
-  for (int g = 0; g < 3; g++)
-    if (gm >> g & 1u) {
-      snprintf(h[g], sizeof h[g], "%s error", gname[g]);
-      hdr[nh++] = h[g];
-    }
-  fp8_doc_heading(d, 3, fp8_role_name((fp8_role)role));
-  static const char align[] = "lrrrrrrrrrrrrrrrrr";
-  char al[8];
-  snprintf(al, sizeof al, "%.*s", nh, align);
-  fp8_doc_table_begin(d, nh, hdr, al);
-  for (size_t c = 0; c < r->ncfg; c++) {
-    if (r->cfgs[c].same_as != c) continue;
-    int64_t clip = 0, und = 0, fin = 0;
-    double uexp = 0.0;
-    int have_exp = 0, any = 0;
-    for (size_t g = 0; g < r->tab.ngroups; g++) {
-      const fp8_steps_group *grp = &r->tab.groups[g];
-      if (r->gcfg[g] != c || (int)grp->role != role) continue;
-      for (size_t k = 0; k < grp->nrows; k++) {
-        const fp8_step_row *row = &r->tab.rows[grp->rows[k]];
-        if (row->warmup) continue;
-        any = 1;
-        clip += row->clipped;
-        und += row->underflow;
-        fin += row->n - row->nonfinite;
-        if (!isnan(row->underflow_expected)) have_exp = 1, uexp += row->underflow_expected;
-      }
-    }
-    if (!any) continue;
-    char b[6][32];
-    const char *cells[7] = {r->cfgs[c].dlabel,
-                            rep_fmt_rate(fin ? (double)clip / (double)fin : NAN, b[0], 32),
-                            rep_fmt_rate(fin ? (double)und / (double)fin : NAN, b[1], 32),
-                            have_exp ? rep_fmt_rate(fin ? uexp / (double)fin : NAN, b[2], 32) : ""};
-    int n = 4;
-    for (int g = 0; g < 3; g++)
-      if (gm >> g & 1u) cells[n++] = rep_fmt_rate(r->cfgs[c].gemm_median[g], b[3 + g], 32);
-    fp8_doc_table_row(d, cells);
-  }
-}
-
-void rep_add_fp4(const rep_t *r, fp8_doc *d) {
-  const struct rep_fp4 *f = r->fp4;
-  if (!f || r->stream_only) return;
-  fp8_doc_heading(d, 2, "FP4: NVFP4 and MXFP4");
-  fp8_doc_markdown(d,
-                   "The FP4 configurations of this run beside the FP8 ones. FP4 keeps one mantissa "
-                   "bit to E4M3's three (elements +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}): its scales are "
-                   "per block (NVFP4: E4M3 scales of 1x16 runs, 16x16 for weights, under a "
-                   "per-tensor scale; MXFP4: power-of-two scales of 1x32 runs), so values seldom "
-                   "clip, and what FP4 costs shows in the values flushed to zero and in the GEMM "
-                   "error. Per role: clipped and flushed values over the finite values (warm-up "
-                   "left out); under stochastic rounding the flushed count is one seeded draw, and "
-                   "its exact expectation is beside it; the median GEMM errors of the GEMMs the "
-                   "role is an operand of (over layers and snapshot steps).");
-  for (int role = FP8_ROLE_INPUT; role <= FP8_ROLE_GRAD_INPUT; role++) {
-    int any = 0;
-    for (size_t g = 0; g < r->tab.ngroups && !any; g++) any = (int)r->tab.groups[g].role == role;
-    if (any) role_table(r, d, role);
-  }
-  if (f->nlayers == 0) {
-    fp8_doc_markdown(d, "Which layers hold under FP4 is measured by their GEMM errors: this run "
-                        "has none (`[analysis] gemm = true`, and layers whose input, weight and "
-                        "grad_output were captured).");
-    return;
-  }
-  if (f->ref < 0) {
-    fp8_doc_markdown(d, "Which layers hold under FP4 is measured against an FP8 configuration "
-                        "(current scaling, or delayed scaling): this run has neither.");
-    return;
-  }
-  const cfg_t *ref = &r->cfgs[f->ref];
-  fp8_doc_markdownf(d,
-                    "**Which layers hold.** A layer holds under an FP4 configuration when each of "
-                    "its fprop, dgrad and wgrad errors (median over the snapshot steps) is at "
-                    "most %g times %s's (`[analysis] fp4_gemm_ratio`, default 4: E2M1's rounding "
-                    "step is 4 times E4M3's, so about 4x is what the format itself costs; more "
-                    "means the scaling failed the layer: values flushed, an outlier's block). "
-                    "The table gives each layer's largest ratio over its three GEMMs.",
-                    r->run.fp4_gemm_ratio, ref->dlabel);
-  const char *hdr[1 + 16];
-  size_t fc[16], nfc = 0;
-  hdr[0] = "layer";
-  for (size_t c = 0; c < r->ncfg && nfc < 16; c++)
-    if (has_fp4(r, c) && r->cfgs[c].same_as == c) {
-      fc[nfc] = c;
-      hdr[1 + nfc++] = r->cfgs[c].dlabel;
-    }
-  char al[20];
-  snprintf(al, sizeof al, "%.*s", (int)(1 + nfc), "lrrrrrrrrrrrrrrrrr");
-  fp8_doc_table_begin(d, (int)(1 + nfc), hdr, al);
-  size_t *held = calloc(nfc + 1, sizeof *held);
-  char (*b)[48] = malloc((nfc + 1) * sizeof *b);
-  const char **cells = malloc((nfc + 1) * sizeof *cells);
-  for (size_t l = 0; held && b && cells && l < f->nlayers; l++) {
-    cells[0] = f->layers[l];
-    for (size_t k = 0; k < nfc; k++) {
-      double w = worst_ratio(r, fc[k], l);
-      int ok = holds(r, fc[k], l);
-      held[k] += (size_t)ok;
-      if (isnan(w)) snprintf(b[k], sizeof b[k], "n/a");
-      else snprintf(b[k], sizeof b[k], "%s%.2fx%s", ok ? "" : "**", w, ok ? "" : "** (no)");
-      cells[1 + k] = b[k];
-    }
-    fp8_doc_table_row(d, cells);
-  }
-  char list[2048];
-  size_t at = 0;
-  for (size_t k = 0; held && k < nfc && at < sizeof list; k++) {
-    int n = snprintf(list + at, sizeof list - at, "%s- %s: %zu of %zu layers hold.", k ? "\n" : "",
-                     r->cfgs[fc[k]].dlabel, held[k], f->nlayers);
-    if (n > 0) at += (size_t)n;
-  }
-  if (at) fp8_doc_markdown(d, list);
-  free(held);
-  free(b);
-  free(cells);
-  if (f->advised >= 0 && f->fallback >= 0)
-    fp8_doc_markdownf(d,
-                      "As one experiment: advice_fp4.ini next to this report gives the layers that "
-                      "hold %s and the others %s (the FP8 configuration of the lowest GEMM error "
-                      "in this run); `fp8lab run advice_fp4.ini` replays it.",
-                      r->cfgs[f->advised].dlabel, r->cfgs[f->fallback].dlabel);
 }
 
 /* The settings lines run.json recorded for configuration c, or NULL. */
@@ -324,8 +317,9 @@ int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen) {
   if (rc) return rc;
   FILE *fp = of.fp;
   fprintf(fp, "; advice_fp4.ini: the report's FP4 answer as one experiment (fp8lab report wrote\n"
-          "; it): %s for the layers that hold under it (each GEMM error at most %g times\n"
-          "; %s's), %s for the others, under the one recipe label\n"
+          "; it): %s for the layers that hold under it (at least half of the snapshot\n"
+          "; steps of each GEMM within %g times %s's error, decided on the\n"
+          "; ratio's interval), %s for the others, under the one recipe label\n"
           "; \"advice_fp4\"; beside it %s for every layer. Replay it to confirm:\n"
           ";   fp8lab run advice_fp4.ini\n",
           r->cfgs[f->advised].dlabel, r->run.fp4_gemm_ratio, r->cfgs[f->ref].dlabel,
@@ -333,8 +327,19 @@ int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen) {
   rep_put_trace(fp, r);
   rep_put_analysis(fp, r);
   fprintf(fp, "fp4_gemm_ratio = %g\n", r->run.fp4_gemm_ratio);
-  size_t nfail = 0;
-  for (size_t l = 0; l < f->nlayers; l++) nfail += !holds(r, (size_t)f->advised, l);
+  size_t nfail = 0, nclose = 0;
+  const size_t adv = (size_t)f->advised;
+  for (size_t l = 0; l < f->nlayers; l++) {
+    nfail += !holds(r, adv, l);
+    nclose += rep_fp4_layer_verdict(r, adv, l, NULL) == V_CLOSE;
+  }
+  if (nclose) { /* built on decided layers only: the undecided keep FP8 */
+    fprintf(fp, "; too close to call under %s (the ratio's interval straddles %g even after the\n"
+            "; exact recomputation): FP8 for", r->cfgs[adv].dlabel, r->run.fp4_gemm_ratio);
+    for (size_t l = 0; l < f->nlayers; l++)
+      if (rep_fp4_layer_verdict(r, adv, l, NULL) == V_CLOSE) fprintf(fp, " %s", f->layers[l]);
+    fputc('\n', fp);
+  }
   if (nfail) {
     fprintf(fp, "\n[recipe.advice_fp8]\nlabel = advice_fp4\n%s\ntensors = ", fb);
     for (size_t l = 0, n = 0; l < f->nlayers; l++)

@@ -45,6 +45,8 @@ typedef struct {
   double *gemm[3];
   size_t ngemm[3], capgemm[3];
   double gemm_median[3];
+  /* the medians of the rows' interval ends (sampled; NaN: exact rows), for ties (issue 42) */
+  double gemm_lo_median[3], gemm_hi_median[3];
 } cfg_t;
 
 typedef struct {
@@ -301,6 +303,13 @@ void rep_put_analysis(FILE *fp, const rep_t *r);
 int rep_fp4_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen);
 void rep_fp4_free(rep_t *r);
 void rep_add_fp4(const rep_t *r, fp8_doc *d);
+/* 1 when configurations a and b's GEMM errors (the mean of the three medians) are tied within
+ * their intervals: [mean of the median rel_error_lo, mean of the median rel_error_hi] overlap;
+ * rows without intervals (exact): equal means (issue 42). */
+int rep_gemm_tied(const cfg_t *a, const cfg_t *b);
+/* The FP4 section's statement on clipping for the recipes_overflow chart's caption: NVFP4's
+ * scale-rounding overflow (empty without an NVFP4 configuration). */
+void rep_fp4_overflow_caption(const rep_t *r, char *buf, size_t len);
 int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ report_text.c */

@@ -37,6 +37,35 @@ static void describe_trace(rep_t *r) {
   }
 }
 
+/* Each configuration's medians of its rows' rel_error_lo and rel_error_hi per GEMM (NaN
+ * without sampled intervals): the intervals ties are judged by (rep_gemm_tied, issue 42). */
+static int gemm_interval_medians(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen) {
+  double *lo = malloc((t->n + 1) * sizeof *lo), *hi = malloc((t->n + 1) * sizeof *hi);
+  if (!lo || !hi) {
+    free(lo);
+    free(hi);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  for (size_t c = 0; c < r->ncfg; c++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+      size_t n = 0;
+      for (size_t i = 0; i < t->n; i++) {
+        const fp8_gemm_row *row = &t->rows[i];
+        if ((int)row->gemm != g || isnan(row->rel_lo) || isnan(row->rel_hi) ||
+            !rep_cfg_matches(&r->cfgs[c], &row->key))
+          continue;
+        lo[n] = row->rel_lo, hi[n++] = row->rel_hi;
+      }
+      gsl_sort(lo, 1, n);
+      gsl_sort(hi, 1, n);
+      r->cfgs[c].gemm_lo_median[g] = n ? gsl_stats_median_from_sorted_data(lo, 1, n) : NAN;
+      r->cfgs[c].gemm_hi_median[g] = n ? gsl_stats_median_from_sorted_data(hi, 1, n) : NAN;
+    }
+  free(lo);
+  free(hi);
+  return FP8_OK;
+}
+
 /* Adds gemm.csv's rows to the configurations they belong to (each configuration's rel_error
  * per GEMM, sorted, and their medians); *have = 1 when a row was added. A row of no
  * configuration of steps.csv is an error (the two files come from one run). */
@@ -81,6 +110,7 @@ int rep_add_gemm(rep_t *r, const fp8_gemm_table *t, const char *path, int *have,
       x->gemm_median[g] =
           x->ngemm[g] ? gsl_stats_median_from_sorted_data(x->gemm[g], 1, x->ngemm[g]) : NAN;
     }
+  if (!rc) rc = gemm_interval_medians(r, t, err, errlen);
   gsl_sort(hw, 1, nhw);
   r->gemm_halfwidth = nhw ? gsl_stats_median_from_sorted_data(hw, 1, nhw) : NAN;
   free(hw);

@@ -300,6 +300,8 @@ int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     plot_t *p = rc ? NULL : rp_plot_add(drawn, b->file);
     if (p) {
       snprintf(p->alt, sizeof p->alt, "%s", b->alt);
+      char extra[512] = ""; /* issue 42: NVFP4's scale-rounding overflow (report_fp4_text.c) */
+      if (k == 0) rep_fp4_overflow_caption(r, extra, sizeof extra);
       if (micro)
         snprintf(p->caption, sizeof p->caption,
                  "Per configuration, the fraction of micro-batches (every micro-batch of stream.csv for "
@@ -308,7 +310,7 @@ int rep_plot_bars(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
                  "the mean over tensors and the worst tensor (the step budget's quantity, counted over "
                  "micro-batches); a missing bar is zero.");
       else
-        snprintf(p->caption, sizeof p->caption, "%s", b->caption);
+        snprintf(p->caption, sizeof p->caption, "%s%s", b->caption, extra);
       drawn->nplots++;
     }
   }

@@ -65,7 +65,8 @@ static int new_config(rep_t *r, size_t *cap) {
     r->cfgs = g;
     for (size_t c = *cap; c < nc; c++) {
       memset(&r->cfgs[c], 0, sizeof r->cfgs[c]);
-      for (int k = 0; k < FP8_GEMM_COUNT; k++) r->cfgs[c].gemm_median[k] = NAN;
+      for (int k = 0; k < FP8_GEMM_COUNT; k++)
+        r->cfgs[c].gemm_median[k] = r->cfgs[c].gemm_lo_median[k] = r->cfgs[c].gemm_hi_median[k] = NAN;
     }
     *cap = nc;
   }

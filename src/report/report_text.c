@@ -25,6 +25,28 @@ static const char *current_words(const rep_t *r) {
                         : "current scaling (not in this run)";
 }
 
+/* The configurations (distinct, not bf16, passing ok when given) tied with best within their
+ * intervals (rep_gemm_tied, issue 42), as "; tied within the interval with a; b" (empty: none):
+ * a ranking of sampled errors names its ties instead of choosing on a point estimate. */
+static const char *tied_with(const rep_t *r, size_t best, const unsigned char *ok, char *buf,
+                             size_t len) {
+  size_t at = 0, n = 0;
+  buf[0] = 0;
+  for (size_t c = 0; c < r->ncfg && at < len; c++) {
+    const cfg_t *x = &r->cfgs[c];
+    if (c == best || x->same_as != c || x->key.kind == FP8_KIND_BF16 || (ok && !ok[c]) ||
+        isnan(x->gemm_median[0]) || !rep_gemm_tied(&r->cfgs[best], x))
+      continue;
+    if (n++ >= 4) continue; /* four names, then how many more */
+    /* "; " between names: a label may hold a comma ("delayed m=2 recent, any L") */
+    int k = snprintf(buf + at, len - at, "%s%s", n > 1 ? "; " : "; tied within the interval with ",
+                     x->dlabel);
+    if (k > 0) at += (size_t)k;
+  }
+  if (n > 4 && at < len) snprintf(buf + at, len - at, " and %zu more", n - 4);
+  return buf;
+}
+
 static void add_recommendations(const rep_t *r, fp8_doc *d) {
   char b1[64], b2[64], b3[64];
   fp8_doc_heading(d, 2, "Recommendations per role and per tensor");
@@ -119,13 +141,21 @@ static void add_recommendations(const rep_t *r, fp8_doc *d) {
     if (x->key.kind == FP8_KIND_DELAYED && !x->mixed && m < bdv) { bdv = m; bestd = c; }
   }
   if (best != (size_t)-1) {
+    char tie[1024];
+    unsigned char *ok = calloc(r->ncfg + 1, 1); /* within the value budget */
+    for (size_t c = 0; ok && c < r->ncfg; c++) {
+      const cfg_t *x = &r->cfgs[c];
+      ok[c] = x->finite && (double)x->clipped / (double)x->finite <= r->rec.overflow_budget;
+    }
     fp8_doc_markdownf(d,
                       "Taking the GEMM error into account: among the configurations whose clipped rate over "
                       "all tensors is within the value budget, **%s** gives the smallest GEMM error (mean of the "
-                      "median fprop, dgrad and wgrad relative errors: %.3g)%s%s%s.",
-                      r->cfgs[best].dlabel, bv, bestd != (size_t)-1 && bestd != best ? "; the best delayed one is " : "",
+                      "median fprop, dgrad and wgrad relative errors: %.3g%s)%s%s%s.",
+                      r->cfgs[best].dlabel, bv, ok ? tied_with(r, best, ok, tie, sizeof tie) : "",
+                      bestd != (size_t)-1 && bestd != best ? "; the best delayed one is " : "",
                       bestd != (size_t)-1 && bestd != best ? r->cfgs[bestd].dlabel : "",
                       bestd != (size_t)-1 && bestd != best ? "" : "");
+    free(ok);
     if (bestd != (size_t)-1 && bestd != best)
       fp8_doc_markdownf(d, "(%s: %.3g, %.1f%% more than %s.)", r->cfgs[bestd].dlabel, bdv, 100.0 * (bdv / bv - 1.0),
                         r->cfgs[best].dlabel);
@@ -149,14 +179,15 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
     }
   }
   if (best == (size_t)-1) return;
+  char tie[1024];
   fp8_doc_heading(d, 2, "GEMM error");
   fp8_doc_markdownf(d,
                     "What finally matters is the error of the GEMM outputs: for every layer whose input, "
                     "weight and grad_output were captured, fprop, dgrad and wgrad computed from the "
                     "dequantized FP8 operands (FP32 GEMM; block recipes with their blocks along each "
                     "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
-                    "operands (double). Lowest mean of the three medians: **%s** (%.3g).",
-                    r->cfgs[best].dlabel, bestv);
+                    "operands (double). Lowest mean of the three medians: **%s** (%.3g%s).",
+                    r->cfgs[best].dlabel, bestv, tied_with(r, best, NULL, tie, sizeof tie));
   if (floor != (size_t)-1)
     fp8_doc_markdownf(d, "**%s** casts nothing (kind bf16: the operands as captured): its error "
                       "is the FP32 GEMM's own against the double reference, the floor under "

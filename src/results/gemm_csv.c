@@ -16,16 +16,35 @@
 
 static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
     "layer", "gemm", "step", "recipe", "kind", "history_len", "margin", "amax_compute",
-    "rel_error", "rel_error_lo", "rel_error_hi"};
+    "rel_error", "rel_error_lo", "rel_error_hi", "ratio", "ratio_lo", "ratio_hi", "ratio_mode"};
 
-/* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27) */
+/* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27), 15 with
+ * the FP4 verdict's paired ratio (issue 42) */
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
-                                    {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_COUNT, 0, 0}};
+                                    {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_RATIO,
+                                     FP8_GEMM_COL_COUNT, 0}};
+
+static const char *const RATIO_MODES[4] = {"", "sampled", "exact", "recomputed"};
+
+const char *fp8_gemm_ratio_mode_name(fp8_gemm_ratio_mode m) {
+  return (unsigned)m < 4 ? RATIO_MODES[m] : "";
+}
+
+int fp8_gemm_csv_ncols(int sampled, int fp4_ratio) {
+  return fp4_ratio ? FP8_GEMM_COL_COUNT : sampled ? FP8_GEMM_COL_RATIO : FP8_GEMM_COL_REL_ERROR_LO;
+}
 
 /* ------------------------------------------------------------------ the writer */
 
 void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                           const fp8_config *cf, double rel_error, const double *interval) {
+  fp8_gemm_csv_put_row_n(fp, fp8_gemm_csv_ncols(interval != NULL, 0), layer, gemm_kind, step,
+                         cf, rel_error, interval, NULL);
+}
+
+void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kind, int64_t step,
+                            const fp8_config *cf, double rel_error, const double *interval,
+                            const fp8_gemm_ratio_cols *ratio) {
   csv_line l;
   csv_line_init(&l, fp);
   csv_line_str(&l, layer);
@@ -40,11 +59,21 @@ void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t st
   csv_line_chr(&l, ',');
   csv_put_delayed_cols(&l, cf);
   csv_line_num(&l, rel_error);
-  if (interval) {
+  if (ncols > FP8_GEMM_COL_REL_ERROR_LO) {
     csv_line_chr(&l, ',');
-    csv_line_num(&l, interval[0]);
+    if (interval) csv_line_num(&l, interval[0]);
     csv_line_chr(&l, ',');
-    csv_line_num(&l, interval[1]);
+    if (interval) csv_line_num(&l, interval[1]);
+  }
+  if (ncols > FP8_GEMM_COL_RATIO) {
+    int have = ratio && ratio->mode != FP8_GEMM_RATIO_NONE;
+    const double v[3] = {have ? ratio->ratio : 0, have ? ratio->lo : 0, have ? ratio->hi : 0};
+    for (int k = 0; k < 3; k++) {
+      csv_line_chr(&l, ',');
+      if (have) csv_line_num(&l, v[k]);
+    }
+    csv_line_chr(&l, ',');
+    if (have) csv_line_str(&l, fp8_gemm_ratio_mode_name(ratio->mode));
   }
   csv_line_chr(&l, '\n');
   csv_line_flush(&l);
@@ -84,13 +113,35 @@ static int parse_gemm_fields(const char *path, int64_t line, char **f, void *out
   if (!csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR], &row->rel_error) || row->rel_error < 0)
     return BAD(FP8_GEMM_COL_REL_ERROR, "a number >= 0, inf or nan"); /* inf: a zero reference */
   row->rel_lo = row->rel_hi = NAN; /* exact errors: no interval */
-  if (f[FP8_GEMM_COL_REL_ERROR_LO]) {
+  /* a 15-column file of the exact mode leaves the interval empty */
+  int no_interval = f[FP8_GEMM_COL_RATIO] && !*f[FP8_GEMM_COL_REL_ERROR_LO] &&
+                    !*f[FP8_GEMM_COL_REL_ERROR_HI];
+  if (f[FP8_GEMM_COL_REL_ERROR_LO] && !no_interval) {
     if (!csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_LO], &row->rel_lo) || row->rel_lo < 0 ||
         row->rel_lo > row->rel_error)
       return BAD(FP8_GEMM_COL_REL_ERROR_LO, "a number >= 0 and <= rel_error, inf or nan");
     if (!csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_HI], &row->rel_hi) ||
         row->rel_hi < row->rel_error)
       return BAD(FP8_GEMM_COL_REL_ERROR_HI, "a number >= rel_error, inf or nan");
+  }
+  row->ratio_mode = FP8_GEMM_RATIO_NONE;
+  row->ratio = row->ratio_lo = row->ratio_hi = NAN;
+  if (f[FP8_GEMM_COL_RATIO] && *f[FP8_GEMM_COL_RATIO_MODE]) {
+    int m = 0;
+    for (int k = 1; k < 4; k++)
+      if (strcmp(f[FP8_GEMM_COL_RATIO_MODE], RATIO_MODES[k]) == 0) m = k;
+    if (!m) return BAD(FP8_GEMM_COL_RATIO_MODE, "sampled, exact, recomputed or empty");
+    row->ratio_mode = m;
+    if (!csv_parse_f64(f[FP8_GEMM_COL_RATIO], &row->ratio) || row->ratio < 0)
+      return BAD(FP8_GEMM_COL_RATIO, "a number >= 0, inf or nan");
+    if (!csv_parse_f64(f[FP8_GEMM_COL_RATIO_LO], &row->ratio_lo) || row->ratio_lo < 0 ||
+        row->ratio_lo > row->ratio)
+      return BAD(FP8_GEMM_COL_RATIO_LO, "a number >= 0 and <= ratio, inf or nan");
+    if (!csv_parse_f64(f[FP8_GEMM_COL_RATIO_HI], &row->ratio_hi) || row->ratio_hi < row->ratio)
+      return BAD(FP8_GEMM_COL_RATIO_HI, "a number >= ratio, inf or nan");
+  } else if (f[FP8_GEMM_COL_RATIO]) {
+    for (int k = FP8_GEMM_COL_RATIO; k < FP8_GEMM_COL_RATIO_MODE; k++)
+      if (*f[k]) return BAD(k, "empty, as ratio_mode is");
   }
 #undef BAD
   row->line = line;

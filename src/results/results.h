@@ -78,6 +78,9 @@ typedef enum {
   FP8_GEMM_COL_KIND, FP8_GEMM_COL_HISTORY_LEN, FP8_GEMM_COL_MARGIN, FP8_GEMM_COL_AMAX_COMPUTE,
   FP8_GEMM_COL_REL_ERROR,
   FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_REL_ERROR_HI, /* issue 27: gemm_error = sampled only */
+  /* issue 42: the FP4 verdict's paired ratio, only in a run with an FP4 configuration and its
+   * FP8 reference (then rel_error_lo and rel_error_hi are there too, empty in the exact mode) */
+  FP8_GEMM_COL_RATIO, FP8_GEMM_COL_RATIO_LO, FP8_GEMM_COL_RATIO_HI, FP8_GEMM_COL_RATIO_MODE,
   FP8_GEMM_COL_COUNT
 } fp8_gemm_col;
 
@@ -275,8 +278,38 @@ char *fp8_stream_json_text(const fp8_stream_layout *ix);
 
 /** A gemm.csv row; with interval (gemm_error = sampled: lo and hi of rel_error's 95% interval,
  *  the two appended columns) or without (exact: 9 columns, the file as before). */
+/** The FP4 verdict's columns of a gemm.csv row (issue 42; docs/outputs.md): the paired ratio
+ *  rel_error / the FP8 reference's rel_error at the same (layer, step, GEMM), its 95% interval
+ *  and how it was computed. */
+typedef enum {
+  FP8_GEMM_RATIO_NONE,       /**< no ratio: the four fields empty (not an FP4 row, or the
+                                  reference has no row for the layer) */
+  FP8_GEMM_RATIO_SAMPLED,    /**< "sampled": the paired estimate, decided (its interval is on
+                                  one side of fp4_gemm_ratio) */
+  FP8_GEMM_RATIO_EXACT,      /**< "exact": gemm_error = exact, both errors exact */
+  FP8_GEMM_RATIO_RECOMPUTED, /**< "recomputed": the sampled interval straddled fp4_gemm_ratio,
+                                  both errors computed again on the whole output */
+} fp8_gemm_ratio_mode;
+/** "sampled", "exact", "recomputed" ("" for none). */
+const char *fp8_gemm_ratio_mode_name(fp8_gemm_ratio_mode m);
+
+typedef struct {
+  fp8_gemm_ratio_mode mode;
+  double ratio, lo, hi;
+} fp8_gemm_ratio_cols;
+
+/** The number of gemm.csv columns a run writes: 9 (exact), 11 (sampled: the interval), 15
+ *  (with the FP4 ratio: the interval columns, empty in the exact mode, and the four ratio
+ *  columns). */
+int fp8_gemm_csv_ncols(int sampled, int fp4_ratio);
+
 void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                           const fp8_config *cf, double rel_error, const double *interval);
+/** The same for a file of ncols columns (fp8_gemm_csv_ncols): with 15, interval NULL writes
+ *  empty interval fields and ratio NULL (or mode NONE) four empty ratio fields. */
+void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kind, int64_t step,
+                            const fp8_config *cf, double rel_error, const double *interval,
+                            const fp8_gemm_ratio_cols *ratio);
 
 /** The histograms.csv rows of one tensor's log2 histogram at one step (occupied bins only). */
 void fp8_histograms_csv_put_rows(FILE *fp, const char *tensor, int64_t step,

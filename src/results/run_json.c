@@ -99,6 +99,18 @@ static json_t *experiment_json(const fp8_experiment *ex) {
   for (size_t c = 0; c < ex->nconfigs; c++) fp4 |= fp8_recipe_kind_is_fp4(ex->configs[c].kind);
   if (fp4) /* only with an FP4 configuration: another run.json is as before */
     json_object_set_new(exo, FP8_RUNJSON_EX_FP4_GEMM_RATIO, json_real(ex->fp4_gemm_ratio));
+  ptrdiff_t fr = ex->gemm ? fp8_experiment_fp4_reference(ex) : -1;
+  if (fr >= 0) { /* what gemm.csv's ratio columns divide by (issue 42) */
+    const fp8_config *x = &ex->configs[fr];
+    int dl = x->kind == FP8_KIND_DELAYED;
+    char h[16] = "", m[16] = "";
+    if (dl) snprintf(h, sizeof h, "%d", (int)x->history_len), snprintf(m, sizeof m, "%d", (int)x->margin);
+    json_object_set_new(exo, FP8_RUNJSON_EX_FP4_REFERENCE,
+                        json_pack("{s:s, s:s, s:s, s:s, s:s}", FP8_RUNJSON_CFG_RECIPE, x->label,
+                                  FP8_RUNJSON_CFG_KIND, fp8_recipe_kind_name(x->kind),
+                                  "history_len", h, FP8_RUNJSON_CFG_MARGIN, m, "amax_compute",
+                                  dl ? fp8_amax_compute_name(x->amax_compute) : ""));
+  }
   if (!isnan(ex->flush_budget)) /* only when set: a run.json without it is as before */
     json_object_set_new(exo, FP8_RUNJSON_EX_FLUSH_BUDGET, json_real(ex->flush_budget));
   if (ex->routers_fp8) /* only when not the default: another run.json is as before */

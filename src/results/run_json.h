@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "config_key.h" /* fp8_config_key */
 #include "experiment.h" /* fp8_experiment */
 #include "outputs.h"    /* fp8_outputs */
 #include "sha256.h"     /* FP8_SHA256_HEX */
@@ -63,6 +64,8 @@
 #define FP8_RUNJSON_EX_FLUSH_BUDGET "flush_budget"
 #define FP8_RUNJSON_EX_ROUTERS "routers"
 #define FP8_RUNJSON_EX_FP4_GEMM_RATIO "fp4_gemm_ratio"
+#define FP8_RUNJSON_EX_FP4_REFERENCE "fp4_reference" /* issue 42: {recipe, kind, history_len,
+                                   margin, amax_compute}, gemm.csv's spelling (strings) */
 #define FP8_RUNJSON_EX_WARMUP_STEPS "warmup_steps"
 #define FP8_RUNJSON_EX_GEMM "gemm"
 #define FP8_RUNJSON_EX_GEMM_MAX_TOKENS "gemm_max_tokens"
@@ -244,6 +247,11 @@ typedef struct {
   double flush_budget;     /**< experiment.flush_budget, in 0..1; NaN when absent (off) */
   int routers_fp8;         /**< experiment.routers: 1 "fp8", 0 "bf16" or absent (the default) */
   double fp4_gemm_ratio;   /**< experiment.fp4_gemm_ratio, >= 1; 4 when absent */
+  /** experiment.fp4_reference: the FP8 configuration gemm.csv's ratio columns divide by
+   *  (issue 42); has_fp4_reference 0 when absent (a run without FP4, or before the key) */
+  int has_fp4_reference;
+  fp8_config_key fp4_reference; /**< its recipe points to fp4_reference_recipe */
+  char fp4_reference_recipe[64];
   int64_t warmup_steps;    /**< experiment.warmup_steps; -1: absent (each tensor's own) */
   /** the tensors without rows per fp8_left_reason ([0] unused; none from a run.json written
    *  before the lists) */

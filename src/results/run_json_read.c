@@ -389,6 +389,30 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected a number in 1..1e6", path,
                       FP8_RUNJSON_EXPERIMENT, FP8_RUNJSON_EX_FP4_GEMM_RATIO);
   if (fr) r->fp4_gemm_ratio = json_number_value(fr);
+  json_t *fx = json_object_get(ex, FP8_RUNJSON_EX_FP4_REFERENCE);
+  if (fx) { /* issue 42: gemm.csv's spelling of the configuration */
+    static const char *const keys[5] = {FP8_RUNJSON_CFG_RECIPE, FP8_RUNJSON_CFG_KIND,
+                                        "history_len", FP8_RUNJSON_CFG_MARGIN, "amax_compute"};
+    const char *v[5];
+    const char *what = "";
+    int ok = json_is_object(fx);
+    for (int k = 0; k < 5 && ok; k++) {
+      json_t *e = json_object_get(fx, keys[k]);
+      ok = e && json_is_string(e) && strlen(json_string_value(e)) < 64;
+      v[k] = ok ? json_string_value(e) : NULL;
+    }
+    if (ok) {
+      snprintf(r->fp4_reference_recipe, sizeof r->fp4_reference_recipe, "%s", v[0]);
+      ok = fp8_config_key_parse(r->fp4_reference_recipe, v[1], NULL, v[2], v[3], v[4],
+                                &r->fp4_reference, &what) < 0;
+    }
+    if (!ok)
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: %s.%s: expected an object of strings "
+                        "recipe, kind, history_len, margin and amax_compute as gemm.csv "
+                        "spells a configuration%s%s", path, FP8_RUNJSON_EXPERIMENT,
+                        FP8_RUNJSON_EX_FP4_REFERENCE, *what ? ": " : "", what);
+    r->has_fp4_reference = 1;
+  }
   if (json_object_get(ex, FP8_RUNJSON_EX_FLUSH_BUDGET))
     rc = budget_of(path, ex, FP8_RUNJSON_EX_FLUSH_BUDGET, &r->flush_budget, err, errlen);
   if (rc) return rc;

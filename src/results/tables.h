@@ -213,6 +213,10 @@ typedef struct {
                                       FP8_KEY_IGNORE_FORMAT) */
   double rel_error;              /**< >= 0, inf (a zero reference) or nan */
   double rel_lo, rel_hi;         /**< its 95% interval (gemm_error = sampled); NaN: exact */
+  /** the FP4 verdict's paired ratio to the FP8 reference and its interval (issue 42); mode
+   *  FP8_GEMM_RATIO_NONE and NaN in a file without the columns or on a row without one */
+  int ratio_mode;                 /**< fp8_gemm_ratio_mode (results.h) */
+  double ratio, ratio_lo, ratio_hi;
   int64_t line;                  /**< line number in the file (header = 1) */
 } fp8_gemm_row;
 

@@ -4,6 +4,7 @@
  * primary or its CPU engine: engine.h's composite) with the scales the three casts used at
  * this step; rows come out in layer (strcmp), GEMM, configuration order, for the configurations
  * that apply to all three operands (their sections' tensors). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,7 +56,9 @@ static int any(const unsigned char *m, size_t n) {
 
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen) {
   /* per layer: estimates, then (sampled) the intervals' lo and hi: engine.h */
-  const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc, lay = 3 * per;
+  const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
+  const size_t lay = (r->plan.ratio_ref ? 7 : 3) * per;
+  const int ncols = fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0);
   size_t nl = 0;
   int rc = FP8_OK;
   unsigned char *applies = NULL;
@@ -109,8 +112,21 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
         if (!applies[i * nc + c]) continue;
         const double *rel = r->rel + i * lay + (size_t)g * nc + c;
         const double interval[2] = {rel[per], rel[2 * per]};
-        fp8_gemm_csv_put_row(r->gemm_fp, ls[i].name, g, step, &r->ex->configs[c], rel[0],
-                             r->ex->gemm_sampled ? interval : NULL);
+        fp8_gemm_ratio_cols q = {FP8_GEMM_RATIO_NONE, NAN, NAN, NAN};
+        size_t ref = (size_t)r->fp4_ref;
+        if (r->ratio_ref && r->ratio_ref[c] >= 0 && applies[i * nc + ref]) {
+          if (r->ex->gemm_sampled) /* the engine's paired estimate (engine.h) */
+            q = (fp8_gemm_ratio_cols){rel[6 * per] == 1.0 ? FP8_GEMM_RATIO_RECOMPUTED
+                                                          : FP8_GEMM_RATIO_SAMPLED,
+                                      rel[3 * per], rel[4 * per], rel[5 * per]};
+          else { /* both exact: their quotient (0 / 0 counts as 1) */
+            double a = rel[0], b = r->rel[i * lay + (size_t)g * nc + ref];
+            double x = isnan(a) || isnan(b) ? NAN : b > 0.0 ? a / b : a > 0.0 ? INFINITY : 1.0;
+            q = (fp8_gemm_ratio_cols){FP8_GEMM_RATIO_EXACT, x, x, x};
+          }
+        }
+        fp8_gemm_csv_put_row_n(r->gemm_fp, ncols, ls[i].name, g, step, &r->ex->configs[c], rel[0],
+                               r->ex->gemm_sampled ? interval : NULL, &q);
         r->gemm_rows++;
       }
     if (any(applies + i * nc, nc)) run_segs_layer(r, ls[i].name);

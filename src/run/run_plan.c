@@ -305,12 +305,22 @@ int run_reduction_init(run_t *r, size_t nranks, char *err, size_t errlen) {
 int run_engines_init(run_t *r, char *err, size_t errlen) {
   const fp8_run_options *opt = r->opt;
   const size_t nc = r->nconfigs;
+  /* the FP4 verdict's paired ratio (issue 42): each FP4 configuration against the reference */
+  r->fp4_ref = r->ex->gemm ? fp8_experiment_fp4_reference(r->ex) : -1;
+  if (r->fp4_ref >= 0) {
+    if (!(r->ratio_ref = malloc((nc + 1) * sizeof *r->ratio_ref)))
+      return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    for (size_t c = 0; c < nc; c++)
+      r->ratio_ref[c] = fp8_recipe_kind_is_fp4(r->ex->configs[c].kind) ? r->fp4_ref : -1;
+  }
   r->plan = (fp8_engine_plan){.ntensors = r->ntensors, .names = r->names, .roles = r->roles,
                               .nconfigs = nc, .configs = r->ex->configs, .formats = r->formats,
                               .red_slot = r->red_slot, .nred = r->nred, .histograms = 1,
                               .gemm_max_tokens = r->ex->gemm_max_tokens,
                               .gemm_sample = r->ex->gemm_sampled ? r->ex->gemm_sample : 0,
                               .gemm_seed = r->ex->gemm_seed,
+                              .ratio_ref = r->ex->gemm_sampled ? r->ratio_ref : NULL,
+                              .ratio_threshold = r->ex->fp4_gemm_ratio,
                               .threads = opt->threads > 0 ? opt->threads : 1};
   return fp8_engine_composite_create(opt->engine, fp8_engine_cpu_create, &r->plan, &r->engine,
                                      err, errlen);
@@ -367,6 +377,7 @@ void run_free(run_t *r) {
   free(r->stream_formats);
   free(r->work);
   free(r->rel);
+  free(r->ratio_ref);
   free(r->left);
   fp8_outputs_free(&r->earlier);
   memset(r, 0, sizeof *r);

@@ -95,10 +95,11 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
       int n = fp8_stream_npy_header(lay->nrec, lay->ntensors, lay->nconfigs, h, sizeof h);
       if (n < 0) rc = fp8_errorf(FP8_EINVAL, err, errlen, "stream.npy: header too long");
       else fwrite(h, 1, (size_t)n, r->part[k].fp);
-    } else if (!rc && !resume) /* gemm.csv: the interval columns with the sampled mode only */
+    } else if (!rc && !resume) /* gemm.csv: the interval columns with the sampled mode only,
+                                  the ratio columns with an FP4 configuration (issue 42) */
       fp8_schema_put_header_n(r->part[k].fp, schema[k],
-                              k == 2 && !r->ex->gemm_sampled ? FP8_GEMM_COL_REL_ERROR_LO
-                                                             : schema[k]->ncols);
+                              k == 2 ? fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0)
+                                     : schema[k]->ncols);
   }
   if (rc || (resume && resume->phase != RUN_CKPT_REPLAY)) return rc;
   ckpt_path(r, "amax.bin", tmp, sizeof tmp);

@@ -73,7 +73,11 @@ typedef struct {
   /* outputs */
   FILE *steps_fp, *hist_fp, *gemm_fp, *stream_fp;
   long long rows, gemm_rows, mismatches, stream_rows;
-  double *rel;                /* [layers * 3 * nconfigs] of one part */
+  double *rel;                /* [layers * 3 * nconfigs] of one part ([layers * 7 * nconfigs]
+                                 with the FP4 ratio, sampled: engine.h) */
+  ptrdiff_t fp4_ref;          /* the FP4 verdict's FP8 reference (fp8_experiment_fp4_reference);
+                                 -1: no ratio columns in gemm.csv */
+  int64_t *ratio_ref;         /* [nconfigs]: fp4_ref for the FP4 kinds, else -1 (the plan's) */
   size_t rel_cap;
   /* crash consistency and resume (run_folder.h, run_resume.c) */
   const char *out;            /* the output directory */

@@ -311,8 +311,58 @@ START_TEST(result_readers_bad_line) {
 }
 END_TEST
 
+/* gemm.csv's FP4 ratio columns (issue 42): a 15-column file of the exact mode (empty interval)
+ * and of the sampled mode read field for field, an empty ratio on a non-FP4 row; each bad
+ * field refused with its column. */
+START_TEST(result_gemm_ratio_columns) {
+  char path[4200], err[1024];
+  snprintf(path, sizeof path, "%s", path_in("g.csv"));
+  const char *hdr = "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error,"
+                    "rel_error_lo,rel_error_hi,ratio,ratio_lo,ratio_hi,ratio_mode\n";
+  char text[1024];
+  snprintf(text, sizeof text, "%sa.fc,fprop,0,c,current,,,,0.5,,,,,,\n"
+                              "a.fc,fprop,0,nv,nvfp4,,,,2,,,4,4,4,exact\n", hdr);
+  put_text("g.csv", text);
+  fp8_gemm_table g;
+  ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(g.n, 2);
+  ck_assert(isnan(g.rows[0].rel_lo) && isnan(g.rows[0].ratio));
+  ck_assert_int_eq(g.rows[0].ratio_mode, FP8_GEMM_RATIO_NONE);
+  ck_assert(isnan(g.rows[1].rel_lo) && g.rows[1].ratio == 4.0 && g.rows[1].ratio_hi == 4.0);
+  ck_assert_int_eq(g.rows[1].ratio_mode, FP8_GEMM_RATIO_EXACT);
+  fp8_gemm_csv_free(&g);
+  snprintf(text, sizeof text, "%sa.fc,wgrad,2,nv,nvfp4,,,,2,1.5,2.5,3.9,3.5,4.25,sampled\n"
+                              "a.fc,wgrad,4,nv,nvfp4,,,,2,1.5,2.5,4.1,4.1,4.1,recomputed\n", hdr);
+  put_text("g.csv", text);
+  ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_OK);
+  ck_assert(g.rows[0].rel_lo == 1.5 && g.rows[0].ratio_lo == 3.5 && g.rows[0].ratio_hi == 4.25);
+  ck_assert_int_eq(g.rows[0].ratio_mode, FP8_GEMM_RATIO_SAMPLED);
+  ck_assert_int_eq(g.rows[1].ratio_mode, FP8_GEMM_RATIO_RECOMPUTED);
+  fp8_gemm_csv_free(&g);
+  static const struct {
+    const char *row, *msg;
+  } bad[] = {
+      {"a.fc,fprop,0,nv,nvfp4,,,,2,,,4,4,4,guessed", "column ratio_mode: expected sampled, exact, "
+                                                     "recomputed or empty, found 'guessed'"},
+      {"a.fc,fprop,0,nv,nvfp4,,,,2,,,4,4.5,5,sampled", "column ratio_lo: expected a number >= 0 "
+                                                       "and <= ratio"},
+      {"a.fc,fprop,0,nv,nvfp4,,,,2,,,4,3,3.5,sampled", "column ratio_hi: expected a number >= "
+                                                       "ratio"},
+      {"a.fc,fprop,0,c,current,,,,2,,,4,,,", "column ratio: expected empty, as ratio_mode is"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    snprintf(text, sizeof text, "%s%s\n", hdr, bad[k].row);
+    put_text("g.csv", text);
+    ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_EFORMAT);
+    ck_assert_msg(strstr(err, "g.csv:2: ") && strstr(err, bad[k].msg), "%s: %s", bad[k].row, err);
+    ck_assert_int_eq(g.n, 0);
+    fp8_gemm_csv_free(&g);
+  }
+}
+END_TEST
+
 TU_MAIN("run_readers", "strict", setup, teardown, 0, report_reads_good_run,
         report_histograms_negative, report_histograms_garbage, report_histograms_fields,
         report_run_json_missing, report_run_json_left_out, report_run_json_corrupt,
         report_stream_strict, report_gemm_strict, report_readers_close_files,
-        result_readers_bad_line)
+        result_readers_bad_line, result_gemm_ratio_columns)
