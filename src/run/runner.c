@@ -47,8 +47,8 @@ static int check_writes(run_t *r, char *err, size_t errlen) {
 /* The step's amax.csv rows [b, e) before its snapshot: which tensors have one, and their
  * amax (several micro-batches: the max over them, which the snapshot's is compared with). With
  * one micro-batch its amaxes and TE's scales are those the update and stream.csv take. */
-static void take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
-                          const int32_t *amax_map) {
+void run_take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                       const int32_t *amax_map) {
   for (size_t i = 0; i < r->ntensors; i++) {
     r->amax[i] = 0.0f; /* the module did not run: the state is kept */
     r->t[i].csv_has = 0;
@@ -84,11 +84,8 @@ static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
   }
 }
 
-/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream record with
- * the scales in force, then TE's two reductions and updates with its amaxes (every rank's is
- * known by now), and its amaxes into the checkpoint's log. */
-static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
-                             const int32_t *amax_map, char *err, size_t errlen) {
+int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
+                      const int32_t *amax_map, int record, char *err, size_t errlen) {
   size_t k = b;
   int rc = FP8_OK;
   do {
@@ -97,7 +94,7 @@ static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t
     while (ke < e && tr->amax[ke].micro == micro) ke++;
     if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
     k = ke;
-    if ((rc = run_stream_record(r, step, micro, err, errlen)) != FP8_OK) return rc;
+    if (record && (rc = run_stream_record(r, step, micro, err, errlen)) != FP8_OK) return rc;
     rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
     if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
     if (rc) return rc;
@@ -121,11 +118,15 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   for (size_t si = r->steps_done; si < nsteps; si++) {
     int64_t step = steps[si];
     r->step_index = si;
+    /* warm_history: the steps the selection leaves out before this one, fed without rows */
+    rc = run_warm_feed(r, tr, si, amax_map, err, errlen);
+    if (r->split) rc = fp8_mpi_agree(rc, err, errlen);
+    if (rc) return rc;
     if ((rc = fp8_engine_begin_step(r->engine, step, err, errlen)) != FP8_OK) return rc;
     size_t a_end = 0;
     run_step_rows(tr, step, &arow, &a_end);
     r->multi_micro = r->nmicro[si] > 1;
-    take_csv_rows(r, tr, arow, a_end, amax_map);
+    run_take_csv_rows(r, tr, arow, a_end, amax_map);
     while (snap < tr->nsteps && tr->steps[snap] < step) snap++;
     int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
     if (r->split) { /* MPI: each process its ranks, process 0 the rows (run_split.c) */
@@ -137,7 +138,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
       for (size_t part = 0; have_snap && part < nparts; part++)
         if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
     }
-    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, err, errlen);
+    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, 1, err, errlen);
     arow = a_end;
     if (!rc) rc = check_writes(r, err, errlen);
     r->steps_done = si + 1;
@@ -189,7 +190,8 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   for (size_t k = 0; !rc && k < tr->namax_names; k++)
     (*amax_map)[k] = run_tensor_selected(ex, tr, tr->amax_names[k])
                          ? (int32_t)run_find_tensor(r, tr->amax_names[k]) : -1;
-  if (!rc && run_count_micro(r, tr, *steps, *nsteps) != FP8_OK)
+  if (!rc && (run_count_micro(r, tr, *steps, *nsteps) != FP8_OK ||
+              run_warm_plan(r, tr, *steps, *nsteps) != FP8_OK))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = run_engines_init(r, err, errlen);
   /* experts.csv: from the trace alone, process 0's to write */
@@ -328,6 +330,7 @@ static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace
       .tensors = sum->tensors, .configs = sum->configs, .rows = sum->rows,
       .gemm_rows = sum->gemm_rows, .stream_rows = sum->stream_rows,
       .mismatches = r->mismatches, .wall_s = sum->wall_s, .outputs = outputs,
+      .steps_before = r->steps_before, .steps_skipped = r->steps_skipped,
       .ntensors = r->ntensors, .tensor_names = r->names, .left = r->left,
       .processes = r->np, .process_bytes = r->proc_bytes,
       .amax_exchange = r->split ? r->exchange : NULL, .engine = fp8_engine_name(r->engine),

@@ -32,6 +32,34 @@ float fp8_amax_f32(const float *x, size_t n) {
   return r;
 }
 
+float fp8_amax_dtype(fp8_dtype d, const void *data, size_t n) {
+  const unsigned char *b = data;
+  if (d == FP8_DTYPE_F32) { /* as fp8_amax_f32, read bytewise: a mapped view may be unaligned */
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+      int32_t a;
+      memcpy(&a, b + 4 * i, sizeof a);
+      a &= 0x7FFFFFFF;
+      a = a > 0x7F800000 ? 0 : a;
+      m = a > m ? a : m;
+    }
+    float r;
+    memcpy(&r, &m, sizeof r);
+    return r;
+  }
+  /* BF16: inf 0x7F80, NaN above; F16: inf 0x7C00, NaN above */
+  const uint16_t inf = d == FP8_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+  uint16_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t a;
+    memcpy(&a, b + 2 * i, sizeof a);
+    a &= 0x7FFFu;
+    a = a > inf ? 0 : a;
+    m = a > m ? a : m;
+  }
+  return d == FP8_DTYPE_BF16 ? fp8_bf16_to_f32(m) : fp8_f16_to_f32(m);
+}
+
 /* The log2 bin index (b - FP8_LOG2_HIST_MIN) of x, or -1 for zeros, inf and NaN. */
 static inline int log2_bin_index(float x) {
   uint32_t u;
