@@ -1,6 +1,7 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_unserved.c (what
+ * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_step.c (a step's
+ * amaxes and micro-batch updates), run_warm.c (warm_history's steps), run_unserved.c (what
  * a run without snapshot rows cannot serve of its experiment), run_stream.c (the
  * stream's layout and records), run_experts.c (experts.csv's rows), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
  * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
@@ -136,7 +137,7 @@ typedef struct {
                                  process 0's), NULL: not started */
 } run_t;
 
-/* runner.c: the step's amax.csv rows [b, e) before its snapshot (which tensors have one, their
+/* run_step.c: the step's amax.csv rows [b, e) before its snapshot (which tensors have one, their
  * amax; with one micro-batch the amaxes the update takes). */
 void run_take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
                        const int32_t *amax_map);
