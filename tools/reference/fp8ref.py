@@ -61,6 +61,13 @@ propagates), scale = (fp8_max / amax) / 2**margin in float32, kept where the max
 finite. Experts split over ranks (expert parallelism) are tensors some ranks lack: with
 reduce_amax the max is over the ranks of the group that hold the tensor.
 
+[trace] warm_history (issue 42, default true): with a steps selection, the steps of the trace it
+leaves out before its last selected step (before its range, or skipped by its stride) feed the
+delayed histories as a replay of every step would (a snapshot's amax where the step has one
+micro-batch, else amax.csv's, per micro-batch; reduced under reduce_amax; the warm-up flag
+follows), and have no row; load_for() reads them into trace.warm, replay_full() feeds them.
+warmup_steps = N counts the selected steps.
+
 Module API (used by tests/tools/reference/test_ref_*.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
   round_extended(), clipped_mask(), overshoot(), cos_sim(), cos_sim_bound(),
