@@ -309,6 +309,7 @@ int fp8_experiment_load(const char *path, fp8_experiment *ex, char *err, size_t 
   ex->gemm_sampled = 1;
   ex->gemm_sample = 64;
   ex->step_stride = 1;
+  ex->warm_history = 1;
   ex->file = strdup(path);
   if (!ex->file || exp_names(ex) != FP8_OK) {
     status = FP8_ENOMEM;

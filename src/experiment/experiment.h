@@ -5,7 +5,9 @@
  *             or a-b:stride), tensors (comma globs), synth_steps, synth_seed (for synth: paths),
  *             reduce_amax (true|false), reduce_group (ranks per group; multi-rank traces),
  *             reduce_stride; reduce_group and reduce_stride need reduce_amax = true (without
- *             it no amax is reduced: an error at their line, as a key of another kind is)
+ *             it no amax is reduced: an error at their line, as a key of another kind is),
+ *             warm_history (true|false, default true: the trace's steps that the steps
+ *             selection leaves out before its last step feed delayed scaling's history)
  *   [recipe.<name>]  kind = delayed | current, format, and the kind's keys; every value may
  *             be a comma list (a sweep axis); a configuration is one point of the product.
  *             tensors (comma globs, [trace] tensors' rules): the section's configurations
@@ -102,6 +104,12 @@ typedef struct {
   int reduce_amax_line;  /**< line of the reduce_amax key, 0 when not given */
   int reduce_group_line; /**< line of the reduce_group key, 0 when not given */
   int reduce_stride_line; /**< line of the reduce_stride key, 0 when not given */
+  /** [trace] warm_history (default 1): with a steps selection, every step of the trace before
+   *  the last selected one that the selection leaves out (before its range, or skipped by its
+   *  stride) feeds delayed scaling's amax histories as in training, without rows; 0: those
+   *  steps do not exist for the replay (a cold history; docs/semantics.md "Trace replay") */
+  int warm_history;
+  int warm_history_line; /**< line of the warm_history key, 0 when not given */
   char *out_dir;       /**< resolved; NULL when not given */
   int stream_format;   /**< [output] stream: FP8_STREAM_AUTO (default), _CSV or _NPY */
   double overflow_budget; /**< [analysis] overflow_budget (default 1e-5) */

@@ -165,6 +165,15 @@ void fp8_exp_trace_end(exp_ctx *c) {
         ex->reduce_amax = b;
         ex->reduce_amax_line = e->line;
       }
+    } else if (strcmp(e->key, "warm_history") == 0) {
+      int b;
+      if (fp8_exp_parse_bool(v, &b)) {
+        fp8_exp_fail(c, e->line, "bad warm_history \"%s\" (expected true or false)",
+                     fp8_esc(v, shown, sizeof shown));
+      } else {
+        ex->warm_history = b;
+        ex->warm_history_line = e->line;
+      }
     } else if (strcmp(e->key, "reduce_group") == 0) {
       if (parse_count(c, e, 1, FP8_RANK_LIMIT, &ex->reduce_group,
                       "an integer in 1..65536: ranks per amax reduction group"))
@@ -177,7 +186,7 @@ void fp8_exp_trace_end(exp_ctx *c) {
     } else {
       fp8_exp_fail(c, e->line,
                    "unknown key %s in [trace] (expected path, steps, tensors, synth_steps, "
-                   "synth_seed, reduce_amax, reduce_group or reduce_stride)",
+                   "synth_seed, reduce_amax, reduce_group, reduce_stride or warm_history)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

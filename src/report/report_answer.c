@@ -350,6 +350,8 @@ void rep_put_trace(FILE *fp, const rep_t *r) {
     fprintf(fp, "path = %s\n", run->trace_abs_path ? run->trace_abs_path
                                : run->trace_path ? run->trace_path : "(the trace of this run)");
   if (run->trace_steps) fprintf(fp, "steps = %s\n", run->trace_steps);
+  /* a cold history (warm_history = false, or a run before the key) is replayed cold again */
+  if (run->trace_steps && !run->warm_history) fputs("warm_history = false\n", fp);
   if (run->ntrace_tensors) {
     fputs("tensors = ", fp);
     for (size_t i = 0; i < run->ntrace_tensors; i++)

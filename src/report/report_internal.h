@@ -181,6 +181,11 @@ const fp8_step_row *rep_row_at(const rep_t *r, ptrdiff_t g, int64_t step);
 /* The worst event under the reference configuration: the row with the most overflow (the most
  * underflow when none overflowed). */
 void rep_find_spike(rep_t *r);
+/* The sentence on the history a [trace] steps selection was replayed with (run.json's
+ * trace.warm_history, steps_before, steps_skipped; docs/semantics.md "Trace replay"), into buf;
+ * "" when the selection leaves out no earlier step of the trace, or the run has no delayed
+ * configuration (no history). */
+void rep_history_sentence(const rep_t *r, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ report_plots.c */
 

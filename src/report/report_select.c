@@ -443,3 +443,43 @@ void rep_find_spike(rep_t *r) {
     }
   }
 }
+
+/* ------------------------------------------------------------------ the steps' history */
+
+void rep_history_sentence(const rep_t *r, char *buf, size_t len) {
+  const fp8_run_record *run = &r->run;
+  buf[0] = '\0';
+  if (!run->trace_steps || !r->have_stream || !r->stream.nseries || !r->stream.series[0].n) return;
+  long long before = run->steps_before, skipped = run->steps_skipped;
+  if (before == 0 && skipped == 0) return; /* the selection leaves out no earlier step */
+  char spec[96]; /* "10-299:1" as the experiment wrote it: "10-299" */
+  snprintf(spec, sizeof spec, "%s", run->trace_steps);
+  size_t n = strlen(spec);
+  if (n > 2 && strcmp(spec + n - 2, ":1") == 0) spec[n - 2] = '\0';
+  long long first = (long long)r->stream.series[0].step[0];
+  if (before < 0 || skipped < 0) { /* a run.json before the counts: a cold history */
+    snprintf(buf, len, "Steps %s replayed with each tensor's amax history empty at step %lld "
+             "(warm_history = false): where the trace has earlier steps, the delayed scales of "
+             "the first steps are not the ones training had.", spec, first);
+    return;
+  }
+  if (run->warm_history && skipped == 0)
+    snprintf(buf, len, "Steps %s replayed with the amax history of the %lld earlier step%s of "
+             "the trace (warm_history = true): the delayed scales are the ones training had.",
+             spec, before, before == 1 ? "" : "s");
+  else if (run->warm_history)
+    snprintf(buf, len, "Steps %s replayed with the amax history of the %lld steps of the trace "
+             "that the selection leaves out before its last step (%lld before step %lld, %lld "
+             "skipped by its stride; warm_history = true): the delayed scales are the ones "
+             "training had.", spec, before + skipped, before, first, skipped);
+  else if (skipped == 0)
+    snprintf(buf, len, "Steps %s replayed with each tensor's amax history empty at step %lld, "
+             "though the trace has %lld earlier step%s (warm_history = false): the delayed "
+             "scales of the first steps are not the ones training had.", spec, first, before,
+             before == 1 ? "" : "s");
+  else
+    snprintf(buf, len, "Steps %s replayed with each tensor's amax history empty at step %lld "
+             "and without the %lld steps its stride skips%s (warm_history = false): the delayed "
+             "scales are not the ones training had.", spec, first, skipped,
+             before ? ", though the trace has earlier steps" : "");
+}

@@ -463,6 +463,9 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
                       r->trace, r->ncfg, r->ndistinct, r->tab.ntensors, nsteps, r->tab.nrows,
                       FP8LAB_VERSION, unserved ? unserved : "");
   free(unserved);
+  char history[512]; /* the history a steps selection was replayed with */
+  rep_history_sentence(r, history, sizeof history);
+  if (*history) fp8_doc_markdownf(d, "%s", history);
   if (r->stream_only)
     fp8_doc_markdownf(d, "What these numbers cover: **this trace has no snapshots, only amaxes** "
                       "(amax.csv, or TransformerEngine's debug logs through `fp8lab import-te`): "

@@ -135,7 +135,8 @@ static json_t *experiment_json(const fp8_experiment *ex) {
 
 /* ------------------------------------------------------------------ trace */
 
-static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir) {
+static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const char *trace_dir,
+                          const fp8_run_json_desc *d) {
   json_t *tro = json_pack("{s:s, s:I, s:I}", FP8_RUNJSON_TR_PATH, trace_dir,
                           FP8_RUNJSON_TR_SNAPSHOT_STEPS, (json_int_t)tr->nsteps,
                           FP8_RUNJSON_TR_AMAX_ROWS, (json_int_t)tr->namax);
@@ -147,7 +148,11 @@ static json_t *trace_json(const fp8_experiment *ex, const fp8_trace *tr, const c
     snprintf(st, sizeof st, "%lld-%lld:%lld", (long long)ex->step_first,
              (long long)ex->step_last, (long long)ex->step_stride);
     json_object_set_new(tro, FP8_RUNJSON_TR_STEPS, json_string(st));
+    json_object_set_new(tro, FP8_RUNJSON_TR_STEPS_BEFORE, json_integer((json_int_t)d->steps_before));
+    json_object_set_new(tro, FP8_RUNJSON_TR_STEPS_SKIPPED,
+                        json_integer((json_int_t)d->steps_skipped));
   }
+  json_object_set_new(tro, FP8_RUNJSON_TR_WARM_HISTORY, json_boolean(ex->warm_history));
   if (ex->ntensor_globs) {
     json_t *g = json_array();
     for (size_t i = 0; i < ex->ntensor_globs; i++)
@@ -418,7 +423,7 @@ int fp8_run_json_write(const char *dir, const fp8_run_json_desc *d, char *err, s
   json_object_set_new(root, FP8_RUNJSON_GIT_REVISION, json_string(FP8LAB_GIT_REV));
   json_object_set_new(root, FP8_RUNJSON_STARTED_UTC, json_string(d->started_utc));
   json_object_set_new(root, FP8_RUNJSON_EXPERIMENT, experiment_json(ex));
-  json_object_set_new(root, FP8_RUNJSON_TRACE, trace_json(ex, d->trace, d->trace_dir));
+  json_object_set_new(root, FP8_RUNJSON_TRACE, trace_json(ex, d->trace, d->trace_dir, d));
   json_object_set_new(root, FP8_RUNJSON_INPUTS, inputs_json(d->inputs ? d->inputs : &own));
   fp8_run_inputs_free(&own);
   json_object_set_new(root, FP8_RUNJSON_OUTPUTS, names_json(d->outputs));

@@ -105,6 +105,12 @@
 #define FP8_RUNJSON_TR_REDUCE_AMAX "reduce_amax"
 #define FP8_RUNJSON_TR_REDUCE_GROUP "reduce_group"
 #define FP8_RUNJSON_TR_REDUCE_STRIDE "reduce_stride"
+/* [trace] warm_history (always written; absent in a run.json before it: false, those runs were
+ * cold), and with a steps key the trace's steps it leaves out before its first selected step
+ * and between its first and last (the stride's) */
+#define FP8_RUNJSON_TR_WARM_HISTORY "warm_history"
+#define FP8_RUNJSON_TR_STEPS_BEFORE "steps_before"
+#define FP8_RUNJSON_TR_STEPS_SKIPPED "steps_skipped"
 #define FP8_RUNJSON_TR_TE_LOG "te_log" /* {FP8_TE_LOG_INTERVAL, _ZERO_VALUES, _COARSE_VALUES,
                                           _TENSOR_INTERVALS (schema-2 te_log.json only)} */
 
@@ -209,6 +215,9 @@ typedef struct {
   long long steps, tensors, configs, rows, gemm_rows, stream_rows, mismatches;
   double wall_s;
   const fp8_outputs *outputs;  /**< the runner's files (the report adds its own later) */
+  /** [trace] steps: the trace's steps it leaves out before its first selected step, and
+   *  between its first and last selected steps (fed to the history with warm_history) */
+  long long steps_before, steps_skipped;
   /** the replay's tensors and why each has no rows (fp8_left_reason; NULL: all have) */
   size_t ntensors;
   const char *const *tensor_names;
@@ -269,6 +278,8 @@ typedef struct {
   int reduce_amax;          /**< trace.reduce_amax (multi-rank traces only; 0 otherwise) */
   int64_t reduce_group;     /**< trace.reduce_group, with reduce_amax */
   int64_t reduce_stride;    /**< trace.reduce_stride (strided groups); 0: absent (contiguous) */
+  int warm_history;         /**< trace.warm_history; 0 when absent (a run before it was cold) */
+  int64_t steps_before, steps_skipped; /**< trace.steps_before / steps_skipped; -1: absent */
   int has_te_log;           /**< trace.te_log: the trace came from TransformerEngine's debug
                                  logs (fp8lab import-te; issue 28); then: */
   int64_t te_interval, te_zero, te_coarse; /**< its interval, zero_values, coarse_values */

@@ -258,6 +258,21 @@ static int read_trace_selection(fp8_run_record *r, json_t *tr, const char *path,
     return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.reduce_stride: expected an integer "
                       ">= 1, with reduce_amax and reduce_group", path);
   if (rs) r->reduce_stride = (int64_t)json_integer_value(rs);
+  json_t *wh = json_object_get(tr, FP8_RUNJSON_TR_WARM_HISTORY);
+  if (wh && !json_is_boolean(wh))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.warm_history: expected true or false",
+                      path);
+  r->warm_history = wh && json_is_true(wh); /* absent: a run before the key, cold */
+  const char *const cnt_key[2] = {FP8_RUNJSON_TR_STEPS_BEFORE, FP8_RUNJSON_TR_STEPS_SKIPPED};
+  int64_t *cnt[2] = {&r->steps_before, &r->steps_skipped};
+  for (int k = 0; k < 2; k++) {
+    json_t *v = json_object_get(tr, cnt_key[k]);
+    *cnt[k] = -1;
+    if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
+      return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: trace.%s: expected an integer >= 0", path,
+                        cnt_key[k]);
+    if (v) *cnt[k] = (int64_t)json_integer_value(v);
+  }
   json_t *te = json_object_get(tr, FP8_RUNJSON_TR_TE_LOG);
   if (te) {
     json_t *v[3] = {json_object_get(te, FP8_TE_LOG_INTERVAL),

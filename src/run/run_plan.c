@@ -363,6 +363,9 @@ void run_free(run_t *r) {
   free(r->red_slot);
   free(r->amax);
   free(r->nmicro);
+  free(r->warm);
+  free(r->warm_at);
+  free(r->warm_micro);
   free(r->warm_done);
   free(r->fed);
   free(r->scales);

@@ -6,7 +6,8 @@
  *   steps.csv, histograms.csv, gemm.csv, stream.csv   the rows so far (the commit renames them
  *                                                     into the run folder)
  *   amax.bin    per micro-batch of each completed step (one for a step without micro rows),
- *               the ntensors float32 amaxes its end_phase calls were fed
+ *               the ntensors float32 amaxes its end_phase calls were fed, after those of the
+ *               warm steps before it (warm_history: run_warm.c)
  *   state       the checkpoint (written to .state.tmp.<pid>, then renamed): the bytes of each
  *               partial file and of amax.bin that belong to it, the counters and summary
  *               totals, the earlier run's outputs, the fingerprints, and every delayed scale
@@ -105,7 +106,7 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
   ckpt_path(r, "amax.bin", tmp, sizeof tmp);
   fp8_outfile amax;
   size_t micros = 0; /* the end_phase pairs of the steps done: the trace says how many */
-  for (size_t si = 0; resume && si < r->steps_done; si++) micros += r->nmicro[si];
+  for (size_t si = 0; resume && si < r->steps_done; si++) micros += r->warm_micro[si] + r->nmicro[si];
   long long keep = resume ? (long long)(micros * r->ntensors * sizeof(float)) : -1;
   if ((rc = fp8_outfile_open_path(&amax, tmp, tmp, keep, err, errlen)) != FP8_OK) return rc;
   r->amax_fp = amax.fp; /* kept open by the run; the paths are not needed again */
@@ -319,7 +320,8 @@ static int replay_amax(run_t *r, const int64_t *steps, const float *want, char *
   if (rc) return rc;
   for (size_t si = 0; si < r->steps_done && !rc; si++) {
     rc = fp8_engine_begin_step(r->engine, steps[si], err, errlen);
-    for (size_t m = 0; m < r->nmicro[si] && !rc; m++) { /* one pair per micro-batch */
+    /* one pair per micro-batch: the warm steps' before the step's own (run_warm.c) */
+    for (size_t m = 0; m < r->warm_micro[si] + r->nmicro[si] && !rc; m++) {
       /* MPI: process 0 reads, every process replays (their states must be the same) */
       int32_t got = r->me != 0 || fread(r->amax, sizeof *r->amax, r->ntensors, fp) == r->ntensors;
       if (r->split) {

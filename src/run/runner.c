@@ -10,7 +10,6 @@
  * micro-batches (amax.csv's micro column) has the two calls once per micro-batch.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,69 +43,6 @@ static int check_writes(run_t *r, char *err, size_t errlen) {
   return FP8_OK;
 }
 
-/* The step's amax.csv rows [b, e) before its snapshot: which tensors have one, and their
- * amax (several micro-batches: the max over them, which the snapshot's is compared with). With
- * one micro-batch its amaxes and TE's scales are those the update and stream.csv take. */
-static void take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
-                          const int32_t *amax_map) {
-  for (size_t i = 0; i < r->ntensors; i++) {
-    r->amax[i] = 0.0f; /* the module did not run: the state is kept */
-    r->t[i].csv_has = 0;
-    r->t[i].snap = 0;
-    r->t[i].te_scale = 0.0f;
-  }
-  for (size_t k = b; k < e; k++) {
-    int32_t idx = amax_map[tr->amax[k].tensor];
-    if (idx < 0) continue;
-    run_tensor *t = &r->t[idx];
-    float a = tr->amax[k].amax;
-    t->csv_amax = t->csv_has ? fmaxf(t->csv_amax, a) : a;
-    t->csv_has = 1;
-    if (!r->multi_micro) {
-      r->amax[idx] = a;
-      t->te_scale = tr->amax[k].te_scale;
-    }
-  }
-}
-
-/* One micro-batch's amaxes and TE's scales: rows [b, e) of tr->amax (one micro value). */
-static void take_micro_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
-                            const int32_t *amax_map) {
-  for (size_t i = 0; i < r->ntensors; i++) {
-    r->amax[i] = 0.0f; /* not run in this micro-batch: the state is kept */
-    r->t[i].te_scale = 0.0f;
-  }
-  for (size_t k = b; k < e; k++) {
-    int32_t idx = amax_map[tr->amax[k].tensor];
-    if (idx < 0) continue;
-    r->amax[idx] = tr->amax[k].amax;
-    r->t[idx].te_scale = tr->amax[k].te_scale;
-  }
-}
-
-/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream record with
- * the scales in force, then TE's two reductions and updates with its amaxes (every rank's is
- * known by now), and its amaxes into the checkpoint's log. */
-static int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
-                             const int32_t *amax_map, char *err, size_t errlen) {
-  size_t k = b;
-  int rc = FP8_OK;
-  do {
-    int64_t micro = k < e ? tr->amax[k].micro : 0;
-    size_t ke = k;
-    while (ke < e && tr->amax[ke].micro == micro) ke++;
-    if (r->multi_micro) take_micro_rows(r, tr, k, ke, amax_map);
-    k = ke;
-    if ((rc = run_stream_record(r, step, micro, err, errlen)) != FP8_OK) return rc;
-    rc = fp8_engine_end_phase(r->engine, FP8_FWD, r->amax, err, errlen);
-    if (!rc) rc = fp8_engine_end_phase(r->engine, FP8_BWD, r->amax, err, errlen);
-    if (rc) return rc;
-    run_note_warm(r);
-    if ((rc = run_ckpt_micro(r, err, errlen)) != FP8_OK) return rc;
-  } while (k < e);
-  return FP8_OK;
-}
-
 /* The steps: for each, the amax.csv rows, the snapshot rank by rank (cast with the scales of
  * the step's first micro-batch), then the micro-batches' phases. */
 static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps,
@@ -121,11 +57,15 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
   for (size_t si = r->steps_done; si < nsteps; si++) {
     int64_t step = steps[si];
     r->step_index = si;
+    /* warm_history: the steps the selection leaves out before this one, fed without rows */
+    rc = run_warm_feed(r, tr, si, amax_map, err, errlen);
+    if (r->split) rc = fp8_mpi_agree(rc, err, errlen);
+    if (rc) return rc;
     if ((rc = fp8_engine_begin_step(r->engine, step, err, errlen)) != FP8_OK) return rc;
     size_t a_end = 0;
     run_step_rows(tr, step, &arow, &a_end);
     r->multi_micro = r->nmicro[si] > 1;
-    take_csv_rows(r, tr, arow, a_end, amax_map);
+    run_take_csv_rows(r, tr, arow, a_end, amax_map);
     while (snap < tr->nsteps && tr->steps[snap] < step) snap++;
     int have_snap = snap < tr->nsteps && tr->steps[snap] == step;
     if (r->split) { /* MPI: each process its ranks, process 0 the rows (run_split.c) */
@@ -137,7 +77,7 @@ static int run_steps(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t
       for (size_t part = 0; have_snap && part < nparts; part++)
         if ((rc = run_part(r, tr, snap, rank_order[part], step, err, errlen)) != FP8_OK) return rc;
     }
-    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, err, errlen);
+    rc = run_micro_batches(r, tr, step, arow, a_end, amax_map, 1, err, errlen);
     arow = a_end;
     if (!rc) rc = check_writes(r, err, errlen);
     r->steps_done = si + 1;
@@ -189,7 +129,8 @@ static int plan_run(run_t *r, const fp8_trace *tr, const char *trace_dir, int64_
   for (size_t k = 0; !rc && k < tr->namax_names; k++)
     (*amax_map)[k] = run_tensor_selected(ex, tr, tr->amax_names[k])
                          ? (int32_t)run_find_tensor(r, tr->amax_names[k]) : -1;
-  if (!rc && run_count_micro(r, tr, *steps, *nsteps) != FP8_OK)
+  if (!rc && (run_count_micro(r, tr, *steps, *nsteps) != FP8_OK ||
+              run_warm_plan(r, tr, *steps, *nsteps) != FP8_OK))
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   if (!rc) rc = run_engines_init(r, err, errlen);
   /* experts.csv: from the trace alone, process 0's to write */
@@ -328,6 +269,7 @@ static int write_run_json(const run_t *r, const fp8_trace *tr, const char *trace
       .tensors = sum->tensors, .configs = sum->configs, .rows = sum->rows,
       .gemm_rows = sum->gemm_rows, .stream_rows = sum->stream_rows,
       .mismatches = r->mismatches, .wall_s = sum->wall_s, .outputs = outputs,
+      .steps_before = r->steps_before, .steps_skipped = r->steps_skipped,
       .ntensors = r->ntensors, .tensor_names = r->names, .left = r->left,
       .processes = r->np, .process_bytes = r->proc_bytes,
       .amax_exchange = r->split ? r->exchange : NULL, .engine = fp8_engine_name(r->engine),

@@ -1,6 +1,7 @@
 /* runner_internal.h: what the runner's files share: runner.c (the run and its step loop),
  * run_plan.c (the tensors, configurations and steps of a replay, and the engine plans),
- * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_unserved.c (what
+ * run_part.c and run_gemm.c (a step's part: its rows, its layers' GEMMs), run_step.c (a step's
+ * amaxes and micro-batch updates), run_warm.c (warm_history's steps), run_unserved.c (what
  * a run without snapshot rows cannot serve of its experiment), run_stream.c (the
  * stream's layout and records), run_experts.c (experts.csv's rows), run_writer.c (the row writer thread), run_resume.c (the checkpoint), run_claim.c (the output folder) and
  * run_progress.c (the progress bar). The runner holds no recipe math and no recipe state: it
@@ -60,6 +61,15 @@ typedef struct {
   int multi_micro;            /* the current step has several micro-batches: the snapshot's
                                  amax does not replace theirs */
   size_t *nmicro;             /* [nsteps]: micro-batches (end_phase pairs) of each replay step */
+  /* [trace] warm_history (run_warm.c): the trace's steps that the steps selection leaves out
+   * before its last selected step; with warm_history they feed the histories, without rows */
+  int64_t *warm;              /* [nwarm] ascending (none: warm_history = false, or no steps key) */
+  size_t nwarm;
+  size_t *warm_at;            /* [nsteps + 1]: warm[warm_at[si] .. warm_at[si + 1]) precede step si */
+  size_t *warm_micro;         /* [nsteps]: their end_phase pairs (in the checkpoint's amax log) */
+  size_t warm_arow, warm_snap;/* cursors into amax.csv's rows and the snapshot steps */
+  int64_t steps_before, steps_skipped; /* steps left out before the first selected step, and
+                                 between the first and the last (stride): run.json's */
   unsigned char *warm_done;   /* [ntensors]: a finite non-zero amax has entered its history */
   float *fed;                 /* [nred]: scratch, the slots' maxima of a step (reduce_amax) */
   float *scales;              /* [nconfigs]: scratch, the delayed scales of one tensor */
@@ -130,6 +140,30 @@ typedef struct {
   struct run_hash *hash;      /* the inputs' SHA-256 on threads beside the replay (run_hash.c;
                                  process 0's), NULL: not started */
 } run_t;
+
+/* run_step.c: the step's amax.csv rows [b, e) before its snapshot (which tensors have one, their
+ * amax; with one micro-batch the amaxes the update takes). */
+void run_take_csv_rows(run_t *r, const fp8_trace *tr, size_t b, size_t e,
+                       const int32_t *amax_map);
+/* The step's micro-batches (rows [b, e), sorted by micro): for each, its stream record with the
+ * scales in force (record: 0 for a warm step, which writes nothing), then TE's two reductions
+ * and updates with its amaxes (every rank's is known by now), and its amaxes into the
+ * checkpoint's log. */
+int run_micro_batches(run_t *r, const fp8_trace *tr, int64_t step, size_t b, size_t e,
+                      const int32_t *amax_map, int record, char *err, size_t errlen);
+
+/* run_warm.c: [trace] warm_history (docs/semantics.md "Trace replay"). plan: the steps of the
+ * trace (snapshot and amax.csv steps) that the selection leaves out before its last selected
+ * step, r->steps_before and r->steps_skipped (counted whatever warm_history), and with
+ * warm_history those steps as r->warm, r->warm_at and r->warm_micro; FP8_OK or FP8_ENOMEM.
+ * feed: before replay step si, its warm steps: each step's amaxes taken as the replay takes
+ * them (a snapshot's, of the selected tensors only, without a cast, where the step has one
+ * micro-batch; amax.csv's otherwise), reduced, and fed to end_phase per micro-batch, with no
+ * row, stream record or statistic. Collective under MPI (each process the amaxes of its own
+ * tensors, exchanged as a step's are). */
+int run_warm_plan(run_t *r, const fp8_trace *tr, const int64_t *steps, size_t nsteps);
+int run_warm_feed(run_t *r, const fp8_trace *tr, size_t si, const int32_t *amax_map, char *err,
+                  size_t errlen);
 
 /* run_unserved.c: r->unserved, the experiment's sections and [analysis] keys that the run
  * could not serve because it has no snapshot rows (r->rows == 0: a trace of amaxes alone);

@@ -135,6 +135,11 @@ int fp8_format_resolve(fp8_format_sel sel, fp8_role r, fp8_format *out);
 
 /** max |x| over n floats; NaN ignored, +-inf count (result inf); 0 for n = 0 or all NaN. */
 float fp8_amax_f32(const float *x, size_t n);
+/** fp8_amax_f32 of n source values of dtype d (raw little-endian bit patterns, any alignment)
+ *  widened to float32, without widening them: BF16 and F16 magnitudes order like their 15-bit
+ *  patterns, so the largest pattern that is not NaN is the amax. The amax an engine's
+ *  quantize_stats gives, for a replay step that needs the amax alone (a warm step). */
+float fp8_amax_dtype(fp8_dtype d, const void *data, size_t n);
 
 /* ---------------------------------------------------------------- statistics */
 

@@ -32,6 +32,36 @@ float fp8_amax_f32(const float *x, size_t n) {
   return r;
 }
 
+float fp8_amax_dtype(fp8_dtype d, const void *data, size_t n) {
+  const unsigned char *b = data;
+  if (d == FP8_DTYPE_F32) { /* as fp8_amax_f32, read bytewise: a mapped view may be unaligned */
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+      int32_t a;
+      memcpy(&a, b + 4 * i, sizeof a);
+      a &= 0x7FFFFFFF;
+      a = a > 0x7F800000 ? 0 : a;
+      m = a > m ? a : m;
+    }
+    float r;
+    memcpy(&r, &m, sizeof r);
+    return r;
+  }
+  /* BF16: inf 0x7F80, NaN above; F16: inf 0x7C00, NaN above. Signed 16-bit (the magnitudes fit
+   * 15 bits): SSE2 has a signed 16-bit max and compare, not an unsigned one, so this loop
+   * vectorizes on plain x86-64 (about 9 GB/s against 1.5 with uint16_t) */
+  const int16_t inf = d == FP8_DTYPE_BF16 ? 0x7F80 : 0x7C00;
+  int16_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    int16_t a;
+    memcpy(&a, b + 2 * i, sizeof a);
+    a &= 0x7FFF;
+    a = a > inf ? 0 : a;
+    m = a > m ? a : m;
+  }
+  return d == FP8_DTYPE_BF16 ? fp8_bf16_to_f32((uint16_t)m) : fp8_f16_to_f32((uint16_t)m);
+}
+
 /* The log2 bin index (b - FP8_LOG2_HIST_MIN) of x, or -1 for zeros, inf and NaN. */
 static inline int log2_bin_index(float x) {
   uint32_t u;

@@ -104,6 +104,7 @@ static const bad_case bad_cases[] = {
     {T "steps = 0-1\nsteps = 0-2\n" D, 4, "given twice"},
     {T "reduce_amax = maybe\n" D, 3, "bad reduce_amax \"maybe\" (expected true or false)"},
     {T "reduce_amax = true, false\n" D, 3, "bad reduce_amax"},
+    {T "warm_history = maybe\n" D, 3, "bad warm_history \"maybe\" (expected true or false)"},
     {T "reduce_group = 0\n" D, 3, "bad reduce_group \"0\""},
     {T "reduce_group = -2\n" D, 3, "bad reduce_group"},
     {T "reduce_group = 1.5\n" D, 3, "bad reduce_group"},

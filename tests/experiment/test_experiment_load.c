@@ -411,7 +411,24 @@ START_TEST(test_reduce_keys) {
   path = write_ini("r6.ini", "[trace]\npath = t\nreduce = true\n[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
   snprintf(want, sizeof want, "%s:3: unknown key reduce in [trace] (expected path, steps, tensors, "
-           "synth_steps, synth_seed, reduce_amax, reduce_group or reduce_stride)", path);
+           "synth_steps, synth_seed, reduce_amax, reduce_group, reduce_stride or warm_history)", path);
+  ck_assert_str_eq(err, want);
+  /* [trace] warm_history: true by default, a boolean, an error at its line otherwise */
+  path = write_ini("w1.ini", "[trace]\npath = t\n[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.warm_history, 1);
+  ck_assert_int_eq(ex.warm_history_line, 0);
+  fp8_experiment_free(&ex);
+  path = write_ini("w2.ini", "[trace]\npath = t\nsteps = 10-20\nwarm_history = false\n"
+                             "[recipe.r]\nkind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(ex.warm_history, 0);
+  ck_assert_int_eq(ex.warm_history_line, 4);
+  fp8_experiment_free(&ex);
+  path = write_ini("w3.ini", "[trace]\npath = t\n\nwarm_history = lukewarm\n[recipe.r]\n"
+                             "kind = delayed\n");
+  ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);
+  snprintf(want, sizeof want, "%s:4: bad warm_history \"lukewarm\" (expected true or false)", path);
   ck_assert_str_eq(err, want);
   path = write_ini("r7.ini", "[trace]\npath = t\nreduce_stride = 0\n[recipe.r]\nkind = delayed\n");
   ck_assert_int_eq(fp8_experiment_load(path, &ex, err, sizeof err), FP8_EINVAL);

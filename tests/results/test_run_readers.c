@@ -161,6 +161,25 @@ START_TEST(report_run_json_corrupt) {
 }
 END_TEST
 
+/* trace.warm_history (issue 42): always written, a boolean; a count of left-out steps an
+ * integer >= 0; a run.json without the key (an older run, cold) is read. */
+START_TEST(report_run_json_warm_history) {
+  run_two();
+  char *t = tu_read_file(path_in("out/run.json"), NULL);
+  ck_assert_ptr_nonnull(strstr(t, "\"warm_history\": true"));
+  free(t);
+  edit("out/run.json", "\"warm_history\": true", "\"warm_history\": \"yes\"");
+  expect_report("out/run.json: trace.warm_history: expected true or false");
+  edit("out/run.json", "\"warm_history\": \"yes\"", "\"steps_before\": -3");
+  expect_report("out/run.json: trace.steps_before: expected an integer >= 0");
+  edit("out/run.json", "\"steps_before\": -3", "\"steps_skipped\": 0");
+  char *out = NULL;
+  int rc = run_cli(&out, "report out --quiet");
+  ck_assert_msg(rc == 0, "%s", out);
+  free(out);
+}
+END_TEST
+
 /* run.json's lists of tensors left out (issue 17): the run writes them (empty here: both
  * tensors have rows), the report accepts them, and a malformed one is refused at its key. */
 START_TEST(report_run_json_left_out) {
@@ -362,6 +381,7 @@ START_TEST(result_gemm_ratio_columns) {
 END_TEST
 
 TU_MAIN("run_readers", "strict", setup, teardown, 0, report_reads_good_run,
+        report_run_json_warm_history,
         report_histograms_negative, report_histograms_garbage, report_histograms_fields,
         report_run_json_missing, report_run_json_left_out, report_run_json_corrupt,
         report_stream_strict, report_gemm_strict, report_readers_close_files,

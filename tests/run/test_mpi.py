@@ -12,6 +12,9 @@ Traces from tools/reference/gen_trace.py, 4 ranks:
   - an expert-parallel Mixture-of-Experts trace (gen_trace.py --moe 4 --ranks 2: each rank its
     own experts, both the attention and router tensors; experts without tokens at some steps;
     delayed scaling fused and unfused, reduce_amax; issue 40);
+  - [trace] warm_history (issue 42): gen_trace.py --select (steps a-b:2 after the first
+    snapshot: warm steps before the range and between, snapshot steps among them) on a 4-rank
+    trace with reduce_amax and on a single-rank trace, -np 2 and 3;
   - a single-rank trace whose names interleave (layers `a.fc`, `a.fc-2` and `a.fc.h`, whose
     tensors do not sort next to each other, and lone tensors between them), so that process 0
     must merge the processes' rows by tensor and by layer.
@@ -142,7 +145,8 @@ def make(d, seed, ranks, extra):
     return ini
 
 
-def case_identical(binary, tmp, name, seed, ranks, extra, micro=False, report=True):
+def case_identical(binary, tmp, name, seed, ranks, extra, micro=False, report=True,
+                   nps=(1, 2, 3, 4)):
     d = os.path.join(tmp, name)
     os.makedirs(d)
     ini = make(d, seed, ranks, extra)
@@ -152,12 +156,18 @@ def case_identical(binary, tmp, name, seed, ranks, extra, micro=False, report=Tr
     rc, out = run(base + ["--out", "one"], d)
     if not check(rc == 0, "%s: one process: exit %d: %s" % (name, rc, out)):
         return
+    if "--select" in extra:  # a steps selection that leaves out earlier steps: warm steps
+        with open(os.path.join(d, "one", "run.json")) as f:
+            tr = json.load(f)["trace"]
+        check(tr.get("warm_history") is True and tr.get("steps_before", 0) > 0 and
+              tr.get("steps_skipped", 0) > 0, "%s: no warm steps: %s" % (name, tr))
     t = time.time()
-    for n in (1, 2, 3, 4):
+    for n in nps:
         rc, out = run(mpirun(n, base + ["--out", "mp%d" % n]), d)
         if check(rc == 0, "%s: -np %d: exit %d: %s" % (name, n, rc, out[-2000:])):
             same_outputs(os.path.join(d, "one"), os.path.join(d, "mp%d" % n), n)
-    print("  %s: -np 1..4 identical to one process (%.1f s)" % (name, time.time() - t))
+    print("  %s: -np %s identical to one process (%.1f s)" % (name, ",".join(map(str, nps)),
+                                                             time.time() - t))
 
 
 def write_safetensors(path, tensors):
@@ -401,6 +411,13 @@ def main():
         # over the ranks that hold a tensor, exact GEMM errors
         case_identical(binary, tmp, "expert_parallel", 84, 2, ["--moe", "4", "--reduce-amax"],
                        report=False)
+        # [trace] warm_history (issue 42): a selection whose left-out steps (before its range,
+        # and those its stride skips; snapshot steps among them) feed the histories: each
+        # process the amaxes of its own ranks' or layers' tensors, exchanged as a step's are
+        case_identical(binary, tmp, "warm_ranks", 85, 4, ["--reduce-amax", "--select"],
+                       report=False, nps=(2, 3))
+        case_identical(binary, tmp, "warm_layers", 86, 0, ["--blocks", "--select"],
+                       report=False, nps=(2, 3))
         case_interleaved(binary, tmp)
         case_tokens(binary, tmp)
         case_gpu_emu(binary, tmp)

@@ -530,7 +530,44 @@ START_TEST(test_valhist_matches_elements) {
 }
 END_TEST
 
-TU_MAIN("quantize", "core", NULL, NULL, 120, test_log2_histogram, test_stats_hand_tensor,
+/* fp8_amax_dtype (a warm replay step's amax, without a cast): every BF16 and F16 bit pattern
+ * alone, then random tensors with NaN, inf and subnormals at an odd address, against the
+ * widening (fp8_dtype_to_f32) followed by fp8_amax_f32, bit for bit. */
+START_TEST(test_amax_dtype) {
+  unsigned char buf[1 + 4 * 4096];
+  float wide[4096];
+  for (uint32_t p = 0; p < 65536; p++)
+    for (int d = FP8_DTYPE_BF16; d <= FP8_DTYPE_F16; d++) {
+      uint16_t h = (uint16_t)p;
+      memcpy(buf + 1, &h, 2);
+      fp8_dtype_to_f32((fp8_dtype)d, buf + 1, 1, wide);
+      float want = fp8_amax_f32(wide, 1), got = fp8_amax_dtype((fp8_dtype)d, buf + 1, 1);
+      ck_assert_msg(memcmp(&want, &got, 4) == 0, "dtype %d pattern 0x%04x: %a, want %a", d, p, got,
+                    want);
+    }
+  uint64_t st = 0x9E3779B97F4A7C15ULL;
+  for (int trial = 0; trial < 300; trial++) {
+    fp8_dtype d = (fp8_dtype)(trial % 3);
+    size_t n = 1 + (size_t)(trial * 37 % 4096), es = fp8_dtype_size(d);
+    for (size_t i = 0; i < n * es; i++) {
+      st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+      buf[1 + i] = (unsigned char)(st >> 24);
+    }
+    /* a tensor of NaNs alone now and then: amax 0 */
+    if (trial % 50 == 7)
+      for (size_t i = 0; i < n; i++) { /* 0x7FFF, 0x7FFFFFFF: NaN */
+        memset(buf + 1 + i * es, 0xFF, es - 1);
+        buf[1 + i * es + es - 1] = 0x7F;
+      }
+    fp8_dtype_to_f32(d, buf + 1, n, wide);
+    float want = fp8_amax_f32(wide, n), got = fp8_amax_dtype(d, buf + 1, n);
+    ck_assert_msg(memcmp(&want, &got, 4) == 0, "trial %d dtype %d n %zu: %a, want %a", trial, d, n,
+                  got, want);
+  }
+}
+END_TEST
+
+TU_MAIN("quantize", "core", NULL, NULL, 120, test_amax_dtype, test_log2_histogram, test_stats_hand_tensor,
         test_clipped_midpoints, test_stats_edge, test_quantize_vs_plain_loop,
         test_quantize_isa_variants_identical, test_valhist_matches_elements,
         test_quantize_stats_fused, test_quantize_values_only, test_weighted_decodes_every_code)

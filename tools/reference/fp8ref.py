@@ -61,6 +61,13 @@ propagates), scale = (fp8_max / amax) / 2**margin in float32, kept where the max
 finite. Experts split over ranks (expert parallelism) are tensors some ranks lack: with
 reduce_amax the max is over the ranks of the group that hold the tensor.
 
+[trace] warm_history (issue 42, default true): with a steps selection, the steps of the trace it
+leaves out before its last selected step (before its range, or skipped by its stride) feed the
+delayed histories as a replay of every step would (a snapshot's amax where the step has one
+micro-batch, else amax.csv's, per micro-batch; reduced under reduce_amax; the warm-up flag
+follows), and have no row; load_for() reads them into trace.warm, replay_full() feeds them.
+warmup_steps = N counts the selected steps.
+
 Module API (used by tests/tools/reference/test_ref_*.py):
   encode(y, fmt) -> uint8 codes, decode(codes, fmt) -> float32, quantize_stats(x, scale, fmt),
   round_extended(), clipped_mask(), overshoot(), cos_sim(), cos_sim_bound(),
@@ -995,6 +1002,9 @@ class Trace:
         self.micro_amax = {}  # (step, micro, name) -> float32
         self.te_scale = {}    # (step, micro, name) -> float32, TE's scale where given
         self.nranks = 0       # 0: a single-rank trace; R: rank_0/ .. rank_<R-1>/, names prefixed
+        # [trace] warm_history: the steps the selection leaves out before its last selected
+        # step, a Trace of their own (None: a cold history, or no selection); load_for's
+        self.warm = None
 
 
 _RANK_DIR = re.compile(r"^rank_([0-9]+)$")
@@ -1209,6 +1219,8 @@ class Experiment:
         self.reduce_amax = False      # [trace] reduce_amax
         self.reduce_group = None      # [trace] reduce_group (None: all ranks form one group)
         self.reduce_stride = 1        # [trace] reduce_stride: a group is r, r+S, ..., r+(G-1)S
+        self.warm_history = True      # [trace] warm_history: the steps a steps selection leaves
+                                      # out before its last step feed the histories, no rows
         self.warmup_steps = None      # [analysis] warmup_steps (None: warm-up until a tensor's
                                       # delayed update was first fed a finite non-zero amax)
 
@@ -1244,6 +1256,8 @@ def parse_experiment(path, warn=sys.stderr):
                 exp.tensors = TensorSel(kv["tensors"])
             if "reduce_amax" in kv:
                 exp.reduce_amax = _bool(kv["reduce_amax"])
+            if "warm_history" in kv:
+                exp.warm_history = _bool(kv["warm_history"])
             if "reduce_group" in kv:
                 g = kv["reduce_group"].strip()
                 if not re.fullmatch(r"[0-9]+", g) or int(g) < 1:
@@ -1511,6 +1525,11 @@ def replay_full(exp, trace):
     first N steps of the replay (the union of snapshot and amax.csv steps) are warm-up for
     every tensor."""
     steps = sorted(set(trace.snapshots) | {t for (t, _n) in trace.csv})
+    # [trace] warm_history: the steps the selection leaves out before its last step (load_for
+    # puts them in trace.warm) feed the histories as in training, before the selected steps
+    # after them; they write no row and are not counted (si counts the selected steps)
+    warm_tr = trace.warm
+    warm_steps = sorted(set(warm_tr.snapshots) | set(warm_tr.micros)) if warm_tr is not None else []
     names = set()
     for snap in trace.snapshots.values():
         names |= set(snap)
@@ -1539,7 +1558,30 @@ def replay_full(exp, trace):
             return 1 if si < exp.warmup_steps else 0
         return 0 if name in fed_nonzero else 1
 
+    def feed_warm(t):
+        """A warm step: the amaxes as a replayed step takes them, fed per micro-batch."""
+        snap = warm_tr.snapshots.get(t, {})
+        micros = sorted(warm_tr.micros.get(t, ())) or [0]
+        for m in micros:
+            if len(micros) > 1:
+                amaxes = {n: warm_tr.micro_amax.get((t, m, n), F32(0)) for n in names}
+            else:
+                amaxes = {n: tensor_amax(snap[n]) if n in snap else warm_tr.csv.get((t, n), F32(0))
+                          for n in names}
+            fed = reduced_amaxes(amaxes, groups)
+            for name in names:
+                role = role_of(split_rank(name)[1])
+                for ci in delayed:
+                    delayed_state(name, ci, resolve_format(exp.configs[ci].fmt, role)).update(
+                        fed[name])
+                if np.isfinite(fed[name]) and fed[name] > 0:
+                    fed_nonzero.add(name)
+
+    wi = 0
     for si, t in enumerate(steps):
+        while wi < len(warm_steps) and warm_steps[wi] < t:
+            feed_warm(warm_steps[wi])
+            wi += 1
         snap = trace.snapshots.get(t, {})
         # the step's micro-batches (issue 17): TE updates its history at each one's autocast
         # exit; one micro-batch (or no micro column) is the replay of before, where the
@@ -1877,7 +1919,29 @@ def load_for(ini, trace_override=None):
     path = trace_override or exp.trace_path
     if path is None:
         raise ValueError("%s: no [trace] path and no --trace" % ini)
-    tr = load_trace(path, exp.steps, exp.tensors)
+    if not exp.warm_history or exp.steps.a is None:
+        return exp, load_trace(path, exp.steps, exp.tensors)
+    # warm_history: every step up to the selection's end is read, then split into the selected
+    # steps (the trace every other check sees) and the warm steps before the last selected one
+    full = load_trace(path, lambda t: t <= exp.steps.b, exp.tensors)
+    sel_steps = [t for t in set(full.snapshots) | set(full.micros) if exp.steps(t)]
+    last = max(sel_steps) if sel_steps else -1
+    tr, warm = Trace(), Trace()
+    for part in (tr, warm):
+        part.nranks = full.nranks
+    def part_of(t):
+        return tr if exp.steps(t) else warm if t < last else None
+    for t, snap in full.snapshots.items():
+        if part_of(t) is not None:
+            part_of(t).snapshots[t] = snap
+    for attr in ("dtypes", "csv", "micro_amax", "te_scale"):
+        for k, v in getattr(full, attr).items():
+            if part_of(k[0]) is not None:
+                getattr(part_of(k[0]), attr)[k] = v
+    for t, ms in full.micros.items():
+        if part_of(t) is not None:
+            part_of(t).micros[t] = ms
+    tr.warm = warm
     return exp, tr
 
 # --------------------------------------------------------------------------------------------
