@@ -512,10 +512,10 @@ def main():
             assert k == [23], (k, ys.min(), ys.max(), runs[22:25])
             # x: the cells span steps 0..399 (a column a step): the event's pixels at step 250
             # (the cells of layer 20, clear of the ticks: amax x scale exactly the max,
-            # overshoot 0, the quiet scale's top (240, 240, 240), not orange: a value that
-            # fits is not saturated)
-            row = px[(runs[20][0] + runs[20][1]) // 2, :w - 145, :]
-            q = np.all(np.abs(row - 240) <= 3, axis=1)
+            # overshoot 0, the quiet scale's top, light blue (158, 202, 236) since issue 42
+            # (before: (240, 240, 240)), not orange: a value that fits is not saturated)
+            row = px[(runs[20][0] + runs[20][1]) // 2, :w - 145, :].astype(int)
+            q = np.all(np.abs(row - np.array([158, 202, 236])) <= 3, axis=1)
             x0 = x1 = best = 0
             for x in range(len(q)):              # the longest run of them
                 if q[x]:
