@@ -144,52 +144,25 @@ static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation 
   }
 }
 
-/* The model setting under budgets scaled by f (both). */
-static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
-  fp8_budgets b = r->rec.budgets; /* the flush budget stays: the two clipping budgets scale */
-  b.value *= f;
-  b.step *= f;
-  if (b.step > 1.0) b.step = 1.0;
-  if (b.value > 1.0) b.value = 1.0;
-  fp8_recommendations rec;
-  char err[256];
-  if (fp8_analysis_recommend(&r->an, &b, &rec, err, sizeof err) != FP8_OK) return FP8_ENOMEM;
-  const fp8_recommendation *x = model_rec(&rec);
-  char c[4][96];
-  if (r->stream_only) /* the step budget alone */
-    snprintf(c[0], sizeof c[0], "%s%g", f == 1.0 ? "**" : "", b.step);
-  else
-    snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
-  if (f == 1.0) strcat(c[0], "** (this report)");
-  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
-    snprintf(c[1], sizeof c[1], "none: current scaling");
-  else
-    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len,
-             (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
-  snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
-  size_t ncur = 0;
-  for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
-  snprintf(c[3], sizeof c[3], "%zu", ncur);
-  const char *cells[] = {c[0], c[1], c[2], c[3]};
-  fp8_doc_table_row(d, cells);
-  fp8_recommendations_free(&rec);
-  return FP8_OK;
-}
-
 /* The budgets' resolution (issue 42 point 3): a budget below 1/N, N the most casts a tensor's
  * rate is counted over (the step budget: the non-warm-up stream steps or micro-batches it ran,
  * else its non-warm-up snapshot rows; the value budget: its finite values at the non-warm-up
  * snapshot rows), allows no clipped step (value) for any tensor: say so, with 1/N, the
  * smallest budget the run resolves. Empty when both budgets resolve (or are 0: none by name). */
-void rep_budget_resolution(const rep_t *r, char *buf, size_t n) {
-  int64_t nsteps = 0, nvalues = 0;
+static void budget_counts(const rep_t *r, int64_t *nsteps, int64_t *nvalues) {
+  *nsteps = *nvalues = 0;
   for (size_t g = 0; g < r->tab.ngroups && r->have_an; g++) {
     const fp8_group_stats *s = &r->an.stats[g];
     if (s->group->key.kind != FP8_KIND_DELAYED) continue;
     int64_t k = s->stream_steps >= 0 ? s->stream_steps : s->steps - s->warmup_steps;
-    if (k > nsteps) nsteps = k;
-    if (s->finite > nvalues) nvalues = s->finite;
+    if (k > *nsteps) *nsteps = k;
+    if (s->finite > *nvalues) *nvalues = s->finite;
   }
+}
+
+void rep_budget_resolution(const rep_t *r, char *buf, size_t n) {
+  int64_t nsteps, nvalues;
+  budget_counts(r, &nsteps, &nvalues);
   size_t len = 0;
   buf[0] = '\0';
   const double bs = r->rec.budgets.step, bv = r->rec.budgets.value;
@@ -207,6 +180,51 @@ void rep_budget_resolution(const rep_t *r, char *buf, size_t n) {
              "clipped value at all; the smallest value budget this run resolves is %.3g.",
              len ? " " : "", bv, (long long)nvalues, 1.0 / (double)nvalues, (long long)nvalues,
              1.0 / (double)nvalues);
+}
+
+/* The model setting under budgets scaled by f (both). */
+static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
+  fp8_budgets b = r->rec.budgets; /* the flush budget stays: the two clipping budgets scale */
+  b.value *= f;
+  b.step *= f;
+  if (b.step > 1.0) b.step = 1.0;
+  if (b.value > 1.0) b.value = 1.0;
+  fp8_recommendations rec;
+  char err[256];
+  if (fp8_analysis_recommend(&r->an, &b, &rec, err, sizeof err) != FP8_OK) return FP8_ENOMEM;
+  const fp8_recommendation *x = model_rec(&rec);
+  char c[4][160];
+  if (r->stream_only) /* the step budget alone */
+    snprintf(c[0], sizeof c[0], "%s%g", f == 1.0 ? "**" : "", b.step);
+  else
+    snprintf(c[0], sizeof c[0], "%s%g, %g", f == 1.0 ? "**" : "", b.value, b.step);
+  if (f == 1.0) strcat(c[0], "** (this report)");
+  int64_t nsteps, nvalues; /* a scaled budget below the run's resolution allows none at all */
+  budget_counts(r, &nsteps, &nvalues);
+  int sb = nsteps > 0 && b.step > 0 && b.step < 1.0 / (double)nsteps;
+  int vb = !r->stream_only && nvalues > 0 && b.value > 0 && b.value < 1.0 / (double)nvalues;
+  if (sb || vb) {
+    size_t len = strlen(c[0]);
+    if (sb && vb)
+      snprintf(c[0] + len, sizeof c[0] - len, " (both below 1/%lld and 1/%lld: none at all)",
+               (long long)nvalues, (long long)nsteps);
+    else
+      snprintf(c[0] + len, sizeof c[0] - len, " (%s budget below 1/%lld: none at all)",
+               sb ? "step" : "value", (long long)(sb ? nsteps : nvalues));
+  }
+  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED)
+    snprintf(c[1], sizeof c[1], "none: current scaling");
+  else
+    snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len,
+             (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
+  snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
+  size_t ncur = 0;
+  for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
+  snprintf(c[3], sizeof c[3], "%zu", ncur);
+  const char *cells[] = {c[0], c[1], c[2], c[3]};
+  fp8_doc_table_row(d, cells);
+  fp8_recommendations_free(&rec);
+  return FP8_OK;
 }
 
 /* A mixed recipe (one label, sections by tensor: e.g. advice.ini's) confirmed or not: the

@@ -709,6 +709,21 @@ def check_resolution(run, report, ck):
         ck.expect(got == want, "%s: the budgets' resolution reads %s, the CSVs give %s (step "
                   "budget %g over at most %d casts, value budget %g over at most %d values)" %
                   (name, got, want, bs, n, bv, v))
+    # the sensitivity table's rows (budgets x 0.1, 1, 10, capped at 1): each row below the
+    # resolution says so, with 1/N; the others say nothing
+    sec = section_of(report, "The answer") or ""
+    cells = re.findall(r"^\| ((?:\*\*)?[0-9.e+-]+, [0-9.e+-]+[^|]*)\|", sec, re.M)
+    ck.expect(len(cells) == 3, "the sensitivity table has %d rows, expected 3" % len(cells))
+    for f, cell in zip((0.1, 1.0, 10.0), cells):
+        sv, ss = min(bv * f, 1.0), min(bs * f, 1.0)
+        sb = n and 0 < ss < 1.0 / n
+        vb = v and 0 < sv < 1.0 / v
+        tag = (" (both below 1/%d and 1/%d: none at all)" % (v, n) if sb and vb else
+               " (step budget below 1/%d: none at all)" % n if sb else
+               " (value budget below 1/%d: none at all)" % v if vb else "")
+        ck.expect(cell.rstrip().endswith(tag) and ("none at all" in cell) == bool(tag),
+                  "the sensitivity row of budgets x %g reads %r, expected it to end %r" %
+                  (f, cell, tag))
     return want
 
 
@@ -804,7 +819,7 @@ def check_answer(run, report, ck):
     if misfits:
         listed = re.findall(r"^\| (\S+) \| \S+ \| (?:margin|current)", sec, re.M)
         ck.expect(listed == misfits, "misfits listed %s, expected %s" % (listed, misfits))
-    rows = re.findall(r"^\| (?:\*\*)?([0-9.e+-]+), ([0-9.e+-]+)(?:\*\*)?(?: \(this report\))? \| "
+    rows = re.findall(r"^\| (?:\*\*)?([0-9.e+-]+), ([0-9.e+-]+)(?:\*\*)?(?: \(this report\))?(?: \([^)]*: none at all\))? \| "
                       r"(?:history_len (\d+), margin (-?\d+), (\w+)|none: current scaling) \| "
                       r"(\d+) of (\d+) \| (\d+) \|$", sec, re.M)
     ck.expect(len(rows) == 3, "sensitivity table: %d rows, expected 3" % len(rows))
