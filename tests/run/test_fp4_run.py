@@ -71,6 +71,23 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+def run_current_nvfp4(d, name, what):
+    """Runs current scaling and NVFP4 (nearest, no RHT) with exact GEMM errors over d/trace;
+    returns the output folder, report.md and its FP4 section, or None (a failed check)."""
+    with open(os.path.join(d, name + ".ini"), "w") as f:
+        f.write("[trace]\npath = trace\n\n[recipe.cur]\nkind = current\n\n"
+                "[recipe.nv]\nkind = nvfp4\nrounding = nearest\nrht = false\n\n"
+                "[analysis]\ngemm = true\ngemm_error = exact\n\n[output]\ndir = out\n")
+    rc, out = run(["run", name + ".ini"], d)
+    check(rc == 0, "%s run: rc %d: %s" % (what, rc, out[-400:]))
+    if rc:
+        return None
+    res = os.path.join(d, "out")
+    md = open(os.path.join(res, "report.md")).read()
+    sec = md[md.find("## FP4: NVFP4 and MXFP4"):]
+    return res, md, sec[:sec.find("\n## ", 5)]
+
+
 def save(d, name, a):
     os.makedirs(d, exist_ok=True)
     np.save(os.path.join(d, name + ".npy"), np.asarray(a, dtype="<f4"))
@@ -348,18 +365,10 @@ def report_and_advice(tmp):
         save(st, "b.fc.input", x)
         save(st, "b.fc.weight", rng.standard_normal((O, I)) * 0.05)
         save(st, "b.fc.grad_output", rng.standard_normal((T, O)) * 1e-3)
-    with open(os.path.join(d, "r.ini"), "w") as f:
-        f.write("[trace]\npath = trace\n\n[recipe.cur]\nkind = current\n\n"
-                "[recipe.nv]\nkind = nvfp4\nrounding = nearest\nrht = false\n\n"
-                "[analysis]\ngemm = true\ngemm_error = exact\n\n[output]\ndir = out\n")
-    rc, out = run(["run", "r.ini"], d)
-    check(rc == 0, "report run: rc %d: %s" % (rc, out[-400:]))
-    if rc:
+    got = run_current_nvfp4(d, "r", "report")
+    if not got:
         return
-    res = os.path.join(d, "out")
-    md = open(os.path.join(res, "report.md")).read()
-    sec = md[md.find("## FP4: NVFP4 and MXFP4"):]
-    sec = sec[:sec.find("\n## ", 5)]
+    res, md, sec = got
     check("### input" in sec and "### grad_output" in sec, "report: no FP4 section with roles")
     steps = rows(os.path.join(res, "steps.csv"))
     gemm = rows(os.path.join(res, "gemm.csv"))
@@ -486,18 +495,10 @@ def fp4_text(tmp):
         gy = (rng.uniform(-1, 1, (T, O)) * 6.25e-6).astype(np.float32)
         gy[0, 0] = 1.0
         save(st, "g.fc.grad_output", gy)
-    with open(os.path.join(d, "t.ini"), "w") as f:
-        f.write("[trace]\npath = trace\n\n[recipe.cur]\nkind = current\n\n"
-                "[recipe.nv]\nkind = nvfp4\nrounding = nearest\nrht = false\n\n"
-                "[analysis]\ngemm = true\ngemm_error = exact\n\n[output]\ndir = out\n")
-    rc, out = run(["run", "t.ini"], d)
-    check(rc == 0, "text run: rc %d: %s" % (rc, out[-400:]))
-    if rc:
+    got = run_current_nvfp4(d, "t", "text")
+    if not got:
         return
-    res = os.path.join(d, "out")
-    md = open(os.path.join(res, "report.md")).read()
-    sec = md[md.find("## FP4: NVFP4 and MXFP4"):]
-    sec = sec[:sec.find("\n## ", 5)]
+    res, md, sec = got
     steps = rows(os.path.join(res, "steps.csv"))
     want = clip_statement(steps, "nv (nvfp4)", "nv")
     check(want.startswith("Clipping is not rare here: under nv (nvfp4)") and
