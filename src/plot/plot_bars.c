@@ -193,6 +193,60 @@ static int boxes_meet(const label_box *a, const label_box *b) {
   return a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1;
 }
 
+/* The value labels' geometry: the group's width, a bar's, the label's cap height, its gap
+ * above the bar and its clearance from the frame (all in the draw_bars units below). */
+typedef struct {
+  double gw, bw, vcap, gap, pad;
+} bar_labels;
+
+/* Raises ay's top so that every bar's value label fits above its bar inside the frame (labels
+ * longer than 40% of the plot's height ph excepted: they are left out). */
+static void raise_for_labels(const fp8_chart *ch, const fp8_bar_series *series, size_t ns,
+                             size_t ncat, const bar_labels *bl, double ph, axis *ay) {
+  double hi = ay->hi;
+  for (size_t j = 0; j < ns; j++)
+    for (size_t i = 0; i < ncat; i++) {
+      double m = plot_ax_map(ay, series[j].values[i]);
+      if (!isfinite(m)) continue;
+      char num[64];
+      snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
+      double need = plot_utf8_len(num) * DIGIT_W * bl->vcap + bl->gap + bl->pad;
+      if (need > 0.4 * ph || m <= ay->lo) continue;
+      hi = fmax(hi, ay->lo + (m - ay->lo) * ph / (ph - need));
+    }
+  ay->hi = hi;
+}
+
+/* Each bar's value, upright above it, centred on it; its box (measured: DIGIT_W per character
+ * along, 1.2 cap across) must lie inside the frame, clear of the frame line by pad, and meet
+ * no label already drawn (series order, then categories): else it is left out. */
+static void draw_value_labels(canvas *c, const box *p, const axis *ax, const axis *ay,
+                              const fp8_chart *ch, const fp8_bar_series *series, size_t ns,
+                              size_t ncat, const bar_labels *bl) {
+  const double gw = bl->gw, bw = bl->bw, vcap = bl->vcap, gap = bl->gap, pad = bl->pad;
+  label_box *placed = malloc((ncat * ns + 1) * sizeof *placed);
+  size_t np = 0;
+  for (size_t j = 0; placed && j < ns; j++)
+    for (size_t i = 0; i < ncat; i++) {
+      double v = plot_ax_map(ay, series[j].values[i]);
+      if (!isfinite(v)) continue;
+      if (v > ay->hi) continue; /* the bar leaves the frame: no room above it */
+      double xw = i - gw / 2 + (j + 0.5) * bw;
+      double xp = p->l + (xw - ax->lo) / (ax->hi - ax->lo) * (p->r - p->l);
+      double yp = p->b - (fmax(v, ay->lo) - ay->lo) / (ay->hi - ay->lo) * (p->b - p->t) - gap;
+      char num[64];
+      snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
+      double len = plot_utf8_len(num) * DIGIT_W * vcap;
+      label_box b = {xp - 0.6 * vcap, xp + 0.6 * vcap, yp - len, yp};
+      int ok = b.x0 >= p->l + pad && b.x1 <= p->r - pad && b.y0 >= p->t + pad && b.y1 <= p->b;
+      for (size_t k = 0; ok && k < np; k++) ok = !boxes_meet(&b, &placed[k]);
+      if (!ok) continue;
+      placed[np++] = b;
+      plot_text_user(c, xp, yp, 90, 0.0, vcap, CI_FG, num, 16);
+    }
+  free(placed);
+}
+
 static int draw_bars(const char *path, const fp8_chart *ch, const char *const *categories,
                      size_t ncat, const fp8_bar_series *series, size_t ns, const char *note,
                      char *err, size_t errlen);
@@ -303,20 +357,8 @@ static int draw_bars(const char *path, const fp8_chart *ch, const char *const *c
   double vcap = fmin(c.fs * 0.7, 0.7 * bw * (p.r - p.l) / (double)ncat);
   int values = ch->bar_format && vcap >= 0.45 * c.fs;
   double gap = 0.4 * vcap, pad = 0.5 * vcap, ph = p.b - p.t;
-  if (values && !(ch->ymin < ch->ymax)) {
-    double hi = ay.hi;
-    for (size_t j = 0; j < ns; j++)
-      for (size_t i = 0; i < ncat; i++) {
-        double m = plot_ax_map(&ay, series[j].values[i]);
-        if (!isfinite(m)) continue;
-        char num[64];
-        snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
-        double need = plot_utf8_len(num) * DIGIT_W * vcap + gap + pad;
-        if (need > 0.4 * ph || m <= ay.lo) continue;
-        hi = fmax(hi, ay.lo + (m - ay.lo) * ph / (ph - need));
-      }
-    ay.hi = hi;
-  }
+  bar_labels bl = {gw, bw, vcap, gap, pad};
+  if (values && !(ch->ymin < ch->ymax)) raise_for_labels(ch, series, ns, ncat, &bl, ph, &ay);
   plot_draw_frame(&c, &p, &ax, &ay, ch->grid, 0);
   plot_mode(&c, &p, ax.lo, ax.hi, ay.lo, ay.hi);
   c.auto_i = 0; /* the same automatic colours as in the legend */
@@ -358,32 +400,7 @@ static int draw_bars(const char *path, const fp8_chart *ch, const char *const *c
     if (slant) plot_text_user(&c, x, p.b + 0.9 * xcap, 45, 1.0, xcap, CI_FG, categories[i], maxc);
     else plot_text_user(&c, x, p.b + 1.4 * cap, 0, 0.5, cap, CI_FG, categories[i], maxc);
   }
-  /* each bar's value, upright above it, centred on it; its box (measured: DIGIT_W per
-   * character along, 1.2 cap across) must lie inside the frame, clear of the frame line by
-   * pad, and meet no label already drawn (series order, then categories): else it is left out */
-  if (values) {
-    label_box *placed = malloc((ncat * ns + 1) * sizeof *placed);
-    size_t np = 0;
-    for (size_t j = 0; placed && j < ns; j++)
-      for (size_t i = 0; i < ncat; i++) {
-        double v = plot_ax_map(&ay, series[j].values[i]);
-        if (!isfinite(v)) continue;
-        if (v > ay.hi) continue; /* the bar leaves the frame: no room above it */
-        double xw = i - gw / 2 + (j + 0.5) * bw;
-        double xp = p.l + (xw - ax.lo) / (ax.hi - ax.lo) * (p.r - p.l);
-        double yp = p.b - (fmax(v, ay.lo) - ay.lo) / (ay.hi - ay.lo) * (p.b - p.t) - gap;
-        char num[64];
-        snprintf(num, sizeof num, ch->bar_format, series[j].values[i]);
-        double len = plot_utf8_len(num) * DIGIT_W * vcap;
-        label_box b = {xp - 0.6 * vcap, xp + 0.6 * vcap, yp - len, yp};
-        int ok = b.x0 >= p.l + pad && b.x1 <= p.r - pad && b.y0 >= p.t + pad && b.y1 <= p.b;
-        for (size_t k = 0; ok && k < np; k++) ok = !boxes_meet(&b, &placed[k]);
-        if (!ok) continue;
-        placed[np++] = b;
-        plot_text_user(&c, xp, yp, 90, 0.0, vcap, CI_FG, num, 16);
-      }
-    free(placed);
-  }
+  if (values) draw_value_labels(&c, &p, &ax, &ay, ch, series, ns, ncat, &bl);
   if (note_h > 0) {
     double ncap = c.fs * 0.85;
     size_t maxc = (size_t)((c.W - 2.0 * c.fs) / (TEXT_CHAR_W * ncap));
