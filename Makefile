@@ -4,7 +4,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
 .PHONY: all deps configure build test demo moe bench clean tiny-gpt ranks notebooks device-bundle \
-        fuzz-build fuzz
+        fuzz-build fuzz install
 
 all: build
 
@@ -19,6 +19,12 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Installs fp8lab into PREFIX (default /usr/local): bin/fp8lab, lib/fp8lab/fp8lab-gpu.so when
+# CUDA was found, the docs and the shipped experiments in share/ (CMakeLists.txt, issue 43).
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The demo builds the command-line tool alone (the tests, benchmarks and the CUDA emulator's
 # module are `make test`'s): about a quarter of the whole build.

@@ -603,6 +603,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
     printf("fp8lab %s\n", FP8LAB_VERSION);
+    char mod[PATH_MAX]; /* where a GPU run would load the engine from (issue 43: installed) */
+    int found = fp8_gpu_module_find(mod, sizeof mod);
+    if (found == 1) printf("GPU module: %s\n", mod);
+    else if (found == 0) printf("GPU module: none (built without CUDA: no %s)\n", mod);
     return 0;
   }
   if (strcmp(cmd, "run") == 0) { /* under mpirun / srun: one process of an MPI replay */

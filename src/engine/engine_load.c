@@ -35,15 +35,24 @@ static int driver_devices(char *why, size_t whylen) {
   return r == 0 ? n : 0;
 }
 
-/* fp8lab-gpu.so in the folder of the running binary. */
-static int module_path(char *out, size_t len) {
+#ifndef FP8LAB_MODULE_RELDIR
+#define FP8LAB_MODULE_RELDIR "../lib/fp8lab"
+#endif
+
+/* The GPU module of the running binary: fp8lab-gpu.so in the binary's folder (a build tree),
+ * else in FP8LAB_MODULE_RELDIR relative to it (an installed fp8lab: bin/ and lib/fp8lab/). */
+int fp8_gpu_module_find(char *out, size_t len) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return -1;
   exe[n] = 0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  return (size_t)snprintf(out, len, "%s/%s", exe, FP8_GPU_MODULE_NAME) < len ? 0 : -1;
+  if ((size_t)snprintf(out, len, "%s/%s", exe, FP8_GPU_MODULE_NAME) >= len) return -1;
+  if (access(out, R_OK) == 0) return 1;
+  if ((size_t)snprintf(out, len, "%s/%s/%s", exe, FP8LAB_MODULE_RELDIR, FP8_GPU_MODULE_NAME) >= len)
+    return -1;
+  return access(out, R_OK) == 0;
 }
 
 /* A module's descriptor checked (path names the module in the message): FP8_OK, or FP8_EDEVICE
@@ -106,7 +115,7 @@ static int open_module(fp8_engine_selection *sel, int *quiet, char *err, size_t 
   } else {
     if (driver_devices(why, sizeof why) == 0)
       return fp8_errorf(FP8_EDEVICE, err, errlen, "no usable CUDA device (%s)", why);
-    if (module_path(sel->module, sizeof sel->module) || access(sel->module, R_OK) != 0)
+    if (fp8_gpu_module_find(sel->module, sizeof sel->module) != 1)
       return fp8_errorf(FP8_EDEVICE, err, errlen,
                         "this fp8lab has no GPU engine (%s is missing: CUDA was not found when it "
                         "was built)", sel->module);

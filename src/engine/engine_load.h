@@ -50,6 +50,11 @@ int fp8_engine_select(const char *device, int threads, fp8_engine_selection *sel
  *  descriptor validated; the module stays loaded for the process. FP8_EDEVICE with the reason;
  *  *quiet = 1 when there is no device or no module at all. */
 int fp8_gpu_module_open(const fp8_gpu_module **module, int *quiet, char *err, size_t errlen);
+/** Where this fp8lab's GPU module is: fp8lab-gpu.so in the running binary's folder (a build
+ *  tree), else in lib/fp8lab/ beside an installed bin/ (FP8LAB_MODULE_RELDIR). 1 with its path
+ *  in out, 0 when neither exists (out: the installed place looked at), -1 when the binary's
+ *  path is unknown or too long. FP8LAB_GPU_MODULE, which overrides it for a run, is not read. */
+int fp8_gpu_module_find(char *out, size_t len);
 /** Unloads the module (after every engine it made is freed). */
 void fp8_engine_selection_close(fp8_engine_selection *sel);
 
