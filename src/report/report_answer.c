@@ -182,6 +182,13 @@ void rep_budget_resolution(const rep_t *r, char *buf, size_t n) {
              1.0 / (double)nvalues);
 }
 
+/* Whether tensor t is a Mixture-of-Experts router left out of the advice (rep_moe_routers). */
+static int is_router(const rep_t *r, const char *t) {
+  for (size_t g = 0; r->router_group && g < r->an.nstats; g++)
+    if (r->router_group[g] && strcmp(r->an.stats[g].group->tensor, t) == 0) return 1;
+  return 0;
+}
+
 /* The model setting under budgets scaled by f (both). */
 static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
   fp8_budgets b = r->rec.budgets; /* the flush budget stays: the two clipping budgets scale */
@@ -218,8 +225,9 @@ static int sensitivity_row(const rep_t *r, fp8_doc *d, double f) {
     snprintf(c[1], sizeof c[1], "history_len %d, margin %d, %s", (int)x->key.history_len,
              (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
   snprintf(c[2], sizeof c[2], "%lld of %lld", x ? (long long)x->covers : 0LL, x ? (long long)x->of : 0LL);
-  size_t ncur = 0;
-  for (size_t i = 0; i < rec.ntensor_recs; i++) ncur += !rec.recs[i].meets_budget;
+  size_t ncur = 0; /* the routers kept in BF16 are out of the advice: not counted here either */
+  for (size_t i = 0; i < rec.ntensor_recs; i++)
+    ncur += !rec.recs[i].meets_budget && !is_router(r, rec.recs[i].name);
   snprintf(c[3], sizeof c[3], "%zu", ncur);
   const char *cells[] = {c[0], c[1], c[2], c[3]};
   fp8_doc_table_row(d, cells);

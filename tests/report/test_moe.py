@@ -291,6 +291,18 @@ def check_report(out):
     model = [r for r in load_csv(os.path.join(out, "recommendations.csv")) if r["scope"] == "model"]
     check(len(model) == 1 and model[0]["of"] == "216", "model scope of %s" %
           (model[0]["of"] if model else None))
+    # the budgets' sensitivity table counts the advice's tensors only: a tensor needing current
+    # scaling is one the setting does not fit, among the 216 (the routers, kept in BF16, are
+    # neither; before, a router was counted: "212 of 216 | 5")
+    ans = md[md.index("## The answer\n"):]
+    ans = ans[:ans.find("\n## ", 5)]
+    sens = table_rows(ans, "budgets (")
+    check(len(sens) == 3, "the sensitivity table has %d rows" % len(sens))
+    for row in sens:
+        m = re.match(r"(\d+) of (\d+)$", row[2])
+        check(m is not None and int(row[3]) <= int(m.group(2)) - int(m.group(1)),
+              "sensitivity row %s: %s tensors need current scaling, more than the %s the "
+              "setting does not fit" % (row[0], row[3], row[2]))
 
 
 def check_routers_key(fp8lab, tmp, out):
