@@ -22,6 +22,10 @@ static inline int fp8_cli_parse_ll(const char *s, long long lo, long long hi, lo
  *  one-line message in err (nothing printed then). */
 int fp8lab_inspect(const char *dir, char *err, size_t errlen);
 
+/** The --help texts (usage.c): fp8lab's overview and each command's. */
+extern const char FP8LAB_USAGE[], FP8LAB_USAGE_RUN[], FP8LAB_USAGE_REPORT[], FP8LAB_USAGE_SYNTH[],
+    FP8LAB_USAGE_INSPECT[], FP8LAB_USAGE_IMPORT_TE[];
+
 /** The text of `fp8lab timeline --help`. */
 extern const char FP8LAB_TIMELINE_USAGE[];
 

@@ -37,112 +37,6 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 
-static const char USAGE[] =
-    "usage: fp8lab <command> [options]\n"
-    "\n"
-    "FP8 scaling recipes (TransformerEngine delayed scaling, current scaling) replayed on\n"
-    "captured activation, weight and gradient traces.\n"
-    "\n"
-    "commands:\n"
-    "  run EXP.ini       replay a trace through every configuration of an experiment file\n"
-    "  synth PRESET DIR  write a synthetic trace (presets: llm, spiky, underflow, moe)\n"
-    "  inspect TRACE     list a trace's tensors, roles, dtypes, shapes, steps and amax range\n"
-    "  import-te LOGDIR TRACEDIR  TransformerEngine's debug statistics logs as a trace\n"
-    "  report OUTDIR     (re)write the analysis, plots, report.md and notebook of a run\n"
-    "  timeline (TRACE | --layers N --hidden H --ffn F --tokens T)\n"
-    "                    the cost of delayed scaling's bookkeeping per step, per mode: measured\n"
-    "                    on a GPU, modelled without one (docs/overlap.md)\n"
-    "\n"
-    "options:\n"
-    "  --help            this text; `fp8lab CMD --help` for a command\n"
-    "  --version         print the version\n";
-
-static const char USAGE_RUN[] =
-    "usage: fp8lab run EXP.ini [--out DIR] [--force | --resume] [--threads N] [--device D]\n"
-    "                  [--quiet] [--no-report] [--checkpoint-interval S]\n"
-    "\n"
-    "Replays the trace of EXP.ini ([trace] path: a directory, or synth:<preset>) through every\n"
-    "configuration of its [recipe.*] sections and writes into the output directory:\n"
-    "  steps.csv        one row per snapshot step, tensor and configuration\n"
-    "  stream.csv       every step of the replay, tensor and delayed configuration: amax, the\n"
-    "                   scale used, overshoot (when the experiment has delayed configurations)\n"
-    "  summary.csv      one row per tensor and configuration\n"
-    "  histograms.csv   log2 magnitudes of every tensor at every snapshot step\n"
-    "  gemm.csv         GEMM errors per layer, step and configuration ([analysis] gemm,\n"
-    "                   layers with input, weight and grad_output)\n"
-    "  run.json         what ran: experiment, trace, inputs, engine, the files written\n"
-    "then the report (unless --no-report; see fp8lab report --help): analysis.csv,\n"
-    "recommendations.csv, report.md, notebooks_export/<experiment>.ipynb and plots/*.png.\n"
-    "\n"
-    "  --out DIR     output directory (default: [output] dir of the experiment)\n"
-    "  --force       write into a non-empty output directory (its result files are replaced;\n"
-    "                nothing there that fp8lab did not write is touched)\n"
-    "  --resume      continue the run that was interrupted (killed) in the output directory\n"
-    "                from its last checkpoint: the same experiment file, trace and engine;\n"
-    "                the outputs are those of an uninterrupted run\n"
-    "  --checkpoint-interval S  seconds between checkpoints (default 30; 0: after every\n"
-    "                step)\n"
-    "  --threads N   worker threads (default: the number of CPUs); also the processes\n"
-    "                drawing the report's plots (at most 8)\n"
-    "  --device D    auto | cpu | gpu: where the recipes run (default auto: the GPU engine\n"
-    "                when a device is usable and the engine passes its self-check, else the\n"
-    "                CPU; gpu fails instead of falling back)\n"
-    "  --quiet       no progress bar and no final message\n"
-    "  --no-report   skip the analysis (fp8lab report OUTDIR writes it later)\n";
-
-static const char USAGE_REPORT[] =
-    "usage: fp8lab report OUTDIR [--budget F] [--jobs N] [--quiet]\n"
-    "\n"
-    "Reads a run's steps.csv, histograms.csv and run.json and writes analysis.csv,\n"
-    "recommendations.csv, plots/*.png, report.md and notebooks_export/<experiment>.ipynb.\n"
-    "\n"
-    "  --budget F    value budget (fraction of values that may clip) for the recommendations\n"
-    "                (default: the experiment's [analysis] overflow_budget, else 1e-5)\n"
-    "  --jobs N      processes drawing the plots, 1 to 8 (default: the number of CPUs,\n"
-    "                at most 4; the files are the same whatever N)\n"
-    "  --quiet       no final message\n";
-
-static const char USAGE_SYNTH[] =
-    "usage: fp8lab synth PRESET DIR [--steps N] [--seed S] [--force]\n"
-    "\n"
-    "Writes a synthetic trace (step_<N>.safetensors snapshots and amax.csv) into DIR.\n"
-    "Presets: llm (outlier channels, a late activation spike, shrinking heavy-tailed\n"
-    "gradients, skipped modules), spiky (frequent large spikes), underflow (tiny values over a\n"
-    "wide dynamic range).\n"
-    "\n"
-    "  --steps N   training steps (default 200)\n"
-    "  --seed S    random seed (default 1)\n"
-    "  --force     replace the trace DIR already holds (its step_<N> snapshots and\n"
-    "              amax.csv; nothing else there is touched): without it, that is an error\n";
-
-static const char USAGE_INSPECT[] =
-    "usage: fp8lab inspect TRACE\n"
-    "\n"
-    "Lists the tensors of a trace directory: role, dtype, shape, the snapshot steps holding it,\n"
-    "its non-zero amax range over snapshots and amax.csv, and its steps with amax 0: 'never ran\n"
-    "(amax 0 on all N steps)' (no snapshot, every amax.csv row 0) or '(0 on K of N steps:\n"
-    "skipped there)', N counting the steps at which the trace records the tensor.\n";
-
-static const char USAGE_IMPORT_TE[] =
-    "usage: fp8lab import-te LOGDIR TRACEDIR [--force] [--drop-cut-line]\n"
-    "\n"
-    "Reads TransformerEngine's debug statistics logs (LogTensorStats, TE >= 2.4): the files\n"
-    "nvdlfw_inspect[_<time>]_globalrank-<R>.log in LOGDIR/nvdlfw_inspect_statistics_logs/ (or\n"
-    "in LOGDIR itself), one per process, and writes their cur_amax values as a trace in\n"
-    "TRACEDIR: amax.csv (rank_<r>/amax.csv for several processes), step = TE's iteration,\n"
-    "tensor = <layer>.<role> (activation: input, weight, output, gradient: grad_output, dgrad:\n"
-    "grad_input; wgrad has none), and te_log.json (the files, the logging interval, the values\n"
-    "the four printed decimals lost: a 0.0000 is left out; docs/capture.md) listing every\n"
-    "file written. The trace is written into .<TRACEDIR>.fp8lab-import.<pid> beside TRACEDIR\n"
-    "and moved in at the end: a failed or killed import leaves TRACEDIR as it was (exit 1 for\n"
-    "a failed write; the next import removes what a killed one left beside it).\n"
-    "\n"
-    "  --force   replace a folder an earlier import wrote, as a whole: only when its\n"
-    "            te_log.json lists every file in it (a folder with anything else, snapshots,\n"
-    "            a capture's amax.csv or a file of yours, is refused: exit 2)\n"
-    "  --drop-cut-line  drop a log's last line that has no newline (a write cut off when the\n"
-    "            job ended): named on stderr, counted in te_log.json; without it, an error\n";
-
 /* Every line fp8lab writes to stderr goes through here: the message is formatted, then
  * passed through fp8_escape_line, so that no byte that reached it (a path given on the
  * command line, say) can break the line or move the terminal's cursor; the escapes a message
@@ -204,7 +98,7 @@ static int write_report(const char *dir, double budget, int procs, int quiet) {
 
 static int cmd_report(int argc, char **argv) {
   if (want_help(argc, argv)) {
-    fputs(USAGE_REPORT, stdout);
+    fputs(FP8LAB_USAGE_REPORT, stdout);
     return 0;
   }
   const char *dir = NULL;
@@ -241,7 +135,7 @@ static int cmd_report(int argc, char **argv) {
     }
   }
   if (!dir) {
-    fputs(USAGE_REPORT, stderr);
+    fputs(FP8LAB_USAGE_REPORT, stderr);
     return EXIT_USAGE;
   }
   /* the folder held for the report: refused when an interrupted run left it (run_folder.h) */
@@ -307,7 +201,7 @@ static void print_run_summary(const fp8_run_summary *sum, const char *dir, int q
 
 static int cmd_run(int argc, char **argv) {
   if (want_help(argc, argv)) {
-    fputs(USAGE_RUN, stdout);
+    fputs(FP8LAB_USAGE_RUN, stdout);
     return 0;
   }
   const char *exp = NULL;
@@ -359,7 +253,7 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   if (!exp) {
-    fputs(USAGE_RUN, stderr);
+    fputs(FP8LAB_USAGE_RUN, stderr);
     return EXIT_USAGE;
   }
   if (opt.resume && opt.force) {
@@ -437,7 +331,7 @@ static int cmd_run(int argc, char **argv) {
 
 static int cmd_synth(int argc, char **argv) {
   if (want_help(argc, argv)) {
-    fputs(USAGE_SYNTH, stdout);
+    fputs(FP8LAB_USAGE_SYNTH, stdout);
     return 0;
   }
   const char *pos[2] = {NULL, NULL};
@@ -468,7 +362,7 @@ static int cmd_synth(int argc, char **argv) {
     }
   }
   if (npos != 2) {
-    fputs(USAGE_SYNTH, stderr);
+    fputs(FP8LAB_USAGE_SYNTH, stderr);
     return EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
@@ -490,7 +384,7 @@ static int cmd_synth(int argc, char **argv) {
 
 static int cmd_inspect(int argc, char **argv) {
   if (want_help(argc, argv) || argc != 1) {
-    fputs(USAGE_INSPECT, argc == 1 ? stdout : stderr);
+    fputs(FP8LAB_USAGE_INSPECT, argc == 1 ? stdout : stderr);
     return argc == 1 ? 0 : EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
@@ -506,7 +400,7 @@ static int cmd_inspect(int argc, char **argv) {
 
 static int cmd_import_te(int argc, char **argv) {
   if (want_help(argc, argv)) {
-    fputs(USAGE_IMPORT_TE, stdout);
+    fputs(FP8LAB_USAGE_IMPORT_TE, stdout);
     return 0;
   }
   const char *pos[2] = {NULL, NULL};
@@ -528,7 +422,7 @@ static int cmd_import_te(int argc, char **argv) {
     }
   }
   if (npos != 2) {
-    fputs(USAGE_IMPORT_TE, stderr);
+    fputs(FP8LAB_USAGE_IMPORT_TE, stderr);
     return EXIT_USAGE;
   }
   char err[FP8_ERRLEN] = "";
@@ -581,7 +475,7 @@ static int cmd_timeline(int argc, char **argv) {
 int main(int argc, char **argv) {
   fp8_gemm_blas_single_thread();
   if (argc < 2) {
-    fputs(USAGE, stderr);
+    fputs(FP8LAB_USAGE, stderr);
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
@@ -598,7 +492,7 @@ int main(int argc, char **argv) {
     }
   }
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-    fputs(USAGE, stdout);
+    fputs(FP8LAB_USAGE, stdout);
     return 0;
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
