@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOL = os.environ.get("FP8LAB_TE_TB_TOOL") or os.path.join(ROOT, "tools", "te_tb_to_amax.py")
+TOOL = (os.environ.get("FP8LAB_TE_TB_TOOL")
+        or os.path.join(ROOT, "python", "fp8lab", "te_tb.py"))
 
 
 def need_tensorboard():

@@ -32,9 +32,9 @@ except ImportError:
     print("skipped: torch not importable (make tiny-gpt installs Debian's python3-torch)")
     sys.exit(77)
 
-sys.path.insert(0, CAPTURE)
-import fp8lab_capture  # noqa: E402
-import convert_te_dumps  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))  # the package fp8lab, from the checkout
+import fp8lab.capture as fp8lab_capture  # noqa: E402
+import fp8lab.te_dumps as convert_te_dumps  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) == 2 else None  # main() checks the usage
 RESULTS = []

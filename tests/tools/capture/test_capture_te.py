@@ -12,7 +12,7 @@ import os
 import sys
 
 from capture_common import (  # noqa: E402
-    CAPTURE, FOUR, _close, _snap, convert_te_dumps, fp8lab_capture, hooks_empty, inspect_ok,
+    ROOT, FOUR, _close, _snap, convert_te_dumps, fp8lab_capture, hooks_empty, inspect_ok,
     main, nn, read_amax_csv, read_safetensors, ref_amax, replay_ok, run, test, torch)
 
 
@@ -48,7 +48,9 @@ def te_dump_round_trip(tmp):
     assert {layer for _, layer, _, _ in found[0]} == set(layers), found[0][:3]
     assert len(found[1]) == 3 * len(layers) * 6, len(found[1])
     out = os.path.join(tmp, "trace")
-    script = os.path.join(CAPTURE, "convert_te_dumps.py")
+    # the module's file as a script (what python -m fp8lab.te_dumps runs; the package's own
+    # test, tests/python, runs it with -m from an installed package)
+    script = os.path.join(ROOT, "python", "fp8lab", "te_dumps.py")
     rc, txt = run([sys.executable, script, os.path.join(tmp, "log"), out])
     assert rc == 0, txt
     assert sorted(os.listdir(out)) == ["rank_0", "rank_1"], os.listdir(out)
