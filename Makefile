@@ -4,7 +4,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
 .PHONY: all deps configure build test demo moe bench clean tiny-gpt ranks notebooks device-bundle \
-        fuzz-build fuzz install
+        fuzz-build fuzz install wheel
 
 all: build
 
@@ -26,6 +26,12 @@ PREFIX ?= /usr/local
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
+# The Python package as a wheel in dist/ (pyproject.toml: pip builds the program with this
+# CMake through scikit-build-core and ships it inside the package with the capture tool, the
+# converters and fp8lab.load); `pip install dist/fp8lab-*.whl`, or `pip install .` directly.
+wheel: deps
+	@python3 -m pip wheel --no-deps --disable-pip-version-check -w dist .
+
 # The demo builds the command-line tool alone (the tests, benchmarks and the CUDA emulator's
 # module are `make test`'s): about a quarter of the whole build.
 demo: configure
@@ -38,7 +44,7 @@ moe: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target fp8lab
 	@$(BUILD)/fp8lab run experiments/moe.ini --force
 
-# A tiny GPT trained on the CPU, captured with tools/capture/fp8lab_capture.py, then replayed.
+# A tiny GPT trained on the CPU, captured with fp8lab.capture (python/fp8lab), then replayed.
 # Needs torch: python_with_torch.sh prefers /usr/bin/python3 (Debian's python3-torch, installed
 # when no interpreter has torch), since python3 on PATH may be another Python without it.
 tiny-gpt: build

@@ -4,7 +4,7 @@
 A 4-layer, d_model 128 decoder-only transformer (pre-LayerNorm, 4 heads, GELU MLP 4x) learns a
 random sparse Markov chain over a 64-token vocabulary (each token has 3 likely successors, so
 the loss falls from ln 64 = 4.16 towards the chain's entropy, 0.90 nats; about 1.0-1.1 after
-100 steps). fp8lab_capture.Recorder hooks the attention qkv/proj and MLP fc1/fc2 Linear layers
+100 steps). fp8lab.capture.Recorder hooks the attention qkv/proj and MLP fc1/fc2 Linear layers
 (module paths `blocks.<i>.attn.qkv` etc.) and writes
 amax.csv for every step and a snapshot every 10 steps into out/tiny_gpt/trace; then
 `fp8lab run experiments/tiny_gpt.ini` replays it (`make tiny-gpt` does both).
@@ -43,8 +43,11 @@ import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools", "capture"))
-import fp8lab_capture  # noqa: E402
+try:  # the installed package (pip install .[capture]), else the checkout's python/ folder
+    import fp8lab.capture as fp8lab_capture
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import fp8lab.capture as fp8lab_capture  # noqa: E402
 
 VOCAB, D_MODEL, N_LAYER, N_HEAD, SEQ, BATCH = 64, 128, 4, 4, 32, 8
 MODULES = "*.qkv,*.proj,*.fc1,*.fc2"

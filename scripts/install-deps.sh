@@ -64,7 +64,7 @@ if command -v python3 >/dev/null 2>&1; then
       pydeps_missing "pandas/nbformat/nbclient/ipykernel still not importable by $(command -v python3) after pip install"
     fi
   fi
-  # tools/te_tb_to_amax.py reads TensorBoard event files with the tensorboard package's reader
+  # fp8lab.te_tb (python/fp8lab/te_tb.py) reads TensorBoard event files with the tensorboard package's reader
   # (tests/tools/test_te_tb.py; issue 28)
   if ! python3 -c "import tensorboard" >/dev/null 2>&1; then
     echo "install-deps: pip installing tensorboard" >&2

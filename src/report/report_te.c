@@ -234,7 +234,7 @@ static void te_add(te_cfg *c, const fp8_stream_series *s, const fp8_stream_serie
 }
 
 /* 1 when TE's logged scale (and overflows%) of tensor can be held against a replay: always for
- * a trace that recorded TE's scale at every step (tools/capture), and for a trace from TE's
+ * a trace that recorded TE's scale at every step (fp8lab.capture), and for a trace from TE's
  * debug log when TE logged the tensor's cur_amax at every iteration (its interval is 1). TE's
  * delayed scaling pushes an amax into its history at every iteration; a replay of a tensor
  * logged every k > 1 iterations pushes one per k, so its history, and the scale from it,

@@ -473,8 +473,8 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
                       "answer come from every %s of the replay (%zu, stream.csv: delayed "
                       "configurations), and the advice is decided by the step budget alone; value "
                       "rates, SNR and the GEMM error need the tensors' data: record snapshots "
-                      "(tools/capture's Recorder, or TransformerEngine's DumpTensors through "
-                      "tools/capture/convert_te_dumps.py; docs/capture.md) and run again. Warm-up "
+                      "(fp8lab.capture's Recorder, or TransformerEngine's DumpTensors through "
+                      "python -m fp8lab.te_dumps; docs/capture.md) and run again. Warm-up "
                       "is left out. Definitions: the last section, and docs/semantics.md in "
                       "fp8lab's source.", rep_unit(r, 1), rep_unit(r, 0),
                       rep_micro(r) ? r->stream.nmicro : r->stream.nsteps);
@@ -502,14 +502,14 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
     char logged[1024], spans[1024]; /* the log's interval, or each tensor's (report_te.c) */
     rep_te_interval_words(r, logged, sizeof logged, spans, sizeof spans);
     fp8_doc_markdownf(d, "**The amaxes come from TransformerEngine's debug statistics** (`fp8lab "
-                      "import-te` or tools/te_tb_to_amax.py), logged %s: %s; each amax is TE's "
+                      "import-te` or `python -m fp8lab.te_tb`), logged %s: %s; each amax is TE's "
                       "over all micro-batches of its iteration.", logged, spans);
     if (r->run.te_zero || r->run.te_coarse)
       fp8_doc_markdownf(d, "Precision of the log: %lld logged amaxes read 0.0000 (below 5e-5 in "
                         "TE's four decimals) and were left out (replayed as steps those tensors "
                         "did not run); %lld kept fewer than 3 significant digits (te_log.json "
                         "counts both per tensor). TE's TensorBoard output has them in float32 "
-                        "(tools/te_tb_to_amax.py).",
+                        "(`python -m fp8lab.te_tb`).",
                         (long long)r->run.te_zero, (long long)r->run.te_coarse);
   }
   if (!r->stream_only) add_left_out(r, d); /* every tensor is "without a snapshot" there */

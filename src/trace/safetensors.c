@@ -210,7 +210,7 @@ static int check_tiling(const char *path, const fp8_step *s, const unsigned char
 }
 
 /* The capture's row subsets (issue 27): metadata "fp8lab.rows.<tensor>" = the rows of the
- * whole tensor, when the snapshot kept a subset of them (tools/capture, Recorder(rows=N)). A
+ * whole tensor, when the snapshot kept a subset of them (fp8lab.capture, Recorder(rows=N)). A
  * key for a tensor the file lacks is ignored; a value that is not a whole number at least the
  * kept rows (and at most 2^40) is bad input. */
 #define ROWS_KEY "fp8lab.rows."

@@ -82,7 +82,7 @@ struct fp8_trace {
   char **amax_names;     /**< distinct tensor names of amax.csv, sorted (strcmp) */
   size_t nranks;         /**< 0: a single-rank trace; R >= 1: dir holds rank_0/ .. rank_<R-1>/ */
   fp8_trace *ranks;      /**< the R single-rank traces, ranks[r] from dir/rank_<r> */
-  int has_te_log;        /**< dir/te_log.json (fp8lab import-te, tools/te_tb_to_amax.py) was read: */
+  int has_te_log;        /**< dir/te_log.json (fp8lab import-te, python -m fp8lab.te_tb) was read: */
   int64_t te_interval;   /**<   its logging interval (0: one iteration logged), */
   int64_t te_zero, te_coarse; /**< its values left out as 0.0000, and kept with < 3 digits */
   size_t nte_tensors;    /**< te_log.json schema 2: its tensors with their own cur_amax
