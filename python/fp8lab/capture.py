@@ -127,7 +127,11 @@ import sys
 import warnings
 import zlib
 
-import torch
+try:
+    import torch
+except ImportError as _e:  # the optional dependency: say how to get it
+    raise ImportError("fp8lab.capture needs PyTorch (torch >= 1.13): pip install "
+                      "\"fp8lab[capture]\" (or torch) into this environment (%s)" % _e) from _e
 
 __all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES", "DTYPES"]
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""fp8lab.te_dumps (was tools/capture/convert_te_dumps.py): TransformerEngine `DumpTensors` dumps -> an fp8lab trace.
+"""fp8lab.te_dumps: TransformerEngine `DumpTensors` dumps -> an fp8lab trace.
+
+(tools/capture/convert_te_dumps.py until issue 43.)
 
 TransformerEngine's precision debug tools (nvidia-dlframework-inspect with the
 `transformer_engine.DumpTensors` feature) save tensors with torch.save. The layout assumed here
@@ -43,7 +45,11 @@ import os
 import re
 import sys
 
-import torch
+try:
+    import torch
+except ImportError as _e:  # the optional dependency: say how to get it
+    raise ImportError("fp8lab.te_dumps needs PyTorch (torch >= 1.13): pip install "
+                      "\"fp8lab[capture]\" (or torch) into this environment (%s)" % _e) from _e
 
 if __package__:
     from . import capture as fp8lab_capture

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""fp8lab.te_tb (was tools/te_tb_to_amax.py): TransformerEngine's debug statistics from TensorBoard, as an fp8lab trace.
+"""fp8lab.te_tb: TransformerEngine's debug statistics from TensorBoard, as an fp8lab trace.
+
+(tools/te_tb_to_amax.py until issue 43.)
 
 The lossless route beside `fp8lab import-te` (issue 28). TE's debug API logs each statistic to
 a TensorBoard writer too, when one is given (nvidia-dlfw-inspect's TensorboardLogger:
