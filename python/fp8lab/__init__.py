@@ -30,11 +30,15 @@ def executable():
 
     FileNotFoundError when there is none: a checkout's python/ folder on sys.path, not an
     installed package (build the program with `make`, or `pip install .`)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "fp8lab")
-    if not os.access(path, os.X_OK):
-        raise FileNotFoundError("fp8lab: no program at %s: this fp8lab package was not installed "
-                                "with pip (pip install . in a checkout builds it)" % path)
-    return path
+    # every folder of the package: an editable install (pip install -e .) keeps the Python
+    # files in the checkout and what CMake installed in site-packages/fp8lab/
+    for d in list(__path__):
+        path = os.path.join(os.path.abspath(d), "bin", "fp8lab")
+        if os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError("fp8lab: no program in %s: this fp8lab package was not installed "
+                            "with pip (pip install . in a checkout builds it)"
+                            % " or ".join(os.path.join(d, "bin") for d in __path__))
 
 
 def load(run_dir):
