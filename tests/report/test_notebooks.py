@@ -18,6 +18,8 @@ Each execution must:
   - display no table that is empty, entirely NaN/<NA>, or has an entirely NaN/<NA> column
     (checked in the kernel itself after the last cell, on every DataFrame and Series in Out);
   - load history_len and margin as pandas' nullable Int64 in every DataFrame that has them;
+  - read the run with the checkout's fp8lab.load (python/fp8lab): a fresh run's notebook finds
+    the package on PYTHONPATH, a shipped one (under the checkout) by its own fallback;
   - keep every embedded plot: the Markdown cells' image attachments are the same after the run,
     and the executed notebook still validates (nbformat).
 The shipped copies' code cells must also be those of a fresh run (else: run `make notebooks`),
@@ -82,8 +84,12 @@ for _n, _v in list(globals().items()):
         for _c in ("history_len", "margin"):
             if _c in _v.columns and str(_v[_c].dtype) != "Int64":
                 _problems.append("%s.%s is %s, not Int64" % (_n, _c, _v[_c].dtype))
+import fp8lab as _f
+if type(globals().get("R")).__name__ != "Run" or not _f.__file__.startswith(@PYDIR@):
+    _problems.append("the cells did not read the run with the checkout's fp8lab.load (%s, %s)"
+                     % (type(globals().get("R")), _f.__file__))
 print("@fp8lab-check@" + _json.dumps(_problems))
-'''
+'''.replace("@PYDIR@", repr(os.path.join(ROOT, "python", "fp8lab") + os.sep))
 
 
 def attachments(nb):
@@ -114,9 +120,16 @@ def execute(job):
     sockets = tempfile.mkdtemp(prefix="fp8lab_kernel_")
     km = jupyter_client.KernelManager(kernel_name="python3", transport="ipc",
                                       ip=os.path.join(sockets, "kernel"))
+    # the cells import the fp8lab package: a fresh run's notebook (in a temporary folder) finds
+    # it on PYTHONPATH, as a checkout's user sets it; a shipped one (under the checkout) without,
+    # by its own fallback (the checkout's python/ above the kernel's folder)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if os.path.commonpath([os.path.abspath(path), ROOT]) != ROOT:
+        env["PYTHONPATH"] = os.path.join(ROOT, "python")
     try:
         nbclient.NotebookClient(run, km=km, timeout=120, kernel_name="python3",
-                                resources={"metadata": {"path": cwd}}).execute()
+                                resources={"metadata": {"path": cwd}}).execute(env=env)
     except nbclient.exceptions.CellExecutionError as e:
         bad = next((i for i, c in enumerate(run.cells) if c.cell_type == "code" and
                     any(o.output_type == "error" for o in c.get("outputs", []))), None)
