@@ -303,45 +303,53 @@ class Run:
             return df[df["tensor"].isin(list(tensors))].reset_index(drop=True)
         a, ix = self._stream_npy()
         names = [t["name"] for t in ix["tensors"]]
-        keep = range(len(names)) if tensors is None else \
-            [i for i, n in enumerate(names) if n in set(tensors)]
-        keep = np.asarray(list(keep), dtype=np.intp)
-        fm = np.array([[f or "" for f in ix["tensors"][t]["formats"]] for t in keep],
-                      dtype=object).reshape(len(keep), len(ix["configs"]))
-        r, k, c = np.nonzero(np.broadcast_to(fm != "", (len(a),) + fm.shape))
+        want = None if tensors is None else set(tensors)
+        keep = np.array([i for i, n in enumerate(names) if want is None or n in want],
+                        dtype=np.intp)
+        cf = ix["configs"]
+        # per (kept tensor, configuration): the format's code (-1: does not apply) and its max;
+        # the rows are then built from integer codes alone (a 70B stream has billions of rows)
+        fmts = sorted({f for t in ix["tensors"] for f in t["formats"] if f})
+        fcode = np.array([[fmts.index(f) if f else -1 for f in ix["tensors"][t]["formats"]]
+                          for t in keep], dtype=np.int64).reshape(len(keep), len(cf))
+        fmax = np.array([_FP8_MAX.get(f, math.nan) for f in fmts] + [math.nan])
+        r, k, c = np.nonzero(np.broadcast_to(fcode >= 0, (len(a),) + fcode.shape))
         t = keep[k]
         amax = np.asarray(a["amax"][r, t], dtype=np.float64)
         scale = np.asarray(a["scale"][r, t, c], dtype=np.float64)
-        fmax = np.array([_FP8_MAX.get(f, math.nan) for f in fm[k, c]], dtype=np.float64) \
-            if len(r) else np.zeros(0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            overshoot = np.log2(amax * scale / fmax)
-        cf = ix["configs"]
+            overshoot = np.log2(amax * scale / fmax[fcode[k, c]])
 
-        def cat(values, order):
-            return pd.Categorical(values, categories=list(dict.fromkeys(order)))
+        def cat(codes, values):  # a categorical from codes into values (None: missing)
+            pos = {}
+            for v in values:
+                if v is not None:
+                    pos.setdefault(v, len(pos))
+            uniq = list(pos)
+            m = np.array([pos[v] if v is not None else -1 for v in values] + [-1],
+                         dtype=np.int64)
+            return pd.Categorical.from_codes(m[codes], categories=uniq)
 
-        recipe = [x["recipe"] for x in cf]
-        amc = [x["amax_compute"] for x in cf]
-        te = np.asarray(a["te_scale"][r, t], dtype=np.float64)
+        def ints(values, codes):
+            return pd.array(np.asarray(values)[codes], dtype="Int64")
+
         return pd.DataFrame({
-            "tensor": cat(np.array(names, dtype=object)[t], [names[i] for i in keep]),
-            "role": cat(np.array([x["role"] or np.nan for x in ix["tensors"]], dtype=object)[t],
-                        [x["role"] for x in ix["tensors"] if x["role"]]),
-            "step": pd.array(np.asarray(a["step"][r]), dtype="Int64"),
-            "recipe": cat(np.array(recipe, dtype=object)[c], recipe),
-            "format": cat(fm[k, c], [f for f in fm.ravel() if f]),
-            "history_len": pd.array(np.array([x["history_len"] for x in cf])[c], dtype="Int64"),
-            "margin": pd.array(np.array([x["margin"] for x in cf])[c], dtype="Int64"),
-            "amax_compute": cat(np.array(amc, dtype=object)[c], amc),
+            "tensor": cat(k, [names[i] for i in keep]),
+            "role": cat(k, [ix["tensors"][i]["role"] or None for i in keep]),
+            "step": ints(a["step"], r),
+            "recipe": cat(c, [x["recipe"] for x in cf]),
+            "format": pd.Categorical.from_codes(fcode[k, c], categories=fmts),
+            "history_len": ints([x["history_len"] for x in cf], c),
+            "margin": ints([x["margin"] for x in cf], c),
+            "amax_compute": cat(c, [x["amax_compute"] for x in cf]),
             "snapshot": pd.array(np.asarray(a["snapshot"][r, t], dtype=np.int64), dtype="Int64"),
             "amax": amax,
             "scale": scale,
             "overshoot": overshoot,
             "warmup": pd.array(np.asarray(a["warmup"][r, t], dtype=np.int64), dtype="Int64"),
-            "micro": pd.array(np.asarray(a["micro"][r]), dtype="Int64"),
-            "te_scale": te,
-        })
+            "micro": ints(a["micro"], r),
+            "te_scale": np.asarray(a["te_scale"][r, t], dtype=np.float64),
+        }, copy=False)  # the columns are new arrays: no second copy of a large stream
 
 
 def load(run_dir):
