@@ -17,8 +17,9 @@
     it, and its steps.csv and summary.csv are byte for byte those of the build tree's fp8lab on
     the same trace and experiment; fp8lab.load(run) gives every table the run wrote with the
     CSV's header as its columns and every value equal to the CSV's text parsed by hand (an
-    integer, a float with inf/nan, a name, empty = missing), run.json as the same dict;
-    `python -m fp8lab.te_dumps --help` answers;
+    integer, a float with inf/nan, a name, empty = missing), run.json as the same dict; the
+    same experiment with `stream = npy`: stream_records a np.memmap, its stream the same rows
+    as stream.csv's; `python -m fp8lab.te_dumps --help` answers;
   - the checkout's old import (tools/capture on sys.path, `import fp8lab_capture`) still
     works: the same module as fp8lab.capture, with a FutureWarning.
 
@@ -205,6 +206,30 @@ with open("%s/run.json" % sys.argv[1]) as f:
 print(json.dumps({"bad": bad[:20], "tables": tables, "run_json": same_json}))
 '''
 
+NPY = r'''
+import json, sys
+import numpy as np
+import fp8lab
+a, b = fp8lab.load(sys.argv[1]), fp8lab.load(sys.argv[2])
+bad = []
+if not isinstance(b.stream_records, np.memmap) or a.stream_records is not None:
+    bad.append("stream_records: %s and %s" % (type(a.stream_records), type(b.stream_records)))
+x, y = a.stream, b.stream
+if list(x.columns) != list(y.columns) or len(x) != len(y):
+    bad.append("shapes %s %s" % (x.shape, y.shape))
+else:
+    for c in x.columns:
+        if str(x[c].dtype) == "float64":
+            u, v = x[c].to_numpy(), y[c].to_numpy()
+            ok = np.allclose(u, v, rtol=1e-8, atol=1e-12, equal_nan=True) if c == "overshoot" \
+                else np.array_equal(u.astype(np.float32), v.astype(np.float32), equal_nan=True)
+        else:
+            ok = x[c].astype(str).tolist() == y[c].astype(str).tolist()
+        if not ok:
+            bad.append("column %s differs" % c)
+print(json.dumps({"bad": bad, "rows": len(y)}))
+'''
+
 EXP = """[trace]
 path = trace
 
@@ -318,6 +343,18 @@ def main():
             check(set(res["tables"]) >= {"steps", "summary", "stream", "histograms", "analysis",
                                          "recommendations"}, "tables: %s" % res["tables"])
             check(res["run_json"], "fp8lab.load(run).info is not run.json")
+        # the compact stream (stream.npy) of the same experiment: memory-mapped, and its long
+        # table the same as stream.csv's (amax and scale float32-equal: stream.csv's 9 digits)
+        with open(os.path.join(work, "exp_npy.ini"), "w") as f:
+            f.write(EXP.replace("dir = run", "dir = run_npy\nstream = npy"))
+        rc, out = run([exe, "run", "exp_npy.ini", "--quiet"], cwd=work, env=env)
+        check(rc == 0, "v/bin/fp8lab run exp_npy.ini: rc %d\n%s" % (rc, out[-3000:]))
+        rc, out = run([py, "-c", NPY, "run", "run_npy"], cwd=work, env=env)
+        res = last_json(out) if rc == 0 else None
+        check(res is not None and res["bad"] == [] and res["rows"] > 0,
+              "fp8lab.load(run_npy).stream: rc %d %s" % (rc, res if res else out[-3000:]))
+        if res is not None:
+            print("fp8lab.load: the npy stream's %d rows equal stream.csv's" % res["rows"])
         rc, out = run([py, "-m", "fp8lab.te_dumps", "--help"], cwd=work, env=env)
         check(rc == 0 and "DUMP_DIR" in out.replace("dump_dir", "DUMP_DIR"),
               "python -m fp8lab.te_dumps --help: rc %d %s" % (rc, out[-500:]))
