@@ -7,21 +7,28 @@
 #
 # Use it around your training step (the backward outside the region, as TE wants):
 #     import te_recipe
-#     te_recipe.apply(model)  # once, after building the model
-#     with te_recipe.region(te_recipe.MODEL_RECIPE):
+#     te_recipe.apply(model)  # once, after building the model: warns of what it misses
+#     with te_recipe.model_region():
 #         loss = model(batch)
 #     loss.backward()
 #
 # apply() wraps each listed module's forward in its own autocast region nested in the
 # model's (the inner region overrides the outer one; TE runs a module's backward with
-# the recipe of its forward). Keep the outer region enabled with MODEL_RECIPE: delayed
-# scaling updates its scales when the outermost region exits. A module kept out of FP8
+# the recipe of its forward). model_region() is region(MODEL_RECIPE), the outer region,
+# unless every FP8 module of the model has its own recipe. A module kept out of FP8
 # computes in BF16 when its parameters are BF16 or under torch.autocast. The names are
-# the trace's module paths (its tensor names without the role), which fp8lab's capture
-# tool takes from model.named_modules(); apply() refuses a name the model lacks.
+# the trace's: a module's TransformerEngine name (TE's debug logs: name=, Layer_<n>,
+# nvdlfw_inspect's model.<path>; LayerNormMLP's <name>.fc1/.fc2 and GroupedLinear's
+# <name>.gemm_<i> are that module) or its path in model.named_modules() (fp8lab's
+# capture tool); apply() refuses a name the model lacks, and warns, before training,
+# of advised modules TE does not run in FP8 (plain torch Linears: convert them) and of
+# the model's TE modules the replay did not cover (COVERED: the trace's modules).
 # TransformerEngine versions: te.autocast from 2.9 (fp8_autocast before, deprecated
 # since 2.9; region() takes whichever there is), Float8CurrentScaling from 2.2,
 # DelayedScaling in every version.
+import contextlib
+import warnings
+
 import transformer_engine.pytorch as te
 from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
 
@@ -32,12 +39,56 @@ MODULES = {
     "layers.1.fc2": Float8CurrentScaling(fp8_format=Format.HYBRID),  # input: current scaling; output: current scaling
 }
 
+# the modules of the replayed trace (apply() warns of the model's TE modules not among them)
+COVERED = [
+    "layers.0.fc1",
+    "layers.0.fc2",
+    "layers.0.proj",
+    "layers.0.qkv",
+    "layers.1.fc1",
+    "layers.1.fc2",
+    "layers.1.proj",
+    "layers.1.qkv",
+    "layers.2.fc1",
+    "layers.2.fc2",
+    "layers.2.proj",
+    "layers.2.qkv",
+    "layers.3.fc1",
+    "layers.3.fc2",
+    "layers.3.proj",
+    "layers.3.qkv",
+]
+
+
+# TransformerEngine's modules that run FP8 GEMMs, and the names TE gives their GEMMs in its debug
+# logs (docs/frameworks/te.md): a module's `name` (given, `Layer_<n>`, or nvdlfw_inspect's
+# infer_and_assign_layer_names, `model.<attribute path>`); LayerNormMLP's GEMMs `<name>.fc1`
+# and `<name>.fc2`; GroupedLinear's `<name>.gemm_<i>`; MultiheadAttention names its children
+# after its own name (`.layernorm_linear_qkv`, `.linear_qkv`, `.layernorm_linear_q`,
+# `.linear_kv`, `.proj`) where their attributes are `layernorm_qkv`, `qkv`, `layernorm_query`,
+# `key_value`, `proj`.
+TE_GEMM_MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP", "GroupedLinear")
+_ATTRIBUTE_OF = {"layernorm_linear_qkv": "layernorm_qkv", "linear_qkv": "qkv",
+                 "layernorm_linear_q": "layernorm_query", "linear_kv": "key_value"}
+_GOVERNS = True  # apply() sets it: whether MODEL_RECIPE governs any module
+
+
+class TERecipeWarning(UserWarning):
+    """apply()'s list of what the advice does not reach: modules TE does not run in FP8, and
+    TE modules the replay did not cover."""
+
 
 def region(recipe):
     """A new autocast region: FP8 with recipe, or none (recipe None: out of FP8)."""
     if hasattr(te, "autocast"):  # TransformerEngine 2.9 and later
         return te.autocast(enabled=recipe is not None, recipe=recipe)
     return te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe)
+
+
+def model_region():
+    """The training step's region: MODEL_RECIPE, or none when apply() found that every FP8
+    module of the model has its own recipe (MODEL_RECIPE would govern nothing)."""
+    return region(MODEL_RECIPE) if _GOVERNS else contextlib.nullcontext()
 
 
 def _wrap(module, recipe):
@@ -50,11 +101,116 @@ def _wrap(module, recipe):
     module.forward = forward_with_recipe
 
 
+def _is_te(module):
+    return type(module).__module__.split(".")[0] == "transformer_engine"
+
+
+def _strength(recipe):  # BF16, then current scaling, then the larger margin
+    if recipe is None:
+        return (2, 0)
+    if type(recipe).__name__ == "Float8CurrentScaling":
+        return (1, 0)
+    return (0, getattr(recipe, "margin", 0))
+
+
+def _convert_to(module):
+    kind = type(module).__name__
+    if kind in ("Linear", "Conv1D", "LazyLinear"):
+        return "te.Linear"
+    if "xpert" in kind or "MoE" in kind:
+        return "te.GroupedLinear"
+    return "a TransformerEngine module (te.Linear, te.LayerNormLinear, te.LayerNormMLP, " \
+           "te.GroupedLinear)"
+
+
+def _resolver(model):
+    paths = dict(model.named_modules())
+    names = {}
+    for path, m in paths.items():
+        n = getattr(m, "name", None)
+        if isinstance(n, str) and n:
+            names.setdefault(n, m)
+
+    def find(key):
+        for k in (key, ".".join(_ATTRIBUTE_OF.get(c, c) for c in key.split("."))):
+            if k in names:
+                return names[k]
+            if k in paths:
+                return paths[k]
+            if k.startswith("model.") and k[6:] in paths:  # infer_and_assign_layer_names
+                return paths[k[6:]]
+        return None
+
+    def resolve(key):
+        """The module a trace's module name stands for, or None."""
+        m = find(key)
+        if m is not None:
+            return m
+        head, _, last = key.rpartition(".")
+        m = find(head) if head else None
+        if m is not None and (last in ("fc1", "fc2") and type(m).__name__ == "LayerNormMLP" or
+                              last.startswith("gemm_") and last[5:].isdigit() and
+                              type(m).__name__ == "GroupedLinear"):
+            return m
+        return None
+
+    return paths, resolve
+
+
 def apply(model):
-    """Gives each module of MODULES its recipe (model: a torch.nn.Module)."""
-    modules = dict(model.named_modules())
-    missing = sorted(set(MODULES) - set(modules))
+    """Gives each module of MODULES its recipe (model: a torch.nn.Module). A name is the
+    module's TE name (its `name`), else its path in model.named_modules(); a LayerNormMLP's
+    `.fc1` and `.fc2` (one recipe for both: the stronger) and a GroupedLinear's `.gemm_<i>` are
+    the module. Raises KeyError for a name the model lacks. Warns (TERecipeWarning), before
+    training starts, of the advised modules TE does not run in FP8 (convert them to the TE
+    class named; a module advised None needs nothing), of the model's TE modules the replay
+    did not cover (they run under MODEL_RECIPE, unchecked), and of a model without TE modules. Returns what it did: {"modules": {path: [names]}, "not_te":
+    [(path, class, convert to)], "not_covered": [paths], "model_recipe_governs": [paths]}."""
+    global _GOVERNS
+    paths, resolve = _resolver(model)
+    path_of = {id(m): p for p, m in reversed(list(paths.items()))}
+    chosen, missing = {}, []
+    for key, recipe in MODULES.items():
+        m = resolve(key)
+        if m is None:
+            missing.append(key)
+            continue
+        c = chosen.setdefault(id(m), [m, recipe, []])
+        if _strength(recipe) > _strength(c[1]):
+            c[1] = recipe
+        c[2].append(key)
     if missing:
-        raise KeyError("te_recipe: not modules of this model: " + ", ".join(missing))
-    for name, recipe in MODULES.items():
-        _wrap(modules[name], recipe)
+        raise KeyError("te_recipe: not modules of this model: " + ", ".join(sorted(missing)) +
+                       " (by TE name or module path; TransformerEngine 2.3-2.11 names a module "
+                       "given no name= Layer_<n> only at its first forward in debug mode: "
+                       "apply() after one step, or give the modules their names)")
+    covered = {id(m) for m in map(resolve, COVERED) if m is not None}
+    fp8 = [(p, m) for p, m in paths.items() if _is_te(m) and type(m).__name__ in TE_GEMM_MODULES]
+    not_te = [(path_of[i], type(m).__name__, _convert_to(m)) for i, (m, r, _) in chosen.items()
+              if not _is_te(m) and r is not None]  # kept out of FP8: nothing to convert
+    not_covered = [p for p, m in fp8 if id(m) not in covered]
+    governs = [p for p, m in fp8 if id(m) not in chosen]
+    _GOVERNS = bool(governs) or not fp8
+    lines = []
+    if not_te:
+        lines.append("%d advised module(s) are not TransformerEngine modules: a TE autocast "
+                     "region does nothing to them, so their advice does not apply until they "
+                     "are converted:" % len(not_te))
+        lines += ["  %s (%s): convert to %s" % x for x in not_te]
+    if not_covered:
+        lines.append("%d TransformerEngine module(s) of the model were not in the replayed trace "
+                     "(the advice did not check them; they run under MODEL_RECIPE):"
+                     % len(not_covered))
+        lines += ["  " + p for p in not_covered]
+    if not fp8:
+        lines.append("the model has no TransformerEngine FP8 module (%s): no recipe of this file "
+                     "applies until its Linear layers are TE modules" % ", ".join(TE_GEMM_MODULES))
+    elif not governs:
+        lines.append("every FP8 module has its own recipe: MODEL_RECIPE governs nothing "
+                     "(model_region() opens no outer region)")
+    if lines:
+        warnings.warn("te_recipe.apply:\n" + "\n".join(lines), TERecipeWarning, stacklevel=2)
+    for m, recipe, _ in chosen.values():
+        _wrap(m, recipe)
+    return {"modules": {path_of[i]: keys for i, (_, _, keys) in chosen.items()},
+            "not_te": not_te, "not_covered": not_covered, "model_recipe_governs": governs}

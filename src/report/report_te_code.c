@@ -8,8 +8,11 @@
  *
  * The code wraps each advised module's forward in its own autocast region, nested in the
  * model's (TE keeps the recipe a module ran its forward with for its backward; docs/capture.md
- * "Applying the advice in TransformerEngine" cites the sources and versions). tests/report/test_keep_bf16.py compiles it and runs apply() against
- * stub TransformerEngine modules. An expert GEMM's module is its GroupedLinear (or HF's experts
+ * "Applying the advice in TransformerEngine" cites the sources and versions). apply() finds a
+ * module by the name TE gives it (docs/frameworks/te.md) or by its path, and warns of what the
+ * advice does not reach (FOOTER; COVERED lists the trace's modules). tests/report/
+ * test_keep_bf16.py compiles it and runs apply() against stub TransformerEngine modules;
+ * test_te_names.py against TE's module tree transcribed (tests/report/te_stub). An expert GEMM's module is its GroupedLinear (or HF's experts
  * module): one recipe for all its experts (te_module_len; tests/report/test_te_code_experts.py). */
 #include "report_internal.h"
 
@@ -94,52 +97,236 @@ static void put_header(FILE *fp, int current) {
         "#\n"
         "# Use it around your training step (the backward outside the region, as TE wants):\n"
         "#     import te_recipe\n"
-        "#     te_recipe.apply(model)  # once, after building the model\n"
-        "#     with te_recipe.region(te_recipe.MODEL_RECIPE):\n"
+        "#     te_recipe.apply(model)  # once, after building the model: warns of what it misses\n"
+        "#     with te_recipe.model_region():\n"
         "#         loss = model(batch)\n"
         "#     loss.backward()\n"
         "#\n"
         "# apply() wraps each listed module's forward in its own autocast region nested in the\n"
         "# model's (the inner region overrides the outer one; TE runs a module's backward with\n"
-        "# the recipe of its forward). Keep the outer region enabled with MODEL_RECIPE: delayed\n"
-        "# scaling updates its scales when the outermost region exits. A module kept out of FP8\n"
+        "# the recipe of its forward). model_region() is region(MODEL_RECIPE), the outer region,\n"
+        "# unless every FP8 module of the model has its own recipe. A module kept out of FP8\n"
         "# computes in BF16 when its parameters are BF16 or under torch.autocast. The names are\n"
-        "# the trace's module paths (its tensor names without the role), which fp8lab's capture\n"
-        "# tool takes from model.named_modules(); apply() refuses a name the model lacks.\n"
+        "# the trace's: a module's TransformerEngine name (TE's debug logs: name=, Layer_<n>,\n"
+        "# nvdlfw_inspect's model.<path>; LayerNormMLP's <name>.fc1/.fc2 and GroupedLinear's\n"
+        "# <name>.gemm_<i> are that module) or its path in model.named_modules() (fp8lab's\n"
+        "# capture tool); apply() refuses a name the model lacks, and warns, before training,\n"
+        "# of advised modules TE does not run in FP8 (plain torch Linears: convert them) and of\n"
+        "# the model's TE modules the replay did not cover (COVERED: the trace's modules).\n"
         "# TransformerEngine versions: te.autocast from 2.9 (fp8_autocast before, deprecated\n"
         "# since 2.9; region() takes whichever there is), Float8CurrentScaling from 2.2,\n"
         "# DelayedScaling in every version.\n"
+        "import contextlib\n"
+        "import warnings\n"
+        "\n"
         "import transformer_engine.pytorch as te\n", fp);
   fprintf(fp, "from transformer_engine.common.recipe import DelayedScaling, %sFormat\n\n",
           current ? "Float8CurrentScaling, " : "");
 }
 
+/* A module name: the first len bytes of name. */
+typedef struct {
+  const char *name;
+  size_t len;
+} te_name;
+
+static int cmp_te_name(const void *pa, const void *pb) {
+  const te_name *a = pa, *b = pb;
+  size_t n = a->len < b->len ? a->len : b->len;
+  int c = strncmp(a->name, b->name, n);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* COVERED: every module of the trace (its tensors' te_module_len, ranks' prefixes dropped),
+ * each once, in name order, as a Python list. -1: out of memory. */
+static int put_covered(FILE *fp, const rep_t *r) {
+  size_t n = r->tab.ngroups, k = 0;
+  te_name *v = malloc((n + 1) * sizeof *v);
+  if (!v) return -1;
+  for (size_t g = 0; g < n; g++) {
+    const char *t = strip_rank(r->tab.groups[g].tensor);
+    v[g] = (te_name){t, te_module_len(t)};
+  }
+  qsort(v, n, sizeof *v, cmp_te_name);
+  fputs("\n# the modules of the replayed trace (apply() warns of the model's TE modules not among them)\n"
+        "COVERED = [\n", fp);
+  for (size_t g = 0; g < n; g++) {
+    if (k && cmp_te_name(&v[g], &v[k - 1]) == 0) continue;
+    v[k++] = v[g];
+    fputs("    ", fp);
+    put_pystr(fp, v[g].name, v[g].len);
+    fputs(",\n", fp);
+  }
+  fputs("]\n", fp);
+  free(v);
+  return 0;
+}
+
+/* apply() and its helpers: the names TE gives its modules and GEMMs mapped to the model's
+ * modules (docs/frameworks/te.md cites TE's sources), the listed warnings, model_region().
+ * Pieces of under 4095 bytes (C11's string literal limit). */
+static const char *const FOOTER[] = {
+    "\n"
+    "\n"
+    "# TransformerEngine's modules that run FP8 GEMMs, and the names TE gives their GEMMs in its debug\n"
+    "# logs (docs/frameworks/te.md): a module's `name` (given, `Layer_<n>`, or nvdlfw_inspect's\n"
+    "# infer_and_assign_layer_names, `model.<attribute path>`); LayerNormMLP's GEMMs `<name>.fc1`\n"
+    "# and `<name>.fc2`; GroupedLinear's `<name>.gemm_<i>`; MultiheadAttention names its children\n"
+    "# after its own name (`.layernorm_linear_qkv`, `.linear_qkv`, `.layernorm_linear_q`,\n"
+    "# `.linear_kv`, `.proj`) where their attributes are `layernorm_qkv`, `qkv`, `layernorm_query`,\n"
+    "# `key_value`, `proj`.\n"
+    "TE_GEMM_MODULES = (\"Linear\", \"LayerNormLinear\", \"LayerNormMLP\", \"GroupedLinear\")\n"
+    "_ATTRIBUTE_OF = {\"layernorm_linear_qkv\": \"layernorm_qkv\", \"linear_qkv\": \"qkv\",\n"
+    "                 \"layernorm_linear_q\": \"layernorm_query\", \"linear_kv\": \"key_value\"}\n"
+    "_GOVERNS = True  # apply() sets it: whether MODEL_RECIPE governs any module\n"
+    "\n"
+    "\n"
+    "class TERecipeWarning(UserWarning):\n"
+    "    \"\"\"apply()'s list of what the advice does not reach: modules TE does not run in FP8, and\n"
+    "    TE modules the replay did not cover.\"\"\"\n"
+    "\n"
+    "\n"
+    "def region(recipe):\n"
+    "    \"\"\"A new autocast region: FP8 with recipe, or none (recipe None: out of FP8).\"\"\"\n"
+    "    if hasattr(te, \"autocast\"):  # TransformerEngine 2.9 and later\n"
+    "        return te.autocast(enabled=recipe is not None, recipe=recipe)\n"
+    "    return te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe)\n"
+    "\n"
+    "\n"
+    "def model_region():\n"
+    "    \"\"\"The training step's region: MODEL_RECIPE, or none when apply() found that every FP8\n"
+    "    module of the model has its own recipe (MODEL_RECIPE would govern nothing).\"\"\"\n"
+    "    return region(MODEL_RECIPE) if _GOVERNS else contextlib.nullcontext()\n"
+    "\n"
+    "\n"
+    "def _wrap(module, recipe):\n"
+    "    forward = module.forward\n"
+    "\n"
+    "    def forward_with_recipe(*args, **kwargs):\n"
+    "        with region(recipe):\n"
+    "            return forward(*args, **kwargs)\n"
+    "\n"
+    "    module.forward = forward_with_recipe\n"
+    "\n"
+    "\n"
+    "def _is_te(module):\n"
+    "    return type(module).__module__.split(\".\")[0] == \"transformer_engine\"\n"
+    "\n"
+    "\n"
+    "def _strength(recipe):  # BF16, then current scaling, then the larger margin\n"
+    "    if recipe is None:\n"
+    "        return (2, 0)\n"
+    "    if type(recipe).__name__ == \"Float8CurrentScaling\":\n"
+    "        return (1, 0)\n"
+    "    return (0, getattr(recipe, \"margin\", 0))\n"
+    "\n"
+    "\n"
+    "def _convert_to(module):\n"
+    "    kind = type(module).__name__\n"
+    "    if kind in (\"Linear\", \"Conv1D\", \"LazyLinear\"):\n"
+    "        return \"te.Linear\"\n"
+    "    if \"xpert\" in kind or \"MoE\" in kind:\n"
+    "        return \"te.GroupedLinear\"\n"
+    "    return \"a TransformerEngine module (te.Linear, te.LayerNormLinear, te.LayerNormMLP, \" \\\n"
+    "           \"te.GroupedLinear)\"\n"
+    "\n"
+    "\n",
+
+    "def _resolver(model):\n"
+    "    paths = dict(model.named_modules())\n"
+    "    names = {}\n"
+    "    for path, m in paths.items():\n"
+    "        n = getattr(m, \"name\", None)\n"
+    "        if isinstance(n, str) and n:\n"
+    "            names.setdefault(n, m)\n"
+    "\n"
+    "    def find(key):\n"
+    "        for k in (key, \".\".join(_ATTRIBUTE_OF.get(c, c) for c in key.split(\".\"))):\n"
+    "            if k in names:\n"
+    "                return names[k]\n"
+    "            if k in paths:\n"
+    "                return paths[k]\n"
+    "            if k.startswith(\"model.\") and k[6:] in paths:  # infer_and_assign_layer_names\n"
+    "                return paths[k[6:]]\n"
+    "        return None\n"
+    "\n"
+    "    def resolve(key):\n"
+    "        \"\"\"The module a trace's module name stands for, or None.\"\"\"\n"
+    "        m = find(key)\n"
+    "        if m is not None:\n"
+    "            return m\n"
+    "        head, _, last = key.rpartition(\".\")\n"
+    "        m = find(head) if head else None\n"
+    "        if m is not None and (last in (\"fc1\", \"fc2\") and type(m).__name__ == \"LayerNormMLP\" or\n"
+    "                              last.startswith(\"gemm_\") and last[5:].isdigit() and\n"
+    "                              type(m).__name__ == \"GroupedLinear\"):\n"
+    "            return m\n"
+    "        return None\n"
+    "\n"
+    "    return paths, resolve\n"
+    "\n"
+    "\n",
+
+    "def apply(model):\n"
+    "    \"\"\"Gives each module of MODULES its recipe (model: a torch.nn.Module). A name is the\n"
+    "    module's TE name (its `name`), else its path in model.named_modules(); a LayerNormMLP's\n"
+    "    `.fc1` and `.fc2` (one recipe for both: the stronger) and a GroupedLinear's `.gemm_<i>` are\n"
+    "    the module. Raises KeyError for a name the model lacks. Warns (TERecipeWarning), before\n"
+    "    training starts, of the advised modules TE does not run in FP8 (convert them to the TE\n"
+    "    class named; a module advised None needs nothing), of the model's TE modules the replay\n"
+    "    did not cover (they run under MODEL_RECIPE, unchecked), and of a model without TE modules. Returns what it did: {\"modules\": {path: [names]}, \"not_te\":\n"
+    "    [(path, class, convert to)], \"not_covered\": [paths], \"model_recipe_governs\": [paths]}.\"\"\"\n"
+    "    global _GOVERNS\n"
+    "    paths, resolve = _resolver(model)\n"
+    "    path_of = {id(m): p for p, m in reversed(list(paths.items()))}\n"
+    "    chosen, missing = {}, []\n"
+    "    for key, recipe in MODULES.items():\n"
+    "        m = resolve(key)\n"
+    "        if m is None:\n"
+    "            missing.append(key)\n"
+    "            continue\n"
+    "        c = chosen.setdefault(id(m), [m, recipe, []])\n"
+    "        if _strength(recipe) > _strength(c[1]):\n"
+    "            c[1] = recipe\n"
+    "        c[2].append(key)\n"
+    "    if missing:\n"
+    "        raise KeyError(\"te_recipe: not modules of this model: \" + \", \".join(sorted(missing)) +\n"
+    "                       \" (by TE name or module path; TransformerEngine 2.3-2.11 names a module \"\n"
+    "                       \"given no name= Layer_<n> only at its first forward in debug mode: \"\n"
+    "                       \"apply() after one step, or give the modules their names)\")\n"
+    "    covered = {id(m) for m in map(resolve, COVERED) if m is not None}\n"
+    "    fp8 = [(p, m) for p, m in paths.items() if _is_te(m) and type(m).__name__ in TE_GEMM_MODULES]\n"
+    "    not_te = [(path_of[i], type(m).__name__, _convert_to(m)) for i, (m, r, _) in chosen.items()\n"
+    "              if not _is_te(m) and r is not None]  # kept out of FP8: nothing to convert\n"
+    "    not_covered = [p for p, m in fp8 if id(m) not in covered]\n"
+    "    governs = [p for p, m in fp8 if id(m) not in chosen]\n"
+    "    _GOVERNS = bool(governs) or not fp8\n"
+    "    lines = []\n"
+    "    if not_te:\n"
+    "        lines.append(\"%d advised module(s) are not TransformerEngine modules: a TE autocast \"\n"
+    "                     \"region does nothing to them, so their advice does not apply until they \"\n"
+    "                     \"are converted:\" % len(not_te))\n"
+    "        lines += [\"  %s (%s): convert to %s\" % x for x in not_te]\n"
+    "    if not_covered:\n"
+    "        lines.append(\"%d TransformerEngine module(s) of the model were not in the replayed trace \"\n"
+    "                     \"(the advice did not check them; they run under MODEL_RECIPE):\"\n"
+    "                     % len(not_covered))\n"
+    "        lines += [\"  \" + p for p in not_covered]\n"
+    "    if not fp8:\n"
+    "        lines.append(\"the model has no TransformerEngine FP8 module (%s): no recipe of this file \"\n"
+    "                     \"applies until its Linear layers are TE modules\" % \", \".join(TE_GEMM_MODULES))\n"
+    "    elif not governs:\n"
+    "        lines.append(\"every FP8 module has its own recipe: MODEL_RECIPE governs nothing \"\n"
+    "                     \"(model_region() opens no outer region)\")\n"
+    "    if lines:\n"
+    "        warnings.warn(\"te_recipe.apply:\\n\" + \"\\n\".join(lines), TERecipeWarning, stacklevel=2)\n"
+    "    for m, recipe, _ in chosen.values():\n"
+    "        _wrap(m, recipe)\n"
+    "    return {\"modules\": {path_of[i]: keys for i, (_, _, keys) in chosen.items()},\n"
+    "            \"not_te\": not_te, \"not_covered\": not_covered, \"model_recipe_governs\": governs}\n"};
+
 static void put_footer(FILE *fp) {
-  fputs("\n\ndef region(recipe):\n"
-        "    \"\"\"A new autocast region: FP8 with recipe, or none (recipe None: out of FP8).\"\"\"\n"
-        "    if hasattr(te, \"autocast\"):  # TransformerEngine 2.9 and later\n"
-        "        return te.autocast(enabled=recipe is not None, recipe=recipe)\n"
-        "    return te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe)\n"
-        "\n"
-        "\n"
-        "def _wrap(module, recipe):\n"
-        "    forward = module.forward\n"
-        "\n"
-        "    def forward_with_recipe(*args, **kwargs):\n"
-        "        with region(recipe):\n"
-        "            return forward(*args, **kwargs)\n"
-        "\n"
-        "    module.forward = forward_with_recipe\n"
-        "\n"
-        "\n"
-        "def apply(model):\n"
-        "    \"\"\"Gives each module of MODULES its recipe (model: a torch.nn.Module).\"\"\"\n"
-        "    modules = dict(model.named_modules())\n"
-        "    missing = sorted(set(MODULES) - set(modules))\n"
-        "    if missing:\n"
-        "        raise KeyError(\"te_recipe: not modules of this model: \" + \", \".join(missing))\n"
-        "    for name, recipe in MODULES.items():\n"
-        "        _wrap(modules[name], recipe)\n", fp);
+  for (size_t i = 0; i < sizeof FOOTER / sizeof *FOOTER; i++) fputs(FOOTER[i], fp);
 }
 
 int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
@@ -211,6 +398,11 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
     fputc('\n', fp);
   }
   fputs("}\n", fp);
+  if (put_covered(fp, r)) {
+    fp8_outfile_abort(&of);
+    free(m);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
   put_footer(fp);
   free(m);
   rc = fp8_outfile_commit(&of, err, errlen);

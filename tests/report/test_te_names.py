@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""te_recipe.py on TransformerEngine models as TE names them (issue 45, first part).
+
+A trace from TransformerEngine's debug logs (nvdlfw_inspect's statistics files) of a model of
+TransformerLayers named `decoder.<i>` and an unnamed te.Linear head: the GEMMs carry the names
+TE's debug API gives them, written here by hand from TE's sources (docs/frameworks/te.md 1.3):
+`decoder.<i>.self_attention.layernorm_linear_qkv`, `decoder.<i>.self_attention.proj`,
+`decoder.<i>.layernorm_mlp.fc1`, `decoder.<i>.layernorm_mlp.fc2` and `Layer_1` (the head, the
+first unnamed module of a fresh process). Steady amaxes, except: decoder.1's fc2 input, the
+head's input and decoder.0's fc1 input spike five times, each spike 10x the last (no margin
+keeps up: current scaling), so that the advice names modules by those names. (A trace of
+amaxes alone has no value budget, so its per-module fixes are current scaling: the folding of a
+LayerNormMLP's two fixes into the stronger is checked on MODULES set by hand, case "fold".)
+
+`fp8lab import-te`, then `fp8lab run` (delayed sweep and current scaling, with its report) writes te_recipe.py,
+which is then run against tests/report/te_stub (TransformerEngine's module tree and recipe
+signatures transcribed from TE v2.18 and v2.9) in a fresh process each:
+  - v2.18, the model as the log's run built it: apply() maps every advised name to the module
+    expected by hand (`X.layernorm_mlp.fc1`/`.fc2` -> the LayerNormMLP at path
+    `decoder.X.layernorm_mlp`, one recipe for both: the stronger; `Layer_1` -> `head`;
+    `...layernorm_linear_qkv` -> the LayerNormLinear at `...self_attention.layernorm_qkv`),
+    wraps exactly those modules (a forward opens the module's own region with its recipe),
+    warns of nothing, and every recipe is constructed with TE's own arguments;
+  - v2.18 with one more TE Linear that the trace does not have: a TERecipeWarning naming it;
+  - v2.9, debug on: before any forward `Layer_1` has no module yet (TE names unnamed modules at
+    their first forward there): apply() raises KeyError naming it and saying why; after one
+    forward it maps as in v2.18;
+  - a plain PyTorch-style model (classes outside transformer_engine) with the quickstart's
+    module names: apply() still wraps them, and warns, listing each advised module with the
+    TE class to convert it to (te.Linear) and saying the model has no TE module, before
+    training.
+
+Usage: test_te_names.py FP8LAB_BIN
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STUB = os.path.join(HERE, "te_stub")
+BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+FAILS = []
+TABS = " \t\t\t\t "
+LAYERS = 3
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def te_line(name, it, value):
+    """A line of nvdlfw_inspect's statistics log (nvdlfw_inspect/logging.py:118, 132)."""
+    return "2025-06-03 12:34:56,789 - INFO - %s%siteration=%06d%svalue=%.4f\n" % (
+        name, TABS, it, TABS, value)
+
+
+# The GEMM names TE's debug API gives this model, by hand from te.md 1.3 (not from the stub).
+GEMMS = ["decoder.%d.%s" % (i, g) for i in range(LAYERS)
+         for g in ("self_attention.layernorm_linear_qkv", "self_attention.proj",
+                   "layernorm_mlp.fc1", "layernorm_mlp.fc2")] + ["Layer_1"]
+# ... and the module each stands for, as a path of the model below
+MODULE_OF = {g: "decoder.%s.%s" % (g.split(".")[1], {
+    "layernorm_linear_qkv": "self_attention.layernorm_qkv", "proj": "self_attention.proj",
+    "fc1": "layernorm_mlp", "fc2": "layernorm_mlp"}[g.rsplit(".", 1)[1]])
+    for g in GEMMS if g.startswith("decoder.")}
+MODULE_OF["Layer_1"] = "head"
+SPIKY = {"decoder.1.layernorm_mlp.fc2", "Layer_1", "decoder.0.layernorm_mlp.fc1"}
+
+
+def make_logs(root):
+    rng = random.Random(7)
+    d = os.path.join(root, "nvdlfw_inspect_statistics_logs")
+    os.makedirs(d)
+    out = []
+    for it in range(0, 400, 2):
+        for g in GEMMS:
+            for t, base in (("activation", 4.0), ("weight", 0.5), ("gradient", 0.01)):
+                v = base * rng.uniform(0.9, 1.1)
+                if g in SPIKY and t == "activation" and it % 80 == 26:
+                    v *= 10.0 ** (1 + it // 80)  # each spike 10x the last: delayed clips each
+                out.append(te_line("%s_%s_cur_amax" % (g, t), it, v))
+    with open(os.path.join(d, "nvdlfw_inspect_globalrank-0.log"), "w") as f:
+        f.writelines(out)
+
+
+EXP = """[trace]
+path = te_logs
+
+[recipe.delayed]
+kind = delayed
+format = hybrid
+history_len = 16, 128
+margin = 0, 1, 2
+
+[recipe.current]
+kind = current
+format = hybrid
+
+[output]
+dir = out
+"""
+
+# Runs in a fresh process with the stub first on sys.path: builds the model, applies
+# te_recipe.py, prints one JSON line.
+PROBE = r'''
+import json, os, sys, warnings
+import transformer_engine.pytorch as te
+from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling
+
+case = sys.argv[2]
+res = {}
+
+class Model(te.Module):
+    def __init__(self, extra=False):
+        super().__init__()
+        self.decoder = te.ModuleList([te.TransformerLayer(64, 256, 4, layer_number=i + 1,
+                                                          name="decoder.%d" % i)
+                                      for i in range(LAYERS)])
+        self.head = te.Linear(64, 128)  # no name: Layer_<n>
+        if extra:
+            self.extra = te.Linear(64, 64, name="extra")
+
+    def forward(self, x):
+        for layer in self.decoder:
+            x = layer(x)
+        return self.head(x)
+
+class Plain(te.Module):  # not a TE module: torch's Linear, by class name
+    pass
+
+class Linear(te.Module):
+    def forward(self, x):
+        te.LOG.append(("forward", "plain"))
+        return x
+
+if case == "plain":  # modules outside transformer_engine, with the quickstart's names
+    model = te.Module()
+    model.layers = te.ModuleList([Plain() for _ in range(4)])
+    for blk in model.layers:
+        for n in ("qkv", "proj", "fc1", "fc2"):
+            setattr(blk, n, Linear())
+else:
+    model = Model(extra=case == "extra")
+    if case == "fold":  # one LayerNormMLP, two fixes: the stronger for the module
+        sys.path.insert(0, os.path.dirname(sys.argv[1]))
+        import te_recipe
+        te_recipe.MODULES = {
+            "decoder.0.layernorm_mlp.fc1": DelayedScaling(margin=2),
+            "decoder.0.layernorm_mlp.fc2": Float8CurrentScaling(),
+            "decoder.1.layernorm_mlp.fc1": None,
+            "decoder.1.layernorm_mlp.fc2": Float8CurrentScaling(),
+            "decoder.2.layernorm_mlp.fc1": DelayedScaling(margin=1),
+            "decoder.2.layernorm_mlp.fc2": DelayedScaling(margin=2)}
+    if case == "v2.9_after":
+        te.DEBUG["enabled"] = True
+        model(0)
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+import te_recipe
+paths = {id(m): p for p, m in model.named_modules()}
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    try:
+        out = te_recipe.apply(model)
+    except KeyError as e:
+        print(json.dumps({"keyerror": str(e)}))
+        sys.exit(0)
+res["warnings"] = [str(x.message) for x in w if x.category.__name__ == "TERecipeWarning"]
+res["modules"] = out["modules"]
+res["not_te"] = out["not_te"]
+res["not_covered"] = out["not_covered"]
+res["governs"] = len(out["model_recipe_governs"])
+# each wrapped module's forward opens a region with its recipe
+regions = {}
+for p, m in model.named_modules():
+    if p in out["modules"]:
+        del te.LOG[:]
+        m.forward(0)
+        regions[p] = [repr(x[2]) if x[0] == "enter" else x[0] for x in te.LOG]
+res["regions"] = regions
+res["recipes"] = {k: repr(v) for k, v in te_recipe.MODULES.items()}
+res["model_recipe"] = repr(te_recipe.MODEL_RECIPE)
+res["class_of"] = {p: type(m).__name__ for p, m in model.named_modules()}
+print(json.dumps(res))
+'''.replace("LAYERS", str(LAYERS))
+
+
+def probe(te_recipe, version, case, tmp):
+    script = os.path.join(tmp, "probe.py")
+    with open(script, "w") as f:
+        f.write(PROBE)
+    env = dict(os.environ, PYTHONPATH=STUB, FP8LAB_TE_STUB_VERSION=version)
+    p = subprocess.run([sys.executable, script, te_recipe, case], capture_output=True,
+                       text=True, env=env, cwd=tmp)
+    last = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not check(p.returncode == 0 and last, "probe %s %s: rc %d\n%s%s" % (
+            version, case, p.returncode, p.stdout[-2000:], p.stderr[-3000:])):
+        return None
+    return json.loads(last[-1])
+
+
+def strength(r):
+    if r == "None":
+        return (2, 0)
+    if r.startswith("Float8CurrentScaling"):
+        return (1, 0)
+    return (0, int(r.split("margin=")[1].split(",")[0].rstrip(")")))
+
+
+def main():
+    if BIN is None:
+        print(__doc__)
+        return 2
+    tmp = tempfile.mkdtemp(prefix="fp8lab_te_names_")
+    try:
+        return run(tmp)
+    finally:
+        if not os.environ.get("FP8LAB_KEEP_TMP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(tmp):
+    make_logs(os.path.join(tmp, "logs"))
+    p = subprocess.run([BIN, "import-te", "logs", "te_logs"], cwd=tmp, capture_output=True,
+                       text=True)
+    if not check(p.returncode == 0, "import-te: rc %d %s" % (p.returncode, p.stderr[-2000:])):
+        return 1
+    with open(os.path.join(tmp, "exp.ini"), "w") as f:
+        f.write(EXP)
+    p = subprocess.run([BIN, "run", "exp.ini", "--quiet"], cwd=tmp, capture_output=True,
+                       text=True)
+    if not check(p.returncode == 0, "fp8lab run: rc %d %s" % (p.returncode, p.stderr[-2000:])):
+        return 1
+    te_recipe = os.path.join(tmp, "out", "te_recipe.py")
+    if not check(os.path.exists(te_recipe), "no te_recipe.py (the advice had no per-module fix)"):
+        return 1
+    res = probe(te_recipe, "2.18", "named", tmp)
+    if res is None:
+        return 1
+    advised = res["recipes"]
+    print("advised: %s" % ", ".join("%s: %s" % (k, v.split("(")[0]) for k, v in advised.items()))
+    check(SPIKY <= set(advised), "the spiky GEMMs %s advised: %s" % (sorted(SPIKY), sorted(advised)))
+
+    check(set(advised) <= set(GEMMS), "advised names not TE's: %s" % sorted(set(advised) - set(GEMMS)))
+    # every advised name on its module, by hand
+    want = {}
+    for g in advised:
+        want.setdefault(MODULE_OF[g], []).append(g)
+    check({k: sorted(v) for k, v in res["modules"].items()} == {k: sorted(v) for k, v in want.items()},
+          "apply() mapped %s, expected %s" % (res["modules"], want))
+    check(res["class_of"].get("decoder.1.layernorm_mlp") == "LayerNormMLP" and
+          res["class_of"].get("head") == "Linear", "classes %s" % res["class_of"])
+    check(res["warnings"] == [] and res["not_te"] == [] and res["not_covered"] == [],
+          "v2.18 named model: no warning expected: %s" % res["warnings"])
+    check(res["governs"] > 0, "MODEL_RECIPE governs the other modules")
+    for path, keys in want.items():
+        best = max((advised[k] for k in keys), key=strength)
+        check(res["regions"].get(path) == [best, "forward", "exit"],
+              "%s: forward regions %s, expected its recipe %s" % (path, res["regions"].get(path), best))
+    # folding: the stronger fix of fc1 and fc2 (BF16, then current, then the larger margin)
+    res = probe(te_recipe, "2.18", "fold", tmp)
+    if res is not None:
+        got = {p: r[0] for p, r in res["regions"].items()}
+        want_fold = {"decoder.0.layernorm_mlp": "Float8CurrentScaling", "decoder.1.layernorm_mlp":
+                     "None", "decoder.2.layernorm_mlp": "DelayedScaling"}
+        check({p: r.split("(")[0] for p, r in got.items()} == want_fold and
+              "margin=2" in got.get("decoder.2.layernorm_mlp", ""),
+              "folded recipes %s, expected %s (decoder.2: margin 2)" % (got, want_fold))
+    # a TE module the trace does not have
+    res = probe(te_recipe, "2.18", "extra", tmp)
+    if res is not None:
+        check(res["not_covered"] == ["extra"] and any("extra" in w and "not in the replayed trace"
+                                                      in w for w in res["warnings"]),
+              "extra module: not_covered %s, warnings %s" % (res["not_covered"], res["warnings"]))
+        print("warning (module not in the trace):\n  " + "\n  ".join(res["warnings"]))
+    # TE 2.9: unnamed modules named at their first forward, in debug mode
+    if "Layer_1" in advised:
+        res = probe(te_recipe, "2.9", "named", tmp)
+        if res is not None:
+            check("keyerror" in res and "Layer_1" in res["keyerror"] and "first forward" in
+                  res["keyerror"], "v2.9 before a forward: %s" % res)
+            print("v2.9 before a forward: %s" % res.get("keyerror"))
+    res = probe(te_recipe, "2.9", "v2.9_after", tmp)
+    if res is not None:
+        check({k: sorted(v) for k, v in res.get("modules", {}).items()} ==
+              {k: sorted(v) for k, v in want.items()} and res["warnings"] == [],
+              "v2.9 after a debug forward: %s" % res)
+    # a plain PyTorch model: the quickstart's advice
+    q = os.path.join(tmp, "q")
+    p = subprocess.run([BIN, "run", os.path.join(ROOT, "experiments", "quickstart.ini"), "--out",
+                        q, "--quiet"], capture_output=True, text=True)
+    if check(p.returncode == 0 and os.path.exists(os.path.join(q, "te_recipe.py")),
+             "quickstart run: rc %d %s" % (p.returncode, p.stderr[-1000:])):
+        res = probe(os.path.join(q, "te_recipe.py"), "2.18", "plain", tmp)
+        if res is not None:
+            quick = sorted(res["recipes"])
+            check(sorted(x[0] for x in res["not_te"]) == quick and
+                  all(x[2] == "te.Linear" for x in res["not_te"]),
+                  "plain model: not_te %s, advised %s" % (res["not_te"], quick))
+            check(len(res["warnings"]) == 1 and all(("%s (Linear): convert to te.Linear" % m)
+                                                    in res["warnings"][0] for m in quick)
+                  and "no TransformerEngine FP8 module" in res["warnings"][0],
+                  "plain model: warning %s" % res["warnings"])
+            print("warning (plain model):\n  " + "\n  ".join(res["warnings"]))
+    print("%d failure(s)" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
