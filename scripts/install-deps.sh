@@ -54,14 +54,16 @@ if command -v python3 >/dev/null 2>&1; then
       pydeps_missing "numpy/ml_dtypes still not importable by $(command -v python3) after pip install"
     fi
   fi
-  nbmods="import pandas, nbformat, nbclient, ipykernel"
+  # pyyaml: tests/report/test_frameworks.py reads megatron_precision.yaml as Megatron-LM does
+  # (yaml.SafeLoader), the library Megatron itself uses for it
+  nbmods="import pandas, nbformat, nbclient, ipykernel, yaml"
   if ! python3 -c "$nbmods" >/dev/null 2>&1; then
-    echo "install-deps: pip installing pandas nbformat nbclient ipykernel" >&2
+    echo "install-deps: pip installing pandas nbformat nbclient ipykernel pyyaml" >&2
     if ! python3 -m pip install --quiet --disable-pip-version-check pandas nbformat nbclient \
-        ipykernel >&2; then
-      pydeps_missing "pip install pandas nbformat nbclient ipykernel failed for $(command -v python3)"
+        ipykernel pyyaml >&2; then
+      pydeps_missing "pip install pandas nbformat nbclient ipykernel pyyaml failed for $(command -v python3)"
     elif ! python3 -c "$nbmods" >/dev/null 2>&1; then
-      pydeps_missing "pandas/nbformat/nbclient/ipykernel still not importable by $(command -v python3) after pip install"
+      pydeps_missing "pandas/nbformat/nbclient/ipykernel/yaml still not importable by $(command -v python3) after pip install"
     fi
   fi
   # fp8lab.te_tb (python/fp8lab/te_tb.py) reads TensorBoard event files with the tensorboard package's reader

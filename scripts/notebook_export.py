@@ -11,6 +11,8 @@ notebooks_export/. Writes, after removing EXPORT_DIR/E/ entirely:
   EXPORT_DIR/E/report.md    the run's report.md
   EXPORT_DIR/E/advice.ini   the report's advice as an experiment, when it wrote one
   EXPORT_DIR/E/te_recipe.py the same advice as TransformerEngine code
+  EXPORT_DIR/E/megatron_args.txt, megatron_precision.yaml, torchao_config.py: the same advice
+                            for Megatron-LM and torchao, when the report wrote them
   EXPORT_DIR/E/plots/       only the PNGs report.md references (a missing one is an error)
   EXPORT_DIR/E/data/        the reduced data the notebook's cells run on, a few hundred kB:
                             run.json; summary, analysis, recommendations, gemm and histograms
@@ -85,7 +87,8 @@ def main(argv):
         md = f.read()
     shutil.copyfile(os.path.join(run, "report.md"), os.path.join(dest, "report.md"))
     # the report's advice as an experiment, which report.md names (when the report wrote one)
-    for f in ("advice.ini", "te_recipe.py", "advice_fp4.ini"):  # te_recipe.py: the same advice as TE code
+    for f in ("advice.ini", "te_recipe.py", "advice_fp4.ini", "megatron_args.txt",
+              "megatron_precision.yaml", "torchao_config.py"):  # the same advice as code
         if os.path.exists(os.path.join(run, f)):
             shutil.copyfile(os.path.join(run, f), os.path.join(dest, f))
     # ![alt](plots/x.png) or ![alt](<plots/x y.png>)

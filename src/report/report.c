@@ -72,6 +72,8 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   rc = rep_write_te_code(&r, err, errlen);
   if (rc) goto done;
+  rc = rep_write_frameworks(&r, err, errlen);
+  if (rc) goto done;
   rc = rep_write_fp4_advice(&r, err, errlen);
   if (rc) goto done;
   md = rep_build_doc(&r, "plots/", "");

@@ -340,10 +340,13 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                         "label, and the whole-model setting alone beside it); `fp8lab run "
                         "advice.ini` replays it to confirm. The same advice as TransformerEngine "
                         "code: te_recipe.py next to this report (`te_recipe.apply(model)` once, "
-                        "then each forward under `te_recipe.region(te_recipe.MODEL_RECIPE)`: "
-                        "each advised module runs in its own nested autocast region, with its "
-                        "recipe or out of FP8; a module takes the strongest fix among its "
-                        "tensors).");
+                        "then each forward under `te_recipe.model_region()`: each advised module "
+                        "runs in its own nested autocast region, with its recipe or out of FP8; "
+                        "a module takes the strongest fix among its tensors). For Megatron-LM: "
+                        "megatron_args.txt (and megatron_precision.yaml, its per-module file); "
+                        "for torchao, which has no delayed scaling: torchao_config.py (current "
+                        "scaling, the modules kept in BF16 left out). Each says what it cannot "
+                        "express.");
   int32_t mmax = largest_margin(r, x);
   if (binding)
     fp8_doc_markdownf(

@@ -112,7 +112,8 @@ static void findings_reference(const rep_t *r, fp8_doc *d, const ref_totals *t,
   /* clipping first (issue 25 point 6): an overflow by rounding only costs under half an ulp */
   fp8_doc_markdownf(d,
                     "Reference configuration: **%s** (TransformerEngine's default is history_len "
-                    "1024, margin 0, amax_compute max). %s, under it the largest element of **%zu "
+                    "1024, margin 0, amax_compute max; Megatron-LM's is history_len 1, margin 0, "
+                    "most_recent). %s, under it the largest element of **%zu "
                     "of %zu tensors** clipped, i.e. saturated past the rounding of the max, at some "
                     "%s (%lld tensor-%s in all). Counting also the overflows by rounding only (a "
                     "hair above the max, saturated with an error under half an FP8 ulp), %zu "

@@ -112,6 +112,8 @@ typedef struct {
   /* ---- written while the report is put out */
   int wrote_advice;     /* advice.ini written (rep_write_advice) */
   int wrote_te_code;    /* te_recipe.py written (rep_write_te_code) */
+  int wrote_frameworks; /* bit 1: megatron_args.txt, 2: megatron_precision.yaml, 4:
+                           torchao_config.py (rep_write_frameworks) */
   int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
   /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
@@ -288,6 +290,27 @@ const char *rep_te_format(const rep_t *r, const fp8_recommendation *x);
 /* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
  * module; written exactly when advice.ini is (r->wrote_te_code). */
 int rep_write_te_code(rep_t *r, char *err, size_t errlen);
+
+/* The modules a framework applies a recipe to (report_te_code.c), for te_recipe.py and the
+ * framework files (report_frameworks.c): per module of x's misfits (and of the routers kept in
+ * BF16) the strongest of its tensors' fixes (rep_remedy: BF16, current scaling, the largest
+ * margin). A module is its GEMM's name without the role, an expert GEMM's its GroupedLinear or
+ * experts module (rep_te_module_len), without a multi-rank trace's rank_<r>/ (rep_strip_rank).
+ * calloc'ed, *n entries; NULL: out of memory. */
+typedef struct {
+  const char *name; /* into a misfit's tensor name, without its rank_<r>/ prefix */
+  size_t len;
+  int32_t rem;      /* rep_remedy's, the strongest over the module's advised tensors */
+  int router;       /* a Mixture-of-Experts router kept in BF16 ([analysis] routers = bf16) */
+} rep_te_mod;
+rep_te_mod *rep_te_modules(const rep_t *r, const fp8_recommendation *x, size_t *n);
+size_t rep_te_module_len(const char *t);
+const char *rep_strip_rank(const char *t);
+
+/* megatron_args.txt, megatron_precision.yaml (with per-module fixes) and torchao_config.py
+ * (report_frameworks.c): the model answer as Megatron-LM arguments and torchao code, written
+ * when the answer is a configuration of the run; r->wrote_frameworks. */
+int rep_write_frameworks(rep_t *r, char *err, size_t errlen);
 
 /* The budgets' resolution (docs/semantics.md): a sentence per budget below 1/N, N the most
  * casts (values) a tensor's rate counts, saying that it allows none at all and what 1/N is;

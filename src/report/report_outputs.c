@@ -23,6 +23,9 @@ static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {
   if (!rc) rc = fp8_outputs_add(o, "report.md");
   if (!rc && r->wrote_advice) rc = fp8_outputs_add(o, "advice.ini");
   if (!rc && r->wrote_te_code) rc = fp8_outputs_add(o, "te_recipe.py");
+  if (!rc && (r->wrote_frameworks & 1)) rc = fp8_outputs_add(o, "megatron_args.txt");
+  if (!rc && (r->wrote_frameworks & 2)) rc = fp8_outputs_add(o, "megatron_precision.yaml");
+  if (!rc && (r->wrote_frameworks & 4)) rc = fp8_outputs_add(o, "torchao_config.py");
   if (!rc && r->wrote_fp4_advice) rc = fp8_outputs_add(o, "advice_fp4.ini");
   snprintf(name, sizeof name, "notebooks_export/%s", nbname);
   if (!rc) rc = fp8_outputs_add(o, name);

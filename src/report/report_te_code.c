@@ -13,7 +13,7 @@
  * advice does not reach (FOOTER; COVERED lists the trace's modules). tests/report/
  * test_keep_bf16.py compiles it and runs apply() against stub TransformerEngine modules;
  * test_te_names.py against TE's module tree transcribed (tests/report/te_stub). An expert GEMM's module is its GroupedLinear (or HF's experts
- * module): one recipe for all its experts (te_module_len; tests/report/test_te_code_experts.py). */
+ * module): one recipe for all its experts (rep_te_module_len; tests/report/test_te_code_experts.py). */
 #include "report_internal.h"
 
 #include <stdlib.h>
@@ -22,15 +22,8 @@
 #include "outfile.h"
 #include "util.h"
 
-typedef struct {
-  const char *name; /* into a misfit's tensor name, without its rank_<r>/ prefix */
-  size_t len;
-  int32_t rem;      /* rep_remedy's, the strongest over the module's advised tensors */
-  int router;       /* a Mixture-of-Experts router kept in BF16 ([analysis] routers = bf16) */
-} te_mod;
-
 /* The name without a multi-rank trace's "rank_<r>/" prefix: ranks share their modules. */
-static const char *strip_rank(const char *t) {
+const char *rep_strip_rank(const char *t) {
   if (strncmp(t, "rank_", 5) != 0) return t;
   const char *p = t + 5;
   while (*p >= '0' && *p <= '9') p++;
@@ -50,7 +43,7 @@ static int digits(const char *t, size_t a, size_t b) {
  * one recipe: TE's GroupedLinear `<name>.experts.<i>` (import-te's `<name>.gemm_<i>`) is the
  * module <name>; HF's fused experts `<path>.experts.<i>.<param>` the experts module
  * `<path>.experts`. */
-static size_t te_module_len(const char *t) {
+size_t rep_te_module_len(const char *t) {
   size_t g = rep_module_len(t), c[3] = {g, g, g}; /* the starts of the last three components */
   int n = 0;
   for (size_t k = g; k > 0 && n < 3; k--)
@@ -69,6 +62,30 @@ static int stronger(int32_t a, int32_t b) {
   if (a == REP_REMEDY_BF16 || b == REP_REMEDY_BF16) return a == REP_REMEDY_BF16;
   if (a == REP_REMEDY_CURRENT || b == REP_REMEDY_CURRENT) return a == REP_REMEDY_CURRENT;
   return a > b;
+}
+
+rep_te_mod *rep_te_modules(const rep_t *r, const fp8_recommendation *x, size_t *n) {
+  rep_te_mod *m = calloc(x->nmisfits + r->tab.ngroups + 1, sizeof *m);
+  if (!m) return NULL;
+  size_t nm = 0;
+  for (size_t k = 0; k < x->nmisfits; k++) {
+    const char *t = rep_strip_rank(x->misfits[k]);
+    size_t len = rep_te_module_len(t), j = 0;
+    int32_t rem = rep_remedy(r, x, x->misfits[k]);
+    while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
+    if (j == nm) m[nm++] = (rep_te_mod){t, len, rem, 0};
+    else if (stronger(rem, m[j].rem)) m[j].rem = rem;
+  }
+  /* the routers (left out of the advice): their modules kept out of FP8 */
+  for (size_t g = 0; r->router_group && g < r->tab.ngroups; g++) {
+    if (!r->router_group[g]) continue;
+    const char *t = rep_strip_rank(r->tab.groups[g].tensor);
+    size_t len = rep_te_module_len(t), j = 0;
+    while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
+    if (j == nm) m[nm++] = (rep_te_mod){t, len, REP_REMEDY_BF16, 1};
+  }
+  *n = nm;
+  return m;
 }
 
 /* A module name as a Python string literal's contents (backslash and quote escaped). */
@@ -137,15 +154,15 @@ static int cmp_te_name(const void *pa, const void *pb) {
   return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
-/* COVERED: every module of the trace (its tensors' te_module_len, ranks' prefixes dropped),
+/* COVERED: every module of the trace (its tensors' rep_te_module_len, ranks' prefixes dropped),
  * each once, in name order, as a Python list. -1: out of memory. */
 static int put_covered(FILE *fp, const rep_t *r) {
   size_t n = r->tab.ngroups, k = 0;
   te_name *v = malloc((n + 1) * sizeof *v);
   if (!v) return -1;
   for (size_t g = 0; g < n; g++) {
-    const char *t = strip_rank(r->tab.groups[g].tensor);
-    v[g] = (te_name){t, te_module_len(t)};
+    const char *t = rep_strip_rank(r->tab.groups[g].tensor);
+    v[g] = (te_name){t, rep_te_module_len(t)};
   }
   qsort(v, n, sizeof *v, cmp_te_name);
   fputs("\n# the modules of the replayed trace (apply() warns of the model's TE modules not among them)\n"
@@ -334,25 +351,9 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
   if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget ||
       (!x->nmisfits && !r->router_group))
     return FP8_OK; /* advice.ini's condition: no per-module advice */
-  te_mod *m = calloc(x->nmisfits + r->tab.ngroups + 1, sizeof *m);
-  if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   size_t nm = 0;
-  for (size_t k = 0; k < x->nmisfits; k++) {
-    const char *t = strip_rank(x->misfits[k]);
-    size_t len = te_module_len(t), j = 0;
-    int32_t rem = rep_remedy(r, x, x->misfits[k]);
-    while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
-    if (j == nm) m[nm++] = (te_mod){t, len, rem, 0};
-    else if (stronger(rem, m[j].rem)) m[j].rem = rem;
-  }
-  /* the routers (left out of the advice): their modules kept out of FP8 */
-  for (size_t g = 0; r->router_group && g < r->tab.ngroups; g++) {
-    if (!r->router_group[g]) continue;
-    const char *t = strip_rank(r->tab.groups[g].tensor);
-    size_t len = te_module_len(t), j = 0;
-    while (j < nm && !(m[j].len == len && strncmp(m[j].name, t, len) == 0)) j++;
-    if (j == nm) m[nm++] = (te_mod){t, len, REP_REMEDY_BF16, 1};
-  }
+  rep_te_mod *m = rep_te_modules(r, x, &nm);
+  if (!m) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   const char *fmt = rep_te_format(r, x);
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, r->outdir, "te_recipe.py", err, errlen);
@@ -384,11 +385,11 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
       continue;
     }
     for (size_t k = 0, n = 0; k < x->nmisfits; k++) {
-      const char *t = strip_rank(x->misfits[k]);
-      if (te_module_len(t) != m[j].len || strncmp(t, m[j].name, m[j].len) != 0) continue;
+      const char *t = rep_strip_rank(x->misfits[k]);
+      if (rep_te_module_len(t) != m[j].len || strncmp(t, m[j].name, m[j].len) != 0) continue;
       int32_t rem = rep_remedy(r, x, x->misfits[k]);
       int dup = 0; /* the same tensor of another rank */
-      for (size_t q = 0; q < k && !dup; q++) dup = strcmp(strip_rank(x->misfits[q]), t) == 0;
+      for (size_t q = 0; q < k && !dup; q++) dup = strcmp(rep_strip_rank(x->misfits[q]), t) == 0;
       if (dup) continue;
       fprintf(fp, "%s %s: ", n++ ? ";" : "", t + m[j].len + (t[m[j].len] == '.'));
       if (rem == REP_REMEDY_BF16) fputs("BF16 (current scaling misses the flush budget)", fp);

@@ -44,6 +44,11 @@ static int plain_name(const char *s) {
   return *s && *s != '.' && !strchr(s, '/');
 }
 
+int fp8_output_of_framework(const char *name) {
+  return strcmp(name, "megatron_args.txt") == 0 || strcmp(name, "megatron_precision.yaml") == 0 ||
+         strcmp(name, "torchao_config.py") == 0;
+}
+
 int fp8_output_name_ok(const char *name) {
   if (strncmp(name, "plots/", 6) == 0) return plain_name(name + 6) && ends_with(name, ".png");
   if (strncmp(name, "notebooks_export/", 17) == 0)
@@ -51,6 +56,7 @@ int fp8_output_name_ok(const char *name) {
   return plain_name(name) &&
          (ends_with(name, ".csv") || strcmp(name, "run.json") == 0 || strcmp(name, "report.md") == 0 ||
           strcmp(name, "advice.ini") == 0 || strcmp(name, "te_recipe.py") == 0 ||
+          fp8_output_of_framework(name) ||
           strcmp(name, "advice_fp4.ini") == 0 || strcmp(name, "stream.npy") == 0 ||
           strcmp(name, "stream.json") == 0);
 }
@@ -59,7 +65,7 @@ int fp8_output_of_report(const char *name) {
   return strcmp(name, "analysis.csv") == 0 || strcmp(name, "recommendations.csv") == 0 ||
          strcmp(name, "report.md") == 0 || strcmp(name, "advice.ini") == 0 ||
          strcmp(name, "te_recipe.py") == 0 || strcmp(name, "advice_fp4.ini") == 0 ||
-         strncmp(name, "plots/", 6) == 0 ||
+         fp8_output_of_framework(name) || strncmp(name, "plots/", 6) == 0 ||
          strncmp(name, "notebooks_export/", 17) == 0;
 }
 

@@ -23,8 +23,12 @@ int fp8_outputs_add(fp8_outputs *o, const char *name);
 int fp8_outputs_has(const fp8_outputs *o, const char *name);
 void fp8_outputs_free(fp8_outputs *o);
 
+/** 1 for the report's framework files: megatron_args.txt, megatron_precision.yaml,
+ *  torchao_config.py (issue 45). */
+int fp8_output_of_framework(const char *name);
 /** 1 for a name fp8lab writes into a run folder: a top-level file of its own (the CSVs, run.json,
- *  report.md, advice.ini, te_recipe.py, stream.npy and stream.json), plots/<name>.png or
+ *  report.md, advice.ini, te_recipe.py, the framework files, stream.npy and stream.json),
+ *  plots/<name>.png or
  *  notebooks_export/<name>.ipynb, with no further '/' and no
  *  leading '.'; anything else (a path with "..", an absolute path, another extension) is 0. */
 int fp8_output_name_ok(const char *name);

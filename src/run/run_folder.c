@@ -370,6 +370,16 @@ int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
   snprintf(path, sizeof path, "%s/te_recipe.py", dir);
   if (!rc && file_has(path, te_sig, sizeof te_sig - 1, sizeof te_sig - 1))
     rc = fp8_outputs_add(o, "te_recipe.py");
+  /* the framework files as the report writes them (report_frameworks.c's first lines) */
+  static const char *const fw[3][2] = {
+      {"megatron_args.txt", "# megatron_args.txt: the advice of fp8lab's report"},
+      {"megatron_precision.yaml", "# megatron_precision.yaml: the modules of fp8lab's advice"},
+      {"torchao_config.py", "# torchao_config.py: the advice of fp8lab's report"}};
+  for (int i = 0; i < 3 && !rc; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, fw[i][0]);
+    if (file_has(path, fw[i][1], strlen(fw[i][1]), strlen(fw[i][1])))
+      rc = fp8_outputs_add(o, fw[i][0]);
+  }
   /* advice_fp4.ini as the report writes it (report_fp4.c's first line) */
   static const char fp4_sig[] = "; advice_fp4.ini: the report's FP4 answer as one experiment";
   snprintf(path, sizeof path, "%s/advice_fp4.ini", dir);

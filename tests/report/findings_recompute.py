@@ -36,6 +36,7 @@ REF_KEY = (1024, 0, "max")  # TransformerEngine's default: history_len, margin, 
 # verified numbers, tensor names and labels) before the no-digit-left check.
 TEMPLATE_CONSTANTS = [
     "history_len 1024, margin 0",
+    "history_len 1, margin 0",  # Megatron-LM's default, beside TE's
     "scale is still 1 (the same steps",
     "RN32(max/amax)",
     "half an FP8 ulp",
@@ -307,7 +308,8 @@ def make_templates(micro):
     return {
     "reference": template(
         "Reference configuration: **{label:text}** (TransformerEngine's default is history_len "
-        "1024, margin 0, amax_compute max). " + over + ", under it the largest element of "
+        "1024, margin 0, amax_compute max; Megatron-LM's is history_len 1, margin 0, "
+        "most_recent). " + over + ", under it the largest element of "
         "**{clip_tensors:int} of {tensors:int} tensors** clipped, i.e. saturated past the "
         "rounding of the max, at some " + u + " ({clip_steps:int} tensor-" + us + " in all). "
         "Counting also the overflows by rounding only (a hair above the max, saturated with an "

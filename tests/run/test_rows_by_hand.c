@@ -145,7 +145,9 @@ START_TEST(test_tiny_rows_by_hand) {
                                  "\"analysis.csv\",\"recommendations.csv\",\"plots/";
   ck_assert_msg(strncmp(outs, run_outs, strlen(run_outs)) == 0, "%s", outs);
   /* advice.ini: the answer as an experiment (the whole-model setting misses a tensor here) */
-  ck_assert_msg(strstr(outs, ",\"report.md\",\"advice.ini\",\"te_recipe.py\",\"notebooks_export/exp.ipynb\"]") != NULL,
+  ck_assert_msg(strstr(outs, ",\"report.md\",\"advice.ini\",\"te_recipe.py\",\"megatron_args.txt\","
+                             "\"megatron_precision.yaml\",\"torchao_config.py\","
+                             "\"notebooks_export/exp.ipynb\"]") != NULL,
                 "%s", outs);
   free(outs);
   json_decref(j);
