@@ -16,16 +16,6 @@
 #include "outfile.h"
 #include "util.h"
 
-/* s[0..n) as a double-quoted YAML or Python string (backslash and quote escaped). */
-static void put_quoted(FILE *fp, const char *s, size_t n) {
-  fputc('"', fp);
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] == '\\' || s[i] == '"') fputc('\\', fp);
-    fputc(s[i], fp);
-  }
-  fputc('"', fp);
-}
-
 /* A module name as an fnmatch glob that matches it alone: * ? [ as [*] [?] [[]. */
 static void put_glob(FILE *fp, const char *s, size_t n) {
   fputc('"', fp);
@@ -170,7 +160,7 @@ static int write_torchao(rep_t *r, const fp8_recommendation *x, const rep_te_mod
     size_t n;
     module_path(&m[j], &s, &n);
     fputs("    ", fp);
-    put_quoted(fp, s, n);
+    rep_put_pystr(fp, s, n);
     fputs(m[j].router ? ",  # Mixture-of-Experts router\n" : ",\n", fp);
   }
   fputs("])\n\n\n"

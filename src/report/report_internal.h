@@ -305,6 +305,8 @@ typedef struct {
 } rep_te_mod;
 rep_te_mod *rep_te_modules(const rep_t *r, const fp8_recommendation *x, size_t *n);
 size_t rep_te_module_len(const char *t);
+/* s[0..n) as a double-quoted Python (or YAML) string: backslash and quote escaped. */
+void rep_put_pystr(FILE *fp, const char *s, size_t n);
 const char *rep_strip_rank(const char *t);
 
 /* megatron_args.txt, megatron_precision.yaml (with per-module fixes) and torchao_config.py

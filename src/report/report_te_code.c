@@ -88,8 +88,7 @@ rep_te_mod *rep_te_modules(const rep_t *r, const fp8_recommendation *x, size_t *
   return m;
 }
 
-/* A module name as a Python string literal's contents (backslash and quote escaped). */
-static void put_pystr(FILE *fp, const char *s, size_t n) {
+void rep_put_pystr(FILE *fp, const char *s, size_t n) {
   fputc('"', fp);
   for (size_t i = 0; i < n; i++) {
     if (s[i] == '\\' || s[i] == '"') fputc('\\', fp);
@@ -171,7 +170,7 @@ static int put_covered(FILE *fp, const rep_t *r) {
     if (k && cmp_te_name(&v[g], &v[k - 1]) == 0) continue;
     v[k++] = v[g];
     fputs("    ", fp);
-    put_pystr(fp, v[g].name, v[g].len);
+    rep_put_pystr(fp, v[g].name, v[g].len);
     fputs(",\n", fp);
   }
   fputs("]\n", fp);
@@ -370,7 +369,7 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
   fputs("\n\nMODULES = {\n", fp);
   for (size_t j = 0; j < nm; j++) {
     fputs("    ", fp);
-    put_pystr(fp, m[j].name, m[j].len);
+    rep_put_pystr(fp, m[j].name, m[j].len);
     fputs(": ", fp);
     if (m[j].rem == REP_REMEDY_BF16) fputs("None,", fp);
     else if (m[j].rem == REP_REMEDY_CURRENT) fprintf(fp, "Float8CurrentScaling(fp8_format=Format.%s),", fmt);
