@@ -137,8 +137,6 @@ def _resolver(model):
                 return names[k]
             if k in paths:
                 return paths[k]
-            if k.startswith("model.") and k[6:] in paths:  # infer_and_assign_layer_names
-                return paths[k[6:]]
         return None
 
     def resolve(key):
@@ -183,7 +181,9 @@ def apply(model):
         raise KeyError("te_recipe: not modules of this model: " + ", ".join(sorted(missing)) +
                        " (by TE name or module path; TransformerEngine 2.3-2.11 names a module "
                        "given no name= Layer_<n> only at its first forward in debug mode: "
-                       "apply() after one step, or give the modules their names)")
+                       "apply() after one step, or give the modules their names; names "
+                       "model.<...> come from nvdlfw_inspect's infer_and_assign_layer_names: "
+                       "call it on the model before apply(), as before training)")
     covered = {id(m) for m in map(resolve, COVERED) if m is not None}
     fp8 = [(p, m) for p, m in paths.items() if _is_te(m) and type(m).__name__ in TE_GEMM_MODULES]
     not_te = [(path_of[i], type(m).__name__, _convert_to(m)) for i, (m, r, _) in chosen.items()

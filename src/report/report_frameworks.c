@@ -29,17 +29,6 @@ static void put_glob(FILE *fp, const char *s, size_t n) {
   fputc('"', fp);
 }
 
-/* The trace's module name as Megatron's module path: nvdlfw_inspect's infer_and_assign_layer_names
- * prefixes "model." to the path (docs/frameworks/te.md 1.4); other names are kept as they are. */
-static void module_path(const rep_te_mod *m, const char **s, size_t *n) {
-  *s = m->name;
-  *n = m->len;
-  if (*n > 6 && strncmp(*s, "model.", 6) == 0) {
-    *s += 6;
-    *n -= 6;
-  }
-}
-
 static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mod *m, size_t nm,
                           char *err, size_t errlen) {
   const int delayed = x->key.kind == FP8_KIND_DELAYED;
@@ -95,11 +84,12 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
         "# TEQuantizationParams in megatron/core/extensions/transformer_engine.py takes the\n"
         "# recipes; docs/frameworks/megatron.md). The first enabled matcher whose glob matches a\n"
         "# module's path wins; a module no matcher matches keeps the global recipe\n"
-        "# (megatron_args.txt). The patterns are the trace's module names (without\n"
-        "# nvdlfw_inspect's \"model.\" prefix): Megatron's paths are like\n"
-        "# decoder.layers.<i>.self_attention.linear_qkv and decoder.layers.<i>.mlp.linear_fc1, with\n"
-        "# <i> the layer within its pipeline stage. A trace captured from another model names\n"
-        "# its own modules: edit the patterns to Megatron's paths. fp8lab has not run Megatron-LM.\n"
+        "# (megatron_args.txt). The patterns are the trace's module names: Megatron's paths are\n"
+        "# like decoder.layers.<i>.self_attention.linear_qkv and decoder.layers.<i>.mlp.linear_fc1,\n"
+        "# <i> the layer's index within its pipeline stage, from 0. A trace captured from another\n"
+        "# model names its own modules, and names model.<...> from nvdlfw_inspect's\n"
+        "# infer_and_assign_layer_names number the layers by Megatron's layer_number (from 1, over\n"
+        "# the whole model): edit the patterns to the paths. fp8lab has not run Megatron-LM.\n"
         "configs:\n"
         "  bf16:  # kept out of FP8\n"
         "    transformer_engine_config_type: \"TEQuantizationParams\"\n"
@@ -111,12 +101,9 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
   fprintf(fp, "      fp8_format: \"%s\"\nmatchers:\n", fmt);
   for (size_t j = 0, k = 0; j < nm; j++) {
     if (m[j].rem >= 0) continue;
-    const char *s;
-    size_t n;
-    module_path(&m[j], &s, &n);
     fprintf(fp, "  module_%zu:\n    config: \"%s\"\n    type: \"glob\"\n    pattern: ", k++,
             m[j].rem == REP_REMEDY_BF16 ? "bf16" : "current");
-    put_glob(fp, s, n);
+    put_glob(fp, m[j].name, m[j].len);
     fputs("\n    enabled: true\n", fp);
   }
   rc = fp8_outfile_commit(&of, err, errlen);
@@ -156,11 +143,8 @@ static int write_torchao(rep_t *r, const fp8_recommendation *x, const rep_te_mod
         "KEEP_BF16 = frozenset([\n", fp);
   for (size_t j = 0; j < nm; j++) {
     if (m[j].rem != REP_REMEDY_BF16) continue;
-    const char *s;
-    size_t n;
-    module_path(&m[j], &s, &n);
     fputs("    ", fp);
-    rep_put_pystr(fp, s, n);
+    rep_put_pystr(fp, m[j].name, m[j].len);
     fputs(m[j].router ? ",  # Mixture-of-Experts router\n" : ",\n", fp);
   }
   fputs("])\n\n\n"

@@ -196,7 +196,7 @@ def check_run(name, out):
             return None
 
         for mod in covered:
-            path = mod[6:] if mod.startswith("model.") else mod
+            path = mod
             got = decide(path)
             want = {"bf16": {}, "current": {"fp8_quantization_recipe": "tensorwise",
                                             "fp8_format": fmt}}.get(mods.get(mod))
@@ -206,13 +206,11 @@ def check_run(name, out):
     # torchao
     ta = os.path.join(out, "torchao_config.py")
     if check(os.path.exists(ta), "%s: no torchao_config.py" % name):
-        paths = [m[6:] if m.startswith("model.") else m for m in covered]
-        odd = next(p for p in paths if p not in {k[6:] if k.startswith("model.") else k
-                                                 for k, v in mods.items() if v == "bf16"})
+        paths = list(covered)
+        odd = next(p for p in paths if p not in {k for k, v in mods.items() if v == "bf16"})
         res = py(TORCHAO, [out, json.dumps([paths, odd])], os.path.join(HERE, "torchao_stub"))
         if res is not None:
-            bf16 = sorted(k[6:] if k.startswith("model.") else k for k, v in mods.items()
-                          if v == "bf16")
+            bf16 = sorted(k for k, v in mods.items() if v == "bf16")
             check(res["keep"] == bf16, "%s: KEEP_BF16 %s, te_recipe.py's None %s"
                   % (name, res["keep"], bf16))
             want = [[p, "tensorwise"] for p in paths if p not in bf16 and p != odd]

@@ -25,6 +25,9 @@ signatures transcribed from TE v2.18 and v2.9) in a fresh process each:
   - v2.9, debug on: before any forward `Layer_1` has no module yet (TE names unnamed modules at
     their first forward there): apply() raises KeyError naming it and saying why; after one
     forward it maps as in v2.18;
+  - names from nvdlfw_inspect's infer_and_assign_layer_names (te_stub/nvdlfw_inspect, MODULES set
+    by hand): `model.decoder.<layer_number>...` found on the layer of that layer_number (path
+    index one less) once it has run; before, a KeyError that says to call it;
   - a plain PyTorch-style model (classes outside transformer_engine) with the quickstart's
     module names: apply() still wraps them, and warns, listing each advised module with the
     TE class to convert it to (te.Linear) and saying the model has no TE module, before
@@ -149,6 +152,16 @@ if case == "plain":  # modules outside transformer_engine, with the quickstart's
             setattr(blk, n, Linear())
 else:
     model = Model(extra=case == "extra")
+    if case in ("infer", "infer_first"):  # nvdlfw_inspect's names: layer_number, from 1
+        sys.path.insert(0, os.path.dirname(sys.argv[1]))
+        import te_recipe
+        te_recipe.MODULES = {
+            "model.decoder.1.layernorm_mlp.fc2": Float8CurrentScaling(),
+            "model.decoder.3.self_attention.layernorm_qkv": Float8CurrentScaling(),
+            "model.head": None}
+        if case == "infer_first":
+            from nvdlfw_inspect.api import infer_and_assign_layer_names
+            infer_and_assign_layer_names(model)
     if case == "fold":  # one LayerNormMLP, two fixes: the stronger for the module
         sys.path.insert(0, os.path.dirname(sys.argv[1]))
         import te_recipe
@@ -273,6 +286,20 @@ def run(tmp):
         check({p: r.split("(")[0] for p, r in got.items()} == want_fold and
               "margin=2" in got.get("decoder.2.layernorm_mlp", ""),
               "folded recipes %s, expected %s (decoder.2: margin 2)" % (got, want_fold))
+    # nvdlfw_inspect's infer_and_assign_layer_names (Megatron, BioNeMo): model.<path> with a
+    # ModuleList's layers numbered by layer_number (1-3 here, paths 0-2): found once it has run,
+    # and refused (not mapped to the wrong layer by the path) before
+    res = probe(te_recipe, "2.18", "infer_first", tmp)
+    if res is not None:
+        check(res.get("modules") == {
+            "decoder.0.layernorm_mlp": ["model.decoder.1.layernorm_mlp.fc2"],
+            "decoder.2.self_attention.layernorm_qkv": ["model.decoder.3.self_attention.layernorm_qkv"],
+            "head": ["model.head"]}, "infer_and_assign_layer_names names: %s" % res)
+    res = probe(te_recipe, "2.18", "infer", tmp)
+    if res is not None:
+        check("keyerror" in res and "infer_and_assign_layer_names" in res["keyerror"] and
+              "model.decoder.1.layernorm_mlp.fc2" in res["keyerror"],
+              "inferred names before infer_and_assign_layer_names: %s" % res)
     # a TE module the trace does not have
     res = probe(te_recipe, "2.18", "extra", tmp)
     if res is not None:
