@@ -343,7 +343,8 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
                         "then each forward under `te_recipe.model_region()`: each advised module "
                         "runs in its own nested autocast region, with its recipe or out of FP8; "
                         "a module takes the strongest fix among its tensors). For Megatron-LM: "
-                        "megatron_args.txt (and megatron_precision.yaml, its per-module file); "
+                        "megatron_args.txt (with megatron_precision.yaml, its per-module file, "
+                        "when modules need current scaling or BF16); "
                         "for torchao, which has no delayed scaling: torchao_config.py (current "
                         "scaling, the modules kept in BF16 left out). Each says what it cannot "
                         "express.");
