@@ -1,5 +1,5 @@
 # torchao_config.py: the advice of fp8lab's report as torchao float8 training (fp8lab
-# report wrote it with te_recipe.py). torchao 0.10.0 or later (convert_to_float8_training,
+# report wrote it beside report.md). torchao 0.10.0 or later (convert_to_float8_training,
 # Float8LinearConfig.from_recipe_name; docs/frameworks/torchao.md cites torchao 0.18.0).
 # torchao has no delayed scaling (removed in 0.10.0): its "tensorwise" recipe is current
 # scaling per tensor, E4M3 forward and E5M2 gradients, what fp8lab's replay calls current
@@ -14,15 +14,15 @@ from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
 RECIPE = "tensorwise"
 
-# modules the advice keeps out of FP8: their paths in model.named_modules() (torchao calls
-# the filter with them, nn.Linear only)
+# modules the advice keeps out of FP8: their paths in model.named_modules(), with every
+# nn.Linear inside them (torchao calls the filter with each nn.Linear's own path)
 KEEP_BF16 = frozenset([
 ])
 
 
 def module_filter_fn(module, fqn):
     """torchao's filter (module, fqn) -> bool: True converts that nn.Linear to float8."""
-    if fqn in KEEP_BF16:
+    if any(fqn == k or fqn.startswith(k + ".") for k in KEEP_BF16):
         return False
     # torchao's docs: its float8 GEMMs need both dimensions divisible by 16
     return module.in_features % 16 == 0 and module.out_features % 16 == 0

@@ -27,6 +27,7 @@
 # since 2.9; region() takes whichever there is), Float8CurrentScaling from 2.2,
 # DelayedScaling in every version.
 import contextlib
+import types
 import warnings
 
 import transformer_engine.pytorch as te
@@ -96,17 +97,28 @@ def model_region():
 
 
 def _wrap(module, recipe):
-    forward = module.forward
-
-    def forward_with_recipe(*args, **kwargs):
+    def forward_with_recipe(self, *args, **kwargs):
         with region(recipe):
-            return forward(*args, **kwargs)
+            return type(self).forward(self, *args, **kwargs)
 
-    module.forward = forward_with_recipe
+    # a method bound to the module: copy.deepcopy of the model (EMA, eval copies) binds it to
+    # the copy, which then runs its own forward
+    module.forward = types.MethodType(forward_with_recipe, module)
+
+
+def _te_class(module):
+    """The TransformerEngine class the module is or derives from (Megatron's TELinear is a
+    te.Linear), the FP8 GEMM ones first; None for a module outside TE."""
+    te_bases = [c for c in type(module).__mro__
+                if c.__module__.split(".")[0] == "transformer_engine"]
+    for c in te_bases:
+        if c.__name__ in TE_GEMM_MODULES:
+            return c.__name__
+    return te_bases[0].__name__ if te_bases else None
 
 
 def _is_te(module):
-    return type(module).__module__.split(".")[0] == "transformer_engine"
+    return _te_class(module) is not None
 
 
 def _strength(recipe):  # BF16, then current scaling, then the larger margin
@@ -129,39 +141,51 @@ def _convert_to(module):
 
 def _resolver(model):
     paths = dict(model.named_modules())
-    names = {}
+    names = {}  # a TE name -> its modules (one name may be given to several: all take it)
     for path, m in paths.items():
         n = getattr(m, "name", None)
         if isinstance(n, str) and n:
-            names.setdefault(n, m)
+            names.setdefault(n, []).append(m)
+
+    def path_is_name(k):
+        """Whether path k is also the name nvdlfw_inspect's infer_and_assign_layer_names would
+        give (model.<path>): it numbers a ModuleList's child by its layer_number, where it has
+        one, so such a path is that name only where layer_number is the index."""
+        parent = model
+        for c in k.split("."):
+            child = getattr(parent, c, None)
+            if type(parent).__name__ == "ModuleList" and hasattr(child, "layer_number") and \
+                    str(child.layer_number) != c:
+                return False
+            parent = child
+        return True
 
     def find(key):
         for k in (key, ".".join(_ATTRIBUTE_OF.get(c, c) for c in key.split("."))):
             if k in names:
                 return names[k]
-            if k in paths:
-                return paths[k]
-        return None
+            if k in paths and (not k.startswith("model.") or path_is_name(k)):
+                return [paths[k]]
+        return []
 
     def resolve(key):
-        """The module a trace's module name stands for, or None."""
-        m = find(key)
-        if m is not None:
-            return m
+        """The modules a trace's module name stands for ([] when none)."""
+        ms = find(key)
+        if ms:
+            return ms
         head, _, last = key.rpartition(".")
-        m = find(head) if head else None
-        if m is not None and (last in ("fc1", "fc2") and type(m).__name__ == "LayerNormMLP" or
-                              last.startswith("gemm_") and last[5:].isdigit() and
-                              type(m).__name__ == "GroupedLinear"):
-            return m
-        return None
+        ms = find(head) if head else []
+        return [m for m in ms if last in ("fc1", "fc2") and _te_class(m) == "LayerNormMLP" or
+                last.startswith("gemm_") and last[5:].isdigit() and
+                _te_class(m) == "GroupedLinear"]
 
     return paths, resolve
 
 
 def apply(model):
     """Gives each module of MODULES its recipe (model: a torch.nn.Module). A name is the
-    module's TE name (its `name`), else its path in model.named_modules(); a LayerNormMLP's
+    module's TE name (its `name`; every module that carries it), else its path in
+    model.named_modules(); a LayerNormMLP's
     `.fc1` and `.fc2` (one recipe for both: the stronger) and a GroupedLinear's `.gemm_<i>` are
     the module. Raises KeyError for a name the model lacks. Warns (TERecipeWarning), before
     training starts, of the advised modules TE does not run in FP8 (convert them to the TE
@@ -173,14 +197,14 @@ def apply(model):
     path_of = {id(m): p for p, m in reversed(list(paths.items()))}
     chosen, missing = {}, []
     for key, recipe in MODULES.items():
-        m = resolve(key)
-        if m is None:
+        ms = resolve(key)
+        if not ms:
             missing.append(key)
-            continue
-        c = chosen.setdefault(id(m), [m, recipe, []])
-        if _strength(recipe) > _strength(c[1]):
-            c[1] = recipe
-        c[2].append(key)
+        for m in ms:
+            c = chosen.setdefault(id(m), [m, recipe, []])
+            if _strength(recipe) > _strength(c[1]):
+                c[1] = recipe
+            c[2].append(key)
     if missing:
         raise KeyError("te_recipe: not modules of this model: " + ", ".join(sorted(missing)) +
                        " (by TE name or module path; TransformerEngine 2.3-2.11 names a module "
@@ -188,8 +212,8 @@ def apply(model):
                        "apply() after one step, or give the modules their names; names "
                        "model.<...> come from nvdlfw_inspect's infer_and_assign_layer_names: "
                        "call it on the model before apply(), as before training)")
-    covered = {id(m) for m in map(resolve, COVERED) if m is not None}
-    fp8 = [(p, m) for p, m in paths.items() if _is_te(m) and type(m).__name__ in TE_GEMM_MODULES]
+    covered = {id(m) for key in COVERED for m in resolve(key)}
+    fp8 = [(p, m) for p, m in paths.items() if _te_class(m) in TE_GEMM_MODULES]
     not_te = [(path_of[i], type(m).__name__, _convert_to(m)) for i, (m, r, _) in chosen.items()
               if not _is_te(m) and r is not None]  # kept out of FP8: nothing to convert
     not_covered = [p for p, m in fp8 if id(m) not in covered]

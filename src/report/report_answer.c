@@ -86,12 +86,13 @@ static int32_t largest_margin(const rep_t *r, const fp8_recommendation *x) {
   return m;
 }
 
-/* The format of the setting: hybrid when its tensors are E4M3 and E5M2, else the one format. */
+/* The format of the setting: hybrid when its tensors are E4M3 and E5M2, else the one format
+ * (the groups of the setting's own kind: a current-scaling answer's are current scaling's). */
 static fp8_format_sel setting_format(const rep_t *r, const fp8_recommendation *x) {
   int e4 = 0, e5 = 0;
   for (size_t i = 0; i < r->an.nstats; i++) {
     const fp8_steps_group *g = r->an.stats[i].group;
-    if (g->key.kind != FP8_KIND_DELAYED ||
+    if (g->key.kind != x->key.kind ||
         !fp8_config_key_equal(&g->key, &x->key, FP8_KEY_IGNORE_FORMAT))
       continue;
     e4 |= g->key.format == FP8_E4M3;

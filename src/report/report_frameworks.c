@@ -43,7 +43,7 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
   if (rc) return rc;
   FILE *fp = of.fp;
   fputs("# megatron_args.txt: the advice of fp8lab's report as Megatron-LM arguments (fp8lab\n"
-        "# report wrote it with te_recipe.py). Add the lines below to the training command.\n"
+        "# report wrote it beside report.md). Add the lines below to the training command.\n"
         "# Names as Megatron-LM spells them (megatron/core/transformer/transformer_config.py,\n"
         "# from which core_v0.16.0 and later generate the flags; the same flags by hand in\n"
         "# megatron/training/arguments.py up to core_v0.15; docs/frameworks/megatron.md).\n", fp);
@@ -56,15 +56,17 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
             (int)x->key.history_len, fp8_amax_compute_name(x->key.amax_compute),
             (int)x->key.margin);
   if (nfix)
-    fputs("# the modules that need current scaling or BF16 (core_v0.16.0 and later; PyYAML):\n"
+    fputs("# the modules that need current scaling or BF16 (core_v0.16.0 and later; PyYAML). Not\n"
+          "# verified here: a per-module file under --fp8-recipe delayed (Megatron's tests pair it\n"
+          "# with other global recipes); check the modules' recipes in the first steps' log.\n"
           "--te-precision-config-file megatron_precision.yaml\n", fp);
   if (nmargin) {
     fputs("# Cannot express: a per-module margin under delayed scaling (Megatron's per-module file\n"
           "# refuses delayed recipes). These modules need a larger margin than --fp8-margin:\n", fp);
     for (size_t j = 0; j < nm; j++)
       if (m[j].rem >= 0)
-        fprintf(fp, "#   %.*s: margin %d (raise --fp8-margin to it, or give the module\n"
-                    "#   fp8_quantization_recipe tensorwise in megatron_precision.yaml)\n",
+        fprintf(fp, "#   %.*s: margin %d (raise --fp8-margin to it, or give the module current\n"
+                    "#   scaling, fp8_quantization_recipe tensorwise, in a --te-precision-config-file)\n",
                 (int)m[j].len, m[j].name, (int)m[j].rem);
   }
   if (delayed)
@@ -120,7 +122,7 @@ static int write_torchao(rep_t *r, const fp8_recommendation *x, const rep_te_mod
   const int hybrid = strcmp(rep_te_format(r, x), "E4M3") != 0;
   const int in_run = r->cur >= 0;
   fputs("# torchao_config.py: the advice of fp8lab's report as torchao float8 training (fp8lab\n"
-        "# report wrote it with te_recipe.py). torchao 0.10.0 or later (convert_to_float8_training,\n"
+        "# report wrote it beside report.md). torchao 0.10.0 or later (convert_to_float8_training,\n"
         "# Float8LinearConfig.from_recipe_name; docs/frameworks/torchao.md cites torchao 0.18.0).\n"
         "# torchao has no delayed scaling (removed in 0.10.0): its \"tensorwise\" recipe is current\n"
         "# scaling per tensor, E4M3 forward and E5M2 gradients, what fp8lab's replay calls current\n"
@@ -138,8 +140,8 @@ static int write_torchao(rep_t *r, const fp8_recommendation *x, const rep_te_mod
                  "# current to the experiment and run it again before relying on this file.\n", fp);
   fputs("from torchao.float8 import Float8LinearConfig, convert_to_float8_training\n\n"
         "RECIPE = \"tensorwise\"\n\n"
-        "# modules the advice keeps out of FP8: their paths in model.named_modules() (torchao calls\n"
-        "# the filter with them, nn.Linear only)\n"
+        "# modules the advice keeps out of FP8: their paths in model.named_modules(), with every\n"
+        "# nn.Linear inside them (torchao calls the filter with each nn.Linear's own path)\n"
         "KEEP_BF16 = frozenset([\n", fp);
   for (size_t j = 0; j < nm; j++) {
     if (m[j].rem != REP_REMEDY_BF16) continue;
@@ -150,7 +152,7 @@ static int write_torchao(rep_t *r, const fp8_recommendation *x, const rep_te_mod
   fputs("])\n\n\n"
         "def module_filter_fn(module, fqn):\n"
         "    \"\"\"torchao's filter (module, fqn) -> bool: True converts that nn.Linear to float8.\"\"\"\n"
-        "    if fqn in KEEP_BF16:\n"
+        "    if any(fqn == k or fqn.startswith(k + \".\") for k in KEEP_BF16):\n"
         "        return False\n"
         "    # torchao's docs: its float8 GEMMs need both dimensions divisible by 16\n"
         "    return module.in_features % 16 == 0 and module.out_features % 16 == 0\n\n\n"

@@ -106,6 +106,8 @@ class Linear:
 class Model:
     def __init__(self, names, odd):
         self.mods = [(n, Linear(64, 10 if n == odd else 64)) for n in names]
+        # a Linear inside each module kept in BF16 (an experts module's experts): kept too
+        self.mods += [(n + ".inner", Linear(64, 64)) for n in sorted(torchao_config.KEEP_BF16)]
     def named_modules(self):
         return [("", self)] + self.mods
 
@@ -214,6 +216,8 @@ def check_run(name, out):
             check(res["keep"] == bf16, "%s: KEEP_BF16 %s, te_recipe.py's None %s"
                   % (name, res["keep"], bf16))
             want = [[p, "tensorwise"] for p in paths if p not in bf16 and p != odd]
+            check(not any(c[0].endswith(".inner") for c in res["converted"]),
+                  "%s: a Linear inside a BF16 module converted" % name)
             check(res["converted"] == want, "%s: torchao converted %s, expected %s"
                   % (name, res["converted"][:5], want[:5]))
             print("torchao: %d of %d modules converted (%d kept in BF16, 1 not divisible by 16)"
@@ -241,6 +245,20 @@ dir = out_moe
 """
 
 
+CURRENT = """[trace]
+path = synth:llm
+synth_steps = 60
+synth_seed = 2
+
+[recipe.current]
+kind = current
+format = hybrid
+
+[output]
+dir = out_cur
+"""
+
+
 def main():
     if BIN is None:
         print(__doc__)
@@ -258,6 +276,18 @@ def main():
             f.write(test_te_names.EXP)
         with open(os.path.join(tmp, "moe.ini"), "w") as f:
             f.write(MOE)
+        with open(os.path.join(tmp, "cur.ini"), "w") as f:
+            f.write(CURRENT)
+        p = subprocess.run([BIN, "run", "cur.ini", "--quiet"], cwd=tmp, capture_output=True,
+                           text=True)
+        if check(p.returncode == 0, "current-only run: rc %d %s" % (p.returncode, p.stderr[-500:])):
+            with open(os.path.join(tmp, "out_cur", "megatron_args.txt")) as f:
+                lines = [l for l in f.read().splitlines() if not l.startswith("#")]
+            check(lines == ["--fp8-format hybrid", "--fp8-recipe tensorwise"],
+                  "current scaling, format hybrid: megatron_args.txt %s" % lines)
+            with open(os.path.join(tmp, "out_cur", "torchao_config.py")) as f:
+                check("Cannot express: format e4m3" not in f.read(),
+                      "torchao_config.py: a hybrid run said e4m3")
         for args, out in ((["import-te", "logs", "te_logs"], None), (["run", "te.ini", "--quiet"], "out"),
                           (["run", "moe.ini", "--quiet"], "out_moe")):
             p = subprocess.run([BIN] + args, cwd=tmp, capture_output=True, text=True)

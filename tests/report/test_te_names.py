@@ -152,6 +152,31 @@ if case == "plain":  # modules outside transformer_engine, with the quickstart's
             setattr(blk, n, Linear())
 else:
     model = Model(extra=case == "extra")
+    if case in ("shared", "subclass", "wrapper", "deepcopy", "hfpath"):
+        sys.path.insert(0, os.path.dirname(sys.argv[1]))
+        import te_recipe
+        if case == "shared":  # one TE name on three modules: all take its recipe
+            for i in range(3):
+                setattr(model, "extra_%d" % i, te.Linear(64, 64, name="shared"))
+            te_recipe.MODULES = {"shared": None}
+            te_recipe.COVERED = list(te_recipe.COVERED) + ["shared"]
+        if case == "subclass":  # Megatron's TELinear is a te.Linear: TE, not "convert it"
+            class TELinear(te.Linear):
+                pass
+            model.mega = TELinear(64, 64, name="mega")
+            te_recipe.MODULES = {"mega": Float8CurrentScaling()}
+            te_recipe.COVERED = list(te_recipe.COVERED) + ["mega"]
+        if case == "wrapper":  # a wrapper's attribute `model`: paths model.<...>, not names
+            inner, model = model, te.Module()
+            model.model = inner
+            te_recipe.MODULES = {"model.decoder.1.layernorm_mlp.fc2": Float8CurrentScaling()}
+        if case == "hfpath":  # Hugging Face's model.layers.<i>: no layer_number, the path is it
+            inner, model = te.Module(), te.Module()
+            inner.layers = te.ModuleList([te.Module() for _ in range(2)])
+            for blk in inner.layers:
+                blk.fc = te.Linear(64, 64, name=None)
+            model.model = inner
+            te_recipe.MODULES = {"model.layers.1.fc": Float8CurrentScaling()}
     if case in ("infer", "infer_first"):  # nvdlfw_inspect's names: layer_number, from 1
         sys.path.insert(0, os.path.dirname(sys.argv[1]))
         import te_recipe
@@ -198,6 +223,13 @@ for p, m in model.named_modules():
         m.forward(0)
         regions[p] = [repr(x[2]) if x[0] == "enter" else x[0] for x in te.LOG]
 res["regions"] = regions
+if case == "deepcopy":  # a copy of the model runs its own modules under the recipe
+    import copy
+    twin = copy.deepcopy(model)
+    twin.head.name = "copied"
+    del te.LOG[:]
+    twin.head.forward(0)
+    res["copy_log"] = [list(x) if x[0] == "forward" else x[0] for x in te.LOG]
 res["recipes"] = {k: repr(v) for k, v in te_recipe.MODULES.items()}
 res["model_recipe"] = repr(te_recipe.MODEL_RECIPE)
 res["class_of"] = {p: type(m).__name__ for p, m in model.named_modules()}
@@ -300,6 +332,30 @@ def run(tmp):
         check("keyerror" in res and "infer_and_assign_layer_names" in res["keyerror"] and
               "model.decoder.1.layernorm_mlp.fc2" in res["keyerror"],
               "inferred names before infer_and_assign_layer_names: %s" % res)
+    # what a review found: one TE name on several modules, a TE subclass, a wrapper whose
+    # attribute is called model, a deep copy of the model
+    res = probe(te_recipe, "2.18", "shared", tmp)
+    if res is not None:
+        check(sorted(res["modules"]) == ["extra_0", "extra_1", "extra_2"] and
+              not any("extra_" in w for w in res["warnings"]),
+              "one TE name, three modules: %s" % res)
+    res = probe(te_recipe, "2.18", "subclass", tmp)
+    if res is not None:
+        check(res["modules"] == {"mega": ["mega"]} and res["not_te"] == [] and
+              res["warnings"] == [], "a te.Linear subclass: %s" % res)
+    res = probe(te_recipe, "2.18", "wrapper", tmp)
+    if res is not None:
+        check("keyerror" in res and "model.decoder.1.layernorm_mlp.fc2" in res["keyerror"],
+              "model.<...> name found by a wrapper's path: %s" % res)
+    res = probe(te_recipe, "2.18", "hfpath", tmp)
+    if res is not None:
+        check(res.get("modules") == {"model.layers.1.fc": ["model.layers.1.fc"]},
+              "a Hugging Face path model.layers.1.fc: %s" % res)
+    if "Layer_1" in advised:
+        res = probe(te_recipe, "2.18", "deepcopy", tmp)
+        if res is not None:
+            check(res.get("copy_log", [None])[1:] == [["forward", "copied"], "exit"],
+                  "deepcopy: the copy's head ran %s" % res.get("copy_log"))
     # a TE module the trace does not have
     res = probe(te_recipe, "2.18", "extra", tmp)
     if res is not None:

@@ -42,6 +42,12 @@ class ModuleList(Module):
         return iter(self._children.values())
 
 
+# they stand in for torch's classes, not TE's: a TE module is one that derives from a class of
+# transformer_engine (te_recipe.py looks at the class's module)
+Module.__module__ = "torch.nn.modules.module"
+ModuleList.__module__ = "torch.nn.modules.container"
+
+
 def _validate_name(module):
     """TransformerEngineBaseModule._validate_name (base.py): Layer_<n> for an unnamed module."""
     if module.name is None:
