@@ -59,8 +59,8 @@ _REQUIRED = {
 _INTS = frozenset("""step history_len margin steps n nonfinite zeros overflow underflow subnormal
 clipped steps_with_overflow steps_with_clipped longest_overflow_run first_overflow_step
 warmup_steps stream_steps stream_overflow_steps stream_clipped_steps covers of snapshot warmup
-log2_bin count nblocks blocks_with_overflow micro expert steps_run tokens tokens_min tokens_max
-warmup""".split())
+log2_bin count nblocks blocks_with_overflow micro expert steps_run tokens tokens_min
+tokens_max""".split())
 _NAMES = frozenset("""tensor role recipe kind format amax_compute scope name layer gemm group
 decided_by ratio_mode mode stream op source""".split())
 _TEXT = frozenset(["note"])  # free text
