@@ -1,9 +1,18 @@
 # te_recipe.py: the advice of fp8lab's report as TransformerEngine code (fp8lab report
-# wrote it from the decision advice.ini replays). MODEL_RECIPE is the whole-model
-# setting; MODULES gives each module it does not fit its own recipe: a larger margin,
-# current scaling, or None (the module kept out of FP8). TransformerEngine applies a
-# recipe to a whole module (its input, weight and gradient), so a module takes the
-# strongest fix among its tensors (BF16, then current scaling, then the largest margin).
+# wrote it with advice.ini, whose labels replay exactly what each form below applies).
+# MODEL_RECIPE is the whole-model setting. Two forms of the fixes for the tensors it does
+# not fit (a larger margin, current scaling, or the module kept out of FP8):
+# - per tensor (apply()'s default on TE 2.16 and later; advice.ini's label advice): one
+#   CustomRecipe whose factory gives each advised module's input, weight and grad_output
+#   their own setting (TENSORS) by the module name TE passes it (QuantizerRole.name),
+#   delayed scaling as a DelayedScalingRequest (TE keeps its history); a module's input
+#   and weight share one delayed setting (TE's rule for a forward state); output and
+#   grad_input, which the factory gets without a name, current scaling in E4M3; a module
+#   with a tensor in BF16 is kept out of FP8 whole (MODULES: None);
+# - per module (apply(model, form="module"), the default before 2.16, whose factory
+#   cannot tell modules apart; label advice_module): MODULES gives each module its own
+#   recipe, the strongest fix among its tensors (BF16, then current scaling, then the
+#   largest margin), in an autocast region of its own nested in the model's.
 #
 # Use it around your training step (the backward outside the region, as TE wants):
 #     import te_recipe
@@ -12,20 +21,21 @@
 #         loss = model(batch)
 #     loss.backward()
 #
-# apply() wraps each listed module's forward in its own autocast region nested in the
-# model's (the inner region overrides the outer one; TE runs a module's backward with
-# the recipe of its forward). model_region() is region(MODEL_RECIPE), the outer region,
-# unless every FP8 module of the model has its own recipe. A module kept out of FP8
-# computes in BF16 when its parameters are BF16 or under torch.autocast. The names are
-# the trace's: a module's TransformerEngine name (TE's debug logs: name=, Layer_<n>,
-# nvdlfw_inspect's model.<path>; LayerNormMLP's <name>.fc1/.fc2 and GroupedLinear's
-# <name>.gemm_<i> are that module) or its path in model.named_modules() (fp8lab's
-# capture tool); apply() refuses a name the model lacks, and warns, before training,
-# of advised modules TE does not run in FP8 (plain torch Linears: convert them) and of
-# the model's TE modules the replay did not cover (COVERED: the trace's modules).
+# model_region() is the CustomRecipe's region (per tensor), else region(MODEL_RECIPE),
+# unless every FP8 module of the model has its own recipe. TE runs a module's backward
+# with the recipe of its forward. A module kept out of FP8 computes in BF16 when its
+# parameters are BF16 or under torch.autocast. The names are the trace's: a module's
+# TransformerEngine name (TE's debug logs: name=, Layer_<n>, nvdlfw_inspect's
+# model.<path>; LayerNormMLP's <name>.fc1/.fc2 and GroupedLinear's <name>.gemm_<i> are
+# that module) or its path in model.named_modules() (fp8lab's capture tool); apply()
+# refuses a name the model lacks, and warns, before training, of advised modules TE
+# does not run in FP8 (plain torch Linears: convert them), of the model's TE modules the
+# replay did not cover (COVERED: the trace's modules), and of advice TE cannot take apart
+# (a LayerNormMLP's two GEMMs share a forward state; one name on several modules).
 # TransformerEngine versions: te.autocast from 2.9 (fp8_autocast before, deprecated
 # since 2.9; region() takes whichever there is), Float8CurrentScaling from 2.2,
-# DelayedScaling in every version.
+# DelayedScaling in every version, CustomRecipe from 2.9, its QuantizerRole and
+# DelayedScalingRequest from 2.16 (docs/frameworks/te_custom.md).
 import contextlib
 import types
 import warnings
@@ -42,6 +52,16 @@ MODULES = {
     "layers.1.qkv": Float8CurrentScaling(fp8_format=Format.HYBRID),  # grad_output: current scaling
     "layers.2.qkv": Float8CurrentScaling(fp8_format=Format.HYBRID),  # grad_output: current scaling
     "layers.3.qkv": Float8CurrentScaling(fp8_format=Format.HYBRID),  # grad_output: current scaling
+}
+
+# the per-tensor form: per module name, its tensor types' settings other than the model's
+# ("current": current scaling; a number: delayed scaling with that margin)
+TENSORS = {
+    "layers.0.fc2": {"grad_output": "current"},
+    "layers.1.fc2": {"input": "current"},
+    "layers.1.qkv": {"grad_output": "current"},
+    "layers.2.qkv": {"grad_output": "current"},
+    "layers.3.qkv": {"grad_output": "current"},
 }
 
 # the modules of the replayed trace (apply() warns of the model's TE modules not among them)
@@ -76,6 +96,8 @@ TE_GEMM_MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP", "GroupedLinear")
 _ATTRIBUTE_OF = {"layernorm_linear_qkv": "layernorm_qkv", "linear_qkv": "qkv",
                  "layernorm_linear_q": "layernorm_query", "linear_kv": "key_value"}
 _GOVERNS = True  # apply() sets it: whether MODEL_RECIPE governs any module
+_CUSTOM = None  # apply()'s CustomRecipe in the per-tensor form (one object, reused every step)
+_CHOICES = {}  # apply() fills it: (a name TE's factory sees, tensor type) -> "current" or a margin
 
 
 class TERecipeWarning(UserWarning):
@@ -91,9 +113,56 @@ def region(recipe):
 
 
 def model_region():
-    """The training step's region: MODEL_RECIPE, or none when apply() found that every FP8
-    module of the model has its own recipe (MODEL_RECIPE would govern nothing)."""
+    """The training step's region: in the per-tensor form apply()'s CustomRecipe; else
+    MODEL_RECIPE, or none when apply() found that every FP8 module of the model has its own
+    recipe (MODEL_RECIPE would govern nothing)."""
+    if _CUSTOM is not None:
+        return region(_CUSTOM)
     return region(MODEL_RECIPE) if _GOVERNS else contextlib.nullcontext()
+
+
+def _custom_recipe_api():
+    """(CustomRecipe, DelayedScalingRequest) where TransformerEngine's factory can tell modules
+    apart and keep delayed scaling's state (2.16 and later: QuantizerRole with the module's
+    name; DelayedScalingRequest), else None."""
+    try:
+        from transformer_engine.common.recipe import CustomRecipe
+        from transformer_engine.pytorch.quantization import DelayedScalingRequest, QuantizerRole
+    except ImportError:
+        return None
+    return CustomRecipe, DelayedScalingRequest
+
+
+def _dtype(name):
+    if hasattr(te, "DType"):  # 2.17 and later
+        return getattr(te.DType, name)
+    import transformer_engine_torch as tex  # 2.16
+    return getattr(tex.DType, name)
+
+
+def _quantizer(choice, tensor_type, request):
+    """choice's quantizer for one slot: "current" (E5M2 for a HYBRID recipe's grad_output,
+    E4M3 otherwise, as TE's current-scaling factory), else delayed scaling on MODEL_RECIPE's
+    line with margin choice (a request: TE keeps its amax history and scale)."""
+    if choice == "current":
+        bwd = tensor_type == "grad_output" and MODEL_RECIPE.fp8_format == Format.HYBRID
+        return te.Float8CurrentScalingQuantizer(_dtype("kFloat8E5M2" if bwd else "kFloat8E4M3"),
+                                                device="cuda")
+    return request(fp8_format=MODEL_RECIPE.fp8_format, margin=choice,
+                   amax_history_len=MODEL_RECIPE.amax_history_len,
+                   amax_compute_algo=MODEL_RECIPE.amax_compute_algo)
+
+
+def qfactory(role):
+    """The per-tensor form's CustomRecipe factory: TENSORS' setting for an advised module's
+    input, weight and grad_output (by the name TE gives the factory: apply() maps the trace's
+    names to them), MODEL_RECIPE's for every other role; current scaling in E4M3 for the slots
+    TE gives no name (role None: output and grad_input)."""
+    request = _custom_recipe_api()[1]
+    if role is None:
+        return _quantizer("current", "", request)
+    choice = _CHOICES.get((role.name, role.tensor_type), MODEL_RECIPE.margin)
+    return _quantizer(choice, role.tensor_type, request)
 
 
 def _wrap(module, recipe):
@@ -124,9 +193,9 @@ def _is_te(module):
 def _strength(recipe):  # BF16, then current scaling, then the larger margin
     if recipe is None:
         return (2, 0)
-    if type(recipe).__name__ == "Float8CurrentScaling":
+    if recipe == "current" or type(recipe).__name__ == "Float8CurrentScaling":
         return (1, 0)
-    return (0, getattr(recipe, "margin", 0))
+    return (0, recipe if isinstance(recipe, int) else getattr(recipe, "margin", 0))
 
 
 def _convert_to(module):
@@ -182,17 +251,87 @@ def _resolver(model):
     return paths, resolve
 
 
-def apply(model):
-    """Gives each module of MODULES its recipe (model: a torch.nn.Module). A name is the
-    module's TE name (its `name`; every module that carries it), else its path in
-    model.named_modules(); a LayerNormMLP's
-    `.fc1` and `.fc2` (one recipe for both: the stronger) and a GroupedLinear's `.gemm_<i>` are
-    the module. Raises KeyError for a name the model lacks. Warns (TERecipeWarning), before
-    training starts, of the advised modules TE does not run in FP8 (convert them to the TE
-    class named; a module advised None needs nothing), of the model's TE modules the replay
-    did not cover (they run under MODEL_RECIPE, unchecked), and of a model without TE modules. Returns what it did: {"modules": {path: [names]}, "not_te":
-    [(path, class, convert to)], "not_covered": [paths], "model_recipe_governs": [paths]}."""
-    global _GOVERNS
+def _tensor_form(model, paths, resolve, path_of):
+    """The per-tensor form: TENSORS' choices by the names TE's factory will see (a module's
+    `name`, `<name>.fc1`/`.fc2` for a LayerNormMLP), the forward state's delayed requests made
+    one parameter set where a module holds several GEMMs; returns the warning lines."""
+    lines = []
+    _CHOICES.clear()
+    gemms = {}  # id(module) -> (module, {factory name: trace name})
+    for key, choices in TENSORS.items():
+        head, _, last = key.rpartition(".")
+        for m in resolve(key):
+            if not getattr(m, "name", None):  # unnamed: the factory would see ""
+                m.name = head if _te_class(m) == "LayerNormMLP" and last in ("fc1", "fc2") \
+                    else key
+            fn = m.name + "." + last if _te_class(m) == "LayerNormMLP" and \
+                last in ("fc1", "fc2") else m.name
+            fns = gemms.setdefault(id(m), (m, {}))[1]
+            fns[fn] = key
+            if _te_class(m) == "LayerNormMLP":  # both GEMMs are in its states
+                for g in ("fc1", "fc2"):
+                    fns.setdefault(m.name + "." + g, (head if last in ("fc1", "fc2") else key)
+                                   + "." + g)
+            for tt, c in choices.items():
+                old = _CHOICES.get((fn, tt))
+                if old is None or _strength(c) > _strength(old):
+                    _CHOICES[(fn, tt)] = c
+    for m, fns in gemms.values():
+        # TE requires one parameter set of the delayed requests in a module's forward state
+        # (its GEMMs' inputs and weights) and in its backward state (their grad_outputs)
+        for state, types_ in (("forward", ("input", "weight")), ("backward", ("grad_output",))):
+            slots = [(fn, tt) for fn in fns for tt in types_]
+            ds = [_CHOICES.get(k, MODEL_RECIPE.margin) for k in slots]
+            ds = [c for c in ds if c != "current"]
+            if len(set(ds)) > 1:
+                for k in slots:
+                    if _CHOICES.get(k, MODEL_RECIPE.margin) != "current":
+                        _CHOICES[k] = max(ds)
+                lines.append("  %s: TE's %s state of this module holds %s: their delayed %s "
+                             "take one setting, margin %d (advice.ini's label advice replayed "
+                             "them apart)" % (path_of[id(m)], state,
+                                              ", ".join(sorted(fns.values())),
+                                              " and ".join(types_), max(ds)))
+    # a name TE's factory sees on modules the advice did not name: they take its setting too
+    advised = {m.name for m, _ in gemms.values()}
+    for p, m in paths.items():
+        n = getattr(m, "name", None)
+        if _is_te(m) and id(m) not in gemms and n in advised:
+            lines.append("  %s: named %s as an advised module: TE's factory cannot tell them "
+                         "apart, so it takes that module's setting too" % (p, n))
+    if lines:
+        lines.insert(0, "per tensor, where TransformerEngine cannot apply the advice as "
+                        "advice.ini replayed it:")
+    return lines
+
+
+def apply(model, form=None):
+    """Applies the advice to model (a torch.nn.Module), once, before training. form
+    "tensor" (the default where TransformerEngine has CustomRecipe's QuantizerRole and
+    DelayedScalingRequest, 2.16 and later): one CustomRecipe (qfactory: TENSORS' settings, the
+    model setting elsewhere), the modules of MODULES with None kept out of FP8; advice.ini's
+    label advice replays it. form "module" (the default before 2.16): each module of MODULES
+    its recipe, in its own autocast region; label advice_module replays it.
+    A name is the module's TE name (its `name`; every module that carries it), else its path
+    in model.named_modules(); a LayerNormMLP's `.fc1` and `.fc2` (per module: one recipe for
+    both, the stronger) and a GroupedLinear's `.gemm_<i>` are the module. Raises KeyError for a
+    name the model lacks. Warns (TERecipeWarning), before training starts, of the advised
+    modules TE does not run in FP8 (convert them to the TE class named; a module advised None
+    needs nothing), of the model's TE modules the replay did not cover (they run under the
+    model setting, unchecked), of a model without TE modules, and where TE cannot take the
+    per-tensor advice apart. Returns what it did: {"form", "modules": {path: [names]},
+    "not_te": [(path, class, convert to)], "not_covered": [paths], "model_recipe_governs":
+    [paths], "tensors": {(factory name, tensor type): setting}}."""
+    global _GOVERNS, _CUSTOM
+    api = _custom_recipe_api()
+    if form is None:
+        form = "tensor" if api else "module"
+    if form not in ("tensor", "module"):
+        raise ValueError("te_recipe.apply: form is \"tensor\" or \"module\", not %r" % (form,))
+    if form == "tensor" and not api:
+        raise RuntimeError("te_recipe.apply: the per-tensor form needs TransformerEngine 2.16 or "
+                           "later (CustomRecipe's QuantizerRole, DelayedScalingRequest); "
+                           "use form=\"module\"")
     paths, resolve = _resolver(model)
     path_of = {id(m): p for p, m in reversed(list(paths.items()))}
     chosen, missing = {}, []
@@ -217,6 +356,8 @@ def apply(model):
     not_te = [(path_of[i], type(m).__name__, _convert_to(m)) for i, (m, r, _) in chosen.items()
               if not _is_te(m) and r is not None]  # kept out of FP8: nothing to convert
     not_covered = [p for p, m in fp8 if id(m) not in covered]
+    if form == "tensor":  # only the modules kept out of FP8 get a region of their own
+        chosen = {i: c for i, c in chosen.items() if c[1] is None}
     governs = [p for p, m in fp8 if id(m) not in chosen]
     _GOVERNS = bool(governs) or not fp8
     lines = []
@@ -227,7 +368,7 @@ def apply(model):
         lines += ["  %s (%s): convert to %s" % x for x in not_te]
     if not_covered:
         lines.append("%d TransformerEngine module(s) of the model were not in the replayed trace "
-                     "(the advice did not check them; they run under MODEL_RECIPE):"
+                     "(the advice did not check them; they run under the model setting):"
                      % len(not_covered))
         lines += ["  " + p for p in not_covered]
     if not fp8:
@@ -236,9 +377,14 @@ def apply(model):
     elif not governs:
         lines.append("every FP8 module has its own recipe: MODEL_RECIPE governs nothing "
                      "(model_region() opens no outer region)")
+    _CUSTOM = None
+    if form == "tensor":
+        lines += _tensor_form(model, paths, resolve, path_of)
+        _CUSTOM = api[0](qfactory=qfactory)
     if lines:
         warnings.warn("te_recipe.apply:\n" + "\n".join(lines), TERecipeWarning, stacklevel=2)
     for m, recipe, _ in chosen.values():
         _wrap(m, recipe)
-    return {"modules": {path_of[i]: keys for i, (_, _, keys) in chosen.items()},
-            "not_te": not_te, "not_covered": not_covered, "model_recipe_governs": governs}
+    return {"form": form, "modules": {path_of[i]: keys for i, (_, _, keys) in chosen.items()},
+            "not_te": not_te, "not_covered": not_covered, "model_recipe_governs": governs,
+            "tensors": dict(_CHOICES)}

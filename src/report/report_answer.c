@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "outfile.h"
-#include "util.h"
 
 static const fp8_recommendation *model_rec(const fp8_recommendations *rec) {
   for (size_t i = 0; i < rec->nrecs; i++)
@@ -110,6 +108,10 @@ static const char *te_format(const rep_t *r, const fp8_recommendation *x) {
 
 const char *rep_te_format(const rep_t *r, const fp8_recommendation *x) {
   return te_format(r, x);
+}
+
+const char *rep_setting_format(const rep_t *r, const fp8_recommendation *x) {
+  return fp8_format_sel_name(setting_format(r, x));
 }
 
 static void answer_misfits(const rep_t *r, fp8_doc *d, const fp8_recommendation *x, int *binding) {
@@ -336,14 +338,18 @@ void rep_add_answer(const rep_t *r, fp8_doc *d) {
   for (int k = 0; k < 3; k++)
     if (sensitivity_row(r, d, f[k]) != FP8_OK) return;
   if (x->nmisfits)
-    fp8_doc_markdown(d, "This advice as one experiment: advice.ini next to this report (the "
-                        "whole-model setting, the fix above for those tensors under one recipe "
-                        "label, and the whole-model setting alone beside it); `fp8lab run "
-                        "advice.ini` replays it to confirm. The same advice as TransformerEngine "
-                        "code: te_recipe.py next to this report (`te_recipe.apply(model)` once, "
-                        "then each forward under `te_recipe.model_region()`: each advised module "
-                        "runs in its own nested autocast region, with its recipe or out of FP8; "
-                        "a module takes the strongest fix among its tensors). For Megatron-LM: "
+    fp8_doc_markdown(d, "The same advice as TransformerEngine code: te_recipe.py next to this "
+                        "report (`te_recipe.apply(model)` once, then each forward under "
+                        "`te_recipe.model_region()`). On TE 2.16 and later it applies the fixes "
+                        "per tensor, through one CustomRecipe whose factory knows each module by "
+                        "its TE name (a module's input and weight share one delayed setting, "
+                        "the larger margin; output and grad_input, which the factory gets "
+                        "without a name, take current scaling in E4M3; a tensor in BF16 keeps "
+                        "its whole module out of FP8); before 2.16 per module, each advised "
+                        "module in its own nested autocast region with the strongest fix among "
+                        "its tensors. advice.ini next to this report replays both exactly as "
+                        "applied (labels advice and advice_module, and the whole-model setting "
+                        "alone beside them): `fp8lab run advice.ini` confirms them. For Megatron-LM: "
                         "megatron_args.txt (with megatron_precision.yaml, its per-module file, "
                         "when modules need current scaling or BF16); "
                         "for torchao, which has no delayed scaling: torchao_config.py (current "
@@ -431,100 +437,3 @@ void rep_put_analysis(FILE *fp, const rep_t *r) {
   }
 }
 
-/* 1 when tensors a and b belong to one module (rep_module_len). */
-static int same_module(const char *a, const char *b) {
-  size_t n = rep_module_len(a);
-  return n == rep_module_len(b) && strncmp(a, b, n) == 0;
-}
-
-/* 1 when tensor t's module is one the advice keeps in BF16 (a misfit k with rem[k] BF16). */
-static int in_bf16_module(const fp8_recommendation *x, const int32_t *rem, const char *t) {
-  for (size_t k = 0; k < x->nmisfits; k++)
-    if (rem[k] == REP_REMEDY_BF16 && same_module(x->misfits[k], t)) return 1;
-  return 0;
-}
-
-static void put_delayed(FILE *fp, const char *section, const fp8_recommendation *x, int32_t margin,
-                        const char *fmt) {
-  fprintf(fp, "\n[recipe.%s]\nlabel = advice\nkind = delayed\nformat = %s\nhistory_len = %d\n"
-          "margin = %d\namax_compute = %s\n", section, fmt, (int)x->key.history_len, (int)margin,
-          fp8_amax_compute_name(x->key.amax_compute));
-}
-
-int rep_write_advice(rep_t *r, char *err, size_t errlen) {
-  const fp8_recommendation *x = model_rec(&r->rec);
-  if (!x || !x->in_run || x->key.kind != FP8_KIND_DELAYED || !x->meets_budget ||
-      (!x->nmisfits && !r->router_group))
-    return FP8_OK;
-  int32_t *rem = malloc((x->nmisfits ? x->nmisfits : 1) * sizeof *rem);
-  if (!rem) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  for (size_t k = 0; k < x->nmisfits; k++) rem[k] = rep_remedy(r, x, x->misfits[k]);
-  const char *fmt = fp8_format_sel_name(setting_format(r, x));
-  fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "advice.ini", err, errlen);
-  if (rc) {
-    free(rem);
-    return rc;
-  }
-  FILE *fp = of.fp;
-  fprintf(fp, "; advice.ini: the report's answer as one experiment (fp8lab report wrote it): the\n"
-          "; whole-model setting, and for the tensors it does not fit the fix the report names\n"
-          "; (a larger margin, current scaling, or the module kept in BF16; Mixture-of-Experts\n"
-          "; routers kept in BF16), all under the one\n"
-          "; recipe label \"advice\"; beside it the whole-model setting alone. Replay it to\n"
-          "; confirm the advice (te_recipe.py beside it is the same advice as TE code):\n"
-          ";   fp8lab run advice.ini\n");
-  rep_put_trace(fp, r);
-  rep_put_analysis(fp, r);
-  int any_cur = 0, any_bf16 = 0;
-  for (size_t k = 0; k < x->nmisfits; k++) {
-    any_bf16 |= rem[k] == REP_REMEDY_BF16;
-    any_cur |= rem[k] == REP_REMEDY_CURRENT && !in_bf16_module(x, rem, x->misfits[k]);
-  }
-  any_bf16 |= r->router_group != NULL; /* Mixture-of-Experts routers: kept in BF16 */
-  if (any_bf16) { /* a module in BF16 as TransformerEngine can keep it: all of its tensors */
-    fputs("\n[recipe.advice_bf16]\nlabel = advice\nkind = bf16\ntensors = ", fp);
-    const char *last = NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < r->an.nstats; i++) {
-      const char *t = r->an.stats[i].group->tensor;
-      if (t == last) continue; /* a tensor's groups are contiguous */
-      last = t;
-      if ((r->router_group && r->router_group[i]) || in_bf16_module(x, rem, t))
-        fprintf(fp, "%s%s", n++ ? ", " : "", t);
-    }
-    fputc('\n', fp);
-  }
-  if (any_cur) {
-    fputs("\n[recipe.advice]\nkind = current\nformat = ", fp);
-    fputs(fmt, fp);
-    fputs("\ntensors = ", fp);
-    for (size_t k = 0, n = 0; k < x->nmisfits; k++)
-      if (rem[k] == REP_REMEDY_CURRENT && !in_bf16_module(x, rem, x->misfits[k]))
-        fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[k]);
-    fputc('\n', fp);
-  }
-  for (size_t k = 0; k < x->nmisfits; k++) { /* one section per larger margin */
-    if (rem[k] < 0 || in_bf16_module(x, rem, x->misfits[k])) continue;
-    int first = 1;
-    for (size_t i = 0; i < k; i++) first &= rem[i] != rem[k];
-    if (!first) continue;
-    char sec[64];
-    snprintf(sec, sizeof sec, "advice_margin_%d", (int)rem[k]);
-    put_delayed(fp, sec, x, rem[k], fmt);
-    fputs("tensors = ", fp);
-    for (size_t i = k, n = 0; i < x->nmisfits; i++)
-      if (rem[i] == rem[k] && !in_bf16_module(x, rem, x->misfits[i]))
-        fprintf(fp, "%s%s", n++ ? ", " : "", x->misfits[i]);
-    fputc('\n', fp);
-  }
-  put_delayed(fp, "advice_rest", x, x->key.margin, fmt);
-  fputs("; no tensors key: every tensor the sections above leave\n", fp);
-  fprintf(fp, "\n[recipe.one_recipe]\nkind = delayed\nformat = %s\nhistory_len = %d\nmargin = %d\n"
-          "amax_compute = %s\n\n[output]\ndir = advice\n", fmt, (int)x->key.history_len,
-          (int)x->key.margin, fp8_amax_compute_name(x->key.amax_compute));
-  free(rem);
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (!rc) r->wrote_advice = 1;
-  return rc;
-}

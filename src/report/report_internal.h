@@ -287,11 +287,13 @@ size_t rep_module_len(const char *tensor);
  * ("HYBRID", "E4M3" or "E5M2"). */
 const fp8_recommendation *rep_model_rec(const rep_t *r);
 const char *rep_te_format(const rep_t *r, const fp8_recommendation *x);
+/* fp8lab's format name of x's setting ("hybrid", "e4m3", "e5m2"), as advice.ini writes it. */
+const char *rep_setting_format(const rep_t *r, const fp8_recommendation *x);
 /* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
  * module; written exactly when advice.ini is (r->wrote_te_code). */
 int rep_write_te_code(rep_t *r, char *err, size_t errlen);
 
-/* The modules a framework applies a recipe to (report_te_code.c), for te_recipe.py and the
+/* The modules a framework applies a recipe to (report_advice_forms.c), for te_recipe.py and the
  * framework files (report_frameworks.c): per module of x's misfits (and of the routers kept in
  * BF16) the strongest of its tensors' fixes (rep_remedy: BF16, current scaling, the largest
  * margin). A module is its GEMM's name without the role, an expert GEMM's its GroupedLinear or
@@ -304,6 +306,21 @@ typedef struct {
   int router;       /* a Mixture-of-Experts router kept in BF16 ([analysis] routers = bf16) */
 } rep_te_mod;
 rep_te_mod *rep_te_modules(const rep_t *r, const fp8_recommendation *x, size_t *n);
+/* 1 when fix a (rep_remedy's) is stronger than b: BF16, then current scaling, then the larger
+ * margin (each fits the tensors a weaker one fits). */
+int rep_fix_stronger(int32_t a, int32_t b);
+/* The advice as a form of te_recipe.py applies it (report_advice_forms.c), per tensor of the run
+ * in its order: per_tensor_form 1, CustomRecipe's factory (TE 2.16 and later); 0, a recipe per
+ * module. set: a margin (delayed scaling on the model setting's line), REP_REMEDY_CURRENT,
+ * REP_REMEDY_BF16, or REP_SET_UNNAMED (current scaling in E4M3: the factory's slots without a
+ * name, output and grad_input). malloc'ed, *n entries; NULL: out of memory. */
+#define REP_SET_UNNAMED (-3)
+typedef struct {
+  const char *tensor; /* the trace's name (a run's stats own it) */
+  int32_t set;
+} rep_tset;
+rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_tensor_form,
+                          size_t *n);
 size_t rep_te_module_len(const char *t);
 /* s[0..n) as a double-quoted Python (or YAML) string: backslash and quote escaped. */
 void rep_put_pystr(FILE *fp, const char *s, size_t n);

@@ -189,8 +189,16 @@ def advice(tmp):
           names(secs["advice_bf16"].get("tensors", "")) ==
           ["b.fc.grad_output", "b.fc.input", "b.fc.weight"],
           "advice.ini keeps module b.fc in BF16, all three tensors: %s" % secs.get("advice_bf16"))
-    check(names(secs.get("advice", {}).get("tensors", "")) == ["d.fc.input"] and
-          secs["advice"].get("kind") == "current", "advice.ini: d.fc.input current: %s" % secs.get("advice"))
+    check(names(secs.get("advice_current", {}).get("tensors", "")) == ["d.fc.input"] and
+          secs["advice_current"].get("kind") == "current",
+          "advice.ini: d.fc.input current: %s" % secs.get("advice_current"))
+    # the per-module form (label advice_module): a module takes its strongest fix on every tensor
+    check(names(secs.get("advice_module_current", {}).get("tensors", "")) ==
+          ["d.fc.grad_output", "d.fc.input"] and
+          names(secs.get("advice_module_margin_2", {}).get("tensors", "")) == ["c.fc.input"] and
+          names(secs.get("advice_module_bf16", {}).get("tensors", "")) ==
+          ["b.fc.grad_output", "b.fc.input", "b.fc.weight"],
+          "advice.ini, label advice_module: %s" % {k: v for k, v in secs.items() if "module" in k})
     check(names(secs.get("advice_margin_2", {}).get("tensors", "")) ==
           ["c.fc.input", "d.fc.grad_output"], "advice.ini: margin 2 for the growing tensors: %s"
           % secs.get("advice_margin_2"))
@@ -235,7 +243,7 @@ def advice(tmp):
             check("advice_bf16" not in s and "b.fc.input" not in listed,
                   "%s: b.fc.input under the model setting, no BF16: %s" % (want, s))
         else:
-            check("b.fc.input" in names(s.get("advice", {}).get("tensors", "")),
+            check("b.fc.input" in names(s.get("advice_current", {}).get("tensors", "")),
                   "%s: b.fc.input current scaling: %s" % (want, s))
         r = {x["name"]: x for x in rows(os.path.join(d, "out", "recommendations.csv"))
              if x["scope"] == "tensor"}

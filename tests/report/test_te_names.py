@@ -119,6 +119,7 @@ import transformer_engine.pytorch as te
 from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling
 
 case = sys.argv[2]
+FORM = "module" if case != "tensor" else None  # None: apply()'s default (per tensor on 2.18)
 res = {}
 
 class Model(te.Module):
@@ -206,7 +207,7 @@ paths = {id(m): p for p, m in model.named_modules()}
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     try:
-        out = te_recipe.apply(model)
+        out = te_recipe.apply(model, form=FORM)
     except KeyError as e:
         print(json.dumps({"keyerror": str(e)}))
         sys.exit(0)
@@ -230,6 +231,20 @@ if case == "deepcopy":  # a copy of the model runs its own modules under the rec
     del te.LOG[:]
     twin.head.forward(0)
     res["copy_log"] = [list(x) if x[0] == "forward" else x[0] for x in te.LOG]
+if case == "tensor":  # one step under the CustomRecipe: the quantizers TE's factory gave
+    def desc(q):
+        if type(q).__name__ == "DelayedScalingRequest":
+            return ["delayed", q.fp8_format.name, q.margin, q.amax_history_len, q.amax_compute_algo]
+        return ["current", q.dtype.name]
+    with te_recipe.model_region():
+        model(0)
+    res["form"] = out["form"]
+    res["model_margin"] = te_recipe.MODEL_RECIPE.margin
+    res["model_history"] = te_recipe.MODEL_RECIPE.amax_history_len
+    res["quantizers"] = {
+        p: {k: [[r.name + "|" + r.tensor_type if r else None, desc(q)] for r, q in v]
+            for k, v in m.quantizers.items()}
+        for p, m in model.named_modules() if hasattr(m, "quantizers")}
 res["recipes"] = {k: repr(v) for k, v in te_recipe.MODULES.items()}
 res["model_recipe"] = repr(te_recipe.MODEL_RECIPE)
 res["class_of"] = {p: type(m).__name__ for p, m in model.named_modules()}
@@ -310,6 +325,40 @@ def run(tmp):
         check(res["regions"].get(path) == [best, "forward", "exit"],
               "%s: forward regions %s, expected its recipe %s" % (path, res["regions"].get(path), best))
     # folding: the stronger fix of fc1 and fc2 (BF16, then current, then the larger margin)
+    # the per-tensor form (apply()'s default on 2.18): one CustomRecipe; the factory gives the
+    # spiky inputs current scaling by the names TE passes it (a LayerNormMLP's <name>.fc1/.fc2,
+    # the head's Layer_1), every other input, weight and grad_output MODEL_RECIPE's delayed
+    # setting as a request, the nameless slots E4M3 current scaling; no ValueError from TE's
+    # checks (the stub's custom_state: None, unequal delayed requests in one state)
+    res = probe(te_recipe, "2.18", "tensor", tmp)
+    if res:
+        check(res["form"] == "tensor" and not res["warnings"] and
+              sorted(res["modules"]) == [], "tensor form: %s" % {k: res[k] for k in
+                                                                ("form", "warnings", "modules")})
+        want_mods = sorted(set(MODULE_OF.values()))
+        check(sorted(res["quantizers"]) == want_mods,
+              "tensor form: every TE GEMM module ran under the CustomRecipe: %s" % sorted(res["quantizers"]))
+        bad = []
+        dl = ["delayed", "HYBRID", res["model_margin"], res["model_history"], "max"]
+        for path, q in sorted(res["quantizers"].items()):
+            for state in ("fwd", "bwd"):
+                for rn, d in q[state]:
+                    if rn is None:
+                        exp = ["current", "kFloat8E4M3"]
+                    else:
+                        name, tt = rn.split("|")
+                        exp = ["current", "kFloat8E4M3"] if name in SPIKY and tt == "input" else dl
+                    if d != exp:
+                        bad.append((path, state, rn, d, exp))
+        check(not bad, "tensor form: quantizers other than by hand: %s" % bad[:6])
+        # decoder.1's LayerNormMLP: fc1's output slot is labelled fc2's input (TE's roles)
+        fwd = res["quantizers"].get("decoder.1.layernorm_mlp", {}).get("fwd", [])
+        check([x[0] for x in fwd] == ["decoder.1.layernorm_mlp.fc1|input",
+                                      "decoder.1.layernorm_mlp.fc1|weight",
+                                      "decoder.1.layernorm_mlp.fc2|input",
+                                      "decoder.1.layernorm_mlp.fc2|input",
+                                      "decoder.1.layernorm_mlp.fc2|weight", None],
+              "LayerNormMLP forward roles: %s" % fwd)
     res = probe(te_recipe, "2.18", "fold", tmp)
     if res is not None:
         got = {p: r[0] for p, r in res["regions"].items()}

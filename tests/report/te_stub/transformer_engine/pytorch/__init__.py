@@ -4,6 +4,7 @@ import contextlib
 from transformer_engine import VERSION
 
 LOG = []  # ("enter", enabled, recipe) / ("exit",) / ("forward", name): what the test reads
+STACK = []  # the open autocast regions' recipes (None: a region with enabled=False)
 DEBUG = {"enabled": False}  # TEDebugState.debug_enabled (nvdlfw_inspect initialised)
 _COUNT = [1]  # TEDebugState.layer_count: starts at 1, never reset
 
@@ -66,6 +67,14 @@ class TransformerEngineBaseModule(Module):
         if VERSION < (2, 12) and DEBUG["enabled"]:  # named at the first forward (v2.3-v2.11)
             _validate_name(self)
         LOG.append(("forward", self.name))
+        # the recipe this forward runs under (the innermost region's; None: out of FP8), and
+        # under a CustomRecipe the quantizers TE's factory gives each slot of the two states
+        self.recipe_seen = STACK[-1] if STACK else None
+        if type(self.recipe_seen).__name__ == "CustomRecipe" and \
+                type(self).__name__ != "DotProductAttention":  # its roles: only with fp8_dpa
+            from transformer_engine.pytorch import quantization
+            self.quantizers = {"fwd": quantization.custom_state(self, self.recipe_seen, True),
+                               "bwd": quantization.custom_state(self, self.recipe_seen, False)}
         return x
 
 
@@ -148,16 +157,41 @@ class TransformerLayer(Module):
 
 
 @contextlib.contextmanager
+def _region(enabled, recipe):
+    LOG.append(("enter", enabled, recipe))
+    STACK.append(recipe if enabled else None)
+    try:
+        yield
+    finally:
+        STACK.pop()
+        LOG.append(("exit",))
+
+
 def fp8_autocast(enabled=True, calibrating=False, fp8_recipe=None, fp8_group=None, _graph=False):
-    LOG.append(("enter", enabled, fp8_recipe))
-    yield
-    LOG.append(("exit",))
+    return _region(enabled, fp8_recipe)
 
 
 if VERSION >= (2, 9):
-    @contextlib.contextmanager
     def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None,
                  _graph=False):
-        LOG.append(("enter", enabled, recipe))
-        yield
-        LOG.append(("exit",))
+        return _region(enabled, recipe)
+
+
+class Float8CurrentScalingQuantizer:
+    """tensor/float8_tensor.py (v2.16 216-230, v2.18 215-229): fp8_dtype and device required."""
+
+    def __init__(self, fp8_dtype, device, *, rowwise=True, columnwise=True,
+                 use_existing_amax=False, with_amax_reduction=False, amax_reduction_group=None,
+                 force_pow_2_scales=False, amax_epsilon=0.0, scale=None, amax=None):
+        import transformer_engine_torch as tex
+        if not isinstance(fp8_dtype, tex.DType):
+            raise TypeError("fp8_dtype: a DType, not %r" % (fp8_dtype,))
+        self.dtype = fp8_dtype
+        self.force_pow_2_scales = force_pow_2_scales
+        self.amax_epsilon = amax_epsilon
+
+
+if VERSION >= (2, 16):  # __init__.py:51-53 (v2.16), 53-55 (v2.18)
+    from transformer_engine.pytorch.quantization import DelayedScalingRequest, QuantizerRole  # noqa
+if VERSION >= (2, 17):  # te.DType (constants.py), the same values as tex.DType
+    from transformer_engine_torch import DType  # noqa

@@ -60,3 +60,14 @@ class NVFP4BlockScaling(_Recipe):  # v2.9: 434-445; v2.18: 554-570 (the 2.16-2.1
     ARGS = dict(disable_rht=False, disable_stochastic_rounding=False,
                 disable_2d_quantization=False, fp4_format=Format.E2M1, fp8_format=Format.E4M3,
                 fp8_dpa=False, fp8_mha=False)
+
+
+if VERSION >= (2, 9):
+    class CustomRecipe(_Recipe):  # v2.9: 484-520; v2.16: 590-660; v2.18: 626-700
+        """qfactory(role): role strings before 2.16, a QuantizerRole (or None) from 2.16."""
+        ARGS = dict(qfactory=None, fp8_format=Format.HYBRID, fp8_dpa=False, fp8_mha=False)
+
+        def __init__(self, **kw):
+            if kw.get("qfactory") is None:
+                raise TypeError("CustomRecipe() missing required argument: 'qfactory'")
+            super().__init__(**kw)
