@@ -14,7 +14,11 @@
  *   - the output and grad_input slots reach the factory without a name (role None): current
  *     scaling with E4M3, as TE's own current-scaling factory gives them;
  *   - a tensor in BF16 keeps its whole module out of FP8 (no per-tensor BF16 before TE's
- *     IdentityQuantizer, which no release has).
+ *     IdentityQuantizer, which no release has);
+ *   - a TransformerLayer's LayerNormMLP (`<name>.layernorm_mlp.fc1/.fc2`) is one module with
+ *     two GEMMs: one delayed setting per state over both, fc1's output and fc2's grad_input
+ *     taken as TE labels them (layernorm_mlp below). A LayerNormMLP named otherwise is found
+ *     only in the model: te_recipe.py's apply() folds it the same way and warns.
  * Tensors of other roles keep their own fix. */
 #include "report_internal.h"
 
@@ -147,6 +151,63 @@ static void per_tensor(tensor_t *v, size_t a, size_t b) {
   }
 }
 
+/* The setting of role's tensors in v[a..b) (the first: per_tensor made them one), or fallback. */
+static int32_t role_set(const tensor_t *v, size_t a, size_t b, const char *role, int32_t fallback) {
+  for (size_t i = a; i < b; i++)
+    if (role_is(&v[i], role)) return v[i].set;
+  return fallback;
+}
+
+static void set_role(tensor_t *v, size_t a, size_t b, const char *role, int32_t set) {
+  for (size_t i = a; i < b; i++)
+    if (role_is(&v[i], role)) v[i].set = set;
+}
+
+/* The delayed settings among roles of the two ranges made one: the largest margin. */
+static void one_delayed(tensor_t *v, const size_t r[4], const char *const *roles, int nroles) {
+  int32_t m = -1;
+  for (int k = 0; k < 2; k++)
+    for (int q = 0; q < nroles; q++) {
+      int32_t x = role_set(v, r[2 * k], r[2 * k + 1], roles[q], -1);
+      if (x > m) m = x;
+    }
+  for (int k = 0; k < 2; k++)
+    for (size_t i = r[2 * k]; i < r[2 * k + 1]; i++)
+      for (int q = 0; q < nroles; q++)
+        if (role_is(&v[i], roles[q]) && v[i].set >= 0) v[i].set = m;
+}
+
+/* TransformerLayer's LayerNormMLP (`<name>.layernorm_mlp`, whose GEMMs TE names `.fc1` and
+ * `.fc2`), fc1's tensors v[r[0]..r[1]) and fc2's v[r[2]..r[3]): one module, so one forward
+ * state (both GEMMs' inputs and weights: one delayed setting), one backward state (both
+ * grad_outputs), fc1's output slot labelled fc2's input and fc2's grad_input slot fc1's
+ * grad_output (layernorm_mlp.py get_quantizer_roles, docs/frameworks/te.md 2.4), and BF16 for
+ * both or neither. */
+static void layernorm_mlp(tensor_t *v, const size_t r[4]) {
+  static const char *const fwd[2] = {"input", "weight"}, *const bwd[1] = {"grad_output"};
+  int bf16 = 0;
+  for (int k = 0; k < 2; k++)
+    for (size_t i = r[2 * k]; i < r[2 * k + 1]; i++) bf16 |= v[i].set == REP_REMEDY_BF16;
+  if (bf16) {
+    for (int k = 0; k < 2; k++)
+      for (size_t i = r[2 * k]; i < r[2 * k + 1]; i++) v[i].set = REP_REMEDY_BF16;
+    return;
+  }
+  one_delayed(v, r, fwd, 2);
+  one_delayed(v, r, bwd, 1);
+  set_role(v, r[0], r[1], "output", role_set(v, r[2], r[3], "input", REP_SET_UNNAMED));
+  set_role(v, r[2], r[3], "grad_input", role_set(v, r[0], r[1], "grad_output", REP_SET_UNNAMED));
+}
+
+/* 1 when module m[0..len) is `[<name>.]layernorm_mlp.<gemm>`. */
+static int is_lnmlp(const char *m, size_t len, const char *gemm) {
+  static const char tail[] = "layernorm_mlp.";
+  size_t t = sizeof tail - 1, g = strlen(gemm);
+  if (len < t + g || strncmp(m + len - g, gemm, g) != 0 || strncmp(m + len - g - t, tail, t) != 0)
+    return 0;
+  return len == t + g || m[len - g - t - 1] == '.';
+}
+
 rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_tensor_form,
                           size_t *n) {
   size_t ns = r->an.nstats, nt = 0;
@@ -180,6 +241,23 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
            b++) {
       }
       per_tensor(v, a, b);
+    }
+    /* a LayerNormMLP's two GEMMs: fc2's module follows fc1's in name order, past names that
+     * extend fc1's (`...fc1x`), which share its prefix */
+    for (size_t a = 0, b; a < nt; a = b) {
+      for (b = a + 1; b < nt && v[b].len == v[a].len && strncmp(v[b].mod, v[a].mod, v[a].len) == 0;
+           b++) {
+      }
+      if (!is_lnmlp(v[a].mod, v[a].len, "fc1")) continue;
+      size_t c = b, len = v[a].len;
+      while (c < nt && v[c].len >= len - 1 && strncmp(v[c].mod, v[a].mod, len - 1) == 0 &&
+             !(v[c].len == len && v[c].mod[len - 1] == '2'))
+        c++;
+      if (c == nt || v[c].len != len || strncmp(v[c].mod, v[a].mod, len - 1) != 0) continue;
+      size_t d = c + 1;
+      while (d < nt && v[d].len == len && strncmp(v[d].mod, v[c].mod, len) == 0) d++;
+      const size_t r[4] = {a, b, c, d};
+      layernorm_mlp(v, r);
     }
     qsort(v, nt, sizeof *v, cmp_order);
   } else

@@ -85,7 +85,8 @@ def make_logs(root):
     out = []
     for it in range(0, 400, 2):
         for g in GEMMS:
-            for t, base in (("activation", 4.0), ("weight", 0.5), ("gradient", 0.01)):
+            for t, base in (("activation", 4.0), ("weight", 0.5), ("output", 2.0),
+                            ("gradient", 0.01)):
                 v = base * rng.uniform(0.9, 1.1)
                 if g in SPIKY and t == "activation" and it % 80 == 26:
                     v *= 10.0 ** (1 + it // 80)  # each spike 10x the last: delayed clips each
@@ -245,6 +246,7 @@ if case == "tensor":  # one step under the CustomRecipe: the quantizers TE's fac
         p: {k: [[r.name + "|" + r.tensor_type if r else None, desc(q)] for r, q in v]
             for k, v in m.quantizers.items()}
         for p, m in model.named_modules() if hasattr(m, "quantizers")}
+    res["te_name"] = {p: m.name for p, m in model.named_modules() if hasattr(m, "quantizers")}
 res["recipes"] = {k: repr(v) for k, v in te_recipe.MODULES.items()}
 res["model_recipe"] = repr(te_recipe.MODEL_RECIPE)
 res["class_of"] = {p: type(m).__name__ for p, m in model.named_modules()}
@@ -351,6 +353,67 @@ def run(tmp):
                     if d != exp:
                         bad.append((path, state, rn, d, exp))
         check(not bad, "tensor form: quantizers other than by hand: %s" % bad[:6])
+        # ... and exactly what advice.ini's label advice replays, slot by slot (a LayerNormMLP's
+        # slots: fc1 input, weight, output, fc2 input, weight, output; fc1 grad_output,
+        # grad_input, fc2 grad_output, grad_input), where the trace has the tensor
+        slots = {"fwd": ["input", "weight", "output"], "bwd": ["grad_output", "grad_input"]}
+        ln = {"fwd": ["fc1.input", "fc1.weight", "fc1.output", "fc2.input", "fc2.weight",
+                      "fc2.output"],
+              "bwd": ["fc1.grad_output", "fc1.grad_input", "fc2.grad_output", "fc2.grad_input"]}
+        got = {}
+        for path, q in res["quantizers"].items():
+            lnmlp = res["class_of"].get(path) == "LayerNormMLP"
+            for state in ("fwd", "bwd"):
+                for (rn, d), role in zip(q[state], (ln if lnmlp else slots)[state]):
+                    bwd = role.split(".")[-1] in ("grad_output", "grad_input")
+                    got["%s.%s" % (res["te_name"][path], role)] = \
+                        ("current", d[1][7:].lower()) if d[0] == "current" else \
+                        ("delayed", "e5m2" if bwd else "e4m3", d[2], d[3], d[4])
+        p = subprocess.run([BIN, "run", os.path.join("out", "advice.ini"), "--quiet"], cwd=tmp,
+                           capture_output=True, text=True)
+        if check(p.returncode == 0, "advice.ini replay: rc %d %s" % (p.returncode, p.stderr[-800:])):
+            # an amax trace: current scaling has no rows (no stream series), so each tensor's
+            # setting is its section of label advice in advice.ini (the first in file order that
+            # lists it; the section without `tensors` takes the rest), checked against the
+            # replay's analysis.csv rows (its delayed tensors) where it has them
+            import configparser
+            import csv
+            cp = configparser.ConfigParser(inline_comment_prefixes=(";",),
+                                           comment_prefixes=(";",))
+            cp.read(os.path.join(tmp, "out", "advice.ini"))
+            secs = [cp[x] for x in cp.sections() if x.startswith("recipe.") and
+                    cp[x].get("label") == "advice"]
+            every = ["%s.%s" % (g, r) for g in GEMMS
+                     for r in ("input", "weight", "output", "grad_output")]
+            rep = {}
+            for sec in secs:
+                listed = [t.strip() for t in sec["tensors"].split(",")] if "tensors" in sec \
+                    else every
+                for t in listed:
+                    if t in rep:
+                        continue
+                    bwd = t.endswith(".grad_output") or t.endswith(".grad_input")
+                    fmt = sec.get("format", "hybrid")
+                    fmt = ("e5m2" if bwd else "e4m3") if fmt == "hybrid" else fmt
+                    rep[t] = (sec["kind"], fmt) if sec["kind"] == "current" else \
+                        (sec["kind"], fmt, int(sec["margin"]), int(sec["history_len"]),
+                         sec["amax_compute"])
+            with open(os.path.join(tmp, "out", "advice", "analysis.csv"), newline="") as f:
+                an = {r["tensor"]: (r["kind"], r["format"], int(r["margin"]),
+                                    int(r["history_len"]), r["amax_compute"])
+                      for r in csv.DictReader(f) if r["recipe"] == "advice"}
+            check(an and all(rep.get(t) == v for t, v in an.items()) and
+                  sorted(t for t in rep if rep[t][0] == "delayed") == sorted(an),
+                  "advice.ini's sections against its replay's analysis.csv: %s"
+                  % [(t, v, rep.get(t)) for t, v in an.items() if rep.get(t) != v][:4])
+            diff = [(t, got.get(t), rep[t]) for t in sorted(rep) if got.get(t) != rep[t]]
+            check(len(rep) == len(GEMMS) * 4 and not diff,
+                  "tensor form against advice.ini's replay (%d tensors): %s" % (len(rep), diff[:5]))
+            check(rep.get("decoder.1.layernorm_mlp.fc1.output") == ("current", "e4m3") and
+                  rep.get("decoder.1.layernorm_mlp.fc2.output") == ("current", "e4m3") and
+                  rep.get("decoder.2.layernorm_mlp.fc1.output", ("",))[0] == "delayed",
+                  "advice.ini: a LayerNormMLP's fc1 output takes fc2's input setting: %s"
+                  % {t: rep.get(t) for t in rep if ".layernorm_mlp.fc1.output" in t})
         # decoder.1's LayerNormMLP: fc1's output slot is labelled fc2's input (TE's roles)
         fwd = res["quantizers"].get("decoder.1.layernorm_mlp", {}).get("fwd", [])
         check([x[0] for x in fwd] == ["decoder.1.layernorm_mlp.fc1|input",
