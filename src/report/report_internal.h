@@ -342,6 +342,27 @@ int rep_gemm_tied(const cfg_t *a, const cfg_t *b);
 void rep_fp4_overflow_caption(const rep_t *r, char *buf, size_t len);
 int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen);
 
+/* The "key = value" lines run.json recorded for configuration c (the section's, and for a
+ * delayed configuration the lines of its history_len, margin and amax_compute), or NULL (a
+ * run.json written before them). */
+const char *rep_settings_of(const rep_t *r, size_t c);
+/* A module name as an fnmatch glob that matches it alone (* ? [ as [*] [?] [[]), in double
+ * quotes for a YAML file. */
+void rep_put_glob(FILE *fp, const char *s, size_t n);
+/* report_frameworks.c's pieces the plans' Megatron-LM files share: the format flag's value of
+ * setting x ("e4m3" or "hybrid"); the lines of the whole-model recipe (the names' source, then
+ * --fp8-format, --fp8-recipe and, for delayed scaling, its three parameters); one enabled glob
+ * matcher of a per-module file (megatron_precision.yaml's form) giving module[0..len) the
+ * configuration `config`. */
+const char *rep_megatron_format(const rep_t *r, const fp8_recommendation *x);
+void rep_put_megatron_recipe(FILE *fp, const rep_t *r, const fp8_recommendation *x);
+void rep_put_yaml_matcher(FILE *fp, const char *key, const char *config, const char *module,
+                          size_t len);
+/* The rest of a per-module file's first comment line (after "<what>, as Megatron-LM's
+ * per-module precision file"): its source, the matching rule (the global recipe in `args`),
+ * the module paths' caveat, then "configs:" and its "bf16" configuration. */
+void rep_put_megatron_yaml_head(FILE *fp, const char *args);
+
 /* ------------------------------------------------------------------ report_text.c */
 
 /* A rate as the tables show it: n/a, 0 or 3 significant digits; an SNR in dB: n/a, "exact" at
