@@ -532,6 +532,7 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   add_gemm(r, d);
   add_plots(r, d, img_prefix, gemm, shown);
   rep_add_fp4(r, d);
+  rep_add_bf16_plan(r, d);
   if (!r->stream_only) { /* value rates and SNRs: none without snapshots */
     add_roles_table(r, d);
     add_config_table(r, d);
