@@ -118,7 +118,10 @@ static void fp8_part(const rep_t *r, fp8_doc *d, const rep_plan *p) {
                     "%d, margin %d, %s; no per-tensor fix), %zu tensor%s of %lld miss the budgets, "
                     "in %zu layer%s. They are kept in BF16 one at a time, costliest first: the "
                     "clipped steps of the layer's tensors under that setting (warm-up left out), "
-                    "then their clipped values at the snapshot steps%s.",
+                    "then their clipped values at the snapshot steps%s. The answer fixes these "
+                    "tensors module by module (advice.ini: a larger margin, current scaling or "
+                    "BF16); this plan is the other way: the one setting for the rest of the "
+                    "model, and these layers out of FP8.",
                     (int)x->key.history_len, (int)x->key.margin,
                     fp8_amax_compute_name(x->key.amax_compute), p->nmiss,
                     p->nmiss == 1 ? "" : "s", (long long)x->of, p->nsteps,
@@ -163,6 +166,12 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
   const rep_plan *p8 = rep_bf16_plan(r, REP_PLAN_FP8), *p4 = rep_bf16_plan(r, REP_PLAN_FP4);
   if (!p8 && !p4) return;
   fp8_doc_heading(d, 2, "Keeping layers in BF16");
+  char ini[400] = ""; /* the labels bf16_plan.ini holds */
+  if (r->wrote_plan & 2)
+    snprintf(ini, sizeof ini, "; bf16_plan.ini replays each step (`fp8lab run bf16_plan.ini`: "
+             "label %s%s%s keeps the first k layers in BF16)",
+             r->wrote_plan & 128 ? "fp8_plan_<k>" : "",
+             (r->wrote_plan & 384) == 384 ? " or " : "", r->wrote_plan & 256 ? "fp4_plan_<k>" : "");
   fp8_doc_markdownf(d, "Which layers to keep out of %s so that the rest meets the budgets: each "
                     "plan keeps one layer more in BF16 at each step, costliest first, until "
                     "nothing is left missing. A layer is a module as TransformerEngine applies a "
@@ -172,9 +181,7 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
                     "has every step%s.",
                     p8 && p4 ? "FP8, and out of FP4," : p8 ? "FP8" : "FP4",
                     r->run.has_model_shape ? "" : "; this trace records no Linear shapes (n/a)",
-                    r->wrote_plan & 2 ? "; bf16_plan.ini replays each step (`fp8lab run "
-                                        "bf16_plan.ini`: label fp8_plan_<k> or fp4_plan_<k> keeps "
-                                        "the first k layers in BF16)" : "");
+                    ini);
   if (p8) fp8_part(r, d, p8);
   if (p4) fp4_part(r, d, p4);
   if (r->run.reduce_amax)
