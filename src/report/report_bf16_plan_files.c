@@ -7,10 +7,23 @@
 #include <string.h>
 
 #include "outfile.h"
+#include "outputs.h"
 #include "report_internal.h"
 #include "util.h"
 
 static const char *const PLAN_NAME[REP_NPLANS] = {"fp8", "fp4"};
+
+int rep_plan_file_open(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen) {
+  int rc = fp8_outfile_open(of, r->outdir, fp8_plan_outputs[i].name, err, errlen);
+  if (!rc) fputs(fp8_plan_outputs[i].sig, of->fp);
+  return rc;
+}
+
+int rep_plan_file_commit(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen) {
+  int rc = fp8_outfile_commit(of, err, errlen);
+  if (!rc) r->wrote_plan |= 1 << i;
+  return rc;
+}
 
 /* A plan's layer of a tensor name without its rank prefix: its step, 0 when not in the plan. */
 typedef struct {
@@ -112,10 +125,10 @@ static int write_ini(rep_t *r, char *err, size_t errlen) {
   const rep_plan *p8 = set[REP_PLAN_FP8] ? rep_bf16_plan(r, REP_PLAN_FP8) : NULL;
   const rep_plan *p4 = set[REP_PLAN_FP4] ? rep_bf16_plan(r, REP_PLAN_FP4) : NULL;
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "bf16_plan.ini", err, errlen);
+  int rc = rep_plan_file_open(r, REP_PF_INI, &of, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fputs("; bf16_plan.ini: the report's BF16 demotion plans as one experiment (fp8lab report\n"
+  fputs(" as one experiment (fp8lab report\n"
         "; wrote it; bf16_plan.csv and report.md's \"Keeping layers in BF16\" are the plans).\n"
         "; Label <plan>_plan_<k> replays step k of a plan: its first k layers kept in BF16\n"
         "; (kind = bf16: every tensor of those modules), every other tensor under the plan's\n"
@@ -162,8 +175,8 @@ static int write_ini(rep_t *r, char *err, size_t errlen) {
     fp8_outfile_abort(&of);
     return rc;
   }
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (!rc) r->wrote_plan |= 2 | (p8 ? 128 : 0) | (p4 ? 256 : 0);
+  rc = rep_plan_file_commit(r, REP_PF_INI, &of, err, errlen);
+  if (!rc) r->wrote_plan |= (p8 ? 128 : 0) | (p4 ? 256 : 0);
   return rc;
 }
 
@@ -226,19 +239,16 @@ static void csv_row(FILE *fp, const rep_t *r, int which, const rep_plan *p, size
 
 static int write_csv(rep_t *r, char *err, size_t errlen) {
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "bf16_plan.csv", err, errlen);
+  int rc = rep_plan_file_open(r, REP_PF_CSV, &of, err, errlen); /* the header's first columns */
   if (rc) return rc;
-  fputs("plan,recipe,kind,history_len,margin,amax_compute,step,layer,verdict,clipped_steps,"
-        "clipped_values,gemm_ratio,layer_flops,flops_share,missing,still_missing,"
-        "megatron_start,megatron_end,label\n", of.fp);
+  fputs("verdict,clipped_steps,clipped_values,gemm_ratio,layer_flops,flops_share,missing,"
+        "still_missing,megatron_start,megatron_end,label\n", of.fp);
   for (int w = 0; w < REP_NPLANS; w++) {
     const rep_plan *p = rep_bf16_plan(r, w);
     for (size_t k = 0; p && k <= p->nsteps; k++)
       csv_row(of.fp, r, w, p, k, (r->wrote_plan & (w == REP_PLAN_FP8 ? 128 : 256)) != 0);
   }
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (!rc) r->wrote_plan |= 1;
-  return rc;
+  return rep_plan_file_commit(r, REP_PF_CSV, &of, err, errlen);
 }
 
 int rep_write_bf16_plan(rep_t *r, char *err, size_t errlen) {

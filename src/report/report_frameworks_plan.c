@@ -28,15 +28,14 @@ static void put_steps(FILE *fp, const rep_t *r, const rep_plan *p) {
   }
 }
 
-/* The per-module file of plan p: one matcher per step, in the plan's order. */
-static int write_yaml(rep_t *r, const rep_plan *p, const char *name, const char *args,
-                      char *err, size_t errlen) {
+/* The per-module file of plan p (REP_PF_MEGATRON_*_YAML): one matcher per step, in order. */
+static int write_yaml(rep_t *r, const rep_plan *p, int file, const char *args, char *err,
+                      size_t errlen) {
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, name, err, errlen);
+  int rc = rep_plan_file_open(r, file, &of, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fprintf(fp, "# %s: fp8lab's BF16 demotion plan (bf16_plan.csv) as Megatron-LM's\n"
-          "# per-module precision file", name);
+  fputs(" (bf16_plan.csv) as Megatron-LM's\n# per-module precision file", fp);
   rep_put_megatron_yaml_head(fp, args);
   fputs("# One matcher per step of the plan, in its order: to stop at step k, set enabled: false\n"
         "# on the matchers after step_<k>.\n"
@@ -46,16 +45,16 @@ static int write_yaml(rep_t *r, const rep_plan *p, const char *name, const char 
     snprintf(key, sizeof key, "step_%zu", k + 1);
     rep_put_yaml_matcher(fp, key, "bf16", p->steps[k].name, p->steps[k].len);
   }
-  return fp8_outfile_commit(&of, err, errlen);
+  return rep_plan_file_commit(r, file, &of, err, errlen);
 }
 
 static int megatron_fp8(rep_t *r, const rep_plan *p, char *err, size_t errlen) {
   if (strcmp(rep_te_format(r, p->x), "E5M2") == 0) return FP8_OK; /* no Megatron format */
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "megatron_bf16_plan_fp8.txt", err, errlen);
+  int rc = rep_plan_file_open(r, REP_PF_MEGATRON_FP8, &of, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fputs("# megatron_bf16_plan_fp8.txt: fp8lab's BF16 demotion plan for FP8 as Megatron-LM\n"
+  fputs(" for FP8 as Megatron-LM\n"
         "# arguments (fp8lab report wrote it beside report.md): the answer's whole-model\n"
         "# delayed-scaling setting, with the plan's layers kept in BF16 by the per-module file\n"
         "# megatron_bf16_plan_fp8.yaml. Add the lines below to the training command.\n", fp);
@@ -74,12 +73,9 @@ static int megatron_fp8(rep_t *r, const rep_plan *p, char *err, size_t errlen) {
               "# --first-last-layers-bf16 --num-layers-at-start-in-bf16 %d --num-layers-at-end-in-bf16 %d\n",
               k + 1, p->steps[k].mg_start, p->steps[k].mg_end, p->steps[k].mg_start,
               p->steps[k].mg_end);
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (rc) return rc;
-  r->wrote_plan |= 4;
-  rc = write_yaml(r, p, "megatron_bf16_plan_fp8.yaml", "megatron_bf16_plan_fp8.txt", err, errlen);
-  if (!rc) r->wrote_plan |= 8;
-  return rc;
+  rc = rep_plan_file_commit(r, REP_PF_MEGATRON_FP8, &of, err, errlen);
+  return rc ? rc : write_yaml(r, p, REP_PF_MEGATRON_FP8_YAML, "megatron_bf16_plan_fp8.txt", err,
+                              errlen);
 }
 
 /* 1 when the configuration's settings are TE's NVFP4BlockScaling defaults, which is what
@@ -101,10 +97,10 @@ static int megatron_fp4(rep_t *r, const rep_plan *p, char *err, size_t errlen) {
   const rep_plan_step *last = &p->steps[p->nsteps - 1];
   const int ends = last->mg_start >= 0;
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "megatron_bf16_plan_fp4.txt", err, errlen);
+  int rc = rep_plan_file_open(r, REP_PF_MEGATRON_FP4, &of, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fprintf(fp, "# megatron_bf16_plan_fp4.txt: fp8lab's BF16 demotion plan for FP4 as Megatron-LM\n"
+  fprintf(fp, " for FP4 as Megatron-LM\n"
           "# arguments (fp8lab report wrote it beside report.md): NVFP4 for the model (%s in\n"
           "# the replay), with the plan's layers kept in BF16 %s. Add the lines below to the\n"
           "# training command. Names as Megatron-LM spells them (docs/frameworks/megatron.md:\n"
@@ -126,13 +122,9 @@ static int megatron_fp4(rep_t *r, const rep_plan *p, char *err, size_t errlen) {
   else
     fputs("# the plan's layers in BF16 (core_v0.16.0 and later; PyYAML)\n"
           "--te-precision-config-file megatron_bf16_plan_fp4.yaml\n", fp);
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (rc) return rc;
-  r->wrote_plan |= 16;
-  if (ends) return FP8_OK;
-  rc = write_yaml(r, p, "megatron_bf16_plan_fp4.yaml", "megatron_bf16_plan_fp4.txt", err, errlen);
-  if (!rc) r->wrote_plan |= 32;
-  return rc;
+  rc = rep_plan_file_commit(r, REP_PF_MEGATRON_FP4, &of, err, errlen);
+  if (rc || ends) return rc;
+  return write_yaml(r, p, REP_PF_MEGATRON_FP4_YAML, "megatron_bf16_plan_fp4.txt", err, errlen);
 }
 
 static const char TORCHAO_APPLY[] =
@@ -179,10 +171,10 @@ static const char TORCHAO_APPLY[] =
 
 static int torchao(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, size_t errlen) {
   fp8_outfile of;
-  int rc = fp8_outfile_open(&of, r->outdir, "torchao_bf16_plan.py", err, errlen);
+  int rc = rep_plan_file_open(r, REP_PF_TORCHAO, &of, err, errlen);
   if (rc) return rc;
   FILE *fp = of.fp;
-  fputs("# torchao_bf16_plan.py: fp8lab's BF16 demotion plans (bf16_plan.csv) as torchao training\n"
+  fputs(" (bf16_plan.csv) as torchao training\n"
         "# (fp8lab report wrote it beside report.md): each plan's layers in its order, and\n"
         "# apply(), which converts the model leaving the plan's first `steps` layers out:\n"
         "#     import torchao_bf16_plan\n"
@@ -216,9 +208,7 @@ static int torchao(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, 
   }
   fputs("}\n\n\n", fp);
   fputs(TORCHAO_APPLY, fp);
-  rc = fp8_outfile_commit(&of, err, errlen);
-  if (!rc) r->wrote_plan |= 64;
-  return rc;
+  return rep_plan_file_commit(r, REP_PF_TORCHAO, &of, err, errlen);
 }
 
 int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen) {

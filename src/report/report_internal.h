@@ -22,6 +22,7 @@
 #include "doc.h"
 #include "report.h"   /* fp8_report_options */
 #include "run_json.h" /* fp8_run_record, fp8_left_reason, fp8_left_keys */
+#include "outfile.h"  /* fp8_outfile */
 #include "tables.h"   /* fp8_hist_table, fp8_gemm_table */
 
 #define MAX_SHOWN 4
@@ -416,6 +417,14 @@ int rep_write_bf16_plan(rep_t *r, char *err, size_t errlen);
 void rep_add_bf16_plan(const rep_t *r, fp8_doc *d);
 /* The plans in Megatron-LM's and torchao's forms (report_frameworks_plan.c): r->wrote_plan. */
 int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen);
+/* The plans' files, in outputs.h's fp8_plan_outputs order (wrote_plan's bit 1 << i). */
+enum { REP_PF_CSV, REP_PF_INI, REP_PF_MEGATRON_FP8, REP_PF_MEGATRON_FP8_YAML, REP_PF_MEGATRON_FP4,
+       REP_PF_MEGATRON_FP4_YAML, REP_PF_TORCHAO };
+/* Opens plan file i (REP_PF_*) and writes its first bytes, fp8_plan_outputs[i].sig (what marks
+ * an interrupted report's file as fp8lab's); its writer goes on from there. The commit sets
+ * its bit in r->wrote_plan. */
+int rep_plan_file_open(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen);
+int rep_plan_file_commit(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen);
 /* The "key = value" lines run.json recorded for configuration c (the section's, and for a
  * delayed configuration the lines of its history_len, margin and amax_compute), or NULL (a
  * run.json written before them). */

@@ -302,20 +302,7 @@ def check_replay(name, out, plan, tmp):
 
 
 def flags_of(text, name):
-    flags = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        flag, val = parts[0], parts[1] if len(parts) > 1 else None
-        check(flag in MEGATRON and flag not in flags, "%s: %s unknown or twice" % (name, flag))
-        typ, choices = MEGATRON.get(flag, (None, None))
-        if typ is int:
-            check(val is not None and val.isdigit(), "%s: %s %r" % (name, flag, val))
-        if choices is not None:
-            check(val in choices, "%s: %s %r" % (name, flag, val))
-        flags[flag] = val
-    return flags
+    return test_frameworks.megatron_flags(text, name, MEGATRON, check)
 
 
 def check_yaml(name, path, order, modules):
@@ -447,39 +434,44 @@ def run_case(name, exp, tmp, quickstart, want_ends=False):
     check_replay(name, out, plan, tmp)
 
 
+def cases(tmp):
+    run_case("quickstart", os.path.join(ROOT, "experiments", "quickstart.ini"), tmp, True)
+    with open(os.path.join(ROOT, "experiments", "fp4.ini")) as f:
+        text = f.read()
+    text = text.replace("synth_steps = 200", "synth_steps = 20")
+    text = re.sub(r"\[recipe\.nvfp4_4over6\].*?(?=\n\[analysis\])", "", text, flags=re.S)
+    text = text.replace("[analysis]\n", "[analysis]\nfp4_gemm_ratio = %g\n" % R4)
+    check("synth_steps = 20" in text and "[recipe.nvfp4]" in text and
+          "[recipe.nvfp4_4over6]" not in text and "[recipe.mxfp4]" not in text,
+          "the shortened fp4.ini")
+    exp = os.path.join(tmp, "fp4_short.ini")
+    with open(exp, "w") as f:
+        f.write(text)
+    run_case("fp4", exp, tmp, False)
+    # the first block of the same trace alone, with a ratio that fails its four layers: the
+    # FP4 plan keeps the whole first block of the model (run.json's model_shape: four),
+    # which Megatron-LM's first-layer count expresses
+    text = text.replace("synth_seed = 1\n", "synth_seed = 1\ntensors = layers.0.*\n").replace(
+        "fp4_gemm_ratio = %g" % R4, "fp4_gemm_ratio = 2.5")
+    exp = os.path.join(tmp, "fp4_ends.ini")
+    with open(exp, "w") as f:
+        f.write(text)
+    run_case("fp4_ends", exp, tmp, False, want_ends=True)
+
+
 def main():
     if BIN is None:
         print(__doc__)
         return 2
     tmp = tempfile.mkdtemp(prefix="fp8lab_bf16_plan_")
     try:
-        run_case("quickstart", os.path.join(ROOT, "experiments", "quickstart.ini"), tmp, True)
-        with open(os.path.join(ROOT, "experiments", "fp4.ini")) as f:
-            text = f.read()
-        text = text.replace("synth_steps = 200", "synth_steps = 20")
-        text = re.sub(r"\[recipe\.nvfp4_4over6\].*?(?=\n\[analysis\])", "", text, flags=re.S)
-        text = text.replace("[analysis]\n", "[analysis]\nfp4_gemm_ratio = %g\n" % R4)
-        check("synth_steps = 20" in text and "[recipe.nvfp4]" in text and
-              "[recipe.nvfp4_4over6]" not in text and "[recipe.mxfp4]" not in text,
-              "the shortened fp4.ini")
-        exp = os.path.join(tmp, "fp4_short.ini")
-        with open(exp, "w") as f:
-            f.write(text)
-        run_case("fp4", exp, tmp, False)
-        # the first block of the same trace alone, with a ratio that fails its four layers: the
-        # FP4 plan keeps the whole first block of the model (run.json's model_shape: four),
-        # which Megatron-LM's first-layer count expresses
-        text = text.replace("synth_seed = 1\n", "synth_seed = 1\ntensors = layers.0.*\n").replace(
-            "fp4_gemm_ratio = %g" % R4, "fp4_gemm_ratio = 2.5")
-        exp = os.path.join(tmp, "fp4_ends.ini")
-        with open(exp, "w") as f:
-            f.write(text)
-        run_case("fp4_ends", exp, tmp, False, want_ends=True)
+        cases(tmp)
     finally:
         if not os.environ.get("FP8LAB_KEEP_TMP"):
             shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failure(s)" % len(FAILS))
-    return 1 if FAILS else 0
+    fails = FAILS + test_frameworks.FAILS  # the flags' checks record there
+    print("%d failure(s)" % len(fails))
+    return 1 if fails else 0
 
 
 if __name__ == "__main__":
