@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "experiment.h" /* FP8_EXPERIMENT_MAX_CONFIGS */
-#include "outfile.h"
 #include "report_fp4_internal.h"
 #include "timeline.h" /* fp8_tl_layer_prefix */
 #include "trace.h"    /* FP8_NAME_MAX */

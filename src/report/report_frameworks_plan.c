@@ -15,7 +15,6 @@
 
 #include "outfile.h"
 #include "report_internal.h"
-#include "util.h"
 
 /* The plan's steps, in order, as comment lines. */
 static void put_steps(FILE *fp, const rep_t *r, const rep_plan *p) {
