@@ -149,7 +149,8 @@ def _read_csv(path, table):
     try:
         df = pd.read_csv(path, dtype=types, keep_default_na=False, na_values=na,
                          compression="infer", engine="c", low_memory=False)
-    except (ValueError, pd.errors.ParserError, OSError, EOFError) as e:
+    except (ValueError, TypeError, pd.errors.ParserError, OSError, EOFError) as e:
+        # (pandas raises TypeError for a decimal such as 2.5 in an integer column)
         where = _locate(path, head, types)
         raise ResultsError("%s: %s" % (path, where or str(e).strip().splitlines()[0])) from None
     if os.path.getsize(path) <= _CHECK_ROWS_BYTES:

@@ -308,6 +308,15 @@ def run(exe, tmp):
         f.write("x,y\n")
     raises(lambda: fp8lab.load(bad).analysis, ["analysis.csv", "line %d" % (len(r.analysis) + 2)],
            "a short row")
+    with open(os.path.join(bad, "bf16_plan.csv")) as f:
+        lines = f.read().split("\n")
+    cells = lines[2].split(",")  # step 1's row: its clipped steps are a number
+    cells[lines[0].split(",").index("clipped_steps")] = "2.5"
+    lines[2] = ",".join(cells)
+    with open(os.path.join(bad, "bf16_plan.csv"), "w") as f:
+        f.write("\n".join(lines))
+    raises(lambda: fp8lab.load(bad).bf16_plan, ["bf16_plan.csv", "line 3", "column clipped_steps",
+                                                "2.5"], "a non-integer clipped_steps")
     with open(os.path.join(bad, "run.json"), "w") as f:
         f.write('{"fp8lab":\n  "0.1",\n  oops}\n')
     raises(lambda: fp8lab.load(bad), ["run.json", "line 3"], "run.json not JSON")
