@@ -3,10 +3,12 @@
 prefix of each plan replayed (bf16_plan.ini) and held to what the plan says it leaves missing,
 the FLOP shares by hand, and the plans' Megatron-LM and torchao forms.
 
-Two runs: experiments/quickstart.ini as shipped (its answer: delayed history 128, margin 1, max,
-with misfits in layers.1.fc1 and layers.1.fc2), and experiments/fp4.ini shortened (synth_steps
-20, its NVFP4 configuration alone besides the FP8 ones, `fp4_gemm_ratio = 3.8` so that some
-layers fail: the shipped ratio 4 lets every layer hold, an empty FP4 plan). For each:
+Runs: experiments/quickstart.ini as shipped (its answer: delayed history 128, margin 1, max,
+with misfits in layers.1.fc1 and layers.1.fc2); a two-rank trace (synth llm, 40 steps, seeds 1
+and 2) under reduce_amax, whose misfits are on both ranks and whose layers leave FP8 on both;
+experiments/fp4.ini shortened (synth_steps 20, its NVFP4 configuration alone besides the FP8
+ones, `fp4_gemm_ratio = 3.8` so that some layers fail: the shipped ratio 4 lets every layer
+hold, an empty FP4 plan); and its first block alone (below). For each:
   - the FP8 plan: the misfits of recommendations.csv's model setting, from analysis.csv and the
     budgets of run.json (clipped_rate and clip_step_rate within them); their layers (the tensor
     name without its role) ordered by the clipped steps of the layer's tensors under the
@@ -83,7 +85,8 @@ def close(a, b):
 
 
 def module(tensor):
-    return tensor.rsplit(".", 1)[0]  # these traces have no experts and no ranks
+    """The layer of a tensor: its name without rank_<r>/ and its role (no experts here)."""
+    return re.sub(r"^rank_\d+/", "", tensor).rsplit(".", 1)[0]
 
 
 def lower_median(v):
@@ -126,8 +129,9 @@ def fp8_plan(out):
                 module(r["tensor"]) in cv:
             cv[module(r["tensor"])] += int(r["clipped"])
     errs = {}
-    for r in rows(os.path.join(out, "gemm.csv")):
-        if r["layer"] not in cs:
+    gemm = os.path.join(out, "gemm.csv")
+    for r in rows(gemm) if os.path.exists(gemm) else []:
+        if module(r["layer"] + ".x") not in cs:
             continue
         w = 0 if (r["kind"] == "delayed" and delayed_key(r) == key) else \
             1 if r["recipe"] == "current" else None
@@ -137,7 +141,7 @@ def fp8_plan(out):
     for (l, g, _), (a, c) in errs.items():
         if a is not None and c is not None and not math.isnan(a) and not math.isnan(c):
             per.setdefault((l, g), []).append(a / c if c > 0 else math.inf if a > 0 else 1.0)
-    ratio = {l: max((lower_median(v) for (ll, _), v in per.items() if ll == l),
+    ratio = {l: max((lower_median(v) for (ll, _), v in per.items() if module(ll + ".x") == l),
                     default=float("nan")) for l in layers}
     order = sorted(layers, key=lambda l: (-cs[l], -cv[l],
                                           -ratio[l] if not math.isnan(ratio[l]) else math.inf, l))
@@ -270,7 +274,7 @@ def check_replay(name, out, plan, tmp):
     rep = os.path.join(out, "bf16_plan")
     b, _ = budgets(out)
     an = rows(os.path.join(rep, "analysis.csv"))
-    g = rows(os.path.join(rep, "gemm.csv"))
+    g = rows(os.path.join(rep, "gemm.csv")) if os.path.exists(os.path.join(rep, "gemm.csv")) else []
     _, e = budgets(rep)
     n = 0
     for r in plan:
@@ -389,7 +393,7 @@ def check_frameworks(name, out, p8, p4, modules, fp4_ends):
               "%s: torchao %s converted %s" % (name, key, conv))
 
 
-def run_case(name, exp, tmp, quickstart, want_ends=False):
+def run_case(name, exp, tmp, quickstart, want_ends=False, fp4=True):
     out = os.path.join(tmp, name)
     p = subprocess.run([BIN, "run", exp, "--out", out, "--quiet"], capture_output=True, text=True)
     if not check(p.returncode == 0, "%s: rc %d %s" % (name, p.returncode, p.stderr[-800:])):
@@ -404,6 +408,9 @@ def run_case(name, exp, tmp, quickstart, want_ends=False):
     check_csv(name, out, r8, "fp8", order, misfits,
               lambda k: [t for t in misfits if step_of[module(t)] > k], keys=keys)
     print("%s fp8 plan (%s): %s" % (name, " ".join(key), order))
+    if name == "ranks":  # both ranks' tensors among the misfits, their layers named once
+        check({t.split("/")[0] for t in misfits} == {"rank_0", "rank_1"} and
+              not any("/" in l for l in order), "ranks: misfits %s, layers %s" % (misfits, order))
     if quickstart:
         check(key == ("delayed", "128", "1", "max") and
               set(order) == {"layers.1.fc1", "layers.1.fc2"},
@@ -417,7 +424,7 @@ def run_case(name, exp, tmp, quickstart, want_ends=False):
     # FP4
     r4 = [r for r in plan if r["plan"] == "fp4"]
     o4 = []
-    if not quickstart:
+    if fp4:
         o4, ver, best, R = fp4_plan(out)
         check(len(o4) >= 2, "%s: the FP4 plan has %d steps: lower fp4_gemm_ratio for a test"
               % (name, len(o4)))
@@ -426,7 +433,7 @@ def run_case(name, exp, tmp, quickstart, want_ends=False):
         check_csv(name, out, r4, "fp4", o4, o4, lambda k: o4[k:], verdicts=ver)
         print("%s fp4 plan (%s, R %g): %s" % (name, best, R, o4))
     else:
-        check(not r4, "quickstart: an fp4 plan without FP4 configurations")
+        check(not r4, "%s: an fp4 plan without FP4 configurations" % name)
     en4 = ends(out, o4)[-1] if o4 else set()
     check(bool(en4) == want_ends, "%s: the FP4 plan's layers are whole blocks at the ends: %s"
           % (name, en4))
@@ -434,8 +441,35 @@ def run_case(name, exp, tmp, quickstart, want_ends=False):
     check_replay(name, out, plan, tmp)
 
 
+RANKS = """[trace]
+path = ranks_trace
+reduce_amax = true
+
+[recipe.delayed]
+kind = delayed
+history_len = 16, 1024
+margin = 0, 1
+
+[recipe.current]
+kind = current
+
+[analysis]
+gemm = false
+"""
+
+
 def cases(tmp):
-    run_case("quickstart", os.path.join(ROOT, "experiments", "quickstart.ini"), tmp, True)
+    run_case("quickstart", os.path.join(ROOT, "experiments", "quickstart.ini"), tmp, True,
+             fp4=False)
+    # two ranks under reduce_amax: a layer leaves FP8 on both, and what each step leaves
+    # missing (misfits of both ranks) is what the replay finds
+    for rank in (0, 1):
+        p = subprocess.run([BIN, "synth", "llm", os.path.join(tmp, "ranks_trace", "rank_%d" % rank),
+                            "--steps", "40", "--seed", str(rank + 1)], capture_output=True)
+        check(p.returncode == 0, "synth rank %d: rc %d" % (rank, p.returncode))
+    with open(os.path.join(tmp, "ranks.ini"), "w") as f:
+        f.write(RANKS)
+    run_case("ranks", os.path.join(tmp, "ranks.ini"), tmp, False, fp4=False)
     with open(os.path.join(ROOT, "experiments", "fp4.ini")) as f:
         text = f.read()
     text = text.replace("synth_steps = 200", "synth_steps = 20")
