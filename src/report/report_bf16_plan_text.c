@@ -40,9 +40,9 @@ static void left_text(const rep_plan *p, size_t k, char *b, size_t n) {
 /* The plan's table: step 0 (nothing in BF16), then each step (the first SHOWN_STEPS and the
  * last). */
 static void plan_table(const rep_t *r, fp8_doc *d, const rep_plan *p, int which) {
-  const char *h8[] = {"step", "kept in BF16", "clipped steps", "clipped values",
+  const char *h8[] = {"step", "layer added to BF16", "clipped steps", "clipped values",
                       "GEMM error ratio", "GEMM FLOPs in BF16", "tensors still missing the budgets"};
-  const char *h4[] = {"step", "kept in BF16", "GEMM error ratio", "verdict", "GEMM FLOPs in BF16",
+  const char *h4[] = {"step", "layer added to BF16", "GEMM error ratio", "verdict", "GEMM FLOPs in BF16",
                       "layers that still do not hold"};
   const int fp8 = which == REP_PLAN_FP8;
   fp8_doc_table_begin(d, fp8 ? 7 : 6, fp8 ? h8 : h4, fp8 ? "rlrrrrl" : "rlrlrl");
@@ -174,7 +174,7 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
              (r->wrote_plan & 384) == 384 ? " or " : "", r->wrote_plan & 256 ? "fp4_plan_<k>" : "");
   fp8_doc_markdownf(d, "Which layers to keep out of %s so that the rest meets the budgets: each "
                     "plan keeps one layer more in BF16 at each step, costliest first, until "
-                    "nothing is left missing. A layer is a module as TransformerEngine applies a "
+                    "nothing is left missing: step k keeps the layers of steps 1 to k. A layer is a module as TransformerEngine applies a "
                     "recipe to it (a Linear; the experts of a GroupedLinear are one). A step's "
                     "share is that of the model's GEMM FLOPs then computed in BF16 (three GEMMs "
                     "of 2 x tokens x in x out per Linear, the trace's shapes)%s. bf16_plan.csv "
