@@ -4,6 +4,7 @@
     r = fp8lab.load("out/tiny_gpt")        # a Run; nothing is read yet but run.json
     r.info["experiment"]["name"]           # run.json as a dict
     r.steps, r.summary, r.analysis         # DataFrames, read on first use, then kept
+    r.bf16_plan[r.bf16_plan.plan == "fp8"] # the BF16 demotion plan, a row per step
     r.recommendations[r.recommendations.scope == "role"]
     r.stream                               # stream.csv's rows, from stream.csv or stream.npy
     r.stream_records["scale"][step, t, c]  # stream.npy memory-mapped (None with stream.csv)
@@ -12,8 +13,9 @@ Every table has exactly the columns of its file, in the file's order, as docs/ou
 describes them: integer columns that may be empty (current scaling has no history_len or margin)
 as pandas' nullable Int64, names (tensor, role, recipe, ...) as categories, empty fields as
 missing values (NaN, <NA>), `inf`/`-inf`/`nan` as floats. A table the run did not write (gemm.csv
-without layer triplets, experts.csv without tokens.csv, analysis.csv before `fp8lab report`) is
-None. The reduced copy `make notebooks` ships (name.csv.gz) loads the same way.
+without layer triplets, experts.csv without tokens.csv, analysis.csv before `fp8lab report`,
+bf16_plan.csv of a report without a plan) is None. The reduced copy `make notebooks` ships
+(name.csv.gz) loads the same way.
 
 A damaged file raises ResultsError (a ValueError) whose message names the file and the line
 (the record and its byte offset for stream.npy), as `fp8lab report` does.
@@ -34,7 +36,7 @@ __all__ = ["load", "Run", "ResultsError", "TABLES", "config_label"]
 
 # The tables of a run folder, in the order docs/outputs.md lists them (then fp8lab timeline's).
 TABLES = ("steps", "summary", "stream", "gemm", "histograms", "experts", "analysis",
-          "recommendations", "timeline")
+          "recommendations", "bf16_plan", "timeline")
 
 # The columns a file must have for it to be that table (the first ones of its header): what a
 # reader can rely on whatever fp8lab version wrote it (later versions append columns).
@@ -51,6 +53,8 @@ _REQUIRED = {
                  "amax_compute", "steps"),
     "recommendations": ("scope", "name", "recipe", "kind", "format", "history_len", "margin",
                         "amax_compute"),
+    "bf16_plan": ("plan", "recipe", "kind", "history_len", "margin", "amax_compute", "step",
+                  "layer"),
     "timeline": ("mode", "step", "stream", "op", "tensor", "start_us", "end_us"),
 }
 
@@ -60,10 +64,10 @@ _INTS = frozenset("""step history_len margin steps n nonfinite zeros overflow un
 clipped steps_with_overflow steps_with_clipped longest_overflow_run first_overflow_step
 warmup_steps stream_steps stream_overflow_steps stream_clipped_steps covers of snapshot warmup
 log2_bin count nblocks blocks_with_overflow micro expert steps_run tokens tokens_min
-tokens_max""".split())
+tokens_max clipped_steps clipped_values missing megatron_start megatron_end""".split())
 _NAMES = frozenset("""tensor role recipe kind format amax_compute scope name layer gemm group
-decided_by ratio_mode mode stream op source""".split())
-_TEXT = frozenset(["note"])  # free text
+decided_by ratio_mode mode stream op source plan verdict label""".split())
+_TEXT = frozenset(["note", "still_missing"])  # free text (still_missing: names joined by "; ")
 
 _FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 
@@ -145,7 +149,8 @@ def _read_csv(path, table):
     try:
         df = pd.read_csv(path, dtype=types, keep_default_na=False, na_values=na,
                          compression="infer", engine="c", low_memory=False)
-    except (ValueError, pd.errors.ParserError, OSError, EOFError) as e:
+    except (ValueError, TypeError, pd.errors.ParserError, OSError, EOFError) as e:
+        # (pandas raises TypeError for a decimal such as 2.5 in an integer column)
         where = _locate(path, head, types)
         raise ResultsError("%s: %s" % (path, where or str(e).strip().splitlines()[0])) from None
     if os.path.getsize(path) <= _CHECK_ROWS_BYTES:

@@ -76,6 +76,10 @@ int fp8_report_generate(const char *outdir, const fp8_report_options *opt, fp8_r
   if (rc) goto done;
   rc = rep_write_fp4_advice(&r, err, errlen);
   if (rc) goto done;
+  rc = rep_write_bf16_plan(&r, err, errlen);
+  if (rc) goto done;
+  rc = rep_write_bf16_plan_frameworks(&r, err, errlen);
+  if (rc) goto done;
   md = rep_build_doc(&r, "plots/", "");
   nb = rep_build_doc(&r, "../plots/", "../");
   if (!md || !nb) { rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory"); goto done; }

@@ -298,19 +298,43 @@ void rep_fp4_free(rep_t *r) {
   r->fp4 = NULL;
 }
 
-/* The settings lines run.json recorded for configuration c, or NULL. */
-static const char *settings_of(const rep_t *r, size_t c) {
-  for (size_t k = 0; k < r->run.nsettings; k++)
-    if (strcmp(r->run.settings[k].recipe, r->cfgs[c].key.recipe) == 0 &&
-        strcmp(r->run.settings[k].kind, fp8_recipe_kind_name(r->cfgs[c].key.kind)) == 0)
-      return r->run.settings[k].lines;
+/* 1 when lines holds the line "<key> = <value>". */
+static int has_line(const char *lines, const char *key, const char *value) {
+  char want[96];
+  int n = snprintf(want, sizeof want, "%s = %s", key, value);
+  for (const char *p = lines; n > 0 && (size_t)n < sizeof want && (p = strstr(p, want)) != NULL;
+       p++)
+    if ((p == lines || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) return 1;
+  return 0;
+}
+
+/* The settings of configuration c (report_internal.h): the section's (recipe label and kind),
+ * and for delayed scaling the one of c's history_len, margin and amax_compute (a sweep's
+ * section records one per configuration). */
+const char *rep_settings_of(const rep_t *r, size_t c) {
+  const fp8_config_key *k = &r->cfgs[c].key;
+  for (size_t i = 0; i < r->run.nsettings; i++) {
+    const struct fp8_run_settings *s = &r->run.settings[i];
+    if (strcmp(s->recipe, k->recipe) != 0 || strcmp(s->kind, fp8_recipe_kind_name(k->kind)) != 0)
+      continue;
+    if (k->kind == FP8_KIND_DELAYED) {
+      char h[24], m[24];
+      snprintf(h, sizeof h, "%d", (int)k->history_len);
+      snprintf(m, sizeof m, "%d", (int)k->margin);
+      if (!has_line(s->lines, "history_len", h) || !has_line(s->lines, "margin", m) ||
+          !has_line(s->lines, "amax_compute", fp8_amax_compute_name(k->amax_compute)))
+        continue;
+    }
+    return s->lines;
+  }
   return NULL;
 }
 
 int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen) {
   const struct rep_fp4 *f = r->fp4;
   if (!f || f->advised < 0 || f->fallback < 0) return FP8_OK;
-  const char *nv = settings_of(r, (size_t)f->advised), *fb = settings_of(r, (size_t)f->fallback);
+  const char *nv = rep_settings_of(r, (size_t)f->advised);
+  const char *fb = rep_settings_of(r, (size_t)f->fallback);
   if (!nv || !fb) return FP8_OK; /* a run.json written before the settings */
   fp8_outfile of;
   int rc = fp8_outfile_open(&of, r->outdir, "advice_fp4.ini", err, errlen);
@@ -349,7 +373,7 @@ int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen) {
   fprintf(fp, "\n[recipe.advice_fp4]\nlabel = advice_fp4\n%s\n", nv);
   fputs("; no tensors key: every tensor the section above leaves\n", fp);
   fprintf(fp, "\n[recipe.fp4_all]\n%s\n", nv);
-  const char *rs = settings_of(r, (size_t)f->ref);
+  const char *rs = rep_settings_of(r, (size_t)f->ref);
   if (rs) /* the criterion's reference, so that the replay can check the advice */
     fprintf(fp, "\n[recipe.fp8_reference]\n%s\n", rs);
   fputs("\n[output]\ndir = advice_fp4\n", fp);

@@ -16,8 +16,7 @@
 #include "outfile.h"
 #include "util.h"
 
-/* A module name as an fnmatch glob that matches it alone: * ? [ as [*] [?] [[]. */
-static void put_glob(FILE *fp, const char *s, size_t n) {
+void rep_put_glob(FILE *fp, const char *s, size_t n) {
   fputc('"', fp);
   for (size_t i = 0; i < n; i++) {
     if (s[i] == '*' || s[i] == '?' || s[i] == '[') fprintf(fp, "[%c]", s[i]);
@@ -29,10 +28,55 @@ static void put_glob(FILE *fp, const char *s, size_t n) {
   fputc('"', fp);
 }
 
+const char *rep_megatron_format(const rep_t *r, const fp8_recommendation *x) {
+  return strcmp(rep_te_format(r, x), "E4M3") == 0 ? "e4m3" : "hybrid";
+}
+
+void rep_put_megatron_recipe(FILE *fp, const rep_t *r, const fp8_recommendation *x) {
+  const int delayed = x->key.kind == FP8_KIND_DELAYED;
+  fputs("# Names as Megatron-LM spells them (megatron/core/transformer/transformer_config.py,\n"
+        "# from which core_v0.16.0 and later generate the flags; the same flags by hand in\n"
+        "# megatron/training/arguments.py up to core_v0.15; docs/frameworks/megatron.md).\n", fp);
+  if (delayed)
+    fputs("# Megatron-LM's own delayed-scaling defaults are history 1, most_recent (TE's\n"
+          "# DelayedScaling: 1024, max): every flag is given, not only those that differ.\n", fp);
+  fprintf(fp, "--fp8-format %s\n--fp8-recipe %s\n", rep_megatron_format(r, x),
+          delayed ? "delayed" : "tensorwise");
+  if (delayed)
+    fprintf(fp, "--fp8-amax-history-len %d\n--fp8-amax-compute-algo %s\n--fp8-margin %d\n",
+            (int)x->key.history_len, fp8_amax_compute_name(x->key.amax_compute),
+            (int)x->key.margin);
+}
+
+void rep_put_yaml_matcher(FILE *fp, const char *key, const char *config, const char *module,
+                          size_t len) {
+  fprintf(fp, "  %s:\n    config: \"%s\"\n    type: \"glob\"\n    pattern: ", key, config);
+  rep_put_glob(fp, module, len);
+  fputs("\n    enabled: true\n", fp);
+}
+
+void rep_put_megatron_yaml_head(FILE *fp, const char *args) {
+  fprintf(fp, " (--te-precision-config-file, from\n"
+          "# core_v0.16.0: megatron/core/quantization/quant_config.py reads it, the TE backend's\n"
+          "# TEQuantizationParams in megatron/core/extensions/transformer_engine.py takes the\n"
+          "# recipes; docs/frameworks/megatron.md). The first enabled matcher whose glob matches a\n"
+          "# module's path wins; a module no matcher matches keeps the global recipe\n"
+          "# (%s). The patterns are the trace's module names: Megatron's paths are\n"
+          "# like decoder.layers.<i>.self_attention.linear_qkv and decoder.layers.<i>.mlp.linear_fc1,\n"
+          "# <i> the layer's index within its pipeline stage, from 0. A trace captured from another\n"
+          "# model names its own modules, and names model.<...> from nvdlfw_inspect's\n"
+          "# infer_and_assign_layer_names number the layers by Megatron's layer_number (from 1, over\n"
+          "# the whole model): edit the patterns to the paths. fp8lab has not run Megatron-LM.\n"
+          "configs:\n"
+          "  bf16:  # kept out of FP8\n"
+          "    transformer_engine_config_type: \"TEQuantizationParams\"\n"
+          "    training_recipe: {}\n", args);
+}
+
 static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mod *m, size_t nm,
                           char *err, size_t errlen) {
   const int delayed = x->key.kind == FP8_KIND_DELAYED;
-  const char *fmt = strcmp(rep_te_format(r, x), "E4M3") == 0 ? "e4m3" : "hybrid";
+  const char *fmt = rep_megatron_format(r, x);
   size_t nfix = 0, nmargin = 0;
   for (size_t j = 0; j < nm; j++) {
     if (m[j].rem == REP_REMEDY_BF16 || m[j].rem == REP_REMEDY_CURRENT) nfix++;
@@ -43,18 +87,8 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
   if (rc) return rc;
   FILE *fp = of.fp;
   fputs("# megatron_args.txt: the advice of fp8lab's report as Megatron-LM arguments (fp8lab\n"
-        "# report wrote it beside report.md). Add the lines below to the training command.\n"
-        "# Names as Megatron-LM spells them (megatron/core/transformer/transformer_config.py,\n"
-        "# from which core_v0.16.0 and later generate the flags; the same flags by hand in\n"
-        "# megatron/training/arguments.py up to core_v0.15; docs/frameworks/megatron.md).\n", fp);
-  if (delayed)
-    fputs("# Megatron-LM's own delayed-scaling defaults are history 1, most_recent (TE's\n"
-          "# DelayedScaling: 1024, max): every flag is given, not only those that differ.\n", fp);
-  fprintf(fp, "--fp8-format %s\n--fp8-recipe %s\n", fmt, delayed ? "delayed" : "tensorwise");
-  if (delayed)
-    fprintf(fp, "--fp8-amax-history-len %d\n--fp8-amax-compute-algo %s\n--fp8-margin %d\n",
-            (int)x->key.history_len, fp8_amax_compute_name(x->key.amax_compute),
-            (int)x->key.margin);
+        "# report wrote it beside report.md). Add the lines below to the training command.\n", fp);
+  rep_put_megatron_recipe(fp, r, x);
   if (nfix)
     fputs("# the modules that need current scaling or BF16 (core_v0.16.0 and later; PyYAML). Not\n"
           "# verified here: a per-module file under --fp8-recipe delayed (Megatron's tests pair it\n"
@@ -81,32 +115,19 @@ static int write_megatron(rep_t *r, const fp8_recommendation *x, const rep_te_mo
   if (rc) return rc;
   fp = of.fp;
   fputs("# megatron_precision.yaml: the modules of fp8lab's advice that need current scaling or\n"
-        "# BF16, as Megatron-LM's per-module precision file (--te-precision-config-file, from\n"
-        "# core_v0.16.0: megatron/core/quantization/quant_config.py reads it, the TE backend's\n"
-        "# TEQuantizationParams in megatron/core/extensions/transformer_engine.py takes the\n"
-        "# recipes; docs/frameworks/megatron.md). The first enabled matcher whose glob matches a\n"
-        "# module's path wins; a module no matcher matches keeps the global recipe\n"
-        "# (megatron_args.txt). The patterns are the trace's module names: Megatron's paths are\n"
-        "# like decoder.layers.<i>.self_attention.linear_qkv and decoder.layers.<i>.mlp.linear_fc1,\n"
-        "# <i> the layer's index within its pipeline stage, from 0. A trace captured from another\n"
-        "# model names its own modules, and names model.<...> from nvdlfw_inspect's\n"
-        "# infer_and_assign_layer_names number the layers by Megatron's layer_number (from 1, over\n"
-        "# the whole model): edit the patterns to the paths. fp8lab has not run Megatron-LM.\n"
-        "configs:\n"
-        "  bf16:  # kept out of FP8\n"
-        "    transformer_engine_config_type: \"TEQuantizationParams\"\n"
-        "    training_recipe: {}\n"
-        "  current:  # current scaling (Float8CurrentScaling)\n"
+        "# BF16, as Megatron-LM's per-module precision file", fp);
+  rep_put_megatron_yaml_head(fp, "megatron_args.txt");
+  fputs("  current:  # current scaling (Float8CurrentScaling)\n"
         "    transformer_engine_config_type: \"TEQuantizationParams\"\n"
         "    training_recipe:\n"
         "      fp8_quantization_recipe: \"tensorwise\"\n", fp);
   fprintf(fp, "      fp8_format: \"%s\"\nmatchers:\n", fmt);
   for (size_t j = 0, k = 0; j < nm; j++) {
     if (m[j].rem >= 0) continue;
-    fprintf(fp, "  module_%zu:\n    config: \"%s\"\n    type: \"glob\"\n    pattern: ", k++,
-            m[j].rem == REP_REMEDY_BF16 ? "bf16" : "current");
-    put_glob(fp, m[j].name, m[j].len);
-    fputs("\n    enabled: true\n", fp);
+    char key[32];
+    snprintf(key, sizeof key, "module_%zu", k++);
+    rep_put_yaml_matcher(fp, key, m[j].rem == REP_REMEDY_BF16 ? "bf16" : "current", m[j].name,
+                         m[j].len);
   }
   rc = fp8_outfile_commit(&of, err, errlen);
   if (!rc) r->wrote_frameworks |= 2;

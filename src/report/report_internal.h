@@ -22,6 +22,7 @@
 #include "doc.h"
 #include "report.h"   /* fp8_report_options */
 #include "run_json.h" /* fp8_run_record, fp8_left_reason, fp8_left_keys */
+#include "outfile.h"  /* fp8_outfile */
 #include "tables.h"   /* fp8_hist_table, fp8_gemm_table */
 
 #define MAX_SHOWN 4
@@ -115,7 +116,13 @@ typedef struct {
   int wrote_frameworks; /* bit 1: megatron_args.txt, 2: megatron_precision.yaml, 4:
                            torchao_config.py (rep_write_frameworks) */
   int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
+  int wrote_plan;       /* bit 1: bf16_plan.csv, 2: bf16_plan.ini (rep_write_bf16_plan), 128
+                           and 256: with the FP8 and the FP4 plan's labels; 4, 8:
+                           megatron_bf16_plan_fp8.txt, .yaml; 16, 32: megatron_bf16_plan_fp4.txt,
+                           .yaml; 64: torchao_bf16_plan.py (rep_write_bf16_plan_frameworks) */
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
+  struct rep_plan *plans; /* the BF16 demotion plans, [REP_NPLANS] (report_bf16_plan.c; NULL:
+                             none) */
   /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
   size_t nrouter_tensors;
@@ -358,6 +365,103 @@ int rep_gemm_tied(const cfg_t *a, const cfg_t *b);
  * scale-rounding overflow (empty without an NVFP4 configuration). */
 void rep_fp4_overflow_caption(const rep_t *r, char *buf, size_t len);
 int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ report_bf16_plan.c */
+
+/* The BF16 demotion plans (issue 45; docs/semantics.md "Which layers to keep in BF16"): for the
+ * FP8 answer and for the advised FP4 configuration, the layers to keep out of FP8 (FP4), one
+ * at a time, costliest first, until the rest meets the budgets (holds). A layer is a module as
+ * TransformerEngine applies a recipe to it: rep_te_module_len of a tensor name without its
+ * rank_<r>/ prefix (the experts of a GroupedLinear are one layer).
+ * - REP_PLAN_FP8, under the model setting (the answer's DelayedScaling, no per-tensor fix): the
+ *   layers holding its misfits, ordered by the clipped steps of the layer's tensors under the
+ *   setting (stream_clipped_steps, else steps_with_clipped; warm-up left out), then their
+ *   clipped values, then the layer's GEMM-error ratio against the FP8 reference (ratio), all
+ *   descending; then the name. What is left after step k: the misfits outside the first k
+ *   layers (each tensor's fit is its own: no other tensor's rows change when a layer leaves
+ *   FP8, amax reduction included).
+ * - REP_PLAN_FP4, under the advised NVFP4 configuration (rep_fp4's advised): the layers that do
+ *   not hold (fail, or too close to call), by ratio descending (the largest lower-median
+ *   ratio of their GEMMs, the FP4 verdict's), then the name. Left after step k: the others.
+ * The TE form of a plan (a recipe per module, the first k modules None) can be built from
+ * steps[].name/len in order and cfg (REP_PLAN_FP8: x, the DelayedScaling; REP_PLAN_FP4: the
+ * configuration's settings, rep_settings_of). */
+enum { REP_PLAN_FP8, REP_PLAN_FP4, REP_NPLANS };
+
+typedef struct {
+  const char *name;   /* the layer: name[0..len), a module name without a rank prefix */
+  size_t len;
+  int64_t clipped_steps, clipped_values; /* its tensors' under the plan's configuration */
+  double ratio;       /* its largest lower-median GEMM-error ratio against the FP8 reference
+                         (NaN: no GEMM rows) */
+  int fails;          /* REP_PLAN_FP4: 1 fails, 0 too close to call; REP_PLAN_FP8: 1 */
+  double flops;       /* its GEMM FLOPs per step (run.json's model_shape: 3 GEMMs of
+                         2 tokens in out per Linear; 0: none of its Linears there; NaN: no
+                         model_shape) */
+  double share;       /* the first k layers' FLOPs over the model's (NaN: no model_shape) */
+  size_t left;        /* misfits (FP8) or layers not holding (FP4) left after this step */
+  int mg_start, mg_end; /* the first k layers as Megatron-LM's first/last transformer layers
+                           (whole blocks at the ends): the counts; -1: not so expressible */
+} rep_plan_step;
+
+typedef struct rep_plan {
+  int have;           /* the plan exists (its configuration is one of the run) */
+  size_t cfg;         /* the configuration it is under (r->cfgs) */
+  ptrdiff_t ref;      /* the FP8 reference of the ratio (r->cfgs; -1: none) */
+  const fp8_recommendation *x; /* REP_PLAN_FP8: the model-scope recommendation */
+  size_t nsteps;      /* steps 1..nsteps: steps[k - 1] is the layer step k keeps in BF16 */
+  rep_plan_step *steps;
+  size_t nmiss;       /* what misses before step 1: the misfit tensors (FP8, analysis order)
+                         or the layers not holding (FP4, plan order) */
+  char **miss;
+  size_t *miss_step;  /* per entry, the step that keeps it in BF16 (1..nsteps) */
+  size_t nnone;       /* REP_PLAN_FP4: layers without a ratio (no verdict; left out) */
+  double total_flops; /* the model's GEMM FLOPs per step (NaN: no model_shape) */
+  size_t stride;      /* bf16_plan.ini replays the prefixes k = 0, stride, 2 stride, ..., nsteps */
+} rep_plan;
+
+/* Both plans (r->plans), from rep_load after rep_fp4_prepare: gemm.csv's rows give the FP8
+ * plan's ratios. FP8_OK or FP8_ENOMEM (with a message). */
+int rep_bf16_plan_prepare(rep_t *r, const fp8_gemm_table *t, char *err, size_t errlen);
+void rep_bf16_plan_free(rep_t *r);
+/* Plan `which` (REP_PLAN_*), or NULL when the run has none. */
+const rep_plan *rep_bf16_plan(const rep_t *r, int which);
+/* 1 when step k (0..nsteps) of plan p is replayed by bf16_plan.ini (its label <fp8|fp4>_plan_<k>). */
+int rep_bf16_plan_replayed(const rep_plan *p, size_t k);
+/* bf16_plan.csv and bf16_plan.ini (r->wrote_plan); nothing without a plan. */
+int rep_write_bf16_plan(rep_t *r, char *err, size_t errlen);
+/* The section "Keeping layers in BF16" (report_bf16_plan_text.c; nothing without a plan). */
+void rep_add_bf16_plan(const rep_t *r, fp8_doc *d);
+/* The plans in Megatron-LM's and torchao's forms (report_frameworks_plan.c): r->wrote_plan. */
+int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen);
+/* The plans' files, in outputs.h's fp8_plan_outputs order (wrote_plan's bit 1 << i). */
+enum { REP_PF_CSV, REP_PF_INI, REP_PF_MEGATRON_FP8, REP_PF_MEGATRON_FP8_YAML, REP_PF_MEGATRON_FP4,
+       REP_PF_MEGATRON_FP4_YAML, REP_PF_TORCHAO };
+/* Opens plan file i (REP_PF_*) and writes its first bytes, fp8_plan_outputs[i].sig (what marks
+ * an interrupted report's file as fp8lab's); its writer goes on from there. The commit sets
+ * its bit in r->wrote_plan. */
+int rep_plan_file_open(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen);
+int rep_plan_file_commit(rep_t *r, int i, fp8_outfile *of, char *err, size_t errlen);
+/* The "key = value" lines run.json recorded for configuration c (the section's, and for a
+ * delayed configuration the lines of its history_len, margin and amax_compute), or NULL (a
+ * run.json written before them). */
+const char *rep_settings_of(const rep_t *r, size_t c);
+/* A module name as an fnmatch glob that matches it alone (* ? [ as [*] [?] [[]), in double
+ * quotes for a YAML file. */
+void rep_put_glob(FILE *fp, const char *s, size_t n);
+/* report_frameworks.c's pieces the plans' Megatron-LM files share: the format flag's value of
+ * setting x ("e4m3" or "hybrid"); the lines of the whole-model recipe (the names' source, then
+ * --fp8-format, --fp8-recipe and, for delayed scaling, its three parameters); one enabled glob
+ * matcher of a per-module file (megatron_precision.yaml's form) giving module[0..len) the
+ * configuration `config`. */
+const char *rep_megatron_format(const rep_t *r, const fp8_recommendation *x);
+void rep_put_megatron_recipe(FILE *fp, const rep_t *r, const fp8_recommendation *x);
+void rep_put_yaml_matcher(FILE *fp, const char *key, const char *config, const char *module,
+                          size_t len);
+/* The rest of a per-module file's first comment line (after "<what>, as Megatron-LM's
+ * per-module precision file"): its source, the matching rule (the global recipe in `args`),
+ * the module paths' caveat, then "configs:" and its "bf16" configuration. */
+void rep_put_megatron_yaml_head(FILE *fp, const char *args);
 
 /* ------------------------------------------------------------------ report_text.c */
 

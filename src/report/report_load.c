@@ -234,6 +234,8 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
   }
   /* the FP4 section: its per-role rates need no GEMM; its layers come from gemm.csv's rows */
   if (!rc) rc = rep_fp4_prepare(r, &gemm, err, errlen);
+  /* the BF16 demotion plans: the FP4 one from its verdicts, the FP8 one's ratios from gemm.csv */
+  if (!rc) rc = rep_bf16_plan_prepare(r, have_gemm_file ? &gemm : NULL, err, errlen);
 done:
   fp8_gemm_csv_free(&gemm);
   return rc;
@@ -252,6 +254,7 @@ void rep_free(rep_t *r) {
   free(r->te);
   r->te = NULL;
   rep_fp4_free(r);
+  rep_bf16_plan_free(r);
   r->nte = 0;
   if (r->have_rec) fp8_recommendations_free(&r->rec);
   if (r->have_an) fp8_analysis_free(&r->an);

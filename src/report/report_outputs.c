@@ -27,6 +27,8 @@ static int report_outputs(const rep_t *r, const char *nbname, fp8_outputs *o) {
   if (!rc && (r->wrote_frameworks & 2)) rc = fp8_outputs_add(o, "megatron_precision.yaml");
   if (!rc && (r->wrote_frameworks & 4)) rc = fp8_outputs_add(o, "torchao_config.py");
   if (!rc && r->wrote_fp4_advice) rc = fp8_outputs_add(o, "advice_fp4.ini");
+  for (size_t i = 0; i < FP8_PLAN_OUTPUTS && !rc; i++) /* the BF16 demotion plans */
+    if (r->wrote_plan & 1 << i) rc = fp8_outputs_add(o, fp8_plan_outputs[i].name);
   snprintf(name, sizeof name, "notebooks_export/%s", nbname);
   if (!rc) rc = fp8_outputs_add(o, name);
   return rc;

@@ -306,12 +306,14 @@ static void add_plots(const rep_t *r, fp8_doc *d, const char *img_prefix,
 }
 
 /* A table of contents (GitHub-style heading anchors: lower case, spaces to hyphens). */
-static void add_contents(fp8_doc *d, int have_gemm, int have_cost, int stream_only, int moe) {
+static void add_contents(fp8_doc *d, int have_gemm, int have_cost, int stream_only, int moe,
+                         int plan) {
   fp8_doc_markdownf(d, "Contents: [The answer](#the-answer) · [Findings](#findings) · %s"
                     "[Recommendations per role and per tensor](#recommendations-per-role-and-per-tensor)"
-                    "%s%s%s · [Definitions](#definitions)",
+                    "%s%s%s%s · [Definitions](#definitions)",
                     moe ? "[Mixture-of-Experts](#mixture-of-experts) · " : "",
                     have_gemm ? " · [GEMM error](#gemm-error)" : "",
+                    plan ? " · [Keeping layers in BF16](#keeping-layers-in-bf16)" : "",
                     stream_only ? "" : " · [Recipes by role](#recipes-by-role) · [All "
                                        "configurations](#all-configurations)",
                     have_cost ? " · [Cost per step (model)](#cost-per-step-model)" : "");
@@ -516,7 +518,8 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   unsigned char *shown = calloc(r->charts.nplots + 1, 1);
   int have_gemm = 0;
   for (size_t c = 0; c < r->ncfg; c++) have_gemm |= !isnan(r->cfgs[c].gemm_median[0]);
-  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only, r->nexperts > 0);
+  add_contents(d, have_gemm, r->run.has_model_shape, r->stream_only, r->nexperts > 0,
+               rep_bf16_plan(r, REP_PLAN_FP8) || rep_bf16_plan(r, REP_PLAN_FP4));
   rep_add_answer(r, d);
   rep_add_findings(r, d);
   rep_add_te_check(r, d);
@@ -532,6 +535,7 @@ fp8_doc *rep_build_doc(const rep_t *r, const char *img_prefix, const char *csv_p
   add_gemm(r, d);
   add_plots(r, d, img_prefix, gemm, shown);
   rep_add_fp4(r, d);
+  rep_add_bf16_plan(r, d);
   if (!r->stream_only) { /* value rates and SNRs: none without snapshots */
     add_roles_table(r, d);
     add_config_table(r, d);

@@ -49,6 +49,21 @@ int fp8_output_of_framework(const char *name) {
          strcmp(name, "torchao_config.py") == 0;
 }
 
+const fp8_plan_output fp8_plan_outputs[FP8_PLAN_OUTPUTS] = {
+    {"bf16_plan.csv", "plan,recipe,kind,history_len,margin,amax_compute,step,layer,"},
+    {"bf16_plan.ini", "; bf16_plan.ini: the report's BF16 demotion plans"},
+    {"megatron_bf16_plan_fp8.txt", "# megatron_bf16_plan_fp8.txt: fp8lab's BF16 demotion plan"},
+    {"megatron_bf16_plan_fp8.yaml", "# megatron_bf16_plan_fp8.yaml: fp8lab's BF16 demotion plan"},
+    {"megatron_bf16_plan_fp4.txt", "# megatron_bf16_plan_fp4.txt: fp8lab's BF16 demotion plan"},
+    {"megatron_bf16_plan_fp4.yaml", "# megatron_bf16_plan_fp4.yaml: fp8lab's BF16 demotion plan"},
+    {"torchao_bf16_plan.py", "# torchao_bf16_plan.py: fp8lab's BF16 demotion plans"}};
+
+int fp8_output_of_plan(const char *name) {
+  for (size_t i = 0; i < FP8_PLAN_OUTPUTS; i++)
+    if (strcmp(name, fp8_plan_outputs[i].name) == 0) return 1;
+  return 0;
+}
+
 int fp8_output_name_ok(const char *name) {
   if (strncmp(name, "plots/", 6) == 0) return plain_name(name + 6) && ends_with(name, ".png");
   if (strncmp(name, "notebooks_export/", 17) == 0)
@@ -56,7 +71,7 @@ int fp8_output_name_ok(const char *name) {
   return plain_name(name) &&
          (ends_with(name, ".csv") || strcmp(name, "run.json") == 0 || strcmp(name, "report.md") == 0 ||
           strcmp(name, "advice.ini") == 0 || strcmp(name, "te_recipe.py") == 0 ||
-          fp8_output_of_framework(name) ||
+          fp8_output_of_framework(name) || fp8_output_of_plan(name) ||
           strcmp(name, "advice_fp4.ini") == 0 || strcmp(name, "stream.npy") == 0 ||
           strcmp(name, "stream.json") == 0);
 }
@@ -65,7 +80,8 @@ int fp8_output_of_report(const char *name) {
   return strcmp(name, "analysis.csv") == 0 || strcmp(name, "recommendations.csv") == 0 ||
          strcmp(name, "report.md") == 0 || strcmp(name, "advice.ini") == 0 ||
          strcmp(name, "te_recipe.py") == 0 || strcmp(name, "advice_fp4.ini") == 0 ||
-         fp8_output_of_framework(name) || strncmp(name, "plots/", 6) == 0 ||
+         fp8_output_of_framework(name) || fp8_output_of_plan(name) ||
+         strncmp(name, "plots/", 6) == 0 ||
          strncmp(name, "notebooks_export/", 17) == 0;
 }
 

@@ -26,14 +26,27 @@ void fp8_outputs_free(fp8_outputs *o);
 /** 1 for the report's framework files: megatron_args.txt, megatron_precision.yaml,
  *  torchao_config.py (issue 45). */
 int fp8_output_of_framework(const char *name);
+/** The report's files of the BF16 demotion plans (issue 45): bf16_plan.csv, bf16_plan.ini,
+ *  megatron_bf16_plan_fp8.txt and .yaml, megatron_bf16_plan_fp4.txt and .yaml,
+ *  torchao_bf16_plan.py, each with the first bytes the report writes into it (what marks an
+ *  interrupted report's file as fp8lab's: src/run's leftovers). File i is written when the
+ *  report's wrote_plan has bit 1 << i (src/report/report_internal.h). */
+typedef struct {
+  const char *name, *sig;
+} fp8_plan_output;
+#define FP8_PLAN_OUTPUTS 7
+extern const fp8_plan_output fp8_plan_outputs[FP8_PLAN_OUTPUTS];
+/** 1 for one of fp8_plan_outputs' names. */
+int fp8_output_of_plan(const char *name);
 /** 1 for a name fp8lab writes into a run folder: a top-level file of its own (the CSVs, run.json,
- *  report.md, advice.ini, te_recipe.py, the framework files, stream.npy and stream.json),
+ *  report.md, advice.ini, te_recipe.py, the framework files, the plans' files, stream.npy and
+ *  stream.json),
  *  plots/<name>.png or
  *  notebooks_export/<name>.ipynb, with no further '/' and no
  *  leading '.'; anything else (a path with "..", an absolute path, another extension) is 0. */
 int fp8_output_name_ok(const char *name);
-/** 1 for the files of the report (analysis.csv, recommendations.csv, report.md, plots/, the
- *  notebook), 0 for the runner's. */
+/** 1 for the files of the report (analysis.csv, recommendations.csv, report.md, the advice and
+ *  plan files, plots/, the notebook), 0 for the runner's. */
 int fp8_output_of_report(const char *name);
 
 /** Removes <dir>/<name> for every name of old that passes fp8_output_name_ok and that keep does

@@ -385,6 +385,13 @@ int fp8_rundir_add_report_leftovers(const char *dir, fp8_outputs *o) {
   snprintf(path, sizeof path, "%s/advice_fp4.ini", dir);
   if (!rc && file_has(path, fp4_sig, sizeof fp4_sig - 1, sizeof fp4_sig - 1))
     rc = fp8_outputs_add(o, "advice_fp4.ini");
+  /* the BF16 demotion plans' files as the report writes them (their first bytes) */
+  for (size_t i = 0; i < FP8_PLAN_OUTPUTS && !rc; i++) {
+    const fp8_plan_output *po = &fp8_plan_outputs[i];
+    snprintf(path, sizeof path, "%s/%s", dir, po->name);
+    if (file_has(path, po->sig, strlen(po->sig), strlen(po->sig)))
+      rc = fp8_outputs_add(o, po->name);
+  }
   /* the notebook of the run's experiment (run.json, written at the run's commit) */
   char exp[4096];
   if (!rc && fp8_run_json_read_name(dir, exp, sizeof exp) &&

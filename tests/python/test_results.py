@@ -4,8 +4,9 @@
 Runs a small Mixture-of-Experts experiment (synth moe: experts.csv; delayed, current and MXFP8
 with GEMM errors: gemm.csv) twice, once with stream.csv and once with the compact stream
 (stream.npy + stream.json), then checks:
-  - every table against Python's csv module: the file's columns in order, its row count, and
-    every field (empty -> missing, integers exact, floats equal as parsed by float(), inf and
+  - every table (bf16_plan.csv included: its types, the plan's steps, the experts of a
+    GroupedLinear one layer) against Python's csv module: the file's columns in order, its row
+    count, and every field (empty -> missing, integers exact, floats equal as parsed by float(), inf and
     nan included, names as written); integer columns that can be empty are Int64;
   - run.json as a dict equal to json.load's;
   - the npy stream: memory-mapped (np.memmap over the file, not a copy), its long table equal to
@@ -22,6 +23,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,6 +136,33 @@ def compare_table(df, path, name):
                   % (name, col, df[col].dtype))
 
 
+def check_plan(p):
+    """bf16_plan.csv's types, and the plan as a table: steps 0..n per plan, each step's
+    still_missing within the previous step's, its count in missing, the experts of a
+    GroupedLinear one layer (no expert index in a layer's name)."""
+    for col in ("step", "clipped_steps", "clipped_values", "missing", "megatron_start",
+                "megatron_end"):
+        check(str(p[col].dtype) == "Int64", "bf16_plan.%s: dtype %s" % (col, p[col].dtype))
+    for col in ("plan", "layer", "verdict", "label"):
+        check(str(p[col].dtype) == "category", "bf16_plan.%s: dtype %s" % (col, p[col].dtype))
+    check(p.still_missing.dtype == object or pd.api.types.is_string_dtype(p.still_missing),
+          "bf16_plan.still_missing: %s, not text" % p.still_missing.dtype)
+    fp8 = p[p.plan == "fp8"]
+    check(list(fp8.step) == list(range(len(fp8))) and len(fp8) > 2, "fp8 steps %s" % list(fp8.step))
+    prev = None
+    for _, row in fp8.iterrows():
+        miss = set() if pd.isna(row.still_missing) else set(row.still_missing.split("; "))
+        check(len(miss) == row.missing and (prev is None or miss < prev),
+              "step %d: still_missing %d names, missing %d, not fewer than before"
+              % (row.step, len(miss), row.missing))
+        prev = miss
+    layers = [l for l in fp8.layer if not pd.isna(l)]
+    check(any(l.endswith(".mlp.experts") for l in layers) and
+          not any(re.search(r"\.experts\.\d+(\.|$)", l) for l in layers),
+          "bf16_plan: an expert layer by index, or no experts module: %s" % layers)
+    print("ok   bf16_plan: %d fp8 steps, layers %s" % (len(fp8) - 1, layers))
+
+
 def raises(fn, needles, what):
     try:
         fn()
@@ -179,7 +208,7 @@ def run(exe, tmp):
     with open(os.path.join(out_csv, "run.json")) as f:
         check(r.info == json.load(f), "info is not run.json")
     want = ["steps", "summary", "stream", "gemm", "histograms", "experts", "analysis",
-            "recommendations"]
+            "recommendations", "bf16_plan"]
     check(r.tables() == want, "tables() %s" % r.tables())
     for name in want:
         df = getattr(r, name)
@@ -191,6 +220,7 @@ def run(exe, tmp):
     check(len(r.gemm.kind.unique()) == 3 and len(r.experts) > 0,
           "the run has 3 kinds of GEMM rows and experts: %s, %d experts"
           % (list(r.gemm.kind.unique()), len(r.experts)))
+    check_plan(r.bf16_plan)
 
     # the compact stream: memory-mapped, the same rows as stream.csv
     n = fp8lab.load(out_npy)
@@ -278,6 +308,15 @@ def run(exe, tmp):
         f.write("x,y\n")
     raises(lambda: fp8lab.load(bad).analysis, ["analysis.csv", "line %d" % (len(r.analysis) + 2)],
            "a short row")
+    with open(os.path.join(bad, "bf16_plan.csv")) as f:
+        lines = f.read().split("\n")
+    cells = lines[2].split(",")  # step 1's row: its clipped steps are a number
+    cells[lines[0].split(",").index("clipped_steps")] = "2.5"
+    lines[2] = ",".join(cells)
+    with open(os.path.join(bad, "bf16_plan.csv"), "w") as f:
+        f.write("\n".join(lines))
+    raises(lambda: fp8lab.load(bad).bf16_plan, ["bf16_plan.csv", "line 3", "column clipped_steps",
+                                                "2.5"], "a non-integer clipped_steps")
     with open(os.path.join(bad, "run.json"), "w") as f:
         f.write('{"fp8lab":\n  "0.1",\n  oops}\n')
     raises(lambda: fp8lab.load(bad), ["run.json", "line 3"], "run.json not JSON")

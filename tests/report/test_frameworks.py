@@ -77,6 +77,28 @@ def check(cond, what):
     return cond
 
 
+def megatron_flags(text, name, table=None, check=check):
+    """The flags of an arguments file (every line not a comment one flag and its value), each
+    checked against table (default: MEGATRON): a Megatron-LM flag, once, an int where it takes
+    one, a value among its choices. {flag: value or None}."""
+    table = MEGATRON if table is None else table
+    flags = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        flag, val = parts[0], parts[1] if len(parts) > 1 else None
+        check(flag in table, "%s: %s is not a Megatron-LM flag" % (name, flag))
+        check(flag not in flags, "%s: %s twice" % (name, flag))
+        typ, choices = table.get(flag, (None, None))
+        if typ is int:
+            check(val is not None and val.lstrip("-").isdigit(), "%s: %s %r" % (name, flag, val))
+        if choices is not None:
+            check(val in choices, "%s: %s %r not in %s" % (name, flag, val, sorted(choices)))
+        flags[flag] = val
+    return flags
+
+
 def model_row(out):
     with open(os.path.join(out, "recommendations.csv"), newline="") as f:
         return next(r for r in csv.DictReader(f) if r["scope"] == "model")
@@ -140,20 +162,7 @@ def check_run(name, out):
         return
     with open(args_path) as f:
         text = f.read()
-    flags = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        flag, val = parts[0], parts[1] if len(parts) > 1 else None
-        check(flag in MEGATRON, "%s: %s is not a Megatron-LM flag" % (name, flag))
-        check(flag not in flags, "%s: %s twice" % (name, flag))
-        typ, choices = MEGATRON.get(flag, (None, None))
-        if typ is int:
-            check(val is not None and val.lstrip("-").isdigit(), "%s: %s %r" % (name, flag, val))
-        if choices is not None:
-            check(val in choices, "%s: %s %r not in %s" % (name, flag, val, sorted(choices)))
-        flags[flag] = val
+    flags = megatron_flags(text, name)
     fmt = {"hybrid": "hybrid", "e4m3": "e4m3"}.get(row["format"], "hybrid")
     check(flags.get("--fp8-recipe") == "delayed" and row["kind"] == "delayed",
           "%s: --fp8-recipe %s, the model row %s" % (name, flags.get("--fp8-recipe"), row["kind"]))

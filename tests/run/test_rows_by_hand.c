@@ -144,9 +144,12 @@ START_TEST(test_tiny_rows_by_hand) {
   static const char run_outs[] = "[\"steps.csv\",\"stream.csv\",\"summary.csv\",\"histograms.csv\",\"run.json\","
                                  "\"analysis.csv\",\"recommendations.csv\",\"plots/";
   ck_assert_msg(strncmp(outs, run_outs, strlen(run_outs)) == 0, "%s", outs);
-  /* advice.ini: the answer as an experiment (the whole-model setting misses a tensor here) */
+  /* advice.ini: the answer as an experiment (the whole-model setting misses a tensor here),
+   * and the BF16 demotion plan of that tensor's layer (issue 45) */
   ck_assert_msg(strstr(outs, ",\"report.md\",\"advice.ini\",\"te_recipe.py\",\"megatron_args.txt\","
-                             "\"megatron_precision.yaml\",\"torchao_config.py\","
+                             "\"megatron_precision.yaml\",\"torchao_config.py\",\"bf16_plan.csv\","
+                             "\"bf16_plan.ini\",\"megatron_bf16_plan_fp8.txt\","
+                             "\"megatron_bf16_plan_fp8.yaml\",\"torchao_bf16_plan.py\","
                              "\"notebooks_export/exp.ipynb\"]") != NULL,
                 "%s", outs);
   free(outs);
