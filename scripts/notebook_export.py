@@ -14,7 +14,8 @@ notebooks_export/. Writes, after removing EXPORT_DIR/E/ entirely:
   EXPORT_DIR/E/megatron_args.txt, megatron_precision.yaml, torchao_config.py: the same advice
                             for Megatron-LM and torchao, when the report wrote them
   EXPORT_DIR/E/bf16_plan.csv, bf16_plan.ini, megatron_bf16_plan_*.txt/.yaml,
-                            torchao_bf16_plan.py: the BF16 demotion plans, when written
+                            torchao_bf16_plan.py, te_bf16_plan.py: the BF16 demotion plans, when
+                            written
   EXPORT_DIR/E/plots/       only the PNGs report.md references (a missing one is an error)
   EXPORT_DIR/E/data/        the reduced data the notebook's cells run on, a few hundred kB:
                             run.json; summary, analysis, recommendations, gemm and histograms
@@ -93,7 +94,7 @@ def main(argv):
               "megatron_precision.yaml", "torchao_config.py",  # the same advice as code
               "bf16_plan.csv", "bf16_plan.ini", "megatron_bf16_plan_fp8.txt",  # the BF16 plans
               "megatron_bf16_plan_fp8.yaml", "megatron_bf16_plan_fp4.txt",
-              "megatron_bf16_plan_fp4.yaml", "torchao_bf16_plan.py"):
+              "megatron_bf16_plan_fp4.yaml", "torchao_bf16_plan.py", "te_bf16_plan.py"):
         if os.path.exists(os.path.join(run, f)):
             shutil.copyfile(os.path.join(run, f), os.path.join(dest, f))
     # ![alt](plots/x.png) or ![alt](<plots/x y.png>)

@@ -176,7 +176,7 @@ static int write_ini(rep_t *r, char *err, size_t errlen) {
     return rc;
   }
   rc = rep_plan_file_commit(r, REP_PF_INI, &of, err, errlen);
-  if (!rc) r->wrote_plan |= (p8 ? 128 : 0) | (p4 ? 256 : 0);
+  if (!rc) r->wrote_plan |= (p8 ? 512 : 0) | (p4 ? 1024 : 0);
   return rc;
 }
 
@@ -246,7 +246,7 @@ static int write_csv(rep_t *r, char *err, size_t errlen) {
   for (int w = 0; w < REP_NPLANS; w++) {
     const rep_plan *p = rep_bf16_plan(r, w);
     for (size_t k = 0; p && k <= p->nsteps; k++)
-      csv_row(of.fp, r, w, p, k, (r->wrote_plan & (w == REP_PLAN_FP8 ? 128 : 256)) != 0);
+      csv_row(of.fp, r, w, p, k, (r->wrote_plan & (w == REP_PLAN_FP8 ? 512 : 1024)) != 0);
   }
   return rep_plan_file_commit(r, REP_PF_CSV, &of, err, errlen);
 }

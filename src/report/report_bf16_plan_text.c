@@ -170,8 +170,8 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
   if (r->wrote_plan & 2)
     snprintf(ini, sizeof ini, "; bf16_plan.ini replays each step (`fp8lab run bf16_plan.ini`: "
              "label %s%s%s keeps the first k layers in BF16)",
-             r->wrote_plan & 128 ? "fp8_plan_<k>" : "",
-             (r->wrote_plan & 384) == 384 ? " or " : "", r->wrote_plan & 256 ? "fp4_plan_<k>" : "");
+             r->wrote_plan & 512 ? "fp8_plan_<k>" : "",
+             (r->wrote_plan & 1536) == 1536 ? " or " : "", r->wrote_plan & 1024 ? "fp4_plan_<k>" : "");
   fp8_doc_markdownf(d, "Which layers to keep out of %s so that the rest meets the budgets: each "
                     "plan keeps one layer more in BF16 at each step, costliest first, until "
                     "nothing is left missing: step k keeps the layers of steps 1 to k. A layer is a module as TransformerEngine applies a "
@@ -196,7 +196,7 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
     const char *name;
   } fw[] = {{4, "megatron_bf16_plan_fp8.txt"}, {8, "megatron_bf16_plan_fp8.yaml"},
             {16, "megatron_bf16_plan_fp4.txt"}, {32, "megatron_bf16_plan_fp4.yaml"},
-            {64, "torchao_bf16_plan.py"}};
+            {64, "torchao_bf16_plan.py"}, {128, "te_bf16_plan.py"}};
   files[0] = '\0';
   for (size_t i = 0; i < sizeof fw / sizeof *fw && at < sizeof files; i++) {
     if (!(r->wrote_plan & fw[i].bit)) continue;

@@ -15,6 +15,7 @@
 
 #include "outfile.h"
 #include "report_internal.h"
+#include "util.h"
 
 /* The plan's steps, in order, as comment lines. */
 static void put_steps(FILE *fp, const rep_t *r, const rep_plan *p) {
@@ -210,6 +211,102 @@ static int torchao(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, 
   return rep_plan_file_commit(r, REP_PF_TORCHAO, &of, err, errlen);
 }
 
+static const char TE_APPLY[] =
+    "\n"
+    "\n"
+    "def apply_plan(model, plan, steps=None):\n"
+    "    \"\"\"Applies step `steps` of PLANS[plan] (default: its last) to model, once, before\n"
+    "    training: the plan's recipe for the model (model_region()), its first `steps` layers kept\n"
+    "    out of FP8 (their forwards in a region of their own, FP8 off). apply()'s rules find the\n"
+    "    layers and warn of what the plan does not reach; returns apply()'s dict.\"\"\"\n"
+    "    global MODEL_RECIPE\n"
+    "    if plan not in PLANS:\n"
+    "        raise KeyError(\"te_bf16_plan: this run has no %r plan (it has %s)\"\n"
+    "                       % (plan, \", \".join(sorted(PLANS))))\n"
+    "    make, layers = PLANS[plan]\n"
+    "    steps = len(layers) if steps is None else steps\n"
+    "    if not 0 <= steps <= len(layers):\n"
+    "        raise ValueError(\"te_bf16_plan: steps %r: the %s plan has 0 to %d\"\n"
+    "                         % (steps, plan, len(layers)))\n"
+    "    MODEL_RECIPE = make()\n"
+    "    MODULES.clear()\n"
+    "    MODULES.update({name: None for name in layers[:steps]})\n"
+    "    return apply(model, form=\"module\")\n";
+
+/* te_bf16_plan.py: the plans as TransformerEngine code, te_recipe.py's name resolver and
+ * regions (rep_put_te_footer) driven by apply_plan(): the plan's recipe, its first k layers in
+ * BF16. */
+static int te_plan(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, size_t errlen) {
+  fp8_outfile of;
+  int rc = rep_plan_file_open(r, REP_PF_TE, &of, err, errlen);
+  if (rc) return rc;
+  FILE *fp = of.fp;
+  fputs(" (bf16_plan.csv) as TransformerEngine\n"
+        "# code (fp8lab report wrote it beside report.md): each plan's recipe for the model and its\n"
+        "# layers in order; apply_plan() keeps the plan's first `steps` layers out of FP8:\n"
+        "#     import te_bf16_plan\n"
+        "#     te_bf16_plan.apply_plan(model, \"fp8\")  # or \"fp4\"; steps=k for step k (default: all)\n"
+        "#     with te_bf16_plan.model_region():\n"
+        "#         loss = model(batch)\n"
+        "#     loss.backward()\n"
+        "# The names are the trace's, found as te_recipe.py finds them (a module's TE name or its\n"
+        "# path; docs/frameworks/te.md); apply_plan() refuses a name the model lacks and warns of\n"
+        "# advised modules that are not TE modules and of TE modules the replay did not cover.\n"
+        "# bf16_plan.ini replays each step (label <plan>_plan_<k>).\n", fp);
+  if (p8)
+    fprintf(fp, "# fp8: the answer's whole-model setting (%s), as DelayedScaling.\n",
+            r->cfgs[p8->cfg].dlabel);
+  const char *set = p4 ? rep_settings_of(r, p4->cfg) : NULL;
+  if (p4)
+    fprintf(fp, "# fp4: %s as NVFP4BlockScaling() (TransformerEngine 2.8 or later)%s\n",
+            r->cfgs[p4->cfg].dlabel,
+            set && !te_default_nvfp4(set)
+                ? ". Cannot express: the\n# replayed configuration's block, rht, rounding or "
+                  "block_scale setting differs from TE's\n# defaults (block auto, rht true, "
+                  "rounding auto, block_scale max6), which this recipe takes."
+                : ": TE's defaults, the replayed\n# configuration's.");
+  fputs("import contextlib\n"
+        "import types\n"
+        "import warnings\n"
+        "\n"
+        "import transformer_engine.pytorch as te\n"
+        "from transformer_engine.common.recipe import DelayedScaling, Format\n\n", fp);
+  if (p8) {
+    const fp8_recommendation *x = p8->x;
+    fprintf(fp, "\ndef _fp8_recipe():\n    return DelayedScaling(fp8_format=Format.%s, "
+            "amax_history_len=%d, margin=%d,\n                          amax_compute_algo=\"%s\")\n",
+            rep_te_format(r, x), (int)x->key.history_len, (int)x->key.margin,
+            fp8_amax_compute_name(x->key.amax_compute));
+  }
+  if (p4)
+    fputs("\ndef _fp4_recipe():  # imported here: TE before 2.8 has no NVFP4\n"
+          "    from transformer_engine.common.recipe import NVFP4BlockScaling\n"
+          "    return NVFP4BlockScaling()\n", fp);
+  fputs("\n\nPLANS = {  # plan -> (its recipe, its layers in order: step k keeps the first k in BF16)\n", fp);
+  const rep_plan *ps[2] = {p8, p4};
+  static const char *const names[2] = {"fp8", "fp4"};
+  for (int w = 0; w < 2; w++) {
+    if (!ps[w]) continue;
+    fprintf(fp, "    \"%s\": (_%s_recipe, [\n", names[w], names[w]);
+    for (size_t k = 0; k < ps[w]->nsteps; k++) {
+      fputs("        ", fp);
+      rep_put_pystr(fp, ps[w]->steps[k].name, ps[w]->steps[k].len);
+      fprintf(fp, ",  # step %zu\n", k + 1);
+    }
+    fputs("    ]),\n", fp);
+  }
+  fputs("}\n\nMODEL_RECIPE = None  # apply_plan() sets it: the plan's recipe\n"
+        "MODULES = {}  # apply_plan() sets it: the plan's first `steps` layers, None (BF16)\n"
+        "TENSORS = {}  # no per-tensor settings: a plan has one recipe for the rest\n", fp);
+  if (rep_put_te_covered(fp, r)) {
+    fp8_outfile_abort(&of);
+    return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+  }
+  rep_put_te_footer(fp);
+  fputs(TE_APPLY, fp);
+  return rep_plan_file_commit(r, REP_PF_TE, &of, err, errlen);
+}
+
 int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen) {
   const rep_plan *p8 = rep_bf16_plan(r, REP_PLAN_FP8), *p4 = rep_bf16_plan(r, REP_PLAN_FP4);
   if (p8 && !p8->nsteps) p8 = NULL; /* nothing to keep in BF16 */
@@ -218,5 +315,6 @@ int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen) {
   if (p8) rc = megatron_fp8(r, p8, err, errlen);
   if (!rc && p4) rc = megatron_fp4(r, p4, err, errlen);
   if (!rc && (p8 || p4)) rc = torchao(r, p8, p4, err, errlen);
+  if (!rc && (p8 || p4)) rc = te_plan(r, p8, p4, err, errlen);
   return rc;
 }

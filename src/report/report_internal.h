@@ -116,10 +116,11 @@ typedef struct {
   int wrote_frameworks; /* bit 1: megatron_args.txt, 2: megatron_precision.yaml, 4:
                            torchao_config.py (rep_write_frameworks) */
   int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
-  int wrote_plan;       /* bit 1: bf16_plan.csv, 2: bf16_plan.ini (rep_write_bf16_plan), 128
-                           and 256: with the FP8 and the FP4 plan's labels; 4, 8:
+  int wrote_plan;       /* bit 1: bf16_plan.csv, 2: bf16_plan.ini (rep_write_bf16_plan), 512
+                           and 1024: with the FP8 and the FP4 plan's labels; 4, 8:
                            megatron_bf16_plan_fp8.txt, .yaml; 16, 32: megatron_bf16_plan_fp4.txt,
-                           .yaml; 64: torchao_bf16_plan.py (rep_write_bf16_plan_frameworks) */
+                           .yaml; 64: torchao_bf16_plan.py, 128: te_bf16_plan.py
+                           (rep_write_bf16_plan_frameworks) */
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
   struct rep_plan *plans; /* the BF16 demotion plans, [REP_NPLANS] (report_bf16_plan.c; NULL:
                              none) */
@@ -299,6 +300,11 @@ const char *rep_setting_format(const rep_t *r, const fp8_recommendation *x);
 /* te_recipe.py (report_te_code.c): the advice.ini decision as TransformerEngine code, per
  * module; written exactly when advice.ini is (r->wrote_te_code). */
 int rep_write_te_code(rep_t *r, char *err, size_t errlen);
+/* te_recipe.py's COVERED (the trace's modules; -1: out of memory) and its code after the
+ * constants (te_recipe_apply.py: apply(), model_region(), the name resolver), which expect
+ * MODEL_RECIPE, MODULES and TENSORS before them: for te_bf16_plan.py too. */
+int rep_put_te_covered(FILE *fp, const rep_t *r);
+void rep_put_te_footer(FILE *fp);
 
 /* The modules a framework applies a recipe to (report_advice_forms.c), for te_recipe.py and the
  * framework files (report_frameworks.c): per module of x's misfits (and of the routers kept in
@@ -436,7 +442,7 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d);
 int rep_write_bf16_plan_frameworks(rep_t *r, char *err, size_t errlen);
 /* The plans' files, in outputs.h's fp8_plan_outputs order (wrote_plan's bit 1 << i). */
 enum { REP_PF_CSV, REP_PF_INI, REP_PF_MEGATRON_FP8, REP_PF_MEGATRON_FP8_YAML, REP_PF_MEGATRON_FP4,
-       REP_PF_MEGATRON_FP4_YAML, REP_PF_TORCHAO };
+       REP_PF_MEGATRON_FP4_YAML, REP_PF_TORCHAO, REP_PF_TE };
 /* Opens plan file i (REP_PF_*) and writes its first bytes, fp8_plan_outputs[i].sig (what marks
  * an interrupted report's file as fp8lab's); its writer goes on from there. The commit sets
  * its bit in r->wrote_plan. */

@@ -160,7 +160,7 @@ static int cmp_te_name(const void *pa, const void *pb) {
 
 /* COVERED: every module of the trace (its tensors' rep_te_module_len, ranks' prefixes dropped),
  * each once, in name order, as a Python list. -1: out of memory. */
-static int put_covered(FILE *fp, const rep_t *r) {
+int rep_put_te_covered(FILE *fp, const rep_t *r) {
   size_t n = r->tab.ngroups, k = 0;
   te_name *v = malloc((n + 1) * sizeof *v);
   if (!v) return -1;
@@ -499,7 +499,7 @@ static const char *const FOOTER[] = {
     "            \"not_te\": not_te, \"not_covered\": not_covered, \"model_recipe_governs\": governs,\n"
     "            \"tensors\": dict(_CHOICES)}\n"};
 
-static void put_footer(FILE *fp) {
+void rep_put_te_footer(FILE *fp) {
   for (size_t i = 0; i < sizeof FOOTER / sizeof *FOOTER; i++) fputs(FOOTER[i], fp);
 }
 
@@ -556,12 +556,12 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen) {
     fputc('\n', fp);
   }
   fputs("}\n", fp);
-  if (put_tensors(fp, r, x) || put_covered(fp, r)) {
+  if (put_tensors(fp, r, x) || rep_put_te_covered(fp, r)) {
     fp8_outfile_abort(&of);
     free(m);
     return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
   }
-  put_footer(fp);
+  rep_put_te_footer(fp);
   free(m);
   rc = fp8_outfile_commit(&of, err, errlen);
   if (!rc) r->wrote_te_code = 1;

@@ -56,7 +56,8 @@ const fp8_plan_output fp8_plan_outputs[FP8_PLAN_OUTPUTS] = {
     {"megatron_bf16_plan_fp8.yaml", "# megatron_bf16_plan_fp8.yaml: fp8lab's BF16 demotion plan"},
     {"megatron_bf16_plan_fp4.txt", "# megatron_bf16_plan_fp4.txt: fp8lab's BF16 demotion plan"},
     {"megatron_bf16_plan_fp4.yaml", "# megatron_bf16_plan_fp4.yaml: fp8lab's BF16 demotion plan"},
-    {"torchao_bf16_plan.py", "# torchao_bf16_plan.py: fp8lab's BF16 demotion plans"}};
+    {"torchao_bf16_plan.py", "# torchao_bf16_plan.py: fp8lab's BF16 demotion plans"},
+    {"te_bf16_plan.py", "# te_bf16_plan.py: fp8lab's BF16 demotion plans"}};
 
 int fp8_output_of_plan(const char *name) {
   for (size_t i = 0; i < FP8_PLAN_OUTPUTS; i++)

@@ -28,13 +28,13 @@ void fp8_outputs_free(fp8_outputs *o);
 int fp8_output_of_framework(const char *name);
 /** The report's files of the BF16 demotion plans (issue 45): bf16_plan.csv, bf16_plan.ini,
  *  megatron_bf16_plan_fp8.txt and .yaml, megatron_bf16_plan_fp4.txt and .yaml,
- *  torchao_bf16_plan.py, each with the first bytes the report writes into it (what marks an
+ *  torchao_bf16_plan.py, te_bf16_plan.py, each with the first bytes the report writes into it (what marks an
  *  interrupted report's file as fp8lab's: src/run's leftovers). File i is written when the
  *  report's wrote_plan has bit 1 << i (src/report/report_internal.h). */
 typedef struct {
   const char *name, *sig;
 } fp8_plan_output;
-#define FP8_PLAN_OUTPUTS 7
+#define FP8_PLAN_OUTPUTS 8
 extern const fp8_plan_output fp8_plan_outputs[FP8_PLAN_OUTPUTS];
 /** 1 for one of fp8_plan_outputs' names. */
 int fp8_output_of_plan(const char *name);

@@ -350,7 +350,78 @@ print(json.dumps({"plans": t.PLANS, "converted": out}))
 '''
 
 
-def check_frameworks(name, out, p8, p4, modules, fp4_ends):
+TE = r'''
+import json, sys, warnings
+import transformer_engine.pytorch as te
+sys.path.insert(0, sys.argv[1])
+import te_bf16_plan as t
+names = json.loads(sys.argv[2])
+
+class Model(te.Module):  # a te.Linear at each of the trace's module paths
+    def __init__(self):
+        super().__init__()
+        self.leaves = []
+        for n in names:
+            parent = self
+            parts = n.split(".")
+            for c in parts[:-1]:
+                if c not in parent._children:
+                    setattr(parent, c, te.Module())
+                parent = parent._children[c]
+            leaf = te.Linear(64, 64)
+            setattr(parent, parts[-1], leaf)
+            self.leaves.append((n, leaf))
+
+    def forward(self, x):
+        for _, m in self.leaves:
+            m(x)
+        return x
+
+out = {}
+for plan, (make, layers) in t.PLANS.items():
+    for k in sorted({0, 1, len(layers)}):
+        model = Model()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t.apply_plan(model, plan, steps=k)
+        with t.model_region():
+            model(0)
+        out["%s %d" % (plan, k)] = {n: repr(m.recipe_seen) for n, m in model.leaves}
+        out["%s recipe" % plan] = repr(make())
+print(json.dumps({"plans": {p: v[1] for p, v in t.PLANS.items()}, "ran": out}))
+'''
+
+
+def check_te(name, out, want_plans, modules, plan_rows):
+    """te_bf16_plan.py against tests/report/te_stub (TE 2.18): step k of each plan runs the
+    first k layers out of FP8 and every other module under the plan's recipe, the one
+    bf16_plan.csv names (the FP8 plan's delayed setting; NVFP4BlockScaling for FP4)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "te_stub"), FP8LAB_TE_STUB_VERSION="2.18")
+    pr = subprocess.run([sys.executable, "-c", TE, out, json.dumps(sorted(modules))],
+                        capture_output=True, text=True, env=env)
+    if not check(pr.returncode == 0, "%s: te_bf16_plan.py: %s" % (name, pr.stderr[-1500:])):
+        return
+    res = json.loads(pr.stdout.strip().splitlines()[-1])
+    check(res["plans"] == want_plans, "%s: te PLANS %s, want %s" % (name, res["plans"], want_plans))
+    for plan in want_plans:
+        rec = res["ran"]["%s recipe" % plan]
+        r0 = [r for r in plan_rows if r["plan"] == plan][0]
+        if plan == "fp8":
+            want = "DelayedScaling(" in rec and "amax_history_len=%s," % r0["history_len"] in rec \
+                and "margin=%s," % r0["margin"] in rec and "amax_compute_algo='%s'" % \
+                r0["amax_compute"] in rec
+        else:
+            want = rec.startswith("NVFP4BlockScaling(")
+        check(want, "%s: te %s recipe %s for bf16_plan.csv's %s" % (name, plan, rec, dict(r0)))
+        for key, ran in res["ran"].items():
+            if not key.startswith(plan + " ") or key.endswith("recipe"):
+                continue
+            kept = set(want_plans[plan][:int(key.split()[1])])
+            bad = {n: v for n, v in ran.items() if v != ("None" if n in kept else rec)}
+            check(not bad, "%s: te %s: modules under the wrong recipe %s" % (name, key, bad))
+
+
+def check_frameworks(name, out, p8, p4, modules, fp4_ends, plan_rows=()):
     fp8_txt = os.path.join(out, "megatron_bf16_plan_fp8.txt")
     if p8 and check(os.path.exists(fp8_txt), "%s: no megatron_bf16_plan_fp8.txt" % name):
         with open(fp8_txt) as f:
@@ -391,6 +462,7 @@ def check_frameworks(name, out, p8, p4, modules, fp4_ends):
         kept = set(want_plans[plan][:int(k)])
         check(conv == [m for m in sorted(modules) if m not in kept],
               "%s: torchao %s converted %s" % (name, key, conv))
+    check_te(name, out, want_plans, modules, plan_rows)
 
 
 def run_case(name, exp, tmp, quickstart, want_ends=False, fp4=True):
@@ -437,7 +509,7 @@ def run_case(name, exp, tmp, quickstart, want_ends=False, fp4=True):
     en4 = ends(out, o4)[-1] if o4 else set()
     check(bool(en4) == want_ends, "%s: the FP4 plan's layers are whole blocks at the ends: %s"
           % (name, en4))
-    check_frameworks(name, out, order, o4, modules, en4)
+    check_frameworks(name, out, order, o4, modules, en4, plan)
     check_replay(name, out, plan, tmp)
 
 
