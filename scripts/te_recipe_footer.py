@@ -53,7 +53,7 @@ def main():
     with open(C) as f:
         s = f.read()
     a = s.index("static const char *const FOOTER[] = {")
-    b = s.index("static void put_footer(FILE *fp) {")
+    b = s.index("void rep_put_te_footer(FILE *fp) {")
     new = s[:a] + arr + "\n" + s[b:]
     if sys.argv[1:] == ["--check"]:
         if new != s:

@@ -150,7 +150,7 @@ START_TEST(test_tiny_rows_by_hand) {
                              "\"megatron_precision.yaml\",\"torchao_config.py\",\"bf16_plan.csv\","
                              "\"bf16_plan.ini\",\"megatron_bf16_plan_fp8.txt\","
                              "\"megatron_bf16_plan_fp8.yaml\",\"torchao_bf16_plan.py\","
-                             "\"notebooks_export/exp.ipynb\"]") != NULL,
+                             "\"te_bf16_plan.py\",\"notebooks_export/exp.ipynb\"]") != NULL,
                 "%s", outs);
   free(outs);
   json_decref(j);
