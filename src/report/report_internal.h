@@ -116,6 +116,8 @@ typedef struct {
                            torchao_config.py (rep_write_frameworks) */
   int wrote_fp4_advice; /* advice_fp4.ini written (rep_write_fp4_advice) */
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
+  struct rep_gemm_mix *gmix; /* mixed recipes' GEMMs TE has no kernel for (report_gemm_mix.c) */
+  size_t ngmix;
   /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
   size_t nrouter_tensors;
@@ -341,6 +343,15 @@ int rep_gemm_tied(const cfg_t *a, const cfg_t *b);
  * scale-rounding overflow (empty without an NVFP4 configuration). */
 void rep_fp4_overflow_caption(const rep_t *r, char *buf, size_t len);
 int rep_write_fp4_advice(rep_t *r, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ report_gemm_mix.c */
+
+/* The GEMMs of the mixed recipes whose two operands' sections TransformerEngine has no GEMM
+ * for (issue 45): found from gemm.csv's rows (rep_gemm_mix_load, from rep_load: FP8_OK or
+ * FP8_ENOMEM), one paragraph per recipe in the GEMM error section (rep_gemm_mix_text). */
+int rep_gemm_mix_load(rep_t *r, const fp8_gemm_table *t);
+void rep_gemm_mix_text(const rep_t *r, fp8_doc *d);
+void rep_gemm_mix_free(rep_t *r);
 
 /* ------------------------------------------------------------------ report_text.c */
 
