@@ -943,70 +943,57 @@ def _crossed_var(z, all_rows, all_cols):
     return max(0.0, SR - SE / q) / p + max(0.0, SC - SE / p) / q + SE / (p * q)
 
 
+def _weighted_ratio(num, den, w, zero_over_zero, all_rows, all_cols):
+    """sqrt(sum(w num) / sum(w den)) with its 95% interval (the sampled GEMM error, num = d and
+    den = r; the paired ratio, num = d_c and den = d_ref): the delta method on the linearized
+    residual z = w (num - Q den), Q the quotient, with the crossed variance; se = sqrt(Var) /
+    mean(w den); Q exp(-+1.96 se / Q), the ends square-rooted. Special cases: an empty block
+    NaN; a non-finite sum NaN or inf, lo = hi; sum(w den) = 0: zero_over_zero when sum(w num) is
+    0 too, else +inf, with [0, +inf] unless the block is the whole output; Q = 0 or the whole
+    output: lo = hi; a sampled side of one draw: [0, +inf]."""
+    p, q = w.shape
+    with np.errstate(all="ignore"):
+        sn = float(np.sum(w * num))
+        sd = float(np.sum(w * den))
+    if p * q == 0:
+        return math.nan, math.nan, math.nan
+    if not (math.isfinite(sn) and math.isfinite(sd)):
+        v_ = (math.nan if math.isnan(sn) else math.inf) if sd == 0 else math.sqrt(sn / sd)
+        return v_, v_, v_
+    whole = all_rows and all_cols
+    if sd == 0:
+        v_ = zero_over_zero if sn == 0 else math.inf
+        return (v_, v_, v_) if whole else (v_, 0.0, math.inf)
+    Q = sn / sd
+    v_ = math.sqrt(Q)
+    if whole or Q == 0:
+        return v_, v_, v_
+    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
+        return v_, 0.0, math.inf
+    var = _crossed_var(w * (num - Q * den), all_rows, all_cols)
+    se = math.sqrt(var) / (sd / (p * q))
+    wd = 1.959963984540054 * se / Q
+    return v_, math.sqrt(Q * math.exp(-wd)), math.sqrt(Q * math.exp(wd))
+
+
 def ratio_estimate(yref, yc, yr, u, v, all_rows, all_cols):
-    """Q = sum(w d_c) / sum(w d_ref), ratio = sqrt(Q); its interval by the delta method on
-    z = w (d_c - Q d_ref) with the crossed variance, se = sqrt(Var) / mean(w d_ref),
-    Q exp(-+1.96 se / Q), the ends square-rooted. The whole output: exact (lo = hi);
-    sum(w d_ref) = 0: 1 when sum(w d_c) = 0 too, else +inf, [0, +inf] unless whole; Q = 0:
-    [0, 0]; a non-finite sum: NaN or inf, lo = hi; a sampled side of one draw: [0, +inf]."""
-    p, q = yref.shape
-    w = np.outer(u, v)
+    """The FP4 verdict's paired ratio of two configurations' blocks yc and yr (docs/semantics.md
+    "The FP4 verdict's paired ratio"): Q = sum(w d_c) / sum(w d_ref), ratio = sqrt(Q), 0 / 0
+    counting as 1 (_weighted_ratio)."""
     with np.errstate(all="ignore"):
         dc = (yc.astype(np.float64) - yref) ** 2
         dr = (yr.astype(np.float64) - yref) ** 2
-        sc = float(np.sum(w * dc))
-        sr = float(np.sum(w * dr))
-    if p * q == 0:
-        return math.nan, math.nan, math.nan
-    if not (math.isfinite(sc) and math.isfinite(sr)):
-        with np.errstate(all="ignore"):
-            r = float(np.sqrt(np.float64(sc) / np.float64(sr))) if sr != 0 else (
-                math.nan if math.isnan(sc) else math.inf)
-        return r, r, r
-    whole = all_rows and all_cols
-    if sr == 0:
-        r = 1.0 if sc == 0 else math.inf
-        return (r, r, r) if whole else (r, 0.0, math.inf)
-    Q = sc / sr
-    r = math.sqrt(Q)
-    if whole or Q == 0:
-        return r, r, r
-    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
-        return r, 0.0, math.inf
-    var = _crossed_var(w * (dc - Q * dr), all_rows, all_cols)
-    se = math.sqrt(var) / (sr / (p * q))
-    wd = 1.959963984540054 * se / Q
-    return r, math.sqrt(Q * math.exp(-wd)), math.sqrt(Q * math.exp(wd))
+    return _weighted_ratio(dc, dr, np.outer(u, v), 1.0, all_rows, all_cols)
 
 
 def sample_estimate(yref, y, u, v, all_rows, all_cols):
-    p, q = yref.shape
-    w = np.outer(u, v)
+    """The sampled GEMM error of a configuration's block y (docs/semantics.md "Sampled GEMM
+    error"): R2 = sum(w d) / sum(w r), rel_error = sqrt(R2), 0 / 0 counting as 0."""
     with np.errstate(all="ignore"):
         e = y.astype(np.float64) - yref
         d = e * e
         r = yref * yref
-        sd = float(np.sum(w * d))
-        sr = float(np.sum(w * r))
-    if p * q == 0:
-        return math.nan, math.nan, math.nan
-    if not (math.isfinite(sd) and math.isfinite(sr)):
-        v_ = (math.nan if math.isnan(sd) else math.inf) if sr == 0 else math.sqrt(sd / sr)
-        return v_, v_, v_
-    whole = all_rows and all_cols
-    if sr == 0:
-        rel = 0.0 if sd == 0 else math.inf
-        return (rel, rel, rel) if whole else (rel, 0.0, math.inf)
-    R2 = sd / sr
-    rel = math.sqrt(R2)
-    if whole or R2 == 0:
-        return rel, rel, rel
-    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
-        return rel, 0.0, math.inf
-    var = _crossed_var(w * (d - R2 * r), all_rows, all_cols)
-    se = math.sqrt(var) / (sr / (p * q))
-    wd = 1.959963984540054 * se / R2
-    return rel, math.sqrt(R2 * math.exp(-wd)), math.sqrt(R2 * math.exp(wd))
+    return _weighted_ratio(d, r, np.outer(u, v), 0.0, all_rows, all_cols)
 
 
 # --------------------------------------------------------------------------------------------
