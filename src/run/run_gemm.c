@@ -56,9 +56,12 @@ static int layer_of(const run_t *r, const char *name, fp8_engine_layer *l) {
  * (a shared label's sections are one configuration each; docs/semantics.md), or SIZE_MAX. */
 static size_t label_config(const run_t *r, size_t first, size_t t) {
   const fp8_experiment *ex = r->ex;
-  for (size_t c = 0; c < r->nconfigs; c++)
-    if (ex->sections[ex->config_section[c]].label_first == first && r->covers[t * r->nconfigs + c])
-      return c;
+  for (size_t s = first; s < ex->nsections; s++) {
+    const fp8_recipe_section *sec = &ex->sections[s];
+    if (sec->label_first == first && sec->nconfigs == 1 &&
+        r->covers[t * r->nconfigs + sec->first_config])
+      return sec->first_config;
+  }
   return SIZE_MAX;
 }
 
