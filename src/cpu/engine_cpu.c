@@ -64,16 +64,21 @@ static int cpu_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, c
   return queue(p, &task, err, errlen);
 }
 
-static int cpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
-                    double *rel, char *err, size_t errlen) {
+static int cpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,
+                    size_t nreq, char *err, size_t errlen) {
   cpu_priv *p = e->priv;
   for (int i = 0; i < 3; i++)
     if (l->tensor[i] >= p->plan.ntensors || !p->view[l->tensor[i]])
       return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: operand %d is not loaded", l->name, i);
-  unsigned char *w = malloc(p->plan.nconfigs + 1);
+  for (size_t q = 0; q < nreq; q++)
+    for (int i = 0; i < 3; i++)
+      if (req[q].config[i] >= p->plan.nconfigs)
+        return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: GEMM request %zu: configuration %zu",
+                          l->name, q, req[q].config[i]);
+  fp8_gemm_request *w = malloc((nreq + 1) * sizeof *w);
   if (!w) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-  memcpy(w, want, p->plan.nconfigs);
-  cpu_task task = {.is_gemm = 1, .layer = *l, .want = w, .rel = rel};
+  if (nreq) memcpy(w, req, nreq * sizeof *w);
+  cpu_task task = {.is_gemm = 1, .layer = *l, .req = w, .nreq = nreq};
   int rc = queue(p, &task, err, errlen);
   if (rc) free(w);
   return rc;
@@ -152,7 +157,7 @@ static int cpu_sync(fp8_engine *e, char *err, size_t errlen) {
   for (size_t k = 0; k < p->ntasks; k++) {
     cpu_task *t = &p->tasks[k];
     if (t->rc && rc == FP8_OK) rc = fp8_errorf(t->rc, err, errlen, "%s", t->err);
-    if (t->is_gemm) free((void *)t->want);
+    if (t->is_gemm) free(t->req);
   }
   p->ntasks = 0;
   return rc;
@@ -211,7 +216,7 @@ static void cpu_free(fp8_engine *e) {
     if (p->dl)
       for (size_t i = 0; i < p->plan.ntensors * p->plan.nconfigs; i++) fp8_delayed_free(&p->dl[i]);
     for (size_t k = 0; k < p->ntasks; k++)
-      if (p->tasks[k].is_gemm) free((void *)p->tasks[k].want);
+      if (p->tasks[k].is_gemm) free(p->tasks[k].req);
     if (p->scratch)
       for (int i = 0; i < p->threads; i++) {
         cpu_scratch *w = &p->scratch[i];

@@ -1,20 +1,23 @@
 /* engine_cpu_gemm.c: the CPU engine's gemm op on one worker: a layer's fprop, dgrad and wgrad
- * errors against their double-precision reference (gemm.h) under every wanted configuration.
+ * errors against their double-precision reference (gemm.h) for every request (engine.h
+ * fp8_gemm_request: a configuration per operand; a plain request's three are one).
  *
- * Per-tensor configurations use each operand's one scale in all three GEMMs, and the cast is
- * elementwise, so only the sampled token rows are ever needed (gemm.h's sampling: the same
- * rows, the same values, the same CBLAS calls as quantizing the whole tensor and sampling
- * afterwards): the worker widens the sampled rows of input and grad_output and the weight, and
- * keeps no full-size copy. Configurations whose three (scale, format) pairs coincide give the
- * same errors: each distinct triple is computed once, in an order in which consecutive triples
- * share operands, so that an operand is quantized again only when its pair changes. Block
- * recipes need the whole tensors (blocks run along the tokens for wgrad): a layer with block
- * configurations to compute is worked on in full, as gemm.h describes.
+ * Requests whose three operands come from per-tensor configurations use each operand's one
+ * scale in all three GEMMs, and the cast is elementwise, so only the sampled token rows are
+ * ever needed (gemm.h's sampling: the same rows, the same values, the same CBLAS calls as
+ * quantizing the whole tensor and sampling afterwards): the worker widens the sampled rows of
+ * input and grad_output and the weight, and keeps no full-size copy. Requests whose three
+ * (scale, format) pairs coincide give the same errors: each distinct triple is computed once,
+ * in an order in which consecutive triples share operands, so that an operand is quantized
+ * again only when its pair changes. An operand of a block kind needs the whole tensor (blocks
+ * run along the tokens for wgrad): a layer with such a request is worked on in full, as gemm.h
+ * describes, each tensor quantized by its operand's configuration in the orientations its
+ * GEMMs need (a mixed request: each by its own section's).
  *
  * The sampled mode (plan->gemm_sample > 0, gemm.h's fp8_gemm_sample) takes each GEMM's sampled
  * rows and columns from the views (the operands' norms first: the draw's sizes) and never
- * widens a whole tensor for per-tensor configurations: a configuration casts its few gathered
- * rows and runs three small FP32 GEMMs. Block configurations still cast whole tensors. */
+ * widens a whole tensor for per-tensor requests: a request casts its few gathered rows and runs
+ * three small FP32 GEMMs. Requests with a block-kind operand still cast whole tensors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,15 +26,46 @@
 #include "engine_cpu_internal.h"
 #include "gemm.h"
 
-/* A block configuration's operands: each quantized row-wise and column-wise into g[3..8]
- * (TE's layouts: fprop row-wise X and W; dgrad row-wise dY, column-wise W; wgrad column-wise dY
- * and X, blocks along each GEMM's reduction dimension). Full-size operands. */
-static int block_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l, size_t c,
-                          fp8_gemm_operands *ops) {
+static void cast_operand(const float *x, size_t n, float s, int fmt, float *q);
+
+static int fmt_of(const fp8_engine_plan *pl, const fp8_engine_layer *l, size_t c, int i) {
+  return pl->configs[c].kind == FP8_KIND_BF16 ? -1 : (int)fp8_plan_format(pl, l->tensor[i], c);
+}
+
+static int is_block(const fp8_engine_plan *pl, size_t c) {
+  return fp8_recipe_kind_is_block(pl->configs[c].kind);
+}
+
+/* Whether request q has an operand of a block kind (its GEMMs need the whole tensors). */
+static int req_blocks(const fp8_engine_plan *pl, const fp8_gemm_request *q) {
+  return is_block(pl, q->config[0]) || is_block(pl, q->config[1]) || is_block(pl, q->config[2]);
+}
+
+/* A request's full dequantized operands (g[0..2]: the widened tensors, all tokens): tensor i
+ * as configuration cfg[i] casts it. A block kind quantizes it row-wise into g[3 + i] and
+ * column-wise into g[6 + i] (TE's layouts: fprop row-wise X and W; dgrad row-wise dY,
+ * column-wise W; wgrad column-wise dY and X, blocks along each GEMM's reduction dimension); a
+ * per-tensor kind casts it with its scale into g[3 + i], which serves both. held[i]: the
+ * configuration whose tensor i g[3 + i] and g[6 + i] hold (-1: none), kept when it is cfg[i]
+ * and updated; a caller that writes g[3..8] otherwise resets it. */
+static int request_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
+                            const size_t cfg[3], ptrdiff_t held[3], fp8_gemm_operands *ops) {
   const fp8_engine_plan *pl = &p->plan;
   const int64_t rows[3] = {l->tokens, l->out, l->tokens}, cols[3] = {l->in, l->in, l->out};
+  const float *row[3], *col[3];
   for (int i = 0; i < 3; i++) {
-    size_t t = l->tensor[i];
+    size_t t = l->tensor[i], c = cfg[i];
+    int blk = is_block(pl, c);
+    row[i] = w->g[3 + i];
+    col[i] = blk ? w->g[6 + i] : w->g[3 + i];
+    if (held[i] == (ptrdiff_t)c) continue;
+    held[i] = -1;
+    if (!blk) {
+      cast_operand(w->g[i], (size_t)(rows[i] * cols[i]), l->scale[i][c], fmt_of(pl, l, c, i),
+                   w->g[3 + i]);
+      held[i] = (ptrdiff_t)c;
+      continue;
+    }
     fp8_block_params bp = fp8_config_block_params(&pl->configs[c], pl->roles[t],
                                                   fp8_plan_format(pl, t, c), p->view[t]->dtype);
     int r1 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_ROW, w->g[3 + i],
@@ -42,13 +76,14 @@ static int block_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_la
     int r2 = fp8_block_quantize_f32(w->g[i], rows[i], cols[i], &bp, FP8_BLOCK_DIR_COL, w->g[6 + i],
                                     NULL, NULL, NULL);
     if (r1 || r2) return r1 ? r1 : r2;
+    held[i] = (ptrdiff_t)c;
   }
-  *ops = (fp8_gemm_operands){w->g[3], w->g[4], w->g[5], w->g[7], w->g[8], w->g[6]};
+  *ops = (fp8_gemm_operands){row[0], row[1], row[2], col[1], col[2], col[0]};
   return FP8_OK;
 }
 
-/* The sampled errors of one configuration from its full dequantized operands (a block
- * configuration's): each GEMM's two operands gathered from them. */
+/* The sampled errors of one request from its full dequantized operands (a request with a
+ * block-kind operand): each GEMM's two operands gathered from them. */
 static void sampled_from_full(fp8_gemm_sample *s, const fp8_gemm_operands *ops,
                               double e[3][FP8_GEMM_COUNT]) {
   const float *a[FP8_GEMM_COUNT] = {ops->fprop_input, ops->dgrad_grad_output,
@@ -61,17 +96,17 @@ static void sampled_from_full(fp8_gemm_sample *s, const fp8_gemm_operands *ops,
   }
 }
 
-/* The sampled errors of a per-tensor configuration: each GEMM's gathered original operands
- * cast with their tensors' (scale, format) (the cast is elementwise: gathering commutes).
- * changed[i]: tensor i's (scale, format) differs from the previous call's (all on the first):
- * a GEMM neither of whose operands changed keeps its errors (e holds them). */
-/* An operand as configuration c casts it into q: fmt < 0 for the bf16 kind (not cast: the
- * values themselves), else the format it is quantized to with scale s. */
+/* An operand as a per-tensor configuration casts it into q: fmt < 0 for the bf16 kind (not
+ * cast: the values themselves), else the format it is quantized to with scale s. */
 static void cast_operand(const float *x, size_t n, float s, int fmt, float *q) {
   if (fmt < 0) memcpy(q, x, n * sizeof *q);
   else fp8_quantize_f32(x, n, s, (fp8_format)fmt, NULL, q, NULL);
 }
 
+/* The sampled errors of a per-tensor request: each GEMM's gathered original operands cast
+ * with their tensors' (scale, format) (the cast is elementwise: gathering commutes).
+ * changed[i]: tensor i's (scale, format) differs from the previous call's (all on the first):
+ * a GEMM neither of whose operands changed keeps its errors (e holds them). */
 static void sampled_per_tensor(fp8_gemm_sample *s, const float scale[3], const int fmt[3],
                                const int changed[3], double e[3][FP8_GEMM_COUNT]) {
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
@@ -84,13 +119,13 @@ static void sampled_per_tensor(fp8_gemm_sample *s, const float scale[3], const i
   }
 }
 
-/* The three operands' (scale bits, format) of a per-tensor configuration, for ordering: the
+/* The three operands' (scale bits, format) of a per-tensor request, for ordering: the
  * operands compared largest first (order[]), so that the largest is quantized once per pair
  * it has and only the smaller ones again when their pairs change. */
 typedef struct {
   uint32_t bits[3];
   int fmt[3];
-  size_t c;
+  size_t q;          /* the request */
   const int *order;
 } triple_key;
 
@@ -101,21 +136,22 @@ static int cmp_triple(const void *a, const void *b) {
     if (x->bits[i] != y->bits[i]) return x->bits[i] < y->bits[i] ? -1 : 1;
     if (x->fmt[i] != y->fmt[i]) return x->fmt[i] < y->fmt[i] ? -1 : 1;
   }
-  return x->c < y->c ? -1 : x->c > y->c;
+  return x->q < y->q ? -1 : x->q > y->q;
 }
 
 static int same_operand(const triple_key *a, const triple_key *b, int i) {
   return a->bits[i] == b->bits[i] && a->fmt[i] == b->fmt[i];
 }
 
-/* The per-tensor configurations: one computation per distinct triple. x[i] are the operands
- * (sampled or full, as ref was made), count[i] their elements, q[i] scratch of that size. */
-static int per_tensor_gemms(const cpu_priv *p, const fp8_engine_layer *l, const unsigned char *want,
-                            const fp8_gemm_ref *ref, fp8_gemm_sample *smp, float *const x[3],
-                            float *const q[3], const size_t count[3], double *rel) {
+/* The requests without a block-kind operand: one computation per distinct triple. x[i] are the
+ * operands (sampled or full, as ref was made), count[i] their elements, q[i] scratch of that
+ * size. */
+static int per_tensor_gemms(const cpu_priv *p, const fp8_engine_layer *l,
+                            const fp8_gemm_request *req, size_t nreq, const fp8_gemm_ref *ref,
+                            fp8_gemm_sample *smp, float *const x[3], float *const q[3],
+                            const size_t count[3]) {
   const fp8_engine_plan *pl = &p->plan;
-  const size_t nc = pl->nconfigs;
-  triple_key *k = malloc((nc + 1) * sizeof *k);
+  triple_key *k = malloc((nreq + 1) * sizeof *k);
   if (!k) return FP8_ENOMEM;
   int order[3] = {0, 1, 2}; /* the operands by size, largest first */
   for (int a = 0; a < 3; a++)
@@ -126,44 +162,42 @@ static int per_tensor_gemms(const cpu_priv *p, const fp8_engine_layer *l, const 
         order[b] = t;
       }
   size_t nk = 0;
-  for (size_t c = 0; c < nc; c++) {
-    if (!want[c] || fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
-    k[nk].c = c;
+  for (size_t r = 0; r < nreq; r++) {
+    if (req_blocks(pl, &req[r])) continue;
+    k[nk].q = r;
     k[nk].order = order;
     for (int i = 0; i < 3; i++) {
+      size_t c = req[r].config[i];
       memcpy(&k[nk].bits[i], &l->scale[i][c], sizeof(uint32_t));
-      k[nk].fmt[i] = pl->configs[c].kind == FP8_KIND_BF16 ? -1
-                                                          : (int)fp8_plan_format(pl, l->tensor[i], c);
+      k[nk].fmt[i] = fmt_of(pl, l, c, i);
     }
     nk++;
   }
   if (nk > 1) qsort(k, nk, sizeof *k, cmp_triple);
   int rc = FP8_OK;
-  const size_t per = (size_t)FP8_GEMM_COUNT * nc;
   double e[3][FP8_GEMM_COUNT]; /* estimate, lo, hi */
   for (size_t j = 0; j < nk && rc == FP8_OK; j++) {
+    const fp8_gemm_request *r = &req[k[j].q];
     int fresh = j == 0 || !same_operand(&k[j], &k[j - 1], 0) || !same_operand(&k[j], &k[j - 1], 1) ||
                 !same_operand(&k[j], &k[j - 1], 2);
     if (fresh && smp) { /* a new triple, sampled: the gathered operands whose pair changed */
       float sc[3];
       int fm[3], changed[3];
       for (int i = 0; i < 3; i++) {
-        sc[i] = l->scale[i][k[j].c];
+        sc[i] = l->scale[i][r->config[i]];
         fm[i] = k[j].fmt[i];
         changed[i] = j == 0 || !same_operand(&k[j], &k[j - 1], i);
       }
       sampled_per_tensor(smp, sc, fm, changed, e);
     } else if (fresh) { /* a new triple: quantize the operands whose pair changed, then the GEMMs */
       for (int i = 0; i < 3; i++)
-        if (j == 0 || !same_operand(&k[j], &k[j - 1], i)) {
-          size_t c = k[j].c;
-          cast_operand(x[i], count[i], l->scale[i][c], k[j].fmt[i], q[i]);
-        }
+        if (j == 0 || !same_operand(&k[j], &k[j - 1], i))
+          cast_operand(x[i], count[i], l->scale[i][r->config[i]], k[j].fmt[i], q[i]);
       fp8_gemm_operands ops = {q[0], q[1], q[2], q[1], q[2], q[0]};
       rc = fp8_gemm_errors(ref, &ops, e[0]);
     }
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
-      for (int v = 0; v < (smp ? 3 : 1); v++) rel[(size_t)v * per + (size_t)g * nc + k[j].c] = e[v][g];
+      for (int v = 0; v < (smp ? 3 : 1); v++) r->rel[v * FP8_GEMM_COUNT + g] = e[v][g];
   }
   free(k);
   return rc;
@@ -209,32 +243,16 @@ typedef struct {
   ptrdiff_t er_of;          /* the configuration er belongs to (-1: none yet) */
 } exact_cache;
 
-static int fmt_of(const fp8_engine_plan *pl, const fp8_engine_layer *l, size_t c, int i) {
-  return pl->configs[c].kind == FP8_KIND_BF16 ? -1 : (int)fp8_plan_format(pl, l->tensor[i], c);
-}
-
-/* Configuration c's full dequantized operands into w->g[3..8] (g[0..2]: the widened tensors):
- * a block configuration's (block_operands), or a per-tensor one's cast with its scales. */
-static int full_operands(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l, size_t c,
-                         fp8_gemm_operands *ops) {
-  const fp8_engine_plan *pl = &p->plan;
-  if (fp8_recipe_kind_is_block(pl->configs[c].kind)) return block_operands(p, w, l, c, ops);
-  const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
-                           (size_t)(l->tokens * l->out)};
-  for (int i = 0; i < 3; i++) cast_operand(w->g[i], count[i], l->scale[i][c], fmt_of(pl, l, c, i), w->g[3 + i]);
-  *ops = (fp8_gemm_operands){w->g[3], w->g[4], w->g[5], w->g[4], w->g[5], w->g[3]};
-  return FP8_OK;
-}
-
 /* The reference configuration r's sampled FP32 blocks of the three GEMMs into w->yr (the
  * same bits as its fp8_gemm_sample_error computed). Uses the samples' qa / qb and, for a block
- * configuration, w->g[3..8]. */
+ * configuration, w->g[3..8] (held: request_operands'). */
 static int ratio_ref_blocks(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
-                            fp8_gemm_sample *s, size_t r) {
+                            fp8_gemm_sample *s, size_t r, ptrdiff_t held[3]) {
   const fp8_engine_plan *pl = &p->plan;
   fp8_gemm_operands ops;
-  int blk = fp8_recipe_kind_is_block(pl->configs[r].kind), rc;
-  if (blk && (rc = block_operands(p, w, l, r, &ops))) return rc;
+  const size_t rr[3] = {r, r, r};
+  int blk = is_block(pl, r), rc;
+  if (blk && (rc = request_operands(p, w, l, rr, held, &ops))) return rc;
   const float *fa[FP8_GEMM_COUNT] = {ops.fprop_input, ops.dgrad_grad_output, ops.wgrad_grad_output};
   const float *fb[FP8_GEMM_COUNT] = {ops.fprop_weight, ops.dgrad_weight, ops.wgrad_input};
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
@@ -274,14 +292,18 @@ static double exact_of(const exact_cache *x, int g, const fp8_gemm_operands *ops
   return e;
 }
 
-/* The paired ratios of block configuration c (its blocks in s[g].y, its full operands in ops,
- * i.e. w->g[3..8]) against r (its blocks in w->yr): into out[v][g] (v: ratio, lo, hi, exact). */
+/* The paired ratios of a request (its blocks in s[g].y, its full operands in ops, i.e.
+ * w->g[3..8]) against configuration r (its blocks in w->yr), for the GEMMs with need[g]: into
+ * out[v][g] (v: ratio, lo, hi, exact; the others untouched). */
 static int pair_ratios(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer *l,
-                       fp8_gemm_sample *s, size_t r, const fp8_gemm_operands *ops, exact_cache *x,
+                       fp8_gemm_sample *s, size_t r, const int need[FP8_GEMM_COUNT],
+                       const fp8_gemm_operands *ops, exact_cache *x, ptrdiff_t held[3],
                        double out[4][FP8_GEMM_COUNT]) {
   const double R = p->plan.ratio_threshold;
   int redo[FP8_GEMM_COUNT], any = 0, rc = FP8_OK;
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
+    redo[g] = 0;
+    if (!need[g]) continue;
     fp8_gemm_sample_ratio(&s[g], s[g].y, w->yr[g], &out[0][g], &out[1][g], &out[2][g]);
     out[3][g] = 0.0;
     /* straddles the threshold: not decided on the sample (NaN compares false: kept) */
@@ -301,11 +323,12 @@ static int pair_ratios(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer
     x->er_of = (ptrdiff_t)r;
     for (int g = 0; g < FP8_GEMM_COUNT; g++) x->have_er[g] = 0;
   }
-  int need = 0;
-  for (int g = 0; g < FP8_GEMM_COUNT; g++) need |= redo[g] && !x->have_er[g];
-  if (need) { /* c's operands are no longer needed: r's take their place */
+  int need_er = 0;
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) need_er |= redo[g] && !x->have_er[g];
+  if (need_er) { /* the request's operands are no longer needed: r's take their place */
     fp8_gemm_operands ro;
-    if (full_operands(p, w, l, r, &ro) != FP8_OK)
+    const size_t rr[3] = {r, r, r};
+    if (request_operands(p, w, l, rr, held, &ro) != FP8_OK)
       for (int g = 0; g < FP8_GEMM_COUNT; g++) redo[g] &= x->have_er[g];
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       if (redo[g] && !x->have_er[g]) {
@@ -325,13 +348,68 @@ static int pair_ratios(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer
   return rc;
 }
 
+/* The configuration GEMM g of request q is divided by (engine.h fp8_engine_gemm): ratio_ref of
+ * its first operand's configuration, else of its second's; -1: none. */
+static int64_t gemm_ratio_ref(const fp8_engine_plan *pl, const fp8_gemm_request *q, int g) {
+  if (!pl->ratio_ref) return -1;
+  int64_t a = pl->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
+  return a >= 0 ? a : pl->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
+}
+
+/* The index of the plain request of configuration c among req (-1: none). */
+static ptrdiff_t plain_request(const fp8_gemm_request *req, size_t nreq, size_t c) {
+  for (size_t k = 0; k < nreq; k++)
+    if (fp8_gemm_request_plain(&req[k]) && req[k].config[0] == c) return (ptrdiff_t)k;
+  return -1;
+}
+
+/* A sampled request with a block-kind operand: its errors from its full operands, and its
+ * paired ratios (each configuration it is divided by in turn: one in practice). */
+static int sampled_request(cpu_priv *p, cpu_scratch *w, cpu_task *task, size_t k,
+                           exact_cache *xc, ptrdiff_t *have_yr, ptrdiff_t held[3]) {
+  const fp8_engine_plan *pl = &p->plan;
+  const fp8_engine_layer *l = &task->layer;
+  const fp8_gemm_request *q = &task->req[k];
+  fp8_gemm_sample *s = w->smp;
+  fp8_gemm_operands ops;
+  double e[3][FP8_GEMM_COUNT], r4[4][FP8_GEMM_COUNT];
+  int rc = request_operands(p, w, l, q->config, held, &ops);
+  if (rc) return rc;
+  sampled_from_full(s, &ops, e);
+  for (int g = 0; g < FP8_GEMM_COUNT; g++)
+    for (int v = 0; v < 3; v++) q->rel[v * FP8_GEMM_COUNT + g] = e[v][g];
+  if (!pl->ratio_ref) return FP8_OK;
+  for (int v = 0; v < 4; v++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) r4[v][g] = NAN;
+  int64_t refs[FP8_GEMM_COUNT];
+  for (int g = 0; g < FP8_GEMM_COUNT; g++) refs[g] = gemm_ratio_ref(pl, q, g);
+  for (int g0 = 0; g0 < FP8_GEMM_COUNT && rc == FP8_OK; g0++) {
+    int64_t r = refs[g0];
+    int need[FP8_GEMM_COUNT], seen = 0;
+    for (int g = 0; g < g0; g++) seen |= refs[g] == r;
+    if (r < 0 || seen || (size_t)r >= pl->nconfigs) continue;
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) need[g] = refs[g] == r;
+    if (fp8_gemm_request_plain(q) && q->config[0] == (size_t)r) continue; /* itself */
+    if (plain_request(task->req, task->nreq, (size_t)r) < 0) continue;   /* not in the call */
+    if (*have_yr != r) {
+      if ((rc = ratio_ref_blocks(p, w, l, s, (size_t)r, held))) break;
+      *have_yr = r;
+    }
+    /* the reference's blocks may have taken w->g[3..8]: the request's operands again */
+    if ((rc = request_operands(p, w, l, q->config, held, &ops))) break;
+    rc = pair_ratios(p, w, l, s, (size_t)r, need, &ops, xc, held, r4);
+  }
+  for (int v = 0; v < 4; v++)
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) q->rel[(3 + v) * FP8_GEMM_COUNT + g] = r4[v][g];
+  return rc;
+}
+
 /* The sampled mode (plan->gemm_sample > 0): each GEMM's sample, its operands gathered from the
- * loaded views and its reference; per-tensor configurations from the gathered operands alone,
- * block configurations from their full dequantized operands (all tokens). */
+ * loaded views and its reference; per-tensor requests from the gathered operands alone,
+ * requests with a block-kind operand from their full dequantized operands (all tokens). */
 static int sampled_task(cpu_priv *p, cpu_scratch *w, cpu_task *task, int blocks, const char *what) {
   const fp8_engine_plan *pl = &p->plan;
   const fp8_engine_layer *l = &task->layer;
-  const size_t nc = pl->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
   fp8_gemm_sample *s = w->smp; /* the worker's, buffers reused */
   int rc = FP8_OK;
   /* the squared norms of each tensor's rows and columns: the sizes the sample is drawn by */
@@ -373,8 +451,8 @@ static int sampled_task(cpu_priv *p, cpu_scratch *w, cpu_task *task, int blocks,
     snprintf(task->err, sizeof task->err, "%s: GEMM sample: %s", what, fp8_strerror(rc));
     goto done;
   }
-  rc = per_tensor_gemms(p, l, task->want, NULL, s, NULL, NULL, (const size_t[3]){1, 1, 1},
-                        task->rel);
+  rc = per_tensor_gemms(p, l, task->req, task->nreq, NULL, s, NULL, NULL,
+                        (const size_t[3]){1, 1, 1});
   if (blocks && rc == FP8_OK) {
     const size_t count[3] = {(size_t)(l->tokens * l->in), (size_t)(l->out * l->in),
                              (size_t)(l->tokens * l->out)};
@@ -389,29 +467,10 @@ static int sampled_task(cpu_priv *p, cpu_scratch *w, cpu_task *task, int blocks,
       fp8_dtype_to_f32(v->dtype, v->data, count[i], w->g[i]);
     }
     exact_cache xc = {.er_of = -1};
-    ptrdiff_t have_yr = -1; /* the configuration whose blocks w->yr holds */
-    for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
-      if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
-      int64_t r = pl->ratio_ref ? pl->ratio_ref[c] : -1;
-      int paired = r >= 0 && (size_t)r < nc && (size_t)r != c && task->want[r];
-      if (paired && have_yr != r) { /* before c's operands: a block reference uses g[3..8] */
-        if ((rc = ratio_ref_blocks(p, w, l, s, (size_t)r))) break;
-        have_yr = r;
-      }
-      fp8_gemm_operands ops;
-      double e[3][FP8_GEMM_COUNT], q[4][FP8_GEMM_COUNT];
-      if ((rc = block_operands(p, w, l, c, &ops))) break;
-      sampled_from_full(s, &ops, e);
-      for (int g = 0; g < FP8_GEMM_COUNT; g++)
-        for (int v = 0; v < 3; v++) task->rel[(size_t)v * per + (size_t)g * nc + c] = e[v][g];
-      if (r < 0) continue;
-      for (int v = 0; v < 4; v++)
-        for (int g = 0; g < FP8_GEMM_COUNT; g++) q[v][g] = NAN;
-      if (paired) rc = pair_ratios(p, w, l, s, (size_t)r, &ops, &xc, q);
-      for (int v = 0; v < 4; v++)
-        for (int g = 0; g < FP8_GEMM_COUNT; g++)
-          task->rel[(size_t)(3 + v) * per + (size_t)g * nc + c] = q[v][g];
-    }
+    ptrdiff_t have_yr = -1;            /* the configuration whose blocks w->yr holds */
+    ptrdiff_t held[3] = {-1, -1, -1};  /* what w->g[3..8] hold (request_operands) */
+    for (size_t k = 0; k < task->nreq && rc == FP8_OK; k++)
+      if (req_blocks(pl, &task->req[k])) rc = sampled_request(p, w, task, k, &xc, &have_yr, held);
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
       if (xc.have_ref[g]) fp8_gemm_ref_free(&xc.ref[g]);
   }
@@ -423,9 +482,8 @@ done:
 void cpu_gemm_task(cpu_priv *p, cpu_scratch *w, cpu_task *task) {
   const fp8_engine_plan *pl = &p->plan;
   const fp8_engine_layer *l = &task->layer;
-  const size_t nc = pl->nconfigs;
   int blocks = 0;
-  for (size_t c = 0; c < nc; c++) blocks |= task->want[c] && fp8_recipe_kind_is_block(pl->configs[c].kind);
+  for (size_t k = 0; k < task->nreq; k++) blocks |= req_blocks(pl, &task->req[k]);
   char what[300];
   snprintf(what, sizeof what, "layer %s", l->name);
   if (pl->gemm_sample > 0) {
@@ -450,14 +508,16 @@ void cpu_gemm_task(cpu_priv *p, cpu_scratch *w, cpu_task *task) {
     return;
   }
   float *x[3] = {w->g[0], w->g[1], w->g[2]}, *q[3] = {w->g[3], w->g[4], w->g[5]};
-  rc = per_tensor_gemms(p, l, task->want, &ref, NULL, x, q, count, task->rel);
-  for (size_t c = 0; c < nc && rc == FP8_OK; c++) {
-    if (!task->want[c] || !fp8_recipe_kind_is_block(pl->configs[c].kind)) continue;
+  rc = per_tensor_gemms(p, l, task->req, task->nreq, &ref, NULL, x, q, count);
+  ptrdiff_t held[3] = {-1, -1, -1}; /* per_tensor_gemms left g[3..5] as scratch */
+  for (size_t k = 0; k < task->nreq && rc == FP8_OK; k++) {
+    const fp8_gemm_request *r = &task->req[k];
+    if (!req_blocks(pl, r)) continue;
     fp8_gemm_operands ops;
     double e[FP8_GEMM_COUNT];
-    rc = block_operands(p, w, l, c, &ops);
+    rc = request_operands(p, w, l, r->config, held, &ops);
     if (rc == FP8_OK) rc = fp8_gemm_errors(&ref, &ops, e);
-    for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) task->rel[(size_t)g * nc + c] = e[g];
+    for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) r->rel[g] = e[g];
   }
   if (rc) {
     task->rc = rc;

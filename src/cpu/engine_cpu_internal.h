@@ -40,10 +40,9 @@ typedef struct {
   size_t t;                       /* quantize: the tensor */
   fp8_tensor_result *out;         /* quantize: where the results go */
   fp8_engine_layer layer;         /* gemm */
-  const unsigned char *want;      /* gemm: [nconfigs] (a copy owned by the queue) */
-  double *rel;                    /* gemm: [3 * nconfigs], or [9 * nconfigs] when sampled
-                                     (estimates, lo, hi: engine.h), [21 * nconfigs] with
-                                     the plan's ratio_ref (the paired ratios) */
+  fp8_gemm_request *req;          /* gemm: the requests (a copy owned by the queue), each
+                                     with its rel (engine.h fp8_engine_gemm) */
+  size_t nreq;
   int rc;                         /* FP8_OK or the failure of this op */
   char err[640];
 } cpu_task;

@@ -22,9 +22,9 @@ int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err
   return e->ops->cast(e, t, c, codes, err, errlen);
 }
 
-int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
-                    double *rel, char *err, size_t errlen) {
-  return e->ops->gemm(e, l, want, rel, err, errlen);
+int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,
+                    size_t nreq, char *err, size_t errlen) {
+  return e->ops->gemm(e, l, req, nreq, err, errlen);
 }
 
 int fp8_engine_sync(fp8_engine *e, char *err, size_t errlen) { return e->ops->sync(e, err, errlen); }

@@ -14,7 +14,7 @@
  *   begin_step(step)
  *   for each tensor of the step:  load(t, view); quantize_stats(t, &result[t])
  *   sync()                           results[] are valid from here on
- *   for each layer of the step:   gemm(layer, configs, rel)   (scales: the results of the casts)
+ *   for each layer of the step:   gemm(layer, requests)       (scales: the results of the casts)
  *   sync()
  *   end_phase(FP8_FWD, amax)         forward roles: amax reduction, then one fused update
  *   end_phase(FP8_BWD, amax)         backward roles: the same (TE: end of the backward pass)
@@ -52,12 +52,13 @@ extern "C" {
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
  *  way a separately built module would notice; the module's descriptor carries it
  *  (gpu_module.h: engine_abi), beside the descriptor's own version. */
-#define FP8_ENGINE_ABI 4 /* 4: the plan's ratio_ref and ratio_threshold (issue 42) */
+#define FP8_ENGINE_ABI 5 /* 5: GEMM requests, a configuration per operand (issue 45) */
 
 /** The ops an engine may decline for a configuration (supports()). */
 typedef enum {
   FP8_OP_QUANTIZE_STATS, /**< quantize_stats (and cast) of the configuration, and its state */
-  FP8_OP_GEMM,           /**< the layer GEMMs of the configuration */
+  FP8_OP_GEMM,           /**< the layer GEMMs of the configuration (its plain requests;
+                              only a CPU engine need take mixed ones: fp8_gemm_request) */
 } fp8_engine_op;
 
 /* fp8_phase (FP8_FWD, FP8_BWD), the two halves of a step: fp8.h. */
@@ -95,10 +96,14 @@ typedef struct {
   const int64_t *ratio_ref;    /**< [nconfigs] or NULL: sampled mode, the configuration whose
                                     GEMM errors configuration c's are divided by (the FP4
                                     verdict's paired ratio, gemm.h fp8_gemm_sample_ratio;
-                                    -1: none). Only block kinds take a ratio. */
+                                    -1: none; fp8_engine_gemm says which GEMMs take it).
+                                    Only block kinds take a ratio. */
   double ratio_threshold;      /**< a sampled ratio whose interval straddles it (lo <= it <
                                     hi) is computed again on the whole output (exact), for
                                     both configurations ([analysis] fp4_gemm_ratio) */
+  int gemm_mixed;              /**< the caller may ask for mixed GEMM requests (operands of
+                                    several configurations: fp8_gemm_request); a composite
+                                    then keeps a CPU engine for them */
   int threads;                 /**< worker threads for engines that use host threads (>= 1) */
 } fp8_engine_plan;
 
@@ -123,6 +128,24 @@ typedef struct {
                                     operand's scale_inv from its cast */
 } fp8_engine_layer;
 
+/** One GEMM-error request of a layer (fp8_engine_gemm): config[i] is the configuration whose
+ *  cast of the layer's tensor i (0 input, 1 weight, 2 grad_output: fp8_gemm_operand_tensor's
+ *  order) the three GEMMs take as that operand: its kind's quantization in the orientation
+ *  each GEMM needs (gemm.h) and, for a per-tensor kind, its scale at this step
+ *  (fp8_engine_layer.scale[i][config[i]]). A configuration's own errors are {c, c, c} (a
+ *  plain request); a recipe label whose sections split the layer's tensors asks for its
+ *  sections' configurations (a mixed request; docs/semantics.md, "GEMMs of a mixed recipe").
+ *  rel: where the results go, rel[v * FP8_GEMM_COUNT + g] (fp8_engine_gemm's v). */
+typedef struct {
+  size_t config[3];
+  double *rel;
+} fp8_gemm_request;
+
+/** 1 when all three operands of q come from one configuration. */
+static inline int fp8_gemm_request_plain(const fp8_gemm_request *q) {
+  return q->config[0] == q->config[1] && q->config[1] == q->config[2];
+}
+
 /** An engine: opaque to callers (its op table is engine_impl.h's). */
 typedef struct fp8_engine fp8_engine;
 
@@ -144,20 +167,20 @@ int fp8_engine_quantize_stats(fp8_engine *e, size_t t, fp8_tensor_result *out, c
 /** The FP8 codes of loaded tensor t under per-tensor configuration c (active), with the
  *  scale quantize_stats uses: codes[numel]. For checks (the self-check, conformance). */
 int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
-/** rel_error of the layer's fprop, dgrad and wgrad under every configuration c with
- *  want[c]: rel[g * nconfigs + c] (gemm.h's definition; other entries untouched). With
+/** rel_error of the layer's fprop, dgrad and wgrad for each of its nreq requests (gemm.h's
+ *  definition), into req[q].rel[v * FP8_GEMM_COUNT + g]: v = 0 the error. With
  *  plan->gemm_sample > 0 the errors are sampled estimates and the engine also writes their 95%
- *  interval, lo at rel[FP8_GEMM_COUNT * nconfigs + g * nconfigs + c] and hi at
- *  rel[2 * FP8_GEMM_COUNT * nconfigs + g * nconfigs + c]: rel holds 3 * FP8_GEMM_COUNT *
- *  nconfigs entries. With plan->ratio_ref too, rel holds 7 * FP8_GEMM_COUNT * nconfigs
- *  entries: for each wanted c with ratio_ref[c] >= 0, at v * FP8_GEMM_COUNT * nconfigs + g *
- *  nconfigs + c, v = 3: the paired ratio rel_error_c / rel_error_ref, 4 and 5: its interval's
- *  ends, 6: 1 when it was computed on the whole output (exact, both configurations: its
- *  interval straddled plan->ratio_threshold), 0 when sampled; all NaN when ratio_ref[c] is not
- *  wanted for this layer. The three tensors must have been loaded at this step (at the step
- *  given to begin_step, which seeds the sample). */
-int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
-                    double *rel, char *err, size_t errlen);
+ *  interval, v = 1 lo and v = 2 hi: rel holds 3 * FP8_GEMM_COUNT entries. With
+ *  plan->ratio_ref too, 7 * FP8_GEMM_COUNT: GEMM g of request q takes a paired ratio when one
+ *  of its two operands' configurations c has ratio_ref[c] = R >= 0 (the first operand's when
+ *  both do), against the plain request {R, R, R} of the same call: v = 3 the ratio
+ *  rel_error_q / rel_error_R, 4 and 5 its interval's ends, 6: 1 when it was computed on the
+ *  whole output (exact, both: its interval straddled plan->ratio_threshold), 0 when sampled;
+ *  all four NaN when the call has no such request or the GEMM takes no ratio. The request
+ *  array is read during the call; the rel arrays are written by sync. The three tensors must
+ *  have been loaded at this step (at the step given to begin_step, which seeds the sample). */
+int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,
+                    size_t nreq, char *err, size_t errlen);
 /** Waits for every queued op; outputs are valid after it. */
 int fp8_engine_sync(fp8_engine *e, char *err, size_t errlen);
 /** End of a phase: amax[t] is tensor t's amax of this step (0: it did not run; the state is
@@ -187,10 +210,10 @@ typedef int (*fp8_engine_factory)(const fp8_engine_plan *plan, fp8_engine **out,
  *  for the plan, and the engine `cpu` makes (fp8_engine_cpu_create, src/cpu/engine_cpu.h: it
  *  must run every op of every configuration) for what the primary declines: the
  *  quantize_stats, cast and state of the active configurations whose FP8_OP_QUANTIZE_STATS it
- *  declines (without histograms: amax and histogram are always the primary's), and the GEMMs
- *  of every active configuration the primary does not both quantize and multiply (with the
- *  scales the layer carries, the primary's casts'). No CPU engine when the primary declines
- *  nothing. Each call goes to the engine that runs it, both engines writing the caller's one
+ *  declines (without histograms: amax and histogram are always the primary's), and the GEMM
+ *  requests of every active configuration the primary does not both quantize and multiply,
+ *  and every mixed request (with the scales the layer carries, the primary's casts'). No CPU
+ *  engine when the primary declines nothing and plan->gemm_mixed is 0. Each call goes to the engine that runs it, both engines writing the caller's one
  *  result; the composite's name is the primary's. The CPU engine is the caller's factory, as
  *  ggml's scheduler is given its CPU backend, so that this layer does not link it. */
 int fp8_engine_composite_create(fp8_engine_factory primary, fp8_engine_factory cpu,

@@ -4,10 +4,12 @@
  *
  *   quantize_stats, cast, state  of configuration c: the CPU engine where the primary declines
  *                                FP8_OP_QUANTIZE_STATS for c (cpu_q[c]), else the primary
- *   gemm                         of configuration c: the primary where it quantizes c and
- *                                supports FP8_OP_GEMM for it, else the CPU engine (cpu_g[c]),
- *                                with the scales the layer carries (the primary's casts' for the
- *                                configurations it quantized)
+ *   gemm                         a plain request of configuration c: the primary where it
+ *                                quantizes c and supports FP8_OP_GEMM for it, else the CPU
+ *                                engine (cpu_g[c]); a mixed request (operands of several
+ *                                configurations): the CPU engine; with the scales the layer
+ *                                carries (the primary's casts' for the configurations it
+ *                                quantized)
  *
  * The CPU engine's plan is the caller's with only the cpu_q configurations active and without
  * histograms: amax and histogram of every tensor are the primary's (it loads every tensor and
@@ -31,7 +33,10 @@ typedef struct {
   unsigned char *cpu_q;       /* [nconfigs]: quantized by the CPU engine */
   unsigned char *cpu_g;       /* [nconfigs]: GEMMs run by the CPU engine */
   int any_cpu_q;
-  unsigned char *want;        /* [nconfigs]: scratch, one engine's share of a gemm call */
+  int mixed_cpu;              /* mixed GEMM requests go to the CPU engine (a primary of its
+                                 own: the primary takes them when it is a CPU engine) */
+  fp8_gemm_request *share;    /* scratch, one engine's share of a gemm call */
+  size_t share_cap;
   fp8_tensor_result *shadow;  /* [ntensors]: the CPU engine's results, valid until its sync */
 } comp_priv;
 
@@ -81,22 +86,40 @@ static int comp_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *er
   return fp8_engine_cast(p->cpu_q[c] ? p->cpu : p->primary, t, c, codes, err, errlen);
 }
 
-/* One engine's share of want (cpu: 0 the primary's, 1 the CPU engine's); 0 when empty. */
-static int share(comp_priv *p, const unsigned char *want, int cpu) {
-  int any = 0;
-  for (size_t c = 0; c < p->plan.nconfigs; c++) {
-    p->want[c] = want[c] && fp8_plan_active(&p->plan, c) && (p->cpu_g[c] != 0) == cpu;
-    any |= p->want[c];
+/* One engine's share of the requests (cpu: 0 the primary's, 1 the CPU engine's) into
+ * p->share; its count, or (size_t)-1 out of memory. */
+static size_t share(comp_priv *p, const fp8_gemm_request *req, size_t nreq, int cpu) {
+  if (nreq > p->share_cap) {
+    fp8_gemm_request *n = realloc(p->share, nreq * sizeof *n);
+    if (!n) return (size_t)-1;
+    p->share = n;
+    p->share_cap = nreq;
   }
-  return any;
+  size_t k = 0;
+  for (size_t q = 0; q < nreq; q++) {
+    int on_cpu = fp8_gemm_request_plain(&req[q]) ? p->cpu_g[req[q].config[0]] : p->mixed_cpu;
+    if (on_cpu == cpu) p->share[k++] = req[q];
+  }
+  return k;
 }
 
-static int comp_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want,
-                     double *rel, char *err, size_t errlen) {
+static int comp_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,
+                     size_t nreq, char *err, size_t errlen) {
   comp_priv *p = e->priv;
+  for (size_t q = 0; q < nreq; q++)
+    for (int i = 0; i < 3; i++)
+      if (req[q].config[i] >= p->plan.nconfigs || !fp8_plan_active(&p->plan, req[q].config[i]))
+        return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: GEMM request %zu: configuration %zu",
+                          l->name, q, req[q].config[i]);
   int rc = FP8_OK;
-  if (share(p, want, 0)) rc = fp8_engine_gemm(p->primary, l, p->want, rel, err, errlen);
-  if (!rc && p->cpu && share(p, want, 1)) rc = fp8_engine_gemm(p->cpu, l, p->want, rel, err, errlen);
+  for (int cpu = 0; cpu < 2 && !rc; cpu++) {
+    size_t n = share(p, req, nreq, cpu);
+    if (n == (size_t)-1) return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+    if (n && cpu && !p->cpu) /* a mixed request without plan->gemm_mixed */
+      return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: a mixed GEMM request, but the "
+                        "plan has no gemm_mixed", l->name);
+    if (n) rc = fp8_engine_gemm(cpu ? p->cpu : p->primary, l, p->share, n, err, errlen);
+  }
   return rc;
 }
 
@@ -130,7 +153,7 @@ static void comp_free(fp8_engine *e) {
     fp8_engine_free(p->primary);
     free(p->cpu_q);
     free(p->cpu_g);
-    free(p->want);
+    free(p->share);
     free(p->shadow);
   }
   free(p);
@@ -160,17 +183,17 @@ int fp8_engine_composite_create(fp8_engine_factory primary, fp8_engine_factory c
   p->plan = *plan;
   p->cpu_q = calloc(nc + 1, 1);
   p->cpu_g = calloc(nc + 1, 1);
-  p->want = calloc(nc + 1, 1);
   p->shadow = calloc(plan->ntensors + 1, sizeof *p->shadow);
   int rc = FP8_OK;
-  if (!p->cpu_q || !p->cpu_g || !p->want || !p->shadow) {
+  if (!p->cpu_q || !p->cpu_g || !p->shadow) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
   rc = (primary ? primary : cpu)(plan, &p->primary, err, errlen);
   if (rc) goto done;
   snprintf(e->name, sizeof e->name, "%s", p->primary->name);
-  int need_cpu = 0;
+  p->mixed_cpu = primary != NULL;
+  int need_cpu = plan->gemm_mixed && p->mixed_cpu; /* mixed requests run on a CPU engine */
   for (size_t c = 0; c < nc; c++) {
     if (!fp8_plan_active(plan, c)) continue;
     p->cpu_q[c] = !fp8_engine_supports(p->primary, FP8_OP_QUANTIZE_STATS, c);

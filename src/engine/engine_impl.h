@@ -27,8 +27,8 @@ typedef struct {
   int (*quantize_stats)(fp8_engine *e, size_t t, fp8_tensor_result *out, char *err,
                         size_t errlen);
   int (*cast)(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err, size_t errlen);
-  int (*gemm)(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
-              char *err, size_t errlen);
+  int (*gemm)(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,
+              size_t nreq, char *err, size_t errlen);
   int (*sync)(fp8_engine *e, char *err, size_t errlen);
   int (*end_phase)(fp8_engine *e, unsigned phases, const float *amax, char *err, size_t errlen);
   int (*state)(fp8_engine *e, size_t t, float *scale, char *err, size_t errlen);

@@ -606,6 +606,7 @@ void fp8_config_settings(const fp8_config *cf, char *buf, size_t len) {
     break;
   }
   case FP8_KIND_BF16:
+  case FP8_KIND_MIXED: /* no configuration's */
     break;
   }
 }

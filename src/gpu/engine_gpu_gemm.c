@@ -4,8 +4,9 @@
  * the scales the casts used (fp8_engine_layer.scale). The operands are widened and sampled on
  * the host (gemm.h's token sampling), the codes come from the simulator's encoder
  * (bit-identical to the device cast: tests/gpu) and are uploaded with scale_inv = RN32(1/s).
- * Only configurations that supports() accepts arrive here (per-tensor kinds whose three GEMMs
- * cuBLASLt has kernels for). */
+ * Only plain requests of configurations that supports() accepts arrive here (per-tensor kinds
+ * whose three GEMMs cuBLASLt has kernels for); a mixed request (operands of several
+ * configurations) is the composite's CPU engine's, and refused here. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -56,12 +57,17 @@ static int widen_operands(gpu_priv *p, const fp8_engine_layer *l, int64_t ntok, 
   return FP8_OK;
 }
 
-int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
+int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req, size_t nreq,
              char *err, size_t errlen) {
   gpu_priv *p = e->priv;
-  const size_t nc = p->plan.nconfigs;
   int rc = FP8_OK;
   if (!p->lt) return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: no FP8 GEMMs on %s", l->name, e->name);
+  for (size_t k = 0; k < nreq; k++)
+    if (!fp8_gemm_request_plain(&req[k]) || req[k].config[0] >= p->plan.nconfigs)
+      return fp8_errorf(FP8_EINVAL, err, errlen, "layer %s: GEMM request %zu: %s on %s", l->name, k,
+                        fp8_gemm_request_plain(&req[k]) ? "no such configuration"
+                                                        : "operands of several configurations",
+                        e->name);
   const int64_t ntok = fp8_gemm_ntok(l->tokens, p->plan.gemm_max_tokens);
   size_t count[3], most = 0;
   if ((rc = widen_operands(p, l, ntok, count, err, errlen)) != FP8_OK) return rc;
@@ -84,8 +90,8 @@ int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want
   rc = fp8_gemm_lt_ref_layer(p->lt, FP8_LT_F32, p->d_op[0].p, p->d_op[1].p, p->d_op[2].p, ntok,
                              l->in, l->out, err, errlen);
   if (rc) goto done;
-  for (size_t c = 0; c < nc; c++) {
-    if (!want[c]) continue;
+  for (size_t k = 0; k < nreq; k++) {
+    const size_t c = req[k].config[0];
     float sinv[3];
     fp8_lt_layer ll = {.tokens = ntok, .in = l->in, .out = l->out};
     fp8_lt_operand *lo[3] = {&ll.input, &ll.weight, &ll.grad_output};
@@ -104,7 +110,7 @@ int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want
     double r[FP8_GEMM_COUNT];
     rc = fp8_gemm_lt_layer_errors(p->lt, &ll, FP8_LT_F32, r, NULL, err, errlen);
     if (rc) goto done;
-    for (int g = 0; g < FP8_GEMM_COUNT; g++) rel[(size_t)g * nc + c] = r[g];
+    for (int g = 0; g < FP8_GEMM_COUNT; g++) req[k].rel[g] = r[g];
   }
 done:
   if (rc) {

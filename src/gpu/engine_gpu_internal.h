@@ -47,7 +47,7 @@ typedef struct {
 } gpu_priv;
 
 /* engine_gpu_gemm.c */
-int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const unsigned char *want, double *rel,
+int gpu_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req, size_t nreq,
              char *err, size_t errlen);
 void gpu_gemm_free(gpu_priv *p);
 

@@ -63,18 +63,33 @@ int rep_fp4_has(const rep_t *r, size_t c) {
   return 0;
 }
 
+/* Whether GEMM g of layer l has an FP4 operand under mixed recipe c: the sections of its two
+ * operands' tensors (their groups' kinds). */
+static int mixed_gemm_has_fp4(const rep_t *r, size_t c, size_t l, int g) {
+  for (int o = 0; o < 2; o++) {
+    char name[1200];
+    snprintf(name, sizeof name, "%s.%s", r->fp4->layers[l], fp8_gemm_operand_role((fp8_gemm_kind)g, o));
+    ptrdiff_t gr = rep_group_of(r, name, c);
+    if (gr >= 0 && fp8_recipe_kind_is_fp4(r->tab.groups[gr].key.kind)) return 1;
+  }
+  return 0;
+}
+
 /* The layer's verdict under c: fails when a GEMM fails, holds when all three hold, too close
- * to call otherwise; V_NONE when a GEMM has no ratio. *worst: the GEMM of the largest median
- * ratio. */
+ * to call otherwise; V_NONE when a GEMM has no ratio. A mixed recipe is judged on the GEMMs
+ * with an FP4 operand (the others take no ratio: gemm.csv), V_NONE without one. *worst: the
+ * GEMM of the largest median ratio. */
 int rep_fp4_layer_verdict(const rep_t *r, size_t c, size_t l, int *worst) {
   const gstat *s = rep_fp4_st(r, c, l);
-  int v = V_HOLDS, w = 0;
+  int v = V_HOLDS, w = -1;
   for (int g = 0; g < 3; g++) {
+    if (r->cfgs[c].mixed && !mixed_gemm_has_fp4(r, c, l, g)) continue;
     if (s[g].verdict == V_NONE) return V_NONE;
     if (s[g].verdict == V_FAILS) v = V_FAILS;
     else if (s[g].verdict == V_CLOSE && v == V_HOLDS) v = V_CLOSE;
-    if (s[g].m > s[w].m) w = g;
+    if (w < 0 || s[g].m > s[w].m) w = g;
   }
+  if (w < 0) return V_NONE;
   if (worst) *worst = w;
   return v;
 }

@@ -34,8 +34,9 @@ gstat *rep_fp4_st(const rep_t *r, size_t c, size_t l);
 /* An FP4 configuration, or a mixed recipe with FP4 tensors. */
 int rep_fp4_has(const rep_t *r, size_t c);
 /* Layer l's verdict under c (V_*): fails when a GEMM fails, holds when all three hold, too
- * close to call otherwise, V_NONE when a GEMM has no ratio; *worst (non-NULL): the GEMM of the
- * largest median ratio. */
+ * close to call otherwise, V_NONE when a GEMM has no ratio; a mixed recipe on its GEMMs with an
+ * FP4 operand only (V_NONE without one); *worst (non-NULL): the GEMM of the largest median
+ * ratio. */
 int rep_fp4_layer_verdict(const rep_t *r, size_t c, size_t l, int *worst);
 
 #endif

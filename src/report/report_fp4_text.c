@@ -202,7 +202,8 @@ void rep_add_fp4(const rep_t *r, fp8_doc *d) {
                     "%g, decided on the intervals: it holds when the lower median of their upper "
                     "ends is at most %g, fails when that of their lower ends is above it, and "
                     "is **too close to call** otherwise. A layer holds when its three GEMMs "
-                    "hold. The table gives each layer's GEMM of the largest median ratio: the "
+                    "hold (under a mixed recipe: its GEMMs with an FP4 operand; the others take "
+                    "no ratio). The table gives each layer's GEMM of the largest median ratio: the "
                     "median ratio [median of the lower ends, median of the upper ends] (no "
                     "interval: exact).",
                     r->cfgs[f->ref].dlabel,

@@ -124,6 +124,8 @@ typedef struct {
   struct rep_fp4 *fp4;  /* the FP4 section's per-layer GEMM errors (report_fp4.c; NULL: none) */
   struct rep_plan *plans; /* the BF16 demotion plans, [REP_NPLANS] (report_bf16_plan.c; NULL:
                              none) */
+  struct rep_gemm_mix *gmix; /* mixed recipes' GEMMs TE has no kernel for (report_gemm_mix.c) */
+  size_t ngmix;
   /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
   size_t nrouter_tensors;
@@ -468,6 +470,14 @@ void rep_put_yaml_matcher(FILE *fp, const char *key, const char *config, const c
  * per-module precision file"): its source, the matching rule (the global recipe in `args`),
  * the module paths' caveat, then "configs:" and its "bf16" configuration. */
 void rep_put_megatron_yaml_head(FILE *fp, const char *args);
+/* ------------------------------------------------------------------ report_gemm_mix.c */
+
+/* The GEMMs of the mixed recipes whose two operands' sections TransformerEngine has no GEMM
+ * for (issue 45): found from gemm.csv's rows (rep_gemm_mix_load, from rep_load: FP8_OK or
+ * FP8_ENOMEM), one paragraph per recipe in the GEMM error section (rep_gemm_mix_text). */
+int rep_gemm_mix_load(rep_t *r, const fp8_gemm_table *t);
+void rep_gemm_mix_text(const rep_t *r, fp8_doc *d);
+void rep_gemm_mix_free(rep_t *r);
 
 /* ------------------------------------------------------------------ report_text.c */
 

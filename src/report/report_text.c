@@ -202,6 +202,7 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
   if (r->ref >= 0 && !isnan(r->cfgs[r->ref].gemm_median[0]))
     fp8_doc_markdownf(d, "For comparison, %s: fprop %.3g, dgrad %.3g, wgrad %.3g.", r->cfgs[r->ref].label,
                       r->cfgs[r->ref].gemm_median[0], r->cfgs[r->ref].gemm_median[1], r->cfgs[r->ref].gemm_median[2]);
+  rep_gemm_mix_text(r, d);
   const char *hdr[] = {"configuration", "fprop", "dgrad", "wgrad"};
   fp8_doc_table_begin(d, 4, hdr, "lrrr");
   for (size_t c = 0; c < r->ncfg; c++) {

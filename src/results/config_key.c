@@ -44,7 +44,12 @@ int fp8_config_key_parse(const char *recipe, const char *kind, const char *forma
   int known = -1;
   for (int x = FP8_KIND_DELAYED; x <= FP8_KIND_LAST; x++)
     if (strcmp(kind, fp8_recipe_kind_name((fp8_recipe_kind)x)) == 0) known = x;
-  if (known < 0) return *what = "delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4", 1;
+  /* gemm.csv (no format column): a GEMM of a mixed recipe's operands of two settings */
+  if (!format && strcmp(kind, fp8_recipe_kind_name(FP8_KIND_MIXED)) == 0) known = FP8_KIND_MIXED;
+  if (known < 0)
+    return *what = format ? "delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4"
+                          : "delayed, current, mxfp8, block, rowwise, bf16, nvfp4, mxfp4 or mixed",
+           1;
   k->kind = (fp8_recipe_kind)known;
   if (format && fp8_recipe_kind_is_fp4(k->kind)) {
     if (strcmp(format, fp8_kind_format_name(k->kind, FP8_E4M3)) != 0) /* e2m1 */

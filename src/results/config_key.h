@@ -47,7 +47,7 @@ void fp8_config_key_put_delayed_csv(FILE *fp, const fp8_config_key *k, int delay
 
 /** Parses a configuration's columns as the result files hold them (format NULL: a file
  *  without the column, gemm.csv): recipe a label of 1..63 of [A-Za-z0-9_.-]; kind a
- *  fp8_recipe_kind_name; format e4m3 or e5m2; history_len 1..FP8_HISTORY_LIMIT, margin
+ *  fp8_recipe_kind_name (gemm.csv: also "mixed", FP8_KIND_MIXED); format e4m3 or e5m2; history_len 1..FP8_HISTORY_LIMIT, margin
  *  -FP8_MARGIN_LIMIT..FP8_MARGIN_LIMIT and amax_compute max or most_recent for delayed
  *  scaling, all three empty otherwise. k->recipe points to the recipe field. Returns -1 when
  *  they parse, else the index of the first bad one (0 recipe, 1 kind, 2 format, 3

@@ -1,10 +1,14 @@
 /* run_gemm.c: the GEMM errors of one part (rank) of a snapshot step, for gemm.csv. A layer is
  * `<layer>.input`, `<layer>.weight` and `<layer>.grad_output`, all three selected and present at
- * the step with matching shapes (gemm.h). The engine runs each configuration's GEMMs (its
- * primary or its CPU engine: engine.h's composite) with the scales the three casts used at
- * this step; rows come out in layer (strcmp), GEMM, configuration order, for the configurations
- * that apply to all three operands (their sections' tensors). */
+ * the step with matching shapes (gemm.h). Each layer's GEMM requests (engine.h
+ * fp8_gemm_request): a configuration that applies to all three operands (its section's
+ * tensors) its own; a shared recipe label whose sections split the three one mixed request,
+ * each operand from the section that takes its tensor (docs/semantics.md, "GEMMs of a mixed
+ * recipe"). The engine runs them (its primary or its CPU engine: engine.h's composite) with the
+ * scales the three casts used at this step; rows come out in layer (strcmp), GEMM,
+ * configuration order, a mixed request's where the first of its configurations is. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,20 +52,81 @@ static int layer_of(const run_t *r, const char *name, fp8_engine_layer *l) {
   return 1;
 }
 
-static int any(const unsigned char *m, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (m[i]) return 1;
-  return 0;
+/* The configuration of the shared label whose first section is `first` that takes tensor t
+ * (a shared label's sections are one configuration each; docs/semantics.md), or SIZE_MAX. */
+static size_t label_config(const run_t *r, size_t first, size_t t) {
+  const fp8_experiment *ex = r->ex;
+  for (size_t s = first; s < ex->nsections; s++) {
+    const fp8_recipe_section *sec = &ex->sections[s];
+    if (sec->label_first == first && sec->nconfigs == 1 &&
+        r->covers[t * r->nconfigs + sec->first_config])
+      return sec->first_config;
+  }
+  return SIZE_MAX;
+}
+
+/* The layer's requests into out (at most nconfigs), their rel left for the caller: in
+ * configuration order, a mixed request at its first configuration. */
+static size_t layer_requests(const run_t *r, const fp8_engine_layer *l, fp8_gemm_request *out) {
+  const fp8_experiment *ex = r->ex;
+  const size_t nc = r->nconfigs;
+  size_t n = 0;
+  for (size_t c = 0; c < nc; c++) {
+    if (r->covers[l->tensor[0] * nc + c] && r->covers[l->tensor[1] * nc + c] &&
+        r->covers[l->tensor[2] * nc + c]) {
+      out[n++] = (fp8_gemm_request){{c, c, c}, NULL};
+      continue;
+    }
+    const fp8_recipe_section *sec = &ex->sections[ex->config_section[c]];
+    if (sec->label_count < 2) continue;
+    size_t cfg[3], first = SIZE_MAX;
+    for (int i = 0; i < 3; i++) {
+      cfg[i] = label_config(r, sec->label_first, l->tensor[i]);
+      first = cfg[i] < first ? cfg[i] : first;
+    }
+    if (first == c) out[n++] = (fp8_gemm_request){{cfg[0], cfg[1], cfg[2]}, NULL};
+  }
+  return n;
+}
+
+/* The configuration whose key columns GEMM g's row of request q carries: its operands'
+ * configuration when they share the key columns (kind and the delayed parameters), else a
+ * copy of the first one's with kind "mixed" (docs/semantics.md, "GEMMs of a mixed recipe"). */
+static const fp8_config *row_config(const run_t *r, const fp8_gemm_request *q, int g,
+                                    fp8_config *tmp) {
+  const fp8_config *a = &r->ex->configs[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
+  const fp8_config *b = &r->ex->configs[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
+  if (a->kind == b->kind &&
+      (a->kind != FP8_KIND_DELAYED || (a->history_len == b->history_len && a->margin == b->margin &&
+                                       a->amax_compute == b->amax_compute)))
+    return a;
+  *tmp = *a;
+  tmp->kind = FP8_KIND_MIXED;
+  return tmp;
+}
+
+/* The configuration GEMM g of request q is divided by (the FP4 ratio: engine.h
+ * fp8_engine_gemm's rule), and its plain request among the layer's req[0..n) (-1: none). */
+static ptrdiff_t ratio_request(const run_t *r, const fp8_gemm_request *q, int g,
+                               const fp8_gemm_request *req, size_t n) {
+  if (!r->ratio_ref) return -1;
+  int64_t R = r->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
+  if (R < 0) R = r->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
+  for (size_t k = 0; R >= 0 && k < n; k++)
+    if (fp8_gemm_request_plain(&req[k]) && req[k].config[0] == (size_t)R) return (ptrdiff_t)k;
+  return -1;
 }
 
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen) {
-  /* per layer: estimates, then (sampled) the intervals' lo and hi: engine.h */
-  const size_t nc = r->nconfigs, per = (size_t)FP8_GEMM_COUNT * nc;
-  const size_t lay = (r->plan.ratio_ref ? 7 : 3) * per;
+  /* per request: estimates, then (sampled) the intervals' lo and hi, then (an FP4 run,
+   * sampled) the paired ratios: engine.h */
+  const size_t nc = r->nconfigs, G = FP8_GEMM_COUNT;
+  const size_t per = (r->plan.ratio_ref ? 7 : 3) * G;
   const int ncols = fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0);
   size_t nl = 0;
   int rc = FP8_OK;
-  unsigned char *applies = NULL;
+  fp8_gemm_request *req = NULL;
+  size_t *nreq = NULL;
   char **layers = calloc(s->ntensors + 1, sizeof *layers);
   fp8_engine_layer *ls = calloc(s->ntensors + 1, sizeof *ls);
   if (!layers || !ls) {
@@ -82,60 +147,61 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
   qsort(layers, nl, sizeof *layers, cmp_cstr);
   size_t nv = 0; /* the complete layers, in name order */
   for (size_t i = 0; i < nl; i++) nv += layer_of(r, layers[i], &ls[nv]);
-  if (nv * lay > r->rel_cap) {
-    free(r->rel);
-    r->rel_cap = 0;
-    if (!(r->rel = malloc(nv * lay * sizeof *r->rel))) {
-      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
-      goto done;
-    }
-    r->rel_cap = nv * lay;
-  }
-  /* a layer's GEMMs under a configuration need it to apply to all three operands */
-  if (!(applies = malloc(nv * nc + 1))) {
+  /* each layer's requests at req + i * nc (nreq[i] of them), their results at r->rel */
+  if (!(req = malloc((nv * nc + 1) * sizeof *req)) || !(nreq = calloc(nv + 1, sizeof *nreq))) {
     rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
     goto done;
   }
-  for (size_t i = 0; i < nv; i++)
-    for (size_t c = 0; c < nc; c++)
-      applies[i * nc + c] = r->covers[ls[i].tensor[0] * nc + c] &&
-                            r->covers[ls[i].tensor[1] * nc + c] &&
-                            r->covers[ls[i].tensor[2] * nc + c];
+  size_t total = 0;
+  for (size_t i = 0; i < nv; i++) total += nreq[i] = layer_requests(r, &ls[i], req + i * nc);
+  if (total * per > r->rel_cap) {
+    free(r->rel);
+    r->rel_cap = 0;
+    if (!(r->rel = malloc(total * per * sizeof *r->rel))) {
+      rc = fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      goto done;
+    }
+    r->rel_cap = total * per;
+  }
+  for (size_t i = 0, at = 0; i < nv; i++)
+    for (size_t k = 0; k < nreq[i]; k++) req[i * nc + k].rel = r->rel + per * at++;
   for (size_t i = 0; i < nv && rc == FP8_OK; i++)
-    if (any(applies + i * nc, nc))
-      rc = fp8_engine_gemm(r->engine, &ls[i], applies + i * nc, r->rel + i * lay, err, errlen);
+    if (nreq[i]) rc = fp8_engine_gemm(r->engine, &ls[i], req + i * nc, nreq[i], err, errlen);
   if (rc == FP8_OK) rc = fp8_engine_sync(r->engine, err, errlen);
   if (rc) goto done;
   for (size_t i = 0; i < nv; i++) {
+    const fp8_gemm_request *lq = req + i * nc;
     for (int g = 0; g < FP8_GEMM_COUNT; g++)
-      for (size_t c = 0; c < nc; c++) {
-        if (!applies[i * nc + c]) continue;
-        const double *rel = r->rel + i * lay + (size_t)g * nc + c;
-        const double interval[2] = {rel[per], rel[2 * per]};
+      for (size_t k = 0; k < nreq[i]; k++) {
+        const double *rel = lq[k].rel + g;
+        const double interval[2] = {rel[G], rel[2 * G]};
         fp8_gemm_ratio_cols q = {FP8_GEMM_RATIO_NONE, NAN, NAN, NAN};
-        size_t ref = (size_t)r->fp4_ref;
-        if (r->ratio_ref && r->ratio_ref[c] >= 0 && applies[i * nc + ref]) {
+        ptrdiff_t ref = ratio_request(r, &lq[k], g, lq, nreq[i]);
+        if (ref >= 0) {
           if (r->ex->gemm_sampled) /* the engine's paired estimate (engine.h) */
-            q = (fp8_gemm_ratio_cols){rel[6 * per] == 1.0 ? FP8_GEMM_RATIO_RECOMPUTED
-                                                          : FP8_GEMM_RATIO_SAMPLED,
-                                      rel[3 * per], rel[4 * per], rel[5 * per]};
+            q = (fp8_gemm_ratio_cols){rel[6 * G] == 1.0 ? FP8_GEMM_RATIO_RECOMPUTED
+                                                        : FP8_GEMM_RATIO_SAMPLED,
+                                      rel[3 * G], rel[4 * G], rel[5 * G]};
           else { /* both exact: their quotient (0 / 0 counts as 1) */
-            double a = rel[0], b = r->rel[i * lay + (size_t)g * nc + ref];
+            double a = rel[0], b = lq[ref].rel[g];
             double x = isnan(a) || isnan(b) ? NAN : b > 0.0 ? a / b : a > 0.0 ? INFINITY : 1.0;
             q = (fp8_gemm_ratio_cols){FP8_GEMM_RATIO_EXACT, x, x, x};
           }
         }
-        fp8_gemm_csv_put_row_n(r->gemm_fp, ncols, ls[i].name, g, step, &r->ex->configs[c], rel[0],
+        fp8_config tmp;
+        fp8_gemm_csv_put_row_n(r->gemm_fp, ncols, ls[i].name, g, step,
+                               row_config(r, &lq[k], g, &tmp), rel[0],
                                r->ex->gemm_sampled ? interval : NULL, &q);
         r->gemm_rows++;
       }
-    if (any(applies + i * nc, nc)) run_segs_layer(r, ls[i].name);
+    if (nreq[i]) run_segs_layer(r, ls[i].name);
   }
 done:
   if (layers)
     for (size_t i = 0; i < nl; i++) free(layers[i]);
   free(layers);
   free(ls);
-  free(applies);
+  free(req);
+  free(nreq);
   return rc;
 }

@@ -313,6 +313,8 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
     for (size_t c = 0; c < nc; c++)
       r->ratio_ref[c] = fp8_recipe_kind_is_fp4(r->ex->configs[c].kind) ? r->fp4_ref : -1;
   }
+  int shared = 0; /* a shared label may split a layer: mixed GEMM requests (run_gemm.c) */
+  for (size_t s = 0; s < r->ex->nsections; s++) shared |= r->ex->sections[s].label_count > 1;
   r->plan = (fp8_engine_plan){.ntensors = r->ntensors, .names = r->names, .roles = r->roles,
                               .nconfigs = nc, .configs = r->ex->configs, .formats = r->formats,
                               .red_slot = r->red_slot, .nred = r->nred, .histograms = 1,
@@ -321,6 +323,7 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
                               .gemm_seed = r->ex->gemm_seed,
                               .ratio_ref = r->ex->gemm_sampled ? r->ratio_ref : NULL,
                               .ratio_threshold = r->ex->fp4_gemm_ratio,
+                              .gemm_mixed = r->ex->gemm && shared,
                               .threads = opt->threads > 0 ? opt->threads : 1};
   return fp8_engine_composite_create(opt->engine, fp8_engine_cpu_create, &r->plan, &r->engine,
                                      err, errlen);

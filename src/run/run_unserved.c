@@ -44,6 +44,7 @@ static const char *kind_why(fp8_recipe_kind k) {
     return "a BF16 section's rows (values flushed to zero, SNR) and the flush budget's advice "
            "to keep a tensor in BF16 need the tensors' values: no rows";
   case FP8_KIND_DELAYED:
+  case FP8_KIND_MIXED: /* no section's */
     break;
   }
   return NULL;

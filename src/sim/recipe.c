@@ -28,6 +28,7 @@ const char *fp8_recipe_kind_name(fp8_recipe_kind k) {
   case FP8_KIND_BF16: return "bf16";
   case FP8_KIND_NVFP4: return "nvfp4";
   case FP8_KIND_MXFP4: return "mxfp4";
+  case FP8_KIND_MIXED: return "mixed";
   }
   return "unknown";
 }

@@ -27,8 +27,12 @@ typedef enum {
   FP8_KIND_NVFP4,   /**< NVFP4 (TE NVFP4BlockScaling): E2M1, 1x16 / 16x16 blocks, E4M3 scales
                          under a per-tensor scale; Hadamard transform, stochastic rounding */
   FP8_KIND_MXFP4,   /**< OCP MXFP4: E2M1, 1x32 blocks, E8M0 scales (scale_rounding) */
+  FP8_KIND_MIXED,   /**< no configuration's kind: gemm.csv's kind of a GEMM whose two operands
+                         come from sections of one recipe label with different kinds or delayed
+                         parameters (docs/semantics.md, "GEMMs of a mixed recipe") */
 } fp8_recipe_kind;
 
+/** The last kind a configuration may have (FP8_KIND_MIXED is a result file's only). */
 #define FP8_KIND_LAST FP8_KIND_MXFP4
 
 /** True for the per-block kinds (steps.csv's scale column is empty for them), FP4 ones too. */
@@ -39,7 +43,7 @@ int fp8_recipe_kind_is_fp4(fp8_recipe_kind k);
 int fp8_recipe_kind_has_scale(fp8_recipe_kind k);
 /** The element format's name in the outputs: "e2m1" for the FP4 kinds, else fp8_format_name(f). */
 const char *fp8_kind_format_name(fp8_recipe_kind k, fp8_format f);
-/** "delayed", "current", "mxfp8", "block", "rowwise", "bf16", "nvfp4", "mxfp4". */
+/** "delayed", "current", "mxfp8", "block", "rowwise", "bf16", "nvfp4", "mxfp4" ("mixed"). */
 const char *fp8_recipe_kind_name(fp8_recipe_kind k);
 
 /** One configuration: a recipe section label, its kind, and one value of every key. */

@@ -176,16 +176,23 @@ static int replay_bytes(fp8_engine_factory make, const chk_fixture *f, bytes *o,
   fp8_engine_plan plan = {.ntensors = nt, .names = f->names, .roles = f->roles, .nconfigs = nc,
                           .configs = f->configs, .formats = f->formats, .red_slot = f->red_slot,
                           .nred = f->nred, .histograms = 1, .gemm_max_tokens = f->gemm_max_tokens,
-                          .threads = 2};
+                          .gemm_mixed = 1, .threads = 2};
   fp8_engine *eng = NULL;
   fp8_tensor_result res[CHK_TENSORS];
   fp8_tensor_view view[CHK_TENSORS];
   void *data[CHK_TENSORS] = {0};
   float amax[CHK_TENSORS], *scale = malloc((nc + 1) * sizeof *scale);
-  double *rel = malloc((3 * nc + 1) * sizeof *rel);
-  unsigned char *want = malloc(nc + 1), *codes = malloc(1 << 20);
+  /* the GEMM requests: every configuration's own, then a mixed one per configuration c (input
+   * c, weight c + 1, grad_output c + 2: the composite's CPU engine runs it) */
+  double *rel = malloc((2 * 3 * nc + 1) * sizeof *rel);
+  fp8_gemm_request *req = malloc((2 * nc + 1) * sizeof *req);
+  unsigned char *codes = malloc(1 << 20);
   memset(res, 0, sizeof res);
-  int rc = scale && rel && want && codes ? FP8_OK : FP8_ENOMEM;
+  int rc = scale && rel && req && codes ? FP8_OK : FP8_ENOMEM;
+  for (size_t c = 0; c < nc && !rc; c++) {
+    req[c] = (fp8_gemm_request){{c, c, c}, rel + 3 * c};
+    req[nc + c] = (fp8_gemm_request){{c, (c + 1) % nc, (c + 2) % nc}, rel + 3 * (nc + c)};
+  }
   for (size_t t = 0; t < nt && !rc; t++) {
     res[t].stats = malloc(nc * sizeof *res[t].stats);
     res[t].scale = malloc(nc * sizeof *res[t].scale);
@@ -193,7 +200,6 @@ static int replay_bytes(fp8_engine_factory make, const chk_fixture *f, bytes *o,
     if (!res[t].stats || !res[t].scale || !res[t].block) rc = FP8_ENOMEM;
   }
   if (!rc) rc = make(&plan, &eng, e, elen);
-  if (!rc) memset(want, 1, nc);
   for (int s = 0; s < f->nsteps && !rc; s++) {
     rc = fp8_engine_begin_step(eng, s, e, elen);
     for (size_t t = 0; t < nt && !rc; t++) {
@@ -234,10 +240,10 @@ static int replay_bytes(fp8_engine_factory make, const chk_fixture *f, bytes *o,
                             .out = f->shape[CHK_LAYER_W][0],
                             .scale = {res[CHK_LAYER_X].scale, res[CHK_LAYER_W].scale,
                                       res[CHK_LAYER_G].scale}};
-      memset(rel, 0xA5, 3 * nc * sizeof *rel);
-      rc = fp8_engine_gemm(eng, &l, want, rel, e, elen);
+      memset(rel, 0xA5, 2 * 3 * nc * sizeof *rel);
+      rc = fp8_engine_gemm(eng, &l, req, 2 * nc, e, elen);
       if (!rc) rc = fp8_engine_sync(eng, e, elen);
-      if (!rc) rc = put(o, rel, 3 * nc * sizeof *rel);
+      if (!rc) rc = put(o, rel, 2 * 3 * nc * sizeof *rel);
     }
     static const unsigned phase[2] = {FP8_FWD, FP8_BWD};
     for (int p = 0; p < 2 && !rc; p++) {
@@ -258,7 +264,7 @@ static int replay_bytes(fp8_engine_factory make, const chk_fixture *f, bytes *o,
   }
   free(scale);
   free(rel);
-  free(want);
+  free(req);
   free(codes);
   return rc;
 }

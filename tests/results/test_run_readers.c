@@ -380,9 +380,38 @@ START_TEST(result_gemm_ratio_columns) {
 }
 END_TEST
 
+/* gemm.csv's kind "mixed" (issue 45: a GEMM of a mixed recipe whose operands' sections differ):
+ * read with empty delayed columns; refused with a delayed column, and in steps.csv, which has
+ * no such kind. */
+START_TEST(result_gemm_mixed_kind) {
+  char path[4200], err[1024];
+  snprintf(path, sizeof path, "%s", path_in("g.csv"));
+  put_text("g.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
+                    "a.fc,fprop,0,hyb,mxfp8,,,,0.03\na.fc,dgrad,0,hyb,mixed,,,,0.13\n");
+  fp8_gemm_table g;
+  ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_OK);
+  ck_assert_int_eq(g.n, 2);
+  ck_assert_int_eq(g.rows[0].key.kind, FP8_KIND_MXFP8);
+  ck_assert_int_eq(g.rows[1].key.kind, FP8_KIND_MIXED);
+  ck_assert_str_eq(g.rows[1].key.recipe, "hyb");
+  ck_assert(g.rows[1].rel_error == 0.13);
+  fp8_gemm_csv_free(&g);
+  put_text("g.csv", "layer,gemm,step,recipe,kind,history_len,margin,amax_compute,rel_error\n"
+                    "a.fc,dgrad,0,hyb,mixed,16,,,0.13\n");
+  ck_assert_int_eq(fp8_gemm_csv_load(path, &g, err, sizeof err), FP8_EFORMAT);
+  ck_assert_ptr_nonnull(strstr(err, "g.csv:2: column history_len: expected an empty field for "
+                                    "non-delayed kinds, found '16'"));
+  fp8_gemm_csv_free(&g);
+  fp8_config_key k;
+  const char *what = NULL;
+  ck_assert_int_eq(fp8_config_key_parse("hyb", "mixed", "e4m3", "", "", "", &k, &what), 1);
+  ck_assert_str_eq(what, "delayed, current, mxfp8, block, rowwise, bf16, nvfp4 or mxfp4");
+}
+END_TEST
+
 TU_MAIN("run_readers", "strict", setup, teardown, 0, report_reads_good_run,
         report_run_json_warm_history,
         report_histograms_negative, report_histograms_garbage, report_histograms_fields,
         report_run_json_missing, report_run_json_left_out, report_run_json_corrupt,
         report_stream_strict, report_gemm_strict, report_readers_close_files,
-        result_readers_bad_line, result_gemm_ratio_columns)
+        result_readers_bad_line, result_gemm_ratio_columns, result_gemm_mixed_kind)

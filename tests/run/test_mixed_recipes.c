@@ -1,8 +1,10 @@
 /* test_mixed_recipes.c: [recipe.*] tensors and label (issue 14): a mixed recipe and a partial
  * sweep give the rows of the same configurations replayed over those tensors alone, in every CSV;
- * the errors found once the trace is open, at the key's line. */
+ * a layer whose operands the mixed recipe's sections split has GEMM rows (issue 45), checked by
+ * hand; the errors found once the trace is open, at the key's line. */
 #include <check.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,21 +21,23 @@
 
 /* Two layers a and b (input [2, 4], weight [3, 4], grad_output [2, 3]), snapshots at steps 0
  * and 2 (step 2 five times larger: delayed scaling overflows there), amax.csv at step 1. */
+static const char *const g_names[6] = {"a.grad_output", "a.input", "a.weight",
+                                       "b.grad_output", "b.input", "b.weight"};
+static const int64_t g_shape[6][2] = {{2, 3}, {2, 4}, {3, 4}, {2, 3}, {2, 4}, {3, 4}};
+static float g_data[2][6][12]; /* [snapshot 0 / 1 (steps 0, 2)][tensor k of g_names] */
+
 static void write_two_layer_trace(void) {
   const char *tdir = path_in("trace");
   mkdir(tdir, 0777);
-  static const char *const names[6] = {"a.grad_output", "a.input", "a.weight",
-                                       "b.grad_output", "b.input", "b.weight"};
-  static const int64_t shape[6][2] = {{2, 3}, {2, 4}, {3, 4}, {2, 3}, {2, 4}, {3, 4}};
-  static float data[2][6][12];
   for (int st = 0; st < 2; st++) {
     fp8_tensor_out t[6];
     for (int k = 0; k < 6; k++) {
-      int n = (int)(shape[k][0] * shape[k][1]);
+      int n = (int)(g_shape[k][0] * g_shape[k][1]);
       for (int i = 0; i < n; i++)
-        data[st][k][i] = (float)((i * 7 + k * 3) % 11 - 5) * (0.37f + 0.11f * (float)k) *
-                         (st ? 5.0f : 1.0f) * (k >= 3 ? 1e-3f : 1.0f);
-      t[k] = (fp8_tensor_out){names[k], FP8_DTYPE_F32, 2, {shape[k][0], shape[k][1]}, data[st][k]};
+        g_data[st][k][i] = (float)((i * 7 + k * 3) % 11 - 5) * (0.37f + 0.11f * (float)k) *
+                           (st ? 5.0f : 1.0f) * (k >= 3 ? 1e-3f : 1.0f);
+      t[k] = (fp8_tensor_out){g_names[k], FP8_DTYPE_F32, 2, {g_shape[k][0], g_shape[k][1]},
+                              g_data[st][k]};
     }
     char err[FP8_ERRLEN], rel[64];
     snprintf(rel, sizeof rel, "trace/step_%d.safetensors", 2 * st);
@@ -103,10 +107,56 @@ static char *sorted_union(const char *file, const char *const *dirs, size_t ndir
   return s;
 }
 
+/* Field col (0-based) of the row of csv that starts with prefix, as a float. */
+static double row_field(const char *csv, const char *prefix, int col) {
+  char *row = find_row(csv, prefix);
+  ck_assert_msg(row != NULL, "no row starting %s", prefix);
+  const char *p = row;
+  for (int i = 0; i < col && p; i++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+  ck_assert_msg(p != NULL, "%s: no field %d", row, col);
+  double v = strtod(p, NULL);
+  free(row);
+  return v;
+}
+
+/* x [n] dequantized by a per-tensor cast of scale s to format f with testutil's FP8 reference
+ * (an exhaustive search in double, not the simulator): RN32(decode(encode(RN32(x s))) RN32(1/s))
+ * (RECIPES.md); the product of an FP8 value and a float is exact in double. */
+static void dequant_by_hand(const float *x, int n, float s, fp8_format f, float *q) {
+  const float inv = 1.0f / s;
+  for (int i = 0; i < n; i++) {
+    float y = x[i] * s;
+    q[i] = (float)(ref_fp8_value(ref_fp8_encode(y, f), f) * (double)inv);
+  }
+}
+
+/* rel_error (gemm.h) of layer a's dgrad (dY [2, 3] . W [3, 4]) or wgrad (dY^T . X [2, 4]) from
+ * the dequantized operands (qa: dY; qb: W or X) against the originals (a, b), in double. */
+static double rel_by_hand(int wgrad, const float *a, const float *b, const float *qa,
+                          const float *qb) {
+  double num = 0.0, den = 0.0;
+  const int rows = wgrad ? 3 : 2, inner = wgrad ? 2 : 3;
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < 4; j++) {
+      double y = 0.0, yr = 0.0;
+      for (int k = 0; k < inner; k++) {
+        int ia = wgrad ? k * 3 + i : i * 3 + k; /* dY[t][o] at t * 3 + o */
+        y += (double)qa[ia] * qb[k * 4 + j];
+        yr += (double)a[ia] * b[k * 4 + j];
+      }
+      num += (y - yr) * (y - yr);
+      den += yr * yr;
+    }
+  return sqrt(num / den);
+}
+
 /* A mixed recipe (current for a.input and a.weight, delayed L=2 m=1 for the rest, one label)
  * and a partial sweep (delayed L=1, 2 for b.input and a.weight): the rows that exist, and
  * every value equal to the same configuration replayed over those tensors alone ([trace]
- * tensors), in steps.csv, summary.csv, stream.csv and gemm.csv. */
+ * tensors), in steps.csv, summary.csv, stream.csv and gemm.csv. Layer a, whose operands the
+ * two sections of mix split (issue 45): fprop (input and weight, both current) is current
+ * scaling's own row; dgrad and wgrad (grad_output delayed, the other operand current) are
+ * kind "mixed", their errors those of the two casts with the scales steps.csv gives, by hand. */
 START_TEST(test_mixed_recipes) {
   write_two_layer_trace();
   put_text("mixed.ini", "[trace]\npath = trace\n"
@@ -120,8 +170,9 @@ START_TEST(test_mixed_recipes) {
                      "[recipe.mix]\nkind = delayed\nhistory_len = 2\nmargin = 1\n[output]\ndir = r2\n");
   put_text("r3.ini", "[trace]\npath = trace\ntensors = b.input, *.weight\n"
                      "[recipe.sub]\nkind = delayed\nhistory_len = 1, 2\n[output]\ndir = r3\n");
-  const char *ini[4] = {"mixed.ini", "r1.ini", "r2.ini", "r3.ini"};
-  for (int i = 0; i < 4; i++) {
+  put_text("r4.ini", "[trace]\npath = trace\n[recipe.mix]\nkind = current\n[output]\ndir = r4\n");
+  const char *ini[5] = {"mixed.ini", "r1.ini", "r2.ini", "r3.ini", "r4.ini"};
+  for (int i = 0; i < 5; i++) {
     char *out;
     int rc = run_cli(&out, "run %s --quiet --no-report", ini[i]);
     ck_assert_msg(rc == 0, "%s: %s", ini[i], out);
@@ -141,12 +192,19 @@ START_TEST(test_mixed_recipes) {
   const char *w1 = strstr(steps, "a.weight,weight,0,mix,"), *w2 = strstr(steps, "a.weight,weight,0,sub,");
   ck_assert(w1 && w2 && w1 < w2);
   free(steps);
-  /* every row as in the replay of each section over its tensors alone */
+  /* every row as in the replay of each section over its tensors alone (gemm.csv: but layer
+   * a's, which no such replay has: below) */
   static const char *const refs[3] = {"r1", "r2", "r3"};
   static const char *const files[4] = {"steps.csv", "summary.csv", "stream.csv", "gemm.csv"};
   for (int f = 0; f < 4; f++) {
     const char *mixed_dir[1] = {"mixed"};
     char *got = sorted_union(files[f], mixed_dir, 1), *want = sorted_union(files[f], refs, 3);
+    if (f == 3) { /* the sorted lines of layer a come first ("a," < "b,") */
+      char *at = got;
+      while (strncmp(at, "a,", 2) == 0) at = strchr(at, '\n') + 1;
+      ck_assert_msg(at - got > 0, "gemm.csv has no row of layer a");
+      memmove(got, at, strlen(at) + 1);
+    }
     size_t d = 0;
     while (got[d] && got[d] == want[d]) d++;
     while (d > 0 && got[d - 1] != '\n') d--;
@@ -156,12 +214,47 @@ START_TEST(test_mixed_recipes) {
     free(got);
     free(want);
   }
-  /* gemm.csv: layer b under mix (all three operands delayed L=2 m=1); not layer a, whose
-   * operands are split between the sections of mix; none under sub (no grad_output) */
+  /* gemm.csv: layer b under mix (all three operands delayed L=2 m=1); none under sub (no
+   * grad_output) */
   char *gemm = read_out("mixed/gemm.csv");
   expect_row(gemm, "b,fprop,0,mix,delayed,2,1,max,");
-  ck_assert_ptr_null(strstr(gemm, "\na,"));
   ck_assert_ptr_null(strstr(gemm, ",sub,"));
+  /* layer a: its three GEMMs under mix, one row each per step */
+  char *steps2 = read_out("mixed/steps.csv"), *cur = read_out("r4/gemm.csv");
+  for (int si = 0; si < 2; si++) {
+    char pre[128], *got, *want;
+    int step = 2 * si;
+    /* fprop: input and weight of one section (hot): current scaling's row, as a replay of
+     * current scaling over every tensor writes it */
+    snprintf(pre, sizeof pre, "a,fprop,%d,mix,current,,,,", step);
+    got = find_row(gemm, pre);
+    want = find_row(cur, pre);
+    ck_assert_msg(got && want, "%s: %s in mixed, %s in r4", pre, got ? "a row" : "no row",
+                  want ? "a row" : "no row");
+    ck_assert_str_eq(got, want);
+    free(got);
+    free(want);
+    /* dgrad, wgrad: grad_output of rest (delayed, E5M2), the other operand of hot (current,
+     * E4M3), each cast with its own scale (steps.csv's scale column, 10) */
+    float sc[3], q[3][12]; /* a.grad_output, a.input, a.weight (g_names' order) */
+    static const char *const role[3] = {"grad_output", "input", "weight"};
+    for (int k = 0; k < 3; k++) {
+      snprintf(pre, sizeof pre, "%s,%s,%d,mix,", g_names[k], role[k], step);
+      sc[k] = (float)row_field(steps2, pre, 10);
+      dequant_by_hand(g_data[si][k], (int)(g_shape[k][0] * g_shape[k][1]), sc[k],
+                      k == 0 ? FP8_E5M2 : FP8_E4M3, q[k]);
+    }
+    const double hand[2] = {rel_by_hand(0, g_data[si][0], g_data[si][2], q[0], q[2]),
+                            rel_by_hand(1, g_data[si][0], g_data[si][1], q[0], q[1])};
+    for (int w = 0; w < 2; w++) {
+      snprintf(pre, sizeof pre, "a,%s,%d,mix,mixed,,,,", w ? "wgrad" : "dgrad", step);
+      double rel = row_field(gemm, pre, 8);
+      ck_assert_msg(fabs(rel - hand[w]) <= 1e-5 * hand[w] && hand[w] > 0.01,
+                    "%s: rel_error %.9g, by hand %.9g", pre, rel, hand[w]);
+    }
+  }
+  free(steps2);
+  free(cur);
   free(gemm);
   /* stream.csv: the delayed configurations where they apply (mix's rest: 4 tensors; sub: 3
    * tensors x 2), every replay step (0, 1, 2) */

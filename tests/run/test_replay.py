@@ -17,7 +17,10 @@ by side, one rank and expert-parallel (experts split over two ranks, with and wi
 reduce_amax), and require the two rules to differ somewhere in stream.csv.
 
 The "mixed recipes" case adds [recipe.*] sections with tensors globs and a shared label (one
-recipe of three kinds over the tensors) to a blocks case.
+recipe of three kinds over the tensors) to a blocks case; the "mxfp8 / nvfp4 label" cases
+(issue 45) a label of an MXFP8 forward and an NVFP4 backward section, plain NVFP4 and a label
+of a block weight and current scaling, whose layers' GEMMs take operands of two sections
+(gemm.csv's kind "mixed"), sampled and exact, with the FP4 ratio columns.
 
 The "ranks" cases replay multi-rank traces (gen_trace.py --ranks R: rank_<r>/ folders whose
 amaxes differ per rank) as one trace with tensors rank_<r>/<name>, with [trace] reduce_amax off
@@ -330,6 +333,41 @@ tensors = *.weight, *.grad_output
 
 [analysis]"""
 
+# issue 45: MXFP8 forward and NVFP4 backward under one label (every layer's dgrad and wgrad
+# multiply an NVFP4 grad_output by an MXFP8 operand), NVFP4 over every tensor (TE's defaults,
+# and 1x16 nearest without the transform), and a label of a block-kind weight and per-tensor
+# current scaling for the rest; the FP4 ratio columns against the first current configuration
+HYBRID_INI = """[recipe.nv]
+kind = nvfp4
+sr_seed = 5
+
+[recipe.nv1]
+kind = nvfp4
+block = 1x16
+rounding = nearest
+rht = false
+
+[recipe.hyb_fwd]
+label = hyb
+kind = mxfp8
+tensors = *.input, *.weight, *.output
+
+[recipe.hyb_bwd]
+label = hyb
+kind = nvfp4
+sr_seed = 3
+
+[recipe.wblk]
+label = wblk
+kind = block
+tensors = *.weight
+
+[recipe.wblk_rest]
+label = wblk
+kind = current
+
+[analysis]"""
+
 
 def case_synth(binary, tmp):
     d = os.path.join(tmp, "synth")
@@ -415,10 +453,18 @@ def main():
          lambda: case_random(binary, tmp, 26, ["--blocks"], True,
                              [("gemm = true", "gemm = true\ngemm_sample = 5\ngemm_seed = 9")])),
         # [recipe.*] tensors and label (issue 14): a mixed recipe of three kinds under one
-        # label (gemm0 all current: GEMM rows; gemm1 split over two sections: none) and a
-        # sweep over some tensors only
+        # label (gemm0 all current: its own rows; gemm1 split over two sections: mixed rows,
+        # issue 45) and a sweep over some tensors only
         ("random seed 24 blocks mixed recipes",
          lambda: case_random(binary, tmp, 24, ["--blocks"], True, [("[analysis]", MIXED_INI)])),
+        # a label of MXFP8 and NVFP4 sections, and one of a block weight and current scaling
+        # (issue 45): their GEMMs of mixed operands, sampled and exact (token sampling)
+        ("random seed 27 blocks mxfp8 / nvfp4 label",
+         lambda: case_random(binary, tmp, 27, ["--blocks"], True, [("[analysis]", HYBRID_INI)])),
+        ("random seed 28 blocks mxfp8 / nvfp4 label, gemm_error = exact",
+         lambda: case_random(binary, tmp, 28, ["--blocks"], True,
+                             [("[analysis]", HYBRID_INI),
+                              ("gemm = true", "gemm = true\ngemm_error = exact")])),
         # triplets, but [analysis] gemm = false: no gemm.csv
         ("random seed 23 blocks gemm = false",
          lambda: case_random(binary, tmp, 23, ["--blocks"], False,

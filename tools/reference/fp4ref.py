@@ -171,3 +171,90 @@ def stats(x, codes, xhat, y):
             "subnormal": int((fin & (c == 1)).sum()),
             "clipped": int((fin & (np.abs(y) >= 7)).sum()),
             "sum_sq_err": float(((xf - hf) ** 2).sum()), "sum_sq": float((xf * xf).sum())}
+
+
+# ------------------------------------------------------------------ vectorized, for the GEMMs
+# (fp8ref.py's replay of NVFP4 GEMM operands, issue 45): the rules above over whole matrices at
+# once, NVFP4 max6 only, and stochastic rounding and the Hadamard transform as
+# docs/semantics.md "FP4" states them. tests/tools/reference/test_ref_fp4_gemm.py holds them to
+# nvfp4() and to loops by hand.
+
+GRID = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float64)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def splitmix_bytes(seed, idx):
+    """The low byte of splitmix64's output number i (uint64 array idx; output 0 is the first)
+    of the stream seeded with `seed`: z = seed + (i + 1) * golden, then the two xor-shift
+    multiplies and the last xor-shift."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + (np.asarray(idx, np.uint64) + np.uint64(1)) * _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z & np.uint64(0xFF)).astype(np.int64)
+
+
+def nvfp4_xhat(x, square, amax_g, e4m3_max=448.0, sr_seed=None, index0=0):
+    """Dequantized NVFP4 (max6) of the [rows, cols] float32 matrix x, along its rows (1x16 runs;
+    square: each run scaled by its 16x16 block's amax), with the per-tensor amax amax_g.
+    sr_seed None: round to nearest; else stochastic rounding: element (r, c) rounds up when
+    floor(256 f) > the low byte of splitmix64 output index0 + r * cols + c."""
+    x = np.asarray(x, np.float32)
+    rows, cols = x.shape
+    if rows == 0 or cols == 0:
+        return x.copy()
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        amax_g = F32(amax_g)
+        m = F32(e4m3_max)
+        s_enc = F32(min(F32(F32(m * F32(6)) / amax_g), FLT_MAX))
+        if amax_g == 0 or s_enc == 0:
+            s_enc = F32(1)
+        s_dec = F32(F32(1) / s_enc)
+        k = F32(s_enc * F32(F32(1) / F32(6)))
+        dq_unit = F32(F32(1) / F32(F32(6) * m))
+        nrun = -(-cols // 16)
+        ax = np.zeros((-(-rows // 16) * 16, nrun * 16), np.float32)
+        ax[:rows, :cols] = np.where(np.isnan(x), F32(0), np.abs(x))
+        bam = ax.reshape(ax.shape[0], nrun, 16).max(axis=2)          # [rows16, nrun]
+        if square:
+            bam = np.repeat(bam.reshape(-1, 16, nrun).max(axis=1), 16, axis=0)
+        bam = bam[:rows]
+        _, s = e4m3_rn_sat(np.minimum((bam * k).astype(np.float32), FLT_MAX))
+        s = s.astype(np.float32)
+        enc = np.minimum(F32(1) / (s * s_dec).astype(np.float32), FLT_MAX).astype(np.float32)
+        dq = ((s * amax_g).astype(np.float32) * dq_unit).astype(np.float32)
+        y = (x * np.repeat(enc, 16, axis=1)[:, :cols]).astype(np.float32)
+        vals = e2m1_values(e2m1_codes(y))
+        if sr_seed is not None:
+            a = np.abs(y).astype(np.float64)
+            on = a < 6                                   # NaN and |y| >= 6: as nearest
+            kk = np.searchsorted(GRID[1:7], np.where(on, a, 0), side="right")  # a in [G[kk], G[kk+1])
+            f = (a - GRID[kk]) / (GRID[kk + 1] - GRID[kk])
+            u = np.floor(256 * np.where(on, f, 0))
+            idx = np.uint64(index0) + np.arange(rows * cols, dtype=np.uint64).reshape(rows, cols)
+            up = u > splitmix_bytes(sr_seed, idx)
+            mag = np.where(up, GRID[np.minimum(kk + 1, 7)], GRID[kk])
+            sgn = np.where(np.signbit(y), -1.0, 1.0)
+            vals = np.where(on, (sgn * mag).astype(np.float32), vals)
+        return (vals * np.repeat(dq, 16, axis=1)[:, :cols]).astype(np.float32)
+
+
+_H16 = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)],
+                np.float64)
+RHT_SIGNS = np.array([-1.0 if (0xD7E8 >> i) & 1 else 1.0 for i in range(16)])
+RHT = np.diag(RHT_SIGNS) @ _H16 * 0.25      # a run of 16 (a row vector) times RHT
+
+
+def rht_rows(t):
+    """TE's random Hadamard transform of each row's runs of 16 (cols a multiple of 16), in
+    double, rounded to BF16 (as float32)."""
+    t = np.asarray(t, np.float32)
+    r = t.astype(np.float64).reshape(-1, 16) @ RHT
+    return r.astype(ml_dtypes.bfloat16).astype(np.float32).reshape(t.shape)
+
+
+def rht_rows_back(t):
+    """The inverse (RHT is orthogonal: its transpose), in double, rounded once to float32."""
+    t = np.asarray(t, np.float32)
+    return (t.astype(np.float64).reshape(-1, 16) @ RHT.T).astype(np.float32).reshape(t.shape)

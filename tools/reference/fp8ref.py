@@ -1,6 +1,18 @@
 #!/usr/bin/env python3
 """Independent Python reference for fp8lab's steps.csv, gemm.csv, stream.csv and summary.csv
-(delayed, current and block FP8 scaling: mxfp8, block, rowwise).
+(delayed, current and block FP8 scaling: mxfp8, block, rowwise; NVFP4 with max6 block scales
+for gemm.csv only: its steps.csv and summary.csv rows are left out of the comparisons, as
+tests/run/test_fp4_run.py checks them against fp4ref.py).
+
+GEMM requests (issue 45; docs/semantics.md "GEMMs of a mixed recipe"): a layer's GEMMs are
+computed for each configuration that applies to its input, weight and grad_output, and for
+each recipe label shared by sections that split them, each operand quantized by the section
+that takes its tensor (layer_requests); a row's kind and delayed columns are its two operands'
+configuration's when they agree, else kind "mixed" and empty. With an FP4 configuration the
+rows carry the FP4 ratio (ratio, ratio_lo, ratio_hi, ratio_mode) on the GEMMs with an FP4
+operand, against the reference configuration's own row (fp4_reference): exact, the quotient;
+sampled, the paired estimate, computed again exactly where its interval straddles
+[analysis] fp4_gemm_ratio.
 
 Written from shared/RECIPES.md and the replay contract, NOT from the C sources, so that the C
 output can be checked against it. Needs numpy and ml_dtypes.
@@ -77,7 +89,8 @@ Module API (used by tests/tools/reference/test_ref_*.py):
   compare_summary_rows(), compare_all();
   block recipes: e8m0_ceil(), mx_exponent(), e8m0_scale(), current_scales(), BlockRecipe
   (.quantize(x, role, colwise)); GEMM errors: sample_tokens(), gemm_reference(),
-  gemm_errors(), rel_error(), TensorRecipe, layer_triplets().
+  gemm_errors(), rel_error(), TensorRecipe, layer_triplets(); issue 45: Nvfp4Recipe,
+  MixedRecipe, layer_requests(), fp4_reference(), ratio_estimate().
 """
 
 import os
@@ -97,6 +110,9 @@ from fractions import Fraction
 
 import numpy as np
 import ml_dtypes
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp4ref  # noqa: E402  (NVFP4's GEMM operands: fp4ref.nvfp4_xhat, the Hadamard transform)
 
 F32 = np.float32
 FLT_MAX = F32(np.finfo(np.float32).max)
@@ -578,10 +594,11 @@ class BlockRecipe:
         inf = DTYPE_MAX[self.dtypes.get(role, "F32")] if self.kind == "block" else FLT_MAX
         return current_scales(amax, fmt, self.amax_epsilon, self.pow2, self.margin, inf)
 
-    def quantize(self, x, role="input", colwise=False):
+    def quantize(self, x, role="input", colwise=False, stats=True):
         """-> dict: stats (quantize_stats fields), nblocks, blocks_with_overflow,
         nblocks_scaled, log2_scale_min/max/std, scales (the block grid, [dim0 blocks, dim1
-        blocks]), xhat (2-D, dequantized). colwise: blocks along the first dimension."""
+        blocks]), xhat (2-D, dequantized). colwise: blocks along the first dimension. stats
+        False: the block fields and xhat only (a GEMM operand)."""
         fmt = get_fmt(resolve_format(self.fmt, role))
         x2 = as_matrix(x)
         sq = self.square(role)
@@ -592,6 +609,8 @@ class BlockRecipe:
             r["elem_scale"] = r["elem_scale"].T
         else:
             r = self._quantize_rows(x2, fmt, sq, role)
+        if not stats:
+            return r
         st = quantize_stats(x2.ravel(), r.pop("elem_scale").ravel(), fmt)
         st.update(r)
         return st
@@ -642,12 +661,60 @@ class TensorRecipe:
         self.fmt = fmt
         self.scales = scales        # role -> float32 scale
 
-    def quantize(self, x, role="input", colwise=False):
+    def quantize(self, x, role="input", colwise=False, stats=False):
         fmt = get_fmt(resolve_format(self.fmt, role))
         s = F32(self.scales[role])
         with np.errstate(all="ignore"):
             xhat = decode(encode(as_matrix(x) * s, fmt), fmt) * (F32(1) / s)
         return dict(xhat=xhat.astype(np.float32))
+
+class Nvfp4Recipe:
+    """An NVFP4 configuration's GEMM operands (docs/semantics.md "The recipe kinds nvfp4 and
+    mxfp4", "Where the transform applies"): 1x16 runs along the GEMM's reduction dimension
+    (16x16 blocks for weights under block = auto), max6 block scales under the per-tensor
+    scale of the tensor's amax; stochastic rounding for grad_output and grad_input under
+    rounding = auto (its draw: fp4ref.nvfp4_xhat; a column-wise copy's indices from 2^48, in
+    the transposed matrix it casts). The column-wise input and grad_output (wgrad's operands)
+    take the Hadamard transform along the tokens when rht and their token count is a multiple
+    of 16: transformed (BF16), their amax then, quantized, and transformed back (float32)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def quantize(self, x, role="input", colwise=False, stats=False):
+        c = self.cfg
+        x2 = as_matrix(x)
+        square = c.nv_block == "16x16" or (c.nv_block == "auto" and role == "weight")
+        sr = c.rounding_fp4 == "stochastic" or (c.rounding_fp4 == "auto" and
+                                                role in ("grad_output", "grad_input"))
+        seed = c.sr_seed if sr else None
+        if not colwise:
+            return dict(xhat=fp4ref.nvfp4_xhat(x2, square, tensor_amax(x2), c.e4m3_max, seed))
+        t = np.ascontiguousarray(x2.T)
+        rht = c.rht and role != "weight" and x2.shape[0] % 16 == 0
+        if rht:
+            t = fp4ref.rht_rows(t)
+        xh = fp4ref.nvfp4_xhat(t, square, tensor_amax(t), c.e4m3_max, seed, 1 << 48)
+        if rht:
+            xh = fp4ref.rht_rows_back(xh)
+        return dict(xhat=np.ascontiguousarray(xh.T))
+
+
+class MixedRecipe:
+    """A GEMM request's operands: each role quantized by its own configuration's recipe (a
+    mixed recipe label whose sections split a layer: docs/semantics.md "GEMMs of a mixed
+    recipe"), its dequantized operands kept in `cache` under (the role's key, role, colwise)
+    (a layer's requests share it: configurations that quantize a tensor alike, once)."""
+
+    def __init__(self, by_role, keys, cache):
+        self.by_role, self.keys, self.cache = by_role, keys, cache
+
+    def quantize(self, x, role="input", colwise=False):
+        k = (self.keys[role], role, colwise)
+        if k not in self.cache:
+            self.cache[k] = dict(xhat=self.by_role[role].quantize(x, role, colwise,
+                                                                   stats=False)["xhat"])
+        return self.cache[k]
 
 # --------------------------------------------------------------------------------------------
 # GEMM-level errors
@@ -838,53 +905,95 @@ class GemmSample:
         idx = self.rows if operand == 0 else self.cols
         return (mat[:, idx].T if col else mat[idx, :]).astype(np.float32)
 
+    def block(self, qa_full, qb_full):
+        """The FP32 block of a configuration's whole dequantized operands."""
+        with np.errstate(all="ignore"):
+            return (self.gather(0, qa_full) @ self.gather(1, qb_full).T).astype(np.float32)
+
     def error(self, qa_full, qb_full):
         """(rel_error, lo, hi) for a configuration's whole dequantized operands."""
-        with np.errstate(all="ignore"):
-            y = (self.gather(0, qa_full) @ self.gather(1, qb_full).T).astype(np.float32)
+        return self.error_of(self.block(qa_full, qb_full))
+
+    def error_of(self, y):
+        """(rel_error, lo, hi) of a configuration's FP32 block."""
         return sample_estimate(self.yref, y, self.u, self.v, len(self.rows) == self.m,
                                len(self.cols) == self.n)
 
+    def ratio(self, yc, yr):
+        """(ratio, lo, hi): the paired ratio of two configurations' blocks (the FP4 verdict's,
+        docs/semantics.md "The FP4 verdict's paired ratio")."""
+        return ratio_estimate(self.yref, yc, yr, self.u, self.v, len(self.rows) == self.m,
+                              len(self.cols) == self.n)
 
-def sample_estimate(yref, y, u, v, all_rows, all_cols):
-    p, q = yref.shape
-    w = np.outer(u, v)
-    with np.errstate(all="ignore"):
-        e = y.astype(np.float64) - yref
-        d = e * e
-        r = yref * yref
-        sd = float(np.sum(w * d))
-        sr = float(np.sum(w * r))
-    if p * q == 0:
-        return math.nan, math.nan, math.nan
-    if not (math.isfinite(sd) and math.isfinite(sr)):
-        v_ = (math.nan if math.isnan(sd) else math.inf) if sr == 0 else math.sqrt(sd / sr)
-        return v_, v_, v_
-    whole = all_rows and all_cols
-    if sr == 0:
-        rel = 0.0 if sd == 0 else math.inf
-        return (rel, rel, rel) if whole else (rel, 0.0, math.inf)
-    R2 = sd / sr
-    rel = math.sqrt(R2)
-    if whole or R2 == 0:
-        return rel, rel, rel
-    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
-        return rel, 0.0, math.inf
-    z = w * (d - R2 * r)
+
+def _crossed_var(z, all_rows, all_cols):
+    """The block mean's variance of z [p, q] under the crossed (rows x columns) design:
+    max(0, S_R - S_E/q)/p + max(0, S_C - S_E/p)/q + S_E/(p q); all rows taken: S_C/q; all
+    columns: S_R/p."""
+    p, q = z.shape
     rm, cm, gm = z.mean(axis=1), z.mean(axis=0), z.mean()
     SR = float(np.sum((rm - gm) ** 2)) / (p - 1) if p > 1 else 0.0
     SC = float(np.sum((cm - gm) ** 2)) / (q - 1) if q > 1 else 0.0
     if all_rows:
-        var = SC / q
-    elif all_cols:
-        var = SR / p
-    else:
-        res = z - rm[:, None] - cm[None, :] + gm
-        SE = float(np.sum(res * res)) / ((p - 1) * (q - 1))
-        var = max(0.0, SR - SE / q) / p + max(0.0, SC - SE / p) / q + SE / (p * q)
-    se = math.sqrt(var) / (sr / (p * q))
-    wd = 1.959963984540054 * se / R2
-    return rel, math.sqrt(R2 * math.exp(-wd)), math.sqrt(R2 * math.exp(wd))
+        return SC / q
+    if all_cols:
+        return SR / p
+    res = z - rm[:, None] - cm[None, :] + gm
+    SE = float(np.sum(res * res)) / ((p - 1) * (q - 1))
+    return max(0.0, SR - SE / q) / p + max(0.0, SC - SE / p) / q + SE / (p * q)
+
+
+def _weighted_ratio(num, den, w, zero_over_zero, all_rows, all_cols):
+    """sqrt(sum(w num) / sum(w den)) with its 95% interval (the sampled GEMM error, num = d and
+    den = r; the paired ratio, num = d_c and den = d_ref): the delta method on the linearized
+    residual z = w (num - Q den), Q the quotient, with the crossed variance; se = sqrt(Var) /
+    mean(w den); Q exp(-+1.96 se / Q), the ends square-rooted. Special cases: an empty block
+    NaN; a non-finite sum NaN or inf, lo = hi; sum(w den) = 0: zero_over_zero when sum(w num) is
+    0 too, else +inf, with [0, +inf] unless the block is the whole output; Q = 0 or the whole
+    output: lo = hi; a sampled side of one draw: [0, +inf]."""
+    p, q = w.shape
+    with np.errstate(all="ignore"):
+        sn = float(np.sum(w * num))
+        sd = float(np.sum(w * den))
+    if p * q == 0:
+        return math.nan, math.nan, math.nan
+    if not (math.isfinite(sn) and math.isfinite(sd)):
+        v_ = (math.nan if math.isnan(sn) else math.inf) if sd == 0 else math.sqrt(sn / sd)
+        return v_, v_, v_
+    whole = all_rows and all_cols
+    if sd == 0:
+        v_ = zero_over_zero if sn == 0 else math.inf
+        return (v_, v_, v_) if whole else (v_, 0.0, math.inf)
+    Q = sn / sd
+    v_ = math.sqrt(Q)
+    if whole or Q == 0:
+        return v_, v_, v_
+    if (p < 2 and not all_rows) or (q < 2 and not all_cols):
+        return v_, 0.0, math.inf
+    var = _crossed_var(w * (num - Q * den), all_rows, all_cols)
+    se = math.sqrt(var) / (sd / (p * q))
+    wd = 1.959963984540054 * se / Q
+    return v_, math.sqrt(Q * math.exp(-wd)), math.sqrt(Q * math.exp(wd))
+
+
+def ratio_estimate(yref, yc, yr, u, v, all_rows, all_cols):
+    """The FP4 verdict's paired ratio of two configurations' blocks yc and yr (docs/semantics.md
+    "The FP4 verdict's paired ratio"): Q = sum(w d_c) / sum(w d_ref), ratio = sqrt(Q), 0 / 0
+    counting as 1 (_weighted_ratio)."""
+    with np.errstate(all="ignore"):
+        dc = (yc.astype(np.float64) - yref) ** 2
+        dr = (yr.astype(np.float64) - yref) ** 2
+    return _weighted_ratio(dc, dr, np.outer(u, v), 1.0, all_rows, all_cols)
+
+
+def sample_estimate(yref, y, u, v, all_rows, all_cols):
+    """The sampled GEMM error of a configuration's block y (docs/semantics.md "Sampled GEMM
+    error"): R2 = sum(w d) / sum(w r), rel_error = sqrt(R2), 0 / 0 counting as 0."""
+    with np.errstate(all="ignore"):
+        e = y.astype(np.float64) - yref
+        d = e * e
+        r = yref * yref
+    return _weighted_ratio(d, r, np.outer(u, v), 0.0, all_rows, all_cols)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1171,6 +1280,11 @@ def _bool(v):
 
 
 BLOCK_KINDS = ("mxfp8", "block", "rowwise")
+# kinds whose GEMM errors this reference computes but not their steps.csv and summary.csv rows
+# (NVFP4, max6 block scales only: its casts' statistics are tools/reference/fp4ref.py's and
+# tests/run/test_fp4_run.py's); their rows are left out of those comparisons
+ROWLESS_KINDS = ("nvfp4",)
+FP4_KINDS = ("nvfp4", "mxfp4")
 _FORMAT_NAMES = ("hybrid", "e4m3", "e5m2")
 
 
@@ -1188,6 +1302,10 @@ class Config:
         self.pow2 = pow2
         self.rounding = rounding      # mxfp8: scale_rounding
         self.block = block            # block: 1x128 | 128x128 | auto
+        # nvfp4: block 1x16 | 16x16 | auto (nv_block), rht, rounding nearest | stochastic |
+        # auto, sr_seed, e4m3_max (parse_experiment sets them)
+        self.nv_block, self.rht, self.rounding_fp4, self.sr_seed = "auto", True, "auto", 0
+        self.e4m3_max = 448.0
         self.section = label          # the [recipe.<section>] it comes from (label: its rows')
         self.tensors = TensorSel()    # the tensors it applies to
 
@@ -1216,6 +1334,7 @@ class Experiment:
         self.gemm_error = "sampled"   # [analysis] gemm_error: sampled | exact
         self.gemm_sample = 64         # [analysis] gemm_sample
         self.gemm_seed = 0            # [analysis] gemm_seed
+        self.fp4_gemm_ratio = 4.0     # [analysis] fp4_gemm_ratio: the FP4 ratio's threshold
         self.reduce_amax = False      # [trace] reduce_amax
         self.reduce_group = None      # [trace] reduce_group (None: all ranks form one group)
         self.reduce_stride = 1        # [trace] reduce_stride: a group is r, r+S, ..., r+(G-1)S
@@ -1288,6 +1407,7 @@ def parse_experiment(path, warn=sys.stderr):
                                  % exp.gemm_error)
             exp.gemm_sample = int(_single(sec, kv, "gemm_sample", "64"))
             exp.gemm_seed = int(_single(sec, kv, "gemm_seed", "0"))
+            exp.fp4_gemm_ratio = float(_single(sec, kv, "fp4_gemm_ratio", "4"))
             if "warmup_steps" in kv:
                 ws = _single(sec, kv, "warmup_steps", "0")
                 if not re.fullmatch(r"\+?[0-9]+", ws):
@@ -1297,7 +1417,8 @@ def parse_experiment(path, warn=sys.stderr):
             # step_budget: a budget of the analysis layer, no effect on the replay
             for k in kv:
                 if k not in ("overflow_budget", "gemm", "gemm_max_tokens", "warmup_steps",
-                             "step_budget", "gemm_error", "gemm_sample", "gemm_seed"):
+                             "step_budget", "gemm_error", "gemm_sample", "gemm_seed",
+                             "fp4_gemm_ratio"):
                     print("fp8ref: [%s] key %s ignored by the reference" % (sec, k), file=warn)
         elif sec.startswith("recipe."):
             section = sec[len("recipe."):]
@@ -1366,6 +1487,21 @@ def parse_experiment(path, warn=sys.stderr):
                 for f in fmts:
                     exp.configs.append(Config(label, kind, f, pow2=pow2, rounding=rounding,
                                               block=block, amax_epsilon=eps))
+            elif kind == "nvfp4" and _single(sec, kv, "block_scale", "max6") == "max6":
+                # NVFP4 with TE's max6 block scales (docs/semantics.md "The recipe kinds nvfp4
+                # and mxfp4"): its GEMM errors only (ROWLESS_KINDS)
+                known = {"kind", "block", "rht", "rounding", "block_scale", "e4m3_max", "sr_seed"}
+                cfg = Config(label, "nvfp4", "e4m3")
+                cfg.nv_block = _single(sec, kv, "block", "auto")
+                if cfg.nv_block not in ("1x16", "16x16", "auto"):
+                    raise ValueError("[%s] block must be 1x16, 16x16 or auto" % sec)
+                cfg.rht = _bool(_single(sec, kv, "rht", "true"))
+                cfg.rounding_fp4 = _single(sec, kv, "rounding", "auto")
+                if cfg.rounding_fp4 not in ("nearest", "stochastic", "auto"):
+                    raise ValueError("[%s] rounding must be nearest, stochastic or auto" % sec)
+                cfg.sr_seed = int(_single(sec, kv, "sr_seed", "0"))
+                cfg.e4m3_max = float(_single(sec, kv, "e4m3_max", "448"))
+                exp.configs.append(cfg)
             else:
                 print("fp8ref: [%s] kind %r is not modelled by the reference; skipped"
                       % (sec, kind), file=warn)
@@ -1473,7 +1609,7 @@ BLOCK_COLUMNS = ("nblocks", "blocks_with_overflow", "log2_scale_min", "log2_scal
 # appended with "saturation that matters" (RECIPES.md clipped, overshoot; the warm-up), every kind
 SAT_COLUMNS = ("clipped", "overshoot", "cos_sim", "warmup")
 # appended with the FP4 kinds (issue 29): stochastic rounding's expectation; empty for every kind
-# this reference replays (it has no FP4 kind: tools/reference/fp4ref.py checks those casts)
+# whose rows this reference replays (the FP4 kinds' casts are tools/reference/fp4ref.py's)
 SR_COLUMNS = ("underflow_expected", "mse_expected")
 COLUMNS = ("tensor", "role", "step", "recipe", "kind", "format", "history_len", "margin",
            "amax_compute", "amax", "scale", "n", "nonfinite", "zeros", "overflow", "underflow",
@@ -1501,6 +1637,15 @@ GEMM_COLUMNS = ("layer", "gemm", "step", "recipe", "kind", "history_len", "margi
                 "amax_compute", "rel_error")
 GEMM_KEY_COLUMNS = GEMM_COLUMNS[:-1]
 GEMM_SAMPLED_COLUMNS = GEMM_COLUMNS + ("rel_error_lo", "rel_error_hi")  # gemm_error = sampled
+# with an FP4 configuration (issue 42): the FP4 ratio (rel_error_lo/hi empty in the exact mode)
+GEMM_RATIO_COLUMNS = GEMM_SAMPLED_COLUMNS + ("ratio", "ratio_lo", "ratio_hi", "ratio_mode")
+
+
+def gemm_columns(rows):
+    """gemm.csv's columns for these expected rows."""
+    if rows and "ratio_mode" in rows[0]:
+        return GEMM_RATIO_COLUMNS
+    return GEMM_SAMPLED_COLUMNS if rows and "rel_error_lo" in rows[0] else GEMM_COLUMNS
 TRIPLET_ROLES = ("input", "weight", "grad_output")
 
 
@@ -1611,7 +1756,7 @@ def replay_full(exp, trace):
                     s = current_scale(a_t, fmt, cfg.amax_epsilon, cfg.pow2, cfg.margin)
                 else:
                     s = None
-                if (name, ci) not in covers:
+                if (name, ci) not in covers or cfg.kind in ROWLESS_KINDS:
                     continue
                 if blk:
                     rec = cfg.block_recipe({role: trace.dtypes[(t, name)]})
@@ -1802,28 +1947,112 @@ def layer_triplets(snap):
     return out
 
 
-class _CachedRecipe:
-    """Adapter for gemm_errors(): hands out (and caches) a config's dequantized operands."""
+def fp4_reference(exp):
+    """The configuration the FP4 ratio divides by (docs/semantics.md "Which layers hold";
+    run.json's experiment.fp4_reference), or None without an FP4 configuration: the first
+    current-scaling one, else the reference one of the other FP8 kinds (not FP4, not bf16): the
+    delayed one TE defaults to (history 1024, margin 0, max), else max before most_recent, the
+    smallest |margin|, the longest history (a block kind counts as history 0, margin 0, max),
+    the first in file order on ties; configurations of a label shared by several sections
+    (mixed recipes) left out."""
+    if not any(c.kind in FP4_KINDS for c in exp.configs):
+        return None
+    nsec = {}
+    for _sec, label, _sel, _n in exp.sections:
+        nsec[label] = nsec.get(label, 0) + 1
+    cand = [ci for ci, c in enumerate(exp.configs) if nsec.get(c.label, 1) == 1]
+    for ci in cand:
+        if exp.configs[ci].kind == "current":
+            return ci
 
-    def __init__(self, fn):
-        self.fn = fn
-        self.cache = {}
+    def rank(ci):
+        c = exp.configs[ci]
+        dl = c.kind == "delayed"
+        h, m = (c.history_len, abs(c.margin)) if dl else (0, 0)
+        mx = not dl or c.amax_compute == "max"
+        return (not (h == 1024 and m == 0 and mx), not mx, m, -h, ci)
+    rest = [ci for ci in cand if exp.configs[ci].kind not in FP4_KINDS + ("bf16",)]
+    return min(rest, key=rank) if rest else None
 
-    def quantize(self, x, role, colwise=False):
-        k = (role, colwise)
-        if k not in self.cache:
-            self.cache[k] = self.fn(x, role, colwise)
-        return self.cache[k]
+
+def layer_requests(exp, L, covers):
+    """The GEMM requests of layer L (docs/semantics.md "GEMMs of a mixed recipe"): a tuple of
+    configuration indices (input, weight, grad_output) each, in configuration order: (c, c, c)
+    for each configuration that applies to the layer's three operands, and for each recipe
+    label shared by several sections whose sections split them, the configuration of the
+    section that takes each operand, placed at the first of the three."""
+    names = ["%s.%s" % (L, r) for r in TRIPLET_ROLES]
+    if covers is None:
+        return [(ci, ci, ci) for ci in range(len(exp.configs))]
+    nsec = {}
+    for _sec, label, _sel, _n in exp.sections:
+        nsec[label] = nsec.get(label, 0) + 1
+    out = {}
+    for ci, cfg in enumerate(exp.configs):
+        if all((n, ci) in covers for n in names):
+            out[ci] = (ci, ci, ci)
+        elif nsec.get(cfg.label, 1) > 1:
+            of = [next((cj for cj, cg in enumerate(exp.configs)
+                        if cg.label == cfg.label and (n, cj) in covers), None) for n in names]
+            if None not in of and min(of) == ci:
+                out[ci] = tuple(of)
+    return [out[ci] for ci in sorted(out)]
+
+
+def _role_key(exp, trace, t, L, ci, role, used, for_role):
+    """What decides how configuration ci quantizes the layer's tensor of this role (equal keys:
+    equal operands) and its recipe object."""
+    cfg = exp.configs[ci]
+    name = "%s.%s" % (L, role)
+    fmt = resolve_format(cfg.fmt, role)
+    if cfg.kind in BLOCK_KINDS:
+        rec = cfg.block_recipe({role: trace.dtypes[(t, name)]})
+        return (cfg.kind, fmt, cfg.rounding, cfg.pow2, f32_bits(cfg.amax_epsilon),
+                rec.square(role), rec.dtypes[role]), rec
+    if cfg.kind == "nvfp4":
+        return ("nvfp4", cfg.nv_block, cfg.rht, cfg.rounding_fp4, cfg.sr_seed,
+                cfg.e4m3_max), Nvfp4Recipe(cfg)
+    if cfg.kind == "delayed":
+        sc = used[(t, name, ci)]
+    else:
+        sc = current_scale(tensor_amax(for_role[role]), fmt, cfg.amax_epsilon, cfg.pow2,
+                           cfg.margin)
+    return ("tensor", fmt, f32_bits(sc)), TensorRecipe(cfg.fmt, {role: sc})
+
+
+def _row_key(cfg_a, cfg_b):
+    """The key columns of a GEMM row whose operands come from configurations a and b: theirs
+    when kind and the delayed parameters agree, else kind mixed with the delayed ones empty."""
+    same = cfg_a.kind == cfg_b.kind and (cfg_a.kind != "delayed" or (
+        cfg_a.history_len, cfg_a.margin, cfg_a.amax_compute) == (
+        cfg_b.history_len, cfg_b.margin, cfg_b.amax_compute))
+    if not same:
+        return dict(kind="mixed", history_len="", margin="", amax_compute="")
+    dl = cfg_a.kind == "delayed"
+    return dict(kind=cfg_a.kind, history_len=cfg_a.history_len if dl else "",
+                margin=cfg_a.margin if dl else "", amax_compute=cfg_a.amax_compute if dl else "")
+
+
+def _quotient(a, b):
+    """The ratio of two errors: NaN when either is; 0 / 0 counts as 1, x / 0 as inf."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return a / b if b > 0 else (math.inf if a > 0 else 1.0)
 
 
 def gemm_replay(exp, trace, used, covers=None):
     """gemm.csv rows (see GEMM_COLUMNS), or None when no gemm.csv is expected. `used`: the
     delayed scales of replay_all; `covers`: coverage() (None: every configuration applies to
-    every tensor); a layer has rows under a configuration that applies to its three operands."""
+    every tensor). A layer's requests (layer_requests): a configuration that applies to its
+    three operands, and a shared label whose sections split them, each operand quantized by its
+    own section. With an FP4 configuration (fp4_reference) the rows carry the FP4 ratio: a
+    GEMM with an FP4 operand over the reference's own row at that layer, GEMM and step."""
     if not exp.gemm:
         return None
     any_triplet = False
     rows = []
+    ref_ci = fp4_reference(exp)
+    R = exp.fp4_gemm_ratio
     for t in sorted(trace.snapshots):
         for L, x, w, dy in layer_triplets(trace.snapshots[t]):
             any_triplet = True
@@ -1835,56 +2064,60 @@ def gemm_replay(exp, trace, used, covers=None):
                 ref = gemm_reference(x, w, dy, 0)    # the exact errors, for the coverage check
             else:
                 ref = gemm_reference(x, w, dy, exp.gemm_max_tokens)
-            errs = []
-            done = {}    # configurations that quantize every operand alike share the errors
-            for ci, cfg in enumerate(exp.configs):
-                fmts = tuple(resolve_format(cfg.fmt, r) for r in TRIPLET_ROLES)
-                if cfg.kind in BLOCK_KINDS:
-                    rec = cfg.block_recipe({r: trace.dtypes[(t, "%s.%s" % (L, r))]
-                                            for r in TRIPLET_ROLES})
-                    key = (cfg.kind, fmts, cfg.rounding, cfg.pow2, f32_bits(cfg.amax_epsilon),
-                           tuple(rec.square(r) for r in TRIPLET_ROLES),
-                           tuple(rec.dtypes[r] for r in TRIPLET_ROLES))
-                else:
-                    scales = {}
-                    for r, fmt in zip(TRIPLET_ROLES, fmts):
-                        if cfg.kind == "delayed":
-                            scales[r] = used[(t, "%s.%s" % (L, r), ci)]
-                        else:
-                            scales[r] = current_scale(tensor_amax(for_role[r]), fmt,
-                                                      cfg.amax_epsilon, cfg.pow2, cfg.margin)
-                    rec = TensorRecipe(cfg.fmt, scales)
-                    key = ("tensor", fmts, tuple(f32_bits(scales[r]) for r in TRIPLET_ROLES))
+            reqs = layer_requests(exp, L, covers)
+            done = {}    # requests that quantize every operand alike share the errors
+            res = {}
+            opcache = {}  # the dequantized operands, by (role key, role, colwise)
+            for q in reqs:
+                parts = [_role_key(exp, trace, t, L, ci, r, used, for_role)
+                         for ci, r in zip(q, TRIPLET_ROLES)]
+                key = tuple(k for k, _ in parts)
                 if key not in done:
-                    cq = _CachedRecipe(rec.quantize)
-                    if sampled:
+                    cq = MixedRecipe({r: rec for r, (_, rec) in zip(TRIPLET_ROLES, parts)},
+                                     dict(zip(TRIPLET_ROLES, key)), opcache)
+                    if sampled:  # the estimate, its interval, the exact error, the FP32 block
                         est = {}
                         for g in GEMMS:
                             (ra, ca), (rb, cb) = GEMM_OPERANDS[g]
-                            est[g] = smp[g].error(cq.quantize(for_role[ra], ra, ca)["xhat"],
-                                                  cq.quantize(for_role[rb], rb, cb)["xhat"])
+                            y = smp[g].block(cq.quantize(for_role[ra], ra, ca)["xhat"],
+                                             cq.quantize(for_role[rb], rb, cb)["xhat"])
+                            est[g] = smp[g].error_of(y) + (y,)
                         ex = gemm_errors(x, w, dy, cq, 0, ref)
-                        done[key] = {g: est[g] + (ex[g],) for g in GEMMS}
+                        done[key] = {g: est[g][:3] + (ex[g], est[g][3]) for g in GEMMS}
                     else:
                         done[key] = gemm_errors(x, w, dy, cq, exp.gemm_max_tokens, ref)
-                errs.append(done[key])
-            applies = [covers is None or all(("%s.%s" % (L, r), ci) in covers
-                                             for r in TRIPLET_ROLES)
-                       for ci in range(len(exp.configs))]
+                res[q] = done[key]
             for g in GEMMS:
-                for cfg, e, ok in zip(exp.configs, errs, applies):
-                    if not ok:
-                        continue
-                    dl = cfg.kind == "delayed"
-                    row = dict(layer=L, gemm=g, step=t, recipe=cfg.label, kind=cfg.kind,
-                               history_len=cfg.history_len if dl else "",
-                               margin=cfg.margin if dl else "",
-                               amax_compute=cfg.amax_compute if dl else "")
+                (ra, _), (rb, _) = GEMM_OPERANDS[g]
+                ia, ib = TRIPLET_ROLES.index(ra), TRIPLET_ROLES.index(rb)
+                for q in reqs:
+                    ca, cb = exp.configs[q[ia]], exp.configs[q[ib]]
+                    row = dict(layer=L, gemm=g, step=t, recipe=ca.label)
+                    row.update(_row_key(ca, cb))
+                    e = res[q][g]
                     if sampled:  # the estimate, its interval, and (not a column) the exact error
-                        row.update(rel_error=e[g][0], rel_error_lo=e[g][1],
-                                   rel_error_hi=e[g][2], exact=e[g][3])
+                        row.update(rel_error=e[0], rel_error_lo=e[1], rel_error_hi=e[2],
+                                   exact=e[3])
                     else:
-                        row.update(rel_error=e[g])
+                        row.update(rel_error=e)
+                    if ref_ci is not None:
+                        row.update(rel_error_lo=row.get("rel_error_lo", ""),
+                                   rel_error_hi=row.get("rel_error_hi", ""),
+                                   ratio="", ratio_lo="", ratio_hi="", ratio_mode="")
+                        fp4 = ca.kind in FP4_KINDS or cb.kind in FP4_KINDS
+                        rq = (ref_ci, ref_ci, ref_ci)
+                        if fp4 and rq in res and q != rq:
+                            er = res[rq][g]
+                            if not sampled:
+                                v = _quotient(e, er)
+                                row.update(ratio=v, ratio_lo=v, ratio_hi=v, ratio_mode="exact")
+                            else:
+                                v, lo, hi = smp[g].ratio(e[4], er[4])
+                                mode = "sampled"
+                                if lo <= R < hi:   # not decided on the sample: both exact
+                                    v = lo = hi = _quotient(e[3], er[3])
+                                    mode = "recomputed"
+                                row.update(ratio=v, ratio_lo=lo, ratio_hi=hi, ratio_mode=mode)
                     rows.append(row)
     return rows if any_triplet else None
 
@@ -1893,7 +2126,8 @@ _FLOAT_COLUMNS = ("amax", "scale", "mse", "snr_db", "log2_scale_min", "log2_scal
                   "log2_scale_std", "rel_error", "rel_error_lo", "rel_error_hi", "overshoot",
                   "cos_sim", "overflow_rate",
                   "underflow_rate", "subnormal_rate", "snr_db_min", "amax_max", "clipped_rate",
-                  "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min", "te_scale")
+                  "overshoot_max", "scale_inv_min", "scale_inv_max", "cos_sim_min", "te_scale",
+                  "ratio", "ratio_lo", "ratio_hi")
 
 
 def row_text(row, columns=COLUMNS):
@@ -2026,7 +2260,7 @@ def compare_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=
         msgs.append("row %d has %d fields, expected %d" % (bad_len[0] + 2,
                     len(got_text_rows[bad_len[0]]), len(COLUMNS)))
         return msgs
-    got = [r for r in got if r["recipe"] not in skipped_labels]
+    got = [r for r in got if r["recipe"] not in skipped_labels and r["kind"] not in ROWLESS_KINDS]
 
     def ekey(r):
         return (r["tensor"], str(r["step"]), r["recipe"], r["format"], str(r["history_len"]),
@@ -2135,16 +2369,16 @@ def _check_header(name, header, columns, rows):
     return []
 
 def _keyed_rows(name, header, columns, key_columns, exp_rows, got_text_rows, skipped_labels,
-                max_report):
+                max_report, skipped_kinds=()):
     """The common start of the compare_*_rows: the header and field counts checked, the
-    written rows as dicts (skipped labels left out), their keys equal to the expected rows'
-    in order. -> (messages, rows): rows is None when messages say why nothing else can be
+    written rows as dicts (skipped labels and kinds left out), their keys equal to the expected
+    rows' in order. -> (messages, rows): rows is None when messages say why nothing else can be
     compared."""
     msgs = _check_header(name, header, columns, got_text_rows)
     if msgs:
         return msgs, None
     got = [dict(zip(columns, r)) for r in got_text_rows]
-    got = [r for r in got if r["recipe"] not in skipped_labels]
+    got = [r for r in got if r["recipe"] not in skipped_labels and r.get("kind") not in skipped_kinds]
     ek = [tuple(str(r[c]) for c in key_columns) for r in exp_rows]
     gk = [tuple(r[c] for c in key_columns) for r in got]
     if ek != gk:
@@ -2196,7 +2430,7 @@ def compare_summary_rows(exp_rows, got_text_rows, header, skipped_labels=(), max
     overshoot_max as the log2 columns; cos_sim_min to 1e-9 absolute (widened by the largest
     cos_sim_bound() of the rows)."""
     msgs, got = _keyed_rows("summary.csv", header, SUMMARY_COLUMNS, SUMMARY_KEY_COLUMNS, exp_rows, got_text_rows,
-                            skipped_labels, max_report)
+                            skipped_labels, max_report, ROWLESS_KINDS)
     if got is None:
         return msgs
     counts = ("steps", "n", "nonfinite", "zeros", "overflow", "underflow", "subnormal",
@@ -2247,15 +2481,18 @@ def _close_rel_error(e, g):
 
 
 def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_report=20,
-                      coverage=None):
+                      coverage=None, threshold=4.0):
     """gemm.csv: rows key for key in order, rel_error to 1e-3 relative (absolute floor 1e-7,
     inf == inf, nan == nan); with the sampled mode (expected rows with rel_error_lo) the 11
     columns, the interval's ends to the same tolerance, and `coverage` (a dict) counts the rows
     whose exact error (computed here) lies in the written interval (to 1e-6 relative: a whole
-    sample's zero-width interval differs from the exact FP32 GEMM in the last bits).
-    -> list of mismatch messages."""
-    sampled = bool(exp_rows) and "rel_error_lo" in exp_rows[0]
-    cols = GEMM_SAMPLED_COLUMNS if sampled else GEMM_COLUMNS
+    sample's zero-width interval differs from the exact FP32 GEMM in the last bits). With an
+    FP4 configuration the 15 columns: the ratio columns empty where expected so, else
+    ratio_mode exact and the three values to 1e-3; a sampled ratio whose interval the reference
+    finds within 1e-3 of straddling `threshold` may be written sampled or recomputed (the FP32
+    sums' last bits decide), its values then not compared. -> list of mismatch messages."""
+    cols = gemm_columns(exp_rows)
+    sampled = "rel_error_lo" in cols and not (exp_rows and exp_rows[0]["rel_error_lo"] == "")
     msgs, got = _keyed_rows("gemm.csv", header, cols, GEMM_KEY_COLUMNS, exp_rows,
                             got_text_rows, skipped_labels, max_report)
     if got is None:
@@ -2265,7 +2502,20 @@ def compare_gemm_rows(exp_rows, got_text_rows, header, skipped_labels=(), max_re
         where = "row %d (%s %s step %s %s %s %s/%s/%s)" % (
             i + 1, e["layer"], e["gemm"], e["step"], e["recipe"], e["kind"], e["history_len"],
             e["margin"], e["amax_compute"])
-        for c in values:
+        vals = values
+        if "ratio_mode" in cols:
+            if not sampled and (g["rel_error_lo"] or g["rel_error_hi"]):
+                msgs.append("%s: rel_error_lo/hi written, expected empty (exact mode)" % where)
+            em, gm = e["ratio_mode"], g["ratio_mode"]
+            near = em in ("sampled", "recomputed") and gm in ("sampled", "recomputed") and any(
+                _close_rel_error(float(e[c]), threshold) for c in ("ratio_lo", "ratio_hi"))
+            if em != gm and not near:
+                msgs.append("%s: ratio_mode expected %r, got %r" % (where, em, gm))
+            elif em == "" and any(g[c] for c in ("ratio", "ratio_lo", "ratio_hi")):
+                msgs.append("%s: ratio columns written, expected empty" % where)
+            elif em != "" and em == gm:
+                vals = vals + ("ratio", "ratio_lo", "ratio_hi")
+        for c in vals:
             if not _spelled_ok(g[c]):
                 msgs.append("%s: %s written as %r (expected %%.9g or inf/-inf/nan)"
                             % (where, c, g[c]))
@@ -2319,7 +2569,7 @@ def compare_all(ini, steps_csv, trace_override=None, gemm_csv=None, stream_csv=N
                 gmsgs = ["%s is empty" % gemm_csv]
             else:
                 gmsgs = compare_gemm_rows(grows, gdata[1:], gdata[0], exp.skipped_labels,
-                                          coverage=coverage)
+                                          coverage=coverage, threshold=exp.fp4_gemm_ratio)
     stmsgs = None
     if stream_csv is not None:
         exists = os.path.exists(stream_csv)
@@ -2388,9 +2638,7 @@ def main(argv=None):
             exp, tr = load_for(args.ini, args.trace)
             full = replay_full(exp, tr)
             for path, rows, cols, what in ((args.out, full["steps"], COLUMNS, "steps.csv"),
-                                           (args.gemm, full["gemm"],
-                                            GEMM_SAMPLED_COLUMNS if full["gemm"] and
-                                            "rel_error_lo" in full["gemm"][0] else GEMM_COLUMNS,
+                                           (args.gemm, full["gemm"], gemm_columns(full["gemm"]),
                                             "gemm.csv"),
                                            (args.stream, full["stream"], STREAM_COLUMNS,
                                             "stream.csv"),
