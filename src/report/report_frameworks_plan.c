@@ -169,6 +169,15 @@ static const char TORCHAO_APPLY[] =
     "    quantize_(model, NVFP4TrainingConfig(), filter_fn=filter_fn)\n"
     "    return model\n";
 
+/* A plan's layers as the lines of a Python list, in step order. */
+static void put_layers(FILE *fp, const rep_plan *p) {
+  for (size_t k = 0; k < p->nsteps; k++) {
+    fputs("        ", fp);
+    rep_put_pystr(fp, p->steps[k].name, p->steps[k].len);
+    fprintf(fp, ",  # step %zu\n", k + 1);
+  }
+}
+
 static int torchao(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, size_t errlen) {
   fp8_outfile of;
   int rc = rep_plan_file_open(r, REP_PF_TORCHAO, &of, err, errlen);
@@ -199,11 +208,7 @@ static int torchao(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, 
   for (int w = 0; w < 2; w++) {
     if (!ps[w]) continue;
     fprintf(fp, "    \"%s\": [\n", names[w]);
-    for (size_t k = 0; k < ps[w]->nsteps; k++) {
-      fputs("        ", fp);
-      rep_put_pystr(fp, ps[w]->steps[k].name, ps[w]->steps[k].len);
-      fprintf(fp, ",  # step %zu\n", k + 1);
-    }
+    put_layers(fp, ps[w]);
     fputs("    ],\n", fp);
   }
   fputs("}\n\n\n", fp);
@@ -288,11 +293,7 @@ static int te_plan(rep_t *r, const rep_plan *p8, const rep_plan *p4, char *err, 
   for (int w = 0; w < 2; w++) {
     if (!ps[w]) continue;
     fprintf(fp, "    \"%s\": (_%s_recipe, [\n", names[w], names[w]);
-    for (size_t k = 0; k < ps[w]->nsteps; k++) {
-      fputs("        ", fp);
-      rep_put_pystr(fp, ps[w]->steps[k].name, ps[w]->steps[k].len);
-      fprintf(fp, ",  # step %zu\n", k + 1);
-    }
+    put_layers(fp, ps[w]);
     fputs("    ]),\n", fp);
   }
   fputs("}\n\nMODEL_RECIPE = None  # apply_plan() sets it: the plan's recipe\n"
