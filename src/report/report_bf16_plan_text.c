@@ -204,6 +204,6 @@ void rep_add_bf16_plan(const rep_t *r, fp8_doc *d) {
     if (w > 0) at += (size_t)w;
   }
   if (at)
-    fp8_doc_markdownf(d, "The same plans for Megatron-LM and torchao, each file saying what it "
-                         "cannot express: %s.", files);
+    fp8_doc_markdownf(d, "The same plans for Megatron-LM, torchao and TransformerEngine, each "
+                         "file saying what it cannot express: %s.", files);
 }
