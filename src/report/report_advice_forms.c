@@ -120,10 +120,16 @@ static int cmp_order(const void *pa, const void *pb) {
 
 static int role_is(const tensor_t *t, const char *role) { return strcmp(t->role, role) == 0; }
 
-static int is_misfit(const fp8_recommendation *x, const char *t) {
-  for (size_t k = 0; k < x->nmisfits; k++)
-    if (strcmp(x->misfits[k], t) == 0) return 1;
-  return 0;
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A module (rep_te_mod) by name, for bsearch. */
+static int cmp_te_mod(const void *pa, const void *pb) {
+  const rep_te_mod *a = pa, *b = pb;
+  size_t n = a->len < b->len ? a->len : b->len;
+  int c = strncmp(a->name, b->name, n);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
 /* The per-tensor form's settings of the tensors v[a..b) of one module name. */
@@ -215,12 +221,17 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
   rep_tset *out = malloc((ns + 1) * sizeof *out);
   size_t nm = 0;
   rep_te_mod *m = per_tensor_form ? NULL : rep_te_modules(r, x, &nm);
-  if (!v || !out || (!per_tensor_form && !m)) {
+  const char **mis = malloc((x->nmisfits + 1) * sizeof *mis); /* sorted: found by bsearch */
+  if (!v || !out || !mis || (!per_tensor_form && !m)) {
     free(v);
     free(out);
     free(m);
+    free(mis);
     return NULL;
   }
+  for (size_t k = 0; k < x->nmisfits; k++) mis[k] = x->misfits[k];
+  qsort(mis, x->nmisfits, sizeof *mis, cmp_str);
+  if (m) qsort(m, nm, sizeof *m, cmp_te_mod);
   const char *last = NULL;
   for (size_t i = 0; i < ns; i++) {
     const char *t = r->an.stats[i].group->tensor;
@@ -230,7 +241,7 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
     size_t len = rep_te_module_len(s), g = rep_module_len(s);
     int32_t own = x->key.margin;
     if (r->router_group && r->router_group[i]) own = REP_REMEDY_BF16;
-    else if (is_misfit(x, t)) own = rep_remedy(r, x, t);
+    else if (bsearch(&t, mis, x->nmisfits, sizeof *mis, cmp_str)) own = rep_remedy(r, x, t);
     v[nt] = (tensor_t){t, s, len, s[g] == '.' ? s + g + 1 : "", own, own, nt};
     nt++;
   }
@@ -262,13 +273,14 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
     qsort(v, nt, sizeof *v, cmp_order);
   } else
     for (size_t i = 0; i < nt; i++) {
-      v[i].set = x->key.margin;
-      for (size_t j = 0; j < nm; j++)
-        if (m[j].len == v[i].len && strncmp(m[j].name, v[i].mod, v[i].len) == 0) v[i].set = m[j].rem;
+      const rep_te_mod key = {v[i].mod, v[i].len, 0, 0};
+      const rep_te_mod *j = bsearch(&key, m, nm, sizeof *m, cmp_te_mod);
+      v[i].set = j ? j->rem : x->key.margin;
     }
   for (size_t i = 0; i < nt; i++) out[i] = (rep_tset){v[i].tensor, v[i].set};
   free(v);
   free(m);
+  free(mis);
   *n = nt;
   return out;
 }
