@@ -58,8 +58,7 @@ static size_t label_config(const run_t *r, size_t first, size_t t) {
   const fp8_experiment *ex = r->ex;
   for (size_t s = first; s < ex->nsections; s++) {
     const fp8_recipe_section *sec = &ex->sections[s];
-    if (sec->label_first == first && sec->nconfigs == 1 &&
-        r->covers[t * r->nconfigs + sec->first_config])
+    if (sec->label_first == first && r->covers[t * r->nconfigs + sec->first_config])
       return sec->first_config;
   }
   return SIZE_MAX;
@@ -78,7 +77,11 @@ static size_t layer_requests(const run_t *r, const fp8_engine_layer *l, fp8_gemm
       continue;
     }
     const fp8_recipe_section *sec = &ex->sections[ex->config_section[c]];
-    if (sec->label_count < 2) continue;
+    /* a mixed request sits at the first of its operands' configurations: c must take one */
+    if (sec->label_count < 2 ||
+        !(r->covers[l->tensor[0] * nc + c] || r->covers[l->tensor[1] * nc + c] ||
+          r->covers[l->tensor[2] * nc + c]))
+      continue;
     size_t cfg[3], first = SIZE_MAX;
     for (int i = 0; i < 3; i++) {
       cfg[i] = label_config(r, sec->label_first, l->tensor[i]);
