@@ -287,6 +287,21 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
 
 /* ------------------------------------------------------------------ advice.ini */
 
+/* A tensor name as a `tensors` glob that matches it alone (fnmatch): * ? [ # as [*] [?] [[]
+ * [#] ('#' after a space would start a comment), a backslash escaped; ';' (which starts a
+ * comment anywhere in an experiment file) as '?'. */
+void rep_put_tensor_glob(FILE *fp, const char *s) {
+  for (; *s; s++) {
+    if (strchr("*?[#", *s)) fprintf(fp, "[%c]", *s);
+    else if (*s == ';') fputc('?', fp);
+    else {
+      if (*s == '\\') fputc('\\', fp);
+      fputc(*s, fp);
+    }
+  }
+}
+
+
 static void put_delayed(FILE *fp, const char *label, const char *section,
                         const fp8_recommendation *x, int32_t margin, const char *fmt) {
   fprintf(fp, "\n[recipe.%s_%s]\nlabel = %s\nkind = delayed\nformat = %s\nhistory_len = %d\n"
@@ -298,7 +313,10 @@ static void put_delayed(FILE *fp, const char *label, const char *section,
 static void put_tensors(FILE *fp, const rep_tset *s, size_t n, int32_t set, int32_t set2) {
   fputs("tensors = ", fp);
   for (size_t i = 0, k = 0; i < n; i++)
-    if (s[i].set == set || s[i].set == set2) fprintf(fp, "%s%s", k++ ? ", " : "", s[i].tensor);
+    if (s[i].set == set || s[i].set == set2) {
+      fputs(k++ ? ", " : "", fp);
+      rep_put_tensor_glob(fp, s[i].tensor);
+    }
   fputc('\n', fp);
 }
 

@@ -333,6 +333,7 @@ static int fp8_plan(const rep_t *r, rep_plan *p, const fp8_gemm_table *t) {
   p->cfg = c;
   p->x = x;
   p->ref = r->fp4 && r->fp4->ref >= 0 ? r->fp4->ref : r->cur >= 0 ? r->cur : r->ref;
+  if (p->ref == (ptrdiff_t)p->cfg) p->ref = -1; /* the answer is the reference: no ratio */
   p->miss = calloc(x->nmisfits + 1, sizeof *p->miss);
   if (!p->miss) return FP8_ENOMEM;
   size_t cap = 0;

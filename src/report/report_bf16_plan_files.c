@@ -44,11 +44,7 @@ static tstep *plan_tensors(const rep_t *r, const rep_plan *p, int which, size_t 
   size_t m = 0;
   for (size_t g = 0; g < r->tab.ngroups; g++) {
     const char *t = rep_strip_rank(r->tab.groups[g].tensor);
-    size_t len = rep_te_module_len(t), step = 0;
-    for (size_t k = 0; k < p->nsteps && !step; k++)
-      if (p->steps[k].len == len && strncmp(p->steps[k].name, t, len) == 0) step = k + 1;
-    if (which == REP_PLAN_FP8 && r->router_group && r->router_group[g]) step = SIZE_MAX;
-    v[m++] = (tstep){t, step};
+    v[m++] = (tstep){t, which == REP_PLAN_FP8 && r->router_group && r->router_group[g] ? SIZE_MAX : 0};
   }
   qsort(v, m, sizeof *v, cmp_tstep);
   size_t u = 0;
@@ -59,22 +55,14 @@ static tstep *plan_tensors(const rep_t *r, const rep_plan *p, int which, size_t 
     }
     v[u++] = v[i];
   }
+  for (size_t i = 0; i < u; i++) { /* each tensor once (not each of its configurations) */
+    size_t len = rep_te_module_len(v[i].tensor);
+    for (size_t k = 0; k < p->nsteps && !v[i].step; k++)
+      if (p->steps[k].len == len && strncmp(p->steps[k].name, v[i].tensor, len) == 0)
+        v[i].step = k + 1;
+  }
   *n = u;
   return v;
-}
-
-/* A tensor name as a `tensors` glob that matches it alone (fnmatch): * ? [ # as [*] [?] [[]
- * [#] ('#' after a space would start a comment), a backslash escaped; ';' (which starts a
- * comment anywhere in an experiment file) as '?'. */
-static void put_tensor_glob(FILE *fp, const char *s) {
-  for (; *s; s++) {
-    if (strchr("*?[#", *s)) fprintf(fp, "[%c]", *s);
-    else if (*s == ';') fputc('?', fp);
-    else {
-      if (*s == '\\') fputc('\\', fp);
-      fputc(*s, fp);
-    }
-  }
 }
 
 /* Whether tensor t is in BF16 at prefix k: a router (in every prefix), or its layer's step is
@@ -100,7 +88,7 @@ static void put_prefix(FILE *fp, int which, size_t k, const tstep *v, size_t nv,
     for (size_t i = 0, n = 0; i < nv; i++)
       if (in_bf16(&v[i], k)) {
         fputs(n++ ? ", " : "", fp);
-        put_tensor_glob(fp, v[i].tensor);
+        rep_put_tensor_glob(fp, v[i].tensor);
       }
     fputc('\n', fp);
   }
@@ -198,7 +186,8 @@ static void put_num_or_empty(FILE *fp, double v) {
 }
 
 /* A row of step k of plan `which`: the layer it keeps (none at step 0) and what is left. */
-static void csv_row(FILE *fp, const rep_t *r, int which, const rep_plan *p, size_t k, int labels) {
+/* -1: out of memory (the row is then incomplete: the caller aborts the file). */
+static int csv_row(FILE *fp, const rep_t *r, int which, const rep_plan *p, size_t k, int labels) {
   const cfg_t *c = &r->cfgs[p->cfg];
   fprintf(fp, "%s,", PLAN_NAME[which]);
   put_field(fp, c->key.recipe, strlen(c->key.recipe));
@@ -218,16 +207,14 @@ static void csv_row(FILE *fp, const rep_t *r, int which, const rep_plan *p, size
     fputs(",,,,,,", fp);
     put_num_or_empty(fp, r->run.has_model_shape ? 0.0 : NAN);
   }
-  fprintf(fp, "%zu,", s ? s->left : p->nmiss);
-  size_t n = 0, at = 0;
-  for (size_t i = 0; i < p->nmiss; i++) n += p->miss_step[i] > k;
+  const size_t n = s ? s->left : p->nmiss; /* what is missing after step k */
+  fprintf(fp, "%zu,", n);
+  size_t at = 0, len = 0;
   char *list = NULL;
-  size_t len = 0;
-  for (size_t i = 0; i < p->nmiss; i++) len += p->miss_step[i] > k ? strlen(p->miss[i]) + 2 : 0;
-  if (n && (list = malloc(len + 1)) != NULL)
-    for (size_t i = 0; i < p->nmiss; i++)
-      if (p->miss_step[i] > k)
-        at += (size_t)sprintf(list + at, "%s%s", at ? "; " : "", p->miss[i]);
+  for (size_t i = 0; n && i < p->nmiss; i++) len += p->miss_step[i] > k ? strlen(p->miss[i]) + 2 : 0;
+  if (n && !(list = malloc(len + 1))) return -1;
+  for (size_t i = 0; list && i < p->nmiss; i++)
+    if (p->miss_step[i] > k) at += (size_t)sprintf(list + at, "%s%s", at ? "; " : "", p->miss[i]);
   if (list) put_field(fp, list, at);
   free(list);
   fputc(',', fp);
@@ -235,6 +222,7 @@ static void csv_row(FILE *fp, const rep_t *r, int which, const rep_plan *p, size
   else fputs(",,", fp);
   if (labels && rep_bf16_plan_replayed(p, k)) fprintf(fp, "%s_plan_%zu", PLAN_NAME[which], k);
   fputc('\n', fp);
+  return 0;
 }
 
 static int write_csv(rep_t *r, char *err, size_t errlen) {
@@ -246,7 +234,10 @@ static int write_csv(rep_t *r, char *err, size_t errlen) {
   for (int w = 0; w < REP_NPLANS; w++) {
     const rep_plan *p = rep_bf16_plan(r, w);
     for (size_t k = 0; p && k <= p->nsteps; k++)
-      csv_row(of.fp, r, w, p, k, (r->wrote_plan & (w == REP_PLAN_FP8 ? 512 : 1024)) != 0);
+      if (csv_row(of.fp, r, w, p, k, (r->wrote_plan & (w == REP_PLAN_FP8 ? 512 : 1024)) != 0)) {
+        fp8_outfile_abort(&of);
+        return fp8_errorf(FP8_ENOMEM, err, errlen, "out of memory");
+      }
   }
   return rep_plan_file_commit(r, REP_PF_CSV, &of, err, errlen);
 }

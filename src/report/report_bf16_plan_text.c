@@ -25,8 +25,7 @@ static const char *ratio_text(double v, char *b, size_t n) {
 
 /* What is still missing after step k: the count, then up to SHOWN_NAMES names. */
 static void left_text(const rep_plan *p, size_t k, char *b, size_t n) {
-  size_t left = 0, at = 0, shown = 0;
-  for (size_t i = 0; i < p->nmiss; i++) left += p->miss_step[i] > k;
+  size_t left = k ? p->steps[k - 1].left : p->nmiss, at = 0, shown = 0;
   int w = snprintf(b, n, "%zu%s", left, left ? ": " : " (none)");
   at = w > 0 ? (size_t)w : 0;
   for (size_t i = 0; i < p->nmiss && shown < SHOWN_NAMES && at < n; i++) {

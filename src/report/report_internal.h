@@ -306,6 +306,9 @@ int rep_write_te_code(rep_t *r, char *err, size_t errlen);
  * constants (te_recipe_apply.py: apply(), model_region(), the name resolver), which expect
  * MODEL_RECIPE, MODULES and TENSORS before them: for te_bf16_plan.py too. */
 int rep_put_te_covered(FILE *fp, const rep_t *r);
+/* A tensor name as an experiment's `tensors` glob that matches it alone (report_advice_forms.c;
+ * advice.ini, bf16_plan.ini): fnmatch's * ? [ and a comment's # bracketed, ';' as '?'. */
+void rep_put_tensor_glob(FILE *fp, const char *s);
 void rep_put_te_footer(FILE *fp);
 
 /* The modules a framework applies a recipe to (report_advice_forms.c), for te_recipe.py and the
