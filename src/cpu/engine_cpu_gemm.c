@@ -348,21 +348,6 @@ static int pair_ratios(const cpu_priv *p, cpu_scratch *w, const fp8_engine_layer
   return rc;
 }
 
-/* The configuration GEMM g of request q is divided by (engine.h fp8_engine_gemm): ratio_ref of
- * its first operand's configuration, else of its second's; -1: none. */
-static int64_t gemm_ratio_ref(const fp8_engine_plan *pl, const fp8_gemm_request *q, int g) {
-  if (!pl->ratio_ref) return -1;
-  int64_t a = pl->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
-  return a >= 0 ? a : pl->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
-}
-
-/* The index of the plain request of configuration c among req (-1: none). */
-static ptrdiff_t plain_request(const fp8_gemm_request *req, size_t nreq, size_t c) {
-  for (size_t k = 0; k < nreq; k++)
-    if (fp8_gemm_request_plain(&req[k]) && req[k].config[0] == c) return (ptrdiff_t)k;
-  return -1;
-}
-
 /* A sampled request with a block-kind operand: its errors from its full operands, and its
  * paired ratios (each configuration it is divided by in turn: one in practice). */
 static int sampled_request(cpu_priv *p, cpu_scratch *w, cpu_task *task, size_t k,
@@ -382,7 +367,8 @@ static int sampled_request(cpu_priv *p, cpu_scratch *w, cpu_task *task, size_t k
   for (int v = 0; v < 4; v++)
     for (int g = 0; g < FP8_GEMM_COUNT; g++) r4[v][g] = NAN;
   int64_t refs[FP8_GEMM_COUNT];
-  for (int g = 0; g < FP8_GEMM_COUNT; g++) refs[g] = gemm_ratio_ref(pl, q, g);
+  for (int g = 0; g < FP8_GEMM_COUNT; g++)
+    refs[g] = fp8_gemm_request_ratio_ref(pl->ratio_ref, q, g);
   for (int g0 = 0; g0 < FP8_GEMM_COUNT && rc == FP8_OK; g0++) {
     int64_t r = refs[g0];
     int need[FP8_GEMM_COUNT], seen = 0;
@@ -390,7 +376,7 @@ static int sampled_request(cpu_priv *p, cpu_scratch *w, cpu_task *task, size_t k
     if (r < 0 || seen || (size_t)r >= pl->nconfigs) continue;
     for (int g = 0; g < FP8_GEMM_COUNT; g++) need[g] = refs[g] == r;
     if (fp8_gemm_request_plain(q) && q->config[0] == (size_t)r) continue; /* itself */
-    if (plain_request(task->req, task->nreq, (size_t)r) < 0) continue;   /* not in the call */
+    if (fp8_gemm_request_find_plain(task->req, task->nreq, r) < 0) continue; /* not in the call */
     if (*have_yr != r) {
       if ((rc = ratio_ref_blocks(p, w, l, s, (size_t)r, held))) break;
       *have_yr = r;

@@ -43,6 +43,7 @@
 
 #include "block.h"
 #include "fp8.h"
+#include "gemm.h" /* fp8_gemm_operand_tensor: the ratio rule below */
 #include "recipe.h"
 
 #ifdef __cplusplus
@@ -144,6 +145,25 @@ typedef struct {
 /** 1 when all three operands of q come from one configuration. */
 static inline int fp8_gemm_request_plain(const fp8_gemm_request *q) {
   return q->config[0] == q->config[1] && q->config[1] == q->config[2];
+}
+
+/** The configuration GEMM g of request q is divided by for the FP4 ratio (fp8_engine_gemm's
+ *  rule): ratio_ref (per configuration, -1: none; NULL: no ratios) of its first operand's
+ *  configuration, else of its second's; -1: none. The engines and the runner share it. */
+static inline int64_t fp8_gemm_request_ratio_ref(const int64_t *ratio_ref,
+                                                 const fp8_gemm_request *q, int g) {
+  if (!ratio_ref) return -1;
+  int64_t a = ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
+  return a >= 0 ? a : ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
+}
+
+/** The index of the plain request of configuration c among req[0..n) (-1: none): the one a
+ *  ratio's reference comes from in the same call. */
+static inline ptrdiff_t fp8_gemm_request_find_plain(const fp8_gemm_request *req, size_t n,
+                                                    int64_t c) {
+  for (size_t k = 0; c >= 0 && k < n; k++)
+    if (fp8_gemm_request_plain(&req[k]) && req[k].config[0] == (size_t)c) return (ptrdiff_t)k;
+  return -1;
 }
 
 /** An engine: opaque to callers (its op table is engine_impl.h's). */

@@ -112,12 +112,7 @@ static const fp8_config *row_config(const run_t *r, const fp8_gemm_request *q, i
  * fp8_engine_gemm's rule), and its plain request among the layer's req[0..n) (-1: none). */
 static ptrdiff_t ratio_request(const run_t *r, const fp8_gemm_request *q, int g,
                                const fp8_gemm_request *req, size_t n) {
-  if (!r->ratio_ref) return -1;
-  int64_t R = r->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]];
-  if (R < 0) R = r->ratio_ref[q->config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]];
-  for (size_t k = 0; R >= 0 && k < n; k++)
-    if (fp8_gemm_request_plain(&req[k]) && req[k].config[0] == (size_t)R) return (ptrdiff_t)k;
-  return -1;
+  return fp8_gemm_request_find_plain(req, n, fp8_gemm_request_ratio_ref(r->ratio_ref, q, g));
 }
 
 int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t errlen) {
