@@ -230,7 +230,7 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
     return NULL;
   }
   for (size_t k = 0; k < x->nmisfits; k++) mis[k] = x->misfits[k];
-  qsort(mis, x->nmisfits, sizeof *mis, cmp_str);
+  if (x->nmisfits > 1) qsort(mis, x->nmisfits, sizeof *mis, cmp_str);
   if (m) qsort(m, nm, sizeof *m, cmp_te_mod);
   const char *last = NULL;
   for (size_t i = 0; i < ns; i++) {
@@ -246,7 +246,7 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
     nt++;
   }
   if (per_tensor_form) {
-    qsort(v, nt, sizeof *v, cmp_mod);
+    if (nt > 1) qsort(v, nt, sizeof *v, cmp_mod);
     for (size_t a = 0, b; a < nt; a = b) {
       for (b = a + 1; b < nt && v[b].len == v[a].len && strncmp(v[b].mod, v[a].mod, v[a].len) == 0;
            b++) {
@@ -270,7 +270,7 @@ rep_tset *rep_advice_sets(const rep_t *r, const fp8_recommendation *x, int per_t
       const size_t r[4] = {a, b, c, d};
       layernorm_mlp(v, r);
     }
-    qsort(v, nt, sizeof *v, cmp_order);
+    if (nt > 1) qsort(v, nt, sizeof *v, cmp_order);
   } else
     for (size_t i = 0; i < nt; i++) {
       const rep_te_mod key = {v[i].mod, v[i].len, 0, 0};

@@ -70,7 +70,7 @@ static lstep *by_name(const rep_plan *p) {
   if (!by) return NULL;
   for (size_t k = 0; k < p->nsteps; k++)
     by[k] = (lstep){{p->steps[k].name, p->steps[k].len}, k + 1};
-  qsort(by, p->nsteps, sizeof *by, cmp_lstep);
+  if (p->nsteps > 1) qsort(by, p->nsteps, sizeof *by, cmp_lstep);
   return by;
 }
 
@@ -148,7 +148,7 @@ static int ratio_keys(const rep_t *r, rep_plan *p, const lstep *by, const fp8_ge
         e[n++] = (gerr){row->layer, (int)row->gemm, row->step, w, row->rel_error};
     }
   }
-  qsort(e, n, sizeof *e, cmp_gerr);
+  if (n > 1) qsort(e, n, sizeof *e, cmp_gerr);
   for (size_t i = 0; i < n;) { /* one (layer, GEMM) */
     size_t j = i, nq = 0;
     for (; j < n && strcmp(e[j].layer, e[i].layer) == 0 && e[j].gemm == e[i].gemm; j++)
@@ -247,7 +247,7 @@ static int megatron_ends(const rep_t *r, rep_plan *p) {
    * some of them: a block is whole only with every Linear of the model in it) */
   for (size_t g = 0; g < nt; g++) ls[nl++] = layer_of_tensor(r->tab.groups[g].tensor);
   for (size_t i = 0; i < nlin; i++) ls[nl++] = layer_of_gemm(r->run.model_shape.linears[i].name);
-  qsort(ls, nl, sizeof *ls, cmp_lname);
+  if (nl > 1) qsort(ls, nl, sizeof *ls, cmp_lname);
   size_t u = 0;
   for (size_t i = 0; i < nl; i++)
     if (!u || cmp_lname(&ls[i], &ls[u - 1]) != 0) ls[u++] = ls[i];
@@ -303,7 +303,7 @@ static int finish(const rep_t *r, rep_plan *p, const fp8_gemm_table *t, int fp4)
   int rc = fp4 ? FP8_OK : ratio_keys(r, p, by, t);
   free(by);
   if (rc) return rc;
-  qsort(p->steps, p->nsteps, sizeof *p->steps, fp4 ? cmp_fp4 : cmp_fp8);
+  if (p->nsteps > 1) qsort(p->steps, p->nsteps, sizeof *p->steps, fp4 ? cmp_fp4 : cmp_fp8);
   if (!(by = by_name(p))) return FP8_ENOMEM;
   flops(r, p, by);
   p->miss_step = calloc(p->nmiss + 1, sizeof *p->miss_step);

@@ -46,7 +46,7 @@ static tstep *plan_tensors(const rep_t *r, const rep_plan *p, int which, size_t 
     const char *t = rep_strip_rank(r->tab.groups[g].tensor);
     v[m++] = (tstep){t, which == REP_PLAN_FP8 && r->router_group && r->router_group[g] ? SIZE_MAX : 0};
   }
-  qsort(v, m, sizeof *v, cmp_tstep);
+  if (m > 1) qsort(v, m, sizeof *v, cmp_tstep);
   size_t u = 0;
   for (size_t i = 0; i < m; i++) {
     if (u && strcmp(v[i].tensor, v[u - 1].tensor) == 0) {

@@ -102,7 +102,7 @@ int rep_gemm_mix_load(rep_t *r, const fp8_gemm_table *t) {
     size_t ni = 0;
     for (size_t g = 0; g < r->tab.ngroups; g++)
       if (r->gcfg[g] == c) idx[ni++] = (tgroup){r->tab.groups[g].tensor, g};
-    qsort(idx, ni, sizeof *idx, cmp_tgroup);
+    if (ni > 1) qsort(idx, ni, sizeof *idx, cmp_tgroup);
     for (size_t i = 0; i < t->n; i++) {
       const fp8_gemm_row *row = &t->rows[i];
       if (!rep_cfg_matches(&r->cfgs[c], &row->key)) continue;
@@ -118,7 +118,7 @@ int rep_gemm_mix_load(rep_t *r, const fp8_gemm_table *t) {
     }
   }
   free(idx);
-  qsort(v, n, sizeof *v, cmp_mix);
+  if (n > 1) qsort(v, n, sizeof *v, cmp_mix);
   size_t m = 0; /* one entry per combination, its distinct layers counted */
   for (size_t i = 0; i < n; i++) {
     if (m == 0 || !same_combo(&v[m - 1], &v[i])) {
