@@ -51,6 +51,10 @@ except ImportError:
 
 VOCAB, D_MODEL, N_LAYER, N_HEAD, SEQ, BATCH = 64, 128, 4, 4, 32, 8
 MODULES = "*.qkv,*.proj,*.fc1,*.fc2"
+LR = 3e-3
+SPIKE_FACTOR = 20.0   # the learning rate's factor at the --spike steps
+EVAL_BATCHES = 8      # held-out batches of evaluate()
+EVAL_SEED = 1000003   # their generator's seed: EVAL_SEED + the run's seed
 
 
 class Attention(nn.Module):
@@ -125,20 +129,71 @@ class MarkovData:
         return x[:, :-1], x[:, 1:]
 
 
-def train_step(model, opt, data):
+def train_step(model, opt, data, lr_factor=1.0):
+    """One training step on the next batch of `data`; the learning rate is LR * lr_factor for
+    this step alone (spike_factor() gives the forced incident's factor). Returns the loss."""
     x, y = data.batch()
     loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
+    if lr_factor != 1.0:
+        for g in opt.param_groups:
+            g["lr"] = LR * lr_factor
     opt.step()
+    if lr_factor != 1.0:
+        for g in opt.param_groups:
+            g["lr"] = LR
     return loss.item()
 
 
 def setup(seed):
     torch.manual_seed(seed)
     model = TinyGPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
     return model, opt, MarkovData(seed)
+
+
+def parse_spike(text):
+    """`A,B` (first and last step of the incident, 0 <= A <= B) -> (A, B); "" or "none" -> None.
+    ValueError on anything else."""
+    if text is None or text.strip().lower() in ("", "none"):
+        return None
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise ValueError("--spike takes A,B (first and last step), got %r" % text)
+    a, b = (int(v) for v in parts)
+    if a < 0 or b < a:
+        raise ValueError("--spike A,B needs 0 <= A <= B, got %r" % text)
+    return a, b
+
+
+def spike_factor(step, spike, factor=SPIKE_FACTOR):
+    """The learning-rate factor of `step`: `factor` inside spike = (A, B), else 1."""
+    return factor if spike is not None and spike[0] <= step <= spike[1] else 1.0
+
+
+def heldout_batches(seed, n=EVAL_BATCHES):
+    """n held-out batches of seed's Markov chain (the training data's successor table), drawn
+    from a generator of their own (seed EVAL_SEED + seed): the same batches at every call, and
+    the training data's order is untouched."""
+    d = MarkovData(seed)
+    d.g = torch.Generator().manual_seed(EVAL_SEED + seed)
+    return [d.batch() for _ in range(n)]
+
+
+def evaluate(model, batches):
+    """The mean cross-entropy of `model` over `batches` (held-out; no gradient), in eval mode,
+    then back to train mode. Whatever intercepts F.linear applies (an Emulator's frozen cast);
+    pause a Recorder around it (`with rec.paused():`)."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            tot = sum(F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1)).item()
+                      for x, y in batches)
+    finally:
+        model.train(was)
+    return tot / len(batches)
 
 
 def train(args):
@@ -147,7 +202,7 @@ def train(args):
     with fp8lab_capture.Recorder(model, args.out, modules=MODULES, every=args.every,
                                  overwrite=True) as rec:
         for step in range(args.steps):
-            loss = train_step(model, opt, data)
+            loss = train_step(model, opt, data, spike_factor(step, args.spike, args.spike_factor))
             rec.step(step)
             if step % 10 == 0 or step == args.steps - 1:
                 print("step %3d  loss %.4f" % (step, loss), flush=True)
@@ -220,7 +275,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--measure", action="store_true", help="measure the Recorder's overhead")
     ap.add_argument("--reps", type=int, default=15, help="repeats for --measure")
+    ap.add_argument("--spike", default=None, metavar="A,B",
+                    help="a forced loss spike at steps A..B: learning rate x --spike-factor")
+    ap.add_argument("--spike-factor", type=float, default=SPIKE_FACTOR)
     args = ap.parse_args()
+    try:
+        args.spike = parse_spike(args.spike)
+    except ValueError as e:
+        ap.error(str(e))
     if args.measure:
         measure(args)
     else:
