@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test demo moe bench clean tiny-gpt ranks notebooks device-bundle \
+.PHONY: all deps configure build test demo moe bench clean tiny-gpt closed-loop ranks notebooks device-bundle \
         fuzz-build fuzz install wheel
 
 all: build
@@ -51,6 +51,19 @@ tiny-gpt: build
 	@PY=$$(sh tools/capture/python_with_torch.sh --install) && \
 	  $$PY experiments/tiny_gpt.py --out out/tiny_gpt/trace && \
 	  $(BUILD)/fp8lab run experiments/tiny_gpt.ini --force
+
+# The closed-loop study (issue 44; tools/closedloop/README.md): the tiny GPT trained in high
+# precision (seeds 1, 2, 3; a forced loss spike at steps 150-153), fp8lab's advice for it, then
+# the same training under the advice, TE's default and a bad recipe with fp8lab's emulator
+# (fp8lab.closedloop), each replayed, into out/closedloop/; `fp8lab closedloop` writes its
+# report (out/closedloop/report/closedloop.md). CLOSED_LOOP_STEPS=300 fits the 15 minutes
+# budget on the 2-core build machine: measured in tools/closedloop/README.md.
+CLOSED_LOOP_STEPS ?= 300
+closed-loop: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target fp8lab fp8lab_emu
+	@PY=$$(sh tools/capture/python_with_torch.sh --install) && \
+	  OMP_NUM_THREADS=1 FP8LAB_BUILD=$(BUILD) $$PY tools/closedloop/study.py \
+	    --out out/closedloop --steps $(CLOSED_LOOP_STEPS) --fp8lab $(BUILD)/fp8lab --force
 
 # A four-rank run folder (fp8lab synth per rank), replayed with the amax reduction of
 # experiments/ranks.ini (reduce_amax over groups of two ranks).

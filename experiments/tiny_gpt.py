@@ -23,7 +23,22 @@ a TorchFunctionMode in place of the wrappers was +40% (docs/design.md). The tiny
 worst case: its GEMMs are small, so the one read per tensor that an amax costs weighs more
 against the GEMM than in a real model. Target: < 10%.
 
+A forced loss spike (--spike A,B; the closed-loop study, tools/closedloop/study.py): at steps
+A..B the optimizer runs with the learning rate x SPIKE_FACTOR (20), as a bad batch or an LR
+schedule bug would: the weights jump, then the activations and gradients. Measured on seed 1
+with the spike at 100-103 (hooks on every Linear): the loss goes from 1.1 to 4.8 at its top,
+back to 1.2 twenty steps later and 1.1 after sixty; the largest grad_output amax jumps 10-30x
+against the step before the spike (up to 90x at x30), the inputs' about 3x (the pre-LayerNorm
+blocks normalise qkv's and fc1's input: proj's and fc2's grow). x10 was a visible but mild
+spike (loss 1.8, gradients 2-3x), x30 did not recover within 60 steps (loss 4-5).
+The default is no spike: the plain run above is unchanged.
+
+Functions the study imports: setup(seed), train_step(model, opt, data, lr_factor),
+spike_factor(step, spike), parse_spike(text), heldout_batches(seed) (EVAL_BATCHES fixed
+batches of the seed's chain from a generator of their own), evaluate(model, batches).
+
 Usage: python tiny_gpt.py [--out DIR] [--steps N] [--every K] [--seed S] [--measure]
+                          [--spike A,B] [--spike-factor F]
 (an interpreter with torch >= 1.13: `tools/capture/python_with_torch.sh` finds or installs one).
 """
 import argparse
