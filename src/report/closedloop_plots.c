@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "closedloop_report_internal.h"
+#include "util.h" /* fp8_errorf */
 #include "plot.h"
 
 #define SMOOTH_WINDOW 10

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "closedloop_report.h"
 #include "closedloop_report_internal.h"
+#include "util.h" /* fp8_errorf */
 #include "outfile.h"
 
 static int nomem(char *err, size_t errlen) {

@@ -4,10 +4,8 @@
 #define FP8LAB_REPORT_CLOSEDLOOP_REPORT_INTERNAL_H
 
 #include "closedloop.h"
-#include "closedloop_report.h"
 #include "closedloop_stats.h"
 #include "tables.h"
-#include "util.h"
 
 /** A study loaded: study.ini, the open run, every closed replay (label-major, [l * nseeds + s])
  *  and every run's loss.csv and eval.csv. */

@@ -9,6 +9,7 @@
 
 #include "closedloop_report_internal.h"
 #include "doc.h"
+#include "util.h" /* fp8_errorf */
 
 /* v with %.4g, "n/a" for NaN */
 static const char *num(double v, char *buf, size_t len) {
