@@ -75,14 +75,32 @@ fetched with one device-to-host transfer per step and device (at `rec.step`).
   scaling keeps its state). One expected to run (nn.Linear, MultiheadAttention, TE modules, your
   `types`) that never ran in the whole capture gives one warning line on stderr naming it at
   close (and is listed in rec.never_ran).
-- No backward (eval, torch.no_grad()): grad_output amax 0. Forward calls are recorded whatever
-  module.training says: run validation outside the Recorder or inside `with rec.paused():`.
-- Several calls of a GEMM in a step (weight sharing, micro-batches, recomputation): the snapshot
+- Evaluation forwards (issue 44): a GEMM call made while the Recorder's model (the module given
+  to it, not the calling submodule) is in eval() mode, or under torch.inference_mode(), is not
+  a training call. eval="skip" (default): not recorded at all (amax.csv, snapshots, micro-batch
+  count, rec.never_ran's "ran"); eval="apart": its forward roles go to <trace>/eval/amax.csv
+  (same format and tensors, created at the first step with one; rows only at steps preceded by
+  an evaluation forward, each attributed, like a training forward, to the rec.step that follows
+  it; grad_output 0; no snapshots, no tokens); eval="record": the rule before issue 44, recorded
+  as training. The root's flag, not each module's: model.eval() is how evaluation is entered,
+  and a submodule kept in eval() during training (a frozen backbone) still runs in the
+  training step. A torch.no_grad() forward in training mode IS recorded (grad_output amax 0).
+- Activation recomputation (torch.utils.checkpoint, use_reentrant True or False): a forward run
+  inside backward (torch >= 2.0: autograd's current graph task; torch 1.13: inside
+  torch.utils.checkpoint's recomputation) is not a call: nothing of it is recorded except, for
+  a call whose first forward ran under no_grad (reentrant checkpointing), its gradients, at
+  that call's index (the matching call found by its input at snapshot steps). So a
+  checkpointed model's trace equals the plain model's. Experts' grouped/batched GEMMs and TE
+  GroupedLinear are not recorded in a recomputation (their gradients under reentrant
+  checkpointing are missed).
+- GEMM calls recorded after the last rec.step (none follows them) are dropped: one warning line
+  on stderr at close gives their count, and rec.unstepped.
+- Several calls of a GEMM in a step (weight sharing, micro-batches): the snapshot
   holds the calls concatenated along the first dimension in call order, each reshaped to
   (-1, last dim) (one call keeps its shape); each call's grad_output is stored at its call's
   index, so input and grad_output rows pair call by call whatever order backward runs in. When
-  some calls had no backward (a forward under no_grad, activation recomputation), the gradient is
-  left out of that step's snapshot with a warning (its amax is recorded).
+  some calls had no backward (a forward under no_grad that no recomputation repeats), the
+  gradient is left out of that step's snapshot with a warning (its amax is recorded).
 
 Micro-batches (micro="auto", the default): a micro-batch ends when a forward call follows a
 backward within a step, or at rec.micro_step(); amax.csv then has one row per (step, micro,
@@ -133,12 +151,14 @@ except ImportError as _e:  # the optional dependency: say how to get it
     raise ImportError("fp8lab.capture needs PyTorch (torch >= 1.13): pip install "
                       "\"fp8lab[capture]\" (or torch) into this environment (%s)" % _e) from _e
 
-__all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES", "DTYPES"]
+__all__ = ["Recorder", "write_safetensors", "amax_of", "DEFAULT_ROLES", "ALL_ROLES", "DTYPES",
+           "EVAL_MODES"]
 
 ALL_ROLES = ("input", "weight", "output", "grad_output", "grad_input")
 _ROW_ROLES = ("input", "output", "grad_output", "grad_input")  # a row per token: rows=N cuts
 DEFAULT_ROLES = ("input", "weight", "grad_output")
 DTYPES = ("operand", "bf16", "f16", "f32")
+EVAL_MODES = ("skip", "apart", "record")  # Recorder(eval=...): what an evaluation forward does
 _DTYPE_OF = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 # dtypes written as they are; everything else is converted to float32
@@ -553,6 +573,47 @@ def _in_backward():
     return _graph_task_id is not None and _graph_task_id() != -1
 
 
+def _recompute_codes():
+    """torch 1.13 (no _current_graph_task_id): the code objects inside which
+    torch.utils.checkpoint recomputes a forward in backward: CheckpointFunction.backward
+    (use_reentrant=True) and the saved-tensor unpack hook of _checkpoint_without_reentrant
+    (use_reentrant=False)."""
+    codes = set()
+    try:
+        import torch.utils.checkpoint as ckpt
+    except ImportError:
+        return codes
+    fn = getattr(getattr(ckpt, "CheckpointFunction", None), "backward", None)
+    if fn is not None and hasattr(fn, "__code__"):
+        codes.add(fn.__code__)
+    nr = getattr(ckpt, "_checkpoint_without_reentrant", None)
+    if nr is not None and hasattr(nr, "__code__"):
+        codes.update(c for c in nr.__code__.co_consts
+                     if hasattr(c, "co_name") and c.co_name == "unpack")
+    return codes
+
+
+_RECOMPUTE_CODES = _recompute_codes() if _graph_task_id is None else set()
+
+
+def _recomputing():
+    """True when the forward call now running is an activation recomputation: a forward run
+    inside autograd's backward (torch.utils.checkpoint, reentrant or not, and any other
+    recomputation inside backward; torch >= 2.0), or on torch 1.13 inside
+    torch.utils.checkpoint's recomputation (found on the Python stack)."""
+    if _graph_task_id is not None:
+        return _graph_task_id() != -1
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code in _RECOMPUTE_CODES:
+            return True
+        f = f.f_back
+    return False
+
+
+_inference_mode = getattr(torch, "is_inference_mode_enabled", lambda: False)
+
+
 class _Experts:
     """A 3-D parameter (E, a, b) holding E experts' weights, and its E expert GEMMs."""
     __slots__ = ("param", "pname", "gemms", "sites", "transposed", "seen", "module")
@@ -606,11 +667,19 @@ class Recorder:
     input, output, grad_output and grad_input, the same rows for all of them (drawn without
     replacement, in order, seeded by rows_seed, the GEMM's name and the step), with the whole's
     row count in the snapshot's metadata (`fp8lab.rows.<tensor>`); weights stay whole and
-    amax.csv is the whole tensors' (docs/capture.md, "Sizing a capture")."""
+    amax.csv is the whole tensors' (docs/capture.md, "Sizing a capture").
+    eval: what a forward in evaluation (the model in eval() mode, or under
+    torch.inference_mode()) does, one of EVAL_MODES: "skip" (default: not recorded), "apart"
+    (into <path>/eval/amax.csv, same format; rec.eval_steps counts its steps) or "record"
+    (into amax.csv as a training call, the rule before issue 44)."""
 
     def __init__(self, model, path, modules="*", every=100, roles=DEFAULT_ROLES, types=(),
                  start_step=0, overwrite=False, dtype="operand", micro="auto", matmul=True,
-                 rows=None, rows_seed=0):
+                 rows=None, rows_seed=0, eval="skip"):
+        if eval not in EVAL_MODES:
+            raise ValueError("eval %r: expected one of %s" % (eval, ", ".join(EVAL_MODES)))
+        self.eval_forwards = eval
+        self._root = model
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
             raise ValueError("rows %r: expected None (whole tensors) or an integer >= 1" % (rows,))
         self.rows = rows
@@ -664,12 +733,26 @@ class Recorder:
         if ours and not overwrite:
             raise FileExistsError("%s already holds a trace (%s, ...); pass overwrite=True" %
                                   (path, sorted(ours)[0]))
+        ev = os.path.join(path, "eval")
+        ev_ours = [f for f in (os.listdir(ev) if os.path.isdir(ev) else [])
+                   if f in ("amax.csv", "amax.csv.partial")]
+        if ev_ours and not ours and not overwrite:
+            raise FileExistsError("%s already holds a trace (eval/%s); pass overwrite=True" %
+                                  (path, ev_ours[0]))
         for f in ours:
             os.remove(os.path.join(path, f))
+        for f in ev_ours:
+            os.remove(os.path.join(ev, f))
+        self._eval_partial = os.path.join(ev, "amax.csv.partial")
+        self._eval_csv = None     # eval/amax.csv.partial, opened at the first evaluation rows
+        self.eval_steps = 0       # steps with evaluation rows in eval/amax.csv (eval="apart")
+        self.unstepped = 0        # GEMM calls recorded after the last rec.step (set by close)
+        self._in_eval = 0         # inside an evaluation forward recorded apart
+        self._recomp = 0          # inside an activation recomputation's call
+        self._eval_st = None      # the evaluation forwards' per-step state (eval="apart")
         self._csv_partial = os.path.join(path, "amax.csv.partial")
         self._csv = open(self._csv_partial, "w")
-        self._csv.write("step,tensor,amax%s%s\n" % (",micro" if self.micro else "",
-                                                     ",te_scale" if self._has_te else ""))
+        self._csv.write(self._header())
         self._csv.flush()
         self._tok_partial = None
         self._tok_csv = None
@@ -688,6 +771,8 @@ class Recorder:
         self.steps = 0
         self.never_ran = []       # GEMMs expected to run that never did (set by close)
         self._reset_step()
+        if self.eval_forwards == "apart":
+            self._eval_st = self._fresh_state()
         self._set_capturing()
         self._closed = False
         self._orig_linear = None
@@ -946,6 +1031,17 @@ class Recorder:
         return wrapper
 
     def _expert_call(self, ep, transposed, orig, args, kwargs, xi, x2d, ids, drop_zero, auto):
+        """_expert_rec as _mode() says (a recomputation, in backward, is not recorded)."""
+        mode = self._mode()
+        if mode == "train":
+            return self._expert_rec(ep, transposed, orig, args, kwargs, xi, x2d, ids, drop_zero,
+                                    auto)
+        if mode is None or mode == "recomp":
+            return orig(*args, **kwargs)
+        return self._special(mode, self._expert_rec, ep, transposed, orig, args, kwargs, xi, x2d,
+                             ids, drop_zero, auto)
+
+    def _expert_rec(self, ep, transposed, orig, args, kwargs, xi, x2d, ids, drop_zero, auto):
         """Runs one grouped or batched GEMM over several experts and records it as each
         expert's own GEMM: x2d's row i belongs to expert ids[i] (E: to none). Per-expert
         amaxes by one scatter over the rows' maxima; tokens per expert by a bincount (no
@@ -975,7 +1071,8 @@ class Recorder:
                 self._snap_put(site.name + ".input", x2d[idx[e]], self._target(x2d, auto))
         args = list(args)
         x = args[xi]
-        if "grad_input" in self.roles and x.requires_grad and torch.is_grad_enabled():
+        grad = not self._in_eval and torch.is_grad_enabled()
+        if "grad_input" in self.roles and x.requires_grad and grad:
             args[xi] = _Tap.apply(x, self._seg_hook(ep, ".grad_input", ids, idx, ks))
         self._inner += 1
         try:
@@ -987,7 +1084,8 @@ class Recorder:
             self._put_vec(ep, ".output", _seg_amax(_row_amax(o2), ids, n), None)
             for e, rows in (idx or {}).items():
                 self._snap_put(ep.sites[e].name + ".output", o2[rows], None)
-        if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad:
+        if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad \
+                and grad:
             out.register_hook(self._seg_hook(ep, ".grad_output", ids, idx, ks))
         return out
 
@@ -1046,6 +1144,8 @@ class Recorder:
                 self._add_token(site.name, vals[e] if vals is not None else counts[e])
 
     def _add_token(self, name, count):
+        if self._recomp:
+            return
         self._tok[name] = self._tok.get(name, 0) + count
 
     def _install(self, model, matmul):
@@ -1124,6 +1224,85 @@ class Recorder:
         self._ew_seen = set()     # (micro, id(3-D parameter)) whose experts' weights are in
         self._ew_snap = set()
         self._tok = {}            # expert GEMM -> tokens routed this step (int or 0-d tensor)
+        self._ncalls = 0          # GEMM calls recorded this step (rec.unstepped at close)
+        self._pending = {}        # GEMM -> its calls this step whose output got no grad hook
+
+    # the per-step state, swapped as a whole around an evaluation forward recorded apart
+    _STATE = ("_amax", "_te_scales", "_snap", "_gsnap", "_weight_seen", "_weight_snap", "_calls",
+              "_m", "_bwd_seen", "_micro_end", "_any", "_ew_seen", "_ew_snap", "_tok",
+              "_ncalls", "_cap", "_pending")
+
+    def _swap_state(self, new):
+        """Puts the per-step state `new` (a dict of _STATE; None: a fresh one, without
+        snapshots) in place and returns the one it replaces."""
+        old = {k: getattr(self, k) for k in self._STATE}
+        if new is None:
+            self._reset_step()
+            self._cap = False
+        else:
+            for k, v in new.items():
+                setattr(self, k, v)
+        return old
+
+    def _fresh_state(self):
+        """A fresh per-step state (no snapshots), the current one left in place."""
+        return self._swap_state(self._swap_state(None))
+
+    def _mode(self):
+        """How the GEMM call now beginning is taken: "train" (recorded into amax.csv), "eval"
+        (an evaluation forward recorded apart, eval="apart"), "recomp" (an activation
+        recomputation run in backward: not a call of its own) or None (not recorded: paused, or
+        an evaluation forward with eval="skip"). An evaluation forward is one run while the
+        Recorder's model (the module given to it) is in eval() mode, or under
+        torch.inference_mode(); a torch.no_grad() forward in training mode is a training one."""
+        if self._paused:
+            return None
+        if not self._root.training or _inference_mode():
+            ev = self.eval_forwards
+            return None if ev == "skip" else ("eval" if ev == "apart" else "train")
+        if _recomputing():
+            return "recomp"
+        return "train"
+
+    def _special(self, mode, fn, *args):
+        """Runs fn(*args) as a call of `mode` "eval" (in the evaluation state) or "recomp"."""
+        if mode == "recomp":
+            self._recomp += 1
+            try:
+                return fn(*args)
+            finally:
+                self._recomp -= 1
+        if self._in_eval:  # nested inside an evaluation call already in the evaluation state
+            return fn(*args)
+        train = self._swap_state(self._eval_st)
+        self._in_eval += 1
+        try:
+            return fn(*args)
+        finally:
+            self._in_eval -= 1
+            self._eval_st = self._swap_state(train)
+
+    def _match_recompute(self, name, x, auto):
+        """The index of the call of GEMM `name` that a recomputation repeats: one of this step's
+        calls whose output got no gradient hook (run under no_grad: reentrant checkpointing's
+        first forward), taken once. At snapshot steps the one whose recorded input equals x
+        (a recomputation with the forward's RNG state repeats it bit for bit), else the first
+        left; None when there is none (the forward had its hooks: use_reentrant=False)."""
+        pend = self._pending.get(name)
+        if not pend:
+            return None
+        k = pend[0]
+        calls = self._snap.get(name + ".input") if self._cap else None
+        if calls is not None and len(calls) == self._calls.get(name, 0):
+            tgt = self._target(x, auto)
+            c = x.detach()
+            c = (c.to(tgt) if tgt is not None else c).to("cpu")
+            for j in pend:
+                if calls[j].shape == c.shape and torch.equal(calls[j], c):
+                    k = j
+                    break
+        pend.remove(k)
+        return k
 
     def _capturing(self):
         return self.every > 0 and self._next % self.every == 0
@@ -1132,6 +1311,7 @@ class Recorder:
         self._cap = self._capturing()
 
     def _forward_begins(self):
+        self._ncalls += 1
         if self.micro and ((self.micro == "auto" and self._bwd_seen) or self._micro_end) \
                 and self._any:
             self._m += 1
@@ -1148,7 +1328,7 @@ class Recorder:
     def _put(self, name, x, call=None, target=None, grad=False, snap=True):
         """Adds x (the tensor of `name` at call `call`) to the micro-batch's amax and, at
         snapshot steps, to the snapshot."""
-        if name not in self._known:
+        if name not in self._known or self._recomp:
             return
         a = _amax_value(x)
         if target is not None:  # the amax of x cast to target: rounding is monotonic
@@ -1180,13 +1360,17 @@ class Recorder:
         self._amax[key] = a
 
     def _te(self, name, value):
-        if value is not None and name in self._known:
+        if value is not None and name in self._known and not self._recomp:
             self._te_scales.setdefault((self._m, name), value)
 
     def _fwd(self, site, x, w, out, auto, w_oriented=None):
-        """A forward call of a GEMM: its input x, weight w, output out. Returns the call index."""
+        """A forward call of a GEMM: its input x, weight w, output out. Returns the call index
+        (in a recomputation: that of the call it repeats, None when none; nothing recorded)."""
+        if self._recomp:
+            return self._match_recompute(site.name, x, auto)
         self._forward_begins()
-        site.ran = True
+        if not self._in_eval:
+            site.ran = True
         k = self._calls.get(site.name, 0)
         self._calls[site.name] = k + 1
         n = site.name
@@ -1252,22 +1436,48 @@ class Recorder:
 
     def _op_call(self, g, func, args, xi, wi, w_oriented, kwargs=None, ep=None):
         """Runs one F.linear (func None) or matmul-like call and records it (ep: the call of
-        one expert of fused experts, W[e]: every expert's weight recorded, tokens counted)."""
+        one expert of fused experts, W[e]: every expert's weight recorded, tokens counted), as
+        _mode() says: into the training state, the evaluation state, as a recomputation, or
+        not at all."""
+        mode = self._mode()
+        if mode == "train":
+            return self._op_record(g, func, args, xi, wi, w_oriented, kwargs, ep)
+        if mode is None:
+            return self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
+        return self._special(mode, self._op_record, g, func, args, xi, wi, w_oriented, kwargs,
+                             ep)
+
+    def _op_record(self, g, func, args, xi, wi, w_oriented, kwargs, ep):
         site = self._sites.get(g) or self._add_site(g, False)
         x, w = args[xi], args[wi]
         auto = _autocast_dtype(x)
         args = list(args)
-        if "grad_input" in self.roles and x.requires_grad and torch.is_grad_enabled():
-            k_next = self._calls.get(g, 0)
-            args[xi] = _Tap.apply(x, self._grad_hook(g + ".grad_input", k_next))
-        out = self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
-        k = self._fwd(site, x, w if ep is None else None, out if "output" in self.roles else None,
-                      auto, w_oriented if func is not None else None)
-        if ep is not None:
-            self._expert_weights(ep, auto)
-            self._add_token(g, x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0)
-        if "grad_output" in self.roles and isinstance(out, torch.Tensor) and out.requires_grad:
-            out.register_hook(self._grad_hook(g + ".grad_output", k))
+        grad = not self._in_eval and torch.is_grad_enabled()  # evaluation: forward roles only
+        if self._recomp:  # a recomputation: only the gradients of the call it repeats
+            k = self._match_recompute(g, x, auto)
+            if k is not None and "grad_input" in self.roles and x.requires_grad and grad:
+                args[xi] = _Tap.apply(x, self._grad_hook(g + ".grad_input", k))
+            out = self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
+        else:
+            if "grad_input" in self.roles and x.requires_grad and grad:
+                k_next = self._calls.get(g, 0)
+                args[xi] = _Tap.apply(x, self._grad_hook(g + ".grad_input", k_next))
+            out = self._orig_linear(*args) if func is None else func(*args, **(kwargs or {}))
+            k = self._fwd(site, x, w if ep is None else None,
+                          out if "output" in self.roles else None, auto,
+                          w_oriented if func is not None else None)
+            if ep is not None:
+                self._expert_weights(ep, auto)
+                self._add_token(g, x.numel() // x.shape[-1] if x.dim() and x.shape[-1] else 0)
+        if k is None or not isinstance(out, torch.Tensor):
+            return out
+        if out.requires_grad and grad:
+            if "grad_output" in self.roles:
+                out.register_hook(self._grad_hook(g + ".grad_output", k))
+        elif not self._in_eval and not self._recomp:
+            # no gradient will reach this call's output (no_grad: reentrant checkpointing's
+            # first forward); a recomputation in backward may repeat it (_match_recompute)
+            self._pending.setdefault(g, []).append(k)
         return out
 
     # ---------------------------------------------------------------- module hooks
@@ -1275,13 +1485,31 @@ class Recorder:
         rec = self
 
         def pre(m, args):
-            if rec._paused:
+            mode = rec._mode()
+            if mode == "train":
+                return pre_rec(m, args)
+            m._fp8lab_call = None
+            if mode is None:
                 return None
+            return rec._special(mode, pre_rec, m, args)
+
+        def post(m, args, out):
+            mode = rec._mode()
+            if mode == "train":
+                return post_rec(m, args, out)
+            if mode is None:
+                return None
+            return rec._special(mode, post_rec, m, args, out)
+
+        def pre_rec(m, args):
             x = _first_tensor(args)
             if x is None:
                 return None
             auto = _autocast_dtype(x)
+            grad = not rec._in_eval and torch.is_grad_enabled()
             if kind == "te_grouped":
+                if rec._recomp:  # a recomputation: not recorded (nor its gradients)
+                    return None
                 return rec._te_grouped_fwd(m, x, args, sites, auto)
             if kind == "plain" or kind == "te_linear":
                 w = _param_2d(m, ("weight", "weight0"))
@@ -1291,7 +1519,7 @@ class Recorder:
                     rec._te(s.name + ".input", _te_scale(m, "scaling_fwd", 0))
                     rec._te(s.name + ".weight", _te_scale(m, "scaling_fwd", 1))
                 m._fp8lab_call = k
-                if "grad_input" in rec.roles and x.requires_grad and torch.is_grad_enabled():
+                if "grad_input" in rec.roles and x.requires_grad and grad and k is not None:
                     x2 = _Tap.apply(x, rec._grad_hook(s.name + ".grad_input", k))
                     return (x2,) + tuple(args[1:])
                 return None
@@ -1331,13 +1559,12 @@ class Recorder:
                 rec._te(s2.name + ".input", _te_scale(m, "scaling_fwd", 3))
                 rec._te(s2.name + ".weight", _te_scale(m, "scaling_fwd", 4))
             m._fp8lab_call = k
-            if "grad_output" in rec.roles and s1 is not None and z is not None:
+            if "grad_output" in rec.roles and s1 is not None and z is not None and \
+                    k is not None and grad:
                 rec._saved[(id(m), k)] = z
             return None
 
-        def post(m, args, out):
-            if rec._paused:
-                return None
+        def post_rec(m, args, out):
             y = _first_tensor(out)
             k = getattr(m, "_fp8lab_call", None)
             if y is None or k is None:
@@ -1347,8 +1574,13 @@ class Recorder:
             last = sites[-1]
             if last is not None and "output" in rec.roles:
                 rec._put(last.name + ".output", y, k, rec._target(y, None))
-            if "grad_output" in rec.roles and y.requires_grad:
-                y.register_hook(rec._module_grad(m, kind, sites, k))
+            if y.requires_grad and not rec._in_eval:
+                if "grad_output" in rec.roles:
+                    y.register_hook(rec._module_grad(m, kind, sites, k))
+            elif not rec._in_eval and not rec._recomp:  # no gradient: see _op_record
+                for s in sites:
+                    if s is not None:
+                        rec._pending.setdefault(s.name, []).append(k)
             return None
 
         self._handles.append(mod.register_forward_pre_hook(pre))
@@ -1387,7 +1619,7 @@ class Recorder:
             for i, part in enumerate(y2.split(splits)):
                 if i in ks:
                     self._put(sites[i].name + ".output", part, ks[i])
-        if "grad_output" not in self.roles or not y.requires_grad:
+        if "grad_output" not in self.roles or not y.requires_grad or self._in_eval:
             return None
 
         def hook(g):
@@ -1497,6 +1729,27 @@ class Recorder:
             meta["fp8lab.rows." + n] = str(m)
         return meta
 
+    def _header(self):
+        return "step,tensor,amax%s%s\n" % (",micro" if self.micro else "",
+                                            ",te_scale" if self._has_te else "")
+
+    def _rows(self, step, amax, te_scales, last_m):
+        """amax.csv's rows of a step: one per micro-batch 0 .. last_m and tensor."""
+        values = self._fetch(amax)
+        scales = self._fetch(te_scales) if te_scales else {}
+        lines = []
+        for m in range(last_m + 1):
+            for n in self.names:
+                line = "%d,%s,%s" % (step, n, _fmt_amax(values.get((m, n), 0.0)))
+                if self.micro:
+                    line += ",%d" % m
+                if self._has_te:
+                    s = scales.get((m, n))
+                    line += "," + (_fmt_amax(s) if s is not None and s > 0 and
+                                   s != float("inf") else "")
+                lines.append(line + "\n")
+        return "".join(lines)
+
     def step(self, step):
         """Ends training step `step`: appends its amax rows (one set per micro-batch), writes
         its snapshot when `step` is a multiple of `every` (and was predicted), and starts the
@@ -1512,21 +1765,19 @@ class Recorder:
         if snap_step and not captured:
             warnings.warn("fp8lab_capture: step %d is a snapshot step but step %d was expected; "
                           "its snapshot is skipped (amaxes are recorded)" % (step, self._next))
-        values = self._fetch(self._amax)
-        scales = self._fetch(self._te_scales) if self._te_scales else {}
-        lines = []
-        for m in range(self._m + 1):
-            for n in self.names:
-                line = "%d,%s,%s" % (step, n, _fmt_amax(values.get((m, n), 0.0)))
-                if self.micro:
-                    line += ",%d" % m
-                if self._has_te:
-                    s = scales.get((m, n))
-                    line += "," + (_fmt_amax(s) if s is not None and s > 0 and
-                                   s != float("inf") else "")
-                lines.append(line + "\n")
-        self._csv.write("".join(lines))
+        self._csv.write(self._rows(step, self._amax, self._te_scales, self._m))
         self._csv.flush()
+        ev = self._eval_st
+        if ev is not None and ev["_any"]:  # evaluation forwards since the previous step
+            if self._eval_csv is None:
+                os.makedirs(os.path.dirname(self._eval_partial), exist_ok=True)
+                self._eval_csv = open(self._eval_partial, "w")
+                self._eval_csv.write(self._header())
+            self._eval_csv.write(self._rows(step, ev["_amax"], ev["_te_scales"], ev["_m"]))
+            self._eval_csv.flush()
+            self.eval_steps += 1
+        if ev is not None:
+            self._eval_st = self._fresh_state()
         if self._tok_csv is not None:
             tok = self._fetch(self._tok)
             lines = []
@@ -1573,6 +1824,23 @@ class Recorder:
                                                             attr))
         self._patched = []
         self._orig_linear = None
+        # GEMM calls recorded after the last rec.step (training, and evaluation kept apart):
+        # no step wrote them, so they are dropped
+        self.unstepped = self._ncalls + (self._eval_st["_ncalls"] if self._eval_st else 0)
+        if self.unstepped:
+            sys.stderr.write("fp8lab_capture: warning: %d GEMM call%s recorded after the last "
+                             "rec.step (%s) %s not in amax.csv: dropped (call rec.step after "
+                             "each step's forward and backward)\n"
+                             % (self.unstepped, "s" if self.unstepped != 1 else "",
+                                "step %d" % self._last if self._last is not None else
+                                "none was called", "are" if self.unstepped != 1 else "is"))
+        self._ncalls = 0
+        self._eval_st = None
+        if self._eval_csv is not None:
+            self._eval_csv.close()
+            self._eval_csv = None
+            os.replace(self._eval_partial, os.path.join(os.path.dirname(self._eval_partial),
+                                                        "amax.csv"))
         self._amax, self._snap, self._gsnap, self._saved = {}, {}, {}, {}
         self._ctx = None
         if self._tok_csv is not None:

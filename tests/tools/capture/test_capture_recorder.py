@@ -159,7 +159,8 @@ def nan_and_inf_follow_fp8lab(tmp):
 @test
 def module_not_run_and_no_backward_give_zero(tmp):
     """A module that did not run: amax 0 for all its roles, absent from the snapshot. A step
-    without backward (eval mode, no_grad): grad_output 0, the forward roles recorded."""
+    without backward (a torch.no_grad() forward in training mode): grad_output 0, the forward
+    roles recorded (issue 44: an eval() forward is not recorded; test_capture_eval.py)."""
     torch.manual_seed(4)
     model = Net()
     trace = os.path.join(tmp, "t")
@@ -167,10 +168,9 @@ def module_not_run_and_no_backward_give_zero(tmp):
         train_steps(model, rec, 2)           # steps 0, 1: extra does not run
         model.use_extra = True
         train_steps(model, rec, 1, start=2)  # step 2: extra runs
-        model.eval()
         with torch.no_grad():
             model(torch.randn(2, 8))
-        rec.step(3)                          # step 3: forward only, in eval mode
+        rec.step(3)                          # step 3: forward only, no_grad in training mode
         rec.step(4)                          # step 4: nothing ran at all
     rows = read_amax_csv(os.path.join(trace, "amax.csv"))
     for r in ("input", "weight", "output", "grad_output"):
