@@ -23,7 +23,7 @@ import os
 
 __version__ = "0.1.0"  # CMakeLists.txt's project(VERSION); pyproject.toml reads it from there
 
-_SUBMODULES = ("capture", "results", "te_tb", "te_dumps", "emu")
+_SUBMODULES = ("capture", "results", "te_tb", "te_dumps", "emu", "closedloop")
 __all__ = ["load", "executable", "__version__"] + list(_SUBMODULES)
 
 
