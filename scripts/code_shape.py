@@ -4,7 +4,8 @@
 Failures (exit 1, one line each):
   - an upward include: a file of a folder includes a header of a folder that comes later in
     LAYERS (a higher layer): "src/sim/fp8.c:12: includes report.h (src/report): sim may not
-    use report, a higher layer";
+    use report, a higher layer"; or a use of a folder that a confined folder (CONFINED: src/emu)
+    does not name ("emu may use only sim, io, trace, experiment");
   - an upward call: an object file of a folder's library uses a symbol that only a higher
     folder's library defines (from nm): "call: sim -> report: fp8.c.o calls fp8_report_write
     (defined in report.c.o)";
@@ -56,8 +57,22 @@ LAYERS = [
     ("report", "src/report"),
     ("timeline_report", "src/timeline_report"),
     ("cli", "src/cli"),
+    ("emu", "src/emu"),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+# Folders off the line: each may use only the folders it names (not every lower one), and, last
+# in LAYERS, none may use it. src/emu is the closed-loop emulator's shared library
+# (libfp8lab_emu.so): the simulator and the experiment file, nothing of the runner or above.
+CONFINED = {"emu": {"sim", "io", "trace", "experiment"}}
+
+
+def use_problem(frm, to):
+    """Why folder frm may not use folder to (the end of a failure line), or None."""
+    if frm in CONFINED and to != frm and to not in CONFINED[frm]:
+        return "%s may use only %s" % (frm, ", ".join(sorted(CONFINED[frm], key=RANK.get)))
+    if RANK[to] > RANK[frm]:
+        return "%s may not use %s, a higher layer" % (frm, to)
+    return None
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cc", ".cpp")
 MAX_FILE = 600
 MAX_FUNC = 120
@@ -149,9 +164,10 @@ def include_rules(files):
             if to is None:
                 continue  # a system or third-party header
             edges.add((layer, to))
-            if RANK[to] > RANK[layer]:
-                problems.append("%s:%d: includes %s (%s): %s may not use %s, a higher layer" %
-                                (path, i + 1, header, dict(LAYERS)[to], layer, to))
+            why = use_problem(layer, to)
+            if why:
+                problems.append("%s:%d: includes %s (%s): %s" %
+                                (path, i + 1, header, dict(LAYERS)[to], why))
     return problems, notes, edges
 
 
@@ -279,10 +295,10 @@ def call_rules(inputs):
                 continue
             graph[node].add(d)
             edges.add((node[0], d[0]))
-            if RANK[d[0]] > RANK[node[0]]:
-                problems.append("call: %s -> %s: %s calls %s (defined in %s): %s may not use %s, "
-                                "a higher layer" % (node[0], d[0], node[1], s, d[1], node[0],
-                                                    d[0]))
+            why = use_problem(node[0], d[0])
+            if why:
+                problems.append("call: %s -> %s: %s calls %s (defined in %s): %s" %
+                                (node[0], d[0], node[1], s, d[1], why))
     for comp in cycles(graph):
         problems.append("cycle between files: " + " <-> ".join("%s/%s" % c for c in comp))
     return problems, graph, edges

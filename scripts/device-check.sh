@@ -36,6 +36,9 @@
 #      16384 --tokens 15872 --device gpu` (TE's published shape; docs/overlap.md), every mode's
 #      ops timed with CUDA events, its stdout and the timeline's four files packed
 #                                                                               -> timeline.tgz
+#   7b. closed loop: the tiny GPT 5 steps under fp8lab.closedloop.Emulator on cuda and on the CPU
+#      (scripts/closedloop_device.py; needs torch with CUDA): both loss series, agree or not
+#      within relative 1e-3                                    -> closedloop.log in timeline.tgz
 #   8. a one-screen summary                                                     -> summary.txt
 # Eight files under the output folder (the device tool returns at most 8).
 # Not here: the MPI replay's NCCL amax exchange (src/gpu/engine_gpu_comm.c, bootstrapped over
@@ -66,6 +69,8 @@
 #                   (goal >= 85%)
 #   TFLOP/s:        cuBLASLt FP8 (bench_gemm) against torch._scaled_mm on 8192^3 (goal >= 0.95),
 #                   then bench_gemm's per-GEMM lines
+#   closedloop:     AGREE|DIFFER, the largest relative loss difference of the tiny GPT's 5
+#                   emulated steps on cuda vs cpu, and both loss series (or why not run)
 #   timeline:       per mode the measured step time, exposed bookkeeping and its share, and the
 #                   model's step (from the timeline's stdout), or why it did not run
 #   logs:           the output folder and its files
@@ -204,6 +209,22 @@ if [ -x "$BUNDLE_DIR/run.sh" ]; then
 else
   echo "not run: no .device-bundle" >"$TL_DIR/timeline.log"
 fi
+
+# ------------------------------------------------------------------ 7b. closed loop (issue 44)
+# The tiny GPT 5 steps under fp8lab.closedloop.Emulator on cuda and on the CPU (same seed):
+# both loss series and whether they agree (scripts/closedloop_device.py); needs torch with CUDA
+# and libfp8lab_emu.so (built here if the GPU-only build configured it). Its log goes into
+# timeline.tgz (the device tool returns 8 files), its SUMMARY line into summary.txt.
+CL_LOG=$TL_DIR/closedloop.log
+if [ "$BUILD_OK" = 1 ] && timeout 30 python3 -c 'import torch, numpy; assert torch.cuda.is_available()' \
+  >/dev/null 2>&1; then
+  { timeout "$(step_timeout 60 10)" cmake --build "$BUILD" -j "$JOBS" --target fp8lab_emu 2>&1 | tail -3 &&
+      FP8LAB_EMU_LIB=$BUILD/src/emu/libfp8lab_emu.so OMP_NUM_THREADS=1 \
+        timeout "$(step_timeout 60 5)" python3 "$SRC/scripts/closedloop_device.py" --steps 5
+    echo "exit status $?"; } >"$CL_LOG" 2>&1
+else
+  echo "not run: no torch with CUDA (or the build failed)" >"$CL_LOG"
+fi
 tar -C "$TL_DIR" -czf "$OUTDIR/timeline.tgz" . 2>/dev/null
 
 # ------------------------------------------------------------------ 6. summary
@@ -268,6 +289,12 @@ summary() {
     grep -E '^(delayed-|current)' "$TL_DIR/timeline.log" | sed 's/^/  /'
   else
     echo "timeline: not measured ($(head -1 "$TL_DIR/timeline.log" | cut -c1-140))"
+  fi
+  if grep -q '^SUMMARY closedloop: ' "$CL_LOG" 2>/dev/null; then
+    sed -n 's/^SUMMARY closedloop: /closedloop: /p' "$CL_LOG"
+    grep -E '^closedloop (cpu|cuda) ' "$CL_LOG" | sed 's/^/  /'
+  else
+    echo "closedloop: not run ($(note "$CL_LOG"))"
   fi
   echo "logs: $OUTDIR ($(cd "$OUTDIR" && ls | tr '\n' ' '))"
 }

@@ -11,7 +11,9 @@ The Python side of fp8lab (issue 43). `pip install .` (a checkout) or a wheel gi
   `pip install .[capture]`);
 - `fp8lab.te_tb`: TransformerEngine's debug statistics from TensorBoard event files, as a
   trace (`python -m fp8lab.te_tb`; needs `.[tensorboard]`);
-- `fp8lab.te_dumps`: TransformerEngine DumpTensors dumps as a trace (`python -m fp8lab.te_dumps`).
+- `fp8lab.te_dumps`: TransformerEngine DumpTensors dumps as a trace (`python -m fp8lab.te_dumps`);
+- `fp8lab.emu`: fp8lab's recipe arithmetic in-process (libfp8lab_emu.so through ctypes): one
+  recipe label's casts, statistics and delayed-scaling updates, for a closed-loop emulated run.
 
 `import fp8lab` imports neither torch nor pandas: the submodules load when first used
 (`fp8lab.capture.Recorder` works after a plain `import fp8lab`).
@@ -21,7 +23,7 @@ import os
 
 __version__ = "0.1.0"  # CMakeLists.txt's project(VERSION); pyproject.toml reads it from there
 
-_SUBMODULES = ("capture", "results", "te_tb", "te_dumps")
+_SUBMODULES = ("capture", "results", "te_tb", "te_dumps", "emu", "closedloop")
 __all__ = ["load", "executable", "__version__"] + list(_SUBMODULES)
 
 

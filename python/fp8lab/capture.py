@@ -473,6 +473,53 @@ def _readable(model, path):
 
 
 
+def linear_gemms(model, modules="*", owned=()):
+    """The GEMMs seen through F.linear / matmul calls, named as the Recorder names them: a list
+    of (parameter, GEMM name, owner, expected) for every 2-D parameter of `model` whose name
+    matches one of the `modules` globs (a comma-separated string or a list), in the Recorder's
+    order (nn.Linear and nn.MultiheadAttention modules first). The name is the owning module's
+    path (_readable), `.<param>` minus `_weight` for a parameter not called `weight`; a tied
+    parameter is named by the first module that holds it in that order and `owner` is its name
+    in model.named_parameters() (else None); `expected`: a Linear's, an attention's or a MoE
+    router's (expected to run). `owned`: ids of parameters left out (those of modules recorded
+    by hooks). Shared with fp8lab.closedloop, whose tensor names must equal the Recorder's."""
+    if isinstance(modules, str):
+        modules = [m.strip() for m in modules.split(",") if m.strip()]
+    globs = list(modules)
+    canon = {}
+    for pn, p in model.named_parameters():
+        canon.setdefault(id(p), pn)
+    gemm_types = (torch.nn.Linear, torch.nn.MultiheadAttention)
+    mods = list(model.named_modules())
+    mods = [m for m in mods if isinstance(m[1], gemm_types)] + \
+        [m for m in mods if not isinstance(m[1], gemm_types)]
+    claimed = set()  # parameters named already, or of a GEMM `modules` leaves out
+    children = {path: set(mod._modules) for path, mod in mods}
+    out = []
+    for path, mod in mods:
+        name = _readable(model, path)
+        expected_mod = isinstance(mod, gemm_types)
+        parent, _, last = path.rpartition(".")
+        if last in ("gate", "router") and "experts" in children.get(parent, ()):
+            expected_mod = True  # a MoE router: an ordinary GEMM, rows from the first step
+        for pname, p in mod.named_parameters(recurse=False):
+            if p.dim() != 2 or id(p) in owned or id(p) in claimed:
+                continue
+            claimed.add(id(p))
+            if pname == "weight":
+                g = name
+            elif pname.endswith("_weight"):
+                g = "%s.%s" % (name, pname[:-len("_weight")])
+            else:
+                g = "%s.%s" % (name, pname)
+            if not any(fnmatch.fnmatchcase(g, m) for m in globs):
+                continue
+            here = "%s.%s" % (path, pname) if path else pname
+            owner = canon[id(p)] if canon.get(id(p), here) != here else None
+            out.append((p, g, owner, expected_mod))
+    return out
+
+
 # ------------------------------------------------------------------ Mixture-of-Experts helpers
 def _row_amax(x):
     """fp8lab's amax of each row of a 2-D tensor (max |x| over the non-NaN elements, inf
@@ -786,39 +833,12 @@ class Recorder:
         # named by the module whose GEMM uses it: the Linears and attentions first, then the
         # others; the owner (the parameter's name in model.named_parameters(), where it was
         # registered first) goes into the snapshots' metadata as tied.<GEMM>.weight.
-        canon = {}
-        for pn, p in model.named_parameters():
-            canon.setdefault(id(p), pn)
-        gemm_types = (torch.nn.Linear, torch.nn.MultiheadAttention)
-        mods = list(model.named_modules())
-        mods = [m for m in mods if isinstance(m[1], gemm_types)] + \
-            [m for m in mods if not isinstance(m[1], gemm_types)]
-        claimed = set()  # parameters of a GEMM that `modules` leaves out: no other name takes them
-        children = {path: set(mod._modules) for path, mod in mods}
-        for path, mod in mods:
-            name = _readable(model, path)
-            expected_mod = isinstance(mod, gemm_types)
-            parent, _, last = path.rpartition(".")
-            if last in ("gate", "router") and "experts" in children.get(parent, ()):
-                expected_mod = True  # a MoE router: an ordinary GEMM, rows from the first step
-            for pname, p in mod.named_parameters(recurse=False):
-                if p.dim() != 2 or id(p) in owned or id(p) in self._op_params or id(p) in claimed:
-                    continue
-                if pname == "weight":
-                    g = name
-                elif pname.endswith("_weight"):
-                    g = "%s.%s" % (name, pname[:-len("_weight")])
-                else:
-                    g = "%s.%s" % (name, pname)
-                if not self._wanted(g):
-                    claimed.add(id(p))
-                    continue
-                self._op_params[id(p)] = g
-                here = "%s.%s" % (path, pname) if path else pname
-                if canon.get(id(p), here) != here:
-                    self.tied[g + ".weight"] = canon[id(p)]
-                if expected_mod:  # registered now: rows from the first step on
-                    self._add_site(g, True)
+        for p, g, owner, expected_mod in linear_gemms(model, self._globs, owned):
+            self._op_params[id(p)] = g
+            if owner is not None:
+                self.tied[g + ".weight"] = owner
+            if expected_mod:  # registered now: rows from the first step on
+                self._add_site(g, True)
 
     def _find_experts(self, model):
         """3-D parameters (E, a, b): the fused weights of E experts. Those of a module named

@@ -24,7 +24,7 @@ int fp8lab_inspect(const char *dir, char *err, size_t errlen);
 
 /** The --help texts (usage.c): fp8lab's overview and each command's. */
 extern const char FP8LAB_USAGE[], FP8LAB_USAGE_RUN[], FP8LAB_USAGE_REPORT[], FP8LAB_USAGE_SYNTH[],
-    FP8LAB_USAGE_INSPECT[], FP8LAB_USAGE_IMPORT_TE[];
+    FP8LAB_USAGE_INSPECT[], FP8LAB_USAGE_IMPORT_TE[], FP8LAB_USAGE_CLOSEDLOOP[];
 
 /** The text of `fp8lab timeline --help`. */
 extern const char FP8LAB_TIMELINE_USAGE[];

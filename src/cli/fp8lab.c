@@ -5,6 +5,7 @@
  *   fp8lab inspect TRACE
  *   fp8lab import-te LOGDIR TRACEDIR [--force] [--drop-cut-line]
  *   fp8lab report OUTDIR [--budget F]
+ *   fp8lab closedloop STUDY [--out DIR]
  *   fp8lab timeline (TRACE | --layers N --hidden H --ffn F --tokens T) [options]
  *   fp8lab --help | --version | CMD --help
  *
@@ -24,6 +25,7 @@
 #include "engine_load.h"
 #include "experiment.h"
 #include "cli.h"
+#include "closedloop_report.h"
 #include "gemm.h"
 #include "report.h"
 #include "fp8.h"
@@ -455,6 +457,51 @@ static int cmd_import_te(int argc, char **argv) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ closedloop */
+
+/* Exit 0, or 1 when a closed run's replay does not reproduce its te_scale (the self-check:
+ * everything is written first, report.md says so at its top), 2 for a bad study folder. */
+static int cmd_closedloop(int argc, char **argv) {
+  if (want_help(argc, argv)) {
+    fputs(FP8LAB_USAGE_CLOSEDLOOP, stdout);
+    return 0;
+  }
+  const char *study = NULL, *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+      out = argv[++i];
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      errf("fp8lab closedloop: unknown or incomplete option '%s' (see fp8lab closedloop "
+           "--help)\n", arg(argv[i]));
+      return EXIT_USAGE;
+    } else if (!study) {
+      study = argv[i];
+    } else {
+      errf("fp8lab closedloop: one study folder expected, got also '%s'\n", arg(argv[i]));
+      return EXIT_USAGE;
+    }
+  }
+  if (!study) {
+    fputs(FP8LAB_USAGE_CLOSEDLOOP, stderr);
+    return EXIT_USAGE;
+  }
+  char err[FP8_ERRLEN * 2] = "";
+  fp8_closedloop_summary sum;
+  int rc = fp8_closedloop_report(study, out, &sum, err, sizeof err);
+  if (rc) {
+    errf("fp8lab closedloop: %s\n", err);
+    return exit_of(rc);
+  }
+  printf("report: %s (%zu plot%s)\n", sum.report_md, sum.nplots, sum.nplots == 1 ? "" : "s");
+  if (sum.runs_differing) {
+    errf("fp8lab closedloop: self-check failed: %lld of %lld closed runs' replays do not "
+         "reproduce te_scale; %s\n",
+         (long long)sum.runs_differing, (long long)sum.runs, sum.first_differing);
+    return EXIT_RUNTIME;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------ timeline */
 
 static int cmd_timeline(int argc, char **argv) {
@@ -516,8 +563,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "report") == 0) return cmd_report(argc - 2, argv + 2);
   if (strcmp(cmd, "timeline") == 0) return cmd_timeline(argc - 2, argv + 2);
   if (strcmp(cmd, "import-te") == 0) return cmd_import_te(argc - 2, argv + 2);
-  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline, import-te; see "
-       "fp8lab --help)\n",
+  if (strcmp(cmd, "closedloop") == 0) return cmd_closedloop(argc - 2, argv + 2);
+  errf("fp8lab: unknown command '%s' (run, synth, inspect, report, timeline, import-te, "
+       "closedloop; see fp8lab --help)\n",
        arg(cmd));
   return EXIT_USAGE;
 }

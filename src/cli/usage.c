@@ -17,6 +17,8 @@ const char FP8LAB_USAGE[] =
     "  timeline (TRACE | --layers N --hidden H --ffn F --tokens T)\n"
     "                    the cost of delayed scaling's bookkeeping per step, per mode: measured\n"
     "                    on a GPU, modelled without one (docs/overlap.md)\n"
+    "  closedloop STUDY  compare a closed-loop study's open loop (the recorded trace replayed)\n"
+    "                    with its closed loop (runs trained under each recipe)\n"
     "\n"
     "options:\n"
     "  --help            this text; `fp8lab CMD --help` for a command\n"
@@ -107,3 +109,21 @@ const char FP8LAB_USAGE_IMPORT_TE[] =
     "            a capture's amax.csv or a file of yours, is refused: exit 2)\n"
     "  --drop-cut-line  drop a log's last line that has no newline (a write cut off when the\n"
     "            job ended): named on stderr, counted in te_log.json; without it, an error\n";
+
+const char FP8LAB_USAGE_CLOSEDLOOP[] =
+    "usage: fp8lab closedloop STUDY [--out DIR]\n"
+    "\n"
+    "Compares a closed-loop study (the folder tools/closedloop/study.py writes: study.ini,\n"
+    "hp/seed_<s>/, open/, closed/<label>/seed_<s>/; docs/reference.md): the open loop (the\n"
+    "high-precision trace replayed under each recipe) against the closed loop (training runs\n"
+    "under each recipe, each replayed). Writes into DIR closedloop.md, closedloop.ipynb,\n"
+    "plots/closedloop_loss.png, plots/closedloop_drift.png and the tables closedloop_loss.csv,\n"
+    "closedloop_rates.csv, closedloop_drift.csv, closedloop_events.csv,\n"
+    "closedloop_spearman.csv, closedloop_selfcheck.csv (docs/semantics.md, \"Open loop\n"
+    "against closed loop\", defines every number).\n"
+    "\n"
+    "  --out DIR   output directory (default: STUDY/report)\n"
+    "\n"
+    "Exit status: 0; 1 when a closed run's replay does not reproduce the scales the run cast\n"
+    "with (te_scale; the report is written and says so first) or an output cannot be\n"
+    "written; 2 for a missing or malformed input file (one line naming it).\n";

@@ -28,8 +28,10 @@ typedef struct {
   double amax;       /**< max |x| over the non-NaN elements (inf counts), 0 when none */
   double scale;      /**< the scale the cast used (per-tensor kinds); NaN for the block and
                           FP4 kinds and bf16 */
-  double overshoot;  /**< log2(amax * scale / fp8_max) in double (stream.csv's column): > 0
-                          when the tensor's largest element saturated; NaN where scale is */
+  double overshoot;  /**< log2(amax * scale / fp8_max) in double (stream.csv's column; -inf
+                          for amax 0): > 0 when the tensor's largest element saturated; the
+                          block and FP4 kinds: the max over the blocks (steps.csv's column,
+                          fp8_block_stats); bf16: -inf (nothing is cast) */
   int64_t n, nonfinite, zeros, overflow, underflow, subnormal, clipped;
   double sum_sq_err, sum_sq, sum_sq_hat;
 } fp8emu_stats;
@@ -45,8 +47,10 @@ void fp8emu_close(fp8emu *e);
  *  the role is the last component: input, weight, grad_output, output, grad_input). The first
  *  call creates it (delayed: scale 1, empty history, as TE at step 0). Returns the slot (>= 0),
  *  -1 when no section of the label covers the tensor (it stays in high precision: the caller
- *  does not cast it), -2 on error (err: a name without a known role, out of memory). The same
- *  name gives the same slot. */
+ *  does not cast it), -2 on error (err: a name without a known role under format = hybrid,
+ *  as fp8lab run refuses it; out of memory). The section is the first of the label, in file
+ *  order, whose tensors key matches the name (fp8lab run's rule). The same name gives the
+ *  same slot. */
 int fp8emu_slot(fp8emu *e, const char *tensor, char *err, size_t errlen);
 /** Slots created so far. */
 int fp8emu_nslots(const fp8emu *e);
@@ -62,20 +66,26 @@ const char *fp8emu_slot_settings(const fp8emu *e, int slot);
  *  dequantized values to xhat (may equal x) and the statistics to st (may be NULL):
  *  delayed: the state's scale (fp8_quantize_f32: xhat = RN32(decode(q) * RN32(1/s)));
  *  current: the scale of x's own amax; block and FP4 kinds: fp8lab's block quantizer with
- *  blocks along dir (0: along each row, the GEMM contracting over cols; 1: along each column);
+ *  blocks along dir (0: along each row, the GEMM contracting over cols; 1: along each column),
+ *  its parameters as the CPU engine's for the slot's role and a float32 input (NVFP4's
+ *  Hadamard transform stays off);
  *  bf16: xhat = RN_bf16(x) (the operand as BF16 holds it); statistics as fp8lab run's for
  *  that kind. Records x's amax as the slot's pending amax (the max over the calls since the
- *  last fp8emu_update: several calls of a GEMM in a micro-batch). Returns 0, or -2 with err. */
+ *  last fp8emu_update: several calls of a GEMM in a micro-batch). Returns 0, or -2 with err
+ *  (NULL e, x or xhat with elements, a bad slot, negative sizes, dir not 0 or 1, out of
+ *  memory); nothing is recorded then. */
 int fp8emu_qdq(fp8emu *e, int slot, const float *x, int64_t rows, int64_t cols, int dir,
                float *xhat, fp8emu_stats *st, char *err, size_t errlen);
 
-/** The scale the slot's next cast uses (delayed: the state's; current: the last cast's; NaN
- *  for the block and FP4 kinds and bf16). */
+/** The scale the slot's next cast uses (delayed: the state's; current: the last cast's, NaN
+ *  before the first; NaN for the block and FP4 kinds and bf16; NaN for a bad slot). */
 double fp8emu_scale(const fp8emu *e, int slot);
 
 /** The pending amaxes of slots 0 .. n-1 (n <= fp8emu_nslots; 0 for a slot not cast since the
  *  last update), to be reduced across ranks (max) and written back with fp8emu_set_pending
- *  before fp8emu_update, as TE reduces amaxes over the data-parallel group. */
+ *  before fp8emu_update, as TE reduces amaxes over the data-parallel group. Both return 0, or
+ *  -2 (no message) for a NULL pointer, n < 0 or n > fp8emu_nslots; set_pending also for an
+ *  amax that is negative or NaN (then nothing is written). */
 int fp8emu_pending(const fp8emu *e, float *amax, int n);
 int fp8emu_set_pending(fp8emu *e, const float *amax, int n);
 

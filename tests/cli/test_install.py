@@ -3,7 +3,8 @@
 finds its GPU module.
 
   - `cmake --install BUILD --prefix P`: P/bin/fp8lab; P/lib/fp8lab/fp8lab-gpu.so exactly when
-    the build made BUILD/fp8lab-gpu.so (a CUDA build), never the emulator's module; the docs in
+    the build made BUILD/fp8lab-gpu.so (a CUDA build), never the emulator's module;
+    P/lib/fp8lab/libfp8lab_emu.so (the closed-loop emulator's library, issue 44); the docs in
     P/share/doc/fp8lab (README.md, semantics.md) and the shipped experiments in
     P/share/fp8lab/experiments, byte for byte as in the source tree;
   - `P/bin/fp8lab --version` names P/bin/../lib/fp8lab/fp8lab-gpu.so as its GPU module (or
@@ -69,6 +70,8 @@ def main():
         check(os.access(b, os.X_OK), "no executable bin/fp8lab under the prefix")
         check(os.path.exists(mod) == has_module,
               "lib/fp8lab/fp8lab-gpu.so installed: %s, built: %s" % (os.path.exists(mod), has_module))
+        check(os.path.exists(os.path.join(p, "lib", "fp8lab", "libfp8lab_emu.so")),
+              "no lib/fp8lab/libfp8lab_emu.so (the closed-loop emulator's library) under the prefix")
         check(not os.path.exists(os.path.join(p, "lib", "fp8lab", "fp8lab-gpu-emu.so")),
               "the emulator's module was installed")
         for rel, srel in (("share/doc/fp8lab/README.md", "README.md"),

@@ -108,7 +108,7 @@ START_TEST(one_line_cli) {
        "report reads a folder that fp8lab run wrote)\n"},
       {"run \"$(printf 'a\\rb.ini')\"", "fp8lab: a\\rb.ini: cannot open: No such file or directory\n"},
       {"\"$(printf 'x\\033]0;t\\007')\"",
-       "fp8lab: unknown command 'x\\x1b]0;t\\x07' (run, synth, inspect, report, timeline, import-te; see "
+       "fp8lab: unknown command 'x\\x1b]0;t\\x07' (run, synth, inspect, report, timeline, import-te, closedloop; see "
        "fp8lab --help)\n"},
   };
   for (size_t i = 0; i < sizeof C / sizeof *C; i++) {

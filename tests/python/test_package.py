@@ -321,6 +321,20 @@ def main():
         if built_module:
             check(("GPU module: %s" % module) in out, "--version does not name %s:\n%s"
                   % (module, out))
+        # the closed-loop emulator's library, shipped in the package (fp8lab/lib/fp8lab/) and
+        # found there by fp8lab.emu without FP8LAB_EMU_LIB (issue 44)
+        with open(os.path.join(work, "emu.ini"), "w") as f:
+            f.write("[trace]\npath = t\n[recipe.d]\nkind = delayed\n")
+        emu_env = dict(env)
+        emu_env.pop("FP8LAB_EMU_LIB", None)
+        rc, out = run([py, "-c", "import numpy as np, fp8lab.emu as e; r = e.Recipe('emu.ini', 'd'); "
+                       "s = r.slot('a.input'); r.qdq(s, np.array([2.0], np.float32)); r.update(); "
+                       "print(e.library_path()); print(r.scale(s))"], cwd=work, env=emu_env)
+        lines = out.splitlines()
+        check(rc == 0 and len(lines) >= 2 and lines[-1] == "224.0" and
+              lines[-2].endswith(os.path.join("fp8lab", "lib", "fp8lab", "libfp8lab_emu.so")) and
+              os.path.realpath(src) not in os.path.realpath(lines[-2]),
+              "fp8lab.emu from the installed package: rc %d %r" % (rc, out[-2000:]))
         # the replay, installed against the build tree's binary
         with open(os.path.join(work, "exp.ini"), "w") as f:
             f.write(EXP)
