@@ -183,8 +183,8 @@ def read_advice(run_dir):
                   "amax_compute = %s" % m["amax_compute"]]
     elif m["kind"] != "current":
         raise StudyError("%s: a model row of kind %s" % (path, m["kind"]))
-    return "\n".join(lines) + "\n", ("the whole-model setting, advise/recommendations.csv's "
-                                      "model row (no advice.ini: it fits every tensor)")
+    return "\n".join(lines) + "\n", ("the whole-model setting (advise/recommendations.csv's "
+                                      "model row; no advice.ini: it fits every tensor)")
 
 
 # ------------------------------------------------------------------ the worker processes
@@ -512,8 +512,8 @@ def study(args):
                      "[trace]\npath = %s\n\n%s\n[analysis]\ngemm = false\n" % (trace_rel, SWEEP))
         fp8lab_run(binary, "advise.ini", os.path.join(out, "advise"), out)
         advice, source = read_advice(os.path.join(out, "advise"))
-        parts.append("; label advice: %s (fp8lab run advise.ini on %s)\n%s"
-                     % (source, trace_rel, advice))
+        parts.append("; label advice, from fp8lab run advise.ini on %s:\n; %s\n%s"
+                     % (trace_rel, source, advice))
         say("advice: %d section(s): %s" % (advice.count("[recipe."), source))
     if "te_default" in args.labels:
         parts.append(TE_DEFAULT)
