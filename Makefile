@@ -56,8 +56,9 @@ tiny-gpt: build
 # precision (seeds 1, 2, 3; a forced loss spike at steps 150-153), fp8lab's advice for it, then
 # the same training under the advice, TE's default and a bad recipe with fp8lab's emulator
 # (fp8lab.closedloop), each replayed, into out/closedloop/; `fp8lab closedloop` writes its
-# report (out/closedloop/report/closedloop.md). CLOSED_LOOP_STEPS=300 fits the 15 minutes
-# budget on the 2-core build machine: measured in tools/closedloop/README.md.
+# report (out/closedloop/report/closedloop.md). CLOSED_LOOP_STEPS=300: 257 s on the 2-core
+# build machine, warm build, lightly loaded (15 minutes is the budget; tools/closedloop/README.md
+# has the measurement, and what heavy load from other jobs does to it).
 CLOSED_LOOP_STEPS ?= 300
 closed-loop: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target fp8lab fp8lab_emu

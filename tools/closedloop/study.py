@@ -44,7 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 EXPERIMENTS = os.path.join(ROOT, "experiments")
 
 DEFAULT_STEPS = 300
-DEFAULT_SPIKE = "150,153"
+SPIKE_LEN = 4  # the default spike: steps // 2 and the 3 steps after it (150-153 at 300)
 DEFAULT_EVERY = 25
 DEFAULT_EVAL_EVERY = 25
 DEFAULT_SEEDS = "1,2,3"
@@ -401,10 +401,13 @@ def parse_args(argv):
                     help="a subset of %s, in the order to show them" % ",".join(LABELS))
     ap.add_argument("--every", type=int, default=DEFAULT_EVERY, help="snapshot interval")
     ap.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY)
-    ap.add_argument("--spike", default=DEFAULT_SPIKE, help="A,B or none")
+    ap.add_argument("--spike", default=None,
+                    help="A,B or none (default: the middle step and the 3 after it: 150,153 "
+                    "at 300 steps)")
     ap.add_argument("--spike-factor", type=float, default=None,
                     help="learning-rate factor at the spike (tiny_gpt.SPIKE_FACTOR: 20)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs in parallel (1: see tools/closedloop/README.md, \"Time\")")
     ap.add_argument("--fp8lab", default=None, help="the fp8lab program")
     ap.add_argument("--force", action="store_true", help="replace an earlier study folder")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -427,7 +430,9 @@ def parse_args(argv):
             args.open_seed = args.seeds[0]
         if args.open_seed not in args.seeds:
             raise ValueError("--open-seed %d is not one of --seeds" % args.open_seed)
-        sys.path.insert(0, EXPERIMENTS)
+        if args.spike is None:
+            args.spike = "%d,%d" % (args.steps // 2,
+                                    min(args.steps // 2 + SPIKE_LEN - 1, args.steps - 1))
         spike = _parse_spike(args.spike)
         if spike is not None and spike[1] >= args.steps:
             raise ValueError("--spike %d,%d: past the last step %d" % (spike + (args.steps - 1,)))
@@ -483,8 +488,9 @@ def study(args):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     if r.returncode != 0:
         last = r.stdout.strip().splitlines()
-        raise StudyError("fp8lab.closedloop is not usable (%s): build fp8lab_emu"
-                         % (last[-1] if last else "exit %d" % r.returncode))
+        raise StudyError("fp8lab.closedloop is not usable with %s (%s): it needs torch and "
+                         "libfp8lab_emu.so (build target fp8lab_emu)" % (python,
+                         last[-1] if last else "exit %d" % r.returncode))
     prepare_out(out, args.force)
     common = {"steps": args.steps, "spike": args.spike, "spike_factor": factor,
               "every": args.every, "eval_every": args.eval_every}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The closed-loop study driver (tools/closedloop/study.py, issue 44), shortened: 30 steps, seeds
-1 and 2, every label, a spike at steps 15-18, into a temporary folder. Checks the study folder's
+1 and 2, every label, a spike at steps 15-18, two runs at a time, into a temporary folder. Checks the study folder's
 layout (notes of issue 44, tools/closedloop/README.md): every file of it, the CSV columns and
 rows, recipes.ini's labels and no swept key; every closed run's replay reproduces its te_scale
 on every row (replay/stream.csv read here: scale == te_scale as float32), the spike shows in the
@@ -91,7 +91,8 @@ def main():
         env = dict(os.environ, OMP_NUM_THREADS="1", FP8LAB_EMU_LIB=lib)
         cmd = [py, STUDY_PY, "--out", study, "--steps", str(STEPS),
                "--seeds", ",".join(map(str, SEEDS)), "--spike", "%d,%d" % SPIKE,
-               "--every", str(EVERY), "--eval-every", str(EVAL_EVERY), "--fp8lab", binary]
+               "--every", str(EVERY), "--eval-every", str(EVAL_EVERY), "--jobs", "2",
+               "--fp8lab", binary]
         res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              universal_newlines=True)
         sys.stdout.write(res.stdout)
