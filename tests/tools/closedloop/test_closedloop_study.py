@@ -5,8 +5,9 @@ layout (notes of issue 44, tools/closedloop/README.md): every file of it, the CS
 rows, recipes.ini's labels and no swept key; every closed run's replay reproduces its te_scale
 on every row (replay/stream.csv read here: scale == te_scale as float32), the spike shows in the
 high-precision loss, and, when this checkout's fp8lab has the closedloop subcommand (its usage
-text names it), the report it writes. Usage: test_closedloop_study.py FP8LAB LIBFP8LAB_EMU.
-Exit 77 without torch.
+text names it), the report it writes. Usage: test_closedloop_study.py FP8LAB; the emulator's
+library from FP8LAB_EMU_LIB (CTest sets it: FP8LAB_EMU_TEST_ENV), else the one beside FP8LAB
+(<build>/src/emu/). Exit 77 without torch.
 """
 import os
 import shutil
@@ -75,10 +76,13 @@ def check_run(d, closed):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.stderr.write("usage: test_closedloop_study.py FP8LAB LIBFP8LAB_EMU\n")
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: test_closedloop_study.py FP8LAB\n")
         return 2
-    binary, lib = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    binary = os.path.abspath(sys.argv[1])
+    lib = os.environ.get("FP8LAB_EMU_LIB") or os.path.join(os.path.dirname(binary), "src",
+                                                           "emu", "libfp8lab_emu.so")
+    check(os.path.exists(lib), "no emulator library %s (build target fp8lab_emu)" % lib)
     py = torch_python()
     if py is None:
         print("skipped: torch not importable (make tiny-gpt installs Debian's python3-torch)")
