@@ -18,6 +18,13 @@ static const char *num(double v, char *buf, size_t len) {
   return buf;
 }
 
+/* A loss (nats, about 1 here): four decimals, so that 1.0004 does not print as "1". */
+static const char *loss_num(double v, char *buf, size_t len) {
+  if (isnan(v)) return "n/a";
+  snprintf(buf, len, "%.4f", v);
+  return buf;
+}
+
 static void intro(fp8_doc *d, const cl_study *s) {
   const fp8_study *st = &s->st;
   char labels[1024] = "", seeds[512] = "", spike[128] = "no forced spike";
@@ -86,7 +93,7 @@ static void loss(fp8_doc *d, const cl_study *s, const fp8_cl_result *r) {
                     "The noise band is the high-precision seeds' own gaps: [%s, %s]. A recipe "
                     "whose mean gap lies outside it trains measurably differently.",
                     (long long)((9 * st->steps + 9) / 10), (long long)st->steps - 1,
-                    num(r->hp_mean, a, sizeof a), num(r->band_lo, b, sizeof b),
+                    loss_num(r->hp_mean, a, sizeof a), num(r->band_lo, b, sizeof b),
                     num(r->band_hi, c, sizeof c));
   fp8_doc_table_begin(d, 7,
                       (const char *[]){"recipe", "mean gap", "gap over seeds", "noise band",
@@ -98,7 +105,7 @@ static void loss(fp8_doc *d, const cl_study *s, const fp8_cl_result *r) {
   double hp_eval = 0;
   for (size_t k = 0; k < st->nseeds; k++) hp_eval += r->t.loss[k].eval_loss_hp / (double)st->nseeds;
   fp8_doc_table_row(d, (const char *[]){"hp", "0", band, "(the band)", "n/a",
-                                        num(hp_eval, c, sizeof c), "n/a"});
+                                        loss_num(hp_eval, c, sizeof c), "n/a"});
   for (size_t l = 0; l < st->nlabels; l++) {
     const fp8_cl_label_summary *ls = &r->labels[l];
     char range[80];
@@ -106,8 +113,8 @@ static void loss(fp8_doc *d, const cl_study *s, const fp8_cl_result *r) {
              num(ls->gap_max, b, sizeof b));
     fp8_doc_table_row(d, (const char *[]){st->labels[l], num(ls->mean_gap, c, sizeof c), range,
                                           ls->inside_band ? "inside" : "**outside**",
-                                          num(ls->eval_fp8, e, sizeof e),
-                                          num(ls->eval_hp, f, sizeof f),
+                                          loss_num(ls->eval_fp8, e, sizeof e),
+                                          loss_num(ls->eval_hp, f, sizeof f),
                                           num(ls->eval_fp8 - ls->eval_hp, g, sizeof g)});
   }
   double width = r->band_hi - r->band_lo;
