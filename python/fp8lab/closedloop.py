@@ -15,7 +15,9 @@ What is intercepted: every call of torch.nn.functional.linear whose weight is a 
 the model (nn.Linear, nn.MultiheadAttention's projections), named as fp8lab.capture's Recorder
 names it (capture.linear_gemms: `blocks.0.attn.qkv`), so the emulator's tensor names
 (`<GEMM>.input`, `.weight`, `.grad_output`) equal the Recorder's. A Recorder entered inside the
-Emulator (or around it) records the high-precision operands that the emulator then casts.
+Emulator records the high-precision operands that the emulator then casts (entered around it, it
+would see the cast operands, new tensors it does not know, and record nothing of those GEMMs).
+Not under torch.autocast (refused: the casts take float32 operands).
 `modules` (fnmatch globs on GEMM names, a comma-separated string or a list; None: all) selects
 the GEMMs; the recipe's sections (their `tensors` globs) decide which of their tensors are cast:
 a tensor no section covers stays in high precision. Not intercepted: x @ W matmul forms,
@@ -77,6 +79,19 @@ class _Site:
 
     def __init__(self, name):
         self.name = name
+
+
+def _autocast_query():
+    """A function telling whether torch.autocast is on for the CPU or CUDA (torch >= 2.4 takes
+    the device type; 1.13 has one function per device)."""
+    try:
+        torch.is_autocast_enabled("cpu")
+        return lambda: torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")
+    except TypeError:
+        return lambda: torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+_autocast_on = _autocast_query()
 
 
 class _QLinear(torch.autograd.Function):
@@ -174,6 +189,10 @@ class Emulator:
         site = self._sites.get(id(weight))
         if site is None or not isinstance(input, torch.Tensor):
             return self._orig_linear(input, weight, bias)
+        if _autocast_on():
+            raise RuntimeError("fp8lab.closedloop: the Emulator does not run under torch.autocast "
+                               "(its casts take the float32 operands, and autocast would run the "
+                               "GEMM and its gradient in another dtype): train in float32")
         return _QLinear.apply(input, weight, bias, self, site)
 
     def _cast(self, slot, t, dir, count=True):

@@ -20,6 +20,7 @@ qdq_ptr.
 """
 import ctypes
 import os
+import threading
 
 __all__ = ["Recipe", "Stats", "library_path", "ABI"]
 
@@ -153,6 +154,7 @@ class Recipe:
         self._err = ctypes.create_string_buffer(_ERRLEN)
         self._st = _CStats()
         self._stp = ctypes.pointer(self._st)
+        self._lock = threading.Lock()
         h = self._lib.fp8emu_open(os.fsencode(ini_path), label.encode(), self._err, _ERRLEN)
         if not h:
             raise ValueError(_text(self._err.value))
@@ -213,14 +215,18 @@ class Recipe:
         the Stats; ValueError with the library's message on a bad call."""
         if outptr is None:
             outptr = xptr
-        rc = self._lib.fp8emu_qdq(self._handle(), slot, xptr, rows, cols, dir, outptr,
-                                  self._stp, self._err, _ERRLEN)
-        if rc:
-            raise ValueError(_text(self._err.value))
-        st = self._st
-        return Stats((st.amax, st.scale, st.overshoot, st.n, st.nonfinite, st.zeros, st.overflow,
-                      st.underflow, st.subnormal, st.clipped, st.sum_sq_err, st.sum_sq,
-                      st.sum_sq_hat))
+        # one call at a time: ctypes releases the GIL, and autograd may run backward nodes on
+        # one thread per device; the shared stats/err buffers, the slot's pending amax and the
+        # library's scratch buffer are then read and written by one call only
+        with self._lock:
+            rc = self._lib.fp8emu_qdq(self._handle(), slot, xptr, rows, cols, dir, outptr,
+                                      self._stp, self._err, _ERRLEN)
+            if rc:
+                raise ValueError(_text(self._err.value))
+            st = self._st
+            return Stats((st.amax, st.scale, st.overshoot, st.n, st.nonfinite, st.zeros,
+                          st.overflow, st.underflow, st.subnormal, st.clipped, st.sum_sq_err,
+                          st.sum_sq, st.sum_sq_hat))
 
     def qdq(self, slot, x, dir=0, out=None):
         """Casts x (numpy, float32 [rows, cols]; converted to a C-contiguous float32 array if

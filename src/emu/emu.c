@@ -172,13 +172,11 @@ int fp8emu_slot(fp8emu *e, const char *tensor, char *err, size_t errlen) {
       sec = &e->ex.sections[e->secs[k]];
   if (!sec) return -1;
   if (e->nslots >= INT32_MAX) return fp8_errorf(-2, err, errlen, "fp8emu_slot: too many slots");
+  /* the grown array is kept before anything else can fail: realloc may have freed the old */
   emu_slot *grown = fp8_grow(e->slots, e->nslots, &e->cap, sizeof *e->slots, 16);
-  char *name = strdup(tensor);
-  if (!grown || !name) {
-    free(name);
-    return fp8_errorf(-2, err, errlen, "fp8emu_slot: out of memory");
-  }
-  e->slots = grown;
+  if (grown) e->slots = grown;
+  char *name = grown ? strdup(tensor) : NULL;
+  if (!name) return fp8_errorf(-2, err, errlen, "fp8emu_slot: out of memory");
   emu_slot *s = &e->slots[e->nslots];
   memset(s, 0, sizeof *s);
   s->name = name;

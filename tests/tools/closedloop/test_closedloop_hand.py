@@ -8,7 +8,8 @@ independent FP8 cast written from RECIPES.md (closedloop_common.ref_qdq), exact 
   micro-batch with RN32(RN32(fp8_max 2^-margin) / max of the history's amaxes), the history
   (history_len 3) filled by hand; a frozen evaluation changes no scale and writes no row;
 - names, slots and what stays in high precision (a section's `tensors`, `modules`);
-- write_te_scale on a Recorder's amax.csv, and its refusal of an amax that is not the emulator's.
+- write_te_scale on a Recorder's amax.csv, and its refusal of an amax that is not the emulator's;
+- a call under torch.autocast refused.
 Usage: test_closedloop_hand.py FP8LAB_BIN. Last line: "N passed, M failed".
 """
 import os
@@ -246,6 +247,23 @@ def write_te_scale_rows(tmp):
         raise AssertionError("a wrong amax was accepted")
     assert not [f for f in os.listdir(trace) if ".tmp." in f], os.listdir(trace)
 
+
+
+@test
+def autocast_refused(tmp):
+    """Under torch.autocast the emulated GEMM would run (and its gradient arrive) in another
+    dtype than the float32 casts: refused with one clear message, outside it the call runs."""
+    ini = write_ini(os.path.join(tmp, "e.ini"), "[recipe.cur]\nkind = current\nformat = hybrid\n")
+    m = One()
+    with _emulator(m, ini, "cur"):
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                m.fc(_data(1, (4, 16)))
+        except RuntimeError as e:
+            assert "torch.autocast" in str(e), e
+        else:
+            raise AssertionError("a call under torch.autocast was not refused")
+        assert m.fc(_data(1, (4, 16))).dtype == torch.float32
 
 if __name__ == "__main__":
     sys.exit(main())
