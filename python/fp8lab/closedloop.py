@@ -100,8 +100,11 @@ class _QLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, b, emu, site):
         x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
-        xhat = emu._cast(site.slot_in, x2, 0)
-        what = emu._cast(site.slot_w, w, 0)
+        # an activation recomputation (torch.utils.checkpoint) casts again what the forward
+        # cast, with the same scale: not counted a second time (the Recorder's rule)
+        count = not _capture._recomputing()
+        xhat = emu._cast(site.slot_in, x2, 0, count)
+        what = emu._cast(site.slot_w, w, 0, count)
         y = emu._orig_linear(xhat, what, b)
         if x.dim() != 2:
             y = y.reshape(x.shape[:-1] + (w.shape[0],))

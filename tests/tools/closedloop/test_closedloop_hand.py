@@ -9,7 +9,7 @@ independent FP8 cast written from RECIPES.md (closedloop_common.ref_qdq), exact 
   (history_len 3) filled by hand; a frozen evaluation changes no scale and writes no row;
 - names, slots and what stays in high precision (a section's `tensors`, `modules`);
 - write_te_scale on a Recorder's amax.csv, and its refusal of an amax that is not the emulator's;
-- a call under torch.autocast refused.
+- a call under torch.autocast refused; a checkpointed model's recomputation counted once.
 Usage: test_closedloop_hand.py FP8LAB_BIN. Last line: "N passed, M failed".
 """
 import os
@@ -264,6 +264,48 @@ def autocast_refused(tmp):
         else:
             raise AssertionError("a call under torch.autocast was not refused")
         assert m.fc(_data(1, (4, 16))).dtype == torch.float32
+
+
+class _Ck(torch.nn.Module):
+    """Two Linears, optionally under activation checkpointing (recomputed in backward)."""
+    def __init__(self, ck, reentrant):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+        self.ck, self.reentrant = ck, reentrant
+
+    def blk(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+    def forward(self, x):
+        if not self.ck:
+            return self.blk(x)
+        from torch.utils.checkpoint import checkpoint
+        if torch.__version__ < "2":
+            return checkpoint(self.blk, x)  # 1.13: reentrant only
+        return checkpoint(self.blk, x, use_reentrant=self.reentrant)
+
+
+@test
+def checkpointing_counted_once(tmp):
+    """A checkpointed model's recomputation casts again with the same scale: counts.csv equals
+    the plain model's (each cast counted once), reentrant and not."""
+    ini = write_ini(os.path.join(tmp, "e.ini"), "[recipe.cur]\nkind = current\nformat = hybrid\n")
+
+    def run(ck, reentrant, tag):
+        m, path = _Ck(ck, reentrant), os.path.join(tmp, "counts_%s.csv" % tag)
+        with _emulator(m, ini, "cur", counts=path) as emu:
+            for step in range(2):
+                x = _data(10 + step, (5, 8)).requires_grad_(True)
+                m(x).sum().backward()
+                emu.step(step)
+        return open(path).read()
+
+    plain = run(False, True, "plain")
+    for reentrant in (True, False):
+        got = run(True, reentrant, "ck%d" % reentrant)
+        assert got == plain, "checkpointed (use_reentrant=%s): counts.csv differs:\n%s\n%s" % (
+            reentrant, got, plain)
 
 if __name__ == "__main__":
     sys.exit(main())
