@@ -29,17 +29,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+from pycommon import require  # noqa: E402
 
 try:
     import numpy as np
     import ml_dtypes
     import fp8ref
 except ImportError as e:
-    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
-        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set" % e)
-        sys.exit(1)
-    print("skipped: %s (the reference needs numpy and ml_dtypes: scripts/install-deps.sh)" % e)
-    sys.exit(77)
+    require("%s (the reference needs numpy and ml_dtypes: scripts/install-deps.sh)" % e)
 
 from fp8lab.emu import Recipe, library_path  # noqa: E402
 

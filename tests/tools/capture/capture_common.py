@@ -8,36 +8,27 @@ registered, each in a temporary folder.
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 CAPTURE = os.path.join(ROOT, "tools", "capture")
-SYSTEM_PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+from pycommon import run_tests, test, with_system_python  # noqa: E402,F401
 
 try:
     import torch
     import torch.nn as nn
 except ImportError:
-    if (os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
-            and os.path.exists(SYSTEM_PYTHON)
-            and subprocess.run([SYSTEM_PYTHON, "-c", "import torch"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0):
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
-    print("skipped: torch not importable (make tiny-gpt installs Debian's python3-torch)")
-    sys.exit(77)
+    with_system_python("torch", "torch not importable (make tiny-gpt installs Debian's python3-torch)")
 
 sys.path.insert(0, os.path.join(ROOT, "python"))  # the package fp8lab, from the checkout
 import fp8lab.capture as fp8lab_capture  # noqa: E402
 import fp8lab.te_dumps as convert_te_dumps  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) == 2 else None  # main() checks the usage
-RESULTS = []
 
 
 # ------------------------------------------------------------------ helpers
@@ -170,11 +161,6 @@ ORIG_LINEAR = torch.nn.functional.linear
 FOUR = ("input", "weight", "output", "grad_output")  # the default roles plus output
 
 
-def test(fn):
-    RESULTS.append(fn)
-    return fn
-
-
 # ------------------------------------------------------------------ issue 17: every GEMM
 def _snap(trace, step):
     t, _ = read_safetensors(os.path.join(trace, "step_%d.safetensors" % step))
@@ -195,18 +181,4 @@ def main():
         return 2
     BIN = os.path.abspath(sys.argv[1])
     torch.set_num_threads(1)
-    passed = failed = 0
-    for fn in RESULTS:
-        tmp = tempfile.mkdtemp(prefix="fp8lab_capture_")
-        try:
-            fn(tmp)
-            passed += 1
-            print("ok   %s" % fn.__name__)
-        except Exception:
-            failed += 1
-            print("FAIL %s" % fn.__name__)
-            traceback.print_exc(file=sys.stdout)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_tests("fp8lab_capture_")

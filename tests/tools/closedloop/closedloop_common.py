@@ -8,46 +8,29 @@ the tests the importing file registered (@test), each in a temporary folder.
 """
 import math
 import os
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-SYSTEM_PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+from pycommon import require, test, run_tests, with_system_python  # noqa: E402,F401
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def require(reason):
-    """Skips (exit 77) for a missing Python dependency; a failure under FP8LAB_REQUIRE_PYDEPS."""
-    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
-        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set" % reason)
-        sys.exit(1)
-    print("skipped: " + reason)
-    sys.exit(77)
 
 
 try:
     import numpy as np
     import torch
 except ImportError:
-    if (os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
-            and os.path.exists(SYSTEM_PYTHON)
-            and subprocess.run([SYSTEM_PYTHON, "-c", "import torch, numpy"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0):
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
-    require("torch and numpy not importable (make tiny-gpt installs Debian's python3-torch)")
+    with_system_python("torch, numpy",
+                       "torch and numpy not importable (make tiny-gpt installs Debian's python3-torch)")
 
 sys.path.insert(0, os.path.join(ROOT, "python"))   # the package fp8lab, from the checkout
 sys.path.insert(0, os.path.join(ROOT, "experiments"))  # tiny_gpt
 
 BIN = None
-RESULTS = []
 
 
 def setup_library(bin_path):
@@ -128,29 +111,10 @@ def read_counts(path):
         return list(csv.DictReader(f))
 
 
-def test(fn):
-    RESULTS.append(fn)
-    return fn
-
-
 def main():
     if len(sys.argv) != 2:
         print("usage: %s FP8LAB_BIN" % os.path.basename(sys.argv[0]), file=sys.stderr)
         return 2
     setup_library(sys.argv[1])
     torch.set_num_threads(1)
-    passed = failed = 0
-    for fn in RESULTS:
-        tmp = tempfile.mkdtemp(prefix="fp8lab_closedloop_")
-        try:
-            fn(tmp)
-            passed += 1
-            print("ok   %s" % fn.__name__)
-        except Exception:
-            failed += 1
-            print("FAIL %s" % fn.__name__)
-            traceback.print_exc(file=sys.stdout)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_tests("fp8lab_closedloop_")

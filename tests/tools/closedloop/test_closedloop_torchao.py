@@ -15,11 +15,12 @@ environment (scripts/venv-torch.sh, which installs torchao); when neither: one l
 Usage: test_closedloop_torchao.py FP8LAB_BIN. Last line: "N passed, M failed".
 """
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+from pycommon import with_venv  # noqa: E402
 
 
 def _have_deps():
@@ -32,21 +33,7 @@ def _have_deps():
     return True
 
 
-if not _have_deps():
-    reason = "torchao not installed (nor torch 2.x with it)"
-    if not os.environ.get("FP8LAB_TORCHAO_REEXEC"):
-        p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "venv-torch.sh")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        py = p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else ""
-        if py and os.path.exists(py):
-            os.environ["FP8LAB_TORCHAO_REEXEC"] = "1"
-            os.execv(py, [py] + sys.argv)
-        reason += "; scripts/venv-torch.sh failed: " + (p.stderr.strip().splitlines() or ["?"])[-1]
-    if os.environ.get("FP8LAB_REQUIRE_PYDEPS", "") not in ("", "0"):
-        print("FAILED: %s, and FP8LAB_REQUIRE_PYDEPS is set" % reason)
-        sys.exit(1)
-    print("skipped: " + reason)
-    sys.exit(77)
+with_venv(_have_deps, "torchao not installed (nor torch 2.x with it)")
 
 import copy  # noqa: E402
 
