@@ -41,6 +41,7 @@ import contextlib
 import math
 import os
 import struct
+import sys
 
 import torch
 
@@ -145,7 +146,14 @@ class Emulator:
         self.counts_path = counts
         self._recipe = _emu.Recipe(ini, label)
         globs = "*" if modules is None else modules
-        self._gemms = _capture.linear_gemms(model, globs)  # (param, name, owner, expected)
+        # (param, name, owner, expected); an nn.Embedding's own weight is a lookup, not a GEMM
+        # (a head tied to it is named by the head, which linear_gemms lists first)
+        lookups = {_capture._readable(model, path) for path, mod in model.named_modules()
+                   if isinstance(mod, torch.nn.Embedding)}
+        self._gemms = [e for e in _capture.linear_gemms(model, globs) if e[1] not in lookups]
+        # parameters of 3 or more dimensions (fused Mixture-of-Experts weights): their GEMMs
+        # (grouped_mm, bmm, W[e]) are not intercepted; __enter__ says so
+        self.not_emulated = [pn for pn, p in model.named_parameters() if p.dim() >= 3]
         if not self._gemms:
             raise ValueError("no GEMM of the model matches %s" %
                              (globs if isinstance(globs, str) else ",".join(globs)))
@@ -160,6 +168,7 @@ class Emulator:
         self._acc = []            # (slot, stats) of each counted cast of the micro-batch
         self._micros = []         # the step's finished micro-batches: {slot: aggregate}
         self.record = {}          # (step, micro, tensor) -> (amax, scale): write_te_scale's
+        self.uncast = []          # write_te_scale: the Recorder's tensors the emulator never saw
         self._csv = None
         self._csv_partial = None
         self._last = None
@@ -327,6 +336,12 @@ class Emulator:
             self._csv_partial = self.counts_path + ".partial"
             self._csv = open(self._csv_partial, "w")
             self._csv.write(",".join(COUNTS_COLUMNS) + "\n")
+        if self.not_emulated:
+            print("fp8lab.closedloop: warning: %d parameter(s) of 3 or more dimensions (fused "
+                  "Mixture-of-Experts weights: %s%s) are not emulated: their GEMMs run in high "
+                  "precision (build the experts from nn.Linear to emulate them)"
+                  % (len(self.not_emulated), ", ".join(self.not_emulated[:3]),
+                     ", ..." if len(self.not_emulated) > 3 else ""), file=sys.stderr)
         F = torch.nn.functional
         self._orig_linear = F.linear
         F.linear = self._linear
@@ -370,7 +385,7 @@ class Emulator:
         out_head = head if "te_scale" in col else head + ["te_scale"]
         ts = out_head.index("te_scale")
         cast = {n for n, s in self.tensors.items() if s is not None}
-        lines, bad, filled = [",".join(out_head)], [], 0
+        lines, bad, filled, uncast = [",".join(out_head)], [], 0, set()
         for line in body:
             v = line.split(",")
             if len(v) != len(head):
@@ -389,11 +404,21 @@ class Emulator:
                 if scale == scale and scale > 0 and not math.isinf(scale):
                     v[ts] = _g(scale)
                     filled += 1
+            elif name not in self.tensors and name.rsplit(".", 1)[-1] in ROLES:
+                uncast.add(name)  # a GEMM the interception does not see (fused experts, x @ W)
             lines.append(",".join(v))
         if bad:
             raise ValueError("%s: %d row(s) whose amax is not the emulator's (the Recorder and "
                              "the Emulator saw different tensors or micro-batches): %s" %
                              (path, len(bad), "; ".join(bad[:5])))
+        if uncast:
+            u = sorted(uncast)
+            print("fp8lab.closedloop: warning: %s: %d tensor(s) the Recorder saw were not cast by "
+                  "the emulator (%s%s): their rows get no te_scale, and a replay under the recipe "
+                  "casts what this run kept in high precision" % (
+                      path, len(u), ", ".join(u[:3]), ", ..." if len(u) > 3 else ""),
+                  file=sys.stderr)
+        self.uncast = sorted(uncast)
         tmp = "%s.tmp.%d" % (path, os.getpid())
         try:
             with open(tmp, "w") as f:
@@ -403,3 +428,7 @@ class Emulator:
             if os.path.exists(tmp):
                 os.remove(tmp)
         return len(body), filled
+
+
+if __name__ == "__main__":  # python -m fp8lab.closedloop: what the module is, and how to use it
+    print(__doc__)

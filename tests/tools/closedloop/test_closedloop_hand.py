@@ -9,7 +9,9 @@ independent FP8 cast written from RECIPES.md (closedloop_common.ref_qdq), exact 
   (history_len 3) filled by hand; a frozen evaluation changes no scale and writes no row;
 - names, slots and what stays in high precision (a section's `tensors`, `modules`);
 - write_te_scale on a Recorder's amax.csv, and its refusal of an amax that is not the emulator's;
-- a call under torch.autocast refused; a checkpointed model's recomputation counted once.
+- a call under torch.autocast refused; a checkpointed model's recomputation counted once;
+- what is not emulated is said: an embedding has no slot, fused 3-D experts warned of at the
+  start, the Recorder's tensors the emulator never saw named by write_te_scale.
 Usage: test_closedloop_hand.py FP8LAB_BIN. Last line: "N passed, M failed".
 """
 import os
@@ -306,6 +308,49 @@ def checkpointing_counted_once(tmp):
         got = run(True, reentrant, "ck%d" % reentrant)
         assert got == plain, "checkpointed (use_reentrant=%s): counts.csv differs:\n%s\n%s" % (
             reentrant, got, plain)
+
+
+class _Moe(torch.nn.Module):
+    """An embedding, a Linear and a fused 3-D expert weight used through torch.bmm."""
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(10, 8)
+        self.fc = torch.nn.Linear(8, 8)
+        self.experts = torch.nn.Parameter(torch.randn(2, 8, 8) * 0.1)
+
+    def forward(self, idx):
+        h = self.fc(self.emb(idx))                       # (2, 4, 8): one row block per expert
+        return torch.bmm(h, self.experts)
+
+
+@test
+def what_is_not_emulated_is_said(tmp):
+    """An embedding is not a GEMM (no slot); fused 3-D expert weights are not intercepted: one
+    warning naming them as the Emulator starts, and write_te_scale names the Recorder's tensors
+    it never saw (their rows get no te_scale)."""
+    import contextlib
+    import io
+    import fp8lab.capture as cap
+    ini = write_ini(os.path.join(tmp, "e.ini"),
+                    "[recipe.d]\nkind = delayed\nformat = hybrid\nhistory_len = 2\n")
+    m, trace, err = _Moe(), os.path.join(tmp, "trace"), io.StringIO()
+    emu = _emulator(m, ini, "d")
+    assert sorted(emu.tensors) == [] and [g for _, g, _, _ in emu._gemms] == ["fc"], emu._gemms
+    with contextlib.redirect_stderr(err):
+        with emu:
+            with cap.Recorder(m, trace, every=0) as rec:
+                for s in range(2):
+                    m(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])).sum().backward()
+                    rec.step(s)
+                    emu.step(s)
+        emu.write_te_scale(trace)
+    text = err.getvalue()
+    assert sorted(emu.tensors) == ["fc.grad_output", "fc.input", "fc.weight"], emu.tensors
+    assert emu.not_emulated == ["experts"], emu.not_emulated
+    assert "1 parameter(s) of 3 or more dimensions" in text and "experts" in text, text
+    assert len(emu.uncast) == 6 and all(".experts." in t for t in emu.uncast), emu.uncast
+    assert "were not cast by the emulator" in text, text
 
 if __name__ == "__main__":
     sys.exit(main())
