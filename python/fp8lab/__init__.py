@@ -28,19 +28,24 @@ __all__ = ["load", "executable", "__version__"] + list(_SUBMODULES)
 
 
 def executable():
-    """The path of the fp8lab program this package ships (fp8lab/bin/fp8lab inside it).
+    """The path of the fp8lab program: the one this package ships (fp8lab/bin/fp8lab inside
+    it), else, for the checkout's python/ folder on sys.path, $FP8LAB_BUILD/fp8lab or the
+    checkout's build/fp8lab (`make`): the places fp8lab.emu looks for its library, in that order.
 
-    FileNotFoundError when there is none: a checkout's python/ folder on sys.path, not an
-    installed package (build the program with `make`, or `pip install .`)."""
+    FileNotFoundError when there is none (build the program with `make`, or `pip install .`)."""
     # every folder of the package: an editable install (pip install -e .) keeps the Python
     # files in the checkout and what CMake installed in site-packages/fp8lab/
-    for d in list(__path__):
-        path = os.path.join(os.path.abspath(d), "bin", "fp8lab")
-        if os.access(path, os.X_OK):
+    paths = [os.path.join(os.path.abspath(d), "bin", "fp8lab") for d in list(__path__)]
+    if os.environ.get("FP8LAB_BUILD"):
+        paths.append(os.path.join(os.environ["FP8LAB_BUILD"], "fp8lab"))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "CMakeLists.txt")):
+        paths.append(os.path.join(root, "build", "fp8lab"))
+    for path in paths:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    raise FileNotFoundError("fp8lab: no program in %s: this fp8lab package was not installed "
-                            "with pip (pip install . in a checkout builds it)"
-                            % " or ".join(os.path.join(d, "bin") for d in __path__))
+    raise FileNotFoundError("fp8lab: no program in %s: build it (make) or install this package "
+                            "with pip (pip install . in a checkout)" % " or ".join(paths))
 
 
 def load(run_dir):
