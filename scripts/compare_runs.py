@@ -33,7 +33,8 @@ columns computed from those sums:
   headers must be identical, and so must the row counts (rows are compared in file order: the
   runner writes them in a fixed order, steps, tensor names, configurations).
 gemm.csv (when listed in --files and present in both): every column exact but rel_error (and
-the FP4 ratio columns ratio, ratio_lo, ratio_hi: quotients of two errors, twice the tolerance), which
+the FP4 ratio columns ratio, ratio_lo, ratio_hi: quotients of two errors, twice the tolerance;
+the tensor-core columns rel_error_exact_acc and rel_error_alt_acc, as rel_error), which
 the GPU engine takes from cuBLASLt's real FP8 GEMMs (FP32 accumulation; Hopper's fast
 accumulation in fprop, as TransformerEngine) against cuBLASLt's FP32 GEMM, where the CPU uses an
 FP32 GEMM of the dequantized operands against a double one: equal only to the accumulation
@@ -298,6 +299,9 @@ def compare_gemm(path_a, path_b, rtol, fprop_rtol, atol, show):
     # the FP4 ratio columns (issue 42): a quotient of two rel_errors, so twice their tolerance
     tcols = [(ie, 1.0)] + [(head.index(c), 2.0) for c in ("ratio", "ratio_lo", "ratio_hi")
                            if c in head]
+    # the tensor-core columns (issue 46): errors like rel_error (tensor_core, accumulation exact)
+    tcols += [(head.index(c), 1.0) for c in ("rel_error_exact_acc", "rel_error_alt_acc")
+              if c in head]
     tidx = {i for i, _ in tcols}
     if len(ra) != len(rb):
         problems.append("gemm.csv: row counts differ: A has %d rows, B has %d" %

@@ -66,7 +66,8 @@ warmup_steps stream_steps stream_overflow_steps stream_clipped_steps covers of s
 log2_bin count nblocks blocks_with_overflow micro expert steps_run tokens tokens_min
 tokens_max clipped_steps clipped_values missing megatron_start megatron_end""".split())
 _NAMES = frozenset("""tensor role recipe kind format amax_compute scope name layer gemm group
-decided_by ratio_mode mode stream op source plan verdict label""".split())
+decided_by ratio_mode mode stream op source plan verdict label tensor_core
+accumulation""".split())
 _TEXT = frozenset(["note", "still_missing"])  # free text (still_missing: names joined by "; ")
 
 _FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}

@@ -224,6 +224,7 @@ static void cpu_free(fp8_engine *e) {
         for (int j = 0; j < 9; j++) free(w->g[j]);
         for (int j = 0; j < 3; j++) fp8_gemm_sample_free(&w->smp[j]);
         for (int j = 0; j < 3; j++) free(w->yr[j]);
+        for (int j = 0; j < 3; j++) free(w->tcv[j]);
         free(w->norm);
         fp8_valhist_free(&w->vh);
         free(w->keys);

@@ -32,6 +32,8 @@ typedef struct {
   size_t normcap;
   float *yr[3];          /* the FP4 ratio's reference configuration's sampled blocks */
   size_t yrcap[3];
+  float *tcv[3];         /* tensor_core: a GEMM's two operands as FP8 values, their codes */
+  size_t tcvcap[3];
 } cpu_scratch;
 
 /* A queued quantize_stats or gemm. */

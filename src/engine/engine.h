@@ -53,7 +53,8 @@ extern "C" {
 /** Bumped whenever this header or engine_impl.h (the op table, struct fp8_engine) changes in a
  *  way a separately built module would notice; the module's descriptor carries it
  *  (gpu_module.h: engine_abi), beside the descriptor's own version. */
-#define FP8_ENGINE_ABI 5 /* 5: GEMM requests, a configuration per operand (issue 45) */
+#define FP8_ENGINE_ABI 6 /* 6: the plan's tensor_core (issue 46); 5: GEMM requests, a
+                          * configuration per operand (issue 45) */
 
 /** The ops an engine may decline for a configuration (supports()). */
 typedef enum {
@@ -94,6 +95,9 @@ typedef struct {
   int64_t gemm_sample;         /**< > 0: gemm_error = sampled, this many output rows and
                                     columns per GEMM (gemm.h's sampled GEMM error); 0: exact */
   uint64_t gemm_seed;          /**< the sampled mode's seed (fp8_gemm_sample_seed) */
+  int tensor_core;             /**< an fp8_tc_model: FP8_TC_EXACT (0) the FP32 GEMM; else the
+                                    per-tensor configurations' GEMMs accumulate as that tensor
+                                    core (gemm.h fp8_gemm_error_tc; fp8_engine_gemm's v 7, 8) */
   const int64_t *ratio_ref;    /**< [nconfigs] or NULL: sampled mode, the configuration whose
                                     GEMM errors configuration c's are divided by (the FP4
                                     verdict's paired ratio, gemm.h fp8_gemm_sample_ratio;
@@ -196,7 +200,13 @@ int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err
  *  both do), against the plain request {R, R, R} of the same call: v = 3 the ratio
  *  rel_error_q / rel_error_R, 4 and 5 its interval's ends, 6: 1 when it was computed on the
  *  whole output (exact, both: its interval straddled plan->ratio_threshold), 0 when sampled;
- *  all four NaN when the call has no such request or the GEMM takes no ratio. The request
+ *  all four NaN when the call has no such request or the GEMM takes no ratio. With
+ *  plan->tensor_core != FP8_TC_EXACT, 9 * FP8_GEMM_COUNT (v 3..6 as above, NaN without
+ *  ratio_ref): v = 0..2 are the errors with the tensor-core model where both operands are cast
+ *  by per-tensor configurations (FP8 values and one scale each; gemm.h
+ *  fp8_gemm_tc_promote's accumulation), else the FP32 GEMM's; v = 7 the same GEMM's error with
+ *  the FP32 GEMM (exact accumulation), v = 8 with the model's other accumulation form (fprop
+ *  promoted, dgrad and wgrad fast), NaN where the model does not apply. The request
  *  array is read during the call; the rel arrays are written by sync. The three tensors must
  *  have been loaded at this step (at the step given to begin_step, which seeds the sample). */
 int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,

@@ -214,6 +214,61 @@ int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, con
   return FP8_OK;
 }
 
+/* rel_error from an output y [m * n] and the reference (fp8_gemm_error's last lines). */
+static double rel_of(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *y, int64_t mn) {
+  double e = 0.0;
+  const double *yr = ref->y[g];
+  for (int64_t i = 0; i < mn; i++) {
+    double d = (double)y[i] - yr[i];
+    e += d * d;
+  }
+  double num = sqrt(e);
+  if (ref->norm[g] == 0.0) return num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
+  return num / ref->norm[g];
+}
+
+/* The reduction-major copy [n, k] of operand o of GEMM g (its sampled tokens): fprop's two and
+ * dgrad's grad_output are their stored rows; dgrad's weight and both wgrad operands are
+ * transposed. */
+static float *reduction_major(const fp8_gemm_ref *ref, fp8_gemm_kind g, int o, const float *x,
+                              int64_t *rows) {
+  const int64_t cols = operand_cols(ref, g, o);
+  const int64_t nrow = has_tokens(g, o) ? ref->ntok : ref->out; /* stored rows used */
+  const bool tr = g == FP8_GEMM_WGRAD || (g == FP8_GEMM_DGRAD && o == 1);
+  float *d = malloc((size_t)(nrow * cols > 0 ? nrow * cols : 1) * sizeof *d);
+  if (!d) return NULL;
+  for (int64_t i = 0; i < nrow; i++) {
+    const float *src = x + (has_tokens(g, o) && ref->tok ? ref->tok[i] : i) * cols;
+    if (tr)
+      for (int64_t j = 0; j < cols; j++) d[j * nrow + i] = src[j];
+    else
+      memcpy(d + i * cols, src, (size_t)cols * sizeof *d);
+  }
+  *rows = tr ? cols : nrow;
+  return d;
+}
+
+int fp8_gemm_error_tc(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *va, const float *vb,
+                      fp8_format fa, fp8_format fb, float sab, fp8_tc_model m, int64_t promote,
+                      double *rel_error) {
+  if (!ref || !rel_error || (int)g < 0 || g >= FP8_GEMM_COUNT) return FP8_EINVAL;
+  *rel_error = NAN;
+  if (!ref->have[g]) return FP8_OK;
+  if (!va || !vb) return FP8_EINVAL;
+  int64_t mo, no, k, ra = 0, rb = 0;
+  gemm_dims(ref, g, &mo, &no, &k);
+  float *a = reduction_major(ref, g, 0, va, &ra), *b = reduction_major(ref, g, 1, vb, &rb);
+  int rc = FP8_ENOMEM;
+  if (a && b) {
+    fp8_tc_block(m, fa, fb, mo, no, k, a, b, promote, sab, ref->scratch);
+    *rel_error = rel_of(ref, g, ref->scratch, mo * no);
+    rc = FP8_OK;
+  }
+  free(a);
+  free(b);
+  return rc;
+}
+
 int fp8_gemm_errors(const fp8_gemm_ref *ref, const fp8_gemm_operands *ops,
                     double rel_error[FP8_GEMM_COUNT]) {
   if (!ref || !ops || !rel_error) return FP8_EINVAL;

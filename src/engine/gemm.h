@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "fp8.h"
+#include "tensorcore.h" /* fp8_tc_model: the tensor-core accumulation */
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,6 +142,28 @@ int fp8_gemm_errors_per_tensor(const fp8_gemm_ref *ref, const float *const x[3],
                                const float scale[3], const fp8_format format[3], float *const q[3],
                                const bool want[FP8_GEMM_COUNT],
                                double rel_error[FP8_GEMM_COUNT]);
+
+/* ---------------------------------------------------------------- tensor-core accumulation
+ *
+ * [analysis] tensor_core = h100 | b200 (issue 46; docs/semantics.md "Tensor-core
+ * accumulation"): a per-tensor configuration's GEMM as an FP8 tensor core computes it. The
+ * operands are given as FP8 values (the floats their codes decode to: va, vb, formats fa, fb)
+ * and the product of their scale_inv's sab = RN32(RN32(1/s_a) RN32(1/s_b)); each output entry
+ * is fp8_tc_dot's (MMAs of 32 terms in reduction order, fast accumulation or promotion every
+ * 128 terms) times sab. fp8_gemm_tc_promote says which GEMM takes which: TE's per-tensor
+ * recipes run fprop with fast accumulation (use_split_accumulator = False) and dgrad, wgrad
+ * with the split accumulator; `alt` gives the other form (the report's side-by-side). */
+static inline int64_t fp8_gemm_tc_promote(fp8_gemm_kind g, int alt) {
+  int fast = g == FP8_GEMM_FPROP;
+  return (alt ? !fast : fast) ? 0 : FP8_TC_PROMOTE;
+}
+
+/** fp8_gemm_error with the tensor-core model: the operands as FP8 values in the stored layouts
+ *  of fp8_gemm_error (the reduction-major copies it needs are made here), sab their scale_inv
+ *  product, model m, promote as fp8_tc_dot's. @return FP8_OK, FP8_EINVAL, FP8_ENOMEM. */
+int fp8_gemm_error_tc(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *va, const float *vb,
+                      fp8_format fa, fp8_format fb, float sab, fp8_tc_model m, int64_t promote,
+                      double *rel_error);
 
 /** The dequantized operands of one configuration for all three GEMMs (see the top of this file
  *  for which orientation each needs). For a per-tensor recipe, point the two input fields, the
@@ -250,6 +273,13 @@ void fp8_gemm_sample_reference(fp8_gemm_sample *s);
  *  values give NaN or inf for all three. */
 void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
                            double *rel_error, double *lo, double *hi);
+
+/** fp8_gemm_sample_error with the tensor-core model: the gathered operands as FP8 values va
+ *  [p, k] and vb [q, k] of formats fa, fb, sab their scale_inv product (fp8_gemm_error_tc);
+ *  the block into s->y. lo and hi may be NULL. */
+void fp8_gemm_sample_error_tc(fp8_gemm_sample *s, fp8_tc_model m, int64_t promote, fp8_format fa,
+                              fp8_format fb, const float *va, const float *vb, float sab,
+                              double *rel_error, double *lo, double *hi);
 
 /** The paired ratio of two configurations' sampled errors on one sample (docs/semantics.md,
  *  "The FP4 verdict's ratio"): yc and yr [p * q] are configuration c's and the reference

@@ -408,6 +408,16 @@ void fp8_gemm_sample_error(fp8_gemm_sample *s, const float *qa, const float *qb,
                            lo, hi);
 }
 
+void fp8_gemm_sample_error_tc(fp8_gemm_sample *s, fp8_tc_model m, int64_t promote, fp8_format fa,
+                              fp8_format fb, const float *va, const float *vb, float sab,
+                              double *rel_error, double *lo, double *hi) {
+  const int64_t p = s->p, q = s->q, k = s->k;
+  double l, h;
+  if (p > 0 && q > 0) fp8_tc_block(m, fa, fb, p, q, k, va, vb, promote, sab, s->y);
+  fp8_gemm_sample_estimate(s->yref, s->y, s->u, s->v, p, q, p == s->m, q == s->n, rel_error,
+                           lo ? lo : &l, hi ? hi : &h);
+}
+
 /* ---------------------------------------------------------------- the paired ratio
  * Configuration c and the reference configuration r of the FP4 criterion, estimated on the same
  * block (the same rows, columns and weights: the draw does not depend on the configuration):

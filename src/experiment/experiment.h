@@ -17,7 +17,8 @@
  *   [analysis] overflow_budget (fraction of elements, default 1e-5), gemm (true|false),
  *             gemm_error (sampled | exact, default sampled), gemm_sample (output rows and
  *             columns per GEMM, default 64), gemm_seed (default 0),
- *             gemm_max_tokens (exact mode; default 1024, 0 = all), step_budget (fraction of stream steps,
+ *             gemm_max_tokens (exact mode; default 1024, 0 = all), tensor_core (exact |
+ *             h100 | h200 | b200, default exact: the GEMMs' accumulation, tensorcore.h), step_budget (fraction of stream steps,
  *             default 0.01), warmup_steps (default: each tensor's own warm-up),
  *             flush_budget (fraction of a tensor's finite values flushed to zero that a
  *             configuration may reach and still fit it; default off). A budget's value is a
@@ -60,6 +61,7 @@ typedef enum {
   FP8_EXP_AKEY_GEMM_SEED,
   FP8_EXP_AKEY_GEMM_MAX_TOKENS,
   FP8_EXP_AKEY_COST_TOKENS,
+  FP8_EXP_AKEY_TENSOR_CORE,
   FP8_EXP_AKEY_COUNT
 } fp8_exp_analysis_key;
 extern const char *const fp8_experiment_analysis_keys[FP8_EXP_AKEY_COUNT];
@@ -119,6 +121,10 @@ typedef struct {
   int64_t gemm_sample;    /**< [analysis] gemm_sample (default 64): sampled output rows and
                                columns per GEMM (gemm.h) */
   uint64_t gemm_seed;     /**< [analysis] gemm_seed (default 0) */
+  /** [analysis] tensor_core (exact | h100 | h200 | b200; default exact): how the per-tensor
+   *  configurations' FP8 GEMMs accumulate their products (src/sim/tensorcore.h, an
+   *  fp8_tc_model: fprop with fast accumulation, dgrad and wgrad promoted every 128 terms) */
+  int tensor_core;
   /** [analysis] cost_tokens: the tokens per step the report's cost section models (the
    *  production run's batch x sequence); 0 (default): the captured batch's */
   int64_t cost_tokens;

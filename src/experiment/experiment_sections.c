@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensorcore.h" /* fp8_tc_model_parse */
 #include "trace.h" /* FP8_RANK_LIMIT */
 
 void fp8_exp_globs(exp_ctx *c, const exp_entry *e, char ***globs, size_t *n) {
@@ -59,6 +60,7 @@ const char *const fp8_experiment_analysis_keys[FP8_EXP_AKEY_COUNT] = {
     [FP8_EXP_AKEY_GEMM_SEED] = "gemm_seed",
     [FP8_EXP_AKEY_GEMM_MAX_TOKENS] = "gemm_max_tokens",
     [FP8_EXP_AKEY_COST_TOKENS] = "cost_tokens",
+    [FP8_EXP_AKEY_TENSOR_CORE] = "tensor_core",
 };
 
 /* Section values: a fraction in 0..1, or an integer in min..max; else "bad <key> "<value>"
@@ -272,6 +274,12 @@ void fp8_exp_analysis_end(exp_ctx *c) {
       int64_t seed = 0;
       if (parse_count(c, e, 0, INT64_MAX, &seed, "an integer >= 0"))
         c->ex->gemm_seed = (uint64_t)seed;
+    } else if (strcmp(e->key, "tensor_core") == 0) {
+      fp8_tc_model m;
+      if (fp8_tc_model_parse(e->value, &m))
+        fp8_exp_fail(c, e->line, "bad tensor_core \"%s\" (expected exact, h100, h200 or b200: "
+                     "how the FP8 GEMMs accumulate)", fp8_esc(e->value, shown, sizeof shown));
+      else c->ex->tensor_core = (int)m;
     } else if (strcmp(e->key, "cost_tokens") == 0) {
       parse_count(c, e, 0, (int64_t)1 << 31, &c->ex->cost_tokens,
                   "an integer in 0..2^31: the tokens per step of the production run, 0 = the "
@@ -279,7 +287,7 @@ void fp8_exp_analysis_end(exp_ctx *c) {
     } else {
       fp8_exp_fail(c, e->line, "unknown key %s in [analysis] (expected overflow_budget, "
                    "step_budget, flush_budget, routers, fp4_gemm_ratio, warmup_steps, gemm, "
-                   "gemm_error, gemm_sample, gemm_seed, gemm_max_tokens or cost_tokens)",
+                   "gemm_error, gemm_sample, gemm_seed, gemm_max_tokens, tensor_core or cost_tokens)",
                    fp8_esc(e->key, shown, sizeof shown));
     }
   }

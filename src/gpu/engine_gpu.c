@@ -40,6 +40,9 @@ static int gpu_supports(const fp8_engine *e, fp8_engine_op op, size_t c) {
   /* the sampled GEMM error is a few small GEMMs per layer: the composite's CPU engine runs it
    * from this engine's scales (gemm.h) */
   if (!p->lt || p->plan.gemm_sample > 0) return 0;
+  /* [analysis] tensor_core: the GEMM errors as the model computes them, with their exact and
+   * other-accumulation columns (engine.h): the CPU engine's; cuBLASLt is the device's own */
+  if (p->plan.tensor_core != 0) return 0;
   /* cuBLASLt needs a kernel for the operand formats of all three GEMMs (roles resolve the
    * configuration's format the same way for every layer) */
   static const fp8_role roles[3] = {FP8_ROLE_INPUT, FP8_ROLE_WEIGHT, FP8_ROLE_GRAD_OUTPUT};

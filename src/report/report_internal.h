@@ -125,6 +125,7 @@ typedef struct {
   struct rep_plan *plans; /* the BF16 demotion plans, [REP_NPLANS] (report_bf16_plan.c; NULL:
                              none) */
   struct rep_gemm_mix *gmix; /* mixed recipes' GEMMs TE has no kernel for (report_gemm_mix.c) */
+  struct rep_tc *tc;         /* tensor_core: what accumulation costs (report_tensor_core.c) */
   size_t ngmix;
   /* Mixture-of-Experts (report_moe.c): the router tensors, and per group 1 when it is left out
    * of the advice (a router under [analysis] routers = bf16; NULL: none; r->an.left_out) */
@@ -481,6 +482,17 @@ void rep_put_megatron_yaml_head(FILE *fp, const char *args);
 int rep_gemm_mix_load(rep_t *r, const fp8_gemm_table *t);
 void rep_gemm_mix_text(const rep_t *r, fp8_doc *d);
 void rep_gemm_mix_free(rep_t *r);
+
+/* ------------------------------------------------------------------ report_tensor_core.c */
+
+/* The GEMM error section's accumulation (issue 46): rep_tc_load (from rep_load, after
+ * rep_add_gemm: FP8_OK or FP8_ENOMEM) collects gemm.csv's tensor-core columns when the run
+ * set [analysis] tensor_core; rep_tc_intro names the accumulation (every report with GEMM
+ * errors), rep_tc_text shows its cost. */
+int rep_tc_load(rep_t *r, const fp8_gemm_table *t);
+void rep_tc_intro(const rep_t *r, fp8_doc *d);
+void rep_tc_text(const rep_t *r, fp8_doc *d);
+void rep_tc_free(rep_t *r);
 
 /* ------------------------------------------------------------------ report_text.c */
 

@@ -232,6 +232,7 @@ int rep_load(rep_t *r, const fp8_report_options *opt, char *err, size_t errlen) 
     snprintf(path, sizeof path, "%s/%s", r->outdir, fp8_schema_gemm.file);
     rc = rep_add_gemm(r, &gemm, path, &r->have_gemm, err, errlen);
     if (!rc && (rc = rep_gemm_mix_load(r, &gemm))) fp8_errorf(rc, err, errlen, "out of memory");
+    if (!rc && (rc = rep_tc_load(r, &gemm))) fp8_errorf(rc, err, errlen, "out of memory");
   }
   /* the FP4 section: its per-role rates need no GEMM; its layers come from gemm.csv's rows */
   if (!rc) rc = rep_fp4_prepare(r, &gemm, err, errlen);
@@ -257,6 +258,7 @@ void rep_free(rep_t *r) {
   rep_fp4_free(r);
   rep_bf16_plan_free(r);
   rep_gemm_mix_free(r);
+  rep_tc_free(r);
   r->nte = 0;
   if (r->have_rec) fp8_recommendations_free(&r->rec);
   if (r->have_an) fp8_analysis_free(&r->an);

@@ -184,7 +184,7 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
   fp8_doc_markdownf(d,
                     "What finally matters is the error of the GEMM outputs: for every layer whose input, "
                     "weight and grad_output were captured, fprop, dgrad and wgrad computed from the "
-                    "dequantized FP8 operands (FP32 GEMM; block recipes with their blocks along each "
+                    "dequantized FP8 operands (block recipes with their blocks along each "
                     "GEMM's reduction dimension, as TransformerEngine lays them out) against the original "
                     "operands (double). Lowest mean of the three medians: **%s** (%.3g%s).",
                     r->cfgs[best].dlabel, bestv, tied_with(r, best, NULL, tie, sizeof tie));
@@ -202,6 +202,7 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
   if (r->ref >= 0 && !isnan(r->cfgs[r->ref].gemm_median[0]))
     fp8_doc_markdownf(d, "For comparison, %s: fprop %.3g, dgrad %.3g, wgrad %.3g.", r->cfgs[r->ref].label,
                       r->cfgs[r->ref].gemm_median[0], r->cfgs[r->ref].gemm_median[1], r->cfgs[r->ref].gemm_median[2]);
+  rep_tc_intro(r, d);
   rep_gemm_mix_text(r, d);
   const char *hdr[] = {"configuration", "fprop", "dgrad", "wgrad"};
   fp8_doc_table_begin(d, 4, hdr, "lrrr");
@@ -212,6 +213,7 @@ static void add_gemm(const rep_t *r, fp8_doc *d) {
     const char *cells[] = {r->cfgs[c].dlabel, b[0], b[1], b[2]};
     fp8_doc_table_row(d, cells);
   }
+  rep_tc_text(r, d);
 }
 
 /* Every recipe kind per role: overflow, underflow and SNR of each configuration over the

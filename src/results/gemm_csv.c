@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "csv_internal.h" /* the row builder, the table loader, csv_parse_* */
-#include "gemm.h"         /* fp8_gemm_name */
+#include "gemm.h"         /* fp8_gemm_name; tensorcore.h */
 #include "results.h"
 #include "tables.h"
 
@@ -16,13 +16,20 @@
 
 static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
     "layer", "gemm", "step", "recipe", "kind", "history_len", "margin", "amax_compute",
-    "rel_error", "rel_error_lo", "rel_error_hi", "ratio", "ratio_lo", "ratio_hi", "ratio_mode"};
+    "rel_error", "rel_error_lo", "rel_error_hi", "ratio", "ratio_lo", "ratio_hi", "ratio_mode",
+    "tensor_core", "accumulation", "rel_error_exact_acc", "rel_error_alt_acc"};
 
 /* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27), 15 with
- * the FP4 verdict's paired ratio (issue 42) */
+ * the FP4 verdict's paired ratio (issue 42), 19 with the tensor-core columns (issue 46) */
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
                                     {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_RATIO,
-                                     FP8_GEMM_COL_COUNT, 0}};
+                                     FP8_GEMM_COL_TENSOR_CORE, FP8_GEMM_COL_COUNT, 0}};
+
+static const char *const ACC_NAMES[3] = {"exact", "fast", "promoted"};
+
+const char *fp8_gemm_acc_name(fp8_gemm_acc a) {
+  return (unsigned)a < 3 ? ACC_NAMES[a] : "";
+}
 
 static const char *const RATIO_MODES[4] = {"", "sampled", "exact", "recomputed"};
 
@@ -30,21 +37,24 @@ const char *fp8_gemm_ratio_mode_name(fp8_gemm_ratio_mode m) {
   return (unsigned)m < 4 ? RATIO_MODES[m] : "";
 }
 
-int fp8_gemm_csv_ncols(int sampled, int fp4_ratio) {
-  return fp4_ratio ? FP8_GEMM_COL_COUNT : sampled ? FP8_GEMM_COL_RATIO : FP8_GEMM_COL_REL_ERROR_LO;
+int fp8_gemm_csv_ncols(int sampled, int fp4_ratio, int tensor_core) {
+  return tensor_core ? FP8_GEMM_COL_COUNT
+         : fp4_ratio ? FP8_GEMM_COL_TENSOR_CORE
+         : sampled   ? FP8_GEMM_COL_RATIO
+                     : FP8_GEMM_COL_REL_ERROR_LO;
 }
 
 /* ------------------------------------------------------------------ the writer */
 
 void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                           const fp8_config *cf, double rel_error, const double *interval) {
-  fp8_gemm_csv_put_row_n(fp, fp8_gemm_csv_ncols(interval != NULL, 0), layer, gemm_kind, step,
-                         cf, rel_error, interval, NULL);
+  fp8_gemm_csv_put_row_n(fp, fp8_gemm_csv_ncols(interval != NULL, 0, 0), layer, gemm_kind, step,
+                         cf, rel_error, interval, NULL, NULL);
 }
 
 void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kind, int64_t step,
                             const fp8_config *cf, double rel_error, const double *interval,
-                            const fp8_gemm_ratio_cols *ratio) {
+                            const fp8_gemm_ratio_cols *ratio, const fp8_gemm_tc_cols *tc) {
   csv_line l;
   csv_line_init(&l, fp);
   csv_line_str(&l, layer);
@@ -74,6 +84,16 @@ void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kin
     }
     csv_line_chr(&l, ',');
     if (have) csv_line_str(&l, fp8_gemm_ratio_mode_name(ratio->mode));
+  }
+  if (ncols > FP8_GEMM_COL_TENSOR_CORE) {
+    csv_line_chr(&l, ',');
+    csv_line_str(&l, fp8_tc_model_name(tc ? (fp8_tc_model)tc->model : FP8_TC_EXACT));
+    csv_line_chr(&l, ',');
+    csv_line_str(&l, fp8_gemm_acc_name(tc ? tc->acc : FP8_GEMM_ACC_EXACT));
+    csv_line_chr(&l, ',');
+    csv_line_num(&l, tc ? tc->exact_acc : rel_error);
+    csv_line_chr(&l, ',');
+    if (tc && !isnan(tc->alt_acc)) csv_line_num(&l, tc->alt_acc);
   }
   csv_line_chr(&l, '\n');
   csv_line_flush(&l);
@@ -142,6 +162,33 @@ static int parse_gemm_fields(const char *path, int64_t line, char **f, void *out
   } else if (f[FP8_GEMM_COL_RATIO]) {
     for (int k = FP8_GEMM_COL_RATIO; k < FP8_GEMM_COL_RATIO_MODE; k++)
       if (*f[k]) return BAD(k, "empty, as ratio_mode is");
+  }
+  row->tensor_core = FP8_TC_EXACT;
+  row->accumulation = FP8_GEMM_ACC_EXACT;
+  row->rel_exact_acc = row->rel_error;
+  row->rel_alt_acc = NAN;
+  if (f[FP8_GEMM_COL_TENSOR_CORE]) {
+    fp8_tc_model m;
+    if (fp8_tc_model_parse(f[FP8_GEMM_COL_TENSOR_CORE], &m) ||
+        strcmp(f[FP8_GEMM_COL_TENSOR_CORE], "h200") == 0)
+      return BAD(FP8_GEMM_COL_TENSOR_CORE, "exact, h100 or b200");
+    row->tensor_core = (int)m;
+    int a = -1;
+    for (int k = 0; k < 3; k++)
+      if (strcmp(f[FP8_GEMM_COL_ACCUMULATION], ACC_NAMES[k]) == 0) a = k;
+    if (a < 0 || ((a == FP8_GEMM_ACC_EXACT) != (m == FP8_TC_EXACT)))
+      return BAD(FP8_GEMM_COL_ACCUMULATION, m == FP8_TC_EXACT ? "exact, as tensor_core is"
+                                                              : "fast or promoted");
+    row->accumulation = a;
+    if (!csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_EXACT_ACC], &row->rel_exact_acc) ||
+        row->rel_exact_acc < 0)
+      return BAD(FP8_GEMM_COL_REL_ERROR_EXACT_ACC, "a number >= 0, inf or nan");
+    if (m == FP8_TC_EXACT ? *f[FP8_GEMM_COL_REL_ERROR_ALT_ACC] != '\0'
+                          : !csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_ALT_ACC], &row->rel_alt_acc) ||
+                                row->rel_alt_acc < 0)
+      return BAD(FP8_GEMM_COL_REL_ERROR_ALT_ACC, m == FP8_TC_EXACT
+                                                    ? "empty, as tensor_core is exact"
+                                                    : "a number >= 0, inf or nan");
   }
 #undef BAD
   row->line = line;

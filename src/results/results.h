@@ -81,6 +81,13 @@ typedef enum {
   /* issue 42: the FP4 verdict's paired ratio, only in a run with an FP4 configuration and its
    * FP8 reference (then rel_error_lo and rel_error_hi are there too, empty in the exact mode) */
   FP8_GEMM_COL_RATIO, FP8_GEMM_COL_RATIO_LO, FP8_GEMM_COL_RATIO_HI, FP8_GEMM_COL_RATIO_MODE,
+  /* issue 46: [analysis] tensor_core other than exact only (then every column before is there,
+   * the interval and ratio ones possibly empty): the row's accumulation model (h100, b200, or
+   * exact where it does not apply: a block kind's or a bf16 operand), its GEMM-level form
+   * (fast, promoted, exact), the same GEMM's error with exact accumulation (the FP32 GEMM) and
+   * with the model's other form (empty where the model does not apply) */
+  FP8_GEMM_COL_TENSOR_CORE, FP8_GEMM_COL_ACCUMULATION, FP8_GEMM_COL_REL_ERROR_EXACT_ACC,
+  FP8_GEMM_COL_REL_ERROR_ALT_ACC,
   FP8_GEMM_COL_COUNT
 } fp8_gemm_col;
 
@@ -298,10 +305,23 @@ typedef struct {
   double ratio, lo, hi;
 } fp8_gemm_ratio_cols;
 
+/** gemm.csv's tensor-core columns of a row (issue 46). */
+typedef enum { FP8_GEMM_ACC_EXACT, FP8_GEMM_ACC_FAST, FP8_GEMM_ACC_PROMOTED } fp8_gemm_acc;
+/** "exact", "fast", "promoted". */
+const char *fp8_gemm_acc_name(fp8_gemm_acc a);
+typedef struct {
+  int model;               /**< an fp8_tc_model (tensorcore.h): FP8_TC_EXACT where it does not
+                                apply to the row */
+  fp8_gemm_acc acc;
+  double exact_acc, alt_acc; /**< the errors with exact accumulation and the other form (NaN:
+                                  written empty) */
+} fp8_gemm_tc_cols;
+
 /** The number of gemm.csv columns a run writes: 9 (exact), 11 (sampled: the interval), 15
  *  (with the FP4 ratio: the interval columns, empty in the exact mode, and the four ratio
+ *  columns), 19 (tensor_core not exact: all before, possibly empty, and the four tensor-core
  *  columns). */
-int fp8_gemm_csv_ncols(int sampled, int fp4_ratio);
+int fp8_gemm_csv_ncols(int sampled, int fp4_ratio, int tensor_core);
 
 void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t step,
                           const fp8_config *cf, double rel_error, const double *interval);
@@ -309,7 +329,7 @@ void fp8_gemm_csv_put_row(FILE *fp, const char *layer, int gemm_kind, int64_t st
  *  empty interval fields and ratio NULL (or mode NONE) four empty ratio fields. */
 void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kind, int64_t step,
                             const fp8_config *cf, double rel_error, const double *interval,
-                            const fp8_gemm_ratio_cols *ratio);
+                            const fp8_gemm_ratio_cols *ratio, const fp8_gemm_tc_cols *tc);
 
 /** The histograms.csv rows of one tensor's log2 histogram at one step (occupied bins only). */
 void fp8_histograms_csv_put_rows(FILE *fp, const char *tensor, int64_t step,

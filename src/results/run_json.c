@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "fp8.h"
+#include "tensorcore.h" /* fp8_tc_model: experiment.tensor_core */
 #include "outfile.h" /* fp8_outfile, fp8_errorf */
 #include "te_log.h"  /* FP8_TE_LOG_*: trace.te_log's keys */
 #include "util.h"
@@ -128,6 +129,14 @@ static json_t *experiment_json(const fp8_experiment *ex) {
     json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SAMPLE, json_integer((json_int_t)ex->gemm_sample));
     json_object_set_new(exo, FP8_RUNJSON_EX_GEMM_SEED, json_integer((json_int_t)ex->gemm_seed));
   }
+  /* the accumulation the GEMM errors assume (tensorcore.h; docs/semantics.md) */
+  json_object_set_new(exo, FP8_RUNJSON_EX_TENSOR_CORE,
+                      json_string(fp8_tc_model_name((fp8_tc_model)ex->tensor_core)));
+  if (ex->tensor_core != FP8_TC_EXACT)
+    json_object_set_new(exo, FP8_RUNJSON_EX_ACCUMULATION,
+                        json_pack("{s:s, s:s, s:s, s:i, s:i, s:s}", "fprop", "fast", "dgrad",
+                                  "promoted", "wgrad", "promoted", "mma_k", FP8_TC_MMA_K,
+                                  "promote_every", FP8_TC_PROMOTE, "block_kinds", "exact"));
   if (ex->cost_tokens > 0)
     json_object_set_new(exo, FP8_RUNJSON_EX_COST_TOKENS, json_integer((json_int_t)ex->cost_tokens));
   return exo;

@@ -74,6 +74,8 @@
 #define FP8_RUNJSON_GEMM_EXACT "exact"
 #define FP8_RUNJSON_EX_GEMM_SAMPLE "gemm_sample"
 #define FP8_RUNJSON_EX_GEMM_SEED "gemm_seed"
+#define FP8_RUNJSON_EX_TENSOR_CORE "tensor_core"
+#define FP8_RUNJSON_EX_ACCUMULATION "accumulation"
 #define FP8_RUNJSON_EX_COST_TOKENS "cost_tokens"
 
 /* experiment.configurations[] */
@@ -293,6 +295,8 @@ typedef struct {
                                  a run.json before it computed exact errors) */
   int64_t gemm_sample;      /**< experiment.gemm_sample (sampled); 0: absent */
   int64_t gemm_seed;        /**< experiment.gemm_seed (sampled) */
+  int tensor_core;          /**< experiment.tensor_core (an fp8_tc_model; absent, as in a
+                                 run.json of before issue 46: exact) */
   int64_t cost_tokens;      /**< experiment.cost_tokens ([analysis]); 0: absent */
   /** unserved: the sections and keys the run could not serve (none also from a run.json
    *  written before the key), each string checked to fit and be one line */

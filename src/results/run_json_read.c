@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fp8.h"
+#include "tensorcore.h" /* fp8_tc_model: experiment.tensor_core */
 #include "te_log.h"  /* FP8_TE_LOG_*: trace.te_log's keys */
 #include "trace.h"   /* fp8_tensor_name_check */
 #include "util.h"
@@ -468,6 +469,12 @@ static int read_record(fp8_run_record *r, json_t *j, const char *path, char *err
     r->gemm_sample = (int64_t)json_integer_value(gs);
     r->gemm_seed = (int64_t)json_integer_value(gd);
   }
+  json_t *tc = json_object_get(ex, FP8_RUNJSON_EX_TENSOR_CORE);
+  fp8_tc_model tcm = FP8_TC_EXACT;
+  if (tc && (!json_is_string(tc) || fp8_tc_model_parse(json_string_value(tc), &tcm)))
+    return fp8_errorf(FP8_EFORMAT, err, errlen, "%s: experiment.tensor_core: expected exact, "
+                      "h100 or b200", path);
+  r->tensor_core = (int)tcm;
   json_t *ct = json_object_get(ex, FP8_RUNJSON_EX_COST_TOKENS);
   if (ct && (!json_is_integer(ct) || json_integer_value(ct) < 1 ||
              json_integer_value(ct) > ((json_int_t)1 << 31)))

@@ -217,6 +217,11 @@ typedef struct {
    *  FP8_GEMM_RATIO_NONE and NaN in a file without the columns or on a row without one */
   int ratio_mode;                 /**< fp8_gemm_ratio_mode (results.h) */
   double ratio, ratio_lo, ratio_hi;
+  /** the accumulation (issue 46): in a file without the columns, FP8_TC_EXACT, exact, and
+   *  rel_exact_acc = rel_error, rel_alt_acc NaN */
+  int tensor_core;               /**< fp8_tc_model (tensorcore.h) */
+  int accumulation;              /**< fp8_gemm_acc (results.h) */
+  double rel_exact_acc, rel_alt_acc;
   int64_t line;                  /**< line number in the file (header = 1) */
 } fp8_gemm_row;
 

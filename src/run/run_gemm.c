@@ -119,8 +119,9 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
   /* per request: estimates, then (sampled) the intervals' lo and hi, then (an FP4 run,
    * sampled) the paired ratios: engine.h */
   const size_t nc = r->nconfigs, G = FP8_GEMM_COUNT;
-  const size_t per = (r->plan.ratio_ref ? 7 : 3) * G;
-  const int ncols = fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0);
+  const int tc = r->ex->tensor_core != FP8_TC_EXACT;
+  const size_t per = (tc ? 9 : r->plan.ratio_ref ? 7 : 3) * G;
+  const int ncols = fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0, tc);
   size_t nl = 0;
   int rc = FP8_OK;
   fp8_gemm_request *req = NULL;
@@ -180,16 +181,31 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
             q = (fp8_gemm_ratio_cols){rel[6 * G] == 1.0 ? FP8_GEMM_RATIO_RECOMPUTED
                                                         : FP8_GEMM_RATIO_SAMPLED,
                                       rel[3 * G], rel[4 * G], rel[5 * G]};
-          else { /* both exact: their quotient (0 / 0 counts as 1) */
-            double a = rel[0], b = lq[ref].rel[g];
+          else { /* both exact: their quotient (0 / 0 counts as 1); the reference's error
+                  with the accumulation of the FP4 side (exact: the block-scaled forms are
+                  outside the tensor-core models), v 7 under tensor_core (engine.h) */
+            double a = rel[0], b = lq[ref].rel[(tc ? 7 : 0) * G + g];
             double x = isnan(a) || isnan(b) ? NAN : b > 0.0 ? a / b : a > 0.0 ? INFINITY : 1.0;
             q = (fp8_gemm_ratio_cols){FP8_GEMM_RATIO_EXACT, x, x, x};
           }
         }
         fp8_config tmp;
+        fp8_gemm_tc_cols tcc = {FP8_TC_EXACT, FP8_GEMM_ACC_EXACT, rel[0], NAN};
+        int ka = r->ex->configs[lq[k].config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]].kind;
+        int kb = r->ex->configs[lq[k].config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]].kind;
+        /* the model applies where both operands are cast with one scale (engine.h) */
+        if (tc && fp8_recipe_kind_has_scale(ka) && fp8_recipe_kind_has_scale(kb)) {
+          tcc.model = r->ex->tensor_core;
+          tcc.acc = fp8_gemm_tc_promote((fp8_gemm_kind)g, 0) ? FP8_GEMM_ACC_PROMOTED
+                                                             : FP8_GEMM_ACC_FAST;
+          tcc.exact_acc = rel[7 * G];
+          tcc.alt_acc = rel[8 * G];
+        } else if (tc) {
+          tcc.exact_acc = rel[7 * G];
+        }
         fp8_gemm_csv_put_row_n(r->gemm_fp, ncols, ls[i].name, g, step,
                                row_config(r, &lq[k], g, &tmp), rel[0],
-                               r->ex->gemm_sampled ? interval : NULL, &q);
+                               r->ex->gemm_sampled ? interval : NULL, &q, tc ? &tcc : NULL);
         r->gemm_rows++;
       }
     if (nreq[i]) run_segs_layer(r, ls[i].name);

@@ -321,6 +321,7 @@ int run_engines_init(run_t *r, char *err, size_t errlen) {
                               .gemm_max_tokens = r->ex->gemm_max_tokens,
                               .gemm_sample = r->ex->gemm_sampled ? r->ex->gemm_sample : 0,
                               .gemm_seed = r->ex->gemm_seed,
+                              .tensor_core = r->ex->tensor_core,
                               .ratio_ref = r->ex->gemm_sampled ? r->ratio_ref : NULL,
                               .ratio_threshold = r->ex->fp4_gemm_ratio,
                               .gemm_mixed = r->ex->gemm && shared,

@@ -71,6 +71,7 @@ static const char *key_why(const fp8_experiment *ex, int k) {
   case FP8_EXP_AKEY_GEMM_SAMPLE:
   case FP8_EXP_AKEY_GEMM_SEED:
   case FP8_EXP_AKEY_GEMM_MAX_TOKENS:
+  case FP8_EXP_AKEY_TENSOR_CORE:
     return "it sets how the GEMM error is computed, which needs the tensors' values: no "
            "gemm.csv";
   case FP8_EXP_AKEY_COST_TOKENS:

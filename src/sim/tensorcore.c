@@ -324,6 +324,94 @@ static void exp_pow2(const float *x, int64_t n, fp8_format f, float *px) {
   }
 }
 
+/* The B200 model for nr rows (nr <= 4) x eight columns: per MMA block each row's products (exact
+ * in float) summed in doubles from -0 (so that a sum is -0 only when every product is a
+ * negative zero), exact when the block's exponent spread allows: always for E4M3 x E4M3,
+ * else when (largest / smallest non-zero 2^e of a) x (the same of b) <= 2^(46 - mbits_a -
+ * mbits_b) (then every product is a multiple of the smallest quantum and 32 of them stay below
+ * 2^53 quanta); truncated toward zero to float32 by clearing the low 29 bits of the double's
+ * fraction, then c added in float. Other lanes by the scalar model. */
+static inline __attribute__((always_inline, target("avx2"))) void
+b200_tile(const int nr, fp8_format fa, fp8_format fb, const float *const a[4],
+          const float *const axm[4], const float *const axn[4], const float *bp, const float *bxm,
+          const float *bxn, const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
+  const __m256d negz = _mm256_set1_pd(-0.0);
+  const __m256d mask29 = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)~((1ULL << 29) - 1)));
+  const int e4 = fa == FP8_E4M3 && fb == FP8_E4M3;
+  const double lim = ldexp(1.0, 46 - (fa == FP8_E4M3 ? 3 : 2) - (fb == FP8_E4M3 ? 3 : 2));
+  __m256 acc[4], part[4];
+  for (int r = 0; r < nr; r++) acc[r] = part[r] = _mm256_setzero_ps();
+  int64_t since = 0;
+  for (int64_t t0 = 0, blk = 0; t0 < k; t0 += FP8_TC_MMA_K, blk++) {
+    const int nb = (int)(k - t0 < FP8_TC_MMA_K ? k - t0 : FP8_TC_MMA_K);
+    for (int r = 0; r < nr; r++) {
+      __m256d slo = negz, shi = negz;
+      for (int t = 0; t < nb; t++) {
+        const __m256 pv = _mm256_mul_ps(_mm256_broadcast_ss(a[r] + t0 + t),
+                                        _mm256_loadu_ps(bp + (t0 + t) * 8));
+        slo = _mm256_add_pd(slo, _mm256_cvtps_pd(_mm256_castps256_ps128(pv)));
+        shi = _mm256_add_pd(shi, _mm256_cvtps_pd(_mm256_extractf128_ps(pv, 1)));
+      }
+      slo = _mm256_and_pd(slo, mask29);
+      shi = _mm256_and_pd(shi, mask29);
+      const __m256 tr = _mm256_set_m128(_mm256_cvtpd_ps(shi), _mm256_cvtpd_ps(slo));
+      __m256 d = _mm256_add_ps(tr, part[r]);
+      if (!e4) {
+        const double ra = (double)axm[r][blk] / (double)axn[r][blk];
+        float dv[8], cv[8], col[FP8_TC_MMA_K];
+        int any = 0;
+        for (int l = 0; l < 8; l++) any |= ra * ((double)bxm[blk * 8 + l] / (double)bxn[blk * 8 + l]) > lim;
+        if (any) {
+          _mm256_storeu_ps(dv, d);
+          _mm256_storeu_ps(cv, part[r]);
+          for (int l = 0; l < 8; l++)
+            if (ra * ((double)bxm[blk * 8 + l] / (double)bxn[blk * 8 + l]) > lim) {
+              for (int t = 0; t < nb; t++) col[t] = bcol[l][t0 + t];
+              dv[l] = b200_mma(fa, fb, a[r] + t0, col, nb, cv[l]);
+            }
+          d = _mm256_loadu_ps(dv);
+        }
+      }
+      part[r] = d;
+    }
+    since += nb;
+    if (promote > 0 && (since == promote || t0 + nb >= k)) {
+      for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_add_ps(acc[r], part[r]);
+        part[r] = _mm256_setzero_ps();
+      }
+      since = 0;
+    }
+  }
+  for (int r = 0; r < nr; r++) _mm256_storeu_ps(out[r], promote > 0 ? acc[r] : part[r]);
+}
+
+__attribute__((target("avx2"))) static void
+b200_tile4(fp8_format fa, fp8_format fb, const float *const a[4], const float *const axm[4],
+           const float *const axn[4], const float *bp, const float *bxm, const float *bxn,
+           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
+  b200_tile(4, fa, fb, a, axm, axn, bp, bxm, bxn, bcol, k, promote, out);
+}
+
+__attribute__((target("avx2"))) static void
+b200_tile1(fp8_format fa, fp8_format fb, const float *const a[4], const float *const axm[4],
+           const float *const axn[4], const float *bp, const float *bxm, const float *bxn,
+           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
+  b200_tile(1, fa, fb, a, axm, axn, bp, bxm, bxn, bcol, k, promote, out);
+}
+
+/* The smallest non-zero of each MMA block's powers of two (1 for a block of zeros, with its
+ * largest then 0: every ratio test passes), x [k][w] -> out [nblk][w]. */
+static void block_minnz(const float *x, int64_t k, int w, float *out) {
+  for (int64_t b = 0; b * FP8_TC_MMA_K < k; b++)
+    for (int l = 0; l < w; l++) {
+      float m = INFINITY;
+      for (int64_t t = b * FP8_TC_MMA_K; t < k && t < (b + 1) * FP8_TC_MMA_K; t++)
+        m = x[t * w + l] > 0.0f && x[t * w + l] < m ? x[t * w + l] : m;
+      out[b * w + l] = m == INFINITY ? 1.0f : m;
+    }
+}
+
 /* The largest of each MMA block's powers of two: x [k][w] (w lanes), out [nblk][w]. */
 static void block_max(const float *x, int64_t k, int w, float *out) {
   for (int64_t b = 0; b * FP8_TC_MMA_K < k; b++)
@@ -354,18 +442,20 @@ static int avx2_ok(void) {
 void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64_t q, int64_t k,
                   const float *a, const float *b, int64_t promote, float scale, float *y) {
 #ifdef FP8_TC_AVX2
-  if (m == FP8_TC_H100 && k > 0 && avx2_ok() && q >= 8) {
+  if (m != FP8_TC_EXACT && k > 0 && avx2_ok() && q >= 8) {
     float *ax = malloc((size_t)(p * k) * sizeof *ax), *bp = malloc((size_t)k * 8 * sizeof *bp);
     float *bx = malloc((size_t)k * 8 * sizeof *bx), *colx = malloc((size_t)k * sizeof *colx);
     const int64_t nblk = (k + FP8_TC_MMA_K - 1) / FP8_TC_MMA_K;
     float *axm = malloc((size_t)(p * nblk) * sizeof *axm), *bxm = malloc((size_t)(nblk * 8) * sizeof *bxm);
-    if (ax && bp && bx && colx && axm && bxm) {
+    float *axn = malloc((size_t)(p * nblk) * sizeof *axn), *bxn = malloc((size_t)(nblk * 8) * sizeof *bxn);
+    if (ax && bp && bx && colx && axm && bxm && axn && bxn) {
       int *afin = malloc((size_t)p * sizeof *afin);
       if (afin) {
         for (int64_t i = 0; i < p; i++) {
           afin[i] = all_finite(a + i * k, k);
           exp_pow2(a + i * k, k, fa, ax + i * k);
           block_max(ax + i * k, k, 1, axm + i * nblk);
+          block_minnz(ax + i * k, k, 1, axn + i * nblk);
         }
         for (int64_t j0 = 0; j0 < q; j0 += 8) {
           int64_t j = j0 + 8 <= q ? j0 : q - 8; /* the last group overlaps the one before */
@@ -381,6 +471,7 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
             }
           }
           block_max(bx, k, 8, bxm);
+          block_minnz(bx, k, 8, bxn);
           for (int64_t i = 0; i < p;) {
             /* four finite rows at a time (fewer at the end); a row or a column group holding a
              * non-finite value by the scalar model */
@@ -392,21 +483,26 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
             }
             int nr = 1;
             while (nr < 4 && i + nr < p && afin[i + nr]) nr++;
-            const float *ar[4], *axr[4], *amr[4];
+            const float *ar[4], *axr[4], *amr[4], *anr[4];
             float out[4][8];
             for (int r = 0; r < 4; r++) {
               int64_t row = i + (r < nr ? r : 0);
               ar[r] = a + row * k;
               axr[r] = ax + row * k;
               amr[r] = axm + row * nblk;
+              anr[r] = axn + row * nblk;
             }
-            if (nr == 4) h100_tile4(fa, fb, ar, axr, amr, bp, bx, bxm, bcol, k, promote, out);
+            if (nr == 4 && m == FP8_TC_H100)
+              h100_tile4(fa, fb, ar, axr, amr, bp, bx, bxm, bcol, k, promote, out);
+            else if (nr == 4)
+              b200_tile4(fa, fb, ar, amr, anr, bp, bxm, bxn, bcol, k, promote, out);
             else
               for (int r = 0; r < nr; r++) {
                 const float *a1[4] = {ar[r], ar[r], ar[r], ar[r]}, *x1[4] = {axr[r], axr[r], axr[r], axr[r]};
-                const float *m1[4] = {amr[r], amr[r], amr[r], amr[r]};
+                const float *m1[4] = {amr[r], amr[r], amr[r], amr[r]}, *n1[4] = {anr[r], anr[r], anr[r], anr[r]};
                 float o1[4][8];
-                h100_tile1(fa, fb, a1, x1, m1, bp, bx, bxm, bcol, k, promote, o1);
+                if (m == FP8_TC_H100) h100_tile1(fa, fb, a1, x1, m1, bp, bx, bxm, bcol, k, promote, o1);
+                else b200_tile1(fa, fb, a1, m1, n1, bp, bxm, bxn, bcol, k, promote, o1);
                 for (int l = 0; l < 8; l++) out[r][l] = o1[0][l];
               }
             for (int r = 0; r < nr; r++)
@@ -415,11 +511,11 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
           }
         }
         free(afin);
-        free(ax), free(bp), free(bx), free(colx), free(axm), free(bxm);
+        free(ax), free(bp), free(bx), free(colx), free(axm), free(bxm), free(axn), free(bxn);
         return;
       }
     }
-    free(ax), free(bp), free(bx), free(colx), free(axm), free(bxm);
+    free(ax), free(bp), free(bx), free(colx), free(axm), free(bxm), free(axn), free(bxn);
   }
 #endif
   fp8_tc_block_plain(m, fa, fb, p, q, k, a, b, promote, scale, y);

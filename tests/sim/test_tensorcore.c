@@ -259,7 +259,7 @@ START_TEST(nonfinite_by_hand) {
 }
 END_TEST
 
-/* The vector kernel gives the scalar definition's bits: random FP8 operands of every exponent
+/* The vector kernels (h100, b200) give the scalar definition's bits: random FP8 operands of every exponent
  * (a share of zeros and subnormals, rows that nearly cancel), mixed formats, k not a multiple of
  * 32, q not a multiple of 8, fast and promoted, a scale; and blocks with a NaN or an infinity. */
 START_TEST(kernel_equals_definition) {
@@ -283,15 +283,17 @@ START_TEST(kernel_equals_definition) {
       }
       for (int64_t t = 0; t < k; t++) a[k + t] = -a[t]; /* row 1 against row 0: cancels */
       if (form == 3) a[2 * k + 1] = NAN, b[3 * k + 5] = INFINITY;
-      for (int pr = 0; pr < 2; pr++) {
-        int64_t promote = pr ? FP8_TC_PROMOTE : 0;
-        fp8_tc_block(FP8_TC_H100, fa, fb, p, q, k, a, b, promote, 0.75f, y1);
-        fp8_tc_block_plain(FP8_TC_H100, fa, fb, p, q, k, a, b, promote, 0.75f, y2);
-        for (int i = 0; i < p * q; i++)
-          ck_assert_msg(bits_of(y1[i]) == bits_of(y2[i]) || (isnan(y1[i]) && isnan(y2[i])),
-                        "k %lld form %d promote %lld entry %d: %a vs %a", (long long)k, form,
-                        (long long)promote, i, y1[i], y2[i]);
-      }
+      for (int mm = FP8_TC_H100; mm <= FP8_TC_B200; mm++)
+        for (int pr = 0; pr < 2; pr++) {
+          int64_t promote = pr ? FP8_TC_PROMOTE : 0;
+          fp8_tc_block((fp8_tc_model)mm, fa, fb, p, q, k, a, b, promote, 0.75f, y1);
+          fp8_tc_block_plain((fp8_tc_model)mm, fa, fb, p, q, k, a, b, promote, 0.75f, y2);
+          for (int i = 0; i < p * q; i++)
+            ck_assert_msg(bits_of(y1[i]) == bits_of(y2[i]) || (isnan(y1[i]) && isnan(y2[i])),
+                          "%s k %lld form %d promote %lld entry %d: %a vs %a",
+                          fp8_tc_model_name((fp8_tc_model)mm), (long long)k, form,
+                          (long long)promote, i, y1[i], y2[i]);
+        }
     }
     free(a);
     free(b);

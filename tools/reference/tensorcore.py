@@ -246,12 +246,15 @@ def _f32_int(bits, exp):
     return -v if neg else v
 
 
-def inner_product(a_codes, b_codes, c_bits, fmt, gpu):
+def inner_product(a_codes, b_codes, c_bits, fmt, gpu, fmt_b=None):
     """d = c + sum_i a_i * b_i for each row, as model gpu computes it (one of GPUS).
     a_codes, b_codes: uint8 FP8 codes of shape (n, K); c_bits: uint32 float32 bits (n,);
-    fmt: "e4m3" or "e5m2". Returns uint32 float32 bits (n,)."""
+    fmt: "e4m3" or "e5m2", the format of a, and of b unless fmt_b names b's (the MMA takes
+    E4M3 x E5M2 too: a product's exponent is the sum of its operands' clamped exponents).
+    Returns uint32 float32 bits (n,)."""
     if gpu not in GPUS:
         raise ValueError("gpu must be one of %s, not %r" % (", ".join(GPUS), gpu))
+    fmt_b = fp8ref.get_fmt(fmt_b if fmt_b is not None else fmt)
     fmt = fp8ref.get_fmt(fmt)
     a = np.atleast_2d(np.asarray(a_codes, dtype=np.uint8))
     b = np.atleast_2d(np.asarray(b_codes, dtype=np.uint8))
@@ -260,9 +263,9 @@ def inner_product(a_codes, b_codes, c_bits, fmt, gpu):
         raise ValueError("a, b must be (n, K) and c (n,): %s %s %s"
                          % (a.shape, b.shape, c_bits.shape))
     aneg, am, ae, anf = fp8_parts(a, fmt)
-    bneg, bm, be, bnf = fp8_parts(b, fmt)
+    bneg, bm, be, bnf = fp8_parts(b, fmt_b)
     pneg, pm, pe = aneg ^ bneg, am * bm, ae + be
-    pfrac = 2 * fmt.mbits
+    pfrac = fmt.mbits + fmt_b.mbits
     if gpu in _ALIGN_MODELS:
         cneg, cm, ce = f32_parts(c_bits)
         out = _global_alignment(pneg, pm, pe, pfrac, cneg, cm, ce, **_ALIGN_MODELS[gpu])
@@ -273,7 +276,7 @@ def inner_product(a_codes, b_codes, c_bits, fmt, gpu):
     if nf.any():
         with np.errstate(invalid="ignore", over="ignore"):
             av = fp8ref.decode(a, fmt).astype(np.float64)
-            bv = fp8ref.decode(b, fmt).astype(np.float64)
+            bv = fp8ref.decode(b, fmt_b).astype(np.float64)
             cv = c_bits.view(np.float32).astype(np.float64)
             terms = np.concatenate([av * bv, cv[:, None]], axis=1)
         for i in np.nonzero(nf)[0]:
