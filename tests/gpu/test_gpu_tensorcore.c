@@ -216,7 +216,8 @@ static void test_gemm_vs_model(void) {
          TM, fp8_tc_model_name(model), cc_major, cc_minor, FP8_TC_PROMOTE);
 #endif
   for (int k = 0; k < NK; k++)
-    for (int f = 1; f >= 0; f--) run_case(KS[k], f == 1, 0x7e45c0de00ull + (uint64_t)(k * 2 + f));
+    for (int f = 1; f >= 0; f--)
+      run_case(KS[k], f == 1, UINT64_C(0x7e45c0de00) + (uint64_t)k * 2u + (uint64_t)f);
   fp8_gemm_lt_options def = fp8_gemm_lt_options_default();
   fp8_gemm_lt_set_options(ctx, &def);
 }
