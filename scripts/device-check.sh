@@ -21,7 +21,9 @@
 #   3. ctest -L gpu --output-on-failure, the tests in parallel (one GPU is plenty; the wall time
 #      is the longest test's), then every test's full output                   -> ctest.log
 #      Among them test_engine_conformance: every op of the GPU engine against the simulator
-#      (engine_check.h's full suite), end_phase's all-reduce through NCCL (a world of one).
+#      (engine_check.h's full suite), end_phase's all-reduce through NCCL (a world of one), and
+#      test_gpu_tensorcore: cuBLASLt's FP8 GEMM against the tensor-core model of
+#      src/sim/tensorcore.h (its "tensorcore:" lines go to the summary).
 #   4. parity (scripts/device-parity.sh, only with .device-bundle/): the bundled full fp8lab runs
 #      the same experiments with --device gpu and --device cpu (same --threads, --no-report) on
 #      gen_trace.py corner-case traces and synthetic traces; scripts/compare_runs.py compares
@@ -50,6 +52,14 @@
 #   tests:          ctest's "N% tests passed, M tests failed out of K", then one line per test
 #                   (Passed / Failed / Not Run (skipped: no usable device) and its seconds), then
 #                   the first FAIL lines of the harness
+#   tensorcore:     test_gpu_tensorcore's "tensorcore:" lines (prefix dropped, indented under one
+#                   heading): per K in {32, 64, 128, 4096} and fast accumulation on/off, the
+#                   entries of a 64 x 64 E4M3 GEMM bit-equal to the model of the device's
+#                   compute capability (h100 for 9.x, b200 for 10.x) and to exact accumulation,
+#                   out of 4096, with the largest relative differences; K = 32 (one MMA) is
+#                   asserted bit for bit, larger K only reported. "no result (...)" with the
+#                   test's ctest status when it printed none (another GPU: skipped, which
+#                   fails the check)
 #   selfcheck:      what `fp8lab run` with the default --device auto picked (the GPU engine, after
 #                   its self-check: values compared and seconds), from parity.log
 #   parity:         PASS|FAIL, the cases (name:ok | MISMATCH | B-failed | run-failed | timed-out), the rows
@@ -250,6 +260,18 @@ summary() {
     grep -E 'Test +#[0-9]+:' "$OUTDIR/ctest.log" | sed -E 's/^ *[0-9]+\/[0-9]+ //; s/ \.{3,}/ /; s/  +/ /g' |
       sed 's/^/  /' | head -12
     grep -hE '^FAIL ' "$OUTDIR/ctest.log" | sort -u | head -8 | cut -c1-220 | sed 's/^/  /'
+    # cuBLASLt against the tensor-core model (tests/gpu/test_gpu_tensorcore.c); a failed test's
+    # output is in ctest.log twice (--output-on-failure and LastTest.log): each line once
+    if grep -qE '^tensorcore: [a-z0-9]+ K=' "$OUTDIR/ctest.log"; then
+      echo "tensorcore: cuBLASLt 64x64 E4M3 GEMM, entries bit-equal to the model / exact (of 4096);" \
+        "K = 32 asserted, larger K reported (K order, split-K, promotion unpublished)"
+      grep -E '^tensorcore: [a-z0-9]+ K=' "$OUTDIR/ctest.log" | awk '!seen[$0]++' | head -8 |
+        sed 's/^tensorcore: /  /' | cut -c1-160
+    else
+      line=$(grep -m1 -E 'Test +#[0-9]+: test_gpu_tensorcore ' "$OUTDIR/ctest.log" |
+        sed -E 's/.*test_gpu_tensorcore \.* *//; s/  +/ /g')
+      echo "tensorcore: no result (test_gpu_tensorcore: ${line:-not run})"
+    fi
   fi
   if grep -q '^SUMMARY parity: ' "$OUTDIR/parity.log" 2>/dev/null; then
     sed -n 's/^SUMMARY \(selfcheck\|parity\|replay\): /\1: /p' "$OUTDIR/parity.log"
