@@ -429,6 +429,8 @@ void rep_put_analysis(FILE *fp, const rep_t *r) {
   if (run->gemm_sampled)
     fprintf(fp, "gemm_sample = %lld\ngemm_seed = %lld\n", (long long)run->gemm_sample,
             (long long)run->gemm_seed);
+  if (run->tensor_core != FP8_TC_EXACT) /* the accumulation the GEMM errors were judged under */
+    fprintf(fp, "tensor_core = %s\n", fp8_tc_model_name((fp8_tc_model)run->tensor_core));
   if (run->cost_tokens > 0) fprintf(fp, "cost_tokens = %lld\n", (long long)run->cost_tokens);
   if (r->budgets.has_flush) {
     fputs("flush_budget = ", fp);

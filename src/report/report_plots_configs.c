@@ -342,14 +342,17 @@ int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
   rp_plot_path(r, "gemm_error.png", path, sizeof path);
   fp8_png_text text[] = {
       {"fp8lab-version", FP8LAB_VERSION}, {"experiment", r->run.name}, {"plot", "gemm error"}};
-  char title[160];
+  char title[220], acc[64] = "";
+  if (r->run.tensor_core != FP8_TC_EXACT) /* the accumulation the per-tensor bars assume */
+    snprintf(acc, sizeof acc, "; %s tensor-core accumulation",
+             fp8_tc_model_name((fp8_tc_model)r->run.tensor_core));
   if (r->run.gemm_sampled) /* estimates (gemm.h): say so, and from how many entries */
     snprintf(title, sizeof title, "GEMM output error per configuration (median over layers and "
-             "steps; each estimated from %lldx%lld entries)", (long long)r->run.gemm_sample,
-             (long long)r->run.gemm_sample);
+             "steps; each estimated from %lldx%lld entries%s)", (long long)r->run.gemm_sample,
+             (long long)r->run.gemm_sample, acc);
   else
     snprintf(title, sizeof title, "GEMM output error per configuration (median over layers and "
-             "steps)");
+             "steps%s)", acc);
   fp8_chart ch = {.title = title,
                   .xlabel = "configuration", .ylabel = "relative Frobenius error (log scale)", .logy = 1,
                   .grid = 1, .text = text, .ntext = 3, .width = n > 16 ? 1600 : 1200, .height = 900,
@@ -362,8 +365,14 @@ int rep_plot_gemm(const rep_t *r, rep_charts *drawn, char *err, size_t errlen) {
     snprintf(p->alt, sizeof p->alt, "GEMM error per configuration");
     snprintf(p->caption, sizeof p->caption,
              "||Y - Y_ref|| / ||Y_ref|| of each layer's fprop, dgrad and wgrad computed from the FP8-dequantized "
-             "operands (FP32 GEMM) against the original operands (double), median over layers and snapshot "
+             "operands (%s) against the original operands (double), median over layers and snapshot "
              "steps.%s",
+             r->run.tensor_core == FP8_TC_EXACT
+                 ? "FP32 GEMM"
+                 : r->run.tensor_core == FP8_TC_H100
+                       ? "per-tensor configurations as an H100 tensor core accumulates, fprop fast, "
+                         "dgrad and wgrad promoted every 128 products; the others FP32"
+                       : "per-tensor configurations as a B200 tensor core accumulates; the others FP32",
              fp8_plot_bars_excluded(&ch, cat, n, bs, 3, excl, NULL, 0)
                  ? " A configuration whose errors all lie more than 3 decades below the median of the "
                    "others' (bf16 among FP8 and FP4) is not drawn, so that it does not stretch the log "
