@@ -305,6 +305,10 @@ static int cmd_run(int argc, char **argv) {
   if (sel.factory && !opt.quiet)
     errf("fp8lab: GPU engine (%s), self-check passed: %lld values in %.2f s\n",
             sel.module, sel.check.values, sel.check.seconds);
+  /* a tensor-core model with no GEMM error to apply it to: said, as a key with nothing to act on */
+  if (ex.tensor_core != 0 && !ex.gemm && fp8_mpi_rank() == 0)
+    errf("fp8lab: warning: %s:%d: [analysis] tensor_core has nothing to act on: gemm = false "
+         "(no GEMM errors)\n", arg(exp), ex.analysis_line[FP8_EXP_AKEY_TENSOR_CORE]);
   fp8_run_summary sum;
   rc = fp8_run_experiment(&ex, &opt, &sum, err, sizeof err);
   fp8_engine_selection_close(&sel);

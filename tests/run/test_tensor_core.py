@@ -16,7 +16,8 @@
     (fprop) or promoted (dgrad, wgrad); gemm.csv has 19 columns with the model and 11
     without; run.json names the accumulation; the report's GEMM section names it and shows
     what accumulation costs (or says exact);
-  - a bad value is one line naming the file and line, exit 2.
+  - a bad value is one line naming the file and line, exit 2; a model with gemm = false is
+    said to have nothing to act on (a warning naming the key's line).
 
 Usage: test_tensor_core.py FP8LAB_BIN. Needs numpy and ml_dtypes.
 """
@@ -254,6 +255,13 @@ def case_bad_value(tmp):
     check(rc == 2 and len(lines) == 1 and "b.ini:8:" in lines[0] and "tensor_core" in lines[0],
           "bad tensor_core: rc %d: %r" % (rc, out))
     print("  bad value: %s" % (lines[0] if lines else ""))
+    # a model without GEMM errors: run, and said on stderr (the key's line)
+    ini(os.path.join(d, "g.ini"), "[recipe.cur]\nkind = current\n",
+        "gemm = false\ntensor_core = h100\n", "og")
+    rc, out = run(["run", "--no-report", "g.ini"], d)
+    check(rc == 0 and "fp8lab: warning: g.ini:9: [analysis] tensor_core has nothing to act on: "
+          "gemm = false" in out and not os.path.exists(os.path.join(d, "og", "gemm.csv")),
+          "tensor_core with gemm = false: rc %d: %r" % (rc, out[-300:]))
 
 
 def main():
