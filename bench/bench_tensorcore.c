@@ -16,7 +16,8 @@
  *
  * Cost: the sampled GEMM error's block (64 x 64 entries, default K) by fp8_gemm_block_f32
  * (today's) and by fp8_tc_block (h100 fast and promoted; b200 fast), A and B interleaved,
- * median of the repetitions, as a ratio to the FP32 block.
+ * median of the repetitions (the thread's CPU time, so that other processes on a loaded machine
+ * do not count), as a ratio to the FP32 block.
  *
  * Usage: bench_tensorcore [K [p q [seed [reps]]]]   (defaults 4096, 128 128, 46, 15) */
 #define _POSIX_C_SOURCE 200809L
@@ -60,7 +61,7 @@ static int cmp_d(const void *a, const void *b) {
 
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); /* CPU time: robust to a loaded machine */
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 

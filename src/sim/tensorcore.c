@@ -312,16 +312,35 @@ h100_tile1(fp8_format fa, fp8_format fb, const float *const a[4], const float *c
 
 /* 2^e of each FP8 value (its clamped exponent), 0 for a zero; x[n] -> px[n]. Non-finite
  * values: 0 here (their blocks are found by the caller and computed by the scalar model). */
-static void exp_pow2(const float *x, int64_t n, fp8_format f, float *px) {
+typedef uint32_t u32_alias __attribute__((may_alias));
+
+/* ... and 1 when every value is finite. Eight at a time with AVX2 (the same bits). */
+__attribute__((target("avx2"))) static int exp_pow2(const float *x, int64_t n, fp8_format f,
+                                                    float *px) {
   const uint32_t fmin = (uint32_t)((f == FP8_E4M3 ? -6 : -14) + 127); /* emin's field */
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t u, e;
-    memcpy(&u, &x[i], sizeof u);
-    e = (u >> 23) & 0xFF;
-    e = e < fmin ? fmin : e;
-    e = (u & 0x7FFFFFFF) == 0 || e == 0xFF ? 0 : e << 23; /* zero, non-finite: 0 */
-    memcpy(&px[i], &e, sizeof e);
+  const u32_alias *xu = (const u32_alias *)x;
+  u32_alias *pu = (u32_alias *)px;
+  const __m256i ff = _mm256_set1_epi32(0xFF), vmin = _mm256_set1_epi32((int)fmin);
+  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), zero = _mm256_setzero_si256();
+  __m256i vbad = zero;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)(xu + i));
+    __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), ff);
+    __m256i nf = _mm256_cmpeq_epi32(e, ff);
+    vbad = _mm256_or_si256(vbad, nf);
+    e = _mm256_max_epi32(e, vmin);
+    __m256i z = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, abs), zero), nf);
+    _mm256_storeu_si256((__m256i *)(pu + i), _mm256_andnot_si256(z, _mm256_slli_epi32(e, 23)));
   }
+  uint32_t bad = (uint32_t)!_mm256_testz_si256(vbad, vbad);
+  for (; i < n; i++) {
+    uint32_t u = xu[i], e = (u >> 23) & 0xFF;
+    bad |= e == 0xFF;
+    e = e < fmin ? fmin : e;
+    pu[i] = (u & 0x7FFFFFFF) == 0 || e == 0xFF ? 0 : e << 23; /* zero, non-finite: 0 */
+  }
+  return !bad;
 }
 
 /* The B200 model for nr rows (nr <= 4) x eight columns: per MMA block each row's products (exact
@@ -400,34 +419,57 @@ b200_tile1(fp8_format fa, fp8_format fb, const float *const a[4], const float *c
   b200_tile(1, fa, fb, a, axm, axn, bp, bxm, bxn, bcol, k, promote, out);
 }
 
-/* The smallest non-zero of each MMA block's powers of two (1 for a block of zeros, with its
- * largest then 0: every ratio test passes), x [k][w] -> out [nblk][w]. */
-static void block_minnz(const float *x, int64_t k, int w, float *out) {
-  for (int64_t b = 0; b * FP8_TC_MMA_K < k; b++)
-    for (int l = 0; l < w; l++) {
-      float m = INFINITY;
-      for (int64_t t = b * FP8_TC_MMA_K; t < k && t < (b + 1) * FP8_TC_MMA_K; t++)
-        m = x[t * w + l] > 0.0f && x[t * w + l] < m ? x[t * w + l] : m;
-      out[b * w + l] = m == INFINITY ? 1.0f : m;
+
+/* The largest and the smallest non-zero of each MMA block's powers of two: x [k][w] (w lanes)
+ * -> mx, mn [nblk][w] (a block of zeros: largest 0, smallest 1, so that every ratio test
+ * passes). */
+__attribute__((target("avx2"))) static void block_range(const float *x, int64_t k, int w,
+                                                       float *mx, float *mn) {
+  const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+  for (int64_t b = 0; b * FP8_TC_MMA_K < k; b++) {
+    const int64_t t1 = (b + 1) * FP8_TC_MMA_K < k ? (b + 1) * FP8_TC_MMA_K : k;
+    if (w == 8) { /* a column group: one vector a step */
+      __m256 M = zero, N = inf;
+      for (int64_t t = b * FP8_TC_MMA_K; t < t1; t++) {
+        __m256 v = _mm256_loadu_ps(x + t * 8);
+        M = _mm256_max_ps(M, v);
+        N = _mm256_min_ps(N, _mm256_blendv_ps(inf, v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+      }
+      N = _mm256_blendv_ps(N, _mm256_set1_ps(1.0f), _mm256_cmp_ps(N, inf, _CMP_EQ_OQ));
+      _mm256_storeu_ps(mx + b * 8, M);
+      _mm256_storeu_ps(mn + b * 8, N);
+      continue;
     }
+    if (w == 1 && t1 - b * FP8_TC_MMA_K == FP8_TC_MMA_K) { /* a row's full block: 4 vectors */
+      const float *xb = x + b * FP8_TC_MMA_K;
+      __m256 M = zero, N = inf;
+      for (int q = 0; q < 4; q++) {
+        __m256 v = _mm256_loadu_ps(xb + 8 * q);
+        M = _mm256_max_ps(M, v);
+        N = _mm256_min_ps(N, _mm256_blendv_ps(inf, v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+      }
+      float m8[8], n8[8];
+      _mm256_storeu_ps(m8, M);
+      _mm256_storeu_ps(n8, N);
+      float Ms = m8[0], Ns = n8[0];
+      for (int l = 1; l < 8; l++) Ms = m8[l] > Ms ? m8[l] : Ms, Ns = n8[l] < Ns ? n8[l] : Ns;
+      mx[b] = Ms;
+      mn[b] = Ns == INFINITY ? 1.0f : Ns;
+      continue;
+    }
+    for (int l = 0; l < w; l++) {
+      float M = 0.0f, N = INFINITY;
+      for (int64_t t = b * FP8_TC_MMA_K; t < t1; t++) {
+        float v = x[t * w + l];
+        M = v > M ? v : M;
+        N = v > 0.0f && v < N ? v : N;
+      }
+      mx[b * w + l] = M;
+      mn[b * w + l] = N == INFINITY ? 1.0f : N;
+    }
+  }
 }
 
-/* The largest of each MMA block's powers of two: x [k][w] (w lanes), out [nblk][w]. */
-static void block_max(const float *x, int64_t k, int w, float *out) {
-  for (int64_t b = 0; b * FP8_TC_MMA_K < k; b++)
-    for (int l = 0; l < w; l++) {
-      float m = 0.0f;
-      for (int64_t t = b * FP8_TC_MMA_K; t < k && t < (b + 1) * FP8_TC_MMA_K; t++)
-        m = x[t * w + l] > m ? x[t * w + l] : m;
-      out[b * w + l] = m;
-    }
-}
-
-static int all_finite(const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    if (!isfinite(x[i])) return 0;
-  return 1;
-}
 
 static int avx2_ok(void) {
   static int have = -1;
@@ -452,10 +494,8 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
       int *afin = malloc((size_t)p * sizeof *afin);
       if (afin) {
         for (int64_t i = 0; i < p; i++) {
-          afin[i] = all_finite(a + i * k, k);
-          exp_pow2(a + i * k, k, fa, ax + i * k);
-          block_max(ax + i * k, k, 1, axm + i * nblk);
-          block_minnz(ax + i * k, k, 1, axn + i * nblk);
+          afin[i] = exp_pow2(a + i * k, k, fa, ax + i * k);
+          block_range(ax + i * k, k, 1, axm + i * nblk, axn + i * nblk);
         }
         for (int64_t j0 = 0; j0 < q; j0 += 8) {
           int64_t j = j0 + 8 <= q ? j0 : q - 8; /* the last group overlaps the one before */
@@ -463,15 +503,13 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
           int bfin = 1;
           for (int l = 0; l < 8; l++) {
             bcol[l] = b + (j + l) * k;
-            bfin &= all_finite(bcol[l], k);
-            exp_pow2(bcol[l], k, fb, colx);
+            bfin &= exp_pow2(bcol[l], k, fb, colx);
             for (int64_t t = 0; t < k; t++) {
               bp[t * 8 + l] = bcol[l][t];
               bx[t * 8 + l] = colx[t];
             }
           }
-          block_max(bx, k, 8, bxm);
-          block_minnz(bx, k, 8, bxn);
+          block_range(bx, k, 8, bxm, bxn);
           for (int64_t i = 0; i < p;) {
             /* four finite rows at a time (fewer at the end); a row or a column group holding a
              * non-finite value by the scalar model */
