@@ -59,8 +59,9 @@ for round in $(seq 0 "$REPS"); do
   set -- $variants
   for _ in $(seq 1 $((round % 4))); do set -- "${@:2}" "$1"; done # rotate the order
   for v in "$@"; do
-    t=$( { /usr/bin/time -f "%e" "$FP8LAB" run "$v.ini" --force --no-report --threads "$THREADS" \
-           >/dev/null 2>run_$v.err; } 2>&1 | tail -1)
+    /usr/bin/time -f "%e" -o "time_$v.txt" "$FP8LAB" run "$v.ini" --force --no-report \
+      --threads "$THREADS" >/dev/null 2>"run_$v.err"
+    t=$(tail -1 "time_$v.txt")
     [ "$round" -gt 0 ] && echo "$v,$t" >> times.csv
   done
 done

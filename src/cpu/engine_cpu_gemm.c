@@ -32,7 +32,8 @@ static void cast_operand(const float *x, size_t n, float s, int fmt, float *q);
  * (plan->tensor_core; engine.h fp8_engine_gemm's v 7 and 8; gemm.h fp8_gemm_error_tc). A GEMM
  * both of whose operands are cast by per-tensor configurations (fmt >= 0) is computed with the
  * model from the operands' FP8 values and the product of their scale_inv's; its FP32 GEMM's
- * error (exact accumulation) is kept beside it, and the model's other accumulation form. */
+ * error (exact accumulation) is kept beside it, and for fprop the model's other accumulation
+ * form (promoted: DeepSeek-V3's comparison; gemm.h). */
 #define NV_TC 5 /* estimate, lo, hi, exact accumulation, the other form */
 
 /* A request with a block-kind operand under tensor_core: its GEMMs stay the FP32 GEMM's (the
@@ -168,7 +169,8 @@ static int sampled_per_tensor(const cpu_priv *p, cpu_scratch *w, fp8_gemm_sample
     int rc = tc_values(w, s[g].a, na, scale[ta], fmt[ta], s[g].b, nb, scale[tb], fmt[tb]);
     if (rc) return rc;
     const float sab = tc_sab(scale[ta], scale[tb]);
-    for (int alt = 1; alt >= 0; alt--) /* the other form first: the model's block stays in y */
+    /* the other form (fprop only: gemm.h) first: the model's block stays in y */
+    for (int alt = g == FP8_GEMM_FPROP; alt >= 0; alt--)
       fp8_gemm_sample_error_tc(&s[g], m, fp8_gemm_tc_promote((fp8_gemm_kind)g, alt),
                                (fp8_format)fmt[ta], (fp8_format)fmt[tb], w->tcv[0], w->tcv[1], sab,
                                alt ? &e[4][g] : &e[0][g], alt ? NULL : &e[1][g],
@@ -194,7 +196,7 @@ static int exact_per_tensor_tc(const cpu_priv *p, cpu_scratch *w, const fp8_gemm
                        fmt[tb]);
     if (rc) return rc;
     const float sab = tc_sab(scale[ta], scale[tb]);
-    for (int alt = 0; alt < 2 && rc == FP8_OK; alt++)
+    for (int alt = 0; alt < (g == FP8_GEMM_FPROP ? 2 : 1) && rc == FP8_OK; alt++)
       rc = fp8_gemm_error_tc(ref, (fp8_gemm_kind)g, w->tcv[0], w->tcv[1], (fp8_format)fmt[ta],
                              (fp8_format)fmt[tb], sab, m,
                              fp8_gemm_tc_promote((fp8_gemm_kind)g, alt), alt ? &e[4][g] : &e[0][g]);

@@ -205,8 +205,9 @@ int fp8_engine_cast(fp8_engine *e, size_t t, size_t c, uint8_t *codes, char *err
  *  ratio_ref): v = 0..2 are the errors with the tensor-core model where both operands are cast
  *  by per-tensor configurations (FP8 values and one scale each; gemm.h
  *  fp8_gemm_tc_promote's accumulation), else the FP32 GEMM's; v = 7 the same GEMM's error with
- *  the FP32 GEMM (exact accumulation), v = 8 with the model's other accumulation form (fprop
- *  promoted, dgrad and wgrad fast), NaN where the model does not apply. The request
+ *  the FP32 GEMM (exact accumulation), v = 8 fprop's error with the model's other
+ *  accumulation form (promoted), NaN for dgrad and wgrad and where the model does not apply.
+ *  The request
  *  array is read during the call; the rel arrays are written by sync. The three tensors must
  *  have been loaded at this step (at the step given to begin_step, which seeds the sample). */
 int fp8_engine_gemm(fp8_engine *e, const fp8_engine_layer *l, const fp8_gemm_request *req,

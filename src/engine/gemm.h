@@ -152,7 +152,9 @@ int fp8_gemm_errors_per_tensor(const fp8_gemm_ref *ref, const float *const x[3],
  * is fp8_tc_dot's (MMAs of 32 terms in reduction order, fast accumulation or promotion every
  * 128 terms) times sab. fp8_gemm_tc_promote says which GEMM takes which: TE's per-tensor
  * recipes run fprop with fast accumulation (use_split_accumulator = False) and dgrad, wgrad
- * with the split accumulator; `alt` gives the other form (the report's side-by-side). */
+ * with the split accumulator; `alt` gives the other form. The engines compute the other form
+ * for fprop only (fprop promoted: DeepSeek-V3's comparison, the report's side-by-side): no TE
+ * recipe runs dgrad or wgrad with fast accumulation, and it would cost a third more. */
 static inline int64_t fp8_gemm_tc_promote(fp8_gemm_kind g, int alt) {
   int fast = g == FP8_GEMM_FPROP;
   return (alt ? !fast : fast) ? 0 : FP8_TC_PROMOTE;

@@ -4,7 +4,7 @@
  * gemm.csv's tensor-core columns: for one per-tensor configuration (the lowest mean of its
  * three GEMM medians), each GEMM's median error with exact accumulation (the FP32 GEMM), as
  * TransformerEngine runs it on that GPU (fprop fast, dgrad and wgrad promoted every 128
- * products) and with the other form; and fprop by reduction length K (the trace's GEMM shapes,
+ * products) and (fprop) with the other form; and fprop by reduction length K (the trace's GEMM shapes,
  * run.json's model_shape): fast accumulation against promotion, DeepSeek-V3's comparison. */
 #include "report_internal.h"
 
@@ -180,8 +180,8 @@ void rep_tc_intro(const rep_t *r, fp8_doc *d) {
                        "every 128 products, as TransformerEngine runs them; block, FP4 and bf16 "
                        "configurations stay exactly accumulated (their block-scaled MMAs are "
                        "not modelled), and so does the FP4 verdict's ratio on both sides. "
-                       "gemm.csv keeps each GEMM's error with exact accumulation and with the "
-                       "other form beside it.",
+                       "gemm.csv keeps beside each error the same GEMM's with exact accumulation "
+                       "and, for fprop, with promotion.",
                     fp8_tc_model_name((fp8_tc_model)m), fp8_tc_model_name((fp8_tc_model)m),
                     m == FP8_TC_H100 ? "H100 (and H200)" : "B200");
 }
@@ -192,9 +192,10 @@ void rep_tc_text(const rep_t *r, fp8_doc *d) {
   const char *nm = fp8_tc_model_name((fp8_tc_model)r->run.tensor_core);
   fp8_doc_heading(d, 3, "What accumulation costs");
   fp8_doc_markdownf(d, "**%s**, median over layers and steps of each GEMM's relative error: "
-                       "with exact accumulation, as TransformerEngine runs it on %s, and with "
-                       "the other form (fprop promoted every 128 products; dgrad and wgrad with "
-                       "fast accumulation). K is the GEMM's reduction length.",
+                       "with exact accumulation, as TransformerEngine runs it on %s, and, for "
+                       "fprop, with the other form (promoted every 128 products; no TE recipe "
+                       "runs dgrad or wgrad with fast accumulation). K is the GEMM's reduction "
+                       "length.",
                     r->cfgs[tc->c].dlabel, nm);
   const char *hdr[] = {"GEMM", "K", "exact", "TE's form", "model / exact", "other form"};
   fp8_doc_table_begin(d, 6, hdr, "llrrrr");
@@ -209,7 +210,7 @@ void rep_tc_text(const rep_t *r, fp8_doc *d) {
              fp8_gemm_tc_promote((fp8_gemm_kind)g, 0) ? "promoted" : "fast");
     const char *cells[] = {gn, k, fmt_err(x->med[0], e[0], 32), fmt_err(x->med[1], e[1], 32),
                            fmt_ratio(x->med[1], x->med[0], rt, sizeof rt),
-                           fmt_err(x->med[2], e[2], 32)};
+                           g == FP8_GEMM_FPROP ? fmt_err(x->med[2], e[2], 32) : ""};
     fp8_doc_table_row(d, cells);
   }
   double worst = 0.0;

@@ -183,12 +183,15 @@ static int parse_gemm_fields(const char *path, int64_t line, char **f, void *out
     if (!csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_EXACT_ACC], &row->rel_exact_acc) ||
         row->rel_exact_acc < 0)
       return BAD(FP8_GEMM_COL_REL_ERROR_EXACT_ACC, "a number >= 0, inf or nan");
-    if (m == FP8_TC_EXACT ? *f[FP8_GEMM_COL_REL_ERROR_ALT_ACC] != '\0'
-                          : !csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_ALT_ACC], &row->rel_alt_acc) ||
-                                row->rel_alt_acc < 0)
-      return BAD(FP8_GEMM_COL_REL_ERROR_ALT_ACC, m == FP8_TC_EXACT
-                                                    ? "empty, as tensor_core is exact"
-                                                    : "a number >= 0, inf or nan");
+    /* the other form: fprop's under a model, empty otherwise (engine.h) */
+    int want = m != FP8_TC_EXACT && row->gemm == FP8_GEMM_FPROP;
+    if (want ? !csv_parse_f64(f[FP8_GEMM_COL_REL_ERROR_ALT_ACC], &row->rel_alt_acc) ||
+                   row->rel_alt_acc < 0
+             : *f[FP8_GEMM_COL_REL_ERROR_ALT_ACC] != '\0')
+      return BAD(FP8_GEMM_COL_REL_ERROR_ALT_ACC,
+                 want ? "a number >= 0, inf or nan"
+                      : m == FP8_TC_EXACT ? "empty, as tensor_core is exact"
+                                          : "empty on a dgrad or wgrad row");
   }
 #undef BAD
   row->line = line;

@@ -85,7 +85,7 @@ typedef enum {
    * the interval and ratio ones possibly empty): the row's accumulation model (h100, b200, or
    * exact where it does not apply: a block kind's or a bf16 operand), its GEMM-level form
    * (fast, promoted, exact), the same GEMM's error with exact accumulation (the FP32 GEMM) and
-   * with the model's other form (empty where the model does not apply) */
+   * fprop's with the model's other form, promoted (empty on other rows) */
   FP8_GEMM_COL_TENSOR_CORE, FP8_GEMM_COL_ACCUMULATION, FP8_GEMM_COL_REL_ERROR_EXACT_ACC,
   FP8_GEMM_COL_REL_ERROR_ALT_ACC,
   FP8_GEMM_COL_COUNT
