@@ -197,6 +197,32 @@ void fp8_tc_block_plain(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p,
 }
 
 #ifdef FP8_TC_AVX2
+/* A tile's operands: up to four rows of A (their values, their exponents' powers of two, and
+ * each MMA block's largest and smallest non-zero of those), eight columns of B packed
+ * [k][8] with the same, the columns themselves (for the scalar model), k and the form. */
+typedef struct {
+  fp8_format fa, fb;
+  const float *a[4], *ax[4], *axm[4], *axn[4];
+  const float *bp, *bx, *bxm, *bxn;
+  const float *bcol[8];
+  int64_t k, promote;
+} tile_args;
+
+/* The end of an MMA block: with promotion, every `promote` terms (and at the end) each row's
+ * partial sum added to its FP32 accumulator and restarted from 0. */
+static inline __attribute__((always_inline, target("avx2"))) void
+promote_step(const int nr, int64_t promote, int64_t *since, int nb, int last, __m256 acc[4],
+             __m256 part[4]) {
+  *since += nb;
+  if (promote > 0 && (*since == promote || last)) {
+    for (int r = 0; r < nr; r++) {
+      acc[r] = _mm256_add_ps(acc[r], part[r]);
+      part[r] = _mm256_setzero_ps();
+    }
+    *since = 0;
+  }
+}
+
 /* The H100 model for nr rows (nr <= 4) x eight columns at once: rows a[r] (k values) with
  * their exponents' powers of two ax[r] (0 for a zero value), eight columns of B packed
  * bp[t * 8 + l] with theirs bx[t * 8 + l]. Per MMA block: products and the largest product
@@ -206,9 +232,11 @@ void fp8_tc_block_plain(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p,
  * the float's low 10 fraction bits. Lanes whose 2^M falls outside [2^-100, 2^100] (or whose c
  * is subnormal) are redone by the scalar model for that block. */
 static inline __attribute__((always_inline, target("avx2"))) void
-h100_tile(const int nr, fp8_format fa, fp8_format fb, const float *const a[4],
-          const float *const ax[4], const float *const axm[4], const float *bp, const float *bx,
-          const float *bxm, const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
+h100_tile(const int nr, const tile_args *ta, float out[4][8]) {
+  const fp8_format fa = ta->fa, fb = ta->fb;
+  const float *const *a = ta->a, *const *ax = ta->ax, *const *axm = ta->axm;
+  const float *bp = ta->bp, *bx = ta->bx, *bxm = ta->bxm, *const *bcol = ta->bcol;
+  const int64_t k = ta->k, promote = ta->promote;
   const __m256 lo = _mm256_set1_ps(0x1p-100f), hi = _mm256_set1_ps(0x1p100f);
   const __m256 zero = _mm256_setzero_ps();
   const __m256 expmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000));
@@ -284,31 +312,11 @@ h100_tile(const int nr, fp8_format fa, fp8_format fb, const float *const a[4],
       }
       part[r] = d;
     }
-    since += nb;
-    if (promote > 0 && (since == promote || t0 + nb >= k)) {
-      for (int r = 0; r < nr; r++) {
-        acc[r] = _mm256_add_ps(acc[r], part[r]);
-        part[r] = zero;
-      }
-      since = 0;
-    }
+    promote_step(nr, promote, &since, nb, t0 + nb >= k, acc, part);
   }
   for (int r = 0; r < nr; r++) _mm256_storeu_ps(out[r], promote > 0 ? acc[r] : part[r]);
 }
 
-__attribute__((target("avx2"))) static void
-h100_tile4(fp8_format fa, fp8_format fb, const float *const a[4], const float *const ax[4],
-           const float *const axm[4], const float *bp, const float *bx, const float *bxm,
-           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
-  h100_tile(4, fa, fb, a, ax, axm, bp, bx, bxm, bcol, k, promote, out);
-}
-
-__attribute__((target("avx2"))) static void
-h100_tile1(fp8_format fa, fp8_format fb, const float *const a[4], const float *const ax[4],
-           const float *const axm[4], const float *bp, const float *bx, const float *bxm,
-           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
-  h100_tile(1, fa, fb, a, ax, axm, bp, bx, bxm, bcol, k, promote, out);
-}
 
 /* 2^e of each FP8 value (its clamped exponent), 0 for a zero; x[n] -> px[n]. Non-finite
  * values: 0 here (their blocks are found by the caller and computed by the scalar model). */
@@ -351,9 +359,11 @@ __attribute__((target("avx2"))) static int exp_pow2(const float *x, int64_t n, f
  * 2^53 quanta); truncated toward zero to float32 by clearing the low 29 bits of the double's
  * fraction, then c added in float. Other lanes by the scalar model. */
 static inline __attribute__((always_inline, target("avx2"))) void
-b200_tile(const int nr, fp8_format fa, fp8_format fb, const float *const a[4],
-          const float *const axm[4], const float *const axn[4], const float *bp, const float *bxm,
-          const float *bxn, const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
+b200_tile(const int nr, const tile_args *ta, float out[4][8]) {
+  const fp8_format fa = ta->fa, fb = ta->fb;
+  const float *const *a = ta->a, *const *axm = ta->axm, *const *axn = ta->axn;
+  const float *bp = ta->bp, *bxm = ta->bxm, *bxn = ta->bxn, *const *bcol = ta->bcol;
+  const int64_t k = ta->k, promote = ta->promote;
   const __m256d negz = _mm256_set1_pd(-0.0);
   const __m256d mask29 = _mm256_castsi256_pd(_mm256_set1_epi64x((long long)~((1ULL << 29) - 1)));
   const int e4 = fa == FP8_E4M3 && fb == FP8_E4M3;
@@ -393,30 +403,18 @@ b200_tile(const int nr, fp8_format fa, fp8_format fb, const float *const a[4],
       }
       part[r] = d;
     }
-    since += nb;
-    if (promote > 0 && (since == promote || t0 + nb >= k)) {
-      for (int r = 0; r < nr; r++) {
-        acc[r] = _mm256_add_ps(acc[r], part[r]);
-        part[r] = _mm256_setzero_ps();
-      }
-      since = 0;
-    }
+    promote_step(nr, promote, &since, nb, t0 + nb >= k, acc, part);
   }
   for (int r = 0; r < nr; r++) _mm256_storeu_ps(out[r], promote > 0 ? acc[r] : part[r]);
 }
 
-__attribute__((target("avx2"))) static void
-b200_tile4(fp8_format fa, fp8_format fb, const float *const a[4], const float *const axm[4],
-           const float *const axn[4], const float *bp, const float *bxm, const float *bxn,
-           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
-  b200_tile(4, fa, fb, a, axm, axn, bp, bxm, bxn, bcol, k, promote, out);
-}
-
-__attribute__((target("avx2"))) static void
-b200_tile1(fp8_format fa, fp8_format fb, const float *const a[4], const float *const axm[4],
-           const float *const axn[4], const float *bp, const float *bxm, const float *bxn,
-           const float *bcol[8], int64_t k, int64_t promote, float out[4][8]) {
-  b200_tile(1, fa, fb, a, axm, axn, bp, bxm, bxn, bcol, k, promote, out);
+/* One tile of model m (h100 or b200), nr = 4 or 1 rows: the kernels specialized for both. */
+__attribute__((target("avx2"))) static void run_tile(fp8_tc_model m, int nr, const tile_args *t,
+                                                     float out[4][8]) {
+  if (m == FP8_TC_H100 && nr == 4) h100_tile(4, t, out);
+  else if (m == FP8_TC_H100) h100_tile(1, t, out);
+  else if (nr == 4) b200_tile(4, t, out);
+  else b200_tile(1, t, out);
 }
 
 
@@ -521,28 +519,22 @@ void fp8_tc_block(fp8_tc_model m, fp8_format fa, fp8_format fb, int64_t p, int64
             }
             int nr = 1;
             while (nr < 4 && i + nr < p && afin[i + nr]) nr++;
-            const float *ar[4], *axr[4], *amr[4], *anr[4];
+            tile_args ta = {.fa = fa, .fb = fb, .bp = bp, .bx = bx, .bxm = bxm, .bxn = bxn,
+                            .k = k, .promote = promote};
+            for (int l = 0; l < 8; l++) ta.bcol[l] = bcol[l];
             float out[4][8];
-            for (int r = 0; r < 4; r++) {
-              int64_t row = i + (r < nr ? r : 0);
-              ar[r] = a + row * k;
-              axr[r] = ax + row * k;
-              amr[r] = axm + row * nblk;
-              anr[r] = axn + row * nblk;
-            }
-            if (nr == 4 && m == FP8_TC_H100)
-              h100_tile4(fa, fb, ar, axr, amr, bp, bx, bxm, bcol, k, promote, out);
-            else if (nr == 4)
-              b200_tile4(fa, fb, ar, amr, anr, bp, bxm, bxn, bcol, k, promote, out);
-            else
-              for (int r = 0; r < nr; r++) {
-                const float *a1[4] = {ar[r], ar[r], ar[r], ar[r]}, *x1[4] = {axr[r], axr[r], axr[r], axr[r]};
-                const float *m1[4] = {amr[r], amr[r], amr[r], amr[r]}, *n1[4] = {anr[r], anr[r], anr[r], anr[r]};
-                float o1[4][8];
-                if (m == FP8_TC_H100) h100_tile1(fa, fb, a1, x1, m1, bp, bx, bxm, bcol, k, promote, o1);
-                else b200_tile1(fa, fb, a1, m1, n1, bp, bxm, bxn, bcol, k, promote, o1);
-                for (int l = 0; l < 8; l++) out[r][l] = o1[0][l];
+            for (int r0 = 0; r0 < nr; r0 += nr == 4 ? 4 : 1) { /* four rows, or one at a time */
+              for (int r = 0; r < 4; r++) {
+                int64_t row = i + r0 + (nr == 4 ? r : 0);
+                ta.a[r] = a + row * k;
+                ta.ax[r] = ax + row * k;
+                ta.axm[r] = axm + row * nblk;
+                ta.axn[r] = axn + row * nblk;
               }
+              float o[4][8];
+              run_tile(m, nr == 4 ? 4 : 1, &ta, o);
+              for (int r = 0; r < (nr == 4 ? 4 : 1); r++) memcpy(out[r0 + r], o[r], sizeof o[r]);
+            }
             for (int r = 0; r < nr; r++)
               for (int l = 0; l < 8; l++) y[(i + r) * q + j + l] = out[r][l] * scale;
             i += nr;
