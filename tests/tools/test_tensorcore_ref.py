@@ -10,7 +10,11 @@ README.md there says where from, the licence, and why H100/H200 take c = 0).
 - the test can fail: exact accumulation with one rounding ("exact") misses a substantial share
   of the H100 samples (the issue reports 36-60%); the repository's own B200 model ("b200-repo")
   misses B200 samples; B200's line 3936 separates "b200" from "exact";
-- the stored files are the ones SHA256SUMS names (edited certified values fail).
+- the stored files are the ones SHA256SUMS names (edited certified values fail);
+- tools/reference/tc_vectors.py's vectorized generator equals its word-for-word form, and
+  tensorcore.py's outputs on its random vectors hash to the values tests/sim/tensorcore_hashes.h
+  stores for the C model (the entries up to 20,000 vectors; larger ones are checked by the C
+  test and tests/tools/tensorcore_data/octave.md).
 
 Run: python3 tests/tools/test_tensorcore_ref.py (needs numpy and ml_dtypes: without them exit
 77, skipped, or exit 1 when FP8LAB_REQUIRE_PYDEPS=1 is set, as .ci/run does)
@@ -108,6 +112,26 @@ def other_models_miss():
     # the one B200 sample (of 10,000) where exact accumulation and the b200 variant differ
     n_bad, n, _ = misses("E5M2", "B200", "exact", "B200_line3936")
     assert (n_bad, n) == (1, 1)
+
+
+@test
+def random_vectors_hashes():
+    import re
+    import tc_vectors as V
+    for fmt, seed in V.SEEDS.items():
+        a, b, c = V.generate(fmt, seed, 300, chunk=70)       # several chunks
+        a2, b2, c2 = V.generate_slow(fmt, seed, 300)
+        assert (a == a2).all() and (b == b2).all() and (c == c2).all(), fmt
+    with open(os.path.join(HERE, "..", "sim", "tensorcore_hashes.h")) as f:
+        rows = re.findall(r"\{FP8_(E4M3|E5M2), (0x[0-9A-Fa-f]+), (\d+), FP8_TC_(\w+), "
+                          r"0x([0-9a-f]{16})ull\}", f.read())
+    small = [r for r in rows if int(r[2]) <= 20000]
+    assert len(small) >= 4, rows
+    for fmt, seed, n, model, want in small:
+        a, b, c = V.generate(fmt.lower(), int(seed, 16), int(n))
+        got = V.fnv1a64(T.inner_product(a, b, c, fmt.lower(), model.lower()))
+        print("%s %s N=%s: tensorcore.py %016x, stored %s" % (fmt, model, n, got, want))
+        assert got == int(want, 16), (fmt, model, n)
 
 
 @test
