@@ -3,9 +3,11 @@
  *   tests/tools/tensorcore_data/certified_<FMT>.bin (5,000 per format: H100, H200 with c = 0,
  *   B200 with its c; tools/reference/tc_certified.py built them from model_validation/ and
  *   README.md there gives their source and licence), bit for bit;
- * - the Python reference (tools/reference/tensorcore.py) and the MATLAB models under GNU Octave
- *   on random vectors (tools/reference/tc_vectors.py's generator, rebuilt here; the FNV-1a hash
- *   of the expected outputs is stored, not the vectors: tests/tools/tensorcore_data/octave.md);
+ * - the Python reference (tools/reference/tensorcore.py) on 20,000 and 10^6 random vectors per
+ *   format and model, and the published H100TC.m under GNU Octave on the same 10^6
+ *   (tools/reference/tc_vectors.py's generator, rebuilt here; the FNV-1a hash of the expected
+ *   outputs is stored, not the vectors: tensorcore_hashes.h, tests/tools/tensorcore_data/
+ *   octave.md; about 4 s, hence the test case's 120 s timeout);
  * - hand calculations of swamping, fast accumulation and promotion;
  * and the vector kernel against the scalar definition. */
 #include <check.h>
@@ -300,5 +302,5 @@ START_TEST(kernel_equals_definition) {
 }
 END_TEST
 
-TU_MAIN("tensorcore", "models", NULL, NULL, 0, certified_outputs, random_vectors,
+TU_MAIN("tensorcore", "models", NULL, NULL, 120, certified_outputs, random_vectors,
         swamping_by_hand, promotion_by_hand, nonfinite_by_hand, kernel_equals_definition)
