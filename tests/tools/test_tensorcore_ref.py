@@ -132,6 +132,13 @@ def random_vectors_hashes():
         got = V.fnv1a64(T.inner_product(a, b, c, fmt.lower(), model.lower()))
         print("%s %s N=%s: tensorcore.py %016x, stored %s" % (fmt, model, n, got, want))
         assert got == int(want, 16), (fmt, model, n)
+    # the port of the repository's B200TC.m ("b200-repo"; not in the C model) against the
+    # Octave run of B200TC.m itself: its first 20,000 outputs (octave.md: all 10^6 equal)
+    for fmt, want in (("e4m3", 0xf704cf5755d5a0d5), ("e5m2", 0x7bd3ba97d21867c4)):
+        a, b, c = V.generate(fmt, V.SEEDS[fmt], 20000)
+        got = V.fnv1a64(T.inner_product(a, b, c, fmt, "b200-repo"))
+        print("%s b200-repo N=20000: tensorcore.py %016x, Octave B200TC %016x" % (fmt, got, want))
+        assert got == want, fmt
 
 
 @test
