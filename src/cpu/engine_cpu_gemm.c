@@ -28,49 +28,7 @@
 
 static void cast_operand(const float *x, size_t n, float s, int fmt, float *q);
 
-/* ---------------------------------------------------------------- tensor-core accumulation
- * (plan->tensor_core; engine.h fp8_engine_gemm's v 7 and 8; gemm.h fp8_gemm_error_tc). A GEMM
- * both of whose operands are cast by per-tensor configurations (fmt >= 0) is computed with the
- * model from the operands' FP8 values and the product of their scale_inv's; its FP32 GEMM's
- * error (exact accumulation) is kept beside it, and for fprop the model's other accumulation
- * form (promoted: DeepSeek-V3's comparison; gemm.h). */
-#define NV_TC 5 /* estimate, lo, hi, exact accumulation, the other form */
-
-/* A request with a block-kind operand under tensor_core: its GEMMs stay the FP32 GEMM's (the
- * block-scaled forms are outside the models), so v 7 is v 0 and v 8 NaN. */
-static void tc_block_request(const fp8_engine_plan *pl, const fp8_gemm_request *q) {
-  if (pl->tensor_core == FP8_TC_EXACT) return;
-  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
-    q->rel[7 * FP8_GEMM_COUNT + g] = q->rel[g];
-    q->rel[8 * FP8_GEMM_COUNT + g] = NAN;
-  }
-}
-
-/* The FP8 values of x cast with scale s to format f (the floats the codes decode to) into v;
- * codes is scratch of n bytes. */
-static void cast_values(const float *x, size_t n, float s, fp8_format f, uint8_t *codes, float *v) {
-  fp8_quantize_f32(x, n, s, f, codes, NULL, NULL);
-  const float *t = fp8_decode_table(f);
-  for (size_t i = 0; i < n; i++) v[i] = t[codes[i]];
-}
-
-/* RN32(RN32(1/s_a) RN32(1/s_b)): the scale_inv product a GEMM's output is multiplied by. */
-static float tc_sab(float sa, float sb) {
-  return (1.0f / sa) * (1.0f / sb);
-}
-
-/* The two operands' FP8 values in w->tcv[0] (na elements) and w->tcv[1] (nb). */
-static int tc_values(cpu_scratch *w, const float *a, size_t na, float sa, int fa, const float *b,
-                     size_t nb, float sb, int fb) {
-  size_t most = na > nb ? na : nb;
-  if (cpu_reserve(&w->tcv[0], &w->tcvcap[0], na + 1) || cpu_reserve(&w->tcv[1], &w->tcvcap[1], nb + 1) ||
-      cpu_reserve(&w->tcv[2], &w->tcvcap[2], most / sizeof(float) + 1))
-    return FP8_ENOMEM;
-  uint8_t *codes = (uint8_t *)w->tcv[2];
-  cast_values(a, na, sa, (fp8_format)fa, codes, w->tcv[0]);
-  cast_values(b, nb, sb, (fp8_format)fb, codes, w->tcv[1]);
-  return FP8_OK;
-}
+/* Tensor-core accumulation (plan->tensor_core: the cpu_tc_ functions) is engine_cpu_tc.c's. */
 
 static int fmt_of(const fp8_engine_plan *pl, const fp8_engine_layer *l, size_t c, int i) {
   return pl->configs[c].kind == FP8_KIND_BF16 ? -1 : (int)fp8_plan_format(pl, l->tensor[i], c);
@@ -153,7 +111,7 @@ static void cast_operand(const float *x, size_t n, float s, int fmt, float *q) {
  * a GEMM neither of whose operands changed keeps its errors (e holds them). */
 static int sampled_per_tensor(const cpu_priv *p, cpu_scratch *w, fp8_gemm_sample *s,
                               const float scale[3], const int fmt[3], const int changed[3],
-                              double e[NV_TC][FP8_GEMM_COUNT]) {
+                              double e[CPU_TC_NV][FP8_GEMM_COUNT]) {
   const fp8_tc_model m = (fp8_tc_model)p->plan.tensor_core;
   for (int g = 0; g < FP8_GEMM_COUNT; g++) {
     int ta = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0);
@@ -166,41 +124,15 @@ static int sampled_per_tensor(const cpu_priv *p, cpu_scratch *w, fp8_gemm_sample
     e[3][g] = e[0][g];
     e[4][g] = NAN;
     if (m == FP8_TC_EXACT || fmt[ta] < 0 || fmt[tb] < 0) continue;
-    int rc = tc_values(w, s[g].a, na, scale[ta], fmt[ta], s[g].b, nb, scale[tb], fmt[tb]);
+    int rc = cpu_tc_values(w, s[g].a, na, scale[ta], fmt[ta], s[g].b, nb, scale[tb], fmt[tb]);
     if (rc) return rc;
-    const float sab = tc_sab(scale[ta], scale[tb]);
+    const float sab = cpu_tc_sab(scale[ta], scale[tb]);
     /* the other form (fprop only: gemm.h) first: the model's block stays in y */
     for (int alt = g == FP8_GEMM_FPROP; alt >= 0; alt--)
       fp8_gemm_sample_error_tc(&s[g], m, fp8_gemm_tc_promote((fp8_gemm_kind)g, alt),
                                (fp8_format)fmt[ta], (fp8_format)fmt[tb], w->tcv[0], w->tcv[1], sab,
                                alt ? &e[4][g] : &e[0][g], alt ? NULL : &e[1][g],
                                alt ? NULL : &e[2][g]);
-  }
-  return FP8_OK;
-}
-
-/* The exact mode's errors of a per-tensor triple with the tensor-core model (q: its dequantized
- * operands, whose FP32 errors e[0] already holds; x: the operands as given): e[3] the FP32
- * errors, e[0] the model's, e[4] its other form (NaN where the model does not apply). */
-static int exact_per_tensor_tc(const cpu_priv *p, cpu_scratch *w, const fp8_gemm_ref *ref,
-                               float *const x[3], const size_t count[3], const float scale[3],
-                               const int fmt[3], double e[NV_TC][FP8_GEMM_COUNT]) {
-  const fp8_tc_model m = (fp8_tc_model)p->plan.tensor_core;
-  for (int g = 0; g < FP8_GEMM_COUNT; g++) {
-    e[3][g] = e[0][g];
-    e[4][g] = NAN;
-    int ta = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0);
-    int tb = fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1);
-    if (m == FP8_TC_EXACT || fmt[ta] < 0 || fmt[tb] < 0 || !ref->have[g]) continue;
-    int rc = tc_values(w, x[ta], count[ta], scale[ta], fmt[ta], x[tb], count[tb], scale[tb],
-                       fmt[tb]);
-    if (rc) return rc;
-    const float sab = tc_sab(scale[ta], scale[tb]);
-    for (int alt = 0; alt < (g == FP8_GEMM_FPROP ? 2 : 1) && rc == FP8_OK; alt++)
-      rc = fp8_gemm_error_tc(ref, (fp8_gemm_kind)g, w->tcv[0], w->tcv[1], (fp8_format)fmt[ta],
-                             (fp8_format)fmt[tb], sab, m,
-                             fp8_gemm_tc_promote((fp8_gemm_kind)g, alt), alt ? &e[4][g] : &e[0][g]);
-    if (rc) return rc;
   }
   return FP8_OK;
 }
@@ -261,7 +193,7 @@ static int per_tensor_gemms(const cpu_priv *p, cpu_scratch *w, const fp8_engine_
   }
   if (nk > 1) qsort(k, nk, sizeof *k, cmp_triple);
   int rc = FP8_OK;
-  double e[NV_TC][FP8_GEMM_COUNT]; /* estimate, lo, hi; tensor_core: exact, other form */
+  double e[CPU_TC_NV][FP8_GEMM_COUNT]; /* estimate, lo, hi; tensor_core: exact, other form */
   const int tc = p->plan.tensor_core != FP8_TC_EXACT;
   for (size_t j = 0; j < nk && rc == FP8_OK; j++) {
     const fp8_gemm_request *r = &req[k[j].q];
@@ -285,13 +217,13 @@ static int per_tensor_gemms(const cpu_priv *p, cpu_scratch *w, const fp8_engine_
       if (rc == FP8_OK && tc) {
         float sc[3];
         for (int i = 0; i < 3; i++) sc[i] = l->scale[i][r->config[i]];
-        rc = exact_per_tensor_tc(p, w, ref, x, count, sc, k[j].fmt, e);
+        rc = cpu_tc_exact_errors(p, w, ref, x, count, sc, k[j].fmt, e);
       }
     }
     for (int g = 0; g < FP8_GEMM_COUNT; g++) {
       for (int v = 0; v < (smp ? 3 : 1); v++) r->rel[v * FP8_GEMM_COUNT + g] = e[v][g];
       if (tc)
-        for (int v = 3; v < NV_TC; v++) r->rel[(v + 4) * FP8_GEMM_COUNT + g] = e[v][g];
+        for (int v = 3; v < CPU_TC_NV; v++) r->rel[(v + 4) * FP8_GEMM_COUNT + g] = e[v][g];
     }
   }
   free(k);
@@ -458,7 +390,7 @@ static int sampled_request(cpu_priv *p, cpu_scratch *w, cpu_task *task, size_t k
   sampled_from_full(s, &ops, e);
   for (int g = 0; g < FP8_GEMM_COUNT; g++)
     for (int v = 0; v < 3; v++) q->rel[v * FP8_GEMM_COUNT + g] = e[v][g];
-  tc_block_request(pl, q);
+  cpu_tc_block_request(pl, q);
   if (!pl->ratio_ref) return FP8_OK;
   for (int v = 0; v < 4; v++)
     for (int g = 0; g < FP8_GEMM_COUNT; g++) r4[v][g] = NAN;
@@ -600,7 +532,7 @@ void cpu_gemm_task(cpu_priv *p, cpu_scratch *w, cpu_task *task) {
     rc = request_operands(p, w, l, r->config, held, &ops);
     if (rc == FP8_OK) rc = fp8_gemm_errors(&ref, &ops, e);
     for (int g = 0; g < FP8_GEMM_COUNT && rc == FP8_OK; g++) r->rel[g] = e[g];
-    if (rc == FP8_OK) tc_block_request(pl, r);
+    if (rc == FP8_OK) cpu_tc_block_request(pl, r);
   }
   if (rc) {
     task->rc = rc;

@@ -76,4 +76,20 @@ void cpu_task_fail(cpu_task *task, int rc, const char *what);
 /* Grows a float buffer to hold n elements (contents not kept); 0, or -1 when out of memory. */
 int cpu_reserve(float **buf, size_t *cap, size_t n);
 
+/* Tensor-core accumulation (engine_cpu_tc.c; plan->tensor_core, engine.h's v 7 and 8).
+ * A per-tensor triple's errors: estimate, lo, hi, exact accumulation, the other form. */
+#define CPU_TC_NV 5
+/* A request with a block-kind operand: its GEMMs stay FP32 (v 7 = v 0, v 8 NaN). */
+void cpu_tc_block_request(const fp8_engine_plan *pl, const fp8_gemm_request *q);
+/* RN32(RN32(1/s_a) RN32(1/s_b)): the scale_inv product a GEMM's output is multiplied by. */
+float cpu_tc_sab(float sa, float sb);
+/* The two operands cast (scale, format) as FP8 values into w->tcv[0] (na) and w->tcv[1] (nb). */
+int cpu_tc_values(cpu_scratch *w, const float *a, size_t na, float sa, int fa, const float *b,
+                  size_t nb, float sb, int fb);
+/* The exact mode's errors of a per-tensor triple under the model: e[3] the FP32 errors e[0]
+ * held, e[0] the model's, e[4] its other form (NaN where the model does not apply). */
+int cpu_tc_exact_errors(const cpu_priv *p, cpu_scratch *w, const fp8_gemm_ref *ref,
+                        float *const x[3], const size_t count[3], const float scale[3],
+                        const int fmt[3], double e[CPU_TC_NV][FP8_GEMM_COUNT]);
+
 #endif /* FP8LAB_CPU_ENGINE_CPU_INTERNAL_H */

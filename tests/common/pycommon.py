@@ -11,7 +11,12 @@ traceback, then "N passed, M failed", and returns the exit status.
 
     sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
     import pycommon
+
+The check list, for tests written as a sequence of checks that go on after a failure: check()
+records and prints a failed check, finish() prints the count and returns the exit status.
+run_cli(), csv_rows() and save_npy() are the steps such a test repeats.
 """
+import csv
 import os
 import shutil
 import subprocess
@@ -59,6 +64,44 @@ def with_venv(have_deps, reason):
             os.execv(py, [py] + sys.argv)
         reason += "; scripts/venv-torch.sh failed: " + (p.stderr.strip().splitlines() or ["?"])[-1]
     require(reason)
+
+
+FAILS = []
+
+
+def check(cond, what):
+    """Records a failed check (printed "FAIL: what"); returns cond."""
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def finish():
+    """The exit status of a check-list test: 1 with the count of failed checks, else 0."""
+    if FAILS:
+        print("%d check(s) failed" % len(FAILS))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def run_cli(binary, args, cwd):
+    """(exit status, stdout + stderr) of `binary args` run in cwd."""
+    p = subprocess.run([binary] + list(args), cwd=cwd, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def save_npy(d, name, a):
+    """a as d/name.npy, little-endian float32 (a trace tensor), d made when missing."""
+    os.makedirs(d, exist_ok=True)
+    import numpy as np
+    np.save(os.path.join(d, name + ".npy"), np.asarray(a, dtype="<f4"))
 
 
 RESULTS = []

@@ -22,50 +22,32 @@
 
 Usage: test_tensor_core.py FP8LAB_BIN. Needs numpy and ml_dtypes.
 """
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import pycommon  # noqa: E402
+from pycommon import check, csv_rows as rows, save_npy as save  # noqa: E402
 
 try:
     import ml_dtypes  # noqa: F401  (fp8ref needs it)
     import numpy as np
 except ImportError:
-    print("skipped: numpy or ml_dtypes is not installed")
-    sys.exit(77)
+    pycommon.require("numpy or ml_dtypes is not installed")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "reference"))
 import fp8ref  # noqa: E402
 import tensorcore as T  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1])
-FAILS = []
 F32 = np.float32
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
-    return cond
-
-
 def run(args, cwd):
-    p = subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
-
-
-def rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def save(d, name, a):
-    os.makedirs(d, exist_ok=True)
-    np.save(os.path.join(d, name + ".npy"), np.asarray(a, dtype="<f4"))
+    return pycommon.run_cli(BIN, args, cwd)
 
 
 def write_trace(d, rng, steps=(0, 1)):
@@ -274,11 +256,7 @@ def main():
         case_reference(tmp)
         case_sampled(tmp)
         case_bad_value(tmp)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return pycommon.finish()
 
 
 if __name__ == "__main__":
