@@ -181,6 +181,10 @@ int csv_split(char *line, char **f, int max);
 typedef int (*csv_row_parser)(const char *path, int64_t line, char **f, void *row, char *err,
                               size_t errlen);
 
+/* The most columns of a file csv_load_table reads (the size of its field array): gemm.csv has
+ * 19, experts.csv and histograms.csv fewer. Each loader checks its schema at compile time. */
+enum { CSV_MAX_COLS = 32 };
+
 /* A result file read whole into *text and parsed into rows, an array of *n rows of row_size
  * bytes each whose address goes into the table's row pointer at rows_field (&table->rows):
  * the header must be one of the schema's versions, every later line non-empty with that many

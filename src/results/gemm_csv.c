@@ -21,6 +21,7 @@ static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
 
 /* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27), 15 with
  * the FP4 verdict's paired ratio (issue 42), 19 with the tensor-core columns (issue 46) */
+_Static_assert(FP8_GEMM_COL_COUNT <= CSV_MAX_COLS, "csv_load_table reads at most CSV_MAX_COLS columns");
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
                                     {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_RATIO,
                                      FP8_GEMM_COL_TENSOR_CORE, FP8_GEMM_COL_COUNT, 0}};
