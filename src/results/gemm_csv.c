@@ -21,7 +21,8 @@ static const char *const GEMM_COLS[FP8_GEMM_COL_COUNT] = {
 
 /* gemm.csv: 9 columns (exact errors), 11 with the sampled mode's interval (issue 27), 15 with
  * the FP4 verdict's paired ratio (issue 42), 19 with the tensor-core columns (issue 46) */
-_Static_assert(FP8_GEMM_COL_COUNT <= CSV_MAX_COLS, "csv_load_table reads at most CSV_MAX_COLS columns");
+_Static_assert((int)FP8_GEMM_COL_COUNT <= (int)CSV_MAX_COLS,
+               "csv_load_table reads at most CSV_MAX_COLS columns");
 const fp8_schema fp8_schema_gemm = {"gemm.csv", GEMM_COLS, FP8_GEMM_COL_COUNT,
                                     {FP8_GEMM_COL_REL_ERROR_LO, FP8_GEMM_COL_RATIO,
                                      FP8_GEMM_COL_TENSOR_CORE, FP8_GEMM_COL_COUNT, 0}};
@@ -94,7 +95,10 @@ void fp8_gemm_csv_put_row_n(FILE *fp, int ncols, const char *layer, int gemm_kin
     csv_line_chr(&l, ',');
     csv_line_num(&l, tc ? tc->exact_acc : rel_error);
     csv_line_chr(&l, ',');
-    if (tc && !isnan(tc->alt_acc)) csv_line_num(&l, tc->alt_acc);
+    /* the other form: fprop's under a model (a NaN error written "nan"), empty otherwise, as
+     * the reader wants it */
+    if (tc && tc->model != FP8_TC_EXACT && gemm_kind == FP8_GEMM_FPROP)
+      csv_line_num(&l, tc->alt_acc);
   }
   csv_line_chr(&l, '\n');
   csv_line_flush(&l);

@@ -313,8 +313,9 @@ typedef struct {
   int model;               /**< an fp8_tc_model (tensorcore.h): FP8_TC_EXACT where it does not
                                 apply to the row */
   fp8_gemm_acc acc;
-  double exact_acc, alt_acc; /**< the errors with exact accumulation and the other form (NaN:
-                                  written empty) */
+  double exact_acc, alt_acc; /**< the errors with exact accumulation and the other form
+                                  (written on fprop rows under a model only, NaN as "nan";
+                                  empty elsewhere) */
 } fp8_gemm_tc_cols;
 
 /** The number of gemm.csv columns a run writes: 9 (exact), 11 (sampled: the interval), 15

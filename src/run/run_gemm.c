@@ -108,6 +108,14 @@ static const fp8_config *row_config(const run_t *r, const fp8_gemm_request *q, i
   return tmp;
 }
 
+/* Whether request q has an operand of a block kind: the engine then computes all its GEMMs in
+ * FP32, the tensor-core model applying to none (engine.h, engine_cpu_gemm.c's req_blocks). */
+static int req_has_block(const fp8_experiment *ex, const fp8_gemm_request *q) {
+  for (int i = 0; i < 3; i++)
+    if (fp8_recipe_kind_is_block(ex->configs[q->config[i]].kind)) return 1;
+  return 0;
+}
+
 /* The configuration GEMM g of request q is divided by (the FP4 ratio: engine.h
  * fp8_engine_gemm's rule), and its plain request among the layer's req[0..n) (-1: none). */
 static ptrdiff_t ratio_request(const run_t *r, const fp8_gemm_request *q, int g,
@@ -193,8 +201,10 @@ int run_gemm_part(run_t *r, const fp8_step *s, int64_t step, char *err, size_t e
         fp8_gemm_tc_cols tcc = {FP8_TC_EXACT, FP8_GEMM_ACC_EXACT, rel[0], NAN};
         int ka = r->ex->configs[lq[k].config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 0)]].kind;
         int kb = r->ex->configs[lq[k].config[fp8_gemm_operand_tensor((fp8_gemm_kind)g, 1)]].kind;
-        /* the model applies where both operands are cast with one scale (engine.h) */
-        if (tc && fp8_recipe_kind_has_scale(ka) && fp8_recipe_kind_has_scale(kb)) {
+        /* the model applies where both operands are cast with one scale and the request has
+         * no block-kind operand (the engine computes such a request's GEMMs in FP32: engine.h) */
+        if (tc && fp8_recipe_kind_has_scale(ka) && fp8_recipe_kind_has_scale(kb) &&
+            !req_has_block(r->ex, &lq[k])) {
           tcc.model = r->ex->tensor_core;
           tcc.acc = fp8_gemm_tc_promote((fp8_gemm_kind)g, 0) ? FP8_GEMM_ACC_PROMOTED
                                                              : FP8_GEMM_ACC_FAST;

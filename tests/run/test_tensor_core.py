@@ -233,6 +233,49 @@ def case_sampled(tmp):
     print("  sampled: 27 rows, exact accumulation column equal to the exact run's, block rows exact")
 
 
+def case_nan_and_block_operand(tmp):
+    """Two rows the writer and the reader must agree on: a NaN in the input makes fprop's two
+    errors NaN (written "nan", not empty: the report reads the file back), and a label whose
+    grad_output is MXFP8 leaves all its GEMMs to the FP32 path (the engine computes a request
+    with a block operand in FP32), so even fprop of its per-tensor input and weight is labelled
+    exact, equal to the exact run's."""
+    d = os.path.join(tmp, "nanblk")
+    write_trace(d, np.random.default_rng(5))
+    p = os.path.join(d, "trace", "step_1", "m.fc.input.npy")
+    x = np.load(p)
+    x[2, 3] = np.nan
+    np.save(p, x)
+    rec = ("[recipe.cur]\nkind = current\nformat = hybrid\n\n"
+           "[recipe.mx]\nkind = mxfp8\ntensors = m.fc.grad_output\n\n"
+           "[recipe.mx_rest]\nlabel = mx\nkind = current\nformat = hybrid\n")
+    base = "gemm_error = exact\ngemm_max_tokens = 0\n"
+    got = {}
+    for m in ("exact", "h100"):
+        ini(os.path.join(d, m + ".ini"), rec, base + "tensor_core = %s\n" % m, "out_" + m)
+        rc, out = run(["run", m + ".ini"], d)  # with the report: it reads gemm.csv back
+        if not check(rc == 0 and os.path.exists(os.path.join(d, "out_" + m, "report.md")),
+                     "nan/block %s run: rc %d: %s" % (m, rc, out[-400:])):
+            return
+        got[m] = {(r["gemm"], r["step"], r["recipe"]): r
+                  for r in rows(os.path.join(d, "out_" + m, "gemm.csv"))}
+    check(len(got["h100"]) == 12, "nan/block: %d rows, expected 12" % len(got["h100"]))
+    for key, r in sorted(got["h100"].items()):
+        g, step, label = key
+        if label == "mx":
+            check(r["tensor_core"] == "exact" and r["accumulation"] == "exact" and
+                  r["rel_error_alt_acc"] == "" and
+                  r["rel_error"] == r["rel_error_exact_acc"] == got["exact"][key]["rel_error"],
+                  "nan/block %s: a request with an MXFP8 operand, not left exact: %s" % (key, r))
+        elif g == "fprop" and step == "1":
+            check(r["rel_error"] == r["rel_error_exact_acc"] == r["rel_error_alt_acc"] == "nan",
+                  "nan/block %s: the NaN input's fprop row: %s" % (key, r))
+        else:
+            check(r["tensor_core"] == "h100" and
+                  (r["rel_error_alt_acc"] != "") == (g == "fprop"),
+                  "nan/block %s: per-tensor row: %s" % (key, r))
+    print("  nan and block operand: fprop's NaN errors written nan, the mx label's 6 rows exact")
+
+
 def case_bad_value(tmp):
     d = os.path.join(tmp, "bad")
     write_trace(d, np.random.default_rng(1), steps=(0,))
@@ -255,6 +298,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         case_reference(tmp)
         case_sampled(tmp)
+        case_nan_and_block_operand(tmp)
         case_bad_value(tmp)
     return pycommon.finish()
 
