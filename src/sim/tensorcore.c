@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_inline.h" /* enc_f2u: a float's bits */
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define FP8_TC_AVX2 1
@@ -43,16 +45,10 @@ int fp8_tc_model_parse(const char *s, fp8_tc_model *m) {
   return FP8_EINVAL;
 }
 
-static uint32_t f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 /* The exponent of a finite non-zero FP8 value x in format f: floor(log2 |x|) clamped below at
  * the format's emin (Generic_BFMA_TC.m: exp = max(floor(log2|x|), emin_in)). */
 static int fp8_exp(float x, fp8_format f) {
-  int e = (int)((f32_bits(x) >> 23) & 0xFF) - 127;
+  int e = (int)((enc_f2u(x) >> 23) & 0xFF) - 127;
   int emin = f == FP8_E4M3 ? -6 : -14;
   return e > emin ? e : emin;
 }
@@ -70,8 +66,7 @@ static int nonfinite(const float *a, const float *b, int n, float c, float *out)
   }
   if (!any) return 0;
   if (nan || (pinf && minf)) {
-    const uint32_t qnan = 0x7FC00000u;
-    memcpy(out, &qnan, sizeof *out);
+    *out = enc_u2f(0x7FC00000u); /* the canonical quiet NaN */
   } else {
     *out = pinf ? INFINITY : -INFINITY;
   }
@@ -101,7 +96,7 @@ static float h100_mma(fp8_format fa, fp8_format fb, const float *a, const float 
       if (e > M) M = e;
     }
   if (c != 0.0f) {
-    int ce = (int)((f32_bits(c) >> 23) & 0xFF) - 127;
+    int ce = (int)((enc_f2u(c) >> 23) & 0xFF) - 127;
     if (ce < -126) ce = -126;
     if (ce > M) M = ce;
   }
@@ -468,14 +463,10 @@ __attribute__((target("avx2"))) static void block_range(const float *x, int64_t 
   }
 }
 
-
+/* Asked each time (a flag read, set up before main): a cached answer written by the engine's
+ * concurrent workers would be a data race (gemm_block.c's have_avx2_fma says the same). */
 static int avx2_ok(void) {
-  static int have = -1;
-  if (have < 0) {
-    __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx2") ? 1 : 0;
-  }
-  return have;
+  return __builtin_cpu_supports("avx2");
 }
 #endif
 
