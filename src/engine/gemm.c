@@ -182,6 +182,20 @@ done:
   return rc;
 }
 
+/* rel_error of an output y [m * n] against the reference (fp8_gemm_error, fp8_gemm_error_tc):
+ * ||y - y_ref||_F / ||y_ref||_F; 0 / 0 is 0, x / 0 inf (NaN stays NaN). */
+static double rel_of(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *y, int64_t mn) {
+  double e = 0.0;
+  const double *yr = ref->y[g];
+  for (int64_t i = 0; i < mn; i++) {
+    double d = (double)y[i] - yr[i];
+    e += d * d;
+  }
+  double num = sqrt(e);
+  if (ref->norm[g] == 0.0) return num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
+  return num / ref->norm[g];
+}
+
 int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, const float *b,
                    double *rel_error) {
   if (!ref || !rel_error || (int)g < 0 || g >= FP8_GEMM_COUNT) return FP8_EINVAL;
@@ -202,29 +216,8 @@ int fp8_gemm_error(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *a, con
     use[o] = op;
   }
   sgemm_kind(g, (int)m, (int)n, (int)k, use[0], use[1], y);
-  double e = 0.0;
-  const double *yr = ref->y[g];
-  for (int64_t i = 0; i < m * n; i++) {
-    double d = (double)y[i] - yr[i];
-    e += d * d;
-  }
-  double num = sqrt(e);
-  if (ref->norm[g] == 0.0) *rel_error = num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
-  else *rel_error = num / ref->norm[g];
+  *rel_error = rel_of(ref, g, y, m * n);
   return FP8_OK;
-}
-
-/* rel_error from an output y [m * n] and the reference (fp8_gemm_error's last lines). */
-static double rel_of(const fp8_gemm_ref *ref, fp8_gemm_kind g, const float *y, int64_t mn) {
-  double e = 0.0;
-  const double *yr = ref->y[g];
-  for (int64_t i = 0; i < mn; i++) {
-    double d = (double)y[i] - yr[i];
-    e += d * d;
-  }
-  double num = sqrt(e);
-  if (ref->norm[g] == 0.0) return num == 0.0 ? 0.0 : (isnan(num) ? NAN : INFINITY);
-  return num / ref->norm[g];
 }
 
 /* The reduction-major copy [n, k] of operand o of GEMM g (its sampled tokens): fprop's two and

@@ -72,8 +72,7 @@ static void cell_free(tc_cell *x) {
  * trace's rank_<r>/ prefix ignored): fprop in, dgrad out, wgrad tokens; 0: unknown. */
 static int64_t layer_k(const rep_t *r, const char *name, int g) {
   if (!r->run.has_model_shape) return 0;
-  const char *slash = strncmp(name, "rank_", 5) == 0 ? strchr(name, '/') : NULL;
-  if (slash) name = slash + 1;
+  name = rep_strip_rank(name);
   const fp8_tl_shape *s = &r->run.model_shape;
   for (size_t i = 0; i < s->nlinears; i++)
     if (strcmp(s->linears[i].name, name) == 0)
@@ -151,12 +150,6 @@ void rep_tc_free(rep_t *r) {
   r->tc = NULL;
 }
 
-static const char *fmt_err(double v, char *b, size_t n) {
-  if (isnan(v)) snprintf(b, n, "n/a");
-  else snprintf(b, n, "%.3g", v);
-  return b;
-}
-
 static const char *fmt_ratio(double a, double b, char *s, size_t n) {
   if (isnan(a) || isnan(b) || b <= 0.0) snprintf(s, n, "n/a");
   else snprintf(s, n, "%.3fx", a / b);
@@ -208,9 +201,10 @@ void rep_tc_text(const rep_t *r, fp8_doc *d) {
     else snprintf(k, sizeof k, "%lld-%lld", (long long)x->kmin, (long long)x->kmax);
     snprintf(gn, sizeof gn, "%s (%s)", fp8_gemm_name((fp8_gemm_kind)g),
              fp8_gemm_tc_promote((fp8_gemm_kind)g, 0) ? "promoted" : "fast");
-    const char *cells[] = {gn, k, fmt_err(x->med[0], e[0], 32), fmt_err(x->med[1], e[1], 32),
+    const char *cells[] = {gn, k, rep_fmt_rate(x->med[0], e[0], 32),
+                           rep_fmt_rate(x->med[1], e[1], 32),
                            fmt_ratio(x->med[1], x->med[0], rt, sizeof rt),
-                           g == FP8_GEMM_FPROP ? fmt_err(x->med[2], e[2], 32) : ""};
+                           g == FP8_GEMM_FPROP ? rep_fmt_rate(x->med[2], e[2], 32) : ""};
     fp8_doc_table_row(d, cells);
   }
   double worst = 0.0;
@@ -240,8 +234,9 @@ void rep_tc_text(const rep_t *r, fp8_doc *d) {
     char k[32], n[32], e[3][32], rt[32];
     snprintf(k, sizeof k, "%lld", (long long)x->k);
     snprintf(n, sizeof n, "%zu", x->n);
-    const char *cells[] = {k, n, fmt_err(x->med[0], e[0], 32), fmt_err(x->med[1], e[1], 32),
-                           fmt_err(x->med[2], e[2], 32), fmt_ratio(x->med[1], x->med[2], rt, sizeof rt)};
+    const char *cells[] = {k, n, rep_fmt_rate(x->med[0], e[0], 32),
+                           rep_fmt_rate(x->med[1], e[1], 32), rep_fmt_rate(x->med[2], e[2], 32),
+                           fmt_ratio(x->med[1], x->med[2], rt, sizeof rt)};
     fp8_doc_table_row(d, cells);
   }
 }

@@ -19,7 +19,8 @@
 static const char *const EXPERTS_COLS[FP8_EXPERTS_COL_COUNT] = {
     "gemm", "group", "expert", "steps", "steps_run", "tokens", "tokens_min", "tokens_max"};
 
-_Static_assert(FP8_EXPERTS_COL_COUNT <= CSV_MAX_COLS, "csv_load_table reads at most CSV_MAX_COLS columns");
+_Static_assert((int)FP8_EXPERTS_COL_COUNT <= (int)CSV_MAX_COLS,
+               "csv_load_table reads at most CSV_MAX_COLS columns");
 const fp8_schema fp8_schema_experts = {"experts.csv", EXPERTS_COLS, FP8_EXPERTS_COL_COUNT,
                                        {FP8_EXPERTS_COL_COUNT, 0, 0, 0}};
 

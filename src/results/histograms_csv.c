@@ -14,7 +14,8 @@
 
 static const char *const HIST_COLS[FP8_HIST_COL_COUNT] = {"tensor", "step", "log2_bin", "count"};
 
-_Static_assert(FP8_HIST_COL_COUNT <= CSV_MAX_COLS, "csv_load_table reads at most CSV_MAX_COLS columns");
+_Static_assert((int)FP8_HIST_COL_COUNT <= (int)CSV_MAX_COLS,
+               "csv_load_table reads at most CSV_MAX_COLS columns");
 const fp8_schema fp8_schema_histograms = {"histograms.csv", HIST_COLS, FP8_HIST_COL_COUNT,
                                           {FP8_HIST_COL_COUNT, 0, 0, 0}};
 

@@ -100,7 +100,7 @@ int run_ckpt_open(run_t *r, const run_ckpt_info *resume, char *err, size_t errle
                                   the ratio columns with an FP4 configuration (issue 42) */
       fp8_schema_put_header_n(r->part[k].fp, schema[k],
                               k == 2 ? fp8_gemm_csv_ncols(r->ex->gemm_sampled, r->fp4_ref >= 0,
-                                                          r->ex->tensor_core != 0)
+                                                          r->ex->tensor_core != FP8_TC_EXACT)
                                      : schema[k]->ncols);
   }
   if (rc || (resume && resume->phase != RUN_CKPT_REPLAY)) return rc;
