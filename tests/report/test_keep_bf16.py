@@ -24,45 +24,28 @@ Usage: test_keep_bf16.py FP8LAB_BIN. Needs numpy.
 """
 import configparser
 import contextlib
-import csv
 import math
 import os
 import py_compile
 import shutil
-import subprocess
 import sys
 import tempfile
 import types
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import pycommon  # noqa: E402
+from pycommon import check, csv_rows as rows, save_npy as save  # noqa: E402
+
 try:
     import numpy as np
 except ImportError:
-    print("skipped: numpy is not installed")
-    sys.exit(77)
+    pycommon.require("numpy is not installed")
 
 BIN = os.path.abspath(sys.argv[1])
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
 
 
 def run(args, cwd):
-    p = subprocess.run([BIN] + args, cwd=cwd, capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
-
-
-def rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def save(d, name, a):
-    os.makedirs(d, exist_ok=True)
-    np.save(os.path.join(d, name + ".npy"), np.asarray(a, dtype="<f4"))
+    return pycommon.run_cli(BIN, args, cwd)
 
 
 # ------------------------------------------------------------------ by hand: one tensor, one GEMM
@@ -392,11 +375,9 @@ def main():
             te_code(*got)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("ok: kind bf16 by hand, the flush budget's advice replayed, te_recipe.py")
-    return 0
+    if not pycommon.FAILS:
+        print("ok: kind bf16 by hand, the flush budget's advice replayed, te_recipe.py")
+    return pycommon.finish()
 
 
 if __name__ == "__main__":

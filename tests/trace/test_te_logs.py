@@ -36,16 +36,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from pycommon import check, FAILS  # noqa: E402,F401  (the one failure list; importers take both)
+
 BIN = os.path.abspath(sys.argv[1])
 TABS = " \t\t\t\t "
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
-    return cond
 
 
 def te_line(name, it, value, stamp="2025-06-03 12:34:56,789"):
