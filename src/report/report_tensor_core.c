@@ -172,7 +172,8 @@ void rep_tc_intro(const rep_t *r, fp8_doc *d) {
                        "outputs), fprop with fast accumulation, dgrad and wgrad promoted to FP32 "
                        "every 128 products, as TransformerEngine runs them; block, FP4 and bf16 "
                        "configurations stay exactly accumulated (their block-scaled MMAs are "
-                       "not modelled), and so does the FP4 verdict's ratio on both sides. "
+                       "not modelled), as do all three GEMMs of a mixed label's layer with a "
+                       "block-kind operand, and so does the FP4 verdict's ratio on both sides. "
                        "gemm.csv keeps beside each error the same GEMM's with exact accumulation "
                        "and, for fprop, with promotion.",
                     fp8_tc_model_name((fp8_tc_model)m), fp8_tc_model_name((fp8_tc_model)m),
