@@ -16,19 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_inline.h" /* enc_f2u, enc_u2f: a float's bits and back */
 #include "tensorcore.h"
 #include "testutil.h"
 
-static uint32_t bits_of(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-static float float_of(uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
 static uint32_t le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -55,9 +46,9 @@ static int certified_misses(fp8_format f, fp8_tc_model m, int gpu, int *records)
       a[i] = fp8_decode(p[i], f);
       b[i] = fp8_decode(p[32 + i], f);
     }
-    float c = gpu == 2 ? float_of(le32(p + 64)) : 0.0f;
+    float c = gpu == 2 ? enc_u2f(le32(p + 64)) : 0.0f;
     uint32_t want = le32(p + 68 + 4 * gpu);
-    miss += bits_of(fp8_tc_mma(m, f, f, a, b, 32, c)) != want;
+    miss += enc_f2u(fp8_tc_mma(m, f, f, a, b, 32, c)) != want;
   }
   free(data);
   free(path);
@@ -155,7 +146,7 @@ static uint64_t vectors_hash(fp8_format f, uint64_t seed, int n, fp8_tc_model m)
       x[i] = fp8_decode(a[i], f);
       y[i] = fp8_decode(b[i], f);
     }
-    h = fnv_u32(h, bits_of(fp8_tc_mma(m, f, f, x, y, 32, float_of(c))));
+    h = fnv_u32(h, enc_f2u(fp8_tc_mma(m, f, f, x, y, 32, enc_u2f(c))));
   }
   return h;
 }
@@ -203,8 +194,8 @@ START_TEST(swamping_by_hand) {
   ck_assert(fp8_tc_mma(FP8_TC_H100, FP8_E4M3, FP8_E4M3, a, b, 32, 0.0f) == -1.0f);
   /* a zero result is +0 on H100 even from negative zeros; B200 keeps -0 of negative zeros */
   for (int i = 0; i < 32; i++) a[i] = -0.0f, b[i] = 1.0f;
-  ck_assert_uint_eq(bits_of(fp8_tc_mma(FP8_TC_H100, FP8_E4M3, FP8_E4M3, a, b, 32, -0.0f)), 0);
-  ck_assert_uint_eq(bits_of(fp8_tc_mma(FP8_TC_B200, FP8_E4M3, FP8_E4M3, a, b, 32, -0.0f)),
+  ck_assert_uint_eq(enc_f2u(fp8_tc_mma(FP8_TC_H100, FP8_E4M3, FP8_E4M3, a, b, 32, -0.0f)), 0);
+  ck_assert_uint_eq(enc_f2u(fp8_tc_mma(FP8_TC_B200, FP8_E4M3, FP8_E4M3, a, b, 32, -0.0f)),
                     0x80000000u);
 }
 END_TEST
@@ -290,7 +281,7 @@ START_TEST(kernel_equals_definition) {
           fp8_tc_block((fp8_tc_model)mm, fa, fb, p, q, k, a, b, promote, 0.75f, y1);
           fp8_tc_block_plain((fp8_tc_model)mm, fa, fb, p, q, k, a, b, promote, 0.75f, y2);
           for (int i = 0; i < p * q; i++)
-            ck_assert_msg(bits_of(y1[i]) == bits_of(y2[i]) || (isnan(y1[i]) && isnan(y2[i])),
+            ck_assert_msg(enc_f2u(y1[i]) == enc_f2u(y2[i]) || (isnan(y1[i]) && isnan(y2[i])),
                           "%s k %lld form %d promote %lld entry %d: %a vs %a",
                           fp8_tc_model_name((fp8_tc_model)mm), (long long)k, form,
                           (long long)promote, i, y1[i], y2[i]);
